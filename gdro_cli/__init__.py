@@ -1,0 +1,1 @@
+"""The `gdro` console script: one front door, each subcommand imported lazily."""

@@ -1,0 +1,50 @@
+"""`gdro` command line: dispatches to each part lazily so `gdro simulate` never loads streamlit.
+
+Subcommands:
+  gdro simulate [STUDY] [...]   toy studies in the heavy-tailed bandit simulator (simulators/)
+  gdro app [RUN_DIR ...]        the Streamlit app for logged curricula (apps/)
+  gdro report RUN_DIR [...]     static PNG figures of run directories (apps/report.py)
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "simulate": ("simulators.cli", "main", "toy studies in the synthetic bandit world"),
+    "app": ("apps.launch", "main", "Streamlit app for run directories"),
+    "report": ("apps.report", "main", "static PNG figures for run directories"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: gdro COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    lines += ["", "Run `gdro COMMAND --help` for the options of one command."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"gdro: unknown command {name!r}: choose one of {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    module_name, func_name, _ = COMMANDS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        extra = {"simulate": "sim", "app": "app", "report": "sim"}[name]
+        print(f"gdro {name}: missing dependency ({err.name}): install with pip install -e '.[{extra}]'",
+              file=sys.stderr)
+        return 2
+    result = getattr(module, func_name)(rest)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Rollout allocation math: the square-root (Neyman) law and exact-budget integer plans.
+
+Paper: Thm 4.2 (Eq. 28-31). Minimise the variance proxy sum_b q_b v_b / n_b subject to
+sum_b q_b n_b = n_bar. Unconstrained solution n_b* = n_bar sqrt(v_b) / sum_j q_j sqrt(v_j);
+with the arm box n_min <= n_b <= n_max the KKT solution is n_b(mu) = clip(sqrt(v_b / mu)),
+with the shadow price mu chosen so that the budget holds. Both are implemented here, plus
+the integer plans used to execute an allocation with an exact total (sum_i n_i = P n_bar).
+All functions are pure; shapes: ``G`` bins, ``P`` prompts, ``A`` arms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sqrt_allocation_unclipped(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float) -> np.ndarray:
+    """Thm 4.2: n_b* = n_bar sqrt(v_b) / sum_j q_j sqrt(v_j) (real-valued, no arm bounds).
+
+    Bins with q_b = 0 are still given the formula's value (they are outside the active set).
+    Raises ValueError when sum_j q_j sqrt(v_j) = 0 (no active bin has variance).
+    """
+    root_G = np.sqrt(np.maximum(np.asarray(variance_G, float), 0.0))
+    denom = float(np.dot(np.asarray(share_G, float), root_G))
+    if denom <= 0.0:
+        raise ValueError("sqrt allocation needs at least one active bin with positive variance")
+    return n_bar * root_G / denom
+
+
+def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
+                    n_min: float, n_max: float) -> np.ndarray:
+    """Square-root law with the arm box: argmin sum q v / n s.t. sum q n = n_bar, n_min <= n <= n_max.
+
+    KKT: n_b = clip(sqrt(v_b / mu), n_min, n_max). Writing s = 1 / sqrt(mu), the budget
+    f(s) = sum_b q_b clip(sqrt(v_b) s, n_min, n_max) / sum_b q_b is piecewise linear and
+    non-decreasing in s with breakpoints n_min / sqrt(v_b) and n_max / sqrt(v_b), so the s
+    with f(s) = n_bar is found exactly by linear interpolation between breakpoints.
+    Needs n_min <= n_bar <= n_max. Bins with v_b = 0 get n_min (when others have variance).
+    """
+    v_G = np.maximum(np.asarray(variance_G, float), 0.0)
+    q_G = np.asarray(share_G, float)
+    if not n_min <= n_bar <= n_max:
+        raise ValueError(f"n_bar={n_bar} must lie in [n_min, n_max]=[{n_min}, {n_max}]")
+    total_q = q_G[q_G > 0].sum()
+    if total_q <= 0:
+        raise ValueError("sqrt allocation needs at least one bin with positive share")
+    root_G = np.sqrt(v_G)
+    live = (q_G > 0) & (root_G > 0)
+    if not np.any(live):
+        return np.full_like(v_G, float(n_bar))  # no variance anywhere: every plan is equal; keep uniform
+    knots = np.unique(np.concatenate([n_min / root_G[live], n_max / root_G[live]]))
+
+    def budget(s: np.ndarray) -> np.ndarray:
+        return np.clip(np.outer(s, root_G), n_min, n_max) @ np.where(q_G > 0, q_G, 0.0) / total_q
+
+    s_star = float(np.interp(n_bar, budget(knots), knots))
+    return np.clip(root_G * s_star, n_min, n_max)
+
+
+def round_to_budget(target_P: np.ndarray, total: int, n_min: int, n_max: int) -> np.ndarray:
+    """Integer n_P in [n_min, n_max] with sum exactly ``total``, closest to real ``target_P``.
+
+    Largest-remainder rounding: floor everything, then give +1 to the prompts with the largest
+    fractional parts (ties: lowest index) until the total is met; bounds are respected.
+    """
+    target = np.clip(np.asarray(target_P, float), n_min, n_max)
+    count = target.size
+    if not count * n_min <= total <= count * n_max:
+        raise ValueError(f"total {total} is outside [{count * n_min}, {count * n_max}] for {count} prompts")
+    base = np.floor(target).astype(np.int64)
+    return adjust_to_total(base, total, n_min, n_max, preference_P=target - base)
+
+
+def adjust_to_total(n_P: np.ndarray, total: int, n_min: int, n_max: int,
+                    preference_P: np.ndarray | None = None) -> np.ndarray:
+    """Move single prompts by +-1 until sum(n_P) == total, within [n_min, n_max].
+
+    Prompts with the highest ``preference_P`` are raised first and those with the lowest are
+    lowered first (stable order); passes repeat when one step each is not enough.
+    """
+    n = np.asarray(n_P, np.int64).copy()
+    pref = np.zeros(n.size) if preference_P is None else np.asarray(preference_P, float)
+    gap = int(total - n.sum())
+    order_up = np.argsort(-pref, kind="stable")
+    order_down = np.argsort(pref, kind="stable")
+    while gap != 0:
+        if gap > 0:
+            room = order_up[n[order_up] < n_max]
+            if room.size == 0:
+                raise ValueError("budget unreachable: every prompt is already at n_max")
+            chosen = room[:gap]
+            n[chosen] += 1
+            gap -= chosen.size
+        else:
+            room = order_down[n[order_down] > n_min]
+            if room.size == 0:
+                raise ValueError("budget unreachable: every prompt is already at n_min")
+            chosen = room[:-gap]
+            n[chosen] -= 1
+            gap += chosen.size
+    return n
+
+
+def exact_budget_plan(log_prob_GA: np.ndarray, count_G: np.ndarray, total: int,
+                      n_min: int, tie_center: float | None = None) -> tuple[np.ndarray, bool]:
+    """DP of the paper (§3.3): one arm per bin maximising sum_b log p_b(n_b), s.t. sum_b c_b n_b = total.
+
+    ``log_prob_GA[b, a]`` is log p_b(n_min + a); ``count_G`` the prompts per bin (bins with 0
+    prompts are ignored). Returns (arm value n_G, exact). When no one-arm-per-bin plan hits
+    ``total`` (possible for unlucky counts), the plan with the reachable sum closest to
+    ``total`` is returned with exact=False and the caller finishes it with
+    :func:`adjust_to_total` on single prompts. ``tie_center`` adds a 1e-9 (n - tie_center)^2
+    penalty so that equally likely plans resolve toward that value instead of arbitrarily.
+    Cost O(G * A * total), vectorised over partial sums.
+    """
+    log_prob = np.asarray(log_prob_GA, float)
+    counts = np.asarray(count_G, np.int64)
+    num_bins, num_arms = log_prob.shape
+    arms = n_min + np.arange(num_arms)
+    if tie_center is not None:
+        log_prob = log_prob - 1e-9 * (arms[None, :] - tie_center) ** 2
+    n_G = np.full(num_bins, int(round(tie_center)) if tie_center is not None else n_min, dtype=np.int64)
+    active = np.flatnonzero(counts > 0)
+    if active.size == 0:
+        return n_G, total == 0
+    cap = int(max(total, counts[active].sum() * n_min) + counts[active].max() * (num_arms - 1)) + 1
+    best = np.full(cap, -np.inf)
+    best[0] = 0.0
+    choice = np.zeros((active.size, cap), dtype=np.int16)
+    for row, b in enumerate(active):
+        new = np.full(cap, -np.inf)
+        for a in range(num_arms):
+            shift = int(counts[b] * arms[a])
+            if shift >= cap:
+                break
+            cand = best[: cap - shift] + log_prob[b, a]
+            better = cand > new[shift:]
+            new[shift:][better] = cand[better]
+            choice[row, shift:][better] = a
+        best = new
+    reachable = np.flatnonzero(np.isfinite(best))
+    exact = bool(total < cap and np.isfinite(best[total]))
+    end = total if exact else int(reachable[np.argmin(np.abs(reachable - total))])
+    for row in range(active.size - 1, -1, -1):
+        b = active[row]
+        a = int(choice[row, end])
+        n_G[b] = arms[a]
+        end -= int(counts[b] * arms[a])
+    return n_G, exact

@@ -1,0 +1,164 @@
+"""Prompt-GDRO: an EMA-debiased exponential-weights adversary over difficulty bins (§3.2).
+
+Per step t, for each bin b present in the batch (paper Eq. 12-16):
+    l_bar_t(b) = mean over the bin's prompts of the difficulty signal          (Eq. 13)
+    x_t(b)     = l_bar_t(b) / max(B q_hat_t(b), floor)   if share_normalize     (debiasing)
+    S_t(b)     = (1 - beta) S_{t-1}(b) + beta x_t(b)                            (Eq. 12)
+    omega_t(b) = exp(eta clip(S_t(b), -C, C))                                   (Eq. 14)
+    q_t(b)     = (1 - gamma) omega_t(b) / sum_j omega_t(j) + gamma / B          (Eq. 15)
+and prompt i's advantages are multiplied by m_i (Eq. 16), in one of two named modes:
+    paper: m_i = min(omega_t(b_i), cap)                      (raw capped omega, as Eq. 16)
+    mean1: m_i = min(q_t(b_i) / mean_j q_t(b_j), cap)        (the released code: mean 1 over the batch)
+
+Departures, and why:
+- Debiasing divides by B q_hat (share relative to uniform), not q_hat as the code does, so the
+  score keeps its scale when shares are uniform and C, eta mean the same with it on or off;
+  the code's eta = 0.65 on l/q_hat equals eta = 0.65 B here. A floor stops rare bins blowing up.
+- The clip at C (absent in the code) is applied; C = 5 by default (the paper gives none).
+- The EMA starts at a bin's first observation (as the code); absent bins keep their score.
+- The gamma mixing runs over all B bins (the code mixes over bins present in the batch).
+- Unassigned prompts (never seen by the classifier) get multiplier 1 and feed no bin.
+- Default signal is the failure rate (see gdro_lab.signals for why the surrogate is ~0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gdro_lab._validate import require, require_choice, require_range
+from gdro_lab.diagnostics import bin_mean, bin_share, effective_support
+from gdro_lab.feedback import StepFeedback
+from gdro_lab.signals import SIGNALS
+
+
+@dataclass(frozen=True)
+class WeighterConfig:
+    """Configuration of a prompt weighter (Prompt-GDRO and its uniform baseline)."""
+
+    num_bins: int = 10
+    """B: number of difficulty bins (or static groups)."""
+    eta: float = 0.65
+    """eta_q: exponential-weights step on the EMA score (Eq. 14)."""
+    gamma: float = 0.01
+    """Uniform mixing of the bin distribution (Eq. 15)."""
+    ema_beta: float = 0.12
+    """beta: weight of the newest observation in the EMA (Eq. 12); 1.0 = no EMA."""
+    share_normalize: bool = True
+    """Divide the bin signal by its share relative to uniform, B q_hat (debiasing)."""
+    share_floor: float = 0.1
+    """Floor on B q_hat when share_normalize is on (0.1 = a bin at a tenth of its uniform share)."""
+    clip: float = 5.0
+    """C: the EMA score is clipped to [-C, C] before the exponential (Eq. 14)."""
+    max_weight: float = 15.0
+    """omega_max: cap on the multiplier applied to a prompt's advantages (Eq. 16)."""
+    weight_mode: str = "paper"
+    """'paper' (raw capped omega, Eq. 16) or 'mean1' (released code: renormalised to batch mean 1)."""
+    signal: str = "failure_rate"
+    """Difficulty signal, a name in gdro_lab.signals.SIGNALS."""
+
+    def __post_init__(self) -> None:
+        owner = "WeighterConfig"
+        require(isinstance(self.num_bins, int) and self.num_bins >= 1, owner, "num_bins", self.num_bins,
+                "an integer >= 1")
+        require_range(owner, "eta", self.eta, 0.0)
+        require_range(owner, "gamma", self.gamma, 0.0, 1.0)
+        require_range(owner, "ema_beta", self.ema_beta, 0.0, 1.0, lo_open=True)
+        require_range(owner, "share_floor", self.share_floor, 0.0, 1.0, lo_open=True)
+        require_range(owner, "clip", self.clip, 0.0, lo_open=True)
+        require_range(owner, "max_weight", self.max_weight, 1.0)
+        require_choice(owner, "weight_mode", self.weight_mode, ("paper", "mean1"))
+        require_choice(owner, "signal", self.signal, tuple(SIGNALS))
+
+
+def entropic_weights(score_G: np.ndarray, eta: float, gamma: float, clip: float) -> np.ndarray:
+    """Eq. 14-15: q = (1 - gamma) softmax(eta clip(S, -C, C)) + gamma / B."""
+    logits = eta * np.clip(score_G, -clip, clip)
+    logits = logits - logits.max()
+    soft = np.exp(logits)
+    return (1.0 - gamma) * soft / soft.sum() + gamma / score_G.size
+
+
+class UniformWeighter:
+    """GRPO baseline (registry name ``uniform``): every multiplier is 1, bin weights uniform.
+
+    Still tracks the EMA scores so the logs show what an adversary would have seen.
+    """
+
+    config_class = WeighterConfig
+
+    def __init__(self, config: WeighterConfig | None = None, seed: int | None = None):
+        self.config = config or WeighterConfig()
+        self.rng = np.random.default_rng(seed)
+        self.score_G = np.zeros(self.config.num_bins)
+        self.seen_G = np.zeros(self.config.num_bins, bool)
+
+    @property
+    def num_bins(self) -> int:
+        return self.config.num_bins
+
+    def bin_weights(self) -> np.ndarray:
+        """Normalised bin weights q_t(b) (Eq. 15)."""
+        return np.full(self.num_bins, 1.0 / self.num_bins)
+
+    def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
+        """Advantage multiplier per prompt (Eq. 16)."""
+        return np.ones(np.asarray(bins_P).size)
+
+    def update(self, feedback: StepFeedback) -> dict[str, float]:
+        """Fold this step's per-bin signal into the EMA scores (Eq. 12-13)."""
+        cfg = self.config
+        bins = np.asarray(feedback.bins_P, np.int64)
+        signal_P = SIGNALS[cfg.signal](feedback)
+        mean_G = bin_mean(signal_P, bins, cfg.num_bins)
+        present = np.isfinite(mean_G)
+        if cfg.share_normalize:
+            relative_share = np.maximum(cfg.num_bins * bin_share(bins, cfg.num_bins), cfg.share_floor)
+            mean_G = mean_G / relative_share
+        fresh = present & ~self.seen_G
+        old = present & self.seen_G
+        self.score_G[fresh] = mean_G[fresh]
+        self.score_G[old] = (1.0 - cfg.ema_beta) * self.score_G[old] + cfg.ema_beta * mean_G[old]
+        self.seen_G |= present
+        weights = self.bin_weights()
+        return {"prompt_gdro/effective_support": effective_support(weights),
+                "prompt_gdro/max_weight": float(weights.max()),
+                "prompt_gdro/score_max": float(self.score_G.max()),
+                "prompt_gdro/signal_mean": float(np.nanmean(signal_P)) if signal_P.size else float("nan")}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"score": self.score_G.copy(), "seen": self.seen_G.copy(), "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.score_G = np.asarray(state["score"], float).copy()
+        self.seen_G = np.asarray(state["seen"], bool).copy()
+        self.rng.bit_generator.state = state["rng"]
+
+
+class PromptGDRO(UniformWeighter):
+    """EMA-debiased exponential-weights adversary over bins (registry name ``gdro``)."""
+
+    def omega(self) -> np.ndarray:
+        """Eq. 14: unnormalised omega_t(b) = exp(eta clip(S_t(b), -C, C))."""
+        cfg = self.config
+        return np.exp(cfg.eta * np.clip(self.score_G, -cfg.clip, cfg.clip))
+
+    def bin_weights(self) -> np.ndarray:
+        cfg = self.config
+        return entropic_weights(self.score_G, cfg.eta, cfg.gamma, cfg.clip)
+
+    def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
+        cfg = self.config
+        bins = np.asarray(bins_P, np.int64)
+        assigned = bins >= 0
+        out = np.ones(bins.size)
+        if not assigned.any():
+            return out
+        if cfg.weight_mode == "paper":
+            out[assigned] = np.minimum(self.omega()[bins[assigned]], cfg.max_weight)
+        else:
+            per_prompt = self.bin_weights()[bins[assigned]]
+            out[assigned] = np.minimum(per_prompt / per_prompt.mean(), cfg.max_weight)
+        return out

@@ -1,0 +1,51 @@
+"""One registry at the seam where research varies: controllers by family and name.
+
+Every controller of a family has the same constructor ``cls(config, seed)``, the same
+``update(feedback) -> dict[str, float]``, and ``state_dict()`` / ``load_state_dict()`` (RNG
+included), so a training loop never branches on a controller's name:
+
+- ``classifier``: ``bins(prompt_ids) -> bins_P`` (-1 = unassigned), ``update(feedback)``
+- ``weighter``:   ``update(feedback)``, then ``multipliers(bins_P) -> m_P`` and ``bin_weights() -> q_G``
+- ``allocator``:  ``plan(bins_P) -> n_P`` (sum exactly P n_bar), then ``update(feedback)``
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from gdro_lab._validate import ConfigError
+from gdro_lab.difficulty import BayesDifficultyClassifier, DifficultyClassifier
+from gdro_lab.prompt_gdro import PromptGDRO, UniformWeighter
+from gdro_lab.rollout_gdro import RolloutGDRO, SqrtAllocator, UniformAllocator
+
+REGISTRY: dict[str, dict[str, type]] = {
+    "classifier": {"window": DifficultyClassifier, "bayes": BayesDifficultyClassifier},
+    "weighter": {"uniform": UniformWeighter, "gdro": PromptGDRO},
+    "allocator": {"uniform": UniformAllocator, "sqrt": SqrtAllocator, "gdro": RolloutGDRO},
+}
+
+
+def make_config(config_class: type, values: Mapping[str, Any] | None) -> Any:
+    """Build a frozen config from a mapping; unknown keys are a one-line ConfigError."""
+    values = dict(values or {})
+    known = {f.name for f in dataclasses.fields(config_class)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"{config_class.__name__} has no field(s) {', '.join(unknown)}: "
+                          f"allowed are {', '.join(sorted(known))}")
+    if "edges" in values:
+        values["edges"] = tuple(values["edges"])
+    return config_class(**values)
+
+
+def build(family: str, name: str, config: Any = None, seed: int | None = None) -> Any:
+    """Instantiate controller ``name`` of ``family`` with a config object or mapping and a seed."""
+    if family not in REGISTRY:
+        raise ConfigError(f"unknown controller family {family!r}: choose one of {', '.join(REGISTRY)}")
+    if name not in REGISTRY[family]:
+        raise ConfigError(f"unknown {family} {name!r}: choose one of {', '.join(REGISTRY[family])}")
+    cls = REGISTRY[family][name]
+    if config is None or isinstance(config, Mapping):
+        config = make_config(cls.config_class, config)
+    return cls(config, seed)

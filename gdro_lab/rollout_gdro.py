@@ -1,0 +1,267 @@
+"""Rollout-GDRO: a shadow-price controller choosing rollouts per bin at a fixed mean budget (§3.3).
+
+Per bin b a distribution p_b over arms n in {n_min..n_max}, p_b = (1 - gamma) softmax(L_b) + gamma / A.
+Each step, with realized shares q_hat and the per-bin variance proxy v_b (EMA of the mean
+within-prompt reward variance, Bessel, in the bin):
+    cost_b(n) = v~_b n_bar / n + mu n / n_bar,   v~_b = v_b / sum_j q_hat_j v_j
+    L_b      <- (1 - decay) L_b - eta cost_hat_b                         (entropic mirror descent)
+    mu       <- max(0, mu + alpha (sum_b q_hat_b n_b^sampled - n_bar) / n_bar)   (Eq. 21)
+where n^sampled draws one arm per bin from p_b. ``feedback='full'`` uses cost_hat = cost for all
+arms (the cost of every arm is known once v_b is estimated); ``'bandit'`` is EXP3P's
+importance-weighted cost of the sampled arm only, cost_b(a) 1{a sampled} / p_b(a).
+The executed plan is the paper's DP: one arm per bin maximising sum_b log p_b(n_b) subject to
+sum_i n_i = P n_bar exactly (then single prompts move by +-1 in the rare case no one-arm-per-bin
+plan hits the total), unassigned prompts getting n_bar.
+
+Sign convention: we *minimise* cost = variance proxy v_b / n (Thm 4.2, Eq. 28) plus the price
+of compute. Its best response at price mu is n = n_bar sqrt(v~_b / mu) (Eq. 31), and the dual
+equilibrium sum q n = n_bar gives the square-root law. The released code instead adds the bin
+loss (rewarding arms with high loss) and never runs its update; the paper's Eq. 19-20 are a
+utility maximisation whose utility is unspecified. Costs are measured relative to the batch's
+mean variance and n relative to n_bar so mu is dimensionless: mu = 1 makes n_bar optimal when all
+bins are alike (the default start); positive rescaling of v or mu leaves the optimum unchanged.
+Unlike the code, the dual step uses the *sampled* plan, whose mean varies; the executed DP plan
+always meets the budget, so using it would freeze mu (the code's mu never moves).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gdro_lab._validate import require, require_choice, require_range
+from gdro_lab.allocation import adjust_to_total, exact_budget_plan, round_to_budget, sqrt_allocation
+from gdro_lab.diagnostics import bin_counts, bin_mean, bin_share
+from gdro_lab.feedback import StepFeedback
+from gdro_lab.grpo import group_variance
+
+
+@dataclass(frozen=True)
+class AllocatorConfig:
+    """Configuration of a rollout allocator (uniform, square-root, Rollout-GDRO)."""
+
+    num_bins: int = 10
+    """B: number of difficulty bins."""
+    n_min: int = 2
+    """Smallest rollout count (>= 2 so every GRPO group has a defined std)."""
+    n_max: int = 12
+    """Largest rollout count (paper: 3 x n_bar)."""
+    n_bar: int = 4
+    """Mean rollouts per prompt; every plan spends exactly P n_bar rollouts."""
+    eta: float = 0.65
+    """Mirror-descent step on the arm costs."""
+    gamma: float = 0.01
+    """Uniform exploration mixed into each bin's arm distribution."""
+    dual_lr: float = 0.05
+    """alpha_mu: projected dual ascent step on the relative budget violation (Eq. 21)."""
+    mu_init: float = 1.0
+    """Initial shadow price (dimensionless; 1 makes n_bar optimal for equal variances)."""
+    feedback: str = "full"
+    """'full' (cost of every arm) or 'bandit' (EXP3P importance-weighted cost of the sampled arm)."""
+    variance_ema: float = 0.1
+    """Weight of the newest per-bin variance estimate in its EMA."""
+    variance_floor: float = 1e-3
+    """Relative floor on v~_b so a zero-variance bin still has a finite best arm (n_min)."""
+    score_decay: float = 0.0
+    """Forgetting of the cumulative arm scores per step (0 = plain mirror descent, as the code)."""
+    oracle: bool = False
+    """Square-root allocator only: use feedback.variance_G (the true variances) instead of estimates."""
+
+    def __post_init__(self) -> None:
+        owner = "AllocatorConfig"
+        require(isinstance(self.num_bins, int) and self.num_bins >= 1, owner, "num_bins", self.num_bins,
+                "an integer >= 1")
+        require(isinstance(self.n_min, int) and self.n_min >= 2, owner, "n_min", self.n_min,
+                "an integer >= 2 (a GRPO group of one has no baseline)")
+        require(isinstance(self.n_max, int) and self.n_max >= self.n_min, owner, "n_max", self.n_max,
+                f"an integer >= n_min={self.n_min}")
+        require(isinstance(self.n_bar, int) and self.n_min <= self.n_bar <= self.n_max, owner, "n_bar",
+                self.n_bar, f"an integer in [n_min, n_max]=[{self.n_min}, {self.n_max}]")
+        require_range(owner, "eta", self.eta, 0.0)
+        require_range(owner, "gamma", self.gamma, 0.0, 1.0, hi_open=True)
+        require_range(owner, "dual_lr", self.dual_lr, 0.0)
+        require_range(owner, "mu_init", self.mu_init, 0.0)
+        require_choice(owner, "feedback", self.feedback, ("full", "bandit"))
+        require_range(owner, "variance_ema", self.variance_ema, 0.0, 1.0, lo_open=True)
+        require_range(owner, "variance_floor", self.variance_floor, 0.0, lo_open=True)
+        require_range(owner, "score_decay", self.score_decay, 0.0, 1.0, hi_open=True)
+
+    @property
+    def arms(self) -> np.ndarray:
+        return np.arange(self.n_min, self.n_max + 1)
+
+
+def prompt_variance_by_bin(feedback: StepFeedback, num_bins: int) -> np.ndarray:
+    """Mean within-prompt reward variance (Bessel, unbiased) per bin; NaN for empty bins."""
+    var_P = group_variance(feedback.rewards_R, feedback.counts_P, ddof=1)
+    return bin_mean(var_P, feedback.bins_P, num_bins)
+
+
+class UniformAllocator:
+    """GRPO baseline (registry name ``uniform``): n_i = n_bar for every prompt.
+
+    Keeps the per-bin variance EMA so its logs carry the same SE terms as the adaptive allocators.
+    """
+
+    config_class = AllocatorConfig
+
+    def __init__(self, config: AllocatorConfig | None = None, seed: int | None = None):
+        self.config = config or AllocatorConfig()
+        self.rng = np.random.default_rng(seed)
+        self.variance_G = np.full(self.config.num_bins, np.nan)
+        self.mu = float(self.config.mu_init)
+
+    @property
+    def num_bins(self) -> int:
+        return self.config.num_bins
+
+    def plan(self, bins_P: np.ndarray) -> np.ndarray:
+        """Rollouts per prompt for this batch; sums to P n_bar exactly."""
+        return np.full(np.asarray(bins_P).size, self.config.n_bar, np.int64)
+
+    def _track_variance(self, feedback: StepFeedback) -> np.ndarray:
+        observed = prompt_variance_by_bin(feedback, self.num_bins)
+        fresh = np.isfinite(observed) & ~np.isfinite(self.variance_G)
+        old = np.isfinite(observed) & np.isfinite(self.variance_G)
+        beta = self.config.variance_ema
+        self.variance_G[fresh] = observed[fresh]
+        self.variance_G[old] = (1 - beta) * self.variance_G[old] + beta * observed[old]
+        return observed
+
+    def update(self, feedback: StepFeedback) -> dict[str, float]:
+        """Fold this step's per-bin within-prompt variance into the EMA."""
+        self._track_variance(feedback)
+        return {"rollout/mean_n": float(np.mean(feedback.counts_P)), "rollout/mu": self.mu}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"variance": self.variance_G.copy(), "mu": self.mu, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.variance_G = np.asarray(state["variance"], float).copy()
+        self.mu = float(state["mu"])
+        self.rng.bit_generator.state = state["rng"]
+
+    def _relative_variance(self, share_G: np.ndarray) -> np.ndarray:
+        """v~_b = v_b / sum q v (unknown bins: the mean of known ones), floored; ones if none known."""
+        v = self.variance_G.copy()
+        known = np.isfinite(v)
+        if not known.any():
+            return np.ones(self.num_bins)
+        v[~known] = v[known].mean()
+        scale = float(np.dot(share_G, v)) if share_G.sum() > 0 else float(v.mean())
+        if scale <= 0:
+            return np.ones(self.num_bins)
+        return np.maximum(v / scale, self.config.variance_floor)
+
+
+class SqrtAllocator(UniformAllocator):
+    """Square-root (Neyman) allocator (registry name ``sqrt``), Thm 4.2 with the arm box.
+
+    Real targets n_b from :func:`sqrt_allocation` on the estimated (or, with ``oracle``, the
+    true) variances, rounded per prompt to integers with the exact total P n_bar.
+    """
+
+    def plan(self, bins_P: np.ndarray) -> np.ndarray:
+        cfg = self.config
+        bins = np.asarray(bins_P, np.int64)
+        share = bin_share(bins, self.num_bins)
+        assigned = bins >= 0
+        target = np.full(bins.size, float(cfg.n_bar))
+        if assigned.any():
+            n_G = sqrt_allocation(self._relative_variance(share), share, cfg.n_bar, cfg.n_min, cfg.n_max)
+            target[assigned] = n_G[bins[assigned]]
+        return round_to_budget(target, bins.size * cfg.n_bar, cfg.n_min, cfg.n_max)
+
+    def update(self, feedback: StepFeedback) -> dict[str, float]:
+        if self.config.oracle and feedback.variance_G is not None:
+            self.variance_G = np.asarray(feedback.variance_G, float).copy()
+        else:
+            self._track_variance(feedback)
+        return {"rollout/mean_n": float(np.mean(feedback.counts_P)), "rollout/mu": self.mu}
+
+
+class RolloutGDRO(UniformAllocator):
+    """Shadow-price mirror-descent allocator with the paper's exact-budget DP (registry ``gdro``)."""
+
+    def __init__(self, config: AllocatorConfig | None = None, seed: int | None = None):
+        super().__init__(config, seed)
+        self.logits_GA = np.zeros((self.num_bins, self.config.arms.size))
+        self._sampled_G: np.ndarray | None = None
+
+    def arm_probabilities(self) -> np.ndarray:
+        """p_b over arms, shape (G, A): (1 - gamma) softmax(L_b) + gamma / A."""
+        logits = self.logits_GA - self.logits_GA.max(axis=1, keepdims=True)
+        soft = np.exp(logits)
+        soft /= soft.sum(axis=1, keepdims=True)
+        return (1 - self.config.gamma) * soft + self.config.gamma / soft.shape[1]
+
+    def plan(self, bins_P: np.ndarray) -> np.ndarray:
+        cfg = self.config
+        bins = np.asarray(bins_P, np.int64)
+        assigned = bins >= 0
+        probs = self.arm_probabilities()
+        cumulative = probs.cumsum(axis=1)
+        draws = self.rng.random(self.num_bins)
+        self._sampled_G = cfg.arms[np.minimum((cumulative < draws[:, None]).sum(axis=1), cfg.arms.size - 1)]
+        n_P = np.full(bins.size, cfg.n_bar, np.int64)
+        if not assigned.any():
+            return n_P
+        counts = bin_counts(bins, self.num_bins).astype(np.int64)
+        total = int(assigned.sum()) * cfg.n_bar
+        n_G, exact = exact_budget_plan(np.log(probs), counts, total, cfg.n_min, tie_center=cfg.n_bar)
+        n_P[assigned] = n_G[bins[assigned]]
+        if not exact:
+            mean_arm = probs @ cfg.arms
+            preference = mean_arm[bins[assigned]] - n_P[assigned]
+            n_P[assigned] = adjust_to_total(n_P[assigned], total, cfg.n_min, cfg.n_max, preference)
+        return n_P
+
+    def arm_costs(self, share_G: np.ndarray) -> np.ndarray:
+        """cost_b(n) = v~_b n_bar / n + mu n / n_bar, shape (G, A)."""
+        cfg = self.config
+        arms = cfg.arms.astype(float)
+        relative = self._relative_variance(share_G)
+        return relative[:, None] * cfg.n_bar / arms[None, :] + self.mu * arms[None, :] / cfg.n_bar
+
+    def update(self, feedback: StepFeedback) -> dict[str, float]:
+        cfg = self.config
+        self._track_variance(feedback)
+        bins = np.asarray(feedback.bins_P, np.int64)
+        share = bin_share(bins, self.num_bins)
+        present = share > 0
+        metrics = {"rollout/mean_n": float(np.mean(feedback.counts_P)), "rollout/mu": self.mu}
+        if not present.any() or self._sampled_G is None:
+            return metrics
+        probs = self.arm_probabilities()
+        costs = self.arm_costs(share)
+        if cfg.feedback == "full":
+            estimate = costs
+        else:
+            estimate = np.zeros_like(costs)
+            arm_index = self._sampled_G - cfg.n_min
+            rows = np.arange(self.num_bins)
+            estimate[rows, arm_index] = costs[rows, arm_index] / probs[rows, arm_index]
+        self.logits_GA[present] = (1 - cfg.score_decay) * self.logits_GA[present] - cfg.eta * estimate[present]
+        self.logits_GA -= self.logits_GA.max(axis=1, keepdims=True)
+        sampled_mean = float(share @ self._sampled_G)
+        violation = (sampled_mean - cfg.n_bar) / cfg.n_bar
+        self.mu = max(0.0, self.mu + cfg.dual_lr * violation)
+        self._sampled_G = None
+        entropy = -np.sum(probs * np.log(probs), axis=1)
+        metrics.update({"rollout/mu": self.mu, "rollout/sampled_mean_n": sampled_mean,
+                        "rollout/budget_violation": violation,
+                        "rollout/arm_entropy": float(entropy[present].mean())})
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["logits"] = self.logits_GA.copy()
+        state["sampled"] = None if self._sampled_G is None else self._sampled_G.copy()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.logits_GA = np.asarray(state["logits"], float).copy()
+        self._sampled_G = None if state.get("sampled") is None else np.asarray(state["sampled"], np.int64)

@@ -1,0 +1,349 @@
+"""Run directory: the one on-disk format every producer writes and every reader reads.
+
+Layout (format ``gdro-run``, version :data:`FORMAT_VERSION`; see ``docs/run-format.md``)::
+
+    RUN_DIR/
+      meta.json          format, version, producer, num_bins, bin labels, status
+      config.json        the resolved config of the producer (one source of truth)
+      steps.jsonl        one JSON object per line and per step: step, scalars, bins
+      eval.jsonl         optional: one line per evaluation: step, metrics
+      snapshots/step_XXXXXXXX.json   controller state_dicts (numpy arrays and RNG included)
+
+A step is one line, so a crash can only tear the last line; readers drop a torn
+last line and report a corrupt line anywhere else. JSON files other than the
+``.jsonl`` logs are written to a temporary name and renamed (atomic on POSIX).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+FORMAT_NAME = "gdro-run"
+FORMAT_VERSION = 1
+STEPS_FILE = "steps.jsonl"
+EVAL_FILE = "eval.jsonl"
+META_FILE = "meta.json"
+CONFIG_FILE = "config.json"
+SNAPSHOT_DIR = "snapshots"
+
+#: Per-bin fields that producers write when they have them (all arrays of length num_bins).
+BIN_FIELDS = ("count", "share", "weight", "multiplier", "rollouts", "reward", "success",
+              "signal", "sigma", "score")
+
+
+class RunFormatError(ValueError):
+    """A path is not a readable run directory; the message names the problem and the fix."""
+
+
+# ----------------------------------------------------------------------------- encoding
+
+def to_jsonable(obj: Any) -> Any:
+    """Turn numpy values, arrays and non-finite floats into plain JSON values.
+
+    Arrays become ``{"__ndarray__": [...], "dtype": str, "shape": [...]}`` inside snapshots
+    (see :func:`encode_state`); here (logs) they become lists with NaN/inf as null.
+    """
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        return [to_jsonable(v) for v in obj.tolist()]
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        value = float(obj)
+        return value if math.isfinite(value) else None
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+def encode_state(obj: Any) -> Any:
+    """Encode a state_dict losslessly for JSON (arrays keep dtype and shape, floats keep NaN)."""
+    if isinstance(obj, Mapping):
+        return {str(k): encode_state(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        flat = obj.reshape(-1)
+        values = [repr(float(v)) if obj.dtype.kind == "f" else v for v in flat.tolist()]
+        return {"__ndarray__": values, "dtype": obj.dtype.str, "shape": list(obj.shape)}
+    if isinstance(obj, (list, tuple)):
+        return {"__list__": [encode_state(v) for v in obj]}
+    if isinstance(obj, np.generic):
+        return encode_state(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return {"__float__": repr(obj)}
+    return obj
+
+
+def decode_state(obj: Any) -> Any:
+    """Inverse of :func:`encode_state`."""
+    if isinstance(obj, dict):
+        if "__ndarray__" in obj:
+            dtype = np.dtype(obj["dtype"])
+            values = obj["__ndarray__"]
+            if dtype.kind == "f":
+                values = [float(v) for v in values]
+            return np.asarray(values, dtype=dtype).reshape(obj["shape"])
+        if "__list__" in obj:
+            return [decode_state(v) for v in obj["__list__"]]
+        if "__float__" in obj:
+            return float(obj["__float__"])
+        return {k: decode_state(v) for k, v in obj.items()}
+    return obj
+
+
+def _write_json_atomic(path: Path, payload: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=1, allow_nan=False)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------- writer
+
+class RunWriter:
+    """Append-only writer of a run directory.
+
+    ``RunWriter(path, config, num_bins, producer)`` creates a new run and refuses to touch a
+    folder that already holds one (no data is ever overwritten). ``RunWriter.resume(path, step)``
+    reopens a run for a resumed job: records after ``step`` (written after the snapshot the job
+    resumes from) and a torn last line are dropped, so the resumed log continues seamlessly.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], config: Mapping[str, Any], num_bins: int,
+                 producer: str, bin_labels: Iterable[str] | None = None, *, _resume: bool = False):
+        self.path = Path(path)
+        self.num_bins = int(num_bins)
+        if not _resume:
+            if (self.path / META_FILE).exists():
+                raise RunFormatError(f"{self.path} already holds a run: choose another output folder "
+                                     "or resume it (nothing was overwritten)")
+            self.path.mkdir(parents=True, exist_ok=True)
+            labels = list(bin_labels) if bin_labels is not None else [f"bin_{b}" for b in range(num_bins)]
+            if len(labels) != num_bins:
+                raise RunFormatError(f"bin_labels has {len(labels)} names for {num_bins} bins: give one per bin")
+            self.meta = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "producer": producer,
+                         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                         "num_bins": self.num_bins, "bin_labels": labels, "status": "running"}
+            _write_json_atomic(self.path / CONFIG_FILE, to_jsonable(dict(config)))
+            _write_json_atomic(self.path / META_FILE, self.meta)
+        else:
+            self.meta = _read_meta(self.path)
+            self.meta["status"] = "running"
+            _write_json_atomic(self.path / META_FILE, self.meta)
+        (self.path / SNAPSHOT_DIR).mkdir(exist_ok=True)
+        self._steps = open(self.path / STEPS_FILE, "a", encoding="utf-8")
+        self._evals = open(self.path / EVAL_FILE, "a", encoding="utf-8")
+
+    @classmethod
+    def resume(cls, path: str | os.PathLike[str], step: int) -> "RunWriter":
+        """Reopen ``path`` to continue after ``step``: later records and a torn tail are dropped."""
+        run_path = Path(path)
+        meta = _read_meta(run_path)
+        for name in (STEPS_FILE, EVAL_FILE):
+            file = run_path / name
+            if file.exists():
+                records, _ = _read_jsonl(file)
+                kept = [r for r in records if int(r.get("step", -1)) <= step]
+                tmp = file.with_name(file.name + ".tmp")
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    for record in kept:
+                        handle.write(json.dumps(record, allow_nan=False) + "\n")
+                os.replace(tmp, file)
+        return cls(run_path, {}, int(meta["num_bins"]), str(meta.get("producer", "")), _resume=True)
+
+    def log_step(self, step: int, scalars: Mapping[str, Any], bins: Mapping[str, Any]) -> None:
+        """Append one step: ``scalars`` maps names to numbers, ``bins`` maps names to length-G arrays."""
+        for name, values in bins.items():
+            if len(values) != self.num_bins:
+                raise RunFormatError(f"bins[{name!r}] has {len(values)} values for {self.num_bins} bins")
+        record = {"step": int(step), "scalars": to_jsonable(scalars), "bins": to_jsonable(bins)}
+        self._steps.write(json.dumps(record, allow_nan=False) + "\n")
+        self._steps.flush()
+
+    def log_eval(self, step: int, metrics: Mapping[str, Any]) -> None:
+        """Append one evaluation record (accuracy, pass@k, per-group results...)."""
+        record = {"step": int(step), "metrics": to_jsonable(metrics)}
+        self._evals.write(json.dumps(record, allow_nan=False) + "\n")
+        self._evals.flush()
+
+    def save_snapshot(self, step: int, state: Mapping[str, Any]) -> Path:
+        """Write controller state_dicts for ``step`` atomically; returns the file."""
+        target = self.path / SNAPSHOT_DIR / f"step_{int(step):08d}.json"
+        _write_json_atomic(target, {"step": int(step), "state": encode_state(state)})
+        return target
+
+    def close(self, status: str = "finished") -> None:
+        """Close the logs and record the final status ("finished", "failed", ...)."""
+        self._steps.close()
+        self._evals.close()
+        self.meta["status"] = status
+        _write_json_atomic(self.path / META_FILE, self.meta)
+
+    def __enter__(self) -> "RunWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close("finished" if exc_type is None else "failed")
+
+
+# ----------------------------------------------------------------------------- reader
+
+@dataclass
+class RunData:
+    """Everything in a run directory, as numpy arrays.
+
+    ``scalars[name]`` has shape (T,), ``bins[name]`` has shape (T, G); missing values are NaN.
+    ``steps`` has shape (T,). ``torn_tail`` tells whether a half-written last line was dropped.
+    """
+
+    path: Path
+    meta: dict[str, Any]
+    config: dict[str, Any]
+    steps: np.ndarray
+    scalars: dict[str, np.ndarray]
+    bins: dict[str, np.ndarray]
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    snapshot_steps: list[int] = field(default_factory=list)
+    torn_tail: bool = False
+
+    @property
+    def num_bins(self) -> int:
+        return int(self.meta["num_bins"])
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def is_run_dir(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` has a meta.json of the gdro-run format."""
+    try:
+        return _read_meta(Path(path))["format"] == FORMAT_NAME
+    except (RunFormatError, KeyError):
+        return False
+
+
+def find_runs(root: str | os.PathLike[str]) -> list[Path]:
+    """All run directories under ``root`` (itself included), sorted by path."""
+    base = Path(root)
+    if not base.is_dir():
+        return []
+    return sorted(p.parent for p in base.rglob(META_FILE) if is_run_dir(p.parent))
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise RunFormatError(f"{path} does not exist: pass the folder a simulator or trainer wrote")
+    if not path.is_dir():
+        raise RunFormatError(f"{path} is a file, not a run directory: pass its folder")
+    meta_path = path / META_FILE
+    if not meta_path.exists():
+        raise RunFormatError(f"{path} is not a gdro run directory (no {META_FILE}): "
+                             "pass a folder written by `gdro simulate` or a trainer")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RunFormatError(f"{meta_path} is corrupt ({err.__class__.__name__}): "
+                             "restore it from the producer's output") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        raise RunFormatError(f"{meta_path} is not a {FORMAT_NAME} file: pass a gdro run directory")
+    version = meta.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise RunFormatError(f"{path} uses run format version {version}, newer than this gdro-lab "
+                             f"reads ({FORMAT_VERSION}): upgrade gdro-lab")
+    if not isinstance(meta.get("num_bins"), int) or meta["num_bins"] < 1:
+        raise RunFormatError(f"{meta_path} has no valid num_bins: the file is damaged")
+    return meta
+
+
+def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], bool]:
+    """Records of a JSON Lines log; a torn (unparseable or unterminated) last line is dropped."""
+    if not path.exists():
+        return [], False
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    torn = False
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        torn = True  # no newline at the end: the writer died mid-line
+        lines.pop()
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or "step" not in record:
+                raise ValueError("not a step record")
+        except (ValueError, UnicodeDecodeError):
+            if number == len(lines):
+                torn = True
+                break
+            raise RunFormatError(f"{path} line {number} is corrupt: the log is damaged before its end; "
+                                 "truncate the file before that line to read the rest") from None
+        records.append(record)
+    return records, torn
+
+
+def _column(values: list[Any], length: int | None = None) -> np.ndarray:
+    out = np.array([np.nan if v is None else v for v in values], dtype=float)
+    return out if length is None else out.reshape(-1, length)
+
+
+def read_run(path: str | os.PathLike[str]) -> RunData:
+    """Read a run directory (finished or still being written) into arrays."""
+    run_path = Path(path)
+    meta = _read_meta(run_path)
+    config_path = run_path / CONFIG_FILE
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise RunFormatError(f"{config_path} is corrupt: restore it from the producer's output") from None
+    records, torn = _read_jsonl(run_path / STEPS_FILE)
+    num_bins = int(meta["num_bins"])
+    steps = np.array([int(r["step"]) for r in records], dtype=np.int64)
+    scalar_names = sorted({k for r in records for k in r.get("scalars", {})})
+    bin_names = sorted({k for r in records for k in r.get("bins", {})})
+    scalars = {n: _column([r.get("scalars", {}).get(n) for r in records]) for n in scalar_names}
+    bins: dict[str, np.ndarray] = {}
+    for name in bin_names:
+        rows = []
+        for r in records:
+            row = r.get("bins", {}).get(name)
+            if row is None or len(row) != num_bins:
+                row = [None] * num_bins
+            rows.append([np.nan if v is None else v for v in row])
+        bins[name] = np.array(rows, dtype=float).reshape(len(records), num_bins)
+    evals, _ = _read_jsonl(run_path / EVAL_FILE)
+    snap_dir = run_path / SNAPSHOT_DIR
+    snapshot_steps = sorted(int(p.stem.split("_")[1]) for p in snap_dir.glob("step_*.json")) if snap_dir.is_dir() else []
+    return RunData(run_path, meta, config, steps, scalars, bins, evals, snapshot_steps, torn)
+
+
+def load_snapshot(path: str | os.PathLike[str], step: int | None = None) -> tuple[int, dict[str, Any]]:
+    """Load the controller state saved at ``step`` (latest when None): returns (step, state)."""
+    run = read_run(path)
+    if not run.snapshot_steps:
+        raise RunFormatError(f"{path} has no controller snapshots: the run saved none yet")
+    chosen = run.snapshot_steps[-1] if step is None else int(step)
+    file = Path(path) / SNAPSHOT_DIR / f"step_{chosen:08d}.json"
+    if not file.exists():
+        raise RunFormatError(f"{path} has no snapshot for step {chosen}: available {run.snapshot_steps}")
+    try:
+        payload = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        raise RunFormatError(f"{file} is corrupt: resume from an earlier snapshot") from None
+    return int(payload["step"]), decode_state(payload["state"])

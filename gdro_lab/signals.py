@@ -1,0 +1,59 @@
+"""Difficulty signals: the per-prompt value Prompt-GDRO's adversary maximises (registered by name).
+
+Every signal has the same signature ``signal(feedback) -> signal_P`` (higher = the adversary
+wants more weight there).
+
+- ``surrogate`` (paper Eq. 6-7): l(x_i) = (1/n_i) sum_j l_ij with l_ij = -J^CLIP_ij + beta KL,
+  from per-rollout losses a trainer supplies in ``feedback.losses_R``. **Why it averages to ~0:**
+  on-policy (rho = 1, the first PPO mini-batch) J^CLIP_ij = A_ij, and group-normalised GRPO
+  advantages sum to zero within every group, so l(x_i) = -(1/n) sum_j A_ij + beta KL = beta KL.
+  What is left is the KL term plus the drift of rho across later mini-batches and clipping:
+  small, and unrelated to how hard the prompt is. Without ``losses_R`` this signal returns
+  that on-policy value (-mean_j A_ij = 0), which makes the degeneracy explicit.
+- ``failure_rate`` (default): 1 - mean success. It is the group risk L_b of Eq. 8 for the
+  0/1 loss, the quantity whose worst group GDRO is meant to lift, and it is never degenerate.
+- ``reward_std``: within-prompt reward std (population). Peaks at success 1/2 and is 0 on
+  all-fail / all-pass prompts, whose GRPO advantages are 0 anyway: it steers weight to the
+  "learnable frontier" (Foster et al. 2025) that the paper's adversary ends up favouring.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from gdro_lab.feedback import StepFeedback
+from gdro_lab.grpo import group_mean, group_variance, grpo_advantages
+
+SignalFn = Callable[[StepFeedback], np.ndarray]
+SIGNALS: dict[str, SignalFn] = {}
+
+
+def register_signal(name: str) -> Callable[[SignalFn], SignalFn]:
+    """Decorator: make ``fn`` available as signal ``name``."""
+    def wrap(fn: SignalFn) -> SignalFn:
+        SIGNALS[name] = fn
+        return fn
+    return wrap
+
+
+@register_signal("surrogate")
+def surrogate_signal(feedback: StepFeedback) -> np.ndarray:
+    """Eq. 7: mean per-rollout loss; without trainer losses, the on-policy value -mean(A) (= 0)."""
+    if feedback.losses_R is not None:
+        return group_mean(np.asarray(feedback.losses_R, float), feedback.counts_P)
+    advantages, _ = grpo_advantages(feedback.rewards_R, feedback.counts_P)
+    return -group_mean(advantages, feedback.counts_P)
+
+
+@register_signal("failure_rate")
+def failure_rate_signal(feedback: StepFeedback) -> np.ndarray:
+    """1 - mean success of the prompt's rollouts."""
+    return 1.0 - group_mean(np.asarray(feedback.successes_R, float), feedback.counts_P)
+
+
+@register_signal("reward_std")
+def reward_std_signal(feedback: StepFeedback) -> np.ndarray:
+    """Population std of the prompt's rewards."""
+    return np.sqrt(group_variance(feedback.rewards_R, feedback.counts_P, ddof=0))
