@@ -10,6 +10,8 @@ All functions are pure; shapes: ``G`` bins, ``P`` prompts, ``A`` arms.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -146,3 +148,68 @@ def exact_budget_plan(log_prob_GA: np.ndarray, count_G: np.ndarray, total: int,
         n_G[b] = arms[a]
         end -= int(counts[b] * arms[a])
     return n_G, exact
+
+
+def concave_envelope(values_GA: np.ndarray) -> np.ndarray:
+    """Upper concave envelope of each row over the integer points 0..A-1, shape (G, A).
+
+    env[b, j] = max over i <= j <= k of the chord value ((k - j) v[b, i] + (j - i) v[b, k]) / (k - i).
+    Brute force over (i, k) pairs, vectorised over bins: A is small (11 arms).
+    """
+    values = np.asarray(values_GA, float)
+    i, j, k, valid, span = _chord_grid(values.shape[1])
+    chords = np.where(valid, ((k - j) * values[:, i] + (j - i) * values[:, k]) / span, -np.inf)
+    return np.maximum(values, chords.max(axis=(1, 3)))
+
+
+@functools.lru_cache(maxsize=8)
+def _chord_grid(num_arms: int) -> tuple[np.ndarray, ...]:
+    idx = np.arange(num_arms)
+    i, j, k = np.meshgrid(idx, idx, idx, indexing="ij")
+    valid = (i <= j) & (j <= k) & (i < k)
+    return i, j, k, valid, np.where(valid, k - i, 1)
+
+
+def concave_budget_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: int,
+                        tie_center: float | None = None) -> np.ndarray:
+    """Exact-budget plan maximising the joint per-prompt probability, on the concave envelope.
+
+    Maximises sum_i env_{b(i)}(n_i) subject to sum_i n_i = total, n_i in arms, where env_b is
+    the upper concave envelope of log p_b (= log p_b for log-concave p_b). The problem is a
+    separable concave resource allocation, so the greedy on marginal gains is exact (the DP's
+    closed form): start every prompt at n_min and grant the (total - P n_min) increments with
+    the largest gains env_b(a + 1) - env_b(a). Within a bin prompts end at two adjacent arms.
+    All prompts must be assigned (bins_P >= 0). ``tie_center`` as in exact_budget_plan.
+    """
+    log_prob = np.asarray(log_prob_GA, float)
+    bins = np.asarray(bins_P, np.int64)
+    num_bins, num_arms = log_prob.shape
+    arms = n_min + np.arange(num_arms)
+    if tie_center is not None:
+        log_prob = log_prob - 1e-9 * (arms[None, :] - tie_center) ** 2
+    counts = np.bincount(bins, minlength=num_bins)
+    needed = int(total - bins.size * n_min)
+    if not 0 <= needed <= bins.size * (num_arms - 1):
+        raise ValueError(f"total {total} is outside [{bins.size * n_min}, {bins.size * arms[-1]}]")
+    gains = np.diff(concave_envelope(log_prob), axis=1)  # (G, A-1), non-increasing along arms
+    seg_bin = np.repeat(np.arange(num_bins), num_arms - 1)
+    seg_arm = np.tile(np.arange(num_arms - 1), num_bins)
+    seg_gain = gains.ravel()
+    order = np.lexsort((seg_arm, -seg_gain))
+    mult = counts[seg_bin[order]]
+    taken = np.minimum(mult, np.maximum(needed - (np.cumsum(mult) - mult), 0))
+    increments_G = np.bincount(seg_bin[order], weights=taken, minlength=num_bins).astype(np.int64)
+    base_G = np.where(counts > 0, increments_G // np.maximum(counts, 1), 0)
+    extra_G = increments_G - base_G * counts
+    rank_P = _rank_within_bin(bins, num_bins)
+    return n_min + base_G[bins] + (rank_P < extra_G[bins])
+
+
+def _rank_within_bin(bins_P: np.ndarray, num_bins: int) -> np.ndarray:
+    """Position of each prompt among the prompts of its bin, in batch order."""
+    order = np.argsort(bins_P, kind="stable")
+    counts = np.bincount(bins_P, minlength=num_bins)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank = np.empty_like(bins_P)
+    rank[order] = np.arange(bins_P.size) - np.repeat(starts, counts)
+    return rank

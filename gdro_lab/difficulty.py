@@ -110,31 +110,35 @@ class DifficultyClassifier:
     def num_bins(self) -> int:
         return self.config.num_bins
 
+    def _lookup(self, prompt_ids: Sequence[str]) -> np.ndarray:
+        """Row of each id in the history (-1 for ids never seen)."""
+        get = self._index.get
+        return np.array([get(pid, -1) for pid in prompt_ids], dtype=np.int64)
+
     def bins(self, prompt_ids: Sequence[str]) -> np.ndarray:
         """Current bin of each prompt; -1 for prompts never observed."""
-        rows = np.fromiter((self._index.get(pid, -1) for pid in prompt_ids), np.int64, len(prompt_ids))
-        out = np.full(rows.size, -1, np.int64)
-        seen = rows >= 0
-        out[seen] = self._history.bins[rows[seen]]
-        return out
+        rows = self._lookup(prompt_ids)
+        if not self._ids:
+            return rows
+        return np.where(rows >= 0, self._history.bins[np.maximum(rows, 0)], -1)
 
     def estimates(self, prompt_ids: Sequence[str]) -> np.ndarray:
         """Current point estimate of pass@k per prompt (NaN if never observed)."""
-        rows = np.fromiter((self._index.get(pid, -1) for pid in prompt_ids), np.int64, len(prompt_ids))
+        rows = self._lookup(prompt_ids)
         out = np.full(rows.size, np.nan)
         seen = rows >= 0
         out[seen] = self._band(rows[seen])[0]
         return out
 
     def _rows(self, prompt_ids: Sequence[str]) -> np.ndarray:
-        rows = np.empty(len(prompt_ids), np.int64)
-        for i, pid in enumerate(prompt_ids):
-            row = self._index.get(pid)
-            if row is None:
-                if not isinstance(pid, str):
-                    raise TypeError(f"prompt ids must be strings, got {type(pid).__name__}: {pid!r}")
-                row = len(self._ids)
-                self._index[pid] = row
+        """Rows of the ids, registering new ones."""
+        rows = self._lookup(prompt_ids)
+        for i in np.flatnonzero(rows < 0):
+            pid = prompt_ids[i]
+            if not isinstance(pid, str):
+                raise TypeError(f"prompt ids must be strings, got {type(pid).__name__}: {pid!r}")
+            row = self._index.setdefault(pid, len(self._ids))
+            if row == len(self._ids):
                 self._ids.append(pid)
             rows[i] = row
         self._history.grow(len(self._ids))

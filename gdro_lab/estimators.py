@@ -8,6 +8,9 @@ varies n_i; with a fixed k <= n_min every prompt's estimate means the same thing
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 from scipy.special import betaincinv, betaln, gammaln
 
@@ -23,11 +26,27 @@ def pass_at_k(n: np.ndarray | int, c: np.ndarray | int, k: int) -> np.ndarray:
     if k < 1 or np.any(n_arr < k):
         raise ConfigError(f"pass@k with k={k} needs k >= 1 and at least k rollouts per prompt "
                           "(set k <= n_min)")
+    largest = int(n_arr.max()) if n_arr.size else 0
+    if largest <= _TABLE_LIMIT:
+        return _pass_at_k_table(k, largest)[n_arr, c_arr]
     fail = n_arr - c_arr
     with np.errstate(invalid="ignore"):
         log_ratio = (gammaln(fail + 1) - gammaln(np.maximum(fail - k, 0) + 1)
                      - gammaln(n_arr + 1) + gammaln(n_arr - k + 1))
     return np.where(fail >= k, 1.0 - np.exp(log_ratio), 1.0)
+
+
+_TABLE_LIMIT = 64
+
+
+@functools.lru_cache(maxsize=32)
+def _pass_at_k_table(k: int, largest: int) -> np.ndarray:
+    """table[n, c] = 1 - C(n-c, k) / C(n, k) for n <= largest, exact via integer binomials."""
+    table = np.full((largest + 1, largest + 1), np.nan)
+    for n in range(k, largest + 1):
+        for c in range(n + 1):
+            table[n, c] = 1.0 - math.comb(n - c, k) / math.comb(n, k)
+    return table
 
 
 def beta_passk_posterior(successes: np.ndarray, failures: np.ndarray, k: int, prior_a: float,

@@ -19,7 +19,7 @@ from gdro_lab.difficulty import BayesDifficultyClassifier, DifficultyClassifier
 from gdro_lab.prompt_gdro import PromptGDRO, UniformWeighter
 from gdro_lab.rollout_gdro import RolloutGDRO, SqrtAllocator, UniformAllocator
 
-REGISTRY: dict[str, dict[str, type]] = {
+REGISTRY: dict[str, dict[str, Any]] = {
     "classifier": {"window": DifficultyClassifier, "bayes": BayesDifficultyClassifier},
     "weighter": {"uniform": UniformWeighter, "gdro": PromptGDRO},
     "allocator": {"uniform": UniformAllocator, "sqrt": SqrtAllocator, "gdro": RolloutGDRO},

@@ -9,9 +9,16 @@ within-prompt reward variance, Bessel, in the bin):
 where n^sampled draws one arm per bin from p_b. ``feedback='full'`` uses cost_hat = cost for all
 arms (the cost of every arm is known once v_b is estimated); ``'bandit'`` is EXP3P's
 importance-weighted cost of the sampled arm only, cost_b(a) 1{a sampled} / p_b(a).
-The executed plan is the paper's DP: one arm per bin maximising sum_b log p_b(n_b) subject to
-sum_i n_i = P n_bar exactly (then single prompts move by +-1 in the rare case no one-arm-per-bin
-plan hits the total), unassigned prompts getting n_bar.
+The executed plan meets sum_i n_i = P n_bar exactly, unassigned prompts getting n_bar. Two planners:
+- ``paper``: the paper's DP, one arm per bin maximising sum_b log p_b(n_b) under the exact sum
+  (single prompts move by +-1 in the rare case no one-arm-per-bin plan hits the total). Once the
+  p_b concentrate, every off-mode arm has the same floor probability gamma / A, so closing a
+  small budget gap costs the same whether a bin moves by 1 or by 10: measured on a stationary
+  6-bin world it executed (2, 4, 12, 2, 6, 3) where the distributions' modes were (2, 5, 6, 7, 6, 3).
+- ``concave`` (default): maximise the joint per-prompt probability sum_i log p_b(i)(n_i) on the
+  concave envelope of log p_b, solved exactly by the greedy on marginal gains (a separable
+  concave allocation, the DP's closed form): a gap is closed by moving the fewest prompts by
+  the fewest arms, so the executed plan tracks the modes.
 
 Sign convention: we *minimise* cost = variance proxy v_b / n (Thm 4.2, Eq. 28) plus the price
 of compute. Its best response at price mu is n = n_bar sqrt(v~_b / mu) (Eq. 31), and the dual
@@ -32,7 +39,8 @@ from typing import Any
 import numpy as np
 
 from gdro_lab._validate import require, require_choice, require_range
-from gdro_lab.allocation import adjust_to_total, exact_budget_plan, round_to_budget, sqrt_allocation
+from gdro_lab.allocation import (adjust_to_total, concave_budget_plan, exact_budget_plan, round_to_budget,
+                                 sqrt_allocation)
 from gdro_lab.diagnostics import bin_counts, bin_mean, bin_share
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.grpo import group_variance
@@ -66,6 +74,9 @@ class AllocatorConfig:
     """Relative floor on v~_b so a zero-variance bin still has a finite best arm (n_min)."""
     score_decay: float = 0.0
     """Forgetting of the cumulative arm scores per step (0 = plain mirror descent, as the code)."""
+    planner: str = "concave"
+    """Executed plan: 'concave' (joint per-prompt probability on the concave envelope, exact greedy)
+    or 'paper' (the paper's one-arm-per-bin DP on sum_b log p_b(n_b), +-1 fix-up when infeasible)."""
     oracle: bool = False
     """Square-root allocator only: use feedback.variance_G (the true variances) instead of estimates."""
 
@@ -84,6 +95,7 @@ class AllocatorConfig:
         require_range(owner, "dual_lr", self.dual_lr, 0.0)
         require_range(owner, "mu_init", self.mu_init, 0.0)
         require_choice(owner, "feedback", self.feedback, ("full", "bandit"))
+        require_choice(owner, "planner", self.planner, ("concave", "paper"))
         require_range(owner, "variance_ema", self.variance_ema, 0.0, 1.0, lo_open=True)
         require_range(owner, "variance_floor", self.variance_floor, 0.0, lo_open=True)
         require_range(owner, "score_decay", self.score_decay, 0.0, 1.0, hi_open=True)
@@ -208,13 +220,16 @@ class RolloutGDRO(UniformAllocator):
         n_P = np.full(bins.size, cfg.n_bar, np.int64)
         if not assigned.any():
             return n_P
-        counts = bin_counts(bins, self.num_bins).astype(np.int64)
         total = int(assigned.sum()) * cfg.n_bar
-        n_G, exact = exact_budget_plan(np.log(probs), counts, total, cfg.n_min, tie_center=cfg.n_bar)
+        log_prob = np.log(probs)
+        if cfg.planner == "concave":
+            n_P[assigned] = concave_budget_plan(log_prob, bins[assigned], total, cfg.n_min, tie_center=cfg.n_bar)
+            return n_P
+        counts = bin_counts(bins, self.num_bins).astype(np.int64)
+        n_G, exact = exact_budget_plan(log_prob, counts, total, cfg.n_min, tie_center=cfg.n_bar)
         n_P[assigned] = n_G[bins[assigned]]
         if not exact:
-            mean_arm = probs @ cfg.arms
-            preference = mean_arm[bins[assigned]] - n_P[assigned]
+            preference = (probs @ cfg.arms)[bins[assigned]] - n_P[assigned]
             n_P[assigned] = adjust_to_total(n_P[assigned], total, cfg.n_min, cfg.n_max, preference)
         return n_P
 
