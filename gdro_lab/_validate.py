@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+import numpy as np
+
 
 class ConfigError(ValueError):
     """A configuration value is out of range; the message names field and fix."""
@@ -35,6 +37,14 @@ def require_range(owner: str, field: str, value: float, lo: float | None = None,
     require(ok, owner, field, value, allowed)
 
 
+def require_int(owner: str, field: str, value: Any, lo: int, hi: int | None = None) -> None:
+    """Check value is an integer (not a bool) with lo <= value (<= hi when given)."""
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    ok = ok and value >= lo and (hi is None or value <= hi)
+    allowed = f"an integer >= {lo}" if hi is None else f"an integer in [{lo}, {hi}]"
+    require(bool(ok), owner, field, value, allowed)
+
+
 def require_choice(owner: str, field: str, value: str, choices: Sequence[str]) -> None:
     """Check value is one of choices."""
     require(value in choices, owner, field, value, "one of " + ", ".join(repr(c) for c in choices))
@@ -42,6 +52,8 @@ def require_choice(owner: str, field: str, value: str, choices: Sequence[str]) -
 
 def require_edges(owner: str, field: str, edges: Sequence[float]) -> None:
     """Inner bin edges: non-empty, strictly increasing, inside (0, 1)."""
-    ok = len(edges) >= 1 and all(0.0 < e < 1.0 for e in edges) and all(
+    numbers = isinstance(edges, (tuple, list)) and all(
+        isinstance(e, (int, float, np.floating, np.integer)) and not isinstance(e, bool) for e in edges)
+    ok = numbers and len(edges) >= 1 and all(0.0 < e < 1.0 for e in edges) and all(
         a < b for a, b in zip(edges[:-1], edges[1:]))
-    require(ok, owner, field, tuple(edges), "a strictly increasing tuple of numbers inside (0, 1)")
+    require(ok, owner, field, edges, "a strictly increasing tuple of numbers inside (0, 1)")

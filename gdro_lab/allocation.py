@@ -36,7 +36,8 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
     f(s) = sum_b q_b clip(sqrt(v_b) s, n_min, n_max) / sum_b q_b is piecewise linear and
     non-decreasing in s with breakpoints n_min / sqrt(v_b) and n_max / sqrt(v_b), so the s
     with f(s) = n_bar is found exactly by linear interpolation between breakpoints.
-    Needs n_min <= n_bar <= n_max. Bins with v_b = 0 get n_min (when others have variance).
+    Needs n_min <= n_bar <= n_max. Bins with v_b = 0 (any n is optimal for them) share what
+    the others leave of the budget, which is n_min unless every other bin is at n_max.
     """
     v_G = np.maximum(np.asarray(variance_G, float), 0.0)
     q_G = np.asarray(share_G, float)
@@ -55,7 +56,14 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
         return np.clip(np.outer(s, root_G), n_min, n_max) @ np.where(q_G > 0, q_G, 0.0) / total_q
 
     s_star = float(np.interp(n_bar, budget(knots), knots))
-    return np.clip(root_G * s_star, n_min, n_max)
+    n_G = np.clip(root_G * s_star, n_min, n_max)
+    silent = (q_G > 0) & (root_G == 0)
+    if silent.any():
+        # Zero-variance bins cost nothing at any n: they take whatever budget the others leave
+        # (the others may all sit at n_max), so the budget still holds exactly when feasible.
+        rest = n_bar * total_q - float(q_G[live] @ n_G[live])
+        n_G[silent] = np.clip(rest / q_G[silent].sum(), n_min, n_max)
+    return n_G
 
 
 def round_to_budget(target_P: np.ndarray, total: int, n_min: int, n_max: int) -> np.ndarray:
@@ -158,7 +166,10 @@ def concave_envelope(values_GA: np.ndarray) -> np.ndarray:
     """
     values = np.asarray(values_GA, float)
     i, j, k, valid, span = _chord_grid(values.shape[1])
-    chords = np.where(valid, ((k - j) * values[:, i] + (j - i) * values[:, k]) / span, -np.inf)
+    inside = valid & (i < j) & (j < k)  # strictly between the ends; ends are the values themselves
+    with np.errstate(invalid="ignore"):
+        chords = ((k - j) * values[:, i] + (j - i) * values[:, k]) / span
+    chords = np.where(inside, np.nan_to_num(chords, nan=-np.inf), -np.inf)
     return np.maximum(values, chords.max(axis=(1, 3)))
 
 

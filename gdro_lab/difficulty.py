@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab._validate import require, require_edges, require_range
+from gdro_lab._validate import ConfigError, require_edges, require_int, require_range
 from gdro_lab.estimators import beta_passk_posterior, hysteresis_bins, pass_at_k
 from gdro_lab.feedback import StepFeedback
 
@@ -46,11 +46,10 @@ class ClassifierConfig:
     """Central credible mass whose interval must clear an edge (uncertainty-aware variant only)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "edges", tuple(float(e) for e in self.edges))
         require_edges("ClassifierConfig", "edges", self.edges)
-        require(isinstance(self.window, int) and self.window >= 1, "ClassifierConfig", "window",
-                self.window, "an integer >= 1")
-        require(isinstance(self.k, int) and self.k >= 1, "ClassifierConfig", "k", self.k, "an integer >= 1")
+        object.__setattr__(self, "edges", tuple(float(e) for e in self.edges))
+        require_int("ClassifierConfig", "window", self.window, 1)
+        require_int("ClassifierConfig", "k", self.k, 1)
         require_range("ClassifierConfig", "hysteresis", self.hysteresis, 0.0, 0.5, hi_open=True)
         require_range("ClassifierConfig", "prior_a", self.prior_a, 0.0, lo_open=True)
         require_range("ClassifierConfig", "prior_b", self.prior_b, 0.0, lo_open=True)
@@ -134,9 +133,9 @@ class DifficultyClassifier:
         """Rows of the ids, registering new ones."""
         rows = self._lookup(prompt_ids)
         for i in np.flatnonzero(rows < 0):
-            pid = prompt_ids[i]
+            pid = prompt_ids[int(i)]
             if not isinstance(pid, str):
-                raise TypeError(f"prompt ids must be strings, got {type(pid).__name__}: {pid!r}")
+                raise ConfigError(f"prompt ids must be strings, got {type(pid).__name__} {pid!r}: pass str ids")
             row = self._index.setdefault(pid, len(self._ids))
             if row == len(self._ids):
                 self._ids.append(pid)
@@ -217,5 +216,8 @@ class BayesDifficultyClassifier(DifficultyClassifier):
     def _band(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         hist = self._history
         cfg = self.config
-        return beta_passk_posterior(hist.successes[rows].sum(axis=1), hist.failures[rows].sum(axis=1),
-                                    cfg.k, cfg.prior_a, cfg.prior_b, cfg.credible)
+        mean, low, high = beta_passk_posterior(hist.successes[rows].sum(axis=1), hist.failures[rows].sum(axis=1),
+                                               cfg.k, cfg.prior_a, cfg.prior_b, cfg.credible)
+        # For skewed posteriors (k >= 4) the mean of pass@k can fall outside the central interval
+        # of p mapped through 1 - (1 - p)^k; widen the band so it always holds its own center.
+        return mean, np.minimum(low, mean), np.maximum(high, mean)

@@ -50,6 +50,16 @@ def group_variance(values_R: np.ndarray, counts_P: np.ndarray, ddof: int = 0) ->
         return np.where(counts > ddof, ss_P / np.maximum(counts - ddof, 1), np.nan)
 
 
+def group_is_constant(values_R: np.ndarray, counts_P: np.ndarray) -> np.ndarray:
+    """True for prompts whose rollouts all have exactly the same value (a zero-variance group)."""
+    counts = _check_layout(values_R, counts_P)
+    if not counts.size:
+        return np.zeros(0, bool)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    values = np.asarray(values_R, float)
+    return np.maximum.reduceat(values, starts) == np.minimum.reduceat(values, starts)
+
+
 def grpo_advantages(rewards_R: np.ndarray, counts_P: np.ndarray, *, std: str = "population",
                     eps: float = 1e-6, clip: float | None = None,
                     normalize_std: bool = True) -> tuple[np.ndarray, dict[str, float]]:
@@ -69,8 +79,9 @@ def grpo_advantages(rewards_R: np.ndarray, counts_P: np.ndarray, *, std: str = "
     var_P = group_variance(rewards, counts, ddof=1 if std == "bessel" else 0)
     std_P = np.sqrt(np.nan_to_num(var_P))
     centered = rewards - np.repeat(mean_P, counts)
-    advantages = centered / np.repeat(std_P + eps, counts) if normalize_std else centered
-    zero_var_P = std_P <= 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        advantages = centered / np.repeat(std_P + eps, counts) if normalize_std else centered
+    zero_var_P = group_is_constant(rewards, counts)
     advantages[np.repeat(zero_var_P, counts)] = 0.0
     if clip is not None:
         advantages = np.clip(advantages, -clip, clip)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from gdro_lab._validate import require, require_choice, require_range
+from gdro_lab._validate import require_choice, require_int, require_range
 from gdro_lab.diagnostics import bin_mean, bin_share, effective_support
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.signals import SIGNALS
@@ -61,8 +61,7 @@ class WeighterConfig:
 
     def __post_init__(self) -> None:
         owner = "WeighterConfig"
-        require(isinstance(self.num_bins, int) and self.num_bins >= 1, owner, "num_bins", self.num_bins,
-                "an integer >= 1")
+        require_int(owner, "num_bins", self.num_bins, 1)
         require_range(owner, "eta", self.eta, 0.0)
         require_range(owner, "gamma", self.gamma, 0.0, 1.0)
         require_range(owner, "ema_beta", self.ema_beta, 0.0, 1.0, lo_open=True)

@@ -12,7 +12,7 @@ import numpy as np
 
 from gdro_lab import diagnostics as diag
 from gdro_lab.feedback import StepFeedback
-from gdro_lab.grpo import group_mean, group_variance
+from gdro_lab.grpo import group_is_constant, group_mean, group_variance
 
 
 def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: float, n_max: float,
@@ -33,7 +33,6 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
     weights = np.full(num_bins, 1.0 / num_bins) if weights_G is None else diag.normalized(weights_G)
     success_P = group_mean(np.asarray(feedback.successes_R, float), feedback.counts_P)
     reward_P = group_mean(feedback.rewards_R, feedback.counts_P)
-    var_P = group_variance(feedback.rewards_R, feedback.counts_P, ddof=0)
     if sigma_G is None:
         sigma_G = np.sqrt(diag.bin_mean(group_variance(feedback.rewards_R, feedback.counts_P, ddof=1),
                                         bins, num_bins))
@@ -55,7 +54,7 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
         "mean_success": float(success_P.mean()), "mean_reward": float(reward_P.mean()),
         "mean_rollouts": float(counts.mean()), "total_rollouts": float(counts.sum()),
         "num_prompts": float(bins.size), "num_unassigned": float(np.sum(bins < 0)),
-        "zero_variance_frac": float(np.mean(var_P <= 0)), "mu": float(mu),
+        "zero_variance_frac": float(np.mean(group_is_constant(feedback.rewards_R, feedback.counts_P))), "mu": float(mu),
         "lead_lag_gap": gap, "mu_weight": mu_weight, "mu_data": mu_data,
         "effective_support": diag.effective_support(weights),
         "worst_bin_success": diag.worst_group(success_G),

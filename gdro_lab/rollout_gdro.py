@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from gdro_lab._validate import require, require_choice, require_range
+from gdro_lab._validate import require_choice, require_int, require_range
 from gdro_lab.allocation import (adjust_to_total, concave_budget_plan, exact_budget_plan, round_to_budget,
                                  sqrt_allocation)
 from gdro_lab.diagnostics import bin_counts, bin_mean, bin_share
@@ -82,14 +82,10 @@ class AllocatorConfig:
 
     def __post_init__(self) -> None:
         owner = "AllocatorConfig"
-        require(isinstance(self.num_bins, int) and self.num_bins >= 1, owner, "num_bins", self.num_bins,
-                "an integer >= 1")
-        require(isinstance(self.n_min, int) and self.n_min >= 2, owner, "n_min", self.n_min,
-                "an integer >= 2 (a GRPO group of one has no baseline)")
-        require(isinstance(self.n_max, int) and self.n_max >= self.n_min, owner, "n_max", self.n_max,
-                f"an integer >= n_min={self.n_min}")
-        require(isinstance(self.n_bar, int) and self.n_min <= self.n_bar <= self.n_max, owner, "n_bar",
-                self.n_bar, f"an integer in [n_min, n_max]=[{self.n_min}, {self.n_max}]")
+        require_int(owner, "num_bins", self.num_bins, 1)
+        require_int(owner, "n_min", self.n_min, 2)  # a GRPO group of one has no baseline
+        require_int(owner, "n_max", self.n_max, self.n_min)
+        require_int(owner, "n_bar", self.n_bar, self.n_min, self.n_max)
         require_range(owner, "eta", self.eta, 0.0)
         require_range(owner, "gamma", self.gamma, 0.0, 1.0, hi_open=True)
         require_range(owner, "dual_lr", self.dual_lr, 0.0)

@@ -289,7 +289,7 @@ def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], bool]:
             if not isinstance(record, dict) or "step" not in record:
                 raise ValueError("not a step record")
         except (ValueError, UnicodeDecodeError):
-            if number == len(lines):
+            if number == len(lines) and not torn:
                 torn = True
                 break
             raise RunFormatError(f"{path} line {number} is corrupt: the log is damaged before its end; "
