@@ -110,6 +110,15 @@ def adjust_to_total(n_P: np.ndarray, total: int, n_min: int, n_max: int,
     return n
 
 
+def _tie_broken(log_prob_GA: np.ndarray, n_min: int, tie_center: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """(log-probs with a 1e-9 (n - tie_center)^2 penalty, arm values): ties resolve toward tie_center."""
+    log_prob = np.asarray(log_prob_GA, float)
+    arms = n_min + np.arange(log_prob.shape[1])
+    if tie_center is not None:
+        log_prob = log_prob - 1e-9 * (arms[None, :] - tie_center) ** 2
+    return log_prob, arms
+
+
 def exact_budget_plan(log_prob_GA: np.ndarray, count_G: np.ndarray, total: int,
                       n_min: int, tie_center: float | None = None) -> tuple[np.ndarray, bool]:
     """DP of the paper (§3.3): one arm per bin maximising sum_b log p_b(n_b), s.t. sum_b c_b n_b = total.
@@ -122,12 +131,9 @@ def exact_budget_plan(log_prob_GA: np.ndarray, count_G: np.ndarray, total: int,
     penalty so that equally likely plans resolve toward that value instead of arbitrarily.
     Cost O(G * A * total), vectorised over partial sums.
     """
-    log_prob = np.asarray(log_prob_GA, float)
+    log_prob, arms = _tie_broken(log_prob_GA, n_min, tie_center)
     counts = np.asarray(count_G, np.int64)
     num_bins, num_arms = log_prob.shape
-    arms = n_min + np.arange(num_arms)
-    if tie_center is not None:
-        log_prob = log_prob - 1e-9 * (arms[None, :] - tie_center) ** 2
     n_G = np.full(num_bins, int(round(tie_center)) if tie_center is not None else n_min, dtype=np.int64)
     active = np.flatnonzero(counts > 0)
     if active.size == 0:
@@ -192,12 +198,9 @@ def concave_budget_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int,
     the largest gains env_b(a + 1) - env_b(a). Within a bin prompts end at two adjacent arms.
     All prompts must be assigned (bins_P >= 0). ``tie_center`` as in exact_budget_plan.
     """
-    log_prob = np.asarray(log_prob_GA, float)
+    log_prob, arms = _tie_broken(log_prob_GA, n_min, tie_center)
     bins = np.asarray(bins_P, np.int64)
     num_bins, num_arms = log_prob.shape
-    arms = n_min + np.arange(num_arms)
-    if tie_center is not None:
-        log_prob = log_prob - 1e-9 * (arms[None, :] - tie_center) ** 2
     counts = np.bincount(bins, minlength=num_bins)
     needed = int(total - bins.size * n_min)
     if not 0 <= needed <= bins.size * (num_arms - 1):
