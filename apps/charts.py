@@ -1,0 +1,105 @@
+"""Altair chart builders for the app: frames from :mod:`apps.data` in, charts out (no Streamlit).
+
+Heatmaps are ``mark_rect`` cells over steps x bins with bin 0 (the hardest) at the bottom, as
+in the paper's Fig. 3/7; scalars are line charts; per-bin comparisons are grouped bars. Axes
+show bin indices (they always fit); tooltips show the run's bin labels (e.g. ``accbin_3``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence, Union
+
+import altair as alt
+import pandas as pd
+
+#: What the builders return (``.properties`` on a layer is typed as either).
+AnyChart = Union[alt.Chart, alt.LayerChart, alt.FacetChart]
+
+CHART_HEIGHT = 300
+BIN_AXIS_TITLE = "bin (0 = hardest)"
+#: Colour schemes per field: sequential for shares/weights/budgets, diverging for rewards.
+SCHEMES = {"share": "viridis", "weight": "plasma", "reward": "redblue", "success": "redyellowgreen",
+           "rollouts": "inferno", "multiplier": "plasma"}
+#: Categorical colours for series and runs (distinct hues, unlike the theme's blues).
+CATEGORY_SCHEME = "tableau10"
+#: Fixed colour domains where the field has a natural range (keeps runs comparable side by side).
+DOMAINS: dict[str, list[float]] = {"reward": [-1.0, 1.0], "success": [0.0, 1.0]}
+
+
+def _scale(scheme: str, domain: list[float] | None = None) -> alt.Scale:
+    """A colour scale by scheme name (and a fixed domain when given)."""
+    options: dict[str, Any] = {"scheme": scheme}
+    if domain is not None:
+        options["domain"] = domain
+    return alt.Scale(**options)
+
+
+def _step_domain(frame: pd.DataFrame) -> list[float]:
+    """The whole logged step range, so that empty cells at the start or end do not shrink the axis."""
+    if frame.empty:
+        return [0.0, 1.0]
+    return [float(frame["step"].min()), float(frame["step_end"].max())]
+
+
+def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | None = None) -> AnyChart:
+    """Steps x bins heatmap of a long frame (step, step_end, bin, label, value); optional step rule."""
+    scale = _scale(SCHEMES.get(field, "viridis"), DOMAINS.get(field))
+    cells = alt.Chart(frame).mark_rect().encode(
+        x=alt.X("step:Q", title="step", scale=alt.Scale(domain=_step_domain(frame), nice=False, zero=False)),
+        x2="step_end:Q",
+        y=alt.Y("bin:O", title=BIN_AXIS_TITLE, sort="descending"),
+        color=alt.Color("value:Q", title=field, scale=scale, legend=alt.Legend(format=".4~g")),
+        tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("label:N", title="bin"),
+                 alt.Tooltip("value:Q", title=field, format=".3f")],
+    )
+    layers: list[alt.Chart] = [cells]
+    if selected_step is not None:
+        rule = alt.Chart(pd.DataFrame({"step": [float(selected_step)]})).mark_rule(
+            color="white", strokeDash=[4, 3], strokeWidth=2).encode(x="step:Q")
+        layers.append(rule)
+    return alt.layer(*layers).properties(title=title, height=CHART_HEIGHT)
+
+
+def lines(frame: pd.DataFrame, title: str, y_title: str, zero_rule: bool = False,
+          color_field: str = "series", dashed: Sequence[str] = ()) -> AnyChart:
+    """Line chart of a long frame (step, series, value); ``dashed`` series are drawn dashed."""
+    base = alt.Chart(frame).mark_line(clip=True).encode(
+        x=alt.X("step:Q", title="step"),
+        y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False), axis=alt.Axis(format=".4~g")),
+        color=alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="right"),
+                        scale=_scale(CATEGORY_SCHEME)),
+        tooltip=[alt.Tooltip("step:Q"), alt.Tooltip(f"{color_field}:N"), alt.Tooltip("value:Q", format=".4f")],
+    )
+    if dashed:
+        base = base.encode(strokeDash=alt.condition(
+            alt.FieldOneOfPredicate(field=color_field, oneOf=list(dashed)), alt.value([5, 4]), alt.value([1, 0])))
+    layers: list[alt.Chart] = [base]
+    if zero_rule:
+        layers.append(alt.Chart(pd.DataFrame({"value": [0.0]})).mark_rule(color="gray").encode(y="value:Q"))
+    return alt.layer(*layers).properties(title=title, height=CHART_HEIGHT)
+
+
+def grouped_bars(frame: pd.DataFrame, group_field: str, title: str, y_title: str,
+                 group_order: Sequence[str] | None = None) -> AnyChart:
+    """Bars per bin (frame: bin, label, value and ``group_field``), one coloured bar per group."""
+    order = list(group_order) if group_order is not None else sorted(frame[group_field].astype(str).unique())
+    return alt.Chart(frame).mark_bar().encode(
+        x=alt.X("bin:O", title=BIN_AXIS_TITLE, axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset(f"{group_field}:N", sort=order),
+        y=alt.Y("value:Q", title=y_title),
+        color=alt.Color(f"{group_field}:N", title=None, sort=order, legend=alt.Legend(orient="right"),
+                        scale=_scale(CATEGORY_SCHEME)),
+        tooltip=[alt.Tooltip("label:N", title="bin"), alt.Tooltip(f"{group_field}:N"),
+                 alt.Tooltip("value:Q", format=".3f")],
+    ).properties(title=title, height=CHART_HEIGHT)
+
+
+def points(frame: pd.DataFrame, title: str, y_title: str, color_field: str = "metric") -> AnyChart:
+    """Lines with point markers, for sparse series such as evaluations (frame: step, value, color field)."""
+    return alt.Chart(frame).mark_line(point=True).encode(
+        x=alt.X("step:Q", title="step"),
+        y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False)),
+        color=alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="right"),
+                        scale=_scale(CATEGORY_SCHEME)),
+        tooltip=[alt.Tooltip("step:Q"), alt.Tooltip(f"{color_field}:N"), alt.Tooltip("value:Q", format=".4f")],
+    ).properties(title=title, height=CHART_HEIGHT)

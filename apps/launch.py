@@ -1,0 +1,103 @@
+"""``gdro app [RUN_DIR ...]``: start the Streamlit app on localhost.
+
+Runs ``python -m streamlit run apps/streamlit_app.py --server.address ADDRESS --server.port PORT
+--server.headless true ... -- --root ROOT RUN_DIR...`` as a child process and waits for it;
+Ctrl-C or SIGTERM stop the child too. The app binds to 127.0.0.1 unless ``--address`` says
+otherwise. Run folders are made absolute here, so the app does not depend on its working
+directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from apps.settings import DEFAULT_ROOT, ROOT_ENV, RUNS_ENV
+
+APP_SCRIPT = Path(__file__).resolve().parent / "streamlit_app.py"
+DEFAULT_ADDRESS = "127.0.0.1"
+DEFAULT_PORT = 8501
+LOCAL_ADDRESSES = ("127.0.0.1", "localhost", "::1")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Options of ``gdro app``."""
+    parser = argparse.ArgumentParser(
+        prog="gdro app", description="Open run directories (simulated or real, finished or running) "
+        "in the Streamlit app: traveling waves, lead-lag, rollout budget, SE proxy, outcomes.",
+        epilog=f"Without --root the app also reads ${ROOT_ENV}; ${RUNS_ENV} lists extra runs.")
+    parser.add_argument("run_dirs", nargs="*", type=Path, metavar="RUN_DIR",
+                        help="run directories to list in addition to those found under --root")
+    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT,
+                        help="folder scanned recursively for run directories (default: ./runs)")
+    parser.add_argument("--address", default=DEFAULT_ADDRESS,
+                        help="address to bind (default: 127.0.0.1, this machine only; 0.0.0.0 exposes the app)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
+    parser.add_argument("--print-command", action="store_true",
+                        help="print the streamlit command instead of running it")
+    return parser
+
+
+def streamlit_command(run_dirs: Sequence[Path], root: Path, address: str, port: int,
+                      python: str = sys.executable) -> list[str]:
+    """The ``streamlit run`` command line that serves the app for these runs."""
+    return [python, "-m", "streamlit", "run", str(APP_SCRIPT),
+            "--server.address", address, "--server.port", str(port), "--server.headless", "true",
+            "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
+            "--client.toolbarMode", "minimal",
+            "--", "--root", str(root.expanduser().resolve()),
+            *[str(path.expanduser().resolve()) for path in run_dirs]]
+
+
+def _run_child(command: list[str]) -> int:
+    """Run the server, forwarding SIGTERM/SIGINT so that stopping ``gdro app`` stops Streamlit."""
+    child = subprocess.Popen(command)
+
+    def forward(signum: int, _frame: object) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                continue
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry of ``gdro app``; returns the process exit code."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if not 0 < args.port < 65536:
+        print(f"gdro app: --port {args.port} is not a port: give a number in 1..65535", file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("streamlit") is None:
+        print("gdro app: streamlit is not installed: pip install -e '.[app]'", file=sys.stderr)
+        return 2
+    command = streamlit_command(args.run_dirs, args.root, args.address, args.port)
+    if args.print_command:
+        print(" ".join(command))
+        return 0
+    for path in args.run_dirs:
+        if not path.is_dir():
+            print(f"gdro app: warning: {path} is not a folder; the app will say so when it is chosen",
+                  file=sys.stderr)
+    if args.address not in LOCAL_ADDRESSES:
+        print(f"gdro app: serving on {args.address}: anyone who can reach this address can read the runs",
+              file=sys.stderr)
+    print(f"gdro app: http://{'localhost' if args.address in LOCAL_ADDRESSES else args.address}:{args.port}",
+          file=sys.stderr)
+    return _run_child(command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

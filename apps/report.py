@@ -1,0 +1,280 @@
+"""``gdro report RUN_DIR [...]``: the app's figures as static PNGs, drawn with matplotlib.
+
+For each run, ``<out>/<run name>/`` receives traveling_wave.png, lead_lag.png,
+rollout_budget.png, se_proxy.png and outcomes.png; with two or more runs, ``<out>/compare.png``
+overlays them. ``<out>`` is ``reports`` unless ``--out`` says otherwise. The figures use the
+same frames as the app (:mod:`apps.data`), so both show the same numbers. A run that cannot be
+read is reported on one line and skipped; nothing is written into run directories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the non-interactive backend)
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from apps import data  # noqa: E402
+from gdro_lab.runlog import RunData  # noqa: E402
+
+DEFAULT_OUT = Path("reports")
+PANEL_SIZE = (5.0, 3.4)
+#: A PNG has room for one column per step of a long run (matplotlib draws them as one mesh).
+REPORT_HEATMAP_COLUMNS = 2000
+CMAPS = {"share": "viridis", "weight": "plasma", "reward": "RdBu", "success": "RdYlGn", "rollouts": "inferno"}
+LIMITS = {"reward": (-1.0, 1.0), "success": (0.0, 1.0)}
+
+
+# ----------------------------------------------------------------------------- panels
+
+def _figure(rows: int, columns: int, title: str) -> tuple[Figure, np.ndarray]:
+    figure, axes = plt.subplots(rows, columns, figsize=(PANEL_SIZE[0] * columns, PANEL_SIZE[1] * rows),
+                                squeeze=False, layout="constrained")
+    figure.suptitle(title)
+    return figure, axes
+
+
+def _missing(axis: Axes, title: str, what: str) -> None:
+    axis.set_title(title)
+    axis.text(0.5, 0.5, f"not logged:\n{what}", ha="center", va="center", transform=axis.transAxes, color="gray")
+    axis.set_axis_off()
+
+
+def _heatmap(axis: Axes, run: RunData, field: str | None, title: str) -> None:
+    """Steps x bins heatmap with bin 0 (hardest) at the bottom."""
+    if field is None or not data.has_bins(run, field):
+        _missing(axis, title, field or "reward / success bins")
+        return
+    frame = data.heatmap_frame(run, field, max_columns=REPORT_HEATMAP_COLUMNS)
+    table = frame.pivot(index="bin", columns="step", values="value")
+    starts = table.columns.to_numpy(dtype=float)
+    ends = frame.drop_duplicates("step").set_index("step")["step_end"].reindex(table.columns).to_numpy(dtype=float)
+    x_edges = np.append(starts, ends[-1])
+    y_edges = np.arange(table.shape[0] + 1) - 0.5
+    low, high = LIMITS.get(field, (None, None))
+    mesh = axis.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(table.to_numpy(dtype=float)),
+                           cmap=CMAPS.get(field, "viridis"), vmin=low, vmax=high, shading="flat")
+    axis.figure.colorbar(mesh, ax=axis, label=field)
+    axis.set_title(f"{title} [{field}]")
+    axis.set_xlabel("step")
+    axis.set_ylabel("bin (0 = hardest)")
+
+
+def _lines(axis: Axes, frame: pd.DataFrame, title: str, y_label: str, what: str,
+           color_field: str = "series", zero_rule: bool = False, marker: str | None = None,
+           dashed: Sequence[str] = ()) -> None:
+    """One line per series of a long frame (step, <color_field>, value); ``dashed`` series dashed."""
+    if frame.empty:
+        _missing(axis, title, what)
+        return
+    for name, part in frame.groupby(color_field, sort=False):
+        axis.plot(part["step"], part["value"], label=str(name), marker=marker, linewidth=1.4,
+                  linestyle="--" if name in dashed else "-")
+    if zero_rule:
+        axis.axhline(0.0, color="gray", linewidth=0.8)
+    axis.set_title(title)
+    axis.set_xlabel("step")
+    axis.set_ylabel(y_label)
+    axis.legend(fontsize="small")
+
+
+def _grouped_bars(axis: Axes, frame: pd.DataFrame, group_field: str, title: str, y_label: str,
+                  order: Sequence[str]) -> None:
+    """Bars per bin, one coloured bar per group in ``order``."""
+    labels = frame[["bin", "label"]].drop_duplicates().sort_values("bin")
+    width = 0.8 / max(len(order), 1)
+    for position, group in enumerate(order):
+        part = frame[frame[group_field] == group].set_index("bin").reindex(labels["bin"])
+        axis.bar(labels["bin"] + (position - (len(order) - 1) / 2) * width, part["value"], width, label=group)
+    axis.set_xticks(labels["bin"], labels["label"], rotation=45, ha="right", fontsize="small")
+    axis.set_title(title)
+    axis.set_xlabel("bin (0 = hardest)")
+    axis.set_ylabel(y_label)
+    axis.legend(fontsize="x-small")
+
+
+# ----------------------------------------------------------------------------- one figure per view
+
+def traveling_wave_figure(run: RunData) -> Figure:
+    """Fig. 3/5: share, weight and reward heatmaps over snapshot bars with the tail average."""
+    figure, axes = _figure(2, 3, f"Traveling wave: {run.name}")
+    fields = [("share", "Prompt share"), ("weight", "Prompt-GDRO weight"), (data.reward_field(run), "Realized reward")]
+    for column, (field, title) in enumerate(fields):
+        _heatmap(axes[0, column], run, field, title)
+        snapshots = data.snapshot_frame(run, field) if field else pd.DataFrame()
+        if snapshots.empty:
+            _missing(axes[1, column], f"{title}: snapshots", field or "reward / success bins")
+            continue
+        order = list(snapshots.sort_values("order")["snapshot"].drop_duplicates())
+        _grouped_bars(axes[1, column], snapshots, "snapshot", f"{title}: snapshots", str(field), order)
+    return figure
+
+
+def lead_lag_figure(run: RunData) -> Figure:
+    """Eq. 32: the gap and the two mean bin indices."""
+    figure, axes = _figure(1, 2, f"Lead-lag: {run.name}")
+    frame = data.lead_lag_frame(run)
+    what = "share and weight bins"
+    gap = data.to_long(frame, {"gap": "Δμ = μ_weight − μ_data"})
+    _lines(axes[0, 0], gap, "Lead-lag gap Δμ(t)", "Δμ (bins)", what, zero_rule=True)
+    _lines(axes[0, 1], data.to_long(frame, {"mu_weight": "μ_weight (weights)", "mu_data": "μ_data (data)"}),
+           "Mean bin index", "mean bin index", what)
+    return figure
+
+
+def rollout_budget_figure(run: RunData, step: int | None = None) -> Figure:
+    """Fig. 7-9: staircase heatmap, shadow price, frontier at a step (default: last), budget check."""
+    figure, axes = _figure(2, 2, f"Rollout budget: {run.name}")
+    _heatmap(axes[0, 0], run, "rollouts" if data.has_bins(run, "rollouts") else None, "Rollouts per prompt")
+    _lines(axes[0, 1], data.scalars_long(run, {"mu": "μ"}), "Shadow price μ", "μ", "mu")
+    index = data.step_index(run, step if step is not None else int(run.steps[-1]) if run.steps.size else 0)
+    frontier = data.frontier_frame(run, index)
+    if frontier.empty:
+        _missing(axes[1, 0], "Budget frontier", "rollouts and count/share bins")
+    else:
+        bars = frontier.melt(id_vars=["bin", "label"], value_vars=["prompt_share", "rollout_share"],
+                             var_name="series", value_name="value")
+        _grouped_bars(axes[1, 0], bars, "series", f"Budget frontier at step {int(run.steps[index])}", "share",
+                      ["prompt_share", "rollout_share"])
+    check = data.budget_check(run)
+    if check is None:
+        _missing(axes[1, 1], "Mean budget", "rollouts")
+    else:
+        verdict = "held" if check.held else f"missed (max dev. {check.max_deviation:.3g})"
+        _lines(axes[1, 1], data.to_long(check.frame, {"realized": "realized mean", "target": "budget n̄"}),
+               f"Mean rollouts per prompt: budget {verdict}", "rollouts per prompt", "rollouts",
+               dashed=["budget n̄"])
+    return figure
+
+
+def se_proxy_figure(run: RunData) -> Figure:
+    """Eq. 33: WSE actual vs uniform vs square-root optimum, and the reduction in percent."""
+    figure, axes = _figure(1, 2, f"SE proxy: {run.name}")
+    frame = data.se_frame(run)
+    what = "se_* scalars or share/sigma/rollouts bins"
+    _lines(axes[0, 0], data.to_long(frame, {"se_actual": "actual", "se_uniform": "uniform n̄",
+                                            "se_sqrt": "square-root optimum"}), "Weighted SE proxy", "WSE", what,
+           dashed=["uniform n̄"])
+    mean = data.mean_reduction(frame)
+    _lines(axes[0, 1], data.to_long(frame, {"se_reduction_pct": "actual vs uniform",
+                                            "se_sqrt_reduction_pct": "optimum vs uniform"}),
+           f"Reduction (mean {mean:.1f}%)" if np.isfinite(mean) else "Reduction", "reduction (%)", what,
+           zero_rule=True)
+    return figure
+
+
+def outcomes_figure(run: RunData) -> Figure:
+    """Mean and worst-group success, effective support, evaluation metrics."""
+    figure, axes = _figure(1, 3, f"Outcomes: {run.name}")
+    frame = data.outcomes_frame(run)
+    _lines(axes[0, 0], data.to_long(frame, {"mean_success": "mean", "worst_bin_success": "worst bin"}),
+           "Training success", "success rate", "mean_success / success bins")
+    _lines(axes[0, 1], data.to_long(frame, {"effective_support": "exp(entropy)"}),
+           f"Effective support (of {run.num_bins} bins)", "bins", "weight bins")
+    _lines(axes[0, 2], data.evals_frame(run), "Evaluations", "value", "eval.jsonl", color_field="metric", marker="o")
+    return figure
+
+
+def compare_figure(runs: dict[str, RunData]) -> Figure:
+    """Key scalars of several runs overlaid, one panel per metric."""
+    metrics = [name for name in (*data.COMPARE_DEFAULTS, *data.COMPARE_NEXT[:2])
+               if not data.compare_frame(runs, name).empty] or ["mean_success"]
+    columns = min(3, len(metrics))
+    rows = -(-len(metrics) // columns)
+    figure, axes = _figure(rows, columns, "Compare: " + " vs ".join(runs))
+    for axis, metric in zip(axes.flat, metrics):
+        _lines(axis, data.compare_frame(runs, metric), metric, metric, metric, color_field="run",
+               zero_rule=metric == "lead_lag_gap")
+    for axis in list(axes.flat)[len(metrics):]:
+        axis.set_axis_off()
+    return figure
+
+
+# ----------------------------------------------------------------------------- command line
+
+def safe_name(label: str) -> str:
+    """A folder name from a run label (letters, digits, dot, dash, underscore)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "run"
+
+
+def write_report(run: RunData, out_dir: Path, step: int | None = None) -> list[Path]:
+    """Write every per-run figure of ``run`` into ``out_dir``; returns the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, Callable[[], Figure]] = {
+        "traveling_wave": lambda: traveling_wave_figure(run), "lead_lag": lambda: lead_lag_figure(run),
+        "rollout_budget": lambda: rollout_budget_figure(run, step), "se_proxy": lambda: se_proxy_figure(run),
+        "outcomes": lambda: outcomes_figure(run)}
+    written = []
+    for name, make in figures.items():
+        figure = make()
+        target = out_dir / f"{name}.png"
+        figure.savefig(target, dpi=110)
+        plt.close(figure)
+        written.append(target)
+    return written
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Options of ``gdro report``."""
+    parser = argparse.ArgumentParser(prog="gdro report", description="Static PNG figures of run directories.")
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to draw")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="output folder; each run gets <out>/<run name>/ (default: reports)")
+    parser.add_argument("--step", type=int, default=None, help="step of the budget frontier (default: last)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry of ``gdro report``: 0 when every run was drawn, 1 when some could not be read."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    entries = data.discover_runs(None, args.run_dirs)
+    if any(_inside(args.out, entry.path) for entry in entries if entry.path.is_dir()):
+        print(f"gdro report: --out {args.out} is inside a run directory; choose a folder outside the runs",
+              file=sys.stderr)
+        return 2
+    loaded: dict[str, RunData] = {}
+    failed = 0
+    for entry in entries:
+        try:
+            run = data.load_run(entry.path)
+        except data.RunLoadError as err:
+            print(f"gdro report: skipped: {err}", file=sys.stderr)
+            failed += 1
+            continue
+        if run.steps.size == 0:
+            print(f"gdro report: skipped: {entry.path} has no steps logged yet", file=sys.stderr)
+            failed += 1
+            continue
+        target = args.out / safe_name(entry.label)
+        files = write_report(run, target, args.step)
+        print(f"{entry.path}: {len(files)} figures in {target}")
+        loaded[entry.label] = run
+    if len(loaded) >= 2:
+        figure = compare_figure(loaded)
+        args.out.mkdir(parents=True, exist_ok=True)
+        figure.savefig(args.out / "compare.png", dpi=110)
+        plt.close(figure)
+        print(f"compare: {args.out / 'compare.png'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

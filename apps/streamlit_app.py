@@ -1,0 +1,47 @@
+"""Entry point for ``streamlit run apps/streamlit_app.py -- [--root DIR] [RUN_DIR ...]``.
+
+Draws the sidebar (runs folder, run, baseline, live refresh), then runs the chosen view with
+``st.navigation``: one ``st.Page`` per view in ``apps/views/``. Start it with ``gdro app``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+try:
+    import apps  # noqa: F401  (installed package, editable or not)
+except ImportError:  # a bare checkout: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import streamlit as st
+
+from apps import ui
+from apps.settings import resolve_settings, script_arguments
+
+VIEWS_DIR = Path(__file__).resolve().parent / "views"
+#: (file in views/, title, icon, url path); the first one is the landing page.
+PAGES = (
+    ("traveling_wave.py", "Traveling wave", ":material/waves:", "traveling-wave"),
+    ("lead_lag.py", "Lead-lag", ":material/timeline:", "lead-lag"),
+    ("rollout_budget.py", "Rollout budget", ":material/stairs:", "rollout-budget"),
+    ("se_proxy.py", "SE proxy", ":material/functions:", "se-proxy"),
+    ("outcomes.py", "Outcomes", ":material/trophy:", "outcomes"),
+    ("compare.py", "Compare", ":material/compare_arrows:", "compare"),
+    ("config.py", "Config", ":material/settings:", "config"),
+)
+
+
+def main() -> None:
+    """Configure the page, draw the sidebar, run the selected view."""
+    st.set_page_config(page_title="gdro-lab runs", page_icon=":material/waves:", layout="wide")
+    settings = resolve_settings(script_arguments(sys.argv, __file__), os.environ)
+    pages = [st.Page(VIEWS_DIR / file, title=title, icon=icon, url_path=url_path, default=index == 0)
+             for index, (file, title, icon, url_path) in enumerate(PAGES)]
+    page = st.navigation(pages, position="sidebar")
+    ui.sidebar(settings)
+    page.run()
+
+
+main()

@@ -1,0 +1,227 @@
+"""Streamlit glue shared by the pages: cached loading, the sidebar, live refresh and messages.
+
+Loading is cached with ``st.cache_data`` keyed on the run folder and
+:func:`apps.data.run_signature` (mtime and size of each file), so a run that is still being
+written is re-read as soon as it grows, and an unchanged run is read once. Read errors are
+shown with ``st.error`` in the page, never as a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import streamlit as st
+
+from apps import charts, data
+from apps.settings import AppSettings
+from gdro_lab.runlog import RunData
+
+NO_BASELINE = "(none)"
+#: Heatmap cells per chart: one run alone, and each of two runs side by side. A browser draws
+#: every cell (about 0.1 ms each on a small machine), so long runs are averaged over step blocks.
+HEATMAP_CELLS = {1: 2000, 2: 1000}
+LIVE_INTERVALS = (2, 5, 10, 30)
+SELECTION_KEY = "_gdro_selection"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the sidebar chose: the runs listed, the run shown, its baseline, and live refresh."""
+
+    root: Path
+    entries: tuple[data.RunEntry, ...]
+    primary: data.RunEntry | None
+    baseline: data.RunEntry | None
+    live: bool
+    interval_s: float
+
+    @property
+    def shown(self) -> list[tuple[str, data.RunEntry]]:
+        """(role, entry) for the run and, when chosen, its baseline, in display order."""
+        pairs = [("Run", self.primary)] if self.primary is not None else []
+        if self.baseline is not None and self.primary is not None and self.baseline.path != self.primary.path:
+            pairs.append(("Baseline", self.baseline))
+        return [(role, entry) for role, entry in pairs if entry is not None]
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _cached_run(path_text: str, signature: tuple[tuple[str, int, int], ...]) -> RunData:
+    """The cache key includes the file signature, so a grown or rewritten run is read again."""
+    del signature  # part of the cache key only
+    return data.load_run(Path(path_text))
+
+
+@st.cache_data(ttl=5, max_entries=16, show_spinner=False)
+def _cached_search(root_text: str) -> tuple[list[Path], bool]:
+    """Runs under a folder, searched again at most every 5 s (new runs appear on the next rerun)."""
+    return data.find_run_dirs(Path(root_text))
+
+
+def get_run(path: Path) -> RunData:
+    """The run at ``path``, re-read only when its files changed; raises :class:`apps.data.RunLoadError`."""
+    return _cached_run(str(path), data.run_signature(path))
+
+
+def try_run(entry: data.RunEntry) -> RunData | None:
+    """The run, or None after showing why it cannot be read (``st.error``, one line)."""
+    try:
+        return get_run(entry.path)
+    except data.RunLoadError as err:
+        st.error(f"Cannot show **{entry.label}**: {err}", icon=":material/error:")
+        return None
+
+
+def _is_running(entry: data.RunEntry | None) -> bool:
+    if entry is None:
+        return False
+    try:
+        return get_run(entry.path).meta.get("status") == "running"
+    except data.RunLoadError:
+        return False
+
+
+def _query_index(options: list[str], name: str, default: int) -> int:
+    """Index of the option named by the URL query parameter ``name`` (``?run=...&baseline=...``)."""
+    wanted = st.query_params.get(name)
+    return options.index(wanted) if wanted in options else default
+
+
+def sidebar(settings: AppSettings) -> Selection:
+    """Draw the run pickers and the live toggle; remember the choice for the pages.
+
+    The first choice of run and baseline can come from the URL: ``?run=LABEL&baseline=LABEL``.
+    """
+    root_text = st.sidebar.text_input("Runs folder", value=str(settings.root), key="root",
+                                      help="Folder scanned (recursively) for run directories.")
+    root = Path(root_text.strip() or str(settings.root)).expanduser()
+    found, truncated = _cached_search(str(root))
+    entries = data.discover_runs(root, settings.run_dirs, found)
+    by_label = {entry.label: entry for entry in entries}
+    labels = list(by_label)
+    primary_label = st.sidebar.selectbox("Run", labels, index=_query_index(labels, "run", 0) if labels else None,
+                                         key="run", placeholder="no run found")
+    baseline_options = [NO_BASELINE, *labels]
+    baseline_label = st.sidebar.selectbox("Baseline (side by side)", baseline_options,
+                                          index=_query_index(baseline_options, "baseline", 0), key="baseline")
+    primary = by_label.get(primary_label) if primary_label else None
+    baseline = by_label.get(baseline_label) if baseline_label != NO_BASELINE else None
+    live = st.sidebar.toggle("Live refresh", value=_is_running(primary), key="live",
+                             help="Re-read runs that are still being written every few seconds.")
+    interval = st.sidebar.select_slider("Refresh every (s)", LIVE_INTERVALS, value=5, key="live_interval",
+                                        disabled=not live)
+    if not root.is_dir():
+        st.sidebar.caption(f"Runs folder `{root}` does not exist.")
+    elif truncated:
+        st.sidebar.caption(f"Stopped searching `{root}` early (too deep or too many folders): "
+                           "choose a narrower runs folder.")
+    selection = Selection(root, tuple(entries), primary, baseline, bool(live), float(interval))
+    st.session_state[SELECTION_KEY] = selection
+    return selection
+
+
+def selection() -> Selection:
+    """The selection made by the sidebar in this script run."""
+    chosen = st.session_state.get(SELECTION_KEY)
+    if chosen is None:  # a page run without the entry script (should not happen): show nothing
+        return Selection(Path("runs"), (), None, None, False, 5.0)
+    return chosen
+
+
+def no_runs_message(chosen: Selection) -> None:
+    """Tell the user where runs are looked for and how to make one."""
+    where = f"`{chosen.root}`" + ("" if chosen.root.is_dir() else " (this folder does not exist)")
+    st.info(f"No run directories found under {where}. Choose another runs folder in the sidebar, "
+            "pass run folders to `gdro app RUN_DIR ...`, or write one with `gdro simulate`.",
+            icon=":material/folder_open:")
+
+
+def run_caption(run: RunData) -> None:
+    """Status line of a run: status, producer, steps, bins, and whether a torn last line was dropped."""
+    facts = data.summary(run)
+    last = f" (last step {facts['last_step']})" if facts["last_step"] is not None else ""
+    text = (f"{facts['status']} · {facts['producer'] or 'unknown producer'} · {facts['steps']} steps{last} · "
+            f"{facts['bins']} bins · {facts['evals']} evaluations")
+    if facts["torn_tail"]:
+        text += " · last record still being written (ignored)"
+    st.caption(text)
+
+
+def views(render: Callable[[RunData, str], None], title: str, caption: str) -> None:
+    """Page frame: title, then ``render(run, key_prefix)`` for the run and the baseline side by side.
+
+    The body is a fragment that reruns on its own every few seconds while live refresh is on,
+    re-reading runs whose files changed.
+    """
+    chosen = selection()
+    st.title(title)
+    st.caption(caption)
+    if chosen.primary is None:
+        no_runs_message(chosen)
+        return
+
+    def body() -> None:
+        shown = chosen.shown
+        columns = st.columns(len(shown)) if len(shown) > 1 else [st.container()]
+        for position, (column, (role, entry)) in enumerate(zip(columns, shown)):
+            with column:
+                st.subheader(f"{role}: {entry.label}")
+                run = try_run(entry)
+                if run is None:
+                    continue
+                run_caption(run)
+                if run.steps.size == 0:
+                    st.info("No steps logged yet: this run has just started.", icon=":material/hourglass_empty:")
+                    continue
+                render(run, f"{title}-{position}")
+
+    live_fragment(body, chosen)()
+
+
+def live_fragment(body: Callable[[], None], chosen: Selection) -> Callable[[], None]:
+    """``body`` as a fragment that reruns every ``interval_s`` seconds while live refresh is on."""
+    return st.fragment(body, run_every=chosen.interval_s if chosen.live else None)
+
+
+def chart(figure: charts.AnyChart) -> None:
+    """Show an altair chart across the column's width."""
+    st.altair_chart(figure, width="stretch")
+
+
+def missing(what: str) -> None:
+    """Say that a run does not log something a panel needs."""
+    st.info(f"This run does not log {what}.", icon=":material/info:")
+
+
+def heatmap_columns(run: RunData) -> int:
+    """Most heatmap columns for this run, given the cell budget of the current layout."""
+    cells = HEATMAP_CELLS[min(2, max(1, len(selection().shown)))]
+    return max(50, cells // max(1, run.num_bins))
+
+
+def heatmap(run: RunData, field: str, title: str, selected_step: float | None = None) -> None:
+    """A steps x bins heatmap of a per-bin field, averaged over step blocks when the run is long."""
+    columns = heatmap_columns(run)
+    block = data.heatmap_block(run.steps.size, columns)
+    if block > 1:
+        title = f"{title} · means of {block}-step blocks"
+    chart(charts.heatmap(data.heatmap_frame(run, field, columns), field, title, selected_step))
+
+
+def step_slider(run: RunData, key: str, label: str = "Step") -> int:
+    """A slider over the run's logged steps (default: the latest); returns the chosen step index."""
+    if run.steps.size < 2:
+        return run.steps.size - 1
+    first, last = int(run.steps[0]), int(run.steps[-1])
+    stride = max(1, int(min(run.steps[1:] - run.steps[:-1])))
+    chosen = st.slider(label, min_value=first, max_value=last, value=last, step=stride, key=key)
+    return data.step_index(run, chosen)
+
+
+def iter_loaded(entries: list[data.RunEntry]) -> Iterator[tuple[str, RunData]]:
+    """(label, run) for each entry that loads; an ``st.error`` line for each one that does not."""
+    for entry in entries:
+        run = try_run(entry)
+        if run is not None:
+            yield entry.label, run

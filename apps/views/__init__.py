@@ -1,0 +1,1 @@
+"""One Streamlit page script per view; ``apps/streamlit_app.py`` runs them with ``st.navigation``."""

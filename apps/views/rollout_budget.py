@@ -1,0 +1,75 @@
+"""Rollout budget (paper Fig. 7-9): the staircase, the shadow price mu and the budget frontier.
+
+The rollout-count heatmap (mean rollouts per prompt, steps x bins), the shadow price mu of the
+budget constraint (Eq. 21), the budget frontier at a chosen step (share of rollouts vs share of
+prompts per bin, Fig. 9) and the check that the mean budget n_bar held every step.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from apps import charts, data, ui
+from gdro_lab.runlog import RunData
+
+TITLE = "Rollout budget"
+
+
+def _budget(run: RunData) -> None:
+    """Mean rollouts per prompt against the budget n_bar, with a pass/fail line."""
+    check = data.budget_check(run)
+    if check is None:
+        ui.missing("rollouts per bin (nor the `mean_rollouts` scalar)")
+        return
+    settings = data.rollout_settings(run)
+    if check.held:
+        st.success(f"Mean budget held: every step spent n̄ = {check.target:g} rollouts per prompt "
+                   f"(max deviation {check.max_deviation:.2g}; n̄ from {settings.source}).",
+                   icon=":material/check_circle:")
+    else:
+        st.warning(f"Mean budget missed: step {check.worst_step} is {check.max_deviation:.3g} rollouts per prompt "
+                   f"away from n̄ = {check.target:g} (n̄ from {settings.source}).", icon=":material/warning:")
+    long = data.to_long(check.frame, {"realized": "realized mean", "target": "budget n̄"})
+    ui.chart(charts.lines(long, "Mean rollouts per prompt", "rollouts per prompt", dashed=["budget n̄"]))
+
+
+def _frontier(run: RunData, key: str, index: int) -> None:
+    """Share of prompts vs share of rollouts per bin at the chosen step."""
+    frontier = data.frontier_frame(run, index)
+    if frontier.empty:
+        ui.missing("per-bin `rollouts` with `count` or `share`")
+        return
+    first_bin = st.slider("Frontier: bins from", 0, run.num_bins - 1, value=run.num_bins // 2,
+                          key=f"{key}-frontier") if run.num_bins > 1 else 0
+    prompts, rollouts = data.frontier_split(frontier, first_bin)
+    left, right = st.columns(2)
+    left.metric(f"Prompts in bins ≥ {first_bin}", f"{100 * prompts:.1f}%")
+    multiple = f"{rollouts / prompts:.2f}× uniform" if prompts > 0 else None
+    right.metric(f"Rollouts spent on bins ≥ {first_bin}", f"{100 * rollouts:.1f}%", delta=multiple,
+                 delta_color="off", delta_arrow="off")
+    bars = frontier.melt(id_vars=["bin", "label"], value_vars=["prompt_share", "rollout_share"],
+                         var_name="series", value_name="value")
+    bars["series"] = bars["series"].map({"prompt_share": "share of prompts", "rollout_share": "share of rollouts"})
+    ui.chart(charts.grouped_bars(bars, "series", f"Budget frontier at step {int(run.steps[index])}", "share",
+                                 group_order=["share of prompts", "share of rollouts"]))
+
+
+def render(run: RunData, key: str) -> None:
+    """Staircase heatmap, shadow price, frontier at a chosen step, budget check."""
+    index = ui.step_slider(run, key=f"{key}-step")
+    if data.has_bins(run, "rollouts"):
+        ui.heatmap(run, "rollouts", "Rollouts per prompt [rollouts] (the staircase)",
+                   selected_step=float(run.steps[index]))
+    else:
+        ui.missing("the per-bin field `rollouts` (a run without Rollout-GDRO)")
+    if data.has_scalar(run, "mu"):
+        mu = data.scalars_long(run, {"mu": "μ"})
+        ui.chart(charts.lines(mu, "Shadow price μ (Eq. 21)", "μ"))
+    else:
+        ui.missing("the shadow price `mu`")
+    _frontier(run, key, index)
+    _budget(run)
+
+
+ui.views(render, TITLE, "Fig. 7-9: how Rollout-GDRO spends a fixed mean budget n̄ across bins. "
+         "Rollouts per prompt form a staircase; the frontier shows rollout share against prompt share.")

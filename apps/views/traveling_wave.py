@@ -1,0 +1,60 @@
+"""Traveling wave (paper Fig. 1, 3, 5): prompt share, Prompt-GDRO weight and realized reward by bin.
+
+Three steps x bins heatmaps, a step slider (marked on the heatmaps) and, per field, bars at the
+chosen step next to the Fig. 5 snapshots (start, early-mid, late-mid, end) and the Fig. 1 tail
+average (steps at or after the 60th percentile).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from apps import charts, data, ui
+from gdro_lab.runlog import RunData
+
+TITLE = "Traveling wave"
+PANELS = (("share", "Prompt share q̂(b)"), ("weight", "Prompt-GDRO weight q(b)"), (None, "Realized reward"))
+
+
+def _panels(run: RunData) -> list[tuple[str | None, str]]:
+    """(field, title) per panel; the reward panel falls back to the success rate."""
+    return [(field if field is not None else data.reward_field(run), title) for field, title in PANELS]
+
+
+def _snapshot_bars(run: RunData, field: str, index: int) -> pd.DataFrame:
+    """Snapshot rows of a field plus the chosen step (unless it is a snapshot), as one grouped-bar frame."""
+    snapshots = data.snapshot_frame(run, field)
+    if snapshots["snapshot"].str.endswith(f"(step {int(run.steps[index])})").any():
+        return snapshots
+    chosen = data.bins_at_step(run, [field], index).drop(columns="field")
+    chosen = chosen.assign(snapshot=f"selected (step {int(run.steps[index])})", order=-1)
+    return pd.concat([chosen, snapshots], ignore_index=True)
+
+
+def render(run: RunData, key: str) -> None:
+    """Heatmaps, then snapshot bars in one tab per field."""
+    index = ui.step_slider(run, key=f"{key}-step")
+    selected_step = float(run.steps[index])
+    for field, title in _panels(run):
+        if field is None:
+            ui.missing("a per-bin reward or success rate")
+            continue
+        if not data.has_bins(run, field):
+            ui.missing(f"the per-bin field `{field}`")
+            continue
+        ui.heatmap(run, field, f"{title} [{field}]", selected_step=selected_step)
+    panels = [(field, title) for field, title in _panels(run) if field is not None and data.has_bins(run, field)]
+    if not panels:
+        return
+    tabs = st.tabs([title for _, title in panels])
+    for tab, (field, title) in zip(tabs, panels):
+        with tab:
+            bars = _snapshot_bars(run, field, index)
+            order = list(bars.sort_values("order")["snapshot"].drop_duplicates())
+            ui.chart(charts.grouped_bars(bars, "snapshot", f"{title}: snapshots and tail average", field,
+                                         group_order=order))
+
+
+ui.views(render, TITLE, "Fig. 3/5 of the paper: how the prompt mass, the adversary's weights and the "
+         "reward move across difficulty bins over training. Bin 0 is the hardest bin.")

@@ -1,0 +1,144 @@
+"""Benchmark: how fast each view of the app renders on a long study (1,000 steps x 10 bins x 3 runs).
+
+Writes three synthetic runs (GRPO, Prompt-GDRO, Rollout-GDRO; the writer of the app's tests),
+then measures, per view, with the Prompt-GDRO run shown next to the GRPO baseline (Compare: all
+three runs):
+
+* script time (AppTest, no browser): the first run of the view in a fresh session, when the
+  runs are read from disk ("cold"), and a rerun with the cache filled ("warm");
+* browser time (Debian's headless Chromium, if installed): from clicking the view in the
+  sidebar until its last chart is drawn, on the first visit and (median) on later visits.
+
+The target is under 2 s per view after the app has loaded. This is a benchmark that prints a
+table, not a test: nothing asserts on the numbers.
+
+    python benchmarks/bench_app.py [--steps 1000] [--bins 10] [--no-browser]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "apps"))
+
+from gdro_app_synthetic import write_synthetic_run  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from apps import browser  # noqa: E402
+from apps.settings import ROOT_ENV, RUNS_ENV  # noqa: E402
+
+METHODS = ("grpo", "prompt_gdro", "rollout_gdro")
+VIEW_FILES = {"traveling-wave": "traveling_wave", "lead-lag": "lead_lag", "rollout-budget": "rollout_budget",
+              "se-proxy": "se_proxy", "outcomes": "outcomes", "compare": "compare", "config": "config"}
+QUERY = "run=prompt_gdro&baseline=grpo"
+
+
+def write_study(root: Path, steps: int, bins: int) -> float:
+    """Three runs of one synthetic study under ``root``; returns seconds spent writing."""
+    start = time.perf_counter()
+    for seed, method in enumerate(METHODS):
+        write_synthetic_run(root / method, steps=steps, num_bins=bins, seed=seed, method=method, eval_every=50)
+    return time.perf_counter() - start
+
+
+def _session(root: Path) -> AppTest:
+    """A fresh app session on the study, showing Prompt-GDRO next to the GRPO baseline."""
+    os.environ[ROOT_ENV] = str(root)
+    os.environ.pop(RUNS_ENV, None)
+    app = AppTest.from_file(str(REPO / "apps" / "streamlit_app.py"), default_timeout=120)
+    app.query_params["run"], app.query_params["baseline"] = "prompt_gdro", "grpo"
+    return app
+
+
+def script_times(root: Path) -> dict[str, tuple[float, float, int]]:
+    """Per view: (cold s, warm s, charts) of the Streamlit script under AppTest."""
+    import streamlit as st
+
+    results = {}
+    for name, file in VIEW_FILES.items():
+        app = _session(root)
+        app.run()  # the landing page: loads the app; not timed
+        app.switch_page(f"views/{file}.py")
+        if name == "compare":
+            app.run()
+            app.multiselect(key="compare-runs").set_value(list(METHODS))
+        st.cache_data.clear()  # cold: the runs are read from disk again
+        start = time.perf_counter()
+        app.run()
+        cold = time.perf_counter() - start
+        start = time.perf_counter()
+        app.run()
+        warm = time.perf_counter() - start
+        problems = [element.value for element in [*app.exception, *app.error]]
+        if problems:
+            raise RuntimeError(f"{name}: the view failed: {problems}")
+        results[name] = (cold, warm, len(app.get("vega_lite_chart")))
+    return results
+
+
+def browser_times(root: Path, rounds: int) -> dict[str, tuple[float, float, int]]:
+    """Per view: (first visit s, median of the later visits s, charts drawn) in headless Chromium.
+
+    The app is loaded once; then each view is opened from the sidebar as a user does, in
+    ``rounds`` rounds over all views, and timed from the click to its last chart.
+    """
+    visits: dict[str, list[float]] = {name: [] for _, name, _ in browser.VIEWS}
+    drawn: dict[str, int] = {}
+    with browser.running_app([], root) as url, browser.chromium_page(width=1600, height=1200) as page:
+        page.goto(f"{url}/lead-lag?{QUERY}", wait_until="domcontentloaded")
+        browser.wait_for_view(page, min_charts=1, timeout_s=120)  # app load: not timed
+        for _round in range(rounds):
+            for _url_path, name, title in browser.VIEWS:
+                visits[name].append(browser.open_view_from_sidebar(page, title, timeout_s=120))
+                problems = browser.error_texts(page)
+                if problems:
+                    raise RuntimeError(f"{name}: the page shows an error: {problems}")
+                drawn[name] = browser.drawn_charts(page)
+    return {name: (times[0], statistics.median(times[1:]) if len(times) > 1 else times[0], drawn[name])
+            for name, times in visits.items()}
+
+
+def print_table(title: str, columns: tuple[str, str], rows: dict[str, tuple[float, float, int]]) -> None:
+    """A Markdown table: view, the two timings, charts, and whether the slower one is under 2 s."""
+    print(f"\n{title}\n")
+    print(f"| view | {columns[0]} (s) | {columns[1]} (s) | charts | < 2 s |")
+    print("|---|---:|---:|---:|:---:|")
+    for name, (first, second, charts) in rows.items():
+        print(f"| {name} | {first:.2f} | {second:.2f} | {charts} | {'yes' if max(first, second) < 2 else 'NO'} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--bins", type=int, default=10)
+    parser.add_argument("--no-browser", action="store_true", help="skip the Chromium measurements")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds over all views in the browser")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-app-") as folder:
+        root = Path(folder)
+        written = write_study(root, args.steps, args.bins)
+        size = sum(file.stat().st_size for file in root.rglob("*") if file.is_file())
+        print(f"study: {len(METHODS)} runs x {args.steps} steps x {args.bins} bins "
+              f"({size / 1e6:.1f} MB on disk, written in {written:.1f} s); cpus: {os.cpu_count()}")
+        print_table("Script time per view (AppTest; run + baseline side by side, Compare: 3 runs)",
+                    ("cold", "warm"), script_times(root))
+        if args.no_browser:
+            return 0
+        if not browser.CHROMIUM.exists():
+            print(f"\n(browser timings skipped: {browser.CHROMIUM} is missing)")
+            return 0
+        print_table("Browser time per view (headless Chromium, sidebar click until the last chart is drawn)",
+                    ("first visit", f"median of {args.rounds - 1} later visits"), browser_times(root, args.rounds))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

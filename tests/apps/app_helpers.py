@@ -1,0 +1,86 @@
+"""Helpers for the AppTest-based tests: open the app on some runs, read back its charts."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from apps.settings import ROOT_ENV, RUNS_ENV
+
+APP_SCRIPT = Path(__file__).resolve().parents[2] / "apps" / "streamlit_app.py"
+PAGES = ("traveling_wave", "lead_lag", "rollout_budget", "se_proxy", "outcomes", "compare", "config")
+TIMEOUT_S = 60
+
+
+def open_app(monkeypatch: pytest.MonkeyPatch, root: Path, runs: Sequence[Path] = ()) -> AppTest:
+    """Run the app's landing page with ``root`` as runs folder and ``runs`` given explicitly."""
+    monkeypatch.setenv(ROOT_ENV, str(root))
+    if runs:
+        monkeypatch.setenv(RUNS_ENV, os.pathsep.join(str(path) for path in runs))
+    else:
+        monkeypatch.delenv(RUNS_ENV, raising=False)
+    return AppTest.from_file(str(APP_SCRIPT), default_timeout=TIMEOUT_S).run()
+
+
+def visit(app: AppTest, page: str) -> AppTest:
+    """Switch to one view (a file in apps/views/) and run it."""
+    return app.switch_page(f"views/{page}.py").run()
+
+
+def charts(app: AppTest) -> list[Any]:
+    """The altair (vega-lite) chart elements of the current page."""
+    return list(app.get("vega_lite_chart"))
+
+
+def spec(chart: Any) -> dict[str, Any]:
+    """The vega-lite spec of a chart element."""
+    return json.loads(chart.proto.spec)
+
+
+def title(chart: Any) -> str:
+    """The chart's title (top level, or of its first layer)."""
+    chart_spec = spec(chart)
+    value = chart_spec.get("title") or next((layer.get("title") for layer in chart_spec.get("layer", [])), "")
+    return value if isinstance(value, str) else str(value.get("text", ""))
+
+
+def marks(chart: Any) -> set[str]:
+    """Mark types used by a chart (over its layers)."""
+    chart_spec = spec(chart)
+    found = set()
+    for part in [chart_spec, *chart_spec.get("layer", [])]:
+        mark = part.get("mark")
+        if mark is not None:
+            found.add(mark if isinstance(mark, str) else mark.get("type", ""))
+    return found
+
+
+def datasets(chart: Any) -> list[pa.Table]:
+    """The datasets a chart carries (Arrow IPC streams), as Arrow tables."""
+    tables = []
+    for dataset in chart.proto.datasets:
+        with pa.ipc.open_stream(dataset.data.data) as reader:
+            tables.append(reader.read_all())
+    return tables
+
+
+def dataset_rows(chart: Any) -> list[int]:
+    """Rows of each dataset the chart carries."""
+    return [table.num_rows for table in datasets(chart)]
+
+
+def heatmaps(app: AppTest) -> list[Any]:
+    """Charts drawn with rect marks (the steps x bins heatmaps)."""
+    return [chart for chart in charts(app) if "rect" in marks(chart)]
+
+
+def assert_clean(app: AppTest) -> None:
+    """No exception element and no error element on the page."""
+    assert not app.exception, [element.value for element in app.exception]
+    assert not app.error, [element.value for element in app.error]

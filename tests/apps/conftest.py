@@ -1,0 +1,151 @@
+"""Fixtures for the app tests: run directories to open, healthy and broken.
+
+``tiny_run`` comes from the simulator (``simulators.api.write_tiny_run``) when it exists and
+from the synthetic writer in ``gdro_app_synthetic`` otherwise; ``synthetic_run`` is always the
+synthetic one (every field logged, so exact chart counts can be asserted). Broken runs are
+copies of a healthy one with one thing damaged.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from gdro_app_synthetic import SyntheticCurriculum, log_steps, open_synthetic_run, write_synthetic_run
+
+APP_SCRIPT = Path(__file__).resolve().parents[2] / "apps" / "streamlit_app.py"
+
+
+def _tiny_writer() -> tuple[str, Callable[[Path], Path]]:
+    """The simulator's tiny-run writer when available, else the synthetic one."""
+    try:
+        from simulators.api import write_tiny_run
+    except ImportError:
+        return "synthetic", lambda path: write_synthetic_run(path, steps=30, seed=0)
+    return "simulator", lambda path: write_tiny_run(path, steps=30, seed=0)
+
+
+@pytest.fixture(scope="session")
+def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A runs folder with a synthetic study: GRPO, Prompt-GDRO and Rollout-GDRO runs."""
+    root = tmp_path_factory.mktemp("runs")
+    for seed, method in enumerate(("grpo", "prompt_gdro", "rollout_gdro")):
+        write_synthetic_run(root / "study" / method, steps=40, num_bins=6, seed=seed, method=method)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny finished run from the simulator when it offers one, else synthetic; returns the run folder."""
+    _, writer = _tiny_writer()
+    return writer(tmp_path_factory.mktemp("tiny") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished synthetic run logging every standard field (method "both")."""
+    return write_synthetic_run(tmp_path_factory.mktemp("synthetic") / "both", steps=30, num_bins=6, seed=3)
+
+
+@pytest.fixture
+def copy_run(synthetic_run: Path, tmp_path: Path) -> Callable[[str], Path]:
+    """Copy the synthetic run to a fresh folder (to damage it without touching the shared one)."""
+    def copy(name: str) -> Path:
+        target = tmp_path / name
+        shutil.copytree(synthetic_run, target)
+        return target
+    return copy
+
+
+@pytest.fixture
+def torn_run(copy_run: Callable[[str], Path]) -> Path:
+    """A run whose last steps.jsonl line is half written (no newline), as after a crash mid-write."""
+    path = copy_run("torn")
+    with open(path / "steps.jsonl", "a", encoding="utf-8") as handle:
+        handle.write('{"step": 30, "scalars": {"mean_success": 0.5}, "bins": {"share": [0.1, 0.')
+    return path
+
+
+@pytest.fixture
+def live_run(tmp_path: Path) -> Iterator[tuple[Path, Callable[[int], None]]]:
+    """A run being written: 10 steps so far, status "running", and a function to append more steps."""
+    curriculum = SyntheticCurriculum(num_bins=6, total_steps=40, seed=5)
+    path = tmp_path / "live"
+    writer = open_synthetic_run(path, curriculum)
+    log_steps(writer, curriculum, range(10))
+    written = [10]
+
+    def append(count: int) -> None:
+        log_steps(writer, curriculum, range(written[0], written[0] + count))
+        written[0] += count
+
+    yield path, append
+    writer.close("finished")
+
+
+@pytest.fixture
+def newer_version_run(copy_run: Callable[[str], Path]) -> Path:
+    """A run written by a newer gdro-lab (format version 99)."""
+    path = copy_run("newer")
+    meta = json.loads((path / "meta.json").read_text())
+    meta["version"] = 99
+    (path / "meta.json").write_text(json.dumps(meta))
+    return path
+
+
+@pytest.fixture
+def corrupt_steps_run(copy_run: Callable[[str], Path]) -> Path:
+    """A run whose steps.jsonl is damaged in the middle (not just a torn tail)."""
+    path = copy_run("corrupt-steps")
+    lines = (path / "steps.jsonl").read_text().splitlines(keepends=True)
+    lines[5] = "#### not json ####\n"
+    (path / "steps.jsonl").write_text("".join(lines))
+    return path
+
+
+@pytest.fixture
+def corrupt_meta_run(copy_run: Callable[[str], Path]) -> Path:
+    """A run whose meta.json is not JSON."""
+    path = copy_run("corrupt-meta")
+    (path / "meta.json").write_text('{"format": "gdro-run", "vers')
+    return path
+
+
+@pytest.fixture
+def corrupt_config_run(copy_run: Callable[[str], Path]) -> Path:
+    """A run whose config.json is cut short."""
+    path = copy_run("corrupt-config")
+    (path / "config.json").write_text('{"method": "bo')
+    return path
+
+
+@pytest.fixture
+def malformed_record_run(copy_run: Callable[[str], Path]) -> Path:
+    """A run with a well-formed JSON line whose content is wrong (a step that is not a number)."""
+    path = copy_run("malformed")
+    lines = (path / "steps.jsonl").read_text().splitlines(keepends=True)
+    lines[3] = json.dumps({"step": "three", "scalars": {}, "bins": {}}) + "\n"
+    (path / "steps.jsonl").write_text("".join(lines))
+    return path
+
+
+@pytest.fixture
+def not_a_run(tmp_path: Path) -> Path:
+    """A folder with files but no meta.json."""
+    path = tmp_path / "not-a-run"
+    path.mkdir()
+    (path / "notes.txt").write_text("hello")
+    return path
+
+
+@pytest.fixture
+def empty_run(tmp_path: Path) -> Path:
+    """A run that has just started: meta and config written, no step yet."""
+    curriculum = SyntheticCurriculum(num_bins=6, total_steps=40, seed=1)
+    writer = open_synthetic_run(tmp_path / "empty", curriculum)
+    writer.close("running")
+    return tmp_path / "empty"

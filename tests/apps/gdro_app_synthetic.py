@@ -1,0 +1,185 @@
+"""Synthetic run directories for the app's tests and benchmark (written with gdro_lab.runlog.RunWriter).
+
+A curriculum that looks like the paper's: the prompt share drifts from the hard bins (bin 0)
+toward higher bins over training (the traveling wave), Prompt-GDRO weights lead the data early
+and catch up later (a decaying lead-lag gap), success rises with the bin index and with time,
+and Rollout-GDRO spends an exact mean budget of 4 rollouts per prompt as an integer staircase
+that follows sqrt(v_b). Methods: "grpo" (uniform weights, 4 rollouts), "prompt_gdro" (moving
+weights), "rollout_gdro" (staircase and shadow price mu), "both" (all of it: the default, so
+every panel of the app has something to show).
+
+This is test data, not a simulator: nothing here learns. Diagnostic scalars are computed with
+``gdro_lab.diagnostics`` as a producer would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gdro_lab import diagnostics
+from gdro_lab.runlog import RunWriter
+
+N_BAR, N_MIN, N_MAX = 4, 2, 12
+METHODS = ("grpo", "prompt_gdro", "rollout_gdro", "both")
+
+
+def _largest_remainder(target_P: np.ndarray, total: int) -> np.ndarray:
+    """Integers in [N_MIN, N_MAX] summing exactly to ``total``, closest to ``target_P``."""
+    target = np.clip(target_P, N_MIN, N_MAX)
+    plan = np.floor(target).astype(np.int64)
+    order = np.argsort(-(target - plan), kind="stable")
+    position = 0
+    while plan.sum() != total:
+        index = order[position % plan.size]
+        if plan.sum() < total and plan[index] < N_MAX:
+            plan[index] += 1
+        elif plan.sum() > total and plan[index] > N_MIN:
+            plan[index] -= 1
+        position += 1
+    return plan
+
+
+@dataclass
+class SyntheticCurriculum:
+    """Step records of a fake training run with ``num_bins`` bins over ``total_steps`` steps."""
+
+    num_bins: int = 6
+    total_steps: int = 30
+    method: str = "both"
+    seed: int = 0
+    batch: int = 64
+    rng: np.random.Generator = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, not {self.method!r}")
+        self.rng = np.random.default_rng(self.seed)
+
+    @property
+    def uses_prompt_gdro(self) -> bool:
+        return self.method in ("prompt_gdro", "both")
+
+    @property
+    def uses_rollout_gdro(self) -> bool:
+        return self.method in ("rollout_gdro", "both")
+
+    def config(self) -> dict[str, Any]:
+        """The resolved config a producer would save."""
+        return {"study": "synthetic", "method": self.method, "seed": self.seed, "steps": self.total_steps,
+                "num_bins": self.num_bins, "batch_prompts": self.batch,
+                "prompt_gdro": {"enabled": self.uses_prompt_gdro, "eta": 0.65, "gamma": 0.01, "beta": 0.12,
+                                "weight_cap": 15.0},
+                "rollout_gdro": {"enabled": self.uses_rollout_gdro, "n_bar": N_BAR, "n_min": N_MIN,
+                                 "n_max": N_MAX, "dual_lr": 0.05}}
+
+    def _progress(self, step: int) -> float:
+        return step / max(self.total_steps - 1, 1)
+
+    def _bump(self, center: float) -> np.ndarray:
+        width = max(0.8, 0.2 * self.num_bins)
+        logits = -((np.arange(self.num_bins) - center) ** 2) / (2 * width**2)
+        probs = np.exp(logits - logits.max())
+        return probs / probs.sum()
+
+    def _rollouts(self, counts: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+        """Per-bin mean rollouts of an exact-budget integer plan following sqrt(v_b) (the staircase)."""
+        if not self.uses_rollout_gdro:
+            return np.where(counts > 0, float(N_BAR), np.nan)
+        share = counts / counts.sum()
+        spread = np.nan_to_num(sigma) + 0.05
+        target = N_BAR * spread / float(share @ spread)
+        bins_P = np.repeat(np.arange(self.num_bins), counts)
+        plan = _largest_remainder(target[bins_P], N_BAR * int(counts.sum()))
+        sums = np.bincount(bins_P, weights=plan, minlength=self.num_bins)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+    def record(self, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(scalars, bins) of one step, as a producer passes them to ``RunWriter.log_step``."""
+        progress, num_bins = self._progress(step), self.num_bins
+        counts = self.rng.multinomial(self.batch, self._bump((num_bins - 1) * (0.1 + 0.6 * progress))).astype(float)
+        share = counts / counts.sum()
+        if self.uses_prompt_gdro:
+            lead = 0.3 * num_bins * math.exp(-4 * progress) - 0.04 * num_bins * progress
+            weight = 0.99 * self._bump((num_bins - 1) * (0.1 + 0.6 * progress) + lead) + 0.01 / num_bins
+        else:
+            weight = np.full(num_bins, 1.0 / num_bins)
+        logits = (np.arange(num_bins) - (num_bins - 1) / 2) / max(0.12 * num_bins, 0.6) + 3 * progress - 1
+        success = np.clip(1 / (1 + np.exp(-logits)) + self.rng.normal(0, 0.02, num_bins), 0.01, 0.99)
+        empty = counts == 0
+        success = np.where(empty, np.nan, success)
+        # Per-bin signal spread: reward std, scaled up toward the higher bins so that the
+        # square-root allocation has something to gain (the paper reports 22-37% WSE reduction).
+        sigma = 2 * np.sqrt(success * (1 - success)) * np.exp(2.0 * (np.arange(num_bins) / max(num_bins - 1, 1) - 0.5))
+        rollouts = self._rollouts(counts.astype(np.int64), sigma)
+        multiplier = weight / float(share @ weight)
+        bins = {"count": counts, "share": share, "weight": weight, "multiplier": multiplier,
+                "rollouts": rollouts, "reward": 2 * success - 1, "success": success, "sigma": sigma,
+                "signal": np.where(empty, np.nan, self.rng.normal(0, 0.05, num_bins)), "score": np.log(weight)}
+        return self._scalars(bins, progress), bins
+
+    def _scalars(self, bins: dict[str, np.ndarray], progress: float) -> dict[str, Any]:
+        counts, share, success = bins["count"], bins["share"], bins["success"]
+        gap, mu_weight, mu_data = diagnostics.lead_lag_gap(bins["weight"], share)
+        se = diagnostics.se_report(share, bins["sigma"], np.nan_to_num(bins["rollouts"]), N_BAR, N_MIN, N_MAX)
+        mean_success = float(np.nansum(share * success))
+        scalars: dict[str, Any] = {
+            "mean_success": mean_success, "mean_reward": 2 * mean_success - 1,
+            "mean_rollouts": float(np.nansum(counts * bins["rollouts"]) / counts.sum()),
+            "total_rollouts": float(np.nansum(counts * bins["rollouts"])), "num_prompts": float(counts.sum()),
+            "num_unassigned": 0.0, "zero_variance_frac": float(np.nansum(share * (success**4 + (1 - success) ** 4))),
+            "lead_lag_gap": gap, "mu_weight": mu_weight, "mu_data": mu_data, **se,
+            "effective_support": diagnostics.effective_support(bins["weight"]),
+            "worst_bin_success": diagnostics.worst_group(success),
+        }
+        if self.uses_rollout_gdro:
+            scalars["mu"] = 0.3 + 0.5 * math.exp(-3 * progress) + float(self.rng.normal(0, 0.01))
+        return scalars
+
+    def eval_metrics(self, step: int) -> dict[str, float]:
+        """An evaluation record: accuracy, worst-group accuracy, pass@1, pass@8 and a count."""
+        accuracy = min(0.95, 0.3 + 0.35 * self._progress(step) + float(self.rng.normal(0, 0.01)))
+        return {"accuracy": accuracy, "worst_group_accuracy": 0.6 * accuracy, "pass@1": accuracy,
+                "pass@8": 1 - (1 - accuracy) ** 3, "rollouts_total": float(N_BAR * self.batch * (step + 1))}
+
+    def state(self, step: int) -> dict[str, Any]:
+        """A controller snapshot: scores and the generator state."""
+        return {"prompt_gdro": {"score": np.log(self._bump(step / max(self.total_steps, 1) * self.num_bins)),
+                                "rng": self.rng.bit_generator.state}}
+
+
+def open_synthetic_run(path: Path, curriculum: SyntheticCurriculum) -> RunWriter:
+    """A RunWriter for a new synthetic run (status "running" until closed)."""
+    return RunWriter(path, curriculum.config(), curriculum.num_bins, producer="tests/synthetic",
+                     bin_labels=[f"accbin_{b}" for b in range(curriculum.num_bins)])
+
+
+def log_steps(writer: RunWriter, curriculum: SyntheticCurriculum, steps: range, eval_every: int = 10) -> None:
+    """Append ``steps`` to a run: step records, an evaluation every ``eval_every`` steps, one snapshot."""
+    for step in steps:
+        writer.log_step(step, *curriculum.record(step))
+        if eval_every and (step % eval_every == 0 or step == curriculum.total_steps - 1):
+            writer.log_eval(step, curriculum.eval_metrics(step))
+        if step == curriculum.total_steps // 2:
+            writer.save_snapshot(step, curriculum.state(step))
+
+
+def write_synthetic_run(path: Path, steps: int = 30, num_bins: int = 6, seed: int = 0, method: str = "both",
+                        eval_every: int = 10) -> Path:
+    """Write a finished synthetic run into ``path`` (which must not hold a run); returns ``path``."""
+    curriculum = SyntheticCurriculum(num_bins=num_bins, total_steps=steps, method=method, seed=seed)
+    with open_synthetic_run(path, curriculum) as writer:
+        log_steps(writer, curriculum, range(steps), eval_every)
+    return path
+
+
+def tree_digest(path: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file under ``path`` (to prove nothing was written there)."""
+    return {str(file.relative_to(path)): hashlib.sha256(file.read_bytes()).hexdigest()
+            for file in sorted(path.rglob("*")) if file.is_file()}
