@@ -1,0 +1,23 @@
+"""Small public entry points of the simulator for other parts of gdro-lab (the app's tests use these)."""
+
+from __future__ import annotations
+
+import pathlib
+
+from simulators.loop import SimConfig, run_simulation
+from simulators.world import WorldConfig
+
+
+def tiny_config(steps: int = 30, seed: int = 0) -> SimConfig:
+    """Joint Prompt+Rollout GDRO, 10 bins, 400 prompts in 8 groups, 32 per step, evals every 5 steps."""
+    return SimConfig(method="joint", seed=seed, steps=steps, batch=32, num_bins=10, eval_every=5,
+                     snapshot_every=10, world=WorldConfig(num_prompts=400, num_groups=8))
+
+
+def write_tiny_run(out_dir: pathlib.Path, steps: int = 30, seed: int = 0) -> pathlib.Path:
+    """Write ONE small complete run directory into ``out_dir`` (which must not hold a run); return it.
+
+    Joint Prompt+Rollout GDRO on a 400-prompt world: steps.jsonl every step, eval.jsonl every 5 steps
+    (and at the end), controller snapshots every 10 steps and at the end. Takes well under a second.
+    """
+    return run_simulation(tiny_config(steps, seed), pathlib.Path(out_dir))

@@ -1,0 +1,316 @@
+"""The simulator's training loop: one (method, seed) run written as a gdro run directory.
+
+Each step follows docs/architecture.md, in this order:
+    bins  = classifier.bins(ids)                 (weighter bins: the same, or the latent groups)
+    n     = allocator.plan(bins)                 (exactly B n_bar rollouts)
+    y     ~ Bernoulli(p_i), n_i per prompt;  r = 2y - 1
+    fb    = StepFeedback(ids, bins, n, r, y, variance_G = true per-bin variance, for the oracle)
+    classifier.update(fb); weighter.update(fb); m = weighter.multipliers(bins); allocator.update(fb)
+    learner step with GRPO advantages * m;  step_record(...) -> writer.log_step
+Evaluations (exact, over the whole pool) go to eval.jsonl every ``eval_every`` steps, and the
+state of every controller, the learner, the batch order and the rollout RNG goes to a snapshot
+every ``snapshot_every`` steps and at the end, so ``resume_simulation`` continues bit-identically.
+Departure from the paper: the oracle allocator sees the batch's true variances at update time and
+plans the next batch with them (it knows v, not the next batch's bins).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from gdro_lab import ConfigError, RunWriter, StepFeedback
+from gdro_lab import diagnostics as diag
+from gdro_lab._validate import require
+from gdro_lab.record import step_record
+from gdro_lab.runlog import load_snapshot
+from gdro_lab.signals import SIGNALS
+from simulators.methods import build_controller, get_method
+from simulators.world import BatchSampler, Learner, WorldConfig, make_world, sample_rollouts
+
+PRODUCER = "gdro-lab simulator"
+
+
+def even_edges(num_bins: int) -> tuple[float, ...]:
+    """Inner edges b/G, b = 1..G-1 (G = 10 gives the paper's 0.1..0.9)."""
+    return tuple(round(b / num_bins, 10) for b in range(1, num_bins))
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulated training run."""
+
+    method: str = "joint"
+    """A name in simulators.methods.METHODS."""
+    seed: int = 0
+    """Seeds the world instance, the batch order, the rollouts and every controller."""
+    steps: int = 1000
+    """Training steps."""
+    batch: int = 256
+    """Prompts per step."""
+    num_bins: int = 10
+    """Difficulty bins of the classifier (evenly spaced pass@k edges)."""
+    n_bar: int = 4
+    """Mean rollouts per prompt (every method spends exactly batch * n_bar per step)."""
+    n_min: int = 2
+    """Smallest rollout count an allocator may choose."""
+    n_max: int = 12
+    """Largest rollout count an allocator may choose."""
+    eval_every: int = 20
+    """Steps between exact evaluations (also at step 0 and the last step)."""
+    snapshot_every: int = 0
+    """Steps between controller snapshots (and one at the last step); 0 = only at the last step; -1 = never."""
+    pass_k: int = 8
+    """k of the exact pass@k evaluation."""
+    world: WorldConfig = field(default_factory=WorldConfig)
+    """The world and learner."""
+    classifier: Mapping[str, Any] = field(default_factory=dict)
+    """Overrides of gdro_lab ClassifierConfig (edges come from num_bins)."""
+    weighter: Mapping[str, Any] = field(default_factory=dict)
+    """Overrides of gdro_lab WeighterConfig on top of the method's."""
+    allocator: Mapping[str, Any] = field(default_factory=dict)
+    """Overrides of gdro_lab AllocatorConfig on top of the method's."""
+
+    def __post_init__(self) -> None:
+        owner = "SimConfig"
+        get_method(self.method)
+        for name in ("steps", "batch", "num_bins", "pass_k"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, owner, name, value, "an integer >= 1")
+        require(self.num_bins >= 2, owner, "num_bins", self.num_bins, "an integer >= 2")
+        require(isinstance(self.eval_every, int) and self.eval_every >= 1, owner, "eval_every",
+                self.eval_every, "an integer >= 1")
+        require(isinstance(self.snapshot_every, int) and self.snapshot_every >= -1, owner, "snapshot_every",
+                self.snapshot_every, "an integer >= -1 (0 = only at the end, -1 = never)")
+        require(self.batch <= self.world.num_prompts, owner, "batch", self.batch,
+                f"at most the number of prompts ({self.world.num_prompts})")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["world"] = self.world.to_dict()
+        for name in ("classifier", "weighter", "allocator"):
+            out[name] = dict(getattr(self, name))
+        return out
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "SimConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in values.items() if k in known}
+        if "world" in kwargs:
+            kwargs["world"] = WorldConfig(**kwargs["world"])
+        return cls(**kwargs)
+
+    def controller_configs(self) -> dict[str, dict[str, Any]]:
+        """Resolved config mappings of the three controllers (method defaults, then overrides)."""
+        spec = get_method(self.method)
+        weighter_bins = self.world.num_groups if spec.partition == "groups" else self.num_bins
+        classifier = {"edges": even_edges(self.num_bins), "k": min(2, self.n_min), **dict(self.classifier)}
+        weighter = {"num_bins": weighter_bins, **dict(spec.weighter_overrides), **dict(self.weighter)}
+        allocator = {"num_bins": self.num_bins, "n_bar": self.n_bar, "n_min": self.n_min, "n_max": self.n_max,
+                     **dict(spec.allocator_overrides), **dict(self.allocator)}
+        return {"classifier": classifier, "weighter": weighter, "allocator": allocator}
+
+
+class Simulation:
+    """World, learner and controllers of one run; ``step()`` advances one training step."""
+
+    def __init__(self, config: SimConfig):
+        self.config = config
+        self.spec = get_method(config.method)
+        seeds = np.random.SeedSequence(config.seed).spawn(4)
+        self.world = make_world(config.world, np.random.default_rng(seeds[0]))
+        self.learner = Learner(config.world, self.world)
+        self.sampler = BatchSampler(config.world.num_prompts, config.batch, np.random.default_rng(seeds[1]))
+        self.rollout_rng = np.random.default_rng(seeds[2])
+        c_seeds = [int(s) for s in seeds[3].generate_state(3)]
+        cfgs = config.controller_configs()
+        self.classifier = build_controller("classifier", "window", cfgs["classifier"], c_seeds[0])
+        self.weighter = build_controller("weighter", self.spec.weighter, cfgs["weighter"], c_seeds[1])
+        self.allocator = build_controller("allocator", self.spec.allocator, cfgs["allocator"], c_seeds[2])
+        self.prompt_ids = np.array([f"p{i:05d}" for i in range(config.world.num_prompts)], dtype=object)
+        self.step_index = 0
+        self.rollouts_total = 0
+        self._reset_accumulators()
+
+    def _reset_accumulators(self) -> None:
+        K = self.config.world.num_groups
+        self.signal_mass_K = np.zeros(K)
+        self.multiplier_sum_K = np.zeros(K)
+        self.visits_K = np.zeros(K)
+
+    def step(self) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        """One training step; returns the step record (scalars, per-bin rows)."""
+        cfg = self.config
+        G = cfg.num_bins
+        index = self.sampler.next()
+        ids = self.prompt_ids[index].tolist()
+        bins = self.classifier.bins(ids)
+        groups = self.world.group_P[index]
+        weighter_bins = groups if self.spec.partition == "groups" else bins
+        counts = self.allocator.plan(bins)
+        p = self.learner.success_prob(index)
+        successes = sample_rollouts(self.rollout_rng, p, counts)
+        noise = self.rollout_rng.standard_normal(successes.size) if cfg.world.score_noise > 0 else None
+        variance_P = 4.0 * p * (1.0 - p)  # true variance of a +-1 reward
+        feedback = StepFeedback(ids, bins, counts, 2.0 * successes - 1.0, successes,
+                                variance_G=diag.bin_mean(variance_P, bins, G))
+        weighter_feedback = feedback if weighter_bins is bins else dataclasses.replace(feedback, bins_P=weighter_bins)
+        metrics: dict[str, float] = {}
+        metrics.update(self.classifier.update(feedback))
+        metrics.update(self.weighter.update(weighter_feedback))
+        multipliers = self.weighter.multipliers(weighter_bins)
+        metrics.update(self.allocator.update(feedback))
+        gradient, _ = self.learner.gradient(successes, counts, p, noise)
+        delta_shared, delta_K, update_P = self.learner.step_direction(index, counts, gradient, multipliers, cfg.n_bar)
+        self.learner.apply(delta_shared, delta_K, index, update_P)
+        self.step_index += 1
+        self.rollouts_total += int(counts.sum())
+        K = cfg.world.num_groups
+        self.signal_mass_K += np.bincount(groups, weights=np.abs(update_P), minlength=K)
+        self.multiplier_sum_K += np.bincount(groups, weights=multipliers, minlength=K)
+        self.visits_K += np.bincount(groups, minlength=K)
+        return self._record(feedback, weighter_feedback, multipliers, variance_P, p, delta_shared, metrics)
+
+    def _record(self, feedback: StepFeedback, weighter_feedback: StepFeedback, multipliers: np.ndarray,
+                variance_P: np.ndarray, p: np.ndarray, delta_shared: float, metrics: dict[str, float]
+                ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        cfg = self.config
+        G = cfg.num_bins
+        bins = feedback.bins_P
+        if self.spec.partition == "groups":
+            per_bin = np.nan_to_num(diag.bin_mean(multipliers, bins, G))
+            weights, score = (per_bin if per_bin.sum() > 0 else None), None
+        else:
+            weights, score = self.weighter.bin_weights(), self.weighter.score_G
+        signal = SIGNALS[self.weighter.config.signal](weighter_feedback)
+        scalars, rows = step_record(feedback, G, n_bar=cfg.n_bar, n_min=cfg.n_min, n_max=cfg.n_max,
+                                    weights_G=weights, multipliers_P=multipliers, signal_P=signal,
+                                    score_G=score, sigma_G=np.sqrt(self.allocator.variance_G),
+                                    mu=self.allocator.mu)
+        scalars.update(metrics)
+        share = diag.bin_share(bins, G)
+        if share.sum() > 0:
+            true_sigma = np.sqrt(diag.bin_mean(variance_P, bins, G))
+            n_G = np.nan_to_num(diag.bin_mean(feedback.counts_P, bins, G), nan=cfg.n_bar)
+            true_se = diag.se_report(share, true_sigma, n_G, cfg.n_bar, cfg.n_min, cfg.n_max)
+            scalars.update({f"sim/{k.replace('se_', 'se_true_')}": v for k, v in true_se.items()})
+        scalars["sim/true_success"] = float(p.mean())
+        scalars["sim/delta_shared"] = float(delta_shared)
+        return scalars, rows
+
+    def evaluate(self) -> dict[str, float]:
+        """Exact metrics of the learner plus the latent-group support of the updates since the last call."""
+        metrics = self.learner.evaluate(self.config.pass_k)
+        K = self.config.world.num_groups
+        mass = self.signal_mass_K
+        if mass.sum() > 0:
+            share = mass / mass.sum()
+            metrics["effective_support"] = diag.effective_support(share)
+            metrics["active_groups"] = float(np.sum(share >= 0.5 / K))
+        seen = self.visits_K > 0
+        if seen.any():
+            metrics["weight_support"] = diag.effective_support(self.multiplier_sum_K[seen] / self.visits_K[seen])
+        metrics["rollouts_total"] = float(self.rollouts_total)
+        metrics["steps"] = float(self.step_index)
+        self._reset_accumulators()
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"classifier": self.classifier.state_dict(), "weighter": self.weighter.state_dict(),
+                "allocator": self.allocator.state_dict(), "learner": self.learner.state_dict(),
+                "sampler": self.sampler.state_dict(), "rollout_rng": self.rollout_rng.bit_generator.state,
+                "loop": {"step": self.step_index, "rollouts_total": self.rollouts_total,
+                         "signal_mass": self.signal_mass_K.copy(), "multiplier_sum": self.multiplier_sum_K.copy(),
+                         "visits": self.visits_K.copy(),
+                         "world_fingerprint": float(self.world.difficulty_P.sum())}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        loop = state["loop"]
+        if not np.isclose(float(loop["world_fingerprint"]), float(self.world.difficulty_P.sum()), rtol=0, atol=1e-9):
+            raise ConfigError("snapshot does not match this world (seed or world config changed)")
+        self.classifier.load_state_dict(state["classifier"])
+        self.weighter.load_state_dict(state["weighter"])
+        self.allocator.load_state_dict(state["allocator"])
+        self.learner.load_state_dict(state["learner"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.rollout_rng.bit_generator.state = state["rollout_rng"]
+        self.step_index = int(loop["step"])
+        self.rollouts_total = int(loop["rollouts_total"])
+        self.signal_mass_K = np.asarray(loop["signal_mass"], float).copy()
+        self.multiplier_sum_K = np.asarray(loop["multiplier_sum"], float).copy()
+        self.visits_K = np.asarray(loop["visits"], float).copy()
+
+
+def _config_payload(config: SimConfig) -> dict[str, Any]:
+    spec = get_method(config.method)
+    payload = config.to_dict()
+    payload["resolved"] = {"producer": PRODUCER, "method_label": spec.label, "method_summary": spec.summary,
+                           "weighter": spec.weighter, "allocator": spec.allocator, "partition": spec.partition,
+                           "controllers": config.controller_configs()}
+    return payload
+
+
+def _bin_labels(num_bins: int) -> list[str]:
+    return [f"accbin_{b}" for b in range(num_bins)]
+
+
+def _drive(sim: Simulation, writer: RunWriter, progress: Callable[[int], None] | None,
+           stop_after: int | None) -> None:
+    cfg = sim.config
+    last = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
+    pending = 0
+    while sim.step_index < last:
+        scalars, rows = sim.step()
+        t = sim.step_index
+        writer.log_step(t, scalars, rows)
+        if t % cfg.eval_every == 0 or t == cfg.steps:
+            writer.log_eval(t, sim.evaluate())
+        periodic = cfg.snapshot_every > 0 and t % cfg.snapshot_every == 0
+        if cfg.snapshot_every >= 0 and (periodic or t == cfg.steps):
+            writer.save_snapshot(t, sim.state_dict())
+        pending += 1
+        if progress is not None and (pending >= 25 or t == last):
+            progress(pending)
+            pending = 0
+
+
+def run_simulation(config: SimConfig, out_dir: str | Path, *, progress: Callable[[int], None] | None = None,
+                   stop_after: int | None = None) -> Path:
+    """Run ``config`` into a new run directory ``out_dir``; returns it.
+
+    ``stop_after`` ends early (status 'running', as a crashed job would leave it) for resume tests.
+    """
+    sim = Simulation(config)
+    path = Path(out_dir)
+    writer = RunWriter(path, _config_payload(config), config.num_bins, PRODUCER, _bin_labels(config.num_bins))
+    try:
+        writer.log_eval(0, sim.evaluate())
+        _drive(sim, writer, progress, stop_after)
+    except BaseException:
+        writer.close("failed")
+        raise
+    writer.close("finished" if sim.step_index >= config.steps else "running")
+    return path
+
+
+def resume_simulation(run_dir: str | Path, step: int | None = None, *,
+                      progress: Callable[[int], None] | None = None) -> Path:
+    """Continue a run from its snapshot at ``step`` (latest when None) to its configured end."""
+    path = Path(run_dir)
+    snap_step, state = load_snapshot(path, step)
+    config = SimConfig.from_dict(json.loads((path / "config.json").read_text(encoding="utf-8")))
+    sim = Simulation(config)
+    sim.load_state_dict(state)
+    writer = RunWriter.resume(path, snap_step)
+    try:
+        _drive(sim, writer, progress, None)
+    except BaseException:
+        writer.close("failed")
+        raise
+    writer.close("finished")
+    return path

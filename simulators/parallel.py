@@ -1,0 +1,126 @@
+"""Run many (method, seed) simulations over worker processes, with one step-level progress bar.
+
+Each job writes its own run directory and returns a compact summary read back from that
+directory with ``gdro_lab.read_run`` (the report is built from what is on disk, like the app).
+Workers bump a shared step counter; the parent polls it to drive a tqdm bar.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from gdro_lab import read_run
+from simulators.loop import SimConfig, run_simulation
+
+#: Step scalars kept in summaries (the rest stay in the run directory).
+SUMMARY_SCALARS = (
+    "mean_success", "sim/true_success", "zero_variance_frac", "mean_rollouts", "total_rollouts", "mu",
+    "lead_lag_gap", "mu_weight", "mu_data", "effective_support", "prompt_gdro/effective_support",
+    "se_actual", "se_uniform", "se_sqrt", "se_reduction_pct", "se_sqrt_reduction_pct",
+    "sim/se_true_actual", "sim/se_true_uniform", "sim/se_true_sqrt", "sim/se_true_reduction_pct",
+    "sim/se_true_sqrt_reduction_pct", "num_unassigned",
+)
+SUMMARY_BINS = ("share", "weight", "multiplier", "rollouts", "reward", "success", "count", "sigma")
+
+
+@dataclass
+class RunSummary:
+    """What a report needs from one run directory: step series, per-bin rows, evaluations."""
+
+    method: str
+    seed: int
+    path: str
+    steps: np.ndarray
+    scalars: dict[str, np.ndarray]
+    bins: dict[str, np.ndarray]
+    eval_steps: np.ndarray
+    evals: dict[str, np.ndarray]
+    config: dict[str, Any]
+    wall_s: float = float("nan")
+
+
+def summarize(path: str | Path, wall_s: float = float("nan")) -> RunSummary:
+    """Read a run directory into a :class:`RunSummary`."""
+    run = read_run(path)
+    names = sorted({k for record in run.evals for k in record["metrics"]})
+    evals = {n: np.array([np.nan if r["metrics"].get(n) is None else r["metrics"][n] for r in run.evals], float)
+             for n in names}
+    return RunSummary(method=str(run.config.get("method")), seed=int(run.config.get("seed", -1)), path=str(path),
+                      steps=run.steps, scalars={k: run.scalars[k] for k in SUMMARY_SCALARS if k in run.scalars},
+                      bins={k: run.bins[k] for k in SUMMARY_BINS if k in run.bins},
+                      eval_steps=np.array([r["step"] for r in run.evals], np.int64), evals=evals,
+                      config=run.config, wall_s=wall_s)
+
+
+_PROGRESS: Callable[[int], None] | None = None
+
+
+def _init_worker(counter: Any) -> None:
+    global _PROGRESS
+
+    def bump(n: int) -> None:
+        with counter.get_lock():
+            counter.value += n
+
+    _PROGRESS = bump
+
+
+def _bump(n: int) -> None:
+    if _PROGRESS is not None:
+        _PROGRESS(n)
+
+
+def _job(config: SimConfig, out_dir: str) -> RunSummary:
+    start = time.perf_counter()
+    run_simulation(config, out_dir, progress=_bump)
+    return summarize(out_dir, time.perf_counter() - start)
+
+
+def run_jobs(jobs: Sequence[tuple[SimConfig, Path]], workers: int = 2, progress: bool | None = None,
+             description: str = "simulate", job: Callable[[SimConfig, str], Any] = _job) -> list[Any]:
+    """Run every (config, out_dir) job; results in job order. ``workers=1`` runs in this process."""
+    global _PROGRESS
+    total = sum(config.steps for config, _ in jobs)
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = _make_bar(total, description, show)
+    results: list[Any] = [None] * len(jobs)
+    try:
+        if workers <= 1 or len(jobs) <= 1:
+            _PROGRESS = None if bar is None else bar.update
+            try:
+                for index, (config, out_dir) in enumerate(jobs):
+                    results[index] = job(config, str(out_dir))
+            finally:
+                _PROGRESS = None
+            return results
+        context = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+        counter = context.Value("q", 0)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker,
+                                 initargs=(counter,)) as pool:
+            futures: dict[Future[Any], int] = {pool.submit(job, c, str(o)): i for i, (c, o) in enumerate(jobs)}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                for future in done:
+                    results[futures[future]] = future.result()
+                if bar is not None:
+                    bar.update(counter.value - bar.n)
+        return results
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _make_bar(total: int, description: str, show: bool) -> Any:
+    if not show:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, desc=description, unit="step", unit_scale=True, file=sys.stderr, dynamic_ncols=True)

@@ -1,0 +1,128 @@
+"""Settings and job lists shared by the studies."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from gdro_lab import ConfigError
+from simulators.loop import SimConfig
+from simulators.parallel import RunSummary, run_jobs
+from simulators.world import WorldConfig
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """Command-line settings of one study (None = the study's default)."""
+
+    out: Path
+    seeds: int
+    steps: int
+    prompts: int
+    batch: int
+    workers: int = 2
+    methods: tuple[str, ...] = ()
+    eval_every: int = 20
+    snapshot_every: int = 0
+    snapshot_seeds: int = 1
+    progress: bool | None = None
+    world: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        for name in ("seeds", "steps", "prompts", "batch", "workers", "eval_every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"--{name.replace('_', '-')}={value!r} is invalid: must be an integer >= 1")
+        if self.batch > self.prompts:
+            raise ConfigError(f"--batch={self.batch} is invalid: must be at most --prompts={self.prompts}")
+
+    def world_config(self) -> WorldConfig:
+        """The default world at --prompts; a small pool gets fewer latent groups (>= 8 prompts each)."""
+        values = {"num_groups": max(1, min(WorldConfig.num_groups, self.prompts // 8)), **self.world}
+        return WorldConfig(num_prompts=self.prompts, **values)
+
+
+def sim_config(settings: StudySettings, method: str, seed: int, **overrides: Any) -> SimConfig:
+    """SimConfig of one run; only seeds < snapshot_seeds write controller snapshots (they cost ~3 s each
+    at 14k prompts, more than the run itself; see docs/simulator.md)."""
+    snapshot_every = settings.snapshot_every if seed < settings.snapshot_seeds else -1
+    base = SimConfig(method=method, seed=seed, steps=settings.steps, batch=settings.batch,
+                     eval_every=min(settings.eval_every, settings.steps), snapshot_every=snapshot_every,
+                     world=settings.world_config())
+    return replace(base, **overrides)
+
+
+def run_methods(settings: StudySettings, methods: Sequence[str], description: str, subdir: str = ""
+                ) -> tuple[dict[str, list[RunSummary]], float]:
+    """Run every (method, seed) into out/runs/[subdir/]<method>/seed<k>; results grouped by method, wall time."""
+    root = settings.out / "runs" / subdir if subdir else settings.out / "runs"
+    jobs = [(sim_config(settings, m, s), root / m / f"seed{s}") for m in methods for s in range(settings.seeds)]
+    start = time.perf_counter()
+    results = run_jobs(jobs, workers=settings.workers, progress=settings.progress, description=description)
+    wall = time.perf_counter() - start
+    grouped: dict[str, list[RunSummary]] = {m: [] for m in methods}
+    for summary in results:
+        grouped[summary.method].append(summary)
+    return grouped, wall
+
+
+def final_eval(runs: Sequence[RunSummary], name: str) -> np.ndarray:
+    """Last evaluation of ``name`` per seed."""
+    return np.array([r.evals[name][-1] if name in r.evals else np.nan for r in runs])
+
+
+def eval_series(runs: Sequence[RunSummary], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(eval steps, values S x E) truncated to the shortest run."""
+    length = min(len(r.eval_steps) for r in runs)
+    return runs[0].eval_steps[:length], np.stack([r.evals[name][:length] for r in runs])
+
+
+def scalar_series(runs: Sequence[RunSummary], name: str) -> np.ndarray:
+    length = min(len(r.steps) for r in runs)
+    return np.stack([r.scalars.get(name, np.full(len(r.steps), np.nan))[:length] for r in runs])
+
+
+def bins_series(runs: Sequence[RunSummary], name: str) -> np.ndarray:
+    """S x T x G per-bin rows."""
+    length = min(len(r.steps) for r in runs)
+    return np.stack([r.bins[name][:length] for r in runs])
+
+
+def seed_mean(values: np.ndarray) -> np.ndarray:
+    """NaN-aware mean over the first axis (seeds), NaN where no seed has a value, without warnings."""
+    arr = np.asarray(values, float)
+    ok = np.isfinite(arr)
+    total = np.where(ok, arr, 0.0).sum(axis=0)
+    count = ok.sum(axis=0)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average along the last axis, NaN-aware (same length)."""
+    arr = np.asarray(values, float)
+    if window <= 1:
+        return arr
+    finite = np.isfinite(arr)
+    filled = np.where(finite, arr, 0.0)
+    kernel = np.ones(window)
+    num = np.apply_along_axis(lambda v: np.convolve(v, kernel)[: v.size], -1, filled)
+    den = np.apply_along_axis(lambda v: np.convolve(v, kernel)[: v.size], -1, finite.astype(float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.maximum(den, 1), np.nan)
+
+
+def blocks(values_TG: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Average T rows into ``count`` blocks (NaN-aware): (block centers, count x G)."""
+    T = values_TG.shape[0]
+    edges = np.linspace(0, T, min(count, T) + 1).astype(int)
+    rows = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        with np.errstate(invalid="ignore"):
+            chunk = values_TG[a:b]
+            ok = np.isfinite(chunk)
+            rows.append(np.where(ok.any(axis=0), np.nansum(np.where(ok, chunk, 0), axis=0) / np.maximum(ok.sum(axis=0), 1), np.nan))
+    return (edges[:-1] + edges[1:]) / 2.0 + 1, np.array(rows)

@@ -1,0 +1,125 @@
+"""The training loop: reduction to GRPO, compute neutrality, resume, run-directory completeness."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gdro_lab import ConfigError, read_run
+from gdro_lab.runlog import load_snapshot
+from simulators.api import write_tiny_run
+from simulators.loop import SimConfig, Simulation, resume_simulation, run_simulation
+from simulators.methods import DEFAULT_METHODS, METHODS
+from simulators.world import WorldConfig
+
+SMALL = WorldConfig(num_prompts=600, num_groups=8)
+
+
+def small(method: str, steps: int = 60, **kw) -> SimConfig:
+    return SimConfig(method=method, steps=steps, batch=48, eval_every=10, world=SMALL, **kw)
+
+
+def trajectory(config: SimConfig) -> tuple[np.ndarray, list[dict[str, float]], np.ndarray]:
+    sim = Simulation(config)
+    shared, evals = [], []
+    for t in range(config.steps):
+        sim.step()
+        shared.append([sim.learner.shared, *sim.learner.group_skill_K])
+        if (t + 1) % 10 == 0:
+            evals.append(sim.evaluate())
+    return np.array(shared), evals, sim.learner.prompt_skill_P.copy()
+
+
+def test_gdro_with_unit_weights_and_four_rollouts_is_exactly_grpo() -> None:
+    """eta = 0 gives omega = 1 (every multiplier 1); n_min = n_max = 4 forces n = 4 everywhere."""
+    grpo = trajectory(small("grpo"))
+    four = {"n_min": 4, "n_max": 4, "n_bar": 4}
+    for config in (small("prompt_gdro", weighter={"eta": 0.0}),
+                   small("class_gdro", weighter={"eta": 0.0}),
+                   replace(small("rollout_gdro"), **four),
+                   replace(small("joint", weighter={"eta": 0.0}), **four)):
+        other = trajectory(config)
+        np.testing.assert_array_equal(other[0], grpo[0], err_msg=config.method)
+        np.testing.assert_array_equal(other[2], grpo[2], err_msg=config.method)
+        assert other[1] == grpo[1]
+    # mean-1 mode divides uniform weights by their float mean: equal to GRPO up to rounding only.
+    mean1 = trajectory(small("prompt_gdro_mean1", weighter={"eta": 0.0}))
+    np.testing.assert_allclose(mean1[0], grpo[0], rtol=1e-12, atol=1e-15)
+
+
+def test_gdro_with_real_weights_differs_from_grpo() -> None:
+    """The reduction test above can fail: with the paper's eta the trajectories separate."""
+    assert not np.array_equal(trajectory(small("prompt_gdro"))[0], trajectory(small("grpo"))[0])
+    assert not np.array_equal(trajectory(small("rollout_gdro"))[0], trajectory(small("grpo"))[0])
+
+
+def test_compute_neutrality_all_methods(tmp_path: Path) -> None:
+    """Every method spends exactly batch * n_bar rollouts per step, so totals agree (within one batch)."""
+    totals = {}
+    for method in DEFAULT_METHODS:
+        run = read_run(run_simulation(small(method, steps=80), tmp_path / method))
+        per_step = run.scalars["total_rollouts"]
+        assert np.all(per_step == 48 * 4), method
+        assert np.all(run.scalars["mean_rollouts"] == 4.0)
+        totals[method] = per_step.sum()
+        assert run.evals[-1]["metrics"]["rollouts_total"] == totals[method]
+    assert max(totals.values()) - min(totals.values()) <= 48 * 4
+    assert len(METHODS) >= 7
+
+
+def test_resume_continues_bit_identically(tmp_path: Path) -> None:
+    config = small("joint", steps=40, snapshot_every=10)
+    full = run_simulation(config, tmp_path / "full")
+    # 1) Resume a copy of the finished run from its step-20 snapshot (later records are dropped).
+    copy = tmp_path / "copy"
+    shutil.copytree(full, copy)
+    resume_simulation(copy, step=20)
+    # 2) A job that died after step 25 (snapshot at 20, records up to 25) resumes from its latest snapshot.
+    crashed = run_simulation(config, tmp_path / "crashed", stop_after=25)
+    assert read_run(crashed).meta["status"] == "running"
+    resume_simulation(crashed)
+    for other in (copy, crashed):
+        for name in ("steps.jsonl", "eval.jsonl"):
+            assert (other / name).read_bytes() == (full / name).read_bytes(), (other, name)
+        assert load_snapshot(other, 40)[1]["learner"]["shared"] == load_snapshot(full, 40)[1]["learner"]["shared"]
+        assert read_run(other).meta["status"] == "finished"
+
+
+def test_same_seed_same_run_different_seed_different_run() -> None:
+    a, b, c = (trajectory(small("joint", seed=s))[0] for s in (3, 3, 4))
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_run_directory_is_complete(tmp_path: Path) -> None:
+    path = write_tiny_run(tmp_path / "tiny", steps=30, seed=1)
+    run = read_run(path)
+    assert run.meta["status"] == "finished" and run.meta["producer"] == "gdro-lab simulator"
+    assert run.num_bins == 10 and run.config["method"] == "joint"
+    np.testing.assert_array_equal(run.steps, np.arange(1, 31))
+    for field in ("count", "share", "weight", "multiplier", "rollouts", "reward", "success", "signal", "sigma",
+                  "score"):
+        assert run.bins[field].shape == (30, 10), field
+    for name in ("mean_success", "mu", "lead_lag_gap", "se_reduction_pct", "effective_support", "total_rollouts",
+                 "sim/se_true_reduction_pct", "prompt_gdro/effective_support", "rollout/mu"):
+        assert name in run.scalars, name
+    assert [e["step"] for e in run.evals] == [0, 5, 10, 15, 20, 25, 30]
+    metrics = run.evals[-1]["metrics"]
+    for name in ("accuracy", "worst_group_accuracy", "pass@8", "effective_support", "active_groups"):
+        assert 0 <= metrics[name] <= (100 if "support" in name or "groups" in name else 1), name
+    assert run.snapshot_steps == [10, 20, 30]
+    state = load_snapshot(path)[1]
+    assert set(state) >= {"classifier", "weighter", "allocator", "learner", "sampler", "rollout_rng"}
+    with pytest.raises(Exception, match="already holds a run"):
+        write_tiny_run(path)
+
+
+def test_bad_sim_config() -> None:
+    with pytest.raises(ConfigError, match="method"):
+        SimConfig(method="nope")
+    with pytest.raises(ConfigError, match="batch"):
+        SimConfig(batch=10_000, world=SMALL)

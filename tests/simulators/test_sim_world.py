@@ -1,0 +1,142 @@
+"""The world: closed-form expected update against independent references and Monte Carlo."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from gdro_lab import ConfigError
+from gdro_lab.grpo import grpo_advantages
+from simulators.world import (BatchSampler, Learner, WorldConfig, expected_gradient, group_sizes, make_world,
+                              sample_rollouts)
+
+
+def reference_expected_gradient(p: float, n: int) -> float:
+    """Enumerate c = 0..n: build one reward vector with c successes, score it with gdro_lab's GRPO
+    advantages (independent of the world's phi), weight by the binomial pmf."""
+    total = 0.0
+    for c in range(n + 1):
+        y = np.array([1.0] * c + [0.0] * (n - c))
+        advantages, _ = grpo_advantages(2 * y - 1, np.array([n]))
+        total += stats.binom.pmf(c, n, p) * float(np.mean(advantages * (y - p)))
+    return total
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 7, 12])
+@pytest.mark.parametrize("p", [0.01, 0.2, 0.5, 0.9])
+def test_expected_gradient_matches_enumeration(p: float, n: int) -> None:
+    assert expected_gradient(np.array([p]), np.array([n]))[0] == pytest.approx(reference_expected_gradient(p, n),
+                                                                               rel=1e-9, abs=1e-12)
+
+
+def test_expected_gradient_is_not_the_reward_gradient() -> None:
+    """GRPO's normalisation changes the mean update: E[g] != 2 p (1 - p) and grows with n."""
+    p = np.full(3, 0.1)
+    e = expected_gradient(p, np.array([2, 4, 12]))
+    assert np.all(np.diff(e) > 0)
+    assert not np.allclose(e, 2 * 0.1 * 0.9)
+
+
+def _learner(score_noise: float = 2.0, aggregation: str = "prompt", interference: float = 0.3) -> Learner:
+    cfg = WorldConfig(num_prompts=64, num_groups=4, score_noise=score_noise, aggregation=aggregation,
+                      interference=interference)
+    return Learner(cfg, make_world(cfg, np.random.default_rng(1)))
+
+
+@pytest.mark.parametrize("noise", [0.0, 2.0])
+def test_gradient_estimate_is_unbiased(noise: float) -> None:
+    """Mean over many sampled batches of g_i equals the closed form, within 5 standard errors."""
+    learner = _learner(noise)
+    rng = np.random.default_rng(7)
+    p = np.array([0.03, 0.2, 0.5, 0.8, 0.97, 0.35])
+    counts = np.array([2, 4, 12, 3, 8, 5])
+    draws = 20000  # one big batch of draws x prompts (the estimate is per prompt, so this is exact MC)
+    p_all, counts_all = np.tile(p, draws), np.tile(counts, draws)
+    y = sample_rollouts(rng, p_all, counts_all)
+    estimates = learner.gradient(y, counts_all, p_all, rng.standard_normal(y.size))[0].reshape(draws, p.size)
+    mean = estimates.mean(axis=0)
+    se = estimates.std(axis=0, ddof=1) / np.sqrt(draws)
+    exact = np.array([reference_expected_gradient(pi, ni) for pi, ni in zip(p, counts)])
+    assert np.all(np.abs(mean - exact) <= 5 * se + 1e-12)
+
+
+def test_score_noise_variance_is_tau_squared_over_n() -> None:
+    """The noise part of g_i has variance tau^2 P(mixed) / n (sum_j A_ij^2 = n on mixed groups)."""
+    learner = _learner(2.0)
+    rng = np.random.default_rng(3)
+    p, counts = np.array([0.5, 0.5]), np.array([2, 8])
+    draws = 40000
+    p_all, counts_all = np.tile(p, draws), np.tile(counts, draws)
+    y = sample_rollouts(rng, p_all, counts_all)
+    with_noise, _ = learner.gradient(y, counts_all, p_all, rng.standard_normal(y.size))
+    without, _ = learner.gradient(y, counts_all, p_all, None)
+    noise_part = (with_noise - without).reshape(draws, 2)
+    mixed = 1 - 2 * 0.5 ** counts
+    np.testing.assert_allclose(noise_part.var(axis=0), 4.0 * mixed / counts, rtol=0.05)
+
+
+def test_step_direction_matches_a_naive_loop() -> None:
+    learner = _learner(aggregation="rollout", interference=0.6)
+    rng = np.random.default_rng(0)
+    index = rng.choice(64, 10, replace=False)
+    counts = rng.integers(2, 13, 10)
+    g = rng.normal(size=10)
+    m = rng.uniform(0.5, 3, 10)
+    d_shared, d_K, u = learner.step_direction(index, counts, g, m, n_bar=4)
+    cfg = learner.config
+    K = cfg.num_groups
+    h = np.zeros(K)
+    for i in range(10):
+        h[learner.world.group_P[index[i]]] += m[i] * counts[i] / 4 * g[i] / 10
+    expected = np.zeros(K)
+    for k in range(K):
+        for j in range(K):
+            expected[k] += cfg.lr_group * (h[k] if j == k else -cfg.interference / (K - 1) * h[j])
+    np.testing.assert_allclose(d_K, expected, rtol=1e-12, atol=1e-15)
+    assert d_shared == pytest.approx(cfg.lr_shared * np.sum(m * counts / 4 * g) / 10)
+
+
+def test_interference_lowers_the_other_groups() -> None:
+    learner = _learner(interference=1.0)
+    group0 = np.flatnonzero(learner.world.group_P == 0)[:3]
+    _, d_K, _ = learner.step_direction(group0, np.full(3, 4), np.ones(3), np.ones(3), 4)
+    assert d_K[0] > 0 and np.all(d_K[1:] < 0)
+    assert d_K.sum() == pytest.approx(0.0, abs=1e-12)  # kappa = 1: zero-sum
+
+
+def test_group_sizes_heavy_tailed_and_exact() -> None:
+    cfg = WorldConfig(num_prompts=14116, num_groups=32)
+    sizes = group_sizes(cfg, np.random.default_rng(0))
+    assert sizes.sum() == 14116 and sizes.min() >= 1
+    assert sizes[0] > 20 * sizes[-1] / 1.5  # Zipf(1): the largest is ~32x the smallest
+    pareto = group_sizes(WorldConfig(num_prompts=5000, num_groups=40, group_sizes="pareto", size_exponent=1.2),
+                         np.random.default_rng(1))
+    assert pareto.sum() == 5000 and pareto.min() >= 1
+
+
+def test_world_is_seeded_and_difficulty_has_a_hard_tail() -> None:
+    cfg = WorldConfig()
+    a, b = make_world(cfg, np.random.default_rng(5)), make_world(cfg, np.random.default_rng(5))
+    np.testing.assert_array_equal(a.difficulty_P, b.difficulty_P)
+    d = a.difficulty_P - cfg.difficulty_offset
+    assert np.mean(d) > 2 * np.median(d)  # right-skewed: many easy, long hard tail
+    rare_hard = np.corrcoef(a.sizes_K, a.group_hardness_K)[0, 1]
+    assert rare_hard < 0  # size_difficulty_corr > 0: rarer groups are harder
+
+
+def test_batch_sampler_epochs_and_state() -> None:
+    sampler = BatchSampler(100, 30, np.random.default_rng(0))
+    first = np.concatenate([sampler.next() for _ in range(3)])
+    assert np.unique(first).size == 90
+    state = sampler.state_dict()
+    ahead = [sampler.next() for _ in range(5)]
+    sampler.load_state_dict(state)
+    np.testing.assert_array_equal(np.concatenate(ahead), np.concatenate([sampler.next() for _ in range(5)]))
+
+
+def test_bad_world_config_is_one_line_error() -> None:
+    with pytest.raises(ConfigError, match="interference"):
+        WorldConfig(interference=1.5)
+    with pytest.raises(ConfigError, match="num_groups"):
+        WorldConfig(num_prompts=100, num_groups=50)
