@@ -183,7 +183,7 @@ class DifficultyClassifier:
     def state_dict(self) -> dict[str, Any]:
         n = len(self._ids)
         hist = self._history
-        return {"ids": list(self._ids), "passk": hist.passk[:n].copy(), "successes": hist.successes[:n].copy(),
+        return {"ids": list(self._ids), "successes": hist.successes[:n].copy(),
                 "failures": hist.failures[:n].copy(), "length": hist.length[:n].copy(),
                 "position": hist.position[:n].copy(), "bins": hist.bins[:n].copy(),
                 "rng": self.rng.bit_generator.state}
@@ -195,9 +195,12 @@ class DifficultyClassifier:
         hist = _History(self.config.window)
         hist.grow(len(ids))
         n = len(ids)
-        hist.passk[:n] = np.asarray(state["passk"], float).reshape(n, self.config.window)
         hist.successes[:n] = np.asarray(state["successes"]).reshape(n, self.config.window)
         hist.failures[:n] = np.asarray(state["failures"]).reshape(n, self.config.window)
+        # per-visit pass@k is a function of the visit's (n, c); empty slots (n = 0) stay 0
+        visits = hist.successes[:n] + hist.failures[:n]
+        filled = visits > 0
+        hist.passk[:n][filled] = pass_at_k(visits[filled], hist.successes[:n][filled], self.config.k)
         hist.length[:n] = state["length"]
         hist.position[:n] = state["position"]
         hist.bins[:n] = state["bins"]

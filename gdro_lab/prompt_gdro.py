@@ -159,5 +159,6 @@ class PromptGDRO(UniformWeighter):
             out[assigned] = np.minimum(self.omega()[bins[assigned]], cfg.max_weight)
         else:
             per_prompt = self.bin_weights()[bins[assigned]]
-            out[assigned] = np.minimum(per_prompt / per_prompt.mean(), cfg.max_weight)
+            if np.ptp(per_prompt) > 0:  # equal weights give exactly 1, not 1 +- rounding
+                out[assigned] = np.minimum(per_prompt / per_prompt.mean(), cfg.max_weight)
         return out

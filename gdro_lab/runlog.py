@@ -16,6 +16,7 @@ last line and report a corrupt line anywhere else. JSON files other than the
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import json
 import math
@@ -54,7 +55,7 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, np.ndarray):
-        return [to_jsonable(v) for v in obj.tolist()]
+        return to_jsonable(obj.tolist())
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, (np.floating, float)):
@@ -68,13 +69,16 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def encode_state(obj: Any) -> Any:
-    """Encode a state_dict losslessly for JSON (arrays keep dtype and shape, floats keep NaN)."""
+    """Encode a state_dict losslessly for JSON: arrays as base64 of their bytes with dtype and
+    shape (exact, compact), tuples/lists tagged, non-finite floats tagged."""
     if isinstance(obj, Mapping):
         return {str(k): encode_state(v) for k, v in obj.items()}
     if isinstance(obj, np.ndarray):
-        flat = obj.reshape(-1)
-        values = [repr(float(v)) if obj.dtype.kind == "f" else v for v in flat.tolist()]
-        return {"__ndarray__": values, "dtype": obj.dtype.str, "shape": list(obj.shape)}
+        if obj.dtype.kind not in "biuf":
+            raise TypeError(f"cannot snapshot an array of dtype {obj.dtype}: use numbers")
+        raw = np.ascontiguousarray(obj).tobytes()
+        return {"__ndarray__": base64.b64encode(raw).decode("ascii"), "dtype": obj.dtype.str,
+                "shape": list(obj.shape)}
     if isinstance(obj, (list, tuple)):
         return {"__list__": [encode_state(v) for v in obj]}
     if isinstance(obj, np.generic):
@@ -88,11 +92,8 @@ def decode_state(obj: Any) -> Any:
     """Inverse of :func:`encode_state`."""
     if isinstance(obj, dict):
         if "__ndarray__" in obj:
-            dtype = np.dtype(obj["dtype"])
-            values = obj["__ndarray__"]
-            if dtype.kind == "f":
-                values = [float(v) for v in values]
-            return np.asarray(values, dtype=dtype).reshape(obj["shape"])
+            raw = base64.b64decode(obj["__ndarray__"])
+            return np.frombuffer(raw, dtype=np.dtype(obj["dtype"])).reshape(obj["shape"]).copy()
         if "__list__" in obj:
             return [decode_state(v) for v in obj["__list__"]]
         if "__float__" in obj:
@@ -101,10 +102,10 @@ def decode_state(obj: Any) -> Any:
     return obj
 
 
-def _write_json_atomic(path: Path, payload: Any) -> None:
+def _write_json_atomic(path: Path, payload: Any, indent: int | None = 1) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=1, allow_nan=False)
+        json.dump(payload, handle, indent=indent, allow_nan=False)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
@@ -181,7 +182,7 @@ class RunWriter:
     def save_snapshot(self, step: int, state: Mapping[str, Any]) -> Path:
         """Write controller state_dicts for ``step`` atomically; returns the file."""
         target = self.path / SNAPSHOT_DIR / f"step_{int(step):08d}.json"
-        _write_json_atomic(target, {"step": int(step), "state": encode_state(state)})
+        _write_json_atomic(target, {"step": int(step), "state": encode_state(state)}, indent=None)
         return target
 
     def close(self, status: str = "finished") -> None:
