@@ -56,7 +56,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
                summary="EMA-debiased Prompt-GDRO with multipliers renormalised to mean 1 over the batch "
                        "(the released code's mode): same relative weights, no step-size inflation"),
     MethodSpec("rollout_gdro", "Rollout-GDRO", allocator="gdro",
-               summary="shadow-price mirror descent over n in [n_min, n_max], exact-budget DP"),
+               summary="shadow-price mirror descent over n in [n_min, n_max], exact-budget plan"),
     MethodSpec("sqrt_oracle", "sqrt oracle", allocator="sqrt", allocator_overrides={"oracle": True},
                summary="square-root law on the true per-bin variances (the limit of Rollout-GDRO)"),
     MethodSpec("joint", "joint Prompt+Rollout GDRO", weighter="gdro", allocator="gdro",

@@ -55,7 +55,7 @@ def fmt(mean: float, half: float, digits: int = 3, scale: float = 1.0, unit: str
     """'m ± h' (or 'm' when the half-width is undefined)."""
     if not math.isfinite(float(mean)):
         return "n/a"
-    text = f"{mean * scale:.{digits}f}{unit}"
+    text = f"{mean * scale + 0.0:.{digits}f}{unit}".replace("-0." + "0" * digits, "0." + "0" * digits)
     if math.isfinite(float(half)):
         text += f" ± {half * scale:.{digits}f}{unit}"
     return text

@@ -47,8 +47,8 @@ class StudySettings:
 
 
 def sim_config(settings: StudySettings, method: str, seed: int, **overrides: Any) -> SimConfig:
-    """SimConfig of one run; only seeds < snapshot_seeds write controller snapshots (they cost ~3 s each
-    at 14k prompts, more than the run itself; see docs/simulator.md)."""
+    """SimConfig of one run; only seeds < snapshot_seeds write controller snapshots (about 8 MB each
+    at 14k prompts, mostly the classifier's windows; see docs/simulator.md)."""
     snapshot_every = settings.snapshot_every if seed < settings.snapshot_seeds else -1
     base = SimConfig(method=method, seed=seed, steps=settings.steps, batch=settings.batch,
                      eval_every=min(settings.eval_every, settings.steps), snapshot_every=snapshot_every,
