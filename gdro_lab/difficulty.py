@@ -150,6 +150,16 @@ class DifficultyClassifier:
         delta = self.config.hysteresis
         return mean, mean - delta, mean + delta
 
+    def _record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray) -> None:
+        """Write one visit for each of ``rows`` (distinct) into the ring buffers."""
+        hist = self._history
+        slot = hist.position[rows]
+        hist.passk[rows, slot] = passk
+        hist.successes[rows, slot] = successes
+        hist.failures[rows, slot] = counts - successes
+        hist.position[rows] = (slot + 1) % self.config.window
+        hist.length[rows] = np.minimum(hist.length[rows] + 1, self.config.window)
+
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         """Record this step's visits (n_i rollouts, c_i successes) and re-bin the visited prompts."""
         counts = np.asarray(feedback.counts_P, np.int64)
@@ -157,20 +167,16 @@ class DifficultyClassifier:
         passk = pass_at_k(counts, successes, self.config.k)
         rows = self._rows(feedback.prompt_ids)
         hist = self._history
-        # A prompt may appear more than once in a batch: write its visits one pass at a time.
-        pending = np.arange(rows.size)
-        while pending.size:
-            _, first = np.unique(rows[pending], return_index=True)
-            take = pending[first]
-            r = rows[take]
-            slot = hist.position[r]
-            hist.passk[r, slot] = passk[take]
-            hist.successes[r, slot] = successes[take]
-            hist.failures[r, slot] = counts[take] - successes[take]
-            hist.position[r] = (slot + 1) % self.config.window
-            hist.length[r] = np.minimum(hist.length[r] + 1, self.config.window)
-            pending = np.setdiff1d(pending, take, assume_unique=True)
-        unique_rows = np.unique(rows)
+        unique_rows, first = np.unique(rows, return_index=True)
+        if unique_rows.size == rows.size:
+            self._record(rows, passk, successes, counts)
+        else:  # a prompt seen twice in one batch: write its visits one pass at a time, in order
+            pending = np.arange(rows.size)
+            while pending.size:
+                _, first = np.unique(rows[pending], return_index=True)
+                take = pending[first]
+                self._record(rows[take], passk[take], successes[take], counts[take])
+                pending = np.setdiff1d(pending, take, assume_unique=True)
         previous = hist.bins[unique_rows].copy()
         center, low, high = self._band(unique_rows)
         hist.bins[unique_rows] = hysteresis_bins(previous, center, low, high, self._edges)
