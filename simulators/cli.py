@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 from pathlib import Path
+from typing import Callable
 
 from gdro_lab import ConfigError, RunFormatError
 from simulators.studies import STUDIES
@@ -41,24 +42,21 @@ class _Exit(Exception):
         self.status = status
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
+def _integer_at_least(lowest: int) -> Callable[[str], int]:
+    """argparse type: an integer >= lowest, with a one-line error otherwise."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < lowest:
+            raise argparse.ArgumentTypeError(f"{value} must be >= {lowest}")
+        return value
+    return parse
 
 
-def _nonnegative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return value
+_positive = _integer_at_least(1)
+_nonnegative = _integer_at_least(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
