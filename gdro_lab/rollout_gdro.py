@@ -195,7 +195,7 @@ class SqrtAllocator(UniformAllocator):
 
 
 class RolloutGDRO(UniformAllocator):
-    """Shadow-price mirror-descent allocator with the paper's exact-budget DP (registry ``gdro``)."""
+    """Shadow-price mirror-descent allocator with an exact-budget planner (registry ``gdro``)."""
 
     def __init__(self, config: AllocatorConfig | None = None, seed: int | None = None):
         super().__init__(config, seed)
