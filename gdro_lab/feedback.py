@@ -13,7 +13,8 @@ from typing import Sequence
 import numpy as np
 
 from gdro_lab._validate import ConfigError
-from gdro_lab.grpo import group_sum
+from gdro_lab.diagnostics import bin_mean
+from gdro_lab.grpo import group_sum, group_variance
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,11 @@ class StepFeedback:
     @property
     def num_prompts(self) -> int:
         return len(self.prompt_ids)
+
+    def variance_by_bin(self, num_bins: int) -> np.ndarray:
+        """Mean within-prompt reward variance (Bessel, unbiased) per bin; NaN for empty bins."""
+        var_P = group_variance(self.rewards_R, self.counts_P, ddof=1)
+        return bin_mean(var_P, self.bins_P, num_bins)
 
     def successes_P(self) -> np.ndarray:
         """Successes per prompt c_i."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from gdro_lab import diagnostics as diag
 from gdro_lab.feedback import StepFeedback
-from gdro_lab.grpo import group_is_constant, group_mean, group_variance
+from gdro_lab.grpo import group_is_constant, group_mean
 
 
 def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: float, n_max: float,
@@ -34,8 +34,7 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
     success_P = group_mean(np.asarray(feedback.successes_R, float), feedback.counts_P)
     reward_P = group_mean(feedback.rewards_R, feedback.counts_P)
     if sigma_G is None:
-        sigma_G = np.sqrt(diag.bin_mean(group_variance(feedback.rewards_R, feedback.counts_P, ddof=1),
-                                        bins, num_bins))
+        sigma_G = np.sqrt(feedback.variance_by_bin(num_bins))
     rollouts_G = diag.bin_mean(counts, bins, num_bins)
     success_G = diag.bin_mean(success_P, bins, num_bins)
     bins_out: dict[str, Any] = {
@@ -54,7 +53,8 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
         "mean_success": float(success_P.mean()), "mean_reward": float(reward_P.mean()),
         "mean_rollouts": float(counts.mean()), "total_rollouts": float(counts.sum()),
         "num_prompts": float(bins.size), "num_unassigned": float(np.sum(bins < 0)),
-        "zero_variance_frac": float(np.mean(group_is_constant(feedback.rewards_R, feedback.counts_P))), "mu": float(mu),
+        "zero_variance_frac": float(np.mean(group_is_constant(feedback.rewards_R, feedback.counts_P))),
+        "mu": float(mu),
         "lead_lag_gap": gap, "mu_weight": mu_weight, "mu_data": mu_data,
         "effective_support": diag.effective_support(weights),
         "worst_bin_success": diag.worst_group(success_G),

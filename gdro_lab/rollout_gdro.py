@@ -47,7 +47,6 @@ from gdro_lab.allocation import (adjust_to_total, concave_budget_plan, exact_bud
                                  sqrt_allocation)
 from gdro_lab.diagnostics import bin_counts, bin_mean, bin_share
 from gdro_lab.feedback import StepFeedback
-from gdro_lab.grpo import group_variance
 
 
 @dataclass(frozen=True)
@@ -105,12 +104,6 @@ class AllocatorConfig:
         return np.arange(self.n_min, self.n_max + 1)
 
 
-def prompt_variance_by_bin(feedback: StepFeedback, num_bins: int) -> np.ndarray:
-    """Mean within-prompt reward variance (Bessel, unbiased) per bin; NaN for empty bins."""
-    var_P = group_variance(feedback.rewards_R, feedback.counts_P, ddof=1)
-    return bin_mean(var_P, feedback.bins_P, num_bins)
-
-
 class UniformAllocator:
     """GRPO baseline (registry name ``uniform``): n_i = n_bar for every prompt.
 
@@ -134,7 +127,7 @@ class UniformAllocator:
         return np.full(np.asarray(bins_P).size, self.config.n_bar, np.int64)
 
     def _track_variance(self, feedback: StepFeedback) -> np.ndarray:
-        observed = prompt_variance_by_bin(feedback, self.num_bins)
+        observed = feedback.variance_by_bin(self.num_bins)
         fresh = np.isfinite(observed) & ~np.isfinite(self.variance_G)
         old = np.isfinite(observed) & np.isfinite(self.variance_G)
         beta = self.config.variance_ema
