@@ -117,13 +117,14 @@ class VLLMEngine:
         a temporary folder that vLLM loads; later weights arrive through ``load_weights``).
     tokenizer: the policy's tokenizer (prompt encoding and EOS ids, as in the hf engine).
     gpu_memory_utilization: vLLM's share of GPU memory (weights + KV cache); leave room for training.
-    enable_sleep_mode: allow ``sleep()`` / ``wake_up()`` (level 1: weights to CPU, KV freed).
+    enable_sleep_mode: allow ``sleep()`` / ``wake_up()``.
+    sleep_level: 1 = weights to CPU and KV freed; 2 = both discarded (cheaper, valid only when
+        ``load_weights`` follows every ``wake_up``, as in the trainer's loop).
     llm_kwargs: anything else for ``vllm.LLM`` (max_model_len, enforce_eager, dtype, seed, ...).
     """
 
     def __init__(self, model, tokenizer, *, gpu_memory_utilization: float = 0.4,
-                 enable_sleep_mode: bool = True, **llm_kwargs) -> None:
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process weight sync
+                 enable_sleep_mode: bool = True, sleep_level: int = 1, **llm_kwargs) -> None:
         from transformers import GenerationConfig
         from vllm import LLM
 
@@ -141,10 +142,13 @@ class VLLMEngine:
             model = self._folder.name
         self.tokenizer = tokenizer
         self.stop_token_ids = eos_token_ids(generation_config, tokenizer)
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process weight sync
         self.llm = LLM(model=str(model), tokenizer=str(model),
                        gpu_memory_utilization=gpu_memory_utilization,
                        enable_sleep_mode=enable_sleep_mode, logprobs_mode="raw_logprobs",
                        **llm_kwargs)
+        self.sleep_level = sleep_level
+        self.enable_sleep_mode = enable_sleep_mode
         self.sleeping = False
 
     def generate(self, prompts: Sequence[str], counts_P: np.ndarray,
@@ -171,9 +175,9 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()
 
     def sleep(self) -> None:
-        """Offload weights to CPU and free the KV cache (``LLM.sleep(level=1)``)."""
-        if not self.sleeping:
-            self.llm.sleep(level=1)
+        """Free the GPU for training: ``LLM.sleep(level=sleep_level)`` (no-op without sleep mode)."""
+        if self.enable_sleep_mode and not self.sleeping:
+            self.llm.sleep(level=self.sleep_level)
             self.sleeping = True
 
     def wake_up(self) -> None:

@@ -60,6 +60,15 @@ def test_engine_satisfies_protocol_and_factory(tiny):
         make_engine("tgi", model, tok)
 
 
+def test_vllm_engine_without_vllm_is_an_import_error_naming_it(tiny):
+    import importlib.util
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    with pytest.raises(ImportError) as err:
+        make_engine("vllm", *tiny)
+    assert err.value.name == "vllm"
+
+
 def test_exact_ragged_counts_in_prompt_order(tiny, prompts):
     """Greedy samples of prompt i equal prompt i's own naive greedy decode, at i's slots."""
     model, tok = tiny

@@ -1,7 +1,8 @@
 """The vllm engine's CPU-testable parts against vLLM's real classes; generation is marked gpu.
 
-Runs in the separate ``.venv-vllm`` environment (vLLM's pins collide with the CPU stack); skipped
-with a reason where vLLM does not import.
+vLLM's pins collide with the CPU stack, so these run with vLLM importable from an overlay
+(``pip install --no-deps --target DIR vllm==0.33.0 ...``, see docs/benchmarks.md) or its own
+venv; skipped with a reason where vLLM does not import.
 """
 
 from __future__ import annotations
