@@ -21,10 +21,10 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def math_reward():
-    """A MathReward with 2 workers and a 4 s hard timeout, shared by the reward tests."""
+    """A MathReward with 2 workers and a 6 s hard timeout, shared by the reward tests."""
     from real_runs.reward import MathReward
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    reward = MathReward(timeout_s=4.0, num_workers=2)
+    reward = MathReward(timeout_s=6.0, num_workers=2)
     yield reward
     reward.close()
