@@ -29,7 +29,7 @@ user-defined reward: any object with ``score(responses, answers) -> RewardResult
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -73,7 +73,7 @@ def _shortcut(content: str, gold: str) -> bool | None:
     return None
 
 
-def _results(success_R: np.ndarray, counters: dict[str, float]) -> RewardResult:
+def _results(success_R: np.ndarray, counters: Mapping[str, float]) -> RewardResult:
     rewards_R = np.where(success_R, 1.0, -1.0)
     metrics = {name: float(value) for name, value in counters.items()}
     metrics["reward/mean"] = float(rewards_R.mean()) if rewards_R.size else 0.0

@@ -236,3 +236,33 @@ def test_format_prompt_with_a_real_qwen_chat_template() -> None:
     tok.chat_template = template
     text = format_prompt(Problem("x:test:0", "Q?", "1", "x", "x"), tok)
     assert text == f"<|im_start|>user\nQ? {INSTRUCTION}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_hugging_face_ids_pass_config_and_split(monkeypatch) -> None:
+    """A hub id goes to datasets.load_dataset(id, config, split=...) (faked: no network in tests)."""
+    import datasets
+
+    seen = {}
+
+    def fake_load(name, config, split, data_files):
+        seen.update(name=name, config=config, split=split, data_files=data_files)
+        return [{"prompt": "What is 2+2?", "solution": "4", "reward_model": {"ground_truth": "4"}}]
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    records = load_dataset_records("open-r1/DAPO-Math-17k-Processed", "train", hf_config="en")
+    assert seen == {"name": "open-r1/DAPO-Math-17k-Processed", "config": "en", "split": "train",
+                    "data_files": None}
+    assert records == [Problem("open-r1/DAPO-Math-17k-Processed:train:0", "What is 2+2?", "4",
+                               "open-r1/DAPO-Math-17k-Processed", "open-r1/DAPO-Math-17k-Processed")]
+
+
+def test_hugging_face_failures_are_one_line_errors(monkeypatch) -> None:
+    import datasets
+
+    def failing(*args, **kwargs):
+        raise ConnectionError("offline\nlong traceback text")
+
+    monkeypatch.setattr(datasets, "load_dataset", failing)
+    with pytest.raises(DataError, match="cannot load Hugging Face dataset 'org/none'") as err:
+        load_dataset_records("org/none")
+    assert "\n" not in str(err.value)
