@@ -272,16 +272,15 @@ def load_with_skips(name_or_path: str, split: str | None = None, limit: int | No
                     data_files: str | list[str] | None = None,
                     hf_config: str | None = None) -> tuple[list[Problem], list[int]]:
     """Like :func:`load_dataset_records`, also returning the skipped row numbers."""
+    if data_files is None and name_or_path == "math" and split == MATH_12K:
+        return _load_math_12k(limit)
     if data_files is None and name_or_path in BENCHMARKS:
         spec = BENCHMARKS[name_or_path]
         split = split or spec.default_split
         if split not in spec.files:
-            raise DataError(f"{name_or_path} has no split {split!r}: choose one of {sorted(spec.files)}")
-        path = data_root() / spec.files[split]
-        if not path.exists():
-            raise DataError(f"data file {path} is missing: set GDRO_DATA to the folder that holds "
-                            f"{spec.files[split]} (see ../shared/data/README.md)")
-        return _load_file(path, name_or_path, split, limit)
+            choices = sorted(spec.files) + ([MATH_12K] if name_or_path == "math" else [])
+            raise DataError(f"{name_or_path} has no split {split!r}: choose one of {choices}")
+        return _load_file(_registered_path(spec.files[split]), name_or_path, split, limit)
     path = Path(name_or_path).expanduser()
     if data_files is None and path.is_file():
         return _load_file(path, path.parent.name or path.stem, split or path.stem, limit)
@@ -291,6 +290,28 @@ def load_with_skips(name_or_path: str, split: str | None = None, limit: int | No
         raise DataError(f"unknown data set {name_or_path!r}: use one of {known}, a .jsonl/.parquet "
                         "file, or a Hugging Face dataset id (org/name)")
     return _load_hf(name_or_path, split or "train", limit, data_files, hf_config)
+
+
+def _registered_path(relative: str) -> Path:
+    path = data_root() / relative
+    if not path.exists():
+        raise DataError(f"data file {path} is missing: set GDRO_DATA to the folder that holds "
+                        f"{relative} (see ../shared/data/README.md)")
+    return path
+
+
+#: MATH's 12k train split (prm800k / Lightman et al.): all of train + the test rows not in MATH-500.
+MATH_12K = "train12k"
+
+
+def _load_math_12k(limit: int | None) -> tuple[list[Problem], list[int]]:
+    """MATH train (7,500) + MATH test minus MATH-500 (4,500); ids keep their own split."""
+    held_out = {p.problem for p in _load_file(_registered_path(BENCHMARKS["math500"].files["test"]),
+                                              "math500", "test", None)[0]}
+    train, skipped = _load_file(_registered_path(BENCHMARKS["math"].files["train"]), "math", "train", None)
+    test, _ = _load_file(_registered_path(BENCHMARKS["math"].files["test"]), "math", "test", None)
+    records = train + [p for p in test if p.problem not in held_out]
+    return records[:limit] if limit is not None else records, skipped
 
 
 def _load_file(path: Path, source: str, split: str, limit: int | None) -> tuple[list[Problem], list[int]]:

@@ -266,3 +266,15 @@ def test_hugging_face_failures_are_one_line_errors(monkeypatch) -> None:
     with pytest.raises(DataError, match="cannot load Hugging Face dataset 'org/none'") as err:
         load_dataset_records("org/none")
     assert "\n" not in str(err.value)
+
+
+def test_math_12k_split_is_train_plus_test_minus_math500(shared_data: Path) -> None:
+    records, skipped = load_with_skips("math", "train12k")
+    assert len(records) + len(skipped) == 12_000 and len(skipped) == 2
+    train = {r.problem for r in records if r.id.startswith("math:train:")}
+    assert not train & {r.problem for r in records if r.id.startswith("math:test:")}
+    math500 = {r.problem for r in load_dataset_records("math500")}
+    assert not math500 & {r.problem for r in records}
+    test_ids = [r.id for r in records if r.id.startswith("math:test:")]
+    assert len(test_ids) == 4_500
+    assert len(load_dataset_records("math", "train12k", limit=10)) == 10
