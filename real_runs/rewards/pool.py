@@ -138,13 +138,24 @@ class TimedPool:
         results: list[tuple[str, Any] | None] = [None] * len(tasks)
         pending = deque(range(len(tasks)))
         busy: dict[_Worker, tuple[int, float]] = {}
-        while pending or busy:
-            for worker in list(self._workers):
-                if pending and worker.ready and worker not in busy:
-                    index = pending.popleft()
-                    worker.conn.send((index, tasks[index]))
-                    busy[worker] = (index, time.monotonic() + self.timeout_s)
-            self._wait_and_collect(busy, results)
+        try:
+            while pending or busy:
+                for worker in list(self._workers):
+                    if pending and worker.ready and worker not in busy:
+                        index = pending.popleft()
+                        try:
+                            worker.conn.send((index, tasks[index]))
+                        except OSError:  # died while idle: retry the task on a fresh worker
+                            pending.appendleft(index)
+                            self._replace(worker)
+                            continue
+                        busy[worker] = (index, time.monotonic() + self.timeout_s)
+                self._wait_and_collect(busy, results)
+        finally:
+            # Interrupted (Ctrl-C, an exception): workers still holding a task of this call are
+            # replaced, so a late answer can never be read as the answer to a later call.
+            for worker in list(busy):
+                self._replace(worker)
         return [r if r is not None else ("error", "lost") for r in results]
 
     def _wait_and_collect(self, busy: dict[_Worker, tuple[int, float]],

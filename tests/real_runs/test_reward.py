@@ -224,3 +224,27 @@ def test_choice_reward() -> None:
     assert result.successes_R.tolist() == [True, True, True, False, False, False, True, True]
     assert result.metrics["reward/no_answer"] == 2
     assert extract_choice("ANSWER: A then \\boxed{C}") == "C"
+
+
+def test_pool_interrupted_call_leaves_no_stale_answers(monkeypatch) -> None:
+    """A call aborted mid-way (e.g. Ctrl-C) replaces its busy workers; the next call is clean."""
+    with TimedPool("real_runs.rewards.pool:probe", num_workers=2, timeout_s=5.0) as pool:
+        deadline = time.monotonic() + 60
+        while not all(w.ready for w in pool._workers) and time.monotonic() < deadline:
+            pool.map([("sleep", 0.05)])  # until both workers have started
+        before = set(pool.pids)
+        real_wait = pool._wait_and_collect
+        calls = {"n": 0}
+
+        def interrupt(busy, results):
+            calls["n"] += 1
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(pool, "_wait_and_collect", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            pool.map([("sleep", 0.5), ("sleep", 0.5)])
+        monkeypatch.setattr(pool, "_wait_and_collect", real_wait)
+        assert calls["n"] == 1 and not before & set(pool.pids) and pool.restarts == 2
+        out = pool.map([("pid",)] * 4)
+        assert [status for status, _ in out] == ["ok"] * 4
+        assert {int(v) for _, v in out} <= set(pool.pids)
