@@ -22,12 +22,16 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import math_verify  # noqa: F401  (imported here so a missing one gets the `train` extra hint)
 import numpy as np
 
 from gdro_lab.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable
 from real_runs.data import BENCHMARKS, DataError, format_prompt, load_dataset_records
+from real_runs.engines import make_engine
 from real_runs.evaluate import evaluation_metrics, worst_names
+from real_runs.models import ModelError, load_policy
 from real_runs.reward import ChoiceReward, MathReward, reward_kind
+from real_runs.rewards.pool import PoolStartError
 from real_runs.types import Problem, SamplingParams
 
 DEFAULT_BENCHMARKS = "math500,aime24,aime25,amc23,minerva,olympiadbench"
@@ -37,8 +41,15 @@ class EvalError(ValueError):
     """Bad input for `gdro eval`; the message names the problem and the fix."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit code 2)."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"gdro eval: {message} (see gdro eval --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gdro eval", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="gdro eval", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="Hugging Face id, local folder, or 'tiny'")
     parser.add_argument("--benchmarks", default=DEFAULT_BENCHMARKS,
                         help=f"comma-separated, from: {', '.join(BENCHMARKS)}")
@@ -192,9 +203,6 @@ def format_table(metrics: dict[str, float], names: Sequence[str], k: int) -> str
 
 
 def _load_engine(args: argparse.Namespace) -> tuple[Any, Any]:
-    from real_runs.engines import make_engine
-    from real_runs.models import ModelError, load_policy
-
     try:
         model, tokenizer = load_policy(args.model, device=args.device, dtype=args.dtype, seed=args.seed)
         return make_engine(args.engine, model, tokenizer), tokenizer
@@ -215,7 +223,7 @@ def _write(args: argparse.Namespace, metrics: dict[str, float], samples: list[di
         with RunWriter(target, config, num_bins=1, producer="gdro eval", bin_labels=["all"]) as writer:
             writer.log_eval(step, metrics)
     if args.save_samples:
-        with open(target / f"eval_samples_step{step}.jsonl", "w", encoding="utf-8") as handle:
+        with open(target / f"eval_samples_step{step}.jsonl", "a", encoding="utf-8") as handle:
             handle.writelines(json.dumps(s) + "\n" for s in samples)
     return target
 
@@ -256,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         run(args)
-    except (EvalError, RunFormatError) as err:
+    except (EvalError, RunFormatError, PoolStartError) as err:
         print(f"gdro eval: {err}", file=sys.stderr)
         return 2
     return 0

@@ -29,6 +29,10 @@ from typing import Any, Sequence
 STARTUP_TIMEOUT_S = 120.0
 
 
+class PoolStartError(RuntimeError):
+    """A worker could not start (its module does not import); the message names the module."""
+
+
 def _worker_main(conn: Connection, func_path: str) -> None:
     """Worker loop: import the task function, say ready, then answer (id, args) messages."""
     module_name, func_name = func_path.split(":")
@@ -184,7 +188,7 @@ class TimedPool:
             elif worker in busy and time.monotonic() >= busy[worker][1]:
                 self._fail(worker, busy, results, "timeout", None)
             elif not worker.ready and time.monotonic() >= worker.started + STARTUP_TIMEOUT_S:
-                raise RuntimeError(f"reward worker for {self.func_path} did not start within "
+                raise PoolStartError(f"reward worker for {self.func_path} did not start within "
                                    f"{STARTUP_TIMEOUT_S:.0f} s: check that the module imports")
 
     def _fail(self, worker: _Worker, busy: dict[_Worker, tuple[int, float]],
@@ -193,7 +197,7 @@ class TimedPool:
             index, _ = busy.pop(worker)
             results[index] = (status, value)
         elif not worker.ready:
-            raise RuntimeError(f"reward worker for {self.func_path} exited while starting "
+            raise PoolStartError(f"reward worker for {self.func_path} exited while starting "
                                f"(exit code {worker.process.exitcode}): check that the module imports")
         self._replace(worker)
 

@@ -126,7 +126,11 @@ def test_append_to_a_live_trainer_run(fake_engine, tmp_path: Path) -> None:
 
 
 def _one_line_error(capsys, argv: list[str], match: str) -> None:
-    assert gdro(argv) == 2
+    try:
+        rc = gdro(argv)
+    except SystemExit as exit_:  # argparse's own errors
+        rc = exit_.code
+    assert rc == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("gdro eval: ") and "\n" not in err and "Traceback" not in err
     assert match in err, err
@@ -134,6 +138,9 @@ def _one_line_error(capsys, argv: list[str], match: str) -> None:
 
 def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys, monkeypatch, shared_data) -> None:
     base = ["eval", "--model", "tiny", "--limit", "2"]
+    _one_line_error(capsys, ["eval", "--k", "2"], "the following arguments are required: --model")
+    _one_line_error(capsys, base + ["--k", "two"], "argument --k: invalid int value: 'two'")
+    _one_line_error(capsys, base + ["--engine", "jax"], "argument --engine: invalid choice")
     _one_line_error(capsys, base + ["--benchmarks", "math500,math501"], "unknown benchmark 'math501'")
     _one_line_error(capsys, base + ["--k", "8", "--n", "4"], "--k 8 is larger than the 4 samples")
     _one_line_error(capsys, base + ["--k", "0"], "--k 0: use k >= 1")

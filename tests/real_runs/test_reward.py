@@ -14,7 +14,7 @@ import pytest
 from real_runs.data import load_dataset_records
 from real_runs.reward import (ChoiceReward, MathReward, extract_choice, extract_last_boxed,
                               reward_kind)
-from real_runs.rewards.pool import TimedPool
+from real_runs.rewards.pool import PoolStartError, TimedPool
 from real_runs.types import Reward
 
 #: (gold answer, response, accepted?)
@@ -248,3 +248,12 @@ def test_pool_interrupted_call_leaves_no_stale_answers(monkeypatch) -> None:
         out = pool.map([("pid",)] * 4)
         assert [status for status, _ in out] == ["ok"] * 4
         assert {int(v) for _, v in out} <= set(pool.pids)
+
+
+def test_pool_with_a_module_that_does_not_import() -> None:
+    pool = TimedPool("real_runs.no_such_module:task", num_workers=1, timeout_s=1.0)
+    try:
+        with pytest.raises(PoolStartError, match="exited while starting"):
+            pool.map([("x",)])
+    finally:
+        pool.close()
