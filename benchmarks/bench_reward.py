@@ -26,7 +26,8 @@ def _timed(reward, responses: list[str], answers: list[str], repeat: int) -> tup
     start = time.perf_counter()
     for _ in range(repeat):
         result = reward.score(responses, answers)
-    return time.perf_counter() - start, result.metrics
+    metrics = dict(result.metrics, accepted=float(result.successes_R.mean()))
+    return time.perf_counter() - start, metrics
 
 
 def main() -> None:
@@ -74,11 +75,13 @@ def main() -> None:
 
     print(f"workers={args.workers} timeout={args.timeout}s cpus={os.cpu_count()} "
           f"load={os.getloadavg()[0]:.1f}")
-    print(f"| case | responses | seconds | responses/s | timeouts |")
-    print("|---|---:|---:|---:|---:|")
+    print("| case | responses | seconds | responses/s | accepted (last pass) | timeouts (last pass) |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, count, seconds, metrics in rows:
         rate = f"{count / seconds:,.0f}" if count > 1 else "-"
-        print(f"| {name} | {count:,} | {seconds:.2f} | {rate} | {metrics.get('reward/timeouts', 0):.0f} |")
+        accepted = f"{100 * metrics['accepted']:.1f}%" if "accepted" in metrics else "-"
+        print(f"| {name} | {count:,} | {seconds:.2f} | {rate} | {accepted} | "
+              f"{metrics.get('reward/timeouts', 0):.0f} |")
 
 
 if __name__ == "__main__":
