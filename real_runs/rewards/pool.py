@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Sequence
 
+#: Preloaded by the forkserver so replacement math-verify workers start warm.
+MATH_TASK_MODULE = "real_runs.rewards.math_task"
+
 #: How long a fresh worker may take to import its module and report ready.
 STARTUP_TIMEOUT_S = 120.0
 
@@ -118,7 +121,9 @@ class TimedPool:
         self.restarts = 0
         self._context = _context()
         if self._context.get_start_method() == "forkserver":
-            self._context.set_forkserver_preload([func_path.split(":")[0]])
+            # Only the first pool's list counts (the server starts once per process), so the
+            # math-verify task is always preloaded; a module that fails to import is skipped.
+            self._context.set_forkserver_preload(sorted({MATH_TASK_MODULE, func_path.split(":")[0]}))
         self._workers: list[_Worker] = [self._start() for _ in range(num_workers)]
         self._finalizer = weakref.finalize(self, _shutdown, self._workers)
 
