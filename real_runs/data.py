@@ -139,6 +139,8 @@ def _clean_answer(value: Any) -> str:
     """Gold answer as a string: floats that are integers lose their ".0", AIME's "023" -> "23"."""
     if value is None:
         return ""
+    if isinstance(value, (list, tuple)):  # several accepted values: one comma-separated answer
+        return ", ".join(_clean_answer(v) for v in value if _clean_answer(v))
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(value)
     text = str(value).strip()
@@ -203,8 +205,8 @@ def _answer_of(row: dict[str, Any]) -> str:
         return _clean_answer(truth)
     if "final_answer" in row:
         final = row["final_answer"]
-        final = final[0] if isinstance(final, list) and final else final
-        return _clean_answer(str(final).replace("$", "")) if final else ""
+        finals = final if isinstance(final, list) else [final]
+        return _clean_answer([str(f).replace("$", "") for f in finals if f])
     raw = row.get("answer")
     if isinstance(raw, str) and "####" in raw:
         return _clean_answer(raw.rsplit("####", 1)[1].replace(",", ""))

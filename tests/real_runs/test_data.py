@@ -124,11 +124,14 @@ def test_bad_rows_are_skipped_and_summarised(tmp_path: Path, caplog: pytest.LogC
         {"problem": "boxed only", "solution": "so \\boxed{\\frac{1}{2}}."},
         {"problem": "null answer", "answer": None},
         [1, 2, 3],
+        {"problem": "two roots", "reward_model": {"ground_truth": ["1", "-2"]}},
+        {"question": "olympiad", "final_answer": ["$3$", "$5$"]},
     ])
     with caplog.at_level(logging.WARNING, logger="real_runs.data"):
         records, skipped = load_with_skips(str(path))
-    assert [r.answer for r in records] == ["2", "1234", "\\frac{1}{2}"]
-    assert [r.id for r in records] == ["mine:test:0", "mine:test:4", "mine:test:5"]
+    assert [r.answer for r in records] == ["2", "1234", "\\frac{1}{2}", "1, -2", "3, 5"]
+    assert [r.id for r in records] == ["mine:test:0", "mine:test:4", "mine:test:5", "mine:test:8",
+                                       "mine:test:9"]
     assert skipped == [1, 2, 3, 6, 7]
     lines = [r.getMessage() for r in caplog.records]
     assert lines == ["mine:test: skipped 5 rows without a usable answer (rows 1, 2, 3, 6, 7)"]
