@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-prompts", type=int, default=64, help="prompts per generate call")
+    parser.add_argument("--max-batch-tokens", type=int, default=None,
+                        help="hf engine: KV-cache budget per generate call, rows x (prompt + new tokens)")
     parser.add_argument("--reward-workers", type=int, default=2)
     parser.add_argument("--reward-timeout", type=float, default=5.0, help="seconds per response")
     parser.add_argument("--num-boot", type=int, default=1000, help="bootstrap replicates")
@@ -89,7 +91,8 @@ def check_args(args: argparse.Namespace) -> list[str]:
     if args.k > args.n:
         raise EvalError(f"--k {args.k} is larger than the {args.n} samples per prompt: "
                         "raise --n or lower --k")
-    for name in ("limit", "batch_prompts", "reward_workers", "num_boot", "max_new_tokens"):
+    for name in ("limit", "batch_prompts", "reward_workers", "num_boot", "max_new_tokens",
+                 "max_batch_tokens"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise EvalError(f"--{name.replace('_', '-')} {value}: use a positive integer")
@@ -205,7 +208,8 @@ def format_table(metrics: dict[str, float], names: Sequence[str], k: int) -> str
 def _load_engine(args: argparse.Namespace) -> tuple[Any, Any]:
     try:
         model, tokenizer = load_policy(args.model, device=args.device, dtype=args.dtype, seed=args.seed)
-        return make_engine(args.engine, model, tokenizer), tokenizer
+        options = {} if args.max_batch_tokens is None else {"max_batch_tokens": args.max_batch_tokens}
+        return make_engine(args.engine, model, tokenizer, **options), tokenizer
     except ModelError as err:
         raise EvalError(str(err)) from None
     except ImportError as err:

@@ -186,14 +186,23 @@ def test_tiny_model_end_to_end(tmp_path: Path, capsys, shared_data) -> None:
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
     out = tmp_path / "tiny"
-    rc = gdro(["eval", "--model", "tiny", "--benchmarks", "math500,aime24", "--limit", "16",
-               "--k", "2", "--max-new-tokens", "24", "--out", str(out), "--num-boot", "200",
-               "--save-samples"])
-    assert rc == 0
+    argv = ["eval", "--model", "tiny", "--benchmarks", "math500,aime24", "--limit", "16", "--k", "2",
+            "--max-new-tokens", "24", "--num-boot", "200", "--save-samples", "--batch-prompts", "10",
+            "--max-batch-tokens", "2000"]
+    assert gdro(argv + ["--out", str(out)]) == 0
+    # Same seed, same samples and metrics (the engine seeds each chunk from --seed).
+    assert gdro(argv + ["--out", str(tmp_path / "again")]) == 0
+    again = read_run(tmp_path / "again").evals[0]["metrics"]
+    texts = [(out / "eval_samples_step0.jsonl").read_text(), (tmp_path / "again" / "eval_samples_step0.jsonl").read_text()]
+    assert texts[0] == texts[1]
+    assert gdro(argv + ["--out", str(tmp_path / "seed1"), "--seed", "1"]) == 0
+    assert (tmp_path / "seed1" / "eval_samples_step0.jsonl").read_text() != texts[0]
     metrics = read_run(out).evals[0]["metrics"]
     assert metrics["math500/num_prompts"] == 16 and metrics["aime24/num_prompts"] == 16
     assert metrics["pooled/mean@2"] < 0.05 and metrics["worst_group/mean@2"] == 0.0
     assert 0 < metrics["eval/mean_response_tokens"] <= 24
     samples = [json.loads(line) for line in (out / "eval_samples_step0.jsonl").read_text().splitlines()]
     assert len(samples) == 64 and len({s["id"] for s in samples}) == 32
+    assert {k: v for k, v in again.items() if k != "time/eval"} == {
+        k: v for k, v in metrics.items() if k != "time/eval"}
     assert "pooled" in capsys.readouterr().out
