@@ -149,15 +149,22 @@ def append_eval(run_dir: str | os.PathLike[str], step: int, metrics: dict[str, A
 def load_problems(names: Sequence[str], limit: int | None) -> list[Problem]:
     """The problems of every benchmark, in order (one-line error on a missing file)."""
     try:
-        return [p for name in names for p in load_dataset_records(name, limit=limit)]
+        problems = [p for name in names for p in load_dataset_records(name, limit=limit)]
     except DataError as err:
         raise EvalError(str(err)) from None
+    if not problems:
+        raise EvalError(f"no usable problems in {', '.join(names)}: check the data files")
+    return problems
 
 
 def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any, n: int,
                        sampling: SamplingParams, batch_prompts: int, rewards: dict[str, Any],
-                       log=print) -> tuple[np.ndarray, dict[str, float], list[dict[str, Any]]]:
-    """Generate n samples per problem in chunks and score them; returns (successes_R, stats, samples)."""
+                       log=print, keep_samples: bool = False
+                       ) -> tuple[np.ndarray, dict[str, float], list[dict[str, Any]]]:
+    """Generate n samples per problem in chunks and score them; returns (successes_R, stats, samples).
+
+    ``samples`` (id, sample index, success, text per response) is filled only with ``keep_samples``.
+    """
     successes: list[np.ndarray] = []
     stats = {"tokens": 0.0, "truncated": 0.0, "reward/timeouts": 0.0, "reward/errors": 0.0}
     samples: list[dict[str, Any]] = []
@@ -182,9 +189,10 @@ def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any,
         successes.append(success_R)
         stats["tokens"] += float(rollouts.lengths_R.sum())
         stats["truncated"] += float(sum(r == "length" for r in rollouts.finish_reasons))
-        samples += [{"id": p.id, "sample": r % n, "success": bool(s), "text": t}
-                    for r, (p, s, t) in enumerate(zip(owners, success_R, rollouts.texts))]
-        log(f"gdro eval: {min(start + batch_prompts, len(problems))}/{len(problems)} prompts", )
+        if keep_samples:
+            samples += [{"id": p.id, "sample": r % n, "success": bool(s), "text": t}
+                        for r, (p, s, t) in enumerate(zip(owners, success_R, rollouts.texts))]
+        log(f"gdro eval: {min(start + batch_prompts, len(problems))}/{len(problems)} prompts")
     return np.concatenate(successes), stats, samples
 
 
@@ -247,7 +255,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
     try:
         successes_R, stats, samples = generate_and_score(
             problems, engine, tokenizer, args.n, sampling, args.batch_prompts, rewards,
-            log=lambda line: print(line, file=sys.stderr))
+            log=lambda line: print(line, file=sys.stderr), keep_samples=args.save_samples)
     finally:
         for reward in rewards.values():
             reward.close()
