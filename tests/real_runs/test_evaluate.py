@@ -115,3 +115,33 @@ def test_worst_group_interval_brackets_the_minimum() -> None:
     assert metrics["worst_group/mean@4"] == pytest.approx(direct)
     assert metrics["worst_group/mean@4_lo"] < direct < metrics["worst_group/mean@4_hi"]
     assert worst_names(metrics, 4)[0] == "g0"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_metric_invariants(data) -> None:
+    """pooled = size-weighted mean of benchmarks; worst <= every member; lo <= hi; pass@k >= mean@k."""
+    num = data.draw(st.integers(2, 25))
+    k = data.draw(st.integers(1, 3))
+    counts_P = np.array(data.draw(st.lists(st.integers(k, 5), min_size=num, max_size=num)))
+    successes_R = np.array(data.draw(st.lists(st.booleans(), min_size=int(counts_P.sum()),
+                                              max_size=int(counts_P.sum()))))
+    benches = data.draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=num, max_size=num))
+    groups = [f"{b}{data.draw(st.integers(0, 2))}" for b in benches]
+    m = evaluation_metrics(successes_R, counts_P, benches, groups, k, num_boot=50, seed=1)
+    names = sorted(set(benches))
+    sizes = {b: benches.count(b) for b in names}
+    pooled = sum(m[f"{b}/mean@{k}"] * sizes[b] for b in names) / num
+    assert m[f"pooled/mean@{k}"] == pytest.approx(pooled)
+    assert m[f"worst_benchmark/mean@{k}"] == pytest.approx(min(m[f"{b}/mean@{k}"] for b in names))
+    group_values = [v for n, v in m.items() if n.startswith("group/") and n.endswith(f"/mean@{k}")]
+    assert len(group_values) == len(set(groups))
+    assert m[f"worst_group/mean@{k}"] == pytest.approx(min(group_values))
+    for b in names + ["pooled"]:
+        assert m[f"{b}/pass@{k}"] >= m[f"{b}/mean@{k}"] - 1e-12
+    for name in [n for n in m if n.endswith("_lo")]:
+        assert m[name] <= m[name[:-3] + "_hi"] + 1e-12

@@ -257,3 +257,22 @@ def test_pool_with_a_module_that_does_not_import() -> None:
             pool.map([("x",)])
     finally:
         pool.close()
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_LATEXISH = st.text(alphabet=list("\\{}()[]^_$0123456789xyz+-*/=,. boxedfracsqrtlefightinfty"),
+                    max_size=120)
+
+
+@settings(max_examples=25, deadline=None)
+@given(responses=st.lists(_LATEXISH.map(lambda t: "\\boxed{" + t), min_size=1, max_size=6),
+       answer=st.sampled_from(["5", "\\frac{1}{2}", "(-\\infty, 3]", "x^2+1"]))
+def test_random_latex_never_raises(math_reward: MathReward, responses: list[str], answer: str) -> None:
+    start = time.monotonic()
+    result = math_reward.score(responses, [answer] * len(responses))
+    assert set(result.rewards_R.tolist()) <= {-1.0, 1.0}
+    assert np.array_equal(result.rewards_R == 1.0, result.successes_R)
+    # Each response is bounded by the hard timeout; two workers share the list.
+    assert time.monotonic() - start <= math_reward.timeout_s * len(responses) + 1.0
