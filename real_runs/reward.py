@@ -16,6 +16,8 @@ Safety, in order:
    math-verify in their main thread (its ``signal.alarm`` soft timeouts work there) under a hard
    wall-clock timeout; a hung worker is killed and replaced, a crashed one replaced; either way
    the response scores -1 and is counted (``reward/timeouts``, ``reward/errors``).
+4. Model output is never evaluated as code: math-verify runs with LaTeX extraction only (its
+   plain-expression fallback would pass arithmetic to sympy's ``parse_expr``, i.e. ``eval``).
 
 Departure from the paper: the released code scores with verl's ``math_dapo`` (normalised string
 match of an "Answer:" line); issue 8 asks for math-verify on ``\\boxed{}``, which accepts

@@ -276,3 +276,13 @@ def test_random_latex_never_raises(math_reward: MathReward, responses: list[str]
     assert np.array_equal(result.rewards_R == 1.0, result.successes_R)
     # Each response is bounded by the hard timeout; two workers share the list.
     assert time.monotonic() - start <= math_reward.timeout_s * len(responses) + 1.0
+
+
+def test_model_output_is_never_run_as_code(math_reward: MathReward, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    payloads = [f"\\boxed{{__import__('os').system('touch {marker}')}}",
+                f"\\boxed{{exec(\"open('{marker}', 'w')\")}}",
+                f"so 1 + __import__('pathlib').Path('{marker}').touch() \\boxed{{2**3}}"]
+    result = math_reward.score(payloads, ["0", "0", "0"])
+    assert result.successes_R.tolist() == [False, False, False]
+    assert not marker.exists()
