@@ -4,6 +4,7 @@ Subcommands:
   gdro simulate [STUDY] [...]   toy studies in the heavy-tailed bandit simulator (simulators/)
   gdro app [RUN_DIR ...]        the Streamlit app for logged curricula (apps/)
   gdro report RUN_DIR [...]     static PNG figures of run directories (apps/report.py)
+  gdro eval --model M [...]     mean@k / pass@k / worst group on math benchmarks (real_runs/)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ COMMANDS = {
     "simulate": ("simulators.cli", "main", "toy studies in the synthetic bandit world"),
     "app": ("apps.launch", "main", "Streamlit app for run directories"),
     "report": ("apps.report", "main", "static PNG figures for run directories"),
+    "eval": ("real_runs.eval_cli", "main", "mean@k / pass@k / worst group of a model on math benchmarks"),
 }
 
 
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        extra = {"simulate": "sim", "app": "app", "report": "sim"}[name]
+        extra = {"simulate": "sim", "app": "app", "report": "sim", "eval": "train"}[name]
         print(f"gdro {name}: missing dependency ({err.name}): install with pip install -e '.[{extra}]'",
               file=sys.stderr)
         return 2

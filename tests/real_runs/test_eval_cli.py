@@ -1,0 +1,208 @@
+"""`gdro eval`: metrics through a fake engine, the tiny model end to end, appends, bad inputs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gdro_cli.main import main as gdro
+from gdro_lab.runlog import RunWriter, read_run
+from real_runs import eval_cli
+from real_runs.data import format_prompt, load_dataset_records
+from real_runs.types import Rollouts, SamplingParams
+
+K, N = 2, 4
+
+
+def _correct_count(problem_id: str) -> int:
+    """How many of the N samples the fake engine gets right for a prompt (0..N, by row)."""
+    return int(problem_id.rsplit(":", 1)[1]) % (N + 1)
+
+
+class FakeEngine:
+    """Answers prompt i right in its first c_i samples and wrong in the others."""
+
+    def __init__(self, problems) -> None:
+        self.by_prompt = {format_prompt(p, None): p for p in problems}
+        self.calls: list[SamplingParams] = []
+
+    def generate(self, prompts, counts_P, sampling):
+        self.calls.append(sampling)
+        texts = []
+        for prompt, count in zip(prompts, counts_P):
+            problem = self.by_prompt[prompt]
+            right = _correct_count(problem.id)
+            for j in range(count):
+                if problem.source == "gpqa":
+                    letter = problem.answer[0] if j < right else "ABCD"[("ABCD".index(problem.answer[0]) + 1) % 4]
+                    texts.append(f"so the answer is \\boxed{{{letter}}}")
+                else:
+                    texts.append(f"\\boxed{{{problem.answer}}}" if j < right else "\\boxed{-987654}")
+        total = int(np.sum(counts_P))
+        return Rollouts(np.asarray(counts_P), [[1]] * len(prompts), [[1, 2]] * total,
+                        [np.zeros(2, np.float32)] * total, texts, ["stop"] * total)
+
+    def load_weights(self, state_dict) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_engine(monkeypatch, shared_data):
+    holder = {}
+
+    def load(args):
+        problems = [p for b in args.benchmarks.split(",") for p in load_dataset_records(b, limit=args.limit)]
+        holder["engine"] = FakeEngine(problems)
+        return holder["engine"], None
+
+    monkeypatch.setattr(eval_cli, "_load_engine", load)
+    return holder
+
+
+def _brute_pass(c: int, n: int, k: int) -> float:
+    subsets = list(itertools.combinations([True] * c + [False] * (n - c), k))
+    return sum(any(s) for s in subsets) / len(subsets)
+
+
+def test_metrics_through_a_fake_engine(fake_engine, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    rc = gdro(["eval", "--model", "fake", "--benchmarks", "math500,aime24,gpqa", "--limit", "12",
+               "--k", str(K), "--n", str(N), "--out", str(out), "--num-boot", "100",
+               "--batch-prompts", "5", "--save-samples"])
+    assert rc == 0
+    run = read_run(out)
+    assert run.meta["producer"] == "gdro eval" and run.meta["status"] == "finished"
+    assert len(run.evals) == 1 and run.evals[0]["step"] == 0
+    metrics = run.evals[0]["metrics"]
+    for bench in ("math500", "aime24", "gpqa"):
+        counts = [_correct_count(p.id) for p in load_dataset_records(bench, limit=12)]
+        assert metrics[f"{bench}/mean@{K}"] == pytest.approx(np.mean(counts) / N)
+        assert metrics[f"{bench}/pass@{K}"] == pytest.approx(np.mean([_brute_pass(c, N, K) for c in counts]))
+        assert metrics[f"{bench}/mean@{K}_lo"] <= metrics[f"{bench}/mean@{K}"] <= metrics[f"{bench}/mean@{K}_hi"]
+    assert metrics["pooled/num_prompts"] == 36
+    math500 = load_dataset_records("math500", limit=12)
+    group_means = {}
+    for problem in math500:
+        group_means.setdefault(problem.group, []).append(_correct_count(problem.id) / N)
+    for group, values in group_means.items():
+        assert metrics[f"group/{group}/mean@{K}"] == pytest.approx(np.mean(values))
+    all_groups = [np.mean(v) for v in group_means.values()] + [metrics["aime24/mean@2"], metrics["gpqa/mean@2"]]
+    assert metrics[f"worst_group/mean@{K}"] == pytest.approx(min(all_groups))
+    assert metrics[f"worst_benchmark/mean@{K}"] == pytest.approx(
+        min(metrics[f"{b}/mean@{K}"] for b in ("math500", "aime24", "gpqa")))
+    # The paper's validation sampling is the default; chunks get distinct seeds.
+    calls = fake_engine["engine"].calls
+    assert {(c.temperature, c.top_p, c.top_k, c.max_new_tokens) for c in calls} == {(0.6, 0.8, 20, 4096)}
+    assert len(calls) == 8 and len({c.seed for c in calls}) == 8
+    samples = (out / "eval_samples_step0.jsonl").read_text().splitlines()
+    assert len(samples) == 36 * N
+    table = capsys.readouterr().out
+    assert "math500" in table and "worst group:" in table and "worst benchmark:" in table
+
+
+def test_append_to_a_live_trainer_run(fake_engine, tmp_path: Path) -> None:
+    run_dir = tmp_path / "trainer"
+    writer = RunWriter(run_dir, {"lr": 1e-6}, num_bins=3, producer="trainer")
+    for step in range(4):
+        writer.log_step(step, {"loss": 0.1 * step}, {"count": [1, 2, 3]})
+    rc = gdro(["eval", "--model", "fake", "--benchmarks", "aime24", "--limit", "5", "--k", "1",
+               "--n", "2", "--run", str(run_dir), "--num-boot", "50"])
+    assert rc == 0
+    writer.log_step(4, {"loss": 0.4}, {"count": [1, 2, 3]})
+    writer.log_eval(4, {"aime24/mean@1": 0.5})
+    writer.close()
+    run = read_run(run_dir)
+    assert [e["step"] for e in run.evals] == [3, 4]
+    assert run.evals[0]["metrics"]["aime24/num_prompts"] == 5
+    assert run.steps.tolist() == [0, 1, 2, 3, 4] and run.meta["status"] == "finished"
+    assert run.meta["producer"] == "trainer" and run.config == {"lr": 1e-6}
+    rc = gdro(["eval", "--model", "fake", "--benchmarks", "aime24", "--limit", "2", "--k", "1",
+               "--run", str(run_dir), "--step", "7", "--num-boot", "10"])
+    assert rc == 0 and [e["step"] for e in read_run(run_dir).evals] == [3, 4, 7]
+
+
+def _one_line_error(capsys, argv: list[str], match: str) -> None:
+    try:
+        rc = gdro(argv)
+    except SystemExit as exit_:  # argparse's own errors
+        rc = exit_.code
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gdro eval: ") and "\n" not in err and "Traceback" not in err
+    assert match in err, err
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys, monkeypatch, shared_data) -> None:
+    base = ["eval", "--model", "tiny", "--limit", "2"]
+    _one_line_error(capsys, ["eval", "--k", "2"], "the following arguments are required: --model")
+    _one_line_error(capsys, base + ["--k", "two"], "argument --k: invalid int value: 'two'")
+    _one_line_error(capsys, base + ["--engine", "jax"], "argument --engine: invalid choice")
+    _one_line_error(capsys, base + ["--benchmarks", "math500,math501"], "unknown benchmark 'math501'")
+    _one_line_error(capsys, base + ["--k", "8", "--n", "4"], "--k 8 is larger than the 4 samples")
+    _one_line_error(capsys, base + ["--k", "0"], "--k 0: use k >= 1")
+    _one_line_error(capsys, base + ["--out", "a", "--run", "b"], "not both")
+    _one_line_error(capsys, base + ["--run", str(tmp_path)], "not a gdro run directory")
+    existing = tmp_path / "existing"
+    RunWriter(existing, {}, num_bins=1, producer="x").close()
+    _one_line_error(capsys, base + ["--out", str(existing)], "already holds a run")
+    (existing / "eval.jsonl").write_text('{"step": 0, "metrics": {}}\n{"step": 1, "metr')
+    _one_line_error(capsys, base + ["--run", str(existing)], "ends with a half-written line")
+    assert (existing / "eval.jsonl").read_text().endswith('"metr')  # nothing was changed
+    folder = tmp_path / "noweights"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
+    _one_line_error(capsys, ["eval", "--model", str(folder), "--benchmarks", "aime24", "--limit", "1",
+                             "--out", str(tmp_path / "o1")], "has no weights")
+    assert not (tmp_path / "o1").exists()
+    monkeypatch.setenv("GDRO_DATA", str(tmp_path / "nodata"))
+    _one_line_error(capsys, base + ["--benchmarks", "aime24", "--out", str(tmp_path / "o2")],
+                    "aime24/test.jsonl is missing")
+
+
+def test_missing_dependency_hint_points_at_the_train_extra(monkeypatch, capsys) -> None:
+    import importlib
+
+    real = importlib.import_module
+
+    def without_torch(name, *args):
+        if name == "real_runs.eval_cli":
+            raise ImportError("No module named 'torch'", name="torch")
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", without_torch)
+    assert gdro(["eval", "--model", "tiny"]) == 2
+    err = capsys.readouterr().err
+    assert err == "gdro eval: missing dependency (torch): install with pip install -e '.[train]'\n"
+
+
+@pytest.mark.slow
+def test_tiny_model_end_to_end(tmp_path: Path, capsys, shared_data) -> None:
+    """Random weights: the tiny model writes token soup, so every metric is ~0 (the reward never
+    sees the right \\boxed{} answer); what is checked is the pipeline and the run directory."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    out = tmp_path / "tiny"
+    argv = ["eval", "--model", "tiny", "--benchmarks", "math500,aime24", "--limit", "16", "--k", "2",
+            "--max-new-tokens", "24", "--num-boot", "200", "--save-samples", "--batch-prompts", "10",
+            "--max-batch-tokens", "2000"]
+    assert gdro(argv + ["--out", str(out)]) == 0
+    # Same seed, same samples and metrics (the engine seeds each chunk from --seed).
+    assert gdro(argv + ["--out", str(tmp_path / "again")]) == 0
+    again = read_run(tmp_path / "again").evals[0]["metrics"]
+    texts = [(out / "eval_samples_step0.jsonl").read_text(), (tmp_path / "again" / "eval_samples_step0.jsonl").read_text()]
+    assert texts[0] == texts[1]
+    assert gdro(argv + ["--out", str(tmp_path / "seed1"), "--seed", "1"]) == 0
+    assert (tmp_path / "seed1" / "eval_samples_step0.jsonl").read_text() != texts[0]
+    metrics = read_run(out).evals[0]["metrics"]
+    assert metrics["math500/num_prompts"] == 16 and metrics["aime24/num_prompts"] == 16
+    assert metrics["pooled/mean@2"] < 0.05 and metrics["worst_group/mean@2"] == 0.0
+    assert 0 < metrics["eval/mean_response_tokens"] <= 24
+    samples = [json.loads(line) for line in (out / "eval_samples_step0.jsonl").read_text().splitlines()]
+    assert len(samples) == 64 and len({s["id"] for s in samples}) == 32
+    assert {k: v for k, v in again.items() if k != "time/eval"} == {
+        k: v for k, v in metrics.items() if k != "time/eval"}
+    assert "pooled" in capsys.readouterr().out

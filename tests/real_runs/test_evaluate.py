@@ -1,0 +1,147 @@
+"""Evaluation metrics against hand-computed values, brute force and naive bootstrap loops."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from real_runs.evaluate import (bootstrap_stratum_sums, evaluation_metrics, per_prompt_scores,
+                                worst_names)
+
+
+def _brute_pass_at_k(outcomes: list[bool], k: int) -> float:
+    """Fraction of all k-subsets of the samples that contain a correct one."""
+    subsets = list(itertools.combinations(outcomes, k))
+    return sum(any(s) for s in subsets) / len(subsets)
+
+
+def test_per_prompt_scores_against_brute_force() -> None:
+    rng = np.random.default_rng(0)
+    counts_P = np.array([4, 6, 5, 8, 4])
+    successes_R = rng.random(counts_P.sum()) < 0.4
+    scores = per_prompt_scores(successes_R, counts_P, k=3)
+    start = 0
+    for i, n in enumerate(counts_P):
+        own = successes_R[start:start + n].tolist()
+        assert scores[i, 0] == pytest.approx(sum(own) / n)
+        assert scores[i, 1] == pytest.approx(_brute_pass_at_k(own, 3))
+        start += n
+
+
+def test_per_prompt_scores_reject_bad_input() -> None:
+    with pytest.raises(ValueError, match="k=8 is larger than the 4 samples"):
+        per_prompt_scores(np.zeros(8, bool), np.array([4, 4]), k=8)
+    with pytest.raises(ValueError, match="7 outcomes for sum"):
+        per_prompt_scores(np.zeros(7, bool), np.array([4, 4]), k=2)
+
+
+def test_hand_computed_metrics() -> None:
+    # Two benchmarks, k = n = 2. "a": prompts (1/2, 2/2) in groups g1, g2; "b": (0/2, 1/2).
+    successes_R = np.array([1, 0, 1, 1, 0, 0, 0, 1], bool)
+    counts_P = np.array([2, 2, 2, 2])
+    metrics = evaluation_metrics(successes_R, counts_P, ["a", "a", "b", "b"], ["g1", "g2", "b", "b"],
+                                 k=2, num_boot=200, seed=1)
+    assert metrics["a/mean@2"] == pytest.approx(0.75)
+    assert metrics["a/pass@2"] == pytest.approx(1.0)
+    assert metrics["b/mean@2"] == pytest.approx(0.25)
+    assert metrics["b/pass@2"] == pytest.approx(0.5)
+    assert metrics["pooled/mean@2"] == pytest.approx(0.5)
+    assert metrics["pooled/pass@2"] == pytest.approx(0.75)
+    assert metrics["group/g1/mean@2"] == pytest.approx(0.5)
+    assert metrics["group/g2/mean@2"] == pytest.approx(1.0)
+    assert metrics["group/b/mean@2"] == pytest.approx(0.25)
+    assert metrics["worst_group/mean@2"] == pytest.approx(0.25)
+    assert metrics["worst_benchmark/mean@2"] == pytest.approx(0.25)
+    assert metrics["a/num_prompts"] == 2 and metrics["pooled/num_prompts"] == 4
+    # Single-prompt strata cannot vary under a stratified bootstrap.
+    assert metrics["group/g1/mean@2_lo"] == metrics["group/g1/mean@2_hi"] == 0.5
+    assert metrics["a/mean@2_lo"] == metrics["a/mean@2_hi"] == 0.75
+    assert 0.0 <= metrics["b/mean@2_lo"] <= 0.25 <= metrics["b/mean@2_hi"] <= 0.5
+    assert worst_names(metrics, 2) == ("b", "b")
+    for name in [n for n in metrics if n.endswith("_lo")]:
+        assert metrics[name] <= metrics[name[:-3]] + 1e-12 or "worst" in name
+        assert metrics[name] <= metrics[name[:-3] + "_hi"]
+
+
+def test_shared_group_labels_are_prefixed_by_benchmark() -> None:
+    metrics = evaluation_metrics(np.ones(4, bool), np.array([2, 2]), ["x", "y"], ["algebra:L3"] * 2, k=1,
+                                 num_boot=10)
+    assert "group/x:algebra:L3/mean@1" in metrics and "group/y:algebra:L3/mean@1" in metrics
+
+
+def test_bootstrap_matches_a_naive_loop() -> None:
+    rng_data = np.random.default_rng(3)
+    values_PM = rng_data.random((30, 2))
+    strata_P = rng_data.integers(0, 3, size=30)
+    fast = bootstrap_stratum_sums(values_PM, strata_P, 3, 50, np.random.default_rng(9))
+    # Naive: the same draws (one (B, n_s) block per stratum, in stratum order), summed in loops.
+    rng = np.random.default_rng(9)
+    naive = np.zeros_like(fast)
+    for stratum in range(3):
+        members = [i for i in range(30) if strata_P[i] == stratum]
+        draws = rng.integers(0, len(members), size=(50, len(members)))
+        for b in range(50):
+            for d in draws[b]:
+                naive[b, stratum] += values_PM[members[d]]
+    np.testing.assert_allclose(fast, naive)
+
+
+def test_bootstrap_interval_coverage() -> None:
+    """Over 200 simulated evaluations the 95% interval of mean@k covers the truth ~95% of times."""
+    rng = np.random.default_rng(11)
+    covered = 0
+    trials = 200
+    p_P = rng.beta(1, 2, size=60)
+    truth = p_P.mean()  # expected mean@k of this fixed prompt set
+    for trial in range(trials):
+        counts_P = np.full(60, 8)
+        successes_R = rng.random(480) < np.repeat(p_P, 8)
+        metrics = evaluation_metrics(successes_R, counts_P, ["m"] * 60, ["m"] * 60, k=8,
+                                     num_boot=300, seed=trial)
+        covered += metrics["m/mean@8_lo"] <= truth <= metrics["m/mean@8_hi"]
+    # Resampling prompts also covers prompt-to-prompt spread, so coverage is conservative here.
+    assert 0.88 <= covered / trials <= 1.0
+
+
+def test_worst_group_interval_brackets_the_minimum() -> None:
+    rng = np.random.default_rng(5)
+    groups = [f"g{i % 4}" for i in range(80)]
+    p_P = np.array([0.2, 0.5, 0.6, 0.8])[[i % 4 for i in range(80)]]
+    successes_R = rng.random(80 * 4) < np.repeat(p_P, 4)
+    metrics = evaluation_metrics(successes_R, np.full(80, 4), ["m"] * 80, groups, k=4, num_boot=500)
+    direct = min(np.mean(successes_R.reshape(80, 4)[[i for i in range(80) if i % 4 == g]]) for g in range(4))
+    assert metrics["worst_group/mean@4"] == pytest.approx(direct)
+    assert metrics["worst_group/mean@4_lo"] < direct < metrics["worst_group/mean@4_hi"]
+    assert worst_names(metrics, 4)[0] == "g0"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_metric_invariants(data) -> None:
+    """pooled = size-weighted mean of benchmarks; worst <= every member; lo <= hi; pass@k >= mean@k."""
+    num = data.draw(st.integers(2, 25))
+    k = data.draw(st.integers(1, 3))
+    counts_P = np.array(data.draw(st.lists(st.integers(k, 5), min_size=num, max_size=num)))
+    successes_R = np.array(data.draw(st.lists(st.booleans(), min_size=int(counts_P.sum()),
+                                              max_size=int(counts_P.sum()))))
+    benches = data.draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=num, max_size=num))
+    groups = [f"{b}{data.draw(st.integers(0, 2))}" for b in benches]
+    m = evaluation_metrics(successes_R, counts_P, benches, groups, k, num_boot=50, seed=1)
+    names = sorted(set(benches))
+    sizes = {b: benches.count(b) for b in names}
+    pooled = sum(m[f"{b}/mean@{k}"] * sizes[b] for b in names) / num
+    assert m[f"pooled/mean@{k}"] == pytest.approx(pooled)
+    assert m[f"worst_benchmark/mean@{k}"] == pytest.approx(min(m[f"{b}/mean@{k}"] for b in names))
+    group_values = [v for n, v in m.items() if n.startswith("group/") and n.endswith(f"/mean@{k}")]
+    assert len(group_values) == len(set(groups))
+    assert m[f"worst_group/mean@{k}"] == pytest.approx(min(group_values))
+    for b in names + ["pooled"]:
+        assert m[f"{b}/pass@{k}"] >= m[f"{b}/mean@{k}"] - 1e-12
+    for name in [n for n in m if n.endswith("_lo")]:
+        assert m[name] <= m[name[:-3] + "_hi"] + 1e-12

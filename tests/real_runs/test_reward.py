@@ -1,0 +1,288 @@
+"""Rewards: right on real data (MATH-500), a table of formats, and never hanging on bad output."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from real_runs.data import load_dataset_records
+from real_runs.reward import (ChoiceReward, MathReward, extract_choice, extract_last_boxed,
+                              reward_kind)
+from real_runs.rewards.pool import PoolStartError, TimedPool
+from real_runs.types import Reward
+
+#: (gold answer, response, accepted?)
+FORMATS = [
+    ("\\frac{1}{2}", "so \\boxed{\\dfrac{1}{2}}", True),
+    ("\\frac{1}{2}", "\\boxed{0.5}", True),
+    ("\\frac{1}{2}", "\\boxed{1/2}", True),
+    ("\\frac{1}{2}", "\\boxed{\\frac12}", True),
+    ("\\frac{1}{2}", "\\boxed{\\frac{1}{3}}", False),
+    ("\\frac{\\sqrt{3}}{2}", "\\boxed{\\tfrac{\\sqrt3}{2}}", True),
+    ("(-\\infty, 3]", "\\boxed{(-\\infty,3]}", True),
+    ("(-\\infty, 3]", "\\boxed{(-\\infty,3)}", False),
+    ("[2, 5)", "\\boxed{[2,5)}", True),
+    ("30^\\circ", "\\boxed{30}", True),
+    ("30", "\\boxed{30^{\\circ}}", True),
+    ("336^\\circ", "\\boxed{336}", True),  # the AIME25 caveat in its README
+    ("5", "\\boxed{x = 5}", True),
+    ("5", "\\boxed{x=6}", False),
+    ("x=5", "\\boxed{5}", True),
+    ("10", "\\boxed{10 \\text{ cm}}", True),
+    ("10", "\\boxed{10\\,\\mathrm{cm}}", True),
+    ("1234", "\\boxed{1,234}", True),
+    ("1234567", "\\boxed{1{,}234{,}567}", True),
+    ("1234", "\\boxed{1,235}", False),
+    ("3", "First \\boxed{2}, then corrected: \\boxed{3}", True),  # the last box counts
+    ("2", "First \\boxed{2}, then corrected: \\boxed{3}", False),
+    ("23", "\\boxed{023}", True),
+    ("\\text{(C)}", "\\boxed{\\text{(C)}}", True),
+    ("2, 3", "\\boxed{3, 2}", True),
+    ("\\pi", "\\boxed{3.14}", False),
+    ("2\\sqrt{2}", "\\boxed{\\sqrt{8}}", True),
+    ("x^2+2x+1", "\\boxed{(x+1)^2}", True),
+    ("-1", "\\boxed{1}", False),
+    ("10\\%", "\\boxed{10}", True),
+    ("\\left( 3, \\frac{\\pi}{2} \\right)", "\\boxed{(3,\\frac{\\pi}{2})}", True),
+    ("5", "The answer is 5.", False),  # no box: no answer
+    ("5", "\\fbox{5}", True),
+]
+
+
+def test_reward_classes_fit_the_protocol(math_reward: MathReward) -> None:
+    assert isinstance(math_reward, Reward) and isinstance(ChoiceReward(), Reward)
+    assert reward_kind("gpqa") == "choice" and reward_kind("math500") == "math"
+
+
+@pytest.mark.parametrize("shortcut", [True, False])
+def test_table_of_formats(math_reward: MathReward, shortcut: bool) -> None:
+    if shortcut:
+        result = math_reward.score([r for _, r, _ in FORMATS], [g for g, _, _ in FORMATS])
+    else:
+        with MathReward(timeout_s=math_reward.timeout_s, exact_match_shortcut=False) as plain:
+            result = plain.score([r for _, r, _ in FORMATS], [g for g, _, _ in FORMATS])
+    expected = np.array([ok for _, _, ok in FORMATS])
+    wrong = [FORMATS[i] for i in np.flatnonzero(result.successes_R != expected)]
+    assert wrong == []
+    assert np.array_equal(result.rewards_R, np.where(expected, 1.0, -1.0))
+    assert result.metrics["reward/no_answer"] == 1
+    assert result.metrics["reward/mean"] == pytest.approx(np.where(expected, 1.0, -1.0).mean())
+
+
+def test_integer_shortcut_skips_math_verify(math_reward: MathReward) -> None:
+    result = math_reward.score(["\\boxed{042}", "\\boxed{41}", "\\boxed{-7}", "\\boxed{7}", "\\boxed{6/3}"],
+                               ["42", "42", "-7", "-7", "2"])
+    assert result.successes_R.tolist() == [True, False, True, False, True]
+    assert result.metrics["reward/shortcut"] == 4  # the fraction went to math-verify
+
+
+def test_extract_last_boxed() -> None:
+    assert extract_last_boxed("a \\boxed{1} b \\boxed{\\frac{2}{3}} c") == "\\frac{2}{3}"
+    assert extract_last_boxed("\\boxed{{a}{b}}") == "{a}{b}"
+    assert extract_last_boxed("no box") is None
+    assert extract_last_boxed("\\boxed{unclosed") is None
+    assert extract_last_boxed("\\boxed{" + "x" * 2000 + "}", max_chars=1000) is None
+
+
+def _normalised(answer: str) -> str:
+    """An independent, crude equality: spaces, \\left/\\right, "x=" and \\text removed."""
+    text = re.sub(r"\\(left|right|text|mbox)", "", answer)
+    text = re.sub(r"^[a-z]\s*=", "", text.replace(" ", ""))
+    return text.replace("{", "").replace("}", "").replace("\\!", "")
+
+
+@pytest.mark.slow
+def test_math500_reference_solutions(shared_data: Path) -> None:
+    """Each reference solution is accepted against its own answer (>= 99%) and rejected against
+    the next row's answer except where the two answers are genuinely equal. math-verify does all
+    the work here (no exact-match shortcut)."""
+    problems = load_dataset_records("math500")
+    solutions = [json.loads(line)["solution"] for line in open(shared_data / "math500/test.jsonl")]
+    answers = [p.answer for p in problems]
+    next_answers = answers[1:] + answers[:1]
+    with MathReward(timeout_s=10.0, num_workers=2, exact_match_shortcut=False) as reward:
+        own = reward.score(solutions, answers)
+        other = reward.score(solutions, next_answers)
+    assert own.successes_R.mean() >= 0.99, own.metrics
+    accepted = {i for i in np.flatnonzero(other.successes_R)}
+    genuinely_equal = {i for i in range(500) if _normalised(answers[i]) == _normalised(next_answers[i])}
+    assert accepted == genuinely_equal
+    assert 0 < len(genuinely_equal) < 10  # (5 vs x=5, 7 vs 7, 3 vs 3)
+
+
+def _timed_score(reward: MathReward, responses: list[str], answers: list[str]):
+    start = time.monotonic()
+    result = reward.score(responses, answers)
+    return result, time.monotonic() - start
+
+
+@pytest.mark.parametrize("name,response,counter", [
+    ("nested braces", "\\boxed{" + "{" * 100_000 + "1" + "}" * 100_000 + "}", "reward/no_answer"),
+    ("nested braces, no box", "{" * 100_000 + "}" * 100_000, "reward/no_answer"),
+    ("power tower", "\\boxed{9^{9^{9^{9^{9}}}}}", "reward/timeouts"),
+    ("1 MB without a box", "x" * 1_000_000, "reward/no_answer"),
+    ("1 MB inside a box", "\\boxed{" + "1+" * 500_000 + "1}", "reward/no_answer"),
+    ("broken LaTeX", "\\boxed{\\frac{1}{", "reward/no_answer"),
+    ("broken LaTeX, balanced", "\\boxed{\\frac{{1}{2}}\\left( \\sqrt[}", None),
+    ("empty text box", "\\boxed{\\text{}}", "reward/unparsed"),
+])
+def test_pathological_outputs_return_in_time(math_reward: MathReward, name: str, response: str,
+                                             counter: str) -> None:
+    result, elapsed = _timed_score(math_reward, [response], ["5"])
+    assert elapsed <= math_reward.timeout_s + 1.0, name
+    assert result.rewards_R.tolist() == [-1.0] and result.successes_R.tolist() == [False]
+    if counter is None:  # math-verify falls back to a string that matches nothing
+        assert result.metrics["reward/timeouts"] + result.metrics["reward/errors"] == 0
+    else:
+        assert result.metrics[counter] == 1, result.metrics
+
+
+def test_huge_response_with_a_right_answer_is_scored(math_reward: MathReward) -> None:
+    result, elapsed = _timed_score(math_reward, ["x" * 1_000_000 + " so \\boxed{\\dfrac{10}{4}}"],
+                                   ["\\frac{5}{2}"])
+    assert result.successes_R.tolist() == [True] and elapsed <= math_reward.timeout_s + 1.0
+
+
+def test_worker_killed_mid_call_is_replaced(math_reward: MathReward) -> None:
+    """Kill a worker while it scores: that response counts as an error, the pool recovers."""
+    import os
+    import signal
+
+    before = set(math_reward._pool.pids)
+    timer = threading.Timer(0.3, lambda: os.kill(sorted(before)[0], signal.SIGKILL))
+    timer.start()
+    towers = ["\\boxed{9^{9^{9^{9^{9}}}}}"] * 2
+    result, elapsed = _timed_score(math_reward, towers, ["5", "5"])
+    timer.join()
+    assert elapsed <= math_reward.timeout_s + 1.0
+    assert result.successes_R.tolist() == [False, False]
+    assert result.metrics["reward/errors"] == 1
+    assert result.metrics["reward/errors"] + result.metrics["reward/timeouts"] == 2
+    assert sorted(before)[0] not in math_reward._pool.pids
+    again = math_reward.score(["\\boxed{\\frac{2}{4}}"] * 4, ["\\frac{1}{2}"] * 4)
+    assert again.successes_R.all()
+
+
+def test_pool_hard_timeout_crash_and_exception() -> None:
+    with TimedPool("real_runs.rewards.pool:probe", num_workers=2, timeout_s=1.0) as pool:
+        start = time.monotonic()
+        out = pool.map([("sleep", 30.0), ("raise",), ("exit",), ("pid",), ("pid",)])
+        elapsed = time.monotonic() - start
+        assert [status for status, _ in out] == ["timeout", "error", "error", "ok", "ok"]
+        assert out[1][1].startswith("RuntimeError") and out[2][1] == "worker process died"
+        assert elapsed < 2.0
+        assert pool.restarts == 2
+        assert {int(v) for _, v in out[3:]} <= set(pool.pids)
+        assert pool.map([]) == []
+
+
+def test_pool_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError, match="num_workers=0"):
+        TimedPool("real_runs.rewards.pool:probe", num_workers=0)
+    with pytest.raises(ValueError, match="timeout_s=0"):
+        TimedPool("real_runs.rewards.pool:probe", timeout_s=0)
+
+
+def test_mismatched_lengths_raise(math_reward: MathReward) -> None:
+    with pytest.raises(ValueError, match="2 responses and 1 answers"):
+        math_reward.score(["a", "b"], ["1"])
+
+
+@pytest.mark.slow
+def test_ten_thousand_responses_without_a_hang(shared_data: Path, math_reward: MathReward) -> None:
+    problems = load_dataset_records("math500")
+    responses, answers, kinds = [], [], []
+    for i in range(10_000):
+        problem, other = problems[i % 500], problems[(i + 7) % 500]
+        kind = i % 4 if i % 1000 else 4
+        responses.append([f"so \\boxed{{{problem.answer}}}", f"... \\boxed{{{other.answer}}}",
+                          "I give up.", f"\\boxed{{{problem.answer}", "\\boxed{9^{9^{9^{9^{9}}}}}"][kind])
+        answers.append(problem.answer if kind < 4 else "5")
+        kinds.append(kind)
+    kinds_R = np.array(kinds)
+    result = math_reward.score(responses, answers)
+    assert result.successes_R[kinds_R == 0].all()
+    assert not result.successes_R[kinds_R >= 2].any()
+    assert result.successes_R[kinds_R == 1].mean() < 0.02
+    assert result.metrics["reward/no_answer"] == np.sum((kinds_R == 2) | (kinds_R == 3))
+    # The 10 power towers hit the timeout; ordinary responses almost never do.
+    assert 10 <= result.metrics["reward/timeouts"] + result.metrics["reward/errors"] <= 20
+
+
+def test_choice_reward() -> None:
+    reward = ChoiceReward()
+    responses = ["... so \\boxed{B}", "ANSWER: c", "The answer is (D).", "I think A) but \\boxed{C}",
+                 "\\boxed{E}", "no letter", "x" * 1_000_000 + "ANSWER: A", "\\boxed{\\text{A}}"]
+    answers = ["B) foo", "C) bar", "D) baz", "A) qux", "B) x", "A) y", "A) z", "A) w"]
+    result = reward.score(responses, answers)
+    assert result.successes_R.tolist() == [True, True, True, False, False, False, True, True]
+    assert result.metrics["reward/no_answer"] == 2
+    assert extract_choice("ANSWER: A then \\boxed{C}") == "C"
+
+
+def test_pool_interrupted_call_leaves_no_stale_answers(monkeypatch) -> None:
+    """A call aborted mid-way (e.g. Ctrl-C) replaces its busy workers; the next call is clean."""
+    with TimedPool("real_runs.rewards.pool:probe", num_workers=2, timeout_s=5.0) as pool:
+        deadline = time.monotonic() + 60
+        while not all(w.ready for w in pool._workers) and time.monotonic() < deadline:
+            pool.map([("sleep", 0.05)])  # until both workers have started
+        before = set(pool.pids)
+        real_wait = pool._wait_and_collect
+        calls = {"n": 0}
+
+        def interrupt(busy, results):
+            calls["n"] += 1
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(pool, "_wait_and_collect", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            pool.map([("sleep", 0.5), ("sleep", 0.5)])
+        monkeypatch.setattr(pool, "_wait_and_collect", real_wait)
+        assert calls["n"] == 1 and not before & set(pool.pids) and pool.restarts == 2
+        out = pool.map([("pid",)] * 4)
+        assert [status for status, _ in out] == ["ok"] * 4
+        assert {int(v) for _, v in out} <= set(pool.pids)
+
+
+def test_pool_with_a_module_that_does_not_import() -> None:
+    pool = TimedPool("real_runs.no_such_module:task", num_workers=1, timeout_s=1.0)
+    try:
+        with pytest.raises(PoolStartError, match="exited while starting"):
+            pool.map([("x",)])
+    finally:
+        pool.close()
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_LATEXISH = st.text(alphabet=list("\\{}()[]^_$0123456789xyz+-*/=,. boxedfracsqrtlefightinfty"),
+                    max_size=120)
+
+
+@settings(max_examples=25, deadline=None)
+@given(responses=st.lists(_LATEXISH.map(lambda t: "\\boxed{" + t), min_size=1, max_size=6),
+       answer=st.sampled_from(["5", "\\frac{1}{2}", "(-\\infty, 3]", "x^2+1"]))
+def test_random_latex_never_raises(math_reward: MathReward, responses: list[str], answer: str) -> None:
+    start = time.monotonic()
+    result = math_reward.score(responses, [answer] * len(responses))
+    assert set(result.rewards_R.tolist()) <= {-1.0, 1.0}
+    assert np.array_equal(result.rewards_R == 1.0, result.successes_R)
+    # Each response is bounded by the hard timeout; two workers share the list.
+    assert time.monotonic() - start <= math_reward.timeout_s * len(responses) + 1.0
+
+
+def test_model_output_is_never_run_as_code(math_reward: MathReward, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    payloads = [f"\\boxed{{__import__('os').system('touch {marker}')}}",
+                f"\\boxed{{exec(\"open('{marker}', 'w')\")}}",
+                f"so 1 + __import__('pathlib').Path('{marker}').touch() \\boxed{{2**3}}"]
+    result = math_reward.score(payloads, ["0", "0", "0"])
+    assert result.successes_R.tolist() == [False, False, False]
+    assert not marker.exists()
