@@ -20,7 +20,7 @@ def test_every_preset_loads_and_round_trips():
 def test_paper_presets_have_the_paper_settings(size, model):
     cfg = C.load_config(f"paper-qwen3-{size}")
     assert cfg.model.name == model
-    assert cfg.data.train.endswith("dapo_math_17k")
+    assert cfg.data.train == "dapo"
     assert (cfg.train.prompts_per_step, cfg.train.steps, cfg.eval.every, cfg.eval.k) == (256, 1000, 50, 8)
     assert (cfg.method.n_bar, cfg.method.n_min, cfg.method.n_max, cfg.method.num_bins) == (4, 2, 12, 10)
     assert (cfg.optim.lr, cfg.loss.kl_coef, cfg.loss.kl_estimator) == (1e-6, 0.001, "k3")
