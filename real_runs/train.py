@@ -218,7 +218,7 @@ def load_run_config(run_dir: str | os.PathLike[str]) -> TrainConfig:
 
 # ----------------------------------------------------------------------------- main
 
-def main(cfg: TrainConfig, *, resume: str | None = None, model: Any = None, tokenizer: Any = None,
+def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = None, tokenizer: Any = None,
          train_records: Sequence[Problem] | None = None, eval_records: dict[str, list[Problem]] | None = None,
          reward: Reward | None = None, engine: Any = None) -> Path:
     """Train; returns the run directory. ``resume`` continues that run from its last checkpoint.
@@ -228,6 +228,7 @@ def main(cfg: TrainConfig, *, resume: str | None = None, model: Any = None, toke
     """
     if resume is not None:
         cfg = load_run_config(check_resumable(resume))
+    assert cfg is not None, "give a config or a run directory to resume"
     tc, lc, mc = cfg.train, cfg.loss, cfg.method
     check_sinks(cfg.log.tensorboard, cfg.log.wandb)
     if tc.deterministic:
@@ -241,6 +242,14 @@ def main(cfg: TrainConfig, *, resume: str | None = None, model: Any = None, toke
     # --- parts: model, tokenizer, data, reward, engine, controllers, optimizer
     policy, tokenizer, records = _load_parts(cfg, model, tokenizer, train_records, device)
     records, prompt_texts = _prompts(records, tokenizer, cfg.rollout.max_prompt_tokens)
+    eval_problems: list[Problem] = []
+    if cfg.eval.every:
+        if eval_records is None:
+            from real_runs.data import load_dataset_records
+            eval_records = {b: load_dataset_records(b, limit=cfg.eval.limit or None) for b in cfg.eval.benchmarks}
+        eval_problems = [p for problems in eval_records.values() for p in problems]
+        if not eval_problems:
+            raise TrainError("eval.every > 0 but the evaluation sets hold no problem: set eval.benchmarks or eval.every=0")
     classifier_cfg, weighter_cfg, allocator_cfg = mc.controller_configs()
     names = mc.controller_names()
     controllers = {"classifier": build("classifier", names[0], classifier_cfg, seed=tc.seed),
@@ -417,8 +426,8 @@ def main(cfg: TrainConfig, *, resume: str | None = None, model: Any = None, toke
             scalars["perf/train_tokens_per_s"] = float(lengths_R.sum()) * tc.ppo_epochs / max(timer.seconds["time/update"], 1e-9)
             scalars["perf/peak_memory_gb"] = _peak_memory_gb(device)
             if cfg.eval.every and (step % cfg.eval.every == 0 or step == tc.steps):
-                with timer("eval"):
-                    writer.log_eval(step, evaluate(cfg, engine, tokenizer, eval_records, reward, step))
+                with timer("eval"), torch.no_grad(), autocast():
+                    writer.log_eval(step, evaluate(cfg, engine, tokenizer, eval_problems, reward, step))
                 scalars["time/eval"] = timer.seconds["time/eval"]
             writer.log_step(step, scalars, per_bin)
             sinks.log(step, scalars)
@@ -444,13 +453,23 @@ def main(cfg: TrainConfig, *, resume: str | None = None, model: Any = None, toke
     return run_dir
 
 
-def evaluate(cfg: TrainConfig, engine: Any, tokenizer: Any, eval_records: dict[str, list[Problem]] | None,
-             reward: Reward, step: int) -> dict[str, float]:
-    """Evaluation on the configured benchmarks (real_runs.evaluate), metrics named as eval.jsonl agrees."""
-    from real_runs.evaluate import evaluate_engine
+def evaluate(cfg: TrainConfig, engine: Any, tokenizer: Any, problems: Sequence[Problem], reward: Reward,
+             step: int) -> dict[str, float]:
+    """k samples per evaluation problem at the validation sampling; the metrics of ``real_runs.evaluate``
+    (``{bench}/mean@k``, ``{bench}/pass@k``, pooled, worst group / benchmark, 95% bootstrap bounds).
+
+    Math problems are scored by the run's reward, multiple-choice ones (GPQA) by ``ChoiceReward``.
+    """
+    from real_runs.eval_cli import generate_and_score
+    from real_runs.evaluate import evaluation_metrics
+    from real_runs.reward import ChoiceReward
     ec = cfg.eval
     sampling = SamplingParams(temperature=ec.temperature, top_p=ec.top_p, top_k=ec.top_k,
-                              max_new_tokens=ec.max_new_tokens, seed=cfg.train.seed * 1_000_003 - step)
-    return evaluate_engine(engine, tokenizer, benchmarks=ec.benchmarks, records=eval_records, k=ec.k,
-                           limit=ec.limit or None, sampling=sampling, reward=reward)
-
+                              max_new_tokens=ec.max_new_tokens, seed=cfg.train.seed * 1_000_003 + 500_000 + step)
+    successes_R, stats, _ = generate_and_score(problems, engine, tokenizer, ec.k, sampling,
+                                               batch_prompts=cfg.train.prompts_per_step,
+                                               rewards={"math": reward, "choice": ChoiceReward()}, log=lambda *_: None)
+    metrics = evaluation_metrics(successes_R, np.full(len(problems), ec.k), [p.source for p in problems],
+                                 [p.group for p in problems], ec.k, seed=cfg.train.seed + step)
+    metrics.update({f"eval/{k}": v for k, v in stats.items()})
+    return metrics
