@@ -106,7 +106,7 @@ def load_checkpoint(run_dir: str | os.PathLike[str], *, model: torch.nn.Module,
         optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True))
         trainer = torch.load(path / "trainer.pt", map_location="cpu", weights_only=False)
         states = decode_state(json.loads((path / "controllers.json").read_text(encoding="utf-8")))
-    except (OSError, RuntimeError, json.JSONDecodeError, KeyError) as err:
+    except Exception as err:  # torch.load raises many types (pickle, zip, runtime) on a damaged file
         raise CheckpointError(f"checkpoint {path} is unreadable ({err.__class__.__name__}): "
                               "delete it to resume from the one before") from None
     missing = sorted(set(controllers) - set(states))
