@@ -121,11 +121,13 @@ def micro_batches(lengths_R: np.ndarray, budget: int) -> list[np.ndarray]:
 
 def response_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
                       responses: Sequence[Sequence[int]], pad_id: int, device: torch.device,
-                      with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+                      with_entropy: bool = False, entropy_grad: bool = False,
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Teacher-forced log pi(y_t | x, y_<t) of each response token: (logp_BT, mask_BT, entropy_BT).
 
     Right-padded [prompt, response] rows; only the response positions go through the LM head,
-    so the B x T x V logits never include the prompt.
+    so the B x T x V logits never include the prompt. The entropy (a metric) is computed without
+    a graph unless ``entropy_grad`` (an entropy bonus), which saves a B x T x V activation.
     """
     lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
     width, span = max(lengths), max(len(r) for r in responses)
@@ -145,7 +147,10 @@ def response_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
     picked = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
     logits_BTV = model.get_output_embeddings()(picked)
     logp_BT = L.token_logprobs(logits_BTV, tokens)
-    entropy_BT = L.token_entropy(logits_BTV) if with_entropy else None
+    entropy_BT = None
+    if with_entropy:
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy_BT = L.token_entropy(logits_BTV)
     return logp_BT, mask.to(device), entropy_BT
 
 
@@ -376,7 +381,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
                             with autocast():
                                 logp, mask, entropy = response_logprobs(
                                     policy, [prompts_R[r] for r in rows], [responses_R[r] for r in rows],
-                                    pad_id, device, with_entropy=True)
+                                    pad_id, device, with_entropy=True, entropy_grad=lc.entropy_coef > 0)
                             mask = mask * (torch.arange(mask.shape[1], device=device)[None, :]
                                            < torch.as_tensor(real_R[rows], device=device)[:, None])
                             pad = lambda xs: torch.nn.utils.rnn.pad_sequence(xs, batch_first=True).to(device)  # noqa: E731

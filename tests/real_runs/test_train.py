@@ -151,3 +151,32 @@ def test_response_logprobs_equal_a_full_forward_pass():
         assert mask[row].sum().item() == len(r)
     assert entropy is not None and torch.all(entropy[mask > 0] > 0)
 
+
+
+def test_tensorboard_sink_mirrors_the_step_scalars(tmp_path: Path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    torch.set_num_threads(1)
+    run_dir = train.main(tiny_config(tmp_path, "train.steps=2", "log.tensorboard=true", "train.save_every=0"))
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    logged = read_run(run_dir).scalars
+    for name in ("mean_reward", "time/generate", "actor/kl"):
+        values = [event.value for event in events.Scalars(name)]
+        assert [event.step for event in events.Scalars(name)] == [1, 2]
+        np.testing.assert_allclose(values, logged[name], rtol=1e-6)
+
+
+def test_wandb_sink_offline(tmp_path: Path):
+    pytest.importorskip("wandb", reason="wandb is not installed here (optional sink; pip install wandb)")
+    from real_runs.sinks import Sinks
+    sinks = Sinks(tmp_path, wandb=True, project="gdro-lab-test", config={"a": 1})
+    sinks.log(1, {"x": 1.0, "nan": float("nan")})
+    sinks.close()
+    assert list((tmp_path / "wandb").glob("offline-run-*"))
+
+
+def test_gpu_check_script_is_valid_bash():
+    import subprocess
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
