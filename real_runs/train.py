@@ -316,7 +316,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
                 batch = order.take(tc.prompts_per_step)
                 ids = [records[i].id for i in batch]
                 bins_P = classifier.bins(ids)
-                counts_P = np.asarray(allocator.plan(bins_P), np.int64)
+                counts_P = np.asarray(allocator.plan(bins_P, ids), np.int64)
             if int(counts_P.sum()) != budget or counts_P.min() < mc.n_min or counts_P.max() > mc.n_max:
                 raise TrainError(f"allocator {names[2]!r} planned {int(counts_P.sum())} rollouts in "
                                  f"[{counts_P.min()}, {counts_P.max()}], not {budget} in [{mc.n_min}, {mc.n_max}]")
