@@ -40,7 +40,8 @@ class ModelConfig:
     name: str = "tiny"
     """Hugging Face id, local folder, or ``tiny`` (a tiny random Qwen3 with a local tokenizer)."""
     dtype: str = "auto"
-    """``auto`` (bf16 on GPU, fp32 on CPU), ``float32``, ``bfloat16`` or ``float16``."""
+    """Weights of the trained policy: ``auto`` = fp32 master weights (bf16 autocast on GPU),
+    or ``float32``, ``bfloat16``, ``float16`` (pure low-precision weights: lr 1e-6 updates may vanish)."""
     device: str = "auto"
     """``auto`` (cuda when available), ``cpu`` or ``cuda``."""
     attn_implementation: str = "auto"

@@ -166,7 +166,8 @@ def _load_parts(cfg: TrainConfig, model: Any, tokenizer: Any, train_records: Any
                 device: torch.device) -> tuple[Any, Any, list[Problem]]:
     if model is None or tokenizer is None:
         from real_runs.models import load_policy
-        seed_model, seed_tok = load_policy(cfg.model.name, device=str(device), dtype="float32",
+        dtype = "float32" if cfg.model.dtype == "auto" else cfg.model.dtype  # auto: fp32 master weights
+        seed_model, seed_tok = load_policy(cfg.model.name, device=str(device), dtype=dtype,
                                            attn_implementation=None if cfg.model.attn_implementation == "auto"
                                            else cfg.model.attn_implementation, seed=cfg.train.seed)
         model, tokenizer = model or seed_model, tokenizer or seed_tok
