@@ -274,7 +274,8 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
         policy.base_model.compile(dynamic=True)  # the module response_logprobs and generate call
     if engine is None:
         from real_runs.engines import make_engine
-        engine = make_engine(cfg.rollout.engine, policy, tokenizer)
+        engine_kwargs = {"dtype": "bfloat16"} if cfg.rollout.engine == "vllm" else {}  # fp32 master weights stay here
+        engine = make_engine(cfg.rollout.engine, policy, tokenizer, **engine_kwargs)
     optim = cfg.optim
     optimizer = torch.optim.AdamW(policy.parameters(), lr=optim.lr * optim.lr_scale, betas=(optim.beta1, optim.beta2),
                                   eps=optim.eps, weight_decay=optim.weight_decay)
@@ -328,6 +329,8 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
                                       seed=tc.seed * 1_000_003 + step)
             with timer("generate"), torch.no_grad(), autocast():
                 rollouts = engine.generate([prompt_texts[i] for i in batch], counts_P, sampling)
+                if hasattr(engine, "sleep"):
+                    engine.sleep()  # colocated engine: free its KV cache (vLLM: and weights) for training
             with timer("reward"):
                 scored = reward.score(rollouts.texts, list(np.repeat(np.array(answers, dtype=object)[batch], counts_P)))
             rewards_R = np.asarray(scored.rewards_R, float)
@@ -406,6 +409,8 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
 
             # 7. weights to the engine (no-op when it shares the module)
             with timer("sync"):
+                if hasattr(engine, "wake_up"):
+                    engine.wake_up()
                 if getattr(engine, "model", None) is not policy:
                     engine.load_weights(policy.state_dict())
 
