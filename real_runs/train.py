@@ -21,6 +21,9 @@ from ``gdro_lab``), the asymmetric clip, the KL loss and the advantage clip. Dep
 - the controllers update before the advantages are weighted (README "The core library"), so the
   weights used at step t already include step t's signal;
 - fp32 master weights with bf16 autocast on GPU (lr 1e-6 updates vanish in bf16 weights).
+
+The batching helpers (data order, token-budget micro-batches, teacher-forced log-probs) are in
+:mod:`real_runs.batching`, the loss in :mod:`real_runs.loss`, checkpoints in :mod:`real_runs.checkpoint`.
 """
 
 from __future__ import annotations
@@ -28,11 +31,10 @@ from __future__ import annotations
 import copy
 import os
 import random
-import resource
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -43,6 +45,7 @@ from gdro_lab.record import step_record
 from gdro_lab.runlog import is_run_dir, read_run
 from real_runs import checkpoint as ckpt
 from real_runs import loss as L
+from real_runs.batching import DataOrder, RolloutBatch, Timer, micro_batches, peak_memory_gb, response_logprobs  # noqa: F401
 from real_runs.config import TrainConfig, config_from_dict, config_to_dict
 from real_runs.sinks import Sinks, check_sinks
 from real_runs.types import Problem, Reward, SamplingParams
@@ -57,45 +60,6 @@ class TrainError(ValueError):
 
 # ----------------------------------------------------------------------------- small helpers
 
-class DataOrder:
-    """Prompts in a seeded random order per epoch; the position is all a resumed run needs."""
-
-    def __init__(self, size: int, seed: int, shuffle: bool):
-        self.size, self.seed, self.shuffle, self.position = size, seed, shuffle, 0
-        self._epoch, self._order = -1, np.arange(size)
-
-    def take(self, count: int) -> np.ndarray:
-        out = np.empty(count, np.int64)
-        for j in range(count):
-            epoch, index = divmod(self.position, self.size)
-            if epoch != self._epoch and self.shuffle:
-                self._epoch, self._order = epoch, np.random.default_rng([self.seed, epoch]).permutation(self.size)
-            out[j] = self._order[index]
-            self.position += 1
-        return out
-
-    def state_dict(self) -> dict[str, int]:
-        return {"position": self.position, "size": self.size}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.position = int(state["position"])
-
-
-class Timer:
-    """Accumulates wall-clock seconds per phase: ``with timer("generate"): ...`` -> ``time/generate``."""
-
-    def __init__(self, device: torch.device):
-        self.device, self.seconds = device, {}
-
-    @contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        yield
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        self.seconds[f"time/{name}"] = self.seconds.get(f"time/{name}", 0.0) + time.perf_counter() - start
-
-
 def _resolve_path(name: str) -> str:
     """Relative data paths are tried from the working directory, then from the repository root."""
     path = Path(name)
@@ -104,60 +68,66 @@ def _resolve_path(name: str) -> str:
     return str(REPO_ROOT / path)
 
 
-def micro_batches(lengths_R: np.ndarray, budget: int) -> list[np.ndarray]:
-    """Split sample indices into micro-batches of at most ``budget`` padded tokens, longest first."""
-    order = np.argsort(-lengths_R, kind="stable")
-    batches, current, width = [], [], 0
-    for index in order:
-        width = max(width, int(lengths_R[index])) if current else int(lengths_R[index])
-        if current and width * (len(current) + 1) > budget:
-            batches.append(np.array(current))
-            current, width = [], int(lengths_R[index])
-        current.append(int(index))
-    if current:
-        batches.append(np.array(current))
-    return batches
+def recompute_logprobs(batch: RolloutBatch, policy: torch.nn.Module, reference: torch.nn.Module | None,
+                       token_budget: int, engine_logprobs: Sequence[np.ndarray]) -> list[float]:
+    """Fill ``batch.old_logp`` (policy before the update) and ``batch.ref_logp`` (frozen reference).
 
-
-def response_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
-                      responses: Sequence[Sequence[int]], pad_id: int, device: torch.device,
-                      with_entropy: bool = False, entropy_grad: bool = False,
-                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Teacher-forced log pi(y_t | x, y_<t) of each response token: (logp_BT, mask_BT, entropy_BT).
-
-    Right-padded [prompt, response] rows; only the response positions go through the LM head,
-    so the B x T x V logits never include the prompt. The entropy (a metric) is computed without
-    a graph unless ``entropy_grad`` (an entropy bonus), which saves a B x T x V activation.
+    Returns the largest |trainer - engine| log-prob gap per sample (a consistency metric only).
     """
-    lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
-    width, span = max(lengths), max(len(r) for r in responses)
-    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    attention = torch.zeros_like(input_ids)
-    positions = torch.zeros(len(prompts), span, dtype=torch.long)
-    tokens = torch.full((len(prompts), span), pad_id, dtype=torch.long)
-    mask = torch.zeros(len(prompts), span)
-    for row, (p, r) in enumerate(zip(prompts, responses)):
-        input_ids[row, :lengths[row]] = torch.tensor(list(p) + list(r))
-        attention[row, :lengths[row]] = 1
-        positions[row, :len(r)] = torch.arange(len(p) - 1, len(p) - 1 + len(r))
-        tokens[row, :len(r)] = torch.tensor(list(r), dtype=torch.long)
-        mask[row, :len(r)] = 1.0
-    input_ids, attention, positions, tokens = (t.to(device) for t in (input_ids, attention, positions, tokens))
-    hidden = model.base_model(input_ids=input_ids, attention_mask=attention, use_cache=False).last_hidden_state
-    picked = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
-    logits_BTV = model.get_output_embeddings()(picked)
-    logp_BT = L.token_logprobs(logits_BTV, tokens)
-    entropy_BT = None
-    if with_entropy:
-        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy_BT = L.token_entropy(logits_BTV)
-    return logp_BT, mask.to(device), entropy_BT
+    policy.eval()
+    count = len(batch.responses)
+    batch.old_logp, batch.ref_logp = [torch.empty(0)] * count, [torch.empty(0)] * count
+    gaps = []
+    for rows in micro_batches(batch.lengths, token_budget):
+        logp = batch.forward(policy, rows)[0]
+        ref = batch.forward(reference, rows)[0] if reference is not None else None
+        for j, r in enumerate(rows):
+            batch.old_logp[r] = logp[j, :len(batch.responses[r])].float()
+            if ref is not None:
+                batch.ref_logp[r] = ref[j, :len(batch.responses[r])].float()
+            if batch.real_lengths[r]:
+                gap = batch.old_logp[r][:batch.real_lengths[r]].cpu() - torch.as_tensor(engine_logprobs[r])
+                gaps.append(float(gap.abs().max()))
+    return gaps
 
 
-def _peak_memory_gb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**30
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
+def ppo_update(batch: RolloutBatch, policy: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+               cfg: TrainConfig, step: int, autocast: Any) -> tuple[dict[str, float], list[float], list[float]]:
+    """PPO epochs over mini-batches (seeded shuffle), micro-batches by token budget, one optimizer
+    step per mini-batch. Returns (metric token sums, loss per mini-batch, grad norm per mini-batch)."""
+    tc, lc = cfg.train, cfg.loss
+    device = next(policy.parameters()).device
+    sums: dict[str, float] = {}
+    losses, grad_norms = [], []
+    policy.train()
+    for epoch in range(tc.ppo_epochs):
+        shuffled = np.random.default_rng([tc.seed, step, epoch]).permutation(len(batch.responses))
+        for mini in np.array_split(shuffled, tc.mini_batches):
+            optimizer.zero_grad(set_to_none=True)
+            total = 0.0
+            for rows in micro_batches(batch.lengths[mini], tc.micro_batch_tokens):
+                rows = mini[rows]
+                with autocast():
+                    logp, mask, entropy = batch.forward(policy, rows, with_entropy=True,
+                                                        entropy_grad=lc.entropy_coef > 0)
+                loss, part = L.policy_loss(
+                    logp, batch.padded(batch.old_logp, rows, device), torch.as_tensor(batch.advantages[rows], device=device),
+                    mask, clip_low=lc.clip_low, clip_high=lc.clip_high, clip_ratio_c=lc.clip_ratio_c, agg=lc.agg,
+                    ref_logp_BT=batch.padded(batch.ref_logp, rows, device) if lc.kl_coef > 0 else None,
+                    kl_coef=lc.kl_coef, kl_estimator=lc.kl_estimator, entropy_BT=entropy, entropy_coef=lc.entropy_coef,
+                    num_tokens=float(max(batch.real_lengths[mini].sum(), 1)), num_seqs=float(len(mini)),
+                    norm_length=float(cfg.rollout.max_new_tokens))
+                loss.backward()
+                total += float(loss.detach())
+                for key, value in part.items():
+                    sums[key] = sums.get(key, 0.0) + float(value)
+            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(),
+                                                                    cfg.optim.grad_clip or float("inf"))))
+            losses.append(total)
+            optimizer.step()
+            scheduler.step()
+    policy.eval()
+    return sums, losses, grad_norms
 
 
 # ----------------------------------------------------------------------------- setup
@@ -348,64 +318,14 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
             metrics.update({f"grpo/{k}": v for k, v in adv_metrics.items()})
 
             # 5. old and reference log-probs, recomputed by a teacher-forced pass
-            prompts_R = [rollouts.prompt_token_ids[p] for p in rollouts.prompt_index_R()]
-            responses_R = [list(t) if len(t) else [pad_id] for t in rollouts.token_ids]  # empty: one masked-out pad
-            real_R = np.array([len(t) for t in rollouts.token_ids], np.int64)
-            lengths_R = np.array([len(p) + len(r) for p, r in zip(prompts_R, responses_R)], np.int64)
-            old_logp: list[torch.Tensor] = [torch.empty(0)] * len(responses_R)
-            ref_logp: list[torch.Tensor | None] = [None] * len(responses_R)
-            engine_gap: list[float] = []
+            batch_R = RolloutBatch.from_rollouts(rollouts, advantages_R, pad_id)
             with timer("logprobs"), torch.no_grad(), autocast():
-                policy.eval()
-                for rows in micro_batches(lengths_R, tc.micro_batch_tokens):
-                    args = ([prompts_R[r] for r in rows], [responses_R[r] for r in rows], pad_id, device)
-                    logp, _, _ = response_logprobs(policy, *args)
-                    ref = response_logprobs(reference, *args)[0] if reference is not None else None
-                    for j, r in enumerate(rows):
-                        old_logp[r] = logp[j, :len(responses_R[r])].float()
-                        if real_R[r]:  # the engine's own log-probs, kept only as a consistency metric
-                            engine_gap.append(float((old_logp[r][:real_R[r]].cpu()
-                                                     - torch.as_tensor(rollouts.logprobs[r])).abs().max()))
-                        if ref is not None:
-                            ref_logp[r] = ref[j, :len(responses_R[r])].float()
+                engine_gap = recompute_logprobs(batch_R, policy, reference, tc.micro_batch_tokens, rollouts.logprobs)
 
             # 6. PPO epochs over mini-batches of whole rollouts, micro-batches by token budget
-            sums: dict[str, float] = {}
-            grad_norms, losses = [], []
             with timer("update"):
-                policy.train()
-                for epoch in range(tc.ppo_epochs):
-                    shuffled = np.random.default_rng([tc.seed, step, epoch]).permutation(len(responses_R))
-                    for mini in np.array_split(shuffled, tc.mini_batches):
-                        num_tokens = float(max(real_R[mini].sum(), 1))
-                        optimizer.zero_grad(set_to_none=True)
-                        total = 0.0
-                        for rows in micro_batches(lengths_R[mini], tc.micro_batch_tokens):
-                            rows = mini[rows]
-                            with autocast():
-                                logp, mask, entropy = response_logprobs(
-                                    policy, [prompts_R[r] for r in rows], [responses_R[r] for r in rows],
-                                    pad_id, device, with_entropy=True, entropy_grad=lc.entropy_coef > 0)
-                            mask = mask * (torch.arange(mask.shape[1], device=device)[None, :]
-                                           < torch.as_tensor(real_R[rows], device=device)[:, None])
-                            pad = lambda xs: torch.nn.utils.rnn.pad_sequence(xs, batch_first=True).to(device)  # noqa: E731
-                            loss, part = L.policy_loss(
-                                logp, pad([old_logp[r] for r in rows]), torch.as_tensor(advantages_R[rows], device=device),
-                                mask, clip_low=lc.clip_low, clip_high=lc.clip_high, clip_ratio_c=lc.clip_ratio_c,
-                                agg=lc.agg, ref_logp_BT=pad([ref_logp[r] for r in rows]) if reference is not None else None,
-                                kl_coef=lc.kl_coef, kl_estimator=lc.kl_estimator, entropy_BT=entropy,
-                                entropy_coef=lc.entropy_coef, num_tokens=num_tokens, num_seqs=float(len(mini)),
-                                norm_length=float(cfg.rollout.max_new_tokens))
-                            loss.backward()
-                            total += float(loss.detach())
-                            for key, value in part.items():
-                                sums[key] = sums.get(key, 0.0) + float(value)
-                        norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), optim.grad_clip or float("inf"))
-                        grad_norms.append(float(norm))
-                        losses.append(total)
-                        optimizer.step()
-                        scheduler.step()
-                policy.eval()
+                sums, losses, grad_norms = ppo_update(batch_R, policy, optimizer, scheduler, cfg, step, autocast)
+            prompts_R, real_R, lengths_R = batch_R.prompts, batch_R.real_lengths, batch_R.lengths
 
             # 7. weights to the engine (no-op when it shares the module)
             with timer("sync"):
@@ -435,7 +355,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
             scalars["perf/tokens_per_s"] = float(lengths_R.sum()) / timer.seconds["time/step"]
             scalars["perf/gen_tokens_per_s"] = float(real_R.sum()) / max(timer.seconds["time/generate"], 1e-9)
             scalars["perf/train_tokens_per_s"] = float(lengths_R.sum()) * tc.ppo_epochs / max(timer.seconds["time/update"], 1e-9)
-            scalars["perf/peak_memory_gb"] = _peak_memory_gb(device)
+            scalars["perf/peak_memory_gb"] = peak_memory_gb(device)
             if cfg.eval.every and (step % cfg.eval.every == 0 or step == tc.steps):
                 with timer("eval"), torch.no_grad(), autocast():
                     writer.log_eval(step, evaluate(cfg, engine, tokenizer, eval_problems, reward, step))

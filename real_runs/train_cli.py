@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> str:
     if args.resume:
         if args.config or args.overrides or args.out:
             raise TrainError("--resume continues a run with its own saved config: give no CONFIG, overrides or --out")
-        return str(main(None, resume=args.resume))  # type: ignore[arg-type]
+        return str(main(None, resume=args.resume))
     if not args.config:
         raise TrainError("give a CONFIG (a preset such as tiny-cpu, or a TOML file) or --resume RUN_DIR")
     overrides = list(args.overrides) + ([f"train.out={json.dumps(args.out)}"] if args.out else [])
