@@ -37,7 +37,8 @@ def tiny_config(out: Path, *overrides: str):
 def method_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("runs")
-    return {m: train.main(tiny_config(out, f"method.name={m}", f"train.run_name={m}")) for m in METHODS}
+    return {m: train.main(tiny_config(out, f"method.name={m}", f"train.run_name={m}", "eval.every=2", "eval.limit=2"))
+            for m in METHODS}
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -56,6 +57,9 @@ def test_each_method_trains_with_an_exact_budget_and_a_complete_run(method: str,
         assert np.all(np.isfinite(run.scalars[key])), key
     assert np.all(run.scalars["actor/engine_logprob_gap_max"] < 1e-3)   # trainer's recomputation = engine's
     assert run.snapshot_steps == [2, 4]
+    assert [e["step"] for e in run.evals] == [2, 4]
+    for name in ("math500/mean@2", "math500/pass@2", "pooled/mean@2_lo", "worst_group/mean@2"):
+        assert 0.0 <= run.evals[-1]["metrics"][name] <= 1.0, name
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_00000002", "step_00000004"]
     # parameters changed: the final checkpoint differs from the seeded initial model
     initial, _ = load_policy("tiny", seed=0)
