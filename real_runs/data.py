@@ -139,6 +139,8 @@ def _clean_answer(value: Any) -> str:
     """Gold answer as a string: floats that are integers lose their ".0", AIME's "023" -> "23"."""
     if value is None:
         return ""
+    if isinstance(value, (list, tuple)):  # several accepted values: one comma-separated answer
+        return ", ".join(_clean_answer(v) for v in value if _clean_answer(v))
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(value)
     text = str(value).strip()
@@ -178,7 +180,9 @@ def row_fields(row: dict[str, Any], source: str) -> tuple[str, str, str] | None:
         return None
     subject = row.get("subject") or row.get("type")
     level = row.get("level")
-    group = math_group(subject, level) if level is not None and _is_math_subject(subject) else source
+    group = source
+    if level is not None and isinstance(subject, str) and _is_math_subject(subject):
+        group = math_group(subject, level)
     return strip_wrapper(problem), answer, group
 
 
@@ -201,18 +205,18 @@ def _answer_of(row: dict[str, Any]) -> str:
         return _clean_answer(truth)
     if "final_answer" in row:
         final = row["final_answer"]
-        final = final[0] if isinstance(final, list) and final else final
-        return _clean_answer(str(final).replace("$", "")) if final else ""
-    answer = row.get("answer")
-    if isinstance(answer, str) and "####" in answer:
-        return _clean_answer(answer.rsplit("####", 1)[1].replace(",", ""))
-    if answer is not None and answer != "":
-        return _clean_answer(answer)
+        finals = final if isinstance(final, list) else [final]
+        return _clean_answer([str(f).replace("$", "") for f in finals if f])
+    raw = row.get("answer")
+    if isinstance(raw, str) and "####" in raw:
+        return _clean_answer(raw.rsplit("####", 1)[1].replace(",", ""))
+    if raw is not None and raw != "":
+        return _clean_answer(raw)
     solution = row.get("solution")
     return _clean_answer(extract_last_boxed(solution, 10_000)) if isinstance(solution, str) else ""
 
 
-def records_from_rows(rows: Iterable[dict[str, Any]], source: str, split: str,
+def records_from_rows(rows: Iterable[dict[str, Any] | None], source: str, split: str,
                       limit: int | None = None) -> tuple[list[Problem], list[int]]:
     """Problems of ``rows`` (ids ``source:split:row``) and the row numbers skipped.
 
@@ -267,18 +271,18 @@ def _summarise(source: str, split: str, skipped: list[int]) -> None:
 
 
 def load_with_skips(name_or_path: str, split: str | None = None, limit: int | None = None,
-                    data_files: str | list[str] | None = None) -> tuple[list[Problem], list[int]]:
+                    data_files: str | list[str] | None = None,
+                    hf_config: str | None = None) -> tuple[list[Problem], list[int]]:
     """Like :func:`load_dataset_records`, also returning the skipped row numbers."""
+    if data_files is None and name_or_path == "math" and split == MATH_12K:
+        return _load_math_12k(limit)
     if data_files is None and name_or_path in BENCHMARKS:
         spec = BENCHMARKS[name_or_path]
         split = split or spec.default_split
         if split not in spec.files:
-            raise DataError(f"{name_or_path} has no split {split!r}: choose one of {sorted(spec.files)}")
-        path = data_root() / spec.files[split]
-        if not path.exists():
-            raise DataError(f"data file {path} is missing: set GDRO_DATA to the folder that holds "
-                            f"{spec.files[split]} (see ../shared/data/README.md)")
-        return _load_file(path, name_or_path, split, limit)
+            choices = sorted(spec.files) + ([MATH_12K] if name_or_path == "math" else [])
+            raise DataError(f"{name_or_path} has no split {split!r}: choose one of {choices}")
+        return _load_file(_registered_path(spec.files[split]), name_or_path, split, limit)
     path = Path(name_or_path).expanduser()
     if data_files is None and path.is_file():
         return _load_file(path, path.parent.name or path.stem, split or path.stem, limit)
@@ -287,7 +291,29 @@ def load_with_skips(name_or_path: str, split: str | None = None, limit: int | No
         known = ", ".join(BENCHMARKS)
         raise DataError(f"unknown data set {name_or_path!r}: use one of {known}, a .jsonl/.parquet "
                         "file, or a Hugging Face dataset id (org/name)")
-    return _load_hf(name_or_path, split or "train", limit, data_files)
+    return _load_hf(name_or_path, split or "train", limit, data_files, hf_config)
+
+
+def _registered_path(relative: str) -> Path:
+    path = data_root() / relative
+    if not path.exists():
+        raise DataError(f"data file {path} is missing: set GDRO_DATA to the folder that holds "
+                        f"{relative} (see ../shared/data/README.md)")
+    return path
+
+
+#: MATH's 12k train split (prm800k / Lightman et al.): all of train + the test rows not in MATH-500.
+MATH_12K = "train12k"
+
+
+def _load_math_12k(limit: int | None) -> tuple[list[Problem], list[int]]:
+    """MATH train (7,500) + MATH test minus MATH-500 (4,500); ids keep their own split."""
+    held_out = {p.problem for p in _load_file(_registered_path(BENCHMARKS["math500"].files["test"]),
+                                              "math500", "test", None)[0]}
+    train, skipped = _load_file(_registered_path(BENCHMARKS["math"].files["train"]), "math", "train", None)
+    test, _ = _load_file(_registered_path(BENCHMARKS["math"].files["test"]), "math", "test", None)
+    records = train + [p for p in test if p.problem not in held_out]
+    return records[:limit] if limit is not None else records, skipped
 
 
 def _load_file(path: Path, source: str, split: str, limit: int | None) -> tuple[list[Problem], list[int]]:
@@ -302,12 +328,12 @@ def _load_file(path: Path, source: str, split: str, limit: int | None) -> tuple[
     return records, skipped
 
 
-def _load_hf(name: str, split: str, limit: int | None,
-             data_files: str | list[str] | None) -> tuple[list[Problem], list[int]]:
+def _load_hf(name: str, split: str, limit: int | None, data_files: str | list[str] | None,
+             hf_config: str | None) -> tuple[list[Problem], list[int]]:
     import datasets
 
     try:
-        dataset = datasets.load_dataset(name, split=split, data_files=data_files)
+        dataset = datasets.load_dataset(name, hf_config, split=split, data_files=data_files)
     except Exception as err:  # datasets raises many types (hub, file, split errors)
         raise DataError(f"cannot load Hugging Face dataset {name!r} split {split!r} "
                         f"({err.__class__.__name__}): check the id, split and network/cache") from None
@@ -319,11 +345,14 @@ def _load_hf(name: str, split: str, limit: int | None,
 
 
 def load_dataset_records(name_or_path: str, split: str | None = None, limit: int | None = None,
-                         data_files: str | list[str] | None = None) -> list[Problem]:
+                         data_files: str | list[str] | None = None,
+                         hf_config: str | None = None) -> list[Problem]:
     """Problems of a known data set (:data:`BENCHMARKS`), a local file, or a Hugging Face id.
 
-    ``data_files`` passes through to ``datasets.load_dataset(name_or_path, data_files=...)``
-    (e.g. ``name_or_path="parquet"``). Skipped rows are counted in one warning line.
+    ``hf_config`` and ``data_files`` pass through to ``datasets.load_dataset(name_or_path,
+    hf_config, split=split, data_files=...)`` (e.g. ``"open-r1/DAPO-Math-17k-Processed"`` with
+    ``hf_config="en"``, or ``name_or_path="parquet"`` with local files). Skipped rows are counted
+    in one warning line.
     """
-    return load_with_skips(name_or_path, split, limit, data_files)[0]
+    return load_with_skips(name_or_path, split, limit, data_files, hf_config)[0]
 

@@ -22,12 +22,16 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import math_verify  # noqa: F401  (imported here so a missing one gets the `train` extra hint)
 import numpy as np
 
 from gdro_lab.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable
 from real_runs.data import BENCHMARKS, DataError, format_prompt, load_dataset_records
+from real_runs.engines import make_engine
 from real_runs.evaluate import evaluation_metrics, worst_names
+from real_runs.models import ModelError, load_policy
 from real_runs.reward import ChoiceReward, MathReward, reward_kind
+from real_runs.rewards.pool import PoolStartError
 from real_runs.types import Problem, SamplingParams
 
 DEFAULT_BENCHMARKS = "math500,aime24,aime25,amc23,minerva,olympiadbench"
@@ -37,8 +41,15 @@ class EvalError(ValueError):
     """Bad input for `gdro eval`; the message names the problem and the fix."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit code 2)."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"gdro eval: {message} (see gdro eval --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gdro eval", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="gdro eval", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="Hugging Face id, local folder, or 'tiny'")
     parser.add_argument("--benchmarks", default=DEFAULT_BENCHMARKS,
                         help=f"comma-separated, from: {', '.join(BENCHMARKS)}")
@@ -57,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-prompts", type=int, default=64, help="prompts per generate call")
+    parser.add_argument("--max-batch-tokens", type=int, default=None,
+                        help="hf engine: KV-cache budget per generate call, rows x (prompt + new tokens)")
     parser.add_argument("--reward-workers", type=int, default=2)
     parser.add_argument("--reward-timeout", type=float, default=5.0, help="seconds per response")
     parser.add_argument("--num-boot", type=int, default=1000, help="bootstrap replicates")
@@ -78,7 +91,8 @@ def check_args(args: argparse.Namespace) -> list[str]:
     if args.k > args.n:
         raise EvalError(f"--k {args.k} is larger than the {args.n} samples per prompt: "
                         "raise --n or lower --k")
-    for name in ("limit", "batch_prompts", "reward_workers", "num_boot", "max_new_tokens"):
+    for name in ("limit", "batch_prompts", "reward_workers", "num_boot", "max_new_tokens",
+                 "max_batch_tokens"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise EvalError(f"--{name.replace('_', '-')} {value}: use a positive integer")
@@ -135,15 +149,22 @@ def append_eval(run_dir: str | os.PathLike[str], step: int, metrics: dict[str, A
 def load_problems(names: Sequence[str], limit: int | None) -> list[Problem]:
     """The problems of every benchmark, in order (one-line error on a missing file)."""
     try:
-        return [p for name in names for p in load_dataset_records(name, limit=limit)]
+        problems = [p for name in names for p in load_dataset_records(name, limit=limit)]
     except DataError as err:
         raise EvalError(str(err)) from None
+    if not problems:
+        raise EvalError(f"no usable problems in {', '.join(names)}: check the data files")
+    return problems
 
 
 def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any, n: int,
                        sampling: SamplingParams, batch_prompts: int, rewards: dict[str, Any],
-                       log=print) -> tuple[np.ndarray, dict[str, float], list[dict[str, Any]]]:
-    """Generate n samples per problem in chunks and score them; returns (successes_R, stats, samples)."""
+                       log=print, keep_samples: bool = False
+                       ) -> tuple[np.ndarray, dict[str, float], list[dict[str, Any]]]:
+    """Generate n samples per problem in chunks and score them; returns (successes_R, stats, samples).
+
+    ``samples`` (id, sample index, success, text per response) is filled only with ``keep_samples``.
+    """
     successes: list[np.ndarray] = []
     stats = {"tokens": 0.0, "truncated": 0.0, "reward/timeouts": 0.0, "reward/errors": 0.0}
     samples: list[dict[str, Any]] = []
@@ -168,9 +189,10 @@ def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any,
         successes.append(success_R)
         stats["tokens"] += float(rollouts.lengths_R.sum())
         stats["truncated"] += float(sum(r == "length" for r in rollouts.finish_reasons))
-        samples += [{"id": p.id, "sample": r % n, "success": bool(s), "text": t}
-                    for r, (p, s, t) in enumerate(zip(owners, success_R, rollouts.texts))]
-        log(f"gdro eval: {min(start + batch_prompts, len(problems))}/{len(problems)} prompts", )
+        if keep_samples:
+            samples += [{"id": p.id, "sample": r % n, "success": bool(s), "text": t}
+                        for r, (p, s, t) in enumerate(zip(owners, success_R, rollouts.texts))]
+        log(f"gdro eval: {min(start + batch_prompts, len(problems))}/{len(problems)} prompts")
     return np.concatenate(successes), stats, samples
 
 
@@ -192,12 +214,10 @@ def format_table(metrics: dict[str, float], names: Sequence[str], k: int) -> str
 
 
 def _load_engine(args: argparse.Namespace) -> tuple[Any, Any]:
-    from real_runs.engines import make_engine
-    from real_runs.models import ModelError, load_policy
-
     try:
         model, tokenizer = load_policy(args.model, device=args.device, dtype=args.dtype, seed=args.seed)
-        return make_engine(args.engine, model, tokenizer), tokenizer
+        options = {} if args.max_batch_tokens is None else {"max_batch_tokens": args.max_batch_tokens}
+        return make_engine(args.engine, model, tokenizer, **options), tokenizer
     except ModelError as err:
         raise EvalError(str(err)) from None
     except ImportError as err:
@@ -215,7 +235,7 @@ def _write(args: argparse.Namespace, metrics: dict[str, float], samples: list[di
         with RunWriter(target, config, num_bins=1, producer="gdro eval", bin_labels=["all"]) as writer:
             writer.log_eval(step, metrics)
     if args.save_samples:
-        with open(target / f"eval_samples_step{step}.jsonl", "w", encoding="utf-8") as handle:
+        with open(target / f"eval_samples_step{step}.jsonl", "a", encoding="utf-8") as handle:
             handle.writelines(json.dumps(s) + "\n" for s in samples)
     return target
 
@@ -235,7 +255,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
     try:
         successes_R, stats, samples = generate_and_score(
             problems, engine, tokenizer, args.n, sampling, args.batch_prompts, rewards,
-            log=lambda line: print(line, file=sys.stderr))
+            log=lambda line: print(line, file=sys.stderr), keep_samples=args.save_samples)
     finally:
         for reward in rewards.values():
             reward.close()
@@ -256,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         run(args)
-    except (EvalError, RunFormatError) as err:
+    except (EvalError, RunFormatError, PoolStartError) as err:
         print(f"gdro eval: {err}", file=sys.stderr)
         return 2
     return 0

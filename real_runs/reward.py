@@ -16,6 +16,8 @@ Safety, in order:
    math-verify in their main thread (its ``signal.alarm`` soft timeouts work there) under a hard
    wall-clock timeout; a hung worker is killed and replaced, a crashed one replaced; either way
    the response scores -1 and is counted (``reward/timeouts``, ``reward/errors``).
+4. Model output is never evaluated as code: math-verify runs with LaTeX extraction only (its
+   plain-expression fallback would pass arithmetic to sympy's ``parse_expr``, i.e. ``eval``).
 
 Departure from the paper: the released code scores with verl's ``math_dapo`` (normalised string
 match of an "Answer:" line); issue 8 asks for math-verify on ``\\boxed{}``, which accepts
@@ -29,7 +31,7 @@ user-defined reward: any object with ``score(responses, answers) -> RewardResult
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -73,7 +75,7 @@ def _shortcut(content: str, gold: str) -> bool | None:
     return None
 
 
-def _results(success_R: np.ndarray, counters: dict[str, float]) -> RewardResult:
+def _results(success_R: np.ndarray, counters: Mapping[str, float]) -> RewardResult:
     rewards_R = np.where(success_R, 1.0, -1.0)
     metrics = {name: float(value) for name, value in counters.items()}
     metrics["reward/mean"] = float(rewards_R.mean()) if rewards_R.size else 0.0

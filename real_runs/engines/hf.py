@@ -100,23 +100,17 @@ class HFEngine:
         self.tokenizer = tokenizer
         self.max_batch_tokens = int(max_batch_tokens)
         self.max_batch_size = max_batch_size
-        eos = model.generation_config.eos_token_id if model.generation_config else None
-        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
-        if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in eos_ids:
-            eos_ids.append(tokenizer.eos_token_id)
-        if not eos_ids:
-            raise ValueError("the model and tokenizer define no EOS token: set tokenizer.eos_token")
-        self.eos_ids = eos_ids
+        self.eos_ids = eos_token_ids(getattr(model, "generation_config", None), tokenizer)
         pad = tokenizer.pad_token_id
-        self.pad_id = int(pad if pad is not None else eos_ids[0])
+        self.pad_id = int(pad if pad is not None else self.eos_ids[0])
 
     # ------------------------------------------------------------------ public API
     def generate(self, prompts: Sequence[str], counts_P: np.ndarray,
                  sampling: SamplingParams) -> Rollouts:
         """Exactly ``counts_P[i]`` samples of prompt i, flat in prompt order (see module doc)."""
-        counts_P = _check_counts(prompts, counts_P)
-        _check_sampling(sampling)
-        prompt_ids = [self._encode(p) for p in prompts]
+        counts_P = check_counts(prompts, counts_P)
+        check_sampling(sampling)
+        prompt_ids = [encode_prompt(self.tokenizer, p) for p in prompts]
         row_prompt_R = np.repeat(np.arange(len(prompts)), counts_P)
         lengths_R = np.array([len(prompt_ids[i]) for i in row_prompt_R], dtype=np.int64)
         tokens: list[list[int]] = [[] for _ in row_prompt_R]
@@ -169,14 +163,6 @@ class HFEngine:
         """Nothing to restore for the hf engine (API parity with vLLM)."""
 
     # ------------------------------------------------------------------ internals
-    def _encode(self, prompt: str) -> list[int]:
-        tok = self.tokenizer
-        add = tok.bos_token is not None and not prompt.startswith(tok.bos_token)
-        ids = tok(prompt, add_special_tokens=add)["input_ids"]
-        if not ids:
-            raise ValueError("an empty prompt cannot be generated from: every prompt needs a token")
-        return list(ids)
-
     def _generate_batch(self, batch_prompts: list[list[int]], sampling: SamplingParams,
                         batch_index: int) -> list[tuple[list[int], np.ndarray, str]]:
         device = next(self.model.parameters()).device
@@ -239,7 +225,27 @@ def _cut_at_eos(new_BT: np.ndarray, logp_BT: np.ndarray,
     return out
 
 
-def _check_counts(prompts: Sequence[str], counts_P) -> np.ndarray:
+def encode_prompt(tokenizer, prompt: str) -> list[int]:
+    """Token ids of a formatted prompt: no special tokens added, except a BOS the text lacks."""
+    add = tokenizer.bos_token is not None and not prompt.startswith(tokenizer.bos_token)
+    ids = tokenizer(prompt, add_special_tokens=add)["input_ids"]
+    if not ids:
+        raise ValueError("an empty prompt cannot be generated from: every prompt needs a token")
+    return list(ids)
+
+
+def eos_token_ids(generation_config, tokenizer) -> list[int]:
+    """Stop tokens: the model's ``generation_config.eos_token_id`` (int or list) + tokenizer eos."""
+    eos = getattr(generation_config, "eos_token_id", None)
+    ids = [eos] if isinstance(eos, int) else list(eos or [])
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    if not ids:
+        raise ValueError("the model and tokenizer define no EOS token: set tokenizer.eos_token")
+    return [int(i) for i in ids]
+
+
+def check_counts(prompts: Sequence[str], counts_P) -> np.ndarray:
     counts = np.asarray(counts_P)
     if counts.ndim != 1 or counts.size != len(prompts):
         raise ValueError(f"counts_P needs one count per prompt: got shape {counts.shape} for "
@@ -249,7 +255,7 @@ def _check_counts(prompts: Sequence[str], counts_P) -> np.ndarray:
     return counts.astype(np.int64)
 
 
-def _check_sampling(sampling: SamplingParams) -> None:
+def check_sampling(sampling: SamplingParams) -> None:
     if sampling.max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {sampling.max_new_tokens}")
     if sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.top_k < 0:

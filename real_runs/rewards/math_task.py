@@ -12,7 +12,11 @@ from __future__ import annotations
 import functools
 import logging
 
-from math_verify import parse, verify
+from math_verify import LatexExtractionConfig, parse, verify
+
+#: LaTeX extraction only: math-verify's plain-expression fallback hands regex-matched arithmetic
+#: to sympy's ``parse_expr`` (which uses ``eval``); the boxed content is LaTeX anyway.
+_LATEX_ONLY = [LatexExtractionConfig()]
 
 
 class VerifyTimeout(Exception):
@@ -37,7 +41,7 @@ for _name in ("math_verify", "math_verify.parser", "math_verify.grader"):
 
 @functools.lru_cache(maxsize=8192)
 def _gold(answer: str, soft_timeout: int) -> list:
-    return parse(f"\\boxed{{{answer}}}", parsing_timeout=soft_timeout)
+    return parse(f"\\boxed{{{answer}}}", extraction_config=_LATEX_ONLY, parsing_timeout=soft_timeout)
 
 
 def verify_boxed(content: str, answer: str, soft_timeout: int) -> int:
@@ -48,7 +52,7 @@ def verify_boxed(content: str, answer: str, soft_timeout: int) -> int:
     if _FLAG.fired:
         _gold.cache_clear()
         raise VerifyTimeout("math-verify timed out parsing the gold answer")
-    predicted = parse(f"\\boxed{{{content}}}", parsing_timeout=soft_timeout)
+    predicted = parse(f"\\boxed{{{content}}}", extraction_config=_LATEX_ONLY, parsing_timeout=soft_timeout)
     if _FLAG.fired:
         raise VerifyTimeout("math-verify timed out parsing the response")
     if not predicted:

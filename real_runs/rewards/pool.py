@@ -25,8 +25,15 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Sequence
 
+#: Preloaded by the forkserver so replacement math-verify workers start warm.
+MATH_TASK_MODULE = "real_runs.rewards.math_task"
+
 #: How long a fresh worker may take to import its module and report ready.
 STARTUP_TIMEOUT_S = 120.0
+
+
+class PoolStartError(RuntimeError):
+    """A worker could not start (its module does not import); the message names the module."""
 
 
 def _worker_main(conn: Connection, func_path: str) -> None:
@@ -114,7 +121,9 @@ class TimedPool:
         self.restarts = 0
         self._context = _context()
         if self._context.get_start_method() == "forkserver":
-            self._context.set_forkserver_preload([func_path.split(":")[0]])
+            # Only the first pool's list counts (the server starts once per process), so the
+            # math-verify task is always preloaded; a module that fails to import is skipped.
+            self._context.set_forkserver_preload(sorted({MATH_TASK_MODULE, func_path.split(":")[0]}))
         self._workers: list[_Worker] = [self._start() for _ in range(num_workers)]
         self._finalizer = weakref.finalize(self, _shutdown, self._workers)
 
@@ -138,13 +147,24 @@ class TimedPool:
         results: list[tuple[str, Any] | None] = [None] * len(tasks)
         pending = deque(range(len(tasks)))
         busy: dict[_Worker, tuple[int, float]] = {}
-        while pending or busy:
-            for worker in list(self._workers):
-                if pending and worker.ready and worker not in busy:
-                    index = pending.popleft()
-                    worker.conn.send((index, tasks[index]))
-                    busy[worker] = (index, time.monotonic() + self.timeout_s)
-            self._wait_and_collect(busy, results)
+        try:
+            while pending or busy:
+                for worker in list(self._workers):
+                    if pending and worker.ready and worker not in busy:
+                        index = pending.popleft()
+                        try:
+                            worker.conn.send((index, tasks[index]))
+                        except OSError:  # died while idle: retry the task on a fresh worker
+                            pending.appendleft(index)
+                            self._replace(worker)
+                            continue
+                        busy[worker] = (index, time.monotonic() + self.timeout_s)
+                self._wait_and_collect(busy, results)
+        finally:
+            # Interrupted (Ctrl-C, an exception): workers still holding a task of this call are
+            # replaced, so a late answer can never be read as the answer to a later call.
+            for worker in list(busy):
+                self._replace(worker)
         return [r if r is not None else ("error", "lost") for r in results]
 
     def _wait_and_collect(self, busy: dict[_Worker, tuple[int, float]],
@@ -173,7 +193,7 @@ class TimedPool:
             elif worker in busy and time.monotonic() >= busy[worker][1]:
                 self._fail(worker, busy, results, "timeout", None)
             elif not worker.ready and time.monotonic() >= worker.started + STARTUP_TIMEOUT_S:
-                raise RuntimeError(f"reward worker for {self.func_path} did not start within "
+                raise PoolStartError(f"reward worker for {self.func_path} did not start within "
                                    f"{STARTUP_TIMEOUT_S:.0f} s: check that the module imports")
 
     def _fail(self, worker: _Worker, busy: dict[_Worker, tuple[int, float]],
@@ -182,7 +202,7 @@ class TimedPool:
             index, _ = busy.pop(worker)
             results[index] = (status, value)
         elif not worker.ready:
-            raise RuntimeError(f"reward worker for {self.func_path} exited while starting "
+            raise PoolStartError(f"reward worker for {self.func_path} exited while starting "
                                f"(exit code {worker.process.exitcode}): check that the module imports")
         self._replace(worker)
 

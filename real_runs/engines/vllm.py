@@ -1,0 +1,183 @@
+"""The ``vllm`` rollout engine: offline ``vllm.LLM``, one request with ``n = counts_P[i]`` per prompt.
+
+GPU only, optional extra ``[vllm]`` in its own environment (vLLM 0.33 pins torch 2.14.0 and
+transformers < 5.21). The parts that need no GPU are pure functions tested on CPU against
+vLLM's real classes: :func:`build_requests` (token-id prompts + one ``vllm.SamplingParams`` per
+prompt, prompts with a zero count left out) and :func:`unpack_outputs` (``RequestOutput`` /
+``CompletionOutput`` -> flat :class:`~real_runs.types.Rollouts`, prompt i owning the next
+``counts_P[i]`` samples). Prompts are tokenized by the same rule as the hf engine and sent as
+``prompt_token_ids``, so both engines see identical tokens.
+
+Log-probs: ``logprobs=0`` returns the sampled token's log-prob, and the engine is built with
+``logprobs_mode="raw_logprobs"`` (vLLM's default in 0.33, set explicitly): log softmax of the raw
+logits before temperature / top-k / top-p, as in the hf engine and a teacher-forced pass.
+Seeds: with ``sampling.seed`` set, prompt i gets seed ``SeedSequence([seed, i])`` (vLLM gives its
+k-th child seed + k), so samples do not depend on how vLLM schedules the batch.
+
+Training (colocated, one GPU, tensor parallel 1): the engine runs in-process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``, as TRL's colocate mode and verl's in-process sync do), so
+``load_weights(state_dict)`` hands the trainer's tensors straight to vLLM's
+``model.load_weights`` through ``LLM.apply_model`` (vLLM fuses q/k/v and gate/up itself), then
+resets the prefix cache (its KV was computed with the old weights). ``sleep()`` /
+``wake_up()`` wrap ``LLM.sleep(level=1)`` / ``LLM.wake_up()`` (``enable_sleep_mode=True``): weights
+offloaded to CPU and the KV cache freed while the trainer updates.
+
+NOT RUN HERE: nothing in :class:`VLLMEngine` has been executed (no GPU on the development
+machines); only ``build_requests`` / ``unpack_outputs`` are tested, on CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from real_runs.engines.hf import check_counts, check_sampling, encode_prompt, eos_token_ids
+from real_runs.types import Rollouts, SamplingParams
+
+
+def prompt_seeds(seed: int | None, num_prompts: int) -> list[int | None]:
+    """Per-prompt vLLM seeds from one run seed (31-bit, distinct with overwhelming probability)."""
+    if seed is None:
+        return [None] * num_prompts
+    return [int(np.random.SeedSequence([seed, i]).generate_state(1, np.uint32)[0] >> 1)
+            for i in range(num_prompts)]
+
+
+def build_requests(prompt_token_ids: Sequence[Sequence[int]], counts_P: np.ndarray,
+                   sampling: SamplingParams, stop_token_ids: Sequence[int]) -> tuple[list, list]:
+    """(prompts, sampling params) for ``LLM.generate``: one request per prompt with a count > 0.
+
+    Request j is prompt ``np.flatnonzero(counts_P)[j]`` with ``SamplingParams(n=counts_P[i],
+    logprobs=0, stop_token_ids=..., max_tokens=max_new_tokens, ...)``; temperature 0 is greedy.
+    """
+    from vllm import SamplingParams as VSamplingParams
+    from vllm.inputs import TokensPrompt
+
+    counts_P = np.asarray(counts_P, dtype=np.int64)
+    seeds = prompt_seeds(sampling.seed, len(counts_P))
+    prompts, params = [], []
+    for i in np.flatnonzero(counts_P):
+        prompts.append(TokensPrompt(prompt_token_ids=list(prompt_token_ids[i])))
+        params.append(VSamplingParams(
+            n=int(counts_P[i]), temperature=sampling.temperature, top_p=sampling.top_p,
+            top_k=sampling.top_k, max_tokens=sampling.max_new_tokens, seed=seeds[i], logprobs=0,
+            stop_token_ids=list(stop_token_ids), skip_special_tokens=True))
+    return prompts, params
+
+
+def _sampled_logprobs(completion: Any) -> np.ndarray:
+    if completion.logprobs is None:
+        raise ValueError("vLLM returned no log-probs: requests must set logprobs=0")
+    if len(completion.logprobs) != len(completion.token_ids):
+        raise ValueError(f"vLLM returned {len(completion.logprobs)} log-prob entries for "
+                         f"{len(completion.token_ids)} tokens")
+    return np.array([step[token].logprob for step, token in zip(completion.logprobs,
+                                                                completion.token_ids)],
+                    dtype=np.float32)
+
+
+def unpack_outputs(outputs: Sequence[Any], counts_P: np.ndarray,
+                   prompt_token_ids: list[list[int]]) -> Rollouts:
+    """``RequestOutput`` list (one per prompt with a count > 0, in request order) -> Rollouts.
+
+    Completions of a request are ordered by their ``index``; a request with a number of
+    completions other than its count, an unfinished one or an unknown finish reason raises.
+    """
+    counts_P = np.asarray(counts_P, dtype=np.int64)
+    requested = np.flatnonzero(counts_P)
+    if len(outputs) != requested.size:
+        raise ValueError(f"vLLM returned {len(outputs)} requests, expected {requested.size}")
+    tokens, logprobs, texts, reasons = [], [], [], []
+    for i, output in zip(requested, outputs):
+        completions = sorted(output.outputs, key=lambda c: c.index)
+        if len(completions) != counts_P[i]:
+            raise ValueError(f"prompt {i}: vLLM returned {len(completions)} samples, "
+                             f"expected {counts_P[i]}")
+        for completion in completions:
+            if completion.finish_reason not in ("stop", "length"):
+                raise ValueError(f"prompt {i}: vLLM finish reason {completion.finish_reason!r}")
+            tokens.append([int(t) for t in completion.token_ids])
+            logprobs.append(_sampled_logprobs(completion))
+            texts.append(completion.text)
+            reasons.append(completion.finish_reason)
+    generated = float(sum(len(t) for t in tokens))
+    return Rollouts(counts_P=counts_P, prompt_token_ids=prompt_token_ids, token_ids=tokens,
+                    logprobs=logprobs, texts=texts, finish_reasons=reasons,
+                    metrics={"engine/tokens": generated})
+
+
+class VLLMEngine:
+    """Rollouts from an offline ``vllm.LLM`` on one GPU (see the module docstring; not run here).
+
+    model: a Hugging Face id / local folder, or a transformers model (saved with the tokenizer to
+        a temporary folder that vLLM loads; later weights arrive through ``load_weights``).
+    tokenizer: the policy's tokenizer (prompt encoding and EOS ids, as in the hf engine).
+    gpu_memory_utilization: vLLM's share of GPU memory (weights + KV cache); leave room for training.
+    enable_sleep_mode: allow ``sleep()`` / ``wake_up()`` (level 1: weights to CPU, KV freed).
+    llm_kwargs: anything else for ``vllm.LLM`` (max_model_len, enforce_eager, dtype, seed, ...).
+    """
+
+    def __init__(self, model, tokenizer, *, gpu_memory_utilization: float = 0.4,
+                 enable_sleep_mode: bool = True, **llm_kwargs) -> None:
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process weight sync
+        from transformers import GenerationConfig
+        from vllm import LLM
+
+        self._folder = None
+        if isinstance(model, (str, os.PathLike)):
+            try:
+                generation_config = GenerationConfig.from_pretrained(str(model))
+            except OSError:
+                generation_config = None
+        else:
+            generation_config = model.generation_config
+            self._folder = tempfile.TemporaryDirectory(prefix="gdro-vllm-")
+            model.save_pretrained(self._folder.name)
+            tokenizer.save_pretrained(self._folder.name)
+            model = self._folder.name
+        self.tokenizer = tokenizer
+        self.stop_token_ids = eos_token_ids(generation_config, tokenizer)
+        self.llm = LLM(model=str(model), tokenizer=str(model),
+                       gpu_memory_utilization=gpu_memory_utilization,
+                       enable_sleep_mode=enable_sleep_mode, logprobs_mode="raw_logprobs",
+                       **llm_kwargs)
+        self.sleeping = False
+
+    def generate(self, prompts: Sequence[str], counts_P: np.ndarray,
+                 sampling: SamplingParams) -> Rollouts:
+        """Exactly ``counts_P[i]`` samples of prompt i, flat in prompt order."""
+        counts_P = check_counts(prompts, counts_P)
+        check_sampling(sampling)
+        if self.sleeping:
+            self.wake_up()
+        prompt_ids = [encode_prompt(self.tokenizer, p) for p in prompts]
+        requests, params = build_requests(prompt_ids, counts_P, sampling, self.stop_token_ids)
+        start = time.perf_counter()
+        outputs = self.llm.generate(requests, params, use_tqdm=False) if requests else []
+        seconds = time.perf_counter() - start
+        rollouts = unpack_outputs(outputs, counts_P, prompt_ids)
+        rollouts.metrics.update({"engine/seconds": seconds, "engine/tokens_per_s":
+                                 rollouts.metrics["engine/tokens"] / max(seconds, 1e-9)})
+        return rollouts
+
+    def load_weights(self, state_dict: dict) -> None:
+        """Push the trainer's weights (HF names) into vLLM's model, then drop stale prefix KV."""
+        weights = list(state_dict.items())
+        self.llm.apply_model(lambda model: model.load_weights(weights))
+        self.llm.reset_prefix_cache()
+
+    def sleep(self) -> None:
+        """Offload weights to CPU and free the KV cache (``LLM.sleep(level=1)``)."""
+        if not self.sleeping:
+            self.llm.sleep(level=1)
+            self.sleeping = True
+
+    def wake_up(self) -> None:
+        """Bring weights and KV cache back (``LLM.wake_up()``)."""
+        if self.sleeping:
+            self.llm.wake_up()
+            self.sleeping = False
