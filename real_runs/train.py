@@ -239,7 +239,8 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
         if device.type == "cuda":
             reference.to(torch.bfloat16)
     if cfg.model.gradient_checkpointing:
-        policy.gradient_checkpointing_enable()
+        enable = getattr(policy, "activation_checkpointing_enable", None) or policy.gradient_checkpointing_enable
+        enable()  # transformers 5 renamed gradient_checkpointing_enable
     if cfg.model.compile:
         policy.base_model.compile(dynamic=True)  # the module response_logprobs and generate call
     if engine is None:
