@@ -183,7 +183,8 @@ def check_resumable(resume: str | os.PathLike[str]) -> Path:
     if run.meta.get("status") == "finished":
         raise TrainError(f"--resume {run_dir}: the run already finished: start a new run to train more")
     if not ckpt.checkpoint_steps(run_dir):
-        raise TrainError(f"--resume {run_dir}: no complete checkpoint yet: start the run again")
+        raise TrainError(f"--resume {run_dir}: no complete checkpoint yet: delete the folder and start the run "
+                         "again (or use another train.run_name)")
     return run_dir
 
 
