@@ -17,6 +17,7 @@ COMMANDS = {
     "app": ("apps.launch", "main", "Streamlit app for run directories"),
     "report": ("apps.report", "main", "static PNG figures for run directories"),
     "eval": ("real_runs.eval_cli", "main", "mean@k / pass@k / worst group of a model on math benchmarks"),
+    "train": ("real_runs.train_cli", "main", "train a model: GRPO, Prompt-GDRO, Rollout-GDRO, joint"),
 }
 
 
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(module_name)
     except ImportError as err:
         extra = {"simulate": "sim", "app": "app", "report": "sim", "eval": "train"}[name]
+        extra = {"simulate": "sim", "app": "app", "report": "sim", "train": "train"}[name]
         print(f"gdro {name}: missing dependency ({err.name}): install with pip install -e '.[{extra}]'",
               file=sys.stderr)
         return 2

@@ -1,0 +1,72 @@
+"""`gdro train CONFIG [key=value ...] [--out DIR]` and `gdro train --resume RUN_DIR`.
+
+CONFIG is a preset name (``gdro train --list`` shows them) or a TOML file; ``section.key=value``
+overrides any field (``train.steps=10 method.name=joint``). Bad input is one line on stderr and
+exit status 2; nothing already written is touched. Set ``GDRO_DEBUG=1`` for the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gdro train", description="GRPO / Prompt-GDRO / Rollout-GDRO / joint training of a language model.",
+        epilog="examples: gdro train tiny-cpu method.name=joint  |  gdro train paper-qwen3-1.7b method.name=rollout_gdro "
+               "--out runs  |  gdro train --resume runs/joint-tiny-s0")
+    parser.add_argument("config", nargs="?", help="preset name or TOML file")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="section.key=value overrides")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its last checkpoint")
+    parser.add_argument("--out", metavar="DIR", help="folder for the run directory (train.out)")
+    parser.add_argument("--list", action="store_true", help="list the presets and exit")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
+    return parser
+
+
+def run(args: argparse.Namespace) -> str:
+    """Validate the arguments, train, return the run directory."""
+    from real_runs.config import config_to_dict, load_config
+    from real_runs.train import TrainError, main
+    if args.resume:
+        if args.config or args.overrides or args.out:
+            raise TrainError("--resume continues a run with its own saved config: give no CONFIG, overrides or --out")
+        return str(main(None, resume=args.resume))
+    if not args.config:
+        raise TrainError("give a CONFIG (a preset such as tiny-cpu, or a TOML file) or --resume RUN_DIR")
+    overrides = list(args.overrides) + ([f"train.out={json.dumps(args.out)}"] if args.out else [])
+    cfg = load_config(args.config, overrides)
+    if args.print_config:
+        print(json.dumps(config_to_dict(cfg), indent=1))
+        return ""
+    return str(main(cfg))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list:
+        from real_runs.config import preset_names
+        print("\n".join(preset_names()))
+        return 0
+    try:
+        run_dir = run(args)
+    except KeyboardInterrupt:
+        print("gdro train: interrupted; continue with gdro train --resume RUN_DIR", file=sys.stderr)
+        return 130
+    except (ValueError, OSError) as err:  # ConfigError, DataError, ModelError, RunFormatError, TrainError, ...
+        if os.environ.get("GDRO_DEBUG"):
+            raise
+        message = " ".join(str(err).split()) or err.__class__.__name__
+        print(f"gdro train: {message}", file=sys.stderr)
+        return 2
+    if run_dir:
+        print(f"gdro train: run directory {run_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

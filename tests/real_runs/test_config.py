@@ -1,0 +1,89 @@
+"""real_runs.config: presets load and carry the paper's settings; overrides; one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from gdro_lab import ConfigError
+from real_runs import config as C
+
+
+def test_every_preset_loads_and_round_trips():
+    assert set(C.preset_names()) >= {"paper-qwen3-1.7b", "paper-qwen3-4b", "paper-qwen3-8b", "tiny-cpu"}
+    for name in C.preset_names():
+        cfg = C.load_config(name)
+        assert C.config_from_dict(C.config_to_dict(cfg)) == cfg
+
+
+@pytest.mark.parametrize("size,model", [("1.7b", "Qwen/Qwen3-1.7B-Base"), ("4b", "Qwen/Qwen3-4B-Base"),
+                                        ("8b", "Qwen/Qwen3-8B-Base")])
+def test_paper_presets_have_the_paper_settings(size, model):
+    cfg = C.load_config(f"paper-qwen3-{size}")
+    assert cfg.model.name == model
+    assert cfg.data.train == "dapo"
+    assert (cfg.train.prompts_per_step, cfg.train.steps, cfg.eval.every, cfg.eval.k) == (256, 1000, 50, 8)
+    assert (cfg.method.n_bar, cfg.method.n_min, cfg.method.n_max, cfg.method.num_bins) == (4, 2, 12, 10)
+    assert (cfg.optim.lr, cfg.loss.kl_coef, cfg.loss.kl_estimator) == (1e-6, 0.001, "k3")
+    assert (cfg.loss.clip_low, cfg.loss.clip_high, cfg.loss.adv_clip) == (0.2, 0.28, 5.0)
+    assert (cfg.eval.temperature, cfg.eval.top_p, cfg.eval.top_k) == (0.6, 0.8, 20)
+    assert set(cfg.eval.benchmarks) == {"math500", "aime24", "aime25", "amc23", "minerva", "olympiadbench"}
+
+
+def test_methods_map_to_controllers():
+    names = {m: C.load_config("tiny-cpu", [f"method.name={m}"]).method.controller_names()[1:]
+             for m in ("grpo", "prompt_gdro", "rollout_gdro", "joint")}
+    assert names == {"grpo": ("uniform", "uniform"), "prompt_gdro": ("gdro", "uniform"),
+                     "rollout_gdro": ("uniform", "gdro"), "joint": ("gdro", "gdro")}
+    custom = C.load_config("tiny-cpu", ["method.name=custom", "method.weighter=gdro", "method.allocator=sqrt",
+                                        "method.classifier=bayes"])
+    assert custom.method.controller_names() == ("bayes", "gdro", "sqrt")
+    _, _, allocator = custom.method.controller_configs()
+    assert (allocator.n_bar, allocator.n_max) == (4, 8)
+
+
+def test_overrides_are_typed_and_nested():
+    cfg = C.load_config("tiny-cpu", ["train.steps=3", "optim.lr=2e-5", "loss.agg=seq-mean-token-mean",
+                                     "method.weighter_config.eta=0.3", "eval.benchmarks=[\"aime24\"]",
+                                     "optim.lr_scale=2"])
+    assert (cfg.train.steps, cfg.optim.lr, cfg.loss.agg) == (3, 2e-5, "seq-mean-token-mean")
+    assert cfg.method.controller_configs()[1].eta == 0.3
+    assert cfg.eval.benchmarks == ("aime24",) and cfg.optim.lr_scale == 2.0
+
+
+def test_file_extends_a_preset(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text('preset = "tiny-cpu"\n[train]\nsteps = 2\n')
+    cfg = C.load_config(str(path))
+    assert cfg.train.steps == 2 and cfg.model.name == "tiny" and cfg.train.prompts_per_step == 4
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("train.stepz=3", "unknown config key train.stepz"),
+    ("trainer.steps=3", "unknown config section [trainer]"),
+    ("train.steps=0", "train.steps=0 is invalid"),
+    ("loss.clip_low=1.5", "loss.clip_low=1.5 is invalid"),
+    ("loss.agg=mean", "loss.agg='mean' is invalid"),
+    ("loss.kl_estimator=k4", "loss.kl_estimator='k4' is invalid"),
+    ("method.name=dro", "method.name='dro' is invalid"),
+    ("method.n_bar=20", "method.n_bar=20 is invalid"),
+    ("method.weighter_config.etaa=1", "WeighterConfig has no field(s) etaa"),
+    ("method.allocator_config.dual_lr=-1", "AllocatorConfig.dual_lr=-1"),
+    ("train.steps=ten", "train.steps='ten' is invalid"),
+    ("train.deterministic=1", "train.deterministic=1 is invalid"),
+    ("steps=3", "write section.key=value"),
+])
+def test_bad_values_are_one_line_errors(override, needle):
+    with pytest.raises(ConfigError) as info:
+        C.load_config("tiny-cpu", [override])
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_missing_and_broken_files(tmp_path):
+    with pytest.raises(ConfigError, match="neither a TOML file nor a preset"):
+        C.load_config("tiny-gpu")
+    with pytest.raises(ConfigError, match="does not exist"):
+        C.load_config(str(tmp_path / "nope.toml"))
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[train\nsteps=")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        C.load_config(str(bad))
