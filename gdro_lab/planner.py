@@ -39,10 +39,12 @@ offered with both objectives); this planner maximises the joint probability over
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from gdro_lab.allocation import concave_envelope, forbidden_floor, tie_broken
+from gdro_lab.allocation import concave_budget_plan, forbidden_floor, tie_broken
 from gdro_lab.checks import check_bins, check_log_prob, check_total
 
 
@@ -53,8 +55,9 @@ def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: i
     ``log_prob_GA[b, a]`` = log p_b(n_min + a), finite or -inf (-inf arms are never used; a
     ValueError if the total cannot be met without them); ``bins_P`` in [0, G) for every prompt.
     ``tie_center`` adds 1e-9 (n - tie_center)^2 to the cost so that equally likely plans resolve
-    toward that value. Returns n_P (int64). Within a bin, prompts get arms in ascending order of
-    their position in the batch (they are interchangeable). Cost: see the module docstring.
+    toward that value. Returns n_P (int64). Within a bin prompts are interchangeable; earlier
+    prompts in the batch get the larger arms (as concave_budget_plan). When every bin's values are
+    concave in n (full feedback), the greedy on marginal gains is exact and is used directly.
     """
     values, arms = tie_broken(check_log_prob("exact_plan", log_prob_GA), n_min, tie_center)
     num_bins, num_arms = values.shape
@@ -64,6 +67,10 @@ def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: i
     if size == 0:
         return np.zeros(0, np.int64)
     need = int(total) - size * n_min
+    if num_arms > 2 and np.isfinite(values).all():
+        second = values[:, 2:] - 2.0 * values[:, 1:-1] + values[:, :-2]
+        if np.all(second <= 0.0):  # log-concave rows: the greedy is the exact separable optimum
+            return concave_budget_plan(log_prob_GA, bins, total, n_min, tie_center=tie_center)
     counts_all = np.bincount(bins, minlength=num_bins)
     present = np.flatnonzero(counts_all > 0)
     finite = values[np.isfinite(values)]
@@ -78,7 +85,7 @@ def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: i
     starts = np.concatenate([[0], np.cumsum(counts_all)[:-1]])
     for g, b in enumerate(present):
         members = order[starts[b]: starts[b] + counts_all[b]]
-        n_P[members] = arms_G[g]
+        n_P[members] = arms_G[g][::-1]
         if forbidden[g, arms_G[g]].any():
             raise ValueError(f"exact_plan: no plan with total {total} avoids arms of probability 0 "
                              f"(bin {b}); allow more arms or change the total")
@@ -110,17 +117,25 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> list[n
     delta_out_G = np.where(outside, r_GA, np.inf).min(axis=1)
     interior_G = np.maximum(hi_G - lo_G - 1, 0)
     bound, heuristic = _feasible(r_GA, c_G, lo_G, hi_G, need)
-    free_G = np.minimum(c_G, 1)
+    if heuristic is not None and bound == 0.0:
+        return heuristic  # reduced cost 0 is the lower bound: optimal
+    slack = tol * (c_G.sum() + 1)
+    free_G = np.minimum(_free_needed(bound + slack, c_G, interior_G, delta_in_G, delta_out_G), 2)
     while True:
-        slack = bound + tol * (c_G.sum() + 1)
-        tables, choices = _free_tables(r_GA, int(free_G.max()), slack)
-        plan = _combine(tables, choices, c_G, lo_G, hi_G, free_G, need, slack, heuristic)
-        cost = float(sum(r_GA[g, arms].sum() for g, arms in enumerate(plan)))
-        needed_G = _free_needed(cost + tol * (c_G.sum() + 1), c_G, interior_G, delta_in_G, delta_out_G)
+        tables, choices = _free_tables(r_GA, int(free_G.max()), bound + slack)
+        per_bin = [_bin_cost(tables[free_G[g]][g], int(c_G[g]), int(free_G[g]), int(lo_G[g]),
+                             int(hi_G[g] - lo_G[g]), need, bound + slack) for g in range(num_bins)]
+        order = sorted(range(num_bins), key=lambda g: per_bin[g][1].size)
+        cost, steps = _forward(per_bin, order, need, bound + slack)
+        if not np.isfinite(cost):  # only by rounding at the bound: the heuristic plan is optimal
+            if heuristic is None:
+                raise ValueError("exact_plan: no feasible plan (total unreachable)")
+            return heuristic
+        needed_G = _free_needed(cost + slack, c_G, interior_G, delta_in_G, delta_out_G)
         if np.all(needed_G <= free_G):
-            return plan
+            return _backtrack(per_bin, order, steps, choices, c_G, lo_G, hi_G, free_G, need)
         free_G = np.maximum(free_G, needed_G)
-        bound, heuristic = min(bound, cost), plan
+        bound = min(bound, cost)
 
 
 def _free_needed(bound: float, c_G: np.ndarray, interior_G: np.ndarray, delta_in_G: np.ndarray,
@@ -133,16 +148,24 @@ def _free_needed(bound: float, c_G: np.ndarray, interior_G: np.ndarray, delta_in
     return np.minimum(c_G, interior + np.minimum(by_cost_out, c_G)).astype(np.int64)
 
 
-def _envelope(f_GA: np.ndarray) -> np.ndarray:
-    """Upper concave envelope of finite rows: max over chords (i <= a <= j), vectorised, O(G A^3)."""
-    num_arms = f_GA.shape[1]
+@functools.lru_cache(maxsize=16)
+def _chord_weights(num_arms: int) -> tuple[np.ndarray, np.ndarray]:
+    """For pairs i < j and points i <= a <= j: (weight (a - i) / (j - i), 0 / -inf mask), shape (A*A, A)."""
     idx = np.arange(num_arms, dtype=float)
     i, j, a = idx[:, None, None], idx[None, :, None], idx[None, None, :]
-    span = np.where(j > i, j - i, 1.0)
-    weight = np.where((i <= a) & (a <= j) & (j > i), (a - i) / span, np.nan)  # (A, A, A)
-    fi, fj = f_GA[:, :, None, None], f_GA[:, None, :, None]
-    chords = fi + (fj - fi) * weight[None]
-    return np.maximum(np.nanmax(chords.reshape(f_GA.shape[0], -1, num_arms), axis=1), f_GA)
+    valid = (i <= a) & (a <= j) & (j > i)
+    weight = np.where(valid, (a - i) / np.where(j > i, j - i, 1.0), 0.0)
+    return weight.reshape(-1, num_arms), np.where(valid, 0.0, -np.inf).reshape(-1, num_arms)
+
+
+def _envelope(f_GA: np.ndarray) -> np.ndarray:
+    """Upper concave envelope of finite rows: max over chords (i <= a <= j), vectorised, O(G A^3)."""
+    num_bins, num_arms = f_GA.shape
+    weight, mask = _chord_weights(num_arms)
+    fi = np.repeat(f_GA, num_arms, axis=1)[:, :, None]  # f[i] for pair (i, j) = row i * A + j
+    fj = np.tile(f_GA, (1, num_arms))[:, :, None]
+    chords = fi + (fj - fi) * weight[None] + mask[None]
+    return np.maximum(chords.max(axis=1), f_GA)
 
 
 def _dual(f_GA: np.ndarray, c_G: np.ndarray, need: int) -> float:
@@ -212,77 +235,93 @@ def _free_tables(r_GA: np.ndarray, max_free: int, bound: float) -> tuple[list[np
     return tables, choices
 
 
-def _bin_cost(table: np.ndarray, c: int, free: int, lo: int, width: int, limit: int
+def _bin_cost(table: np.ndarray, c: int, free: int, lo: int, width: int, limit: int, bound: float
               ) -> tuple[int, np.ndarray, np.ndarray]:
-    """R_b(t) over t = start..: min over y of table[t - (c - free) lo - y width]; also the argmin s."""
+    """(first t, R_b(t) over the t with R_b(t) <= bound, argmin s) for one bin.
+
+    R_b(t) = min over y in [0, c - free] of table[t - (c - free) lo - y width]: ``free`` prompts
+    from the table, y prompts at hi = lo + width, the rest at lo. Empty when nothing is <= bound.
+    """
     base = (c - free) * lo
     span = table.size + (c - free) * width  # t - base in [0, span)
     span = max(min(span, limit - base + 1), 0)
     if width == 0 or c == free:
-        cost = table[:span]
-        return base, cost, np.arange(cost.size)
-    t = np.arange(span)[:, None]
-    s = np.arange(table.size)[None, :]
-    y, remainder = np.divmod(t - s, width)
-    valid = (remainder == 0) & (y >= 0) & (y <= c - free)
-    cand = np.where(valid, table[None, :], np.inf)
-    pick = cand.argmin(axis=1)
-    return base, cand[np.arange(span), pick], pick
+        cost, pick = table[:span], np.arange(span)
+    else:
+        t = np.arange(span)[:, None]
+        s = np.arange(table.size)[None, :]
+        y, remainder = np.divmod(t - s, width)
+        cand = np.where((remainder == 0) & (y >= 0) & (y <= c - free), table[None, :], np.inf)
+        pick = cand.argmin(axis=1)
+        cost = cand[np.arange(span), pick]
+    finite = np.flatnonzero(cost <= bound)
+    if finite.size == 0:
+        return base, cost[:0], pick[:0]
+    first, last = int(finite[0]), int(finite[-1]) + 1
+    return base + first, cost[first:last], pick[first:last]
 
 
-def _combine(tables: list[np.ndarray], choices: list[np.ndarray], c_G: np.ndarray,
-             lo_G: np.ndarray, hi_G: np.ndarray, free_G: np.ndarray, need: int, bound: float,
-             heuristic: list[np.ndarray] | None) -> list[np.ndarray]:
-    """Min-plus DP across bins over the total (narrow bins first), then backtrack each bin's multiset."""
-    num_bins = c_G.size
-    per_bin = []
-    for g in range(num_bins):
-        base, cost, pick = _bin_cost(tables[free_G[g]][g], int(c_G[g]), int(free_G[g]), int(lo_G[g]),
-                                     int(hi_G[g] - lo_G[g]), need)
-        finite = np.flatnonzero(cost <= bound)
-        if finite.size == 0:
-            if heuristic is not None:  # only by rounding at the bound: the heuristic plan is optimal
-                return heuristic
-            raise ValueError("exact_plan: no feasible plan (total unreachable)")
-        first, last = int(finite[0]), int(finite[-1])
-        per_bin.append((base + first, cost[first: last + 1], pick[first: last + 1]))
-    order = sorted(range(num_bins), key=lambda g: per_bin[g][1].size)
-    low_suffix = np.concatenate([np.cumsum([per_bin[g][0] for g in order[::-1]])[::-1], [0]])
-    high_suffix = np.concatenate([np.cumsum([per_bin[g][0] + per_bin[g][1].size - 1
-                                             for g in order[::-1]])[::-1], [0]])
-    best = np.full(need + 1, np.inf)
-    best[0] = 0.0
-    steps = []
-    for rank, g in enumerate(order):
-        start, cost, _ = per_bin[g]
+def _forward(per_bin: list[tuple[int, np.ndarray, np.ndarray]], order: list[int], need: int,
+             bound: float) -> tuple[float, list[tuple[int, np.ndarray]]]:
+    """Min-plus DP across bins over the total: (min sum_b R_b(t_b) with sum t_b = need, argmin rows).
+
+    Only totals still able to reach ``need`` and reachable from the finite range are computed.
+    """
+    starts = np.array([per_bin[g][0] for g in order], np.int64)
+    widths = np.array([per_bin[g][1].size for g in order], np.int64)
+    if np.any(widths == 0):
+        return np.inf, []
+    fixed = int(np.sum(widths == 1))  # sorted first: one possible total each, no DP step needed
+    offset = int(starts[:fixed].sum())
+    fixed_cost = float(sum(per_bin[g][1][0] for g in order[:fixed]))
+    if offset > need:
+        return np.inf, []
+    low_after = np.concatenate([np.cumsum(starts[::-1])[::-1][1:], [0]])
+    high_after = np.concatenate([np.cumsum((starts + widths - 1)[::-1])[::-1][1:], [0]])
+    pad = int((starts + widths).max()) + 1
+    buf = np.full(pad + need + 1, np.inf)  # best[tau] = buf[pad + tau]
+    buf[pad + offset] = fixed_cost
+    flo = fhi = offset
+    steps: list[tuple[int, np.ndarray]] = [(0, np.zeros(1, np.int64))] * fixed
+    for rank in range(fixed, len(order)):
+        g = order[rank]
+        start, cost = int(starts[rank]), per_bin[g][1]
         width = cost.size
-        lo_tau = max(need - int(high_suffix[rank + 1]), 0)
-        hi_tau = min(need - int(low_suffix[rank + 1]), need)
-        padded = np.concatenate([np.full(width - 1 + max(start, 0), np.inf), best])
-        # new[tau] = min_k best[tau - start - k] + cost[k]
-        window = as_strided(padded[lo_tau:], (hi_tau - lo_tau + 1, width), padded.strides * 2)[:, ::-1]
+        lo = max(need - int(high_after[rank]), flo + start)
+        hi = min(need - int(low_after[rank]), fhi + start + width - 1)
+        if lo > hi:
+            return np.inf, []
+        first = pad + lo - start - (width - 1)
+        # row tau, column j: best[tau - start - (width - 1) + j], i.e. k = width - 1 - j
+        window = as_strided(buf[first:], (hi - lo + 1, width), buf.strides * 2)[:, ::-1]
         cand = window + cost[None, :]
         pick = cand.argmin(axis=1)
-        new = np.full(need + 1, np.inf)
-        new[lo_tau: hi_tau + 1] = cand[np.arange(pick.size), pick]
-        new[new > bound] = np.inf
-        arg = np.full(need + 1, -1, np.int64)
-        arg[lo_tau: hi_tau + 1] = pick
-        steps.append(arg)
-        best = new
-    if not np.isfinite(best[need]):
-        if heuristic is not None:
-            return heuristic
-        raise ValueError("exact_plan: no feasible plan (total unreachable)")
-    result: list[np.ndarray] = [np.zeros(0, np.int64)] * num_bins
+        values = cand[np.arange(pick.size), pick]
+        values[values > bound] = np.inf
+        finite = np.flatnonzero(values < np.inf)
+        if finite.size == 0:
+            return np.inf, []
+        buf = np.full(pad + need + 1, np.inf)
+        buf[pad + lo: pad + hi + 1] = values
+        flo, fhi = lo + int(finite[0]), lo + int(finite[-1])
+        steps.append((lo, pick))
+    return float(buf[pad + need]), steps
+
+
+def _backtrack(per_bin: list[tuple[int, np.ndarray, np.ndarray]], order: list[int],
+               steps: list[tuple[int, np.ndarray]], choices: list[np.ndarray], c_G: np.ndarray,
+               lo_G: np.ndarray, hi_G: np.ndarray, free_G: np.ndarray, need: int) -> list[np.ndarray]:
+    """Each bin's total from the DP rows, then its multiset from the free-prompt tables."""
+    result: list[np.ndarray] = [np.zeros(0, np.int64)] * c_G.size
     tau = need
-    for rank in range(num_bins - 1, -1, -1):
+    for rank in range(len(order) - 1, -1, -1):
         g = order[rank]
-        start, _, pick = per_bin[g]
-        k = int(steps[rank][tau])
+        start, _, pick_s = per_bin[g]
+        lo, pick = steps[rank]
+        k = 0 if per_bin[g][1].size == 1 else int(pick[tau - lo])
         t = start + k
         tau -= t
-        result[g] = _multiset(choices, g, int(free_G[g]), int(pick[k]), t, int(c_G[g]), int(lo_G[g]),
+        result[g] = _multiset(choices, g, int(free_G[g]), int(pick_s[k]), t, int(c_G[g]), int(lo_G[g]),
                               int(hi_G[g]))
     return result
 

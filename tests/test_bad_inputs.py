@@ -54,7 +54,8 @@ CASES = [
     ("feedback successes not 0/1", lambda: feedback(successes_R=np.array([0.5, 0, 1, 1])), "successes_R"),
     ("feedback empty batch", lambda: feedback(prompt_ids=[], bins_P=np.zeros(0, int), counts_P=np.zeros(0, int),
                                               rewards_R=np.zeros(0), successes_R=np.zeros(0, bool)), "prompt_ids"),
-    ("feedback NaN oracle variance", lambda: feedback(variance_G=np.array([NAN, 1.0])), "variance_G"),
+    ("feedback negative oracle variance", lambda: feedback(variance_G=np.array([-1.0, 1.0])), "variance_G"),
+    ("feedback inf oracle variance", lambda: feedback(variance_G=np.array([INF, 1.0])), "variance_G"),
     ("variance_by_bin bin >= num_bins", lambda: feedback(bins_P=np.array([0, 5])).variance_by_bin(2), "bins_P"),
     # pass@k
     ("pass@k float n", lambda: pass_at_k(4.9, 4, 2), "n"),

@@ -119,10 +119,10 @@ def test_exact_plan_never_uses_a_zero_probability_arm_when_it_can_avoid_it():
         exact_plan(np.array([[0.0, -np.inf, -np.inf]]), np.array([0]), 3, 2)
 
 
-def test_exact_plan_within_a_bin_prompts_are_interchangeable_and_order_is_by_batch_position():
-    log_prob = np.array([[-3.0, 0.0, -3.0, -0.1]])  # best multiset for total 2+2+... is found; arms ascend
-    plan = exact_plan(log_prob, np.zeros(4, int), 4 * 2 + 6, 2)
-    assert np.all(np.diff(plan) >= 0)
+def test_exact_plan_within_a_bin_earlier_prompts_get_larger_arms():
+    for log_prob in (np.array([[-3.0, 0.0, -3.0, -0.1]]), np.array([[-3.0, -1.0, -0.5, -0.9]])):  # bent, concave
+        plan = exact_plan(log_prob, np.zeros(4, int), 4 * 2 + 6, 2)
+        assert plan.sum() == 14 and np.all(np.diff(plan) <= 0)
 
 
 @pytest.mark.parametrize("weight", ["count", "bin"])
