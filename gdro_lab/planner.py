@@ -120,7 +120,9 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> list[n
     if heuristic is not None and bound == 0.0:
         return heuristic  # reduced cost 0 is the lower bound: optimal
     slack = tol * (c_G.sum() + 1)
-    free_G = np.minimum(_free_needed(bound + slack, c_G, interior_G, delta_in_G, delta_out_G), 2)
+    free_G = _free_needed(bound + slack, c_G, interior_G, delta_in_G, delta_out_G)
+    if free_G.max() > 4:  # a loose bound: first solve a narrow family for a tighter one
+        free_G = np.minimum(free_G, 2)
     while True:
         tables, choices = _free_tables(r_GA, int(free_G.max()), bound + slack)
         per_bin = [_bin_cost(tables[free_G[g]][g], int(c_G[g]), int(free_G[g]), int(lo_G[g]),
@@ -180,36 +182,45 @@ def _dual(f_GA: np.ndarray, c_G: np.ndarray, need: int) -> float:
 
 def _feasible(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray,
               need: int) -> tuple[float, list[np.ndarray] | None]:
-    """Cost of a feasible plan: prompts at lo_b / hi_b, at most one interior prompt per critical bin.
+    """Cost and arm multisets of a good feasible plan (its cost bounds the optimum's, step 2).
 
-    The critical bins (hi_b > lo_b) absorb need - sum_b c_b lo_b in turn; each order that puts
-    one critical bin last is tried and the cheapest kept. (inf, None) when lo/hi cannot reach
-    ``need`` (possible only through rounding at ties); the DP then runs unpruned.
+    Prompts sit at lo_b; the critical bins (hi_b > lo_b) take as many prompts at hi_b as fit.
+    The remainder d is closed by the cheapest single move: one prompt from lo_b or hi_b to that
+    + d in any bin, or one more prompt at hi in a critical bin and one prompt moved down by the
+    overshoot in another bin. (inf, None) when no such plan exists; the DP then runs unpruned.
     """
+    num_bins, num_arms = r_GA.shape
     width_G = hi_G - lo_G
-    rest = need - int(c_G @ lo_G)
-    critical = [int(g) for g in np.flatnonzero(width_G > 0)]
-    if not 0 <= rest <= int(c_G @ width_G):
+    y_G = np.zeros(num_bins, np.int64)
+    left = need - int(c_G @ lo_G)
+    if left < 0:
         return np.inf, None
-    best: tuple[float, dict[int, int]] = (np.inf, {})
-    for last in critical or [-1]:
-        left, takes, cost = rest, {}, 0.0
-        for g in [h for h in critical if h != last] + ([last] if last >= 0 else []):
-            takes[g] = min(left, int(c_G[g] * width_G[g]))
-            left -= takes[g]
-            if takes[g] % width_G[g]:
-                cost += float(r_GA[g, lo_G[g] + takes[g] % width_G[g]])
-        if left == 0 and cost < best[0]:
-            best = (cost, takes)
+    for g in np.flatnonzero(width_G > 0):
+        y_G[g] = min(int(c_G[g]), left // int(width_G[g]))
+        left -= int(y_G[g] * width_G[g])
+    at_lo, at_hi = c_G - y_G, y_G
+    moves = [(left, -1)] + [(left - int(width_G[h]), int(h)) for h in np.flatnonzero((width_G > left) & (at_lo > 0))]
+    best = (np.inf, -1, -1, 0, -1)  # cost, bin, from-arm, shift, bin given one more hi
+    for shift, extra in moves if left else []:
+        for position, count in ((lo_G, at_lo), (hi_G, at_hi)):
+            target = position + shift
+            ok = (count > 0) & (target >= 0) & (target < num_arms) & (np.arange(num_bins) != extra)
+            if ok.any():
+                cost = np.where(ok, r_GA[np.arange(num_bins), np.clip(target, 0, num_arms - 1)], np.inf)
+                g = int(cost.argmin())
+                if cost[g] < best[0]:
+                    best = (float(cost[g]), g, int(position[g]), shift, extra)
+    if left and not np.isfinite(best[0]):
+        return np.inf, None
     plan = []
-    for g, (c, lo, width) in enumerate(zip(c_G, lo_G, width_G)):
-        multiset = np.full(c, lo, np.int64)
-        if g in best[1]:
-            y, rem = divmod(best[1][g], int(width))
-            multiset[c - y:] = lo + width
-            multiset[0] += rem
+    for g in range(num_bins):
+        multiset = np.full(int(c_G[g]), lo_G[g], np.int64)
+        hi_count = int(y_G[g]) + (1 if g == best[4] else 0)
+        multiset[multiset.size - hi_count:] = hi_G[g]
+        if g == best[1]:
+            multiset[int(np.flatnonzero(multiset == best[2])[0])] += best[3]
         plan.append(np.sort(multiset))
-    return best[0], plan
+    return (best[0] if left else 0.0), plan
 
 
 def _free_tables(r_GA: np.ndarray, max_free: int, bound: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -280,31 +291,34 @@ def _forward(per_bin: list[tuple[int, np.ndarray, np.ndarray]], order: list[int]
     high_after = np.concatenate([np.cumsum((starts + widths - 1)[::-1])[::-1][1:], [0]])
     pad = int((starts + widths).max()) + 1
     buf = np.full(pad + need + 1, np.inf)  # best[tau] = buf[pad + tau]
+    spare = buf.copy()
     buf[pad + offset] = fixed_cost
     flo = fhi = offset
+    written, spare_written = (pad + offset, pad + offset + 1), (0, 0)  # slices holding values
     steps: list[tuple[int, np.ndarray]] = [(0, np.zeros(1, np.int64))] * fixed
+    stride = buf.strides * 2
     for rank in range(fixed, len(order)):
         g = order[rank]
-        start, cost = int(starts[rank]), per_bin[g][1]
+        start, cost = int(starts[rank]), per_bin[g][1][::-1]
         width = cost.size
         lo = max(need - int(high_after[rank]), flo + start)
         hi = min(need - int(low_after[rank]), fhi + start + width - 1)
         if lo > hi:
             return np.inf, []
-        first = pad + lo - start - (width - 1)
-        # row tau, column j: best[tau - start - (width - 1) + j], i.e. k = width - 1 - j
-        window = as_strided(buf[first:], (hi - lo + 1, width), buf.strides * 2)[:, ::-1]
-        cand = window + cost[None, :]
+        # row tau, column j: best[tau - start - (width - 1) + j] + cost[width - 1 - j]
+        cand = as_strided(buf[pad + lo - start - (width - 1):], (hi - lo + 1, width), stride) + cost
         pick = cand.argmin(axis=1)
-        values = cand[np.arange(pick.size), pick]
+        values = cand.min(axis=1)
         values[values > bound] = np.inf
         finite = np.flatnonzero(values < np.inf)
         if finite.size == 0:
             return np.inf, []
-        buf = np.full(pad + need + 1, np.inf)
-        buf[pad + lo: pad + hi + 1] = values
+        spare[spare_written[0]: spare_written[1]] = np.inf  # clear what it held two bins ago
+        spare[pad + lo: pad + hi + 1] = values
+        buf, spare = spare, buf
+        written, spare_written = (pad + lo, pad + hi + 1), written
         flo, fhi = lo + int(finite[0]), lo + int(finite[-1])
-        steps.append((lo, pick))
+        steps.append((lo, width - 1 - pick))
     return float(buf[pad + need]), steps
 
 
