@@ -3,6 +3,9 @@
 A training loop builds one :class:`StepFeedback` per step after scoring the rollouts and passes
 the same object to the classifier, the prompt weighter and the rollout allocator.
 Rollouts are flat and ragged: prompt i owns the next ``counts_P[i]`` entries of ``rewards_R``.
+Construction checks every field (gdro_lab.checks): NaN/inf rewards or losses, non-integer or
+zero counts, bins below -1, successes other than 0/1 and an empty batch are one-line errors; a
+controller checks bins < its num_bins when it reads the feedback.
 """
 
 from __future__ import annotations

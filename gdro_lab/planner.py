@@ -14,24 +14,32 @@ exact for any f and fast when f is near concave (full feedback) or spiky (bandit
        sum_i f = sum_b c_b phi_b + lambda need - sum_i r_b(i)(a_i),
    so the task is: minimise sum_i r(a_i) s.t. sum_i a_i = need. Per bin the zero-cost arms
    form an interval [lo_b, hi_b] of the envelope (lo_b = hi_b for all but the critical bins).
-2. A feasible plan (y prompts at hi_b, at most one interior prompt per critical bin, the rest at
-   lo_b) has cost U; an optimal plan has cost <= U.
+2. A feasible plan has cost U >= the optimum's: prompts at lo_b, as many at hi_b as fit, and the
+   remainder closed by the cheapest single move of one prompt (``_feasible``). U = 0 is optimal.
 3. Bounded deviations (the two lemmas that make this exact). In an optimal plan, per bin:
-   (a) at most L_b - 1 prompts sit strictly inside (lo_b, hi_b), L_b = hi_b - lo_b, WLOG: among
-   any L_b interior prompts a subset of size <= L_b has offset sum = m L_b (prefix sums mod
-   L_b, pigeonhole), and it can be replaced by m prompts at hi_b and the rest at lo_b: same
-   count, same total, reduced cost 0 <= theirs (r is 0 at lo_b and hi_b, >= 0 elsewhere);
-   (b) every prompt outside [lo_b, hi_b] costs at least delta_b = min_{a outside} r_b(a) > 0,
-   so at most floor(U / delta_b) of them.
-   Hence K_b = min(c_b, L_b - 1 + floor(U / delta_b)) "free" prompts plus c_b - K_b prompts
-   at lo_b or hi_b cover an optimal plan.
+   (a) WLOG at most L_b - 1 prompts sit strictly inside (lo_b, hi_b), L_b = hi_b - lo_b: among
+   any L_b interior prompts, a subset of size q <= L_b has offset sum (from lo_b) = m L_b with
+   0 < m < q (prefix sums mod L_b, pigeonhole), and it can be replaced by m prompts at hi_b and
+   q - m at lo_b: same count, same total, reduced cost 0 <= theirs (r is 0 at lo_b and hi_b and
+   >= 0 elsewhere). Each interior prompt also costs >= delta_in_b, so there are at most
+   min(L_b - 1, floor(U / delta_in_b)) of them;
+   (b) every prompt outside [lo_b, hi_b] costs at least delta_out_b = min_{a outside} r_b(a) > 0,
+   so there are at most floor(U / delta_out_b) of them.
+   Hence K_b "free" prompts (that bound, at most c_b) plus c_b - K_b prompts at lo_b or hi_b
+   cover an optimal plan.
 4. Per bin, D_b[s] = min cost of K_b free prompts with arm sum s (a small DP over k <= K_b),
    R_b(t) = min_y D_b[t - (c_b - K_b) lo_b - y L_b] over y in [0, c_b - K_b]; then a min-plus DP
-   across bins over the total (only t with R_b(t) <= U), and a backtrack.
+   across bins over the total (only totals with R_b(t) <= U and able to reach ``need``).
+5. Iterative deepening: when U is loose, the DP first runs with at most 2 free prompts per bin;
+   its optimum is feasible, so its cost is a tighter U, which certifies optimality when the
+   K_b it implies are within those used, and otherwise sets the K_b of a second (final) round.
 
-Everything is vectorised with numpy; at the paper's scale (256 prompts, 10 bins, 11 arms) a plan
-takes well under a millisecond in both feedback modes (docs/benchmarks.md). Tested against brute
-force and scipy.optimize.milp (tests/test_planner_exact.py).
+When every bin's values are concave in n (full feedback: the logits are minus a sum of convex
+costs), the greedy on marginal gains is exact and is used directly (``concave_budget_plan``).
+Everything is vectorised with numpy. Measured at the paper's scale (256 prompts, 10 bins, 11 arms;
+docs/benchmarks.md): full feedback costs what the greedy costs; bandit feedback, whose spiky
+distributions need the DP, costs about three to four times as much. Tested against brute force
+and scipy.optimize.milp, paper scale included (tests/test_planner_exact.py).
 
 Departs from the paper: the paper's DP chooses one arm per bin (``allocation.exact_budget_plan``,
 offered with both objectives); this planner maximises the joint probability over prompts.
@@ -195,9 +203,9 @@ def _feasible(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndar
     left = need - int(c_G @ lo_G)
     if left < 0:
         return np.inf, None
-    for g in np.flatnonzero(width_G > 0):
-        y_G[g] = min(int(c_G[g]), left // int(width_G[g]))
-        left -= int(y_G[g] * width_G[g])
+    for critical in np.flatnonzero(width_G > 0).tolist():
+        y_G[critical] = min(int(c_G[critical]), left // int(width_G[critical]))
+        left -= int(y_G[critical] * width_G[critical])
     at_lo, at_hi = c_G - y_G, y_G
     moves = [(left, -1)] + [(left - int(width_G[h]), int(h)) for h in np.flatnonzero((width_G > left) & (at_lo > 0))]
     best = (np.inf, -1, -1, 0, -1)  # cost, bin, from-arm, shift, bin given one more hi
@@ -207,9 +215,9 @@ def _feasible(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndar
             ok = (count > 0) & (target >= 0) & (target < num_arms) & (np.arange(num_bins) != extra)
             if ok.any():
                 cost = np.where(ok, r_GA[np.arange(num_bins), np.clip(target, 0, num_arms - 1)], np.inf)
-                g = int(cost.argmin())
-                if cost[g] < best[0]:
-                    best = (float(cost[g]), g, int(position[g]), shift, extra)
+                pick = int(cost.argmin())
+                if cost[pick] < best[0]:
+                    best = (float(cost[pick]), pick, int(position[pick]), shift, extra)
     if left and not np.isfinite(best[0]):
         return np.inf, None
     plan = []
