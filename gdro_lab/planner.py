@@ -132,9 +132,8 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> list[n
     if free_G.max() > 4:  # a loose bound: first solve a narrow family for a tighter one
         free_G = np.minimum(free_G, 2)
     while True:
-        tables, choices = _free_tables(r_GA, int(free_G.max()), bound + slack)
-        per_bin = [_bin_cost(tables[free_G[g]][g], int(c_G[g]), int(free_G[g]), int(lo_G[g]),
-                             int(hi_G[g] - lo_G[g]), need, bound + slack) for g in range(num_bins)]
+        tables, choices = _free_tables(r_GA, free_G, bound + slack)
+        per_bin = _bin_costs(tables, c_G, lo_G, hi_G, free_G, need, bound + slack)
         order = sorted(range(num_bins), key=lambda g: per_bin[g][1].size)
         cost, steps = _forward(per_bin, order, need, bound + slack)
         if not np.isfinite(cost):  # only by rounding at the bound: the heuristic plan is optimal
@@ -206,52 +205,89 @@ def _feasible(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndar
     for critical in np.flatnonzero(width_G > 0).tolist():
         y_G[critical] = min(int(c_G[critical]), left // int(width_G[critical]))
         left -= int(y_G[critical] * width_G[critical])
-    at_lo, at_hi = c_G - y_G, y_G
-    moves = [(left, -1)] + [(left - int(width_G[h]), int(h)) for h in np.flatnonzero((width_G > left) & (at_lo > 0))]
     best = (np.inf, -1, -1, 0, -1)  # cost, bin, from-arm, shift, bin given one more hi
-    for shift, extra in moves if left else []:
-        for position, count in ((lo_G, at_lo), (hi_G, at_hi)):
-            target = position + shift
-            ok = (count > 0) & (target >= 0) & (target < num_arms) & (np.arange(num_bins) != extra)
-            if ok.any():
-                cost = np.where(ok, r_GA[np.arange(num_bins), np.clip(target, 0, num_arms - 1)], np.inf)
-                pick = int(cost.argmin())
-                if cost[pick] < best[0]:
-                    best = (float(cost[pick]), pick, int(position[pick]), shift, extra)
-    if left and not np.isfinite(best[0]):
-        return np.inf, None
-    plan = []
-    for g in range(num_bins):
-        multiset = np.full(int(c_G[g]), lo_G[g], np.int64)
-        hi_count = int(y_G[g]) + (1 if g == best[4] else 0)
-        multiset[multiset.size - hi_count:] = hi_G[g]
-        if g == best[1]:
-            multiset[int(np.flatnonzero(multiset == best[2])[0])] += best[3]
-        plan.append(np.sort(multiset))
+    if left:
+        # candidate moves: shift `left` (extra = -1) or left - width_h after one more hi in bin h
+        extras = np.concatenate([[-1], np.flatnonzero((width_G > left) & (c_G - y_G > 0))])
+        shifts = left - np.where(extras >= 0, width_G[np.maximum(extras, 0)], 0)      # (M,)
+        position = np.stack([lo_G, hi_G])                                              # (2, G)
+        count = np.stack([c_G - y_G, y_G])
+        target = position[None] + shifts[:, None, None]                                # (M, 2, G)
+        ok = ((count > 0)[None] & (target >= 0) & (target < num_arms)
+              & (np.arange(num_bins)[None, None, :] != extras[:, None, None]))
+        cost = np.where(ok, r_GA[np.arange(num_bins)[None, None, :], np.clip(target, 0, num_arms - 1)], np.inf)
+        flat = int(cost.argmin())
+        if not np.isfinite(cost.flat[flat]):
+            return np.inf, None
+        move, side, pick = np.unravel_index(flat, cost.shape)
+        best = (float(cost.flat[flat]), int(pick), int(position[side, pick]), int(shifts[move]), int(extras[move]))
+    hi_count = y_G + (np.arange(num_bins) == best[4])
+    plan = [np.repeat([lo, hi], [c - h, h]).astype(np.int64) for lo, hi, c, h in zip(lo_G, hi_G, c_G, hi_count)]
+    if left:
+        moved = plan[best[1]]
+        moved[int(np.flatnonzero(moved == best[2])[0])] += best[3]
+        moved.sort()
     return (best[0] if left else 0.0), plan
 
 
-def _free_tables(r_GA: np.ndarray, max_free: int, bound: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """tables[k][g, s] = min cost of k prompts of bin g with arm sum s; choices[k] = arm of the k-th."""
+def _free_tables(r_GA: np.ndarray, free_G: np.ndarray, bound: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """tables[k][g, s] = min cost of k prompts of bin g with arm sum s; choices[k] = arm of the k-th.
+
+    Row g is computed for k <= free_G[g] only (inf beyond: never read).
+    """
     num_bins, num_arms = r_GA.shape
     tables = [np.zeros((num_bins, 1))]
     choices: list[np.ndarray] = [np.zeros((num_bins, 1), np.int64)]
     reversed_r = r_GA[:, ::-1]
-    for _ in range(max_free):
-        prev = tables[-1]
-        padded = np.full((num_bins, prev.shape[1] + 2 * (num_arms - 1)), np.inf)
-        padded[:, num_arms - 1: num_arms - 1 + prev.shape[1]] = prev
+    for k in range(1, int(free_G.max(initial=0)) + 1):
+        rows = np.flatnonzero(free_G >= k)
+        prev = tables[-1][rows]
         size = prev.shape[1] + num_arms - 1
+        padded = np.full((rows.size, prev.shape[1] + 2 * (num_arms - 1)), np.inf)
+        padded[:, num_arms - 1: num_arms - 1 + prev.shape[1]] = prev
         # window[g, s, j] = prev[g, s - (A-1) + j] (arm a = A-1-j)
-        window = as_strided(padded, (num_bins, size, num_arms), (padded.strides[0], padded.strides[1],
-                                                                 padded.strides[1]))
-        cand = window + reversed_r[:, None, :]
+        window = as_strided(padded, (rows.size, size, num_arms), (padded.strides[0], padded.strides[1],
+                                                                  padded.strides[1]))
+        cand = window + reversed_r[rows, None, :]
         pick = cand.argmin(axis=2)
-        best = np.take_along_axis(cand, pick[..., None], axis=2)[..., 0]
+        best = np.full((num_bins, size), np.inf)
+        best[rows] = np.take_along_axis(cand, pick[..., None], axis=2)[..., 0]
         best[best > bound] = np.inf
+        choice = np.zeros((num_bins, size), np.int64)
+        choice[rows] = num_arms - 1 - pick
         tables.append(best)
-        choices.append(num_arms - 1 - pick)
+        choices.append(choice)
     return tables, choices
+
+
+def _bin_costs(tables: list[np.ndarray], c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray,
+               free_G: np.ndarray, need: int, bound: float) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """(first t, R_b(t) over t with R_b(t) <= bound, argmin s) per bin; bins with only lo prompts
+    besides the free ones (the usual case) read their table row directly, all at once."""
+    num_bins = c_G.size
+    out: list[tuple[int, np.ndarray, np.ndarray]] = []
+    simple = (hi_G == lo_G) | (c_G == free_G)
+    size = tables[-1].shape[1]
+    rows = np.full((num_bins, size), np.inf)
+    for k in np.unique(free_G[simple]).tolist():
+        members = simple & (free_G == k)
+        rows[members, : tables[k].shape[1]] = tables[k][members]
+    base = (c_G - free_G) * lo_G
+    rows[np.arange(size)[None, :] > (need - base)[:, None]] = np.inf
+    within = rows <= bound
+    first = within.argmax(axis=1)
+    last = size - 1 - within[:, ::-1].argmax(axis=1)
+    empty = np.logical_not(within.any(axis=1))
+    for g in range(num_bins):
+        if not simple[g]:
+            out.append(_bin_cost(tables[int(free_G[g])][g], int(c_G[g]), int(free_G[g]), int(lo_G[g]),
+                                 int(hi_G[g] - lo_G[g]), need, bound))
+        elif empty[g]:
+            out.append((int(base[g]), rows[g, :0], np.zeros(0, np.int64)))
+        else:
+            out.append((int(base[g] + first[g]), rows[g, first[g]: last[g] + 1],
+                        np.arange(first[g], last[g] + 1)))
+    return out
 
 
 def _bin_cost(table: np.ndarray, c: int, free: int, lo: int, width: int, limit: int, bound: float
