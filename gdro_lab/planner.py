@@ -128,6 +128,9 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> list[n
     if heuristic is not None and bound == 0.0:
         return heuristic  # reduced cost 0 is the lower bound: optimal
     slack = tol * (c_G.sum() + 1)
+    quick = _relaxed(r_GA, c_G, lo_G, hi_G, need, bound, slack, zero.sum() == num_bins + np.sum(hi_G > lo_G))
+    if quick is not None:
+        return heuristic if quick is True else quick
     free_G = _free_needed(bound + slack, c_G, interior_G, delta_in_G, delta_out_G)
     if free_G.max() > 4:  # a loose bound: first solve a narrow family for a tighter one
         free_G = np.minimum(free_G, 2)
@@ -145,6 +148,67 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> list[n
             return _backtrack(per_bin, order, steps, choices, c_G, lo_G, hi_G, free_G, need)
         free_G = np.maximum(free_G, needed_G)
         bound = min(bound, cost)
+
+
+def _relaxed(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray, need: int,
+             bound: float, slack: float, simple: bool, rounds: int = 12) -> bool | list[np.ndarray] | None:
+    """Lower bound by forgetting which bin pays (step 2b): True if it certifies the feasible plan,
+    the optimal multisets if the relaxed optimum fits the bins' counts, else None.
+
+    Every prompt off its zero-cost arms costs r_b(a) and shifts the total by a - lo_b; the relaxation
+    takes m(d) = min_b r_b(lo_b + d) for any number of prompts, so a shortest path over the shift
+    (Bellman-Ford, one costly prompt per round) to D - h L (h prompts at hi of the critical bin)
+    costs at most the optimum. Needs zero costs only at lo_b, hi_b and at most one critical bin.
+    """
+    num_bins, num_arms = r_GA.shape
+    critical = np.flatnonzero(hi_G > lo_G)
+    if not simple or critical.size > 1:
+        return None
+    width = int(hi_G[critical[0]] - lo_G[critical[0]]) if critical.size else 0
+    high_max = int(c_G[critical[0]]) if critical.size else 0
+    targets = need - int(c_G @ lo_G) - width * np.arange(high_max + 1)
+    shift = np.arange(-(num_arms - 1), num_arms)
+    arm = lo_G[:, None] + shift[None, :]
+    valid = (arm >= 0) & (arm < num_arms)
+    cost = np.where(valid, r_GA[np.arange(num_bins)[:, None], np.clip(arm, 0, num_arms - 1)], np.inf)
+    cost[cost <= 0.0] = np.inf  # zero-cost arms are the h prompts at hi (or at lo: no shift)
+    payer = cost.argmin(axis=0)
+    m = cost[payer, np.arange(shift.size)]
+    low = min(0, int(targets.min())) - (num_arms - 1)
+    size = max(0, int(targets.max())) + num_arms - low
+    dist = np.full(size + 2 * (num_arms - 1), np.inf)
+    core = dist[num_arms - 1: num_arms - 1 + size]  # core[s - low] = min cost of shift s
+    core[-low] = 0.0
+    window = as_strided(dist, (size, shift.size), dist.strides * 2)  # window[s, j]: shift A-1-j
+    reversed_m, cheapest = m[::-1], float(m.min())
+    layers = [core.copy()]
+    for k in range(1, rounds + 1):  # layers[k][s - low]: min cost of shift s with <= k costly prompts
+        core[:] = np.minimum((window + reversed_m).min(axis=1), core)
+        layers.append(core.copy())
+        best = float(core[targets - low].min())
+        if best <= (k + 1) * cheapest:
+            break  # any plan with more costly prompts costs more: best is the relaxed optimum
+    else:
+        return True if min(best, (rounds + 1) * cheapest) >= bound - slack else None
+    if best >= bound - slack:
+        return True if np.isfinite(bound) else None
+    pick = int(core[targets - low].argmin())
+    high = np.zeros(num_bins, np.int64)
+    high[critical] = pick
+    arms = [np.repeat([lo, hi], [c - h, h]) for lo, hi, c, h in zip(lo_G, hi_G, c_G, high)]
+    s = int(targets[pick]) - low
+    for k in range(len(layers) - 1, 0, -1):
+        if layers[k][s] == layers[k - 1][s]:
+            continue
+        dist[num_arms - 1: num_arms - 1 + size] = layers[k - 1]
+        d = num_arms - 1 - int((window[s] + reversed_m).argmin())
+        g = int(payer[d + num_arms - 1])
+        spot = np.flatnonzero(arms[g] == lo_G[g])
+        if spot.size == 0:
+            return None  # the relaxed optimum uses more prompts of bin g than it has
+        arms[g][spot[0]] += d
+        s -= d
+    return [np.sort(a) for a in arms]
 
 
 def _free_needed(bound: float, c_G: np.ndarray, interior_G: np.ndarray, delta_in_G: np.ndarray,
