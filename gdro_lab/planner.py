@@ -84,24 +84,20 @@ def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: i
     finite = values[np.isfinite(values)]
     scale = float(np.abs(finite).max()) if finite.size else 0.0
     f_GA, forbidden = forbidden_floor(values[present], size)
-    arms_G = _solve(f_GA, counts_all[present].astype(np.int64), need, scale)
-    # arms_G[g] is the sorted multiset of arm indices for present bin g
+    # x_GA[g, a]: prompts of present bin g at arm a; earlier prompts of a bin get the larger arms
+    x_GA = _solve(f_GA, counts_all[present].astype(np.int64), need, scale)
     n_P = np.empty(size, np.int64)
-    position = np.full(num_bins, -1, np.int64)
-    position[present] = np.arange(present.size)
-    order = np.argsort(bins, kind="stable")
-    starts = np.concatenate([[0], np.cumsum(counts_all)[:-1]])
-    for g, b in enumerate(present):
-        members = order[starts[b]: starts[b] + counts_all[b]]
-        n_P[members] = arms_G[g][::-1]
-        if forbidden[g, arms_G[g]].any():
-            raise ValueError(f"exact_plan: no plan with total {total} avoids arms of probability 0 "
-                             f"(bin {b}); allow more arms or change the total")
+    n_P[np.argsort(bins, kind="stable")] = np.repeat(np.tile(np.arange(num_arms)[::-1], present.size),
+                                                     x_GA[:, ::-1].ravel())
+    used = forbidden & (x_GA > 0)
+    if used.any():
+        raise ValueError(f"exact_plan: no plan with total {total} avoids arms of probability 0 "
+                         f"(bin {present[used.any(axis=1).argmax()]}); allow more arms or change the total")
     return n_min + n_P
 
 
-def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> list[np.ndarray]:
-    """Sorted arm multiset per bin maximising sum f with sum of arms = need (finite f).
+def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.ndarray:
+    """Prompts per bin and arm, x_GA, maximising sum f with sum of arms = need (finite f).
 
     Iterative deepening on the number of free prompts: solve within the family with K_b free
     prompts, take the found plan's cost as U, and stop once U certifies (step 3 of the module
@@ -109,7 +105,7 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> list[n
     """
     num_bins, num_arms = f_GA.shape
     if num_arms == 1:
-        return [np.zeros(c, np.int64) for c in c_G]
+        return c_G[:, None].copy()
     arm = np.arange(num_arms)
     lam = _dual(f_GA, c_G, need)
     adjusted = f_GA - lam * arm
@@ -119,18 +115,18 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> list[n
     lo_G = zero.argmax(axis=1)
     hi_G = num_arms - 1 - zero[:, ::-1].argmax(axis=1)
     r_GA[zero] = 0.0
+    slack = tol * (c_G.sum() + 1)
+    lower, relaxed = _relaxed(r_GA, c_G, lo_G, hi_G, need, zero.sum() == num_bins + np.sum(hi_G > lo_G))
+    if relaxed is not None:
+        return relaxed  # the relaxation's optimum fits the bins: optimal
+    bound, heuristic = _feasible(r_GA, c_G, lo_G, hi_G, need)
+    if heuristic is not None and bound <= lower + slack:
+        return heuristic  # its cost meets a lower bound (0, or the relaxation's): optimal
     inside = (arm[None, :] > lo_G[:, None]) & (arm[None, :] < hi_G[:, None])
     outside = (arm[None, :] < lo_G[:, None]) | (arm[None, :] > hi_G[:, None])
     delta_in_G = np.where(inside, r_GA, np.inf).min(axis=1)
     delta_out_G = np.where(outside, r_GA, np.inf).min(axis=1)
     interior_G = np.maximum(hi_G - lo_G - 1, 0)
-    bound, heuristic = _feasible(r_GA, c_G, lo_G, hi_G, need)
-    if heuristic is not None and bound == 0.0:
-        return heuristic  # reduced cost 0 is the lower bound: optimal
-    slack = tol * (c_G.sum() + 1)
-    quick = _relaxed(r_GA, c_G, lo_G, hi_G, need, bound, slack, zero.sum() == num_bins + np.sum(hi_G > lo_G))
-    if quick is not None:
-        return heuristic if quick is True else quick
     free_G = _free_needed(bound + slack, c_G, interior_G, delta_in_G, delta_out_G)
     if free_G.max() > 4:  # a loose bound: first solve a narrow family for a tighter one
         free_G = np.minimum(free_G, 2)
@@ -145,70 +141,75 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> list[n
             return heuristic
         needed_G = _free_needed(cost + slack, c_G, interior_G, delta_in_G, delta_out_G)
         if np.all(needed_G <= free_G):
-            return _backtrack(per_bin, order, steps, choices, c_G, lo_G, hi_G, free_G, need)
+            multisets = _backtrack(per_bin, order, steps, choices, c_G, lo_G, hi_G, free_G, need)
+            return np.stack([np.bincount(a, minlength=num_arms) for a in multisets])
         free_G = np.maximum(free_G, needed_G)
         bound = min(bound, cost)
 
 
 def _relaxed(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray, need: int,
-             bound: float, slack: float, simple: bool, rounds: int = 12) -> bool | list[np.ndarray] | None:
-    """Lower bound by forgetting which bin pays (step 2b): True if it certifies the feasible plan,
-    the optimal multisets if the relaxed optimum fits the bins' counts, else None.
+             simple: bool, rounds: int = 12) -> tuple[float, np.ndarray | None]:
+    """(Lower bound on the optimal cost, the optimal x_GA when the relaxation's optimum fits the bins).
 
-    Every prompt off its zero-cost arms costs r_b(a) and shifts the total by a - lo_b; the relaxation
-    takes m(d) = min_b r_b(lo_b + d) for any number of prompts, so a shortest path over the shift
-    (Bellman-Ford, one costly prompt per round) to D - h L (h prompts at hi of the critical bin)
-    costs at most the optimum. Needs zero costs only at lo_b, hi_b and at most one critical bin.
+    Step 2b. Every prompt off its zero-cost arms costs r_b(a) and shifts the total by a - lo_b;
+    forgetting which bin pays, a shift d costs m(d) = min_b r_b(lo_b + d) for any number of prompts,
+    so a shortest path over the shift (Bellman-Ford, one costly prompt per round) to D - h L
+    (h prompts at hi of the critical bin, D = need - sum_b c_b lo_b) costs at most the optimum.
+    Needs zero costs only at lo_b and hi_b, and at most one critical bin; else (0, None).
     """
     num_bins, num_arms = r_GA.shape
     critical = np.flatnonzero(hi_G > lo_G)
     if not simple or critical.size > 1:
-        return None
-    width = int(hi_G[critical[0]] - lo_G[critical[0]]) if critical.size else 0
-    high_max = int(c_G[critical[0]]) if critical.size else 0
-    targets = need - int(c_G @ lo_G) - width * np.arange(high_max + 1)
+        return 0.0, None
+    width = int(hi_G[critical[0]] - lo_G[critical[0]]) if critical.size else 1
+    shortfall = need - int(c_G @ lo_G)
+    targets = shortfall - width * np.arange(int(c_G[critical].sum()) + 1)
     shift = np.arange(-(num_arms - 1), num_arms)
     arm = lo_G[:, None] + shift[None, :]
-    valid = (arm >= 0) & (arm < num_arms)
-    cost = np.where(valid, r_GA[np.arange(num_bins)[:, None], np.clip(arm, 0, num_arms - 1)], np.inf)
-    cost[cost <= 0.0] = np.inf  # zero-cost arms are the h prompts at hi (or at lo: no shift)
+    cost = np.where((arm >= 0) & (arm < num_arms),
+                    r_GA[np.arange(num_bins)[:, None], np.clip(arm, 0, num_arms - 1)], np.inf)
+    cost[cost <= 0.0] = np.inf  # zero-cost arms: the h prompts at hi (or at lo: no shift)
     payer = cost.argmin(axis=0)
     m = cost[payer, np.arange(shift.size)]
-    low = min(0, int(targets.min())) - (num_arms - 1)
-    size = max(0, int(targets.max())) + num_arms - low
+    cheapest = float(m.min())
+    reach = (num_arms - 1) * rounds  # |shift| <= reach with at most `rounds` costly prompts
+    targets = targets[np.abs(targets) <= reach]
+    low, size = -reach, 2 * reach + 1
     dist = np.full(size + 2 * (num_arms - 1), np.inf)
     core = dist[num_arms - 1: num_arms - 1 + size]  # core[s - low] = min cost of shift s
     core[-low] = 0.0
     window = as_strided(dist, (size, shift.size), dist.strides * 2)  # window[s, j]: shift A-1-j
-    reversed_m, cheapest = m[::-1], float(m.min())
+    reversed_m = m[::-1]
     layers = [core.copy()]
+    best = float(core[targets - low].min(initial=np.inf))
     for k in range(1, rounds + 1):  # layers[k][s - low]: min cost of shift s with <= k costly prompts
+        if best <= k * cheapest:
+            break  # a plan with k or more costly prompts costs more: best is the relaxed optimum
         core[:] = np.minimum((window + reversed_m).min(axis=1), core)
         layers.append(core.copy())
-        best = float(core[targets - low].min())
-        if best <= (k + 1) * cheapest:
-            break  # any plan with more costly prompts costs more: best is the relaxed optimum
+        best = float(core[targets - low].min(initial=np.inf))
     else:
-        return True if min(best, (rounds + 1) * cheapest) >= bound - slack else None
-    if best >= bound - slack:
-        return True if np.isfinite(bound) else None
-    pick = int(core[targets - low].argmin())
+        if best > (rounds + 1) * cheapest:
+            return (rounds + 1) * cheapest, None
+    if not np.isfinite(best):
+        return best, None
+    target = int(targets[int(core[targets - low].argmin())])
     high = np.zeros(num_bins, np.int64)
-    high[critical] = pick
-    arms = [np.repeat([lo, hi], [c - h, h]) for lo, hi, c, h in zip(lo_G, hi_G, c_G, high)]
-    s = int(targets[pick]) - low
+    high[critical] = (shortfall - target) // width
+    x_GA = _two_arms(num_arms, c_G, lo_G, hi_G, high)
+    s = target - low
     for k in range(len(layers) - 1, 0, -1):
         if layers[k][s] == layers[k - 1][s]:
             continue
         dist[num_arms - 1: num_arms - 1 + size] = layers[k - 1]
         d = num_arms - 1 - int((window[s] + reversed_m).argmin())
         g = int(payer[d + num_arms - 1])
-        spot = np.flatnonzero(arms[g] == lo_G[g])
-        if spot.size == 0:
-            return None  # the relaxed optimum uses more prompts of bin g than it has
-        arms[g][spot[0]] += d
+        if x_GA[g, lo_G[g]] == 0:
+            return best, None  # the relaxed optimum uses more prompts of bin g than it has
+        x_GA[g, lo_G[g]] -= 1
+        x_GA[g, lo_G[g] + d] += 1
         s -= d
-    return [np.sort(a) for a in arms]
+    return best, x_GA
 
 
 def _free_needed(bound: float, c_G: np.ndarray, interior_G: np.ndarray, delta_in_G: np.ndarray,
@@ -222,23 +223,22 @@ def _free_needed(bound: float, c_G: np.ndarray, interior_G: np.ndarray, delta_in
 
 
 @functools.lru_cache(maxsize=16)
-def _chord_weights(num_arms: int) -> tuple[np.ndarray, np.ndarray]:
-    """For pairs i < j and points i <= a <= j: (weight (a - i) / (j - i), 0 / -inf mask), shape (A*A, A)."""
-    idx = np.arange(num_arms, dtype=float)
-    i, j, a = idx[:, None, None], idx[None, :, None], idx[None, None, :]
-    valid = (i <= a) & (a <= j) & (j > i)
-    weight = np.where(valid, (a - i) / np.where(j > i, j - i, 1.0), 0.0)
-    return weight.reshape(-1, num_arms), np.where(valid, 0.0, -np.inf).reshape(-1, num_arms)
+def _chords(num_arms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each point a, every chord (i, j) with i <= a <= j: (i, j, weight (a - i) / (j - i)), each
+    (A, M), padded with the chord (a, a) of weight 0."""
+    pairs = [[(i, j) for i in range(a + 1) for j in range(a, num_arms)] for a in range(num_arms)]
+    width = max(len(p) for p in pairs)
+    pairs = [p + [(a, a)] * (width - len(p)) for a, p in enumerate(pairs)]
+    i, j = np.array(pairs).transpose(2, 0, 1)
+    a = np.arange(num_arms)[:, None]
+    return i, j, np.where(j > i, (a - i) / np.maximum(j - i, 1), 0.0)
 
 
 def _envelope(f_GA: np.ndarray) -> np.ndarray:
     """Upper concave envelope of finite rows: max over chords (i <= a <= j), vectorised, O(G A^3)."""
-    num_bins, num_arms = f_GA.shape
-    weight, mask = _chord_weights(num_arms)
-    fi = np.repeat(f_GA, num_arms, axis=1)[:, :, None]  # f[i] for pair (i, j) = row i * A + j
-    fj = np.tile(f_GA, (1, num_arms))[:, :, None]
-    chords = fi + (fj - fi) * weight[None] + mask[None]
-    return np.maximum(chords.max(axis=1), f_GA)
+    i, j, weight = _chords(f_GA.shape[1])
+    fi = f_GA[:, i]
+    return (fi + (f_GA[:, j] - fi) * weight).max(axis=2)
 
 
 def _dual(f_GA: np.ndarray, c_G: np.ndarray, need: int) -> float:
@@ -252,8 +252,8 @@ def _dual(f_GA: np.ndarray, c_G: np.ndarray, need: int) -> float:
 
 
 def _feasible(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray,
-              need: int) -> tuple[float, list[np.ndarray] | None]:
-    """Cost and arm multisets of a good feasible plan (its cost bounds the optimum's, step 2).
+              need: int) -> tuple[float, np.ndarray | None]:
+    """Cost and prompts per arm x_GA of a good feasible plan (its cost bounds the optimum's, step 2).
 
     Prompts sit at lo_b; the critical bins (hi_b > lo_b) take as many prompts at hi_b as fit.
     The remainder d is closed by the cheapest single move: one prompt from lo_b or hi_b to that
@@ -285,13 +285,20 @@ def _feasible(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndar
             return np.inf, None
         move, side, pick = np.unravel_index(flat, cost.shape)
         best = (float(cost.flat[flat]), int(pick), int(position[side, pick]), int(shifts[move]), int(extras[move]))
-    hi_count = y_G + (np.arange(num_bins) == best[4])
-    plan = [np.repeat([lo, hi], [c - h, h]).astype(np.int64) for lo, hi, c, h in zip(lo_G, hi_G, c_G, hi_count)]
+    x_GA = _two_arms(num_arms, c_G, lo_G, hi_G, y_G + (np.arange(num_bins) == best[4]))
     if left:
-        moved = plan[best[1]]
-        moved[int(np.flatnonzero(moved == best[2])[0])] += best[3]
-        moved.sort()
-    return (best[0] if left else 0.0), plan
+        x_GA[best[1], best[2]] -= 1
+        x_GA[best[1], best[2] + best[3]] += 1
+    return (best[0] if left else 0.0), x_GA
+
+
+def _two_arms(num_arms: int, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray, high_G: np.ndarray) -> np.ndarray:
+    """x_GA with high_G prompts of each bin at hi_G and the rest at lo_G."""
+    x_GA = np.zeros((c_G.size, num_arms), np.int64)
+    rows = np.arange(c_G.size)
+    x_GA[rows, lo_G] = c_G - high_G
+    x_GA[rows, hi_G] += high_G
+    return x_GA
 
 
 def _free_tables(r_GA: np.ndarray, free_G: np.ndarray, bound: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
