@@ -75,22 +75,27 @@ def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: i
     if size == 0:
         return np.zeros(0, np.int64)
     need = int(total) - size * n_min
-    if num_arms > 2 and np.isfinite(values).all():
+    all_finite = bool(np.isfinite(values).all())
+    if num_arms > 2 and all_finite:
         second = values[:, 2:] - 2.0 * values[:, 1:-1] + values[:, :-2]
         if np.all(second <= 0.0):  # log-concave rows: the greedy is the exact separable optimum
             return concave_budget_plan(log_prob_GA, bins, total, n_min, tie_center=tie_center)
     counts_all = np.bincount(bins, minlength=num_bins)
-    present = np.flatnonzero(counts_all > 0)
-    finite = values[np.isfinite(values)]
-    scale = float(np.abs(finite).max()) if finite.size else 0.0
-    f_GA, forbidden = forbidden_floor(values[present], size)
+    present = np.flatnonzero(counts_all)
+    if all_finite:
+        scale, forbidden = float(np.abs(values).max()), None
+        f_GA = values[present]
+    else:
+        finite = values[np.isfinite(values)]
+        scale = float(np.abs(finite).max()) if finite.size else 0.0
+        f_GA, forbidden = forbidden_floor(values[present], size)
     # x_GA[g, a]: prompts of present bin g at arm a; earlier prompts of a bin get the larger arms
     x_GA = _solve(f_GA, counts_all[present].astype(np.int64), need, scale)
     n_P = np.empty(size, np.int64)
     n_P[np.argsort(bins, kind="stable")] = np.repeat(np.tile(np.arange(num_arms)[::-1], present.size),
                                                      x_GA[:, ::-1].ravel())
-    used = forbidden & (x_GA > 0)
-    if used.any():
+    used = forbidden & (x_GA > 0) if forbidden is not None else None
+    if used is not None and used.any():
         raise ValueError(f"exact_plan: no plan with total {total} avoids arms of probability 0 "
                          f"(bin {present[used.any(axis=1).argmax()]}); allow more arms or change the total")
     return n_min + n_P
@@ -163,39 +168,41 @@ def _relaxed(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarr
         return 0.0, None
     width = int(hi_G[critical[0]] - lo_G[critical[0]]) if critical.size else 1
     shortfall = need - int(c_G @ lo_G)
-    targets = shortfall - width * np.arange(int(c_G[critical].sum()) + 1)
-    shift = np.arange(-(num_arms - 1), num_arms)
-    arm = lo_G[:, None] + shift[None, :]
-    cost = np.where((arm >= 0) & (arm < num_arms),
-                    r_GA[np.arange(num_bins)[:, None], np.clip(arm, 0, num_arms - 1)], np.inf)
-    cost[cost <= 0.0] = np.inf  # zero-cost arms: the h prompts at hi (or at lo: no shift)
-    payer = cost.argmin(axis=0)
-    m = cost[payer, np.arange(shift.size)]
-    cheapest = float(m.min())
     reach = (num_arms - 1) * rounds  # |shift| <= reach with at most `rounds` costly prompts
-    targets = targets[np.abs(targets) <= reach]
-    low, size = -reach, 2 * reach + 1
+    # targets shortfall - width h, h = 0..h_max, as a slice of the shift axis [-reach, reach]
+    h_max = int(c_G[critical].sum())
+    h_lo = max(0, -((reach - shortfall) // width))
+    h_hi = min(h_max, (shortfall + reach) // width)
+    span = slice(shortfall + reach - width * h_lo, shortfall + reach - width * h_hi - 1 if
+                 shortfall + reach - width * h_hi > 0 else None, -width)
+    padded = np.full((num_bins, 3 * num_arms - 2), np.inf)
+    padded[:, num_arms - 1: 2 * num_arms - 1] = np.where(r_GA > 0.0, r_GA, np.inf)  # zero: no move
+    offset = np.arange(num_bins) * padded.shape[1] + lo_G
+    cost = padded.ravel()[offset[:, None] + np.arange(2 * num_arms - 1)]  # cost[g, d + A - 1]
+    payer, m = cost.argmin(axis=0), cost.min(axis=0)
+    cheapest, reversed_m = float(m.min()), m[::-1].copy()
+    size = 2 * reach + 1
     dist = np.full(size + 2 * (num_arms - 1), np.inf)
-    core = dist[num_arms - 1: num_arms - 1 + size]  # core[s - low] = min cost of shift s
-    core[-low] = 0.0
-    window = as_strided(dist, (size, shift.size), dist.strides * 2)  # window[s, j]: shift A-1-j
-    reversed_m = m[::-1]
+    core = dist[num_arms - 1: num_arms - 1 + size]  # core[s + reach] = min cost of shift s
+    core[reach] = 0.0
+    window = np.ndarray((size, 2 * num_arms - 1), float, dist, strides=dist.strides * 2)  # shift A-1-j
     layers = [core.copy()]
-    best = float(core[targets - low].min(initial=np.inf))
-    for k in range(1, rounds + 1):  # layers[k][s - low]: min cost of shift s with <= k costly prompts
+    best = float(core[span].min()) if h_lo <= h_hi else np.inf
+    for k in range(1, rounds + 1):  # layers[k][s + reach]: min cost of shift s, <= k costly prompts
         if best <= k * cheapest:
             break  # a plan with k or more costly prompts costs more: best is the relaxed optimum
-        core[:] = np.minimum((window + reversed_m).min(axis=1), core)
+        np.minimum((window + reversed_m).min(axis=1), core, out=core)
         layers.append(core.copy())
-        best = float(core[targets - low].min(initial=np.inf))
+        best = float(core[span].min()) if h_lo <= h_hi else np.inf
     else:
         if best > (rounds + 1) * cheapest:
             return (rounds + 1) * cheapest, None
     if not np.isfinite(best):
         return best, None
-    target = int(targets[int(core[targets - low].argmin())])
     high = np.zeros(num_bins, np.int64)
-    high[critical] = (shortfall - target) // width
+    high[critical] = h_lo + int(core[span].argmin())
+    target = shortfall - width * int(high[critical].sum())
+    low = -reach
     x_GA = _two_arms(num_arms, c_G, lo_G, hi_G, high)
     s = target - low
     for k in range(len(layers) - 1, 0, -1):
