@@ -153,7 +153,7 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.nda
 
 
 def _relaxed(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray, need: int,
-             simple: bool, rounds: int = 12) -> tuple[float, np.ndarray | None]:
+             simple: bool) -> tuple[float, np.ndarray | None]:
     """(Lower bound on the optimal cost, the optimal x_GA when the relaxation's optimum fits the bins).
 
     Step 2b. Every prompt off its zero-cost arms costs r_b(a) and shifts the total by a - lo_b;
@@ -166,57 +166,76 @@ def _relaxed(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarr
     critical = np.flatnonzero(hi_G > lo_G)
     if not simple or critical.size > 1:
         return 0.0, None
-    width = int(hi_G[critical[0]] - lo_G[critical[0]]) if critical.size else 1
-    shortfall = need - int(c_G @ lo_G)
-    reach = (num_arms - 1) * rounds  # |shift| <= reach with at most `rounds` costly prompts
-    # targets shortfall - width h, h = 0..h_max, as a slice of the shift axis [-reach, reach]
-    h_max = int(c_G[critical].sum())
-    h_lo = max(0, -((reach - shortfall) // width))
-    h_hi = min(h_max, (shortfall + reach) // width)
-    span = slice(shortfall + reach - width * h_lo, shortfall + reach - width * h_hi - 1 if
-                 shortfall + reach - width * h_hi > 0 else None, -width)
     padded = np.full((num_bins, 3 * num_arms - 2), np.inf)
     padded[:, num_arms - 1: 2 * num_arms - 1] = np.where(r_GA > 0.0, r_GA, np.inf)  # zero: no move
     offset = np.arange(num_bins) * padded.shape[1] + lo_G
     cost = padded.ravel()[offset[:, None] + np.arange(2 * num_arms - 1)]  # cost[g, d + A - 1]
-    payer, m = cost.argmin(axis=0), cost.min(axis=0)
-    cheapest, reversed_m = float(m.min()), m[::-1].copy()
-    size = 2 * reach + 1
-    dist = np.full(size + 2 * (num_arms - 1), np.inf)
-    core = dist[num_arms - 1: num_arms - 1 + size]  # core[s + reach] = min cost of shift s
-    core[reach] = 0.0
-    window = np.ndarray((size, 2 * num_arms - 1), float, dist, strides=dist.strides * 2)  # shift A-1-j
-    layers = [core.copy()]
-    best = float(core[span].min()) if h_lo <= h_hi else np.inf
-    for k in range(1, rounds + 1):  # layers[k][s + reach]: min cost of shift s, <= k costly prompts
-        if best <= k * cheapest:
-            break  # a plan with k or more costly prompts costs more: best is the relaxed optimum
-        np.minimum((window + reversed_m).min(axis=1), core, out=core)
-        layers.append(core.copy())
-        best = float(core[span].min()) if h_lo <= h_hi else np.inf
-    else:
-        if best > (rounds + 1) * cheapest:
-            return (rounds + 1) * cheapest, None
+    payer, m_D = cost.argmin(axis=0), cost.min(axis=0)
+    width = int(hi_G[critical[0]] - lo_G[critical[0]]) if critical.size else 1
+    targets = (need - int(c_G @ lo_G), width, int(c_G[critical].sum()))  # D - width h, h = 0..h_max
+    for rounds in (12, 128):  # cheap first; the second only when a near-tie makes many prompts move
+        lower, high, moves = _shortest_shift(m_D, targets, rounds)
+        if moves is not None or lower < (rounds + 1) * float(m_D.min()):
+            break
+    if moves is None:
+        return lower, None
+    high_G = np.where(np.arange(num_bins) == (critical[0] if critical.size else -1), high, 0)
+    x_GA = _two_arms(num_arms, c_G, lo_G, hi_G, high_G)
+    for d in moves:
+        g = int(payer[d + num_arms - 1])
+        if x_GA[g, lo_G[g]] == 0:
+            return lower, None  # the relaxed optimum uses more prompts of bin g than it has
+        x_GA[g, lo_G[g]] -= 1
+        x_GA[g, lo_G[g] + d] += 1
+    return lower, x_GA
+
+
+def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
+                    ) -> tuple[float, int, list[int] | None]:
+    """Cheapest multiset of shifts d (cost m_D[d + A - 1] each, any number) summing to a target
+    t = start - width h, h in 0..h_max, with at most ``rounds`` shifts unless that is proven optimal:
+    (cost, h, shifts); (a lower bound, 0, None) when a cheaper plan could use more shifts.
+
+    States are partial sums, kept within [min(0, t) - A + 1, max(0, t) + A - 1] (any multiset can
+    be ordered so) and within +-(A - 1) rounds; layer k holds the costs with at most k shifts.
+    """
+    start, width, h_max = targets
+    arms = (m_D.size + 1) // 2
+    cheapest = float(m_D.min())
+    low = max(-(arms - 1) * rounds, min(0, start - width * h_max) - arms + 1)
+    top = min((arms - 1) * rounds, max(0, start) + arms - 1)
+    h_lo, h_hi = max(0, -((top - start) // width)), min(h_max, (start - low) // width)
+    if h_lo > h_hi or top < 0 or low > 0:
+        return (rounds + 1) * cheapest, 0, None
+    stop = start - low - width * h_hi - 1
+    span = slice(start - low - width * h_lo, stop if stop >= 0 else None, -width)
+    size = top - low + 1
+    dist = np.full(size + 2 * (arms - 1), np.inf)
+    core = dist[arms - 1: arms - 1 + size]  # core[s - low]: min cost of shift s
+    core[-low] = 0.0
+    window = np.ndarray((size, m_D.size), float, dist, strides=dist.strides * 2)  # shift A-1-j
+    reversed_m = m_D[::-1].copy()
+    layers, best, k = [core.copy()], float(core[span].min()), 0
+    while best > (k + 1) * cheapest:  # a plan with more than k shifts might be cheaper
+        if k == rounds:
+            return (rounds + 1) * cheapest, 0, None
+        new = np.minimum((window + reversed_m).min(axis=1), core)
+        k = rounds if np.array_equal(new, core) else k + 1  # a fixed point: more rounds change nothing
+        core[:] = new
+        layers.append(new)
+        best = float(core[span].min())
     if not np.isfinite(best):
-        return best, None
-    high = np.zeros(num_bins, np.int64)
-    high[critical] = h_lo + int(core[span].argmin())
-    target = shortfall - width * int(high[critical].sum())
-    low = -reach
-    x_GA = _two_arms(num_arms, c_G, lo_G, hi_G, high)
-    s = target - low
+        return best, 0, None
+    h = h_lo + int(core[span].argmin())
+    s, moves = start - width * h - low, []
     for k in range(len(layers) - 1, 0, -1):
         if layers[k][s] == layers[k - 1][s]:
             continue
-        dist[num_arms - 1: num_arms - 1 + size] = layers[k - 1]
-        d = num_arms - 1 - int((window[s] + reversed_m).argmin())
-        g = int(payer[d + num_arms - 1])
-        if x_GA[g, lo_G[g]] == 0:
-            return best, None  # the relaxed optimum uses more prompts of bin g than it has
-        x_GA[g, lo_G[g]] -= 1
-        x_GA[g, lo_G[g] + d] += 1
+        core[:] = layers[k - 1]
+        d = arms - 1 - int((window[s] + reversed_m).argmin())
+        moves.append(d)
         s -= d
-    return best, x_GA
+    return best, h, moves
 
 
 def _free_needed(bound: float, c_G: np.ndarray, interior_G: np.ndarray, delta_in_G: np.ndarray,
