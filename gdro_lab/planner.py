@@ -117,17 +117,26 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.nda
     hi_G = num_arms - 1 - zero[:, ::-1].argmax(axis=1)
     r_GA[zero] = 0.0
     slack = tol * (c_G.sum() + 1)
-    lower, relaxed = _relaxed(r_GA, c_G, lo_G, hi_G, need, zero.sum() == num_bins + np.sum(hi_G > lo_G))
+    simple = zero.sum() == num_bins + np.sum(hi_G > lo_G)
+    lower, relaxed = _relaxed(r_GA, c_G, lo_G, hi_G, need, simple, 12)
     if relaxed is not None:
         return relaxed  # the relaxation's optimum fits the bins: optimal
     bound, heuristic = _feasible(r_GA, c_G, lo_G, hi_G, need)
+    if heuristic is not None and bound > lower + slack and simple and (r_GA > 0).any():
+        # a near-tied arm: with fewer than (bound - slack) / cheapest costly prompts, the
+        # relaxation may still settle it in a few more rounds (cost ~ rounds^2: at most 64)
+        rounds = int(np.ceil((bound - slack) / r_GA[r_GA > 0].min())) - 1
+        if 12 < rounds <= 64:
+            lower, relaxed = _relaxed(r_GA, c_G, lo_G, hi_G, need, simple, rounds)
+            if relaxed is not None:
+                return relaxed
     if heuristic is not None and bound <= lower + slack:
         return heuristic  # its cost meets a lower bound (0, or the relaxation's): optimal
     return deviation_dp(r_GA, c_G, lo_G, hi_G, need, bound, slack, heuristic)
 
 
 def _relaxed(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray, need: int,
-             simple: bool) -> tuple[float, np.ndarray | None]:
+             simple: bool, rounds: int) -> tuple[float, np.ndarray | None]:
     """(Lower bound on the optimal cost, the optimal x_GA when the relaxation's optimum fits the bins).
 
     Step 2 of the module docstring. Every prompt off its zero-cost arms costs r_b(a) and shifts
@@ -147,10 +156,7 @@ def _relaxed(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarr
     payer, m_D = cost.argmin(axis=0), cost.min(axis=0)
     width = int(hi_G[critical[0]] - lo_G[critical[0]]) if critical.size else 1
     targets = (need - int(c_G @ lo_G), width, int(c_G[critical].sum()))  # D - width h, h = 0..h_max
-    for rounds in (12, 128):  # cheap first; the second only when a near-tie makes many prompts move
-        lower, high, moves = _shortest_shift(m_D, targets, rounds)
-        if moves is not None or lower < (rounds + 1) * float(m_D.min()):
-            break
+    lower, high, moves = _shortest_shift(m_D, targets, rounds)
     if moves is None:
         return lower, None
     high_G = np.where(np.arange(num_bins) == (critical[0] if critical.size else -1), high, 0)
