@@ -21,12 +21,13 @@ exact for any f and fast when f is near concave (full feedback) or spiky (bandit
    reaching D - h L (D = need - sum_b c_b lo_b, 0 <= h <= c_crit) is a shortest path over the
    partial sum (Bellman-Ford, one costly prompt per round; any multiset can be ordered so that its
    partial sums stay within A - 1 of [min(0, t), max(0, t)]; stop when k + 1 times the cheapest
-   m exceeds the best found, or at a fixed point). It costs at most the optimum, so when its
-   multiset fits the bins' counts it is the optimum (measured: about 98% of bandit steps at the
-   paper's scale); else it is a lower bound for the next steps.
-   A feasible plan has cost U >= the optimum's: prompts at lo_b, as many at hi_b as fit, and the
-   remainder closed by the cheapest single move of one prompt (``_feasible``); U equal to the lower
-   bound (0 or the relaxation's) is optimal.
+   m exceeds the best found, or at a fixed point; 12 rounds). It costs at most the optimum, so
+   when its multiset fits the bins' counts it is the optimum (measured: about 98% of bandit steps
+   at the paper's scale); else it is a lower bound (at least 13 times the cheapest m when the
+   rounds ran out). A feasible plan has cost U >= the optimum's: prompts at lo_b, as many at hi_b
+   as fit, and the remainder closed by the cheapest single move of one prompt (``_feasible``); U
+   equal to the lower bound is optimal. When the rounds ran out (a near-tied arm) and fewer than
+   64 costly prompts can beat U, the relaxation runs again with that many rounds.
 3. Otherwise (rare, measured: about 2% of bandit steps): an exact bounded-deviation min-plus DP
    across bins, pruned by U (``gdro_lab.planner_dp``, whose docstring gives the two lemmas).
 
