@@ -25,7 +25,9 @@ from gdro_lab.registry import build
 
 
 def run(steps: int, warmup: int, prompts: int, batch: int, seed: int, feedback_mode: str = "full",
-        planner: str = "exact") -> dict[str, np.ndarray]:
+        planner: str = "exact", clock: str = "wall") -> dict[str, np.ndarray]:
+    """Per-step milliseconds per controller; ``clock='cpu'`` times process CPU (robust on a shared machine)."""
+    now = time.perf_counter if clock == "wall" else time.process_time
     rng = np.random.default_rng(seed)
     ids = [f"dapo:train:{i}" for i in range(prompts)]
     success = rng.beta(0.5, 0.5, size=prompts)
@@ -37,23 +39,23 @@ def run(steps: int, warmup: int, prompts: int, batch: int, seed: int, feedback_m
     for step in range(warmup + steps):
         index = rng.choice(prompts, size=batch, replace=False)
         batch_ids = [ids[i] for i in index]
-        t0 = time.perf_counter()
+        t0 = now()
         bins = classifier.bins(batch_ids)
-        t1 = time.perf_counter()
+        t1 = now()
         plan = allocator.plan(bins, batch_ids)
-        t2 = time.perf_counter()
+        t2 = now()
         outcome = rng.random(int(plan.sum())) < np.repeat(success[index], plan)
         feedback = StepFeedback(batch_ids, bins, plan, 2.0 * outcome - 1.0, outcome)
-        t3 = time.perf_counter()
+        t3 = now()
         grpo_advantages(feedback.rewards_R, feedback.counts_P)
-        t4 = time.perf_counter()
+        t4 = now()
         classifier.update(feedback)
-        t5 = time.perf_counter()
+        t5 = now()
         weighter.update(feedback)
         weighter.multipliers(bins)
-        t6 = time.perf_counter()
+        t6 = now()
         allocator.update(feedback)
-        t7 = time.perf_counter()
+        t7 = now()
         if step >= warmup:
             times["classifier"].append((t1 - t0) + (t5 - t4))
             times["rollout_gdro"].append((t2 - t1) + (t7 - t6))
@@ -72,14 +74,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--feedback", nargs="+", default=["full", "bandit"], choices=["full", "bandit"])
     parser.add_argument("--planner", default="exact", choices=["exact", "dp_count", "dp_bin"])
+    parser.add_argument("--clock", default="wall", choices=["wall", "cpu"],
+                        help="wall time, or process CPU time (less sensitive to other jobs on the machine)")
     args = parser.parse_args()
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.processor() or platform.machine()}")
     print(f"{args.steps} timed steps, batch {args.batch}, {args.prompts} prompt ids, 10 bins, arms 2..12, "
-          f"planner {args.planner}\n")
+          f"planner {args.planner}, {args.clock} clock\n")
     print("| feedback | controller (per step) | median ms | p90 ms | max ms |")
     print("|---|---|---|---|---|")
     for mode in args.feedback:
-        times = run(args.steps, args.warmup, args.prompts, args.batch, args.seed, mode, args.planner)
+        times = run(args.steps, args.warmup, args.prompts, args.batch, args.seed, mode, args.planner, args.clock)
         for name, values in times.items():
             print(f"| {mode} | {name} | {np.median(values):.3f} | {np.percentile(values, 90):.3f} "
                   f"| {values.max():.3f} |")

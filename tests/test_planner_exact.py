@@ -179,3 +179,53 @@ def test_rollout_gdro_executes_the_exact_optimum(mode):
             assert got == pytest.approx(best, abs=1e-6 * max(1.0, abs(best)))  # 1e-9 (n-4)^2 tie-break
         outcome = rng.random(plan.sum()) < np.repeat(success[bins], plan)
         controller.update(StepFeedback([str(i) for i in range(48)], bins, plan, 2.0 * outcome - 1, outcome))
+
+
+def test_exact_plan_equals_milp_on_bandit_rollout_gdro_at_paper_scale():
+    """256 prompts, 10 bins, arms 2..12 under bandit feedback (spiky, near-tied arms): every 12th
+    plan of a real controller run equals the MILP optimum of the tie-broken objective."""
+    rng = np.random.default_rng(11)
+    controller = RolloutGDRO(AllocatorConfig(num_bins=10, feedback="bandit"), seed=5)
+    success = rng.beta(0.5, 0.5, size=10)
+    weights = rng.dirichlet(np.ones(10))
+    for step in range(72):
+        bins = rng.choice(10, size=256, p=weights)
+        plan = controller.plan(bins)
+        assert plan.sum() == 256 * 4
+        if step % 12 == 11:
+            log_soft = controller.logits_GA - np.logaddexp.reduce(controller.logits_GA, axis=1, keepdims=True)
+            values = log_soft - 1e-9 * (np.arange(2, 13) - 4.0) ** 2  # the planner's tie-break toward n_bar
+            best = milp_optimum(values, bins, 256 * 4, 2)
+            assert objective(values, bins, plan, 2) == pytest.approx(best, rel=0, abs=1e-9 * max(1, abs(best)))
+        outcome = rng.random(plan.sum()) < np.repeat(success[bins], plan)
+        controller.update(StepFeedback([str(i) for i in range(256)], bins, plan, 2.0 * outcome - 1, outcome))
+
+
+def test_exact_plan_near_ties_long_relaxation_and_dp_fallback_equal_milp(monkeypatch):
+    """Bandit steps whose relaxation runs out of rounds (a near-tied arm) take the longer
+    relaxation or the bounded-deviation DP; those plans equal the MILP optimum too."""
+    import gdro_lab.planner as planner
+
+    used: list[str] = []
+    relaxed, fallback = planner._relaxed, planner.deviation_dp
+    monkeypatch.setattr(planner, "_relaxed", lambda *a: (used.append("long") if a[6] > 12 else None, relaxed(*a))[1])
+    monkeypatch.setattr(planner, "deviation_dp", lambda *a: (used.append("dp"), fallback(*a))[1])
+    rng = np.random.default_rng(11)
+    controller = RolloutGDRO(AllocatorConfig(num_bins=10, feedback="bandit"), seed=5)
+    success = rng.beta(0.5, 0.5, size=10)
+    weights = rng.dirichlet(np.full(10, 2.0))
+    checked = set()
+    for _ in range(130):
+        bins = rng.choice(10, size=256, p=weights)
+        before = len(used)
+        plan = controller.plan(bins)
+        if len(used) > before:
+            checked.update(used[before:])
+            log_soft = controller.logits_GA - np.logaddexp.reduce(controller.logits_GA, axis=1, keepdims=True)
+            values = log_soft - 1e-9 * (np.arange(2, 13) - 4.0) ** 2
+            best = milp_optimum(values, bins, 256 * 4, 2)
+            assert plan.sum() == 256 * 4
+            assert objective(values, bins, plan, 2) == pytest.approx(best, rel=0, abs=1e-9 * max(1, abs(best)))
+        outcome = rng.random(plan.sum()) < np.repeat(success[bins], plan)
+        controller.update(StepFeedback([str(i) for i in range(256)], bins, plan, 2.0 * outcome - 1, outcome))
+    assert checked == {"long", "dp"}  # both rare paths were exercised
