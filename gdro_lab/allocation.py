@@ -10,7 +10,22 @@ All functions are pure; shapes: ``G`` bins, ``P`` prompts, ``A`` arms.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from gdro_lab._validate import ConfigError
+from gdro_lab.checks import as_float_array, as_int, as_int_array, check_bins, check_log_prob, check_total
+
+
+def _check_law_inputs(owner: str, variance_G: np.ndarray, share_G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    v_G = as_float_array(owner, "variance_G", variance_G, ndim=1, nonnegative=True)
+    q_G = as_float_array(owner, "share_G", share_G, ndim=1, nonnegative=True)
+    if q_G.shape != v_G.shape:
+        raise ConfigError(f"{owner}: share_G has {q_G.size} bins but variance_G {v_G.size}: must match")
+    if not q_G.sum() > 0:
+        raise ConfigError(f"{owner}: share_G sums to 0: must have at least one bin with positive share")
+    return v_G, q_G
 
 
 def sqrt_allocation_unclipped(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float) -> np.ndarray:
@@ -19,10 +34,12 @@ def sqrt_allocation_unclipped(variance_G: np.ndarray, share_G: np.ndarray, n_bar
     Bins with q_b = 0 are still given the formula's value (they are outside the active set).
     Raises ValueError when sum_j q_j sqrt(v_j) = 0 (no active bin has variance).
     """
-    root_G = np.sqrt(np.maximum(np.asarray(variance_G, float), 0.0))
-    denom = float(np.dot(np.asarray(share_G, float), root_G))
+    v_G, q_G = _check_law_inputs("sqrt_allocation_unclipped", variance_G, share_G)
+    root_G = np.sqrt(v_G)
+    denom = float(np.dot(q_G, root_G))
     if denom <= 0.0:
-        raise ValueError("sqrt allocation needs at least one active bin with positive variance")
+        raise ConfigError("sqrt_allocation_unclipped: variance_G is 0 on every bin with share: "
+                          "must be positive on at least one active bin")
     return n_bar * root_G / denom
 
 
@@ -33,27 +50,33 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
     KKT: n_b = clip(sqrt(v_b / mu), n_min, n_max). Writing s = 1 / sqrt(mu), the budget
     f(s) = sum_b q_b clip(sqrt(v_b) s, n_min, n_max) / sum_b q_b is piecewise linear and
     non-decreasing in s with breakpoints n_min / sqrt(v_b) and n_max / sqrt(v_b), so the s
-    with f(s) = n_bar is found exactly by linear interpolation between breakpoints.
-    Needs n_min <= n_bar <= n_max. Bins with v_b = 0 (any n is optimal for them) share what
-    the others leave of the budget, which is n_min unless every other bin is at n_max.
+    with f(s) = n_bar is found exactly: by linear interpolation between the finite breakpoints,
+    or, past the last one (n_max = inf: unboxed or half-boxed), on the final linear piece.
+    With n_min = 0 and n_max = inf this is exactly the unclipped law. Needs
+    0 <= n_min <= n_bar <= n_max (n_max may be inf). Bins with v_b = 0 (any n is optimal for
+    them) share what the others leave of the budget, which is n_min unless every other bin is
+    at n_max.
     """
-    v_G = np.maximum(np.asarray(variance_G, float), 0.0)
-    q_G = np.asarray(share_G, float)
-    if not n_min <= n_bar <= n_max:
-        raise ValueError(f"n_bar={n_bar} must lie in [n_min, n_max]=[{n_min}, {n_max}]")
-    total_q = q_G[q_G > 0].sum()
-    if total_q <= 0:
-        raise ValueError("sqrt allocation needs at least one bin with positive share")
+    owner = "sqrt_allocation"
+    v_G, q_G = _check_law_inputs(owner, variance_G, share_G)
+    _check_box(owner, n_bar, n_min, n_max)
+    total_q = q_G.sum()
     root_G = np.sqrt(v_G)
     live = (q_G > 0) & (root_G > 0)
     if not np.any(live):
         return np.full_like(v_G, float(n_bar))  # no variance anywhere: every plan is equal; keep uniform
-    knots = np.unique(np.concatenate([n_min / root_G[live], n_max / root_G[live]]))
+    bounds = [n_min / root_G[live]] + ([n_max / root_G[live]] if math.isfinite(n_max) else [])
+    knots = np.unique(np.concatenate(bounds))
 
     def budget(s: np.ndarray) -> np.ndarray:
-        return np.clip(np.outer(s, root_G), n_min, n_max) @ np.where(q_G > 0, q_G, 0.0) / total_q
+        return np.clip(np.outer(s, root_G), n_min, n_max) @ q_G / total_q
 
-    s_star = float(np.interp(n_bar, budget(knots), knots))
+    values = budget(knots)
+    if n_bar <= values[-1]:
+        s_star = float(np.interp(n_bar, values, knots))
+    else:  # n_max = inf: past the last knot every live bin is free, f is linear with this slope
+        slope = float(q_G[live] @ root_G[live]) / total_q
+        s_star = float(knots[-1] + (n_bar - values[-1]) / slope)
     n_G = np.clip(root_G * s_star, n_min, n_max)
     silent = (q_G > 0) & (root_G == 0)
     if silent.any():
@@ -64,16 +87,28 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
     return n_G
 
 
+def _check_box(owner: str, n_bar: float, n_min: float, n_max: float) -> None:
+    """0 <= n_min <= n_bar <= n_max, all finite except n_max (may be inf)."""
+    def real(x: object) -> bool:
+        return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and not math.isnan(x)
+    if not (real(n_min) and math.isfinite(n_min) and n_min >= 0):
+        raise ConfigError(f"{owner}: n_min={n_min!r} is invalid: must be a finite number >= 0")
+    if not (real(n_max) and n_max >= n_min):
+        raise ConfigError(f"{owner}: n_max={n_max!r} is invalid: must be a number >= n_min={n_min} (inf allowed)")
+    if not (real(n_bar) and math.isfinite(n_bar) and n_min <= n_bar <= n_max):
+        raise ConfigError(f"{owner}: n_bar={n_bar!r} is invalid: must be a finite number in "
+                          f"[n_min, n_max]=[{n_min}, {n_max}]")
+
+
 def round_to_budget(target_P: np.ndarray, total: int, n_min: int, n_max: int) -> np.ndarray:
     """Integer n_P in [n_min, n_max] with sum exactly ``total``, closest to real ``target_P``.
 
     Largest-remainder rounding: floor everything, then give +1 to the prompts with the largest
     fractional parts (ties: lowest index) until the total is met; bounds are respected.
     """
-    target = np.clip(np.asarray(target_P, float), n_min, n_max)
+    target = np.clip(as_float_array("round_to_budget", "target_P", target_P, ndim=1), n_min, n_max)
     count = target.size
-    if not count * n_min <= total <= count * n_max:
-        raise ValueError(f"total {total} is outside [{count * n_min}, {count * n_max}] for {count} prompts")
+    total = check_total("round_to_budget", total, count, n_min, n_max)
     base = np.floor(target).astype(np.int64)
     return adjust_to_total(base, total, n_min, n_max, preference_P=target - base)
 
@@ -85,8 +120,10 @@ def adjust_to_total(n_P: np.ndarray, total: int, n_min: int, n_max: int,
     Prompts with the highest ``preference_P`` are raised first and those with the lowest are
     lowered first (stable order); passes repeat when one step each is not enough.
     """
-    n = np.asarray(n_P, np.int64).copy()
-    pref = np.zeros(n.size) if preference_P is None else np.asarray(preference_P, float)
+    n = as_int_array("adjust_to_total", "n_P", n_P, ndim=1).copy()
+    total = check_total("adjust_to_total", total, n.size, n_min, n_max)
+    pref = np.zeros(n.size) if preference_P is None else as_float_array("adjust_to_total", "preference_P",
+                                                                         preference_P, ndim=1)
     gap = int(total - n.sum())
     order_up = np.argsort(-pref, kind="stable")
     order_down = np.argsort(pref, kind="stable")
@@ -108,7 +145,7 @@ def adjust_to_total(n_P: np.ndarray, total: int, n_min: int, n_max: int,
     return n
 
 
-def _tie_broken(log_prob_GA: np.ndarray, n_min: int, tie_center: float | None) -> tuple[np.ndarray, np.ndarray]:
+def tie_broken(log_prob_GA: np.ndarray, n_min: int, tie_center: float | None) -> tuple[np.ndarray, np.ndarray]:
     """(log-probs with a 1e-9 (n - tie_center)^2 penalty, arm values): ties resolve toward tie_center."""
     log_prob = np.asarray(log_prob_GA, float)
     arms = n_min + np.arange(log_prob.shape[1])
@@ -118,9 +155,15 @@ def _tie_broken(log_prob_GA: np.ndarray, n_min: int, tie_center: float | None) -
 
 
 def exact_budget_plan(log_prob_GA: np.ndarray, count_G: np.ndarray, total: int,
-                      n_min: int, tie_center: float | None = None) -> tuple[np.ndarray, bool]:
-    """DP of the paper (§3.3): one arm per bin maximising sum_b log p_b(n_b), s.t. sum_b c_b n_b = total.
+                      n_min: int, tie_center: float | None = None, *,
+                      weight: str = "bin") -> tuple[np.ndarray, bool]:
+    """The paper's DP (§3.3): one arm per bin under the exact sum sum_b c_b n_b = total.
 
+    Two objectives, named by how a bin is weighted:
+    - ``weight="count"``: sum_b c_b log p_b(n_b), the paper's "joint probability" of the plan
+      (every prompt of bin b draws n_b from p_b);
+    - ``weight="bin"`` (default, backward compatible): sum_b log p_b(n_b), the released code's
+      ``rollout_choose_arms`` objective, which counts a bin of 1 prompt like a bin of 100.
     ``log_prob_GA[b, a]`` is log p_b(n_min + a); ``count_G`` the prompts per bin (bins with 0
     prompts are ignored). Returns (arm value n_G, exact). When no one-arm-per-bin plan hits
     ``total`` (possible for unlucky counts), the plan with the reachable sum closest to
@@ -129,8 +172,16 @@ def exact_budget_plan(log_prob_GA: np.ndarray, count_G: np.ndarray, total: int,
     penalty so that equally likely plans resolve toward that value instead of arbitrarily.
     Cost O(G * A * total), vectorised over partial sums.
     """
-    log_prob, arms = _tie_broken(log_prob_GA, n_min, tie_center)
-    counts = np.asarray(count_G, np.int64)
+    if weight not in ("count", "bin"):
+        raise ConfigError(f"exact_budget_plan: weight={weight!r} is invalid: must be 'count' or 'bin'")
+    log_prob, arms = tie_broken(check_log_prob("exact_budget_plan", log_prob_GA), n_min, tie_center)
+    counts = as_int_array("exact_budget_plan", "count_G", count_G, ndim=1, low=0)
+    if counts.shape != (log_prob.shape[0],):
+        raise ConfigError(f"exact_budget_plan: count_G has {counts.size} bins: must match log_prob_GA "
+                          f"({log_prob.shape[0]})")
+    total = as_int("exact_budget_plan", "total", total, low=0)
+    if weight == "count":
+        log_prob = log_prob * counts[:, None]
     num_bins, num_arms = log_prob.shape
     n_G = np.full(num_bins, int(round(tie_center)) if tie_center is not None else n_min, dtype=np.int64)
     active = np.flatnonzero(counts > 0)
@@ -160,6 +211,23 @@ def exact_budget_plan(log_prob_GA: np.ndarray, count_G: np.ndarray, total: int,
         n_G[b] = arms[a]
         end -= int(counts[b] * arms[a])
     return n_G, exact
+
+
+def forbidden_floor(values_GA: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values with -inf replaced by a finite floor far below every finite value, mask of -inf).
+
+    The floor is min_finite - (size + 1)(range + 1): one such arm costs more than any plan of
+    ``size`` prompts over finite arms can gain, so an optimum over the floored values uses
+    none unless it must.
+    Rows with no finite value are a ValueError.
+    """
+    values = np.asarray(values_GA, float)
+    forbidden = np.isneginf(values)
+    if forbidden.all(axis=1).any():
+        raise ValueError("log_prob_GA: a bin with prompts has probability 0 on every arm")
+    finite = values[~forbidden]
+    floor = float(finite.min()) - (size + 1.0) * (float(np.ptp(finite)) + 1.0) if finite.size else 0.0
+    return np.where(forbidden, floor, values), forbidden
 
 
 def concave_envelope(values_GA: np.ndarray) -> np.ndarray:
@@ -205,6 +273,9 @@ def concave_budget_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int,
                         tie_center: float | None = None) -> np.ndarray:
     """Exact-budget plan maximising the joint per-prompt probability, on the concave envelope.
 
+    Exact only when every log p_b is concave in n; :func:`gdro_lab.planner.exact_plan` is exact
+    for any distributions and is what Rollout-GDRO executes. Kept as the envelope relaxation.
+
     Maximises sum_i env_{b(i)}(n_i) subject to sum_i n_i = total, n_i in arms, where env_b is
     the upper concave envelope of log p_b (= log p_b for log-concave p_b). The problem is a
     separable concave resource allocation, so the greedy on marginal gains is exact (the DP's
@@ -212,13 +283,12 @@ def concave_budget_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int,
     the largest gains env_b(a + 1) - env_b(a). Within a bin prompts end at two adjacent arms.
     All prompts must be assigned (bins_P >= 0). ``tie_center`` as in exact_budget_plan.
     """
-    log_prob, arms = _tie_broken(log_prob_GA, n_min, tie_center)
-    bins = np.asarray(bins_P, np.int64)
+    log_prob, arms = tie_broken(check_log_prob("concave_budget_plan", log_prob_GA), n_min, tie_center)
     num_bins, num_arms = log_prob.shape
+    bins = check_bins("concave_budget_plan", "bins_P", bins_P, num_bins, allow_unassigned=False)
     counts = np.bincount(bins, minlength=num_bins)
+    total = check_total("concave_budget_plan", total, bins.size, n_min, n_min + num_arms - 1)
     needed = int(total - bins.size * n_min)
-    if not 0 <= needed <= bins.size * (num_arms - 1):
-        raise ValueError(f"total {total} is outside [{bins.size * n_min}, {bins.size * arms[-1]}]")
     gains = np.diff(concave_envelope(log_prob), axis=1)  # (G, A-1), non-increasing along arms
     seg_bin = np.repeat(np.arange(num_bins), num_arms - 1)
     seg_arm = np.tile(np.arange(num_arms - 1), num_bins)

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from gdro_lab._validate import ConfigError
 from gdro_lab.allocation import sqrt_allocation
+from gdro_lab.checks import as_float_array, check_bins
 
 
 def bin_counts(bins_P: np.ndarray, num_bins: int) -> np.ndarray:
     """Prompts per bin; unassigned prompts (bin -1) are not counted."""
-    bins = np.asarray(bins_P, np.int64)
-    return np.bincount(bins[bins >= 0], minlength=num_bins)[:num_bins].astype(float)
+    bins = check_bins("bin_counts", "bins_P", bins_P, num_bins)
+    return np.bincount(bins[bins >= 0], minlength=num_bins).astype(float)
 
 
 def bin_share(bins_P: np.ndarray, num_bins: int) -> np.ndarray:
@@ -26,20 +28,24 @@ def bin_share(bins_P: np.ndarray, num_bins: int) -> np.ndarray:
 
 def bin_mean(values_P: np.ndarray, bins_P: np.ndarray, num_bins: int) -> np.ndarray:
     """Mean of a per-prompt value within each bin (Eq. 13); NaN where a bin is empty."""
-    bins = np.asarray(bins_P, np.int64)
+    bins = check_bins("bin_mean", "bins_P", bins_P, num_bins)
+    values = np.asarray(values_P, float)
+    if values.shape != bins.shape:
+        raise ConfigError(f"bin_mean: values_P has shape {values.shape}: must match bins_P {bins.shape}")
     keep = bins >= 0
-    values = np.asarray(values_P, float)[keep]
-    sums = np.bincount(bins[keep], weights=values, minlength=num_bins)[:num_bins]
-    counts = np.bincount(bins[keep], minlength=num_bins)[:num_bins]
+    sums = np.bincount(bins[keep], weights=values[keep], minlength=num_bins)
+    counts = np.bincount(bins[keep], minlength=num_bins)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
-def normalized(weights_G: np.ndarray) -> np.ndarray:
-    """Weights scaled to sum to one (uniform if they sum to zero)."""
-    w = np.asarray(weights_G, float)
+def normalized(weights_G: np.ndarray, owner: str = "normalized", name: str = "weights_G") -> np.ndarray:
+    """Non-negative finite weights scaled to sum to one; an empty, negative or zero-sum input is an error."""
+    w = as_float_array(owner, name, weights_G, ndim=1, nonnegative=True, nonempty=True)
     total = w.sum()
-    return w / total if total > 0 else np.full_like(w, 1.0 / w.size)
+    if not total > 0:
+        raise ConfigError(f"{owner}: {name} sums to {total:g}: must have a positive sum")
+    return w / total
 
 
 def lead_lag_gap(weights_G: np.ndarray, share_G: np.ndarray) -> tuple[float, float, float]:
@@ -49,23 +55,45 @@ def lead_lag_gap(weights_G: np.ndarray, share_G: np.ndarray) -> tuple[float, flo
     share); ``share_G`` the empirical prompt share. A positive gap means the adversary sits
     on higher-index (more solvable) bins than the data.
     """
-    index = np.arange(len(weights_G), dtype=float)
-    mu_weight = float(index @ normalized(weights_G))
-    mu_data = float(index @ normalized(share_G))
+    weights = normalized(weights_G, "lead_lag_gap", "weights_G")
+    share = normalized(share_G, "lead_lag_gap", "share_G")
+    if share.shape != weights.shape:
+        raise ConfigError(f"lead_lag_gap: share_G has {share.size} bins: must match weights_G ({weights.size})")
+    index = np.arange(weights.size, dtype=float)
+    mu_weight = float(index @ weights)
+    mu_data = float(index @ share)
     return mu_weight - mu_data, mu_weight, mu_data
 
 
+def _se_inputs(owner: str, share_G: np.ndarray, second_G: np.ndarray, second: str,
+               n_G: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validated (q, sigma or v, n): same shapes; on bins with q > 0 a finite value >= 0 and n > 0."""
+    q = as_float_array(owner, "share_G", share_G, ndim=1, nonnegative=True)
+    x = as_float_array(owner, second, second_G, ndim=1, allow_nan=True)
+    n = as_float_array(owner, "n_G", n_G, ndim=1, allow_nan=True)
+    if not q.shape == x.shape == n.shape:
+        raise ConfigError(f"{owner}: share_G {q.shape}, {second} {x.shape} and n_G {n.shape} must have one "
+                          "entry per bin")
+    active = q > 0
+    if not (np.isfinite(x[active]).all() and (x[active] >= 0).all()):
+        raise ConfigError(f"{owner}: {second} is NaN or negative on a bin with prompts: must be finite and >= 0 "
+                          "where share_G > 0 (leave unknown bins out, or give them 0 share)")
+    if not (np.isfinite(n[active]).all() and (n[active] > 0).all()):
+        raise ConfigError(f"{owner}: n_G is invalid on a bin with prompts: must be finite and > 0 where share_G > 0")
+    return q, x, n
+
+
 def se_proxy(share_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray) -> float:
-    """Eq. 33: WSE = sum_b q_b sigma_b / sqrt(n_b), over bins with q_b > 0 and finite sigma."""
-    q, s, n = (np.asarray(x, float) for x in (share_G, sigma_G, n_G))
-    live = (q > 0) & np.isfinite(s) & (n > 0)
+    """Eq. 33: WSE = sum_b q_b sigma_b / sqrt(n_b) over bins with q_b > 0 (each needs sigma, n)."""
+    q, s, n = _se_inputs("se_proxy", share_G, sigma_G, "sigma_G", n_G)
+    live = q > 0
     return float(np.sum(q[live] * s[live] / np.sqrt(n[live])))
 
 
 def variance_proxy(share_G: np.ndarray, variance_G: np.ndarray, n_G: np.ndarray) -> float:
     """Eq. 28: VarProxy = sum_b q_b v_b / n_b (the quantity the square-root law minimises)."""
-    q, v, n = (np.asarray(x, float) for x in (share_G, variance_G, n_G))
-    live = (q > 0) & np.isfinite(v) & (n > 0)
+    q, v, n = _se_inputs("variance_proxy", share_G, variance_G, "variance_G", n_G)
+    live = q > 0
     return float(np.sum(q[live] * v[live] / n[live]))
 
 
@@ -73,23 +101,37 @@ def se_report(share_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: 
               n_min: float, n_max: float) -> dict[str, float]:
     """WSE for the allocation used, for uniform n_bar, and for the square-root optimum.
 
-    The optimum is the box-constrained square-root law of Thm 4.2 with v_b = sigma_b^2: the
-    limit Rollout-GDRO converges to. Note it minimises the variance proxy (Eq. 28), not WSE
-    itself, so an allocation can score a slightly lower WSE than it. ``reduction_pct`` is
-    100 (1 - WSE_actual / WSE_uniform) as reported in the paper (22.6-37.1%).
+    The optimum is the box-constrained square-root law of Thm 4.2 with v_b = sigma_b^2 (any box,
+    n_max = inf included): the limit Rollout-GDRO converges to. It minimises the variance proxy
+    (Eq. 28), not WSE itself, so an allocation can score a slightly lower WSE than it. Bins whose
+    sigma is unknown (NaN, e.g. never observed) are left out of all three terms alike, so the
+    three compare allocations of the same bins; when no bin with prompts has a known sigma every
+    value is NaN. ``reduction_pct`` is 100 (1 - WSE_actual / WSE_uniform) as in the paper (22.6-37.1%).
     """
-    q = np.asarray(share_G, float)
-    sigma = np.where(np.isfinite(sigma_G), np.asarray(sigma_G, float), 0.0)
-    uniform = se_proxy(q, sigma, np.full(q.size, float(n_bar)))
-    actual = se_proxy(q, sigma, n_G)
-    if q.sum() > 0:
-        optimum = se_proxy(q, sigma, sqrt_allocation(sigma**2, q, n_bar, n_min, n_max))
-    else:
-        optimum = float("nan")
+    q = as_float_array("se_report", "share_G", share_G, ndim=1, nonnegative=True)
+    sigma = as_float_array("se_report", "sigma_G", sigma_G, ndim=1, allow_nan=True)
+    n = as_float_array("se_report", "n_G", n_G, ndim=1, allow_nan=True)
+    known = np.isfinite(sigma) if sigma.shape == q.shape else np.ones(q.shape, bool)
+    q_known = np.where(known, q, 0.0)
+    nan = float("nan")
+    if not q_known.sum() > 0:
+        return {"se_actual": nan, "se_uniform": nan, "se_sqrt": nan, "se_reduction_pct": nan,
+                "se_sqrt_reduction_pct": nan}
+    sigma = np.where(known, sigma, 0.0)
+    actual = se_proxy(q_known, sigma, np.where(known, n, 1.0))
+    uniform = se_proxy(q_known, sigma, np.full(q.size, float(n_bar)))
+    optimum = se_proxy(q_known, sigma, _optimum_or_uniform(sigma, q_known, n_bar, n_min, n_max))
     reduction = 100.0 * (1.0 - actual / uniform) if uniform > 0 else 0.0
     optimum_reduction = 100.0 * (1.0 - optimum / uniform) if uniform > 0 else 0.0
     return {"se_actual": actual, "se_uniform": uniform, "se_sqrt": optimum,
             "se_reduction_pct": reduction, "se_sqrt_reduction_pct": optimum_reduction}
+
+
+def _optimum_or_uniform(sigma_G: np.ndarray, share_G: np.ndarray, n_bar: float, n_min: float,
+                        n_max: float) -> np.ndarray:
+    """Square-root law; bins it sends to n = 0 (zero variance, n_min = 0) get n_bar (their term is 0)."""
+    n_G = sqrt_allocation(sigma_G**2, share_G, n_bar, n_min, n_max)
+    return np.where(n_G > 0, n_G, float(n_bar))
 
 
 def effective_support(weights_G: np.ndarray) -> float:

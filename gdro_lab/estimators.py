@@ -10,42 +10,60 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
-from scipy.special import betaincinv, betaln, gammaln
+from scipy.special import betaincinv, betaln
 
 from gdro_lab._validate import ConfigError
+from gdro_lab.checks import as_int, as_int_array
 
 
 def pass_at_k(n: np.ndarray | int, c: np.ndarray | int, k: int) -> np.ndarray:
-    """Unbiased pass@k = 1 - C(n-c, k) / C(n, k), elementwise; requires 0 <= c <= n and k <= n."""
-    n_arr = np.asarray(n, np.int64)
-    c_arr = np.asarray(c, np.int64)
+    """Unbiased pass@k = 1 - C(n-c, k) / C(n, k), elementwise; requires 0 <= c <= n and 1 <= k <= n.
+
+    Every value is the exact rational rounded once to float64, so one (n, c, k) gives one value
+    whatever else is in the batch; c = 0 gives exactly 0 and c >= n - k + 1 exactly 1.
+    n and c must be integers (integral floats are accepted, 4.9 is an error, not 4).
+    """
+    n_arr = as_int_array("pass_at_k", "n", n)
+    c_arr = as_int_array("pass_at_k", "c", c)
+    k = as_int("pass_at_k", "k", k, low=1)
+    try:
+        n_arr, c_arr = np.broadcast_arrays(n_arr, c_arr)
+    except ValueError:
+        raise ConfigError(f"pass_at_k: c has shape {c_arr.shape}, n has {n_arr.shape}: "
+                          "they must be the same shape (one entry per prompt)") from None
     if np.any(c_arr < 0) or np.any(c_arr > n_arr):
-        raise ConfigError("pass@k needs 0 <= successes <= rollouts for every prompt")
-    if k < 1 or np.any(n_arr < k):
-        raise ConfigError(f"pass@k with k={k} needs k >= 1 and at least k rollouts per prompt "
-                          "(set k <= n_min)")
-    largest = int(n_arr.max()) if n_arr.size else 0
+        raise ConfigError("pass_at_k: c (successes) is invalid: must be integers with 0 <= c <= n for every prompt")
+    if np.any(n_arr < k):
+        raise ConfigError(f"pass_at_k: k={k} is invalid: must be <= n (rollouts) for every prompt (set k <= n_min)")
+    if n_arr.size == 0:
+        return np.zeros(n_arr.shape)
+    largest = int(n_arr.max())
     if largest <= _TABLE_LIMIT:
         return _pass_at_k_table(k, largest)[n_arr, c_arr]
-    fail = n_arr - c_arr
-    with np.errstate(invalid="ignore"):
-        log_ratio = (gammaln(fail + 1) - gammaln(np.maximum(fail - k, 0) + 1)
-                     - gammaln(n_arr + 1) + gammaln(n_arr - k + 1))
-    return np.where(fail >= k, 1.0 - np.exp(log_ratio), 1.0)
+    pairs, inverse = np.unique(np.stack([n_arr.ravel(), c_arr.ravel()]), axis=1, return_inverse=True)
+    values = np.array([_pass_at_k_exact(int(a), int(b), k) for a, b in pairs.T])
+    return values[np.asarray(inverse).ravel()].reshape(n_arr.shape)
 
 
 _TABLE_LIMIT = 64
 
 
+@functools.lru_cache(maxsize=65536)
+def _pass_at_k_exact(n: int, c: int, k: int) -> float:
+    """1 - C(n-c, k) / C(n, k) as an exact fraction, rounded once (math.comb(m, k) = 0 for m < k)."""
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
+
 @functools.lru_cache(maxsize=32)
 def _pass_at_k_table(k: int, largest: int) -> np.ndarray:
-    """table[n, c] = 1 - C(n-c, k) / C(n, k) for n <= largest, exact via integer binomials."""
+    """table[n, c] = pass@k for n <= largest (the same exact values as the per-pair path)."""
     table = np.full((largest + 1, largest + 1), np.nan)
     for n in range(k, largest + 1):
         for c in range(n + 1):
-            table[n, c] = 1.0 - math.comb(n - c, k) / math.comb(n, k)
+            table[n, c] = _pass_at_k_exact(n, c, k)
     return table
 
 

@@ -2,23 +2,27 @@
 
 Rollouts are stored flat: ``rewards_R`` holds all rollouts, prompt i owns the next
 ``counts_P[i]`` entries (the layout a variable-n batch has after generation). Paper Eq. 3:
-A_ij = (r_ij - mean_i) / (std_i + eps), population std by default as in the paper
-(verl uses the Bessel std; ``std="bessel"`` gives that).
+A_ij = (r_ij - mean_i) / (std_i + eps), population std by default as in the paper.
+verl 0.9.1 (``compute_grpo_outcome_advantage``) uses the Bessel std (torch.std), eps added
+outside the root, and mean 0 / std 1 for a group of one; ``std="bessel", singleton="verl"``
+reproduces it.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gdro_lab._validate import ConfigError
+from gdro_lab.checks import as_float_array, as_int_array
 
 
 def _check_layout(values_R: np.ndarray, counts_P: np.ndarray) -> np.ndarray:
-    counts = np.asarray(counts_P, np.int64)
-    if counts.ndim != 1 or np.any(counts < 1):
-        raise ConfigError("counts_P must be a 1-D array of positive rollout counts")
+    counts = as_int_array("grpo", "counts_P", counts_P, ndim=1, low=1)
     if int(counts.sum()) != np.asarray(values_R).shape[0]:
-        raise ConfigError(f"{np.asarray(values_R).shape[0]} rollouts given but counts_P sums to {int(counts.sum())}")
+        raise ConfigError(f"grpo: counts_P sums to {int(counts.sum())} but {np.asarray(values_R).shape[0]} "
+                          "rollouts were given: they must match (prompt i owns counts_P[i] rollouts)")
     return counts
 
 
@@ -61,30 +65,45 @@ def group_is_constant(values_R: np.ndarray, counts_P: np.ndarray) -> np.ndarray:
 
 
 def grpo_advantages(rewards_R: np.ndarray, counts_P: np.ndarray, *, std: str = "population",
-                    eps: float = 1e-6, clip: float | None = None,
-                    normalize_std: bool = True) -> tuple[np.ndarray, dict[str, float]]:
+                    eps: float = 1e-6, clip: float | None = None, normalize_std: bool = True,
+                    singleton: str = "zero") -> tuple[np.ndarray, dict[str, float]]:
     """Eq. 3 for ragged groups: A_ij = (r_ij - mean_i) / (std_i + eps), optionally clipped to +-clip.
 
-    ``std``: "population" (paper) or "bessel" (verl's torch.std). ``normalize_std=False`` gives
-    Dr.GRPO's r - mean. Groups whose rewards are all equal get A = 0 and are counted in the
-    returned metric ``zero_variance_frac``. Returns (advantages_R, metrics).
+    ``std``: "population" (paper) or "bessel" (verl's torch.std, ddof 1). ``normalize_std=False``
+    gives Dr.GRPO's r - mean. Groups of n >= 2 whose rewards are all equal get A = 0 exactly
+    (verl gives the same whenever its group mean is exact, e.g. for any binary reward) and are
+    counted in the metric ``zero_variance_frac``. ``singleton`` decides a group of one rollout:
+    - "zero" (default): A = 0. One rollout has no baseline, so there is nothing group-relative to
+      learn from it; this keeps every advantage a comparison within the prompt.
+    - "verl": mean 0 and std 1, i.e. A = r / (1 + eps) (r without std normalisation), exactly as
+      verl 0.9.1; with ``std="bessel"`` this reproduces verl's ``compute_grpo_outcome_advantage``.
+    Returns (advantages_R, metrics).
     """
     if std not in ("population", "bessel"):
-        raise ConfigError(f"std={std!r} is invalid: must be 'population' or 'bessel'")
-    counts = _check_layout(rewards_R, counts_P)
-    if std == "bessel" and np.any(counts < 2):
-        raise ConfigError("the Bessel std needs at least 2 rollouts per prompt (n_min >= 2)")
-    rewards = np.asarray(rewards_R, float)
+        raise ConfigError(f"grpo_advantages: std={std!r} is invalid: must be 'population' or 'bessel'")
+    if singleton not in ("zero", "verl"):
+        raise ConfigError(f"grpo_advantages: singleton={singleton!r} is invalid: must be 'zero' or 'verl'")
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
+        raise ConfigError(f"grpo_advantages: eps={eps!r} is invalid: must be a finite number >= 0")
+    if clip is not None and not (isinstance(clip, (int, float)) and clip > 0):
+        raise ConfigError(f"grpo_advantages: clip={clip!r} is invalid: must be None or a number > 0")
+    rewards = as_float_array("grpo_advantages", "rewards_R", rewards_R, ndim=1)
+    counts = _check_layout(rewards, counts_P)
+    single_P = counts == 1
     mean_P = group_mean(rewards, counts)
     var_P = group_variance(rewards, counts, ddof=1 if std == "bessel" else 0)
-    std_P = np.sqrt(np.nan_to_num(var_P))
+    std_P = np.sqrt(np.where(single_P, 1.0, np.nan_to_num(var_P)))
+    if singleton == "verl":
+        mean_P = np.where(single_P, 0.0, mean_P)
     centered = rewards - np.repeat(mean_P, counts)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        advantages = centered / np.repeat(std_P + eps, counts) if normalize_std else centered
-    zero_var_P = group_is_constant(rewards, counts)
-    advantages[np.repeat(zero_var_P, counts)] = 0.0
+    advantages = centered / np.repeat(std_P + eps, counts) if normalize_std else centered
+    constant_P = group_is_constant(rewards, counts) & ~single_P
+    advantages[np.repeat(constant_P, counts)] = 0.0
+    if singleton == "zero":
+        advantages[np.repeat(single_P, counts)] = 0.0
     if clip is not None:
         advantages = np.clip(advantages, -clip, clip)
+    zero_var_P = group_is_constant(rewards, counts)
     metrics = {"zero_variance_frac": float(zero_var_P.mean()) if counts.size else 0.0,
                "adv_abs_mean": float(np.abs(advantages).mean()) if advantages.size else 0.0}
     return advantages, metrics

@@ -29,9 +29,13 @@ from typing import Any
 import numpy as np
 
 from gdro_lab._validate import require_choice, require_int, require_range
+from gdro_lab.checks import check_bins
 from gdro_lab.diagnostics import bin_mean, bin_share, effective_support
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.signals import SIGNALS
+from gdro_lab.update_rules import debiased_signal, ema_from_first, entropic_weights, omega
+
+__all__ = ["PromptGDRO", "UniformWeighter", "WeighterConfig", "entropic_weights"]
 
 
 @dataclass(frozen=True)
@@ -72,14 +76,6 @@ class WeighterConfig:
         require_choice(owner, "signal", self.signal, tuple(SIGNALS))
 
 
-def entropic_weights(score_G: np.ndarray, eta: float, gamma: float, clip: float) -> np.ndarray:
-    """Eq. 14-15: q = (1 - gamma) softmax(eta clip(S, -C, C)) + gamma / B."""
-    logits = eta * np.clip(score_G, -clip, clip)
-    logits = logits - logits.max()
-    soft = np.exp(logits)
-    return (1.0 - gamma) * soft / soft.sum() + gamma / score_G.size
-
-
 class UniformWeighter:
     """GRPO baseline (registry name ``uniform``): every multiplier is 1, bin weights uniform.
 
@@ -104,23 +100,21 @@ class UniformWeighter:
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         """Advantage multiplier per prompt (Eq. 16)."""
-        return np.ones(np.asarray(bins_P).size)
+        return np.ones(check_bins(type(self).__name__, "bins_P", bins_P, self.num_bins).size)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         """Fold this step's per-bin signal into the EMA scores (Eq. 12-13)."""
         cfg = self.config
+        feedback.check_num_bins(cfg.num_bins)
         bins = np.asarray(feedback.bins_P, np.int64)
         signal_P = SIGNALS[cfg.signal](feedback)
-        mean_G = bin_mean(signal_P, bins, cfg.num_bins)
-        present = np.isfinite(mean_G)
+        mean_G = bin_mean(signal_P, bins, cfg.num_bins)                       # Eq. 13 (NaN = absent)
         if cfg.share_normalize:
-            relative_share = np.maximum(cfg.num_bins * bin_share(bins, cfg.num_bins), cfg.share_floor)
-            mean_G = mean_G / relative_share
-        fresh = present & ~self.seen_G
-        old = present & self.seen_G
-        self.score_G[fresh] = mean_G[fresh]
-        self.score_G[old] = (1.0 - cfg.ema_beta) * self.score_G[old] + cfg.ema_beta * mean_G[old]
-        self.seen_G |= present
+            mean_G = debiased_signal(mean_G, bin_share(bins, cfg.num_bins), cfg.share_floor)
+        previous = np.where(self.seen_G, self.score_G, np.nan)
+        updated = ema_from_first(previous, mean_G, cfg.ema_beta)             # Eq. 12
+        self.seen_G = np.isfinite(updated)
+        self.score_G = np.where(self.seen_G, updated, 0.0)
         weights = self.bin_weights()
         return {"prompt_gdro/effective_support": effective_support(weights),
                 "prompt_gdro/max_weight": float(weights.max()),
@@ -141,8 +135,7 @@ class PromptGDRO(UniformWeighter):
 
     def omega(self) -> np.ndarray:
         """Eq. 14: unnormalised omega_t(b) = exp(eta clip(S_t(b), -C, C))."""
-        cfg = self.config
-        return np.exp(cfg.eta * np.clip(self.score_G, -cfg.clip, cfg.clip))
+        return omega(self.score_G, self.config.eta, self.config.clip)
 
     def bin_weights(self) -> np.ndarray:
         cfg = self.config
@@ -150,7 +143,7 @@ class PromptGDRO(UniformWeighter):
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         cfg = self.config
-        bins = np.asarray(bins_P, np.int64)
+        bins = check_bins(type(self).__name__, "bins_P", bins_P, self.num_bins)
         assigned = bins >= 0
         out = np.ones(bins.size)
         if not assigned.any():

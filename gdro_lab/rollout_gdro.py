@@ -9,20 +9,28 @@ within-prompt reward variance, Bessel, in the bin):
 where n^sampled draws one arm per bin from p_b. ``feedback='full'`` uses cost_hat = cost for all
 arms (the cost of every arm is known once v_b is estimated); ``'bandit'`` is EXP3P's
 importance-weighted cost of the sampled arm only, cost_b(a) 1{a sampled} / p_b(a).
-The executed plan meets sum_i n_i = P n_bar exactly, unassigned prompts getting n_bar. Two planners:
-- ``paper``: the paper's DP, one arm per bin maximising sum_b log p_b(n_b) under the exact sum
-  (single prompts move by +-1 in the rare case no one-arm-per-bin plan hits the total). Once the
-  p_b concentrate, every off-mode arm has the same floor probability gamma / A, so closing a
-  small budget gap costs the same whether a bin moves by 1 or by 10: measured on a stationary
-  6-bin world it executed (2, 4, 12, 2, 6, 3) where the distributions' modes were (2, 5, 6, 7, 6, 3).
-- ``concave`` (default): maximise the joint per-prompt probability sum_i log p_b(i)(n_i) of the
-  exploitation distribution softmax(L_b) (without the gamma floor, which only serves sampling),
-  on its concave envelope, solved exactly by the greedy on marginal gains (a separable concave
-  allocation, the DP's closed form). Under full feedback L_b is minus eta times a sum of convex
-  costs, so it is already concave and the envelope is exact: a budget gap is closed where the
-  accumulated evidence against moving is smallest, one arm at a time, and the plan tracks the
-  modes. (Planning on the gamma-mixed p instead measured a bin with sigma 0.91 sent from its
-  mode 6 to 2 in the simulator, because every off-mode arm sat on the same floor.)
+The executed plan meets sum_i n_i = P n_bar exactly, unassigned prompts getting n_bar. Planners:
+- ``exact`` (default): the exact argmax of the joint per-prompt probability
+  sum_i log p_b(i)(n_i) of the exploitation distribution softmax(L_b) (without the gamma floor,
+  which only serves sampling) under the exact budget, for any arm distributions
+  (:func:`gdro_lab.planner.exact_plan`). Under bandit feedback the distributions are not
+  log-concave; the earlier concave-envelope greedy then executed plans up to hundreds of nats
+  below the optimum (a bin with p(2) = 0.62 sent 23 prompts to n = 10 where p ~ 0).
+  (Planning on the gamma-mixed p instead measured a bin with sigma 0.91 sent from its mode 6
+  to 2 in the simulator, because every off-mode arm sat on the same floor.)
+- ``dp_count``: the paper's DP (one arm per bin, §3.3) on the paper's "joint probability"
+  sum_b c_b log p_b(n_b); ``dp_bin``: the same DP on the released code's sum_b log p_b(n_b).
+  Both use the gamma-mixed p as the code does; single prompts move by +-1 in the rare case no
+  one-arm-per-bin plan hits the total. Once the p_b concentrate, every off-mode arm has the
+  same floor probability gamma / A, so closing a small budget gap costs the same whether a bin
+  moves by 1 or by 10: measured on a stationary 6-bin world ``dp_bin`` executed
+  (2, 4, 12, 2, 6, 3) where the distributions' modes were (2, 5, 6, 7, 6, 3).
+The names ``concave`` and ``paper`` of earlier versions are accepted as aliases of ``exact``
+and ``dp_bin``.
+
+Every rule is a pure function in :mod:`gdro_lab.update_rules` (EMA from first observation,
+EXP3P probabilities, importance-weighted cost, mirror-descent step, dual step); bins absent
+from a step keep their arm logits and variance estimate bit-for-bit.
 
 Sign convention: we *minimise* cost = variance proxy v_b / n (Thm 4.2, Eq. 28) plus the price
 of compute. Its best response at price mu is n = n_bar sqrt(v~_b / mu) (Eq. 31), and the dual
@@ -38,15 +46,21 @@ always meets the budget, so using it would freeze mu (the code's mu never moves)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab._validate import require_choice, require_int, require_range
-from gdro_lab.allocation import (adjust_to_total, concave_budget_plan, exact_budget_plan, round_to_budget,
-                                 sqrt_allocation)
-from gdro_lab.diagnostics import bin_counts, bin_mean, bin_share
+from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
+from gdro_lab.allocation import adjust_to_total, exact_budget_plan, round_to_budget, sqrt_allocation
+from gdro_lab.checks import check_bins
+from gdro_lab.diagnostics import bin_counts, bin_share
 from gdro_lab.feedback import StepFeedback
+from gdro_lab.planner import exact_plan
+from gdro_lab.update_rules import (arm_costs, dual_step, ema_from_first, exp3p_probabilities,
+                                   importance_weighted_cost, mirror_descent_step)
+
+PLANNERS = ("exact", "dp_count", "dp_bin")
+PLANNER_ALIASES = {"concave": "exact", "paper": "dp_bin"}
 
 
 @dataclass(frozen=True)
@@ -77,9 +91,12 @@ class AllocatorConfig:
     """Relative floor on v~_b so a zero-variance bin still has a finite best arm (n_min)."""
     score_decay: float = 0.0
     """Forgetting of the cumulative arm scores per step (0 = plain mirror descent, as the code)."""
-    planner: str = "concave"
-    """Executed plan: 'concave' (joint per-prompt probability on the concave envelope, exact greedy)
-    or 'paper' (the paper's one-arm-per-bin DP on sum_b log p_b(n_b), +-1 fix-up when infeasible)."""
+    planner: str = "exact"
+    """Executed plan: 'exact' (exact argmax of the joint per-prompt probability, any distributions),
+    'dp_count' (the paper's one-arm-per-bin DP on sum_b c_b log p_b(n_b), its "joint probability")
+    or 'dp_bin' (the same DP on sum_b log p_b(n_b), the released code's objective); the DPs fix
+    up by +-1 per prompt when no one-arm-per-bin plan hits the total. Old names: 'concave' = 'exact',
+    'paper' = 'dp_bin'."""
     oracle: bool = False
     """Square-root allocator only: use feedback.variance_G (the true variances) instead of estimates."""
 
@@ -94,7 +111,7 @@ class AllocatorConfig:
         require_range(owner, "dual_lr", self.dual_lr, 0.0)
         require_range(owner, "mu_init", self.mu_init, 0.0)
         require_choice(owner, "feedback", self.feedback, ("full", "bandit"))
-        require_choice(owner, "planner", self.planner, ("concave", "paper"))
+        require_choice(owner, "planner", self.planner, PLANNERS + tuple(PLANNER_ALIASES))
         require_range(owner, "variance_ema", self.variance_ema, 0.0, 1.0, lo_open=True)
         require_range(owner, "variance_floor", self.variance_floor, 0.0, lo_open=True)
         require_range(owner, "score_decay", self.score_decay, 0.0, 1.0, hi_open=True)
@@ -102,6 +119,11 @@ class AllocatorConfig:
     @property
     def arms(self) -> np.ndarray:
         return np.arange(self.n_min, self.n_max + 1)
+
+    @property
+    def planner_name(self) -> str:
+        """The planner with old aliases resolved ('exact', 'dp_count' or 'dp_bin')."""
+        return PLANNER_ALIASES.get(self.planner, self.planner)
 
 
 class UniformAllocator:
@@ -122,17 +144,26 @@ class UniformAllocator:
     def num_bins(self) -> int:
         return self.config.num_bins
 
-    def plan(self, bins_P: np.ndarray) -> np.ndarray:
-        """Rollouts per prompt for this batch; sums to P n_bar exactly."""
-        return np.full(np.asarray(bins_P).size, self.config.n_bar, np.int64)
+    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
+        """Rollouts per prompt for this batch; sums to P n_bar exactly.
+
+        ``prompt_ids`` (optional, one per prompt) lets a per-prompt allocator use a prompt's own
+        history; the bin-level allocators here accept and ignore it.
+        """
+        return np.full(self._check_plan_inputs(bins_P, prompt_ids).size, self.config.n_bar, np.int64)
+
+    def _check_plan_inputs(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None) -> np.ndarray:
+        bins = check_bins(type(self).__name__ + ".plan", "bins_P", bins_P, self.num_bins)
+        if prompt_ids is not None and len(prompt_ids) != bins.size:
+            raise ConfigError(f"{type(self).__name__}.plan: prompt_ids has {len(prompt_ids)} entries: "
+                              f"must have one per prompt of bins_P ({bins.size})")
+        return bins
 
     def _track_variance(self, feedback: StepFeedback) -> np.ndarray:
+        """Variance-proxy EMA per bin: ema_from_first with beta = variance_ema; absent bins unchanged."""
+        feedback.check_num_bins(self.num_bins)
         observed = feedback.variance_by_bin(self.num_bins)
-        fresh = np.isfinite(observed) & ~np.isfinite(self.variance_G)
-        old = np.isfinite(observed) & np.isfinite(self.variance_G)
-        beta = self.config.variance_ema
-        self.variance_G[fresh] = observed[fresh]
-        self.variance_G[old] = (1 - beta) * self.variance_G[old] + beta * observed[old]
+        self.variance_G = ema_from_first(self.variance_G, observed, self.config.variance_ema)
         return observed
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
@@ -168,9 +199,9 @@ class SqrtAllocator(UniformAllocator):
     true) variances, rounded per prompt to integers with the exact total P n_bar.
     """
 
-    def plan(self, bins_P: np.ndarray) -> np.ndarray:
+    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
         cfg = self.config
-        bins = np.asarray(bins_P, np.int64)
+        bins = self._check_plan_inputs(bins_P, prompt_ids)
         share = bin_share(bins, self.num_bins)
         assigned = bins >= 0
         target = np.full(bins.size, float(cfg.n_bar))
@@ -181,6 +212,7 @@ class SqrtAllocator(UniformAllocator):
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         if self.config.oracle and feedback.variance_G is not None:
+            feedback.check_num_bins(self.num_bins)
             self.variance_G = np.asarray(feedback.variance_G, float).copy()
         else:
             self._track_variance(feedback)
@@ -198,14 +230,11 @@ class RolloutGDRO(UniformAllocator):
 
     def arm_probabilities(self) -> np.ndarray:
         """p_b over arms, shape (G, A): (1 - gamma) softmax(L_b) + gamma / A."""
-        logits = self.logits_GA - self.logits_GA.max(axis=1, keepdims=True)
-        soft = np.exp(logits)
-        soft /= soft.sum(axis=1, keepdims=True)
-        return (1 - self.config.gamma) * soft + self.config.gamma / soft.shape[1]
+        return exp3p_probabilities(self.logits_GA, self.config.gamma)
 
-    def plan(self, bins_P: np.ndarray) -> np.ndarray:
+    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
         cfg = self.config
-        bins = np.asarray(bins_P, np.int64)
+        bins = self._check_plan_inputs(bins_P, prompt_ids)
         assigned = bins >= 0
         probs = self.arm_probabilities()
         cumulative = probs.cumsum(axis=1)
@@ -215,15 +244,16 @@ class RolloutGDRO(UniformAllocator):
         if not assigned.any():
             return n_P
         total = int(assigned.sum()) * cfg.n_bar
-        if cfg.planner == "concave":
+        if cfg.planner_name == "exact":
             # log softmax(L_b) without the gamma floor: the floor makes every off-mode arm equally
             # unlikely, so it cannot tell a move of one arm from a move of ten (see module doc).
             log_soft = self.logits_GA - np.logaddexp.reduce(self.logits_GA, axis=1, keepdims=True)
-            n_P[assigned] = concave_budget_plan(log_soft, bins[assigned], total, cfg.n_min, tie_center=cfg.n_bar)
+            n_P[assigned] = exact_plan(log_soft, bins[assigned], total, cfg.n_min, tie_center=cfg.n_bar)
             return n_P
-        log_prob = np.log(probs)
         counts = bin_counts(bins, self.num_bins).astype(np.int64)
-        n_G, exact = exact_budget_plan(log_prob, counts, total, cfg.n_min, tie_center=cfg.n_bar)
+        weight = "count" if cfg.planner_name == "dp_count" else "bin"
+        n_G, exact = exact_budget_plan(np.log(probs), counts, total, cfg.n_min, tie_center=cfg.n_bar,
+                                       weight=weight)
         n_P[assigned] = n_G[bins[assigned]]
         if not exact:
             preference = (probs @ cfg.arms)[bins[assigned]] - n_P[assigned]
@@ -233,9 +263,7 @@ class RolloutGDRO(UniformAllocator):
     def arm_costs(self, share_G: np.ndarray) -> np.ndarray:
         """cost_b(n) = v~_b n_bar / n + mu n / n_bar, shape (G, A)."""
         cfg = self.config
-        arms = cfg.arms.astype(float)
-        relative = self._relative_variance(share_G)
-        return relative[:, None] * cfg.n_bar / arms[None, :] + self.mu * arms[None, :] / cfg.n_bar
+        return arm_costs(self._relative_variance(share_G), self.mu, cfg.arms, cfg.n_bar)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         cfg = self.config
@@ -247,19 +275,11 @@ class RolloutGDRO(UniformAllocator):
         if not present.any() or self._sampled_G is None:
             return metrics
         probs = self.arm_probabilities()
-        costs = self.arm_costs(share)
-        if cfg.feedback == "full":
-            estimate = costs
-        else:
-            estimate = np.zeros_like(costs)
-            arm_index = self._sampled_G - cfg.n_min
-            rows = np.arange(self.num_bins)
-            estimate[rows, arm_index] = costs[rows, arm_index] / probs[rows, arm_index]
-        self.logits_GA[present] = (1 - cfg.score_decay) * self.logits_GA[present] - cfg.eta * estimate[present]
-        self.logits_GA -= self.logits_GA.max(axis=1, keepdims=True)
+        estimate = importance_weighted_cost(self.arm_costs(share), probs, self._sampled_G - cfg.n_min, cfg.feedback)
+        self.logits_GA = mirror_descent_step(self.logits_GA, estimate, present, cfg.eta, cfg.score_decay)
         sampled_mean = float(share @ self._sampled_G)
         violation = (sampled_mean - cfg.n_bar) / cfg.n_bar
-        self.mu = max(0.0, self.mu + cfg.dual_lr * violation)
+        self.mu = dual_step(self.mu, sampled_mean, cfg.n_bar, cfg.dual_lr)   # Eq. 21
         self._sampled_G = None
         entropy = -np.sum(probs * np.log(probs), axis=1)
         metrics.update({"rollout/mu": self.mu, "rollout/sampled_mean_n": sampled_mean,
