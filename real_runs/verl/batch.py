@@ -88,7 +88,7 @@ def install_planned_repeat(data: DataProto, counts_P: np.ndarray, n_bar: int) ->
                                   f"repeat({n_bar}, interleave=True), got repeat({repeat_times}, {interleave})")
         return expand(data, counts)
 
-    data.repeat = planned_repeat  # type: ignore[method-assign]
+    data.repeat = planned_repeat
 
 
 def ragged_layout(uid_R: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -18,6 +18,7 @@ Where it departs from the paper's code (a patch of verl's trainer and actor): no
 changed; controller state is checkpointed; the difficulty signal is the unbiased pass@k.
 Requires ``algorithm.adv_estimator=grpo`` (or ``grpo_vectorized``), ``trainer.critic_warmup=0``
 and verl's legacy trainer (``trainer.use_v1=false``; the V1 TransferQueue trainer is not supported).
+Not compatible with ``actor.use_prefix_grouper`` (it balances equal-size uid groups).
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def check_verl_config(config: Any) -> None:
     if estimator not in SUPPORTED_ESTIMATORS:
         raise VerlPluginError(f"algorithm.adv_estimator={estimator} is not supported by the GDRO plugin: "
                               f"use one of {', '.join(SUPPORTED_ESTIMATORS)}")
+    if config.actor_rollout_ref.actor.get("use_prefix_grouper", False):
+        raise VerlPluginError("actor_rollout_ref.actor.use_prefix_grouper=true balances whole uid groups with "
+                              "equal counts per rank, which ragged Rollout-GDRO groups break: set it to false")
     if int(config.trainer.get("critic_warmup", 0)) != 0:
         raise VerlPluginError("trainer.critic_warmup must be 0 with the GDRO plugin (GRPO has no critic; "
                               "the controllers update in the actor step)")

@@ -174,6 +174,7 @@ def test_controller_state_file_errors(tmp_path):
     (["trainer.use_v1=true"], "trainer.use_v1=false"),
     (["algorithm.adv_estimator=gae"], "adv_estimator=gae is not supported"),
     (["trainer.critic_warmup=2"], "critic_warmup must be 0"),
+    (["actor_rollout_ref.actor.use_prefix_grouper=true"], "use_prefix_grouper=true"),
     (["+gdro.bogus=1"], "no setting\\(s\\) bogus"),
     (["gdro.allocator=knapsack"], "gdro.allocator='knapsack' is unknown"),
     (["+gdro.allocator_config.n_bar=6"], "differs from actor_rollout_ref.rollout.n"),
