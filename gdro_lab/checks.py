@@ -2,7 +2,7 @@
 
 Every check raises :class:`ConfigError` (a ``ValueError``) whose single line names the function,
 the argument, what was wrong and what is allowed, e.g.
-``pass_at_k: n=4.9 is invalid: must be integers (got a non-integer value)``.
+``pass_at_k: n is invalid (non-integer value 4.9): must be integers``.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Shapes: ``G`` bins, ``P`` prompts, ``R`` rollouts (flat, ragged by ``counts_P``), ``T`` steps.
 Empty bins give NaN for means; shares and weights are plain arrays over all G bins.
+Inputs are checked (gdro_lab.checks): bins outside [-1, G), NaN/negative/zero-sum weights, an
+active bin without sigma or rollouts in the SE proxy are one-line errors, never dropped silently.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ pass@k from n rollouts with c successes, unbiased (Chen et al. 2021):
     pass@k = 1 - C(n - c, k) / C(n, k),   k <= n.
 This replaces the paper code's "any of n_i correct", whose meaning shifts when Rollout-GDRO
 varies n_i; with a fixed k <= n_min every prompt's estimate means the same thing.
+Each value is the exact rational rounded once (no log-gamma path), so one (n, c, k) has one
+value in any batch, c = 0 gives exactly 0 and c >= n - k + 1 exactly 1.
 """
 
 from __future__ import annotations

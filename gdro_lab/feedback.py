@@ -3,6 +3,9 @@
 A training loop builds one :class:`StepFeedback` per step after scoring the rollouts and passes
 the same object to the classifier, the prompt weighter and the rollout allocator.
 Rollouts are flat and ragged: prompt i owns the next ``counts_P[i]`` entries of ``rewards_R``.
+Construction checks every field (gdro_lab.checks): NaN/inf rewards or losses, non-integer or
+zero counts, bins below -1, successes other than 0/1 and an empty batch are one-line errors; a
+controller checks bins < its num_bins when it reads the feedback.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ class StepFeedback:
     rewards_R: reward of each rollout, flat, sum(counts_P) entries.
     successes_R: whether each rollout solved the prompt (bool), same layout.
     losses_R: optional per-rollout loss l_ij (Eq. 6) from a trainer, for the `surrogate` signal.
-    variance_G: optional known per-bin variance (simulator oracle), used only by oracle allocators.
+    variance_G: optional known per-bin variance (simulator oracle; NaN = unknown, e.g. an empty bin),
+        used only by oracle allocators.
     """
 
     prompt_ids: Sequence[str]
@@ -61,7 +65,7 @@ class StepFeedback:
         if successes.dtype != bool and not np.isin(successes, (0, 1)).all():
             raise ConfigError(f"{owner}: successes_R is invalid (values other than 0/1): must be booleans")
         if self.variance_G is not None:
-            as_float_array(owner, "variance_G", self.variance_G, ndim=1, nonnegative=True)
+            as_float_array(owner, "variance_G", self.variance_G, ndim=1, nonnegative=True, allow_nan=True)
         object.__setattr__(self, "bins_P", bins)
         object.__setattr__(self, "counts_P", counts)
 

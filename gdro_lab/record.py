@@ -48,7 +48,9 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
         bins_out["signal"] = diag.bin_mean(signal_P, bins, num_bins)
     if score_G is not None:
         bins_out["score"] = np.asarray(score_G, float)
-    gap, mu_weight, mu_data = diag.lead_lag_gap(weights, share_G)
+    nan = float("nan")
+    # no assigned prompt yet (e.g. the first step): the data's mean bin is undefined, not uniform
+    gap, mu_weight, mu_data = diag.lead_lag_gap(weights, share_G) if share_G.sum() > 0 else (nan, nan, nan)
     scalars: dict[str, float] = {
         "mean_success": float(success_P.mean()), "mean_reward": float(reward_P.mean()),
         "mean_rollouts": float(counts.mean()), "total_rollouts": float(counts.sum()),

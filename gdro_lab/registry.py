@@ -6,7 +6,8 @@ included), so a training loop never branches on a controller's name:
 
 - ``classifier``: ``bins(prompt_ids) -> bins_P`` (-1 = unassigned), ``update(feedback)``
 - ``weighter``:   ``update(feedback)``, then ``multipliers(bins_P) -> m_P`` and ``bin_weights() -> q_G``
-- ``allocator``:  ``plan(bins_P) -> n_P`` (sum exactly P n_bar), then ``update(feedback)``
+- ``allocator``:  ``plan(bins_P, prompt_ids=None) -> n_P`` (sum exactly P n_bar; the ids let a
+  per-prompt allocator use a prompt's own history), then ``update(feedback)``
 """
 
 from __future__ import annotations

@@ -1,20 +1,22 @@
 """Knapsack-style rollout allocator: a peer baseline (Knapsack RL, arXiv 2509.25849), not the paper's.
 
-Same interface as gdro_lab's allocators (``plan(bins_P)``, ``update(feedback)``, state dicts), so the
-simulator loop treats it like any registered allocator. Per bin b it keeps an EMA of the success
-rate p_b; a prompt's value of n rollouts is
+Same interface as gdro_lab's allocators (``plan(bins_P, prompt_ids=None)``, ``update(feedback)``,
+state dicts), so the simulator loop treats it like any registered allocator. It keeps an EMA of
+the success rate per prompt id (as Knapsack RL does) and per bin; a prompt never seen before uses
+its bin's estimate (then the mean over bins, then 1/2). A prompt's value of n rollouts is
 
     value(n; p) = P(non-zero GRPO gradient) * InfoGain = (1 - p^n - (1 - p)^n) * p (1 - p)
 
 and the plan maximises sum_i value(n_i; p_b(i)) subject to sum_i n_i = P n_bar, n_min <= n_i <= n_max.
 value is concave in n (increments p^n (1-p) + (1-p)^n p decrease), so taking the P (n_bar - n_min)
-largest increments over all prompts is optimal. Departs from Knapsack RL: p is per bin (the
-allocator interface sees bins, not prompt ids), and InfoGain is taken as p(1-p).
+largest increments over all prompts is optimal. Departs from Knapsack RL: InfoGain is taken as
+p(1-p), and without ``prompt_ids`` (or for unseen prompts) p falls back to the bin's estimate.
+Both EMAs start at the first observation (gdro_lab.update_rules.ema_from_first, beta = variance_ema).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -22,6 +24,7 @@ from gdro_lab.diagnostics import bin_mean
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.grpo import group_mean
 from gdro_lab.rollout_gdro import AllocatorConfig, UniformAllocator
+from gdro_lab.update_rules import ema_from_first
 
 
 def knapsack_value(p: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -48,39 +51,56 @@ def knapsack_plan(p_P: np.ndarray, total: int, n_min: int, n_max: int) -> np.nda
 
 
 class KnapsackAllocator(UniformAllocator):
-    """Greedy knapsack on per-bin success estimates (simulator-only peer baseline)."""
+    """Greedy knapsack on per-prompt (else per-bin) success estimates (simulator-only peer baseline)."""
 
     config_class = AllocatorConfig
 
     def __init__(self, config: AllocatorConfig | None = None, seed: int | None = None):
         super().__init__(config, seed)
         self.success_G = np.full(self.num_bins, np.nan)
+        self._row: dict[str, int] = {}
+        self.success_prompt = np.zeros(0)
 
-    def plan(self, bins_P: np.ndarray) -> np.ndarray:
+    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
         cfg = self.config
-        bins = np.asarray(bins_P, np.int64)
+        bins = self._check_plan_inputs(bins_P, prompt_ids)
         known = np.isfinite(self.success_G)
         prior = float(self.success_G[known].mean()) if known.any() else 0.5
         p_G = np.where(known, self.success_G, prior)
         p_P = np.where(bins >= 0, p_G[np.maximum(bins, 0)], prior)
+        if prompt_ids is not None and self._row:
+            rows = np.array([self._row.get(pid, -1) for pid in prompt_ids], np.int64)
+            seen = rows >= 0
+            p_P[seen] = self.success_prompt[rows[seen]]
         return knapsack_plan(p_P, bins.size * cfg.n_bar, cfg.n_min, cfg.n_max)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         self._track_variance(feedback)
-        success_P = group_mean(np.asarray(feedback.successes_R, float), feedback.counts_P)
-        observed = bin_mean(success_P, feedback.bins_P, self.num_bins)
-        fresh = np.isfinite(observed) & ~np.isfinite(self.success_G)
-        old = np.isfinite(observed) & np.isfinite(self.success_G)
         beta = self.config.variance_ema
-        self.success_G[fresh] = observed[fresh]
-        self.success_G[old] = (1 - beta) * self.success_G[old] + beta * observed[old]
+        success_P = group_mean(np.asarray(feedback.successes_R, float), feedback.counts_P)
+        self.success_G = ema_from_first(self.success_G, bin_mean(success_P, feedback.bins_P, self.num_bins), beta)
+        for pid in feedback.prompt_ids:
+            if pid not in self._row:
+                self._row[pid] = len(self._row)
+        rows = np.array([self._row[pid] for pid in feedback.prompt_ids], np.int64)
+        if self.success_prompt.size < len(self._row):
+            self.success_prompt = np.concatenate([self.success_prompt,
+                                                  np.full(len(self._row) - self.success_prompt.size, np.nan)])
+        observed = np.full(self.success_prompt.size, np.nan)
+        observed[rows] = success_P  # a prompt twice in one batch: its last visit counts
+        self.success_prompt = ema_from_first(self.success_prompt, observed, beta)
         return {"rollout/mean_n": float(np.mean(feedback.counts_P)), "rollout/mu": self.mu}
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
         state["success"] = self.success_G.copy()
+        state["prompt_ids"] = list(self._row)
+        state["success_prompt"] = self.success_prompt.copy()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.success_G = np.asarray(state["success"], float).copy()
+        ids = list(state.get("prompt_ids", []))
+        self._row = {pid: i for i, pid in enumerate(ids)}
+        self.success_prompt = np.asarray(state.get("success_prompt", np.zeros(0)), float).copy()

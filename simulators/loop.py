@@ -152,7 +152,7 @@ class Simulation:
         bins = self.classifier.bins(ids)
         groups = self.world.group_P[index]
         weighter_bins = groups if self.spec.partition == "groups" else bins
-        counts = self.allocator.plan(bins)
+        counts = self.allocator.plan(bins, ids)
         p = self.learner.success_prob(index)
         successes = sample_rollouts(self.rollout_rng, p, counts)
         noise = self.rollout_rng.standard_normal(successes.size) if cfg.world.score_noise > 0 else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -469,3 +470,46 @@ def test_concave_budget_plan_rejects_unreachable_total():
         concave_budget_plan(np.zeros((2, 3)), np.array([0, 1]), 3, 2)
     with pytest.raises(ValueError):
         concave_budget_plan(np.zeros((2, 3)), np.array([0, 1]), 9, 2)
+
+
+# ----------------------------------------------------------------------------- unboxed / half-boxed square-root law
+
+def test_sqrt_allocation_unboxed_is_the_unclipped_law():
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        v = rng.exponential(size=6) * (rng.random(6) < 0.85)
+        q = rng.dirichlet(np.ones(6))
+        if q @ np.sqrt(v) == 0:
+            continue
+        n = sqrt_allocation(v, q, 4.0, 0.0, math.inf)
+        np.testing.assert_allclose(n[v > 0], sqrt_allocation_unclipped(v, q, 4.0)[v > 0], rtol=1e-12)
+        assert float(q @ n) == pytest.approx(4.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("n_min,n_max", [(2.0, math.inf), (0.0, 7.0), (1.0, math.inf)])
+def test_sqrt_allocation_half_boxed_is_kkt_correct(n_min, n_max):
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        v = rng.exponential(size=5) ** 3
+        q = rng.dirichlet(np.ones(5))
+        n = sqrt_allocation(v, q, 4.0, n_min, n_max)
+        assert np.all(np.isfinite(n)) and np.all(n >= n_min - 1e-12) and np.all(n <= n_max + 1e-12)
+        assert float(q @ n) == pytest.approx(4.0, rel=1e-12)
+        # KKT: one price mu with n_b = clip(sqrt(v_b / mu), n_min, n_max)
+        free = (n > n_min + 1e-9) & (n < n_max - 1e-9)
+        mu = v[free] / n[free] ** 2
+        if mu.size:
+            assert np.ptp(mu) <= 1e-9 * mu.max()
+            assert np.all(v[n <= n_min + 1e-9] / n_min**2 <= mu[0] * (1 + 1e-9)) if n_min > 0 else True
+            assert np.all(v[n >= n_max - 1e-9] / n_max**2 >= mu[0] * (1 - 1e-9))
+
+
+def test_se_report_is_honest_with_an_unbounded_box():
+    from gdro_lab.diagnostics import se_report
+    q = np.array([0.5, 0.3, 0.2])
+    sigma = np.array([1.0, 0.5, 0.1])
+    report = se_report(q, sigma, np.full(3, 4.0), 4, 0, math.inf)
+    n = sqrt_allocation_unclipped(sigma**2, q, 4.0)
+    expected = float(np.sum(q * sigma / np.sqrt(n)))
+    assert report["se_sqrt"] == pytest.approx(expected, rel=1e-12)
+    assert 0.0 < report["se_sqrt_reduction_pct"] < 100.0

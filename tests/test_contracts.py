@@ -129,3 +129,16 @@ def test_every_family_has_uniform_constructor():
             controller = build(family, name, _config(family), seed=0)
             assert isinstance(controller.rng, np.random.Generator)
             assert callable(controller.update) and callable(controller.state_dict)
+
+
+@pytest.mark.parametrize("name", list(REGISTRY["allocator"]))
+def test_every_allocator_accepts_prompt_ids(name, toy_world):
+    """plan(bins_P, prompt_ids=None): the bin-level allocators give the same plan with or without ids."""
+    bins = np.array([0, 1, 1, -1, 3, 9, 0, 2])
+    ids = [f"toy:train:{i}" for i in range(bins.size)]
+    with_ids = build("allocator", name, _config("allocator"), seed=3).plan(bins, ids)
+    without = build("allocator", name, _config("allocator"), seed=3).plan(bins)
+    np.testing.assert_array_equal(with_ids, without)
+    assert with_ids.sum() == bins.size * 4
+    with pytest.raises(ValueError, match="prompt_ids"):
+        build("allocator", name, _config("allocator"), seed=3).plan(bins, ids[:-1])

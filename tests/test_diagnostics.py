@@ -77,8 +77,10 @@ def test_lead_lag_gap_against_loop(data):
     assert gap == pytest.approx(mu_weight - mu_data, rel=1e-9, abs=1e-9)
 
 
-def test_normalized_zero_weights_is_uniform():
-    np.testing.assert_allclose(normalized(np.zeros(4)), [0.25] * 4)
+def test_normalized_zero_weights_is_an_error_not_uniform():
+    """Zero-sum weights used to become uniform silently; now a one-line error (tests/test_bad_inputs.py)."""
+    with pytest.raises(ValueError, match="weights_G"):
+        normalized(np.zeros(4))
     np.testing.assert_allclose(normalized(np.array([2.0, 6.0])), [0.25, 0.75])
 
 
@@ -86,10 +88,12 @@ def test_normalized_zero_weights_is_uniform():
 
 def test_se_proxy_and_variance_proxy_by_hand():
     share = np.array([0.5, 0.25, 0.25, 0.0])
-    sigma = np.array([2.0, 1.0, np.nan, 7.0])   # NaN sigma and zero share are skipped
-    n = np.array([4.0, 1.0, 9.0, 16.0])
+    sigma = np.array([2.0, 1.0, 0.0, np.nan])   # a zero-share bin may have no sigma and no rollouts
+    n = np.array([4.0, 1.0, 9.0, 0.0])
     assert se_proxy(share, sigma, n) == pytest.approx(0.5 * 2 / 2 + 0.25 * 1 / 1)
     assert variance_proxy(share, sigma**2, n) == pytest.approx(0.5 * 4 / 4 + 0.25 * 1 / 1)
+    with pytest.raises(ValueError, match="sigma_G"):  # an active bin with unknown sigma is not dropped silently
+        se_proxy(share, np.array([2.0, np.nan, 0.0, 0.0]), n)
 
 
 @PROPERTY
@@ -99,6 +103,9 @@ def test_se_proxy_against_loop(data):
     share = data.draw(st.lists(st.floats(0.0, 1.0), min_size=num_bins, max_size=num_bins))
     sigma = data.draw(st.lists(st.floats(0.0, 3.0) | st.just(math.nan), min_size=num_bins, max_size=num_bins))
     n = data.draw(st.lists(st.integers(0, 12), min_size=num_bins, max_size=num_bins))
+    # active bins need a sigma and rollouts (tests/test_bad_inputs.py); inactive ones may lack both
+    sigma = [s if q == 0 or math.isfinite(s) else 1.0 for q, s in zip(share, sigma)]
+    n = [m if q == 0 or m > 0 else 1 for q, m in zip(share, n)]
     want_se = sum(q * s / math.sqrt(m) for q, s, m in zip(share, sigma, n) if q > 0 and math.isfinite(s) and m > 0)
     want_var = sum(q * s * s / m for q, s, m in zip(share, sigma, n) if q > 0 and math.isfinite(s) and m > 0)
     arrays = (np.array(share), np.array(sigma), np.array(n, float))
@@ -152,7 +159,8 @@ def test_effective_support_point_mass_and_uniform():
     assert effective_support(np.array([0.0, 0.0, 5.0, 0.0])) == pytest.approx(1.0)
     for size in (1, 2, 7, 10):
         assert effective_support(np.full(size, 0.3)) == pytest.approx(size)
-    assert effective_support(np.zeros(5)) == pytest.approx(5.0)  # all-zero weights read as uniform
+    with pytest.raises(ValueError, match="weights_G"):  # all-zero weights are an error, not uniform
+        effective_support(np.zeros(5))
 
 
 @PROPERTY

@@ -239,3 +239,35 @@ def test_hysteresis_margin_rule_by_hand():
     # 0.4375 + delta > edge: stays; 0.375 + delta = edge: not below it, stays;
     # 0.3125 + delta < edge: moves down; new prompts take bin_of(center)
     assert got.tolist() == [0, 1, 1, 1, 0, 0, 1]
+
+
+# ----------------------------------------------------------------------------- pass@k: one value per (n, c, k)
+
+@pytest.mark.parametrize("n,c,k", [(100, 98, 2), (100, 99, 2), (100, 97, 3), (65, 63, 2), (200, 190, 8)])
+def test_pass_at_k_near_all_correct_on_the_large_n_path(n, c, k):
+    """fail = n - c close to k: pass@k = 1 - C(fail, k)/C(n, k) < 1 when fail >= k (exact fraction)."""
+    got = float(pass_at_k(n, c, k))
+    assert got == passk_exact(n, c, k)
+    assert (got < 1.0) == (n - c >= k)
+
+
+def test_pass_at_k_same_value_whatever_the_batch():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        k = int(rng.integers(1, 5))
+        n = int(rng.integers(k, 40))
+        c = int(rng.integers(0, n + 1))
+        alone = float(pass_at_k(n, c, k))
+        with_large = float(pass_at_k(np.array([n, 150]), np.array([c, 7]), k)[0])
+        assert alone == with_large == passk_exact(n, c, k)
+
+
+@pytest.mark.parametrize("n", [2, 8, 64, 65, 100, 1000])
+def test_pass_at_k_extremes_are_exact(n):
+    for k in (1, 2, min(n, 8)):
+        assert float(pass_at_k(n, 0, k)) == 0.0
+        for c in range(max(n - k + 1, 0), n + 1):
+            assert float(pass_at_k(n, c, k)) == 1.0
+        # a batch mixing both paths gives the same exact extremes
+        mixed = pass_at_k(np.array([n, n, 150]), np.array([0, n, 0]), k)
+        assert mixed[0] == 0.0 and mixed[1] == 1.0 and mixed[2] == 0.0

@@ -143,9 +143,9 @@ def test_grpo_advantages_errors():
     with pytest.raises(ConfigError) as info:
         grpo_advantages(np.ones(5), np.array([2, 2]))
     assert "\n" not in str(info.value) and "5" in str(info.value)
-    with pytest.raises(ConfigError) as info:
-        grpo_advantages(np.array([1.0, -1.0, 1.0]), np.array([2, 1]), std="bessel")
-    assert "\n" not in str(info.value)
+    # a group of one no longer raises with the Bessel std: singleton="zero" (default) gives A = 0
+    advantages, _ = grpo_advantages(np.array([1.0, -1.0, 1.0]), np.array([2, 1]), std="bessel")
+    assert advantages[2] == 0.0
     with pytest.raises(ConfigError):
         grpo_advantages(np.ones(2), np.array([2]), std="sample")
     with pytest.raises(ConfigError):
@@ -163,3 +163,48 @@ def test_grpo_advantages_equal_float_rewards_are_zero_variance(normalize_std):
     got, metrics = grpo_advantages(rewards, np.array([3, 7]), normalize_std=normalize_std)
     assert metrics["zero_variance_frac"] == 1.0
     assert np.all(got == 0.0)
+
+
+# ----------------------------------------------------------------------------- verl parity (singleton="verl")
+
+def _verl_rederived(rewards, counts, eps, normalize):
+    """verl 0.9.1 compute_grpo_outcome_advantage semantics, re-derived with torch per group:
+    singleton groups mean 0 / std 1; else torch.mean and torch.std (Bessel); eps outside the root."""
+    torch = pytest.importorskip("torch")
+    out, start = [], 0
+    for n in counts:
+        group = torch.tensor(rewards[start: start + n], dtype=torch.float64)
+        mean, std = (torch.tensor(0.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64)) if n == 1 \
+            else (torch.mean(group), torch.std(group))
+        out.append(((group - mean) / (std + eps) if normalize else group - mean).numpy())
+        start += n
+    return np.concatenate(out)
+
+
+def test_verl_singleton_by_hand():
+    eps = 1e-6
+    rewards = np.array([1.0, 0.0, 1.0, 1.0, -1.0])
+    counts = np.array([1, 3, 1])
+    adv, _ = grpo_advantages(rewards, counts, std="bessel", singleton="verl", eps=eps)
+    s = math.sqrt(1 / 3)  # Bessel std of (0, 1, 1)
+    np.testing.assert_allclose(adv, [1 / (1 + eps), (0 - 2 / 3) / (s + eps), (1 / 3) / (s + eps),
+                                     (1 / 3) / (s + eps), -1 / (1 + eps)], rtol=1e-15)
+    raw, _ = grpo_advantages(rewards, counts, std="bessel", singleton="verl", normalize_std=False)
+    np.testing.assert_allclose(raw, [1.0, -2 / 3, 1 / 3, 1 / 3, -1.0], rtol=1e-15)
+
+
+def test_zero_singleton_is_the_default_and_accepts_bessel():
+    adv, metrics = grpo_advantages(np.array([1.0, 0.0, 1.0]), np.array([1, 2]), std="bessel")
+    assert adv[0] == 0.0
+    np.testing.assert_allclose(adv[1:], [-0.5 / (math.sqrt(0.5) + 1e-6), 0.5 / (math.sqrt(0.5) + 1e-6)])
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_verl_mode_equals_torch_rederivation(normalize):
+    rng = np.random.default_rng(11)
+    for _ in range(30):
+        counts = rng.integers(1, 7, size=rng.integers(1, 9))
+        rewards = rng.choice([-1.0, 0.0, 0.5, 1.0], size=counts.sum()) if rng.random() < 0.5 \
+            else rng.normal(size=counts.sum())
+        adv, _ = grpo_advantages(rewards, counts, std="bessel", singleton="verl", normalize_std=normalize)
+        np.testing.assert_allclose(adv, _verl_rederived(rewards, counts, 1e-6, normalize), rtol=1e-12, atol=1e-12)

@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import expit, log_expit, logsumexp
+from scipy.special import expit, log_expit
 
 from gdro_lab import RunWriter, StepFeedback
 from gdro_lab.prompt_gdro import entropic_weights
+from gdro_lab.update_rules import log_sum_exp_surrogate
 from gdro_lab.record import step_record
 from simulators.parallel import run_jobs
 from simulators.reporting import fmt, markdown_table, mean_ci, plt, prepare_output, save_figure, write_json
@@ -155,16 +156,16 @@ def sandwich(loss_sets: list[np.ndarray], etas: np.ndarray) -> dict[str, Any]:
     gaps, violations, grad_err, weight_err = [], 0, 0.0, 0.0
     for L in loss_sets:
         B = L.size
-        R = np.array([logsumexp(eta * L) / eta for eta in etas])
+        R = np.array([log_sum_exp_surrogate(L, eta)[0] for eta in etas])
         gap = R - L.max()
         violations += int(np.sum(gap < -1e-12) + np.sum(gap > np.log(B) / etas + 1e-12))
         gaps.append(gap)
         for eta in (0.5, 5.0, 50.0):
-            q = np.exp(eta * L - logsumexp(eta * L))
+            q = log_sum_exp_surrogate(L, eta)[1]
             weight_err = max(weight_err, float(np.abs(entropic_weights(L, eta, 0.0, 1e12) - q).max()))
             h = 1e-6
-            fd = np.array([(logsumexp(eta * (L + h * e)) - logsumexp(eta * (L - h * e))) / (2 * h * eta)
-                           for e in np.eye(B)])
+            fd = np.array([(log_sum_exp_surrogate(L + h * e, eta)[0] - log_sum_exp_surrogate(L - h * e, eta)[0])
+                           / (2 * h) for e in np.eye(B)])
             grad_err = max(grad_err, float(np.abs(fd - q).max()))
     return {"gaps": np.array(gaps), "violations": violations, "gradient_error": grad_err,
             "weights_error": weight_err}

@@ -1,0 +1,200 @@
+"""Every update rule against values computed by hand, both as a pure function and inside its controller.
+
+The controller-level tests check the numbers a controller's state holds after one or two updates
+with hand-derived inputs, so a swapped beta, an absent bin that moves, or a wrong importance
+weight changes a number these tests pin.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gdro_lab.feedback import StepFeedback
+from gdro_lab.prompt_gdro import PromptGDRO, WeighterConfig
+from gdro_lab.rollout_gdro import AllocatorConfig, RolloutGDRO, UniformAllocator
+from gdro_lab.update_rules import (arm_costs, debiased_signal, dual_step, ema_from_first, entropic_weights,
+                                   exp3p_probabilities, importance_weighted_cost, log_sum_exp_surrogate,
+                                   mirror_descent_step, omega)
+
+NAN = float("nan")
+
+
+# ----------------------------------------------------------------------------- pure functions
+
+def test_ema_from_first_by_hand():
+    previous = np.array([NAN, 2.0, 4.0, NAN])
+    observed = np.array([1.0, 6.0, NAN, NAN])
+    out = ema_from_first(previous, observed, 0.25)
+    # bin 0: first observation -> 1; bin 1: 0.75*2 + 0.25*6 = 3; bin 2 absent: 4; bin 3 never: NaN
+    np.testing.assert_array_equal(out[:3], [1.0, 3.0, 4.0])
+    assert math.isnan(out[3])
+    assert math.isnan(previous[0]) and previous[1] == 2.0  # inputs untouched
+
+
+def test_debiased_signal_by_hand():
+    # B = 4; shares (0.5, 0.25, 0.25, 0): B q = (2, 1, 1, 0) floored at 0.1
+    out = debiased_signal(np.array([0.6, 0.3, 0.9, NAN]), np.array([0.5, 0.25, 0.25, 0.0]), 0.1)
+    np.testing.assert_allclose(out[:3], [0.3, 0.3, 0.9], rtol=0, atol=1e-15)
+    assert math.isnan(out[3])
+    # floor binds: share 0.01 with B = 2 -> B q = 0.02 < 0.5
+    assert debiased_signal(np.array([0.4, 0.4]), np.array([0.01, 0.99]), 0.5)[0] == pytest.approx(0.8)
+
+
+def test_omega_and_entropic_weights_by_hand():
+    score = np.array([0.0, 1.0, 10.0])
+    np.testing.assert_allclose(omega(score, 0.5, 2.0), [1.0, math.exp(0.5), math.exp(1.0)])
+    e = np.array([1.0, math.exp(0.5), math.exp(1.0)])
+    q = 0.9 * e / e.sum() + 0.1 / 3
+    np.testing.assert_allclose(entropic_weights(score, 0.5, 0.1, 2.0), q, rtol=1e-15)
+
+
+def test_exp3p_probabilities_by_hand():
+    logits = np.array([[0.0, math.log(3.0)], [5.0, 5.0]])
+    np.testing.assert_allclose(exp3p_probabilities(logits, 0.2), [[0.8 * 0.25 + 0.1, 0.8 * 0.75 + 0.1],
+                                                                   [0.5, 0.5]], rtol=1e-15)
+
+
+def test_importance_weighted_cost_full_and_bandit_by_hand():
+    cost = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    prob = np.array([[0.5, 0.25, 0.25], [0.1, 0.2, 0.7]])
+    np.testing.assert_array_equal(importance_weighted_cost(cost, prob, np.array([0, 2]), "full"), cost)
+    bandit = importance_weighted_cost(cost, prob, np.array([1, 0]), "bandit")
+    np.testing.assert_allclose(bandit, [[0.0, 8.0, 0.0], [40.0, 0.0, 0.0]], rtol=1e-15)
+    # unbiased: E_a[estimate] = cost (average over the sampled arm with its probability)
+    expected = sum(prob[0, a] * importance_weighted_cost(cost, prob, np.array([a, 0]), "bandit")[0]
+                   for a in range(3))
+    np.testing.assert_allclose(expected, cost[0], rtol=1e-15)
+
+
+def test_mirror_descent_step_by_hand_and_absent_rows_untouched():
+    logits = np.array([[0.0, -1.0], [-2.0, 0.0], [0.3, -0.7]])
+    estimate = np.array([[1.0, 0.0], [0.0, 4.0], [100.0, 100.0]])
+    out = mirror_descent_step(logits, estimate, np.array([True, True, False]), eta=0.5, decay=0.5)
+    # row 0: 0.5*(0, -1) - 0.5*(1, 0) = (-0.5, -0.5) -> recentred (0, 0)
+    # row 1: 0.5*(-2, 0) - 0.5*(0, 4) = (-1, -2) -> (0, -1)
+    np.testing.assert_allclose(out[:2], [[0.0, 0.0], [0.0, -1.0]], rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(out[2], logits[2])  # absent: bit-for-bit, not even recentred
+
+
+def test_arm_costs_and_dual_step_by_hand():
+    costs = arm_costs(np.array([2.0]), 0.5, np.array([2, 4, 8]), 4)
+    np.testing.assert_allclose(costs, [[2 * 4 / 2 + 0.5 * 2 / 4, 2 * 4 / 4 + 0.5 * 4 / 4, 2 * 4 / 8 + 0.5 * 8 / 4]])
+    assert dual_step(1.0, 5.0, 4.0, 0.2) == pytest.approx(1.05)   # 1 + 0.2 * (5 - 4) / 4
+    assert dual_step(0.01, 2.0, 4.0, 0.2) == 0.0                  # projected at 0
+    assert dual_step(0.3, 4.0, 4.0, 0.2) == 0.3
+
+
+def test_log_sum_exp_surrogate_lemma_4_1():
+    losses = np.array([0.2, 1.5, -0.3, 1.4])
+    for eta in (0.1, 1.0, 7.0, 400.0):
+        value, grad = log_sum_exp_surrogate(losses, eta)
+        reference = math.log(sum(math.exp(eta * x) for x in losses)) / eta if eta < 300 else None
+        if reference is not None:
+            assert value == pytest.approx(reference, rel=1e-13)
+        assert losses.max() <= value + 1e-15 <= losses.max() + math.log(4) / eta + 2e-15
+        weights = np.exp(eta * losses - (eta * losses).max())
+        np.testing.assert_allclose(grad, weights / weights.sum(), rtol=1e-13)
+        h = 1e-6
+        fd = [(log_sum_exp_surrogate(losses + h * e, eta)[0] - log_sum_exp_surrogate(losses - h * e, eta)[0])
+              / (2 * h) for e in np.eye(4)]
+        np.testing.assert_allclose(fd, grad, atol=1e-6)
+    with pytest.raises(ValueError, match="eta"):
+        log_sum_exp_surrogate(losses, 0.0)
+    with pytest.raises(ValueError, match="losses_G"):
+        log_sum_exp_surrogate(np.array([1.0, NAN]), 1.0)
+
+
+# ----------------------------------------------------------------------------- inside the controllers
+
+def _feedback(bins, counts, rewards):
+    ids = [f"p{i}" for i in range(len(bins))]
+    rewards = np.asarray(rewards, float)
+    return StepFeedback(ids, np.asarray(bins), np.asarray(counts), rewards, rewards > 0)
+
+
+def test_variance_ema_in_the_allocator_by_hand():
+    """Bin 0: within-prompt Bessel variance 4/3 at step 1 and 0 at step 2; beta = 0.1."""
+    allocator = UniformAllocator(AllocatorConfig(num_bins=2, variance_ema=0.1))
+    allocator.update(_feedback([0, 1], [4, 4], [1, 1, -1, -1, 1, 1, 1, 1]))
+    # prompt 0: rewards (1, 1, -1, -1): mean 0, Bessel var 4/3; bin 1 constant: var 0
+    np.testing.assert_allclose(allocator.variance_G, [4 / 3, 0.0], rtol=1e-15)
+    allocator.update(_feedback([0], [4], [1, 1, 1, 1]))
+    # bin 0: 0.9 * 4/3 + 0.1 * 0 = 1.2; bin 1 absent: unchanged
+    np.testing.assert_allclose(allocator.variance_G, [1.2, 0.0], rtol=1e-14)
+
+
+def test_prompt_gdro_debiased_ema_by_hand():
+    cfg = WeighterConfig(num_bins=2, ema_beta=0.25, share_floor=0.1, eta=1.0, clip=5.0, gamma=0.0)
+    weighter = PromptGDRO(cfg)
+    # step 1: bin 0 has 3 prompts failing 1/2, 1/2, 1 -> mean 2/3, share 3/4, B q = 1.5 -> x = 4/9
+    #         bin 1 has 1 prompt failing 0 -> x = 0 / 0.5 = 0
+    weighter.update(_feedback([0, 0, 0, 1], [2, 2, 2, 2], [1, -1, -1, 1, -1, -1, 1, 1]))
+    np.testing.assert_allclose(weighter.score_G, [4 / 9, 0.0], rtol=1e-14)
+    # step 2: only bin 1, failing 1/2, share 1 -> B q = 2 -> x = 1/4; EMA 0.75*0 + 0.25*0.25
+    weighter.update(_feedback([1], [2], [1, -1]))
+    np.testing.assert_allclose(weighter.score_G, [4 / 9, 1 / 16], rtol=1e-14)
+    e = np.exp([4 / 9, 1 / 16])
+    np.testing.assert_allclose(weighter.bin_weights(), e / e.sum(), rtol=1e-14)
+
+
+def _gdro_one_step(feedback_mode: str):
+    cfg = AllocatorConfig(num_bins=3, n_min=2, n_max=4, n_bar=3, eta=0.5, gamma=0.3, dual_lr=0.2, mu_init=1.0,
+                          feedback=feedback_mode, variance_ema=0.5)
+    controller = RolloutGDRO(cfg, seed=5)
+    bins = np.array([0, 0, 1, 1])  # bin 2 absent
+    plan = controller.plan(bins)
+    sampled = controller._sampled_G.copy()
+    # prompts of bin 0: variance 4/3 each (two +1, two -1 when n = 4; any mix otherwise by plan)
+    rewards = []
+    for b, n in zip(bins, plan):
+        rewards += ([1.0, -1.0] + [1.0] * (n - 2)) if b == 0 else [1.0] * n
+    return controller, cfg, bins, plan, sampled, np.array(rewards)
+
+
+@pytest.mark.parametrize("mode", ["full", "bandit"])
+def test_rollout_gdro_step_by_hand_and_absent_bin_untouched(mode):
+    controller, cfg, bins, plan, sampled, rewards = _gdro_one_step(mode)
+    before = controller.logits_GA.copy()
+    feedback = _feedback(bins, plan, rewards)
+    observed = feedback.variance_by_bin(3)
+    controller.update(feedback)
+    # variance EMA starts at the first observation
+    np.testing.assert_allclose(controller.variance_G[:2], observed[:2])
+    assert math.isnan(controller.variance_G[2])
+    # relative variance: unknown bin 2 takes the mean of the known ones; scale sum_b q_b v_b
+    v = np.array([observed[0], observed[1], (observed[0] + observed[1]) / 2])
+    q = np.array([0.5, 0.5, 0.0])
+    rel = np.maximum(v / (q @ v), cfg.variance_floor)
+    arms = np.array([2.0, 3.0, 4.0])
+    cost = rel[:, None] * 3 / arms[None, :] + 1.0 * arms[None, :] / 3
+    probs = np.full((3, 3), 1 / 3)  # logits start at 0
+    if mode == "full":
+        estimate = cost
+    else:
+        estimate = np.zeros((3, 3))
+        for b in range(3):
+            a = sampled[b] - 2
+            estimate[b, a] = cost[b, a] / probs[b, a]
+    expected = -0.5 * estimate[:2]
+    expected -= expected.max(axis=1, keepdims=True)
+    np.testing.assert_allclose(controller.logits_GA[:2], expected, rtol=1e-13, atol=1e-15)
+    np.testing.assert_array_equal(controller.logits_GA[2], before[2])  # absent bin: untouched
+    # Eq. 21 on the sampled plan's share-weighted mean
+    sampled_mean = 0.5 * sampled[0] + 0.5 * sampled[1]
+    assert controller.mu == pytest.approx(max(0.0, 1.0 + 0.2 * (sampled_mean - 3) / 3), rel=1e-15)
+
+
+@pytest.mark.parametrize("mode", ["full", "bandit"])
+def test_absent_bin_logits_untouched_over_many_steps(mode):
+    rng = np.random.default_rng(0)
+    controller = RolloutGDRO(AllocatorConfig(num_bins=4, feedback=mode), seed=1)
+    for step in range(30):
+        bins = rng.integers(0, 3, size=12)  # bin 3 never present
+        plan = controller.plan(bins)
+        success = rng.random(plan.sum()) < 0.5
+        controller.update(_feedback(bins, plan, 2.0 * success - 1.0))
+        np.testing.assert_array_equal(controller.logits_GA[3], np.zeros(controller.config.arms.size))
+    assert not np.allclose(controller.logits_GA[:3], 0.0)
