@@ -1,0 +1,19 @@
+"""GDRO on verl as a plugin: difficulty bins, Prompt-GDRO and Rollout-GDRO inside verl's PPO loop.
+
+Importing verl, never copying or patching its files (tested against verl 0.9.1, the ``verl``
+extra). Modules:
+
+- :mod:`real_runs.verl.batch`: pure functions on ``DataProto`` (stable ids, per-prompt expansion,
+  ragged layout, advantage scaling, :class:`gdro_lab.StepFeedback` from a batch);
+- :mod:`real_runs.verl.controller`: :class:`GDROController`, the classifier, weighter and allocator
+  of one run plus its run directory, driven once per step;
+- :mod:`real_runs.verl.state`: controller state in verl checkpoints (``global_step_N/gdro_ctrl.json``);
+- :mod:`real_runs.verl.trainer`: ``GDRORayPPOTrainer(RayPPOTrainer)`` and its Ray task runner;
+- :mod:`real_runs.verl.convert`: our data loaders to verl's parquet layout;
+- :mod:`real_runs.verl.reward`: ``compute_score`` for verl's reward manager;
+- :mod:`real_runs.verl.main`: the launcher, ``python -m real_runs.verl.main``.
+"""
+
+
+class VerlPluginError(ValueError):
+    """Bad input to the verl plugin; the message names the problem and the fix in one line."""

@@ -1,0 +1,201 @@
+"""The GDRO controllers of one verl run, driven once per training step by the trainer.
+
+Per step, in the simulator's order (``simulators/loop.py``):
+    bins = classifier.bins(ids); n = allocator.plan(bins)          (plan: before generation)
+    fb = StepFeedback(...)                                          (after verl's advantages)
+    classifier.update(fb); weighter.update(fb); m = weighter.multipliers(bins); allocator.update(fb)
+    advantages *= m[prompt of row]; step_record(...) -> run directory and verl's tracker
+Metrics go to verl's tracker under ``gdro/*`` (controllers, per-bin weights and success) and
+``rollout_alloc/*`` (the allocator, per-bin rollouts and shares, as the released code names them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+from verl import DataProto
+
+from gdro_lab.feedback import StepFeedback
+from gdro_lab.grpo import group_mean
+from gdro_lab.record import step_record
+from gdro_lab.registry import REGISTRY, build, make_config
+from gdro_lab.runlog import META_FILE, RunWriter
+from gdro_lab.signals import SIGNALS
+from real_runs.verl import VerlPluginError
+from real_runs.verl import batch as vb
+
+
+@dataclass(frozen=True)
+class GDROSettings:
+    """The ``gdro`` section of the launch config."""
+
+    classifier: str = "window"
+    """Difficulty classifier, a name in gdro_lab.REGISTRY['classifier'] ('window' = the paper's)."""
+    classifier_config: Mapping[str, Any] = field(default_factory=dict)
+    """gdro_lab.ClassifierConfig fields (edges, window, k, hysteresis...)."""
+    weighter: str = "gdro"
+    """Prompt weighter: 'gdro' (Prompt-GDRO) or 'uniform' (GRPO's advantages untouched)."""
+    weighter_config: Mapping[str, Any] = field(default_factory=dict)
+    """gdro_lab.WeighterConfig fields; num_bins defaults to the classifier's."""
+    allocator: str = "gdro"
+    """Rollout allocator: 'gdro' (Rollout-GDRO), 'sqrt' or 'uniform' (verl's fixed rollout.n)."""
+    allocator_config: Mapping[str, Any] = field(default_factory=dict)
+    """gdro_lab.AllocatorConfig fields; num_bins defaults to the classifier's, n_bar to rollout.n."""
+    seed: int = 0
+    """Seed of the controllers' RNGs (saved with their state)."""
+    id_key: str = "index"
+    """Field of extra_info holding the stable prompt id."""
+    run_dir: str | None = None
+    """Our run directory (steps.jsonl, snapshots) for the app; None = no run directory."""
+    resume_without_state: bool = False
+    """Resume from a checkpoint that has no gdro_ctrl.json, starting the controllers fresh."""
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> "GDROSettings":
+        values = dict(values or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise VerlPluginError(f"gdro has no setting(s) {', '.join(unknown)}: allowed are {', '.join(sorted(known))}")
+        for family in ("classifier", "weighter", "allocator"):
+            name = values.get(family, getattr(cls, family))
+            if name not in REGISTRY[family]:
+                raise VerlPluginError(f"gdro.{family}={name!r} is unknown: choose one of {', '.join(REGISTRY[family])}")
+        return cls(**values)
+
+
+class GDROController:
+    """Classifier, weighter and allocator of one run, their step bookkeeping and run directory."""
+
+    def __init__(self, settings: GDROSettings, n_bar: int, run_config: Mapping[str, Any] | None = None):
+        self.settings = settings
+        self.n_bar = int(n_bar)
+        classifier_cls = REGISTRY["classifier"][settings.classifier]
+        classifier_config = make_config(classifier_cls.config_class, settings.classifier_config)
+        num_bins = classifier_config.num_bins
+        weighter_values = {"num_bins": num_bins, **dict(settings.weighter_config)}
+        allocator_values = {"num_bins": num_bins, "n_bar": self.n_bar, **dict(settings.allocator_config)}
+        if int(allocator_values["n_bar"]) != self.n_bar:
+            raise VerlPluginError(f"gdro.allocator_config.n_bar={allocator_values['n_bar']} differs from "
+                                  f"actor_rollout_ref.rollout.n={self.n_bar}: drop n_bar, rollout.n is the mean")
+        for name, values in (("weighter", weighter_values), ("allocator", allocator_values)):
+            if int(values["num_bins"]) != num_bins:
+                raise VerlPluginError(f"gdro.{name}_config.num_bins={values['num_bins']} but the classifier has "
+                                      f"{num_bins} bins (len(edges) + 1): drop num_bins")
+        self.classifier = build("classifier", settings.classifier, classifier_config, settings.seed)
+        self.weighter = build("weighter", settings.weighter, weighter_values, settings.seed + 1)
+        self.allocator = build("allocator", settings.allocator, allocator_values, settings.seed + 2)
+        if classifier_config.k > self.allocator.config.n_min:
+            raise VerlPluginError(f"classifier k={classifier_config.k} exceeds n_min="
+                                  f"{self.allocator.config.n_min}: pass@k needs k <= n_min")
+        self.num_bins = num_bins
+        self._run_config = dict(run_config or {})
+        self._step_bins: dict[str, int] = {}
+        self.writer: RunWriter | None = None
+
+    # ------------------------------------------------------------------ per step
+
+    def plan(self, ids: list[str]) -> np.ndarray:
+        """Rollouts per prompt for this step's batch (sum exactly len(ids) n_bar, each >= n_min)."""
+        bins = self.classifier.bins(ids)
+        counts = self.allocator.plan(bins)
+        self._step_bins = {i: int(b) for i, b in zip(ids, bins)}
+        return vb.check_plan(counts, len(ids), self.n_bar, self.allocator.config.n_min)
+
+    def observe(self, data: DataProto, step: int) -> dict[str, float]:
+        """Update the controllers from the step's rewards and scale ``advantages`` in place.
+
+        Returns the metrics for verl's tracker (finite values only).
+        """
+        if "advantages" not in data.batch.keys():
+            raise VerlPluginError("the batch has no advantages: observe() runs after verl's compute_advantage")
+        feedback, prompt_index = vb.feedback_from_batch(data, self._step_bins, self.settings.id_key)
+        metrics: dict[str, float] = {}
+        metrics.update(self.classifier.update(feedback))
+        metrics.update(self.weighter.update(feedback))
+        multipliers = self.weighter.multipliers(feedback.bins_P)
+        metrics.update(self.allocator.update(feedback))
+        data.batch["advantages"] = vb.scaled_advantages(data, multipliers, prompt_index)
+        if np.any(np.asarray(feedback.bins_P) >= 0):
+            scalars, bins = step_record(
+                feedback, self.num_bins, n_bar=self.n_bar, n_min=self.allocator.config.n_min,
+                n_max=self.allocator.config.n_max, weights_G=self.weighter.bin_weights(),
+                multipliers_P=multipliers, signal_P=SIGNALS[self.weighter.config.signal](feedback),
+                score_G=self.weighter.score_G, sigma_G=np.sqrt(self.allocator.variance_G), mu=self.allocator.mu)
+        else:  # no prompt has a bin yet (first steps): step_record needs one; log the batch totals
+            scalars, bins = unassigned_record(feedback), {}
+        scalars.update(metrics)
+        if self.writer is not None:
+            self.writer.log_step(step, scalars, bins)
+        return tracker_metrics(scalars, bins)
+
+    # ------------------------------------------------------------------ state and run directory
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"classifier": self.classifier.state_dict(), "weighter": self.weighter.state_dict(),
+                "allocator": self.allocator.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        missing = {"classifier", "weighter", "allocator"} - set(state)
+        if missing:
+            raise VerlPluginError(f"controller state lacks {', '.join(sorted(missing))}: the file is damaged")
+        self.classifier.load_state_dict(state["classifier"])
+        self.weighter.load_state_dict(state["weighter"])
+        self.allocator.load_state_dict(state["allocator"])
+
+    def open_run(self, resume_step: int | None = None) -> None:
+        """Create (or, resuming after ``resume_step``, reopen) the run directory, if configured."""
+        if not self.settings.run_dir:
+            return
+        path = Path(self.settings.run_dir)
+        if resume_step is not None and (path / META_FILE).exists():
+            self.writer = RunWriter.resume(path, resume_step)
+        else:
+            labels = [f"bin_{b}" for b in range(self.num_bins)]
+            self.writer = RunWriter(path, self._run_config, self.num_bins, "verl", labels)
+
+    def snapshot(self, step: int) -> None:
+        """Controller state into the run directory's snapshots (for the app and for resume checks)."""
+        if self.writer is not None:
+            self.writer.save_snapshot(step, self.state_dict())
+
+    def close(self, status: str = "finished") -> None:
+        if self.writer is not None:
+            self.writer.close(status)
+            self.writer = None
+
+
+def unassigned_record(feedback: StepFeedback) -> dict[str, float]:
+    """Batch totals of a step whose prompts all lack a bin (the classifier has not seen them yet)."""
+    success_P = group_mean(np.asarray(feedback.successes_R, float), feedback.counts_P)
+    counts = np.asarray(feedback.counts_P, float)
+    return {"mean_success": float(success_P.mean()),
+            "mean_reward": float(group_mean(feedback.rewards_R, feedback.counts_P).mean()),
+            "mean_rollouts": float(counts.mean()), "total_rollouts": float(counts.sum()),
+            "num_prompts": float(counts.size), "num_unassigned": float(counts.size)}
+
+
+def tracker_metrics(scalars: Mapping[str, float], bins: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """Step record -> verl tracker keys: ``gdro/<name>``, ``gdro/<field>/bin_<b>``, ``rollout_alloc/*``.
+
+    Allocator scalars (``rollout/...``) go to ``rollout_alloc/...``; per-bin rollouts and shares also
+    appear as ``rollout_alloc/mean_n/bin_<b>`` and ``rollout_alloc/class_share/bin_<b>``. Non-finite
+    values (empty bins) are left out.
+    """
+    out: dict[str, float] = {}
+    for name, value in scalars.items():
+        key = f"rollout_alloc/{name[len('rollout/'):]}" if name.startswith("rollout/") else f"gdro/{name}"
+        out[key] = float(value)
+    for name, row in bins.items():
+        for b, value in enumerate(np.asarray(row, float)):
+            out[f"gdro/{name}/bin_{b}"] = float(value)
+            if name == "rollouts":
+                out[f"rollout_alloc/mean_n/bin_{b}"] = float(value)
+            elif name == "share":
+                out[f"rollout_alloc/class_share/bin_{b}"] = float(value)
+    return {k: v for k, v in out.items() if math.isfinite(v)}

@@ -1,0 +1,92 @@
+"""Launcher: ``python -m real_runs.verl.main [hydra overrides]`` (verl's ``main_ppo`` with GDRO).
+
+The config is ``real_runs/verl/configs/gdro_trainer.yaml``: verl's own ``ppo_trainer`` defaults
+(found through the installed ``verl.trainer.config`` package) plus a ``gdro`` section. Every verl
+override works as with ``python -m verl.trainer.main_ppo``; add ``gdro.*=...`` for the controllers,
+e.g. ``gdro.allocator=uniform`` (Prompt-GDRO only) or ``gdro.weighter=uniform`` (Rollout-GDRO only).
+The task runner is verl's legacy one (``trainer.use_v1=false``) with the trainer class swapped
+for :class:`real_runs.verl.trainer.GDRORayPPOTrainer`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import hydra
+import ray
+from omegaconf import OmegaConf
+from verl.trainer.main_ppo_v0 import BaseTaskRunner
+
+from real_runs.verl import VerlPluginError
+
+
+class _GDROTaskRunner(BaseTaskRunner):
+    """verl's legacy TaskRunner flow (workers, datasets, sampler) building GDRORayPPOTrainer."""
+
+    def run(self, config: Any) -> None:
+        from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler, need_critic, need_reference_policy
+        from verl.utils.config import omega_conf_to_dataclass, validate_config
+        from verl.utils.dataset.rl_dataset import collate_fn
+        from verl.workers.config import HFModelConfig
+
+        from real_runs.verl.trainer import GDRORayPPOTrainer
+
+        OmegaConf.resolve(config)
+        _, ray_worker_group_cls = self.add_actor_rollout_worker(config)
+        self.add_critic_worker(config)
+        self.add_reward_model_resource_pool(config)
+        self.add_teacher_model_resource_pool(config)
+        validate_config(config=config, use_reference_policy=need_reference_policy(config),
+                        use_critic=need_critic(config))
+        model_config: HFModelConfig = omega_conf_to_dataclass(config.actor_rollout_ref.model)
+        tokenizer, processor = model_config.tokenizer, model_config.processor
+        resource_pool_manager = self.init_resource_pool_mgr(config)
+        datasets = [create_rl_dataset(config.data[files], config.data, tokenizer, processor, is_train=train,
+                                      max_samples=config.data.get(limit, -1))
+                    for files, train, limit in (("train_files", True, "train_max_samples"),
+                                                ("val_files", False, "val_max_samples"))]
+        trainer = GDRORayPPOTrainer(
+            config=config, tokenizer=tokenizer, processor=processor,
+            role_worker_mapping=self.role_worker_mapping, resource_pool_manager=resource_pool_manager,
+            ray_worker_group_cls=ray_worker_group_cls, train_dataset=datasets[0], val_dataset=datasets[1],
+            collate_fn=collate_fn, train_sampler=create_rl_sampler(config.data, datasets[0]))
+        trainer.init_workers()
+        status = "failed"
+        try:
+            trainer.fit()
+            status = "finished"
+        finally:
+            trainer.gdro.close(status)
+
+
+GDROTaskRunner = ray.remote(_GDROTaskRunner)
+
+
+def check_launch_config(config: Any) -> None:
+    """One-line errors for a launch config the plugin cannot run (before Ray starts)."""
+    from real_runs.verl.trainer import check_verl_config, settings_from_config
+
+    if config.trainer.get("use_v1", False):
+        raise VerlPluginError("trainer.use_v1=true selects verl's V1 (TransferQueue) trainer, which the GDRO "
+                              "plugin does not extend: set trainer.use_v1=false")
+    check_verl_config(config)
+    settings_from_config(config)
+
+
+@hydra.main(config_path="configs", config_name="gdro_trainer", version_base=None)
+def main(config: Any) -> None:
+    """Validate the config, then run verl's PPO driver with the GDRO task runner."""
+    from verl.trainer.main_ppo import run_ppo
+    from verl.utils.device import auto_set_device
+
+    auto_set_device(config)
+    try:
+        check_launch_config(config)
+    except (VerlPluginError, ValueError) as err:
+        sys.exit(f"error: {err}")
+    run_ppo(config, task_runner_class=GDROTaskRunner)
+
+
+if __name__ == "__main__":
+    main()

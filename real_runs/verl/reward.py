@@ -1,0 +1,48 @@
+"""Our verifiable reward as a verl reward function (``reward.custom_reward_function``).
+
+Plug it in with::
+
+    reward.custom_reward_function.path=$(python -c "import real_runs.verl.reward as m; print(m.__file__)")
+    reward.custom_reward_function.name=compute_score
+
+verl's reward manager (``naive`` by default) calls ``compute_score(data_source, solution_str,
+ground_truth, extra_info)`` once per response from a thread pool; a dict result's ``score`` is the
+reward and its other keys (here ``acc``) become per-sample columns that the plugin reads as the
+success flag. Scoring is :class:`real_runs.reward.MathReward` (math-verify on the last
+``\\boxed{}``, +1 / -1, paper App. A, hard timeout in a worker process) or
+:class:`real_runs.reward.ChoiceReward` for multiple-choice sources, one shared instance per
+process behind a lock (the pool serves one caller at a time).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from real_runs.reward import ChoiceReward, MathReward, reward_kind
+
+_LOCK = threading.Lock()
+_SCORERS: dict[str, Any] = {}
+
+
+def _scorer(kind: str, timeout_s: float) -> Any:
+    if kind not in _SCORERS:
+        _SCORERS[kind] = ChoiceReward() if kind == "choice" else MathReward(timeout_s=timeout_s, num_workers=1)
+    return _SCORERS[kind]
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None,
+                  timeout_s: float = 5.0, **_: Any) -> dict[str, Any]:
+    """{"score": +1.0 or -1.0, "acc": bool} for one response; never raises on model output."""
+    with _LOCK:
+        result = _scorer(reward_kind(str(data_source)), timeout_s).score([str(solution_str)], [str(ground_truth)])
+    success = bool(result.successes_R[0])
+    return {"score": float(result.rewards_R[0]), "acc": success}
+
+
+def close() -> None:
+    """Stop the worker processes of the shared scorers."""
+    with _LOCK:
+        for scorer in _SCORERS.values():
+            scorer.close()
+        _SCORERS.clear()

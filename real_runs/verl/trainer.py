@@ -1,0 +1,133 @@
+"""``GDRORayPPOTrainer``: verl's PPO trainer with the GDRO controllers, by narrow overrides.
+
+verl 0.9.1's ``RayPPOTrainer.fit`` is left as it is; five methods it calls are extended:
+
+- ``_get_gen_batch`` (once per training step, right after verl assigns the step's uids): read the
+  stable ids, ask the classifier for bins and the allocator for a plan n_i (sum = batch x
+  rollout.n, n_i >= n_min), and make this step's two ``repeat(rollout.n, interleave=True)`` calls
+  execute it (:func:`real_runs.verl.batch.install_planned_repeat`);
+- ``_validate``: validation batches are never planned (verl repeats them by ``val_kwargs.n``);
+- ``_update_actor`` (after verl's ``compute_advantage``): update the controllers from the step's
+  rewards, multiply ``advantages`` by each prompt's Prompt-GDRO multiplier, log the step to our
+  run directory, and return the metrics (``gdro/*``, ``rollout_alloc/*``) with the actor's, which
+  ``fit`` passes to verl's tracker;
+- ``_save_checkpoint`` / ``_load_checkpoint``: ``global_step_N/gdro_ctrl.json`` (written before
+  verl's own files, so ``latest_checkpointed_iteration.txt`` never points at a step without it).
+
+Where it departs from the paper's code (a patch of verl's trainer and actor): no verl file is
+changed; controller state is checkpointed; the difficulty signal is the unbiased pass@k.
+Requires ``algorithm.adv_estimator=grpo`` (or ``grpo_vectorized``), ``trainer.critic_warmup=0``
+and verl's legacy trainer (``trainer.use_v1=false``; the V1 TransferQueue trainer is not supported).
+Not compatible with ``actor.use_prefix_grouper`` (it balances equal-size uid groups).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from verl import DataProto
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+from real_runs.verl import VerlPluginError
+from real_runs.verl import batch as vb
+from real_runs.verl.controller import GDROController, GDROSettings
+from real_runs.verl.state import CTRL_FILE, load_controller_state, save_controller_state, step_folder
+
+SUPPORTED_ESTIMATORS = ("grpo", "grpo_vectorized")
+
+
+def settings_from_config(config: Any) -> GDROSettings:
+    """The ``gdro`` section of a verl config as :class:`GDROSettings` (defaults when absent)."""
+    section = config.get("gdro") if hasattr(config, "get") else None
+    values = OmegaConf.to_container(section, resolve=True) if section is not None else {}
+    return GDROSettings.from_mapping(values)
+
+
+def check_verl_config(config: Any) -> None:
+    """One-line errors for verl settings the plugin cannot run with."""
+    estimator = str(config.algorithm.adv_estimator)
+    if estimator not in SUPPORTED_ESTIMATORS:
+        raise VerlPluginError(f"algorithm.adv_estimator={estimator} is not supported by the GDRO plugin: "
+                              f"use one of {', '.join(SUPPORTED_ESTIMATORS)}")
+    if config.actor_rollout_ref.actor.get("use_prefix_grouper", False):
+        raise VerlPluginError("actor_rollout_ref.actor.use_prefix_grouper=true balances whole uid groups with "
+                              "equal counts per rank, which ragged Rollout-GDRO groups break: set it to false")
+    if int(config.trainer.get("critic_warmup", 0)) != 0:
+        raise VerlPluginError("trainer.critic_warmup must be 0 with the GDRO plugin (GRPO has no critic; "
+                              "the controllers update in the actor step)")
+
+
+def controller_from_config(config: Any) -> GDROController:
+    """Build the run's controller from a verl config with a ``gdro`` section."""
+    check_verl_config(config)
+    run_config = {"gdro": OmegaConf.to_container(config.get("gdro", OmegaConf.create({})), resolve=True),
+                  "verl": {"rollout_n": int(config.actor_rollout_ref.rollout.n),
+                           "train_batch_size": int(config.data.train_batch_size),
+                           "adv_estimator": str(config.algorithm.adv_estimator)}}
+    return GDROController(settings_from_config(config), int(config.actor_rollout_ref.rollout.n), run_config)
+
+
+class GDRORayPPOTrainer(RayPPOTrainer):
+    """verl's ``RayPPOTrainer`` plus difficulty bins, Prompt-GDRO and Rollout-GDRO."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.gdro = controller_from_config(self.config)
+        self._gdro_validating = False
+
+    def _validate(self, *args: Any, **kwargs: Any) -> Any:
+        self._gdro_validating = True
+        try:
+            return super()._validate(*args, **kwargs)
+        finally:
+            self._gdro_validating = False
+
+    def _get_gen_batch(self, batch: DataProto) -> DataProto:
+        gen_batch = super()._get_gen_batch(batch)
+        if self._gdro_validating:
+            return gen_batch
+        counts_P = self.gdro.plan(vb.prompt_ids(batch, self.gdro.settings.id_key))
+        n_bar = int(self.config.actor_rollout_ref.rollout.n)
+        vb.install_planned_repeat(batch, counts_P, n_bar)
+        vb.install_planned_repeat(gen_batch, counts_P, n_bar)
+        return gen_batch
+
+    def _update_actor(self, batch: DataProto) -> DataProto:
+        metrics = self.gdro.observe(batch, step=int(self.global_steps))
+        output = super()._update_actor(batch)
+        output.meta_info.setdefault("metrics", {}).update(metrics)
+        return output
+
+    def _save_checkpoint(self) -> None:
+        folder = step_folder(self.config.trainer.default_local_dir, self.global_steps)
+        save_controller_state(folder, int(self.global_steps), self.gdro.state_dict())
+        self.gdro.snapshot(int(self.global_steps))
+        super()._save_checkpoint()
+
+    def _load_checkpoint(self) -> Any:
+        result = super()._load_checkpoint()
+        step = int(self.global_steps)
+        if step > 0:
+            trainer_cfg = self.config.trainer
+            folder = (trainer_cfg.resume_from_path if trainer_cfg.resume_mode == "resume_path"
+                      else step_folder(trainer_cfg.default_local_dir, step))
+            restore_controllers(self.gdro, folder, step)
+        self.gdro.open_run(resume_step=step if step > 0 else None)
+        return result
+
+
+def restore_controllers(controller: GDROController, folder: Any, step: int) -> bool:
+    """Load ``folder/gdro_ctrl.json`` into ``controller``; returns whether state was restored.
+
+    A checkpoint without the file is an error unless ``gdro.resume_without_state`` is set.
+    """
+    if controller.settings.resume_without_state and not (Path(folder) / CTRL_FILE).exists():
+        return False
+    saved_step, state = load_controller_state(folder)
+    if saved_step != step:
+        raise VerlPluginError(f"{folder}/gdro_ctrl.json is for step {saved_step}, the checkpoint for step "
+                              f"{step}: the folder was mixed up; resume from an intact global_step_N")
+    controller.load_state_dict(state)
+    return True
