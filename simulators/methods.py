@@ -70,6 +70,23 @@ DEFAULT_METHODS = ("grpo", "class_gdro", "prompt_gdro", "prompt_gdro_mean1", "ro
                    "knapsack")
 
 
+def register_method(spec: MethodSpec, replace: bool = False) -> MethodSpec:
+    """Add a user method (a ``--plugin`` module calls this at import). Its weighter and allocator are
+    registry names: register new controllers in ``gdro_lab.registry.REGISTRY[family][name]`` first
+    (constructor ``cls(config, seed)`` with a ``config_class``; see gdro_lab/registry.py)."""
+    from gdro_lab.registry import REGISTRY
+    if spec.name in METHODS and not replace:
+        raise ConfigError(f"method {spec.name!r} already exists: choose another name")
+    for family, name in (("weighter", spec.weighter), ("allocator", spec.allocator)):
+        if name not in REGISTRY[family] and name not in LOCAL_CONTROLLERS.get(family, {}):
+            raise ConfigError(f"method {spec.name!r}: unknown {family} {name!r}: register it in "
+                              f"gdro_lab.registry.REGISTRY[{family!r}] first")
+    if spec.partition not in ("difficulty", "groups"):
+        raise ConfigError(f"method {spec.name!r}: partition must be 'difficulty' or 'groups'")
+    METHODS[spec.name] = spec
+    return spec
+
+
 def get_method(name: str) -> MethodSpec:
     if name not in METHODS:
         raise ConfigError(f"unknown method {name!r}: choose from {', '.join(METHODS)}")

@@ -38,9 +38,10 @@ def test_expected_gradient_is_not_the_reward_gradient() -> None:
     assert not np.allclose(e, 2 * 0.1 * 0.9)
 
 
-def _learner(score_noise: float = 2.0, aggregation: str = "prompt", interference: float = 0.3) -> Learner:
+def _learner(score_noise: float = 2.0, aggregation: str = "prompt", interference: float = 0.3,
+             transfer: float = 0.0, **world: float) -> Learner:
     cfg = WorldConfig(num_prompts=64, num_groups=4, score_noise=score_noise, aggregation=aggregation,
-                      interference=interference)
+                      interference=interference, transfer=transfer, **world)
     return Learner(cfg, make_world(cfg, np.random.default_rng(1)))
 
 
@@ -77,7 +78,7 @@ def test_score_noise_variance_is_tau_squared_over_n() -> None:
 
 
 def test_step_direction_matches_a_naive_loop() -> None:
-    learner = _learner(aggregation="rollout", interference=0.6)
+    learner = _learner(aggregation="rollout", interference=0.6, transfer=0.25)
     rng = np.random.default_rng(0)
     index = rng.choice(64, 10, replace=False)
     counts = rng.integers(2, 13, 10)
@@ -92,7 +93,8 @@ def test_step_direction_matches_a_naive_loop() -> None:
     expected = np.zeros(K)
     for k in range(K):
         for j in range(K):
-            expected[k] += cfg.lr_group * (h[k] if j == k else -cfg.interference / (K - 1) * h[j])
+            off = (cfg.transfer - cfg.interference) / (K - 1)
+            expected[k] += cfg.lr_group * (h[k] if j == k else off * h[j])
     np.testing.assert_allclose(d_K, expected, rtol=1e-12, atol=1e-15)
     assert d_shared == pytest.approx(cfg.lr_shared * np.sum(m * counts / 4 * g) / 10)
 
