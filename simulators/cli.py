@@ -89,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="import MODULE first: it registers controllers in gdro_lab.registry.REGISTRY and "
                              "methods with simulators.methods.register_method (repeatable)")
     parser.add_argument("--lr-grid", help="comma-separated learning-rate scales of the tuned baselines "
-                                          "(curriculum; default 0.25,0.5,1,2)")
-    parser.add_argument("--log-every", type=_positive, help="steps between step records in steps.jsonl (default 5)")
+                                          "(curriculum; default 0.125,0.25,0.5,1,2)")
+    parser.add_argument("--log-every", type=_positive, help="steps between step records in steps.jsonl (default 10)")
     parser.add_argument("--seeds", type=_positive, help="seeds per method (study default otherwise)")
     parser.add_argument("--steps", type=_positive, help="training steps (game iterations for surrogate)")
     parser.add_argument("--prompts", type=_positive, help="prompts in the pool")
@@ -152,7 +152,7 @@ def _settings(args: argparse.Namespace, module: Any) -> Any:
                          eval_every=args.eval_every or defaults.get("eval_every", 20),
                          snapshot_every=args.snapshot_every, snapshot_seeds=snapshot_seeds,
                          progress=args.progress, world=world, overrides=overrides, lr_grid=lr_grid,
-                         log_every=args.log_every or defaults.get("log_every", 5), full=args.full)
+                         log_every=args.log_every or defaults.get("log_every", 10), full=args.full)
 
 
 def repository_reports() -> Path:
@@ -197,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         _load_plugins(args.plugin)
         module = importlib.import_module(f"simulators.studies.{MODULES[args.study]}")
         settings = _settings(args, module)
+        settings.validate()
+        settings.world_config()
         print(f"gdro simulate {args.study}: writing to {settings.out.resolve()}", file=sys.stderr, flush=True)
         report = module.run(settings)
         copied = update_reports(settings.out, args.study) if args.update_reports else None

@@ -26,7 +26,7 @@ from gdro_lab import ConfigError, build
 from simulators.knapsack import KnapsackAllocator
 
 #: Controllers that live in the simulator (peer baselines), looked up before gdro_lab's registry.
-LOCAL_CONTROLLERS: dict[str, dict[str, type]] = {"allocator": {"knapsack": KnapsackAllocator}}
+LOCAL_CONTROLLERS: dict[str, dict[str, Any]] = {"allocator": {"knapsack": KnapsackAllocator}}
 
 
 @dataclass(frozen=True)

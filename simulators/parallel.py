@@ -121,8 +121,8 @@ def _job(config: SimConfig, out_dir: str) -> RunSummary:
     return memory.summary(config.method, config.seed, out_dir, _config_payload(config), time.perf_counter() - start)
 
 
-def run_jobs(jobs: Sequence[tuple[SimConfig, Path]], workers: int = 2, progress: bool | None = None,
-             description: str = "simulate", job: Callable[[SimConfig, str], Any] = _job) -> list[Any]:
+def run_jobs(jobs: Sequence[tuple[Any, Path]], workers: int = 2, progress: bool | None = None,
+             description: str = "simulate", job: Callable[[Any, str], Any] = _job) -> list[Any]:
     """Run every (config, out_dir) job; results in job order. ``workers=1`` runs in this process."""
     global _PROGRESS
     total = sum(config.steps for config, _ in jobs)

@@ -32,7 +32,7 @@ from simulators.parallel import RunSummary, run_jobs
 from simulators.reporting import fmt, markdown_table, mean_ci, plt, prepare_output, save_figure, write_json
 from simulators.studies.common import StudySettings, final_eval, sim_config
 
-DEFAULTS = {"seeds": 2, "steps": 400, "prompts": 4000, "batch": 128, "methods": (), "snapshot_seeds": 0}
+DEFAULTS: dict[str, Any] = {"seeds": 5, "steps": 400, "prompts": 4000, "batch": 128, "methods": (), "snapshot_seeds": 0}
 FACTORS: dict[str, tuple[Any, Any]] = {
     "bins": (6, 10),
     "hysteresis": (0.0, 0.03),

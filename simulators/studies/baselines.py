@@ -93,7 +93,7 @@ def _paired(a: Sequence[RunSummary], b: Sequence[RunSummary], metric: str) -> li
 
 def decision(grid: Grid, matched: dict[str, list[RunSummary]], methods: Sequence[str]) -> dict[str, Any]:
     """Per method and metric: its gain over GRPO (both at lr 1), step-matched GRPO and tuned GRPO."""
-    out: dict[str, Any] = {"tuned_lr": {}, "gains": {}}
+    out: dict[str, Any] = {"tuned_lr": {}, "gains": {}, "lr_grid": sorted({lr for (_, lr) in grid})}
     for metric, _ in GAIN_METRICS:
         out["tuned_lr"][metric] = {m: best_lr(grid, m, metric) for m in methods}
     base = grid[("grpo", 1.0)]
@@ -110,8 +110,9 @@ def decision(grid: Grid, matched: dict[str, list[RunSummary]], methods: Sequence
     return out
 
 
-def verdict(mean: float, half: float, paper_sign: int = 1) -> str:
+def verdict(mean: Any, half: Any, paper_sign: int = 1) -> str:
     """reproduced (CI excludes 0 in the paper's direction), refuted (excludes it the other way), inconclusive."""
+    mean, half = float(mean), float(half)
     if not (math.isfinite(mean) and math.isfinite(half)):
         return "inconclusive"
     if paper_sign * (mean - half) > 0:
@@ -142,6 +143,12 @@ def decision_text(result: dict[str, Any], claims: Sequence[tuple[str, str, str]]
             lines.append(f"  {get_method(m).label:<28} {label:<25} vs GRPO {fmt(*g['vs_grpo'], 1, 100):>12}"
                          f" | step-matched {fmt(*g['vs_step_matched'], 1, 100):>12}"
                          f" | tuned {fmt(*g['vs_tuned'], 1, 100):>12}")
+    edges = sorted({f"{get_method(m).label} ({label})" for metric, label in GAIN_METRICS
+                    for m, lr in result["tuned_lr"][metric].items()
+                    if len(result["lr_grid"]) > 1 and lr in (min(result["lr_grid"]), max(result["lr_grid"]))})
+    if edges:
+        lines.append("  note: best learning rate at the edge of the grid for " + ", ".join(edges)
+                     + " (widen --lr-grid to be sure it is tuned)")
     lines.append("paper claims:")
     lines += [f"  {status:<12} {claim}: {number}" for claim, status, number in claims]
     return "\n".join(lines)

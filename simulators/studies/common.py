@@ -33,9 +33,9 @@ class StudySettings:
     world: dict[str, Any] = field(default_factory=dict)
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     """--set / --config overrides by namespace (simulators.knobs)."""
-    lr_grid: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
+    lr_grid: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0, 2.0)
     """Learning-rate scales of the tuned baselines (each method at its best one on the val split)."""
-    log_every: int = 5
+    log_every: int = 10
     """Steps between step records in the run directories."""
     full: bool = False
     """The study at its full size (--full) rather than the quick default."""
