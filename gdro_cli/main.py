@@ -13,6 +13,7 @@ import sys
 
 COMMANDS = {
     "simulate": ("simulators.cli", "main", "toy studies in the synthetic bandit world"),
+    "sweep": ("simulators.sweep", "main", "grid x seeds sweep of simulator knobs, gains over GRPO"),
     "app": ("apps.launch", "main", "Streamlit app for run directories"),
     "report": ("apps.report", "main", "static PNG figures for run directories"),
 }
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        extra = {"simulate": "sim", "app": "app", "report": "sim"}[name]
+        extra = {"simulate": "sim", "sweep": "sim", "app": "app", "report": "sim"}.get(name, "all")
         print(f"gdro {name}: missing dependency ({err.name}): install with pip install -e '.[{extra}]'",
               file=sys.stderr)
         return 2

@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                         help="import MODULE first: it registers controllers in gdro_lab.registry.REGISTRY and "
                              "methods with simulators.methods.register_method (repeatable)")
+    parser.add_argument("--preset", help="world preset of a paper regime: paper-1.7b, paper-4b, paper-8b "
+                                          "(applied before --config and --set)")
     parser.add_argument("--lr-grid", help="comma-separated learning-rate scales of the tuned baselines "
                                           "(curriculum; default 0.125,0.25,0.5,1,2)")
     parser.add_argument("--log-every", type=_positive, help="steps between step records in steps.jsonl (default 10)")
@@ -137,6 +139,9 @@ def _settings(args: argparse.Namespace, module: Any) -> Any:
     elif args.full:
         methods = tuple(defaults.get("methods", ()))
     overrides: dict[str, dict[str, Any]] = {}
+    if args.preset:
+        from simulators.presets import preset_world
+        overrides["world"] = preset_world(args.preset)
     if args.config:
         knobs.load_toml(args.config, overrides)
     knobs.parse_assignments(args.assignments, overrides)
@@ -147,12 +152,13 @@ def _settings(args: argparse.Namespace, module: Any) -> Any:
     pick = lambda name: getattr(args, name) if getattr(args, name) is not None else defaults[name]  # noqa: E731
     snapshot_seeds = pick("snapshot_seeds") if "snapshot_seeds" in defaults or args.snapshot_seeds is not None else 1
     lr_grid = _floats(args.lr_grid, "--lr-grid") if args.lr_grid else tuple(defaults.get("lr_grid", (1.0,)))
-    return StudySettings(out=args.out or Path(RUNS_ROOT) / args.study, seeds=pick("seeds"), steps=pick("steps"),
+    return StudySettings(out=args.out or Path(RUNS_ROOT) / report_name(args.study, args.full, args.preset or ""), seeds=pick("seeds"), steps=pick("steps"),
                          prompts=pick("prompts"), batch=pick("batch"), workers=args.workers, methods=methods,
                          eval_every=args.eval_every or defaults.get("eval_every", 20),
                          snapshot_every=args.snapshot_every, snapshot_seeds=snapshot_seeds,
                          progress=args.progress, world=world, overrides=overrides, lr_grid=lr_grid,
-                         log_every=args.log_every or defaults.get("log_every", 10), full=args.full)
+                         log_every=args.log_every or defaults.get("log_every", 10), full=args.full,
+                         preset=args.preset or "")
 
 
 def repository_reports() -> Path:
@@ -162,6 +168,11 @@ def repository_reports() -> Path:
         raise ConfigError("--update-reports needs a source checkout of gdro-lab (pip install -e .): "
                           f"no reports/ folder next to {root / 'simulators'}")
     return root / "reports"
+
+
+def report_name(study: str, full: bool = False, preset: str = "") -> str:
+    """reports/ folder of a study: <study>[-full][-<preset>]."""
+    return study + ("-full" if full else "") + (f"-{preset}" if preset else "")
 
 
 def update_reports(out: Path, study: str) -> Path:
@@ -201,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         settings.world_config()
         print(f"gdro simulate {args.study}: writing to {settings.out.resolve()}", file=sys.stderr, flush=True)
         report = module.run(settings)
-        copied = update_reports(settings.out, args.study) if args.update_reports else None
+        name = report_name(args.study, args.full, args.preset or "")
+        copied = update_reports(settings.out, name) if args.update_reports else None
     except _Exit as done:
         return done.status
     except (ConfigError, RunFormatError) as err:

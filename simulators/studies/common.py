@@ -39,6 +39,8 @@ class StudySettings:
     """Steps between step records in the run directories."""
     full: bool = False
     """The study at its full size (--full) rather than the quick default."""
+    preset: str = ""
+    """World preset name (simulators.presets), already merged into ``overrides``; for the report."""
 
     def validate(self) -> None:
         for name in ("seeds", "steps", "prompts", "batch", "workers", "eval_every"):

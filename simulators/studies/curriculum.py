@@ -360,7 +360,8 @@ def write_report(grid: Grid, matched: dict[str, list[RunSummary]], factors: dict
     (out / "decision.txt").write_text(text + "\n", encoding="utf-8")
     w = first["world"]
     lines = [
-        "# Study `curriculum`: every method against fair GRPO baselines",
+        "# Study `curriculum`: every method against fair GRPO baselines"
+        + (f" (preset `{settings.preset}`)" if settings.preset else ""),
         "",
         f"{len(grouped)} methods × {seeds} seeds × {len(set(settings.lr_grid) | {1.0})} "
         f"learning-rate scales, {first['steps']} steps, {first['batch']} prompts per step, "
@@ -447,12 +448,19 @@ def write_report(grid: Grid, matched: dict[str, list[RunSummary]], factors: dict
 def _flags(settings: StudySettings) -> str:
     base = FULL if settings.full else DEFAULTS
     parts = ["--full"] if settings.full else []
+    if settings.preset:
+        parts.append(f"--preset {settings.preset}")
+    from simulators.presets import PRESETS
+    preset_world = PRESETS.get(settings.preset, {})
     for name in ("seeds", "steps", "prompts", "batch"):
         value = getattr(settings, name)
         if value != base[name]:
             parts.append(f"--{name} {value}")
+    if tuple(sorted(settings.lr_grid)) != tuple(sorted(base["lr_grid"])):
+        parts.append("--lr-grid " + ",".join(f"{v:g}" for v in settings.lr_grid))
     if settings.methods and tuple(settings.methods) != tuple(base["methods"]):
         parts.append("--methods " + ",".join(settings.methods))
     for namespace, values in sorted(settings.overrides.items()):
-        parts += [f"--set {namespace}.{k}={v}" for k, v in sorted(values.items())]
+        parts += [f"--set {namespace}.{k}={v}" for k, v in sorted(values.items())
+                  if not (namespace == "world" and preset_world.get(k) == v)]
     return (" " + " ".join(parts)) if parts else ""

@@ -120,3 +120,58 @@ def test_best_lr_uses_the_val_split_seed_mean() -> None:
     grid = {("m", 0.5): [_Run(0.4), _Run(0.5)], ("m", 1.0): [_Run(0.6), _Run(0.2)], ("m", 2.0): [_Run(0.3), _Run(0.3)],
             ("g", 1.0): [_Run(0.9), _Run(0.9)]}
     assert best_lr(grid, "m", "test/accuracy") == 0.5  # means 0.45, 0.40, 0.30
+
+
+def test_presets_set_the_world_and_name_the_report(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from simulators.presets import PRESETS
+    from simulators.studies import curriculum
+    seen = {}
+    monkeypatch.setattr(curriculum, "run", lambda settings: seen.setdefault("s", settings) and Path("x/report.md"))
+    assert cli.main(["--preset", "paper-1.7b", "--set", "world.transfer=0.1"]) == 0
+    s = seen["s"]
+    assert s.overrides["world"] == {**PRESETS["paper-1.7b"], "transfer": 0.1}
+    assert s.out == Path("gdro-runs") / "curriculum-paper-1.7b" and s.preset == "paper-1.7b"
+    assert cli.main(["--preset", "paper-9b"]) == 2
+    assert "paper-1.7b, paper-4b, paper-8b" in capsys.readouterr().err
+
+
+def test_preset_mass_profiles_are_ordered() -> None:
+    """1.7b leaves the most never-solved prompts and 8b the fewest, before any training."""
+    from simulators.presets import PRESETS
+    from simulators.world import Learner, WorldConfig, make_world
+    hopeless = []
+    for name in ("paper-1.7b", "paper-4b", "paper-8b"):
+        cfg = WorldConfig(num_prompts=2000, num_groups=16, **PRESETS[name])
+        p = Learner(cfg, make_world(cfg, np.random.default_rng(0))).success_prob()
+        hopeless.append(np.mean(p < 0.05))
+    assert hopeless[0] > 0.3 and hopeless[0] > hopeless[1] > hopeless[2]
+
+
+def test_se_dispersion_table_matches_the_closed_form() -> None:
+    """Two bins, one at sigma ~ 0 with share f: the optimum gives it n_min = 2 and the other bin the rest,
+    n = (4 - 2 f) / (1 - f) capped at 12, so the reduction is 1 - 2 / sqrt(n) (WSE ~ (1 - f) / sqrt(n))."""
+    from simulators.studies.sqrt_law import _best_reduction, dispersion_table
+    for f in (0.25, 0.5, 0.6):
+        n = min((4 - 2 * f) / (1 - f), 12)
+        assert _best_reduction(f, 1e6, 4, 2, 12) == pytest.approx(100 * (1 - 2 / np.sqrt(n)), abs=0.05)
+    data, _ = dispersion_table(targets=(22.6,))
+    share = data[0]["zero_variance_share"]
+    assert _best_reduction(share, 1e6, 4, 2, 12) == pytest.approx(22.6, abs=0.05)
+    assert not np.isfinite(data[0]["sigma_ratio_equal_shares"])  # at 50/50 the box caps it at 1 - 2/sqrt(6)
+
+
+def test_sweep_runs_every_cell_and_reports_paired_gains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from simulators import sweep
+    out = tmp_path / "sw"
+    code = sweep.main(["--grid", "world.transfer=0,1", "--methods", "grpo,prompt_gdro", "--seeds", "2", "--steps",
+                       "20", "--prompts", "400", "--batch", "32", "--out", str(out), "--no-progress"])
+    stdout = capsys.readouterr().out
+    assert code == 0 and stdout.count("world.transfer=") == 4
+    import json
+    summary = json.loads((out / "summary.json").read_text())
+    assert [c["cell"] for c in summary["cells"]] == [{"world.transfer": 0}, {"world.transfer": 1}]
+    gain = summary["cells"][0]["methods"]["grpo"]["test/accuracy"]["gain_vs_grpo"]
+    assert gain[0] == 0.0
+    assert sweep.main(["--grid", "world.nope=1"]) == 2
+    assert "no field 'nope'" in capsys.readouterr().err
