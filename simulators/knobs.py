@@ -35,7 +35,8 @@ from gdro_lab.registry import REGISTRY, make_config
 from simulators.world import WorldConfig
 
 Overrides = dict[str, dict[str, Any]]
-RUN_FIELDS = ("n_bar", "n_min", "n_max", "num_bins", "pass_k", "eval_every", "log_every", "lr_scale")
+RUN_FIELDS = ("n_bar", "n_min", "n_max", "num_bins", "pass_k", "eval_every", "log_every", "lr_scale",
+              "ppo_minibatches", "ppo_clip")
 NAMESPACES = ("world", "run", "classifier", "prompt_gdro", "rollout_gdro")
 
 

@@ -31,6 +31,7 @@ from gdro_lab.record import step_record
 from gdro_lab.runlog import load_snapshot
 from gdro_lab.signals import SIGNALS
 from simulators.methods import build_controller, get_method
+from simulators.ppo_drift import surrogate_losses
 from simulators.world import BatchSampler, Learner, WorldConfig, make_world, sample_rollouts
 
 PRODUCER = "gdro-lab simulator"
@@ -71,6 +72,10 @@ class SimConfig:
     """Multiplies all three learning rates of the learner (the tuned and step-matched baselines vary it)."""
     log_every: int = 1
     """Steps between step records in steps.jsonl (and the last step); larger = less bookkeeping."""
+    ppo_minibatches: int = 1
+    """PPO mini-batches per step for the surrogate-loss signal's drift (simulators/ppo_drift.py); 1 = none."""
+    ppo_clip: float = 0.2
+    """PPO clip epsilon of that surrogate loss."""
     world: WorldConfig = field(default_factory=WorldConfig)
     """The world and learner."""
     classifier: Mapping[str, Any] = field(default_factory=dict)
@@ -91,6 +96,10 @@ class SimConfig:
                 self.eval_every, "an integer >= 1")
         require(isinstance(self.log_every, int) and self.log_every >= 1, owner, "log_every",
                 self.log_every, "an integer >= 1")
+        require(isinstance(self.ppo_minibatches, int) and self.ppo_minibatches >= 1, owner, "ppo_minibatches",
+                self.ppo_minibatches, "an integer >= 1")
+        require(isinstance(self.ppo_clip, (int, float)) and 0 < self.ppo_clip < 1, owner, "ppo_clip",
+                self.ppo_clip, "a number in (0, 1)")
         require(isinstance(self.lr_scale, (int, float)) and 0 < self.lr_scale <= 1000, owner, "lr_scale",
                 self.lr_scale, "a number in (0, 1000]")
         require(isinstance(self.snapshot_every, int) and self.snapshot_every >= -1, owner, "snapshot_every",
@@ -166,7 +175,11 @@ class Simulation:
         successes = sample_rollouts(self.rollout_rng, p, counts)
         noise = self.rollout_rng.standard_normal(successes.size) if cfg.world.score_noise > 0 else None
         variance_P = 4.0 * p * (1.0 - p)  # true variance of a +-1 reward
-        feedback = StepFeedback(ids, bins, counts, 2.0 * successes - 1.0, successes,
+        losses = None
+        if cfg.ppo_minibatches > 1:
+            losses = surrogate_losses(self.learner, index, counts, successes, p, noise, cfg.ppo_minibatches,
+                                      cfg.ppo_clip, cfg.n_bar)
+        feedback = StepFeedback(ids, bins, counts, 2.0 * successes - 1.0, successes, losses_R=losses,
                                 variance_G=diag.bin_mean(variance_P, bins, G))
         weighter_feedback = feedback if weighter_bins is bins else dataclasses.replace(feedback, bins_P=weighter_bins)
         metrics: dict[str, float] = {}
