@@ -90,7 +90,11 @@ def test_tiny_ablation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert code == 0
     summary = check_report(out, 1)
     assert len(summary["cells"]) == 64
-    assert len(find_runs(out / "runs")) == 64 * 2 + 2
+    assert len(find_runs(out / "runs")) == 64 * 2 + 6 * 2  # GRPO at 6 lr scales
+    fair = summary["fair_baselines"]
+    assert len(fair) == 64 and all(e["mean_multiplier"] > 0 for e in fair)
+    entry = fair[0]["test/worst_group_accuracy"]
+    assert set(entry) == {"vs_grpo", "vs_step_matched", "vs_tuned", "tuned_grpo_lr"}
 
 
 @pytest.mark.parametrize("args, needle", [
