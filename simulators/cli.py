@@ -71,9 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gdro simulate", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Toy studies in a heavy-tailed bandit world (docs/simulator.md). Each study writes run "
                     "directories (gdro run format) and a markdown report with figures into --out.",
-        epilog=f"studies:\n{studies}\n\nWith no STUDY, runs `{DEFAULT_STUDY}` at its defaults (about 1-2 minutes "
-               "on 2 cores).\nExamples:\n  gdro simulate\n  gdro simulate sqrt-law --seeds 3\n"
-               "  gdro simulate curriculum --methods grpo,joint --steps 300 --out /tmp/cur")
+        epilog=f"studies:\n{studies}\n\nWith no STUDY, runs `{DEFAULT_STUDY}` at its quick defaults (about a CPU "
+               f"minute) into ./{RUNS_ROOT}/{DEFAULT_STUDY} and prints the decision.\nExamples:\n  gdro simulate\n"
+               "  gdro simulate --full\n  gdro simulate --preset paper-1.7b\n"
+               "  gdro simulate --set world.transfer=0.9 prompt_gdro.eta=0.4\n"
+               "  gdro simulate --plugin mypkg.mymethods --methods grpo,my_method\n"
+               "  gdro simulate sqrt-law --seeds 3\n  gdro sweep --grid world.curvature=0,0.15")
     parser.add_argument("study", nargs="?", default=DEFAULT_STUDY, choices=STUDIES, metavar="STUDY",
                         help=f"one of {', '.join(STUDIES)} (default {DEFAULT_STUDY})")
     parser.add_argument("--out", type=Path, help=f"output folder (default ./{RUNS_ROOT}/<study>)")
