@@ -384,6 +384,8 @@ def write_report(grid: Grid, matched: dict[str, list[RunSummary]], factors: dict
         "",
         decision_markdown(result),
         "",
+        *[line.strip().replace("note: ", "Note: ") + "." for line in text.splitlines() if line.strip().startswith("note:")],
+        "",
         "Paper claims:",
         "",
         *[f"- **{v}**: {c}: {n}." for c, v, n in claim_lines],
