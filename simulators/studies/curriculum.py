@@ -18,8 +18,8 @@ import numpy as np
 from simulators.methods import DEFAULT_METHODS, METHODS
 from simulators.parallel import RunSummary
 from simulators.reporting import band, fmt, markdown_table, mean_ci, plt, prepare_output, save_figure, write_json
-from simulators.studies.baselines import (GAIN_METRICS, Grid, decision, decision_markdown, decision_text,
-                                          mean_multiplier, run_grid, run_matched, verdict)
+from simulators.studies.baselines import (GAIN_METRICS, Grid, claims, decision, decision_markdown, decision_text,
+                                          lr_table, mean_multiplier, run_grid, run_matched)
 from simulators.studies.common import (StudySettings, bins_series, blocks, eval_series, final_eval, scalar_series,
                                        seed_mean, smooth)
 
@@ -249,77 +249,6 @@ def _discussion(stats: dict[str, dict[str, list[float]]], paired: dict[str, dict
                      f"{pm * 100:+.1f} pp for Prompt-GDRO alone; mean-acc Δ {paired['joint']['accuracy'][0] * 100:+.1f} pp "
                      f"vs {paired['prompt_gdro']['accuracy'][0] * 100:+.1f} pp.")
     return lines
-
-
-def claims(grid: Grid, result: dict[str, Any], methods: Sequence[str]) -> list[tuple[str, str, str]]:
-    """(claim, verdict, number) for each paper claim this study can test."""
-    out: list[tuple[str, str, str]] = []
-    wg, acc = GAIN_METRICS[0][0], GAIN_METRICS[1][0]
-
-    def gain_claim(method: str, metric: str, text: str) -> None:
-        if method in result["gains"]:
-            g = result["gains"][method][metric]
-            number = (f"{fmt(*g['vs_tuned'], 1, 100)} pp vs tuned GRPO (vs GRPO at the same lr "
-                      f"{fmt(*g['vs_grpo'], 1, 100)} pp, vs step-matched {fmt(*g['vs_step_matched'], 1, 100)} pp)")
-            out.append((text, verdict(*g["vs_tuned"]), number))
-
-    gain_claim("prompt_gdro", wg, "Prompt-GDRO raises worst-group accuracy over GRPO (paper toy: +5.7 pp)")
-    gain_claim("prompt_gdro", acc, "Prompt-GDRO raises mean accuracy over GRPO (paper: +9.0 to +13.1% relative)")
-    gain_claim("rollout_gdro", acc, "Rollout-GDRO raises mean accuracy at equal compute (paper: +9.2 to +10.6%)")
-    if "class_gdro" in methods and "prompt_gdro" in methods:
-        diff = final_eval(grid[("prompt_gdro", 1.0)], wg) - final_eval(grid[("class_gdro", 1.0)], wg)
-        m, h = mean_ci(diff)
-        out.append(("EMA-debiased Prompt-GDRO beats class-based GDRO in the worst group (paper toy: +1.9 pp)",
-                    verdict(m, h), f"{fmt(m, h, 1, 100)} pp (both at lr 1)"))
-    if "rollout_gdro" in methods:
-        red = np.array([np.nanmean(r.scalars.get("se_reduction_pct", np.array([np.nan])))
-                        for r in grid[("rollout_gdro", 1.0)]])
-        m, h = mean_ci(red)
-        status = "reproduced" if m - h >= 22.6 else "refuted" if m + h < 22.6 else "inconclusive"
-        out.append(("Rollout-GDRO cuts the SE proxy (Eq. 33) by 22.6-37.1%", status,
-                    f"{fmt(m, h, 1)}% mean over the run (the sqrt-law report says what spread this needs)"))
-    if "prompt_gdro" in methods:
-        parts = lead_lag_parts(grid[("prompt_gdro", 1.0)])
-        m, h = mean_ci(parts["gap"])
-        u, a = (fmt(*mean_ci(parts[k]), 2) for k in ("uniform", "adversary"))
-        out.append(("The adversary leads the data toward solvable bins: lead-lag gap > 0 (Fig. 6a)", verdict(m, h),
-                    f"{fmt(m, h, 2)} bins over the second half = {u} under uniform weights (where the data "
-                    f"sits) + {a} from the adversary's own weights"))
-    return out
-
-
-def lead_lag_parts(runs: Sequence[RunSummary]) -> dict[str, np.ndarray]:
-    """Eq. 32's gap split per seed (second half of the run): gap = ((G-1)/2 - mu_data) + (mu_weight - (G-1)/2).
-
-    The first part is the gap uniform weights would show on the same data (it is negative whenever the
-    data mass sits above the middle bin); the second is what the adversary's weights add.
-    """
-    out: dict[str, list[float]] = {"gap": [], "uniform": [], "adversary": []}
-    for r in runs:
-        G = r.config["num_bins"]
-        mid = (G - 1) / 2.0
-        w, d = (r.scalars.get(k, np.array([np.nan])) for k in ("mu_weight", "mu_data"))
-        w, d = w[w.size // 2:], d[d.size // 2:]
-        out["gap"].append(float(np.nanmean(w - d)))
-        out["uniform"].append(float(np.nanmean(mid - d)))
-        out["adversary"].append(float(np.nanmean(w - mid)))
-    return {k: np.array(v) for k, v in out.items()}
-
-
-def lr_table(grid: Grid, methods: Sequence[str]) -> tuple[dict[str, Any], str]:
-    """Seed means of the held-out metrics at every learning-rate scale (val chooses, test reports)."""
-    table: dict[str, Any] = {}
-    rows = []
-    for m in methods:
-        for lr in sorted(lr for (mm, lr) in grid if mm == m):
-            runs = grid[(m, lr)]
-            entry = {k: list(map(float, mean_ci(final_eval(runs, k)))) for k in
-                     ("val/accuracy", "val/worst_group_accuracy", "test/accuracy", "test/worst_group_accuracy",
-                      "accuracy")}
-            table.setdefault(m, {})[f"{lr:g}"] = entry
-            rows.append([METHODS[m].label, f"{lr:g}"] + [fmt(*entry[k], 1, 100) for k in entry])
-    return table, markdown_table(["method", "lr scale", "val acc (%)", "val worst-group (%)", "test acc (%)",
-                                  "test worst-group (%)", "train acc (%)"], rows)
 
 
 def _lr_figure(grid: Grid, methods: Sequence[str], out: Path) -> str:
