@@ -1,7 +1,7 @@
 """Benchmark of the simulator: per-step cost by method and part, snapshot cost, the default study.
 
-    python benchmarks/bench_simulator.py            # per-step table (~30 s)
-    python benchmarks/bench_simulator.py --full     # also the default `curriculum` study end to end
+    python benchmarks/bench_simulator.py            # per-step tables and the bookkeeping share (~1 min)
+    python benchmarks/bench_simulator.py --full     # also the default study (`gdro simulate`) end to end
 
 Times are CPU seconds of this process (time.process_time) and wall seconds; on a shared machine
 the wall time of the full study depends on what else runs, so both are printed with the load.
@@ -23,49 +23,39 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gdro_lab import RunWriter  # noqa: E402
-from gdro_lab.runlog import encode_state  # noqa: E402
 from simulators.loop import SimConfig, Simulation  # noqa: E402
 from simulators.methods import DEFAULT_METHODS  # noqa: E402
-from simulators.world import sample_rollouts  # noqa: E402
+from simulators.world import WorldConfig  # noqa: E402
 
 
-def per_step(method: str, steps: int, warmup: int) -> dict[str, float]:
-    """CPU ms per step: the whole step (world + controllers + record), the JSON log line, the world alone."""
-    sim = Simulation(SimConfig(method=method, steps=warmup + steps))
+def per_step(method: str, steps: int, warmup: int, prompts: int, batch: int, log_every: int) -> dict[str, float]:
+    """CPU ms per step: the training step alone (no record), the step record (step_record + SE
+    report + signal), the JSON log line, and the bookkeeping share at ``log_every``."""
+    world = WorldConfig(num_prompts=prompts, num_groups=min(32, prompts // 8))
+    sim = Simulation(SimConfig(method=method, steps=warmup + 2 * steps, batch=batch, world=world))
     for _ in range(warmup):  # past the first epoch, so every prompt has a bin
-        sim.step()
+        sim.step(record=False)
+    start = time.process_time()
+    for _ in range(steps):
+        sim.step(record=False)
+    core_ms = (time.process_time() - start) / steps * 1e3
+    records = []
+    start = time.process_time()
+    for _ in range(steps):
+        records.append(sim.step(record=True))
+    with_record_ms = (time.process_time() - start) / steps * 1e3
     with tempfile.TemporaryDirectory() as tmp:
         writer = RunWriter(Path(tmp) / "run", {}, sim.config.num_bins, "bench")
-        records = []
-        start = time.process_time()
-        for _ in range(steps):
-            records.append(sim.step())
-        step_ms = (time.process_time() - start) / steps * 1e3
         start = time.process_time()
         for t, (scalars, rows) in enumerate(records):
             writer.log_step(t, scalars, rows)
         log_ms = (time.process_time() - start) / steps * 1e3
-        start = time.process_time()
-        state = sim.state_dict()
-        payload = json.dumps(encode_state(state))
-        encode_s = time.process_time() - start
-        start = time.process_time()
-        writer.save_snapshot(1, state)
-        save_s = time.process_time() - start
         writer.close()
-    learner, sampler, rng = sim.learner, sim.sampler, np.random.default_rng(0)
-    counts = np.full(sim.config.batch, sim.config.n_bar)
-    start = time.process_time()
-    for _ in range(steps):
-        index = sampler.next()
-        p = learner.success_prob(index)
-        y = sample_rollouts(rng, p, counts)
-        g, _ = learner.gradient(y, counts, p, rng.standard_normal(y.size))
-        d0, dK, u = learner.step_direction(index, counts, g, np.ones(index.size), sim.config.n_bar)
-        learner.apply(d0, dK, index, u)
-    world_ms = (time.process_time() - start) / steps * 1e3
-    return {"step_ms": step_ms, "log_ms": log_ms, "world_ms": world_ms, "snapshot_s": save_s,
-            "snapshot_mb": len(payload) / 1e6, "encode_s": encode_s}
+    record_ms = max(with_record_ms - core_ms, 0.0)
+    book = (record_ms + log_ms) / log_every
+    return {"core_ms": core_ms, "record_ms": record_ms, "log_ms": log_ms,
+            "book_pct": 100 * book / (core_ms + book), "book1_pct": 100 * (record_ms + log_ms) /
+            (core_ms + record_ms + log_ms)}
 
 
 def full_study(workers: int) -> dict[str, float]:
@@ -85,30 +75,27 @@ def full_study(workers: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--full", action="store_true", help="also time the default curriculum study")
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--full", action="store_true", help="also time the default study (gdro simulate) end to end")
+    parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--log-every", type=int, default=5)
     args = parser.parse_args(argv)
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (1 min) at start")
-    print("default world: 14,116 prompts, 32 groups, 256 prompts/step, n_bar = 4, 10 bins; CPU ms per step")
-    print()
-    header = f"{'method':<18} {'step':>7} {'log':>6} {'world':>6} {'1000 steps':>11} {'snapshot':>9} {'size':>7}"
-    print(header)
-    print("-" * len(header))
-    total_cpu = 0.0
-    for method in DEFAULT_METHODS:
-        r = per_step(method, args.steps, warmup=60)
-        per_run = (r["step_ms"] + r["log_ms"]) * 1000 / 1e3
-        total_cpu += per_run
-        print(f"{method:<18} {r['step_ms']:>6.2f} {r['log_ms']:>6.2f} {r['world_ms']:>6.2f} {per_run:>9.1f} s "
-              f"{r['snapshot_s']:>7.2f} s {r['snapshot_mb']:>5.1f}MB")
-    print()
-    print(f"default curriculum ({len(DEFAULT_METHODS)} methods x 5 seeds x 1,000 steps): "
-          f"~{5 * total_cpu:.0f} CPU s of steps + {len(DEFAULT_METHODS)} snapshots (seed 0 only) "
-          f"-> ~{5 * total_cpu / 2:.0f} s on 2 idle cores before snapshots, read-back and figures")
+    for prompts, batch, label in ((4000, 128, "quick default"), (14116, 256, "--full")):
+        print(f"\n{label} world: {prompts:,} prompts, {batch} prompts/step, n_bar = 4, 10 bins; CPU ms per step")
+        header = (f"{'method':<18} {'step':>7} {'record':>7} {'log':>6} {'bookkeeping':>12} "
+                  f"{'(every step)':>13}")
+        print(header)
+        print("-" * len(header))
+        for method in DEFAULT_METHODS:
+            r = per_step(method, args.steps, 40, prompts, batch, args.log_every)
+            print(f"{method:<18} {r['core_ms']:>7.2f} {r['record_ms']:>7.2f} {r['log_ms']:>6.2f} "
+                  f"{r['book_pct']:>10.1f} % {r['book1_pct']:>11.1f} %")
+    print(f"\nbookkeeping = (record + log) / log_every over the whole step, log_every = {args.log_every}; "
+          "'(every step)' is the same with a record at every step.")
     if args.full:
         r = full_study(args.workers)
-        print(f"full default study (gdro simulate): exit {r['exit']}, wall {r['wall_s']:.1f} s "
+        print(f"default study (gdro simulate): exit {r['exit']}, wall {r['wall_s']:.1f} s "
               f"(runs {r['runs_wall_s']:.1f} s), CPU {r['cpu_s']:.1f} s, load average now "
               f"{os.getloadavg()[0]:.1f}")
     return 0

@@ -14,6 +14,7 @@ import sys
 
 COMMANDS = {
     "simulate": ("simulators.cli", "main", "toy studies in the synthetic bandit world"),
+    "sweep": ("simulators.sweep", "main", "grid x seeds sweep of simulator knobs, gains over GRPO"),
     "app": ("apps.launch", "main", "Streamlit app for run directories"),
     "report": ("apps.report", "main", "static PNG figures for run directories"),
     "eval": ("real_runs.eval_cli", "main", "mean@k / pass@k / worst group of a model on math benchmarks"),
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as err:
         extra = {"simulate": "sim", "app": "app", "report": "sim", "eval": "train"}[name]
         extra = {"simulate": "sim", "app": "app", "report": "sim", "train": "train"}[name]
+        extra = {"simulate": "sim", "sweep": "sim", "app": "app", "report": "sim"}.get(name, "all")
         print(f"gdro {name}: missing dependency ({err.name}): install with pip install -e '.[{extra}]'",
               file=sys.stderr)
         return 2

@@ -1,7 +1,10 @@
 """`gdro simulate [STUDY] [options]`: run a toy study in the heavy-tailed bandit world.
 
-With no arguments it runs the default study (`curriculum` at its default settings: 7 methods,
-5 seeds, 1,000 steps, 256 prompts per step, 14,116 prompts) and prints where the report is.
+With no arguments it runs the default study (`curriculum`, quick size: GRPO, Prompt-GDRO,
+Rollout-GDRO and joint x 4 learning-rate scales x 5 seeds, 400 steps, 4,000 prompts, plus
+step-matched GRPO), writes everything under ``./gdro-runs/curriculum`` (never into the
+repository), prints the decision and where the report is. ``--full`` runs the study at its full
+size; ``--update-reports`` also copies the report into the repository's ``reports/<study>``.
 """
 
 from __future__ import annotations
@@ -10,12 +13,13 @@ import argparse
 import importlib
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from gdro_lab import ConfigError, RunFormatError
 from simulators.studies import STUDIES
 
 DEFAULT_STUDY = "curriculum"
+RUNS_ROOT = "gdro-runs"
 MODULES = {"curriculum": "curriculum", "sqrt-law": "sqrt_law", "surrogate": "surrogate", "ablation": "ablation"}
 STUDY_HELP = {
     "curriculum": "all methods at equal budget, >= 5 seeds: accuracy, worst group, pass@8, support, waves",
@@ -67,12 +71,31 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gdro simulate", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Toy studies in a heavy-tailed bandit world (docs/simulator.md). Each study writes run "
                     "directories (gdro run format) and a markdown report with figures into --out.",
-        epilog=f"studies:\n{studies}\n\nWith no STUDY, runs `{DEFAULT_STUDY}` at its defaults (about 1-2 minutes "
-               "on 2 cores).\nExamples:\n  gdro simulate\n  gdro simulate sqrt-law --seeds 3\n"
-               "  gdro simulate curriculum --methods grpo,joint --steps 300 --out /tmp/cur")
+        epilog=f"studies:\n{studies}\n\nWith no STUDY, runs `{DEFAULT_STUDY}` at its quick defaults (about a CPU "
+               f"minute) into ./{RUNS_ROOT}/{DEFAULT_STUDY} and prints the decision.\nExamples:\n  gdro simulate\n"
+               "  gdro simulate --full\n  gdro simulate --preset paper-1.7b\n"
+               "  gdro simulate --set world.transfer=0.9 prompt_gdro.eta=0.4\n"
+               "  gdro simulate --plugin mypkg.mymethods --methods grpo,my_method\n"
+               "  gdro simulate sqrt-law --seeds 3\n  gdro sweep --grid world.curvature=0,0.15")
     parser.add_argument("study", nargs="?", default=DEFAULT_STUDY, choices=STUDIES, metavar="STUDY",
                         help=f"one of {', '.join(STUDIES)} (default {DEFAULT_STUDY})")
-    parser.add_argument("--out", type=Path, help="output folder (default reports/<study>)")
+    parser.add_argument("--out", type=Path, help=f"output folder (default ./{RUNS_ROOT}/<study>)")
+    parser.add_argument("--full", action="store_true", help="the study at its full size (all methods, paper scale)")
+    parser.add_argument("--update-reports", action="store_true",
+                        help="also copy report.md, figures and summary.json into the repository's reports/<study>")
+    parser.add_argument("--set", dest="assignments", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="override any knob, e.g. --set world.transfer=0.5 prompt_gdro.eta=0.4 "
+                             "(namespaces: world, run, classifier, prompt_gdro, rollout_gdro)")
+    parser.add_argument("--config", type=Path, help="TOML file with [world], [run], [classifier], [prompt_gdro], "
+                                                    "[rollout_gdro] tables (--set wins)")
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                        help="import MODULE first: it registers controllers in gdro_lab.registry.REGISTRY and "
+                             "methods with simulators.methods.register_method (repeatable)")
+    parser.add_argument("--preset", help="world preset of a paper regime: paper-1.7b, paper-4b, paper-8b "
+                                          "(applied before --config and --set)")
+    parser.add_argument("--lr-grid", help="comma-separated learning-rate scales of the tuned baselines "
+                                          "(curriculum; default 0.125,0.25,0.5,1,2)")
+    parser.add_argument("--log-every", type=_positive, help="steps between step records in steps.jsonl (default 10)")
     parser.add_argument("--seeds", type=_positive, help="seeds per method (study default otherwise)")
     parser.add_argument("--steps", type=_positive, help="training steps (game iterations for surrogate)")
     parser.add_argument("--prompts", type=_positive, help="prompts in the pool")
@@ -92,9 +115,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(args: argparse.Namespace, defaults: dict) -> "object":
+def _floats(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: write comma-separated numbers, e.g. 0.5,1,2") from None
+    if not values or any(not 0 < v <= 1000 for v in values):
+        raise ConfigError(f"{flag} {text!r}: every value must be in (0, 1000]")
+    return values
+
+
+def _settings(args: argparse.Namespace, module: Any) -> Any:
+    from simulators import knobs
     from simulators.methods import METHODS
     from simulators.studies.common import StudySettings
+    defaults = dict(module.DEFAULTS)
+    if args.full:
+        defaults.update(getattr(module, "FULL", {}))
     methods: tuple[str, ...] = ()
     if args.methods:
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
@@ -102,16 +139,67 @@ def _settings(args: argparse.Namespace, defaults: dict) -> "object":
         if unknown or not methods:
             raise ConfigError(f"--methods: unknown method {unknown[0] if unknown else '(none)'!r}: "
                               f"choose from {', '.join(METHODS)}")
+    elif args.full:
+        methods = tuple(defaults.get("methods", ()))
+    overrides: dict[str, dict[str, Any]] = {}
+    if args.preset:
+        from simulators.presets import preset_world
+        overrides["world"] = preset_world(args.preset)
+    if args.config:
+        knobs.load_toml(args.config, overrides)
+    knobs.parse_assignments(args.assignments, overrides)
+    knobs.validate(overrides)
     world = {}
     if args.interference is not None:
         world["interference"] = args.interference
     pick = lambda name: getattr(args, name) if getattr(args, name) is not None else defaults[name]  # noqa: E731
-    return StudySettings(out=args.out or Path("reports") / args.study, seeds=pick("seeds"), steps=pick("steps"),
+    snapshot_seeds = pick("snapshot_seeds") if "snapshot_seeds" in defaults or args.snapshot_seeds is not None else 1
+    lr_grid = _floats(args.lr_grid, "--lr-grid") if args.lr_grid else tuple(defaults.get("lr_grid", (1.0,)))
+    return StudySettings(out=args.out or Path(RUNS_ROOT) / report_name(args.study, args.full, args.preset or ""), seeds=pick("seeds"), steps=pick("steps"),
                          prompts=pick("prompts"), batch=pick("batch"), workers=args.workers, methods=methods,
                          eval_every=args.eval_every or defaults.get("eval_every", 20),
-                         snapshot_every=args.snapshot_every, snapshot_seeds=pick("snapshot_seeds") if "snapshot_seeds" in defaults or
-                         args.snapshot_seeds is not None else 1,
-                         progress=args.progress, world=world)
+                         snapshot_every=args.snapshot_every, snapshot_seeds=snapshot_seeds,
+                         progress=args.progress, world=world, overrides=overrides, lr_grid=lr_grid,
+                         log_every=args.log_every or defaults.get("log_every", 10), full=args.full,
+                         preset=args.preset or "")
+
+
+def repository_reports() -> Path:
+    """The checkout's reports/ folder (the simulator must be run from a source checkout to update it)."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file() or not (root / "reports").is_dir():
+        raise ConfigError("--update-reports needs a source checkout of gdro-lab (pip install -e .): "
+                          f"no reports/ folder next to {root / 'simulators'}")
+    return root / "reports"
+
+
+def report_name(study: str, full: bool = False, preset: str = "") -> str:
+    """reports/ folder of a study: <study>[-full][-<preset>]."""
+    return study + ("-full" if full else "") + (f"-{preset}" if preset else "")
+
+
+def update_reports(out: Path, study: str) -> Path:
+    """Copy report.md, summary.json and fig_*.png from ``out`` into reports/<study> (old figures removed)."""
+    import shutil
+    target = repository_reports() / study
+    if target.resolve() == out.resolve():
+        return target / "report.md"
+    target.mkdir(parents=True, exist_ok=True)
+    for old in target.glob("fig_*.png"):
+        old.unlink()
+    for path in [out / "report.md", out / "summary.json", *sorted(out.glob("fig_*.png"))]:
+        if path.exists():
+            shutil.copy2(path, target / path.name)
+    return target / "report.md"
+
+
+def _load_plugins(names: list[str]) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise ConfigError(f"--plugin {name}: cannot import it ({err}): put it on PYTHONPATH or pip install it"
+                              ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,9 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(args_list)
+        _load_plugins(args.plugin)
         module = importlib.import_module(f"simulators.studies.{MODULES[args.study]}")
-        settings = _settings(args, module.DEFAULTS)
+        settings = _settings(args, module)
+        settings.validate()
+        settings.world_config()
+        print(f"gdro simulate {args.study}: writing to {settings.out.resolve()}", file=sys.stderr, flush=True)
         report = module.run(settings)
+        name = report_name(args.study, args.full, args.preset or "")
+        copied = update_reports(settings.out, name) if args.update_reports else None
     except _Exit as done:
         return done.status
     except (ConfigError, RunFormatError) as err:
@@ -131,7 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gdro simulate: interrupted", file=sys.stderr)
         return 130
+    decision = Path(report).parent / "decision.txt"
+    if decision.exists():
+        print(decision.read_text(encoding="utf-8"), end="")
     print(f"report: {Path(report).resolve()}")
+    if copied is not None:
+        print(f"updated: {copied.resolve()}")
     return 0
 
 

@@ -20,7 +20,7 @@ import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from gdro_lab.record import step_record
 from gdro_lab.runlog import load_snapshot
 from gdro_lab.signals import SIGNALS
 from simulators.methods import build_controller, get_method
+from simulators.ppo_drift import surrogate_losses
 from simulators.world import BatchSampler, Learner, WorldConfig, make_world, sample_rollouts
 
 PRODUCER = "gdro-lab simulator"
@@ -67,6 +68,14 @@ class SimConfig:
     """Steps between controller snapshots (and one at the last step); 0 = only at the last step; -1 = never."""
     pass_k: int = 8
     """k of the exact pass@k evaluation."""
+    lr_scale: float = 1.0
+    """Multiplies all three learning rates of the learner (the tuned and step-matched baselines vary it)."""
+    log_every: int = 1
+    """Steps between step records in steps.jsonl (and the last step); larger = less bookkeeping."""
+    ppo_minibatches: int = 1
+    """PPO mini-batches per step for the surrogate-loss signal's drift (simulators/ppo_drift.py); 1 = none."""
+    ppo_clip: float = 0.2
+    """PPO clip epsilon of that surrogate loss."""
     world: WorldConfig = field(default_factory=WorldConfig)
     """The world and learner."""
     classifier: Mapping[str, Any] = field(default_factory=dict)
@@ -85,6 +94,14 @@ class SimConfig:
         require(self.num_bins >= 2, owner, "num_bins", self.num_bins, "an integer >= 2")
         require(isinstance(self.eval_every, int) and self.eval_every >= 1, owner, "eval_every",
                 self.eval_every, "an integer >= 1")
+        require(isinstance(self.log_every, int) and self.log_every >= 1, owner, "log_every",
+                self.log_every, "an integer >= 1")
+        require(isinstance(self.ppo_minibatches, int) and self.ppo_minibatches >= 1, owner, "ppo_minibatches",
+                self.ppo_minibatches, "an integer >= 1")
+        require(isinstance(self.ppo_clip, (int, float)) and 0 < self.ppo_clip < 1, owner, "ppo_clip",
+                self.ppo_clip, "a number in (0, 1)")
+        require(isinstance(self.lr_scale, (int, float)) and 0 < self.lr_scale <= 1000, owner, "lr_scale",
+                self.lr_scale, "a number in (0, 1000]")
         require(isinstance(self.snapshot_every, int) and self.snapshot_every >= -1, owner, "snapshot_every",
                 self.snapshot_every, "an integer >= -1 (0 = only at the end, -1 = never)")
         require(self.batch <= self.world.num_prompts, owner, "batch", self.batch,
@@ -124,7 +141,7 @@ class Simulation:
         self.spec = get_method(config.method)
         seeds = np.random.SeedSequence(config.seed).spawn(4)
         self.world = make_world(config.world, np.random.default_rng(seeds[0]))
-        self.learner = Learner(config.world, self.world)
+        self.learner = Learner(config.world, self.world, config.lr_scale)
         self.sampler = BatchSampler(config.world.num_prompts, config.batch, np.random.default_rng(seeds[1]))
         self.rollout_rng = np.random.default_rng(seeds[2])
         c_seeds = [int(s) for s in seeds[3].generate_state(3)]
@@ -143,8 +160,9 @@ class Simulation:
         self.multiplier_sum_K = np.zeros(K)
         self.visits_K = np.zeros(K)
 
-    def step(self) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-        """One training step; returns the step record (scalars, per-bin rows)."""
+    def step(self, record: bool = True) -> tuple[dict[str, float], dict[str, np.ndarray]] | None:
+        """One training step; returns the step record (scalars, per-bin rows), or None when ``record`` is
+        False (the record is bookkeeping: skipping it does not change the run)."""
         cfg = self.config
         G = cfg.num_bins
         index = self.sampler.next()
@@ -157,7 +175,11 @@ class Simulation:
         successes = sample_rollouts(self.rollout_rng, p, counts)
         noise = self.rollout_rng.standard_normal(successes.size) if cfg.world.score_noise > 0 else None
         variance_P = 4.0 * p * (1.0 - p)  # true variance of a +-1 reward
-        feedback = StepFeedback(ids, bins, counts, 2.0 * successes - 1.0, successes,
+        losses = None
+        if cfg.ppo_minibatches > 1:
+            losses = surrogate_losses(self.learner, index, counts, successes, p, noise, cfg.ppo_minibatches,
+                                      cfg.ppo_clip, cfg.n_bar)
+        feedback = StepFeedback(ids, bins, counts, 2.0 * successes - 1.0, successes, losses_R=losses,
                                 variance_G=diag.bin_mean(variance_P, bins, G))
         weighter_feedback = feedback if weighter_bins is bins else dataclasses.replace(feedback, bins_P=weighter_bins)
         metrics: dict[str, float] = {}
@@ -167,13 +189,17 @@ class Simulation:
         metrics.update(self.allocator.update(feedback))
         gradient, _ = self.learner.gradient(successes, counts, p, noise)
         delta_shared, delta_K, update_P = self.learner.step_direction(index, counts, gradient, multipliers, cfg.n_bar)
-        self.learner.apply(delta_shared, delta_K, index, update_P)
+        noise_K = (self.rollout_rng.standard_normal(cfg.world.num_groups) if cfg.world.update_noise > 0 else None)
+        forgetting = self.learner.apply(delta_shared, delta_K, index, update_P, noise_K)
         self.step_index += 1
         self.rollouts_total += int(counts.sum())
         K = cfg.world.num_groups
         self.signal_mass_K += np.bincount(groups, weights=np.abs(update_P), minlength=K)
         self.multiplier_sum_K += np.bincount(groups, weights=multipliers, minlength=K)
         self.visits_K += np.bincount(groups, minlength=K)
+        if not record:
+            return None
+        metrics["sim/forgetting"] = forgetting
         return self._record(feedback, weighter_feedback, multipliers, variance_P, p, delta_shared, metrics)
 
     def _record(self, feedback: StepFeedback, weighter_feedback: StepFeedback, multipliers: np.ndarray,
@@ -259,17 +285,32 @@ def _bin_labels(num_bins: int) -> list[str]:
     return [f"accbin_{b}" for b in range(num_bins)]
 
 
+class Observer(Protocol):
+    """Receives what the writer logs (the studies keep their summaries in memory instead of reading
+    the run directory back)."""
+
+    def on_step(self, step: int, scalars: Mapping[str, float], rows: Mapping[str, np.ndarray]) -> None: ...
+
+    def on_eval(self, step: int, metrics: Mapping[str, float]) -> None: ...
+
+
 def _drive(sim: Simulation, writer: RunWriter, progress: Callable[[int], None] | None,
-           stop_after: int | None) -> None:
+           stop_after: int | None, observer: Observer | None = None) -> None:
     cfg = sim.config
     last = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
     pending = 0
     while sim.step_index < last:
-        scalars, rows = sim.step()
-        t = sim.step_index
-        writer.log_step(t, scalars, rows)
+        t = sim.step_index + 1
+        result = sim.step(record=t % cfg.log_every == 0 or t == cfg.steps)
+        if result is not None:
+            writer.log_step(t, *result)
+            if observer is not None:
+                observer.on_step(t, *result)
         if t % cfg.eval_every == 0 or t == cfg.steps:
-            writer.log_eval(t, sim.evaluate())
+            metrics = sim.evaluate()
+            writer.log_eval(t, metrics)
+            if observer is not None:
+                observer.on_eval(t, metrics)
         periodic = cfg.snapshot_every > 0 and t % cfg.snapshot_every == 0
         if cfg.snapshot_every >= 0 and (periodic or t == cfg.steps):
             writer.save_snapshot(t, sim.state_dict())
@@ -280,17 +321,21 @@ def _drive(sim: Simulation, writer: RunWriter, progress: Callable[[int], None] |
 
 
 def run_simulation(config: SimConfig, out_dir: str | Path, *, progress: Callable[[int], None] | None = None,
-                   stop_after: int | None = None) -> Path:
+                   stop_after: int | None = None, observer: Observer | None = None) -> Path:
     """Run ``config`` into a new run directory ``out_dir``; returns it.
 
-    ``stop_after`` ends early (status 'running', as a crashed job would leave it) for resume tests.
+    ``stop_after`` ends early (status 'running', as a crashed job would leave it) for resume tests;
+    ``observer`` sees every logged step record and evaluation as it is written.
     """
     sim = Simulation(config)
     path = Path(out_dir)
     writer = RunWriter(path, _config_payload(config), config.num_bins, PRODUCER, _bin_labels(config.num_bins))
     try:
-        writer.log_eval(0, sim.evaluate())
-        _drive(sim, writer, progress, stop_after)
+        metrics = sim.evaluate()
+        writer.log_eval(0, metrics)
+        if observer is not None:
+            observer.on_eval(0, metrics)
+        _drive(sim, writer, progress, stop_after, observer)
     except BaseException:
         writer.close("failed")
         raise

@@ -26,7 +26,7 @@ from gdro_lab import ConfigError, build
 from simulators.knapsack import KnapsackAllocator
 
 #: Controllers that live in the simulator (peer baselines), looked up before gdro_lab's registry.
-LOCAL_CONTROLLERS: dict[str, dict[str, type]] = {"allocator": {"knapsack": KnapsackAllocator}}
+LOCAL_CONTROLLERS: dict[str, dict[str, Any]] = {"allocator": {"knapsack": KnapsackAllocator}}
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,23 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
 
 DEFAULT_METHODS = ("grpo", "class_gdro", "prompt_gdro", "prompt_gdro_mean1", "rollout_gdro", "sqrt_oracle", "joint",
                    "knapsack")
+
+
+def register_method(spec: MethodSpec, replace: bool = False) -> MethodSpec:
+    """Add a user method (a ``--plugin`` module calls this at import). Its weighter and allocator are
+    registry names: register new controllers in ``gdro_lab.registry.REGISTRY[family][name]`` first
+    (constructor ``cls(config, seed)`` with a ``config_class``; see gdro_lab/registry.py)."""
+    from gdro_lab.registry import REGISTRY
+    if spec.name in METHODS and not replace:
+        raise ConfigError(f"method {spec.name!r} already exists: choose another name")
+    for family, name in (("weighter", spec.weighter), ("allocator", spec.allocator)):
+        if name not in REGISTRY[family] and name not in LOCAL_CONTROLLERS.get(family, {}):
+            raise ConfigError(f"method {spec.name!r}: unknown {family} {name!r}: register it in "
+                              f"gdro_lab.registry.REGISTRY[{family!r}] first")
+    if spec.partition not in ("difficulty", "groups"):
+        raise ConfigError(f"method {spec.name!r}: partition must be 'difficulty' or 'groups'")
+    METHODS[spec.name] = spec
+    return spec
 
 
 def get_method(name: str) -> MethodSpec:

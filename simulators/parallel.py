@@ -1,8 +1,10 @@
-"""Run many (method, seed) simulations over worker processes, with one step-level progress bar.
+"""Run many (method, seed) simulations over worker processes, with one step-level progress report.
 
-Each job writes its own run directory and returns a compact summary read back from that
-directory with ``gdro_lab.read_run`` (the report is built from what is on disk, like the app).
-Workers bump a shared step counter; the parent polls it to drive a tqdm bar.
+Each job writes its own run directory and returns a compact summary collected in memory while
+the run is written (``MemorySummary``: the same numbers the writer logs, without reading the
+JSON back; ``summarize`` reads a finished run directory into the same form). Workers bump a
+shared step counter; the parent polls it to drive a tqdm bar on a terminal, or prints a plain
+progress line every few seconds when stderr is not a terminal (CI logs, pipes).
 """
 
 from __future__ import annotations
@@ -60,6 +62,39 @@ def summarize(path: str | Path, wall_s: float = float("nan")) -> RunSummary:
                       config=run.config, wall_s=wall_s)
 
 
+class MemorySummary:
+    """Observer of one run (``simulators.loop.Observer``) that keeps what a report needs."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.scalars: dict[str, list[float]] = {k: [] for k in SUMMARY_SCALARS}
+        self.bins: dict[str, list[np.ndarray]] = {}
+        self.eval_steps: list[int] = []
+        self.evals: list[dict[str, float]] = []
+
+    def on_step(self, step: int, scalars: Any, rows: Any) -> None:
+        self.steps.append(step)
+        for name, column in self.scalars.items():
+            value = scalars.get(name)
+            column.append(np.nan if value is None else float(value))
+        for name in SUMMARY_BINS:
+            if name in rows:
+                self.bins.setdefault(name, []).append(np.asarray(rows[name], float))
+
+    def on_eval(self, step: int, metrics: Any) -> None:
+        self.eval_steps.append(step)
+        self.evals.append({k: float(v) for k, v in metrics.items()})
+
+    def summary(self, method: str, seed: int, path: str, config: dict[str, Any], wall_s: float) -> RunSummary:
+        names = sorted({k for record in self.evals for k in record})
+        evals = {n: np.array([r.get(n, np.nan) for r in self.evals], float) for n in names}
+        scalars = {k: np.array(v, float) for k, v in self.scalars.items() if v and np.isfinite(v).any()}
+        bins = {k: np.stack(v) for k, v in self.bins.items()}
+        return RunSummary(method=method, seed=seed, path=path, steps=np.array(self.steps, np.int64),
+                          scalars=scalars, bins=bins, eval_steps=np.array(self.eval_steps, np.int64),
+                          evals=evals, config=config, wall_s=wall_s)
+
+
 _PROGRESS: Callable[[int], None] | None = None
 
 
@@ -79,18 +114,23 @@ def _bump(n: int) -> None:
 
 
 def _job(config: SimConfig, out_dir: str) -> RunSummary:
+    from simulators.loop import _config_payload
     start = time.perf_counter()
-    run_simulation(config, out_dir, progress=_bump)
-    return summarize(out_dir, time.perf_counter() - start)
+    memory = MemorySummary()
+    run_simulation(config, out_dir, progress=_bump, observer=memory)
+    return memory.summary(config.method, config.seed, out_dir, _config_payload(config), time.perf_counter() - start)
 
 
-def run_jobs(jobs: Sequence[tuple[SimConfig, Path]], workers: int = 2, progress: bool | None = None,
-             description: str = "simulate", job: Callable[[SimConfig, str], Any] = _job) -> list[Any]:
+def run_jobs(jobs: Sequence[tuple[Any, Path]], workers: int = 2, progress: bool | None = None,
+             description: str = "simulate", job: Callable[[Any, str], Any] = _job) -> list[Any]:
     """Run every (config, out_dir) job; results in job order. ``workers=1`` runs in this process."""
     global _PROGRESS
     total = sum(config.steps for config, _ in jobs)
-    show = sys.stderr.isatty() if progress is None else progress
-    bar = _make_bar(total, description, show)
+    bar: Any = None
+    if progress is True or (progress is None and sys.stderr.isatty()):
+        bar = _make_bar(total, description, True)
+    elif progress is None:
+        bar = PlainProgress(total, description)
     results: list[Any] = [None] * len(jobs)
     try:
         if workers <= 1 or len(jobs) <= 1:
@@ -117,6 +157,32 @@ def run_jobs(jobs: Sequence[tuple[SimConfig, Path]], workers: int = 2, progress:
     finally:
         if bar is not None:
             bar.close()
+
+
+class PlainProgress:
+    """Progress for logs: one plain line on stderr every ``every`` seconds (and at the end)."""
+
+    def __init__(self, total: int, description: str, every: float = 5.0):
+        self.total, self.description, self.every = max(total, 1), description, every
+        self.n = 0
+        self.start = self.last = time.perf_counter()
+
+    def update(self, count: int) -> None:
+        self.n += count
+        now = time.perf_counter()
+        if now - self.last >= self.every:
+            self.last = now
+            self._line(now)
+
+    def _line(self, now: float) -> None:
+        elapsed = now - self.start
+        left = elapsed * (self.total - self.n) / self.n if self.n else float("nan")
+        eta = f", about {left:.0f} s left" if self.n else ""
+        print(f"{self.description}: {self.n:,}/{self.total:,} steps ({100 * self.n / self.total:.0f}%), "
+              f"{elapsed:.0f} s{eta}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        self._line(time.perf_counter())
 
 
 def _make_bar(total: int, description: str, show: bool) -> Any:

@@ -51,8 +51,14 @@ class _quiet:
         self._ctx.__exit__(*exc)
 
 
-def fmt(mean: float, half: float, digits: int = 3, scale: float = 1.0, unit: str = "") -> str:
-    """'m ± h' (or 'm' when the half-width is undefined)."""
+def fmt(*args: Any, **kwargs: Any) -> str:
+    """'m ± h' (or 'm' when the half-width is undefined): ``fmt(mean, half, digits=3, scale=1.0, unit="")``.
+
+    Takes ``*args`` so the common ``fmt(*mean_ci(x), ...)`` and ``fmt(*entry[name], ...)`` type-check."""
+    return _fmt(*args, **kwargs)
+
+
+def _fmt(mean: float, half: float, digits: int = 3, scale: float = 1.0, unit: str = "") -> str:
     if not math.isfinite(float(mean)):
         return "n/a"
     text = f"{mean * scale + 0.0:.{digits}f}{unit}".replace("-0." + "0" * digits, "0." + "0" * digits)

@@ -20,8 +20,25 @@ Update (GRPO-style score-function estimate, paper Eq. 3 and 7)::
     g_i   = (1/n_i) sum_j A_ij (y_ij - p_i + tau xi_ij),  xi_ij ~ N(0, 1)
     u_i   = m_i a_i g_i   (m_i: Prompt-GDRO multiplier; a_i = 1, or n_i / n_bar for 'rollout')
     s0   += lr_shared (1/B) sum_i u_i
-    s_K  += lr_group M h_K,  h_k = (1/B) sum_{i in k} u_i,  M = (1 + c) I - c 1 1^T,  c = kappa/(K-1)
+    s_K  += lr_group M h_K,  h_k = (1/B) sum_{i in k} u_i,  M = (1 + c) I - c 1 1^T,  c = (kappa - T)/(K-1)
     t_i  += lr_prompt u_i                                      (prompt-specific skill, batch prompts only)
+    (all three step sizes are multiplied by the run's lr_scale)
+
+The price of a step (world v2; this is what makes each method's learning rate have an optimum)::
+
+    dz_i  = ds0 + ds_g(i) + dt_i                               (the step's change of prompt i's logit)
+    s0   -= curvature * mean_{i in B} dz_i^2                   (second-order loss: forgetting, ~ lr^2)
+    s_K  += update_noise * rms(dz) * zeta_K,  zeta ~ N(0, 1)    (update noise that grows with the step)
+
+so the expected gain of a step grows like lr and its cost like lr^2: accuracy against the
+learning rate is unimodal, and a method whose advantage multipliers average above 1 pays for
+the larger step. T = ``transfer`` is positive cross-group transfer (a gain h on group k raises
+every other group by T h / (K-1)); kappa = ``interference`` is the negative kind.
+
+Held-out prompts (``heldout_frac``): per group, prompts drawn like the training pool but never
+trained on, z = s0 + s_g - d (no prompt skill). Half of them ("val") choose learning rates, the
+other half ("test") report: held-out accuracy measures generalisation, train minus held-out
+accuracy measures memorisation (the prompt skills t_i).
 
 y - p is d log pi(y)/dz. tau xi is the part of a response's log-prob gradient unrelated to its
 correctness (token-level credit noise): it has mean zero and is independent of y, so it leaves
@@ -44,7 +61,7 @@ n_i changes the *mean* of the update (fewer all-equal groups as n grows) as well
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,6 +70,10 @@ from scipy.special import expit, gammaln
 from gdro_lab import ConfigError
 from gdro_lab._validate import require, require_choice, require_range
 from gdro_lab.grpo import group_mean, grpo_advantages
+
+
+HELDOUT_MIN = 40
+"""Smallest number of held-out prompts per group and split (worst-group metrics of tiny groups are noise)."""
 
 
 @dataclass(frozen=True)
@@ -83,12 +104,23 @@ class WorldConfig:
     """alpha_p: Lomax shape of prompt hardness."""
     size_difficulty_corr: float = 0.5
     """rho in [-1, 1]: rank correlation between rarity and group hardness (1: rarest = hardest)."""
-    lr_shared: float = 0.001
+    lr_shared: float = 0.01
     """Step size of the shared skill s0."""
     lr_group: float = 0.2
     """Step size of the group skills s_K."""
-    interference: float = 0.2
-    """kappa in [0, 1]: a gain on one group lowers each other group by kappa/(K-1) of it."""
+    interference: float = 0.0
+    """kappa in [0, 1]: a gain on one group lowers each other group by kappa/(K-1) of it (negative transfer)."""
+    transfer: float = 0.5
+    """T in [0, 1]: a gain on one group raises each other group by T/(K-1) of it (positive transfer)."""
+    curvature: float = 0.15
+    """Price of a step: the shared skill loses curvature * mean_i dz_i^2 per step (0 = steps are free)."""
+    update_noise: float = 0.05
+    """Group skills get N(0, (update_noise * rms dz)^2) noise per step (noise that grows with the step)."""
+    heldout_frac: float = 0.2
+    """Held-out prompts per group as a fraction of its training prompts, at least 2 x HELDOUT_MIN
+    (half val, half test; 0 = none)."""
+    unsolvable_frac: float = 0.0
+    """Fraction of prompts (train and held-out) made practically never solvable (difficulty + 12)."""
     lr_prompt: float = 0.15
     """Step size of the prompt-specific skill t_i (0 = prompts learn only through shared/group skills)."""
     score_noise: float = 2.0
@@ -117,6 +149,11 @@ class WorldConfig:
         require_range(owner, "lr_shared", self.lr_shared, 0.0, 100.0)
         require_range(owner, "lr_group", self.lr_group, 0.0, 1000.0)
         require_range(owner, "interference", self.interference, 0.0, 1.0)
+        require_range(owner, "transfer", self.transfer, 0.0, 1.0)
+        require_range(owner, "curvature", self.curvature, 0.0, 1000.0)
+        require_range(owner, "update_noise", self.update_noise, 0.0, 100.0)
+        require_range(owner, "heldout_frac", self.heldout_frac, 0.0, 1.0)
+        require_range(owner, "unsolvable_frac", self.unsolvable_frac, 0.0, 0.99)
         require_range(owner, "lr_prompt", self.lr_prompt, 0.0, 100.0)
         require_range(owner, "score_noise", self.score_noise, 0.0, 100.0)
         require_choice(owner, "aggregation", self.aggregation, ("prompt", "rollout"))
@@ -159,6 +196,19 @@ class WorldInstance:
     difficulty_P: np.ndarray
     group_hardness_K: np.ndarray
     sizes_K: np.ndarray
+    heldout_group_H: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    heldout_difficulty_H: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    heldout_split_H: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """0 = val (chooses learning rates), 1 = test (reported)."""
+
+
+def _difficulty(config: WorldConfig, rng: np.random.Generator, hardness_G: np.ndarray) -> np.ndarray:
+    """d = d0 + c_g H_g + c_p E, E ~ Lomax(alpha_p); unsolvable_frac of them get + 12."""
+    d = (config.difficulty_offset + config.group_difficulty_scale * hardness_G
+         + config.prompt_difficulty_scale * lomax(rng, config.prompt_difficulty_tail, hardness_G.size))
+    if config.unsolvable_frac > 0:
+        d = d + 12.0 * (rng.random(hardness_G.size) < config.unsolvable_frac)
+    return d
 
 
 def make_world(config: WorldConfig, rng: np.random.Generator) -> WorldInstance:
@@ -176,9 +226,16 @@ def make_world(config: WorldConfig, rng: np.random.Generator) -> WorldInstance:
     hardness_K = np.empty(K)
     hardness_K[np.argsort(key, kind="stable")] = hardness
     group_P = rng.permutation(np.repeat(np.arange(K), sizes))
-    difficulty = (config.difficulty_offset + config.group_difficulty_scale * hardness_K[group_P]
-                  + config.prompt_difficulty_scale * lomax(rng, config.prompt_difficulty_tail, group_P.size))
-    return WorldInstance(group_P=group_P, difficulty_P=difficulty, group_hardness_K=hardness_K, sizes_K=sizes)
+    difficulty = _difficulty(config, rng, hardness_K[group_P])
+    world = WorldInstance(group_P=group_P, difficulty_P=difficulty, group_hardness_K=hardness_K, sizes_K=sizes)
+    if config.heldout_frac > 0:
+        # A separate stream, so the training pool is the same whatever heldout_frac is.
+        held_rng = np.random.default_rng(rng.integers(2**63))
+        per_group = 2 * np.maximum(np.round(sizes * config.heldout_frac / 2).astype(np.int64), HELDOUT_MIN)
+        world.heldout_group_H = np.repeat(np.arange(K), per_group)
+        world.heldout_split_H = np.tile([0, 1], per_group.sum() // 2)
+        world.heldout_difficulty_H = _difficulty(config, held_rng, hardness_K[world.heldout_group_H])
+    return world
 
 
 def phi(c: np.ndarray, n: np.ndarray, eps: float = 1e-6) -> np.ndarray:
@@ -205,16 +262,17 @@ def expected_gradient(p_P: np.ndarray, n_P: np.ndarray, eps: float = 1e-6) -> np
 
 
 class Learner:
-    """Skills (s0, s_K) of the logistic IRT learner, their GRPO update, and exact evaluation."""
+    """Skills (s0, s_K, t_P) of the logistic IRT learner, their GRPO update, and exact evaluation."""
 
-    def __init__(self, config: WorldConfig, world: WorldInstance):
+    def __init__(self, config: WorldConfig, world: WorldInstance, lr_scale: float = 1.0):
         self.config = config
         self.world = world
+        self.lr_scale = float(lr_scale)
         self.shared = 0.0
         self.group_skill_K = np.zeros(config.num_groups)
         self.prompt_skill_P = np.zeros(config.num_prompts)
         K = config.num_groups
-        self._coupling = config.interference / (K - 1) if K > 1 else 0.0
+        self._coupling = (config.interference - config.transfer) / (K - 1) if K > 1 else 0.0
 
     def logits(self, index_B: np.ndarray | None = None) -> np.ndarray:
         """z_i = s0 + s_g(i) + t_i - d_i for the given prompts (all when None)."""
@@ -245,37 +303,65 @@ class Learner:
 
     def step_direction(self, index_B: np.ndarray, counts_B: np.ndarray, gradient_B: np.ndarray,
                        multipliers_B: np.ndarray, n_bar: float) -> tuple[float, np.ndarray, np.ndarray]:
-        """(delta s0, delta s_K, u_B) of one update: u_i = m_i a_i g_i, interference M applied."""
+        """(delta s0, delta s_K, u_B) of one update: u_i = m_i a_i g_i, coupling M applied, lr_scale included."""
         cfg = self.config
         weight = multipliers_B * (counts_B / n_bar if cfg.aggregation == "rollout" else 1.0)
         u_B = weight * gradient_B
         size = max(index_B.size, 1)
         h_K = np.bincount(self.world.group_P[index_B], weights=u_B, minlength=cfg.num_groups) / size
         c = self._coupling
-        delta_K = cfg.lr_group * ((1.0 + c) * h_K - c * h_K.sum())
-        return cfg.lr_shared * float(u_B.sum()) / size, delta_K, u_B
+        delta_K = self.lr_scale * cfg.lr_group * ((1.0 + c) * h_K - c * h_K.sum())
+        return self.lr_scale * cfg.lr_shared * float(u_B.sum()) / size, delta_K, u_B
+
+    def step_price(self, delta_shared: float, delta_K: np.ndarray, index_B: np.ndarray,
+                   update_B: np.ndarray) -> tuple[float, float]:
+        """(forgetting, rms dz) of a step: curvature * mean_i dz_i^2 and sqrt(mean_i dz_i^2), i in the batch."""
+        dz_B = delta_shared + delta_K[self.world.group_P[index_B]] + self.lr_scale * self.config.lr_prompt * update_B
+        mean_sq = float(np.mean(dz_B * dz_B)) if dz_B.size else 0.0
+        return self.config.curvature * mean_sq, float(np.sqrt(mean_sq))
 
     def apply(self, delta_shared: float, delta_K: np.ndarray, index_B: np.ndarray | None = None,
-              update_B: np.ndarray | None = None) -> None:
-        """Add the shared and group steps, and lr_prompt u_i to the batch prompts' own skills."""
-        self.shared += delta_shared
+              update_B: np.ndarray | None = None, noise_K: np.ndarray | None = None) -> float:
+        """Add the shared and group steps and lr_prompt u_i to the batch prompts' own skills, then
+        pay the step's price (forgetting on s0, noise ``noise_K`` ~ N(0, 1) scaled by rms dz on s_K).
+
+        Returns the forgetting charged to s0.
+        """
+        cfg = self.config
+        forgetting = 0.0
+        if index_B is not None and update_B is not None:
+            forgetting, rms = self.step_price(delta_shared, delta_K, index_B, update_B)
+            if noise_K is not None and cfg.update_noise > 0:
+                delta_K = delta_K + cfg.update_noise * rms * np.asarray(noise_K, float)
+            if cfg.lr_prompt > 0:
+                np.add.at(self.prompt_skill_P, index_B, self.lr_scale * cfg.lr_prompt * update_B)
+        self.shared += delta_shared - forgetting
         self.group_skill_K += delta_K
-        if index_B is not None and update_B is not None and self.config.lr_prompt > 0:
-            np.add.at(self.prompt_skill_P, index_B, self.config.lr_prompt * update_B)
+        return forgetting
+
+    def heldout_prob(self) -> np.ndarray:
+        """p on the held-out prompts: sigmoid(s0 + s_g - d) (no prompt skill: never trained on)."""
+        w = self.world
+        return expit(self.shared + self.group_skill_K[w.heldout_group_H] - w.heldout_difficulty_H)
 
     def evaluate(self, k: int = 8) -> dict[str, float]:
-        """Exact metrics over the whole pool: pass@1 = mean p, pass@k = mean 1 - (1-p)^k, worst groups."""
+        """Exact metrics: pass@1 = mean p, pass@k = mean 1 - (1-p)^k, worst groups; on the training pool
+        (no prefix) and on the held-out splits (``val/``, ``test/``), plus the memorisation gap."""
         w = self.world
         p = self.success_prob()
         K = self.config.num_groups
-        sizes = np.maximum(w.sizes_K, 1)
-        acc_K = np.bincount(w.group_P, weights=p, minlength=K) / sizes
-        passk = 1.0 - (1.0 - p) ** k
-        passk_K = np.bincount(w.group_P, weights=passk, minlength=K) / sizes
-        return {"accuracy": float(p.mean()), "worst_group_accuracy": float(acc_K.min()),
-                f"pass@{k}": float(passk.mean()), f"worst_group_pass@{k}": float(passk_K.min()),
-                "mean_group_accuracy": float(acc_K.mean()),
-                "unsolved_frac": float(np.mean(p < 0.01)), "solved_frac": float(np.mean(p > 0.99))}
+        out = _pool_metrics(p, w.group_P, K, k, "")
+        out["mean_group_accuracy"] = float(np.mean(np.bincount(w.group_P, weights=p, minlength=K)
+                                                   / np.maximum(w.sizes_K, 1)))
+        out["unsolved_frac"] = float(np.mean(p < 0.01))
+        out["solved_frac"] = float(np.mean(p > 0.99))
+        if w.heldout_group_H.size:
+            held = self.heldout_prob()
+            for split, prefix in ((0, "val/"), (1, "test/")):
+                mask = w.heldout_split_H == split
+                out.update(_pool_metrics(held[mask], w.heldout_group_H[mask], K, k, prefix))
+            out["memorisation_gap"] = out["accuracy"] - out["test/accuracy"]
+        return out
 
     def group_accuracy(self) -> np.ndarray:
         w = self.world
@@ -329,6 +415,17 @@ class BatchSampler:
         self.position = int(state["position"])
         self.epoch = int(state["epoch"])
         self.rng.bit_generator.state = state["rng"]
+
+
+def _pool_metrics(p: np.ndarray, group: np.ndarray, K: int, k: int, prefix: str) -> dict[str, float]:
+    """Mean and worst-group pass@1 and pass@k of success probabilities ``p`` (groups with no prompt skipped)."""
+    sizes = np.bincount(group, minlength=K)
+    seen = sizes > 0
+    acc_K = np.bincount(group, weights=p, minlength=K)[seen] / sizes[seen]
+    passk = 1.0 - (1.0 - p) ** k
+    passk_K = np.bincount(group, weights=passk, minlength=K)[seen] / sizes[seen]
+    return {f"{prefix}accuracy": float(p.mean()), f"{prefix}worst_group_accuracy": float(acc_K.min()),
+            f"{prefix}pass@{k}": float(passk.mean()), f"{prefix}worst_group_pass@{k}": float(passk_K.min())}
 
 
 def sample_rollouts(rng: np.random.Generator, p_B: np.ndarray, counts_B: np.ndarray) -> np.ndarray:

@@ -31,6 +31,16 @@ class StudySettings:
     snapshot_seeds: int = 1
     progress: bool | None = None
     world: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """--set / --config overrides by namespace (simulators.knobs)."""
+    lr_grid: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0, 2.0)
+    """Learning-rate scales of the tuned baselines (each method at its best one on the val split)."""
+    log_every: int = 10
+    """Steps between step records in the run directories."""
+    full: bool = False
+    """The study at its full size (--full) rather than the quick default."""
+    preset: str = ""
+    """World preset name (simulators.presets), already merged into ``overrides``; for the report."""
 
     def validate(self) -> None:
         for name in ("seeds", "steps", "prompts", "batch", "workers", "eval_every"):
@@ -50,10 +60,11 @@ def sim_config(settings: StudySettings, method: str, seed: int, **overrides: Any
     """SimConfig of one run; only seeds < snapshot_seeds write controller snapshots (about 8 MB each
     at 14k prompts, mostly the classifier's windows; see docs/simulator.md)."""
     snapshot_every = settings.snapshot_every if seed < settings.snapshot_seeds else -1
+    from simulators.knobs import apply
     base = SimConfig(method=method, seed=seed, steps=settings.steps, batch=settings.batch,
                      eval_every=min(settings.eval_every, settings.steps), snapshot_every=snapshot_every,
-                     world=settings.world_config())
-    return replace(base, **overrides)
+                     log_every=settings.log_every, world=settings.world_config())
+    return replace(apply(base, settings.overrides), **overrides)
 
 
 def run_methods(settings: StudySettings, methods: Sequence[str], description: str, subdir: str = ""

@@ -9,41 +9,46 @@ class-based GDRO 37.7% < EMA-debiased 39.6%; support ~12 vs ~24 groups).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from simulators.methods import DEFAULT_METHODS, METHODS
 from simulators.parallel import RunSummary
 from simulators.reporting import band, fmt, markdown_table, mean_ci, plt, prepare_output, save_figure, write_json
-from simulators.studies.common import (StudySettings, bins_series, blocks, eval_series, final_eval, run_methods,
-                                       scalar_series, seed_mean, smooth)
+from simulators.studies.baselines import (GAIN_METRICS, Grid, claims, decision, decision_markdown, decision_text,
+                                          lr_table, mean_multiplier, run_grid, run_matched)
+from simulators.studies.common import (StudySettings, bins_series, blocks, eval_series, final_eval, scalar_series,
+                                       seed_mean, smooth)
 
-DEFAULTS = {"seeds": 5, "steps": 1000, "prompts": 14116, "batch": 256, "methods": DEFAULT_METHODS}
-METRICS = (("accuracy", "mean acc (pass@1)"), ("worst_group_accuracy", "worst-group pass@1"),
-           ("pass@8", "pass@8"), ("worst_group_pass@8", "worst-group pass@8"))
+#: The quick default (the README's first command: well under a minute of runs on 2 cores).
+DEFAULTS: dict[str, Any] = {"seeds": 5, "steps": 400, "prompts": 4000, "batch": 128,
+            "methods": ("grpo", "prompt_gdro", "rollout_gdro"), "lr_grid": (0.125, 0.25, 0.5, 1.0, 2.0)}
+#: `--full`: every method at the paper-like scale.
+FULL: dict[str, Any] = {"seeds": 5, "steps": 1000, "prompts": 14116, "batch": 256, "methods": DEFAULT_METHODS,
+        "lr_grid": (0.125, 0.25, 0.5, 1.0, 2.0)}
+METRICS = (("test/accuracy", "held-out acc"), ("test/worst_group_accuracy", "held-out worst-group"),
+           ("accuracy", "train acc"), ("worst_group_accuracy", "train worst-group"),
+           ("test/pass@8", "held-out pass@8"), ("memorisation_gap", "train − held-out"))
 
 
 def run(settings: StudySettings) -> Path:
     settings.validate()
     prepare_output(settings.out)
-    methods = settings.methods or DEFAULTS["methods"]
-    grouped, wall = run_methods(settings, methods, "curriculum")
-    return write_report(grouped, settings, wall)
+    methods = tuple(settings.methods or DEFAULTS["methods"])
+    if "grpo" not in methods:
+        methods = ("grpo",) + methods
+    start = time.perf_counter()
+    grid = run_grid(settings, methods, settings.out / "runs", "curriculum")
+    matched, factors = run_matched(settings, grid, methods, settings.out / "runs")
+    wall = time.perf_counter() - start
+    return write_report(grid, matched, factors, methods, settings, wall)
 
 
 def _mean_multiplier(runs: Sequence[RunSummary]) -> np.ndarray:
-    """Mean advantage multiplier on assigned prompts, over all steps, per seed (step-size inflation)."""
-    out = []
-    for r in runs:
-        count, mult = r.bins["count"], r.bins.get("multiplier")
-        if mult is None:
-            out.append(1.0)
-            continue
-        ok = np.isfinite(mult) & (count > 0)
-        out.append(float(np.sum(np.where(ok, mult * count, 0)) / max(np.sum(np.where(ok, count, 0)), 1)))
-    return np.array(out)
+    return mean_multiplier(runs)
 
 
 def _during(runs: Sequence[RunSummary], name: str) -> np.ndarray:
@@ -196,7 +201,7 @@ def _figures(grouped: dict[str, list[RunSummary]], out: Path) -> dict[str, str]:
 
 def _discussion(stats: dict[str, dict[str, list[float]]], paired: dict[str, dict[str, list[float]]]) -> list[str]:
     lines: list[str] = []
-    key = "worst_group_accuracy"
+    key = "test/worst_group_accuracy"
     if all(m in stats for m in ("grpo", "class_gdro", "prompt_gdro")):
         g, c, e = (stats[m][key][0] * 100 for m in ("grpo", "class_gdro", "prompt_gdro"))
         holds = g < c < e
@@ -246,39 +251,94 @@ def _discussion(stats: dict[str, dict[str, list[float]]], paired: dict[str, dict
     return lines
 
 
-def write_report(grouped: dict[str, list[RunSummary]], settings: StudySettings, wall: float) -> Path:
+def _lr_figure(grid: Grid, methods: Sequence[str], out: Path) -> str:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+    for ax, (metric, label) in zip(axes, GAIN_METRICS):
+        for m in methods:
+            lrs = sorted(lr for (mm, lr) in grid if mm == m)
+            means, halves = zip(*(mean_ci(final_eval(grid[(m, lr)], metric)) for lr in lrs))
+            ax.errorbar(lrs, np.array(means) * 100, yerr=np.nan_to_num(np.array(halves) * 100), label=METHODS[m].label,
+                        color=color(m), marker="o", capsize=3)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("learning-rate scale")
+        ax.set_title(f"{label} (%) at the last step")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    return save_figure(fig, out / "fig_lr.png")
+
+
+def write_report(grid: Grid, matched: dict[str, list[RunSummary]], factors: dict[str, float],
+                 methods: Sequence[str], settings: StudySettings, wall: float) -> Path:
     out = settings.out
+    grouped = {m: grid[(m, 1.0)] for m in methods}
     stats, table = summary_table(grouped)
     paired, paired_md = paired_table(grouped)
+    result = decision(grid, matched, methods)
+    claim_lines = claims(grid, result, methods)
+    lr_stats, lr_md = lr_table(grid, methods)
     figs = _figures(grouped, out)
+    figs["lr"] = _lr_figure(grid, methods, out)
     seeds = min(len(r) for r in grouped.values())
     first = next(iter(grouped.values()))[0].config
+    text = decision_text(result, claim_lines)
     write_json(out / "summary.json", {"study": "curriculum", "seeds": seeds, "wall_s": wall, "metrics": stats,
-                                      "paired_vs_grpo": paired, "config": first})
+                                      "paired_vs_grpo": paired, "decision": result, "step_match_factor": factors,
+                                      "lr_sweep": lr_stats,
+                                      "claims": [{"claim": c, "verdict": v, "number": n} for c, v, n in claim_lines],
+                                      "config": first})
+    (out / "decision.txt").write_text(text + "\n", encoding="utf-8")
+    w = first["world"]
     lines = [
-        "# Study `curriculum`: all methods at the same rollout budget",
+        "# Study `curriculum`: every method against fair GRPO baselines"
+        + (f" (preset `{settings.preset}`)" if settings.preset else ""),
         "",
-        f"{len(grouped)} methods × {seeds} seeds, {first['steps']} steps, {first['batch']} prompts per step, "
-        f"{first['world']['num_prompts']:,} prompts in {first['world']['num_groups']} latent groups, "
-        f"n̄ = {first['n_bar']} rollouts per prompt (range {first['n_min']}–{first['n_max']}). "
-        f"Wall time {wall:.0f} s with {settings.workers} worker(s). "
-        "Values are seed means ± 95% t-intervals; metrics are exact (computed from the success "
-        "probabilities over the whole pool), at the last step.",
+        f"{len(grouped)} methods × {seeds} seeds × {len(set(settings.lr_grid) | {1.0})} "
+        f"learning-rate scales, {first['steps']} steps, {first['batch']} prompts per step, "
+        f"{w['num_prompts']:,} training prompts in {w['num_groups']} latent groups plus held-out prompts of the "
+        f"same groups (val half chooses learning rates, test half reports), n̄ = {first['n_bar']} rollouts per "
+        f"prompt (range {first['n_min']}–{first['n_max']}). World: transfer {w['transfer']}, interference "
+        f"{w['interference']}, curvature {w['curvature']}, update noise {w['update_noise']}. "
+        f"Wall time {wall:.0f} s with {settings.workers} worker(s). Values are seed means ± 95% t-intervals; "
+        "metrics are exact (from the success probabilities), at the last step.",
         "",
         "Methods: " + "; ".join(f"**{METHODS[m].label}** ({METHODS[m].summary})" for m in grouped) + ".",
         "",
-        "## Results at the last step",
+        "## The decision",
+        "",
+        "Gains in percentage points on the held-out **test** prompts, paired by seed. *vs GRPO*: both at "
+        "the default learning rate; *vs step-matched GRPO*: GRPO with its learning rates multiplied by "
+        "the method's measured mean advantage multiplier ("
+        + ", ".join(f"{METHODS[m].label} {f:.2f}×" for m, f in factors.items()) + "); *vs tuned GRPO*: "
+        "each at its own best learning-rate scale on the val prompts, chosen per metric.",
+        "",
+        decision_markdown(result),
+        "",
+        *[line.strip().replace("note: ", "Note: ") + "." for line in text.splitlines() if line.strip().startswith("note:")],
+        "",
+        "Paper claims:",
+        "",
+        *[f"- **{v}**: {c}: {n}." for c, v, n in claim_lines],
+        "",
+        "## Accuracy against the learning rate",
+        "",
+        "Every step has a price in this world (forgetting ∝ step², noise ∝ step), so each method has a best "
+        "learning rate; a method whose multipliers average above 1 takes a larger step.",
+        "",
+        f"![lr]({figs['lr']})",
+        "",
+        lr_md,
+        "",
+        "## Results at the default learning rate",
         "",
         table,
         "",
         "*signal support*: exp(entropy) of the share of the update magnitude |m_i g_i| going to each latent "
         "group, averaged over the evaluations; *weight support*: exp(entropy) of the mean advantage "
-        "multiplier per latent group (what the adversary looks at); *adversary support*: exp(entropy) of "
-        "the weighter's own normalised bin weights q_t (32 latent groups for class-based GDRO, 10 "
-        "difficulty bins otherwise; uniform weighters score the number of bins), mean over the steps after "
-        "the first epoch; *mean multiplier*: average multiplier on binned prompts (1 for GRPO).",
+        "multiplier per latent group; *adversary support*: exp(entropy) of the weighter's own normalised bin "
+        "weights, mean over the steps after the first epoch; *mean multiplier*: average multiplier on binned "
+        "prompts (1 for GRPO); *train − held-out*: the memorisation gap (prompt-specific skill).",
         "",
-        "## Paired differences to GRPO (same seeds)",
+        "## Paired differences to GRPO at the default learning rate (same seeds)",
         "",
         paired_md,
         "",
@@ -286,12 +346,11 @@ def write_report(grouped: dict[str, list[RunSummary]], settings: StudySettings, 
         "",
         *_discussion(stats, paired),
         "",
-        "Caveats that hold whatever the numbers: the world is a logistic item-response toy, its defaults "
-        "were calibrated on GRPO alone (base accuracy and the GRPO worst-group level), and the difficulty "
-        "signal is the failure rate (gdro_lab's default), not the paper's near-zero surrogate loss. "
-        "See docs/simulator.md for the model.",
+        "Caveats that hold whatever the numbers: the world is a logistic item-response toy whose defaults were "
+        "calibrated on GRPO alone (base accuracy, and GRPO's best learning-rate scale near 1), and the "
+        "difficulty signal is the failure rate (gdro_lab's default). See docs/simulator.md for the model.",
         "",
-        "## Figures",
+        "## Figures (default learning rate)",
         "",
         f"![curves]({figs['curves']})",
         "",
@@ -307,9 +366,10 @@ def write_report(grouped: dict[str, list[RunSummary]], settings: StudySettings, 
         lines += ["Rollout staircase: mean rollouts per prompt by bin over steps.", "",
                   f"![staircase]({figs['staircase']})", ""]
     lines += ["## Run directories", "",
-              f"`runs/<method>/seed<k>/` (gdro run format; steps.jsonl every step, eval.jsonl every "
-              f"{first['eval_every']} steps, a snapshot of every controller at the end). They are "
-              "regenerated by the command below and not committed (the repository ignores `runs/`).", "",
+              f"`runs/<method>/lr<scale>/seed<k>/` and `runs/grpo_matched_<method>/seed<k>/` (gdro run format; "
+              f"steps.jsonl every {first['log_every']} steps, eval.jsonl every {first['eval_every']} steps, a "
+              "snapshot of every controller at the end of seed 0 at lr 1) are written next to the report "
+              "and not committed.", "",
               "Reproduce: `gdro simulate curriculum" + _flags(settings) + "`", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
@@ -317,9 +377,21 @@ def write_report(grouped: dict[str, list[RunSummary]], settings: StudySettings, 
 
 
 def _flags(settings: StudySettings) -> str:
-    parts = []
+    base = FULL if settings.full else DEFAULTS
+    parts = ["--full"] if settings.full else []
+    if settings.preset:
+        parts.append(f"--preset {settings.preset}")
+    from simulators.presets import PRESETS
+    preset_world = PRESETS.get(settings.preset, {})
     for name in ("seeds", "steps", "prompts", "batch"):
         value = getattr(settings, name)
-        if value != DEFAULTS[name]:
+        if value != base[name]:
             parts.append(f"--{name} {value}")
+    if tuple(sorted(settings.lr_grid)) != tuple(sorted(base["lr_grid"])):
+        parts.append("--lr-grid " + ",".join(f"{v:g}" for v in settings.lr_grid))
+    if settings.methods and tuple(settings.methods) != tuple(base["methods"]):
+        parts.append("--methods " + ",".join(settings.methods))
+    for namespace, values in sorted(settings.overrides.items()):
+        parts += [f"--set {namespace}.{k}={v}" for k, v in sorted(values.items())
+                  if not (namespace == "world" and preset_world.get(k) == v)]
     return (" " + " ".join(parts)) if parts else ""

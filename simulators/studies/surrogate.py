@@ -34,7 +34,7 @@ from simulators.reporting import fmt, markdown_table, mean_ci, plt, prepare_outp
 from simulators.studies.common import StudySettings
 from simulators.world import WorldConfig, make_world
 
-DEFAULTS = {"seeds": 5, "steps": 3000, "prompts": 2000, "batch": 80, "methods": ()}
+DEFAULTS: dict[str, Any] = {"seeds": 5, "steps": 3000, "prompts": 2000, "batch": 80, "methods": ()}
 GROUPS = 10
 BOX = 6.0
 
@@ -179,7 +179,7 @@ def run(settings: StudySettings) -> Path:
                           prompts_per_group=max(1, settings.batch // GROUPS)) for s in range(settings.seeds)]
     jobs = [(c, out / "runs" / "game" / f"seed{c.seed}") for c in configs]
     games = run_jobs(jobs, workers=settings.workers, progress=settings.progress, description="surrogate",
-                     job=play)  # type: ignore[arg-type]
+                     job=play)
     etas = np.geomspace(0.01, 1000, 61)
     losses = [np.asarray(g["initial_losses"]) for g in games]
     rng = np.random.default_rng(0)

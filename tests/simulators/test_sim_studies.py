@@ -34,18 +34,31 @@ def check_report(out: Path, figures: int) -> dict:
 def test_tiny_curriculum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cur"
     code, stdout, _ = run_cli(["curriculum", "--out", str(out), "--steps", "40", "--methods",
-                               "grpo,class_gdro,prompt_gdro,joint", *TINY], capsys)
-    assert code == 0 and stdout.strip() == f"report: {(out / 'report.md').resolve()}"
-    summary = check_report(out, 5)
+                               "grpo,class_gdro,prompt_gdro,joint", "--lr-grid", "0.5,1", *TINY], capsys)
+    assert code == 0 and stdout.strip().endswith(f"report: {(out / 'report.md').resolve()}")
+    # The decision: one gain line per method and metric, one line per paper claim with a verdict.
+    assert stdout.startswith("decision (held-out test split")
+    gains_part = stdout.split("paper claims:")[0]
+    assert sum("tuned" in line and "step-matched" in line for line in gains_part.splitlines()) == 6
+    claim_lines = stdout.split("paper claims:")[1].strip().splitlines()[:-1]
+    assert len(claim_lines) >= 4
+    assert all(line.split()[0] in ("reproduced", "refuted", "inconclusive") for line in claim_lines)
+    summary = check_report(out, 6)
     assert set(summary["metrics"]) == {"grpo", "class_gdro", "prompt_gdro", "joint"}
+    assert set(summary["decision"]["gains"]) == {"class_gdro", "prompt_gdro", "joint"}
+    assert summary["step_match_factor"]["prompt_gdro"] > 1.0
     runs = find_runs(out / "runs")
-    assert len(runs) == 8
+    matched = [p for p in runs if p.parent.name.startswith("grpo_matched_")]
+    assert len(runs) == 4 * 2 * 2 + len(matched) and len(matched) in (4, 6)
     for path in runs:
         run = read_run(path)
-        assert run.meta["status"] == "finished" and len(run.steps) == 40 and run.evals
-        assert run.snapshot_steps == ([40] if path.name == "seed0" else [])
+        assert run.meta["status"] == "finished" and run.steps[-1] == 40 and run.evals
+        assert len(run.steps) == 4  # log_every 10
+        at_default = path.parent.name == "lr1"
+        assert run.snapshot_steps == ([40] if path.name == "seed0" and at_default else [])
     # Running again into the same folder replaces the simulator's own runs.
-    assert run_cli(["curriculum", "--out", str(out), "--steps", "10", "--methods", "grpo", *TINY], capsys)[0] == 0
+    assert run_cli(["curriculum", "--out", str(out), "--steps", "10", "--methods", "grpo", "--lr-grid", "1",
+                    *TINY], capsys)[0] == 0
     assert len(find_runs(out / "runs")) == 2
 
 
@@ -77,7 +90,11 @@ def test_tiny_ablation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert code == 0
     summary = check_report(out, 1)
     assert len(summary["cells"]) == 64
-    assert len(find_runs(out / "runs")) == 64 * 2 + 2
+    assert len(find_runs(out / "runs")) == 64 * 2 + 6 * 2  # GRPO at 6 lr scales
+    fair = summary["fair_baselines"]
+    assert len(fair) == 64 and all(e["mean_multiplier"] > 0 for e in fair)
+    entry = fair[0]["test/worst_group_accuracy"]
+    assert set(entry) == {"vs_grpo", "vs_step_matched", "vs_tuned", "tuned_grpo_lr"}
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -89,6 +106,13 @@ def test_tiny_ablation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     (["curriculum", "--interference", "3", "--steps", "5", "--prompts", "100", "--batch", "10"], "interference"),
     (["curriculum", "--prompts", "10", "--batch", "10", "--steps", "5"], "num_prompts"),
     (["--bogus"], "unrecognized"),
+    (["--set", "world.trasnfer=0.5"], "trasnfer"),
+    (["--set", "world.transfer=high"], "transfer"),
+    (["--set", "prompt_gdro.eta=-1"], "eta"),
+    (["--set", "galaxy.x=1"], "NAMESPACE"),
+    (["--set", "world.transfer"], "KEY=VALUE"),
+    (["--plugin", "no_such_module_xyz"], "no_such_module_xyz"),
+    (["--lr-grid", "1,abc"], "--lr-grid"),
 ])
 def test_bad_arguments_are_one_line_errors(args: list[str], needle: str, capsys: pytest.CaptureFixture[str],
                                            tmp_path: Path) -> None:
@@ -120,5 +144,33 @@ def test_help_and_default_study(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
     code, stdout, _ = run_cli([], capsys)
     s = seen["settings"]
     assert code == 0 and "report:" in stdout
-    assert (s.seeds, s.steps, s.prompts, s.batch, s.workers) == (5, 1000, 14116, 256, 2)
-    assert s.out == Path("reports") / "curriculum" and s.methods == ()
+    assert (s.seeds, s.steps, s.prompts, s.batch, s.workers) == (5, 400, 4000, 128, 2)
+    # Outputs go to ./gdro-runs (gitignored), never into the repository's reports/.
+    assert s.out == Path("gdro-runs") / "curriculum" and s.methods == ()
+    code, stdout, _ = run_cli(["--full"], capsys)
+    s = seen["settings"]
+    assert (s.steps, s.prompts, s.batch) == (1000, 14116, 256) and len(s.methods) == 8 and 0.125 in s.lr_grid
+
+
+def test_update_reports_copies_only_with_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    reports = tmp_path / "repo_reports"
+    monkeypatch.setattr(cli, "repository_reports", lambda: reports)
+    out = tmp_path / "cur"
+    args = ["curriculum", "--out", str(out), "--steps", "10", "--methods", "grpo", "--lr-grid", "1", *TINY]
+    assert run_cli(args, capsys)[0] == 0
+    assert not reports.exists()
+    code, stdout, _ = run_cli([*args, "--update-reports"], capsys)
+    assert code == 0 and f"updated: {(reports / 'curriculum' / 'report.md').resolve()}" in stdout
+    copied = sorted(p.name for p in (reports / "curriculum").iterdir())
+    assert "report.md" in copied and "summary.json" in copied and any(n.startswith("fig_") for n in copied)
+    assert not (reports / "curriculum" / "runs").exists()
+
+
+def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from simulators import parallel
+    bar = parallel.PlainProgress(100, "demo", every=0.0)
+    bar.update(40)
+    bar.close()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0].startswith("demo: 40/100 steps (40%)") and lines[-1].startswith("demo: 40/100")

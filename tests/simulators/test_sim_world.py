@@ -38,9 +38,10 @@ def test_expected_gradient_is_not_the_reward_gradient() -> None:
     assert not np.allclose(e, 2 * 0.1 * 0.9)
 
 
-def _learner(score_noise: float = 2.0, aggregation: str = "prompt", interference: float = 0.3) -> Learner:
+def _learner(score_noise: float = 2.0, aggregation: str = "prompt", interference: float = 0.3,
+             transfer: float = 0.0, **world: float) -> Learner:
     cfg = WorldConfig(num_prompts=64, num_groups=4, score_noise=score_noise, aggregation=aggregation,
-                      interference=interference)
+                      interference=interference, transfer=transfer, **world)
     return Learner(cfg, make_world(cfg, np.random.default_rng(1)))
 
 
@@ -77,7 +78,7 @@ def test_score_noise_variance_is_tau_squared_over_n() -> None:
 
 
 def test_step_direction_matches_a_naive_loop() -> None:
-    learner = _learner(aggregation="rollout", interference=0.6)
+    learner = _learner(aggregation="rollout", interference=0.6, transfer=0.25)
     rng = np.random.default_rng(0)
     index = rng.choice(64, 10, replace=False)
     counts = rng.integers(2, 13, 10)
@@ -92,7 +93,8 @@ def test_step_direction_matches_a_naive_loop() -> None:
     expected = np.zeros(K)
     for k in range(K):
         for j in range(K):
-            expected[k] += cfg.lr_group * (h[k] if j == k else -cfg.interference / (K - 1) * h[j])
+            off = (cfg.transfer - cfg.interference) / (K - 1)
+            expected[k] += cfg.lr_group * (h[k] if j == k else off * h[j])
     np.testing.assert_allclose(d_K, expected, rtol=1e-12, atol=1e-15)
     assert d_shared == pytest.approx(cfg.lr_shared * np.sum(m * counts / 4 * g) / 10)
 
@@ -140,3 +142,95 @@ def test_bad_world_config_is_one_line_error() -> None:
         WorldConfig(interference=1.5)
     with pytest.raises(ConfigError, match="num_groups"):
         WorldConfig(num_prompts=100, num_groups=50)
+
+
+def test_transfer_raises_the_other_groups_and_moves_them_in_its_direction() -> None:
+    """A gain on group 0 alone: with transfer the other groups rise, more transfer raises them more."""
+    gains = []
+    for transfer in (0.0, 0.3, 0.9):
+        learner = _learner(interference=0.0, transfer=transfer)
+        group0 = np.flatnonzero(learner.world.group_P == 0)[:3]
+        _, d_K, _ = learner.step_direction(group0, np.full(3, 4), np.ones(3), np.ones(3), 4)
+        assert d_K[0] > 0
+        gains.append(d_K[1:].mean())
+    assert gains[0] == pytest.approx(0.0, abs=1e-15) and 0 < gains[1] < gains[2]
+    # interference works the other way; equal knobs cancel.
+    learner = _learner(interference=0.4, transfer=0.4)
+    group0 = np.flatnonzero(learner.world.group_P == 0)[:3]
+    _, d_K, _ = learner.step_direction(group0, np.full(3, 4), np.ones(3), np.ones(3), 4)
+    np.testing.assert_allclose(d_K[1:], 0.0, atol=1e-15)
+
+
+def test_step_price_matches_hand_computation_and_grows_quadratically() -> None:
+    learner = _learner(interference=0.0, curvature=0.5, update_noise=0.0)
+    index = np.array([0, 1, 2, 3])
+    u = np.array([1.0, -2.0, 0.5, 3.0])
+    d_shared, d_K = 0.01, np.array([0.1, -0.2, 0.0, 0.3])
+    dz = d_shared + d_K[learner.world.group_P[index]] + learner.config.lr_prompt * u
+    forgetting, rms = learner.step_price(d_shared, d_K, index, u)
+    assert forgetting == pytest.approx(0.5 * np.mean(dz**2), rel=1e-12)
+    assert rms == pytest.approx(np.sqrt(np.mean(dz**2)), rel=1e-12)
+    before = learner.shared
+    assert learner.apply(d_shared, d_K, index, u) == pytest.approx(forgetting)
+    assert learner.shared == pytest.approx(before + d_shared - forgetting)
+    doubled = _learner(interference=0.0, curvature=0.5, update_noise=0.0)
+    doubled.lr_scale = 2.0
+    twice, _ = doubled.step_price(2 * d_shared, 2 * d_K, index, u)
+    assert twice == pytest.approx(4 * forgetting, rel=1e-12)
+
+
+def test_update_noise_scales_with_the_step() -> None:
+    index, u = np.array([0, 1]), np.array([1.0, 1.0])
+    moves = []
+    for scale in (1.0, 3.0):
+        learner = _learner(interference=0.0, curvature=0.0, update_noise=1.0, lr_prompt=0.0)
+        d_K = scale * np.array([0.1, 0.1, 0.1, 0.1])
+        noise = np.array([1.0, -1.0, 0.5, 0.0])
+        learner.apply(0.0, d_K, index, u, noise)
+        moves.append(learner.group_skill_K - d_K)
+    np.testing.assert_allclose(moves[1], 3 * moves[0], rtol=1e-12)
+    np.testing.assert_allclose(moves[0], 0.1 * np.array([1.0, -1.0, 0.5, 0.0]), rtol=1e-12)
+
+
+def test_heldout_prompts_split_and_never_trained() -> None:
+    cfg = WorldConfig(num_prompts=400, num_groups=8)
+    world = make_world(cfg, np.random.default_rng(3))
+    counts = np.bincount(world.heldout_group_H, minlength=8)
+    assert np.all(counts >= 2 * 40)
+    for k in range(8):  # half val, half test in every group
+        mine = world.heldout_split_H[world.heldout_group_H == k]
+        assert mine.sum() * 2 == mine.size
+    # The training pool does not depend on heldout_frac.
+    plain = make_world(WorldConfig(num_prompts=400, num_groups=8, heldout_frac=0.0), np.random.default_rng(3))
+    np.testing.assert_array_equal(plain.difficulty_P, world.difficulty_P)
+    learner = Learner(cfg, world)
+    learner.prompt_skill_P += 5.0  # memorisation only
+    metrics = learner.evaluate()
+    held = learner.heldout_prob()
+    test = world.heldout_split_H == 1
+    assert metrics["test/accuracy"] == pytest.approx(held[test].mean())
+    assert metrics["memorisation_gap"] > 0.2
+    assert metrics["val/accuracy"] == pytest.approx(held[~test].mean())
+
+
+def test_unsolvable_fraction() -> None:
+    cfg = WorldConfig(num_prompts=4000, num_groups=8, unsolvable_frac=0.4)
+    learner = Learner(cfg, make_world(cfg, np.random.default_rng(0)))
+    assert 0.35 < np.mean(learner.success_prob() < 1e-4) < 0.45
+
+
+@pytest.mark.slow
+def test_accuracy_against_learning_rate_is_unimodal_in_the_default_world() -> None:
+    """GRPO's held-out accuracy rises then falls with the learning-rate scale (the step has a price)."""
+    from simulators.loop import SimConfig, Simulation
+    scores = []
+    for lr in (0.125, 1.0, 8.0):
+        values = []
+        for seed in range(2):
+            sim = Simulation(SimConfig(method="grpo", seed=seed, steps=150, batch=64, lr_scale=lr,
+                                       snapshot_every=-1, world=WorldConfig(num_prompts=1500, num_groups=16)))
+            for _ in range(150):
+                sim.step(record=False)
+            values.append(sim.evaluate()["test/accuracy"])
+        scores.append(np.mean(values))
+    assert scores[1] > scores[0] + 0.02 and scores[1] > scores[2] + 0.02

@@ -1,0 +1,137 @@
+"""Every knob of a simulated run, settable from the command line or a TOML file.
+
+``--set world.transfer=0.5 prompt_gdro.eta=0.4`` or ``--config my.toml``::
+
+    [world]
+    transfer = 0.5
+    [prompt_gdro]
+    eta = 0.4
+
+Namespaces (the fields are the frozen config dataclasses' own, so every documented field works):
+
+| namespace      | applies to                                                    | fields of                |
+|----------------|---------------------------------------------------------------|--------------------------|
+| `world`        | the world and the learner of every run                        | `WorldConfig`            |
+| `run`          | every run (n_bar, n_min, n_max, num_bins, pass_k, eval_every, log_every, lr_scale) | `SimConfig` |
+| `classifier`   | the difficulty classifier of every run                        | gdro_lab `ClassifierConfig` |
+| `prompt_gdro`  | the weighter of every method whose weighter is Prompt-GDRO    | gdro_lab `WeighterConfig` |
+| `rollout_gdro` | the allocator of every method whose allocator is Rollout-GDRO | gdro_lab `AllocatorConfig` |
+
+A value is read as a TOML value (``0.5``, ``true``, ``"mean1"``, ``[0.1, 0.5]``); anything that is
+not valid TOML is taken as a bare string (``prompt_gdro.weight_mode=mean1``). Bad keys and bad
+values are one-line ``ConfigError``s naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from gdro_lab import ConfigError
+from gdro_lab.registry import REGISTRY, make_config
+from simulators.world import WorldConfig
+
+Overrides = dict[str, dict[str, Any]]
+RUN_FIELDS = ("n_bar", "n_min", "n_max", "num_bins", "pass_k", "eval_every", "log_every", "lr_scale",
+              "ppo_minibatches", "ppo_clip")
+NAMESPACES = ("world", "run", "classifier", "prompt_gdro", "rollout_gdro")
+
+
+def _fields(namespace: str) -> tuple[str, ...]:
+    if namespace == "world":
+        return tuple(f.name for f in dataclasses.fields(WorldConfig))
+    if namespace == "run":
+        return RUN_FIELDS
+    family, name = {"classifier": ("classifier", "window"), "prompt_gdro": ("weighter", "gdro"),
+                    "rollout_gdro": ("allocator", "gdro")}[namespace]
+    return tuple(f.name for f in dataclasses.fields(REGISTRY[family][name].config_class))
+
+
+def parse_value(text: str) -> Any:
+    """A TOML value, or the text itself when it is not one."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def add(overrides: Overrides, key: str, value: Any) -> Overrides:
+    """Check ``namespace.field`` and store ``value`` under it (one-line ConfigError otherwise)."""
+    namespace, _, name = key.partition(".")
+    if namespace not in NAMESPACES or not name:
+        raise ConfigError(f"--set {key}: the key must be NAMESPACE.FIELD with NAMESPACE one of "
+                          f"{', '.join(NAMESPACES)} (e.g. world.transfer=0.5)")
+    allowed = _fields(namespace)
+    if name not in allowed:
+        raise ConfigError(f"--set {key}: {namespace} has no field {name!r}: allowed are {', '.join(allowed)}")
+    overrides.setdefault(namespace, {})[name] = value
+    return overrides
+
+
+def parse_assignments(items: Iterable[str], overrides: Overrides | None = None) -> Overrides:
+    """``["world.transfer=0.5", ...]`` -> {"world": {"transfer": 0.5}, ...}, checked."""
+    out: Overrides = overrides if overrides is not None else {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. world.transfer=0.5")
+        add(out, key.strip(), parse_value(text.strip()))
+    return out
+
+
+def load_toml(path: Path, overrides: Overrides | None = None) -> Overrides:
+    """Tables [world], [run], [classifier], [prompt_gdro], [rollout_gdro] of a TOML file, checked."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path}: no such file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"--config {path}: not valid TOML ({err}): fix the file") from None
+    out: Overrides = overrides if overrides is not None else {}
+    for namespace, table in data.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"--config {path}: top-level key {namespace!r} must be a table "
+                              f"([{NAMESPACES[0]}], ...), one of {', '.join(NAMESPACES)}")
+        for name, value in table.items():
+            add(out, f"{namespace}.{name}", value)
+    return out
+
+
+def apply(config: Any, overrides: Mapping[str, Mapping[str, Any]]) -> Any:
+    """A SimConfig with the overrides applied (Prompt-/Rollout-GDRO ones only where the method uses them)."""
+    from simulators.methods import get_method
+    spec = get_method(config.method)
+    changes: dict[str, Any] = dict(overrides.get("run", {}))
+    if overrides.get("world"):
+        changes["world"] = _world(config.world, overrides["world"])
+    if overrides.get("classifier"):
+        changes["classifier"] = {**dict(config.classifier), **overrides["classifier"]}
+    if overrides.get("prompt_gdro") and spec.weighter == "gdro":
+        changes["weighter"] = {**dict(config.weighter), **overrides["prompt_gdro"]}
+    if overrides.get("rollout_gdro") and spec.allocator == "gdro":
+        changes["allocator"] = {**dict(config.allocator), **overrides["rollout_gdro"]}
+    try:
+        return replace(config, **changes)
+    except TypeError as err:
+        raise ConfigError(f"--set: a run setting has the wrong type ({err})") from None
+
+
+def _world(world: WorldConfig, values: Mapping[str, Any]) -> WorldConfig:
+    try:
+        return replace(world, **values)
+    except TypeError as err:
+        raise ConfigError(f"--set world.*: wrong type ({err})") from None
+
+
+def validate(overrides: Mapping[str, Mapping[str, Any]]) -> None:
+    """Build every overridden config once so a bad value fails before any run starts."""
+    from simulators.loop import SimConfig
+    for method in ("joint",):
+        config = apply(SimConfig(method=method), overrides)
+        cfgs = config.controller_configs()
+        make_config(REGISTRY["classifier"]["window"].config_class, cfgs["classifier"])
+        make_config(REGISTRY["weighter"]["gdro"].config_class, cfgs["weighter"])
+        make_config(REGISTRY["allocator"]["gdro"].config_class, cfgs["allocator"])
