@@ -13,7 +13,7 @@ import altair as alt
 import pandas as pd
 
 #: What the builders return (``.properties`` on a layer is typed as either).
-AnyChart = Union[alt.Chart, alt.LayerChart, alt.FacetChart]
+AnyChart = Union[alt.Chart, alt.LayerChart, alt.FacetChart, alt.HConcatChart, alt.VConcatChart]
 
 CHART_HEIGHT = 300
 BIN_AXIS_TITLE = "bin (0 = hardest)"
@@ -73,25 +73,6 @@ def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | 
         rule = alt.Chart(pd.DataFrame({"step": [float(selected_step)]})).mark_rule(
             color="white", strokeDash=[4, 3], strokeWidth=2).encode(x="step:Q")
         layers.append(rule)
-    return alt.layer(*layers).properties(title=title, height=CHART_HEIGHT)
-
-
-def lines(frame: pd.DataFrame, title: str, y_title: str, zero_rule: bool = False,
-          color_field: str = "series", dashed: Sequence[str] = ()) -> AnyChart:
-    """Line chart of a long frame (step, series, value); ``dashed`` series are drawn dashed."""
-    base = alt.Chart(frame).mark_line(clip=True).encode(
-        x=alt.X("step:Q", title="step"),
-        y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False), axis=alt.Axis(format=".4~g")),
-        color=alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="right"),
-                        scale=_scale(CATEGORY_SCHEME)),
-        tooltip=[alt.Tooltip("step:Q"), alt.Tooltip(f"{color_field}:N"), alt.Tooltip("value:Q", format=".4f")],
-    )
-    if dashed:
-        base = base.encode(strokeDash=alt.condition(
-            alt.FieldOneOfPredicate(field=color_field, oneOf=list(dashed)), alt.value([5, 4]), alt.value([1, 0])))
-    layers: list[alt.Chart] = [base]
-    if zero_rule:
-        layers.append(alt.Chart(pd.DataFrame({"value": [0.0]})).mark_rule(color="gray").encode(y="value:Q"))
     return alt.layer(*layers).properties(title=title, height=CHART_HEIGHT)
 
 

@@ -663,16 +663,6 @@ def compare_frame(runs: Mapping[str, RunData], metric: str) -> pd.DataFrame:
     return combined.dropna(subset=["value"]).reset_index(drop=True)
 
 
-def smooth(frame: pd.DataFrame, window: int, group_field: str = "run") -> pd.DataFrame:
-    """Trailing rolling mean of ``value`` over ``window`` logged steps, per group (1: unchanged)."""
-    if window <= 1 or frame.empty:
-        return frame
-    ordered = frame.sort_values([group_field, "step"]).copy()
-    ordered["value"] = ordered.groupby(group_field, sort=False)["value"].transform(
-        lambda values: values.rolling(window, min_periods=1).mean())
-    return ordered.reset_index(drop=True)
-
-
 def compare_table(runs: Mapping[str, RunData], metrics: Sequence[str]) -> pd.DataFrame:
     """Per run: steps logged and, per metric, the final value and the tail average (≥60th pct of steps)."""
     rows = []

@@ -39,7 +39,7 @@ ZOOM, CROSSHAIR = "xzoom", "crosshair"
 #: Layers carrying the zoom / crosshair are marked with this description prefix until :func:`to_spec`.
 MARKER = "gdro-param:"
 #: Rows kept only at the hovered step (a reference to the crosshair parameter, empty = nothing).
-HOVERED = {"param": CROSSHAIR, "empty": False}
+HOVERED = alt.ParameterPredicate(param=CROSSHAIR, empty=False)
 RAW_OPACITY = 0.25
 BAND_OPACITY = 0.18
 #: Vega-Lite renders these pages as SVG (crisp, and the axes carry their domain in aria labels).

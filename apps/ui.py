@@ -275,8 +275,19 @@ def heatmap(run: RunData, field: str, title: str, selected_step: float | None = 
     if block > 1:
         title = f"{title} · means of {block}-step blocks"
     domain = shared_domain(field) if shared_scale() and field not in charts.DOMAINS else None
-    chart(charts.heatmap(data.heatmap_frame(run, field, columns), field, title, selected_step, domain=domain,
-                         num_bins=run.num_bins))
+    spec = _heatmap_spec(str(run.path), data.run_signature(run.path), field, columns, title, selected_step,
+                         tuple(domain) if domain is not None else None)
+    st.vega_lite_chart(spec, width="stretch")
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _heatmap_spec(path_text: str, signature: tuple[tuple[str, int, int], ...], field: str, columns: int, title: str,
+                  selected_step: float | None, domain: tuple[float, ...] | None) -> dict[str, object]:
+    """A heatmap's Vega-Lite spec, cached on the run's files and the view's options."""
+    run = get_run(Path(path_text))
+    figure = charts.heatmap(data.heatmap_frame(run, field, columns), field, title, selected_step, domain=domain,
+                            num_bins=run.num_bins)
+    return interactive.to_spec(figure)
 
 
 def shown_runs() -> list[RunData]:
@@ -338,18 +349,29 @@ def linked_series(items: Sequence[Series], columns: int = 1, key: str | None = N
     items = [item for item in items if not item.frame.empty]
     if not items:
         return
-    shared = interaction()
-    weight = ema_weight()
     names = [str(name) for item in items for name in pd.unique(item.frame[item.color_field])]
-    palette = colours(names)
-    built = []
-    for item in items:
-        frame = interactive.smooth_frame(item.frame, weight if item.smooth else 0.0, item.color_field)
-        built.append(interactive.series(frame, item.title, item.y_title, shared, palette,
-                                        color_field=item.color_field, dashed=item.dashed, zero_rule=item.zero_rule,
-                                        y_domain=item.y_domain, width=CONCAT_WIDTH.get(columns)))
-    spec = interactive.to_spec(interactive.linked(built, columns))
+    palette = tuple(sorted(colours(names).items()))
+    options = tuple((item.title, item.y_title, item.color_field, item.dashed, item.zero_rule, item.y_domain,
+                     item.smooth) for item in items)
+    spec = _linked_spec([item.frame for item in items], options, columns, ema_weight(),
+                        bool(st.session_state.get(LOG_KEY, False)), palette)
     st.vega_lite_chart(spec, width="content" if columns > 1 else "stretch", key=key)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _linked_spec(frames: list[pd.DataFrame], options: tuple[tuple[object, ...], ...], columns: int, weight: float,
+                 log_y: bool, palette: tuple[tuple[str, str], ...]) -> dict[str, object]:
+    """The Vega-Lite spec of a page's linked charts, cached on the frames and options, so that a
+    rerun that changes nothing (live refresh of an unchanged run, a widget elsewhere) skips altair."""
+    shared = interactive.Interaction(log_y=log_y)
+    built = []
+    for frame, (title, y_title, color_field, dashed, zero_rule, y_domain, smooth) in zip(frames, options):
+        smoothed = interactive.smooth_frame(frame, weight if smooth else 0.0, str(color_field))
+        built.append(interactive.series(smoothed, str(title), str(y_title), shared, dict(palette),
+                                        color_field=str(color_field), dashed=tuple(dashed),  # type: ignore[arg-type]
+                                        zero_rule=bool(zero_rule), y_domain=y_domain,  # type: ignore[arg-type]
+                                        width=CONCAT_WIDTH.get(columns)))
+    return interactive.to_spec(interactive.linked(built, columns))
 
 
 def common_domain(frames: Sequence[pd.DataFrame], columns: Sequence[str] = ("value",)) -> tuple[float, float] | None:
