@@ -186,6 +186,7 @@ def capture_views(url: str, out_dir: Path, width: int = 1600, height: int = 1000
                 """(title) => { const h = document.querySelector('[data-testid="stMain"] h1');
                                  return h && h.innerText.trim() === title; }""", arg=title, timeout=120_000)
             wait_for_view(page, min_charts=0 if name in CHARTLESS else 1)
+            page.wait_for_timeout(1000)  # let vega lay the charts out before measuring the page
             fit_viewport_to_content(page, width)
             wait_for_view(page, min_charts=0)
             page.wait_for_timeout(1000)  # let vega finish drawing at the new size

@@ -163,8 +163,12 @@ def series(frame: pd.DataFrame, title: str, y_title: str, interaction: Interacti
     value at the hovered step in its tooltip, and points marking the hovered step.
     """
     names = [str(name) for name in pd.unique(frame[color_field])] if not frame.empty else []
-    colour = alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="bottom", columns=4, labelLimit=260),
-                       scale=alt.Scale(domain=names, range=[colours.get(name, PALETTE[0]) for name in names]))
+    scale = alt.Scale(domain=names, range=[colours.get(name, PALETTE[0]) for name in names])
+    colour = alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="bottom", columns=4, labelLimit=260,
+                                                                         symbolType="stroke", symbolStrokeWidth=3,
+                                                                         symbolOpacity=1.0),
+                       scale=scale)
+    unlisted = colour  # one legend for all layers; its symbols are opaque even though faint layers come first
     x = alt.X("step:Q", title="step", scale=alt.Scale(zero=False, nice=False))
     y = alt.Y("value:Q", title=y_title, scale=_y_scale(frame, interaction.log_y, y_domain),
               axis=alt.Axis(format=".4~g"))
@@ -175,13 +179,13 @@ def series(frame: pd.DataFrame, title: str, y_title: str, interaction: Interacti
     if "raw" in frame and not np.allclose(frame["raw"].to_numpy(dtype=float), frame["value"].to_numpy(dtype=float),
                                           equal_nan=True):
         layers.append(base.mark_line(clip=True, strokeWidth=1, opacity=RAW_OPACITY).encode(
-            x=x, y=alt.Y("raw:Q", scale=_y_scale(frame, interaction.log_y, y_domain)), color=colour,
+            x=x, y=alt.Y("raw:Q", scale=_y_scale(frame, interaction.log_y, y_domain)), color=unlisted,
             detail=f"{color_field}:N"))
     if "lo" in frame and frame["lo"].notna().any():
         layers.append(base.transform_filter("isValid(datum.lo) && isValid(datum.hi)").mark_area(
             clip=True, opacity=BAND_OPACITY).encode(x=x, y=alt.Y("lo:Q", scale=_y_scale(frame, interaction.log_y,
                                                                                            y_domain)),
-                                                     y2="hi:Q", color=colour))
+                                                     y2="hi:Q", color=unlisted))
     solid = [name for name in names if name not in dashed]
     line = base.mark_line(clip=True, strokeWidth=2).encode(x=x, y=y, color=colour)
     layers.append(line.transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=solid))
@@ -189,7 +193,7 @@ def series(frame: pd.DataFrame, title: str, y_title: str, interaction: Interacti
     if dashed:
         layers.append(base.mark_line(clip=True, strokeWidth=3, strokeDash=[6, 4]).encode(x=x, y=y, color=colour)
                       .transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=list(dashed))))
-    layers += _crosshair(base, frame, names, color_field, x, y, colour, interaction)
+    layers += _crosshair(base, frame, names, color_field, x, y, unlisted, interaction)
     if zero_rule:
         layers.append(alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0.0)))
     chart = alt.LayerChart(layer=layers, data=frame, title=title, height=CHART_HEIGHT)

@@ -27,8 +27,10 @@ HEATMAP_CELLS = {1: 2000, 2: 1000}
 LIVE_INTERVALS = (2, 5, 10, 30)
 SELECTION_KEY = "_gdro_selection"
 EMA_KEY, LOG_KEY, SHARED_SCALE_KEY = "ema", "log_y", "shared_scale"
-#: Width of each chart when a page puts several side by side in one linked view (pixels).
+#: Width of each chart of a linked view (pixels; Vega-Lite cannot stretch concatenated charts to
+#: their container): by charts per row, and for one per row by the runs shown side by side.
 CONCAT_WIDTH = {2: 520, 3: 340}
+SINGLE_WIDTH = {1: 1040, 2: 470}
 
 
 @dataclass(frozen=True)
@@ -353,14 +355,15 @@ def linked_series(items: Sequence[Series], columns: int = 1, key: str | None = N
     palette = tuple(sorted(colours(names).items()))
     options = tuple((item.title, item.y_title, item.color_field, item.dashed, item.zero_rule, item.y_domain,
                      item.smooth) for item in items)
+    width = CONCAT_WIDTH.get(columns) if columns > 1 else SINGLE_WIDTH[min(2, max(1, len(selection().shown)))]
     spec = _linked_spec([item.frame for item in items], options, columns, ema_weight(),
-                        bool(st.session_state.get(LOG_KEY, False)), palette)
-    st.vega_lite_chart(spec, width="content" if columns > 1 else "stretch", key=key)
+                        bool(st.session_state.get(LOG_KEY, False)), palette, width)
+    st.vega_lite_chart(spec, width="content", key=key)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _linked_spec(frames: list[pd.DataFrame], options: tuple[tuple[object, ...], ...], columns: int, weight: float,
-                 log_y: bool, palette: tuple[tuple[str, str], ...]) -> dict[str, object]:
+                 log_y: bool, palette: tuple[tuple[str, str], ...], width: int | None) -> dict[str, object]:
     """The Vega-Lite spec of a page's linked charts, cached on the frames and options, so that a
     rerun that changes nothing (live refresh of an unchanged run, a widget elsewhere) skips altair."""
     shared = interactive.Interaction(log_y=log_y)
@@ -370,7 +373,7 @@ def _linked_spec(frames: list[pd.DataFrame], options: tuple[tuple[object, ...], 
         built.append(interactive.series(smoothed, str(title), str(y_title), shared, dict(palette),
                                         color_field=str(color_field), dashed=tuple(dashed),  # type: ignore[arg-type]
                                         zero_rule=bool(zero_rule), y_domain=y_domain,  # type: ignore[arg-type]
-                                        width=CONCAT_WIDTH.get(columns)))
+                                        width=width))
     return interactive.to_spec(interactive.linked(built, columns))
 
 
