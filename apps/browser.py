@@ -20,7 +20,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 CHROMIUM = Path(os.environ.get("GDRO_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -63,16 +63,18 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) 
 
 @contextlib.contextmanager
 def running_app(run_dirs: Sequence[Path], root: Path, timeout_s: float = 60.0,
-                log_file: Path | None = None) -> Iterator[str]:
+                log_file: Path | None = None, env: Mapping[str, str] | None = None) -> Iterator[str]:
     """Serve the app with ``python -m gdro_cli app`` on a free localhost port; yields its URL.
 
-    The server runs in its own process group, which is terminated (then killed) on exit.
+    The server runs in its own process group, which is terminated (then killed) on exit; ``env``
+    adds environment variables (e.g. ``GDRO_APP_RENDERER=svg``).
     """
     port = free_port()
     command = [sys.executable, "-m", "gdro_cli", "app", "--root", str(root), "--port", str(port),
                *[str(path) for path in run_dirs]]
     log = open(log_file, "wb") if log_file is not None else subprocess.DEVNULL
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                               env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, process, timeout_s)

@@ -19,6 +19,7 @@ are selected, on the page, or on the session. No Streamlit here.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -42,8 +43,9 @@ MARKER = "gdro-param:"
 HOVERED = alt.ParameterPredicate(param=CROSSHAIR, empty=False)
 RAW_OPACITY = 0.25
 BAND_OPACITY = 0.18
-#: Vega-Lite renders these pages as SVG (crisp, and the axes carry their domain in aria labels).
-SVG_USERMETA = {"embedOptions": {"renderer": "svg"}}
+#: ``GDRO_APP_RENDERER=svg`` draws linked views as SVG (the browser tests read axis ticks and
+#: crosshair labels from the DOM); the default is Vega's canvas renderer, much faster on long runs.
+RENDERER_ENV = "GDRO_APP_RENDERER"
 
 
 def _hash_index(name: str, size: int) -> int:
@@ -207,11 +209,14 @@ def _crosshair(base: alt.Chart, frame: pd.DataFrame, names: list[str], color_fie
     """Invisible hover targets, the rule with every series' value, and the hovered points."""
     if frame.empty:
         return []
-    targets = base.mark_point(opacity=0, size=40).encode(x=x, y=y).properties(description=f"{MARKER}hover")
+    # One invisible target per step (not per step and series): the nearest-step search and the
+    # DOM stay small on long runs.
+    per_step = base.transform_pivot(color_field, value="value", groupby=["step"])
+    targets = per_step.mark_point(opacity=0, size=40).encode(x=x, y=alt.value(0)).properties(
+        description=f"{MARKER}hover")
     tooltip = [alt.Tooltip("step:Q", title="step")] + [
         alt.Tooltip(f"{_field_name(name)}:Q", title=name, format=".4~g") for name in names]
-    rule = base.transform_pivot(color_field, value="value", groupby=["step"]).mark_rule(
-        color="#555555", strokeWidth=1).encode(x=x, tooltip=tooltip).transform_filter(HOVERED)
+    rule = per_step.mark_rule(color="#555555", strokeWidth=1).encode(x=x, tooltip=tooltip).transform_filter(HOVERED)
     dots = base.mark_point(filled=True, size=45).encode(x=x, y=y, color=colour).transform_filter(HOVERED)
     labels = base.transform_filter(HOVERED).transform_calculate(
         crosshair_label=f"datum['{color_field}'] + ': ' + format(datum.value, '.4~g')"
@@ -220,7 +225,7 @@ def _crosshair(base: alt.Chart, frame: pd.DataFrame, names: list[str], color_fie
     return [targets, rule, dots, labels]
 
 
-def linked(charts: Sequence[AnyChart], columns: int = 1, svg: bool = True) -> AnyChart:
+def linked(charts: Sequence[AnyChart], columns: int = 1, renderer: str | None = None) -> AnyChart:
     """The page's charts as one view with the shared zoom and crosshair, ``columns`` per row."""
     rows = [list(charts[start:start + columns]) for start in range(0, len(charts), max(1, columns))]
     views = [alt.HConcatChart(hconcat=row) if len(row) > 1 else row[0] for row in rows]
@@ -228,8 +233,8 @@ def linked(charts: Sequence[AnyChart], columns: int = 1, svg: bool = True) -> An
     # Attributes set in place: altair's .properties()/.resolve_scale() deep-copy every chart's data.
     if len(charts) > 1:
         combined.resolve = alt.Resolve(scale=alt.ScaleResolveMap(color="independent"))
-    if svg:
-        combined.usermeta = SVG_USERMETA
+    renderer = renderer or os.environ.get(RENDERER_ENV, "canvas")
+    combined.usermeta = {"embedOptions": {"renderer": "svg" if renderer == "svg" else "canvas"}}
     return combined
 
 

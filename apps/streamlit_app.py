@@ -41,7 +41,7 @@ PAGES = (
 
 def main() -> None:
     """Configure the page, draw the sidebar, run the selected view."""
-    st.set_page_config(page_title="gdro-lab runs", page_icon=str(ICON), layout="wide")
+    st.set_page_config(page_title="gdro-lab runs", page_icon=str(ICON) if ICON.exists() else None, layout="wide")
     settings = resolve_settings(script_arguments(sys.argv, __file__), os.environ)
     pages = [st.Page(VIEWS_DIR / file, title=title, icon=icon, url_path=url_path, default=index == 0)
              for index, (file, title, icon, url_path) in enumerate(PAGES)]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from apps import browser
+from apps import browser, interactive
 from gdro_app_synthetic import write_synthetic_run
 
 pytestmark = [
@@ -97,7 +97,10 @@ AXIS_LABELS = """() => Array.from(document.querySelectorAll(
 
 
 def test_study_bands_linked_zoom_and_crosshair(seeds_root: Path, tmp_path: Path) -> None:
-    with browser.running_app([], seeds_root, log_file=tmp_path / "app.log") as url:
+    # SVG so that axis ticks and crosshair labels can be read from the DOM (the default canvas
+    # renderer draws the same Vega signals: zoom and crosshair do not depend on the renderer).
+    env = {interactive.RENDERER_ENV: "svg"}
+    with browser.running_app([], seeds_root, log_file=tmp_path / "app.log", env=env) as url:
         with browser.chromium_page(width=1400, height=1400) as page:
             requested: list[str] = []
             page.on("request", lambda request: requested.append(request.url))
