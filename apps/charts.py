@@ -7,7 +7,7 @@ show bin indices (they always fit); tooltips show the run's bin labels (e.g. ``a
 
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+from typing import Any, Mapping, Sequence, Union
 
 import altair as alt
 import pandas as pd
@@ -91,12 +91,17 @@ def grouped_bars(frame: pd.DataFrame, group_field: str, title: str, y_title: str
     ).properties(title=title, height=CHART_HEIGHT)
 
 
-def points(frame: pd.DataFrame, title: str, y_title: str, color_field: str = "metric") -> AnyChart:
-    """Lines with point markers, for sparse series such as evaluations (frame: step, value, color field)."""
+def points(frame: pd.DataFrame, title: str, y_title: str, color_field: str = "metric",
+           colours: Mapping[str, str] | None = None) -> AnyChart:
+    """Lines with point markers, for sparse series such as evaluations (frame: step, value, color field);
+    ``colours`` fixes each name's colour (the app's stable run colours)."""
+    scale = _scale(CATEGORY_SCHEME)
+    if colours is not None and not frame.empty:
+        names = sorted(str(name) for name in frame[color_field].unique())
+        scale = alt.Scale(domain=names, range=[colours.get(name, "#1f77b4") for name in names])
     return alt.Chart(frame).mark_line(point=True).encode(
         x=alt.X("step:Q", title="step"),
         y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False)),
-        color=alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="right"),
-                        scale=_scale(CATEGORY_SCHEME)),
+        color=alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="right"), scale=scale),
         tooltip=[alt.Tooltip("step:Q"), alt.Tooltip(f"{color_field}:N"), alt.Tooltip("value:Q", format=".4f")],
     ).properties(title=title, height=CHART_HEIGHT)

@@ -29,7 +29,7 @@ SELECTION_KEY = "_gdro_selection"
 EMA_KEY, LOG_KEY, SHARED_SCALE_KEY = "ema", "log_y", "shared_scale"
 #: Width of each chart of a linked view (pixels; Vega-Lite cannot stretch concatenated charts to
 #: their container): by charts per row, and for one per row by the runs shown side by side.
-CONCAT_WIDTH = {2: 520, 3: 340}
+CONCAT_WIDTH = {2: 450, 3: 300}
 SINGLE_WIDTH = {1: 1040, 2: 470}
 
 

@@ -172,7 +172,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-browser", action="store_true", help="skip the Chromium measurements")
     parser.add_argument("--rounds", type=int, default=4, help="rounds over all views in the browser")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per method of the Study benchmark")
+    parser.add_argument("--only", choices=("views", "study"), default=None,
+                        help="run only the per-view part (3 runs) or only the Study part (4 methods x seeds)")
     args = parser.parse_args(argv)
+    if args.only != "study":
+        views_part(args)
+    if args.only != "views":
+        study_part(args)
+    return 0
+
+
+def views_part(args: argparse.Namespace) -> None:
+    """Script and browser time per view on 3 runs, and the first page after start."""
     with tempfile.TemporaryDirectory(prefix="bench-app-") as folder:
         root = Path(folder)
         written = write_study(root, args.steps, args.bins)
@@ -182,15 +193,19 @@ def main(argv: list[str] | None = None) -> int:
         print_table("Script time per view (AppTest; run + baseline side by side, Compare: 3 runs)",
                     ("cold", "warm"), script_times(root), limits=(2.0, 1.0))
         if args.no_browser:
-            return 0
+            return
         if not browser.CHROMIUM.exists():
             print(f"\n(browser timings skipped: {browser.CHROMIUM} is missing)")
-            return 0
+            return
         print_table("Browser time per view (headless Chromium, sidebar click until the last chart is drawn)",
                     ("first visit", f"median of {args.rounds - 1} later visits"), browser_times(root, args.rounds))
         total, first_request = startup_times(root)
         print(f"\nFirst page after start: {total:.2f} s from starting `gdro app` until the landing page's charts "
               f"are drawn; {first_request:.2f} s from the first request")
+
+
+def study_part(args: argparse.Namespace) -> None:
+    """The Study view on 4 methods x ``args.seeds`` seeds."""
     with tempfile.TemporaryDirectory(prefix="bench-study-") as folder:
         root = Path(folder)
         written = write_seed_study(root, args.steps, args.bins, args.seeds)
@@ -200,7 +215,6 @@ def main(argv: list[str] | None = None) -> int:
             first, later, drawn = study_browser_times(root, 3)
             print_table("Study view (bands over seeds + final table), headless Chromium", ("first visit", "later"),
                         {"study": (first, later, drawn)}, limits=(3.0, 3.0))
-    return 0
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ def _evaluation_overlay(runs: dict[str, RunData]) -> None:
         return
     metrics = sorted(evals["metric"].unique())
     metric = st.selectbox("Evaluation metric", metrics, key="compare-eval-metric")
-    ui.chart(charts.points(evals[evals["metric"] == metric], f"Evaluation: {metric}", metric, color_field="run"))
+    ui.chart(charts.points(evals[evals["metric"] == metric], f"Evaluation: {metric}", metric, color_field="run",
+                           colours=ui.colours(runs)))
 
 
 def page() -> None:
