@@ -20,16 +20,20 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 CHROMIUM = Path(os.environ.get("GDRO_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 #: (url path, file name, title) of every view, in navigation order (see apps/streamlit_app.py);
 #: the default view is served at the root URL.
-VIEWS = (("", "traveling-wave", "Traveling wave"), ("lead-lag", "lead-lag", "Lead-lag"),
+VIEWS = (("", "traveling-wave", "Traveling wave"), ("study", "study", "Study"), ("lead-lag", "lead-lag", "Lead-lag"),
          ("rollout-budget", "rollout-budget", "Rollout budget"), ("se-proxy", "se-proxy", "SE proxy"),
-         ("outcomes", "outcomes", "Outcomes"), ("compare", "compare", "Compare"), ("config", "config", "Config"))
+         ("outcomes", "outcomes", "Outcomes"), ("compare", "compare", "Compare"),
+         ("evaluations", "evaluations", "Evaluations"), ("step-time", "step-time", "Step time"),
+         ("runs", "runs", "Runs"), ("config", "config", "Config"))
+#: Views that may show no chart (tables only, or a simulator run without evaluations / step times).
+CHARTLESS = frozenset({"Config", "Runs", "Evaluations", "Step time", "config", "runs", "evaluations", "step-time"})
 CHART_SELECTOR = '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks'
 ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RUNNING_SELECTOR = '[data-testid="stStatusWidget"]'
@@ -59,16 +63,18 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) 
 
 @contextlib.contextmanager
 def running_app(run_dirs: Sequence[Path], root: Path, timeout_s: float = 60.0,
-                log_file: Path | None = None) -> Iterator[str]:
+                log_file: Path | None = None, env: Mapping[str, str] | None = None) -> Iterator[str]:
     """Serve the app with ``python -m gdro_cli app`` on a free localhost port; yields its URL.
 
-    The server runs in its own process group, which is terminated (then killed) on exit.
+    The server runs in its own process group, which is terminated (then killed) on exit; ``env``
+    adds environment variables (e.g. ``GDRO_APP_RENDERER=svg``).
     """
     port = free_port()
     command = [sys.executable, "-m", "gdro_cli", "app", "--root", str(root), "--port", str(port),
                *[str(path) for path in run_dirs]]
     log = open(log_file, "wb") if log_file is not None else subprocess.DEVNULL
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                               env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, process, timeout_s)
@@ -144,7 +150,7 @@ def open_view_from_sidebar(page: Any, title: str, timeout_s: float = 60.0) -> fl
                          return h && h.innerText.trim() === title; }""",
         arg=title, timeout=timeout_s * 1000, polling=20)
     waited = time.monotonic() - start
-    return waited + wait_for_view(page, min_charts=0 if title == "Config" else 1, timeout_s=timeout_s)
+    return waited + wait_for_view(page, min_charts=0 if title in CHARTLESS else 1, timeout_s=timeout_s)
 
 
 def fit_viewport_to_content(page: Any, width: int) -> None:
@@ -171,12 +177,18 @@ def capture_views(url: str, out_dir: Path, width: int = 1600, height: int = 1000
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     with chromium_page(width, height) as page:
-        for url_path, name, _title in VIEWS:
+        page.goto(url + (f"?{query}" if query else ""), wait_until="domcontentloaded")
+        wait_for_view(page, min_charts=1)  # the first run registers every page's URL
+        for url_path, name, title in VIEWS:
             if views is not None and name not in views:
                 continue
             page.set_viewport_size({"width": width, "height": height})
             page.goto(f"{url}/{url_path}" + (f"?{query}" if query else ""), wait_until="domcontentloaded")
-            wait_for_view(page, min_charts=0 if url_path == "config" else 1)
+            page.wait_for_function(
+                """(title) => { const h = document.querySelector('[data-testid="stMain"] h1');
+                                 return h && h.innerText.trim() === title; }""", arg=title, timeout=120_000)
+            wait_for_view(page, min_charts=0 if name in CHARTLESS else 1)
+            page.wait_for_timeout(1000)  # let vega lay the charts out before measuring the page
             fit_viewport_to_content(page, width)
             wait_for_view(page, min_charts=0)
             page.wait_for_timeout(1000)  # let vega finish drawing at the new size

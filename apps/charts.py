@@ -7,13 +7,13 @@ show bin indices (they always fit); tooltips show the run's bin labels (e.g. ``a
 
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+from typing import Any, Mapping, Sequence, Union
 
 import altair as alt
 import pandas as pd
 
 #: What the builders return (``.properties`` on a layer is typed as either).
-AnyChart = Union[alt.Chart, alt.LayerChart, alt.FacetChart]
+AnyChart = Union[alt.Chart, alt.LayerChart, alt.FacetChart, alt.HConcatChart, alt.VConcatChart]
 
 CHART_HEIGHT = 300
 BIN_AXIS_TITLE = "bin (0 = hardest)"
@@ -24,6 +24,8 @@ SCHEMES = {"share": "viridis", "weight": "plasma", "reward": "redblue", "success
 CATEGORY_SCHEME = "tableau10"
 #: Fixed colour domains where the field has a natural range (keeps runs comparable side by side).
 DOMAINS: dict[str, list[float]] = {"reward": [-1.0, 1.0], "success": [0.0, 1.0]}
+NULL_COLOUR = "#d9d9d9"
+NULL_NOTE = "null: no prompt assigned to any bin yet"
 
 
 def _scale(scheme: str, domain: list[float] | None = None) -> alt.Scale:
@@ -41,41 +43,36 @@ def _step_domain(frame: pd.DataFrame) -> list[float]:
     return [float(frame["step"].min()), float(frame["step_end"].max())]
 
 
-def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | None = None) -> AnyChart:
-    """Steps x bins heatmap of a long frame (step, step_end, bin, label, value); optional step rule."""
-    scale = _scale(SCHEMES.get(field, "viridis"), DOMAINS.get(field))
-    cells = alt.Chart(frame).mark_rect().encode(
-        x=alt.X("step:Q", title="step", scale=alt.Scale(domain=_step_domain(frame), nice=False, zero=False)),
-        x2="step_end:Q",
-        y=alt.Y("bin:O", title=BIN_AXIS_TITLE, sort="descending"),
+def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | None = None,
+            domain: Sequence[float] | None = None, num_bins: int | None = None) -> AnyChart:
+    """Steps x bins heatmap of a long frame (step, step_end, bin, label, value); optional step rule.
+
+    Every bin is labelled on the y axis (bin 0, the hardest, at the bottom). Null cells (e.g. the
+    share before any prompt is assigned to a bin) are drawn light grey and named in the tooltip,
+    never as a value. ``domain`` fixes the colour scale (to share it between run and baseline).
+    """
+    fixed = list(domain) if domain is not None else DOMAINS.get(field)
+    scale = _scale(SCHEMES.get(field, "viridis"), fixed)
+    bins = list(range(num_bins)) if num_bins is not None else sorted(int(b) for b in frame["bin"].unique())
+    x = alt.X("step:Q", title="step", scale=alt.Scale(domain=_step_domain(frame), nice=False, zero=False))
+    y = alt.Y("bin:O", title=BIN_AXIS_TITLE, sort="descending", scale=alt.Scale(domain=bins[::-1]),
+              axis=alt.Axis(values=bins, labelOverlap=False, labelFontSize=10 if len(bins) <= 24 else 7))
+    cells = alt.Chart(frame).transform_filter("isValid(datum.value)").mark_rect().encode(
+        x=x, x2="step_end:Q", y=y,
         color=alt.Color("value:Q", title=field, scale=scale, legend=alt.Legend(format=".4~g")),
         tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("label:N", title="bin"),
                  alt.Tooltip("value:Q", title=field, format=".3f")],
     )
     layers: list[alt.Chart] = [cells]
+    if frame["value"].isna().any():
+        layers.append(alt.Chart(frame).transform_filter("!isValid(datum.value)").mark_rect(color=NULL_COLOUR).encode(
+            x=x, x2="step_end:Q", y=y,
+            tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("label:N", title="bin"),
+                     alt.Tooltip("note:N", title=field)]).transform_calculate(note=f"'{NULL_NOTE}'"))
     if selected_step is not None:
         rule = alt.Chart(pd.DataFrame({"step": [float(selected_step)]})).mark_rule(
             color="white", strokeDash=[4, 3], strokeWidth=2).encode(x="step:Q")
         layers.append(rule)
-    return alt.layer(*layers).properties(title=title, height=CHART_HEIGHT)
-
-
-def lines(frame: pd.DataFrame, title: str, y_title: str, zero_rule: bool = False,
-          color_field: str = "series", dashed: Sequence[str] = ()) -> AnyChart:
-    """Line chart of a long frame (step, series, value); ``dashed`` series are drawn dashed."""
-    base = alt.Chart(frame).mark_line(clip=True).encode(
-        x=alt.X("step:Q", title="step"),
-        y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False), axis=alt.Axis(format=".4~g")),
-        color=alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="right"),
-                        scale=_scale(CATEGORY_SCHEME)),
-        tooltip=[alt.Tooltip("step:Q"), alt.Tooltip(f"{color_field}:N"), alt.Tooltip("value:Q", format=".4f")],
-    )
-    if dashed:
-        base = base.encode(strokeDash=alt.condition(
-            alt.FieldOneOfPredicate(field=color_field, oneOf=list(dashed)), alt.value([5, 4]), alt.value([1, 0])))
-    layers: list[alt.Chart] = [base]
-    if zero_rule:
-        layers.append(alt.Chart(pd.DataFrame({"value": [0.0]})).mark_rule(color="gray").encode(y="value:Q"))
     return alt.layer(*layers).properties(title=title, height=CHART_HEIGHT)
 
 
@@ -94,12 +91,17 @@ def grouped_bars(frame: pd.DataFrame, group_field: str, title: str, y_title: str
     ).properties(title=title, height=CHART_HEIGHT)
 
 
-def points(frame: pd.DataFrame, title: str, y_title: str, color_field: str = "metric") -> AnyChart:
-    """Lines with point markers, for sparse series such as evaluations (frame: step, value, color field)."""
+def points(frame: pd.DataFrame, title: str, y_title: str, color_field: str = "metric",
+           colours: Mapping[str, str] | None = None) -> AnyChart:
+    """Lines with point markers, for sparse series such as evaluations (frame: step, value, color field);
+    ``colours`` fixes each name's colour (the app's stable run colours)."""
+    scale = _scale(CATEGORY_SCHEME)
+    if colours is not None and not frame.empty:
+        names = sorted(str(name) for name in frame[color_field].unique())
+        scale = alt.Scale(domain=names, range=[colours.get(name, "#1f77b4") for name in names])
     return alt.Chart(frame).mark_line(point=True).encode(
         x=alt.X("step:Q", title="step"),
         y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False)),
-        color=alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="right"),
-                        scale=_scale(CATEGORY_SCHEME)),
+        color=alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="right"), scale=scale),
         tooltip=[alt.Tooltip("step:Q"), alt.Tooltip(f"{color_field}:N"), alt.Tooltip("value:Q", format=".4f")],
     ).properties(title=title, height=CHART_HEIGHT)

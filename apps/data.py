@@ -13,6 +13,7 @@ log gives an empty frame, never an exception.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import warnings
@@ -165,9 +166,12 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def load_run(path: Path) -> RunData:
-    """Read a run; every failure becomes a :class:`RunLoadError` with a one-line message."""
+    """Read a run; every failure becomes a :class:`RunLoadError` with a one-line message.
+
+    Steps where no prompt is assigned to a bin yet get null (NaN) shares (:func:`mask_unassigned`).
+    """
     try:
-        return read_run(path)
+        return mask_unassigned(read_run(path))
     except RunFormatError as err:
         raise RunLoadError(_one_line(str(err))) from None
     except OSError as err:
@@ -176,6 +180,73 @@ def load_run(path: Path) -> RunData:
     except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
         raise RunLoadError(_one_line(f"{path} holds a malformed record ({type(err).__name__}: {err}): "
                                      "the run's files are damaged; check its producer")) from None
+
+
+def assigned_counts(run: RunData) -> np.ndarray | None:
+    """Prompts assigned to some bin per step, shape (T,): sum of the ``count`` bins, else
+    ``num_prompts - num_unassigned``; None when the run logs neither."""
+    if "count" in run.bins:
+        return np.nansum(run.bins["count"], axis=1)
+    if "num_prompts" in run.scalars and "num_unassigned" in run.scalars:
+        return run.scalars["num_prompts"] - run.scalars["num_unassigned"]
+    return None
+
+
+def mask_unassigned(run: RunData) -> RunData:
+    """The run with null shares on steps where no prompt is in any bin yet (returns the same object).
+
+    A producer logs share 0 for every bin while the classifier has not assigned any prompt
+    (the first ~50 steps of a simulator run); those zeros are not data, so the app shows them
+    as missing ("unassigned") instead. The run's files are not touched.
+    """
+    assigned = assigned_counts(run)
+    if assigned is None or "share" not in run.bins or run.steps.size == 0:
+        return run
+    empty_T = ~(np.nan_to_num(assigned) > 0)
+    if empty_T.any():
+        share = run.bins["share"].copy()
+        share[empty_T] = np.nan
+        run.bins["share"] = share
+    return run
+
+
+def unassigned_steps(run: RunData) -> int:
+    """Number of logged steps on which no prompt was assigned to any bin (shares shown as null)."""
+    assigned = assigned_counts(run)
+    return 0 if assigned is None else int((~(np.nan_to_num(assigned) > 0)).sum())
+
+
+def eval_tail_torn(path: Path) -> bool:
+    """True when ``eval.jsonl`` ends in a torn line (no final newline, or an unparseable last line);
+    the reader drops that line, and the app says so."""
+    target = path / EVAL_FILE
+    try:
+        with open(target, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 65536))
+            tail = handle.read()
+    except OSError:
+        return False
+    if not tail:
+        return False
+    if not tail.endswith(b"\n"):
+        return True
+    last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    try:
+        record = json.loads(last) if last.strip() else {}
+    except (ValueError, UnicodeDecodeError):
+        return True
+    return not isinstance(record, dict)
+
+
+def folder_problem(root: Path) -> str | None:
+    """Why ``root`` cannot be searched for runs (one line), or None when it is a folder."""
+    if root.is_dir():
+        return None
+    if root.exists():
+        return f"`{root}` is a file, not a folder: type the folder that holds the run directories"
+    return f"`{root}` does not exist: type an existing folder"
 
 
 # ----------------------------------------------------------------------------- basic accessors
@@ -215,7 +286,24 @@ def summary(run: RunData) -> dict[str, Any]:
     return {"status": str(run.meta.get("status", "unknown")), "producer": str(run.meta.get("producer", "")),
             "steps": int(run.steps.size), "last_step": int(run.steps[-1]) if run.steps.size else None,
             "bins": run.num_bins, "evals": len(run.evals), "snapshots": len(run.snapshot_steps),
-            "torn_tail": bool(run.torn_tail)}
+            "torn_tail": bool(run.torn_tail), "eval_torn": eval_tail_torn(run.path),
+            "unassigned_steps": unassigned_steps(run)}
+
+
+def torn_notes(run: RunData) -> list[str]:
+    """Honest captions for torn last lines: still being written (running) or damaged (finished)."""
+    facts = summary(run)
+    running = facts["status"] == "running"
+    notes = []
+    for torn, name in ((facts["torn_tail"], STEPS_FILE), (facts["eval_torn"], EVAL_FILE)):
+        if not torn:
+            continue
+        if running:
+            notes.append(f"the last line of {name} is still being written (not shown yet)")
+        else:
+            notes.append(f"the last line of {name} is cut short and was ignored: the run is "
+                         f"{facts['status']}, so the file was damaged (e.g. a crash or a full disk)")
+    return notes
 
 
 def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
@@ -310,13 +398,15 @@ def lead_lag_frame(run: RunData) -> pd.DataFrame:
     """
     columns = ["step", "gap", "mu_weight", "mu_data"]
     if has_bins(run, "share") and has_bins(run, "weight"):
-        rows = []
-        for t, step in enumerate(run.steps):
-            share, weight = run.bins["share"][t], run.bins["weight"][t]
-            if np.nansum(share) > 0 and np.nansum(weight) > 0:
-                gap, mu_weight, mu_data = diagnostics.lead_lag_gap(np.nan_to_num(weight), np.nan_to_num(share))
-                rows.append((int(step), gap, mu_weight, mu_data))
-        return pd.DataFrame(rows, columns=columns)
+        # diagnostics.lead_lag_gap for every step at once: index · normalised weights / shares.
+        share_TG, weight_TG = np.nan_to_num(run.bins["share"]), np.nan_to_num(run.bins["weight"])
+        share_T, weight_T = share_TG.sum(axis=1), weight_TG.sum(axis=1)
+        keep = (share_T > 0) & (weight_T > 0)
+        index_G = np.arange(run.num_bins, dtype=float)
+        mu_weight = (weight_TG[keep] @ index_G) / weight_T[keep]
+        mu_data = (share_TG[keep] @ index_G) / share_T[keep]
+        return pd.DataFrame({"step": run.steps[keep].astype(int), "gap": mu_weight - mu_data,
+                             "mu_weight": mu_weight, "mu_data": mu_data}, columns=columns)
     if has_scalar(run, "lead_lag_gap"):
         nan = np.full(run.steps.size, np.nan)
         return pd.DataFrame({"step": run.steps, "gap": run.scalars["lead_lag_gap"],
@@ -541,6 +631,20 @@ def scalar_names(runs: Iterable[RunData]) -> list[str]:
     return first + [name for name in names if name not in first]
 
 
+def metric_series(run: RunData, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of one scalar with finite values only, as numpy arrays (the lead-lag gap
+    recomputed by Eq. 32 as in :func:`compare_frame`); empty arrays when the run does not log it."""
+    if metric == "lead_lag_gap":
+        frame = lead_lag_frame(run)
+        steps, values = frame["step"].to_numpy(dtype=float), frame["gap"].to_numpy(dtype=float)
+    elif metric in run.scalars:
+        steps, values = run.steps.astype(float), run.scalars[metric].astype(float)
+    else:
+        return np.array([]), np.array([])
+    keep = np.isfinite(values)
+    return steps[keep], values[keep]
+
+
 def compare_frame(runs: Mapping[str, RunData], metric: str) -> pd.DataFrame:
     """One scalar over steps for several runs: columns step, run, value (lead-lag recomputed per Eq. 32)."""
     parts = []
@@ -557,16 +661,6 @@ def compare_frame(runs: Mapping[str, RunData], metric: str) -> pd.DataFrame:
     combined = pd.concat(parts, ignore_index=True)[["step", "run", "value"]]
     combined["value"] = pd.to_numeric(combined["value"], errors="coerce")
     return combined.dropna(subset=["value"]).reset_index(drop=True)
-
-
-def smooth(frame: pd.DataFrame, window: int, group_field: str = "run") -> pd.DataFrame:
-    """Trailing rolling mean of ``value`` over ``window`` logged steps, per group (1: unchanged)."""
-    if window <= 1 or frame.empty:
-        return frame
-    ordered = frame.sort_values([group_field, "step"]).copy()
-    ordered["value"] = ordered.groupby(group_field, sort=False)["value"].transform(
-        lambda values: values.rolling(window, min_periods=1).mean())
-    return ordered.reset_index(drop=True)
 
 
 def compare_table(runs: Mapping[str, RunData], metrics: Sequence[str]) -> pd.DataFrame:
@@ -596,3 +690,12 @@ def config_rows(config: Mapping[str, Any], prefix: str = "") -> pd.DataFrame:
 
     walk(config, prefix)
     return pd.DataFrame(rows, columns=["key", "value"])
+
+
+def uniform_weights(run: RunData, tolerance: float = 1e-6) -> bool:
+    """True when the run's bin weights are uniform at every logged step (GRPO: no adversary)."""
+    if not has_bins(run, "weight"):
+        return False
+    weight_TG = run.bins["weight"]
+    rows = weight_TG[np.isfinite(weight_TG).all(axis=1)]
+    return bool(rows.size) and bool(np.allclose(rows, 1.0 / run.num_bins, atol=tolerance))

@@ -1,7 +1,8 @@
 """``gdro app [RUN_DIR ...]``: start the Streamlit app on localhost.
 
-Runs ``python -m streamlit run apps/streamlit_app.py --server.address ADDRESS --server.port PORT
---server.headless true ... -- --root ROOT RUN_DIR...`` as a child process and waits for it;
+Runs ``python -m apps.serve run apps/streamlit_app.py --server.address ADDRESS --server.port PORT
+--server.headless true ... -- --root ROOT RUN_DIR...`` (Streamlit's command line, with the heavy
+imports done while the server starts: ``apps/serve.py``) as a child process and waits for it;
 Ctrl-C or SIGTERM stop the child too. The app binds to 127.0.0.1 unless ``--address`` says
 otherwise. Run folders are made absolute here, so the app does not depend on its working
 directory.
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 def streamlit_command(run_dirs: Sequence[Path], root: Path, address: str, port: int,
                       python: str = sys.executable) -> list[str]:
     """The ``streamlit run`` command line that serves the app for these runs."""
-    return [python, "-m", "streamlit", "run", str(APP_SCRIPT),
+    return [python, "-m", "apps.serve", "run", str(APP_SCRIPT),
             "--server.address", address, "--server.port", str(port), "--server.headless", "true",
             "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
             "--client.toolbarMode", "minimal",

@@ -1,8 +1,11 @@
 """``gdro report RUN_DIR [...]``: the app's figures as static PNGs, drawn with matplotlib.
 
-For each run, ``<out>/<run name>/`` receives traveling_wave.png, lead_lag.png,
-rollout_budget.png, se_proxy.png and outcomes.png; with two or more runs, ``<out>/compare.png``
-overlays them. ``<out>`` is ``reports`` unless ``--out`` says otherwise. The figures use the
+For each run, ``<out>/<method>_seed<seed>/`` (from the run's config; else the folder name)
+receives traveling_wave.png, lead_lag.png, rollout_budget.png, se_proxy.png and outcomes.png;
+with two or more runs, ``<out>/compare.png`` overlays them. A report never silently replaces
+another: when a target folder already holds figures, nothing is written unless ``--overwrite``.
+Evaluation metrics are drawn one panel per scale (rates in [0, 1] together, pass@k together,
+every other metric alone), with their ``_lo``/``_hi`` intervals as bands. ``<out>`` is ``reports`` unless ``--out`` says otherwise. The figures use the
 same frames as the app (:mod:`apps.data`), so both show the same numbers. A run that cannot be
 read is reported on one line and skipped; nothing is written into run directories.
 """
@@ -13,7 +16,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import matplotlib
 
@@ -68,6 +71,8 @@ def _heatmap(axis: Axes, run: RunData, field: str | None, title: str) -> None:
     axis.set_title(f"{title} [{field}]")
     axis.set_xlabel("step")
     axis.set_ylabel("bin (0 = hardest)")
+    axis.set_yticks(np.arange(table.shape[0]), [str(int(b)) for b in table.index],
+                    fontsize="small" if table.shape[0] <= 20 else "xx-small")
 
 
 def _lines(axis: Axes, frame: pd.DataFrame, title: str, y_label: str, what: str,
@@ -77,9 +82,11 @@ def _lines(axis: Axes, frame: pd.DataFrame, title: str, y_label: str, what: str,
     if frame.empty:
         _missing(axis, title, what)
         return
-    for name, part in frame.groupby(color_field, sort=False):
+    colours = plt.get_cmap("tab20" if frame[color_field].nunique() > 10 else "tab10")
+    for position, (name, part) in enumerate(frame.groupby(color_field, sort=False)):
         axis.plot(part["step"], part["value"], label=str(name), marker=marker, linewidth=1.4,
-                  linestyle="--" if name in dashed else "-")
+                  color=colours(position % colours.N), linestyle="--" if name in dashed else "-",
+                  zorder=3 if name in dashed else 2)
     if zero_rule:
         axis.axhline(0.0, color="gray", linewidth=0.8)
     axis.set_title(title)
@@ -107,7 +114,7 @@ def _grouped_bars(axis: Axes, frame: pd.DataFrame, group_field: str, title: str,
 
 def traveling_wave_figure(run: RunData) -> Figure:
     """Fig. 3/5: share, weight and reward heatmaps over snapshot bars with the tail average."""
-    figure, axes = _figure(2, 3, f"Traveling wave: {run.name}")
+    figure, axes = _figure(2, 3, f"Traveling wave: {report_name(run)}")
     fields = [("share", "Prompt share"), ("weight", "Prompt-GDRO weight"), (data.reward_field(run), "Realized reward")]
     for column, (field, title) in enumerate(fields):
         _heatmap(axes[0, column], run, field, title)
@@ -122,7 +129,7 @@ def traveling_wave_figure(run: RunData) -> Figure:
 
 def lead_lag_figure(run: RunData) -> Figure:
     """Eq. 32: the gap and the two mean bin indices."""
-    figure, axes = _figure(1, 2, f"Lead-lag: {run.name}")
+    figure, axes = _figure(1, 2, f"Lead-lag: {report_name(run)}")
     frame = data.lead_lag_frame(run)
     what = "share and weight bins"
     gap = data.to_long(frame, {"gap": "Δμ = μ_weight − μ_data"})
@@ -134,7 +141,7 @@ def lead_lag_figure(run: RunData) -> Figure:
 
 def rollout_budget_figure(run: RunData, step: int | None = None) -> Figure:
     """Fig. 7-9: staircase heatmap, shadow price, frontier at a step (default: last), budget check."""
-    figure, axes = _figure(2, 2, f"Rollout budget: {run.name}")
+    figure, axes = _figure(2, 2, f"Rollout budget: {report_name(run)}")
     _heatmap(axes[0, 0], run, "rollouts" if data.has_bins(run, "rollouts") else None, "Rollouts per prompt")
     _lines(axes[0, 1], data.scalars_long(run, {"mu": "μ"}), "Shadow price μ", "μ", "mu")
     index = data.step_index(run, step if step is not None else int(run.steps[-1]) if run.steps.size else 0)
@@ -159,7 +166,7 @@ def rollout_budget_figure(run: RunData, step: int | None = None) -> Figure:
 
 def se_proxy_figure(run: RunData) -> Figure:
     """Eq. 33: WSE actual vs uniform vs square-root optimum, and the reduction in percent."""
-    figure, axes = _figure(1, 2, f"SE proxy: {run.name}")
+    figure, axes = _figure(1, 2, f"SE proxy: {report_name(run)}")
     frame = data.se_frame(run)
     what = "se_* scalars or share/sigma/rollouts bins"
     _lines(axes[0, 0], data.to_long(frame, {"se_actual": "actual", "se_uniform": "uniform n̄",
@@ -173,15 +180,60 @@ def se_proxy_figure(run: RunData) -> Figure:
     return figure
 
 
-def outcomes_figure(run: RunData) -> Figure:
-    """Mean and worst-group success, effective support, evaluation metrics."""
-    figure, axes = _figure(1, 3, f"Outcomes: {run.name}")
+def eval_panels(evals: pd.DataFrame) -> list[tuple[str, list[str]]]:
+    """Evaluation metrics split by scale: (panel title, metric names) for rates in [0, 1]
+    (accuracies, mean@k, pass@k — pass@k separately), then one panel per other metric (counts
+    such as ``rollouts_total`` would flatten every rate to a line at 0). ``_lo``/``_hi``
+    bounds are drawn as bands with their metric, not as metrics."""
+    if evals.empty:
+        return []
+    names = [name for name in dict.fromkeys(evals["metric"]) if not name.endswith(("_lo", "_hi"))]
+    ranges = evals.groupby("metric")["value"].agg(["min", "max"])
+    rates = [name for name in names if ranges.loc[name, "min"] >= 0.0 and ranges.loc[name, "max"] <= 1.0]
+    passes = [name for name in rates if "pass@" in name]
+    others = [name for name in rates if name not in passes]
+    panels = [(title, group) for title, group in (("Evaluation: rates", others), ("Evaluation: pass@k", passes))
+              if group]
+    return panels + [(f"Evaluation: {name}", [name]) for name in names if name not in rates]
+
+
+def _eval_panel(axis: Axes, evals: pd.DataFrame, title: str, names: list[str]) -> None:
+    """Eval metrics over steps with distinct colours, and shaded ``_lo``–``_hi`` bands when logged."""
+    colours = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
+    for position, name in enumerate(names):
+        part = evals[evals["metric"] == name].sort_values("step")
+        colour = colours(position % colours.N)
+        axis.plot(part["step"], part["value"], marker="o", markersize=3, linewidth=1.4, color=colour, label=name)
+        lo = evals[evals["metric"] == f"{name}_lo"].set_index("step")["value"]
+        hi = evals[evals["metric"] == f"{name}_hi"].set_index("step")["value"]
+        if not lo.empty and not hi.empty:
+            steps = sorted(set(lo.index) & set(hi.index))
+            axis.fill_between(steps, lo.reindex(steps), hi.reindex(steps), color=colour, alpha=0.2, linewidth=0)
+    axis.set_title(title)
+    axis.set_xlabel("step")
+    axis.set_ylabel(names[0] if len(names) == 1 else "rate")
+    axis.legend(fontsize="x-small", ncol=1 + len(names) // 8)
+
+
+def outcomes_figure(run: RunData, max_panels: int = 9) -> Figure:
+    """Mean and worst-group success, effective support, and evaluation metrics, one panel per scale."""
+    evals = data.evals_frame(run)
+    panels = eval_panels(evals)[:max_panels]
+    columns = 3
+    rows = 1 + -(-max(len(panels) - 1, 0) // columns)
+    figure, axes = _figure(rows, columns, f"Outcomes: {report_name(run)}")
     frame = data.outcomes_frame(run)
     _lines(axes[0, 0], data.to_long(frame, {"mean_success": "mean", "worst_bin_success": "worst bin"}),
            "Training success", "success rate", "mean_success / success bins")
     _lines(axes[0, 1], data.to_long(frame, {"effective_support": "exp(entropy)"}),
            f"Effective support (of {run.num_bins} bins)", "bins", "weight bins")
-    _lines(axes[0, 2], data.evals_frame(run), "Evaluations", "value", "eval.jsonl", color_field="metric", marker="o")
+    slots = [axes[0, 2], *axes[1:].flat]
+    if not panels:
+        _missing(slots[0], "Evaluations", "eval.jsonl")
+    for axis, (title, names) in zip(slots, panels):
+        _eval_panel(axis, evals, title, names)
+    for axis in slots[max(len(panels), 1):]:
+        axis.set_axis_off()
     return figure
 
 
@@ -202,9 +254,28 @@ def compare_figure(runs: dict[str, RunData]) -> Figure:
 
 # ----------------------------------------------------------------------------- command line
 
+def report_name(run: RunData) -> str:
+    """A run's name in figures and report folders: ``<method>_seed<seed>`` from its config when it
+    says both (simulator runs all live in folders named ``seed0``...), else the folder name."""
+    method, seed = run.config.get("method"), run.config.get("seed")
+    if isinstance(method, str) and method and isinstance(seed, (int, str)) and not isinstance(seed, bool):
+        return f"{method}_seed{seed}"
+    if isinstance(method, str) and method:
+        return f"{method}_{run.path.name}"
+    return run.path.name or str(run.path)
+
+
 def safe_name(label: str) -> str:
     """A folder name from a run label (letters, digits, dot, dash, underscore)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "run"
+
+
+def unique_name(name: str, taken: Mapping[str, object]) -> str:
+    """``name``, or ``name-2``, ``name-3``... when an earlier run of this report already has it."""
+    candidate, number = name, 2
+    while candidate in taken:
+        candidate, number = f"{name}-{number}", number + 1
+    return candidate
 
 
 def write_report(run: RunData, out_dir: Path, step: int | None = None) -> list[Path]:
@@ -237,7 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gdro report", description="Static PNG figures of run directories.")
     parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to draw")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="output folder; each run gets <out>/<run name>/ (default: reports)")
+                        help="output folder; each run gets <out>/<method>_seed<seed>/ (default: reports)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace figures already in the output folders (without it, existing figures "
+                             "stop the report before anything is written)")
     parser.add_argument("--step", type=int, default=None, help="step of the budget frontier (default: last)")
     return parser
 
@@ -263,12 +337,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"gdro report: skipped: {entry.path} has no steps logged yet", file=sys.stderr)
             failed += 1
             continue
-        target = args.out / safe_name(entry.label)
-        files = write_report(run, target, args.step)
-        print(f"{entry.path}: {len(files)} figures in {target}")
-        loaded[entry.label] = run
+        loaded[unique_name(safe_name(report_name(run)), loaded)] = run
+    targets = {name: args.out / name for name in loaded}
     if len(loaded) >= 2:
-        figure = compare_figure(loaded)
+        targets["compare.png"] = args.out / "compare.png"
+    existing = [path for path in targets.values() if path.exists() and (path.is_file() or any(path.iterdir()))]
+    if existing and not args.overwrite:
+        print(f"gdro report: {existing[0]} already holds a report ({len(existing)} in all): choose another --out "
+              "or pass --overwrite", file=sys.stderr)
+        return 2
+    for name, run in loaded.items():
+        files = write_report(run, targets[name], args.step)
+        print(f"{run.path}: {len(files)} figures in {targets[name]}")
+    if len(loaded) >= 2:
+        figure = compare_figure(loaded)  # keyed by report name: method_seedN
         args.out.mkdir(parents=True, exist_ok=True)
         figure.savefig(args.out / "compare.png", dpi=110)
         plt.close(figure)

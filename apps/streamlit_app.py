@@ -21,21 +21,27 @@ from apps import ui
 from apps.settings import resolve_settings, script_arguments
 
 VIEWS_DIR = Path(__file__).resolve().parent / "views"
+#: The page icon is a local file served by the app itself: no font or emoji host is asked for it.
+ICON = Path(__file__).resolve().parent / "static" / "icon.png"
 #: (file in views/, title, icon, url path); the first one is the landing page.
 PAGES = (
     ("traveling_wave.py", "Traveling wave", ":material/waves:", "traveling-wave"),
+    ("study.py", "Study", ":material/stacked_line_chart:", "study"),
     ("lead_lag.py", "Lead-lag", ":material/timeline:", "lead-lag"),
     ("rollout_budget.py", "Rollout budget", ":material/stairs:", "rollout-budget"),
     ("se_proxy.py", "SE proxy", ":material/functions:", "se-proxy"),
     ("outcomes.py", "Outcomes", ":material/trophy:", "outcomes"),
     ("compare.py", "Compare", ":material/compare_arrows:", "compare"),
+    ("evaluations.py", "Evaluations", ":material/fact_check:", "evaluations"),
+    ("step_time.py", "Step time", ":material/timer:", "step-time"),
+    ("runs.py", "Runs", ":material/table_rows:", "runs"),
     ("config.py", "Config", ":material/settings:", "config"),
 )
 
 
 def main() -> None:
     """Configure the page, draw the sidebar, run the selected view."""
-    st.set_page_config(page_title="gdro-lab runs", page_icon=":material/waves:", layout="wide")
+    st.set_page_config(page_title="gdro-lab runs", page_icon=str(ICON) if ICON.exists() else None, layout="wide")
     settings = resolve_settings(script_arguments(sys.argv, __file__), os.environ)
     pages = [st.Page(VIEWS_DIR / file, title=title, icon=icon, url_path=url_path, default=index == 0)
              for index, (file, title, icon, url_path) in enumerate(PAGES)]

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
+import numpy as np
+import pandas as pd
 import streamlit as st
 
-from apps import charts, data
+from apps import charts, data, interactive
 from apps.settings import AppSettings
 from gdro_lab.runlog import RunData
 
@@ -24,6 +26,11 @@ NO_BASELINE = "(none)"
 HEATMAP_CELLS = {1: 2000, 2: 1000}
 LIVE_INTERVALS = (2, 5, 10, 30)
 SELECTION_KEY = "_gdro_selection"
+EMA_KEY, LOG_KEY, SHARED_SCALE_KEY = "ema", "log_y", "shared_scale"
+#: Width of each chart of a linked view (pixels; Vega-Lite cannot stretch concatenated charts to
+#: their container): by charts per row, and for one per row by the runs shown side by side.
+CONCAT_WIDTH = {2: 450, 3: 300}
+SINGLE_WIDTH = {1: 1040, 2: 470}
 
 
 @dataclass(frozen=True)
@@ -108,17 +115,72 @@ def sidebar(settings: AppSettings) -> Selection:
     primary = by_label.get(primary_label) if primary_label else None
     baseline = by_label.get(baseline_label) if baseline_label != NO_BASELINE else None
     live = st.sidebar.toggle("Live refresh", value=_is_running(primary), key="live",
-                             help="Re-read runs that are still being written every few seconds.")
+                             help="Re-read runs that are still being written every few seconds; "
+                                  "new run folders appear by themselves.")
     interval = st.sidebar.select_slider("Refresh every (s)", LIVE_INTERVALS, value=5, key="live_interval",
                                         disabled=not live)
-    if not root.is_dir():
-        st.sidebar.caption(f"Runs folder `{root}` does not exist.")
+    _chart_options()
+    problem = data.folder_problem(root)
+    if problem is not None:
+        st.sidebar.caption(f"Runs folder {problem}.")
     elif truncated:
         st.sidebar.caption(f"Stopped searching `{root}` early (too deep or too many folders): "
                            "choose a narrower runs folder.")
     selection = Selection(root, tuple(entries), primary, baseline, bool(live), float(interval))
     st.session_state[SELECTION_KEY] = selection
+    if live:
+        _watch_new_runs(str(root), tuple(str(path) for path in found), float(interval))
     return selection
+
+
+def _chart_options() -> None:
+    """EMA smoothing, log scale and the shared colour scale, for every page (sidebar expander)."""
+    with st.sidebar.expander("Chart options", expanded=False):
+        st.slider("Smoothing (EMA weight)", 0.0, 0.99, value=0.0, step=0.01, key=EMA_KEY,
+                  help="TensorBoard-style debiased exponential moving average; the raw series stay "
+                       "visible as faint lines. 0 = raw values.")
+        st.toggle("Log y-scale", value=False, key=LOG_KEY,
+                  help="Logarithmic y axes on time-series charts (symmetric log when values reach 0 or below).")
+        st.toggle("Same colour scale for run and baseline", value=True, key=SHARED_SCALE_KEY,
+                  help="Heatmaps of the run and its baseline use one colour scale, so equal colours mean "
+                       "equal values.")
+
+
+def _watch_new_runs(root_text: str, known: tuple[str, ...], interval_s: float) -> None:
+    """In live mode, search the runs folder every ``interval_s`` and rerun the app when the set of
+    run folders changed, so new runs appear in the sidebar without a click."""
+
+    def check() -> None:
+        found, _ = data.find_run_dirs(Path(root_text))
+        if tuple(str(path) for path in found) != known:
+            _cached_search.clear()
+            st.rerun(scope="app")
+
+    with st.sidebar:
+        st.fragment(check, run_every=interval_s)()
+
+
+def ema_weight() -> float:
+    """The EMA weight chosen in the sidebar (0 = no smoothing)."""
+    return float(st.session_state.get(EMA_KEY, 0.0))
+
+
+def interaction() -> interactive.Interaction:
+    """A fresh set of linked zoom / crosshair parameters with the sidebar's log-scale choice."""
+    return interactive.Interaction(log_y=bool(st.session_state.get(LOG_KEY, False)))
+
+
+def shared_scale() -> bool:
+    """Whether run and baseline heatmaps share one colour scale."""
+    return bool(st.session_state.get(SHARED_SCALE_KEY, True))
+
+
+def colours(extra: Iterable[str] = ()) -> dict[str, str]:
+    """Stable colours for every run the app lists, their method names and ``extra`` names."""
+    chosen = selection()
+    names = [entry.label for entry in chosen.entries] + list(extra)
+    names += [label.rsplit("/", 1)[0] for label in names if "/" in label]
+    return interactive.colour_map(names)
 
 
 def selection() -> Selection:
@@ -131,7 +193,11 @@ def selection() -> Selection:
 
 def no_runs_message(chosen: Selection) -> None:
     """Tell the user where runs are looked for and how to make one."""
-    where = f"`{chosen.root}`" + ("" if chosen.root.is_dir() else " (this folder does not exist)")
+    where = f"`{chosen.root}`"
+    if chosen.root.is_file():
+        where += " (a file, not a folder)"
+    elif not chosen.root.is_dir():
+        where += " (this folder does not exist)"
     st.info(f"No run directories found under {where}. Choose another runs folder in the sidebar, "
             "pass run folders to `gdro app RUN_DIR ...`, or write one with `gdro simulate`.",
             icon=":material/folder_open:")
@@ -143,8 +209,11 @@ def run_caption(run: RunData) -> None:
     last = f" (last step {facts['last_step']})" if facts["last_step"] is not None else ""
     text = (f"{facts['status']} · {facts['producer'] or 'unknown producer'} · {facts['steps']} steps{last} · "
             f"{facts['bins']} bins · {facts['evals']} evaluations")
-    if facts["torn_tail"]:
-        text += " · last record still being written (ignored)"
+    if facts["unassigned_steps"]:
+        text += (f" · {facts['unassigned_steps']} steps with no prompt assigned to a bin yet "
+                 "(shares shown as null, grey)")
+    for note in data.torn_notes(run):
+        text += f" · {note}"
     st.caption(text)
 
 
@@ -201,12 +270,47 @@ def heatmap_columns(run: RunData) -> int:
 
 
 def heatmap(run: RunData, field: str, title: str, selected_step: float | None = None) -> None:
-    """A steps x bins heatmap of a per-bin field, averaged over step blocks when the run is long."""
+    """A steps x bins heatmap of a per-bin field, averaged over step blocks when the run is long;
+    with a baseline shown and the shared scale on, both use one colour scale."""
     columns = heatmap_columns(run)
     block = data.heatmap_block(run.steps.size, columns)
     if block > 1:
         title = f"{title} · means of {block}-step blocks"
-    chart(charts.heatmap(data.heatmap_frame(run, field, columns), field, title, selected_step))
+    domain = shared_domain(field) if shared_scale() and field not in charts.DOMAINS else None
+    spec = _heatmap_spec(str(run.path), data.run_signature(run.path), field, columns, title, selected_step,
+                         tuple(domain) if domain is not None else None)
+    st.vega_lite_chart(spec, width="stretch")
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _heatmap_spec(path_text: str, signature: tuple[tuple[str, int, int], ...], field: str, columns: int, title: str,
+                  selected_step: float | None, domain: tuple[float, ...] | None) -> dict[str, object]:
+    """A heatmap's Vega-Lite spec, cached on the run's files and the view's options."""
+    run = get_run(Path(path_text))
+    figure = charts.heatmap(data.heatmap_frame(run, field, columns), field, title, selected_step, domain=domain,
+                            num_bins=run.num_bins)
+    return interactive.to_spec(figure)
+
+
+def shown_runs() -> list[RunData]:
+    """The run and its baseline (those that load), in display order."""
+    loaded = []
+    for _, entry in selection().shown:
+        try:
+            loaded.append(get_run(entry.path))
+        except data.RunLoadError:
+            continue
+    return loaded
+
+
+def shared_domain(field: str) -> list[float] | None:
+    """[min, max] of a per-bin field over the shown runs (None when fewer than two show it)."""
+    runs = [run for run in shown_runs() if data.has_bins(run, field)]
+    if len(runs) < 2:
+        return None
+    low = min(float(np.nanmin(run.bins[field])) for run in runs)
+    high = max(float(np.nanmax(run.bins[field])) for run in runs)
+    return [low, high] if high > low else None
 
 
 def step_slider(run: RunData, key: str, label: str = "Step") -> int:
@@ -225,3 +329,62 @@ def iter_loaded(entries: list[data.RunEntry]) -> Iterator[tuple[str, RunData]]:
         run = try_run(entry)
         if run is not None:
             yield entry.label, run
+
+
+@dataclass(frozen=True)
+class Series:
+    """One time-series chart of a page: a long frame (step, <color_field>, value[, lo, hi]) and labels."""
+
+    frame: pd.DataFrame
+    title: str
+    y_title: str
+    color_field: str = "series"
+    dashed: tuple[str, ...] = ()
+    zero_rule: bool = False
+    y_domain: tuple[float, float] | None = None
+    smooth: bool = True
+
+
+def linked_series(items: Sequence[Series], columns: int = 1, key: str | None = None) -> None:
+    """The page's time-series charts as one linked view: shared x-zoom (drag / wheel, double-click
+    resets), a crosshair over every series, the sidebar's EMA smoothing (raw faint) and log scale."""
+    items = [item for item in items if not item.frame.empty]
+    if not items:
+        return
+    names = [str(name) for item in items for name in pd.unique(item.frame[item.color_field])]
+    palette = tuple(sorted(colours(names).items()))
+    options = tuple((item.title, item.y_title, item.color_field, item.dashed, item.zero_rule, item.y_domain,
+                     item.smooth) for item in items)
+    width = CONCAT_WIDTH.get(columns) if columns > 1 else SINGLE_WIDTH[min(2, max(1, len(selection().shown)))]
+    spec = _linked_spec([item.frame for item in items], options, columns, ema_weight(),
+                        bool(st.session_state.get(LOG_KEY, False)), palette, width)
+    st.vega_lite_chart(spec, width="content", key=key)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _linked_spec(frames: list[pd.DataFrame], options: tuple[tuple[object, ...], ...], columns: int, weight: float,
+                 log_y: bool, palette: tuple[tuple[str, str], ...], width: int | None) -> dict[str, object]:
+    """The Vega-Lite spec of a page's linked charts, cached on the frames and options, so that a
+    rerun that changes nothing (live refresh of an unchanged run, a widget elsewhere) skips altair."""
+    shared = interactive.Interaction(log_y=log_y)
+    built = []
+    for frame, (title, y_title, color_field, dashed, zero_rule, y_domain, smooth) in zip(frames, options):
+        smoothed = interactive.smooth_frame(frame, weight if smooth else 0.0, str(color_field))
+        built.append(interactive.series(smoothed, str(title), str(y_title), shared, dict(palette),
+                                        color_field=str(color_field), dashed=tuple(dashed),  # type: ignore[arg-type]
+                                        zero_rule=bool(zero_rule), y_domain=y_domain,  # type: ignore[arg-type]
+                                        width=width))
+    return interactive.to_spec(interactive.linked(built, columns))
+
+
+def common_domain(frames: Sequence[pd.DataFrame], columns: Sequence[str] = ("value",)) -> tuple[float, float] | None:
+    """[min, max] over several frames (equal y-ranges for charts compared side by side)."""
+    values = [frame[column].to_numpy(dtype=float) for frame in frames for column in columns
+              if column in frame and not frame.empty]
+    finite = np.concatenate(values) if values else np.array([])
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0:
+        return None
+    low, high = float(finite.min()), float(finite.max())
+    pad = 0.05 * (high - low) if high > low else 0.5
+    return (low - pad, high + pad)

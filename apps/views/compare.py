@@ -1,7 +1,9 @@
 """Compare: two or more runs overlaid (e.g. GRPO vs Prompt-GDRO vs Rollout-GDRO from one study).
 
 Any logged scalar (the lead-lag gap recomputed by Eq. 32) and any evaluation metric, one line
-per run, plus a table of final values and tail averages (steps at or after the 60th percentile).
+per run — or, with "Group seeds by method", one mean line per method with its 95% band over
+seeds (as on the Study page) — plus a table of final values and tail averages (steps at or
+after the 60th percentile). Charts are linked: zoom and crosshair act on all of them.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from apps import charts, data, ui
+from apps import charts, data, study, ui
 from gdro_lab.runlog import RunData
 
 TITLE = "Compare"
@@ -32,15 +34,16 @@ def _evaluation_overlay(runs: dict[str, RunData]) -> None:
         return
     metrics = sorted(evals["metric"].unique())
     metric = st.selectbox("Evaluation metric", metrics, key="compare-eval-metric")
-    ui.chart(charts.points(evals[evals["metric"] == metric], f"Evaluation: {metric}", metric, color_field="run"))
+    ui.chart(charts.points(evals[evals["metric"] == metric], f"Evaluation: {metric}", metric, color_field="run",
+                           colours=ui.colours(runs)))
 
 
 def page() -> None:
-    """Pick runs and metrics; draw one overlay chart per metric."""
+    """Pick runs and metrics; draw one overlay chart per metric (linked)."""
     chosen = ui.selection()
     st.title(TITLE)
     st.caption("Runs overlaid on the same axes: pick two or more, e.g. GRPO, Prompt-GDRO and Rollout-GDRO "
-               "of one study.")
+               "of one study. Drag or scroll a chart to zoom all of them; hover for every run's value.")
     if not chosen.entries:
         ui.no_runs_message(chosen)
         return
@@ -57,17 +60,25 @@ def page() -> None:
         if "lead_lag_gap" not in names and any(not data.lead_lag_frame(r).empty for r in runs.values()):
             names.insert(0, "lead_lag_gap")
         defaults = [name for name in data.COMPARE_DEFAULTS if name in names]
-        picked, smoothing = st.columns([4, 1])
+        picked, grouping = st.columns([4, 1])
         metrics = picked.multiselect("Metrics", names, default=defaults or names[:3], key="compare-metrics")
-        window = smoothing.number_input("Smoothing (steps)", min_value=1, max_value=200, value=1,
-                                        key="compare-smoothing", help="Trailing rolling mean; 1 = raw values.")
-        columns = st.columns(2)
-        for position, metric in enumerate(metrics):
-            with columns[position % 2]:
-                frame = data.smooth(data.compare_frame(runs, metric), int(window))
-                ui.chart(charts.lines(frame, metric, metric, color_field="run", zero_rule=metric == "lead_lag_gap"))
+        grouped = grouping.toggle("Group seeds by method", value=False, key="compare-group",
+                                  help="One mean line per method (config without the seed) with its 95% band.")
+        if grouped:
+            methods = study.group_by_method(runs)
+            items = [ui.Series(study.band_frame(methods, metric), metric, metric, color_field="method",
+                               zero_rule=metric == "lead_lag_gap") for metric in metrics]
+        else:
+            items = [ui.Series(data.compare_frame(runs, metric), metric, metric, color_field="run",
+                               zero_rule=metric == "lead_lag_gap") for metric in metrics]
+        ui.linked_series(items, columns=2, key="compare-charts")
         _evaluation_overlay(runs)
-        if metrics:
+        if metrics and grouped:
+            st.caption("Final results per method: mean [95% interval] over seeds")
+            table = study.final_table(methods, metrics)
+            st.dataframe(table[[c for c in table.columns if not c.endswith((" mean", " lo", " hi"))]],
+                         hide_index=True, width="stretch")
+        elif metrics:
             st.caption("Final value and tail average (steps at or after the 60th percentile) per run")
             st.dataframe(data.compare_table(runs, metrics), hide_index=True, width="stretch")
 

@@ -42,15 +42,14 @@ def render(run: RunData, key: str) -> None:
     """Training success, effective support, evaluations."""
     frame = data.outcomes_frame(run)
     success = data.to_long(frame, SUCCESS_NAMES)
+    support = data.to_long(frame, {"effective_support": "exp(entropy) of bin weights"})
     if success.empty:
         ui.missing("success rates (`mean_success`, `worst_bin_success` or per-bin `success`)")
-    else:
-        ui.chart(charts.lines(success, "Training success: mean and worst group", "success rate"))
-    support = data.to_long(frame, {"effective_support": "exp(entropy) of bin weights"})
     if support.empty:
         ui.missing("Prompt-GDRO weights (`weight` bins or the `effective_support` scalar)")
-    else:
-        ui.chart(charts.lines(support, f"Effective support (of {run.num_bins} bins)", "bins"))
+    ui.linked_series([ui.Series(success, "Training success: mean and worst group", "success rate"),
+                      ui.Series(support, f"Effective support (of {run.num_bins} bins)", "bins")],
+                     key=f"{key}-charts")
     _evaluations(run, key)
 
 

@@ -15,12 +15,12 @@ from gdro_lab.runlog import RunData
 TITLE = "Rollout budget"
 
 
-def _budget(run: RunData) -> None:
-    """Mean rollouts per prompt against the budget n_bar, with a pass/fail line."""
+def _budget(run: RunData) -> ui.Series | None:
+    """The pass/fail line of the mean budget; returns the chart of mean rollouts per prompt against n_bar."""
     check = data.budget_check(run)
     if check is None:
         ui.missing("rollouts per bin (nor the `mean_rollouts` scalar)")
-        return
+        return None
     settings = data.rollout_settings(run)
     if check.held:
         st.success(f"Mean budget held: every step spent n̄ = {check.target:g} rollouts per prompt "
@@ -30,7 +30,7 @@ def _budget(run: RunData) -> None:
         st.warning(f"Mean budget missed: step {check.worst_step} is {check.max_deviation:.3g} rollouts per prompt "
                    f"away from n̄ = {check.target:g} (n̄ from {settings.source}).", icon=":material/warning:")
     long = data.to_long(check.frame, {"realized": "realized mean", "target": "budget n̄"})
-    ui.chart(charts.lines(long, "Mean rollouts per prompt", "rollouts per prompt", dashed=["budget n̄"]))
+    return ui.Series(long, "Mean rollouts per prompt", "rollouts per prompt", dashed=("budget n̄",), smooth=False)
 
 
 def _frontier(run: RunData, key: str, index: int) -> None:
@@ -62,13 +62,12 @@ def render(run: RunData, key: str) -> None:
                    selected_step=float(run.steps[index]))
     else:
         ui.missing("the per-bin field `rollouts` (a run without Rollout-GDRO)")
-    if data.has_scalar(run, "mu"):
-        mu = data.scalars_long(run, {"mu": "μ"})
-        ui.chart(charts.lines(mu, "Shadow price μ (Eq. 21)", "μ"))
-    else:
-        ui.missing("the shadow price `mu`")
     _frontier(run, key, index)
-    _budget(run)
+    items = [ui.Series(data.scalars_long(run, {"mu": "μ"}), "Shadow price μ (Eq. 21)", "μ")]
+    if not data.has_scalar(run, "mu"):
+        ui.missing("the shadow price `mu`")
+    budget = _budget(run)
+    ui.linked_series(items + ([budget] if budget is not None else []), key=f"{key}-charts")
 
 
 ui.views(render, TITLE, "Fig. 7-9: how Rollout-GDRO spends a fixed mean budget n̄ across bins. "

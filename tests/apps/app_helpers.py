@@ -84,3 +84,51 @@ def assert_clean(app: AppTest) -> None:
     """No exception element and no error element on the page."""
     assert not app.exception, [element.value for element in app.exception]
     assert not app.error, [element.value for element in app.error]
+
+
+def views(chart: Any) -> list[dict[str, Any]]:
+    """The charts inside a linked chart (vconcat / hconcat flattened), or the chart itself."""
+    found: list[dict[str, Any]] = []
+
+    def walk(part: dict[str, Any]) -> None:
+        for key in ("vconcat", "hconcat", "concat"):
+            if key in part:
+                for child in part[key]:
+                    walk(child)
+                return
+        found.append(part)
+
+    walk(spec(chart))
+    return found
+
+
+def view_title(view: dict[str, Any]) -> str:
+    value = view.get("title", "")
+    return value if isinstance(value, str) else str(value.get("text", ""))
+
+
+def all_views(app: AppTest) -> list[tuple[Any, dict[str, Any]]]:
+    """(chart element, view spec) for every chart on the page, linked or not."""
+    return [(chart, view) for chart in charts(app) for view in views(chart)]
+
+
+def view_titles(app: AppTest) -> list[str]:
+    return [view_title(view) for _, view in all_views(app)]
+
+
+def view_table(chart: Any, view: dict[str, Any]) -> pa.Table:
+    """The dataset a view reads (by name), as an Arrow table."""
+    name = view.get("data", {}).get("name")
+    for dataset in chart.proto.datasets:
+        if dataset.name == name:
+            with pa.ipc.open_stream(dataset.data.data) as reader:
+                return reader.read_all()
+    raise KeyError(f"no dataset {name!r} in the chart")
+
+
+def find_view(app: AppTest, wanted: str) -> tuple[Any, dict[str, Any]]:
+    """The (chart, view) whose title is ``wanted``."""
+    for chart, view in all_views(app):
+        if view_title(view) == wanted:
+            return chart, view
+    raise AssertionError(f"no chart titled {wanted!r}: {view_titles(app)}")

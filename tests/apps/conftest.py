@@ -149,3 +149,21 @@ def empty_run(tmp_path: Path) -> Path:
     writer = open_synthetic_run(tmp_path / "empty", curriculum)
     writer.close("running")
     return tmp_path / "empty"
+
+
+@pytest.fixture(scope="session")
+def seeds_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A study of two methods x three seeds, in simulator layout (<method>/seed<k>)."""
+    root = tmp_path_factory.mktemp("seeds")
+    for method in ("grpo", "prompt_gdro"):
+        for seed in range(3):
+            write_synthetic_run(root / method / f"seed{seed}", steps=30, num_bins=6, seed=seed, method=method)
+    return root
+
+
+@pytest.fixture(scope="session")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run with a real trainer's extras: time/* scalars, agreed-name evaluations with
+    bounds, and 8 warm-up steps on which no prompt is assigned to a bin yet."""
+    return write_synthetic_run(tmp_path_factory.mktemp("real") / "real", steps=40, num_bins=6, seed=4,
+                               real=True, warmup=8)

@@ -54,6 +54,11 @@ class SyntheticCurriculum:
     method: str = "both"
     seed: int = 0
     batch: int = 64
+    #: Real-run extras: ``time/*`` step times, ``perf/tokens_per_s`` and evaluations under the
+    #: agreed names (``{bench}/mean@8`` with ``_lo``/``_hi``, ``pooled/``, ``worst_group/``...).
+    real: bool = False
+    #: Leading steps on which no prompt is assigned to a bin yet (count 0, share 0 logged).
+    warmup: int = 0
     rng: np.random.Generator = field(init=False)
 
     def __post_init__(self) -> None:
@@ -105,6 +110,8 @@ class SyntheticCurriculum:
         progress, num_bins = self._progress(step), self.num_bins
         counts = self.rng.multinomial(self.batch, self._bump((num_bins - 1) * (0.1 + 0.6 * progress))).astype(float)
         share = counts / counts.sum()
+        if step < self.warmup:
+            return self._warmup_record(progress)
         if self.uses_prompt_gdro:
             lead = 0.3 * num_bins * math.exp(-4 * progress) - 0.04 * num_bins * progress
             weight = 0.99 * self._bump((num_bins - 1) * (0.1 + 0.6 * progress) + lead) + 0.01 / num_bins
@@ -124,6 +131,26 @@ class SyntheticCurriculum:
                 "signal": np.where(empty, np.nan, self.rng.normal(0, 0.05, num_bins)), "score": np.log(weight)}
         return self._scalars(bins, progress), bins
 
+    def _warmup_record(self, progress: float) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A step before the classifier assigned any prompt: counts and shares logged as 0."""
+        zeros, nan = np.zeros(self.num_bins), np.full(self.num_bins, np.nan)
+        bins = {"count": zeros, "share": zeros, "weight": np.full(self.num_bins, 1.0 / self.num_bins),
+                "rollouts": nan, "reward": nan, "success": nan, "sigma": nan}
+        scalars: dict[str, Any] = {"mean_success": 0.2 + 0.1 * progress, "num_prompts": float(self.batch),
+                                   "num_unassigned": float(self.batch), "mean_rollouts": float(N_BAR)}
+        if self.real:
+            scalars.update(self._times())
+        return scalars, bins
+
+    def _times(self) -> dict[str, float]:
+        """Step times in seconds (generation dominates, as on a real driver) and tokens per second."""
+        phases = {"plan": 0.01, "generate": 6.0, "reward": 0.4, "controllers": 0.05, "logprobs": 1.2,
+                  "update": 2.5, "sync": 0.3}
+        times = {f"time/{name}": float(seconds * (1 + 0.1 * self.rng.random())) for name, seconds in phases.items()}
+        times["time/step"] = sum(times.values()) + 0.2
+        times["perf/tokens_per_s"] = float(self.batch * N_BAR * 512 / times["time/step"])
+        return times
+
     def _scalars(self, bins: dict[str, np.ndarray], progress: float) -> dict[str, Any]:
         counts, share, success = bins["count"], bins["share"], bins["success"]
         gap, mu_weight, mu_data = diagnostics.lead_lag_gap(bins["weight"], share)
@@ -140,11 +167,16 @@ class SyntheticCurriculum:
         }
         if self.uses_rollout_gdro:
             scalars["mu"] = 0.3 + 0.5 * math.exp(-3 * progress) + float(self.rng.normal(0, 0.01))
+        if self.real:
+            scalars.update(self._times())
         return scalars
 
     def eval_metrics(self, step: int) -> dict[str, float]:
-        """An evaluation record: accuracy, worst-group accuracy, pass@1, pass@8 and a count."""
+        """An evaluation record: accuracy, worst-group accuracy, pass@1, pass@8 and a count (real
+        runs: the agreed per-benchmark names with 95% bounds instead)."""
         accuracy = min(0.95, 0.3 + 0.35 * self._progress(step) + float(self.rng.normal(0, 0.01)))
+        if self.real:
+            return real_eval_metrics(accuracy)
         return {"accuracy": accuracy, "worst_group_accuracy": 0.6 * accuracy, "pass@1": accuracy,
                 "pass@8": 1 - (1 - accuracy) ** 3, "rollouts_total": float(N_BAR * self.batch * (step + 1))}
 
@@ -152,6 +184,35 @@ class SyntheticCurriculum:
         """A controller snapshot: scores and the generator state."""
         return {"prompt_gdro": {"score": np.log(self._bump(step / max(self.total_steps, 1) * self.num_bins)),
                                 "rng": self.rng.bit_generator.state}}
+
+
+#: Benchmarks of a synthetic real run and how much harder each is than the mean.
+BENCHMARKS = {"math500": 0.0, "aime24": -0.25, "gsm8k": 0.2}
+GROUPS = {"algebra": 0.05, "geometry": -0.1}
+
+
+def real_eval_metrics(accuracy: float) -> dict[str, float]:
+    """Agreed-name eval metrics: per benchmark mean@8 / pass@8 with _lo/_hi, pooled, worst group,
+    worst benchmark, per group — values derived from ``accuracy`` so that each is distinct."""
+    metrics: dict[str, float] = {}
+
+    def put(name: str, value: float, width: float = 0.04) -> None:
+        value = float(np.clip(value, 0.01, 0.99))
+        metrics[name], metrics[f"{name}_lo"], metrics[f"{name}_hi"] = value, max(0.0, value - width), min(1.0, value + width)
+
+    means = {bench: accuracy + offset for bench, offset in BENCHMARKS.items()}
+    for bench, mean in means.items():
+        put(f"{bench}/mean@8", mean)
+        put(f"{bench}/pass@8", 1 - (1 - np.clip(mean, 0.01, 0.99)) ** 3)
+    pooled = float(np.mean(list(means.values())))
+    put("pooled/mean@8", pooled, 0.02)
+    put("pooled/pass@8", 1 - (1 - pooled) ** 3, 0.02)
+    put("worst_benchmark/mean@8", min(means.values()))
+    put("worst_group/mean@8", accuracy - 0.3, 0.06)
+    for group, offset in GROUPS.items():
+        put(f"group/{group}/mean@8", accuracy + offset, 0.08)
+    metrics["rollouts_total"] = 1e6 * accuracy
+    return metrics
 
 
 def open_synthetic_run(path: Path, curriculum: SyntheticCurriculum) -> RunWriter:
@@ -171,9 +232,10 @@ def log_steps(writer: RunWriter, curriculum: SyntheticCurriculum, steps: range, 
 
 
 def write_synthetic_run(path: Path, steps: int = 30, num_bins: int = 6, seed: int = 0, method: str = "both",
-                        eval_every: int = 10) -> Path:
+                        eval_every: int = 10, real: bool = False, warmup: int = 0) -> Path:
     """Write a finished synthetic run into ``path`` (which must not hold a run); returns ``path``."""
-    curriculum = SyntheticCurriculum(num_bins=num_bins, total_steps=steps, method=method, seed=seed)
+    curriculum = SyntheticCurriculum(num_bins=num_bins, total_steps=steps, method=method, seed=seed, real=real,
+                                     warmup=warmup)
     with open_synthetic_run(path, curriculum) as writer:
         log_steps(writer, curriculum, range(steps), eval_every)
     return path

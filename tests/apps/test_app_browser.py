@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from apps import browser
+from apps import browser, interactive
+from gdro_app_synthetic import write_synthetic_run
 
 pytestmark = [
     pytest.mark.browser,
@@ -46,6 +47,8 @@ def assert_not_blank(png: Path, min_colours: int) -> None:
 def test_app_renders_heatmaps_in_chromium(runs_root: Path, not_a_run: Path, tmp_path: Path) -> None:
     with browser.running_app([not_a_run], runs_root, log_file=tmp_path / "app.log") as url:
         with browser.chromium_page(width=1400, height=1600) as page:
+            requested: list[str] = []
+            page.on("request", lambda request: requested.append(request.url))
             page.goto(f"{url}/?run=study/prompt_gdro", wait_until="domcontentloaded")
             browser.wait_for_view(page, min_charts=3)
             assert browser.error_texts(page) == []
@@ -53,6 +56,11 @@ def test_app_renders_heatmaps_in_chromium(runs_root: Path, not_a_run: Path, tmp_
             assert browser.drawn_charts(page) >= 3, "three heatmaps (and the snapshot bars of the open tab)"
             page.screenshot(path=str(tmp_path / "app.png"))
             page.locator(HEATMAP_SELECTOR).first.screenshot(path=str(tmp_path / "heatmap.png"))
+            page.wait_for_timeout(500)
+            foreign = [address for address in requested if not address.startswith((url, "data:", "blob:"))]
+            assert foreign == [], "a page load asks only the app itself (no font host for the icon)"
+            icons = page.eval_on_selector_all("link[rel~='icon']", "links => links.map(link => link.href)")
+            assert icons and all(href.startswith((url, "data:")) for href in icons), icons
 
             page.goto(f"{url}/?run=not-a-run", wait_until="domcontentloaded")
             page.wait_for_selector(browser.ERROR_SELECTOR, timeout=30_000)
@@ -68,9 +76,78 @@ def test_live_run_refreshes_on_its_own(live_run: tuple[Path, Callable[[int], Non
     with browser.running_app([], path.parent, log_file=tmp_path / "app.log") as url:
         with browser.chromium_page(width=1400, height=1200) as page:
             page.goto(f"{url}/lead-lag", wait_until="domcontentloaded")
-            browser.wait_for_view(page, min_charts=2)
+            browser.wait_for_view(page, min_charts=1)
             page.get_by_text("10 steps", exact=False).first.wait_for(timeout=30_000)
             append(5)
             # Live refresh is on for a running run and rereads every 5 s: no click, no reload.
             page.get_by_text("15 steps", exact=False).first.wait_for(timeout=30_000)
             assert browser.error_texts(page) == []
+            page.goto(f"{url}/runs", wait_until="domcontentloaded")
+            page.get_by_text("1 of 1 runs", exact=False).first.wait_for(timeout=30_000)
+            write_synthetic_run(path.parent / "newer", steps=5, num_bins=6, seed=9)
+            # Live mode searches the runs folder again: the new run appears without a click.
+            page.get_by_text("2 of 2 runs", exact=False).first.wait_for(timeout=30_000)
+            assert browser.error_texts(page) == []
+
+
+#: Per x axis of every chart on the page: its tick labels (they follow the zoom; the aria label lags).
+AXIS_LABELS = """() => Array.from(document.querySelectorAll(
+    '[data-testid="stVegaLiteChart"] g.role-axis[aria-label^="X-axis"]')).map(axis => Array.from(
+    axis.querySelectorAll('g.role-axis-label text')).map(text => text.textContent).join(','))"""
+
+
+def test_study_bands_linked_zoom_and_crosshair(seeds_root: Path, tmp_path: Path) -> None:
+    # SVG so that axis ticks and crosshair labels can be read from the DOM (the default canvas
+    # renderer draws the same Vega signals: zoom and crosshair do not depend on the renderer).
+    env = {interactive.RENDERER_ENV: "svg"}
+    with browser.running_app([], seeds_root, log_file=tmp_path / "app.log", env=env) as url:
+        with browser.chromium_page(width=1400, height=1400) as page:
+            requested: list[str] = []
+            page.on("request", lambda request: requested.append(request.url))
+            page.goto(url, wait_until="domcontentloaded")  # the first run registers the pages
+            browser.wait_for_view(page, min_charts=1)
+            page.goto(f"{url}/study", wait_until="domcontentloaded")
+            page.wait_for_function("""() => { const h = document.querySelector('[data-testid="stMain"] h1');
+                                              return h && h.innerText.trim() === 'Study'; }""", timeout=60_000)
+            browser.wait_for_view(page, min_charts=1)
+            page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stVegaLiteChart\"] "
+                                   "g.role-axis').length >= 8", timeout=30_000)
+            assert browser.error_texts(page) == []
+            # Bands: every one of the 4 charts shades a 95% interval per method (2 methods).
+            bands = page.eval_on_selector_all('[data-testid="stVegaLiteChart"] g.mark-area path',
+                                              "paths => paths.filter(p => (p.getAttribute('d') || '').length > 50).length")
+            assert bands >= 4 * 2, bands
+            before = page.evaluate(AXIS_LABELS)
+            assert len(before) == 4 and len(set(before)) == 1 and before[0].startswith("0,"), before
+            chart = page.locator('[data-testid="stVegaLiteChart"] svg').first.bounding_box()
+            assert chart is not None
+            # Crosshair: hover inside the first chart; every chart shows a label per method.
+            page.mouse.move(chart["x"] + 250, chart["y"] + 150)
+            page.wait_for_function("""() => Array.from(document.querySelectorAll(
+                '[data-testid="stVegaLiteChart"] g.mark-text text')).filter(t => t.textContent.includes(': ')).length >= 8""",
+                                   timeout=10_000)
+            texts = page.eval_on_selector_all('[data-testid="stVegaLiteChart"] g.mark-text text',
+                                              "nodes => nodes.map(node => node.textContent)")
+            labelled = [text for text in texts if ": " in text]
+            assert sum(text.startswith("grpo: ") for text in labelled) == 4, labelled
+            assert sum(text.startswith("prompt_gdro: ") for text in labelled) == 4, labelled
+            page.screenshot(path=str(tmp_path / "crosshair.png"))
+            # Zoom: the wheel over the first chart changes the x-range of every chart on the page.
+            page.wait_for_timeout(500)
+            page.mouse.wheel(0, -400)
+            page.wait_for_timeout(1000)
+            after = page.evaluate(AXIS_LABELS)
+            assert len(after) == 4
+            assert all(new != old for new, old in zip(after, before)), (before, after)
+            assert len(set(after)) == 1, "one shared x-range"
+            # Brush-drag (pan) moves every chart again, together.
+            page.mouse.move(chart["x"] + 300, chart["y"] + 150)
+            page.mouse.down()
+            page.mouse.move(chart["x"] + 150, chart["y"] + 150, steps=8)
+            page.mouse.up()
+            page.wait_for_timeout(800)
+            panned = page.evaluate(AXIS_LABELS)
+            assert all(new != old for new, old in zip(panned, after)) and len(set(panned)) == 1, (after, panned)
+            foreign = [address for address in requested if not address.startswith((url, "data:", "blob:"))]
+            assert foreign == [], foreign
+    assert_not_blank(tmp_path / "crosshair.png", min_colours=100)

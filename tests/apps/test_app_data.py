@@ -209,14 +209,6 @@ def test_settings_from_arguments_then_environment(tmp_path: Path) -> None:
     assert script_arguments(["pytest", "tests"], script) is None
 
 
-def test_smoothing_is_a_trailing_mean_per_run() -> None:
-    frame = pd.DataFrame({"step": [0, 1, 2, 0, 1, 2], "run": ["a"] * 3 + ["b"] * 3,
-                          "value": [1.0, 3.0, 5.0, 10.0, 20.0, 30.0]})
-    smoothed = data.smooth(frame, 2)
-    assert list(smoothed["value"]) == [1.0, 2.0, 4.0, 10.0, 15.0, 25.0]
-    assert data.smooth(frame, 1) is frame
-
-
 def test_run_search_is_bounded_and_skips_hidden_folders(tmp_path: Path) -> None:
     shallow = write_synthetic_run(tmp_path / "a", steps=2)
     deep = write_synthetic_run(tmp_path / "b" / "c" / "d", steps=2)

@@ -13,7 +13,7 @@ from apps import launch
 
 def test_command_binds_localhost_and_passes_runs_after_the_separator(tmp_path: Path) -> None:
     command = launch.streamlit_command([tmp_path / "run"], tmp_path / "root", "127.0.0.1", 8600)
-    assert command[:5] == [sys.executable, "-m", "streamlit", "run", str(launch.APP_SCRIPT)]
+    assert command[:5] == [sys.executable, "-m", "apps.serve", "run", str(launch.APP_SCRIPT)]
     assert command[command.index("--server.address") + 1] == "127.0.0.1"
     assert command[command.index("--server.port") + 1] == "8600"
     assert command[command.index("--server.headless") + 1] == "true"
@@ -39,7 +39,14 @@ def test_gdro_cli_dispatches_app_and_report() -> None:
     result = subprocess.run([sys.executable, "-m", "gdro_cli", "app", "--print-command", "some/run"],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
-    assert "streamlit run" in result.stdout and str(Path("some/run").resolve()) in result.stdout
+    assert "apps.serve run" in result.stdout and str(Path("some/run").resolve()) in result.stdout
     result = subprocess.run([sys.executable, "-m", "gdro_cli", "report", "--help"],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0 and "--out" in result.stdout
+
+
+def test_serve_preloads_the_heavy_modules() -> None:
+    from apps import serve
+
+    assert serve.preload(("json", "no_such_module_gdro")) == ["no_such_module_gdro"]
+    assert "altair" in serve.PRELOAD and "apps.data" in serve.PRELOAD

@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from app_helpers import (PAGES, assert_clean, charts, dataset_rows, datasets, heatmaps, marks, open_app, spec,
-                         title, visit)
+from app_helpers import (PAGES, all_views, assert_clean, charts, dataset_rows, datasets, find_view, heatmaps, marks,
+                         open_app, spec, title, view_table, view_titles, visit)
 from gdro_app_synthetic import tree_digest
 
-#: Charts each view draws for a run that logs every standard field (the synthetic "both" run).
+#: Charts each view draws for a run that logs every standard field (the synthetic "both" run);
+#: time-series charts of a page are counted one by one inside their linked view.
 EXPECTED_CHARTS = {"traveling_wave": 6, "lead_lag": 2, "rollout_budget": 4, "se_proxy": 2, "outcomes": 4}
 
 
@@ -33,7 +34,7 @@ def test_views_draw_every_panel_for_a_complete_run(page: str, expected: int, syn
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     app = visit(open_app(monkeypatch, synthetic_run.parent), page)
     assert_clean(app)
-    assert len(charts(app)) == expected
+    assert len(all_views(app)) == expected, view_titles(app)
     assert not app.info, [element.value for element in app.info]
 
 
@@ -89,24 +90,30 @@ def test_compare_overlays_three_runs_of_a_study(runs_root: Path, monkeypatch: py
     app = visit(open_app(monkeypatch, runs_root), "compare")
     assert_clean(app)
     assert app.multiselect(key="compare-runs").value == ["study/grpo", "study/prompt_gdro", "study/rollout_gdro"]
-    line_charts = [chart for chart in charts(app) if "line" in marks(chart)]
-    titles = [title(chart) for chart in line_charts]
-    assert sorted(titles) == ["Evaluation: accuracy", "lead_lag_gap", "mean_success", "se_reduction_pct",
-                              "worst_bin_success"]
-    mean_success = next(chart for chart in line_charts if title(chart) == "mean_success")
-    assert 3 * 40 in dataset_rows(mean_success), "one line per run"
+    assert sorted(view_titles(app)) == ["Evaluation: accuracy", "lead_lag_gap", "mean_success", "se_reduction_pct",
+                                        "worst_bin_success"]
+    chart, view = find_view(app, "mean_success")
+    assert view_table(chart, view).num_rows == 3 * 40, "one line per run"
     assert len(app.dataframe) == 1
     assert len(app.dataframe[0].value) == 3
     app.multiselect(key="compare-metrics").select("mu").run()
     assert_clean(app)
-    mu = next(chart for chart in charts(app) if title(chart) == "mu")
-    assert 40 in dataset_rows(mu), "only the Rollout-GDRO run logs mu"
-    raw = next(table for table in datasets(mu) if table.num_rows == 40).column("value").to_pylist()
-    app.number_input(key="compare-smoothing").set_value(5).run()
+    chart, view = find_view(app, "mu")
+    table = view_table(chart, view)
+    assert table.num_rows == 40, "only the Rollout-GDRO run logs mu"
+    raw = table.column("value").to_pylist()
+    app.slider(key="ema").set_value(0.6).run()
     assert_clean(app)
-    mu = next(chart for chart in charts(app) if title(chart) == "mu")
-    smoothed = next(table for table in datasets(mu) if table.num_rows == 40).column("value").to_pylist()
-    assert smoothed[10] == pytest.approx(sum(raw[6:11]) / 5)
+    chart, view = find_view(app, "mu")
+    smoothed = view_table(chart, view)
+    assert smoothed.column("raw").to_pylist() == pytest.approx(raw), "the raw series stays, drawn faint"
+    expected, state = [], 0.0
+    for t, value in enumerate(raw, start=1):  # TensorBoard's debiased EMA by hand
+        state = 0.6 * state + 0.4 * value
+        expected.append(state / (1 - 0.6 ** t))
+    assert smoothed.column("value").to_pylist() == pytest.approx(expected)
+    opacities = [layer["mark"].get("opacity") for layer in view["layer"] if layer["mark"]["type"] == "line"]
+    assert 0.25 in opacities, "raw lines are faint"
 
 
 def test_config_view_shows_the_resolved_config(synthetic_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,11 +136,14 @@ def test_live_run_grows_between_reruns(live_run: tuple[Path, Callable[[int], Non
     assert any("15 steps" in element.value for element in app.caption), "the cache follows the files"
 
 
-def test_torn_last_line_is_ignored_and_said(torn_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torn_last_line_of_a_finished_run_is_called_damaged(torn_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for page in ("traveling_wave", "outcomes"):
         app = visit(open_app(monkeypatch, torn_run.parent), page)
         assert_clean(app)
-        assert any("still being written" in element.value for element in app.caption)
+        captions = " ".join(element.value for element in app.caption)
+        assert "still being written" not in captions, "the run is finished: nothing is being written"
+        assert "last line of steps.jsonl is cut short and was ignored" in captions
+        assert "finished, so the file was damaged" in captions
         assert charts(app)
 
 
@@ -149,9 +159,8 @@ def test_viewing_writes_nothing_into_run_directories(runs_root: Path, monkeypatc
 def test_outcomes_plot_pass_at_k_and_accuracy_and_more_on_request(synthetic_run: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     app = visit(open_app(monkeypatch, synthetic_run.parent), "outcomes")
-    titles = [title(chart) for chart in charts(app)]
-    assert titles == ["Training success: mean and worst group", "Effective support (of 6 bins)",
-                      "Evaluation pass@k", "Evaluation accuracy"]
+    assert view_titles(app) == ["Training success: mean and worst group", "Effective support (of 6 bins)",
+                                "Evaluation pass@k", "Evaluation accuracy"]
     more = app.multiselect(key="Outcomes-0-eval-more")
     assert more.options == ["rollouts_total"] and more.value == []
     more.select("rollouts_total").run()

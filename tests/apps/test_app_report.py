@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.colors
 import matplotlib.image
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from gdro_app_synthetic import tree_digest
 
-from apps import report
+from apps import data, report
 
 FIGURES = {"traveling_wave.png", "lead_lag.png", "rollout_budget.png", "se_proxy.png", "outcomes.png"}
 
@@ -26,10 +28,10 @@ def test_report_writes_every_figure_per_run_and_a_comparison(runs_root: Path, tm
     before = tree_digest(runs_root)
     runs = [runs_root / "study" / name for name in ("grpo", "rollout_gdro")]
     assert report.main([str(path) for path in runs] + ["--out", str(tmp_path / "out")]) == 0
-    for name in ("grpo", "rollout_gdro"):
+    for name in ("grpo_seed0", "rollout_gdro_seed2"):  # <method>_seed<seed>, from the configs
         written = {file.name for file in (tmp_path / "out" / name).iterdir()}
         assert written == FIGURES
-    assert_not_blank(tmp_path / "out" / "rollout_gdro" / "traveling_wave.png")
+    assert_not_blank(tmp_path / "out" / "rollout_gdro_seed2" / "traveling_wave.png")
     assert_not_blank(tmp_path / "out" / "compare.png")
     assert tree_digest(runs_root) == before, "nothing is written into run directories"
     assert "5 figures" in capsys.readouterr().out
@@ -40,7 +42,7 @@ def test_report_skips_bad_runs_with_one_line_and_fails(synthetic_run: Path, tmp_
     code = report.main([str(tmp_path / "missing"), str(synthetic_run), "--out", str(tmp_path / "out")])
     assert code == 1
     assert "skipped:" in capsys.readouterr().err
-    assert {file.name for file in (tmp_path / "out" / "both").iterdir()} == FIGURES
+    assert {file.name for file in (tmp_path / "out" / "both_seed3").iterdir()} == FIGURES
     assert not (tmp_path / "out" / "compare.png").exists()
 
 
@@ -49,3 +51,71 @@ def test_report_refuses_to_write_inside_a_run(synthetic_run: Path, capsys: pytes
     assert report.main([str(synthetic_run), "--out", str(synthetic_run / "figures")]) == 2
     assert "inside a run directory" in capsys.readouterr().err
     assert tree_digest(synthetic_run) == before
+
+
+def _line_spans(png: Path, figure, panel_prefix: str) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Per line in the panels titled ``panel_prefix...``: the vertical extent of its pixels in the
+    saved PNG, as a fraction of its panel's height (legend excluded)."""
+    pixels = matplotlib.image.imread(png)[..., :3]
+    height = pixels.shape[0]
+    spans = {}
+    for axis in figure.axes:
+        if not axis.get_title().startswith(panel_prefix):
+            continue
+        box = axis.get_window_extent()
+        legend = axis.get_legend().get_window_extent()
+        rows = slice(int(height - box.y1), int(height - box.y0))
+        cols = slice(int(box.x0), int(box.x1))
+        lines = axis.get_lines()
+        for position, line in enumerate(lines):
+            if any(np.array_equal(line.get_ydata(), later.get_ydata()) for later in lines[position + 1:]):
+                continue  # drawn under an identical later line (worst benchmark = that benchmark)
+            colour = np.array(matplotlib.colors.to_rgb(line.get_color()))
+            match = (np.abs(pixels[rows, cols] - colour) < 0.03).all(axis=-1)
+            y_index, x_index = np.nonzero(match)
+            y_pixel, x_pixel = y_index + rows.start, x_index + cols.start
+            outside = ~((x_pixel >= legend.x0) & (x_pixel <= legend.x1) &
+                        (height - y_pixel >= legend.y0) & (height - y_pixel <= legend.y1))
+            found = y_pixel[outside]
+            spans[f"{axis.get_title()}: {line.get_label()}"] = (
+                (found.max() - found.min()) / (box.y1 - box.y0) if found.size else 0.0)
+    return spans
+
+
+def test_report_eval_panels_keep_every_metric_readable(real_run: Path, tmp_path: Path) -> None:
+    """Read back outcomes.png: a count (rollouts_total ~1e6) gets its own panel, and no rate is
+    squashed flat by another metric's scale; colours do not repeat within a panel."""
+    run = data.load_run(real_run)
+    figure = report.outcomes_figure(run)
+    png = tmp_path / "outcomes.png"
+    figure.savefig(png, dpi=100)
+    titles = [axis.get_title() for axis in figure.axes if axis.get_title().startswith("Evaluation")]
+    assert titles == ["Evaluation: rates", "Evaluation: pass@k", "Evaluation: rollouts_total"]
+    for axis in figure.axes:
+        colours = [line.get_color() for line in axis.get_lines()]
+        assert len(colours) == len(set(colours)), f"{axis.get_title()}: colours repeat"
+    spans = _line_spans(png, figure, "Evaluation")
+    plt.close(figure)
+    # rates: 3 benchmarks + pooled + worst group + 2 groups (worst benchmark = aime24, drawn over it);
+    # pass@k: 3 benchmarks + pooled; and the count alone. Squashed by 1e6, a rate spans < 1e-6.
+    assert len(spans) == 12, spans
+    flat = {name: span for name, span in spans.items() if span < 0.05}
+    assert not flat, f"metrics squashed flat by another's scale: {flat}"
+
+
+def test_report_folders_are_named_by_method_and_seed_and_never_overwritten(seeds_root: Path, tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [str(seeds_root / "grpo" / "seed0"), str(seeds_root / "prompt_gdro" / "seed0")]
+    out = tmp_path / "out"
+    assert report.main([*runs, "--out", str(out)]) == 0
+    assert sorted(path.name for path in out.iterdir()) == ["compare.png", "grpo_seed0", "prompt_gdro_seed0"]
+    before = tree_digest(out)
+    capsys.readouterr()
+    assert report.main([*runs, "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert "already holds a report" in error and "--overwrite" in error and error.count("\n") == 1
+    assert tree_digest(out) == before, "nothing replaced without --overwrite"
+    assert report.main([*runs, "--out", str(out), "--overwrite"]) == 0
+    figure = report.traveling_wave_figure(data.load_run(seeds_root / "grpo" / "seed1"))
+    assert figure.get_suptitle() == "Traveling wave: grpo_seed1", "titled by method and seed, not 'seed1'"
+    plt.close(figure)

@@ -1,0 +1,266 @@
+"""Interactive time-series charts: linked x-zoom, a crosshair over every run, EMA smoothing, bands.
+
+Every time-series chart of a page is built with one :class:`Interaction` and the charts are
+concatenated into one Vega-Lite view (:func:`linked`), so that
+
+* dragging (pan) or the mouse wheel (zoom) on any chart changes the x-range of every chart on the
+  page (one ``selection_interval(bind="scales", encodings=["x"])`` shared by all); a double
+  click resets it;
+* hovering shows a crosshair on every chart at the nearest step (one ``selection_point`` on the
+  step field, shared): a rule, a dot and a "name: value" label for every visible series, and
+  the rule's tooltip lists them all;
+* smoothed series (TensorBoard-style debiased EMA, :func:`ema`) are drawn over the raw series,
+  which stay visible as faint lines; mean ± 95% bands (``lo``/``hi`` columns) are shaded areas.
+
+Colours are stable per run or method name (:func:`colour_map`): they do not depend on which runs
+are selected, on the page, or on the session. No Streamlit here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from apps.charts import CHART_HEIGHT, AnyChart
+
+#: Fixed colours of the paper's methods (so a method looks the same in every study).
+METHOD_COLOURS = {"grpo": "#7f7f7f", "prompt_gdro": "#ff7f0e", "rollout_gdro": "#2ca02c", "joint": "#d62728",
+                  "both": "#d62728", "sqrt_oracle": "#9467bd", "prompt_gdro_mean1": "#8c564b"}
+#: Palette for every other name (tableau20 without the greys used above).
+PALETTE = ("#1f77b4", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#e377c2",
+           "#f7b6d2", "#bcbd22", "#dbdb8d", "#17becf", "#9edae5", "#393b79", "#637939", "#8c6d31",
+           "#843c39", "#7b4173", "#3182bd", "#e6550d")
+ZOOM, CROSSHAIR = "xzoom", "crosshair"
+#: Layers carrying the zoom / crosshair are marked with this description prefix until :func:`to_spec`.
+MARKER = "gdro-param:"
+#: Rows kept only at the hovered step (a reference to the crosshair parameter, empty = nothing).
+HOVERED = alt.ParameterPredicate(param=CROSSHAIR, empty=False)
+RAW_OPACITY = 0.25
+BAND_OPACITY = 0.18
+#: ``GDRO_APP_RENDERER=svg`` draws linked views as SVG (the browser tests read axis ticks and
+#: crosshair labels from the DOM); the default is Vega's canvas renderer, much faster on long runs.
+RENDERER_ENV = "GDRO_APP_RENDERER"
+
+
+def _hash_index(name: str, size: int) -> int:
+    return int(hashlib.sha1(name.encode("utf-8")).hexdigest(), 16) % size
+
+
+def colour_map(names: Iterable[str]) -> dict[str, str]:
+    """Stable colour per name: a method's own colour when its last path part (or the part before
+    ``/seedN``) is a known method, else a palette slot from a hash of the name, moved to the next
+    free slot on a collision (names processed in sorted order, so the result depends only on the
+    set of names given — pass every run the app lists, not the current selection)."""
+    colours: dict[str, str] = {}
+    used: set[str] = set()
+    for name in sorted(set(names)):
+        method = _method_part(name)
+        if method in METHOD_COLOURS and METHOD_COLOURS[method] not in used:
+            colours[name] = METHOD_COLOURS[method]
+        else:
+            start = _hash_index(name, len(PALETTE))
+            free = [PALETTE[(start + i) % len(PALETTE)] for i in range(len(PALETTE))
+                    if PALETTE[(start + i) % len(PALETTE)] not in used]
+            colours[name] = free[0] if free else PALETTE[start]
+        used.add(colours[name])
+    return colours
+
+
+def _method_part(name: str) -> str:
+    parts = [part for part in name.replace("\\", "/").split("/") if part]
+    if len(parts) >= 2 and parts[-1].startswith("seed"):
+        return parts[-2]
+    return parts[-1] if parts else name
+
+
+def ema(values: np.ndarray, weight: float) -> np.ndarray:
+    """TensorBoard's debiased exponential moving average, NaN-aware, shape (T,) -> (T,).
+
+    s_t = weight · s_{t-1} + (1 − weight) · x_t, reported as s_t / (1 − weight^{n_t}) where n_t
+    counts the finite values so far (no pull toward 0 at the start); NaN inputs stay NaN and do
+    not update the average. ``weight`` = 0 returns the values unchanged.
+    """
+    out = np.array(values, dtype=float, copy=True)
+    if weight <= 0.0:
+        return out
+    state, seen = 0.0, 0
+    for t, value in enumerate(out):
+        if not np.isfinite(value):
+            continue
+        state = weight * state + (1.0 - weight) * value
+        seen += 1
+        out[t] = state / (1.0 - weight ** seen)
+    return out
+
+
+def smooth_frame(frame: pd.DataFrame, weight: float, group_field: str) -> pd.DataFrame:
+    """Add ``raw`` (the logged values) and replace ``value`` (and ``lo``/``hi``) by their EMA per group."""
+    if frame.empty:
+        return frame.assign(raw=pd.Series(dtype=float))
+    ordered = frame.sort_values([group_field, "step"]).reset_index(drop=True)
+    ordered["raw"] = ordered["value"]
+    if weight <= 0.0:
+        return ordered
+    for column in ("value", "lo", "hi"):
+        if column in ordered:
+            ordered[column] = ordered.groupby(group_field, sort=False)[column].transform(
+                lambda values: ema(values.to_numpy(dtype=float), weight))
+    return ordered
+
+
+@dataclass
+class Interaction:
+    """What one page's charts share: the log-scale choice, linked x-zoom and the step crosshair.
+
+    Charts only mark the layers that carry the zoom and the crosshair (``description`` =
+    ``gdro-param:zoom`` / ``gdro-param:hover``); :func:`to_spec` numbers those layers and declares both parameters once at the top
+    of the page's view (cheaper than letting altair merge one copy per chart; same Vega-Lite).
+    """
+
+    log_y: bool = False
+
+
+def _parameters(zoom_views: list[str], hover_views: list[str]) -> list[dict[str, Any]]:
+    """The two top-level selection parameters with the views that carry them."""
+    params = []
+    if zoom_views:
+        params.append({"name": ZOOM, "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales",
+                       "views": zoom_views})
+    if hover_views:
+        params.append({"name": CROSSHAIR, "select": {"type": "point", "nearest": True, "on": "pointerover",
+                                                     "fields": ["step"], "clear": "pointerout"},
+                       "views": hover_views})
+    return params
+
+
+def _field_name(name: str) -> str:
+    """A data column name as a Vega-Lite field reference (dots and brackets escaped)."""
+    return name.replace("\\", "\\\\").replace(".", "\\.").replace("[", "\\[").replace("]", "\\]")
+
+
+def _y_scale(frame: pd.DataFrame, log_y: bool, domain: Sequence[float] | None) -> alt.Scale:
+    options: dict[str, Any] = {"zero": False}
+    if log_y:
+        columns = [column for column in ("value", "lo", "hi", "raw") if column in frame]
+        values = frame[columns].to_numpy(dtype=float) if columns else np.array([])
+        options["type"] = "log" if values.size and np.nanmin(values) > 0 else "symlog"
+    if domain is not None:
+        options["domain"] = list(domain)
+    return alt.Scale(**options)
+
+
+def series(frame: pd.DataFrame, title: str, y_title: str, interaction: Interaction, colours: Mapping[str, str],
+           color_field: str = "series", dashed: Sequence[str] = (), zero_rule: bool = False,
+           y_domain: Sequence[float] | None = None, width: int | None = None) -> AnyChart:
+    """One interactive time-series chart of a long frame (step, <color_field>, value[, raw, lo, hi]).
+
+    Layers: faint raw lines (when ``raw`` differs from ``value``), shaded ``lo``–``hi`` bands,
+    the lines (``dashed`` series drawn dashed, on top), the crosshair rule with every series'
+    value at the hovered step in its tooltip, and points marking the hovered step.
+    """
+    names = [str(name) for name in pd.unique(frame[color_field])] if not frame.empty else []
+    scale = alt.Scale(domain=names, range=[colours.get(name, PALETTE[0]) for name in names])
+    colour = alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="bottom", columns=4, labelLimit=260,
+                                                                         symbolType="stroke", symbolStrokeWidth=3,
+                                                                         symbolOpacity=1.0),
+                       scale=scale)
+    unlisted = colour  # one legend for all layers; its symbols are opaque even though faint layers come first
+    x = alt.X("step:Q", title="step", scale=alt.Scale(zero=False, nice=False))
+    y = alt.Y("value:Q", title=y_title, scale=_y_scale(frame, interaction.log_y, y_domain),
+              axis=alt.Axis(format=".4~g"))
+    keep = [column for column in ("step", color_field, "value", "raw", "lo", "hi") if column in frame]
+    frame = frame[keep]
+    base = alt.Chart()  # every layer reads the chart's one dataset (passed to alt.layer below)
+    layers: list[Any] = []
+    if "raw" in frame and not np.allclose(frame["raw"].to_numpy(dtype=float), frame["value"].to_numpy(dtype=float),
+                                          equal_nan=True):
+        layers.append(base.mark_line(clip=True, strokeWidth=1, opacity=RAW_OPACITY).encode(
+            x=x, y=alt.Y("raw:Q", scale=_y_scale(frame, interaction.log_y, y_domain)), color=unlisted,
+            detail=f"{color_field}:N"))
+    if "lo" in frame and frame["lo"].notna().any():
+        layers.append(base.transform_filter("isValid(datum.lo) && isValid(datum.hi)").mark_area(
+            clip=True, opacity=BAND_OPACITY).encode(x=x, y=alt.Y("lo:Q", scale=_y_scale(frame, interaction.log_y,
+                                                                                           y_domain)),
+                                                     y2="hi:Q", color=unlisted))
+    solid = [name for name in names if name not in dashed]
+    line = base.mark_line(clip=True, strokeWidth=2).encode(x=x, y=y, color=colour)
+    layers.append(line.transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=solid))
+                  .properties(description=f"{MARKER}zoom"))
+    if dashed:
+        layers.append(base.mark_line(clip=True, strokeWidth=3, strokeDash=[6, 4]).encode(x=x, y=y, color=colour)
+                      .transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=list(dashed))))
+    layers += _crosshair(base, frame, names, color_field, x, y, unlisted, interaction)
+    if zero_rule:
+        layers.append(alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0.0)))
+    chart = alt.LayerChart(layer=layers, data=frame, title=title, height=CHART_HEIGHT)
+    if width is not None:
+        chart.width = width
+    return chart
+
+
+def _crosshair(base: alt.Chart, frame: pd.DataFrame, names: list[str], color_field: str, x: alt.X, y: alt.Y,
+               colour: alt.Color, interaction: Interaction) -> list[Any]:
+    """Invisible hover targets, the rule with every series' value, and the hovered points."""
+    if frame.empty:
+        return []
+    # One invisible target per step (not per step and series): the nearest-step search and the
+    # DOM stay small on long runs.
+    per_step = base.transform_pivot(color_field, value="value", groupby=["step"])
+    targets = per_step.mark_point(opacity=0, size=40).encode(x=x, y=alt.value(0)).properties(
+        description=f"{MARKER}hover")
+    tooltip = [alt.Tooltip("step:Q", title="step")] + [
+        alt.Tooltip(f"{_field_name(name)}:Q", title=name, format=".4~g") for name in names]
+    rule = per_step.mark_rule(color="#555555", strokeWidth=1).encode(x=x, tooltip=tooltip).transform_filter(HOVERED)
+    dots = base.mark_point(filled=True, size=45).encode(x=x, y=y, color=colour).transform_filter(HOVERED)
+    labels = base.transform_filter(HOVERED).transform_calculate(
+        crosshair_label=f"datum['{color_field}'] + ': ' + format(datum.value, '.4~g')"
+    ).mark_text(align="left", dx=7, dy=-7, fontSize=11, fontWeight="bold").encode(
+        x=x, y=y, text="crosshair_label:N", color=colour)
+    return [targets, rule, dots, labels]
+
+
+def linked(charts: Sequence[AnyChart], columns: int = 1, renderer: str | None = None) -> AnyChart:
+    """The page's charts as one view with the shared zoom and crosshair, ``columns`` per row."""
+    rows = [list(charts[start:start + columns]) for start in range(0, len(charts), max(1, columns))]
+    views = [alt.HConcatChart(hconcat=row) if len(row) > 1 else row[0] for row in rows]
+    combined = alt.VConcatChart(vconcat=views) if len(views) > 1 else views[0]
+    # Attributes set in place: altair's .properties()/.resolve_scale() deep-copy every chart's data.
+    if len(charts) > 1:
+        combined.resolve = alt.Resolve(scale=alt.ScaleResolveMap(color="independent"))
+    renderer = renderer or os.environ.get(RENDERER_ENV, "canvas")
+    combined.usermeta = {"embedOptions": {"renderer": "svg" if renderer == "svg" else "canvas"}}
+    return combined
+
+
+def to_spec(chart: AnyChart) -> dict[str, Any]:
+    """The page's view as a Vega-Lite dict with the shared zoom and crosshair declared at the top.
+
+    Layers marked by :func:`series` are named and numbered (``zoom_0``...) and listed
+    in the parameters' ``views``. Built without altair's schema validation (slow on large pages;
+    the builders above only produce valid specs and the tests render them); data inlined.
+    """
+    with alt.data_transformers.disable_max_rows(), alt.theme.enable("none"):
+        spec = chart.to_dict(validate=False)
+    views: dict[str, list[str]] = {"zoom": [], "hover": []}
+
+    def walk(part: Any) -> None:
+        if isinstance(part, dict):
+            marked = str(part.get("description", ""))
+            if marked.startswith(MARKER) and marked[len(MARKER):] in views:
+                kind = marked[len(MARKER):]
+                del part["description"]
+                part["name"] = f"{kind}_{len(views[kind])}"
+                views[kind].append(part["name"])
+            for key in ("layer", "hconcat", "vconcat", "concat"):
+                for child in part.get(key, []):
+                    walk(child)
+
+    walk(spec)
+    spec["params"] = [*spec.get("params", []), *_parameters(views["zoom"], views["hover"])]
+    return spec

@@ -1,0 +1,138 @@
+"""Real runs: per-benchmark evaluation metrics with their intervals, and the step-time breakdown.
+
+Evaluation names in ``eval.jsonl`` follow the names agreed across gdro-lab's producers
+(``gdro eval`` and the trainer): ``{bench}/mean@{k}``, ``{bench}/pass@{k}`` with 95% bootstrap
+bounds ``{name}_lo`` / ``{name}_hi``; ``pooled/...`` over all prompts; ``worst_group/mean@{k}``,
+``worst_benchmark/mean@{k}``; per group ``group/{group}/mean@{k}``. Step times are the scalars
+``time/plan``, ``time/generate``, ``time/reward``, ``time/controllers``, ``time/logprobs``,
+``time/update``, ``time/sync``, ``time/eval`` and the total ``time/step`` (seconds), plus
+``perf/tokens_per_s``. No Streamlit here.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from apps import data
+from gdro_lab.runlog import RunData
+
+#: ``{scope...}/{stat}@{k}`` with an optional ``_lo`` / ``_hi`` bound.
+METRIC_PATTERN = re.compile(r"^(?P<scope>.+)/(?P<stat>mean|pass)@(?P<k>\d+)(?P<bound>_lo|_hi)?$")
+#: Scopes that are not a benchmark's name.
+SUMMARY_SCOPES = ("pooled", "worst_group", "worst_benchmark")
+TIME_PHASES = ("plan", "generate", "reward", "controllers", "logprobs", "update", "sync", "eval")
+TIME_TOTAL = "time/step"
+TOKENS_PER_S = "perf/tokens_per_s"
+EVAL_COLUMNS = ["step", "kind", "name", "stat", "k", "metric", "value", "lo", "hi"]
+
+
+def eval_metrics(run: RunData) -> pd.DataFrame:
+    """The run's agreed-name evaluation metrics with their bounds, one row per step and metric.
+
+    Columns: step, kind (``benchmark``, ``pooled``, ``worst_group``, ``worst_benchmark`` or
+    ``group``), name (benchmark or group name; the kind for summaries), stat (``mean`` or
+    ``pass``), k, metric (e.g. ``mean@8``), value, lo, hi (NaN when no bound is logged).
+    Names that do not follow the convention are left out (see :func:`apps.data.evals_frame`).
+    """
+    evals = data.evals_frame(run)
+    if evals.empty:
+        return pd.DataFrame(columns=EVAL_COLUMNS)
+    rows: dict[tuple[int, str, str, str, int], dict[str, float]] = {}
+    for step, name, value in evals.itertuples(index=False):
+        match = METRIC_PATTERN.match(str(name))
+        if match is None:
+            continue
+        scope = match["scope"]
+        if scope in SUMMARY_SCOPES:
+            kind, label = scope, scope
+        elif scope.startswith("group/"):
+            kind, label = "group", scope[len("group/"):]
+        elif "/" in scope:
+            continue
+        else:
+            kind, label = "benchmark", scope
+        key = (int(step), kind, label, match["stat"], int(match["k"]))
+        slot = {"_lo": "lo", "_hi": "hi", None: "value"}[match["bound"]]
+        rows.setdefault(key, {})[slot] = float(value)
+    frame = pd.DataFrame([{"step": step, "kind": kind, "name": label, "stat": stat, "k": k,
+                           "metric": f"{stat}@{k}", "value": found.get("value", np.nan),
+                           "lo": found.get("lo", np.nan), "hi": found.get("hi", np.nan)}
+                          for (step, kind, label, stat, k), found in rows.items()], columns=EVAL_COLUMNS)
+    return frame.dropna(subset=["value"]).sort_values(["metric", "kind", "name", "step"]).reset_index(drop=True)
+
+
+def eval_series(frame: pd.DataFrame, metric: str, kinds: tuple[str, ...] = ("benchmark", *SUMMARY_SCOPES)
+                ) -> pd.DataFrame:
+    """Long frame for one metric (e.g. ``mean@8``): step, series, value, lo, hi — one series per
+    benchmark and one per summary (``pooled``, ``worst group``, ``worst benchmark``)."""
+    part = frame[(frame["metric"] == metric) & frame["kind"].isin(kinds)]
+    series = part["name"].str.replace("_", " ", regex=False).where(part["kind"] != "benchmark", part["name"])
+    return pd.DataFrame({"step": part["step"].astype(float), "series": series, "value": part["value"],
+                         "lo": part["lo"], "hi": part["hi"]}).reset_index(drop=True)
+
+
+def latest_eval_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The last evaluation: one row per benchmark / summary / group, one ``value [lo, hi]`` column per metric."""
+    if frame.empty:
+        return pd.DataFrame(columns=["kind", "name"])
+    last = frame[frame["step"] == frame["step"].max()]
+    text = [_interval_text(value, lo, hi) for value, lo, hi in zip(last["value"], last["lo"], last["hi"])]
+    table = last.assign(text=text).pivot_table(index=["kind", "name"], columns="metric", values="text",
+                                               aggfunc="first")
+    order = {"benchmark": 0, "pooled": 1, "worst_benchmark": 2, "worst_group": 3, "group": 4}
+    table = table.reset_index()
+    table["_order"] = table["kind"].map(order)
+    return table.sort_values(["_order", "name"]).drop(columns="_order").reset_index(drop=True)
+
+
+def _interval_text(value: float, lo: float, hi: float) -> str:
+    if np.isfinite(lo) and np.isfinite(hi):
+        return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
+    return f"{value:.3f}"
+
+
+def has_step_times(run: RunData) -> bool:
+    """True when the run logs any ``time/*`` scalar."""
+    return any(name.startswith("time/") and data.has_scalar(run, name) for name in run.scalars)
+
+
+def time_phases(run: RunData) -> list[str]:
+    """Logged phase scalars (``time/*`` except ``time/step``), the agreed phases first in order."""
+    logged = [name for name in run.scalars if name.startswith("time/") and name != TIME_TOTAL
+              and data.has_scalar(run, name)]
+    known = [f"time/{phase}" for phase in TIME_PHASES if f"time/{phase}" in logged]
+    return known + sorted(set(logged) - set(known))
+
+
+def time_frame(run: RunData) -> pd.DataFrame:
+    """Per step and phase the seconds spent: step, phase, seconds (stacked-area input), plus an
+    ``other`` phase = time/step − sum of phases when the total is logged and larger."""
+    phases = time_phases(run)
+    columns = ["step", "phase", "seconds"]
+    if not phases:
+        return pd.DataFrame(columns=columns)
+    values_TP = np.column_stack([np.nan_to_num(run.scalars[name]) for name in phases])
+    names = [name.split("/", 1)[1] for name in phases]
+    if data.has_scalar(run, TIME_TOTAL):
+        other_T = np.nan_to_num(run.scalars[TIME_TOTAL]) - values_TP.sum(axis=1)
+        if (other_T > 1e-9).any():
+            values_TP = np.column_stack([values_TP, np.clip(other_T, 0.0, None)])
+            names.append("other")
+    steps = np.repeat(run.steps.astype(float), len(names))
+    return pd.DataFrame({"step": steps, "phase": np.tile(np.array(names, dtype=object), run.steps.size),
+                         "seconds": values_TP.reshape(-1)}, columns=columns)
+
+
+def time_table(run: RunData) -> pd.DataFrame:
+    """Per phase: mean and total seconds per step and the share of the step (%), largest first."""
+    frame = time_frame(run)
+    if frame.empty:
+        return pd.DataFrame(columns=["phase", "mean s/step", "total s", "share of step (%)"])
+    grouped = frame.groupby("phase", sort=False)["seconds"]
+    table = pd.DataFrame({"mean s/step": grouped.mean(), "total s": grouped.sum()})
+    total = float(table["total s"].sum())
+    table["share of step (%)"] = 100.0 * table["total s"] / total if total > 0 else np.nan
+    return table.sort_values("total s", ascending=False).reset_index()

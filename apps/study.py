@@ -1,0 +1,188 @@
+"""Studies across seeds: runs grouped by method (config without the seed), mean ± 95% bands.
+
+A *method* is a run's resolved config with every ``seed`` key removed (at any depth): runs whose
+configs differ only in their seeds are seeds of one method. For every time series the app
+shows, per method and step, the mean over seeds and the 95% Student-t interval
+
+    mean ± t_{0.975, S-1} · sd / sqrt(S)      (sd with ddof=1, S = seeds logging that step),
+
+the same interval as the simulator's study reports (``simulators/reporting.py``). With one seed
+the interval is undefined (NaN) and no band is drawn. No Streamlit here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from apps import data
+from gdro_lab import diagnostics
+from gdro_lab.runlog import RunData
+
+#: Keys dropped from a config to find its method (any depth): seeds, and bookkeeping that does not
+#: change what is trained (the simulator snapshots only seed 0: snapshot_every 0 there, -1 else).
+SEED_KEYS = frozenset({"seed", "seeds", "random_seed", "rng_seed", "snapshot_every", "out", "out_dir",
+                       "output_dir", "run_dir", "log_dir", "resume", "resume_from"})
+#: Metrics of the final-results table, in order (those a study logs; eval metrics are added).
+FINAL_METRICS = ("mean_success", "worst_bin_success", "lead_lag_gap", "se_reduction_pct", "effective_support")
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Method:
+    """Seeds of one method: a short label, the config key they share, and (run label, run) pairs."""
+
+    label: str
+    key: str
+    runs: tuple[tuple[str, RunData], ...]
+
+    @property
+    def seeds(self) -> int:
+        return len(self.runs)
+
+
+def without_seeds(config: Any) -> Any:
+    """The config with every seed key removed, recursively (lists kept in order)."""
+    if isinstance(config, Mapping):
+        return {str(key): without_seeds(value) for key, value in config.items() if str(key) not in SEED_KEYS}
+    if isinstance(config, list):
+        return [without_seeds(value) for value in config]
+    return config
+
+
+def method_key(config: Mapping[str, Any]) -> str:
+    """Canonical JSON text of the config without seeds: equal for seeds of one method."""
+    return json.dumps(without_seeds(config), sort_keys=True, default=str)
+
+
+def method_name(config: Mapping[str, Any], fallback: str) -> str:
+    """The config's ``method`` (or ``name``) when present, else ``fallback``."""
+    for value in (config.get("method"), config.get("name")):
+        if isinstance(value, str) and value:
+            return value
+    return fallback
+
+
+def run_seed(config: Mapping[str, Any]) -> Any:
+    """The run's top-level seed (None when the config has none)."""
+    return config.get("seed")
+
+
+def group_by_method(runs: Mapping[str, RunData]) -> list[Method]:
+    """Runs grouped by :func:`method_key`, in first-seen order; labels made unique with a short hash."""
+    groups: dict[str, list[tuple[str, RunData]]] = {}
+    for label, run in runs.items():
+        groups.setdefault(method_key(run.config), []).append((label, run))
+    names = {key: method_name(members[0][1].config, members[0][0].rsplit("/", 1)[0]) for key, members in groups.items()}
+    methods = []
+    for key, members in groups.items():
+        name = names[key]
+        if sum(other == name for other in names.values()) > 1:
+            name = f"{name} ({hashlib.sha1(key.encode()).hexdigest()[:6]})"
+        methods.append(Method(name, key, tuple(members)))
+    return methods
+
+
+def t_interval(values_S: np.ndarray) -> tuple[float, float, float]:
+    """(mean, lo, hi) of finite values: mean ± t_{0.975,S-1} sd/sqrt(S); lo = hi = NaN for S < 2."""
+    finite = values_S[np.isfinite(values_S)]
+    if finite.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    mean = float(finite.mean())
+    if finite.size < 2:
+        return mean, float("nan"), float("nan")
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, finite.size - 1) * finite.std(ddof=1) / np.sqrt(finite.size))
+    return mean, mean - half, mean + half
+
+
+def band_frame(methods: Sequence[Method], metric: str) -> pd.DataFrame:
+    """Per method and step: mean, lo, hi over seeds and the number of seeds ``n``.
+
+    Columns: step, method, value (the mean), lo, hi, n. Steps logged by only some seeds use
+    those seeds (``n`` says how many).
+    """
+    columns = ["step", "method", "value", "lo", "hi", "n"]
+    parts = []
+    for method in methods:
+        pairs = [data.metric_series(run, metric) for _, run in method.runs]
+        pairs = [(steps, values) for steps, values in pairs if steps.size]
+        if not pairs:
+            continue
+        steps_T = np.unique(np.concatenate([steps for steps, _ in pairs]))
+        values_TS = np.full((steps_T.size, len(pairs)), np.nan)
+        for column, (steps, values) in enumerate(pairs):
+            values_TS[np.searchsorted(steps_T, steps), column] = values
+        count_T = np.isfinite(values_TS).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=RuntimeWarning)
+            mean_T = np.nanmean(values_TS, axis=1)
+            sd_T = np.nanstd(values_TS, axis=1, ddof=1)
+        quantile_T = stats.t.ppf(0.5 + CONFIDENCE / 2, np.maximum(count_T - 1, 1))
+        half_T = np.where(count_T >= 2, quantile_T * sd_T / np.sqrt(np.maximum(count_T, 1)), np.nan)
+        parts.append(pd.DataFrame({"step": steps_T, "method": method.label,
+                                   "value": mean_T, "lo": mean_T - half_T, "hi": mean_T + half_T, "n": count_T}))
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)[columns].dropna(subset=["value"]).reset_index(drop=True)
+
+
+def _tail(values: np.ndarray) -> float:
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return float("nan")
+    return float(diagnostics.tail_average(values[:, None], data.TAIL_QUANTILE)[0])
+
+
+def final_value(run: RunData, metric: str) -> float:
+    """A run's final result for a metric: the tail average (≥60th percentile of its logged steps)
+    of a step scalar, or the last evaluation's value of an eval metric."""
+    _, values = data.metric_series(run, metric)
+    if values.size:
+        return _tail(values)
+    for record in reversed(run.evals):
+        metrics = record.get("metrics")
+        if isinstance(metrics, Mapping) and isinstance(metrics.get(metric), (int, float)):
+            return float(metrics[metric])
+    return float("nan")
+
+
+def final_metrics(methods: Sequence[Method]) -> list[str]:
+    """Metrics of the final-results table: study scalars, then the worst-group / pooled eval metrics."""
+    runs = [run for method in methods for _, run in method.runs]
+    names = [name for name in FINAL_METRICS if any(data.metric_series(run, name)[0].size for run in runs)]
+    evals = sorted({name for run in runs for name in data.evals_frame(run)["metric"]})
+    headline = [name for name in evals if not name.endswith(("_lo", "_hi"))
+                and (name.startswith(("pooled/", "worst_group/", "worst_benchmark/"))
+                     or name in ("accuracy", "worst_group_accuracy") or name.startswith(("pass@", "worst_group_pass@")))]
+    return names + headline
+
+
+def final_table(methods: Sequence[Method], metrics: Sequence[str]) -> pd.DataFrame:
+    """One row per method: seeds, and per metric ``mean [lo, hi]`` over seeds (95% t-interval),
+    with the numbers in hidden-able columns ``{metric}`` / ``{metric} lo`` / ``{metric} hi``."""
+    rows = []
+    for method in methods:
+        row: dict[str, Any] = {"method": method.label, "seeds": method.seeds}
+        for metric in metrics:
+            values = np.array([final_value(run, metric) for _, run in method.runs], dtype=float)
+            mean, lo, hi = t_interval(values)
+            row[metric] = format_interval(mean, lo, hi)
+            row[f"{metric} mean"], row[f"{metric} lo"], row[f"{metric} hi"] = mean, lo, hi
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_interval(mean: float, lo: float, hi: float) -> str:
+    """``0.512 [0.498, 0.526]``; ``0.512 (1 seed)`` without an interval; ``n/a`` without a value."""
+    if not np.isfinite(mean):
+        return "n/a"
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{mean:.4g} (1 seed)"
+    return f"{mean:.4g} [{lo:.4g}, {hi:.4g}]"

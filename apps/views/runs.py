@@ -1,0 +1,50 @@
+"""Runs: every run listed in one table (search, config columns) and the config diff of two runs."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from apps import runtable, ui
+
+TITLE = "Runs"
+
+
+def page() -> None:
+    """The searchable run table, then the diff of two chosen runs' configs."""
+    chosen = ui.selection()
+    st.title(TITLE)
+    st.caption("Every run found: status, method, seed, length, tail-average success and the config keys "
+               "that differ between runs. Type words to filter; pick two runs to diff their configs.")
+    if not chosen.entries:
+        ui.no_runs_message(chosen)
+        return
+
+    def body() -> None:
+        runs = dict(ui.iter_loaded(list(chosen.entries)))
+        query, every = st.columns([3, 1])
+        text = query.text_input("Search runs", key="runs-search", placeholder="e.g. prompt_gdro running")
+        all_config = every.toggle("All config keys", value=False, key="runs-all-config")
+        table = runtable.search(runtable.run_table(runs, all_config=all_config), text)
+        st.caption(f"{len(table)} of {len(runs)} runs")
+        st.dataframe(table, hide_index=True, width="stretch", key="runs-table")
+        labels = list(runs)
+        if len(labels) < 2:
+            return
+        st.subheader("Config diff")
+        left, right = st.columns(2)
+        first = left.selectbox("Run A", labels, index=0, key="diff-a")
+        second = right.selectbox("Run B", labels, index=1, key="diff-b")
+        if first == second:
+            st.info("Pick two different runs.", icon=":material/info:")
+            return
+        diff = runtable.config_diff(runs[first].config, runs[second].config, (first, second))
+        if diff.empty:
+            st.success("The two configs are identical.", icon=":material/check_circle:")
+        else:
+            st.caption(f"{len(diff)} keys differ")
+            st.dataframe(diff, hide_index=True, width="stretch", key="diff-table")
+
+    ui.live_fragment(body, chosen)()
+
+
+page()
