@@ -4,6 +4,7 @@ Subcommands:
   gdro simulate [STUDY] [...]   toy studies in the heavy-tailed bandit simulator (simulators/)
   gdro app [RUN_DIR ...]        the Streamlit app for logged curricula (apps/)
   gdro report RUN_DIR [...]     static PNG figures of run directories (apps/report.py)
+  gdro study lm [--quick]       learning study on CPU: GRPO vs GDRO on a small Qwen3 (real_runs/lmstudy/)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ COMMANDS = {
     "simulate": ("simulators.cli", "main", "toy studies in the synthetic bandit world"),
     "app": ("apps.launch", "main", "Streamlit app for run directories"),
     "report": ("apps.report", "main", "static PNG figures for run directories"),
+    "study": ("real_runs.lmstudy.cli", "main", "learning study on CPU: GRPO vs GDRO on a small Qwen3"),
 }
 
 
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        extra = {"simulate": "sim", "app": "app", "report": "sim"}[name]
+        extra = {"simulate": "sim", "app": "app", "report": "sim"}.get(name, "train")
         print(f"gdro {name}: missing dependency ({err.name}): install with pip install -e '.[{extra}]'",
               file=sys.stderr)
         return 2

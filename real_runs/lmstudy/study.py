@@ -1,0 +1,211 @@
+"""``gdro study lm``: GRPO vs step-matched GRPO vs Prompt-GDRO / Rollout-GDRO / joint on CPU.
+
+Every run goes through the real trainer (:func:`real_runs.train.main`) with the real loss,
+engine, sampler and math reward; only the model (a small Qwen3 from
+:mod:`.warmstart`), the tokenizer (:mod:`.tokenizer`) and the data (:mod:`.tasks`) are small.
+All methods and seeds start from the same cached warm-start checkpoint and spend exactly the
+same rollouts (``prompts_per_step * n_bar`` per step). Step-matched GRPO is GRPO with its
+learning rate multiplied by Prompt-GDRO's measured mean advantage multiplier (mean over its
+seeds and steps of the prompt-weighted multiplier), so any gain of Prompt-GDRO that is only a
+larger step shows up as a gain of this baseline too.
+
+Runs are independent single-thread processes (two single-thread jobs beat one two-thread job
+on 2 cores); a finished run directory is reused when the study is run again with the same
+settings, so an interrupted study continues where it stopped.
+
+Departures from the paper: a 0.5 M-parameter model on synthetic arithmetic instead of Qwen3
+1.7-8B on DAPO-Math; 64 prompts per step and a few hundred steps instead of 256 and 1,000; the
+held-out groups are the suite's skills (not benchmarks). Everything else (bins, controllers,
+loss, KL, clip, advantage clipping, arms 2..12 with mean 4) is the trainer's paper setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from real_runs.lmstudy import tasks
+from real_runs.lmstudy.warmstart import WarmStartConfig
+
+METHODS = ("grpo", "grpo_matched", "prompt_gdro", "rollout_gdro", "joint")
+EVAL_K = 8  # samples per held-out problem: mean@8 (pass@1) and pass@8, as in the paper
+FIRST_PHASE = ("prompt_gdro", "grpo", "rollout_gdro", "joint")  # prompt_gdro first: it sets the match
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """Settings of one study (the CLI's --quick picks :data:`QUICK`, else :data:`DEFAULT`).
+
+    seeds: seeds per method (>= 1); every method uses seeds 0..seeds-1, paired across methods.
+    steps, prompts_per_step: RL steps and prompts per step (>= 1).
+    n_bar, n_min, n_max: mean and range of rollouts per prompt (the paper: 4, 2..12).
+    lr: GRPO's AdamW learning rate (> 0); step-matched GRPO multiplies it by the measured factor.
+    eval_every: held-out evaluation period in steps (the trainer also evaluates at the end).
+    train_size, heldout_per_group: sizes of the suite (:class:`tasks.TaskConfig`).
+    jobs: runs in parallel (single-thread processes each); threads: torch threads per run.
+    warm: the warm start's settings (cached by them).
+    """
+
+    seeds: int = 3
+    steps: int = 300
+    prompts_per_step: int = 64
+    n_bar: int = 4
+    n_min: int = 2
+    n_max: int = 12
+    lr: float = 2e-4
+    eval_every: int = 100
+    train_size: int = 4000
+    heldout_per_group: int = 400
+    jobs: int = 2
+    threads: int = 1
+    warm: WarmStartConfig = field(default_factory=WarmStartConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("seeds", "steps", "prompts_per_step", "train_size",
+                     "heldout_per_group", "jobs", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"StudyConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not 2 <= self.n_min <= self.n_bar <= self.n_max:
+            raise ValueError(f"StudyConfig needs 2 <= n_min <= n_bar <= n_max, got "
+                             f"{self.n_min}, {self.n_bar}, {self.n_max}")
+        if not self.lr > 0:
+            raise ValueError(f"StudyConfig.lr must be > 0, got {self.lr}")
+
+    def task_config(self) -> tasks.TaskConfig:
+        return tasks.TaskConfig(train_size=self.train_size, heldout_per_group=self.heldout_per_group,
+                                seed=self.warm.task_seed)
+
+
+DEFAULT = StudyConfig()
+QUICK = StudyConfig(seeds=2, steps=4, prompts_per_step=8, eval_every=2, train_size=200,
+                    heldout_per_group=10, warm=WarmStartConfig(steps=60, batch_size=64, warmup_steps=10))
+
+
+def trainer_config(cfg: StudyConfig, method: str, seed: int, out: Path, lr_scale: float = 1.0) -> Any:
+    """The trainer's TrainConfig of one run (the paper's loss settings, our sizes)."""
+    from real_runs.config import config_from_dict
+
+    return config_from_dict({
+        "model": {"name": "lmstudy-warmstart", "dtype": "float32", "device": "cpu",
+                  "attn_implementation": "sdpa"},
+        "data": {"train": "lmstudy", "shuffle": True},
+        "rollout": {"engine": "hf", "temperature": 1.0, "max_new_tokens": 16, "max_prompt_tokens": 32},
+        "method": {"name": "grpo" if method == "grpo_matched" else method, "num_bins": 10,
+                   "n_bar": cfg.n_bar, "n_min": cfg.n_min, "n_max": cfg.n_max},
+        "loss": {"kl_coef": 0.001, "kl_estimator": "k3", "agg": "token-mean", "adv_clip": 5.0},
+        "optim": {"lr": cfg.lr, "lr_scale": float(lr_scale), "warmup_steps": 0},
+        "train": {"steps": cfg.steps, "prompts_per_step": cfg.prompts_per_step, "mini_batches": 2,
+                  "micro_batch_tokens": 65536, "seed": seed, "save_every": 0, "keep_last": 1,
+                  "out": str(out), "run_name": run_name(method, seed), "progress": False},
+        "eval": {"every": cfg.eval_every, "benchmarks": ["lmstudy"], "k": EVAL_K,
+                 "temperature": 0.6, "top_p": 0.8, "top_k": 20, "max_new_tokens": 16},
+    })
+
+
+def run_name(method: str, seed: int) -> str:
+    return f"{method}-s{seed}"
+
+
+def run_one(cfg: StudyConfig, method: str, seed: int, out: Path, warm_path: Path,
+            lr_scale: float = 1.0) -> str:
+    """One training run in this process (called in a worker): returns its run directory."""
+    import torch
+
+    torch.set_num_threads(cfg.threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads))
+    from real_runs.lmstudy.warmstart import load_warm_start
+    from real_runs.reward import MathReward
+    from real_runs.train import main as train_main
+
+    target = out / run_name(method, seed)
+    if _finished(target):
+        return str(target)
+    model, tokenizer, _ = load_warm_start(warm_path)
+    task_cfg = cfg.task_config()
+    run_dir = train_main(trainer_config(cfg, method, seed, out, lr_scale), model=model, tokenizer=tokenizer,
+                         train_records=tasks.train_split(task_cfg), eval_records=tasks.heldout_split(task_cfg),
+                         reward=MathReward())
+    return str(run_dir)
+
+
+def _finished(path: Path) -> bool:
+    meta = path / "meta.json"
+    try:
+        return json.loads(meta.read_text())["status"] == "finished"
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def mean_multiplier(run_dir: Path) -> float:
+    """Prompt-GDRO's mean advantage multiplier over a run: mean over steps of sum_b c_b m_b / sum_b c_b."""
+    from gdro_lab.runlog import read_run
+
+    run = read_run(run_dir)
+    counts_TG, mult_TG = run.bins.get("count"), run.bins.get("multiplier")
+    if counts_TG is None or mult_TG is None:
+        raise ValueError(f"{run_dir} logs no per-bin count/multiplier: cannot match GRPO's step size")
+    per_step_T = np.nansum(counts_TG * mult_TG, axis=1) / np.maximum(np.nansum(counts_TG, axis=1), 1e-12)
+    return float(np.mean(per_step_T))
+
+
+def run_study(cfg: StudyConfig, out: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Warm start, then every method x seed in a process pool; returns {method: {seed: run_dir}}."""
+    from real_runs.lmstudy.warmstart import warm_start
+
+    out.mkdir(parents=True, exist_ok=True)
+    runs_dir = out / "runs"
+    started = time.perf_counter()
+    warm_path = warm_start(cfg.warm, log=log)
+    warm_seconds = time.perf_counter() - started
+    seeds = range(cfg.seeds)
+    ctx = get_context("spawn")
+    futures: dict[tuple[str, int], Future[str]] = {}
+    with ProcessPoolExecutor(max_workers=cfg.jobs, mp_context=ctx) as pool:
+        for method in FIRST_PHASE:
+            for seed in seeds:
+                futures[method, seed] = pool.submit(run_one, cfg, method, seed, runs_dir, warm_path)
+        pgdro = [Path(futures["prompt_gdro", s].result()) for s in seeds]
+        scale = float(np.mean([mean_multiplier(p) for p in pgdro]))
+        log(f"step-matched GRPO: lr x {scale:.3f} (Prompt-GDRO's mean advantage multiplier)")
+        for seed in seeds:
+            futures["grpo_matched", seed] = pool.submit(run_one, cfg, "grpo_matched", seed, runs_dir,
+                                                        warm_path, scale)
+        runs: dict[str, dict[int, Path]] = {m: {} for m in METHODS}
+        for (method, seed), future in futures.items():
+            runs[method][seed] = Path(future.result())
+            log(f"done: {method} seed {seed}")
+    return {"runs": runs, "lr_scale": scale, "warm_path": str(warm_path), "warm_seconds": warm_seconds,
+            "seconds": time.perf_counter() - started, "config": dataclasses.asdict(cfg)}
+
+
+CAVEATS = [
+    "- **Why this need not reproduce the paper's +10%**: the paper trains 1.7-8B models for 1,000 steps on "
+    "17k real problems and scores benchmarks whose hard tail is large; here a 0.5 M-parameter model learns "
+    "arithmetic for a few hundred steps, and most of a step's 4-sample groups are all-correct or all-wrong, "
+    "so every method sees little signal. With Adam, scaling advantages by a constant changes the update "
+    "far less than scaling the learning rate does, so the step-matched baseline is a stronger control for "
+    "step-size effects than for Prompt-GDRO's re-weighting across bins.",
+    "- Intervals across 3 seeds use t(2) = 4.30: only large or very consistent effects exclude 0.",
+]
+
+
+def study_and_report(cfg: StudyConfig, out: Path, report_dir: Path, quick: bool = False,
+                     log: Callable[[str], None] = print) -> Path:
+    """Run the study (reusing finished runs) and write its report; returns report.md."""
+    from real_runs.lmstudy.report import write_report
+    from real_runs.lmstudy.warmstart import format_accuracy
+
+    result = run_study(cfg, out, log=log)
+    warm_summary = json.loads((Path(result["warm_path"]) / "warmstart.json").read_text())
+    log(format_accuracy(warm_summary["heldout_greedy_accuracy"], "warm start, held-out greedy accuracy:"))
+    note = " — QUICK setting (CI smoke run; numbers are not evidence)" if quick else ""
+    return write_report(result, list(tasks.SKILLS), report_dir, note, warm_summary, CAVEATS)
