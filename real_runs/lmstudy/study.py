@@ -131,9 +131,10 @@ def run_one(cfg: StudyConfig, method: str, seed: int, out: Path, warm_path: Path
         return str(target)
     model, tokenizer, _ = load_warm_start(warm_path)
     task_cfg = cfg.task_config()
-    run_dir = train_main(trainer_config(cfg, method, seed, out, lr_scale), model=model, tokenizer=tokenizer,
-                         train_records=tasks.train_split(task_cfg), eval_records=tasks.heldout_split(task_cfg),
-                         reward=MathReward())
+    with MathReward(num_workers=1) as reward:  # exact matches skip math-verify; one worker suffices
+        run_dir = train_main(trainer_config(cfg, method, seed, out, lr_scale), model=model,
+                             tokenizer=tokenizer, train_records=tasks.train_split(task_cfg),
+                             eval_records=tasks.heldout_split(task_cfg), reward=reward)
     return str(run_dir)
 
 

@@ -6,6 +6,12 @@ characters of ``\\boxed{}``, space and newline) plus ``<pad>``, ``<eos>`` and ``
 text has no spaces between tokens) wrapped as a transformers ``PreTrainedTokenizerFast``, so the
 engine, trainer and reward use it exactly like a hub tokenizer. It adds no BOS and no EOS on
 encode; the model learns to emit ``<eos>`` after ``}``.
+
+Its chat template renders a user turn as the bare expression (everything up to the first
+``=``, then ``=``): the project's prompt formatter (:func:`real_runs.data.format_prompt`) appends
+a natural-language instruction that this 30-symbol model neither reads nor needs, and a model's
+chat template is exactly where a prompt format belongs. So the trainer's prompt for
+``"12+3="`` is ``"12+3="``, the same text the warm start trained on.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from transformers import PreTrainedTokenizerFast
 
 SPECIALS = ("<pad>", "<eos>", "<unk>")
 ALPHABET = "0123456789+-*%=()\\boxed{} \n"
+CHAT_TEMPLATE = "{{ messages[-1]['content'].split('=')[0] }}="
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
@@ -27,4 +34,5 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     core.decoder = decoders.Fuse()
     tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>",
                                   unk_token="<unk>", padding_side="left", model_max_length=64)
+    tok.chat_template = CHAT_TEMPLATE
     return tok

@@ -30,3 +30,15 @@ def test_left_padding_for_generation():
     tok = build_tokenizer()
     enc = tok(["1+2=", "123+45="], padding=True, add_special_tokens=False)
     assert enc["input_ids"][0][:3] == [0, 0, 0] and enc["attention_mask"][0][:3] == [0, 0, 0]
+
+
+def test_project_prompt_formatter_gives_the_bare_expression(tmp_path):
+    from real_runs.data import format_prompt
+    from transformers import PreTrainedTokenizerFast
+
+    tok = build_tokenizer()
+    tok.save_pretrained(tmp_path)
+    reloaded = PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    for p in tasks.heldout_split(tasks.TaskConfig(heldout_per_group=20)):
+        assert format_prompt(p, tok) == p.problem
+        assert format_prompt(p, reloaded) == p.problem

@@ -1,0 +1,329 @@
+"""Math prompts with stable ids and worst-group labels, and our one prompt template.
+
+Every loader returns :class:`real_runs.types.Problem` records ``{id, problem, answer, source,
+group}``:
+
+- ``id = "{source}:{split}:{row}"`` (the paper's UID ``data_source:split:index``), ``row`` being
+  the 0-based position of the row in its file (or Hugging Face split), so ids are equal across
+  runs and machines for the same file.
+- ``problem`` is the bare question: instruction wrappers that the source files carry (verl's
+  "Let's think step by step ...", DAPO's "Answer: $Answer" frame, GPQA's "ANSWER:" line) are
+  removed, so that :func:`format_prompt` applies one template of ours to every data set.
+- ``group`` is MATH subject x level where the data has them, else the benchmark name.
+
+Where this follows the paper and where it departs:
+
+- Template: the question followed by "Let's think step by step and output the final answer within
+  \\boxed{}." (the released code's training prompt, paper.md section 6), through the tokenizer's
+  chat template when it has one (Qwen3 base models do).
+- Groups: the released code's validation groups are MATH type x level with levels <= 2 merged and
+  Precalculus merged with Prealgebra (paper.md section 4, "Worst-group pass@1"). We merge levels
+  1 and 2 (their MATH-500 cells hold ~6 problems each, too few for a worst-group minimum) but
+  keep Precalculus and Prealgebra apart: they are unrelated subjects, and the merge looks like a
+  3-letter-prefix artefact. Labels look like ``"precalculus:L1-2"`` or ``"number_theory:L5"``.
+- Rows without a usable answer (empty or missing answer, or missing question) are skipped and
+  counted, with one summary line on the ``real_runs.data`` logger; a bad row never crashes a load.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from real_runs.reward import extract_last_boxed
+from real_runs.types import Problem
+
+LOG = logging.getLogger("real_runs.data")
+
+#: Appended to every question (paper.md section 6, the released training prompt).
+INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+
+#: Instruction wrappers found in the source files, removed to recover the bare question.
+_SUFFIXES = (
+    " Let's think step by step and output the final answer within \\boxed{}.",
+    " Please reason step by step, and put your final answer within \\boxed{}.",
+    " Please reason step by step and output the final answer within \\boxed{}.",
+    "Please reason step by step and put the answer index after ANSWER: ",
+    '\n\nRemember to put your answer on its own line after "Answer:".',
+)
+_PREFIXES = (
+    "Solve the following math problem step by step. The last line of your response should be of "
+    "the form Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n",
+)
+
+
+class DataError(ValueError):
+    """A data set cannot be loaded; the message names the problem and the fix."""
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """Where a known data set lives under the data root.
+
+    files: split name -> file path relative to the data root.
+    default_split: the split loaded when none is asked for.
+    """
+
+    files: dict[str, str]
+    default_split: str
+
+
+#: Known data sets (``../shared/data`` layout). Evaluation sets use their "test" split.
+BENCHMARKS: dict[str, BenchmarkSpec] = {
+    "math500": BenchmarkSpec({"test": "math500/test.jsonl"}, "test"),
+    "aime24": BenchmarkSpec({"test": "aime24/test.jsonl"}, "test"),
+    "aime25": BenchmarkSpec({"test": "aime25/test.parquet"}, "test"),
+    "amc23": BenchmarkSpec({"test": "amc23/test.jsonl"}, "test"),
+    "minerva": BenchmarkSpec({"test": "minerva_math/test.jsonl"}, "test"),
+    "olympiadbench": BenchmarkSpec({"test": "olympiadbench/test.jsonl"}, "test"),
+    "gpqa": BenchmarkSpec({"test": "gpqa_diamond/test.parquet"}, "test"),
+    "hmmt25": BenchmarkSpec({"test": "hmmt25/test.parquet"}, "test"),
+    "gsm8k": BenchmarkSpec({"train": "gsm8k/train.jsonl", "test": "gsm8k/test.jsonl"}, "test"),
+    "math": BenchmarkSpec({"train": "math/train.parquet", "test": "math/test.parquet"}, "train"),
+    "dapo": BenchmarkSpec({"train": "dapo_math_17k/dapo_math_17k.parquet"}, "train"),
+}
+
+
+def data_root() -> Path:
+    """The data folder: ``$GDRO_DATA`` if set, else ``../shared/data`` next to the repository."""
+    env = os.environ.get("GDRO_DATA")
+    if env:
+        return Path(env).expanduser()
+    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+# ----------------------------------------------------------------------------- template
+
+def format_prompt(problem: Problem, tokenizer: Any = None) -> str:
+    """Our one prompt: question + :data:`INSTRUCTION`, as a user turn of the chat template.
+
+    Uses ``tokenizer.apply_chat_template(..., add_generation_prompt=True, tokenize=False)`` when
+    the tokenizer has a chat template; plain text otherwise (or with no tokenizer).
+    """
+    text = f"{problem.problem.strip()} {INSTRUCTION}"
+    if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                             add_generation_prompt=True, tokenize=False)
+    return text
+
+
+# ----------------------------------------------------------------------------- fields
+
+def strip_wrapper(text: str) -> str:
+    """Remove a known instruction prefix/suffix from a source prompt (see :data:`_SUFFIXES`)."""
+    for prefix in _PREFIXES:
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    for suffix in _SUFFIXES:
+        if text.endswith(suffix):
+            text = text[: -len(suffix)]
+    return text.strip()
+
+
+def math_group(subject: str, level: Any) -> str:
+    """MATH subject x level label, levels 1 and 2 merged: ``"counting_and_probability:L1-2"``."""
+    slug = re.sub(r"[^a-z0-9]+", "_", subject.lower().replace("&", "and")).strip("_")
+    match = re.search(r"\d", str(level))
+    if match is None:
+        return f"{slug}:L?"
+    number = int(match.group())
+    return f"{slug}:L1-2" if number <= 2 else f"{slug}:L{number}"
+
+
+def _clean_answer(value: Any) -> str:
+    """Gold answer as a string: floats that are integers lose their ".0", AIME's "023" -> "23"."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    text = str(value).strip()
+    if re.fullmatch(r"0+\d+", text):
+        text = text.lstrip("0")
+    return text
+
+
+def _get(row: dict[str, Any], *path: str) -> Any:
+    value: Any = row
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def row_fields(row: dict[str, Any], source: str) -> tuple[str, str, str] | None:
+    """(problem, answer, group) of one row in any supported layout, or None if unusable.
+
+    Layouts: verl parquet (chat ``prompt`` list, ``reward_model.ground_truth`` a string or a dict
+    with ``target``/``solution``), flat jsonl with ``problem``/``question`` and ``answer``,
+    ``final_answer`` (OlympiadBench), GSM8K's ``#### answer`` or a ``solution`` with ``\\boxed{}``.
+    """
+    problem = _get(row, "extra_info", "raw_problem")
+    if not problem:
+        prompt = row.get("prompt")
+        if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict):
+            problem = prompt[-1].get("content")
+        elif isinstance(prompt, str):
+            problem = prompt
+    problem = problem or row.get("problem") or row.get("question")
+    if not isinstance(problem, str) or not problem.strip():
+        return None
+    answer = _answer_of(row)
+    if not answer:
+        return None
+    subject = row.get("subject") or row.get("type")
+    level = row.get("level")
+    group = math_group(subject, level) if level is not None and _is_math_subject(subject) else source
+    return strip_wrapper(problem), answer, group
+
+
+_MATH_SUBJECTS = {"algebra", "counting_and_probability", "geometry", "intermediate_algebra",
+                  "number_theory", "prealgebra", "precalculus"}
+
+
+def _is_math_subject(subject: Any) -> bool:
+    return isinstance(subject, str) and math_group(subject, 3).split(":")[0] in _MATH_SUBJECTS
+
+
+def _answer_of(row: dict[str, Any]) -> str:
+    truth = _get(row, "reward_model", "ground_truth")
+    if isinstance(truth, dict):
+        answer = _clean_answer(truth.get("target"))
+        if not answer and isinstance(truth.get("solution"), str):
+            answer = _clean_answer(extract_last_boxed(truth["solution"], 10_000))
+        return answer
+    if truth is not None:
+        return _clean_answer(truth)
+    if "final_answer" in row:
+        final = row["final_answer"]
+        final = final[0] if isinstance(final, list) and final else final
+        return _clean_answer(str(final).replace("$", "")) if final else ""
+    answer = row.get("answer")
+    if isinstance(answer, str) and "####" in answer:
+        return _clean_answer(answer.rsplit("####", 1)[1].replace(",", ""))
+    if answer is not None and answer != "":
+        return _clean_answer(answer)
+    solution = row.get("solution")
+    return _clean_answer(extract_last_boxed(solution, 10_000)) if isinstance(solution, str) else ""
+
+
+def records_from_rows(rows: Iterable[dict[str, Any]], source: str, split: str,
+                      limit: int | None = None) -> tuple[list[Problem], list[int]]:
+    """Problems of ``rows`` (ids ``source:split:row``) and the row numbers skipped.
+
+    ``limit`` keeps the first ``limit`` usable problems.
+    """
+    records: list[Problem] = []
+    skipped: list[int] = []
+    for number, row in enumerate(rows):
+        if limit is not None and len(records) >= limit:
+            break
+        fields = row_fields(row, source) if isinstance(row, dict) else None
+        if fields is None:
+            skipped.append(number)
+            continue
+        problem, answer, group = fields
+        records.append(Problem(f"{source}:{split}:{number}", problem, answer, source, group))
+    return records, skipped
+
+
+# ----------------------------------------------------------------------------- files
+
+def _iter_jsonl(path: Path) -> Iterator[dict[str, Any] | None]:
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                yield None  # a corrupt line is a skipped row, not a crash
+
+
+def read_rows(path: Path) -> Iterable[dict[str, Any] | None]:
+    """Rows of a .jsonl, .json (a list) or .parquet file."""
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return _iter_jsonl(path)
+    if suffix == ".json":
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        return payload if isinstance(payload, list) else payload.get("data", [])
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+        return pq.read_table(path).to_pylist()
+    raise DataError(f"{path}: unsupported file type {suffix!r}: use .jsonl, .json or .parquet")
+
+
+def _summarise(source: str, split: str, skipped: list[int]) -> None:
+    if skipped:
+        shown = ", ".join(str(r) for r in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+        LOG.warning("%s:%s: skipped %d rows without a usable answer (rows %s)",
+                    source, split, len(skipped), shown)
+
+
+def load_with_skips(name_or_path: str, split: str | None = None, limit: int | None = None,
+                    data_files: str | list[str] | None = None) -> tuple[list[Problem], list[int]]:
+    """Like :func:`load_dataset_records`, also returning the skipped row numbers."""
+    if data_files is None and name_or_path in BENCHMARKS:
+        spec = BENCHMARKS[name_or_path]
+        split = split or spec.default_split
+        if split not in spec.files:
+            raise DataError(f"{name_or_path} has no split {split!r}: choose one of {sorted(spec.files)}")
+        path = data_root() / spec.files[split]
+        if not path.exists():
+            raise DataError(f"data file {path} is missing: set GDRO_DATA to the folder that holds "
+                            f"{spec.files[split]} (see ../shared/data/README.md)")
+        return _load_file(path, name_or_path, split, limit)
+    path = Path(name_or_path).expanduser()
+    if data_files is None and path.is_file():
+        return _load_file(path, path.parent.name or path.stem, split or path.stem, limit)
+    if data_files is None and (path.exists() or name_or_path.startswith((".", "/", "~"))
+                               or "/" not in name_or_path):
+        known = ", ".join(BENCHMARKS)
+        raise DataError(f"unknown data set {name_or_path!r}: use one of {known}, a .jsonl/.parquet "
+                        "file, or a Hugging Face dataset id (org/name)")
+    return _load_hf(name_or_path, split or "train", limit, data_files)
+
+
+def _load_file(path: Path, source: str, split: str, limit: int | None) -> tuple[list[Problem], list[int]]:
+    try:
+        records, skipped = records_from_rows(read_rows(path), source, split, limit)
+    except (OSError, ValueError) as err:
+        if isinstance(err, DataError):
+            raise
+        raise DataError(f"cannot read {path} ({err.__class__.__name__}: {err}): "
+                        "check the file is complete .jsonl/.parquet") from None
+    _summarise(source, split, skipped)
+    return records, skipped
+
+
+def _load_hf(name: str, split: str, limit: int | None,
+             data_files: str | list[str] | None) -> tuple[list[Problem], list[int]]:
+    import datasets
+
+    try:
+        dataset = datasets.load_dataset(name, split=split, data_files=data_files)
+    except Exception as err:  # datasets raises many types (hub, file, split errors)
+        raise DataError(f"cannot load Hugging Face dataset {name!r} split {split!r} "
+                        f"({err.__class__.__name__}): check the id, split and network/cache") from None
+    source = name if data_files is None else Path(str(
+        data_files if isinstance(data_files, str) else data_files[0])).parent.name or name
+    records, skipped = records_from_rows(iter(dataset), source, split, limit)
+    _summarise(source, split, skipped)
+    return records, skipped
+
+
+def load_dataset_records(name_or_path: str, split: str | None = None, limit: int | None = None,
+                         data_files: str | list[str] | None = None) -> list[Problem]:
+    """Problems of a known data set (:data:`BENCHMARKS`), a local file, or a Hugging Face id.
+
+    ``data_files`` passes through to ``datasets.load_dataset(name_or_path, data_files=...)``
+    (e.g. ``name_or_path="parquet"``). Skipped rows are counted in one warning line.
+    """
+    return load_with_skips(name_or_path, split, limit, data_files)[0]
+
