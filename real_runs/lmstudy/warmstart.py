@@ -89,10 +89,10 @@ def default_cache_root() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "gdro-lab" / "lmstudy"
 
 
-def _default_builder(tokenizer: Any, **overrides: Any) -> torch.nn.Module:
+def _default_builder(tokenizer: Any, seed: int = 0, **overrides: Any) -> torch.nn.Module:
     from real_runs.models import build_qwen3
 
-    return build_qwen3(tokenizer, **overrides)
+    return build_qwen3(tokenizer, seed=seed, **overrides)
 
 
 def supervised_batch(tokenizer: Any, problems: Sequence[Problem]) -> dict[str, torch.Tensor]:
@@ -143,7 +143,7 @@ def train_supervised(cfg: WarmStartConfig, build_model: Callable[..., Any] | Non
     """Build the model and run the supervised phase; returns (model, tokenizer, loss per step)."""
     torch.manual_seed(cfg.seed)
     tokenizer = build_tokenizer()
-    model = (build_model or _default_builder)(tokenizer, **cfg.model_overrides())
+    model = (build_model or _default_builder)(tokenizer, seed=cfg.seed, **cfg.model_overrides())
     model.train()
     task_cfg = tasks.TaskConfig(heldout_per_group=cfg.heldout_per_group, seed=cfg.task_seed)
     held = {p.problem for p in tasks.heldout_split(task_cfg)}
@@ -186,12 +186,13 @@ def warm_start(cfg: WarmStartConfig, cache_root: Path | None = None,
     heldout = tasks.heldout_split(tasks.TaskConfig(heldout_per_group=cfg.heldout_per_group,
                                                    seed=cfg.task_seed))
     accuracy = greedy_accuracy(model, tokenizer, heldout)
+    window = max(1, min(50, len(losses) // 5))  # steps averaged for the first / last loss
     tmp = root / f".tmp-warmstart-{cfg.key()}-{os.getpid()}"
     model.save_pretrained(tmp / "model")
     tokenizer.save_pretrained(tmp / "tokenizer")
     summary = {"config": dataclasses.asdict(cfg), "key": cfg.key(), "seconds": seconds,
                "parameters": int(sum(p.numel() for p in model.parameters())),
-               "loss_first": float(np.mean(losses[:20])), "loss_last": float(np.mean(losses[-50:])),
+               "loss_first": float(np.mean(losses[:window])), "loss_last": float(np.mean(losses[-window:])),
                "losses": losses[:: max(1, len(losses) // 200)], "heldout_greedy_accuracy": accuracy}
     (tmp / "warmstart.json").write_text(json.dumps(summary, indent=1))
     if final.exists():  # another process won the race; keep theirs

