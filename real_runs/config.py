@@ -62,8 +62,9 @@ class ModelConfig:
 class DataConfig:
     """Training prompts."""
 
-    train: str = "../shared/data/dapo_math_17k"
-    """Data set folder, file or Hugging Face id (``real_runs.data.load_dataset_records``)."""
+    train: str = "dapo"
+    """A known data set name (``dapo`` = DAPO-Math-17k under ../shared/data or $GDRO_DATA), a
+    .jsonl/.parquet file, or a Hugging Face id (``real_runs.data.load_dataset_records``)."""
     split: str = ""
     """Split for Hugging Face ids and multi-split folders (empty = the loader's default)."""
     limit: int = 0
@@ -92,6 +93,10 @@ class RolloutConfig:
     """Response length cap; also the constant divisor of ``seq-mean-token-sum-norm``."""
     max_prompt_tokens: int = 3200
     """Prompts longer than this many tokens are skipped when the data is loaded."""
+    reward_workers: int = 2
+    """Worker processes of the math reward (math-verify under a hard timeout)."""
+    reward_timeout_s: float = 5.0
+    """Hard wall-clock limit to score one response; a timeout scores -1 and is counted."""
 
     def __post_init__(self) -> None:
         require_range("rollout", "temperature", self.temperature, 0.0)
@@ -99,6 +104,8 @@ class RolloutConfig:
         require_int("rollout", "top_k", self.top_k, 0)
         require_int("rollout", "max_new_tokens", self.max_new_tokens, 1)
         require_int("rollout", "max_prompt_tokens", self.max_prompt_tokens, 1)
+        require_int("rollout", "reward_workers", self.reward_workers, 1)
+        require_range("rollout", "reward_timeout_s", self.reward_timeout_s, 0.0, lo_open=True)
 
 
 @dataclass(frozen=True)

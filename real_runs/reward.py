@@ -8,8 +8,10 @@ Safety, in order:
 1. The response is only searched, never evaluated: ``rfind`` of the last ``\\boxed{`` and a brace
    match over at most ``max_answer_chars`` characters after it (a 1 MB response costs one C-level
    scan). No box, unbalanced braces or an over-long box: incorrect, counted in
-   ``reward/no_answer``.
-2. The same string as the gold answer (after stripping spaces) is correct without math-verify.
+   ``reward/no_answer``; a box math-verify cannot parse is counted in ``reward/unparsed``.
+2. Shortcuts without math-verify: the same string as the gold answer (after stripping spaces) is
+   correct; when both are plain integers ("042", "-7"; all of DAPO-Math and AIME) they are
+   compared as integers. Counted in ``reward/shortcut``.
 3. Everything else goes to :class:`real_runs.rewards.pool.TimedPool`: worker processes running
    math-verify in their main thread (its ``signal.alarm`` soft timeouts work there) under a hard
    wall-clock timeout; a hung worker is killed and replaced, a crashed one replaced; either way
@@ -58,6 +60,19 @@ def extract_last_boxed(response: str, max_chars: int = 1000) -> str | None:
     return None
 
 
+_INTEGER = re.compile(r"[+-]?\d{1,100}")
+
+
+def _shortcut(content: str, gold: str) -> bool | None:
+    """True for the same string; for two plain integers, their equality; None: ask math-verify."""
+    content = content.strip()
+    if content == gold:
+        return True
+    if _INTEGER.fullmatch(content) and _INTEGER.fullmatch(gold):
+        return int(content) == int(gold)
+    return None
+
+
 def _results(success_R: np.ndarray, counters: dict[str, float]) -> RewardResult:
     rewards_R = np.where(success_R, 1.0, -1.0)
     metrics = {name: float(value) for name, value in counters.items()}
@@ -78,7 +93,7 @@ class MathReward:
         and replaced after it); math-verify's own soft alarms get half of it (>= 1 s).
     num_workers: worker processes (one per core is right; scoring is CPU-bound).
     max_answer_chars: longest ``\\boxed{}`` content considered; longer counts as no answer.
-    exact_match_shortcut: accept a box equal to the gold string without math-verify (tests turn
+    exact_match_shortcut: decide equal strings and plain integers without math-verify (tests turn
         it off to check math-verify itself).
 
     Workers are separate processes: a script that builds a MathReward at import time needs the
@@ -98,7 +113,7 @@ class MathReward:
         _check_lengths(responses, answers)
         success_R = np.zeros(len(responses), dtype=bool)
         counters = {"reward/timeouts": 0, "reward/errors": 0, "reward/no_answer": 0,
-                    "reward/exact_match": 0}
+                    "reward/unparsed": 0, "reward/shortcut": 0}
         tasks: list[tuple[str, str, int]] = []
         task_rows: list[int] = []
         for row, (response, answer) in enumerate(zip(responses, answers)):
@@ -106,15 +121,16 @@ class MathReward:
             gold = str(answer).strip()
             if content is None or not gold:
                 counters["reward/no_answer"] += 1
-            elif self.exact_match_shortcut and content.strip() == gold:
-                success_R[row] = True
-                counters["reward/exact_match"] += 1
+            elif self.exact_match_shortcut and (decided := _shortcut(content, gold)) is not None:
+                success_R[row] = decided
+                counters["reward/shortcut"] += 1
             else:
                 tasks.append((content, gold[: self.max_answer_chars], self.soft_timeout))
                 task_rows.append(row)
         for row, (status, value) in zip(task_rows, self._pool.map(tasks)):
             if status == "ok":
-                success_R[row] = bool(value)
+                success_R[row] = value == 1
+                counters["reward/unparsed"] += value == -1
             else:
                 counters["reward/timeouts" if status == "timeout" else "reward/errors"] += 1
         return _results(success_R, counters)

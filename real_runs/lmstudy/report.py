@@ -5,14 +5,17 @@ report can be rebuilt from a finished study without re-running it. Intervals are
 (Student t, like the simulator studies); gains are paired by seed (same warm start, same data
 order and sampler seed), which removes the seed-to-seed variation the methods share.
 
-Held-out metrics are read from ``eval.jsonl`` under the project-wide names:
-``group/{group}/mean@8`` (pass@1 estimated from 8 samples), ``group/{group}/pass@8``; the
-pooled and worst-group numbers are recomputed here from the per-group ones (worst group = the
-group with the lowest value in that run at that step).
+Held-out metrics are read from ``eval.jsonl`` under the project-wide names, one benchmark per
+skill: ``lmstudy_{group}/mean@8`` (pass@1 estimated from 8 samples) and ``lmstudy_{group}/pass@8``;
+the mean over groups (the pooled value: every group has the same number of problems) and the
+worst group (the lowest group in that run at that step) are computed here. The step-0 point of
+every curve is the warm start's evaluation with the same evaluator and the run's seed
+(``initial-s{seed}.json``).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,50 +32,58 @@ METHOD_LABELS = {
     "joint": "joint (Prompt+Rollout)",
 }
 METRICS = {  # report name -> (eval metric template, reducer over groups)
-    "pass@1": ("group/{g}/mean@8", "mean"),
-    "pass@8": ("group/{g}/pass@8", "mean"),
-    "worst-group pass@1": ("group/{g}/mean@8", "min"),
-    "worst-group pass@8": ("group/{g}/pass@8", "min"),
+    "pass@1": ("lmstudy_{g}/mean@8", "mean"),
+    "pass@8": ("lmstudy_{g}/pass@8", "mean"),
+    "worst-group pass@1": ("lmstudy_{g}/mean@8", "min"),
+    "worst-group pass@8": ("lmstudy_{g}/pass@8", "min"),
 }
 PAPER_GAIN = {"prompt_gdro": 10.6, "rollout_gdro": 10.1}  # relative pass@8 gain over GRPO, %
 
 
-def eval_table(run: RunData, groups: Sequence[str]) -> dict[str, np.ndarray]:
-    """Per-eval arrays: ``step`` (E,), and for each METRICS name a (E,) array; plus per-group (E, G)."""
-    steps = np.array([int(e["step"]) for e in run.evals], dtype=np.int64)
+PASS1 = METRICS["pass@1"][0]
+
+
+def eval_table(evals: Sequence[dict[str, Any]], groups: Sequence[str]) -> dict[str, np.ndarray]:
+    """Per-evaluation arrays: ``step`` (E,), each METRICS name (E,), and each template (E, G)."""
+    steps = np.array([int(e["step"]) for e in evals], dtype=np.int64)
     out: dict[str, np.ndarray] = {"step": steps}
     for template in {t for t, _ in METRICS.values()}:
         out[template] = np.array([[float(e["metrics"].get(template.format(g=g), np.nan)) for g in groups]
-                                  for e in run.evals]).reshape(len(steps), len(groups))
+                                  for e in evals]).reshape(len(steps), len(groups))
     for name, (template, reducer) in METRICS.items():
         out[name] = out[template].mean(axis=1) if reducer == "mean" else out[template].min(axis=1)
     return out
 
 
-def collect(runs: dict[str, dict[int, Path]], groups: Sequence[str]) -> dict[str, Any]:
+def collect(runs: dict[str, dict[int, Path]], groups: Sequence[str],
+            initial: dict[int, Path]) -> dict[str, Any]:
     """Metrics per method and seed: ``final[method][metric]`` (S,), ``curves``, and ``initial``.
 
-    ``initial`` pools the step-0 evaluations of every run (all start from the same warm start,
-    so they differ only by sampling); it is empty when the runs did not evaluate at step 0.
+    ``initial[metric]`` holds the warm start's evaluation per seed (S,); each run's curve starts
+    with its seed's initial evaluation at step 0.
     """
+    starts = {seed: json.loads(Path(path).read_text()) for seed, path in sorted(initial.items())}
     final: dict[str, dict[str, np.ndarray]] = {}
     per_group: dict[str, np.ndarray] = {}
     curves: dict[str, dict[str, Any]] = {}
-    start_tables = []
     for method, by_seed in runs.items():
-        tables = [eval_table(read_run(path), groups) for _, path in sorted(by_seed.items())]
-        if any(t["step"].size == 0 for t in tables):
-            raise ValueError(f"a {method} run has no evaluation in eval.jsonl: re-run it")
+        tables = []
+        for seed, path in sorted(by_seed.items()):
+            evals = read_run(path).evals
+            if not evals:
+                raise ValueError(f"{path} has no evaluation in eval.jsonl: re-run it")
+            tables.append(eval_table(([starts[seed]] if seed in starts else []) + evals, groups))
         final[method] = {m: np.array([t[m][-1] for t in tables]) for m in METRICS}
-        per_group[method] = np.stack([t["group/{g}/mean@8"][-1] for t in tables])
+        per_group[method] = np.stack([t[PASS1][-1] for t in tables])
         length = min(t["step"].size for t in tables)
         curves[method] = {"step": tables[0]["step"][:length],
                           **{m: np.stack([t[m][:length] for t in tables]) for m in METRICS}}
-        start_tables += [t for t in tables if t["step"][0] == 0]
-    initial: dict[str, np.ndarray] = {m: np.array([t[m][0] for t in start_tables]) for m in METRICS}
-    initial["per_group"] = (np.mean([t["group/{g}/mean@8"][0] for t in start_tables], axis=0)
-                            if start_tables else np.full(len(groups), np.nan))
-    return {"final": final, "initial": initial, "per_group": per_group, "curves": curves}
+    first = [eval_table([record], groups) for record in starts.values()]
+    out_initial: dict[str, np.ndarray] = {m: np.array([t[m][0] for t in first]) for m in METRICS}
+    out_initial["per_group"] = (np.mean([t[PASS1][0] for t in first], axis=0) if first
+                                else np.full(len(groups), np.nan))
+    out_initial["seeds"] = np.array(sorted(starts))
+    return {"final": final, "initial": out_initial, "per_group": per_group, "curves": curves}
 
 
 def paired(final: dict[str, dict[str, np.ndarray]], method: str, baseline: str) -> dict[str, tuple[float, float]]:
@@ -178,15 +189,16 @@ def _heatmap(axis: Any, run: RunData, field: str, title: str) -> None:
 
 def write_summary(out: Path, data: dict[str, Any], extra: dict[str, Any]) -> None:
     """``summary.json``: every number of the report (seed arrays included)."""
-    write_json(out / "summary.json", {"final": data["final"], "initial": data["initial"], **extra})
+    write_json(out / "summary.json", {"final": data["final"], "initial": data["initial"],
+                                      "per_group_final_pass@1": data["per_group"], **extra})
 
 
 def discussion(data: dict[str, Any], lr_scale: float) -> list[str]:
     """Bullet points generated from the numbers: learning, gains vs both baselines, the paper's +10%."""
     final, initial = data["final"], data["initial"]
     lines = []
-    if "grpo" in final:
-        gain = final["grpo"]["pass@1"] - np.nanmean(initial["pass@1"])
+    if "grpo" in final and initial["pass@1"].size == final["grpo"]["pass@1"].size:
+        gain = final["grpo"]["pass@1"] - initial["pass@1"]  # paired by seed
         mean, half = mean_ci(gain)
         verdict = "excludes 0: the real path learns" if mean - half > 0 else "does not exclude 0"
         lines.append(f"- **GRPO vs the warm start** (held-out pass@1): {fmt(mean, half, 1, 100)} pp; "
@@ -215,7 +227,7 @@ def write_report(study: dict[str, Any], groups: Sequence[str], report_dir: Path,
     """Write report.md, figures and summary.json into ``report_dir``; returns report.md."""
     report_dir.mkdir(parents=True, exist_ok=True)
     runs = {m: r for m, r in study["runs"].items() if r}
-    data = collect(runs, groups)
+    data = collect(runs, groups, study.get("initial", {}))
     figures = {
         "curves": figure_curves(data, report_dir / "fig_curves.png"),
         "groups": figure_groups(data, groups, report_dir / "fig_groups.png"),
@@ -237,7 +249,7 @@ def write_report(study: dict[str, Any], groups: Sequence[str], report_dir: Path,
             f"{study['seconds'] / 60:.1f} min with {cfg['jobs']} single-thread jobs on a shared 2-core machine. "
             "Intervals: 95% Student t across seeds; gains paired by seed.", "",
             "## Warm start (held-out, per group)", "",
-            markdown_table(["group", "greedy exact match (%)", "sampled pass@1 at step 0, mean of all runs (%)"], warm_rows),
+            markdown_table(["group", "greedy exact match (%)", "sampled pass@1 at step 0, seed mean (%)"], warm_rows),
             "", results_markdown(data), "", "## Discussion (generated from the numbers above)", "",
             *discussion(data, study["lr_scale"]), *notes, "", "## Figures", "",
             f"![curves]({figures['curves']})", "", f"![groups]({figures['groups']})", "",

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -106,7 +105,7 @@ def trainer_config(cfg: StudyConfig, method: str, seed: int, out: Path, lr_scale
         "train": {"steps": cfg.steps, "prompts_per_step": cfg.prompts_per_step, "mini_batches": 2,
                   "micro_batch_tokens": 65536, "seed": seed, "save_every": 0, "keep_last": 1,
                   "out": str(out), "run_name": run_name(method, seed), "progress": False},
-        "eval": {"every": cfg.eval_every, "benchmarks": ["lmstudy"], "k": EVAL_K,
+        "eval": {"every": cfg.eval_every, "benchmarks": sorted(eval_records(cfg)), "k": EVAL_K,
                  "temperature": 0.6, "top_p": 0.8, "top_k": 20, "max_new_tokens": 16},
     })
 
@@ -115,13 +114,24 @@ def run_name(method: str, seed: int) -> str:
     return f"{method}-s{seed}"
 
 
-def run_one(cfg: StudyConfig, method: str, seed: int, out: Path, warm_path: Path,
-            lr_scale: float = 1.0) -> str:
-    """One training run in this process (called in a worker): returns its run directory."""
+def eval_records(cfg: StudyConfig) -> dict[str, list[Any]]:
+    """The held-out split as the trainer's ``eval_records``: one benchmark per skill."""
+    out: dict[str, list[Any]] = {}
+    for problem in tasks.heldout_split(cfg.task_config()):
+        out.setdefault(problem.source, []).append(problem)
+    return out
+
+
+def _worker_setup(cfg: StudyConfig) -> None:
     import torch
 
     torch.set_num_threads(cfg.threads)
-    os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads))
+
+
+def run_one(cfg: StudyConfig, method: str, seed: int, out: Path, warm_path: Path,
+            lr_scale: float = 1.0) -> str:
+    """One training run in this process (called in a worker): returns its run directory."""
+    _worker_setup(cfg)
     from real_runs.lmstudy.warmstart import load_warm_start
     from real_runs.reward import MathReward
     from real_runs.train import main as train_main
@@ -129,13 +139,38 @@ def run_one(cfg: StudyConfig, method: str, seed: int, out: Path, warm_path: Path
     target = out / run_name(method, seed)
     if _finished(target):
         return str(target)
+    if target.exists():
+        raise FileExistsError(f"{target} holds an unfinished run: resume it with `gdro train --resume {target}` "
+                              "or delete it, then run the study again")
     model, tokenizer, _ = load_warm_start(warm_path)
-    task_cfg = cfg.task_config()
     with MathReward(num_workers=1) as reward:  # exact matches skip math-verify; one worker suffices
         run_dir = train_main(trainer_config(cfg, method, seed, out, lr_scale), model=model,
-                             tokenizer=tokenizer, train_records=tasks.train_split(task_cfg),
-                             eval_records=tasks.heldout_split(task_cfg), reward=reward)
+                             tokenizer=tokenizer, train_records=tasks.train_split(cfg.task_config()),
+                             eval_records=eval_records(cfg), reward=reward)
     return str(run_dir)
+
+
+def initial_eval(cfg: StudyConfig, seed: int, out: Path, warm_path: Path) -> str:
+    """The warm start's held-out evaluation (step 0) with the trainer's evaluator and seed scheme."""
+    _worker_setup(cfg)
+    from real_runs.engines import make_engine
+    from real_runs.lmstudy.warmstart import load_warm_start
+    from real_runs.reward import MathReward
+    from real_runs.train import evaluate
+
+    target = out / f"initial-s{seed}.json"
+    if target.is_file():
+        return str(target)
+    model, tokenizer, _ = load_warm_start(warm_path)
+    problems = [p for group in eval_records(cfg).values() for p in group]
+    train_cfg = trainer_config(cfg, "grpo", seed, out)
+    with MathReward(num_workers=1) as reward:
+        metrics = evaluate(train_cfg, make_engine("hf", model, tokenizer), tokenizer, problems, reward, 0)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"step": 0, "metrics": metrics}))
+    tmp.rename(target)
+    return str(target)
 
 
 def _finished(path: Path) -> bool:
@@ -180,11 +215,13 @@ def run_study(cfg: StudyConfig, out: Path, log: Callable[[str], None] = print) -
         for seed in seeds:
             futures["grpo_matched", seed] = pool.submit(run_one, cfg, "grpo_matched", seed, runs_dir,
                                                         warm_path, scale)
+        initial = {seed: pool.submit(initial_eval, cfg, seed, out / "initial", warm_path) for seed in seeds}
         runs: dict[str, dict[int, Path]] = {m: {} for m in METHODS}
         for (method, seed), future in futures.items():
             runs[method][seed] = Path(future.result())
             log(f"done: {method} seed {seed}")
-    return {"runs": runs, "lr_scale": scale, "warm_path": str(warm_path), "warm_seconds": warm_seconds,
+        initial_paths = {seed: Path(f.result()) for seed, f in initial.items()}
+    return {"runs": runs, "initial": initial_paths, "lr_scale": scale, "warm_path": str(warm_path), "warm_seconds": warm_seconds,
             "seconds": time.perf_counter() - started, "config": dataclasses.asdict(cfg)}
 
 

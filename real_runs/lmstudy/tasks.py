@@ -16,8 +16,9 @@ problems are drawn first and excluded from the training pool, so the splits are 
 construction. Everything is a pure function of a seed.
 
 A problem's text is the bare expression (``"123+45="``); the expected response is
-``\\boxed{168}``, scored by the same math reward as the real math path. Ids are stable and
-content-derived: ``"lmstudy:{split}:{group}{level}:{expression}"``.
+``\\boxed{168}``, scored by the same math reward as the real math path. Each skill is its own
+source (``lmstudy_add``, ...), like the paper's benchmarks, so the evaluator reports mean@k and
+pass@k per skill. Ids are stable and content-derived: ``"lmstudy_{group}:{split}:L{level}:{expression}"``.
 """
 
 from __future__ import annotations
@@ -133,8 +134,9 @@ def make_problem(group: int | str, level: int, operands: Operands, split: str) -
     spec = SKILLS[str(group)][level]
     text = spec.template.format(*operands)
     answer = str(spec.solve(*operands))
-    return Problem(id=f"{SOURCE}:{split}:{group}{level + 1}:{text}", problem=text, answer=answer,
-                   source=SOURCE, group=str(group))
+    source = f"{SOURCE}_{group}"
+    return Problem(id=f"{source}:{split}:L{level + 1}:{text}", problem=text, answer=answer,
+                   source=source, group=str(group))
 
 
 def _draw_unique(rng: np.random.Generator, spec: Level, count: int, taken: set[str]) -> list[Operands]:
@@ -175,11 +177,16 @@ def train_split(cfg: TaskConfig) -> list[Problem]:
     taken = set(held)
     for (group, level, _), count in zip(cells, draws):
         spec = SKILLS[group][level]
-        room = spec.space - sum(1 for p in heldout if f":{group}{level + 1}:" in p.id)
+        room = spec.space - sum(1 for p in heldout if p.group == group and cell(p) == level)
         problems += [make_problem(group, level, ops, "train")
                      for ops in _draw_unique(rng, spec, min(int(count), room), taken)]
     order = rng.permutation(len(problems))
     return [problems[i] for i in order]
+
+
+def cell(problem: Problem) -> int:
+    """The difficulty level (0-based) of a problem, read from its id."""
+    return int(problem.id.split(":")[2][1:]) - 1
 
 
 def sample_supervised(rng: np.random.Generator, size: int, held: set[str]) -> list[Problem]:

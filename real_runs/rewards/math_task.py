@@ -40,18 +40,23 @@ def _gold(answer: str, soft_timeout: int) -> list:
     return parse(f"\\boxed{{{answer}}}", parsing_timeout=soft_timeout)
 
 
-def verify_boxed(content: str, answer: str, soft_timeout: int) -> bool:
-    """True when ``\\boxed{content}`` equals ``\\boxed{answer}`` under math-verify."""
+def verify_boxed(content: str, answer: str, soft_timeout: int) -> int:
+    """1 when ``\\boxed{content}`` equals ``\\boxed{answer}`` under math-verify, 0 when not,
+    -1 when the content does not parse (broken LaTeX)."""
     _FLAG.fired = False
     gold = _gold(answer, soft_timeout)
     if _FLAG.fired:
         _gold.cache_clear()
         raise VerifyTimeout("math-verify timed out parsing the gold answer")
     predicted = parse(f"\\boxed{{{content}}}", parsing_timeout=soft_timeout)
-    correct = bool(predicted) and bool(verify(gold, predicted, timeout_seconds=soft_timeout))
     if _FLAG.fired:
-        raise VerifyTimeout("math-verify timed out")
-    return correct
+        raise VerifyTimeout("math-verify timed out parsing the response")
+    if not predicted:
+        return -1
+    correct = verify(gold, predicted, timeout_seconds=soft_timeout)
+    if _FLAG.fired:
+        raise VerifyTimeout("math-verify timed out comparing")
+    return int(bool(correct))
 
 
 # Warm math-verify's lazily built LaTeX parser once (~1 s): the forkserver preloads this module,

@@ -50,6 +50,21 @@ def _worker_main(conn: Connection, func_path: str) -> None:
         conn.send((task_id, result))
 
 
+def probe(kind: str, seconds: float = 0.0) -> str:
+    """A task for checking the pool itself: "sleep" (uninterruptible by alarms), "raise", "exit"
+    (the worker dies mid-call), or "pid" (returns the worker's process id)."""
+    import os
+    import signal
+
+    if kind == "sleep":
+        time.sleep(seconds)
+    elif kind == "raise":
+        raise RuntimeError("probe failure")
+    elif kind == "exit":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return str(os.getpid())
+
+
 @dataclass(eq=False)
 class _Worker:
     process: Any

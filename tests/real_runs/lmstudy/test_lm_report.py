@@ -15,6 +15,11 @@ GROUPS = ["add", "sub", "mul"]
 METHODS = ["grpo", "grpo_matched", "prompt_gdro", "rollout_gdro", "joint"]
 
 
+def _metrics(pass1_G, pass8_G):
+    metrics = {f"lmstudy_{g}/mean@8": float(pass1_G[i]) for i, g in enumerate(GROUPS)}
+    return metrics | {f"lmstudy_{g}/pass@8": float(pass8_G[i]) for i, g in enumerate(GROUPS)}
+
+
 def _write_run(path, pass1_EG, pass8_EG, steps, rollouts_G=None):
     writer = RunWriter(path, {"method": path.name}, num_bins=3, producer="test")
     for step in range(steps[-1] + 1):
@@ -24,9 +29,7 @@ def _write_run(path, pass1_EG, pass8_EG, steps, rollouts_G=None):
             bins["rollouts"] = rollouts_G
         writer.log_step(step, {"reward": 0.0}, bins)
     for e, step in enumerate(steps):
-        metrics = {f"group/{g}/mean@8": float(pass1_EG[e][i]) for i, g in enumerate(GROUPS)}
-        metrics |= {f"group/{g}/pass@8": float(pass8_EG[e][i]) for i, g in enumerate(GROUPS)}
-        writer.log_eval(step, metrics)
+        writer.log_eval(step, _metrics(pass1_EG[e], pass8_EG[e]))
     writer.close()
 
 
@@ -41,11 +44,15 @@ def study(tmp_path):
             end1 = np.clip(start1 + 0.02 * k + rng.normal(0, 0.01, 3), 0, 1)
             end8 = np.clip(start8 + 0.03 * k + rng.normal(0, 0.01, 3), 0, 1)
             path = tmp_path / "runs" / f"{method}-s{seed}"
-            _write_run(path, [start1, (start1 + end1) / 2, end1], [start8, (start8 + end8) / 2, end8],
-                       [0, 5, 10], rollouts_G=[8, 4, 2] if "rollout" in method or method == "joint" else None)
+            _write_run(path, [(start1 + end1) / 2, end1], [(start8 + end8) / 2, end8],
+                       [5, 10], rollouts_G=[8, 4, 2] if "rollout" in method or method == "joint" else None)
             runs[method][seed] = path
             truth[method, seed] = (end1, end8)
-    return {"runs": runs, "lr_scale": 1.1, "seconds": 60.0, "warm_path": "", "warm_seconds": 1.0,
+    initial = {}
+    for seed in range(3):
+        initial[seed] = tmp_path / f"initial-s{seed}.json"
+        initial[seed].write_text(json.dumps({"step": 0, "metrics": _metrics(start1 - 0.01 * seed, start8)}))
+    return {"runs": runs, "initial": initial, "lr_scale": 1.1, "seconds": 60.0, "warm_path": "", "warm_seconds": 1.0,
             "config": {"seeds": 3, "steps": 10, "prompts_per_step": 8, "n_bar": 4, "n_min": 2, "n_max": 12,
                        "lr": 1e-4, "heldout_per_group": 10, "jobs": 2,
                        "warm": {"hidden_size": 8, "num_layers": 1, "steps": 5}}}, truth
@@ -53,7 +60,7 @@ def study(tmp_path):
 
 def test_final_metrics_and_paired_gains_match_hand_computation(study):
     result, truth = study
-    data = report.collect(result["runs"], GROUPS)
+    data = report.collect(result["runs"], GROUPS, result["initial"])
     for method in METHODS:
         worst8 = np.array([truth[method, s][1].min() for s in range(3)])
         mean1 = np.array([truth[method, s][0].mean() for s in range(3)])
@@ -63,8 +70,9 @@ def test_final_metrics_and_paired_gains_match_hand_computation(study):
     mean, half = report.paired(data["final"], "joint", "grpo")["pass@8"]
     assert mean == pytest.approx(diff.mean())
     assert half == pytest.approx(stats.t.ppf(0.975, 2) * diff.std(ddof=1) / np.sqrt(3))
-    assert data["initial"]["pass@1"].shape == (15,)
-    np.testing.assert_allclose(data["initial"]["per_group"], [0.9, 0.4, 0.1])
+    np.testing.assert_allclose(data["initial"]["pass@1"], [0.4666667, 0.4566667, 0.4466667], rtol=1e-6)
+    np.testing.assert_allclose(data["initial"]["per_group"], [0.89, 0.39, 0.09])
+    np.testing.assert_allclose(data["initial"]["worst-group pass@8"], [0.3, 0.3, 0.3])
     np.testing.assert_array_equal(data["curves"]["grpo"]["step"], [0, 5, 10])
 
 
@@ -75,7 +83,8 @@ def test_write_report_produces_tables_figures_and_summary(study, tmp_path):
                                "heldout_greedy_accuracy": {"add": 0.5}}, ["- a note"])
     text = path.read_text()
     for needle in ("Paired gains over GRPO", "Paired gains over GRPO, step-matched lr", "warm start (step 0)",
-                   "Rollout-GDRO − GRPO", "- a note", "paper: +10.6%", "lr × 1.100"):
+                   "Rollout-GDRO − GRPO", "- a note", "paper: +10.6%", "lr × 1.100",
+                   "GRPO vs the warm start"):
         assert needle in text, needle
     for name in ("fig_curves.png", "fig_groups.png", "fig_traveling_wave.png", "fig_rollout_staircase.png"):
         assert (out / name).stat().st_size > 1000
@@ -87,4 +96,4 @@ def test_run_without_evaluations_is_a_clear_error(tmp_path):
     path = tmp_path / "empty"
     RunWriter(path, {}, num_bins=3, producer="test").close()
     with pytest.raises(ValueError, match="no evaluation"):
-        report.collect({"grpo": {0: path}}, GROUPS)
+        report.collect({"grpo": {0: path}}, GROUPS, {})

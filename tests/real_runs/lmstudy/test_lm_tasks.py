@@ -42,9 +42,9 @@ def test_heldout_disjoint_from_train_and_sizes(splits):
     assert len(train) == CFG.train_size
     assert len({p.id for p in train}) == len(train) and len({p.id for p in held}) == len(held)
     # held-out spread evenly over levels within each group
-    levels = Counter(p.id.split(":")[2] for p in held)
+    levels = Counter((p.group, tasks.cell(p)) for p in held)
     for group, specs in tasks.SKILLS.items():
-        counts = [levels[f"{group}{i + 1}"] for i in range(len(specs))]
+        counts = [levels[group, i] for i in range(len(specs))]
         assert max(counts) - min(counts) <= 1, (group, counts)
 
 
@@ -54,18 +54,18 @@ def test_ids_stable_and_seeded(splits):
     other = tasks.heldout_split(tasks.TaskConfig(seed=1))
     assert {p.id for p in other} != {p.id for p in splits[1]}
     for p in splits[0][:50] + splits[1][:50]:
-        source, split, cell, text = p.id.split(":")
-        assert (source, text) == ("lmstudy", p.problem) and split in ("train", "test")
-        assert cell.rstrip("0123456789") == p.group
+        source, split, level, text = p.id.split(":")
+        assert (source, text) == (f"lmstudy_{p.group}", p.problem) and split in ("train", "test")
+        assert p.source == source and level == f"L{tasks.cell(p) + 1}"
 
 
 def test_training_pool_heavy_tailed(splits):
     by_group = Counter(p.group for p in splits[0])
     ordered = [by_group[g] for g in tasks.GROUP_WEIGHTS]
     assert ordered == sorted(ordered, reverse=True) and ordered[0] > 4 * ordered[-1]
-    levels = Counter(p.id.split(":")[2] for p in splits[0])
+    levels = Counter((p.group, tasks.cell(p)) for p in splits[0])
     for group, specs in tasks.SKILLS.items():
-        counts = [levels[f"{group}{i + 1}"] for i in range(len(specs))]
+        counts = [levels[group, i] for i in range(len(specs))]
         assert counts == sorted(counts, reverse=True), (group, counts)
 
 

@@ -1,0 +1,262 @@
+"""`gdro eval`: mean@k, pass@k and worst group of a model on math benchmarks.
+
+    gdro eval --model ID_OR_PATH --benchmarks math500,aime24,aime25,amc23,minerva,olympiadbench \\
+              --k 8 [--n N] [--limit N] [--out RUN_DIR | --run RUN_DIR [--step S]] [--engine hf|vllm]
+
+Default sampling is the paper's validation sampling (temperature 0.6, top-p 0.8, top-k 20;
+paper.md section 3) with the released scripts' 4,096 response tokens. Each prompt gets ``--n``
+samples (default ``--k``); metrics are those of :mod:`real_runs.evaluate`. Results go to
+``eval.jsonl`` of a new run directory (``--out``, written by ``RunWriter.log_eval``) or are
+appended to an existing trainer run (``--run``) at its latest step (see :func:`append_eval`).
+Bad input is a one-line error and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from gdro_lab.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable
+from real_runs.data import BENCHMARKS, DataError, format_prompt, load_dataset_records
+from real_runs.evaluate import evaluation_metrics, worst_names
+from real_runs.reward import ChoiceReward, MathReward, reward_kind
+from real_runs.types import Problem, SamplingParams
+
+DEFAULT_BENCHMARKS = "math500,aime24,aime25,amc23,minerva,olympiadbench"
+
+
+class EvalError(ValueError):
+    """Bad input for `gdro eval`; the message names the problem and the fix."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gdro eval", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="Hugging Face id, local folder, or 'tiny'")
+    parser.add_argument("--benchmarks", default=DEFAULT_BENCHMARKS,
+                        help=f"comma-separated, from: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--k", type=int, default=8, help="k of mean@k and pass@k")
+    parser.add_argument("--n", type=int, default=None, help="samples per prompt (default: k)")
+    parser.add_argument("--limit", type=int, default=None, help="first N problems per benchmark")
+    parser.add_argument("--out", default=None, help="new run directory (default runs/eval-<time>)")
+    parser.add_argument("--run", default=None, help="existing run directory to append to")
+    parser.add_argument("--step", type=int, default=None, help="step for --run (default: its last)")
+    parser.add_argument("--engine", choices=("hf", "vllm"), default="hf")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
+    parser.add_argument("--temperature", type=float, default=0.6)
+    parser.add_argument("--top-p", type=float, default=0.8)
+    parser.add_argument("--top-k", type=int, default=20)
+    parser.add_argument("--max-new-tokens", type=int, default=4096)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-prompts", type=int, default=64, help="prompts per generate call")
+    parser.add_argument("--reward-workers", type=int, default=2)
+    parser.add_argument("--reward-timeout", type=float, default=5.0, help="seconds per response")
+    parser.add_argument("--num-boot", type=int, default=1000, help="bootstrap replicates")
+    parser.add_argument("--save-samples", action="store_true",
+                        help="also write every response to eval_samples_step<S>.jsonl")
+    return parser
+
+
+def check_args(args: argparse.Namespace) -> list[str]:
+    """Validate the options that need no file access; returns the benchmark names."""
+    names = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
+    unknown = [b for b in names if b not in BENCHMARKS]
+    if unknown or not names:
+        raise EvalError(f"unknown benchmark {unknown[0] if unknown else '(none)'!r}: "
+                        f"choose from {', '.join(BENCHMARKS)}")
+    args.n = args.k if args.n is None else args.n
+    if args.k < 1:
+        raise EvalError(f"--k {args.k}: use k >= 1")
+    if args.k > args.n:
+        raise EvalError(f"--k {args.k} is larger than the {args.n} samples per prompt: "
+                        "raise --n or lower --k")
+    for name in ("limit", "batch_prompts", "reward_workers", "num_boot", "max_new_tokens"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise EvalError(f"--{name.replace('_', '-')} {value}: use a positive integer")
+    if args.out and args.run:
+        raise EvalError("give either --out (a new run) or --run (an existing run), not both")
+    return names
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Fail before any compute when the results could not be written."""
+    if args.run:
+        try:
+            run = read_run(args.run)
+        except RunFormatError as err:
+            raise EvalError(str(err)) from None
+        if args.step is None:
+            args.step = int(run.steps[-1]) if run.steps.size else 0
+        _check_tail(Path(args.run) / EVAL_FILE)
+    else:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        args.out = args.out or os.path.join("runs", f"eval-{stamp}")
+        if (Path(args.out) / "meta.json").exists():
+            raise EvalError(f"{args.out} already holds a run: choose another --out, or pass it "
+                            "as --run to append (nothing was overwritten)")
+
+
+def _check_tail(path: Path) -> None:
+    if path.exists() and path.stat().st_size:
+        with open(path, "rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                raise EvalError(f"{path} ends with a half-written line (a writer crashed or is "
+                                "writing now): retry later, or delete that last line")
+
+
+def append_eval(run_dir: str | os.PathLike[str], step: int, metrics: dict[str, Any]) -> None:
+    """Append one record to an existing run's eval.jsonl, in ``RunWriter.log_eval``'s format.
+
+    Safe next to a live trainer: one ``O_APPEND`` write of one whole line (atomic against other
+    appenders on a local file system), fsynced; meta.json, steps.jsonl and earlier records are
+    never touched. (``RunWriter.resume`` would rewrite meta.json and drop later records.)
+    """
+    path = Path(run_dir) / EVAL_FILE
+    _check_tail(path)
+    line = json.dumps({"step": int(step), "metrics": to_jsonable(metrics)}, allow_nan=False) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def load_problems(names: Sequence[str], limit: int | None) -> list[Problem]:
+    """The problems of every benchmark, in order (one-line error on a missing file)."""
+    try:
+        return [p for name in names for p in load_dataset_records(name, limit=limit)]
+    except DataError as err:
+        raise EvalError(str(err)) from None
+
+
+def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any, n: int,
+                       sampling: SamplingParams, batch_prompts: int, rewards: dict[str, Any],
+                       log=print) -> tuple[np.ndarray, dict[str, float], list[dict[str, Any]]]:
+    """Generate n samples per problem in chunks and score them; returns (successes_R, stats, samples)."""
+    successes: list[np.ndarray] = []
+    stats = {"tokens": 0.0, "truncated": 0.0, "reward/timeouts": 0.0, "reward/errors": 0.0}
+    samples: list[dict[str, Any]] = []
+    for chunk, start in enumerate(range(0, len(problems), batch_prompts)):
+        part = problems[start:start + batch_prompts]
+        seed = None if sampling.seed is None else int(
+            np.random.SeedSequence([sampling.seed, chunk]).generate_state(1)[0])
+        chunk_sampling = SamplingParams(sampling.temperature, sampling.top_p, sampling.top_k,
+                                        sampling.max_new_tokens, seed)
+        rollouts = engine.generate([format_prompt(p, tokenizer) for p in part],
+                                   np.full(len(part), n), chunk_sampling)
+        owners = [p for p in part for _ in range(n)]
+        success_R = np.zeros(len(owners), bool)
+        for kind in ("math", "choice"):
+            rows = [r for r, p in enumerate(owners) if reward_kind(p.source) == kind]
+            if rows:
+                result = rewards[kind].score([rollouts.texts[r] for r in rows],
+                                             [owners[r].answer for r in rows])
+                success_R[rows] = result.successes_R
+                for key in ("reward/timeouts", "reward/errors"):
+                    stats[key] += result.metrics.get(key, 0.0)
+        successes.append(success_R)
+        stats["tokens"] += float(rollouts.lengths_R.sum())
+        stats["truncated"] += float(sum(r == "length" for r in rollouts.finish_reasons))
+        samples += [{"id": p.id, "sample": r % n, "success": bool(s), "text": t}
+                    for r, (p, s, t) in enumerate(zip(owners, success_R, rollouts.texts))]
+        log(f"gdro eval: {min(start + batch_prompts, len(problems))}/{len(problems)} prompts", )
+    return np.concatenate(successes), stats, samples
+
+
+def format_table(metrics: dict[str, float], names: Sequence[str], k: int) -> str:
+    """A plain-text table: one row per benchmark, pooled, worst group and worst benchmark."""
+    def cell(name: str) -> str:
+        return (f"{100 * metrics[name]:6.2f} [{100 * metrics[name + '_lo']:6.2f}, "
+                f"{100 * metrics[name + '_hi']:6.2f}]")
+
+    worst_group, worst_bench = worst_names(metrics, k)
+    header = f"{'benchmark':<28} {'prompts':>7}  {f'mean@{k} % [95% CI]':<26}  {f'pass@{k} % [95% CI]':<26}"
+    lines = [header, "-" * len(header)]
+    for name in list(names) + ["pooled"]:
+        lines.append(f"{name:<28} {int(metrics[f'{name}/num_prompts']):>7}  "
+                     f"{cell(f'{name}/mean@{k}'):<26}  {cell(f'{name}/pass@{k}'):<26}")
+    lines.append(f"{'worst group: ' + worst_group:<28} {'':>7}  {cell(f'worst_group/mean@{k}'):<26}")
+    lines.append(f"{'worst benchmark: ' + worst_bench:<28} {'':>7}  {cell(f'worst_benchmark/mean@{k}'):<26}")
+    return "\n".join(lines)
+
+
+def _load_engine(args: argparse.Namespace) -> tuple[Any, Any]:
+    from real_runs.engines import make_engine
+    from real_runs.models import ModelError, load_policy
+
+    try:
+        model, tokenizer = load_policy(args.model, device=args.device, dtype=args.dtype, seed=args.seed)
+        return make_engine(args.engine, model, tokenizer), tokenizer
+    except ModelError as err:
+        raise EvalError(str(err)) from None
+    except ImportError as err:
+        raise EvalError(f"engine {args.engine!r} needs {err.name}: install it with "
+                        f"pip install -e '.[{args.engine if args.engine == 'vllm' else 'train'}]'") from None
+
+
+def _write(args: argparse.Namespace, metrics: dict[str, float], samples: list[dict[str, Any]]) -> Path:
+    if args.run:
+        target, step = Path(args.run), int(args.step)
+        append_eval(target, step, metrics)
+    else:
+        target, step = Path(args.out), 0
+        config = {"eval": {key: value for key, value in vars(args).items() if key != "run"}}
+        with RunWriter(target, config, num_bins=1, producer="gdro eval", bin_labels=["all"]) as writer:
+            writer.log_eval(step, metrics)
+    if args.save_samples:
+        with open(target / f"eval_samples_step{step}.jsonl", "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(s) + "\n" for s in samples)
+    return target
+
+
+def run(args: argparse.Namespace) -> dict[str, float]:
+    """The whole evaluation for parsed arguments; raises EvalError on bad input."""
+    names = check_args(args)
+    _check_outputs(args)
+    problems = load_problems(names, args.limit)
+    engine, tokenizer = _load_engine(args)
+    sampling = SamplingParams(args.temperature, args.top_p, args.top_k, args.max_new_tokens, args.seed)
+    start = time.perf_counter()
+    kinds = {reward_kind(p.source) for p in problems}
+    rewards: dict[str, Any] = {"choice": ChoiceReward()}
+    if "math" in kinds:
+        rewards["math"] = MathReward(args.reward_timeout, args.reward_workers)
+    try:
+        successes_R, stats, samples = generate_and_score(
+            problems, engine, tokenizer, args.n, sampling, args.batch_prompts, rewards,
+            log=lambda line: print(line, file=sys.stderr))
+    finally:
+        for reward in rewards.values():
+            reward.close()
+    metrics = evaluation_metrics(successes_R, np.full(len(problems), args.n),
+                                 [p.source for p in problems], [p.group for p in problems], args.k,
+                                 num_boot=args.num_boot, seed=args.seed)
+    total = len(problems) * args.n
+    metrics.update({"eval/samples": float(total), "eval/mean_response_tokens": stats["tokens"] / total,
+                    "eval/truncated": stats["truncated"] / total, "time/eval": time.perf_counter() - start,
+                    "reward/timeouts": stats["reward/timeouts"], "reward/errors": stats["reward/errors"]})
+    target = _write(args, metrics, samples)
+    print(format_table(metrics, names, args.k))
+    print(f"gdro eval: wrote {target / EVAL_FILE}")
+    return metrics
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        run(args)
+    except (EvalError, RunFormatError) as err:
+        print(f"gdro eval: {err}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,135 @@
+"""Evaluation metrics as in the paper's Table 1, with 95% bootstrap intervals (pure functions).
+
+Per prompt i with n_i samples of which c_i are correct:
+    mean@k_i = c_i / n_i                      (average accuracy; with n_i = k it is exactly the
+                                               paper's mean@k, with n_i > k an unbiased estimate)
+    pass@k_i = 1 - C(n_i - c_i, k) / C(n_i, k)  (unbiased, Chen et al. 2021; gdro_lab.estimators)
+A benchmark's metric is the mean over its prompts; ``pooled`` is the mean over all prompts (the
+paper's code pools pass@k over every validation prompt, paper.md section 6); a group's metric
+is the mean over the prompts of one (benchmark, group) stratum; ``worst_group`` and
+``worst_benchmark`` are the minima of those means.
+
+Departures: the released code's worst group uses pass@1 = the correctness of the FIRST sample
+(paper.md section 4); we use mean@k, the same quantity in expectation with k times less
+variance. The paper reports no intervals; ours are percentile intervals of a bootstrap that
+resamples prompts with replacement within each (benchmark, group) stratum, so every replicate
+keeps the strata sizes, and recomputes every metric (minima included) on each replicate.
+
+Metric names (agreed across gdro-lab): ``{bench}/mean@{k}``, ``{bench}/pass@{k}``,
+``pooled/...``, ``worst_group/mean@{k}``, ``worst_benchmark/mean@{k}``,
+``group/{group}/mean@{k}``, each with ``_lo`` / ``_hi`` bounds; plus ``{bench}/num_prompts``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from gdro_lab.estimators import pass_at_k
+
+
+def per_prompt_scores(successes_R: np.ndarray, counts_P: np.ndarray, k: int) -> np.ndarray:
+    """Per-prompt (mean accuracy, unbiased pass@k), shape (P, 2), from flat ragged successes.
+
+    Prompt i owns the next counts_P[i] entries of successes_R (as in :class:`Rollouts`).
+    """
+    counts = np.asarray(counts_P, np.int64)
+    success = np.asarray(successes_R, dtype=np.int64)
+    if success.size != counts.sum():
+        raise ValueError(f"{success.size} outcomes for sum(counts_P) = {counts.sum()} samples")
+    if counts.size and counts.min() < k:
+        raise ValueError(f"k={k} is larger than the {counts.min()} samples of some prompt: "
+                         "use k <= samples per prompt")
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    correct_P = np.add.reduceat(success, starts) if success.size else np.zeros(0, np.int64)
+    return np.stack([correct_P / counts, pass_at_k(counts, correct_P, k)], axis=1)
+
+
+def bootstrap_stratum_sums(values_PM: np.ndarray, strata_P: np.ndarray, num_strata: int,
+                           num_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Sums of M per-prompt values per stratum over ``num_boot`` stratified resamples.
+
+    Stratum s (n_s prompts) is resampled n_s times with replacement in every replicate.
+    Returns sums_BSM of shape (num_boot, num_strata, M).
+    """
+    sums = np.zeros((num_boot, num_strata, values_PM.shape[1]))
+    for stratum in range(num_strata):
+        members = np.flatnonzero(strata_P == stratum)
+        draws = rng.integers(0, members.size, size=(num_boot, members.size))
+        sums[:, stratum] = values_PM[members[draws]].sum(axis=1)
+    return sums
+
+
+def _strata(benchmarks_P: Sequence[str], groups_P: Sequence[str]) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """Sorted (benchmark, group) strata and each prompt's stratum index."""
+    pairs = list(zip(benchmarks_P, groups_P))
+    strata = sorted(set(pairs))
+    index = {pair: i for i, pair in enumerate(strata)}
+    return strata, np.array([index[p] for p in pairs], dtype=np.int64)
+
+
+def _group_names(strata: list[tuple[str, str]]) -> list[str]:
+    """A group's name is its label, or "bench:label" when two benchmarks share the label."""
+    labels = [group for _, group in strata]
+    return [g if labels.count(g) == 1 else f"{b}:{g}" for b, g in strata]
+
+
+def _with_interval(out: dict[str, float], name: str, point: float, replicates: np.ndarray) -> None:
+    out[name] = float(point)
+    out[f"{name}_lo"], out[f"{name}_hi"] = (float(v) for v in np.percentile(replicates, [2.5, 97.5]))
+
+
+def evaluation_metrics(successes_R: np.ndarray, counts_P: np.ndarray, benchmarks_P: Sequence[str],
+                       groups_P: Sequence[str], k: int, num_boot: int = 1000,
+                       seed: int = 0) -> dict[str, float]:
+    """All metrics of one evaluation (see the module docstring for names and formulas)."""
+    if len(benchmarks_P) != len(counts_P) or len(groups_P) != len(counts_P):
+        raise ValueError("give one benchmark name and one group per prompt")
+    if len(counts_P) == 0:
+        raise ValueError("no prompts to evaluate")
+    values_PM = per_prompt_scores(successes_R, counts_P, k)
+    strata, strata_P = _strata(benchmarks_P, groups_P)
+    sizes_S = np.bincount(strata_P, minlength=len(strata)).astype(float)
+    sums_SM = np.zeros((len(strata), 2))
+    np.add.at(sums_SM, strata_P, values_PM)
+    boot_BSM = bootstrap_stratum_sums(values_PM, strata_P, len(strata), num_boot,
+                                      np.random.default_rng(seed))
+    bench_of_S = [bench for bench, _ in strata]
+    benches = sorted(set(bench_of_S))
+    group_names = _group_names(strata)
+
+    out: dict[str, float] = {}
+    bench_means, bench_boot = [], []
+    for bench in benches:
+        mask = np.array([b == bench for b in bench_of_S])
+        size = sizes_S[mask].sum()
+        point = sums_SM[mask].sum(axis=0) / size
+        boot = boot_BSM[:, mask].sum(axis=1) / size
+        _with_interval(out, f"{bench}/mean@{k}", point[0], boot[:, 0])
+        _with_interval(out, f"{bench}/pass@{k}", point[1], boot[:, 1])
+        out[f"{bench}/num_prompts"] = float(size)
+        bench_means.append(point[0])
+        bench_boot.append(boot[:, 0])
+    total = sizes_S.sum()
+    _with_interval(out, f"pooled/mean@{k}", sums_SM[:, 0].sum() / total, boot_BSM[:, :, 0].sum(axis=1) / total)
+    _with_interval(out, f"pooled/pass@{k}", sums_SM[:, 1].sum() / total, boot_BSM[:, :, 1].sum(axis=1) / total)
+    out["pooled/num_prompts"] = float(total)
+    group_means_S = sums_SM[:, 0] / sizes_S
+    group_boot_BS = boot_BSM[:, :, 0] / sizes_S
+    for name, point, boot in zip(group_names, group_means_S, group_boot_BS.T):
+        _with_interval(out, f"group/{name}/mean@{k}", point, boot)
+    _with_interval(out, f"worst_group/mean@{k}", group_means_S.min(), group_boot_BS.min(axis=1))
+    _with_interval(out, f"worst_benchmark/mean@{k}", min(bench_means),
+                   np.min(np.stack(bench_boot, axis=1), axis=1))
+    return out
+
+
+def worst_names(metrics: dict[str, float], k: int) -> tuple[str, str]:
+    """Names of the worst group and the worst benchmark in ``metrics`` (for the printed table)."""
+    groups = {n[len("group/"):-len(f"/mean@{k}")]: v for n, v in metrics.items()
+              if n.startswith("group/") and n.endswith(f"/mean@{k}")}
+    benches = {n[: -len(f"/mean@{k}")]: v for n, v in metrics.items()
+               if n.endswith(f"/mean@{k}") and "/" not in n[: -len(f"/mean@{k}")]
+               and n.split("/")[0] not in ("pooled", "worst_group", "worst_benchmark")}
+    return min(groups, key=groups.__getitem__), min(benches, key=benches.__getitem__)
