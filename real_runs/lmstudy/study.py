@@ -197,6 +197,7 @@ def run_study(cfg: StudyConfig, out: Path, log: Callable[[str], None] = print) -
     """Warm start, then every method x seed in a process pool; returns {method: {seed: run_dir}}."""
     from real_runs.lmstudy.warmstart import warm_start
 
+    _worker_setup(cfg)  # the warm start runs here: one thread, like the workers
     out.mkdir(parents=True, exist_ok=True)
     runs_dir = out / "runs"
     started = time.perf_counter()
@@ -236,8 +237,12 @@ CAVEATS = [
 ]
 
 
+def _log(text: str) -> None:
+    print(text, flush=True)
+
+
 def study_and_report(cfg: StudyConfig, out: Path, report_dir: Path, quick: bool = False,
-                     log: Callable[[str], None] = print) -> Path:
+                     log: Callable[[str], None] = _log) -> Path:
     """Run the study (reusing finished runs) and write its report; returns report.md."""
     from real_runs.lmstudy.report import write_report
     from real_runs.lmstudy.warmstart import format_accuracy
