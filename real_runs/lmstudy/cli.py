@@ -23,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=None,
                         help="study folder for run directories (default runs/lm-study[-quick])")
     parser.add_argument("--report", type=Path, default=None, help="report folder (default OUT/report)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="no training: report the seeds of OUT whose runs all finished")
     return parser
 
 
@@ -46,8 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or Path("runs") / ("lm-study-quick" if args.quick else "lm-study")
     report_dir = args.report or out / "report"
     try:
-        path = study.study_and_report(cfg, out, report_dir, quick=args.quick)
-    except (ValueError, FileNotFoundError) as err:
+        path = study.study_and_report(cfg, out, report_dir, quick=args.quick, report_only=args.report_only)
+    except (ValueError, OSError) as err:
         print(f"gdro study lm: {err}", file=sys.stderr)
         return 2
     print(f"report: {path}")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -37,7 +37,6 @@ from real_runs.lmstudy.warmstart import WarmStartConfig
 
 METHODS = ("grpo", "grpo_matched", "prompt_gdro", "rollout_gdro", "joint")
 EVAL_K = 8  # samples per held-out problem: mean@8 (pass@1) and pass@8, as in the paper
-FIRST_PHASE = ("prompt_gdro", "grpo", "rollout_gdro", "joint")  # prompt_gdro first: it sets the match
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,10 @@ class StudyConfig:
     n_bar, n_min, n_max: mean and range of rollouts per prompt (the paper: 4, 2..12).
     lr: GRPO's AdamW learning rate (> 0); step-matched GRPO multiplies it by the measured factor.
     eval_every: held-out evaluation period in steps (the trainer also evaluates at the end).
-    train_size, heldout_per_group: sizes of the suite (:class:`tasks.TaskConfig`).
+    train_size, heldout_per_group: sizes of the suite (:class:`tasks.TaskConfig`). The classifier
+        bins a prompt only once it has been seen, so the pool is small enough for many epochs
+        (1,600 prompts / 64 per step = 25 steps per epoch, 12 epochs in 300 steps; the paper
+        makes about 15 passes over DAPO-Math-17k).
     jobs: runs in parallel (single-thread processes each); threads: torch threads per run.
     warm: the warm start's settings (cached by them).
     """
@@ -62,7 +64,7 @@ class StudyConfig:
     n_max: int = 12
     lr: float = 2e-4
     eval_every: int = 100
-    train_size: int = 4000
+    train_size: int = 1600
     heldout_per_group: int = 400
     jobs: int = 2
     threads: int = 1
@@ -85,7 +87,7 @@ class StudyConfig:
 
 
 DEFAULT = StudyConfig()
-QUICK = StudyConfig(seeds=2, steps=4, prompts_per_step=8, eval_every=2, train_size=200,
+QUICK = StudyConfig(seeds=2, steps=4, prompts_per_step=8, eval_every=2, train_size=16,
                     heldout_per_group=10, warm=WarmStartConfig(steps=60, batch_size=64, warmup_steps=10))
 
 
@@ -182,48 +184,98 @@ def _finished(path: Path) -> bool:
 
 
 def mean_multiplier(run_dir: Path) -> float:
-    """Prompt-GDRO's mean advantage multiplier over a run: mean over steps of sum_b c_b m_b / sum_b c_b."""
+    """Prompt-GDRO's mean advantage multiplier over a run: mean over steps of the per-prompt mean.
+
+    Per step: (sum_b count_b * multiplier_b + unassigned) / prompts, where unassigned prompts
+    (not yet binned) keep multiplier 1, read from the step record's bins and scalars.
+    """
     from gdro_lab.runlog import read_run
 
     run = read_run(run_dir)
     counts_TG, mult_TG = run.bins.get("count"), run.bins.get("multiplier")
-    if counts_TG is None or mult_TG is None:
-        raise ValueError(f"{run_dir} logs no per-bin count/multiplier: cannot match GRPO's step size")
-    per_step_T = np.nansum(counts_TG * mult_TG, axis=1) / np.maximum(np.nansum(counts_TG, axis=1), 1e-12)
-    return float(np.mean(per_step_T))
+    prompts_T, unassigned_T = run.scalars.get("num_prompts"), run.scalars.get("num_unassigned")
+    if counts_TG is None or mult_TG is None or prompts_T is None or unassigned_T is None:
+        raise ValueError(f"{run_dir} logs no per-bin count/multiplier or num_prompts/num_unassigned: "
+                         "cannot match GRPO's step size")
+    weighted_T = np.nansum(np.where(counts_TG > 0, counts_TG * mult_TG, 0.0), axis=1)
+    return float(np.mean((weighted_T + unassigned_T) / prompts_T))
+
+
+ORDER = {"initial": 0, "prompt_gdro": 1, "grpo": 2, "rollout_gdro": 3, "joint": 4, "grpo_matched": 5}
 
 
 def run_study(cfg: StudyConfig, out: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Warm start, then every method x seed in a process pool; returns {method: {seed: run_dir}}."""
+    """Warm start, then every (method, seed) in a pool of ``cfg.jobs`` processes, seed by seed.
+
+    Seed s is complete (all methods, step-matched GRPO included) before seed s+1 starts, so an
+    interrupted study still has whole seeds to report. Step-matched GRPO of seed s starts when
+    Prompt-GDRO of seed s has finished, with lr x that run's mean advantage multiplier.
+    """
     from real_runs.lmstudy.warmstart import warm_start
 
     _worker_setup(cfg)  # the warm start runs here: one thread, like the workers
     out.mkdir(parents=True, exist_ok=True)
-    runs_dir = out / "runs"
     started = time.perf_counter()
     warm_path = warm_start(cfg.warm, log=log)
     warm_seconds = time.perf_counter() - started
-    seeds = range(cfg.seeds)
-    ctx = get_context("spawn")
-    futures: dict[tuple[str, int], Future[str]] = {}
-    with ProcessPoolExecutor(max_workers=cfg.jobs, mp_context=ctx) as pool:
-        for method in FIRST_PHASE:
-            for seed in seeds:
-                futures[method, seed] = pool.submit(run_one, cfg, method, seed, runs_dir, warm_path)
-        pgdro = [Path(futures["prompt_gdro", s].result()) for s in seeds]
-        scale = float(np.mean([mean_multiplier(p) for p in pgdro]))
-        log(f"step-matched GRPO: lr x {scale:.3f} (Prompt-GDRO's mean advantage multiplier)")
-        for seed in seeds:
-            futures["grpo_matched", seed] = pool.submit(run_one, cfg, "grpo_matched", seed, runs_dir,
-                                                        warm_path, scale)
-        initial = {seed: pool.submit(initial_eval, cfg, seed, out / "initial", warm_path) for seed in seeds}
-        runs: dict[str, dict[int, Path]] = {m: {} for m in METHODS}
-        for (method, seed), future in futures.items():
-            runs[method][seed] = Path(future.result())
-            log(f"done: {method} seed {seed}")
-        initial_paths = {seed: Path(f.result()) for seed, f in initial.items()}
-    return {"runs": runs, "initial": initial_paths, "lr_scale": scale, "warm_path": str(warm_path), "warm_seconds": warm_seconds,
+    waiting = sorted(((seed, ORDER[m], m) for seed in range(cfg.seeds) for m in ORDER), reverse=True)
+    running: dict[Future[str], tuple[str, int]] = {}
+    runs: dict[str, dict[int, Path]] = {m: {} for m in METHODS}
+    initial: dict[int, Path] = {}
+    scales: dict[int, float] = {}
+    with ProcessPoolExecutor(max_workers=cfg.jobs, mp_context=get_context("spawn")) as pool:
+        while waiting or running:
+            ready = [t for t in waiting if t[2] != "grpo_matched" or t[0] in scales]
+            while ready and len(running) < cfg.jobs:
+                task = ready.pop()
+                waiting.remove(task)
+                seed, _, method = task
+                if method == "initial":
+                    future = pool.submit(initial_eval, cfg, seed, out / "initial", warm_path)
+                else:
+                    future = pool.submit(run_one, cfg, method, seed, out / "runs", warm_path,
+                                         scales.get(seed, 1.0) if method == "grpo_matched" else 1.0)
+                running[future] = (method, seed)
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in done:
+                method, seed = running.pop(future)
+                path = Path(future.result())
+                if method == "initial":
+                    initial[seed] = path
+                else:
+                    runs[method][seed] = path
+                if method == "prompt_gdro":
+                    scales[seed] = mean_multiplier(path)
+                    log(f"step-matched GRPO seed {seed}: lr x {scales[seed]:.3f} (Prompt-GDRO's mean multiplier)")
+                log(f"done: {method} seed {seed} ({(time.perf_counter() - started) / 60:.1f} min)")
+    return {"runs": runs, "initial": initial, "lr_scale": float(np.mean(list(scales.values()))),
+            "warm_path": str(warm_path), "warm_seconds": warm_seconds,
             "seconds": time.perf_counter() - started, "config": dataclasses.asdict(cfg)}
+
+
+def finished_study(cfg: StudyConfig, out: Path) -> dict[str, Any]:
+    """What a (possibly interrupted) study folder holds: finished runs and initial evaluations only."""
+    from real_runs.lmstudy.warmstart import default_cache_root
+
+    runs: dict[str, dict[int, Path]] = {m: {} for m in METHODS}
+    initial: dict[int, Path] = {}
+    scales = []
+    for seed in range(cfg.seeds):
+        for method in METHODS:
+            path = out / "runs" / run_name(method, seed)
+            if _finished(path):
+                runs[method][seed] = path
+                if method == "prompt_gdro":
+                    scales.append(mean_multiplier(path))
+        if (out / "initial" / f"initial-s{seed}.json").is_file():
+            initial[seed] = out / "initial" / f"initial-s{seed}.json"
+    complete = [s for s in range(cfg.seeds) if all(s in runs[m] for m in METHODS) and s in initial]
+    if not complete:
+        raise FileNotFoundError(f"{out} holds no seed with every method finished: run the study first")
+    runs = {m: {s: r[s] for s in complete} for m, r in runs.items()}
+    return {"runs": runs, "initial": {s: initial[s] for s in complete}, "lr_scale": float(np.mean(scales)),
+            "warm_path": str(default_cache_root() / f"warmstart-{cfg.warm.key()}"), "warm_seconds": float("nan"),
+            "seconds": float("nan"), "config": dataclasses.asdict(cfg), "complete_seeds": complete}
 
 
 CAVEATS = [
@@ -233,7 +285,6 @@ CAVEATS = [
     "so every method sees little signal. With Adam, scaling advantages by a constant changes the update "
     "far less than scaling the learning rate does, so the step-matched baseline is a stronger control for "
     "step-size effects than for Prompt-GDRO's re-weighting across bins.",
-    "- Intervals across 3 seeds use t(2) = 4.30: only large or very consistent effects exclude 0.",
 ]
 
 
@@ -242,13 +293,21 @@ def _log(text: str) -> None:
 
 
 def study_and_report(cfg: StudyConfig, out: Path, report_dir: Path, quick: bool = False,
-                     log: Callable[[str], None] = _log) -> Path:
-    """Run the study (reusing finished runs) and write its report; returns report.md."""
+                     report_only: bool = False, log: Callable[[str], None] = _log) -> Path:
+    """Run the study (reusing finished runs) and write its report; returns report.md.
+
+    ``report_only``: no training; report the seeds of ``out`` whose runs all finished.
+    """
     from real_runs.lmstudy.report import write_report
     from real_runs.lmstudy.warmstart import format_accuracy
 
-    result = run_study(cfg, out, log=log)
-    warm_summary = json.loads((Path(result["warm_path"]) / "warmstart.json").read_text())
-    log(format_accuracy(warm_summary["heldout_greedy_accuracy"], "warm start, held-out greedy accuracy:"))
+    result = finished_study(cfg, out) if report_only else run_study(cfg, out, log=log)
+    warm_file = Path(result["warm_path"]) / "warmstart.json"
+    warm_summary = json.loads(warm_file.read_text()) if warm_file.is_file() else {}
+    if warm_summary:
+        log(format_accuracy(warm_summary["heldout_greedy_accuracy"], "warm start, held-out greedy accuracy:"))
     note = " — QUICK setting (CI smoke run; numbers are not evidence)" if quick else ""
+    complete = result.get("complete_seeds")
+    if complete is not None and len(complete) < cfg.seeds:
+        note += f" — PARTIAL: {len(complete)} of {cfg.seeds} seeds finished"
     return write_report(result, list(tasks.SKILLS), report_dir, note, warm_summary, CAVEATS)

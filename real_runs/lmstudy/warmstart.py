@@ -210,6 +210,9 @@ def format_accuracy(accuracy: dict[str, float], title: str) -> str:
 def load_warm_start(path: Path) -> tuple[Any, Any, dict[str, Any]]:
     """(model, tokenizer, summary) of a cached checkpoint directory."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one "Loading weights" bar per run is noise in the study log
 
     path = Path(path)
     if not (path / "warmstart.json").is_file():

@@ -30,10 +30,13 @@ def test_trainer_configs_differ_only_where_the_method_says(tmp_path):
 def test_mean_multiplier_is_the_prompt_weighted_mean(tmp_path):
     path = tmp_path / "pg"
     writer = RunWriter(path, {}, num_bins=3, producer="test")
-    writer.log_step(0, {}, {"count": [2, 3, 5], "multiplier": [2.0, 1.0, 0.8]})  # 11 / 10
-    writer.log_step(1, {}, {"count": [0, 4, 4], "multiplier": [9.0, 1.5, 1.0]})  # 10 / 8
+    # two unassigned prompts keep multiplier 1: (4 + 3 + 4 + 2) / 12; a bin without prompts has none
+    writer.log_step(0, {"num_prompts": 12, "num_unassigned": 2},
+                    {"count": [2, 3, 5], "multiplier": [2.0, 1.0, 0.8]})
+    writer.log_step(1, {"num_prompts": 8, "num_unassigned": 0},
+                    {"count": [0, 4, 4], "multiplier": [None, 1.5, 1.0]})  # 10 / 8
     writer.close()
-    assert study.mean_multiplier(path) == pytest.approx((1.1 + 1.25) / 2)
+    assert study.mean_multiplier(path) == pytest.approx((13 / 12 + 10 / 8) / 2)
     bare = tmp_path / "bare"
     writer = RunWriter(bare, {}, num_bins=3, producer="test")
     writer.log_step(0, {}, {"count": [1, 1, 1]})
