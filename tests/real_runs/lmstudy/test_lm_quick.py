@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 def test_quick_study_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(tmp_path / "cache"))
     cfg = dataclasses.replace(study.QUICK, seeds=1, steps=4)
-    report = study.study_and_report(cfg, tmp_path / "study", tmp_path / "report", quick=True,
+    report = study.study_and_report(cfg, tmp_path / "study", tmp_path / "report", setting="quick",
                                     log=lambda _: None)
     result = study.finished_study(cfg, tmp_path / "study")
     assert result["complete_seeds"] == [0]
