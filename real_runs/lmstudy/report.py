@@ -204,7 +204,8 @@ def discussion(data: dict[str, Any], lr_scale: float) -> list[str]:
         parts = []
         for metric in ("pass@1", "pass@8", "worst-group pass@1"):
             mean, half = mean_ci(final["grpo"][metric] - initial[metric])  # paired by seed
-            verdict = "CI excludes 0" if abs(mean) > half else "CI includes 0"
+            verdict = ("one seed, no interval" if not np.isfinite(half) else
+                       "CI excludes 0" if abs(mean) > half else "CI includes 0")
             parts.append(f"{metric} {fmt(mean, half, 1, 100)} pp ({verdict})")
         lines.append("- **GRPO vs the warm start** (does the real path learn?): " + "; ".join(parts) + ".")
     seeds = len(next(iter(final.values()))["pass@1"]) if final else 0
@@ -222,7 +223,7 @@ def discussion(data: dict[str, Any], lr_scale: float) -> list[str]:
             base = float(np.mean(final[baseline]["pass@8"]))
             rel = 100 * (float(np.mean(final[method]["pass@8"])) / base - 1) if base > 0 else float("nan")
             parts = [f"{m} {fmt(*diffs[m], 1, 100)} pp" + (" (CI excludes 0)" if abs(diffs[m][0]) > diffs[m][1]
-                                                           else "") for m in ("pass@8", "worst-group pass@8")]
+                                                           else "") for m in ("pass@1", "pass@8", "worst-group pass@8")]
             lines.append(f"- **{METHOD_LABELS[method]} − {METHOD_LABELS[baseline]}**: " + "; ".join(parts)
                          + f"; relative pass@8 {rel:+.1f}%"
                          + (f" (paper: +{PAPER_GAIN[method]}% over GRPO)" if method in PAPER_GAIN
@@ -253,7 +254,7 @@ def write_report(study: dict[str, Any], groups: Sequence[str], report_dir: Path,
             f"{cfg['lr']:g}; held-out: {cfg['heldout_per_group']} problems per group, 8 samples "
             f"each (temperature 0.6, top-p 0.8, top-k 20). Model: Qwen3, hidden {cfg['warm']['hidden_size']}, "
             f"{cfg['warm']['num_layers']} layers, {warm_summary.get('parameters', 0):,} parameters, warm-started for "
-            f"{cfg['warm']['steps']} supervised steps ({warm_summary.get('seconds', 0):.0f} s). Study wall time "
+            f"{cfg['warm']['steps']} supervised steps ({warm_summary.get('seconds', 0):.0f} s). RL wall time "
             f"{study['seconds'] / 60:.1f} min with {cfg['jobs']} single-thread jobs on a shared 2-core machine. "
             "Intervals: 95% Student t across seeds; gains paired by seed.", "",
             "## Warm start (held-out, per group)", "",

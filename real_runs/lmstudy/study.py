@@ -279,14 +279,25 @@ def finished_study(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     runs = {m: {s: r[s] for s in complete} for m, r in runs.items()}
     return {"runs": runs, "initial": {s: initial[s] for s in complete}, "lr_scale": float(np.mean(scales)),
             "warm_path": str(default_cache_root() / f"warmstart-{cfg.warm.key()}"), "warm_seconds": float("nan"),
-            "seconds": float("nan"), "config": dataclasses.asdict(cfg), "complete_seeds": complete}
+            "seconds": _span_seconds(runs, initial), "config": dataclasses.asdict(cfg), "complete_seeds": complete}
+
+
+def _span_seconds(runs: dict[str, dict[int, Path]], initial: dict[int, Path]) -> float:
+    """Wall time of the RL part from the files: first run created to last evaluation written."""
+    import datetime as dt
+
+    paths = [p for by_seed in runs.values() for p in by_seed.values()]
+    created = [dt.datetime.fromisoformat(json.loads((p / "meta.json").read_text())["created"]).timestamp()
+               for p in paths]
+    ends = [(p / "eval.jsonl").stat().st_mtime for p in paths] + [p.stat().st_mtime for p in initial.values()]
+    return float(max(ends) - min(created)) if created else float("nan")
 
 
 CAVEATS = [
     "- **Why this need not reproduce the paper's +10%**: the paper trains 1.7-8B models for 1,000 steps on "
     "17k real problems and scores benchmarks whose hard tail is large; here a 0.5 M-parameter model learns "
-    "arithmetic for a few hundred steps, and most of a step's 4-sample groups are all-correct or all-wrong, "
-    "so every method sees little signal. With Adam, scaling advantages by a constant changes the update "
+    "arithmetic in a short RL phase, and more than half of a step's 4-sample groups are all-correct or "
+    "all-wrong (logged as zero_variance_frac), so every method sees little signal. With Adam, scaling advantages by a constant changes the update "
     "far less than scaling the learning rate does, so the step-matched baseline is a stronger control for "
     "step-size effects than for Prompt-GDRO's re-weighting across bins.",
 ]
