@@ -68,16 +68,19 @@ def collect(runs: dict[str, dict[int, Path]], groups: Sequence[str],
     per_group: dict[str, np.ndarray] = {}
     curves: dict[str, dict[str, Any]] = {}
     for method, by_seed in runs.items():
-        tables = []
+        tables, train = [], []
         for seed, path in sorted(by_seed.items()):
-            evals = read_run(path).evals
+            run = read_run(path)
+            evals = run.evals
+            train.append(run.scalars.get("mean_success", np.full(run.steps.size, np.nan)))
             if not evals:
                 raise ValueError(f"{path} has no evaluation in eval.jsonl: re-run it")
             tables.append(eval_table(([starts[seed]] if seed in starts else []) + evals, groups))
         final[method] = {m: np.array([t[m][-1] for t in tables]) for m in METRICS}
         per_group[method] = np.stack([t[PASS1][-1] for t in tables])
         length = min(t["step"].size for t in tables)
-        curves[method] = {"step": tables[0]["step"][:length],
+        steps = min(x.size for x in train)
+        curves[method] = {"step": tables[0]["step"][:length], "train_success": np.stack([x[:steps] for x in train]),
                           **{m: np.stack([t[m][:length] for t in tables]) for m in METRICS}}
     first = [eval_table([record], groups) for record in starts.values()]
     out_initial: dict[str, np.ndarray] = {m: np.array([t[m][0] for t in first]) for m in METRICS}
@@ -117,13 +120,23 @@ def results_markdown(data: dict[str, Any]) -> str:
 
 
 def figure_curves(data: dict[str, Any], path: Path) -> str:
-    """Held-out pass@1, pass@8 and worst-group pass@1 against step, seed mean ± 95% CI."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), layout="constrained")
+    """Held-out pass@1, pass@8, worst-group pass@1 and the training success rate against step.
+
+    Seed mean ± 95% CI; the training curve is a 10-step running mean of each run's mean success.
+    """
+    fig, axes = plt.subplots(1, 4, figsize=(20, 3.8), layout="constrained")
     for axis, metric in zip(axes, ("pass@1", "pass@8", "worst-group pass@1")):
         for method, curve in data["curves"].items():
             band(axis, curve["step"], curve[metric], METHOD_LABELS[method])
         axis.set_title(f"held-out {metric}")
         axis.set_xlabel("step")
+    for method, curve in data["curves"].items():
+        train = curve["train_success"]
+        window = max(1, min(10, train.shape[1]))
+        smooth = np.stack([np.convolve(x, np.ones(window) / window, mode="valid") for x in train])
+        band(axes[3], np.arange(smooth.shape[1]) + window, smooth, METHOD_LABELS[method])
+    axes[3].set_title(f"training mean success ({window}-step mean)" if data["curves"] else "training")
+    axes[3].set_xlabel("step")
     axes[0].legend(fontsize=8)
     return save_figure(fig, path)
 
