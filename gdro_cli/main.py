@@ -5,6 +5,7 @@ Subcommands:
   gdro app [RUN_DIR ...]        the Streamlit app for logged curricula (apps/)
   gdro report RUN_DIR [...]     static PNG figures of run directories (apps/report.py)
   gdro eval --model M [...]     mean@k / pass@k / worst group on math benchmarks (real_runs/)
+  gdro study lm [--quick]       learning study on CPU: GRPO vs GDRO on a small Qwen3 (real_runs/lmstudy/)
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ COMMANDS = {
     "report": ("apps.report", "main", "static PNG figures for run directories"),
     "eval": ("real_runs.eval_cli", "main", "mean@k / pass@k / worst group of a model on math benchmarks"),
     "train": ("real_runs.train_cli", "main", "train a model: GRPO, Prompt-GDRO, Rollout-GDRO, joint"),
+    "study": ("real_runs.lmstudy.cli", "main", "learning study on CPU: GRPO vs GDRO on a small Qwen3"),
 }
 
 
@@ -45,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = {"simulate": "sim", "app": "app", "report": "sim", "eval": "train"}[name]
         extra = {"simulate": "sim", "app": "app", "report": "sim", "train": "train"}[name]
         extra = {"simulate": "sim", "sweep": "sim", "app": "app", "report": "sim"}.get(name, "all")
+        extra = {"simulate": "sim", "app": "app", "report": "sim"}.get(name, "train")
         print(f"gdro {name}: missing dependency ({err.name}): install with pip install -e '.[{extra}]'",
               file=sys.stderr)
         return 2

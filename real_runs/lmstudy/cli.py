@@ -1,0 +1,60 @@
+"""``gdro study lm [--quick | --small] [--seeds N] [--steps N] [--jobs N] [--out DIR] [--report DIR]``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gdro study",
+        description="A learning study on CPU: a small Qwen3 warm-started on a synthetic arithmetic suite, "
+                    "then GRPO, step-matched GRPO, Prompt-GDRO, Rollout-GDRO and joint through the real trainer.",
+        epilog="example: gdro study lm --quick --out /tmp/lmq   (CI setting, a few minutes)")
+    parser.add_argument("study", choices=["lm"], help="the study to run (only `lm` for now)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="tiny CI setting (every method, a few minutes)")
+    size.add_argument("--small", action="store_true",
+                      help="reduced setting: 3 seeds x 40 steps x 32 prompts, 200 held-out per skill")
+    parser.add_argument("--seeds", type=_positive, help="seeds per method (default 3; quick 2)")
+    parser.add_argument("--steps", type=_positive, help="RL steps per run (default 300; quick 4)")
+    parser.add_argument("--jobs", type=_positive, help="runs in parallel, one thread each (default 2)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="study folder for run directories (default runs/lm-study[-quick])")
+    parser.add_argument("--report", type=Path, default=None, help="report folder (default OUT/report)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="no training: report the seeds of OUT whose runs all finished")
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from real_runs.lmstudy import study
+
+    cfg, name = ((study.QUICK, "quick") if args.quick else (study.SMALL, "small") if args.small
+                 else (study.DEFAULT, "default"))
+    changes = {k: getattr(args, k) for k in ("seeds", "steps", "jobs") if getattr(args, k) is not None}
+    cfg = dataclasses.replace(cfg, **changes)
+    out = args.out or Path("runs") / ("lm-study" if name == "default" else f"lm-study-{name}")
+    report_dir = args.report or out / "report"
+    try:
+        path = study.study_and_report(cfg, out, report_dir, setting=name, report_only=args.report_only)
+    except (ValueError, OSError) as err:
+        print(f"gdro study lm: {err}", file=sys.stderr)
+        return 2
+    print(f"report: {path}")
+    return 0

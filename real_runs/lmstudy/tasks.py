@@ -1,0 +1,215 @@
+"""A synthetic, verifiable arithmetic task suite for the CPU learning study (no downloads).
+
+Five skill groups, each with difficulty levels (``SKILLS``):
+
+- ``add``   a + b with 2, 3 or 4-digit operands;
+- ``sub``   a - b >= 0 with 2, 3 or 4-digit operands and at least one borrow;
+- ``mul``   1-digit x 2-digit, 1-digit x 3-digit, 2-digit x 2-digit;
+- ``chain`` a + b - c with 1 or 2-digit operands (may be negative);
+- ``mod``   a % m with m in 2..9 and a 2 or 3-digit a.
+
+The training pool is heavy-tailed twice over, like a math corpus: group frequencies follow a
+Zipf law (``add`` common, ``mod`` rare) and within each group the easy levels are the common
+ones. The held-out split has a fixed size per group, spread evenly over the levels, so every
+group's accuracy is measured with the same precision (400 problems: SE <= 0.025). Held-out
+problems are drawn first and excluded from the training pool, so the splits are disjoint by
+construction. Everything is a pure function of a seed.
+
+A problem's text is the bare expression (``"123+45="``); the expected response is
+``\\boxed{168}``, scored by the same math reward as the real math path. Each skill is its own
+source (``lmstudy_add``, ...), like the paper's benchmarks, so the evaluator reports mean@k and
+pass@k per skill. Ids are stable and content-derived: ``"lmstudy_{group}:{split}:L{level}:{expression}"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from real_runs.types import Problem
+
+SOURCE = "lmstudy"
+Operands = tuple[int, ...]
+
+
+def _digits(rng: np.random.Generator, n: int) -> int:
+    return int(rng.integers(10 ** (n - 1) if n > 1 else 0, 10**n))
+
+
+def _has_borrow(a: int, b: int) -> bool:
+    while b:
+        if a % 10 < b % 10:
+            return True
+        a, b = a // 10, b // 10
+    return False
+
+
+def _add(n: int) -> Callable[[np.random.Generator], Operands]:
+    return lambda rng: (_digits(rng, n), _digits(rng, n))
+
+
+def _sub(n: int) -> Callable[[np.random.Generator], Operands]:
+    def draw(rng: np.random.Generator) -> Operands:
+        while True:
+            a, b = sorted((_digits(rng, n), _digits(rng, n)), reverse=True)
+            if _has_borrow(a, b):
+                return a, b
+    return draw
+
+
+def _mul(n: int, m: int) -> Callable[[np.random.Generator], Operands]:
+    return lambda rng: (_digits(rng, n), _digits(rng, m))
+
+
+def _chain(n: int) -> Callable[[np.random.Generator], Operands]:
+    return lambda rng: (_digits(rng, n), _digits(rng, n), _digits(rng, n))
+
+
+def _mod(n: int) -> Callable[[np.random.Generator], Operands]:
+    return lambda rng: (_digits(rng, n), int(rng.integers(2, 10)))
+
+
+@dataclass(frozen=True)
+class Level:
+    """One difficulty level of a skill: how to draw operands, render and solve them.
+
+    draw: operands from a generator; template: ``str.format`` pattern of the expression;
+    space: the number of distinct problems (caps the held-out share); weight: its relative
+    frequency in the training pool within the group.
+    """
+
+    draw: Callable[[np.random.Generator], Operands]
+    template: str
+    solve: Callable[..., int]
+    space: int
+    weight: float
+
+
+def _add_space(n: int) -> int:
+    return (9 * 10 ** (n - 1)) ** 2
+
+
+SKILLS: dict[str, list[Level]] = {
+    "add": [Level(_add(n), "{}+{}=", lambda a, b: a + b, _add_space(n), w)
+            for n, w in ((2, 0.6), (3, 0.3), (4, 0.1))],
+    "sub": [Level(_sub(n), "{}-{}=", lambda a, b: a - b, _add_space(n) // 4, w)
+            for n, w in ((2, 0.6), (3, 0.3), (4, 0.1))],
+    "mul": [Level(_mul(n, m), "{}*{}=", lambda a, b: a * b, 9 * 10 ** (n - 1) * 9 * 10 ** (m - 1), w)
+            for n, m, w in ((1, 2, 0.6), (1, 3, 0.3), (2, 2, 0.1))],
+    "chain": [Level(_chain(n), "{}+{}-{}=", lambda a, b, c: a + b - c, (9 * 10 ** (n - 1)) ** 3, w)
+              for n, w in ((1, 0.7), (2, 0.3))],
+    "mod": [Level(_mod(n), "{}%{}=", lambda a, m: a % m, 9 * 10 ** (n - 1) * 8, w)
+            for n, w in ((2, 0.7), (3, 0.3))],
+}
+
+#: Zipf-like training frequencies of the groups (common to rare), summing to 1.
+GROUP_WEIGHTS: dict[str, float] = {"add": 0.44, "sub": 0.22, "mul": 0.15, "chain": 0.11, "mod": 0.08}
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Sizes and seed of the suite.
+
+    train_size: problems in the training pool (heavy-tailed mix, >= 1).
+    heldout_per_group: held-out problems per group, spread evenly over its levels (>= 1; a
+        level contributes at most a third of its distinct problems).
+    seed: the suite's seed; the same seed gives the same problems and ids everywhere.
+    """
+
+    train_size: int = 4000
+    heldout_per_group: int = 400
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.train_size < 1:
+            raise ValueError(f"TaskConfig.train_size must be >= 1, got {self.train_size}")
+        if self.heldout_per_group < 1:
+            raise ValueError(f"TaskConfig.heldout_per_group must be >= 1, got {self.heldout_per_group}")
+
+
+def make_problem(group: int | str, level: int, operands: Operands, split: str) -> Problem:
+    """Render one problem: text ``"a+b="``, answer the exact integer, a content-derived id."""
+    spec = SKILLS[str(group)][level]
+    text = spec.template.format(*operands)
+    answer = str(spec.solve(*operands))
+    source = f"{SOURCE}_{group}"
+    return Problem(id=f"{source}:{split}:L{level + 1}:{text}", problem=text, answer=answer,
+                   source=source, group=str(group))
+
+
+def _draw_unique(rng: np.random.Generator, spec: Level, count: int, taken: set[str]) -> list[Operands]:
+    out: list[Operands] = []
+    while len(out) < count:
+        ops = spec.draw(rng)
+        key = spec.template.format(*ops)
+        if key not in taken:
+            taken.add(key)
+            out.append(ops)
+    return out
+
+
+def heldout_split(cfg: TaskConfig) -> list[Problem]:
+    """The held-out problems: ``heldout_per_group`` per group, evenly over levels."""
+    problems: list[Problem] = []
+    for g_index, (group, levels) in enumerate(SKILLS.items()):
+        rng = np.random.default_rng([cfg.seed, 1, g_index])
+        base, extra = divmod(cfg.heldout_per_group, len(levels))
+        quotas = [min(base + (i < extra), spec.space // 3) for i, spec in enumerate(levels)]
+        taken: set[str] = set()
+        for level, (spec, quota) in enumerate(zip(levels, quotas)):
+            problems += [make_problem(group, level, ops, "test")
+                         for ops in _draw_unique(rng, spec, quota, taken)]
+    return problems
+
+
+def train_split(cfg: TaskConfig) -> list[Problem]:
+    """The heavy-tailed training pool, disjoint from :func:`heldout_split`, in a shuffled order."""
+    heldout = heldout_split(cfg)
+    held = {p.problem for p in heldout}
+    rng = np.random.default_rng([cfg.seed, 2])
+    cells = [(g, lv, GROUP_WEIGHTS[g] * spec.weight) for g, levels in SKILLS.items()
+             for lv, spec in enumerate(levels)]
+    probs = np.array([w for _, _, w in cells])
+    draws = rng.multinomial(cfg.train_size, probs / probs.sum())
+    problems: list[Problem] = []
+    taken = set(held)
+    for (group, level, _), count in zip(cells, draws):
+        spec = SKILLS[group][level]
+        room = spec.space - sum(1 for p in heldout if p.group == group and cell(p) == level)
+        problems += [make_problem(group, level, ops, "train")
+                     for ops in _draw_unique(rng, spec, min(int(count), room), taken)]
+    order = rng.permutation(len(problems))
+    return [problems[i] for i in order]
+
+
+def cell(problem: Problem) -> int:
+    """The difficulty level (0-based) of a problem, read from its id."""
+    return int(problem.id.split(":")[2][1:]) - 1
+
+
+def sample_supervised(rng: np.random.Generator, size: int, held: set[str]) -> list[Problem]:
+    """Fresh problems from the training distribution (heavy-tailed), none whose text is in ``held``.
+
+    The warm start trains on these: an endless stream, so it learns the skills, not a pool.
+    """
+    cells = [(g, lv, GROUP_WEIGHTS[g] * spec.weight) for g, levels in SKILLS.items()
+             for lv, spec in enumerate(levels)]
+    probs = np.array([w for _, _, w in cells])
+    picks = rng.choice(len(cells), size=size, p=probs / probs.sum())
+    out: list[Problem] = []
+    for pick in picks:
+        group, level, _ = cells[pick]
+        spec = SKILLS[group][level]
+        while True:
+            ops = spec.draw(rng)
+            if spec.template.format(*ops) not in held:
+                out.append(make_problem(group, level, ops, "train"))
+                break
+    return out
+
+
+def boxed(answer: str) -> str:
+    """The response the reward expects for a gold answer: ``\\boxed{answer}``."""
+    return "\\boxed{" + answer + "}"

@@ -1,0 +1,53 @@
+"""End to end: a quick study runs every method through the real trainer and writes its report."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from gdro_lab.runlog import read_run
+from real_runs.lmstudy import study
+from real_runs.lmstudy.warmstart import load_warm_start
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_study_end_to_end(tmp_path, monkeypatch):
+    monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(tmp_path / "cache"))
+    cfg = dataclasses.replace(study.QUICK, seeds=1, steps=4)
+    report = study.study_and_report(cfg, tmp_path / "study", tmp_path / "report", setting="quick",
+                                    log=lambda _: None)
+    result = study.finished_study(cfg, tmp_path / "study")
+    assert result["complete_seeds"] == [0]
+    warm_model, _, _ = load_warm_start(result["warm_path"])
+    warm_state = warm_model.state_dict()
+    budget = cfg.prompts_per_step * cfg.n_bar
+    for method in study.METHODS:
+        path = result["runs"][method][0]
+        run = read_run(path)
+        assert run.meta["status"] == "finished" and list(run.steps) == [1, 2, 3, 4]
+        np.testing.assert_array_equal(run.scalars["total_rollouts"], budget)  # exact every step
+        np.testing.assert_array_equal(run.scalars["mean_rollouts"], cfg.n_bar)
+        assert [e["step"] for e in run.evals] == [2, 4]
+        assert "lmstudy_mod/pass@8" in run.evals[-1]["metrics"]
+        config = json.loads((path / "config.json").read_text())
+        assert config["method"]["name"] == ("grpo" if method == "grpo_matched" else method)
+        final_model = path / "checkpoints" / f"step_{cfg.steps:08d}" / "model.pt"
+        trained = torch.load(final_model, map_location="cpu", weights_only=True)
+        assert any(not torch.equal(trained[k], v) for k, v in warm_state.items()), f"{method}: no change"
+    matched = json.loads((result["runs"]["grpo_matched"][0] / "config.json").read_text())
+    assert matched["optim"]["lr_scale"] == pytest.approx(study.mean_multiplier(result["runs"]["prompt_gdro"][0]))
+    text = report.read_text()
+    assert "QUICK setting" in text and "warm start (step 0)" in text
+    for label in ("GRPO, step-matched lr", "Prompt-GDRO", "Rollout-GDRO", "joint"):
+        assert label in text
+    assert (tmp_path / "report" / "fig_traveling_wave.png").is_file()
+    # the app reads every run directory the study wrote
+    from apps import data as app_data
+
+    for method in study.METHODS:
+        assert app_data.load_run(result["runs"][method][0]).steps.size == 4
