@@ -5,6 +5,8 @@ Subcommands:
   gdro app [RUN_DIR ...]        the Streamlit app for logged curricula (apps/)
   gdro report RUN_DIR [...]     static PNG figures of run directories (apps/report.py)
   gdro eval --model M [...]     mean@k / pass@k / worst group on math benchmarks (real_runs/)
+  gdro train CONFIG [k=v ...]   GRPO / Prompt-GDRO / Rollout-GDRO / joint on a language model (real_runs/)
+  gdro sweep [...]              grid x seeds sweep of simulator knobs (simulators/)
   gdro study lm [--quick]       learning study on CPU: GRPO vs GDRO on a small Qwen3 (real_runs/lmstudy/)
 """
 
@@ -44,10 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        extra = {"simulate": "sim", "app": "app", "report": "sim", "eval": "train"}[name]
-        extra = {"simulate": "sim", "app": "app", "report": "sim", "train": "train"}[name]
-        extra = {"simulate": "sim", "sweep": "sim", "app": "app", "report": "sim"}.get(name, "all")
-        extra = {"simulate": "sim", "app": "app", "report": "sim"}.get(name, "train")
+        extra = {"simulate": "sim", "sweep": "sim", "app": "app", "report": "sim"}.get(name, "train")
         print(f"gdro {name}: missing dependency ({err.name}): install with pip install -e '.[{extra}]'",
               file=sys.stderr)
         return 2

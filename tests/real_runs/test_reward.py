@@ -176,7 +176,10 @@ def test_pool_hard_timeout_crash_and_exception() -> None:
         elapsed = time.monotonic() - start
         assert [status for status, _ in out] == ["timeout", "error", "error", "ok", "ok"]
         assert out[1][1].startswith("RuntimeError") and out[2][1] == "worker process died"
-        assert elapsed < 2.0
+        # The sleeping task alone would take 30 s: finishing far below that shows it was killed at
+        # its 1 s timeout. The slack covers two replacement workers starting on a loaded machine
+        # (5.2 s was measured with CI's background installs running beside the suite).
+        assert elapsed < 10.0
         assert pool.restarts == 2
         assert {int(v) for _, v in out[3:]} <= set(pool.pids)
         assert pool.map([]) == []
