@@ -11,6 +11,8 @@
 #   env.txt                            GPU, driver, python and package versions
 #   runs/                              the two run directories (steps.jsonl has every per-step scalar)
 #   gpu_check.log                      everything printed
+#   verl_smoke.log                     the verl plugin's smoke run (scripts/verl_smoke.sh), when verl
+#                                      and vLLM are on the machine; skipped with a message otherwise
 # Usage (from the repository root):  OUT=/tmp/gpu_check bash scripts/gpu_check.sh
 # Knobs: STEPS (3), PROMPTS (64), NEW_TOKENS (512), METHODS (grpo,joint), PYTHON (python3).
 set -euo pipefail
@@ -56,3 +58,17 @@ EOF
   --set model.gradient_checkpointing=true --out "$OUT"
 
 echo "gpu_check: done; the table is in $OUT/bench_train.md"
+
+# The verl plugin's smoke run (issue 13): 4 GRPO steps with Prompt-GDRO + Rollout-GDRO through
+# verl 0.9.1, a checkpoint and a resume. It needs verl, vLLM and ray on the machine (or offline
+# wheels under .whl/verl, see scripts/verl_smoke.sh); exit 3 means a prerequisite is missing,
+# which is reported here and does not fail the check above.
+set +e
+OUT="$OUT/verl" bash "$REPO/scripts/verl_smoke.sh" > "$OUT/verl_smoke.log" 2>&1
+verl_status=$?
+set -e
+case $verl_status in
+  0) echo "gpu_check: verl smoke run passed (log: $OUT/verl_smoke.log)";;
+  3) echo "gpu_check: verl smoke run skipped: $(tail -n 1 "$OUT/verl_smoke.log")";;
+  *) echo "gpu_check: verl smoke run FAILED with exit $verl_status (log: $OUT/verl_smoke.log)";;
+esac
