@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -147,7 +148,7 @@ def build_qwen3(tokenizer: PreTrainedTokenizerBase, *, seed: int = 0,
     """
     eos_id = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
     pad_id = tokenizer.convert_tokens_to_ids(tokenizer.pad_token or tokenizer.eos_token)
-    settings = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=256,
+    settings: dict[str, Any] = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=256,
                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                     max_position_embeddings=4096, tie_word_embeddings=True, initializer_range=0.1,
                     eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=None)
@@ -240,4 +241,4 @@ def load_policy(model: str, *, device: str = "cpu", dtype: str = "auto",
         policy, tokenizer = _load_pretrained(model, torch_dtype, attn)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return policy.to(device=device, dtype=torch_dtype).eval(), tokenizer
+    return policy.to(device=device, dtype=torch_dtype).eval(), tokenizer  # type: ignore[call-arg]

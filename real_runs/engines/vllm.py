@@ -60,7 +60,7 @@ def build_requests(prompt_token_ids: Sequence[Sequence[int]], counts_P: np.ndarr
     counts_P = np.asarray(counts_P, dtype=np.int64)
     seeds = prompt_seeds(sampling.seed, len(counts_P))
     prompts, params = [], []
-    for i in np.flatnonzero(counts_P):
+    for i in (int(j) for j in np.flatnonzero(counts_P)):
         prompts.append(TokensPrompt(prompt_token_ids=list(prompt_token_ids[i])))
         params.append(VSamplingParams(
             n=int(counts_P[i]), temperature=sampling.temperature, top_p=sampling.top_p,

@@ -173,8 +173,8 @@ def figure_staircase(runs: dict[str, dict[int, Path]], path: Path) -> str:
     shown = [m for m in ("rollout_gdro", "joint") if m in runs]
     fig, axes = plt.subplots(len(shown), 2, figsize=(12, 3.2 * len(shown)), squeeze=False, layout="constrained")
     for row, method in zip(axes, shown):
-        mats = [read_run(p).bins.get("rollouts") for p in runs[method].values()]
-        mats = [m for m in mats if m is not None]
+        found = [read_run(p).bins.get("rollouts") for p in runs[method].values()]
+        mats = [m for m in found if m is not None]
         if not mats:
             continue
         length = min(len(m) for m in mats)
