@@ -43,12 +43,11 @@ export OMP_NUM_THREADS=4 TOKENIZERS_PARALLELISM=false HYDRA_FULL_ERROR=1 VERL_US
 import sys
 from pathlib import Path
 
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from real_runs.data import INSTRUCTION, data_root, load_dataset_records
 from real_runs.types import Problem
-from real_runs.verl.convert import write_parquet
+from real_runs.verl.convert import word_level_tokenizer, write_parquet
 
 out = Path(sys.argv[1])
 if (data_root() / "math500" / "test.jsonl").exists():
@@ -59,16 +58,9 @@ else:
 write_parquet(problems[:64], out / "train.parquet")
 write_parquet(problems[64:], out / "val.parquet")
 words = " ".join(f"{p.problem} {INSTRUCTION} \\boxed{{{p.answer}}}" for p in problems).split()
-specials = ["<unk>", "<pad>", "<eos>", "<user>", "<assistant>"]
-vocab = {w: i for i, w in enumerate(dict.fromkeys(specials + words))}
-core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-template = ("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
-            "{% if add_generation_prompt %}<assistant> {% endif %}")
-tok = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>",
-                              chat_template=template)
 model_dir = out / "tiny_model"
-tok.save_pretrained(model_dir)
+tok = word_level_tokenizer(words, model_dir)
+vocab = tok.get_vocab()
 config = Qwen2Config(vocab_size=len(vocab) + (-len(vocab)) % 64, hidden_size=128, intermediate_size=256,
                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                      max_position_embeddings=1024, eos_token_id=vocab["<eos>"], pad_token_id=vocab["<pad>"],

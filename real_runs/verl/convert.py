@@ -55,6 +55,27 @@ def write_parquet(problems: Iterable[Problem], path: str | Path) -> int:
     return len(rows)
 
 
+def word_level_tokenizer(words: Iterable[str], path: str | Path):
+    """A word-level fast tokenizer with a chat template over ``words``, saved to ``path`` and loaded back.
+
+    For offline checks of converted data (verl's ``RLHFDataset``, the smoke run): no download, a
+    vocabulary of exactly the given words plus ``<unk> <pad> <eos> <user> <assistant>``.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    specials = ["<unk>", "<pad>", "<eos>", "<user>", "<assistant>"]
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(specials + list(words)))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    template = ("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
+                "{% if add_generation_prompt %}<assistant> {% endif %}")
+    fast = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", pad_token="<pad>",
+                                   eos_token="<eos>", chat_template=template)
+    fast.save_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m real_runs.verl.convert", description=__doc__.splitlines()[0])
     parser.add_argument("dataset", help="a known data set (dapo_math_17k, math500, ...) or a .jsonl/.parquet file")

@@ -54,17 +54,7 @@ def compose_config(overrides: list[str] | None = None):
 
 
 def tiny_tokenizer(words: list[str], path: Path):
-    """A word-level fast tokenizer with a chat template, saved to ``path`` and loaded back."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    """A word-level fast tokenizer with a chat template (the converter's, shared with the smoke run)."""
+    from real_runs.verl.convert import word_level_tokenizer
 
-    specials = ["<unk>", "<pad>", "<eos>", "<user>", "<assistant>"]
-    vocab = {w: i for i, w in enumerate(dict.fromkeys(specials + words))}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    template = ("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
-                "{% if add_generation_prompt %}<assistant> {% endif %}")
-    fast = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", pad_token="<pad>",
-                                   eos_token="<eos>", chat_template=template)
-    fast.save_pretrained(path)
-    return AutoTokenizer.from_pretrained(path)
+    return word_level_tokenizer(words, path)
