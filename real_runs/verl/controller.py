@@ -21,7 +21,6 @@ import numpy as np
 from verl import DataProto
 
 from gdro_lab.feedback import StepFeedback
-from gdro_lab.grpo import group_mean
 from gdro_lab.record import step_record
 from gdro_lab.registry import REGISTRY, build, make_config
 from gdro_lab.runlog import META_FILE, RunWriter
@@ -121,14 +120,12 @@ class GDROController:
         multipliers = self.weighter.multipliers(feedback.bins_P)
         metrics.update(self.allocator.update(feedback))
         data.batch["advantages"] = vb.scaled_advantages(data, multipliers, prompt_index)
-        if np.any(np.asarray(feedback.bins_P) >= 0):
-            scalars, bins = step_record(
-                feedback, self.num_bins, n_bar=self.n_bar, n_min=self.allocator.config.n_min,
-                n_max=self.allocator.config.n_max, weights_G=self.weighter.bin_weights(),
-                multipliers_P=multipliers, signal_P=SIGNALS[self.weighter.config.signal](feedback),
-                score_G=self.weighter.score_G, sigma_G=np.sqrt(self.allocator.variance_G), mu=self.allocator.mu)
-        else:  # no prompt has a bin yet (first steps): step_record needs one; log the batch totals
-            scalars, bins = unassigned_record(feedback), {}
+        # step_record handles steps whose prompts have no bin yet (lead-lag and SE fields null)
+        scalars, bins = step_record(
+            feedback, self.num_bins, n_bar=self.n_bar, n_min=self.allocator.config.n_min,
+            n_max=self.allocator.config.n_max, weights_G=self.weighter.bin_weights(),
+            multipliers_P=multipliers, signal_P=SIGNALS[self.weighter.config.signal](feedback),
+            score_G=self.weighter.score_G, sigma_G=np.sqrt(self.allocator.variance_G), mu=self.allocator.mu)
         scalars.update(metrics)
         if self.writer is not None:
             self.writer.log_step(step, scalars, bins)
@@ -168,16 +165,6 @@ class GDROController:
         if self.writer is not None:
             self.writer.close(status)
             self.writer = None
-
-
-def unassigned_record(feedback: StepFeedback) -> dict[str, float]:
-    """Batch totals of a step whose prompts all lack a bin (the classifier has not seen them yet)."""
-    success_P = group_mean(np.asarray(feedback.successes_R, float), feedback.counts_P)
-    counts = np.asarray(feedback.counts_P, float)
-    return {"mean_success": float(success_P.mean()),
-            "mean_reward": float(group_mean(feedback.rewards_R, feedback.counts_P).mean()),
-            "mean_rollouts": float(counts.mean()), "total_rollouts": float(counts.sum()),
-            "num_prompts": float(counts.size), "num_unassigned": float(counts.size)}
 
 
 def tracker_metrics(scalars: Mapping[str, float], bins: Mapping[str, np.ndarray]) -> dict[str, float]:
