@@ -295,7 +295,7 @@ class Observer(Protocol):
 
 
 def _drive(sim: Simulation, writer: RunWriter, progress: Callable[[int], None] | None,
-           stop_after: int | None, observer: Observer | None = None) -> None:
+           stop_after: int | None, observer: Observer | None = None, snapshots: bool = True) -> None:
     cfg = sim.config
     last = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
     pending = 0
@@ -312,7 +312,7 @@ def _drive(sim: Simulation, writer: RunWriter, progress: Callable[[int], None] |
             if observer is not None:
                 observer.on_eval(t, metrics)
         periodic = cfg.snapshot_every > 0 and t % cfg.snapshot_every == 0
-        if cfg.snapshot_every >= 0 and (periodic or t == cfg.steps):
+        if snapshots and cfg.snapshot_every >= 0 and (periodic or t == cfg.steps):
             writer.save_snapshot(t, sim.state_dict())
         pending += 1
         if progress is not None and (pending >= 25 or t == last):
@@ -321,11 +321,13 @@ def _drive(sim: Simulation, writer: RunWriter, progress: Callable[[int], None] |
 
 
 def run_simulation(config: SimConfig, out_dir: str | Path, *, progress: Callable[[int], None] | None = None,
-                   stop_after: int | None = None, observer: Observer | None = None) -> Path:
+                   stop_after: int | None = None, observer: Observer | None = None, snapshots: bool = True) -> Path:
     """Run ``config`` into a new run directory ``out_dir``; returns it.
 
     ``stop_after`` ends early (status 'running', as a crashed job would leave it) for resume tests;
-    ``observer`` sees every logged step record and evaluation as it is written.
+    ``observer`` sees every logged step record and evaluation as it is written; ``snapshots=False``
+    writes none whatever ``config.snapshot_every`` says (studies snapshot only their first seeds
+    without giving the other seeds a different config).
     """
     sim = Simulation(config)
     path = Path(out_dir)
@@ -335,7 +337,7 @@ def run_simulation(config: SimConfig, out_dir: str | Path, *, progress: Callable
         writer.log_eval(0, metrics)
         if observer is not None:
             observer.on_eval(0, metrics)
-        _drive(sim, writer, progress, stop_after, observer)
+        _drive(sim, writer, progress, stop_after, observer, snapshots)
     except BaseException:
         writer.close("failed")
         raise

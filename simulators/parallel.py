@@ -113,19 +113,24 @@ def _bump(n: int) -> None:
         _PROGRESS(n)
 
 
-def _job(config: SimConfig, out_dir: str) -> RunSummary:
+#: (config, out_dir) or (config, out_dir, write snapshots): the third item stays out of the config, so
+#: seeds of one method share their config.json except the seed.
+Job = tuple[Any, Path] | tuple[Any, Path, bool]
+
+
+def _job(config: SimConfig, out_dir: str, snapshots: bool = True) -> RunSummary:
     from simulators.loop import _config_payload
     start = time.perf_counter()
     memory = MemorySummary()
-    run_simulation(config, out_dir, progress=_bump, observer=memory)
+    run_simulation(config, out_dir, progress=_bump, observer=memory, snapshots=snapshots)
     return memory.summary(config.method, config.seed, out_dir, _config_payload(config), time.perf_counter() - start)
 
 
-def run_jobs(jobs: Sequence[tuple[Any, Path]], workers: int = 2, progress: bool | None = None,
+def run_jobs(jobs: Sequence[Job], workers: int = 2, progress: bool | None = None,
              description: str = "simulate", job: Callable[[Any, str], Any] = _job) -> list[Any]:
     """Run every (config, out_dir) job; results in job order. ``workers=1`` runs in this process."""
     global _PROGRESS
-    total = sum(config.steps for config, _ in jobs)
+    total = sum(j[0].steps for j in jobs)
     bar: Any = None
     if progress is True or (progress is None and sys.stderr.isatty()):
         bar = _make_bar(total, description, True)
@@ -136,8 +141,8 @@ def run_jobs(jobs: Sequence[tuple[Any, Path]], workers: int = 2, progress: bool 
         if workers <= 1 or len(jobs) <= 1:
             _PROGRESS = None if bar is None else bar.update
             try:
-                for index, (config, out_dir) in enumerate(jobs):
-                    results[index] = job(config, str(out_dir))
+                for index, (config, out_dir, *extra) in enumerate(jobs):
+                    results[index] = job(config, str(out_dir), *extra)
             finally:
                 _PROGRESS = None
             return results
@@ -145,7 +150,8 @@ def run_jobs(jobs: Sequence[tuple[Any, Path]], workers: int = 2, progress: bool 
         counter = context.Value("q", 0)
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker,
                                  initargs=(counter,)) as pool:
-            futures: dict[Future[Any], int] = {pool.submit(job, c, str(o)): i for i, (c, o) in enumerate(jobs)}
+            futures: dict[Future[Any], int] = {pool.submit(job, c, str(o), *extra): i
+                                               for i, (c, o, *extra) in enumerate(jobs)}
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)

@@ -16,7 +16,6 @@ Gains are paired by seed (same world instance and batch order): mean ± t_{0.975
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -25,7 +24,7 @@ import numpy as np
 from simulators.methods import METHODS, get_method
 from simulators.parallel import RunSummary, run_jobs
 from simulators.reporting import fmt, markdown_table, mean_ci
-from simulators.studies.common import StudySettings, final_eval, sim_config
+from simulators.studies.common import StudySettings, final_eval, job, sim_config
 
 GAIN_METRICS = (("test/worst_group_accuracy", "worst-group held-out acc"), ("test/accuracy", "mean held-out acc"))
 Grid = dict[tuple[str, float], list[RunSummary]]
@@ -39,10 +38,8 @@ def run_grid(settings: StudySettings, methods: Sequence[str], root: Path, descri
     """Every method x lr_grid x seed into root/<method>/lr<x>/seed<k> (lr 1 is always included)."""
     grid = tuple(sorted(set(settings.lr_grid) | {1.0}))
     keys = [(m, lr, s) for m in methods for lr in grid for s in range(settings.seeds)]
-    jobs = []
-    for m, lr, s in keys:
-        config = sim_config(settings, m, s, lr_scale=lr)
-        jobs.append((config if lr == 1.0 else replace(config, snapshot_every=-1), root / m / lr_dir(lr) / f"seed{s}"))
+    jobs = [job(settings, sim_config(settings, m, s, lr_scale=lr), root / m / lr_dir(lr) / f"seed{s}",
+                snapshots=lr == 1.0) for m, lr, s in keys]
     results = run_jobs(jobs, workers=settings.workers, progress=settings.progress, description=description)
     out: Grid = {}
     for (m, lr, _), summary in zip(keys, results):
@@ -69,8 +66,8 @@ def run_matched(settings: StudySettings, grid: Grid, methods: Sequence[str], roo
     factors = {m: float(np.mean(mean_multiplier(grid[(m, 1.0)]))) for m in methods if m != "grpo"}
     todo = {m: f for m, f in factors.items() if abs(f - 1.0) > 0.02}
     keys = [(m, s) for m in todo for s in range(settings.seeds)]
-    jobs = [(sim_config(settings, "grpo", s, lr_scale=round(todo[m], 4), snapshot_every=-1),
-             root / f"grpo_matched_{m}" / f"seed{s}") for m, s in keys]
+    jobs = [job(settings, sim_config(settings, "grpo", s, lr_scale=round(todo[m], 4)),
+                root / f"grpo_matched_{m}" / f"seed{s}", snapshots=False) for m, s in keys]
     results = run_jobs(jobs, workers=settings.workers, progress=settings.progress,
                        description="step-matched GRPO") if jobs else []
     matched: dict[str, list[RunSummary]] = {m: grid[("grpo", 1.0)] for m in factors if m not in todo}

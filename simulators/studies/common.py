@@ -11,7 +11,7 @@ import numpy as np
 
 from gdro_lab import ConfigError
 from simulators.loop import SimConfig
-from simulators.parallel import RunSummary, run_jobs
+from simulators.parallel import Job, RunSummary, run_jobs
 from simulators.world import WorldConfig
 
 
@@ -57,9 +57,10 @@ class StudySettings:
 
 
 def sim_config(settings: StudySettings, method: str, seed: int, **overrides: Any) -> SimConfig:
-    """SimConfig of one run; only seeds < snapshot_seeds write controller snapshots (about 8 MB each
-    at 14k prompts, mostly the classifier's windows; see docs/simulator.md)."""
-    snapshot_every = settings.snapshot_every if seed < settings.snapshot_seeds else -1
+    """SimConfig of one run. Every seed of a method gets the same config except ``seed`` (the app
+    groups runs by their config without the seed); which seeds actually write snapshots is decided
+    by :func:`job` (only seeds < snapshot_seeds: about 8 MB each at 14k prompts)."""
+    snapshot_every = settings.snapshot_every if settings.snapshot_seeds > 0 else -1
     from simulators.knobs import apply
     base = SimConfig(method=method, seed=seed, steps=settings.steps, batch=settings.batch,
                      eval_every=min(settings.eval_every, settings.steps), snapshot_every=snapshot_every,
@@ -67,11 +68,18 @@ def sim_config(settings: StudySettings, method: str, seed: int, **overrides: Any
     return replace(apply(base, settings.overrides), **overrides)
 
 
+def job(settings: StudySettings, config: SimConfig, out_dir: Path, snapshots: bool = True) -> Job:
+    """A run_jobs job: ``config`` into ``out_dir``, writing snapshots only for seeds < snapshot_seeds
+    (and only where ``snapshots``); the config itself is the same for every seed."""
+    return (config, out_dir, snapshots and config.seed < settings.snapshot_seeds)
+
+
 def run_methods(settings: StudySettings, methods: Sequence[str], description: str, subdir: str = ""
                 ) -> tuple[dict[str, list[RunSummary]], float]:
     """Run every (method, seed) into out/runs/[subdir/]<method>/seed<k>; results grouped by method, wall time."""
     root = settings.out / "runs" / subdir if subdir else settings.out / "runs"
-    jobs = [(sim_config(settings, m, s), root / m / f"seed{s}") for m in methods for s in range(settings.seeds)]
+    jobs = [job(settings, sim_config(settings, m, s), root / m / f"seed{s}")
+            for m in methods for s in range(settings.seeds)]
     start = time.perf_counter()
     results = run_jobs(jobs, workers=settings.workers, progress=settings.progress, description=description)
     wall = time.perf_counter() - start

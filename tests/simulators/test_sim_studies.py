@@ -56,10 +56,32 @@ def test_tiny_curriculum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert len(run.steps) == 4  # log_every 10
         at_default = path.parent.name == "lr1"
         assert run.snapshot_steps == ([40] if path.name == "seed0" and at_default else [])
+    assert_seeds_share_config(runs)
     # Running again into the same folder replaces the simulator's own runs.
     assert run_cli(["curriculum", "--out", str(out), "--steps", "10", "--methods", "grpo", "--lr-grid", "1",
                     *TINY], capsys)[0] == 0
     assert len(find_runs(out / "runs")) == 2
+
+
+def assert_seeds_share_config(runs: list[Path]) -> None:
+    """Every seed folder of one method/lr writes the same config.json except its seed (the app groups
+    runs by config-without-seed; seed 0 used to write snapshot_every 0 and the others -1)."""
+    by_parent: dict[Path, list[dict]] = {}
+    for path in runs:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        assert config["seed"] == int(path.name.removeprefix("seed"))
+        by_parent.setdefault(path.parent, []).append({k: v for k, v in config.items() if k != "seed"})
+    assert by_parent and all(len(configs) >= 2 for configs in by_parent.values())
+    for parent, configs in by_parent.items():
+        assert all(c == configs[0] for c in configs[1:]), f"seeds of {parent.name} differ beyond the seed"
+
+
+def test_seed_config_check_catches_a_difference(tmp_path: Path) -> None:
+    for seed, snap in ((0, 0), (1, -1)):
+        (tmp_path / "m" / f"seed{seed}").mkdir(parents=True)
+        (tmp_path / "m" / f"seed{seed}" / "config.json").write_text(json.dumps({"seed": seed, "snapshot_every": snap}))
+    with pytest.raises(AssertionError, match="differ beyond the seed"):
+        assert_seeds_share_config(sorted((tmp_path / "m").iterdir()))
 
 
 def test_tiny_sqrt_law(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
