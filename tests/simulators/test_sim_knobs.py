@@ -151,7 +151,7 @@ def test_preset_mass_profiles_are_ordered() -> None:
 def test_se_dispersion_table_matches_the_closed_form() -> None:
     """Two bins, one at sigma ~ 0 with share f: the optimum gives it n_min = 2 and the other bin the rest,
     n = (4 - 2 f) / (1 - f) capped at 12, so the reduction is 1 - 2 / sqrt(n) (WSE ~ (1 - f) / sqrt(n))."""
-    from simulators.studies.sqrt_law import _best_reduction, dispersion_table
+    from simulators.studies.se_dispersion import best_reduction as _best_reduction, dispersion_table
     for f in (0.25, 0.5, 0.6):
         n = min((4 - 2 * f) / (1 - f), 12)
         assert _best_reduction(f, 1e6, 4, 2, 12) == pytest.approx(100 * (1 - 2 / np.sqrt(n)), abs=0.05)

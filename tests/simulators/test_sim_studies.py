@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gdro_lab import read_run
@@ -86,12 +87,41 @@ def test_seed_config_check_catches_a_difference(tmp_path: Path) -> None:
 
 def test_tiny_sqrt_law(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "sqrt"
-    code, _, _ = run_cli(["sqrt-law", "--out", str(out), "--steps", "40", "--methods", "grpo,rollout_gdro,sqrt_oracle",
-                          *TINY], capsys)
+    code, stdout, _ = run_cli(["sqrt-law", "--out", str(out), "--steps", "40", "--methods",
+                               "grpo,rollout_gdro,sqrt_oracle", "--lr-grid", "0.5,2", *TINY], capsys)
     assert code == 0
     summary = check_report(out, 4)
     assert set(summary["worlds"]) == {"base", "bimodal"}
-    assert len(find_runs(out / "runs")) == 12
+    runs = find_runs(out / "runs")
+    assert len(runs) == 2 * 3 * 3 * 2  # worlds x methods x lr {0.5, 1, 2} x seeds; no extra step-matched runs
+    assert_seeds_share_config(runs)
+    report = (out / "report.md").read_text(encoding="utf-8")
+    # The tuned and step-matched baselines and held-out (test split) accuracy columns, per world.
+    assert report.count("Δ vs tuned GRPO (pp)") == 2 and report.count("Δ vs step-matched GRPO (pp)") == 2
+    assert report.count("held-out worst-group (%)") >= 2 and "final acc (%)" not in report
+    for name, world in summary["worlds"].items():
+        gains = world["decision"]["gains"]
+        assert set(gains) == {"rollout_gdro", "sqrt_oracle"}
+        assert world["decision"]["lr_grid"] == [0.5, 1.0, 2.0]
+        for method, entry in gains.items():
+            for metric in ("test/worst_group_accuracy", "test/accuracy"):
+                # Held-out gain vs GRPO at lr 1, recomputed from the run directories (paired by seed).
+                mine = [read_run(out / "runs" / name / method / "lr1" / f"seed{s}").evals[-1]["metrics"][metric]
+                        for s in range(2)]
+                base = [read_run(out / "runs" / name / "grpo" / "lr1" / f"seed{s}").evals[-1]["metrics"][metric]
+                        for s in range(2)]
+                assert entry[metric]["vs_grpo"][0] == pytest.approx(float(np.mean(np.subtract(mine, base))))
+                # Allocators do not reweight: step-matched GRPO is GRPO at the same lr.
+                assert entry[metric]["vs_step_matched"] == entry[metric]["vs_grpo"]
+                tuned = world["decision"]["tuned_lr"][metric]
+                assert tuned[method] in (0.5, 1.0, 2.0) and tuned["grpo"] in (0.5, 1.0, 2.0)
+        assert world["metrics"]["grpo"]["test/accuracy"][0] > 0
+        assert world["step_match_factor"] == {"rollout_gdro": 1.0, "sqrt_oracle": 1.0}
+    # The decision on stdout: one block per world, each with tuned gains and claim verdicts.
+    assert stdout.count("decision (held-out test split") == 2 and stdout.count("sqrt-law, world `") == 2
+    assert sum("| tuned " in line for line in stdout.splitlines()) == 2 * 2 * 2
+    assert all(line.split()[0] in ("reproduced", "refuted", "inconclusive") for line in stdout.splitlines()
+               if "Rollout-GDRO raises" in line)
 
 
 def test_tiny_surrogate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
