@@ -32,7 +32,8 @@ from gdro_lab.runlog import load_snapshot
 from gdro_lab.signals import SIGNALS
 from simulators.methods import build_controller, get_method
 from simulators.ppo_drift import surrogate_losses
-from simulators.world import BatchSampler, Learner, WorldConfig, make_world, sample_rollouts
+from simulators.learner import Learner
+from simulators.world import BatchSampler, WorldConfig, make_world, sample_rollouts
 
 PRODUCER = "gdro-lab simulator"
 

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.special import expit
 
 from gdro_lab.grpo import grpo_advantages
-from simulators.world import Learner
+from simulators.learner import Learner
 
 
 def surrogate_losses(learner: Learner, index_B: np.ndarray, counts_B: np.ndarray, successes_R: np.ndarray,

@@ -139,7 +139,8 @@ def test_presets_set_the_world_and_name_the_report(monkeypatch: pytest.MonkeyPat
 def test_preset_mass_profiles_are_ordered() -> None:
     """1.7b leaves the most never-solved prompts and 8b the fewest, before any training."""
     from simulators.presets import PRESETS
-    from simulators.world import Learner, WorldConfig, make_world
+    from simulators.learner import Learner
+    from simulators.world import WorldConfig, make_world
     hopeless = []
     for name in ("paper-1.7b", "paper-4b", "paper-8b"):
         cfg = WorldConfig(num_prompts=2000, num_groups=16, **PRESETS[name])

@@ -9,7 +9,8 @@ from scipy.special import expit
 from gdro_lab.grpo import group_mean, grpo_advantages
 from simulators.loop import SimConfig, Simulation
 from simulators.ppo_drift import surrogate_losses
-from simulators.world import Learner, WorldConfig, make_world, sample_rollouts
+from simulators.learner import Learner
+from simulators.world import WorldConfig, make_world, sample_rollouts
 
 
 def _setup(seed: int = 0) -> tuple[Learner, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -8,8 +8,8 @@ from scipy import stats
 
 from gdro_lab import ConfigError
 from gdro_lab.grpo import grpo_advantages
-from simulators.world import (BatchSampler, Learner, WorldConfig, expected_gradient, group_sizes, make_world,
-                              sample_rollouts)
+from simulators.learner import Learner, expected_gradient
+from simulators.world import BatchSampler, WorldConfig, group_sizes, make_world, sample_rollouts
 
 
 def reference_expected_gradient(p: float, n: int) -> float:
@@ -234,3 +234,13 @@ def test_accuracy_against_learning_rate_is_unimodal_in_the_default_world() -> No
             values.append(sim.evaluate()["test/accuracy"])
         scores.append(np.mean(values))
     assert scores[1] > scores[0] + 0.02 and scores[1] > scores[2] + 0.02
+
+
+def test_learner_names_still_resolve_from_world() -> None:
+    """The learner moved to simulators.learner; the old import path keeps working, unknown names fail."""
+    import simulators.learner
+    import simulators.world
+    assert simulators.world.Learner is simulators.learner.Learner
+    assert simulators.world.expected_gradient is simulators.learner.expected_gradient
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        getattr(simulators.world, "nope")
