@@ -1,0 +1,108 @@
+"""SimConfig: one simulated training run (method, seed, budget, evaluation, the world, controller
+overrides), validated, with its resolved controller configs. ``simulators.loop`` runs it."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from gdro_lab._validate import require
+from simulators.methods import get_method
+from simulators.world import WorldConfig
+
+
+def even_edges(num_bins: int) -> tuple[float, ...]:
+    """Inner edges b/G, b = 1..G-1 (G = 10 gives the paper's 0.1..0.9)."""
+    return tuple(round(b / num_bins, 10) for b in range(1, num_bins))
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulated training run."""
+
+    method: str = "joint"
+    """A name in simulators.methods.METHODS."""
+    seed: int = 0
+    """Seeds the world instance, the batch order, the rollouts and every controller."""
+    steps: int = 1000
+    """Training steps."""
+    batch: int = 256
+    """Prompts per step."""
+    num_bins: int = 10
+    """Difficulty bins of the classifier (evenly spaced pass@k edges)."""
+    n_bar: int = 4
+    """Mean rollouts per prompt (every method spends exactly batch * n_bar per step)."""
+    n_min: int = 2
+    """Smallest rollout count an allocator may choose."""
+    n_max: int = 12
+    """Largest rollout count an allocator may choose."""
+    eval_every: int = 20
+    """Steps between exact evaluations (also at step 0 and the last step)."""
+    snapshot_every: int = 0
+    """Steps between controller snapshots (and one at the last step); 0 = only at the last step; -1 = never."""
+    pass_k: int = 8
+    """k of the exact pass@k evaluation."""
+    lr_scale: float = 1.0
+    """Multiplies all three learning rates of the learner (the tuned and step-matched baselines vary it)."""
+    log_every: int = 1
+    """Steps between step records in steps.jsonl (and the last step); larger = less bookkeeping."""
+    ppo_minibatches: int = 1
+    """PPO mini-batches per step for the surrogate-loss signal's drift (simulators/ppo_drift.py); 1 = none."""
+    ppo_clip: float = 0.2
+    """PPO clip epsilon of that surrogate loss."""
+    world: WorldConfig = field(default_factory=WorldConfig)
+    """The world and learner."""
+    classifier: Mapping[str, Any] = field(default_factory=dict)
+    """Overrides of gdro_lab ClassifierConfig (edges come from num_bins)."""
+    weighter: Mapping[str, Any] = field(default_factory=dict)
+    """Overrides of gdro_lab WeighterConfig on top of the method's."""
+    allocator: Mapping[str, Any] = field(default_factory=dict)
+    """Overrides of gdro_lab AllocatorConfig on top of the method's."""
+
+    def __post_init__(self) -> None:
+        owner = "SimConfig"
+        get_method(self.method)
+        for name in ("steps", "batch", "num_bins", "pass_k"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, owner, name, value, "an integer >= 1")
+        require(self.num_bins >= 2, owner, "num_bins", self.num_bins, "an integer >= 2")
+        require(isinstance(self.eval_every, int) and self.eval_every >= 1, owner, "eval_every",
+                self.eval_every, "an integer >= 1")
+        require(isinstance(self.log_every, int) and self.log_every >= 1, owner, "log_every",
+                self.log_every, "an integer >= 1")
+        require(isinstance(self.ppo_minibatches, int) and self.ppo_minibatches >= 1, owner, "ppo_minibatches",
+                self.ppo_minibatches, "an integer >= 1")
+        require(isinstance(self.ppo_clip, (int, float)) and 0 < self.ppo_clip < 1, owner, "ppo_clip",
+                self.ppo_clip, "a number in (0, 1)")
+        require(isinstance(self.lr_scale, (int, float)) and 0 < self.lr_scale <= 1000, owner, "lr_scale",
+                self.lr_scale, "a number in (0, 1000]")
+        require(isinstance(self.snapshot_every, int) and self.snapshot_every >= -1, owner, "snapshot_every",
+                self.snapshot_every, "an integer >= -1 (0 = only at the end, -1 = never)")
+        require(self.batch <= self.world.num_prompts, owner, "batch", self.batch,
+                f"at most the number of prompts ({self.world.num_prompts})")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["world"] = self.world.to_dict()
+        for name in ("classifier", "weighter", "allocator"):
+            out[name] = dict(getattr(self, name))
+        return out
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "SimConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in values.items() if k in known}
+        if "world" in kwargs:
+            kwargs["world"] = WorldConfig(**kwargs["world"])
+        return cls(**kwargs)
+
+    def controller_configs(self) -> dict[str, dict[str, Any]]:
+        """Resolved config mappings of the three controllers (method defaults, then overrides)."""
+        spec = get_method(self.method)
+        weighter_bins = self.world.num_groups if spec.partition == "groups" else self.num_bins
+        classifier = {"edges": even_edges(self.num_bins), "k": min(2, self.n_min), **dict(self.classifier)}
+        weighter = {"num_bins": weighter_bins, **dict(spec.weighter_overrides), **dict(self.weighter)}
+        allocator = {"num_bins": self.num_bins, "n_bar": self.n_bar, "n_min": self.n_min, "n_max": self.n_max,
+                     **dict(spec.allocator_overrides), **dict(self.allocator)}
+        return {"classifier": classifier, "weighter": weighter, "allocator": allocator}
