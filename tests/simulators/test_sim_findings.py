@@ -1,0 +1,39 @@
+"""The findings table in docs/simulator.md is exactly the one built from the committed reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from simulators.findings import answer_table
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _decision(gain: float, half: float) -> dict:
+    entry = {"vs_grpo": [0.5, 0.1], "vs_step_matched": [-gain, half], "vs_tuned": [gain, half]}
+    metrics = ("test/worst_group_accuracy", "test/accuracy")
+    return {"gains": {"prompt_gdro": {m: entry for m in metrics}},
+            "tuned_lr": {m: {"prompt_gdro": 0.25, "grpo": 1.0} for m in metrics}}
+
+
+def test_answer_table_formats_the_reports_gains(tmp_path: Path) -> None:
+    (tmp_path / "curriculum").mkdir()
+    (tmp_path / "curriculum" / "summary.json").write_text(json.dumps({"decision": _decision(0.0123, 0.004)}))
+    (tmp_path / "sqrt-law").mkdir()
+    (tmp_path / "sqrt-law" / "summary.json").write_text(json.dumps(
+        {"worlds": {"base": {"decision": _decision(-0.031, 0.0105)}, "bimodal": {"decision": _decision(0.0, 0.0)}}}))
+    table = answer_table(tmp_path).splitlines()
+    assert len(table) == 2 + 3  # header, rule, curriculum + the two sqrt-law worlds; missing reports skipped
+    # pp with one decimal: 0.0123 ± 0.004 -> 1.2 ± 0.4, and the step-matched column is its negative.
+    assert table[2].startswith("| [default world, quick](../reports/curriculum/report.md) | EMA-debiased Prompt-GDRO |")
+    assert table[2].endswith("| 1.2 ± 0.4 | 1.2 ± 0.4 | -1.2 ± 0.4 | -1.2 ± 0.4 | 0.25 / 0.25 |")
+    assert "sqrt-law, base world" in table[3] and "| -3.1 ± 1.1 |" in table[3]
+    assert "sqrt-law, bimodal world" in table[4] and "| 0.0 ± 0.0 |" in table[4]
+
+
+def test_docs_findings_table_matches_the_committed_reports() -> None:
+    docs = (ROOT / "docs" / "simulator.md").read_text(encoding="utf-8")
+    table = answer_table(ROOT / "reports")
+    assert table.count("\n") >= 6
+    assert table in docs, "docs/simulator.md's findings table is stale: paste `python -m simulators.findings`"
