@@ -1,10 +1,11 @@
-"""The findings table of docs/simulator.md, built from the committed reports' summary.json files.
+"""The findings tables of docs/simulator.md, built from the committed reports' summary.json files.
 
 "Does Prompt-GDRO / Rollout-GDRO / joint beat *tuned* GRPO at equal compute?" is answered in the
-docs by one table whose every number comes from a report's decision (``summary.json`` →
-``decision.gains``); tests/simulators/test_sim_findings.py checks that the table in the docs is
-exactly :func:`answer_table` of the committed reports, so the docs cannot drift from them.
-Regenerate it with ``python -m simulators.findings`` after ``--update-reports``.
+docs by a table whose every number comes from a report's decision (``summary.json`` →
+``decision.gains``); the lead-lag and SE-proxy claims are quoted from the reports' claim lines,
+and the SE-dispersion numbers from the sqrt-law report. tests/simulators/test_sim_findings.py
+checks that the docs contain exactly :func:`tables` of the committed reports, so the docs
+cannot drift from them. Print them with ``python -m simulators.findings`` after ``--update-reports``.
 """
 
 from __future__ import annotations
@@ -17,49 +18,85 @@ from typing import Any
 from simulators.methods import get_method
 from simulators.reporting import fmt, markdown_table
 
-#: (report folder, sqrt-law world or "", what the row is called) in table order; methods come from the report.
+ALL = ("prompt_gdro", "rollout_gdro", "joint")
+#: (report folder, sqrt-law world or "", what the row is called, methods shown) in table order.
 ROWS = (
-    ("curriculum", "", "default world, quick"),
-    ("curriculum-all-methods", "", "default world, quick, all methods"),
-    ("curriculum-full", "", "default world, paper-like scale (`--full`)"),
-    ("curriculum-paper-1.7b", "", "paper-1.7b (hard)"),
-    ("curriculum-paper-4b", "", "paper-4b (middle)"),
-    ("curriculum-paper-8b", "", "paper-8b (easy)"),
-    ("sqrt-law", "base", "sqrt-law, base world"),
-    ("sqrt-law", "bimodal", "sqrt-law, bimodal world"),
+    ("curriculum", "", "default world, quick", ALL),
+    ("curriculum-all-methods", "", "default world, quick, all methods", ("joint",)),
+    ("curriculum-full", "", "default world, paper-like scale (`--full`)", ALL),
+    ("curriculum-paper-1.7b", "", "paper-1.7b (hard)", ALL),
+    ("curriculum-paper-4b", "", "paper-4b (middle)", ALL),
+    ("curriculum-paper-8b", "", "paper-8b (easy)", ALL),
+    ("sqrt-law", "base", "sqrt-law, base world", ALL),
+    ("sqrt-law", "bimodal", "sqrt-law, bimodal world", ALL),
 )
-METHODS = ("prompt_gdro", "rollout_gdro", "joint")
 METRICS = (("test/worst_group_accuracy", "worst-group"), ("test/accuracy", "mean"))
 
 
-def _decision(reports: Path, folder: str, world: str) -> dict[str, Any] | None:
+def _summary(reports: Path, folder: str, world: str) -> dict[str, Any] | None:
+    """The report's summary (a sqrt-law world's part when ``world``), None when the report is absent."""
     path = reports / folder / "summary.json"
     if not path.is_file():
         return None
     summary = json.loads(path.read_text(encoding="utf-8"))
-    return summary["worlds"][world]["decision"] if world else summary["decision"]
+    return summary["worlds"].get(world) if world else summary
+
+
+def _link(folder: str, label: str) -> str:
+    return f"[{label}](../reports/{folder}/report.md)"
 
 
 def answer_table(reports: Path) -> str:
     """Markdown: per report and method, held-out gains (pp, paired, 95% CI) vs tuned and step-matched GRPO."""
     rows = []
-    for folder, world, label in ROWS:
-        result = _decision(reports, folder, world)
-        if result is None:
+    for folder, world, label, methods in ROWS:
+        summary = _summary(reports, folder, world)
+        if summary is None:
             continue
-        for method in METHODS:
+        result = summary["decision"]
+        for method in methods:
             if method not in result["gains"]:
                 continue
             gains = result["gains"][method]
             cells = [fmt(*gains[metric][key], 1, 100) for key in ("vs_tuned", "vs_step_matched")
                      for metric, _ in METRICS]
             lrs = " / ".join(f"{result['tuned_lr'][metric][method]:g}" for metric, _ in METRICS)
-            rows.append([f"[{label}](../reports/{folder}/report.md)", get_method(method).label, *cells, lrs])
+            rows.append([_link(folder, label), get_method(method).label, *cells, lrs])
     header = ["world (report)", "method"] + [f"{name}: Δ vs {base} GRPO (pp)" for base in ("tuned", "step-matched")
                                              for _, name in METRICS] + ["method's tuned lr (wg / mean)"]
     return markdown_table(header, rows)
 
 
+def claims_table(reports: Path, keyword: str) -> str:
+    """Markdown: the verdict and number of the claim containing ``keyword`` in every report that tests it."""
+    rows = []
+    for folder, world, label, _ in ROWS:
+        summary = _summary(reports, folder, world)
+        for claim in (summary or {}).get("claims", []):
+            if keyword in claim["claim"]:
+                rows.append([_link(folder, label), f"**{claim['verdict']}**", claim["number"]])
+    return markdown_table(["world (report)", "verdict", "number (95% CI over seeds)"], rows)
+
+
+def dispersion_rows(reports: Path) -> str:
+    """Markdown: the sqrt-law report's SE-dispersion numbers (what a WSE reduction needs)."""
+    summary = _summary(reports, "sqrt-law", "")
+    rows = []
+    for entry in (summary or {}).get("se_dispersion", []):
+        share, ratio = entry["zero_variance_share"], entry["sigma_ratio_equal_shares"]
+        rows.append([f"{entry['target_pct']:.1f}%", "unreachable" if share is None or share != share else
+                     f"{100 * share:.0f}%", "unreachable" if ratio is None or ratio != ratio else f"{ratio:,.0f}×"])
+    return markdown_table(["WSE reduction", "share of the batch at σ ≈ 0 needed",
+                           "σ spread needed at equal shares (two bins)"], rows)
+
+
+def tables(reports: Path) -> dict[str, str]:
+    """Every generated table of the docs' findings section, by name."""
+    return {"answer": answer_table(reports), "lead-lag": claims_table(reports, "lead-lag"),
+            "se-proxy": claims_table(reports, "SE proxy"), "se-dispersion": dispersion_rows(reports)}
+
+
 if __name__ == "__main__":
-    root = Path(__file__).resolve().parent.parent / "reports"
-    sys.stdout.write(answer_table(Path(sys.argv[1]) if len(sys.argv) > 1 else root) + "\n")
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "reports"
+    for name, table in tables(root).items():
+        sys.stdout.write(f"<!-- {name} -->\n{table}\n\n")

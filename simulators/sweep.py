@@ -44,6 +44,20 @@ def cells(grid: list[tuple[str, list[Any]]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in grid))]
 
 
+def reproduce(args: argparse.Namespace) -> str:
+    """The `gdro sweep` command that reruns this sweep (options that change results; not --out, --workers)."""
+    defaults = _parser().parse_args([])
+    parts = [f"--grid {g}" for g in args.grid]
+    parts += [f"--plugin {m}" for m in args.plugin]
+    if args.methods != defaults.methods:
+        parts.append(f"--methods {args.methods}")
+    if args.assignments:
+        parts.append("--set " + " ".join(args.assignments))
+    parts += [f"--{name} {getattr(args, name)}" for name in ("seeds", "steps", "prompts", "batch")
+              if getattr(args, name) != getattr(defaults, name)]
+    return "gdro sweep " + " ".join(parts)
+
+
 def _parser() -> argparse.ArgumentParser:
     from simulators.cli import _Parser, _positive
     p = _Parser(prog="gdro sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -121,7 +135,7 @@ def run(args: argparse.Namespace) -> tuple[Path, str]:
     text = [f"# gdro sweep: {len(combos)} cells × {len(methods)} methods × {settings.seeds} seeds", "",
             f"{settings.steps} steps, {settings.batch} prompts per step, {settings.prompts:,} prompts; every method "
             f"at the default learning rate; gains paired by seed with 95% t-intervals. Wall time {wall:.0f} s.", "",
-            table, "", "Reproduce: `gdro sweep " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["sweep"] else []) + "`", ""]
+            table, "", f"Reproduce: `{reproduce(args)}`", ""]
     path = settings.out / "report.md"
     path.write_text("\n".join(text), encoding="utf-8")
     return path, table

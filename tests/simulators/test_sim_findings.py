@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from simulators.findings import answer_table
+from simulators.findings import answer_table, claims_table, dispersion_rows, tables
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,8 +32,23 @@ def test_answer_table_formats_the_reports_gains(tmp_path: Path) -> None:
     assert "sqrt-law, bimodal world" in table[4] and "| 0.0 ± 0.0 |" in table[4]
 
 
-def test_docs_findings_table_matches_the_committed_reports() -> None:
+def test_claims_and_dispersion_tables_quote_the_reports(tmp_path: Path) -> None:
+    claims = [{"claim": "The adversary leads the data: lead-lag gap > 0", "verdict": "refuted", "number": "-3.19 ± 0.24 bins"},
+              {"claim": "Rollout-GDRO cuts the SE proxy", "verdict": "refuted", "number": "0.6 ± 0.1%"}]
+    (tmp_path / "curriculum-paper-8b").mkdir()
+    (tmp_path / "curriculum-paper-8b" / "summary.json").write_text(json.dumps({"claims": claims}))
+    (tmp_path / "sqrt-law").mkdir()
+    (tmp_path / "sqrt-law" / "summary.json").write_text(json.dumps({"worlds": {}, "se_dispersion": [
+        {"target_pct": 22.6, "zero_variance_share": 0.5714, "sigma_ratio_equal_shares": None},
+        {"target_pct": 5.0, "zero_variance_share": 0.18, "sigma_ratio_equal_shares": 2.96}]}))
+    lead = claims_table(tmp_path, "lead-lag").splitlines()
+    assert lead[2:] == ["| [paper-8b (easy)](../reports/curriculum-paper-8b/report.md) | **refuted** | -3.19 ± 0.24 bins |"]
+    assert claims_table(tmp_path, "SE proxy").splitlines()[2].endswith("| **refuted** | 0.6 ± 0.1% |")
+    assert dispersion_rows(tmp_path).splitlines()[2:] == ["| 22.6% | 57% | unreachable |", "| 5.0% | 18% | 3× |"]
+
+
+def test_docs_findings_tables_match_the_committed_reports() -> None:
     docs = (ROOT / "docs" / "simulator.md").read_text(encoding="utf-8")
-    table = answer_table(ROOT / "reports")
-    assert table.count("\n") >= 6
-    assert table in docs, "docs/simulator.md's findings table is stale: paste `python -m simulators.findings`"
+    for name, table in tables(ROOT / "reports").items():
+        assert table.count("\n") >= 3, name
+        assert table in docs, f"docs/simulator.md's {name} table is stale: paste `python -m simulators.findings`"

@@ -174,5 +174,8 @@ def test_sweep_runs_every_cell_and_reports_paired_gains(tmp_path: Path, capsys: 
     assert [c["cell"] for c in summary["cells"]] == [{"world.transfer": 0}, {"world.transfer": 1}]
     gain = summary["cells"][0]["methods"]["grpo"]["test/accuracy"]["gain_vs_grpo"]
     assert gain[0] == 0.0
+    report = (out / "report.md").read_text()
+    assert "Reproduce: `gdro sweep --grid world.transfer=0,1 --methods grpo,prompt_gdro --seeds 2 --steps 20 " \
+           "--prompts 400 --batch 32`" in report
     assert sweep.main(["--grid", "world.nope=1"]) == 2
     assert "no field 'nope'" in capsys.readouterr().err
