@@ -221,6 +221,14 @@ def discussion(data: dict[str, Any], lr_scale: float) -> list[str]:
                        "CI excludes 0" if abs(mean) > half else "CI includes 0")
             parts.append(f"{metric} {fmt(mean, half, 1, 100)} pp ({verdict})")
         lines.append("- **GRPO vs the warm start** (does the real path learn?): " + "; ".join(parts) + ".")
+        success_ST = data["curves"]["grpo"]["train_success"]
+        if success_ST.size and np.isfinite(success_ST).any():
+            width = max(1, success_ST.shape[1] // 10)
+            first, last = np.nanmean(success_ST[:, :width]), np.nanmean(success_ST[:, -width:])
+            lines.append(f"- **Training pool vs held-out** (GRPO): training-batch success {first:.3f} → {last:.3f} "
+                         f"(first / last {width} steps, seed mean) against the held-out pass@1 change above; "
+                         "a rise on the training pool that the held-out split does not share is the pool "
+                         "being memorised, not a skill being learned.")
     seeds = len(next(iter(final.values()))["pass@1"]) if final else 0
     lines.append(f"- Intervals over {seeds} seeds use Student t with {max(seeds - 1, 1)} degrees of freedom "
                  "(4.30 for 3 seeds): only large or very consistent effects exclude 0.")
