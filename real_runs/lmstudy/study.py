@@ -304,12 +304,17 @@ def _span_seconds(runs: dict[str, dict[int, Path]], initial: dict[int, Path]) ->
 
 
 CAVEATS = [
+    "- **The first pass over the pool is plain GRPO for every method**: the classifier bins a prompt only "
+    "after its first visit, so during the first train_size / prompts_per_step steps every prompt is unassigned "
+    "(multiplier 1, n̄ rollouts) and all methods of a seed produce identical runs (the step-50 evaluations "
+    "match exactly, a check of the pairing); the controllers act in the remaining steps.",
     "- **Why this need not reproduce the paper's +10%**: the paper trains 1.7-8B models for 1,000 steps on "
-    "17k real problems and scores benchmarks whose hard tail is large; here a 0.5 M-parameter model learns "
-    "arithmetic in a short RL phase, and more than half of a step's 4-sample groups are all-correct or "
-    "all-wrong (logged as zero_variance_frac), so every method sees little signal. With Adam, scaling advantages by a constant changes the update "
-    "far less than scaling the learning rate does, so the step-matched baseline is a stronger control for "
-    "step-size effects than for Prompt-GDRO's re-weighting across bins.",
+    "17k real problems and scores benchmarks whose hard tail is large; here a 0.5 M-parameter model that "
+    "RL barely moves on held-out problems (see the first bullets) gives the controllers nothing to "
+    "redistribute: a method cannot beat GRPO by spending GRPO's compute better when that compute buys no "
+    "held-out progress. With Adam, scaling advantages by a constant changes the update far less than "
+    "scaling the learning rate does, so the step-matched baseline is a stronger control for step-size "
+    "effects than for Prompt-GDRO's re-weighting across bins.",
 ]
 
 
