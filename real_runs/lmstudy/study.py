@@ -47,7 +47,7 @@ class StudyConfig:
     steps, prompts_per_step: RL steps and prompts per step (>= 1).
     n_bar, n_min, n_max: mean and range of rollouts per prompt (the paper: 4, 2..12).
     lr: GRPO's AdamW learning rate (> 0); step-matched GRPO multiplies it by the measured factor.
-        Measured (docs/lm-study.md): 2e-4, the SFT's own scale, lowers held-out accuracy within
+        Measured (reports/lm-study/README.md): 2e-4, twice the SFT's final rate, lowers held-out accuracy within
         60 steps; 2e-5..5e-5 keeps or slightly raises it; 3e-5 is the default.
     mini_batches: optimizer steps per RL step (1 = one on-policy update of the whole batch).
     eval_every: held-out evaluation period in steps (the trainer also evaluates at the end).
