@@ -19,9 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="tiny CI setting (every method, a few minutes)")
     size.add_argument("--small", action="store_true",
-                      help="reduced setting: 3 seeds x 40 steps x 32 prompts, 200 held-out per skill")
+                      help="reduced setting: 3 seeds x 60 steps x 32 prompts over an 800-prompt pool")
     parser.add_argument("--seeds", type=_positive, help="seeds per method (default 3; quick 2)")
-    parser.add_argument("--steps", type=_positive, help="RL steps per run (default 300; quick 4)")
+    parser.add_argument("--steps", type=_positive, help="RL steps per run (default 200; quick 4)")
     parser.add_argument("--jobs", type=_positive, help="runs in parallel, one thread each (default 2)")
     parser.add_argument("--out", type=Path, default=None,
                         help="study folder for run directories (default runs/lm-study[-quick])")

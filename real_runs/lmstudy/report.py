@@ -68,11 +68,12 @@ def collect(runs: dict[str, dict[int, Path]], groups: Sequence[str],
     per_group: dict[str, np.ndarray] = {}
     curves: dict[str, dict[str, Any]] = {}
     for method, by_seed in runs.items():
-        tables, train = [], []
+        tables, train, flat = [], [], []
         for seed, path in sorted(by_seed.items()):
             run = read_run(path)
             evals = run.evals
             train.append(run.scalars.get("mean_success", np.full(run.steps.size, np.nan)))
+            flat.append(run.scalars.get("zero_variance_frac", np.full(run.steps.size, np.nan)))
             if not evals:
                 raise ValueError(f"{path} has no evaluation in eval.jsonl: re-run it")
             tables.append(eval_table(([starts[seed]] if seed in starts else []) + evals, groups))
@@ -81,6 +82,7 @@ def collect(runs: dict[str, dict[int, Path]], groups: Sequence[str],
         length = min(t["step"].size for t in tables)
         steps = min(x.size for x in train)
         curves[method] = {"step": tables[0]["step"][:length], "train_success": np.stack([x[:steps] for x in train]),
+                          "zero_variance": np.stack([x[:steps] for x in flat]),
                           **{m: np.stack([t[m][:length] for t in tables]) for m in METRICS}}
     first = [eval_table([record], groups) for record in starts.values()]
     out_initial: dict[str, np.ndarray] = {m: np.array([t[m][0] for t in first]) for m in METRICS}
@@ -221,6 +223,18 @@ def discussion(data: dict[str, Any], lr_scale: float) -> list[str]:
                        "CI excludes 0" if abs(mean) > half else "CI includes 0")
             parts.append(f"{metric} {fmt(mean, half, 1, 100)} pp ({verdict})")
         lines.append("- **GRPO vs the warm start** (does the real path learn?): " + "; ".join(parts) + ".")
+        success_ST = data["curves"]["grpo"]["train_success"]
+        if success_ST.size and np.isfinite(success_ST).any():
+            width = max(1, success_ST.shape[1] // 10)
+            first, last = np.nanmean(success_ST[:, :width]), np.nanmean(success_ST[:, -width:])
+            lines.append(f"- **Training pool vs held-out** (GRPO): training-batch success {first:.3f} → {last:.3f} "
+                         f"(first / last {width} steps, seed mean) against the held-out pass@1 change above; "
+                         "a rise on the training pool that the held-out split does not share is the pool "
+                         "being memorised, not a skill being learned.")
+        flat_ST = data["curves"]["grpo"]["zero_variance"]
+        if flat_ST.size and np.isfinite(flat_ST).any():
+            lines.append(f"- **Signal**: on average {100 * np.nanmean(flat_ST):.1f}% of GRPO's prompt groups per step had "
+                         "all-equal rewards (`zero_variance_frac`), so they carried no gradient for any method.")
     seeds = len(next(iter(final.values()))["pass@1"]) if final else 0
     lines.append(f"- Intervals over {seeds} seeds use Student t with {max(seeds - 1, 1)} degrees of freedom "
                  "(4.30 for 3 seeds): only large or very consistent effects exclude 0.")

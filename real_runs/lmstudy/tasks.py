@@ -76,7 +76,9 @@ class Level:
     """One difficulty level of a skill: how to draw operands, render and solve them.
 
     draw: operands from a generator; template: ``str.format`` pattern of the expression;
-    space: the number of distinct problems (caps the held-out share); weight: its relative
+    space: the number of distinct problems, or a lower bound (caps the held-out share at a third
+    and the training share at half of what is left, so drawing distinct problems by rejection
+    stays fast and always ends); weight: its relative
     frequency in the training pool within the group.
     """
 
@@ -91,10 +93,18 @@ def _add_space(n: int) -> int:
     return (9 * 10 ** (n - 1)) ** 2
 
 
+def _sub_space(n: int) -> int:
+    """Distinct ``a - b`` with n-digit a >= b and a borrow: exact for n = 2 (1,620, enumerated),
+    a lower bound (a quarter of the ordered pairs) above, where the borrow share only grows."""
+    if n == 2:
+        return sum(1 for a in range(10, 100) for b in range(10, a + 1) if _has_borrow(a, b))
+    return _add_space(n) // 4
+
+
 SKILLS: dict[str, list[Level]] = {
     "add": [Level(_add(n), "{}+{}=", lambda a, b: a + b, _add_space(n), w)
             for n, w in ((2, 0.6), (3, 0.3), (4, 0.1))],
-    "sub": [Level(_sub(n), "{}-{}=", lambda a, b: a - b, _add_space(n) // 4, w)
+    "sub": [Level(_sub(n), "{}-{}=", lambda a, b: a - b, _sub_space(n), w)
             for n, w in ((2, 0.6), (3, 0.3), (4, 0.1))],
     "mul": [Level(_mul(n, m), "{}*{}=", lambda a, b: a * b, 9 * 10 ** (n - 1) * 9 * 10 ** (m - 1), w)
             for n, m, w in ((1, 2, 0.6), (1, 3, 0.3), (2, 2, 0.1))],
@@ -177,7 +187,7 @@ def train_split(cfg: TaskConfig) -> list[Problem]:
     taken = set(held)
     for (group, level, _), count in zip(cells, draws):
         spec = SKILLS[group][level]
-        room = spec.space - sum(1 for p in heldout if p.group == group and cell(p) == level)
+        room = (spec.space - sum(1 for p in heldout if p.group == group and cell(p) == level)) // 2
         problems += [make_problem(group, level, ops, "train")
                      for ops in _draw_unique(rng, spec, min(int(count), room), taken)]
     order = rng.permutation(len(problems))

@@ -27,7 +27,7 @@ def _write_run(path, pass1_EG, pass8_EG, steps, rollouts_G=None):
                 "multiplier": [1.5, 1.0, 0.8]}
         if rollouts_G is not None:
             bins["rollouts"] = rollouts_G
-        writer.log_step(step, {"reward": 0.0}, bins)
+        writer.log_step(step, {"reward": 0.0, "mean_success": step / steps[-1], "zero_variance_frac": 0.25 + 0.5 * (step % 2)}, bins)
     for e, step in enumerate(steps):
         writer.log_eval(step, _metrics(pass1_EG[e], pass8_EG[e]))
     writer.close()
@@ -84,7 +84,8 @@ def test_write_report_produces_tables_figures_and_summary(study, tmp_path):
     text = path.read_text()
     for needle in ("Paired gains over GRPO", "Paired gains over GRPO, step-matched lr", "warm start (step 0)",
                    "Rollout-GDRO − GRPO", "- a note", "paper: +10.6%", "lr × 1.100",
-                   "GRPO vs the warm start"):
+                   "GRPO vs the warm start", "training-batch success 0.000 → 1.000 (first / last 1 steps",
+                   "on average 47.7% of GRPO's prompt groups"):  # (6 x 0.25 + 5 x 0.75) / 11
         assert needle in text, needle
     for name in ("fig_curves.png", "fig_groups.png", "fig_traveling_wave.png", "fig_rollout_staircase.png"):
         assert (out / name).stat().st_size > 1000

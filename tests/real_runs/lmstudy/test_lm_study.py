@@ -24,6 +24,7 @@ def test_trainer_configs_differ_only_where_the_method_says(tmp_path):
         assert (c.method.n_bar, c.method.n_min, c.method.n_max) == (4, 2, 12)
         assert c.train.seed == 1 and c.eval.k == 8 and c.optim.lr == study.DEFAULT.lr
         assert c.train.prompts_per_step == study.DEFAULT.prompts_per_step
+        assert c.train.mini_batches == study.DEFAULT.mini_batches
     assert len({c.train.run_name for c in configs.values()}) == len(study.METHODS)
 
 
@@ -50,6 +51,10 @@ def test_bad_settings_are_clear_errors(capsys):
         study.StudyConfig(seeds=0)
     with pytest.raises(ValueError, match="n_min <= n_bar"):
         study.StudyConfig(n_bar=20)
+    with pytest.raises(ValueError, match="warm start's"):  # a held-out split the warm start trained on
+        study.StudyConfig(heldout_per_group=200)
+    with pytest.raises(ValueError, match="mini_batches"):
+        study.StudyConfig(mini_batches=0)
     with pytest.raises(SystemExit):
         cli_main(["lm", "--seeds", "0"])
     assert "positive integer" in capsys.readouterr().err

@@ -98,3 +98,41 @@ def test_reward_accepts_boxed_gold_and_rejects_wrong(splits):
     good = reward.MathReward().score([tasks.boxed(a) for a in answers], answers)
     bad = reward.MathReward().score([tasks.boxed(str(int(a) + 1)) for a in answers], answers)
     assert np.all(good.rewards_R == 1.0) and np.all(bad.rewards_R == -1.0)
+
+
+def _enumerate(group: str, level: int) -> set[str]:
+    """Every distinct problem of a small level, by exhaustive enumeration of the operand ranges."""
+    def digits(n: int) -> range:
+        return range(10 ** (n - 1) if n > 1 else 0, 10**n)
+    spec = tasks.SKILLS[group][level]
+    if group == "sub":
+        pairs = ((a, b) for a in digits(2) for b in digits(2) if a >= b and tasks._has_borrow(a, b))
+    elif group == "add":
+        pairs = ((a, b) for a in digits(2) for b in digits(2))
+    elif group == "mul":
+        pairs = ((a, b) for a in digits(1) for b in digits(2))
+    elif group == "chain":
+        pairs = ((a, b, c) for a in digits(1) for b in digits(1) for c in digits(1))
+    else:
+        pairs = ((a, m) for a in digits(2) for m in range(2, 10))
+    return {spec.template.format(*ops) for ops in pairs}
+
+
+@pytest.mark.parametrize("group", ["sub", "add", "mul", "chain", "mod"])
+def test_space_is_a_lower_bound_on_distinct_problems(group):
+    """Pool sizing relies on space <= the true number of distinct problems (else drawing never ends)."""
+    distinct = _enumerate(group, 0)
+    assert tasks.SKILLS[group][0].space <= len(distinct)
+    rng = np.random.default_rng(0)
+    assert all(tasks.SKILLS[group][0].template.format(*tasks.SKILLS[group][0].draw(rng)) in distinct
+               for _ in range(200))
+
+def test_large_pool_ends_and_stays_distinct_and_disjoint():
+    """A pool larger than the small levels hold: capped at half of each level's room, no hang."""
+    cfg = tasks.TaskConfig(train_size=20_000, heldout_per_group=50)
+    train = tasks.train_split(cfg)
+    texts = [p.problem for p in train]
+    assert len(set(texts)) == len(texts)
+    assert not set(texts) & {p.problem for p in tasks.heldout_split(cfg)}
+    sub2 = sum(1 for p in train if p.group == "sub" and tasks.cell(p) == 0)
+    assert 0 < sub2 <= (1620 - 17) // 2
