@@ -1,9 +1,11 @@
 """Streamlit glue shared by the pages: cached loading, the sidebar, live refresh and messages.
 
-Loading is cached with ``st.cache_data`` keyed on the run folder and
+Runs come from :data:`apps.loading.RUN_CACHE`, keyed on the run folder and
 :func:`apps.data.run_signature` (mtime and size of each file), so a run that is still being
-written is re-read as soon as it grows, and an unchanged run is read once. Read errors are
-shown with ``st.error`` in the page, never as a traceback.
+written is re-read as soon as it grows, an unchanged run is read once per server (not copied
+per rerun, unlike ``st.cache_data``), and a page that needs many runs reads them in parallel.
+Chart specs are cached with ``st.cache_data``. Read errors are shown with ``st.error`` in the
+page, never as a traceback.
 """
 
 from __future__ import annotations
@@ -53,13 +55,6 @@ class Selection:
         return [(role, entry) for role, entry in pairs if entry is not None]
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def _cached_run(path_text: str, signature: tuple[tuple[str, int, int], ...]) -> RunData:
-    """The cache key includes the file signature, so a grown or rewritten run is read again."""
-    del signature  # part of the cache key only
-    return data.load_run(Path(path_text))
-
-
 @st.cache_data(ttl=5, max_entries=16, show_spinner=False)
 def _cached_search(root_text: str) -> tuple[list[Path], bool]:
     """Runs under a folder, searched again at most every 5 s (new runs appear on the next rerun)."""
@@ -68,7 +63,7 @@ def _cached_search(root_text: str) -> tuple[list[Path], bool]:
 
 def get_run(path: Path) -> RunData:
     """The run at ``path``, re-read only when its files changed; raises :class:`apps.data.RunLoadError`."""
-    return _cached_run(str(path), data.run_signature(path))
+    return data.RUN_CACHE.get(path)
 
 
 def try_run(entry: data.RunEntry) -> RunData | None:
@@ -324,10 +319,12 @@ def step_slider(run: RunData, key: str, label: str = "Step") -> int:
 
 
 def iter_loaded(entries: list[data.RunEntry]) -> Iterator[tuple[str, RunData]]:
-    """(label, run) for each entry that loads; an ``st.error`` line for each one that does not."""
-    for entry in entries:
-        run = try_run(entry)
-        if run is not None:
+    """(label, run) for each entry that loads (runs not read yet are read in parallel); an
+    ``st.error`` line for each one that does not."""
+    for entry, run in zip(entries, data.RUN_CACHE.get_many([entry.path for entry in entries])):
+        if isinstance(run, data.RunLoadError):
+            st.error(f"Cannot show **{entry.label}**: {run}", icon=":material/error:")
+        else:
             yield entry.label, run
 
 

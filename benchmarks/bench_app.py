@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO / "tests" / "apps"))
 from gdro_app_synthetic import write_synthetic_run  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from apps import browser  # noqa: E402
+from apps import browser, data  # noqa: E402
 from apps.settings import ROOT_ENV, RUNS_ENV  # noqa: E402
 
 METHODS = ("grpo", "prompt_gdro", "rollout_gdro")
@@ -118,7 +118,8 @@ def script_times(root: Path) -> dict[str, tuple[float, float, int]]:
             app.multiselect(key="compare-runs").set_value(list(METHODS))
         if name == "study":
             app.run()
-        st.cache_data.clear()  # cold: the runs are read from disk again
+        st.cache_data.clear()  # cold: the runs are read from disk again, every chart is built again
+        data.RUN_CACHE.clear()
         start = time.perf_counter()
         app.run()
         cold = time.perf_counter() - start
