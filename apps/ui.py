@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
+import altair as alt
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -249,8 +250,8 @@ def live_fragment(body: Callable[[], None], chosen: Selection) -> Callable[[], N
 
 
 def chart(figure: charts.AnyChart) -> None:
-    """Show an altair chart across the column's width."""
-    st.altair_chart(figure, width="stretch")
+    """Show an altair chart across the column's width (sent lean: :func:`apps.interactive.to_spec`)."""
+    st.vega_lite_chart(interactive.to_spec(figure), width="stretch")
 
 
 def missing(what: str) -> None:
@@ -367,7 +368,12 @@ def _linked_spec(frames: list[pd.DataFrame], options: tuple[tuple[object, ...], 
     built = []
     for frame, (title, y_title, color_field, dashed, zero_rule, y_domain, smooth) in zip(frames, options):
         smoothed = interactive.smooth_frame(frame, weight if smooth else 0.0, str(color_field))
-        built.append(interactive.series(smoothed, str(title), str(y_title), shared, dict(palette),
+        thinned, stride = interactive.thin_steps(smoothed, interactive.max_points(width))
+        heading: str | alt.TitleParams = str(title)
+        if stride > 1:
+            heading = alt.TitleParams(str(title), subtitle=interactive.thinned_note(stride, smoothed["step"].nunique()),
+                                      subtitleFontSize=10)
+        built.append(interactive.series(thinned, heading, str(y_title), shared, dict(palette),
                                         color_field=str(color_field), dashed=tuple(dashed),  # type: ignore[arg-type]
                                         zero_rule=bool(zero_rule), y_domain=y_domain,  # type: ignore[arg-type]
                                         width=width))
