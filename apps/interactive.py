@@ -308,6 +308,22 @@ def to_spec(chart: AnyChart) -> dict[str, Any]:
     return lean(spec)
 
 
+def stack(specs: Sequence[dict[str, Any]], width: int | None = None) -> dict[str, Any]:
+    """Top-level specs (from :func:`to_spec`) stacked vertically in one spec: their datasets merged,
+    each colour scale and legend kept on its own, each view ``width`` pixels wide."""
+    datasets: dict[str, Any] = {}
+    views = []
+    for spec in specs:
+        view = {key: value for key, value in spec.items() if key not in ("$schema", "datasets", "config")}
+        datasets.update(spec.get("datasets", {}))
+        if width is not None:
+            view["width"] = width
+        views.append(view)
+    stacked = {"vconcat": views, "datasets": datasets,
+               "resolve": {"scale": {"color": "independent", "x": "independent"}}}
+    return lean(stacked)
+
+
 def lean(spec: dict[str, Any]) -> dict[str, Any]:
     """The spec with its inline datasets as Arrow IPC bytes and no ARIA descriptions on marks.
 

@@ -34,6 +34,8 @@ EMA_KEY, LOG_KEY, SHARED_SCALE_KEY = "ema", "log_y", "shared_scale"
 #: their container): by charts per row, and for one per row by the runs shown side by side.
 CONCAT_WIDTH = {2: 450, 3: 300}
 SINGLE_WIDTH = {1: 1040, 2: 470}
+#: Room left for a legend on the right of a stacked chart (colour gradient, or symbols and names).
+LEGEND_WIDTH = {"gradient": 60, "symbols": 140}
 
 
 @dataclass(frozen=True)
@@ -254,6 +256,16 @@ def chart(figure: charts.AnyChart) -> None:
     st.vega_lite_chart(interactive.to_spec(figure), width="stretch")
 
 
+def stacked_charts(figures: Sequence[charts.AnyChart]) -> None:
+    """Several altair charts stacked in one chart element (one Vega view in the browser)."""
+    if len(figures) == 1:
+        chart(figures[0])
+        return
+    width = SINGLE_WIDTH[min(2, max(1, len(selection().shown)))] - LEGEND_WIDTH["symbols"]
+    st.vega_lite_chart(interactive.stack([interactive.to_spec(figure) for figure in figures], width),
+                       width="content")
+
+
 def missing(what: str) -> None:
     """Say that a run does not log something a panel needs."""
     st.info(f"This run does not log {what}.", icon=":material/info:")
@@ -268,14 +280,25 @@ def heatmap_columns(run: RunData) -> int:
 def heatmap(run: RunData, field: str, title: str, selected_step: float | None = None) -> None:
     """A steps x bins heatmap of a per-bin field, averaged over step blocks when the run is long;
     with a baseline shown and the shared scale on, both use one colour scale."""
+    st.vega_lite_chart(_one_heatmap(run, field, title, selected_step), width="stretch")
+
+
+def heatmaps(run: RunData, panels: Sequence[tuple[str, str]], selected_step: float | None = None) -> None:
+    """Several heatmaps of a run (``(field, title)`` each) stacked in one chart element: the browser
+    sets up one Vega view instead of one per heatmap (each is still cached on its own)."""
+    width = SINGLE_WIDTH[min(2, max(1, len(selection().shown)))] - LEGEND_WIDTH["gradient"]
+    specs = [_one_heatmap(run, field, title, selected_step) for field, title in panels]
+    st.vega_lite_chart(interactive.stack(specs, width), width="content")
+
+
+def _one_heatmap(run: RunData, field: str, title: str, selected_step: float | None) -> dict[str, object]:
     columns = heatmap_columns(run)
     block = data.heatmap_block(run.steps.size, columns)
     if block > 1:
         title = f"{title} · means of {block}-step blocks"
     domain = shared_domain(field) if shared_scale() and field not in charts.DOMAINS else None
-    spec = _heatmap_spec(str(run.path), data.run_signature(run.path), field, columns, title, selected_step,
+    return _heatmap_spec(str(run.path), data.run_signature(run.path), field, columns, title, selected_step,
                          tuple(domain) if domain is not None else None)
-    st.vega_lite_chart(spec, width="stretch")
 
 
 @st.cache_data(max_entries=128, show_spinner=False)

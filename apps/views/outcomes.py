@@ -23,12 +23,15 @@ def _evaluations(run: RunData, key: str) -> None:
         st.info("No evaluation results in this run (eval.jsonl is absent or empty).", icon=":material/info:")
         return
     pass_names, accuracy_names = data.pass_at_k_metrics(evals), data.accuracy_metrics(evals)
+    figures = []
     if pass_names:
-        ui.chart(charts.points(evals[evals["metric"].isin(pass_names)], "Evaluation pass@k", "pass@k"))
+        figures.append(charts.points(evals[evals["metric"].isin(pass_names)], "Evaluation pass@k", "pass@k"))
     else:
         ui.missing("a pass@k evaluation metric")
     if accuracy_names:
-        ui.chart(charts.points(evals[evals["metric"].isin(accuracy_names)], "Evaluation accuracy", "accuracy"))
+        figures.append(charts.points(evals[evals["metric"].isin(accuracy_names)], "Evaluation accuracy", "accuracy"))
+    if figures:
+        ui.stacked_charts(figures)
     others = sorted(set(evals["metric"]) - set(pass_names) - set(accuracy_names))
     if others:
         chosen = st.multiselect("More evaluation metrics", others, default=[], key=f"{key}-eval-more")

@@ -36,14 +36,16 @@ def render(run: RunData, key: str) -> None:
     """Heatmaps, then snapshot bars in one tab per field."""
     index = ui.step_slider(run, key=f"{key}-step")
     selected_step = float(run.steps[index])
+    shown = []
     for field, title in _panels(run):
         if field is None:
             ui.missing("a per-bin reward or success rate")
-            continue
-        if not data.has_bins(run, field):
+        elif not data.has_bins(run, field):
             ui.missing(f"the per-bin field `{field}`")
-            continue
-        ui.heatmap(run, field, f"{title} [{field}]", selected_step=selected_step)
+        else:
+            shown.append((field, f"{title} [{field}]"))
+    if shown:
+        ui.heatmaps(run, shown, selected_step=selected_step)
     panels = [(field, title) for field, title in _panels(run) if field is not None and data.has_bins(run, field)]
     if not panels:
         return
