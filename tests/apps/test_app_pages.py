@@ -13,7 +13,7 @@ from gdro_app_synthetic import tree_digest
 
 #: Charts each view draws for a run that logs every standard field (the synthetic "both" run);
 #: time-series charts of a page are counted one by one inside their linked view.
-EXPECTED_CHARTS = {"traveling_wave": 6, "lead_lag": 2, "rollout_budget": 4, "se_proxy": 2, "outcomes": 4}
+EXPECTED_CHARTS = {"traveling_wave": 4, "lead_lag": 2, "rollout_budget": 4, "se_proxy": 2, "outcomes": 4}
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -51,9 +51,15 @@ def test_traveling_wave_has_three_full_heatmaps_and_snapshot_bars(synthetic_run:
         rows = sum(view_table(chart, layer).num_rows for layer in cells)
         assert rows == 30 * 6, "one cell per step and bin (valued and null cells in separate layers)"
     bars = [chart for chart in charts(app) if "bar" in marks(chart)]
-    assert len(bars) == 3
-    assert all(5 * 6 in dataset_rows(chart) for chart in bars), "4 snapshots (the last is the chosen step) + tail"
+    assert len(bars) == 1, "the snapshot bars of the chosen field only"
+    assert 5 * 6 in dataset_rows(bars[0]), "4 snapshots (the last is the chosen step) + tail"
+    assert title(bars[0]) == "Prompt share q̂(b): snapshots and tail average"
     assert app.slider(key="Traveling wave-0-step").value == 29
+    app.radio(key="Traveling wave-0-snapshots").set_value("Realized reward").run()
+    assert_clean(app)
+    bars = [chart for chart in charts(app) if "bar" in marks(chart)]
+    assert [title(chart) for chart in bars] == ["Realized reward: snapshots and tail average"]
+    assert spec(bars[0])["encoding"]["y"]["title"] == "reward"
 
 
 def test_moving_the_step_slider_moves_the_marked_step(synthetic_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
