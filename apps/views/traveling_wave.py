@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from apps import charts, data, ui
+from apps import charts, data, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Traveling wave"
@@ -46,7 +46,7 @@ def render(run: RunData, key: str) -> None:
         else:
             shown.append((field, f"{title} [{field}]"))
     if shown:
-        ui.heatmaps(run, shown, selected_step=selected_step)
+        uicharts.heatmaps(run, shown, selected_step=selected_step)
     panels = [(field, title) for field, title in _panels(run) if field is not None and data.has_bins(run, field)]
     if not panels:
         return
@@ -56,7 +56,7 @@ def render(run: RunData, key: str) -> None:
     field = titles.get(str(chosen), panels[0][0])
     bars = _snapshot_bars(run, field, index)
     order = list(bars.sort_values("order")["snapshot"].drop_duplicates())
-    ui.chart(charts.grouped_bars(bars, "snapshot", f"{chosen}: snapshots and tail average", field, group_order=order))
+    uicharts.chart(charts.grouped_bars(bars, "snapshot", f"{chosen}: snapshots and tail average", field, group_order=order))
 
 
 ui.views(render, TITLE, "Fig. 3/5 of the paper: how the prompt mass, the adversary's weights and the "
