@@ -22,7 +22,8 @@ from typing import Sequence
 
 #: Imported ahead of the first session, in this order (the slowest first).
 PRELOAD = ("pandas", "pyarrow", "altair", "numpy", "scipy.special", "apps.data", "apps.charts", "apps.interactive",
-           "apps.study", "apps.realrun", "apps.runtable", "apps.ui", "gdro_lab.diagnostics", "gdro_lab.runlog")
+           "apps.study", "apps.realrun", "apps.runtable", "apps.ui", "apps.uicharts", "gdro_lab.diagnostics",
+           "gdro_lab.runlog")
 #: How long the thread waits for the server to listen before it preloads anyway.
 LISTEN_WAIT_S = 30.0
 
