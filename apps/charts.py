@@ -57,17 +57,22 @@ def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | 
     x = alt.X("step:Q", title="step", scale=alt.Scale(domain=_step_domain(frame), nice=False, zero=False))
     y = alt.Y("bin:O", title=BIN_AXIS_TITLE, sort="descending", scale=alt.Scale(domain=bins[::-1]),
               axis=alt.Axis(values=bins, labelOverlap=False, labelFontSize=10 if len(bins) <= 24 else 7))
-    cells = alt.Chart(frame).transform_filter("isValid(datum.value)").mark_rect().encode(
+    # Null cells and valued cells are separate datasets, so that the browser does not test every
+    # cell twice (Vega-Lite still adds its one validity filter), and the valued layer's
+    # tooltip reads plain fields (no formatting expression per cell; the value text is made here).
+    valued = frame[frame["value"].notna()]
+    valued = valued.assign(text=[f"{value:.3f}" for value in valued["value"]])
+    cells = alt.Chart(valued).mark_rect().encode(
         x=x, x2="step_end:Q", y=y,
         color=alt.Color("value:Q", title=field, scale=scale, legend=alt.Legend(format=".4~g")),
-        tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("label:N", title="bin"),
-                 alt.Tooltip("value:Q", title=field, format=".3f")],
+        tooltip=[alt.Tooltip("step:N"), alt.Tooltip("label:N", title="bin"), alt.Tooltip("text:N", title=field)],
     )
     layers: list[alt.Chart] = [cells]
     if frame["value"].isna().any():
-        layers.append(alt.Chart(frame).transform_filter("!isValid(datum.value)").mark_rect(color=NULL_COLOUR).encode(
+        layers.append(alt.Chart(frame[frame["value"].isna()]).transform_filter("!isValid(datum.value)").mark_rect(
+            color=NULL_COLOUR).encode(
             x=x, x2="step_end:Q", y=y,
-            tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("label:N", title="bin"),
+            tooltip=[alt.Tooltip("step:N"), alt.Tooltip("label:N", title="bin"),
                      alt.Tooltip("note:N", title=field)]).transform_calculate(note=f"'{NULL_NOTE}'"))
     if selected_step is not None:
         rule = alt.Chart(pd.DataFrame({"step": [float(selected_step)]})).mark_rule(

@@ -10,7 +10,15 @@ concatenated into one Vega-Lite view (:func:`linked`), so that
   step field, shared): a rule, a dot and a "name: value" label for every visible series, and
   the rule's tooltip lists them all;
 * smoothed series (TensorBoard-style debiased EMA, :func:`ema`) are drawn over the raw series,
-  which stay visible as faint lines; mean ± 95% bands (``lo``/``hi`` columns) are shaded areas.
+  which stay visible as faint lines; mean ± 95% bands (``lo``/``hi`` columns) are shaded areas;
+* long series are thinned for the browser (:func:`thin_steps`): every k-th logged step is sent
+  (first and last always), at most about one point per two pixels of chart width, and the chart's
+  subtitle says so. The points kept are logged values at logged steps (smoothing is computed on
+  every step before thinning), so the crosshair shows exact values at the steps it can snap to.
+
+Specs are sent lean (:func:`to_spec`): data as Arrow IPC bytes (Streamlit passes them through
+as they are, instead of converting records on every rerun) and no per-item ARIA descriptions
+on marks (Vega would build a formatted text for every cell and point; axes keep theirs).
 
 Colours are stable per run or method name (:func:`colour_map`): they do not depend on which runs
 are selected, on the page, or on the session. No Streamlit here.
@@ -19,13 +27,15 @@ are selected, on the page, or on the session. No Streamlit here.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from apps.charts import CHART_HEIGHT, AnyChart
 
@@ -46,6 +56,9 @@ BAND_OPACITY = 0.18
 #: ``GDRO_APP_RENDERER=svg`` draws linked views as SVG (the browser tests read axis ticks and
 #: crosshair labels from the DOM); the default is Vega's canvas renderer, much faster on long runs.
 RENDERER_ENV = "GDRO_APP_RENDERER"
+#: Thinning: at least this many points per series, else one point per this many pixels of width.
+MIN_POINTS, PIXELS_PER_POINT = 150, 2
+DEFAULT_WIDTH = 1000
 
 
 def _hash_index(name: str, size: int) -> int:
@@ -100,18 +113,45 @@ def ema(values: np.ndarray, weight: float) -> np.ndarray:
 
 
 def smooth_frame(frame: pd.DataFrame, weight: float, group_field: str) -> pd.DataFrame:
-    """Add ``raw`` (the logged values) and replace ``value`` (and ``lo``/``hi``) by their EMA per group."""
+    """Replace ``value`` (and ``lo``/``hi``) by their EMA per group and keep the logged values in
+    ``raw``; with ``weight`` 0 the frame is only sorted (no ``raw`` column: nothing to draw faint)."""
     if frame.empty:
-        return frame.assign(raw=pd.Series(dtype=float))
+        return frame
     ordered = frame.sort_values([group_field, "step"]).reset_index(drop=True)
-    ordered["raw"] = ordered["value"]
     if weight <= 0.0:
         return ordered
+    ordered["raw"] = ordered["value"]
     for column in ("value", "lo", "hi"):
         if column in ordered:
             ordered[column] = ordered.groupby(group_field, sort=False)[column].transform(
                 lambda values: ema(values.to_numpy(dtype=float), weight))
     return ordered
+
+
+def max_points(width: int | None) -> int:
+    """Most points per series a chart ``width`` pixels wide is sent (see :func:`thin_steps`)."""
+    return max(MIN_POINTS, (width or DEFAULT_WIDTH) // PIXELS_PER_POINT)
+
+
+def thin_steps(frame: pd.DataFrame, limit: int) -> tuple[pd.DataFrame, int]:
+    """Rows at every k-th step of the frame's steps (the first and the last always kept), k the
+    smallest stride leaving at most ``limit`` steps; returns (rows, k). Every series of the frame
+    keeps the same steps, so the crosshair finds all of them at each kept step."""
+    if frame.empty:
+        return frame, 1
+    steps = np.unique(frame["step"].to_numpy(dtype=float))
+    stride = max(1, math.ceil(steps.size / max(2, limit)))
+    if stride == 1:
+        return frame, 1
+    kept = steps[::stride]
+    if kept[-1] != steps[-1]:
+        kept = np.append(kept, steps[-1])
+    return frame[frame["step"].isin(kept)].reset_index(drop=True), stride
+
+
+def thinned_note(stride: int, steps: int) -> str:
+    """The subtitle of a thinned chart."""
+    return f"1 in {stride} of {steps} logged steps drawn (exact values; zoom does not add points)"
 
 
 @dataclass
@@ -155,9 +195,9 @@ def _y_scale(frame: pd.DataFrame, log_y: bool, domain: Sequence[float] | None) -
     return alt.Scale(**options)
 
 
-def series(frame: pd.DataFrame, title: str, y_title: str, interaction: Interaction, colours: Mapping[str, str],
-           color_field: str = "series", dashed: Sequence[str] = (), zero_rule: bool = False,
-           y_domain: Sequence[float] | None = None, width: int | None = None) -> AnyChart:
+def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, interaction: Interaction,
+           colours: Mapping[str, str], color_field: str = "series", dashed: Sequence[str] = (),
+           zero_rule: bool = False, y_domain: Sequence[float] | None = None, width: int | None = None) -> AnyChart:
     """One interactive time-series chart of a long frame (step, <color_field>, value[, raw, lo, hi]).
 
     Layers: faint raw lines (when ``raw`` differs from ``value``), shaded ``lo``–``hi`` bands,
@@ -262,5 +302,48 @@ def to_spec(chart: AnyChart) -> dict[str, Any]:
                     walk(child)
 
     walk(spec)
-    spec["params"] = [*spec.get("params", []), *_parameters(views["zoom"], views["hover"])]
+    params = [*spec.get("params", []), *_parameters(views["zoom"], views["hover"])]
+    if params:
+        spec["params"] = params
+    return lean(spec)
+
+
+def stack(specs: Sequence[dict[str, Any]], width: int | None = None) -> dict[str, Any]:
+    """Top-level specs (from :func:`to_spec`) stacked vertically in one spec: their datasets merged,
+    each colour scale and legend kept on its own, each view ``width`` pixels wide."""
+    datasets: dict[str, Any] = {}
+    views = []
+    for spec in specs:
+        view = {key: value for key, value in spec.items() if key not in ("$schema", "datasets", "config")}
+        datasets.update(spec.get("datasets", {}))
+        if width is not None:
+            view["width"] = width
+        views.append(view)
+    stacked = {"vconcat": views, "datasets": datasets,
+               "resolve": {"scale": {"color": "independent", "x": "independent"}}}
+    return lean(stacked)
+
+
+def lean(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec with its inline datasets as Arrow IPC bytes and no ARIA descriptions on marks.
+
+    Streamlit sends ``datasets`` given as bytes as they are (records would be converted to Arrow
+    on every rerun); ``config.mark.aria = false`` stops Vega from building a formatted description
+    for every mark item (axes and legends keep their ARIA labels).
+    """
+    datasets = spec.get("datasets")
+    if isinstance(datasets, dict):
+        spec["datasets"] = {name: _arrow_bytes(rows) if isinstance(rows, list) and rows else rows
+                            for name, rows in datasets.items()}
+    config = spec.setdefault("config", {})
+    config["mark"] = {**config.get("mark", {}), "aria": False}
     return spec
+
+
+def _arrow_bytes(rows: list[dict[str, Any]]) -> bytes:
+    """Records as one Arrow IPC stream (what Streamlit's frontend reads)."""
+    table = pa.Table.from_pylist(rows)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())

@@ -1,22 +1,31 @@
 """``python -m apps.serve run apps/streamlit_app.py ...``: Streamlit's own command line, with the
-app's heavy modules imported in a background thread while the server starts.
+app's heavy modules imported and its runs read in a background thread once the server listens.
 
 Streamlit imports a page's modules only when the first browser session runs the script, so the
-first page after ``gdro app`` started used to wait for pandas, pyarrow, altair, scipy and the
-app's modules (8 s on a busy machine). Importing them while the server binds its port takes
-that wait off the first page. Nothing else differs from ``python -m streamlit``.
+first page after ``gdro app`` started used to wait for pandas, pyarrow, altair and the app's
+modules, then for the runs to be read (8 s on a busy machine). Here a thread waits until the
+server accepts connections (so that it does not slow the server's own start: Python threads
+share one interpreter lock), then imports those modules and reads the first runs under
+``--root`` into the app's run cache (:func:`apps.loading.warm_runs`, bounded in runs and bytes)
+while the browser loads the page's JavaScript. Nothing else differs from ``python -m streamlit``.
 """
 
 from __future__ import annotations
 
 import importlib
+import socket
 import sys
 import threading
+import time
+from pathlib import Path
+from typing import Sequence
 
 #: Imported ahead of the first session, in this order (the slowest first).
-PRELOAD = ("pandas", "pyarrow", "altair", "scipy.stats", "numpy", "apps.data", "apps.charts", "apps.interactive",
-           "apps.study", "apps.realrun", "apps.runtable", "apps.ui",
-           "gdro_lab.diagnostics", "gdro_lab.runlog")
+PRELOAD = ("pandas", "pyarrow", "altair", "numpy", "scipy.special", "apps.data", "apps.charts", "apps.interactive",
+           "apps.study", "apps.realrun", "apps.runtable", "apps.ui", "apps.uicharts", "gdro_lab.diagnostics",
+           "gdro_lab.runlog")
+#: How long the thread waits for the server to listen before it preloads anyway.
+LISTEN_WAIT_S = 30.0
 
 
 def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
@@ -30,9 +39,53 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
     return failed
 
 
+def server_address(argv: Sequence[str]) -> tuple[str, int]:
+    """(address, port) the ``streamlit run`` command line binds (Streamlit's defaults otherwise)."""
+    options = list(argv[:argv.index("--")] if "--" in argv else argv)
+    address, port = "127.0.0.1", 8501
+    for flag, value in zip(options, options[1:]):
+        if flag == "--server.address" and value not in ("", "0.0.0.0", "::"):
+            address = value
+        elif flag == "--server.port" and value.isdigit():
+            port = int(value)
+    return address, port
+
+
+def wait_listening(address: str, port: int, timeout_s: float = LISTEN_WAIT_S) -> bool:
+    """True once ``address:port`` accepts a connection (polled every 50 ms), False after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((address, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def warm(argv: Sequence[str]) -> int:
+    """Preload the modules, then read the runs the app will list first; returns the runs read."""
+    preload()
+    try:
+        from apps import loading
+        from apps.settings import argument_parser
+
+        script_args = list(argv[argv.index("--") + 1:]) if "--" in argv else []
+        parsed, _ = argument_parser().parse_known_args(script_args)
+        root = parsed.root if parsed.root is not None else Path("runs")
+        return loading.warm_runs(root, parsed.run_dirs)
+    except Exception:  # noqa: BLE001  (a warm-up must never stop the server; pages read runs as usual)
+        return 0
+
+
+def _background(argv: list[str]) -> None:
+    wait_listening(*server_address(argv))
+    warm(argv)
+
+
 def main() -> int:
-    """Start the preload thread, then hand the command line to Streamlit."""
-    threading.Thread(target=preload, name="gdro-app-preload", daemon=True).start()
+    """Start the warm-up thread, then hand the command line to Streamlit."""
+    threading.Thread(target=_background, args=(list(sys.argv[1:]),), name="gdro-app-warm", daemon=True).start()
     from streamlit.web.cli import main as streamlit_main
 
     sys.argv[0] = "streamlit"

@@ -6,7 +6,8 @@ shows, per method and step, the mean over seeds and the 95% Student-t interval
 
     mean ± t_{0.975, S-1} · sd / sqrt(S)      (sd with ddof=1, S = seeds logging that step),
 
-the same interval as the simulator's study reports (``simulators/reporting.py``). With one seed
+the same interval as the simulator's study reports (``simulators/reporting.py``); the quantile is
+scipy.special.stdtrit (the inverse Student t CDF, as scipy.stats.t.ppf, without importing scipy.stats). With one seed
 the interval is undefined (NaN) and no band is drawn. No Streamlit here.
 """
 
@@ -20,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 from apps import data
 from gdro_lab import diagnostics
@@ -98,7 +99,7 @@ def t_interval(values_S: np.ndarray) -> tuple[float, float, float]:
     mean = float(finite.mean())
     if finite.size < 2:
         return mean, float("nan"), float("nan")
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, finite.size - 1) * finite.std(ddof=1) / np.sqrt(finite.size))
+    half = float(special.stdtrit(finite.size - 1, 0.5 + CONFIDENCE / 2) * finite.std(ddof=1) / np.sqrt(finite.size))
     return mean, mean - half, mean + half
 
 
@@ -124,7 +125,7 @@ def band_frame(methods: Sequence[Method], metric: str) -> pd.DataFrame:
             warnings.simplefilter("ignore", category=RuntimeWarning)
             mean_T = np.nanmean(values_TS, axis=1)
             sd_T = np.nanstd(values_TS, axis=1, ddof=1)
-        quantile_T = stats.t.ppf(0.5 + CONFIDENCE / 2, np.maximum(count_T - 1, 1))
+        quantile_T = special.stdtrit(np.maximum(count_T - 1, 1), 0.5 + CONFIDENCE / 2)
         half_T = np.where(count_T >= 2, quantile_T * sd_T / np.sqrt(np.maximum(count_T, 1)), np.nan)
         parts.append(pd.DataFrame({"step": steps_T, "method": method.label,
                                    "value": mean_T, "lo": mean_T - half_T, "hi": mean_T + half_T, "n": count_T}))

@@ -1,36 +1,29 @@
 """Streamlit glue shared by the pages: cached loading, the sidebar, live refresh and messages.
 
-Loading is cached with ``st.cache_data`` keyed on the run folder and
+Runs come from :data:`apps.loading.RUN_CACHE`, keyed on the run folder and
 :func:`apps.data.run_signature` (mtime and size of each file), so a run that is still being
-written is re-read as soon as it grows, and an unchanged run is read once. Read errors are
-shown with ``st.error`` in the page, never as a traceback.
+written is re-read as soon as it grows, an unchanged run is read once per server (not copied
+per rerun, unlike ``st.cache_data``), and a page that needs many runs reads them in parallel.
+Chart elements are in :mod:`apps.uicharts`. Read errors are shown with ``st.error`` in the
+page, never as a traceback.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator
 
-import numpy as np
-import pandas as pd
 import streamlit as st
 
-from apps import charts, data, interactive
+from apps import data, interactive
 from apps.settings import AppSettings
 from gdro_lab.runlog import RunData
 
 NO_BASELINE = "(none)"
-#: Heatmap cells per chart: one run alone, and each of two runs side by side. A browser draws
-#: every cell (about 0.1 ms each on a small machine), so long runs are averaged over step blocks.
-HEATMAP_CELLS = {1: 2000, 2: 1000}
 LIVE_INTERVALS = (2, 5, 10, 30)
 SELECTION_KEY = "_gdro_selection"
 EMA_KEY, LOG_KEY, SHARED_SCALE_KEY = "ema", "log_y", "shared_scale"
-#: Width of each chart of a linked view (pixels; Vega-Lite cannot stretch concatenated charts to
-#: their container): by charts per row, and for one per row by the runs shown side by side.
-CONCAT_WIDTH = {2: 450, 3: 300}
-SINGLE_WIDTH = {1: 1040, 2: 470}
 
 
 @dataclass(frozen=True)
@@ -53,13 +46,6 @@ class Selection:
         return [(role, entry) for role, entry in pairs if entry is not None]
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def _cached_run(path_text: str, signature: tuple[tuple[str, int, int], ...]) -> RunData:
-    """The cache key includes the file signature, so a grown or rewritten run is read again."""
-    del signature  # part of the cache key only
-    return data.load_run(Path(path_text))
-
-
 @st.cache_data(ttl=5, max_entries=16, show_spinner=False)
 def _cached_search(root_text: str) -> tuple[list[Path], bool]:
     """Runs under a folder, searched again at most every 5 s (new runs appear on the next rerun)."""
@@ -68,7 +54,7 @@ def _cached_search(root_text: str) -> tuple[list[Path], bool]:
 
 def get_run(path: Path) -> RunData:
     """The run at ``path``, re-read only when its files changed; raises :class:`apps.data.RunLoadError`."""
-    return _cached_run(str(path), data.run_signature(path))
+    return data.RUN_CACHE.get(path)
 
 
 def try_run(entry: data.RunEntry) -> RunData | None:
@@ -253,43 +239,9 @@ def live_fragment(body: Callable[[], None], chosen: Selection) -> Callable[[], N
     return st.fragment(body, run_every=chosen.interval_s if chosen.live else None)
 
 
-def chart(figure: charts.AnyChart) -> None:
-    """Show an altair chart across the column's width."""
-    st.altair_chart(figure, width="stretch")
-
-
 def missing(what: str) -> None:
     """Say that a run does not log something a panel needs."""
     st.info(f"This run does not log {what}.", icon=":material/info:")
-
-
-def heatmap_columns(run: RunData) -> int:
-    """Most heatmap columns for this run, given the cell budget of the current layout."""
-    cells = HEATMAP_CELLS[min(2, max(1, len(selection().shown)))]
-    return max(50, cells // max(1, run.num_bins))
-
-
-def heatmap(run: RunData, field: str, title: str, selected_step: float | None = None) -> None:
-    """A steps x bins heatmap of a per-bin field, averaged over step blocks when the run is long;
-    with a baseline shown and the shared scale on, both use one colour scale."""
-    columns = heatmap_columns(run)
-    block = data.heatmap_block(run.steps.size, columns)
-    if block > 1:
-        title = f"{title} · means of {block}-step blocks"
-    domain = shared_domain(field) if shared_scale() and field not in charts.DOMAINS else None
-    spec = _heatmap_spec(str(run.path), data.run_signature(run.path), field, columns, title, selected_step,
-                         tuple(domain) if domain is not None else None)
-    st.vega_lite_chart(spec, width="stretch")
-
-
-@st.cache_data(max_entries=128, show_spinner=False)
-def _heatmap_spec(path_text: str, signature: tuple[tuple[str, int, int], ...], field: str, columns: int, title: str,
-                  selected_step: float | None, domain: tuple[float, ...] | None) -> dict[str, object]:
-    """A heatmap's Vega-Lite spec, cached on the run's files and the view's options."""
-    run = get_run(Path(path_text))
-    figure = charts.heatmap(data.heatmap_frame(run, field, columns), field, title, selected_step, domain=domain,
-                            num_bins=run.num_bins)
-    return interactive.to_spec(figure)
 
 
 def shown_runs() -> list[RunData]:
@@ -303,16 +255,6 @@ def shown_runs() -> list[RunData]:
     return loaded
 
 
-def shared_domain(field: str) -> list[float] | None:
-    """[min, max] of a per-bin field over the shown runs (None when fewer than two show it)."""
-    runs = [run for run in shown_runs() if data.has_bins(run, field)]
-    if len(runs) < 2:
-        return None
-    low = min(float(np.nanmin(run.bins[field])) for run in runs)
-    high = max(float(np.nanmax(run.bins[field])) for run in runs)
-    return [low, high] if high > low else None
-
-
 def step_slider(run: RunData, key: str, label: str = "Step") -> int:
     """A slider over the run's logged steps (default: the latest); returns the chosen step index."""
     if run.steps.size < 2:
@@ -324,67 +266,12 @@ def step_slider(run: RunData, key: str, label: str = "Step") -> int:
 
 
 def iter_loaded(entries: list[data.RunEntry]) -> Iterator[tuple[str, RunData]]:
-    """(label, run) for each entry that loads; an ``st.error`` line for each one that does not."""
-    for entry in entries:
-        run = try_run(entry)
-        if run is not None:
+    """(label, run) for each entry that loads (runs not read yet are read in parallel); an
+    ``st.error`` line for each one that does not."""
+    for entry, run in zip(entries, data.RUN_CACHE.get_many([entry.path for entry in entries])):
+        if isinstance(run, data.RunLoadError):
+            st.error(f"Cannot show **{entry.label}**: {run}", icon=":material/error:")
+        else:
             yield entry.label, run
 
 
-@dataclass(frozen=True)
-class Series:
-    """One time-series chart of a page: a long frame (step, <color_field>, value[, lo, hi]) and labels."""
-
-    frame: pd.DataFrame
-    title: str
-    y_title: str
-    color_field: str = "series"
-    dashed: tuple[str, ...] = ()
-    zero_rule: bool = False
-    y_domain: tuple[float, float] | None = None
-    smooth: bool = True
-
-
-def linked_series(items: Sequence[Series], columns: int = 1, key: str | None = None) -> None:
-    """The page's time-series charts as one linked view: shared x-zoom (drag / wheel, double-click
-    resets), a crosshair over every series, the sidebar's EMA smoothing (raw faint) and log scale."""
-    items = [item for item in items if not item.frame.empty]
-    if not items:
-        return
-    names = [str(name) for item in items for name in pd.unique(item.frame[item.color_field])]
-    palette = tuple(sorted(colours(names).items()))
-    options = tuple((item.title, item.y_title, item.color_field, item.dashed, item.zero_rule, item.y_domain,
-                     item.smooth) for item in items)
-    width = CONCAT_WIDTH.get(columns) if columns > 1 else SINGLE_WIDTH[min(2, max(1, len(selection().shown)))]
-    spec = _linked_spec([item.frame for item in items], options, columns, ema_weight(),
-                        bool(st.session_state.get(LOG_KEY, False)), palette, width)
-    st.vega_lite_chart(spec, width="content", key=key)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _linked_spec(frames: list[pd.DataFrame], options: tuple[tuple[object, ...], ...], columns: int, weight: float,
-                 log_y: bool, palette: tuple[tuple[str, str], ...], width: int | None) -> dict[str, object]:
-    """The Vega-Lite spec of a page's linked charts, cached on the frames and options, so that a
-    rerun that changes nothing (live refresh of an unchanged run, a widget elsewhere) skips altair."""
-    shared = interactive.Interaction(log_y=log_y)
-    built = []
-    for frame, (title, y_title, color_field, dashed, zero_rule, y_domain, smooth) in zip(frames, options):
-        smoothed = interactive.smooth_frame(frame, weight if smooth else 0.0, str(color_field))
-        built.append(interactive.series(smoothed, str(title), str(y_title), shared, dict(palette),
-                                        color_field=str(color_field), dashed=tuple(dashed),  # type: ignore[arg-type]
-                                        zero_rule=bool(zero_rule), y_domain=y_domain,  # type: ignore[arg-type]
-                                        width=width))
-    return interactive.to_spec(interactive.linked(built, columns))
-
-
-def common_domain(frames: Sequence[pd.DataFrame], columns: Sequence[str] = ("value",)) -> tuple[float, float] | None:
-    """[min, max] over several frames (equal y-ranges for charts compared side by side)."""
-    values = [frame[column].to_numpy(dtype=float) for frame in frames for column in columns
-              if column in frame and not frame.empty]
-    finite = np.concatenate(values) if values else np.array([])
-    finite = finite[np.isfinite(finite)]
-    if finite.size == 0:
-        return None
-    low, high = float(finite.min()), float(finite.max())
-    pad = 0.05 * (high - low) if high > low else 0.5
-    return (low - pad, high + pad)

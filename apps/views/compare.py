@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from apps import charts, data, study, ui
+from apps import charts, data, study, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Compare"
@@ -34,7 +34,7 @@ def _evaluation_overlay(runs: dict[str, RunData]) -> None:
         return
     metrics = sorted(evals["metric"].unique())
     metric = st.selectbox("Evaluation metric", metrics, key="compare-eval-metric")
-    ui.chart(charts.points(evals[evals["metric"] == metric], f"Evaluation: {metric}", metric, color_field="run",
+    uicharts.chart(charts.points(evals[evals["metric"] == metric], f"Evaluation: {metric}", metric, color_field="run",
                            colours=ui.colours(runs)))
 
 
@@ -66,12 +66,12 @@ def page() -> None:
                                   help="One mean line per method (config without the seed) with its 95% band.")
         if grouped:
             methods = study.group_by_method(runs)
-            items = [ui.Series(study.band_frame(methods, metric), metric, metric, color_field="method",
+            items = [uicharts.Series(study.band_frame(methods, metric), metric, metric, color_field="method",
                                zero_rule=metric == "lead_lag_gap") for metric in metrics]
         else:
-            items = [ui.Series(data.compare_frame(runs, metric), metric, metric, color_field="run",
+            items = [uicharts.Series(data.compare_frame(runs, metric), metric, metric, color_field="run",
                                zero_rule=metric == "lead_lag_gap") for metric in metrics]
-        ui.linked_series(items, columns=2, key="compare-charts")
+        uicharts.linked_series(items, columns=2, key="compare-charts")
         _evaluation_overlay(runs)
         if metrics and grouped:
             st.caption("Final results per method: mean [95% interval] over seeds")

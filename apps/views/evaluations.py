@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import realrun, ui
+from apps import realrun, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Evaluations"
@@ -24,16 +24,16 @@ def render(run: RunData, key: str) -> None:
                    "`worst_group/...` in eval.jsonl; see the Outcomes page for other names)")
         return
     metrics = sorted(frame["metric"].unique(), key=lambda name: (name.split("@")[0] != "mean", name))
-    items = [ui.Series(realrun.eval_series(frame, metric), f"{metric} per benchmark (95% interval)", metric,
+    items = [uicharts.Series(realrun.eval_series(frame, metric), f"{metric} per benchmark (95% interval)", metric,
                        smooth=False) for metric in metrics]
-    ui.linked_series(items, key=f"{key}-charts")
+    uicharts.linked_series(items, key=f"{key}-charts")
     groups = sorted(frame.loc[frame["kind"] == "group", "name"].unique())
     if groups:
         chosen = st.multiselect("Groups", groups, default=[], key=f"{key}-groups",
                                 help="Per-group metrics (group/{group}/...), e.g. to find the worst group.")
         if chosen:
             part = frame[(frame["kind"] == "group") & frame["name"].isin(chosen)]
-            ui.linked_series([ui.Series(realrun.eval_series(part, metric, ("group",)), f"{metric} per group",
+            uicharts.linked_series([uicharts.Series(realrun.eval_series(part, metric, ("group",)), f"{metric} per group",
                                         metric, smooth=False) for metric in metrics], key=f"{key}-groups-charts")
     st.caption(f"Latest evaluation (step {int(frame['step'].max())}): value [95% interval]")
     st.dataframe(realrun.latest_eval_table(frame), hide_index=True, width="stretch")

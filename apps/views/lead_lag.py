@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import data, ui
+from apps import data, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Lead-lag"
@@ -25,8 +25,8 @@ def _domains() -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
     frames = [data.lead_lag_frame(run) for run in ui.shown_runs()]
     if len(frames) < 2:
         return None, None
-    gap = ui.common_domain([frame.assign(zero=0.0) for frame in frames], ("gap", "zero"))
-    means = ui.common_domain(frames, ("mu_weight", "mu_data"))
+    gap = uicharts.common_domain([frame.assign(zero=0.0) for frame in frames], ("gap", "zero"))
+    means = uicharts.common_domain(frames, ("mu_weight", "mu_data"))
     return gap, means
 
 
@@ -50,10 +50,10 @@ def render(run: RunData, key: str) -> None:
     gap_domain, mean_domain = _domains()
     if gap_domain is not None:
         st.caption("Run and baseline share the y-range of each chart.")
-    ui.linked_series([
-        ui.Series(data.to_long(frame, GAP_NAMES), "Lead-lag gap Δμ(t)", "Δμ (bins)", zero_rule=True,
+    uicharts.linked_series([
+        uicharts.Series(data.to_long(frame, GAP_NAMES), "Lead-lag gap Δμ(t)", "Δμ (bins)", zero_rule=True,
                   y_domain=gap_domain),
-        ui.Series(data.to_long(frame, MEAN_NAMES), "Mean bin index under weights and under data", "mean bin index",
+        uicharts.Series(data.to_long(frame, MEAN_NAMES), "Mean bin index under weights and under data", "mean bin index",
                   y_domain=mean_domain)], key=f"{key}-charts")
 
 

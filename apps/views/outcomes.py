@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import charts, data, ui
+from apps import charts, data, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Outcomes"
@@ -23,17 +23,20 @@ def _evaluations(run: RunData, key: str) -> None:
         st.info("No evaluation results in this run (eval.jsonl is absent or empty).", icon=":material/info:")
         return
     pass_names, accuracy_names = data.pass_at_k_metrics(evals), data.accuracy_metrics(evals)
+    figures = []
     if pass_names:
-        ui.chart(charts.points(evals[evals["metric"].isin(pass_names)], "Evaluation pass@k", "pass@k"))
+        figures.append(charts.points(evals[evals["metric"].isin(pass_names)], "Evaluation pass@k", "pass@k"))
     else:
         ui.missing("a pass@k evaluation metric")
     if accuracy_names:
-        ui.chart(charts.points(evals[evals["metric"].isin(accuracy_names)], "Evaluation accuracy", "accuracy"))
+        figures.append(charts.points(evals[evals["metric"].isin(accuracy_names)], "Evaluation accuracy", "accuracy"))
+    if figures:
+        uicharts.stacked_charts(figures)
     others = sorted(set(evals["metric"]) - set(pass_names) - set(accuracy_names))
     if others:
         chosen = st.multiselect("More evaluation metrics", others, default=[], key=f"{key}-eval-more")
         if chosen:
-            ui.chart(charts.points(evals[evals["metric"].isin(chosen)], "Evaluation: other metrics", "value"))
+            uicharts.chart(charts.points(evals[evals["metric"].isin(chosen)], "Evaluation: other metrics", "value"))
     st.caption(f"Latest evaluation (step {int(evals['step'].max())})")
     st.dataframe(data.latest_evals(evals), hide_index=True, width="stretch")
 
@@ -47,8 +50,8 @@ def render(run: RunData, key: str) -> None:
         ui.missing("success rates (`mean_success`, `worst_bin_success` or per-bin `success`)")
     if support.empty:
         ui.missing("Prompt-GDRO weights (`weight` bins or the `effective_support` scalar)")
-    ui.linked_series([ui.Series(success, "Training success: mean and worst group", "success rate"),
-                      ui.Series(support, f"Effective support (of {run.num_bins} bins)", "bins")],
+    uicharts.linked_series([uicharts.Series(success, "Training success: mean and worst group", "success rate"),
+                      uicharts.Series(support, f"Effective support (of {run.num_bins} bins)", "bins")],
                      key=f"{key}-charts")
     _evaluations(run, key)
 

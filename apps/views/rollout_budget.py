@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import charts, data, ui
+from apps import charts, data, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Rollout budget"
 
 
-def _budget(run: RunData) -> ui.Series | None:
+def _budget(run: RunData) -> uicharts.Series | None:
     """The pass/fail line of the mean budget; returns the chart of mean rollouts per prompt against n_bar."""
     check = data.budget_check(run)
     if check is None:
@@ -30,7 +30,7 @@ def _budget(run: RunData) -> ui.Series | None:
         st.warning(f"Mean budget missed: step {check.worst_step} is {check.max_deviation:.3g} rollouts per prompt "
                    f"away from n̄ = {check.target:g} (n̄ from {settings.source}).", icon=":material/warning:")
     long = data.to_long(check.frame, {"realized": "realized mean", "target": "budget n̄"})
-    return ui.Series(long, "Mean rollouts per prompt", "rollouts per prompt", dashed=("budget n̄",), smooth=False)
+    return uicharts.Series(long, "Mean rollouts per prompt", "rollouts per prompt", dashed=("budget n̄",), smooth=False)
 
 
 def _frontier(run: RunData, key: str, index: int) -> None:
@@ -50,7 +50,7 @@ def _frontier(run: RunData, key: str, index: int) -> None:
     bars = frontier.melt(id_vars=["bin", "label"], value_vars=["prompt_share", "rollout_share"],
                          var_name="series", value_name="value")
     bars["series"] = bars["series"].map({"prompt_share": "share of prompts", "rollout_share": "share of rollouts"})
-    ui.chart(charts.grouped_bars(bars, "series", f"Budget frontier at step {int(run.steps[index])}", "share",
+    uicharts.chart(charts.grouped_bars(bars, "series", f"Budget frontier at step {int(run.steps[index])}", "share",
                                  group_order=["share of prompts", "share of rollouts"]))
 
 
@@ -58,16 +58,16 @@ def render(run: RunData, key: str) -> None:
     """Staircase heatmap, shadow price, frontier at a chosen step, budget check."""
     index = ui.step_slider(run, key=f"{key}-step")
     if data.has_bins(run, "rollouts"):
-        ui.heatmap(run, "rollouts", "Rollouts per prompt [rollouts] (the staircase)",
+        uicharts.heatmap(run, "rollouts", "Rollouts per prompt [rollouts] (the staircase)",
                    selected_step=float(run.steps[index]))
     else:
         ui.missing("the per-bin field `rollouts` (a run without Rollout-GDRO)")
     _frontier(run, key, index)
-    items = [ui.Series(data.scalars_long(run, {"mu": "μ"}), "Shadow price μ (Eq. 21)", "μ")]
+    items = [uicharts.Series(data.scalars_long(run, {"mu": "μ"}), "Shadow price μ (Eq. 21)", "μ")]
     if not data.has_scalar(run, "mu"):
         ui.missing("the shadow price `mu`")
     budget = _budget(run)
-    ui.linked_series(items + ([budget] if budget is not None else []), key=f"{key}-charts")
+    uicharts.linked_series(items + ([budget] if budget is not None else []), key=f"{key}-charts")
 
 
 ui.views(render, TITLE, "Fig. 7-9: how Rollout-GDRO spends a fixed mean budget n̄ across bins. "

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import streamlit as st
 
-from apps import data, ui
+from apps import data, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "SE proxy"
@@ -40,9 +40,9 @@ def render(run: RunData, key: str) -> None:
     if len(same) and np.allclose(same["se_actual"], same["se_uniform"], rtol=1e-9):
         st.caption("The actual allocation equals the uniform budget at every step (no Rollout-GDRO): "
                    "the solid 'actual' line lies under the dashed uniform line.")
-    ui.linked_series([
-        ui.Series(data.to_long(frame, SE_NAMES), "Weighted SE proxy WSE(t)", "WSE", dashed=(UNIFORM,)),
-        ui.Series(data.to_long(frame, REDUCTION_NAMES), "Reduction against uniform n̄", "reduction (%)",
+    uicharts.linked_series([
+        uicharts.Series(data.to_long(frame, SE_NAMES), "Weighted SE proxy WSE(t)", "WSE", dashed=(UNIFORM,)),
+        uicharts.Series(data.to_long(frame, REDUCTION_NAMES), "Reduction against uniform n̄", "reduction (%)",
                   zero_rule=True)], key=f"{key}-charts")
 
 

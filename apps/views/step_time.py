@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 import streamlit as st
 
-from apps import data, interactive, realrun, ui
+from apps import charts, data, interactive, realrun, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Step time"
@@ -31,7 +31,7 @@ def _stacked(run: RunData) -> alt.Chart:
         tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("phase:N"), alt.Tooltip("seconds:Q", format=".3f")],
     ).transform_calculate(
         phase_order=f"indexof({phases!r}, datum.phase)"
-    ).add_params(zoom).properties(title="Seconds per step by phase (stacked)", height=ui.charts.CHART_HEIGHT)
+    ).add_params(zoom).properties(title="Seconds per step by phase (stacked)", height=charts.CHART_HEIGHT)
 
 
 def render(run: RunData, key: str) -> None:
@@ -39,12 +39,12 @@ def render(run: RunData, key: str) -> None:
     if not realrun.has_step_times(run):
         ui.missing("step times (`time/*` scalars: a real run's trainer logs them; simulator runs do not)")
         return
-    ui.chart(_stacked(run))
-    items = [ui.Series(data.scalars_long(run, {realrun.TIME_TOTAL: "time/step"}), "Total step time", "seconds")]
+    uicharts.chart(_stacked(run))
+    items = [uicharts.Series(data.scalars_long(run, {realrun.TIME_TOTAL: "time/step"}), "Total step time", "seconds")]
     if data.has_scalar(run, realrun.TOKENS_PER_S):
-        items.append(ui.Series(data.scalars_long(run, {realrun.TOKENS_PER_S: "tokens / s"}), "Throughput",
+        items.append(uicharts.Series(data.scalars_long(run, {realrun.TOKENS_PER_S: "tokens / s"}), "Throughput",
                                "tokens per second"))
-    ui.linked_series(items, key=f"{key}-charts")
+    uicharts.linked_series(items, key=f"{key}-charts")
     st.caption("Per phase over the whole run")
     st.dataframe(realrun.time_table(run), hide_index=True, width="stretch")
 

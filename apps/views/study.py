@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import data, study, ui
+from apps import data, study, ui, uicharts
 
 TITLE = "Study"
 DEFAULT_METRICS = ("mean_success", "worst_bin_success", "lead_lag_gap", "se_reduction_pct")
@@ -42,9 +42,9 @@ def page() -> None:
             names.insert(0, "lead_lag_gap")
         metrics = st.multiselect("Metrics", names, default=[name for name in DEFAULT_METRICS if name in names],
                                  key="study-metrics")
-        items = [ui.Series(study.band_frame(methods, metric), metric, metric, color_field="method",
+        items = [uicharts.Series(study.band_frame(methods, metric), metric, metric, color_field="method",
                            zero_rule=metric == "lead_lag_gap") for metric in metrics]
-        ui.linked_series(items, columns=2, key="study-charts")
+        uicharts.linked_series(items, columns=2, key="study-charts")
         if any(method.seeds < 2 for method in methods):
             st.caption("Methods with one seed have no interval (no band).")
         st.subheader("Final results (mean [95% interval] over seeds)")

@@ -75,9 +75,36 @@ def dataset_rows(chart: Any) -> list[int]:
     return [table.num_rows for table in datasets(chart)]
 
 
-def heatmaps(app: AppTest) -> list[Any]:
-    """Charts drawn with rect marks (the steps x bins heatmaps)."""
-    return [chart for chart in charts(app) if "rect" in marks(chart)]
+def view_marks(view: dict[str, Any]) -> set[str]:
+    """Mark types used by one view (over its layers)."""
+    found = set()
+    for part in [view, *view.get("layer", [])]:
+        mark = part.get("mark")
+        if mark is not None:
+            found.add(mark if isinstance(mark, str) else mark.get("type", ""))
+    return found
+
+
+def heatmap_views(app: AppTest) -> list[tuple[Any, dict[str, Any]]]:
+    """(chart element, view) of every view drawn with rect marks (the steps x bins heatmaps; a run's
+    heatmaps are stacked in one chart element)."""
+    return [(chart, view) for chart, view in all_views(app) if "rect" in view_marks(view)]
+
+
+def heatmaps(app: AppTest) -> list[dict[str, Any]]:
+    """The heatmap views of the page, in order."""
+    return [view for _, view in heatmap_views(app)]
+
+
+def view_datasets(chart: Any, view: dict[str, Any]) -> list[pa.Table]:
+    """The datasets the layers of one view read, as Arrow tables."""
+    names = {layer.get("data", {}).get("name") for layer in [view, *view.get("layer", [])]} - {None}
+    tables = []
+    for dataset in chart.proto.datasets:
+        if dataset.name in names:
+            with pa.ipc.open_stream(dataset.data.data) as reader:
+                tables.append(reader.read_all())
+    return tables
 
 
 def assert_clean(app: AppTest) -> None:

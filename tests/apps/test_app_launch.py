@@ -50,3 +50,23 @@ def test_serve_preloads_the_heavy_modules() -> None:
 
     assert serve.preload(("json", "no_such_module_gdro")) == ["no_such_module_gdro"]
     assert "altair" in serve.PRELOAD and "apps.data" in serve.PRELOAD
+
+
+def test_serve_reads_the_address_and_warms_the_runs_after_the_separator(runs_root: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from apps import loading, serve
+
+    command = launch.streamlit_command([], runs_root, "127.0.0.1", 8600)
+    argv = command[command.index("run"):]
+    assert serve.server_address(argv) == ("127.0.0.1", 8600)
+    assert serve.server_address(["run", "x.py", "--server.address", "0.0.0.0"]) == ("127.0.0.1", 8501)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        assert serve.wait_listening("127.0.0.1", listener.getsockname()[1], timeout_s=5)
+    cache = loading.RunCache()
+    monkeypatch.setattr(loading, "RUN_CACHE", cache)
+    assert serve.warm(argv) == 3, "the three runs under --root are read before the first request"
+    assert serve.warm(["run", "x.py", "--", "--root", str(runs_root / "missing")]) == 0

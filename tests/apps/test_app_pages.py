@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from app_helpers import (PAGES, all_views, assert_clean, charts, dataset_rows, datasets, find_view, heatmaps, marks,
-                         open_app, spec, title, view_table, view_titles, visit)
+from app_helpers import (PAGES, all_views, assert_clean, charts, dataset_rows, datasets, find_view, heatmap_views,
+                         heatmaps, marks, open_app, spec, title, view_datasets, view_table, view_title, view_titles,
+                         visit)
 from gdro_app_synthetic import tree_digest
 
 #: Charts each view draws for a run that logs every standard field (the synthetic "both" run);
 #: time-series charts of a page are counted one by one inside their linked view.
-EXPECTED_CHARTS = {"traveling_wave": 6, "lead_lag": 2, "rollout_budget": 4, "se_proxy": 2, "outcomes": 4}
+EXPECTED_CHARTS = {"traveling_wave": 4, "lead_lag": 2, "rollout_budget": 4, "se_proxy": 2, "outcomes": 4}
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -41,15 +42,24 @@ def test_views_draw_every_panel_for_a_complete_run(page: str, expected: int, syn
 def test_traveling_wave_has_three_full_heatmaps_and_snapshot_bars(synthetic_run: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_app(monkeypatch, synthetic_run.parent)
-    maps = heatmaps(app)
-    assert [title(chart).split(" [")[0] for chart in maps] == [
+    maps = heatmap_views(app)
+    assert len({id(chart) for chart, _ in maps}) == 1, "a run's heatmaps are stacked in one chart element"
+    assert [view_title(view).split(" [")[0] for _, view in maps] == [
         "Prompt share q̂(b)", "Prompt-GDRO weight q(b)", "Realized reward"]
-    for chart in maps:
-        assert 30 * 6 in dataset_rows(chart), "one cell per step and bin"
+    for chart, view in maps:
+        cells = [layer for layer in view["layer"] if layer["mark"]["type"] == "rect"]
+        rows = sum(view_table(chart, layer).num_rows for layer in cells)
+        assert rows == 30 * 6, "one cell per step and bin (valued and null cells in separate layers)"
     bars = [chart for chart in charts(app) if "bar" in marks(chart)]
-    assert len(bars) == 3
-    assert all(5 * 6 in dataset_rows(chart) for chart in bars), "4 snapshots (the last is the chosen step) + tail"
+    assert len(bars) == 1, "the snapshot bars of the chosen field only"
+    assert 5 * 6 in dataset_rows(bars[0]), "4 snapshots (the last is the chosen step) + tail"
+    assert title(bars[0]) == "Prompt share q̂(b): snapshots and tail average"
     assert app.slider(key="Traveling wave-0-step").value == 29
+    app.radio(key="Traveling wave-0-snapshots").set_value("Realized reward").run()
+    assert_clean(app)
+    bars = [chart for chart in charts(app) if "bar" in marks(chart)]
+    assert [title(chart) for chart in bars] == ["Realized reward: snapshots and tail average"]
+    assert spec(bars[0])["encoding"]["y"]["title"] == "reward"
 
 
 def test_moving_the_step_slider_moves_the_marked_step(synthetic_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,11 +68,11 @@ def test_moving_the_step_slider_moves_the_marked_step(synthetic_run: Path, monke
     assert_clean(app)
     bars = [chart for chart in charts(app) if "bar" in marks(chart)]
     assert bars and all(6 * 6 in dataset_rows(chart) for chart in bars), "the chosen step joins the snapshots"
-    rules = [layer for chart in heatmaps(app) for layer in spec(chart)["layer"]
+    rules = [layer for view in heatmaps(app) for layer in view["layer"]
              if layer.get("mark", {}).get("type") == "rule"]
     assert len(rules) == 3, "each heatmap marks the chosen step"
-    marked = [table.column("step").to_pylist() for chart in heatmaps(app) for table in datasets(chart)
-              if table.num_rows == 1]
+    marked = [table.column("step").to_pylist() for chart, view in heatmap_views(app)
+              for table in view_datasets(chart, view) if table.num_rows == 1]
     assert marked == [[7.0]] * 3
 
 

@@ -136,8 +136,7 @@ def test_unassigned_shares_are_null_and_labelled(real_run: Path, monkeypatch: py
     assert_clean(app)
     assert any("8 steps with no prompt assigned" in element.value for element in app.caption)
     share = heatmaps(app)[0]
-    chart_spec = spec(share)
-    null_layers = [layer for layer in chart_spec["layer"] if layer.get("transform", [{}])[0].get("filter")
+    null_layers = [layer for layer in share["layer"] if layer.get("transform", [{}])[0].get("filter")
                    == "!isValid(datum.value)"]
     assert len(null_layers) == 1, "null cells get their own grey layer with a note"
     assert null_layers[0]["mark"]["color"] == "#d9d9d9"
@@ -145,8 +144,8 @@ def test_unassigned_shares_are_null_and_labelled(real_run: Path, monkeypatch: py
 
 def test_every_bin_is_labelled(synthetic_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_app(monkeypatch, synthetic_run.parent)
-    for chart in heatmaps(app):
-        axis = spec(chart)["layer"][0]["encoding"]["y"]["axis"]
+    for view in heatmaps(app):
+        axis = view["layer"][0]["encoding"]["y"]["axis"]
         assert axis["values"] == list(range(6)) and axis["labelOverlap"] is False
 
 
@@ -157,7 +156,7 @@ def test_run_and_baseline_heatmaps_share_a_colour_scale(runs_root: Path, monkeyp
     assert_clean(app)
 
     def domains() -> list[Any]:
-        return [spec(chart)["layer"][0]["encoding"]["color"]["scale"].get("domain") for chart in heatmaps(app)]
+        return [view["layer"][0]["encoding"]["color"]["scale"].get("domain") for view in heatmaps(app)]
 
     shared = domains()
     assert shared[0] == shared[3] and shared[1] == shared[4], "share and weight: one scale for both runs"

@@ -1,0 +1,73 @@
+"""What keeps long runs fast in the browser: thinned series (exact logged points, every series at
+the same steps), lean specs (Arrow datasets, no per-mark ARIA text), stacked chart elements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from app_helpers import all_views, find_view, open_app, view_table, visit
+
+from apps import charts, interactive
+from gdro_app_synthetic import write_synthetic_run
+
+
+def long_frame(steps: int, names: tuple[str, ...] = ("a", "b")) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"step": np.tile(np.arange(steps, dtype=float), len(names)),
+                         "series": np.repeat(names, steps), "value": rng.normal(size=steps * len(names))})
+
+
+def test_thin_steps_keeps_exact_points_on_a_common_grid() -> None:
+    frame = long_frame(1000)
+    thinned, stride = interactive.thin_steps(frame, 225)
+    assert stride == 5  # ceil(1000 / 225)
+    kept = sorted(set(thinned["step"]))
+    assert kept[0] == 0 and kept[-1] == 999, "first and last logged steps always kept"
+    assert kept[:-1] == list(range(0, 1000, 5)) and len(kept) <= 225 + 1
+    for name, part in thinned.groupby("series"):
+        assert sorted(part["step"]) == kept, f"{name}: every series at the same steps (one crosshair stop)"
+    merged = thinned.merge(frame, on=["step", "series"], suffixes=("", "_logged"))
+    assert len(merged) == len(thinned) and (merged["value"] == merged["value_logged"]).all(), "logged values"
+    short, stride = interactive.thin_steps(long_frame(100), 225)
+    assert stride == 1 and len(short) == 200, "short runs are drawn whole"
+    assert interactive.max_points(450) == 225 and interactive.max_points(100) == interactive.MIN_POINTS
+
+
+def test_lean_spec_sends_arrow_and_no_mark_descriptions() -> None:
+    frame = pd.DataFrame({"step": [0.0, 1.0], "series": ["a", "a"], "value": [0.5, None]})
+    spec = interactive.to_spec(alt.Chart(frame).mark_line().encode(x="step:Q", y="value:Q"))
+    assert spec["config"]["mark"]["aria"] is False
+    (payload,) = spec["datasets"].values()
+    assert isinstance(payload, bytes)
+    with pa.ipc.open_stream(payload) as reader:
+        table = reader.read_all()
+    assert table.column("value").to_pylist() == [0.5, None] and table.column("series").to_pylist() == ["a", "a"]
+
+
+def test_stack_merges_datasets_and_keeps_each_view() -> None:
+    frames = [pd.DataFrame({"step": [0.0, 10.0], "step_end": [10.0, 20.0], "bin": [0, 0], "label": ["b0", "b0"],
+                            "value": [value, None]}) for value in (0.1, 0.7)]
+    specs = [interactive.to_spec(charts.heatmap(frame, "share", f"map {i}", num_bins=1))
+             for i, frame in enumerate(frames)]
+    stacked = interactive.stack(specs, width=400)
+    assert [view["title"] for view in stacked["vconcat"]] == ["map 0", "map 1"]
+    assert all(view["width"] == 400 and "datasets" not in view for view in stacked["vconcat"])
+    names = {layer["data"]["name"] for view in stacked["vconcat"] for layer in view["layer"] if "data" in layer}
+    assert names == set(stacked["datasets"]) and len(names) == 3, "two valued datasets, one (identical) null one"
+    assert stacked["resolve"]["scale"]["color"] == "independent"
+
+
+def test_long_run_charts_are_thinned_and_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = write_synthetic_run(tmp_path / "runs" / "long", steps=700, num_bins=4, seed=1, method="both")
+    app = visit(open_app(monkeypatch, run.parent), "lead_lag")
+    chart, view = find_view(app, "Lead-lag gap Δμ(t)")
+    assert "1 in" in view["title"]["subtitle"] and "of 700 logged steps" in view["title"]["subtitle"]
+    steps = view_table(chart, view).column("step").to_pylist()
+    assert 2 < len(steps) <= interactive.max_points(1040) + 1 and steps[-1] == 699.0
+    assert all("raw" not in view_table(chart, part).column_names for _, part in all_views(app)), \
+        "no faint raw copy without smoothing"
