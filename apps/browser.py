@@ -27,11 +27,12 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 #: (url path, file name, title) of every view, in navigation order (see apps/streamlit_app.py);
 #: the default view is served at the root URL.
-VIEWS = (("", "traveling-wave", "Traveling wave"), ("study", "study", "Study"), ("lead-lag", "lead-lag", "Lead-lag"),
+VIEWS = (("", "runs", "Runs"), ("traveling-wave", "traveling-wave", "Traveling wave"), ("study", "study", "Study"),
+         ("lead-lag", "lead-lag", "Lead-lag"),
          ("rollout-budget", "rollout-budget", "Rollout budget"), ("se-proxy", "se-proxy", "SE proxy"),
          ("outcomes", "outcomes", "Outcomes"), ("compare", "compare", "Compare"),
          ("evaluations", "evaluations", "Evaluations"), ("step-time", "step-time", "Step time"),
-         ("runs", "runs", "Runs"), ("config", "config", "Config"))
+         ("config", "config", "Config"))
 #: Views that may show no chart (tables only, or a simulator run without evaluations / step times).
 CHARTLESS = frozenset({"Config", "Runs", "Evaluations", "Step time", "config", "runs", "evaluations", "step-time"})
 CHART_SELECTOR = '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks'

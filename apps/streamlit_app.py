@@ -23,8 +23,11 @@ from apps.settings import resolve_settings, script_arguments
 VIEWS_DIR = Path(__file__).resolve().parent / "views"
 #: The page icon is a local file served by the app itself: no font or emoji host is asked for it.
 ICON = Path(__file__).resolve().parent / "static" / "icon.png"
-#: (file in views/, title, icon, url path); the first one is the landing page.
+#: (file in views/, title, icon, url path); the first one is the landing page: the run table, which
+#: draws no chart, so the first page after start needs no Vega bundle (docs/benchmarks.md); every
+#: other view is one click away or opened directly by its URL.
 PAGES = (
+    ("runs.py", "Runs", ":material/table_rows:", "runs"),
     ("traveling_wave.py", "Traveling wave", ":material/waves:", "traveling-wave"),
     ("study.py", "Study", ":material/stacked_line_chart:", "study"),
     ("lead_lag.py", "Lead-lag", ":material/timeline:", "lead-lag"),
@@ -34,7 +37,6 @@ PAGES = (
     ("compare.py", "Compare", ":material/compare_arrows:", "compare"),
     ("evaluations.py", "Evaluations", ":material/fact_check:", "evaluations"),
     ("step_time.py", "Step time", ":material/timer:", "step-time"),
-    ("runs.py", "Runs", ":material/table_rows:", "runs"),
     ("config.py", "Config", ":material/settings:", "config"),
 )
 

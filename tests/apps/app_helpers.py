@@ -19,13 +19,18 @@ TIMEOUT_S = 60
 
 
 def open_app(monkeypatch: pytest.MonkeyPatch, root: Path, runs: Sequence[Path] = ()) -> AppTest:
-    """Run the app's landing page with ``root`` as runs folder and ``runs`` given explicitly."""
+    """Open the app with ``root`` as runs folder and ``runs`` given explicitly, on Traveling wave.
+
+    The landing page is the run table (``test_landing_page_is_the_run_table``); the per-run tests
+    start from the first per-run view, Traveling wave, as a user's first click does.
+    """
     monkeypatch.setenv(ROOT_ENV, str(root))
     if runs:
         monkeypatch.setenv(RUNS_ENV, os.pathsep.join(str(path) for path in runs))
     else:
         monkeypatch.delenv(RUNS_ENV, raising=False)
-    return AppTest.from_file(str(APP_SCRIPT), default_timeout=TIMEOUT_S).run()
+    app = AppTest.from_file(str(APP_SCRIPT), default_timeout=TIMEOUT_S).run()
+    return app.switch_page("views/traveling_wave.py").run()
 
 
 def visit(app: AppTest, page: str) -> AppTest:

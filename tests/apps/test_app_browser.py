@@ -49,7 +49,11 @@ def test_app_renders_heatmaps_in_chromium(runs_root: Path, not_a_run: Path, tmp_
         with browser.chromium_page(width=1400, height=1600) as page:
             requested: list[str] = []
             page.on("request", lambda request: requested.append(request.url))
-            page.goto(f"{url}/?run=study/prompt_gdro", wait_until="domcontentloaded")
+            page.goto(url, wait_until="domcontentloaded")  # the landing page is the run table: no chart
+            page.wait_for_selector('[data-testid="stDataFrame"]', timeout=60_000)
+            browser.wait_for_view(page, min_charts=0)
+            assert browser.drawn_charts(page) == 0 and page.get_by_text("runs", exact=False).count() >= 1
+            page.goto(f"{url}/traveling-wave?run=study/prompt_gdro", wait_until="domcontentloaded")
             browser.wait_for_view(page, min_charts=2)
             assert browser.error_texts(page) == []
             assert page.get_by_text("Run: study/prompt_gdro").count() == 1
@@ -62,7 +66,7 @@ def test_app_renders_heatmaps_in_chromium(runs_root: Path, not_a_run: Path, tmp_
             icons = page.eval_on_selector_all("link[rel~='icon']", "links => links.map(link => link.href)")
             assert icons and all(href.startswith((url, "data:")) for href in icons), icons
 
-            page.goto(f"{url}/?run=not-a-run", wait_until="domcontentloaded")
+            page.goto(f"{url}/traveling-wave?run=not-a-run", wait_until="domcontentloaded")
             page.wait_for_selector(browser.ERROR_SELECTOR, timeout=30_000)
             errors = browser.error_texts(page)
             assert any("not a gdro run directory" in text for text in errors), errors
@@ -105,7 +109,8 @@ def test_study_bands_linked_zoom_and_crosshair(seeds_root: Path, tmp_path: Path)
             requested: list[str] = []
             page.on("request", lambda request: requested.append(request.url))
             page.goto(url, wait_until="domcontentloaded")  # the first run registers the pages
-            browser.wait_for_view(page, min_charts=1)
+            page.wait_for_selector('[data-testid="stDataFrame"]', timeout=60_000)  # landing: the run table
+            browser.wait_for_view(page, min_charts=0)
             page.goto(f"{url}/study", wait_until="domcontentloaded")
             page.wait_for_function("""() => { const h = document.querySelector('[data-testid="stMain"] h1');
                                               return h && h.innerText.trim() === 'Study'; }""", timeout=60_000)
