@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gdro_lab._validate import ConfigError, require_int, require_range
 from real_runs.lmstudy import tasks
 from real_runs.lmstudy.warmstart import WarmStartConfig
 
@@ -79,17 +80,15 @@ class StudyConfig:
     def __post_init__(self) -> None:
         for name in ("seeds", "steps", "prompts_per_step", "mini_batches", "train_size",
                      "heldout_per_group", "jobs", "threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"StudyConfig.{name} must be >= 1, got {getattr(self, name)}")
+            require_int("StudyConfig", name, getattr(self, name), 1)
         if not 2 <= self.n_min <= self.n_bar <= self.n_max:
-            raise ValueError(f"StudyConfig needs 2 <= n_min <= n_bar <= n_max, got "
-                             f"{self.n_min}, {self.n_bar}, {self.n_max}")
-        if not self.lr > 0:
-            raise ValueError(f"StudyConfig.lr must be > 0, got {self.lr}")
+            raise ConfigError(f"StudyConfig needs 2 <= n_min <= n_bar <= n_max, got "
+                              f"{self.n_min}, {self.n_bar}, {self.n_max}")
+        require_range("StudyConfig", "lr", self.lr, 0.0, lo_open=True)
         if self.heldout_per_group != self.warm.heldout_per_group:
-            raise ValueError(f"StudyConfig.heldout_per_group ({self.heldout_per_group}) must equal the warm "
-                             f"start's ({self.warm.heldout_per_group}): the warm start excludes exactly that "
-                             "held-out split from its training stream")
+            raise ConfigError(f"StudyConfig.heldout_per_group ({self.heldout_per_group}) must equal the warm "
+                              f"start's ({self.warm.heldout_per_group}): the warm start excludes exactly that "
+                              "held-out split from its training stream")
 
     def task_config(self) -> tasks.TaskConfig:
         return tasks.TaskConfig(train_size=self.train_size, heldout_per_group=self.heldout_per_group,

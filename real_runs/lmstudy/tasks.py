@@ -28,6 +28,7 @@ from typing import Callable
 
 import numpy as np
 
+from gdro_lab._validate import require_int
 from real_runs.types import Problem
 
 SOURCE = "lmstudy"
@@ -133,10 +134,8 @@ class TaskConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.train_size < 1:
-            raise ValueError(f"TaskConfig.train_size must be >= 1, got {self.train_size}")
-        if self.heldout_per_group < 1:
-            raise ValueError(f"TaskConfig.heldout_per_group must be >= 1, got {self.heldout_per_group}")
+        require_int("TaskConfig", "train_size", self.train_size, 1)
+        require_int("TaskConfig", "heldout_per_group", self.heldout_per_group, 1)
 
 
 def make_problem(group: int | str, level: int, operands: Operands, split: str) -> Problem:

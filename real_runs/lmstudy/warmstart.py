@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from gdro_lab._validate import ConfigError, require_int, require_range
 from real_runs.lmstudy import tasks
 from real_runs.lmstudy.tokenizer import build_tokenizer
 from real_runs.types import Problem
@@ -62,13 +63,12 @@ class WarmStartConfig:
     def __post_init__(self) -> None:
         for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "steps",
                      "batch_size", "heldout_per_group"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"WarmStartConfig.{name} must be >= 1, got {getattr(self, name)}")
+            require_int("WarmStartConfig", name, getattr(self, name), 1)
         if self.hidden_size % self.num_heads:
-            raise ValueError(f"WarmStartConfig.hidden_size ({self.hidden_size}) must be a multiple "
-                             f"of num_heads ({self.num_heads})")
-        if not self.lr > 0 or self.warmup_steps < 0:
-            raise ValueError("WarmStartConfig.lr must be > 0 and warmup_steps >= 0")
+            raise ConfigError(f"WarmStartConfig.hidden_size ({self.hidden_size}) must be a multiple "
+                              f"of num_heads ({self.num_heads})")
+        require_range("WarmStartConfig", "lr", self.lr, 0.0, lo_open=True)
+        require_int("WarmStartConfig", "warmup_steps", self.warmup_steps, 0)
 
     def key(self) -> str:
         """A short stable hash of the settings (and of this module's format version)."""
