@@ -141,6 +141,12 @@ def wait_for_view(page: Any, min_charts: int = 1, timeout_s: float = 60.0, settl
     raise TimeoutError(f"the view did not settle within {timeout_s:.0f} s ({count} charts drawn)")
 
 
+def wait_for_run_table(page: Any, timeout_s: float = 60.0) -> float:
+    """Wait for the landing page (the run table, no chart) to be drawn and settled; returns seconds."""
+    page.wait_for_selector('[data-testid="stDataFrame"]', timeout=timeout_s * 1000)
+    return wait_for_view(page, min_charts=0, timeout_s=timeout_s)
+
+
 def open_view_from_sidebar(page: Any, title: str, timeout_s: float = 60.0) -> float:
     """Click a view in the sidebar navigation (as a user does) and wait for it; returns seconds from
     the click until its last chart is drawn."""

@@ -72,8 +72,7 @@ def study_browser_times(root: Path, rounds: int) -> tuple[float, float, int]:
     times = []
     with browser.running_app([], root) as url, browser.chromium_page(width=1600, height=1200) as page:
         page.goto(url, wait_until="domcontentloaded")
-        page.wait_for_selector('[data-testid="stDataFrame"]', timeout=180_000)  # app load (the run table): not timed
-        browser.wait_for_view(page, min_charts=0, timeout_s=180)
+        browser.wait_for_run_table(page, timeout_s=180)  # app load: not timed
         for _round in range(rounds):
             times.append(browser.open_view_from_sidebar(page, "Study", timeout_s=180))
             problems = browser.error_texts(page)
@@ -94,9 +93,10 @@ def startup_times(root: Path, path: str = "", min_charts: int = 0) -> tuple[floa
         with browser.running_app([], root, timeout_s=180) as url:
             served = time.perf_counter()
             page.goto(f"{url}/{path}?{QUERY}", wait_until="domcontentloaded")
-            if not min_charts:
-                page.wait_for_selector('[data-testid="stDataFrame"]', timeout=180_000)
-            browser.wait_for_view(page, min_charts=min_charts, timeout_s=180)
+            if min_charts:
+                browser.wait_for_view(page, min_charts=min_charts, timeout_s=180)
+            else:
+                browser.wait_for_run_table(page, timeout_s=180)
             done = time.perf_counter()
     return done - start, done - served
 

@@ -18,11 +18,12 @@ PAGES = ("traveling_wave", "lead_lag", "rollout_budget", "se_proxy", "outcomes",
 TIMEOUT_S = 60
 
 
-def open_app(monkeypatch: pytest.MonkeyPatch, root: Path, runs: Sequence[Path] = ()) -> AppTest:
-    """Open the app with ``root`` as runs folder and ``runs`` given explicitly, on Traveling wave.
+def open_app(monkeypatch: pytest.MonkeyPatch, root: Path, runs: Sequence[Path] = (),
+             view: str | None = "traveling_wave") -> AppTest:
+    """Open the app with ``root`` as runs folder and ``runs`` given explicitly, then go to ``view``.
 
-    The landing page is the run table (``test_landing_page_is_the_run_table``); the per-run tests
-    start from the first per-run view, Traveling wave, as a user's first click does.
+    The landing page is the run table (``view=None`` stays there); the per-run tests start from
+    the first per-run view, Traveling wave, as a user's first click does.
     """
     monkeypatch.setenv(ROOT_ENV, str(root))
     if runs:
@@ -30,7 +31,7 @@ def open_app(monkeypatch: pytest.MonkeyPatch, root: Path, runs: Sequence[Path] =
     else:
         monkeypatch.delenv(RUNS_ENV, raising=False)
     app = AppTest.from_file(str(APP_SCRIPT), default_timeout=TIMEOUT_S).run()
-    return app.switch_page("views/traveling_wave.py").run()
+    return app if view is None else visit(app, view)
 
 
 def visit(app: AppTest, page: str) -> AppTest:

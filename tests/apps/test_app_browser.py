@@ -50,8 +50,7 @@ def test_app_renders_heatmaps_in_chromium(runs_root: Path, not_a_run: Path, tmp_
             requested: list[str] = []
             page.on("request", lambda request: requested.append(request.url))
             page.goto(url, wait_until="domcontentloaded")  # the landing page is the run table: no chart
-            page.wait_for_selector('[data-testid="stDataFrame"]', timeout=60_000)
-            browser.wait_for_view(page, min_charts=0)
+            browser.wait_for_run_table(page)
             assert browser.drawn_charts(page) == 0 and page.get_by_text("runs", exact=False).count() >= 1
             page.goto(f"{url}/traveling-wave?run=study/prompt_gdro", wait_until="domcontentloaded")
             browser.wait_for_view(page, min_charts=2)
@@ -109,8 +108,7 @@ def test_study_bands_linked_zoom_and_crosshair(seeds_root: Path, tmp_path: Path)
             requested: list[str] = []
             page.on("request", lambda request: requested.append(request.url))
             page.goto(url, wait_until="domcontentloaded")  # the first run registers the pages
-            page.wait_for_selector('[data-testid="stDataFrame"]', timeout=60_000)  # landing: the run table
-            browser.wait_for_view(page, min_charts=0)
+            browser.wait_for_run_table(page)  # landing: the run table
             page.goto(f"{url}/study", wait_until="domcontentloaded")
             page.wait_for_function("""() => { const h = document.querySelector('[data-testid="stMain"] h1');
                                               return h && h.innerText.trim() === 'Study'; }""", timeout=60_000)

@@ -215,14 +215,7 @@ def test_method_key_drops_seeds_at_any_depth() -> None:
 
 def test_landing_page_is_the_run_table(seeds_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first page a user sees lists every run and draws no chart (fast first paint)."""
-    from streamlit.testing.v1 import AppTest
-
-    from app_helpers import APP_SCRIPT, TIMEOUT_S
-    from apps.settings import ROOT_ENV, RUNS_ENV
-
-    monkeypatch.setenv(ROOT_ENV, str(seeds_root))
-    monkeypatch.delenv(RUNS_ENV, raising=False)
-    app = AppTest.from_file(str(APP_SCRIPT), default_timeout=TIMEOUT_S).run()
+    app = open_app(monkeypatch, seeds_root, view=None)
     assert_clean(app)
     assert len(app.dataframe[0].value) == 6
     assert charts(app) == []
