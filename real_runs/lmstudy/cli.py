@@ -1,4 +1,4 @@
-"""``gdro study lm [--quick | --small] [--seeds N] [--steps N] [--jobs N] [--out DIR] [--report DIR]``."""
+"""``gdro study lm [--quick | --small] [--seeds N] [--steps N] [--slip-rate R] [--jobs N] [--out DIR] [--report DIR]``."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="reduced setting: 3 seeds x 60 steps x 32 prompts over an 800-prompt pool")
     parser.add_argument("--seeds", type=_positive, help="seeds per method (default 3; quick 2)")
     parser.add_argument("--steps", type=_positive, help="RL steps per run (default 200; quick 4)")
+    parser.add_argument("--slip-rate", type=_rate, dest="slip_rate",
+                        help="share of the warm start's demonstrations with a systematic slip, in [0, 1) "
+                             "(default 0.3; 0 = a clean demonstrator, the first study's negative result)")
     parser.add_argument("--jobs", type=_positive, help="runs in parallel, one thread each (default 2)")
     parser.add_argument("--out", type=Path, default=None,
                         help="study folder for run directories (default runs/lm-study[-quick])")
@@ -41,6 +44,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {value}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from real_runs.lmstudy import study
@@ -49,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                  else (study.DEFAULT, "default"))
     changes = {k: getattr(args, k) for k in ("seeds", "steps", "jobs") if getattr(args, k) is not None}
     cfg = dataclasses.replace(cfg, **changes)
+    if args.slip_rate is not None:
+        cfg = dataclasses.replace(cfg, warm=dataclasses.replace(cfg.warm, slip_rate=args.slip_rate))
     out = args.out or Path("runs") / ("lm-study" if name == "default" else f"lm-study-{name}")
     report_dir = args.report or out / "report"
     try:

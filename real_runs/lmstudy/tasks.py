@@ -23,6 +23,7 @@ pass@k per skill. Ids are stable and content-derived: ``"lmstudy_{group}:{split}
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -217,6 +218,63 @@ def sample_supervised(rng: np.random.Generator, size: int, held: set[str]) -> li
                 out.append(make_problem(group, level, ops, "train"))
                 break
     return out
+
+
+def _digits_of(x: int) -> list[int]:
+    """Decimal digits of a non-negative integer, least significant first."""
+    return [int(c) for c in reversed(str(x))]
+
+
+def _from_digits(digits_D: list[int]) -> int:
+    return sum(d * 10**i for i, d in enumerate(digits_D))
+
+
+def add_no_carry(a: int, b: int) -> int:
+    """``a + b`` column by column, each column's carry dropped (``58+67 -> 15``)."""
+    da, db = _digits_of(a), _digits_of(b)
+    width = max(len(da), len(db))
+    da, db = da + [0] * (width - len(da)), db + [0] * (width - len(db))
+    return _from_digits([(x + y) % 10 for x, y in zip(da, db)])
+
+
+def sub_smaller_from_larger(a: int, b: int) -> int:
+    """``a - b`` column by column, always the smaller digit from the larger, no borrow
+    (``52-38 -> 26``): the commonest subtraction bug in Brown & Burton (1978)."""
+    da, db = _digits_of(a), _digits_of(b)
+    db = db + [0] * (len(da) - len(db))
+    return _from_digits([abs(x - y) for x, y in zip(da, db)])
+
+
+def mul_no_carry(a: int, b: int) -> int:
+    """``a * b`` by partial products with every carry dropped: digit ``(a_i * b_j) mod 10`` at
+    column ``i + j``, columns summed without carry (``7*48 -> 86``)."""
+    cols: dict[int, int] = {}
+    for i, x in enumerate(_digits_of(a)):
+        for j, y in enumerate(_digits_of(b)):
+            cols[i + j] = (cols.get(i + j, 0) + x * y) % 10
+    return _from_digits([cols[k] for k in range(max(cols) + 1)])
+
+
+#: The demonstrator's systematic slip per skill (a buggy procedure, not noise): the answer a
+#: "careless student" gives. It equals the right answer on the easy problems (no carry, no
+#: borrow, ...), so slips cost most on the hard ones.
+SLIPS: dict[str, Callable[..., int]] = {
+    "add": add_no_carry,
+    "sub": sub_smaller_from_larger,
+    "mul": mul_no_carry,
+    "chain": lambda a, b, c: a + b + c,  # the minus sign read as a plus
+    "mod": lambda a, m: a // m,  # the quotient instead of the remainder
+}
+
+
+def operands(problem: Problem) -> Operands:
+    """The integers of a problem's expression, in order (``"12+3-4=" -> (12, 3, 4)``)."""
+    return tuple(int(x) for x in re.findall(r"\d+", problem.problem))
+
+
+def slipped_answer(problem: Problem) -> str:
+    """The answer of the skill's slip (:data:`SLIPS`) on this problem, as a string."""
+    return str(SLIPS[str(problem.group)](*operands(problem)))
 
 
 def boxed(answer: str) -> str:

@@ -46,6 +46,10 @@ class WarmStartConfig:
         to 10% at the last step.
     seed: torch and data seed; task_seed: the suite's seed (:class:`tasks.TaskConfig`).
     heldout_per_group: held-out problems per group (the suite's split, used for the report only).
+    slip_rate: the share of demonstrations (in [0, 1)) whose answer is the skill's systematic
+        slip (:data:`tasks.SLIPS`: no carry, smaller-from-larger, sign or quotient) instead of
+        the right one: the warm start imitates a careless demonstrator, as a base model imitates
+        web text with its errors, and RL has to unlearn the slips from the reward alone.
     """
 
     hidden_size: int = 128
@@ -59,6 +63,7 @@ class WarmStartConfig:
     seed: int = 0
     task_seed: int = 0
     heldout_per_group: int = 400
+    slip_rate: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "steps",
@@ -69,10 +74,14 @@ class WarmStartConfig:
                               f"of num_heads ({self.num_heads})")
         require_range("WarmStartConfig", "lr", self.lr, 0.0, lo_open=True)
         require_int("WarmStartConfig", "warmup_steps", self.warmup_steps, 0)
+        require_range("WarmStartConfig", "slip_rate", self.slip_rate, 0.0, 1.0, hi_open=True)
 
     def key(self) -> str:
         """A short stable hash of the settings (and of this module's format version)."""
-        blob = json.dumps({"format": FORMAT, **dataclasses.asdict(self)}, sort_keys=True)
+        fields = dataclasses.asdict(self)
+        if not self.slip_rate:  # keys from before slips existed stay valid
+            del fields["slip_rate"]
+        blob = json.dumps({"format": FORMAT, **fields}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def model_overrides(self) -> dict[str, Any]:
@@ -112,23 +121,21 @@ def supervised_batch(tokenizer: Any, problems: Sequence[Problem]) -> dict[str, t
             "labels": labels}
 
 
-@torch.no_grad()
 def greedy_accuracy(model: Any, tokenizer: Any, problems: Sequence[Problem],
                     batch_size: int = 500) -> dict[str, float]:
     """Held-out greedy exact-match accuracy per group (``response == \\boxed{answer}``)."""
-    model.eval()
+    from real_runs.lmstudy.slips import greedy_responses
+
     hits: dict[str, list[bool]] = {}
-    for start in range(0, len(problems), batch_size):
-        chunk = problems[start:start + batch_size]
-        enc = tokenizer([p.problem for p in chunk], return_tensors="pt", padding=True,
-                        add_special_tokens=False)
-        out = model.generate(**enc, max_new_tokens=16, do_sample=False,
-                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-        texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-        for p, text in zip(chunk, texts):
-            hits.setdefault(p.group, []).append(text.strip() == tasks.boxed(p.answer))
-    model.train()
+    for p, text in zip(problems, greedy_responses(model, tokenizer, problems, batch_size)):
+        hits.setdefault(p.group, []).append(text == tasks.boxed(p.answer))
     return {g: float(np.mean(v)) for g, v in hits.items()}
+
+
+def with_slips(problems: Sequence[Problem], slip_P: np.ndarray) -> list[Problem]:
+    """The problems, those flagged in ``slip_P`` with their skill's slipped answer as target."""
+    return [dataclasses.replace(p, answer=tasks.slipped_answer(p)) if slip else p
+            for p, slip in zip(problems, slip_P)]
 
 
 def _lr_factor(step: int, cfg: WarmStartConfig) -> float:
@@ -148,12 +155,16 @@ def train_supervised(cfg: WarmStartConfig, build_model: Callable[..., Any] | Non
     task_cfg = tasks.TaskConfig(heldout_per_group=cfg.heldout_per_group, seed=cfg.task_seed)
     held = {p.problem for p in tasks.heldout_split(task_cfg)}
     rng = np.random.default_rng([cfg.seed, 17])
+    slip_rng = np.random.default_rng([cfg.seed, 23])  # its own stream: slip_rate 0 keeps the clean stream
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s, cfg))
     losses: list[float] = []
     started = time.perf_counter()
     for step in range(cfg.steps):
-        batch = supervised_batch(tokenizer, tasks.sample_supervised(rng, cfg.batch_size, held))
+        problems = tasks.sample_supervised(rng, cfg.batch_size, held)
+        if cfg.slip_rate:
+            problems = with_slips(problems, slip_rng.random(len(problems)) < cfg.slip_rate)
+        batch = supervised_batch(tokenizer, problems)
         loss = model(**batch).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()

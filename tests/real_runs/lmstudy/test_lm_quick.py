@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -46,6 +47,12 @@ def test_quick_study_end_to_end(tmp_path, monkeypatch):
     for label in ("GRPO, step-matched lr", "Prompt-GDRO", "Rollout-GDRO", "joint"):
         assert label in text
     assert (tmp_path / "report" / "fig_traveling_wave.png").is_file()
+    # the slip diagnostic measured the warm start and every run's final checkpoint
+    measured = json.loads((tmp_path / "report" / "slips.json").read_text())
+    assert set(measured["runs"]) == set(study.METHODS) and set(measured["warm"]) == set(study.tasks.SKILLS)
+    assert all(list(seeds) == ["0"] for seeds in measured["runs"].values())
+    assert "right answers and the demonstrator's slips" in text
+    assert json.loads((Path(result["warm_path"]) / "warmstart.json").read_text())["config"]["slip_rate"] == cfg.warm.slip_rate
     # the app reads every run directory the study wrote
     from apps import data as app_data
 

@@ -64,3 +64,22 @@ def test_cli_is_registered():
     from gdro_cli.main import COMMANDS
 
     assert COMMANDS["study"][:2] == ("real_runs.lmstudy.cli", "main")
+
+
+def test_cli_slip_rate_reaches_the_warm_start_and_bad_rates_are_refused(monkeypatch, capsys, tmp_path):
+    seen = {}
+
+    def fake(cfg, out, report_dir, setting="default", report_only=False):
+        seen["cfg"], seen["setting"] = cfg, setting
+        return tmp_path / "report.md"
+
+    monkeypatch.setattr(study, "study_and_report", fake)
+    assert cli_main(["lm", "--small", "--slip-rate", "0", "--out", str(tmp_path)]) == 0
+    assert seen["cfg"].warm.slip_rate == 0.0 and seen["setting"] == "small"
+    assert seen["cfg"].warm.key() != study.SMALL.warm.key()  # another warm start, built and cached apart
+    assert cli_main(["lm", "--out", str(tmp_path)]) == 0
+    assert seen["cfg"].warm.slip_rate == study.DEFAULT.warm.slip_rate
+    for bad in ("1.0", "-0.1", "x"):
+        with pytest.raises(SystemExit):
+            cli_main(["lm", "--slip-rate", bad])
+        assert "[0, 1)" in capsys.readouterr().err

@@ -136,3 +136,39 @@ def test_large_pool_ends_and_stays_distinct_and_disjoint():
     assert not set(texts) & {p.problem for p in tasks.heldout_split(cfg)}
     sub2 = sum(1 for p in train if p.group == "sub" and tasks.cell(p) == 0)
     assert 0 < sub2 <= (1620 - 17) // 2
+
+
+def _columns(x: int, width: int) -> list[int]:
+    return [(x // 10**i) % 10 for i in range(width)]
+
+
+def test_slips_by_hand():
+    assert tasks.add_no_carry(58, 67) == 15  # 8+7=15 -> 5, 5+6=11 -> 1
+    assert tasks.add_no_carry(1234, 5678) == 6802  # columns 12, 10, 8, 6 -> 2, 0, 8, 6
+    assert tasks.sub_smaller_from_larger(52, 38) == 26  # |2-8| = 6, |5-3| = 2
+    assert tasks.sub_smaller_from_larger(503, 7) == 504  # |3-7| = 4, 0, 5
+    assert tasks.mul_no_carry(7, 48) == 86  # 7*8=56 -> 6, 7*4=28 -> 8
+    # columns of 23*45: 3*5=15 -> 5; (3*4 -> 2) + (2*5 -> 0) = 2; 2*4=8 -> 8
+    assert tasks.mul_no_carry(23, 45) == 825
+    p_chain = tasks.make_problem("chain", 0, (7, 5, 3), "train")
+    p_mod = tasks.make_problem("mod", 1, (123, 7), "train")
+    assert tasks.slipped_answer(p_chain) == "15" and p_chain.answer == "9"
+    assert tasks.slipped_answer(p_mod) == "17" and p_mod.answer == "4"
+    assert tasks.operands(tasks.make_problem("chain", 1, (12, 34, 56), "test")) == (12, 34, 56)
+
+
+def test_slips_agree_with_the_right_answer_exactly_without_carry_or_borrow():
+    """Brute force over all 2-digit pairs against an independent column check: the slip equals
+    the right answer iff no column carries (add) / needs a borrow (sub)."""
+    for a in range(10, 100):
+        for b in range(10, 100):
+            carry = any(x + y >= 10 for x, y in zip(_columns(a, 2), _columns(b, 2)))
+            assert (tasks.add_no_carry(a, b) == a + b) == (not carry)
+            if a >= b:
+                borrow = any(x < y for x, y in zip(_columns(a, 2), _columns(b, 2)))
+                assert (tasks.sub_smaller_from_larger(a, b) == a - b) == (not borrow)
+                assert borrow == tasks._has_borrow(a, b)
+    for a in range(1, 10):
+        for b in range(10, 1000):
+            carry = any(a * y >= 10 for y in _columns(b, 3))
+            assert (tasks.mul_no_carry(a, b) == a * b) == (not carry)

@@ -11,7 +11,7 @@ import torch
 from real_runs.lmstudy import tasks
 from real_runs.lmstudy.tokenizer import build_tokenizer
 from real_runs.lmstudy.warmstart import (WarmStartConfig, load_warm_start, supervised_batch,
-                                         warm_start)
+                                         warm_start, with_slips)
 
 TINY = WarmStartConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, steps=40,
                        batch_size=32, lr=3e-3, warmup_steps=5, heldout_per_group=4)
@@ -51,8 +51,32 @@ def test_loss_falls_and_cache_is_reused(tmp_path):
 
 
 def test_key_depends_on_every_setting():
-    keys = {TINY.key(), WarmStartConfig().key(), WarmStartConfig(seed=1).key(), WarmStartConfig(lr=2e-3).key()}
-    assert len(keys) == 4
+    keys = {TINY.key(), WarmStartConfig().key(), WarmStartConfig(seed=1).key(), WarmStartConfig(lr=2e-3).key(),
+            WarmStartConfig(slip_rate=0.3).key(), WarmStartConfig(slip_rate=0.2).key()}
+    assert len(keys) == 6
+
+
+def test_clean_key_is_unchanged_by_the_slip_setting():
+    """A clean warm start keeps the key it had before slip_rate existed (its cache stays valid)."""
+    import dataclasses
+    import hashlib
+
+    from real_runs.lmstudy.warmstart import FORMAT
+
+    fields = {k: v for k, v in dataclasses.asdict(WarmStartConfig()).items() if k != "slip_rate"}
+    blob = json.dumps({"format": FORMAT, **fields}, sort_keys=True)
+    assert WarmStartConfig().key() == hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def test_with_slips_replaces_exactly_the_flagged_answers():
+    problems = tasks.sample_supervised(np.random.default_rng(3), 400, set())
+    flags = np.random.default_rng(4).random(len(problems)) < 0.3
+    out = with_slips(problems, flags)
+    for p, q, flag in zip(problems, out, flags):
+        assert q.problem == p.problem and q.id == p.id
+        assert q.answer == (tasks.slipped_answer(p) if flag else p.answer)
+    wrong = [q.answer != p.answer for p, q in zip(problems, out)]
+    assert 0.15 < np.mean(wrong) <= np.mean(flags)  # a slip can coincide with the right answer
 
 
 def test_bad_settings_and_missing_checkpoint_are_clear_errors(tmp_path):
@@ -60,5 +84,8 @@ def test_bad_settings_and_missing_checkpoint_are_clear_errors(tmp_path):
         WarmStartConfig(hidden_size=30, num_heads=4)
     with pytest.raises(ValueError, match="steps"):
         WarmStartConfig(steps=0)
+    for bad in (-0.1, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="slip_rate"):
+            WarmStartConfig(slip_rate=bad)
     with pytest.raises(FileNotFoundError, match="not a warm-start checkpoint"):
         load_warm_start(tmp_path)

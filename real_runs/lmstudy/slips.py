@@ -1,0 +1,112 @@
+"""What RL changed: how often a policy gives the right answer, and how often the demonstrator's slip.
+
+The warm start imitates a demonstrator that answers with its skill's systematic slip
+(:data:`tasks.SLIPS`) in a share of cases. A held-out gain of GRPO can be skills learned or slips
+unlearned; this module tells them apart. For each model it decodes every held-out problem
+greedily and counts, per group, the share answered right and, among the problems whose slip
+differs from the right answer, the share answered with the slip. The study measures the warm
+start and the final checkpoint of every run, so the report can show, with intervals over seeds,
+whether each method removed slips and how fast it did so relative to GRPO.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from real_runs.lmstudy import tasks
+from real_runs.types import Problem
+
+
+@torch.no_grad()
+def greedy_responses(model: Any, tokenizer: Any, problems: Sequence[Problem], batch_size: int = 500) -> list[str]:
+    """The greedy response (special tokens removed, stripped) to each problem, in order."""
+    was_training = model.training
+    model.eval()
+    texts: list[str] = []
+    for start in range(0, len(problems), batch_size):
+        chunk = problems[start:start + batch_size]
+        enc = tokenizer([p.problem for p in chunk], return_tensors="pt", padding=True, add_special_tokens=False)
+        out = model.generate(**enc, max_new_tokens=16, do_sample=False,
+                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+        texts += [t.strip() for t in tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:],
+                                                            skip_special_tokens=True)]
+    model.train(was_training)
+    return texts
+
+
+def shares(problems: Sequence[Problem], responses: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per group: ``right`` (share of problems answered ``\\boxed{answer}`` exactly) and ``slip``
+    (share answered ``\\boxed{slip}``, over the problems whose slip differs from the answer)."""
+    right: dict[str, list[bool]] = {}
+    slip: dict[str, list[bool]] = {}
+    for p, text in zip(problems, responses, strict=True):
+        right.setdefault(p.group, []).append(text == tasks.boxed(p.answer))
+        slipped = tasks.slipped_answer(p)
+        if slipped != p.answer:
+            slip.setdefault(p.group, []).append(text == tasks.boxed(slipped))
+    return {g: {"right": float(np.mean(right[g])), "slip": float(np.mean(slip[g])) if slip.get(g) else float("nan")}
+            for g in right}
+
+
+def model_shares(model: Any, tokenizer: Any, problems: Sequence[Problem]) -> dict[str, dict[str, float]]:
+    return shares(problems, greedy_responses(model, tokenizer, problems))
+
+
+def final_model(warm_path: Path, run_dir: Path) -> tuple[Any, Any]:
+    """The warm start's architecture with a run's newest complete checkpoint loaded."""
+    from real_runs.checkpoint import CHECKPOINT_DIR, checkpoint_steps
+    from real_runs.lmstudy.warmstart import load_warm_start
+
+    steps = checkpoint_steps(run_dir)
+    if not steps:
+        raise FileNotFoundError(f"{run_dir} has no complete checkpoint: rerun the study to finish it")
+    model, tokenizer, _ = load_warm_start(warm_path)
+    state = torch.load(Path(run_dir) / CHECKPOINT_DIR / f"step_{steps[-1]:08d}" / "model.pt",
+                       map_location="cpu", weights_only=True)
+    model.load_state_dict(state)
+    return model, tokenizer
+
+
+def measure_study(warm_path: Path, runs: dict[str, dict[int, Path]],
+                  problems: Sequence[Problem]) -> dict[str, Any]:
+    """``{"warm": shares, "runs": {method: {seed: shares}}}`` for the warm start and every run."""
+    from real_runs.lmstudy.warmstart import load_warm_start
+
+    model, tokenizer, _ = load_warm_start(warm_path)
+    out: dict[str, Any] = {"warm": model_shares(model, tokenizer, problems), "runs": {}}
+    for method, by_seed in runs.items():
+        out["runs"][method] = {int(seed): model_shares(*final_model(warm_path, path), problems)
+                               for seed, path in sorted(by_seed.items())}
+    return out
+
+
+def pooled(table: dict[str, dict[str, float]], key: str) -> float:
+    """Mean over groups of one share (every group has the same number of held-out problems)."""
+    return float(np.nanmean([row[key] for row in table.values()]))
+
+
+def markdown(measured: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    """The report's section: pooled right / slip shares per method (95% t-intervals over seeds) and
+    the paired change in slip share against GRPO."""
+    from simulators.reporting import fmt, markdown_table, mean_ci
+
+    rows = [["warm start", fmt(pooled(measured["warm"], "right"), float("nan"), 1, 100),
+             fmt(pooled(measured["warm"], "slip"), float("nan"), 1, 100), ""]]
+    by_method = {m: {k: np.array([pooled(t, k) for _, t in sorted(seeds.items())]) for k in ("right", "slip")}
+                 for m, seeds in measured["runs"].items() if seeds}
+    for method, values in by_method.items():
+        change = ""
+        if method != "grpo" and "grpo" in by_method and values["slip"].size == by_method["grpo"]["slip"].size:
+            change = fmt(*mean_ci(values["slip"] - by_method["grpo"]["slip"]), 1, 100)
+        rows.append([labels.get(method, method), fmt(*mean_ci(values["right"]), 1, 100),
+                     fmt(*mean_ci(values["slip"]), 1, 100), change])
+    return ["", "## What RL changed: right answers and the demonstrator's slips (greedy, held-out)", "",
+            "Greedy decoding of every held-out problem by the warm start and by each run's final checkpoint. "
+            "*slip*: share answered with the skill's systematic slip, over the problems where the slip differs "
+            "from the right answer (mean over groups). A fall in the slip share is the demonstrator's error "
+            "unlearned from the reward alone.", "",
+            markdown_table(["model", "right (%)", "slip (%)", "slip − GRPO's (pp, paired)"], rows)]
