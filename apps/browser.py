@@ -38,6 +38,8 @@ CHARTLESS = frozenset({"Config", "Runs", "Evaluations", "Step time", "config", "
 CHART_SELECTOR = '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks'
 ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RUNNING_SELECTOR = '[data-testid="stStatusWidget"]'
+#: A cell of the landing page's run table (a static table: apps/views/runs.py).
+RUN_TABLE_SELECTOR = '[data-testid="stMain"] [data-testid="stTable"] td'
 
 
 def free_port() -> int:
@@ -58,7 +60,7 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) 
                     return
         except OSError:
             pass
-        time.sleep(0.25)
+        time.sleep(0.05)
     raise TimeoutError(f"the app did not answer at {url} within {timeout_s:.0f} s")
 
 
@@ -143,7 +145,7 @@ def wait_for_view(page: Any, min_charts: int = 1, timeout_s: float = 60.0, settl
 
 def wait_for_run_table(page: Any, timeout_s: float = 60.0) -> float:
     """Wait for the landing page (the run table, no chart) to be drawn and settled; returns seconds."""
-    page.wait_for_selector('[data-testid="stDataFrame"]', timeout=timeout_s * 1000)
+    page.wait_for_selector(RUN_TABLE_SELECTOR, timeout=timeout_s * 1000)
     return wait_for_view(page, min_charts=0, timeout_s=timeout_s)
 
 

@@ -18,7 +18,7 @@ except ImportError:  # a bare checkout: make the repository root importable
 import streamlit as st
 
 from apps import ui
-from apps.settings import resolve_settings, script_arguments
+from apps.settings import FIRST_RUN_DONE, resolve_settings, script_arguments
 
 VIEWS_DIR = Path(__file__).resolve().parent / "views"
 #: The page icon is a local file served by the app itself: no font or emoji host is asked for it.
@@ -49,7 +49,10 @@ def main() -> None:
              for index, (file, title, icon, url_path) in enumerate(PAGES)]
     page = st.navigation(pages, position="sidebar")
     ui.sidebar(settings)
-    page.run()
+    try:
+        page.run()
+    finally:
+        FIRST_RUN_DONE.set()
 
 
 main()

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import streamlit as st
 
-from apps import data, interactive
+from apps import data
 from apps.settings import AppSettings
 from gdro_lab.runlog import RunData
+
+if TYPE_CHECKING:  # apps.interactive imports altair: only chart pages need it (the landing page has no chart)
+    from apps import interactive
 
 NO_BASELINE = "(none)"
 LIVE_INTERVALS = (2, 5, 10, 30)
@@ -153,6 +156,8 @@ def ema_weight() -> float:
 
 def interaction() -> interactive.Interaction:
     """A fresh set of linked zoom / crosshair parameters with the sidebar's log-scale choice."""
+    from apps import interactive
+
     return interactive.Interaction(log_y=bool(st.session_state.get(LOG_KEY, False)))
 
 
@@ -163,6 +168,8 @@ def shared_scale() -> bool:
 
 def colours(extra: Iterable[str] = ()) -> dict[str, str]:
     """Stable colours for every run the app lists, their method names and ``extra`` names."""
+    from apps import interactive
+
     chosen = selection()
     names = [entry.label for entry in chosen.entries] + list(extra)
     names += [label.rsplit("/", 1)[0] for label in names if "/" in label]
