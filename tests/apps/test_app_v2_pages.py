@@ -132,6 +132,23 @@ def test_run_table_search_and_config_diff(seeds_root: Path, monkeypatch: pytest.
     assert any("two different runs" in element.value for element in app.info)
 
 
+def test_chart_options_only_on_chart_pages_and_kept_across_pages(runs_root: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    app = open_app(monkeypatch, runs_root, view=None)  # the landing run table: no chart, no chart options
+    assert_clean(app)
+    assert [slider.key for slider in app.slider] == [] and "log_y" not in [toggle.key for toggle in app.toggle]
+    app = visit(app, "lead_lag")
+    app.slider(key="ema").set_value(0.6)
+    app.toggle(key="log_y").set_value(True)
+    app.toggle(key="shared_scale").set_value(False).run()
+    app = visit(visit(app, "config"), "lead_lag")
+    assert_clean(app)
+    assert not app.warning, [element.value for element in app.warning]
+    assert app.slider(key="ema").value == 0.6
+    assert app.toggle(key="log_y").value is True and app.toggle(key="shared_scale").value is False
+    assert app.selectbox(key="live_interval").value == 5
+
+
 def test_run_table_cells_are_escaped_for_markdown() -> None:
     import re
 
@@ -143,7 +160,8 @@ def test_run_table_cells_are_escaped_for_markdown() -> None:
     assert not re.search(r"(?<!\\)[*_`\[\]$:<>#|~]", escaped.replace("\\\\", "")), "no special left bare"
     shown = runtable.as_plain_table(pd.DataFrame({"run_a": ["p_g", None], "n": [3, 4]}))
     assert list(shown.columns) == ["run\\_a", "n"]
-    assert shown["run\\_a"].tolist() == ["p\\_g", None] and shown["n"].tolist() == [3, 4]
+    assert shown["run\\_a"].iloc[0] == "p\\_g" and pd.isna(shown["run\\_a"].iloc[1])
+    assert shown["n"].tolist() == [3, 4], "numbers are left as they are"
 
 
 def test_unassigned_shares_are_null_and_labelled(real_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
