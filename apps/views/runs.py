@@ -46,7 +46,7 @@ def page() -> None:
         if diff.empty:
             st.success("The two configs are identical.", icon=":material/check_circle:")
         else:
-            st.caption(f"{len(diff)} keys differ")
+            st.caption(f"{len(diff)} key differs" if len(diff) == 1 else f"{len(diff)} keys differ")
             st.table(runtable.as_plain_table(diff), hide_index=True)
 
     ui.live_fragment(body, chosen)()
