@@ -14,10 +14,12 @@ interpreter lock), then, in this order:
    serves that JavaScript, gets the interpreter lock within a fraction of a millisecond instead
    of Python's default 5 ms per hand-over;
 2. waits until the first script run has finished (:data:`apps.settings.FIRST_RUN_DONE`, at most
-   :data:`CHART_WAIT_S`) and then :data:`CHART_DELAY_S` more, while the browser draws that first
-   page, then imports the chart modules (:data:`CHARTS`: altair, the chart builders), which the
-   landing page does not need, so that they are ready for the first chart page. (A chart page
-   opened earlier imports them itself; Python's import lock keeps them from loading twice.)
+   :data:`CHART_WAIT_S`), then imports the chart modules (:data:`CHARTS`: altair, the chart
+   builders), which the landing page does not need, while the browser draws that first page, so
+   that they are ready for the first chart page. (A chart page opened earlier imports them itself;
+   Python's import lock keeps them from loading twice.) Waiting 1.5 s longer made no difference
+   to the first page that could be told from noise, but cost the Study view's first visit, opened
+   right after, about 0.8 s (docs/benchmarks.md).
 
 Nothing else differs from ``python -m streamlit``.
 """
@@ -43,8 +45,6 @@ PRELOAD = LANDING + CHARTS
 LISTEN_WAIT_S = 30.0
 #: How long the chart imports wait for the first script run to finish before they start anyway.
 CHART_WAIT_S = 10.0
-#: Seconds between the end of the first script run and the chart imports (the browser is drawing).
-CHART_DELAY_S = 1.5
 #: Thread switch interval while the landing modules are imported (Python's default is 0.005 s).
 SWITCH_INTERVAL_S = 0.0002
 
@@ -110,8 +110,7 @@ def _background(argv: list[str]) -> None:
         sys.setswitchinterval(default_interval)
     from apps.settings import FIRST_RUN_DONE
 
-    if FIRST_RUN_DONE.wait(CHART_WAIT_S):
-        time.sleep(CHART_DELAY_S)
+    FIRST_RUN_DONE.wait(CHART_WAIT_S)
     preload(CHARTS)
 
 

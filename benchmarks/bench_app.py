@@ -18,7 +18,7 @@ Targets (issue 11): every page <= 2 s on the first visit and <= 1 s later on 3 x
 the Study view on 5 seeds x 4 methods <= 3 s; the first page after start <= 3 s. This is a
 benchmark that prints tables, not a test: nothing asserts on the numbers.
 
-    python benchmarks/bench_app.py [--steps 1000] [--bins 10] [--seeds 5] [--no-browser]
+    python benchmarks/bench_app.py [--steps 1000] [--bins 10] [--seeds 5] [--starts 5] [--no-browser]
 """
 
 from __future__ import annotations
@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-browser", action="store_true", help="skip the Chromium measurements")
     parser.add_argument("--rounds", type=int, default=4, help="rounds over all views in the browser")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per method of the Study benchmark")
+    parser.add_argument("--starts", type=int, default=5, help="fresh servers timed for the first page after start")
     parser.add_argument("--only", choices=("views", "study"), default=None,
                         help="run only the per-view part (3 runs) or only the Study part (4 methods x seeds)")
     args = parser.parse_args(argv)
@@ -213,12 +214,19 @@ def views_part(args: argparse.Namespace) -> None:
             return
         print_table("Browser time per view (headless Chromium, sidebar click until the last chart is drawn)",
                     ("first visit", f"median of {args.rounds - 1} later visits"), browser_times(root, args.rounds))
-        total, first_request = startup_times(root)
-        print(f"\nFirst page after start: {total:.2f} s from starting `gdro app` until the landing page (the run "
-              f"table) is drawn (browser already open); {first_request:.2f} s from the first request")
-        total, first_request = startup_times(root, "traveling-wave", min_charts=1)
-        print(f"Traveling wave opened directly as the first page after start: {total:.2f} s until its charts "
-              f"are drawn; {first_request:.2f} s from the first request")
+        starts = [startup_times(root) for _ in range(args.starts)]
+        print(f"\nFirst page after start ({args.starts} fresh servers; median, then each): "
+              f"{_median_of(starts, 0)} s from starting `gdro app` until the landing page's run table is on "
+              f"screen (browser already open); {_median_of(starts, 1)} s from the first request")
+        starts = [startup_times(root, "traveling-wave", min_charts=1) for _ in range(args.starts)]
+        print(f"Traveling wave opened directly as the first page after start: {_median_of(starts, 0)} s until "
+              f"its charts are drawn; {_median_of(starts, 1)} s from the first request")
+
+
+def _median_of(pairs: list[tuple[float, float]], index: int) -> str:
+    """'median (a, b, c)' of one column of (from start, from request) pairs, in seconds."""
+    values = [pair[index] for pair in pairs]
+    return f"{statistics.median(values):.2f} ({', '.join(f'{value:.2f}' for value in values)})"
 
 
 def study_part(args: argparse.Namespace) -> None:

@@ -90,7 +90,6 @@ def test_warm_up_imports_chart_modules_after_the_first_script_run(monkeypatch: p
     monkeypatch.setattr(serve, "wait_listening", lambda *args, **kwargs: calls.append("listening") or True)
     monkeypatch.setattr(serve, "warm", lambda argv: calls.append(("warm", sys.getswitchinterval())) or 0)
     monkeypatch.setattr(serve, "preload", lambda modules=serve.PRELOAD: calls.append(modules) or [])
-    monkeypatch.setattr(serve, "CHART_DELAY_S", 0.0)
     first_run_done = threading.Event()
     monkeypatch.setattr(settings, "FIRST_RUN_DONE", first_run_done)
     thread = threading.Thread(target=serve._background, args=(["run", "x.py"],), daemon=True)
