@@ -38,6 +38,8 @@ CHARTLESS = frozenset({"Config", "Runs", "Evaluations", "Step time", "config", "
 CHART_SELECTOR = '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks'
 ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RUNNING_SELECTOR = '[data-testid="stStatusWidget"]'
+#: A cell of the landing page's run table (a static table: apps/views/runs.py).
+RUN_TABLE_SELECTOR = '[data-testid="stMain"] [data-testid="stTable"] td'
 
 
 def free_port() -> int:
@@ -58,7 +60,7 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) 
                     return
         except OSError:
             pass
-        time.sleep(0.25)
+        time.sleep(0.05)
     raise TimeoutError(f"the app did not answer at {url} within {timeout_s:.0f} s")
 
 
@@ -143,7 +145,7 @@ def wait_for_view(page: Any, min_charts: int = 1, timeout_s: float = 60.0, settl
 
 def wait_for_run_table(page: Any, timeout_s: float = 60.0) -> float:
     """Wait for the landing page (the run table, no chart) to be drawn and settled; returns seconds."""
-    page.wait_for_selector('[data-testid="stDataFrame"]', timeout=timeout_s * 1000)
+    page.wait_for_selector(RUN_TABLE_SELECTOR, timeout=timeout_s * 1000)
     return wait_for_view(page, min_charts=0, timeout_s=timeout_s)
 
 
@@ -160,12 +162,19 @@ def open_view_from_sidebar(page: Any, title: str, timeout_s: float = 60.0) -> fl
     return waited + wait_for_view(page, min_charts=0 if title in CHARTLESS else 1, timeout_s=timeout_s)
 
 
-def fit_viewport_to_content(page: Any, width: int) -> None:
-    """Grow the viewport to the main column's height, so a screenshot shows the whole view."""
-    height = page.evaluate("""() => {
-        const main = document.querySelector('[data-testid="stMainBlockContainer"]');
-        return main ? main.scrollHeight + 120 : 1000; }""")
-    page.set_viewport_size({"width": width, "height": int(min(max(height, 800), 8000))})
+def fit_viewport_to_content(page: Any, width: int, tries: int = 5) -> None:
+    """Grow the viewport to the main column's height, so a screenshot shows the whole view; measured
+    again after a pause until the height holds (a view may still be laying out when first measured)."""
+    previous = -1
+    for _ in range(tries):
+        height = page.evaluate("""() => {
+            const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+            return main ? main.scrollHeight + 120 : 1000; }""")
+        if height == previous:
+            return
+        page.set_viewport_size({"width": width, "height": int(min(max(height, 800), 8000))})
+        previous = height
+        page.wait_for_timeout(500)
 
 
 def error_texts(page: Any) -> list[str]:
@@ -185,7 +194,8 @@ def capture_views(url: str, out_dir: Path, width: int = 1600, height: int = 1000
     written = []
     with chromium_page(width, height) as page:
         page.goto(url + (f"?{query}" if query else ""), wait_until="domcontentloaded")
-        wait_for_view(page, min_charts=1)  # the first run registers every page's URL
+        page.wait_for_selector('[data-testid="stMain"] h1', timeout=120_000)
+        wait_for_view(page, min_charts=0)  # the first run (the landing run table) registers every page's URL
         for url_path, name, title in VIEWS:
             if views is not None and name not in views:
                 continue

@@ -3,6 +3,7 @@ and the config diff between two runs. No Streamlit here."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -13,6 +14,9 @@ from gdro_lab.runlog import RunData
 
 BASE_COLUMNS = ["run", "status", "method", "seed", "steps", "last step", "mean_success (tail)"]
 MISSING = "(absent)"
+#: Characters that Streamlit's Markdown (``st.table`` renders every cell and header as Markdown)
+#: could read as markup: emphasis, code, links, HTML, math, colour/emoji shortcodes, headings.
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_~\[\]<>$:|#])")
 
 
 def flat_config(config: Mapping[str, Any]) -> dict[str, str]:
@@ -65,3 +69,18 @@ def config_diff(first: Mapping[str, Any], second: Mapping[str, Any], names: Sequ
     rows = [(key, left.get(key, MISSING), right.get(key, MISSING)) for key in keys
             if include_equal or left.get(key, MISSING) != right.get(key, MISSING)]
     return pd.DataFrame(rows, columns=["key", names[0], names[1]])
+
+
+def markdown_text(text: str) -> str:
+    """``text`` with every Markdown special character backslash-escaped, so it shows as typed."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def as_plain_table(table: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``table`` for ``st.table``: text cells and column names escaped
+    (:func:`markdown_text`), numbers and other cells unchanged."""
+    shown = table.rename(columns=lambda name: markdown_text(str(name)))
+    for column in shown.columns:
+        if shown[column].dtype == object or pd.api.types.is_string_dtype(shown[column]):
+            shown[column] = shown[column].map(lambda cell: markdown_text(cell) if isinstance(cell, str) else cell)
+    return shown

@@ -1,13 +1,27 @@
 """``python -m apps.serve run apps/streamlit_app.py ...``: Streamlit's own command line, with the
-app's heavy modules imported and its runs read in a background thread once the server listens.
+app's modules imported and its runs read in a background thread once the server listens.
 
 Streamlit imports a page's modules only when the first browser session runs the script, so the
 first page after ``gdro app`` started used to wait for pandas, pyarrow, altair and the app's
-modules, then for the runs to be read (8 s on a busy machine). Here a thread waits until the
-server accepts connections (so that it does not slow the server's own start: Python threads
-share one interpreter lock), then imports those modules and reads the first runs under
-``--root`` into the app's run cache (:func:`apps.loading.warm_runs`, bounded in runs and bytes)
-while the browser loads the page's JavaScript. Nothing else differs from ``python -m streamlit``.
+modules, then for the runs to be read. Here a thread waits until the server accepts
+connections (so that it does not slow the server's own start: Python threads share one
+interpreter lock), then, in this order:
+
+1. imports what the landing page (the run table, no chart) needs (:data:`LANDING`) and reads the
+   first runs under ``--root`` into the app's run cache (:func:`apps.loading.warm_runs`, bounded
+   in runs and bytes), while the browser loads the page's JavaScript. Meanwhile the thread
+   switch interval is short (:data:`SWITCH_INTERVAL_S`), so that the server's event loop, which
+   serves that JavaScript, gets the interpreter lock within a fraction of a millisecond instead
+   of Python's default 5 ms per hand-over;
+2. waits until the first script run has finished (:data:`apps.settings.FIRST_RUN_DONE`, at most
+   :data:`CHART_WAIT_S`), then imports the chart modules (:data:`CHARTS`: altair, the chart
+   builders), which the landing page does not need, while the browser draws that first page, so
+   that they are ready for the first chart page. (A chart page opened earlier imports them itself;
+   Python's import lock keeps them from loading twice.) Waiting 1.5 s longer made no difference
+   to the first page that could be told from noise, but cost the Study view's first visit, opened
+   right after, about 0.8 s (docs/benchmarks.md).
+
+Nothing else differs from ``python -m streamlit``.
 """
 
 from __future__ import annotations
@@ -20,12 +34,19 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-#: Imported ahead of the first session, in this order (the slowest first).
-PRELOAD = ("pandas", "pyarrow", "altair", "numpy", "scipy.special", "apps.data", "apps.charts", "apps.interactive",
-           "apps.study", "apps.realrun", "apps.runtable", "apps.ui", "apps.uicharts", "gdro_lab.diagnostics",
-           "gdro_lab.runlog")
+#: Imported ahead of the first session: what the landing page (the run table) needs, slowest first.
+LANDING = ("pandas", "pyarrow", "numpy", "gdro_lab", "gdro_lab.runlog", "gdro_lab.diagnostics", "apps.fastread",
+           "apps.data", "apps.study", "apps.runtable", "apps.ui")
+#: Imported once the first page has been sent: what the chart pages add.
+CHARTS = ("altair", "apps.charts", "apps.interactive", "apps.uicharts", "apps.realrun")
+#: Kept for callers of the single list: every module the warm-up imports, in order.
+PRELOAD = LANDING + CHARTS
 #: How long the thread waits for the server to listen before it preloads anyway.
 LISTEN_WAIT_S = 30.0
+#: How long the chart imports wait for the first script run to finish before they start anyway.
+CHART_WAIT_S = 10.0
+#: Thread switch interval while the landing modules are imported (Python's default is 0.005 s).
+SWITCH_INTERVAL_S = 0.0002
 
 
 def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
@@ -64,8 +85,9 @@ def wait_listening(address: str, port: int, timeout_s: float = LISTEN_WAIT_S) ->
 
 
 def warm(argv: Sequence[str]) -> int:
-    """Preload the modules, then read the runs the app will list first; returns the runs read."""
-    preload()
+    """Import the landing page's modules, then read the runs the app will list first; returns the
+    runs read."""
+    preload(LANDING)
     try:
         from apps import loading
         from apps.settings import argument_parser
@@ -80,7 +102,16 @@ def warm(argv: Sequence[str]) -> int:
 
 def _background(argv: list[str]) -> None:
     wait_listening(*server_address(argv))
-    warm(argv)
+    default_interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    try:
+        warm(argv)
+    finally:
+        sys.setswitchinterval(default_interval)
+    from apps.settings import FIRST_RUN_DONE
+
+    FIRST_RUN_DONE.wait(CHART_WAIT_S)
+    preload(CHARTS)
 
 
 def main() -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -17,6 +18,9 @@ from typing import Mapping, Sequence
 ROOT_ENV = "GDRO_APP_ROOT"
 RUNS_ENV = "GDRO_APP_RUNS"
 DEFAULT_ROOT = Path("runs")
+#: Set by the app script when its first run in this process has finished (``apps/serve.py`` then
+#: imports the chart modules, which the landing page does not need).
+FIRST_RUN_DONE = threading.Event()
 
 
 @dataclass(frozen=True)

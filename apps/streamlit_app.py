@@ -18,7 +18,7 @@ except ImportError:  # a bare checkout: make the repository root importable
 import streamlit as st
 
 from apps import ui
-from apps.settings import resolve_settings, script_arguments
+from apps.settings import FIRST_RUN_DONE, resolve_settings, script_arguments
 
 VIEWS_DIR = Path(__file__).resolve().parent / "views"
 #: The page icon is a local file served by the app itself: no font or emoji host is asked for it.
@@ -39,6 +39,9 @@ PAGES = (
     ("step_time.py", "Step time", ":material/timer:", "step-time"),
     ("config.py", "Config", ":material/settings:", "config"),
 )
+#: Pages that draw no chart: the sidebar leaves out the chart options there (no slider code to
+#: load for the landing page).
+CHARTLESS_PAGES = frozenset({"", "runs", "config"})  # "": the default page (Runs) at the root URL
 
 
 def main() -> None:
@@ -48,8 +51,11 @@ def main() -> None:
     pages = [st.Page(VIEWS_DIR / file, title=title, icon=icon, url_path=url_path, default=index == 0)
              for index, (file, title, icon, url_path) in enumerate(PAGES)]
     page = st.navigation(pages, position="sidebar")
-    ui.sidebar(settings)
-    page.run()
+    ui.sidebar(settings, chart_options=page.url_path not in CHARTLESS_PAGES)
+    try:
+        page.run()
+    finally:
+        FIRST_RUN_DONE.set()
 
 
 main()

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import streamlit as st
 
-from apps import data, interactive
+from apps import data
 from apps.settings import AppSettings
 from gdro_lab.runlog import RunData
+
+if TYPE_CHECKING:  # apps.interactive imports altair: only chart pages need it (the landing page has no chart)
+    from apps import interactive
 
 NO_BASELINE = "(none)"
 LIVE_INTERVALS = (2, 5, 10, 30)
@@ -81,10 +84,13 @@ def _query_index(options: list[str], name: str, default: int) -> int:
     return options.index(wanted) if wanted in options else default
 
 
-def sidebar(settings: AppSettings) -> Selection:
-    """Draw the run pickers and the live toggle; remember the choice for the pages.
+def sidebar(settings: AppSettings, chart_options: bool = True) -> Selection:
+    """Draw the run pickers and the live toggle (and, when ``chart_options``, the chart options);
+    remember the choice for the pages.
 
     The first choice of run and baseline can come from the URL: ``?run=LABEL&baseline=LABEL``.
+    Pages without charts (the landing run table, Config) leave the chart options out, so that a
+    fresh browser loads no slider code before the first page; their values are kept meanwhile.
     """
     root_text = st.sidebar.text_input("Runs folder", value=str(settings.root), key="root",
                                       help="Folder scanned (recursively) for run directories.")
@@ -103,9 +109,10 @@ def sidebar(settings: AppSettings) -> Selection:
     live = st.sidebar.toggle("Live refresh", value=_is_running(primary), key="live",
                              help="Re-read runs that are still being written every few seconds; "
                                   "new run folders appear by themselves.")
-    interval = st.sidebar.select_slider("Refresh every (s)", LIVE_INTERVALS, value=5, key="live_interval",
-                                        disabled=not live)
-    _chart_options()
+    interval = st.sidebar.selectbox("Refresh every (s)", LIVE_INTERVALS, index=LIVE_INTERVALS.index(5),
+                                    key="live_interval", disabled=not live)
+    if chart_options:
+        _chart_options()
     problem = data.folder_problem(root)
     if problem is not None:
         st.sidebar.caption(f"Runs folder {problem}.")
@@ -120,14 +127,15 @@ def sidebar(settings: AppSettings) -> Selection:
 
 
 def _chart_options() -> None:
-    """EMA smoothing, log scale and the shared colour scale, for every page (sidebar expander)."""
+    """EMA smoothing, log scale and the shared colour scale, for every chart page (sidebar
+    expander); their values persist for the session through pages that do not draw them."""
     with st.sidebar.expander("Chart options", expanded=False):
-        st.slider("Smoothing (EMA weight)", 0.0, 0.99, value=0.0, step=0.01, key=EMA_KEY,
+        st.slider("Smoothing (EMA weight)", 0.0, 0.99, value=0.0, step=0.01, key=EMA_KEY, persist_state="session",
                   help="TensorBoard-style debiased exponential moving average; the raw series stay "
                        "visible as faint lines. 0 = raw values.")
-        st.toggle("Log y-scale", value=False, key=LOG_KEY,
+        st.toggle("Log y-scale", value=False, key=LOG_KEY, persist_state="session",
                   help="Logarithmic y axes on time-series charts (symmetric log when values reach 0 or below).")
-        st.toggle("Same colour scale for run and baseline", value=True, key=SHARED_SCALE_KEY,
+        st.toggle("Same colour scale for run and baseline", value=True, key=SHARED_SCALE_KEY, persist_state="session",
                   help="Heatmaps of the run and its baseline use one colour scale, so equal colours mean "
                        "equal values.")
 
@@ -153,6 +161,8 @@ def ema_weight() -> float:
 
 def interaction() -> interactive.Interaction:
     """A fresh set of linked zoom / crosshair parameters with the sidebar's log-scale choice."""
+    from apps import interactive
+
     return interactive.Interaction(log_y=bool(st.session_state.get(LOG_KEY, False)))
 
 
@@ -163,6 +173,8 @@ def shared_scale() -> bool:
 
 def colours(extra: Iterable[str] = ()) -> dict[str, str]:
     """Stable colours for every run the app lists, their method names and ``extra`` names."""
+    from apps import interactive
+
     chosen = selection()
     names = [entry.label for entry in chosen.entries] + list(extra)
     names += [label.rsplit("/", 1)[0] for label in names if "/" in label]

@@ -1,4 +1,9 @@
-"""Runs: every run listed in one table (search, config columns) and the config diff of two runs."""
+"""Runs: every run listed in one table (search, config columns) and the config diff of two runs.
+
+This is the landing page, so it is kept light for the browser: both tables are static HTML
+tables (``st.table``, cells escaped: it reads them as Markdown) with the page's own search box,
+not interactive data grids, which cost a fresh browser about 1.2 MB more JavaScript to load and
+run before the first page appears (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ def page() -> None:
         all_config = every.toggle("All config keys", value=False, key="runs-all-config")
         table = runtable.search(runtable.run_table(runs, all_config=all_config), text)
         st.caption(f"{len(table)} of {len(runs)} runs")
-        st.dataframe(table, hide_index=True, width="stretch", key="runs-table")
+        st.table(runtable.as_plain_table(table), hide_index=True)
         labels = list(runs)
         if len(labels) < 2:
             return
@@ -41,8 +46,8 @@ def page() -> None:
         if diff.empty:
             st.success("The two configs are identical.", icon=":material/check_circle:")
         else:
-            st.caption(f"{len(diff)} keys differ")
-            st.dataframe(diff, hide_index=True, width="stretch", key="diff-table")
+            st.caption(f"{len(diff)} key differs" if len(diff) == 1 else f"{len(diff)} keys differ")
+            st.table(runtable.as_plain_table(diff), hide_index=True)
 
     ui.live_fragment(body, chosen)()
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from apps import launch
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_command_binds_localhost_and_passes_runs_after_the_separator(tmp_path: Path) -> None:
@@ -49,7 +54,56 @@ def test_serve_preloads_the_heavy_modules() -> None:
     from apps import serve
 
     assert serve.preload(("json", "no_such_module_gdro")) == ["no_such_module_gdro"]
-    assert "altair" in serve.PRELOAD and "apps.data" in serve.PRELOAD
+    assert "apps.runtable" in serve.LANDING and "altair" in serve.CHARTS
+    assert "altair" not in serve.LANDING and serve.PRELOAD == serve.LANDING + serve.CHARTS
+
+
+LANDING_PROBE = """
+import sys
+from streamlit.testing.v1 import AppTest
+from apps import serve
+serve.preload(serve.LANDING)
+app = AppTest.from_file(sys.argv[1], default_timeout=120).run()
+assert not app.exception and not app.error, [e.value for e in [*app.exception, *app.error]]
+assert len(app.table[0].value) == 3, "the run table lists the three runs"
+print(sorted(name for name in ("altair", "apps.interactive", "apps.charts", "apps.uicharts", "vega_datasets")
+             if name in sys.modules))
+"""
+
+
+def test_landing_page_imports_no_chart_module(runs_root: Path) -> None:
+    """The warm-up's first stage and the landing page (the run table) import no altair: those
+    imports wait until the first page has been sent (a fresh process, as at server start)."""
+    env = {**os.environ, "GDRO_APP_ROOT": str(runs_root), "PYTHONPATH": str(REPO)}
+    env.pop("GDRO_APP_RUNS", None)
+    result = subprocess.run([sys.executable, "-c", LANDING_PROBE, str(REPO / "apps" / "streamlit_app.py")],
+                            capture_output=True, text=True, timeout=300, check=False, env=env, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_warm_up_imports_chart_modules_after_the_first_script_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from apps import serve, settings
+
+    calls: list[object] = []
+    default_interval = sys.getswitchinterval()
+    monkeypatch.setattr(serve, "wait_listening", lambda *args, **kwargs: calls.append("listening") or True)
+    monkeypatch.setattr(serve, "warm", lambda argv: calls.append(("warm", sys.getswitchinterval())) or 0)
+    monkeypatch.setattr(serve, "preload", lambda modules=serve.PRELOAD: calls.append(modules) or [])
+    first_run_done = threading.Event()
+    monkeypatch.setattr(settings, "FIRST_RUN_DONE", first_run_done)
+    thread = threading.Thread(target=serve._background, args=(["run", "x.py"],), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while len(calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert calls[0] == "listening" and calls[1][0] == "warm" and len(calls) == 2, "no chart import before the page"
+    assert calls[1][1] == pytest.approx(serve.SWITCH_INTERVAL_S), "a short switch interval while warming up"
+    assert sys.getswitchinterval() == default_interval, "the switch interval is restored after the warm-up"
+    first_run_done.set()
+    thread.join(timeout=30)
+    assert not thread.is_alive() and calls[-1] == serve.CHARTS
 
 
 def test_serve_reads_the_address_and_warms_the_runs_after_the_separator(runs_root: Path,

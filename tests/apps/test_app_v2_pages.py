@@ -10,7 +10,7 @@ import pytest
 from app_helpers import (all_views, assert_clean, charts, find_view, heatmaps, open_app, spec, view_table,
                          view_titles, visit)
 
-from apps import study
+from apps import runtable, study
 
 
 def _layer_marks(view: dict[str, Any]) -> list[str]:
@@ -116,19 +116,52 @@ def test_step_time_view(real_run: Path, synthetic_run: Path, monkeypatch: pytest
 def test_run_table_search_and_config_diff(seeds_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = visit(open_app(monkeypatch, seeds_root), "runs")
     assert_clean(app)
-    table = app.dataframe[0].value
-    assert len(table) == 6 and "config.prompt_gdro.enabled" in table.columns
+    table = app.table[0].value  # static tables: cells and headers escaped for Markdown
+    assert len(table) == 6 and runtable.markdown_text("config.prompt_gdro.enabled") in table.columns
+    assert app.dataframe.len == 0, "the landing page loads no data grid"
     app.text_input(key="runs-search").input("prompt_gdro seed1").run()
-    assert list(app.dataframe[0].value["run"]) == ["prompt_gdro/seed1"]
+    assert list(app.table[0].value[runtable.markdown_text("run")]) == [runtable.markdown_text("prompt_gdro/seed1")]
     assert any("1 of 6 runs" in element.value for element in app.caption)
     app.selectbox(key="diff-a").select("grpo/seed0")
     app.selectbox(key="diff-b").select("prompt_gdro/seed2").run()
     assert_clean(app)
-    diff = app.dataframe[1].value
-    assert set(diff["key"]) == {"method", "seed", "prompt_gdro.enabled"}
-    assert list(diff.columns) == ["key", "grpo/seed0", "prompt_gdro/seed2"]
+    diff = app.table[1].value
+    assert set(diff["key"]) == {"method", "seed", runtable.markdown_text("prompt_gdro.enabled")}
+    assert list(diff.columns) == ["key", runtable.markdown_text("grpo/seed0"), runtable.markdown_text("prompt_gdro/seed2")]
     app.selectbox(key="diff-b").select("grpo/seed0").run()
     assert any("two different runs" in element.value for element in app.info)
+
+
+def test_chart_options_only_on_chart_pages_and_kept_across_pages(runs_root: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    app = open_app(monkeypatch, runs_root, view=None)  # the landing run table: no chart, no chart options
+    assert_clean(app)
+    assert [slider.key for slider in app.slider] == [] and "log_y" not in [toggle.key for toggle in app.toggle]
+    app = visit(app, "lead_lag")
+    app.slider(key="ema").set_value(0.6)
+    app.toggle(key="log_y").set_value(True)
+    app.toggle(key="shared_scale").set_value(False).run()
+    app = visit(visit(app, "config"), "lead_lag")
+    assert_clean(app)
+    assert not app.warning, [element.value for element in app.warning]
+    assert app.slider(key="ema").value == 0.6
+    assert app.toggle(key="log_y").value is True and app.toggle(key="shared_scale").value is False
+    assert app.selectbox(key="live_interval").value == 5
+
+
+def test_run_table_cells_are_escaped_for_markdown() -> None:
+    import re
+
+    import pandas as pd
+
+    raw = "a_b **c** [x](y) $z$ :smile: `k` <i> #h | ~s~ \\"
+    escaped = runtable.markdown_text(raw)
+    assert re.sub(r"\\(.)", r"\1", escaped) == raw, "CommonMark's backslash escapes give the text back"
+    assert not re.search(r"(?<!\\)[*_`\[\]$:<>#|~]", escaped.replace("\\\\", "")), "no special left bare"
+    shown = runtable.as_plain_table(pd.DataFrame({"run_a": ["p_g", None], "n": [3, 4]}))
+    assert list(shown.columns) == ["run\\_a", "n"]
+    assert shown["run\\_a"].iloc[0] == "p\\_g" and pd.isna(shown["run\\_a"].iloc[1])
+    assert shown["n"].tolist() == [3, 4], "numbers are left as they are"
 
 
 def test_unassigned_shares_are_null_and_labelled(real_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -217,5 +250,5 @@ def test_landing_page_is_the_run_table(seeds_root: Path, monkeypatch: pytest.Mon
     """The first page a user sees lists every run and draws no chart (fast first paint)."""
     app = open_app(monkeypatch, seeds_root, view=None)
     assert_clean(app)
-    assert len(app.dataframe[0].value) == 6
+    assert len(app.table[0].value) == 6
     assert charts(app) == []
