@@ -56,31 +56,30 @@ def model_shares(model: Any, tokenizer: Any, problems: Sequence[Problem]) -> dic
     return shares(problems, greedy_responses(model, tokenizer, problems))
 
 
-def final_model(warm_path: Path, run_dir: Path) -> tuple[Any, Any]:
-    """The warm start's architecture with a run's newest complete checkpoint loaded."""
+def final_state(run_dir: Path) -> dict[str, torch.Tensor]:
+    """The model state_dict of a run's newest complete checkpoint."""
     from real_runs.checkpoint import CHECKPOINT_DIR, checkpoint_steps
-    from real_runs.lmstudy.warmstart import load_warm_start
 
     steps = checkpoint_steps(run_dir)
     if not steps:
         raise FileNotFoundError(f"{run_dir} has no complete checkpoint: rerun the study to finish it")
-    model, tokenizer, _ = load_warm_start(warm_path)
-    state = torch.load(Path(run_dir) / CHECKPOINT_DIR / f"step_{steps[-1]:08d}" / "model.pt",
-                       map_location="cpu", weights_only=True)
-    model.load_state_dict(state)
-    return model, tokenizer
+    return torch.load(Path(run_dir) / CHECKPOINT_DIR / f"step_{steps[-1]:08d}" / "model.pt",
+                      map_location="cpu", weights_only=True)
 
 
 def measure_study(warm_path: Path, runs: dict[str, dict[int, Path]],
                   problems: Sequence[Problem]) -> dict[str, Any]:
-    """``{"warm": shares, "runs": {method: {seed: shares}}}`` for the warm start and every run."""
+    """``{"warm": shares, "runs": {method: {seed: shares}}}`` for the warm start and every run
+    (one model object: each run's final weights are loaded into it in turn)."""
     from real_runs.lmstudy.warmstart import load_warm_start
 
     model, tokenizer, _ = load_warm_start(warm_path)
     out: dict[str, Any] = {"warm": model_shares(model, tokenizer, problems), "runs": {}}
     for method, by_seed in runs.items():
-        out["runs"][method] = {int(seed): model_shares(*final_model(warm_path, path), problems)
-                               for seed, path in sorted(by_seed.items())}
+        out["runs"][method] = {}
+        for seed, path in sorted(by_seed.items()):
+            model.load_state_dict(final_state(path))
+            out["runs"][method][int(seed)] = model_shares(model, tokenizer, problems)
     return out
 
 

@@ -354,8 +354,7 @@ def study_and_report(cfg: StudyConfig, out: Path, report_dir: Path, setting: str
     from real_runs.lmstudy.report import METHOD_LABELS
     from simulators.reporting import write_json
 
-    problems = [p for group in eval_records(cfg).values() for p in group]
-    measured = slips.measure_study(Path(result["warm_path"]), result["runs"], problems)
+    measured = slips.measure_study(Path(result["warm_path"]), result["runs"], tasks.heldout_split(cfg.task_config()))
     report_dir.mkdir(parents=True, exist_ok=True)
     write_json(report_dir / "slips.json", measured)
     return write_report(result, list(tasks.SKILLS), report_dir, note, warm_summary,
