@@ -15,11 +15,12 @@ interpreter lock), then, in this order:
    of Python's default 5 ms per hand-over;
 2. waits until the first script run has finished (:data:`apps.settings.FIRST_RUN_DONE`, at most
    :data:`CHART_WAIT_S`), then imports the chart modules (:data:`CHARTS`: altair, the chart
-   builders), which the landing page does not need, while the browser draws that first page, so
-   that they are ready for the first chart page. (A chart page opened earlier imports them itself;
-   Python's import lock keeps them from loading twice.) Waiting 1.5 s longer made no difference
-   to the first page that could be told from noise, but cost the Study view's first visit, opened
-   right after, about 0.8 s (docs/benchmarks.md).
+   builders, scipy.special for the study intervals), which the landing page does not need,
+   while the browser draws that first page, so that they are ready for the first chart page.
+   (A chart page opened earlier imports them itself; Python's import lock keeps them from
+   loading twice.) Waiting 1.5 s longer made no difference to the first page that could be
+   told from noise, but cost the Study view's first visit, opened right after, about 0.8 s
+   (docs/benchmarks.md).
 
 Nothing else differs from ``python -m streamlit``.
 """
@@ -38,7 +39,7 @@ from typing import Sequence
 LANDING = ("pandas", "pyarrow", "numpy", "gdro_lab", "gdro_lab.runlog", "gdro_lab.diagnostics", "apps.fastread",
            "apps.data", "apps.study", "apps.runtable", "apps.ui")
 #: Imported once the first page has been sent: what the chart pages add.
-CHARTS = ("altair", "apps.charts", "apps.interactive", "apps.uicharts", "apps.realrun")
+CHARTS = ("altair", "scipy.special", "apps.charts", "apps.interactive", "apps.uicharts", "apps.realrun")
 #: Kept for callers of the single list: every module the warm-up imports, in order.
 PRELOAD = LANDING + CHARTS
 #: How long the thread waits for the server to listen before it preloads anyway.

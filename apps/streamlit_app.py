@@ -23,25 +23,23 @@ from apps.settings import FIRST_RUN_DONE, resolve_settings, script_arguments
 VIEWS_DIR = Path(__file__).resolve().parent / "views"
 #: The page icon is a local file served by the app itself: no font or emoji host is asked for it.
 ICON = Path(__file__).resolve().parent / "static" / "icon.png"
-#: (file in views/, title, icon, url path); the first one is the landing page: the run table, which
-#: draws no chart, so the first page after start needs no Vega bundle (docs/benchmarks.md); every
-#: other view is one click away or opened directly by its URL.
+#: (file in views/, title, icon, url path, draws charts); the first one is the landing page: the run
+#: table, which draws no chart, so the first page after start needs no Vega bundle
+#: (docs/benchmarks.md); every other view is one click away or opened directly by its URL. Pages
+#: without charts get no chart options in the sidebar (no slider code to load for the landing page).
 PAGES = (
-    ("runs.py", "Runs", ":material/table_rows:", "runs"),
-    ("traveling_wave.py", "Traveling wave", ":material/waves:", "traveling-wave"),
-    ("study.py", "Study", ":material/stacked_line_chart:", "study"),
-    ("lead_lag.py", "Lead-lag", ":material/timeline:", "lead-lag"),
-    ("rollout_budget.py", "Rollout budget", ":material/stairs:", "rollout-budget"),
-    ("se_proxy.py", "SE proxy", ":material/functions:", "se-proxy"),
-    ("outcomes.py", "Outcomes", ":material/trophy:", "outcomes"),
-    ("compare.py", "Compare", ":material/compare_arrows:", "compare"),
-    ("evaluations.py", "Evaluations", ":material/fact_check:", "evaluations"),
-    ("step_time.py", "Step time", ":material/timer:", "step-time"),
-    ("config.py", "Config", ":material/settings:", "config"),
+    ("runs.py", "Runs", ":material/table_rows:", "runs", False),
+    ("traveling_wave.py", "Traveling wave", ":material/waves:", "traveling-wave", True),
+    ("study.py", "Study", ":material/stacked_line_chart:", "study", True),
+    ("lead_lag.py", "Lead-lag", ":material/timeline:", "lead-lag", True),
+    ("rollout_budget.py", "Rollout budget", ":material/stairs:", "rollout-budget", True),
+    ("se_proxy.py", "SE proxy", ":material/functions:", "se-proxy", True),
+    ("outcomes.py", "Outcomes", ":material/trophy:", "outcomes", True),
+    ("compare.py", "Compare", ":material/compare_arrows:", "compare", True),
+    ("evaluations.py", "Evaluations", ":material/fact_check:", "evaluations", True),
+    ("step_time.py", "Step time", ":material/timer:", "step-time", True),
+    ("config.py", "Config", ":material/settings:", "config", False),
 )
-#: Pages that draw no chart: the sidebar leaves out the chart options there (no slider code to
-#: load for the landing page).
-CHARTLESS_PAGES = frozenset({"", "runs", "config"})  # "": the default page (Runs) at the root URL
 
 
 def main() -> None:
@@ -49,9 +47,10 @@ def main() -> None:
     st.set_page_config(page_title="gdro-lab runs", page_icon=str(ICON) if ICON.exists() else None, layout="wide")
     settings = resolve_settings(script_arguments(sys.argv, __file__), os.environ)
     pages = [st.Page(VIEWS_DIR / file, title=title, icon=icon, url_path=url_path, default=index == 0)
-             for index, (file, title, icon, url_path) in enumerate(PAGES)]
+             for index, (file, title, icon, url_path, _) in enumerate(PAGES)]
     page = st.navigation(pages, position="sidebar")
-    ui.sidebar(settings, chart_options=page.url_path not in CHARTLESS_PAGES)
+    charts = {st_page: spec[4] for st_page, spec in zip(pages, PAGES)}
+    ui.sidebar(settings, chart_options=charts.get(page, True))
     try:
         page.run()
     finally:

@@ -7,7 +7,8 @@ shows, per method and step, the mean over seeds and the 95% Student-t interval
     mean ± t_{0.975, S-1} · sd / sqrt(S)      (sd with ddof=1, S = seeds logging that step),
 
 the same interval as the simulator's study reports (``simulators/reporting.py``); the quantile is
-scipy.special.stdtrit (the inverse Student t CDF, as scipy.stats.t.ppf, without importing scipy.stats). With one seed
+scipy.special.stdtrit (the inverse Student t CDF, as scipy.stats.t.ppf, without importing scipy.stats;
+imported on first use, not with the module: the landing page needs none of it). With one seed
 the interval is undefined (NaN) and no band is drawn. No Streamlit here.
 """
 
@@ -21,7 +22,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from apps import data
 from gdro_lab import diagnostics
@@ -91,6 +91,13 @@ def group_by_method(runs: Mapping[str, RunData]) -> list[Method]:
     return methods
 
 
+def t_quantile(dof: np.ndarray | int) -> np.ndarray:
+    """t_{0.5 + CONFIDENCE/2, dof}, the two-sided 95% Student-t quantile (elementwise)."""
+    from scipy import special  # here, not at import: 0.3 s the app's first page does not need
+
+    return np.asarray(special.stdtrit(dof, 0.5 + CONFIDENCE / 2))
+
+
 def t_interval(values_S: np.ndarray) -> tuple[float, float, float]:
     """(mean, lo, hi) of finite values: mean ± t_{0.975,S-1} sd/sqrt(S); lo = hi = NaN for S < 2."""
     finite = values_S[np.isfinite(values_S)]
@@ -99,7 +106,7 @@ def t_interval(values_S: np.ndarray) -> tuple[float, float, float]:
     mean = float(finite.mean())
     if finite.size < 2:
         return mean, float("nan"), float("nan")
-    half = float(special.stdtrit(finite.size - 1, 0.5 + CONFIDENCE / 2) * finite.std(ddof=1) / np.sqrt(finite.size))
+    half = float(t_quantile(finite.size - 1) * finite.std(ddof=1) / np.sqrt(finite.size))
     return mean, mean - half, mean + half
 
 
@@ -125,7 +132,7 @@ def band_frame(methods: Sequence[Method], metric: str) -> pd.DataFrame:
             warnings.simplefilter("ignore", category=RuntimeWarning)
             mean_T = np.nanmean(values_TS, axis=1)
             sd_T = np.nanstd(values_TS, axis=1, ddof=1)
-        quantile_T = special.stdtrit(np.maximum(count_T - 1, 1), 0.5 + CONFIDENCE / 2)
+        quantile_T = t_quantile(np.maximum(count_T - 1, 1))
         half_T = np.where(count_T >= 2, quantile_T * sd_T / np.sqrt(np.maximum(count_T, 1)), np.nan)
         parts.append(pd.DataFrame({"step": steps_T, "method": method.label,
                                    "value": mean_T, "lo": mean_T - half_T, "hi": mean_T + half_T, "n": count_T}))

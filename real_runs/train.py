@@ -7,7 +7,10 @@ One step, top to bottom (style: nanochat ``chat_rl.py``, CleanRL ``ppo.py``):
   3. ``StepFeedback`` -> classifier, Prompt-GDRO and Rollout-GDRO updates;
   4. GRPO advantages (Eq. 3, ragged groups, clipped to +-5) x the Prompt-GDRO multipliers (Eq. 16);
   5. old and reference log-probs recomputed here by a teacher-forced forward pass (the engine's
-     log-probs are not used: with vLLM they come from another kernel and precision);
+     log-probs are not used: with vLLM they come from another kernel and precision); with one
+     optimizer step per batch (one PPO epoch, one mini-batch) the old ones are the update's own
+     log-probs, detached (exactly equal before that step; TRL's GRPOTrainer does the same), so
+     only the reference pass runs here;
   6. PPO epochs over mini-batches, micro-batches by token budget (sorted by length), loss of
      ``real_runs.loss`` (Eq. 4-6), gradient clipping, AdamW with linear warm-up;
   7. weights to the engine (a no-op when the hf engine shares the module);
@@ -68,37 +71,75 @@ def _resolve_path(name: str) -> str:
     return str(REPO_ROOT / path)
 
 
-def recompute_logprobs(batch: RolloutBatch, policy: torch.nn.Module, reference: torch.nn.Module | None,
-                       token_budget: int, engine_logprobs: Sequence[np.ndarray]) -> list[float]:
-    """Fill ``batch.old_logp`` (policy before the update) and ``batch.ref_logp`` (frozen reference).
+def on_policy_update(cfg: TrainConfig, policy: torch.nn.Module) -> bool:
+    """True when the update takes one optimizer step on the whole batch (one PPO epoch, one
+    mini-batch) of a model without dropout: its log-probs then equal the old ones exactly, so the
+    update uses their detached values as ``old_logp`` (ratio exactly 1, as TRL's GRPOTrainer does
+    when it generates every step) and the separate old-log-prob pass is skipped."""
+    tc = cfg.train
+    dropout = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in policy.modules())
+    config = getattr(policy, "config", None)
+    dropout = dropout or any(float(getattr(config, name, 0.0) or 0.0) > 0
+                             for name in ("attention_dropout", "hidden_dropout", "resid_pdrop", "dropout"))
+    return tc.ppo_epochs == 1 and tc.mini_batches == 1 and not dropout
 
-    Returns the largest |trainer - engine| log-prob gap per sample (a consistency metric only).
+
+def recompute_logprobs(batch: RolloutBatch, policy: torch.nn.Module, reference: torch.nn.Module | None,
+                       token_budget: int, engine_logprobs: Sequence[np.ndarray], old: bool = True) -> list[float]:
+    """Fill ``batch.old_logp`` (policy before the update; only when ``old``) and ``batch.ref_logp``
+    (frozen reference; only with one).
+
+    Returns the largest |trainer - engine| log-prob gap per sample (a consistency metric only;
+    empty when ``old`` is False: :func:`ppo_update` measures it then).
     """
     policy.eval()
     count = len(batch.responses)
-    batch.old_logp, batch.ref_logp = [torch.empty(0)] * count, [torch.empty(0)] * count
-    gaps = []
+    batch.old_logp = [torch.empty(0)] * count if old else []
+    batch.ref_logp = [torch.empty(0)] * count
+    gaps: list[float] = []
+    if not old and reference is None:
+        return gaps
     for rows in micro_batches(batch.lengths, token_budget):
+        if reference is not None:
+            ref = batch.forward(reference, rows)[0]
+            for j, r in enumerate(rows):
+                batch.ref_logp[r] = ref[j, :len(batch.responses[r])].float()
+        if not old:
+            continue
         logp = batch.forward(policy, rows)[0]
-        ref = batch.forward(reference, rows)[0] if reference is not None else None
         for j, r in enumerate(rows):
             batch.old_logp[r] = logp[j, :len(batch.responses[r])].float()
-            if ref is not None:
-                batch.ref_logp[r] = ref[j, :len(batch.responses[r])].float()
-            if batch.real_lengths[r]:
-                gap = batch.old_logp[r][:batch.real_lengths[r]].cpu() - torch.as_tensor(engine_logprobs[r])
-                gaps.append(float(gap.abs().max()))
+        gaps += engine_gaps(batch, rows, logp, engine_logprobs)
+    return gaps
+
+
+def engine_gaps(batch: RolloutBatch, rows: np.ndarray, logp_BT: torch.Tensor,
+                engine_logprobs: Sequence[np.ndarray]) -> list[float]:
+    """max |trainer - engine| log-prob over each row's real tokens (rows with no token are skipped)."""
+    gaps = []
+    for j, r in enumerate(rows):
+        if batch.real_lengths[r]:
+            gap = logp_BT[j, :batch.real_lengths[r]].detach().float().cpu() - torch.as_tensor(engine_logprobs[r])
+            gaps.append(float(gap.abs().max()))
     return gaps
 
 
 def ppo_update(batch: RolloutBatch, policy: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-               cfg: TrainConfig, step: int, autocast: Any) -> tuple[dict[str, float], list[float], list[float]]:
+               cfg: TrainConfig, step: int, autocast: Any, engine_logprobs: Sequence[np.ndarray] | None = None,
+               ) -> tuple[dict[str, float], list[float], list[float], list[float]]:
     """PPO epochs over mini-batches (seeded shuffle), micro-batches by token budget, one optimizer
-    step per mini-batch. Returns (metric token sums, loss per mini-batch, grad norm per mini-batch)."""
+    step per mini-batch. Returns (metric token sums, loss per mini-batch, grad norm per mini-batch,
+    engine log-prob gaps).
+
+    Without ``batch.old_logp`` (an on-policy update, :func:`on_policy_update`) the old log-probs
+    are the update's own, detached, and the engine gaps are measured on them (``engine_logprobs``)."""
     tc, lc = cfg.train, cfg.loss
     device = next(policy.parameters()).device
     sums: dict[str, float] = {}
-    losses, grad_norms = [], []
+    losses, grad_norms, gaps = [], [], []
+    on_policy = not batch.old_logp
+    if on_policy and (tc.ppo_epochs != 1 or tc.mini_batches != 1):
+        raise ValueError("ppo_update: old log-probs are needed for more than one optimizer step per batch")
     policy.train()
     for epoch in range(tc.ppo_epochs):
         shuffled = np.random.default_rng([tc.seed, step, epoch]).permutation(len(batch.responses))
@@ -110,8 +151,14 @@ def ppo_update(batch: RolloutBatch, policy: torch.nn.Module, optimizer: torch.op
                 with autocast():
                     logp, mask, entropy = batch.forward(policy, rows, with_entropy=True,
                                                         entropy_grad=lc.entropy_coef > 0)
+                if on_policy:
+                    old_logp = logp.detach().float()
+                    if engine_logprobs is not None:
+                        gaps += engine_gaps(batch, rows, old_logp, engine_logprobs)
+                else:
+                    old_logp = batch.padded(batch.old_logp, rows, device)
                 loss, part = L.policy_loss(
-                    logp, batch.padded(batch.old_logp, rows, device), torch.as_tensor(batch.advantages[rows], device=device),
+                    logp, old_logp, torch.as_tensor(batch.advantages[rows], device=device),
                     mask, clip_low=lc.clip_low, clip_high=lc.clip_high, clip_ratio_c=lc.clip_ratio_c, agg=lc.agg,
                     ref_logp_BT=batch.padded(batch.ref_logp, rows, device) if lc.kl_coef > 0 else None,
                     kl_coef=lc.kl_coef, kl_estimator=lc.kl_estimator, entropy_BT=entropy, entropy_coef=lc.entropy_coef,
@@ -127,7 +174,7 @@ def ppo_update(batch: RolloutBatch, policy: torch.nn.Module, optimizer: torch.op
             optimizer.step()
             scheduler.step()
     policy.eval()
-    return sums, losses, grad_norms
+    return sums, losses, grad_norms, gaps
 
 
 # ----------------------------------------------------------------------------- setup
@@ -277,6 +324,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
         progress = tqdm(total=tc.steps, initial=start, desc=run_dir.name, unit="step", dynamic_ncols=True)
 
     answers = [p.answer for p in records]
+    on_policy = on_policy_update(cfg, policy)
     budget = tc.prompts_per_step * mc.n_bar
     try:
         for step in range(start + 1, tc.steps + 1):
@@ -319,14 +367,18 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
                 advantages_R = advantages_R * np.repeat(multipliers_P, counts_P) * lc.adv_scale
             metrics.update({f"grpo/{k}": v for k, v in adv_metrics.items()})
 
-            # 5. old and reference log-probs, recomputed by a teacher-forced pass
+            # 5. old and reference log-probs, recomputed by a teacher-forced pass (old ones only when
+            #    the update takes more than one optimizer step: on-policy they are the update's own)
             batch_R = RolloutBatch.from_rollouts(rollouts, advantages_R, pad_id)
             with timer("logprobs"), torch.no_grad(), autocast():
-                engine_gap = recompute_logprobs(batch_R, policy, reference, tc.micro_batch_tokens, rollouts.logprobs)
+                engine_gap = recompute_logprobs(batch_R, policy, reference, tc.micro_batch_tokens, rollouts.logprobs,
+                                                old=not on_policy)
 
             # 6. PPO epochs over mini-batches of whole rollouts, micro-batches by token budget
             with timer("update"):
-                sums, losses, grad_norms = ppo_update(batch_R, policy, optimizer, scheduler, cfg, step, autocast)
+                sums, losses, grad_norms, update_gap = ppo_update(batch_R, policy, optimizer, scheduler, cfg, step,
+                                                                  autocast, rollouts.logprobs)
+            engine_gap += update_gap
             prompts_R, real_R, lengths_R = batch_R.prompts, batch_R.real_lengths, batch_R.lengths
 
             # 7. weights to the engine (no-op when it shares the module)

@@ -8,6 +8,7 @@ gradient has the right sign (a learnable reward goes from < 0.2 to > 0.8); the l
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -207,3 +208,119 @@ def test_gradient_checkpointing_and_micro_batching_do_not_change_the_run(tmp_pat
     for a, b in zip(plain, other):
         for key in a:
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+
+
+def test_on_policy_update_only_with_one_optimizer_step_per_batch_and_no_dropout(tmp_path: Path):
+    model, _ = load_policy("tiny", seed=0)
+    one = tiny_config(tmp_path, "train.mini_batches=1")
+    assert train.on_policy_update(one, model)
+    assert not train.on_policy_update(tiny_config(tmp_path, "train.mini_batches=2"), model)
+    assert not train.on_policy_update(tiny_config(tmp_path, "train.mini_batches=1", "train.ppo_epochs=2"), model)
+    model.config.attention_dropout = 0.1       # the update's log-probs would be a dropped-out network's
+    assert not train.on_policy_update(one, model)
+    model.config.attention_dropout = 0.0
+    model.extra = torch.nn.Dropout(0.5)
+    assert not train.on_policy_update(one, model)
+
+
+def _toy_batch(seed: int = 0):
+    """A RolloutBatch of 6 ragged samples from the tiny model's vocabulary, advantages of both signs."""
+    from real_runs.batching import RolloutBatch
+
+    rng = np.random.default_rng(seed)
+    prompts = [rng.integers(5, 200, size=rng.integers(2, 6)).tolist() for _ in range(6)]
+    responses = [rng.integers(5, 200, size=rng.integers(1, 5)).tolist() for _ in range(6)]
+    return RolloutBatch(prompts, responses, np.array([len(r) for r in responses]),
+                        np.array([len(p) + len(r) for p, r in zip(prompts, responses)]),
+                        np.array([1.5, -0.5, 0.7, -1.2, 0.3, -0.8]), pad_id=0)
+
+
+def test_on_policy_update_equals_the_update_with_recomputed_old_logprobs(tmp_path: Path):
+    """Skipping the old-log-prob pass (old = the update's own log-probs, detached) gives the same
+    parameters, loss and KL as recomputing them first; the engine gap is still measured."""
+    import copy
+
+    from real_runs.batching import response_logprobs
+
+    torch.manual_seed(0)
+    cfg = tiny_config(tmp_path, "train.mini_batches=1", "optim.lr=1e-2", "loss.kl_coef=0.01")
+    policy, _ = load_policy("tiny", seed=2)
+    reference = copy.deepcopy(policy).eval().requires_grad_(False)
+    with torch.no_grad():            # the reference must differ from the policy for the KL to matter
+        for p in reference.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    initial = {k: v.clone() for k, v in policy.state_dict().items()}
+    results = {}
+    for old in (True, False):
+        model = copy.deepcopy(policy)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        batch = _toy_batch()
+        with torch.no_grad():        # the engine's log-probs: here the policy's own, shifted by 1e-3
+            logp, _, _ = response_logprobs(model, batch.prompts, batch.responses, 0, torch.device("cpu"))
+        engine = [logp[i, :len(r)].numpy() + 1e-3 for i, r in enumerate(batch.responses)]
+        with torch.no_grad():
+            gaps = train.recompute_logprobs(batch, model, reference, 4096, engine, old=old)
+        assert (len(batch.old_logp) == 6) == old and len(batch.ref_logp) == 6
+        sums, losses, norms, update_gaps = train.ppo_update(batch, model, optimizer, scheduler, cfg, 1, nullcontext,
+                                                            engine)
+        assert len(gaps + update_gaps) == 6 and np.allclose(gaps + update_gaps, 1e-3, atol=1e-5)
+        assert (gaps == []) != old and (update_gaps == []) == old
+        results[old] = (model.state_dict(), sums, losses, norms)
+    (recomputed, s1, l1, n1), (reused, s2, l2, n2) = results[True], results[False]
+    moved = max(float((recomputed[k] - initial[k]).abs().max()) for k in initial)
+    assert moved > 1e-3                                                     # a real update
+    for key in initial:
+        torch.testing.assert_close(reused[key], recomputed[key], atol=1e-6, rtol=1e-5)
+    assert l2 == pytest.approx(l1, rel=1e-5) and n2 == pytest.approx(n1, rel=1e-5)
+    assert s1["kl"] > 0 and s2 == pytest.approx(s1, rel=1e-5, abs=1e-9)
+
+
+def test_ppo_update_without_old_logprobs_refuses_several_optimizer_steps(tmp_path: Path):
+    cfg = tiny_config(tmp_path, "train.mini_batches=2")
+    model, _ = load_policy("tiny", seed=0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = _toy_batch()
+    batch.ref_logp = [torch.zeros(len(r)) for r in batch.responses]
+    with pytest.raises(ValueError, match="old log-probs"):
+        train.ppo_update(batch, model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
+                         cfg, 1, nullcontext)
+
+
+def test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch):
+    """End to end: with one mini-batch the trainer asks for reference log-probs only, and its run
+    equals (metrics to 1e-4) the run that recomputes the old log-probs first; with two mini-batches
+    it recomputes them."""
+    torch.set_num_threads(1)
+    calls: list[bool] = []
+    original = train.recompute_logprobs
+
+    def recording(*args, old=True, **kwargs):
+        calls.append(old)
+        return original(*args, old=old, **kwargs)
+
+    monkeypatch.setattr(train, "recompute_logprobs", recording)
+
+    def metrics(name: str, *extra: str) -> list[dict]:
+        records = [Problem(f"toy:train:{i}", f"Say something {i}.", "0", "toy", "toy") for i in range(8)]
+        run_dir = train.main(tiny_config(tmp_path, "train.steps=2", "train.save_every=0", f"train.run_name={name}",
+                                         "train.prompts_per_step=8", "rollout.max_new_tokens=4", "optim.lr=1e-2",
+                                         *extra), train_records=records, reward=StartsWithDigit())
+        rows = [json.loads(line)["scalars"] for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in row.items() if not k.startswith(("time/", "perf/"))} for row in rows]
+
+    reused = metrics("reused", "train.mini_batches=1")
+    assert calls == [False, False]
+    monkeypatch.setattr(train, "on_policy_update", lambda cfg, policy: False)
+    recomputed = metrics("recomputed", "train.mini_batches=1")
+    assert calls[2:] == [True, True]
+    assert 0 < reused[0]["mean_success"] < 1 and reused[0]["actor/grad_norm"] > 1e-2 and reused[1]["actor/kl"] > 0
+    for a, b in zip(reused, recomputed):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    monkeypatch.undo()
+    monkeypatch.setattr(train, "recompute_logprobs", recording)
+    metrics("two-mini-batches", "train.mini_batches=2")
+    assert calls[4:] == [True, True]
