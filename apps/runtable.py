@@ -14,8 +14,8 @@ from gdro_lab.runlog import RunData
 
 BASE_COLUMNS = ["run", "status", "method", "seed", "steps", "last step", "mean_success (tail)"]
 MISSING = "(absent)"
-#: Characters that Streamlit's Markdown (``st.table`` renders every cell and header as Markdown)
-#: could read as markup: emphasis, code, links, HTML, math, colour/emoji shortcodes, headings.
+#: Characters that Streamlit's Markdown could read as markup in a table cell: emphasis, code,
+#: links, HTML, math, colour/emoji shortcodes, headings, the cell separator.
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_~\[\]<>$:|#])")
 
 
@@ -76,11 +76,24 @@ def markdown_text(text: str) -> str:
     return MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
-def as_plain_table(table: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``table`` for ``st.table``: text cells and column names escaped
-    (:func:`markdown_text`), numbers and other cells unchanged."""
-    shown = table.rename(columns=lambda name: markdown_text(str(name)))
-    for column in shown.columns:
-        if shown[column].dtype == object or pd.api.types.is_string_dtype(shown[column]):
-            shown[column] = shown[column].map(lambda cell: markdown_text(cell) if isinstance(cell, str) else cell)
-    return shown
+def markdown_table(table: pd.DataFrame) -> str:
+    """``table`` as a GitHub-flavoured Markdown table for ``st.markdown``: text cells and column
+    names escaped (:func:`markdown_text`; a line break becomes a space), floats to 4 significant
+    digits, missing values blank, numeric columns right-aligned.
+
+    The landing page draws its tables this way rather than with ``st.table``, whose Arrow
+    formatting code (about 1 MB of JavaScript) a fresh browser would otherwise load and compile
+    before the first page appears (docs/benchmarks.md)."""
+    def cell(value: Any) -> str:
+        if value is None or (np.ndim(value) == 0 and pd.isna(value)):
+            return ""
+        if isinstance(value, (float, np.floating)):
+            return f"{value:.4g}"
+        return markdown_text(" ".join(str(value).splitlines()))
+
+    numeric = [pd.api.types.is_numeric_dtype(table[column]) and not pd.api.types.is_bool_dtype(table[column])
+               for column in table.columns]
+    lines = ["| " + " | ".join(cell(str(name)) for name in table.columns) + " |",
+             "|" + "|".join("---:" if right else "---" for right in numeric) + "|"]
+    lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines)

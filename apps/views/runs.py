@@ -1,9 +1,10 @@
 """Runs: every run listed in one table (search, config columns) and the config diff of two runs.
 
-This is the landing page, so it is kept light for the browser: both tables are static HTML
-tables (``st.table``, cells escaped: it reads them as Markdown) with the page's own search box,
-not interactive data grids, which cost a fresh browser about 1.2 MB more JavaScript to load and
-run before the first page appears (docs/benchmarks.md)."""
+This is the landing page, so it is kept light for the browser: both tables are Markdown tables
+(``st.markdown``, cells escaped: :func:`apps.runtable.markdown_table`) with the page's own search
+box, not interactive data grids (about 1.2 MB more JavaScript) nor ``st.table`` (its Arrow
+formatting code, about 1 MB), which a fresh browser would load and compile before the first
+page appears (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ import streamlit as st
 from apps import runtable, ui
 
 TITLE = "Runs"
+#: Markdown tables scroll sideways inside the page's column instead of spilling past it (a wide
+#: table: many config columns).
+TABLE_STYLE = ('<style>[data-testid="stMain"] [data-testid="stMarkdownContainer"] table '
+               "{display: block; overflow-x: auto; max-width: 100%;}</style>")
 
 
 def page() -> None:
     """The searchable run table, then the diff of two chosen runs' configs."""
     chosen = ui.selection()
+    st.html(TABLE_STYLE)
     st.title(TITLE)
     st.caption("Every run found: status, method, seed, length, tail-average success and the config keys "
                "that differ between runs. Type words to filter; pick two runs to diff their configs.")
@@ -31,7 +37,7 @@ def page() -> None:
         all_config = every.toggle("All config keys", value=False, key="runs-all-config")
         table = runtable.search(runtable.run_table(runs, all_config=all_config), text)
         st.caption(f"{len(table)} of {len(runs)} runs")
-        st.table(runtable.as_plain_table(table), hide_index=True)
+        st.markdown(runtable.markdown_table(table))
         labels = list(runs)
         if len(labels) < 2:
             return
@@ -47,7 +53,7 @@ def page() -> None:
             st.success("The two configs are identical.", icon=":material/check_circle:")
         else:
             st.caption(f"{len(diff)} key differs" if len(diff) == 1 else f"{len(diff)} keys differ")
-            st.table(runtable.as_plain_table(diff), hide_index=True)
+            st.markdown(runtable.markdown_table(diff))
 
     ui.live_fragment(body, chosen)()
 

@@ -281,10 +281,11 @@ def write_report(study: dict[str, Any], groups: Sequence[str], report_dir: Path,
             f"{cfg['lr']:g}; held-out: {cfg['heldout_per_group']} problems per group, 8 samples "
             f"each (temperature 0.6, top-p 0.8, top-k 20). Model: Qwen3, hidden {cfg['warm']['hidden_size']}, "
             f"{cfg['warm']['num_layers']} layers, {warm_summary.get('parameters', 0):,} parameters, warm-started for "
-            f"{cfg['warm']['steps']} supervised steps ({warm_summary.get('seconds', 0):.0f} s) on a demonstrator whose "
+            f"{cfg['warm']['steps']} supervised steps ({warm_summary.get('seconds', 0):.0f} s, "
+            f"{cfg['jobs'] * cfg.get('threads', 1)} threads) on a demonstrator whose "
             f"answers slip in {100 * cfg['warm'].get('slip_rate', 0.0):.0f}% of cases (a skill's systematic bug: "
             "no carry, smaller-from-larger, sign, quotient). RL wall time "
-            f"{study['seconds'] / 60:.1f} min with {cfg['jobs']} single-thread jobs on a shared 2-core machine. "
+            f"{study['seconds'] / 60:.1f} min with {cfg['jobs']} parallel runs of {cfg.get('threads', 1)} thread(s) each. "
             "Intervals: 95% Student t across seeds; gains paired by seed.", "",
             "## Warm start (held-out, per group)", "",
             markdown_table(["group", "greedy exact match (%)", "sampled pass@1 at step 0, seed mean (%)"], warm_rows),

@@ -165,3 +165,19 @@ def find_view(app: AppTest, wanted: str) -> tuple[Any, dict[str, Any]]:
         if view_title(view) == wanted:
             return chart, view
     raise AssertionError(f"no chart titled {wanted!r}: {view_titles(app)}")
+
+
+def markdown_tables(app: AppTest) -> list[list[list[str]]]:
+    """Every Markdown table the page shows (``apps.runtable.markdown_table``), read back: rows of
+    cells (the header first, the separator dropped), Markdown backslash escapes undone. Parsed
+    here independently of the writer: cells are separated by " | ", a literal "|" is escaped."""
+    import re
+
+    tables = []
+    for element in app.markdown:
+        lines = element.value.splitlines()
+        if len(lines) < 2 or not lines[0].startswith("| ") or not re.fullmatch(r"\|(-{3}:?\|)+", lines[1]):
+            continue
+        tables.append([[re.sub(r"\\(.)", r"\1", cell) for cell in line[2:-2].split(" | ")]
+                       for line in [lines[0], *lines[2:]]])
+    return tables

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_helpers import (all_views, assert_clean, charts, find_view, heatmaps, open_app, spec, view_table,
-                         view_titles, visit)
+from app_helpers import (all_views, assert_clean, charts, find_view, heatmaps, markdown_tables, open_app, spec,
+                         view_table, view_titles, visit)
 
 from apps import runtable, study
 
@@ -116,18 +116,19 @@ def test_step_time_view(real_run: Path, synthetic_run: Path, monkeypatch: pytest
 def test_run_table_search_and_config_diff(seeds_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = visit(open_app(monkeypatch, seeds_root), "runs")
     assert_clean(app)
-    table = app.table[0].value  # static tables: cells and headers escaped for Markdown
-    assert len(table) == 6 and runtable.markdown_text("config.prompt_gdro.enabled") in table.columns
-    assert app.dataframe.len == 0, "the landing page loads no data grid"
+    header, *rows = markdown_tables(app)[0]  # Markdown tables: cells and headers read back unescaped
+    assert len(rows) == 6 and "config.prompt_gdro.enabled" in header
+    assert app.dataframe.len == 0 and app.table.len == 0, "the landing page loads no data grid, no Arrow table"
     app.text_input(key="runs-search").input("prompt_gdro seed1").run()
-    assert list(app.table[0].value[runtable.markdown_text("run")]) == [runtable.markdown_text("prompt_gdro/seed1")]
+    header, *rows = markdown_tables(app)[0]
+    assert [row[header.index("run")] for row in rows] == ["prompt_gdro/seed1"]
     assert any("1 of 6 runs" in element.value for element in app.caption)
     app.selectbox(key="diff-a").select("grpo/seed0")
     app.selectbox(key="diff-b").select("prompt_gdro/seed2").run()
     assert_clean(app)
-    diff = app.table[1].value
-    assert set(diff["key"]) == {"method", "seed", runtable.markdown_text("prompt_gdro.enabled")}
-    assert list(diff.columns) == ["key", runtable.markdown_text("grpo/seed0"), runtable.markdown_text("prompt_gdro/seed2")]
+    header, *rows = markdown_tables(app)[1]
+    assert header == ["key", "grpo/seed0", "prompt_gdro/seed2"]
+    assert {row[0] for row in rows} == {"method", "seed", "prompt_gdro.enabled"}
     app.selectbox(key="diff-b").select("grpo/seed0").run()
     assert any("two different runs" in element.value for element in app.info)
 
@@ -158,10 +159,15 @@ def test_run_table_cells_are_escaped_for_markdown() -> None:
     escaped = runtable.markdown_text(raw)
     assert re.sub(r"\\(.)", r"\1", escaped) == raw, "CommonMark's backslash escapes give the text back"
     assert not re.search(r"(?<!\\)[*_`\[\]$:<>#|~]", escaped.replace("\\\\", "")), "no special left bare"
-    shown = runtable.as_plain_table(pd.DataFrame({"run_a": ["p_g", None], "n": [3, 4]}))
-    assert list(shown.columns) == ["run\\_a", "n"]
-    assert shown["run\\_a"].iloc[0] == "p\\_g" and pd.isna(shown["run\\_a"].iloc[1])
-    assert shown["n"].tolist() == [3, 4], "numbers are left as they are"
+    frame = pd.DataFrame({"run_a": ["p_g", None, raw], "n": [3, 4, 5], "x": [0.123456, float("nan"), 12345.678],
+                          "note": ["two\nlines", "", "ok"]})
+    text = runtable.markdown_table(frame)
+    lines = text.splitlines()
+    assert lines[0] == "| run\\_a | n | x | note |" and lines[1] == "|---|---:|---:|---|", "numbers right-aligned"
+    assert lines[2] == "| p\\_g | 3 | 0.1235 | two lines |", "floats to 4 significant digits, no line break"
+    assert lines[3] == "|  | 4 |  |  |", "missing values blank"
+    assert lines[4] == f"| {escaped} | 5 | 1.235e+04 | ok |"
+    assert len(lines) == 5
 
 
 def test_unassigned_shares_are_null_and_labelled(real_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -250,5 +256,5 @@ def test_landing_page_is_the_run_table(seeds_root: Path, monkeypatch: pytest.Mon
     """The first page a user sees lists every run and draws no chart (fast first paint)."""
     app = open_app(monkeypatch, seeds_root, view=None)
     assert_clean(app)
-    assert len(app.table[0].value) == 6
+    assert len(markdown_tables(app)[0]) == 1 + 6   # the header and one row per run
     assert charts(app) == []
