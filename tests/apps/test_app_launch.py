@@ -127,3 +127,27 @@ def test_serve_reads_the_address_and_warms_the_runs_after_the_separator(runs_roo
     monkeypatch.setattr(loading, "RUN_CACHE", cache)
     assert serve.warm(argv) == 3, "the three runs under --root are read before the first request"
     assert serve.warm(["run", "x.py", "--", "--root", str(runs_root / "missing")]) == 0
+
+
+def test_serve_skips_streamlits_scan_for_custom_components(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replaced scanner finds no component and reads no package metadata; the real one reads
+    every installed distribution's (what cost 0.3 s of the server's start)."""
+    import importlib.metadata
+
+    from streamlit.components.v2 import manifest_scanner
+
+    from apps import serve
+
+    original = manifest_scanner.scan_component_manifests
+    monkeypatch.setattr(manifest_scanner, "scan_component_manifests", original)  # restored after the test
+
+    def no_metadata() -> None:
+        raise AssertionError("package metadata read")
+
+    monkeypatch.setattr(importlib.metadata, "distributions", no_metadata)
+    with pytest.raises(AssertionError, match="package metadata read"):
+        original()
+    assert serve.skip_component_scan() is True
+    assert manifest_scanner.scan_component_manifests() == []
+    monkeypatch.delattr(manifest_scanner, "scan_component_manifests")
+    assert serve.skip_component_scan() is False, "a Streamlit without the scanner is left as it is"
