@@ -123,13 +123,12 @@ def supervised_batch(tokenizer: Any, problems: Sequence[Problem]) -> dict[str, t
 
 def greedy_accuracy(model: Any, tokenizer: Any, problems: Sequence[Problem],
                     batch_size: int = 500) -> dict[str, float]:
-    """Held-out greedy exact-match accuracy per group (``response == \\boxed{answer}``)."""
-    from real_runs.lmstudy.slips import greedy_responses
+    """Held-out greedy exact-match accuracy per group (``response == \\boxed{answer}``): the
+    ``right`` share of :func:`real_runs.lmstudy.slips.shares`."""
+    from real_runs.lmstudy.slips import greedy_responses, shares
 
-    hits: dict[str, list[bool]] = {}
-    for p, text in zip(problems, greedy_responses(model, tokenizer, problems, batch_size)):
-        hits.setdefault(p.group, []).append(text == tasks.boxed(p.answer))
-    return {g: float(np.mean(v)) for g, v in hits.items()}
+    return {g: row["right"] for g, row in shares(problems, greedy_responses(model, tokenizer, problems,
+                                                                           batch_size)).items()}
 
 
 def with_slips(problems: Sequence[Problem], slip_P: np.ndarray) -> list[Problem]:
