@@ -3,14 +3,23 @@
 Layout inside the run directory::
 
     RUN_DIR/checkpoints/step_00000040/
-        model.pt        the policy's state_dict
-        optimizer.pt    AdamW state
+        config.json, generation_config.json, model.safetensors (or shards + index),
+        tokenizer.json, tokenizer_config.json, chat_template.jinja, ...
+                        a Hugging Face folder (``save_pretrained``): ``gdro eval --model`` and
+                        ``AutoModelForCausalLM.from_pretrained`` load it as it is; ``gdro export``
+                        copies it out (vLLM wants only these files)
+        optimizer.pt    AdamW state (two fp32 moments: twice the fp32 model)
         trainer.pt      scheduler, data-order position, step, RNG states (python, numpy, torch, CUDA)
         controllers.json  every controller's state_dict (gdro_lab.runlog.encode_state: exact, RNG included)
 
+A model that is not a transformers ``PreTrainedModel`` (a user's module) is saved as ``model.pt``
+(its ``state_dict``), as every checkpoint was before; both are read back.
+
 A checkpoint is written to ``.tmp-step_…`` and renamed when complete (atomic on POSIX), so a
 process killed while saving leaves the previous checkpoint intact; stale temporaries are
-removed at the next save. Only the newest ``keep_last`` checkpoints are kept.
+removed at the next save. Only the newest ``keep_last`` checkpoints are kept, and with
+``keep_optimizer_last = N > 0`` only the newest N keep ``optimizer.pt`` (older ones are
+model-only: evaluable and exportable, not resumable).
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ import torch
 from gdro_lab.runlog import decode_state, encode_state
 
 CHECKPOINT_DIR = "checkpoints"
+TRAINING_FILES = ("optimizer.pt", "trainer.pt", "controllers.json", "model.pt")
+"""Files of a checkpoint that are not part of its Hugging Face folder."""
 
 
 class CheckpointError(ValueError):
@@ -52,17 +63,54 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
 
 
 def checkpoint_steps(run_dir: str | os.PathLike[str]) -> list[int]:
-    """Steps of the complete checkpoints of a run, ascending."""
+    """Steps of the complete checkpoints of a run, ascending (model-only ones included)."""
     folder = Path(run_dir) / CHECKPOINT_DIR
     if not folder.is_dir():
         return []
     return sorted(int(p.name[5:]) for p in folder.glob("step_*") if (p / "trainer.pt").exists())
 
 
+def resumable_steps(run_dir: str | os.PathLike[str]) -> list[int]:
+    """Steps of the checkpoints a run can resume from (those that still hold ``optimizer.pt``)."""
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    return [s for s in checkpoint_steps(run_dir) if (folder / f"step_{s:08d}" / "optimizer.pt").exists()]
+
+
+def step_folder(run_dir: str | os.PathLike[str], step: int) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIR / f"step_{int(step):08d}"
+
+
+def _save_model(model: Any, tokenizer: Any, folder: Path) -> None:
+    """A Hugging Face folder for a ``PreTrainedModel`` (safetensors, 5 GB shards), else model.pt."""
+    if not hasattr(model, "save_pretrained") or getattr(model, "config", None) is None:
+        torch.save(model.state_dict(), folder / "model.pt")
+        return
+    from transformers.utils import logging as hf_logging
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        use_cache = getattr(model.config, "use_cache", None)
+        model.config.use_cache = True  # training may switch it off; an exported model generates
+        model.save_pretrained(folder, max_shard_size="5GB")
+        if use_cache is not None:
+            model.config.use_cache = use_cache
+        umask = os.umask(0)
+        os.umask(umask)
+        for weights in folder.glob("model*.safetensors"):  # save_pretrained leaves them 0600
+            weights.chmod(0o666 & ~umask)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(folder)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def save_checkpoint(run_dir: str | os.PathLike[str], step: int, *, model: torch.nn.Module,
                     optimizer: torch.optim.Optimizer, scheduler: Any, controllers: Mapping[str, Any],
-                    data_state: Mapping[str, Any], keep_last: int = 2) -> Path:
-    """Write the checkpoint of ``step`` atomically and prune all but the newest ``keep_last``."""
+                    data_state: Mapping[str, Any], keep_last: int = 2, keep_optimizer_last: int = 0,
+                    tokenizer: Any = None) -> Path:
+    """Write the checkpoint of ``step`` atomically, prune all but the newest ``keep_last``, and drop
+    ``optimizer.pt`` from all but the newest ``keep_optimizer_last`` (0 = keep it everywhere)."""
     folder = Path(run_dir) / CHECKPOINT_DIR
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob(".tmp-step_*"):
@@ -70,7 +118,7 @@ def save_checkpoint(run_dir: str | os.PathLike[str], step: int, *, model: torch.
     name = f"step_{int(step):08d}"
     tmp = folder / f".tmp-{name}"
     tmp.mkdir()
-    torch.save(model.state_dict(), tmp / "model.pt")
+    _save_model(model, tokenizer, tmp)
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     states = {name_: c.state_dict() for name_, c in controllers.items()}
     with open(tmp / "controllers.json", "w", encoding="utf-8") as handle:
@@ -86,7 +134,47 @@ def save_checkpoint(run_dir: str | os.PathLike[str], step: int, *, model: torch.
     os.replace(tmp, target)
     for old in checkpoint_steps(run_dir)[:-keep_last]:
         shutil.rmtree(folder / f"step_{old:08d}", ignore_errors=True)
+    if keep_optimizer_last:
+        for old in checkpoint_steps(run_dir)[:-keep_optimizer_last]:
+            (folder / f"step_{old:08d}" / "optimizer.pt").unlink(missing_ok=True)
     return target
+
+
+def read_model_state(folder: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """The model tensors of a checkpoint (or any Hugging Face folder): safetensors (one file or
+    shards with an index) or the older ``model.pt``. Tied weights appear once (under the name
+    ``save_pretrained`` kept); :func:`restore_model` puts them into a module."""
+    path = Path(folder)
+    index = path / "model.safetensors.index.json"
+    if index.exists():
+        from safetensors.torch import load_file
+        shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        state: dict[str, torch.Tensor] = {}
+        for shard in shards:
+            state.update(load_file(path / shard, device="cpu"))
+        return state
+    if (path / "model.safetensors").exists():
+        from safetensors.torch import load_file
+        return load_file(path / "model.safetensors", device="cpu")
+    if (path / "model.pt").exists():
+        return torch.load(path / "model.pt", map_location="cpu", weights_only=True)
+    raise CheckpointError(f"{path} holds no model weights (model.safetensors or model.pt): "
+                          "pass a checkpoint folder written by gdro train")
+
+
+def restore_model(model: torch.nn.Module, folder: str | os.PathLike[str]) -> None:
+    """Load a checkpoint's model tensors into ``model``; a key may be missing only when it is tied
+    to (shares memory with) a loaded one, and no key may be unknown."""
+    state = read_model_state(folder)
+    own = model.state_dict()
+    unknown = sorted(set(state) - set(own))
+    pointers = {own[k].data_ptr() for k in state if k in own}
+    untied = sorted(k for k in set(own) - set(state) if own[k].data_ptr() not in pointers)
+    if unknown or untied:
+        name = (unknown or untied)[0]
+        raise CheckpointError(f"checkpoint {folder} does not fit the model ({'unknown' if unknown else 'missing'} "
+                              f"tensor {name}): resume or export with the run's own model")
+    model.load_state_dict(state, strict=False)
 
 
 def load_checkpoint(run_dir: str | os.PathLike[str], *, model: torch.nn.Module,
@@ -96,16 +184,19 @@ def load_checkpoint(run_dir: str | os.PathLike[str], *, model: torch.nn.Module,
 
     The RNG states are restored last, so nothing run here consumes random numbers afterwards.
     """
-    steps = checkpoint_steps(run_dir)
+    steps = resumable_steps(run_dir)
     if not steps:
-        raise CheckpointError(f"{run_dir} has no complete checkpoint: start a new run instead of resuming")
+        raise CheckpointError(f"{run_dir} has no complete checkpoint with an optimizer state: start a new run "
+                              "instead of resuming")
     chosen = steps[-1] if step is None else int(step)
-    path = Path(run_dir) / CHECKPOINT_DIR / f"step_{chosen:08d}"
+    path = step_folder(run_dir, chosen)
     try:
-        model.load_state_dict(torch.load(path / "model.pt", map_location="cpu", weights_only=True))
+        restore_model(model, path)
         optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True))
         trainer = torch.load(path / "trainer.pt", map_location="cpu", weights_only=False)
         states = decode_state(json.loads((path / "controllers.json").read_text(encoding="utf-8")))
+    except CheckpointError:
+        raise
     except Exception as err:  # torch.load raises many types (pickle, zip, runtime) on a damaged file
         raise CheckpointError(f"checkpoint {path} is unreadable ({err.__class__.__name__}): "
                               "delete it to resume from the one before") from None

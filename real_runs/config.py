@@ -31,6 +31,7 @@ METHODS = {"grpo": ("uniform", "uniform"), "prompt_gdro": ("gdro", "uniform"),
            "rollout_gdro": ("uniform", "gdro"), "joint": ("gdro", "gdro")}
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
+MAX_LR = 0.1  # AdamW on a language model above this only diverges; the paper uses 1e-6
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,10 @@ class ModelConfig:
     or ``float32``, ``bfloat16``, ``float16`` (pure low-precision weights: lr 1e-6 updates may vanish)."""
     device: str = "auto"
     """``auto`` (cuda when available), ``cpu`` or ``cuda``."""
+    autocast: str = "auto"
+    """Mixed precision of forward/backward and generation: ``auto`` (bf16 autocast on CUDA, none on
+    CPU), ``bf16`` (bf16 autocast on any device, and a bf16 reference model: what ``--rehearse``
+    uses on CPU to run the GPU path) or ``off``."""
     attn_implementation: str = "auto"
     """``auto`` (flash_attention_2 when it imports, else sdpa), ``sdpa``, ``eager``, ``flash_attention_2``."""
     gradient_checkpointing: bool = False
@@ -55,6 +60,7 @@ class ModelConfig:
         require(bool(self.name), "model", "name", self.name, "a model id, folder or 'tiny'")
         require_choice("model", "dtype", self.dtype, ("auto", "float32", "bfloat16", "float16"))
         require_choice("model", "device", self.device, ("auto", "cpu", "cuda"))
+        require_choice("model", "autocast", self.autocast, ("auto", "bf16", "off"))
         require_choice("model", "attn_implementation", self.attn_implementation,
                        ("auto", "sdpa", "eager", "flash_attention_2"))
 
@@ -72,6 +78,10 @@ class DataConfig:
     """Use only the first ``limit`` records (0 = all)."""
     shuffle: bool = True
     """Visit prompts in a seeded random order per epoch (else file order)."""
+    english_only: bool = True
+    """Drop rows whose question contains CJK characters (Han, kana, Hangul): the paper trains on
+    the English subset of DAPO-Math-17k (17,917 rows -> 14,485 here; the paper says 14.1k).
+    Applied before ``limit``; the count is reported at start."""
 
     def __post_init__(self) -> None:
         require(bool(self.train), "data", "train", self.train, "a data set path or id")
@@ -94,6 +104,11 @@ class RolloutConfig:
     """Response length cap; also the constant divisor of ``seq-mean-token-sum-norm``."""
     max_prompt_tokens: int = 3200
     """Prompts longer than this many tokens are skipped when the data is loaded."""
+    reward: str = "math"
+    """Training reward: ``math`` (the response's last \\boxed{} against the gold answer, +1 / -1) or
+    ``toy`` (tiny-cpu: NOT a task; prompt i succeeds with a known probability p_i, see
+    ``real_runs.rewards.toy``, so the difficulty bins spread and the controllers act on a model
+    that cannot solve anything). Evaluation always uses the math reward."""
     reward_workers: int = 2
     """Worker processes of the math reward (math-verify under a hard timeout)."""
     reward_timeout_s: float = 5.0
@@ -105,6 +120,7 @@ class RolloutConfig:
         require_int("rollout", "top_k", self.top_k, 0)
         require_int("rollout", "max_new_tokens", self.max_new_tokens, 1)
         require_int("rollout", "max_prompt_tokens", self.max_prompt_tokens, 1)
+        require_choice("rollout", "reward", self.reward, ("math", "toy"))
         require_int("rollout", "reward_workers", self.reward_workers, 1)
         require_range("rollout", "reward_timeout_s", self.reward_timeout_s, 0.0, lo_open=True)
 
@@ -232,7 +248,7 @@ class OptimConfig:
     """Clip the global gradient norm to this (0 = off); the norm is logged either way."""
 
     def __post_init__(self) -> None:
-        require_range("optim", "lr", self.lr, 0.0, lo_open=True)
+        require_range("optim", "lr", self.lr, 0.0, MAX_LR, lo_open=True)
         require_range("optim", "lr_scale", self.lr_scale, 0.0, lo_open=True)
         require_int("optim", "warmup_steps", self.warmup_steps, 0)
         require_range("optim", "weight_decay", self.weight_decay, 0.0)
@@ -262,6 +278,10 @@ class TrainLoopConfig:
     """Checkpoint every this many steps (and at the end); 0 = only at the end."""
     keep_last: int = 2
     """Checkpoints kept (older ones are deleted after a newer one is complete)."""
+    keep_optimizer_last: int = 0
+    """Only the newest this many checkpoints keep ``optimizer.pt`` (AdamW's two fp32 moments, twice
+    the model's size); older kept ones hold the model only (evaluable, exportable, not resumable).
+    0 = every kept checkpoint keeps it."""
     deterministic: bool = False
     """``torch.use_deterministic_algorithms(True)`` (CPU tests of exact resume)."""
     out: str = "runs"
@@ -280,6 +300,7 @@ class TrainLoopConfig:
         require_int("train", "seed", self.seed, 0)
         require_int("train", "save_every", self.save_every, 0)
         require_int("train", "keep_last", self.keep_last, 1)
+        require_int("train", "keep_optimizer_last", self.keep_optimizer_last, 0)
         require(bool(self.out), "train", "out", self.out, "a folder")
         require("/" not in self.run_name, "train", "run_name", self.run_name, "a name without '/'")
 
@@ -290,8 +311,9 @@ class EvalConfig:
 
     every: int = 50
     """Evaluate every this many steps and at the end (0 = never)."""
-    benchmarks: tuple[str, ...] = ("math500", "aime24", "aime25", "amc23", "minerva", "olympiadbench")
-    """Benchmark names known to ``real_runs.data`` (the paper's list, GPQA aside)."""
+    benchmarks: tuple[str, ...] = ("math500", "aime24", "aime25", "amc23", "minerva", "olympiadbench", "gpqa")
+    """Benchmark names known to ``real_runs.data`` (the paper's pooled validation set; ``gpqa`` =
+    GPQA-Diamond, scored as multiple choice by ``ChoiceReward``)."""
     limit: int = 0
     """First ``limit`` problems of each benchmark (0 = all)."""
     k: int = 8

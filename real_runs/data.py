@@ -23,6 +23,12 @@ Where this follows the paper and where it departs:
   3-letter-prefix artefact. Labels look like ``"precalculus:L1-2"`` or ``"number_theory:L5"``.
 - Rows without a usable answer (empty or missing answer, or missing question) are skipped and
   counted, with one summary line on the ``real_runs.data`` logger; a bad row never crashes a load.
+- English subset: ``english_only=True`` drops rows whose question contains CJK characters (Han
+  ideographs, kana, Hangul; :func:`has_cjk`), as the paper trains on DAPO-Math-17k's English
+  subset. Here that keeps 14,485 of 17,917 rows (3,432 dropped, exactly the rows with Han
+  characters; open-r1's "en" config drops the same rows); the paper says 14.1k, and the shared
+  file's 14,485 English rows hold 14,042 distinct question texts, so the paper's copy was probably
+  also deduplicated by text. We keep the duplicates (ids stay row numbers of the file).
 """
 
 from __future__ import annotations
@@ -55,6 +61,16 @@ _PREFIXES = (
     "Solve the following math problem step by step. The last line of your response should be of "
     "the form Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n",
 )
+
+
+#: CJK characters: Hiragana/Katakana, CJK extension A, unified ideographs, compatibility
+#: ideographs, Hangul syllables. Fullwidth forms (DAPO writes "＄" in some English rows) are not text.
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+
+
+def has_cjk(text: str) -> bool:
+    """True when ``text`` contains a CJK character (the row is not in the English subset)."""
+    return _CJK.search(text) is not None
 
 
 class DataError(ValueError):
@@ -217,10 +233,12 @@ def _answer_of(row: dict[str, Any]) -> str:
 
 
 def records_from_rows(rows: Iterable[dict[str, Any] | None], source: str, split: str,
-                      limit: int | None = None) -> tuple[list[Problem], list[int]]:
+                      limit: int | None = None, english_only: bool = False,
+                      dropped: list[int] | None = None) -> tuple[list[Problem], list[int]]:
     """Problems of ``rows`` (ids ``source:split:row``) and the row numbers skipped.
 
-    ``limit`` keeps the first ``limit`` usable problems.
+    ``limit`` keeps the first ``limit`` usable problems. ``english_only`` drops rows whose question
+    has CJK characters; their row numbers are appended to ``dropped`` (not to the skipped ones).
     """
     records: list[Problem] = []
     skipped: list[int] = []
@@ -232,6 +250,10 @@ def records_from_rows(rows: Iterable[dict[str, Any] | None], source: str, split:
             skipped.append(number)
             continue
         problem, answer, group = fields
+        if english_only and has_cjk(problem):
+            if dropped is not None:
+                dropped.append(number)
+            continue
         records.append(Problem(f"{source}:{split}:{number}", problem, answer, source, group))
     return records, skipped
 
@@ -272,8 +294,12 @@ def _summarise(source: str, split: str, skipped: list[int]) -> None:
 
 def load_with_skips(name_or_path: str, split: str | None = None, limit: int | None = None,
                     data_files: str | list[str] | None = None,
-                    hf_config: str | None = None) -> tuple[list[Problem], list[int]]:
-    """Like :func:`load_dataset_records`, also returning the skipped row numbers."""
+                    hf_config: str | None = None, english_only: bool = False,
+                    dropped: list[int] | None = None) -> tuple[list[Problem], list[int]]:
+    """Like :func:`load_dataset_records`, also returning the skipped row numbers.
+
+    ``english_only`` drops rows with CJK characters before ``limit`` applies; their row numbers
+    go to ``dropped`` when a list is given."""
     if data_files is None and name_or_path == "math" and split == MATH_12K:
         return _load_math_12k(limit)
     if data_files is None and name_or_path in BENCHMARKS:
@@ -282,16 +308,20 @@ def load_with_skips(name_or_path: str, split: str | None = None, limit: int | No
         if split not in spec.files:
             choices = sorted(spec.files) + ([MATH_12K] if name_or_path == "math" else [])
             raise DataError(f"{name_or_path} has no split {split!r}: choose one of {choices}")
-        return _load_file(_registered_path(spec.files[split]), name_or_path, split, limit)
+        return _load_file(_registered_path(spec.files[split]), name_or_path, split, limit, english_only, dropped)
     path = Path(name_or_path).expanduser()
     if data_files is None and path.is_file():
-        return _load_file(path, path.parent.name or path.stem, split or path.stem, limit)
-    if data_files is None and (path.exists() or name_or_path.startswith((".", "/", "~"))
-                               or "/" not in name_or_path):
+        return _load_file(path, path.parent.name or path.stem, split or path.stem, limit, english_only, dropped)
+    if data_files is None and path.exists():
+        raise DataError(f"data path {path} is a folder: pass a .jsonl/.parquet file inside it")
+    if data_files is None and (name_or_path.startswith((".", "/", "~"))
+                               or path.suffix.lower() in (".jsonl", ".json", ".parquet")):
+        raise DataError(f"data file {path} does not exist: check the path")
+    if data_files is None and "/" not in name_or_path:
         known = ", ".join(BENCHMARKS)
         raise DataError(f"unknown data set {name_or_path!r}: use one of {known}, a .jsonl/.parquet "
                         "file, or a Hugging Face dataset id (org/name)")
-    return _load_hf(name_or_path, split or "train", limit, data_files, hf_config)
+    return _load_hf(name_or_path, split or "train", limit, data_files, hf_config, english_only, dropped)
 
 
 def _registered_path(relative: str) -> Path:
@@ -316,9 +346,10 @@ def _load_math_12k(limit: int | None) -> tuple[list[Problem], list[int]]:
     return records[:limit] if limit is not None else records, skipped
 
 
-def _load_file(path: Path, source: str, split: str, limit: int | None) -> tuple[list[Problem], list[int]]:
+def _load_file(path: Path, source: str, split: str, limit: int | None, english_only: bool = False,
+               dropped: list[int] | None = None) -> tuple[list[Problem], list[int]]:
     try:
-        records, skipped = records_from_rows(read_rows(path), source, split, limit)
+        records, skipped = records_from_rows(read_rows(path), source, split, limit, english_only, dropped)
     except (OSError, ValueError) as err:
         if isinstance(err, DataError):
             raise
@@ -329,7 +360,8 @@ def _load_file(path: Path, source: str, split: str, limit: int | None) -> tuple[
 
 
 def _load_hf(name: str, split: str, limit: int | None, data_files: str | list[str] | None,
-             hf_config: str | None) -> tuple[list[Problem], list[int]]:
+             hf_config: str | None, english_only: bool = False,
+             dropped: list[int] | None = None) -> tuple[list[Problem], list[int]]:
     import datasets
 
     try:
@@ -339,7 +371,7 @@ def _load_hf(name: str, split: str, limit: int | None, data_files: str | list[st
                         f"({err.__class__.__name__}): check the id, split and network/cache") from None
     source = name if data_files is None else Path(str(
         data_files if isinstance(data_files, str) else data_files[0])).parent.name or name
-    records, skipped = records_from_rows(iter(dataset), source, split, limit)
+    records, skipped = records_from_rows(iter(dataset), source, split, limit, english_only, dropped)
     _summarise(source, split, skipped)
     return records, skipped
 

@@ -28,7 +28,7 @@ import numpy as np
 from gdro_lab.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable
 from real_runs.data import BENCHMARKS, DataError, format_prompt, load_dataset_records
 from real_runs.engines import make_engine
-from real_runs.evaluate import evaluation_metrics, worst_names
+from real_runs.evaluate import evaluation_metrics, sample_metrics, worst_names
 from real_runs.models import ModelError, load_policy
 from real_runs.reward import ChoiceReward, MathReward, reward_kind
 from real_runs.rewards.pool import PoolStartError
@@ -196,11 +196,18 @@ def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any,
     return np.concatenate(successes), stats, samples
 
 
+def stats_metrics(stats: dict[str, float], num_samples: int, seconds: float) -> dict[str, float]:
+    """:func:`real_runs.evaluate.sample_metrics` of :func:`generate_and_score`'s counters."""
+    return sample_metrics(num_samples, stats["tokens"], stats["truncated"], stats["reward/timeouts"],
+                          stats["reward/errors"], seconds)
+
+
 def format_table(metrics: dict[str, float], names: Sequence[str], k: int) -> str:
     """A plain-text table: one row per benchmark, pooled, worst group and worst benchmark."""
     def cell(name: str) -> str:
-        return (f"{100 * metrics[name]:6.2f} [{100 * metrics[name + '_lo']:6.2f}, "
-                f"{100 * metrics[name + '_hi']:6.2f}]")
+        lo, hi = metrics[name + "_lo"], metrics[name + "_hi"]
+        bounds = "  (one prompt: no CI)" if lo != lo or hi != hi else f" [{100 * lo:6.2f}, {100 * hi:6.2f}]"
+        return f"{100 * metrics[name]:6.2f}{bounds}"
 
     worst_group, worst_bench = worst_names(metrics, k)
     header = f"{'benchmark':<28} {'prompts':>7}  {f'mean@{k} % [95% CI]':<26}  {f'pass@{k} % [95% CI]':<26}"
@@ -262,10 +269,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
     metrics = evaluation_metrics(successes_R, np.full(len(problems), args.n),
                                  [p.source for p in problems], [p.group for p in problems], args.k,
                                  num_boot=args.num_boot, seed=args.seed)
-    total = len(problems) * args.n
-    metrics.update({"eval/samples": float(total), "eval/mean_response_tokens": stats["tokens"] / total,
-                    "eval/truncated": stats["truncated"] / total, "time/eval": time.perf_counter() - start,
-                    "reward/timeouts": stats["reward/timeouts"], "reward/errors": stats["reward/errors"]})
+    metrics.update(stats_metrics(stats, len(problems) * args.n, time.perf_counter() - start))
     target = _write(args, metrics, samples)
     print(format_table(metrics, names, args.k))
     print(f"gdro eval: wrote {target / EVAL_FILE}")

@@ -15,9 +15,16 @@ variance. The paper reports no intervals; ours are percentile intervals of a boo
 resamples prompts with replacement within each (benchmark, group) stratum, so every replicate
 keeps the strata sizes, and recomputes every metric (minima included) on each replicate.
 
-Metric names (agreed across gdro-lab): ``{bench}/mean@{k}``, ``{bench}/pass@{k}``,
-``pooled/...``, ``worst_group/mean@{k}``, ``worst_benchmark/mean@{k}``,
-``group/{group}/mean@{k}``, each with ``_lo`` / ``_hi`` bounds; plus ``{bench}/num_prompts``.
+Intervals resting on one prompt are undefined and reported as NaN (null in eval.jsonl): a
+stratum of one prompt resamples to itself, so its bootstrap interval would have zero width and
+claim a certainty the data do not have. That covers a group, a benchmark or the pooled set of one
+prompt, and the worst group when the worst group has one prompt. Intervals over several strata
+keep such a stratum as a fixed value (it adds no width): conditional on it, and said so here.
+
+Metric names (agreed across gdro-lab, the same in ``gdro eval`` and the trainer's evaluation):
+``{bench}/mean@{k}``, ``{bench}/pass@{k}``, ``pooled/...``, ``worst_group/mean@{k}``,
+``worst_benchmark/mean@{k}``, ``group/{group}/mean@{k}``, each with ``_lo`` / ``_hi`` bounds;
+``{bench}/num_prompts``; and the sample statistics of :func:`sample_metrics`.
 """
 
 from __future__ import annotations
@@ -75,9 +82,14 @@ def _group_names(strata: list[tuple[str, str]]) -> list[str]:
     return [g if labels.count(g) == 1 else f"{b}:{g}" for b, g in strata]
 
 
-def _with_interval(out: dict[str, float], name: str, point: float, replicates: np.ndarray) -> None:
+def _with_interval(out: dict[str, float], name: str, point: float, replicates: np.ndarray,
+                   defined: bool = True) -> None:
+    """``name`` and its 95% percentile bounds; NaN bounds when the interval rests on one prompt."""
     out[name] = float(point)
-    out[f"{name}_lo"], out[f"{name}_hi"] = (float(v) for v in np.percentile(replicates, [2.5, 97.5]))
+    if defined:
+        out[f"{name}_lo"], out[f"{name}_hi"] = (float(v) for v in np.percentile(replicates, [2.5, 97.5]))
+    else:
+        out[f"{name}_lo"] = out[f"{name}_hi"] = float("nan")
 
 
 def evaluation_metrics(successes_R: np.ndarray, counts_P: np.ndarray, benchmarks_P: Sequence[str],
@@ -106,23 +118,41 @@ def evaluation_metrics(successes_R: np.ndarray, counts_P: np.ndarray, benchmarks
         size = sizes_S[mask].sum()
         point = sums_SM[mask].sum(axis=0) / size
         boot = boot_BSM[:, mask].sum(axis=1) / size
-        _with_interval(out, f"{bench}/mean@{k}", point[0], boot[:, 0])
-        _with_interval(out, f"{bench}/pass@{k}", point[1], boot[:, 1])
+        _with_interval(out, f"{bench}/mean@{k}", point[0], boot[:, 0], size > 1)
+        _with_interval(out, f"{bench}/pass@{k}", point[1], boot[:, 1], size > 1)
         out[f"{bench}/num_prompts"] = float(size)
         bench_means.append(point[0])
         bench_boot.append(boot[:, 0])
     total = sizes_S.sum()
-    _with_interval(out, f"pooled/mean@{k}", sums_SM[:, 0].sum() / total, boot_BSM[:, :, 0].sum(axis=1) / total)
-    _with_interval(out, f"pooled/pass@{k}", sums_SM[:, 1].sum() / total, boot_BSM[:, :, 1].sum(axis=1) / total)
+    _with_interval(out, f"pooled/mean@{k}", sums_SM[:, 0].sum() / total, boot_BSM[:, :, 0].sum(axis=1) / total,
+                   total > 1)
+    _with_interval(out, f"pooled/pass@{k}", sums_SM[:, 1].sum() / total, boot_BSM[:, :, 1].sum(axis=1) / total,
+                   total > 1)
     out["pooled/num_prompts"] = float(total)
     group_means_S = sums_SM[:, 0] / sizes_S
     group_boot_BS = boot_BSM[:, :, 0] / sizes_S
-    for name, point, boot in zip(group_names, group_means_S, group_boot_BS.T):
-        _with_interval(out, f"group/{name}/mean@{k}", point, boot)
-    _with_interval(out, f"worst_group/mean@{k}", group_means_S.min(), group_boot_BS.min(axis=1))
+    for name, point, boot, size in zip(group_names, group_means_S, group_boot_BS.T, sizes_S):
+        _with_interval(out, f"group/{name}/mean@{k}", point, boot, size > 1)
+    _with_interval(out, f"worst_group/mean@{k}", group_means_S.min(), group_boot_BS.min(axis=1),
+                   sizes_S[int(np.argmin(group_means_S))] > 1)
     _with_interval(out, f"worst_benchmark/mean@{k}", min(bench_means),
                    np.min(np.stack(bench_boot, axis=1), axis=1))
     return out
+
+
+def sample_metrics(num_samples: int, tokens: float, truncated: float, reward_timeouts: float,
+                   reward_errors: float, seconds: float) -> dict[str, float]:
+    """The sample statistics of one evaluation (one definition for ``gdro eval`` and the trainer):
+
+    ``eval/samples`` responses scored; ``eval/mean_response_tokens`` generated tokens per response;
+    ``eval/truncated`` the SHARE of responses cut at max_new_tokens; ``eval/reward/timeouts`` and
+    ``eval/reward/errors`` COUNTS of responses the reward could not score (each scored -1);
+    ``time/eval`` seconds of generation and scoring.
+    """
+    share = 1.0 / num_samples if num_samples else float("nan")
+    return {"eval/samples": float(num_samples), "eval/mean_response_tokens": tokens * share,
+            "eval/truncated": truncated * share, "eval/reward/timeouts": float(reward_timeouts),
+            "eval/reward/errors": float(reward_errors), "time/eval": float(seconds)}
 
 
 def worst_names(metrics: dict[str, float], k: int) -> tuple[str, str]:

@@ -28,7 +28,12 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig,
                           PreTrainedTokenizerBase, PreTrainedTokenizerFast, Qwen3Config,
                           Qwen3ForCausalLM)
 
-TINY_MODELS = ("tiny", "tiny-qwen")
+TINY_MODELS = ("tiny", "tiny-qwen", "tiny-rehearsal")
+#: ``tiny-rehearsal``: the shape ``gdro train PRESET --rehearse`` trains on CPU in place of the
+#: preset's model (a Qwen3 shrunk in width and depth; bf16 autocast on CPU is ~15x slower than fp32
+#: on CPUs without bf16 units, so it is narrower than ``tiny``).
+REHEARSAL_SHAPE = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                       num_key_value_heads=1, head_dim=16)
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
 # Qwen's ChatML template, without tools or thinking switches: enough for apply_chat_template.
 CHAT_TEMPLATE = (
@@ -194,28 +199,94 @@ def default_attention(device: str) -> str:
 
 def _check_device(device: str) -> None:
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelError(f"device {device!r} asked for but CUDA is not available: use --device cpu")
+        raise ModelError(f"device {device!r} asked for but CUDA is not available: use cpu")
     if not (device == "cpu" or device.startswith("cuda")):
         raise ModelError(f"unknown device {device!r}: use cpu, cuda or cuda:N")
 
 
-def _load_pretrained(model: str, dtype: torch.dtype, attn: str):
-    folder = Path(model).expanduser()
+def checkpoint_folder(path: Path) -> Path:
+    """A gdro train run directory -> its newest checkpoint folder; any other path unchanged.
+
+    Checkpoints (``RUN_DIR/checkpoints/step_N``) are Hugging Face folders (real_runs.checkpoint).
+    """
+    steps = sorted(p for p in (path / "checkpoints").glob("step_*") if (p / "trainer.pt").exists()) \
+        if (path / "meta.json").exists() else []
+    return steps[-1] if steps else path
+
+
+def hub_cache_hit(model: str) -> bool:
+    """True when the Hugging Face cache holds ``model``'s config.json (loads need no network)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        return isinstance(try_to_load_from_cache(model, "config.json"), str)
+    except Exception:  # an id that is not a valid repo name, or no huggingface_hub
+        return False
+
+
+def check_hub(model: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, in one line, when ``model`` is neither cached nor reachable on the hub.
+
+    (Left to transformers, an unreachable hub costs its retries: about 70 s of warnings.)
+    """
+    import os
+    if hub_cache_hit(model):
+        return
+    fix = (f"download it where there is a network (hf download {model}) into the cache this machine "
+           "uses (HF_HOME), or pass a local folder")
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        raise ModelError(f"model {model!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: {fix}")
+    try:
+        from huggingface_hub import HfApi
+        HfApi().model_info(model, timeout=timeout_s)
+    except Exception as exc:  # network errors, unknown repo, gated repo: all one line
+        detail = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise ModelError(f"model {model!r} is not in the local Hugging Face cache and the hub cannot serve it "
+                         f"({type(exc).__name__}: {detail}): {fix}") from None
+
+
+def check_model_source(model: str) -> str:
+    """Where ``model`` will load from, checked without loading weights: ``tiny``, ``folder PATH``,
+    ``hub cache`` or ``hub (will download)``; a :class:`ModelError` when it cannot load."""
+    if model in TINY_MODELS:
+        return "built here (random weights)"
+    folder = checkpoint_folder(Path(model).expanduser())
     if folder.exists():
-        if not folder.is_dir():
-            raise ModelError(f"model path {folder} is a file: pass the folder holding config.json")
-        if not (folder / "config.json").exists():
-            raise ModelError(f"model folder {folder} has no config.json: pass a folder written by "
-                             "save_pretrained, a Hugging Face id, or 'tiny'")
-        if not any((folder / name).exists() for name in WEIGHT_FILES):
-            raise ModelError(f"model folder {folder} has no weights (model.safetensors or "
-                             "pytorch_model.bin): save the model with save_pretrained first")
+        _check_folder(folder)
+        return f"folder {folder}"
+    if model.startswith((".", "/", "~")) or model.count("/") > 1:
+        raise ModelError(f"model folder {model} does not exist: check the path")
+    check_hub(model)
+    return "Hugging Face cache" if hub_cache_hit(model) else "Hugging Face hub (will download)"
+
+
+def _check_folder(folder: Path) -> None:
+    if not folder.is_dir():
+        raise ModelError(f"model path {folder} is a file: pass the folder holding config.json")
+    if not (folder / "config.json").exists():
+        if (folder / "model.pt").exists():
+            raise ModelError(f"{folder} is a checkpoint of an older gdro train (model.pt only): convert it with "
+                             f"gdro export {folder} OUT, then pass OUT")
+        raise ModelError(f"model folder {folder} has no config.json: pass a folder written by "
+                         "save_pretrained, a run's checkpoint, a Hugging Face id, or 'tiny'")
+    if not any((folder / name).exists() for name in WEIGHT_FILES):
+        raise ModelError(f"model folder {folder} has no weights (model.safetensors or "
+                         "pytorch_model.bin): save the model with save_pretrained first")
+
+
+def _load_pretrained(model: str, dtype: torch.dtype, attn: str):
+    folder = checkpoint_folder(Path(model).expanduser())
+    local = folder.exists()
+    if local:
+        _check_folder(folder)
     elif model.startswith((".", "/", "~")) or model.count("/") > 1:
         raise ModelError(f"model folder {model} does not exist: check the path")
+    else:
+        check_hub(model)
+    source = str(folder) if local else model
+    offline = {"local_files_only": True} if local or hub_cache_hit(model) else {}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder) if folder.exists() else model)
-        policy = AutoModelForCausalLM.from_pretrained(str(folder) if folder.exists() else model,
-                                                      dtype=dtype, attn_implementation=attn)
+        tokenizer = AutoTokenizer.from_pretrained(source, **offline)
+        policy = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation=attn, **offline)
     except (OSError, ValueError, EnvironmentError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"cannot load model {model!r} ({first[:200]}): pass a local folder, a "
@@ -226,7 +297,8 @@ def _load_pretrained(model: str, dtype: torch.dtype, attn: str):
 def load_policy(model: str, *, device: str = "cpu", dtype: str = "auto",
                 attn_implementation: str | None = None,
                 seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load (model, tokenizer) by Hugging Face id, local folder, ``"tiny"`` or ``"tiny-qwen"``.
+    """Load (model, tokenizer) by Hugging Face id, local folder, a gdro train run or checkpoint
+    folder (a run loads its newest checkpoint), ``"tiny"``, ``"tiny-qwen"`` or ``"tiny-rehearsal"``.
 
     The model is returned in eval mode on ``device`` in the resolved dtype; ``seed`` only seeds the
     random weights of the tiny models. A tokenizer without a pad token gets pad = eos.
@@ -235,8 +307,9 @@ def load_policy(model: str, *, device: str = "cpu", dtype: str = "auto",
     torch_dtype = resolve_dtype(dtype, device)
     attn = attn_implementation or default_attention(device)
     if model in TINY_MODELS:
-        tokenizer = tiny_tokenizer() if model == "tiny" else qwen_tokenizer()
-        policy = build_qwen3(tokenizer, seed=seed, attn_implementation=attn)
+        tokenizer = qwen_tokenizer() if model == "tiny-qwen" else tiny_tokenizer()
+        shape = REHEARSAL_SHAPE if model == "tiny-rehearsal" else {}
+        policy = build_qwen3(tokenizer, seed=seed, attn_implementation=attn, **shape)
     else:
         policy, tokenizer = _load_pretrained(model, torch_dtype, attn)
     if tokenizer.pad_token is None:

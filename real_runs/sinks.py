@@ -4,6 +4,9 @@ steps.jsonl (gdro_lab.runlog) stays the source of truth; sinks mirror the scalar
 who already watch TensorBoard or W&B. W&B runs in offline mode (files under RUN_DIR/wandb, sent
 later with ``wandb sync``) so a run never needs the network. A resumed run purges TensorBoard
 events after the resumed step and re-attaches to the same W&B run id, so neither shows duplicates.
+Evaluation metrics (eval.jsonl) are mirrored too, under ``eval/`` (``math500/mean@8`` ->
+``eval/math500/mean@8``; names that already start with ``eval/`` are kept), at the step they
+were taken; NaN values (an undefined interval) are not sent.
 """
 
 from __future__ import annotations
@@ -52,13 +55,17 @@ class Sinks:
     def log(self, step: int, scalars: Mapping[str, float]) -> None:
         """Write one step's finite scalars to every enabled sink."""
         finite = {k: float(v) for k, v in scalars.items()
-                  if isinstance(v, (int, float)) and v == v and abs(v) != float("inf")}
+                  if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")}
         if self._tb is not None:
             for name, value in finite.items():
                 self._tb.add_scalar(name, value, step)
             self._tb.flush()
         if self._wandb is not None:
             self._wandb.log(finite, step=step)
+
+    def log_eval(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Mirror one evaluation record under ``eval/`` (see the module docstring)."""
+        self.log(step, {name if name.startswith("eval/") else f"eval/{name}": value for name, value in metrics.items()})
 
     def close(self) -> None:
         if self._tb is not None:

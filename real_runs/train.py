@@ -17,13 +17,21 @@ One step, top to bottom (style: nanochat ``chat_rl.py``, CleanRL ``ppo.py``):
   8. ``step_record`` + losses, timings (``time/*``), tokens/s, memory -> steps.jsonl (and sinks);
      evaluation and checkpoint on schedule.
 
+Before anything loads, :mod:`real_runs.preflight` checks the output folder, the device and the
+model source; the run directory is held under an exclusive lock (:mod:`real_runs.runlock`) by the
+one process that writes it. At the end the share of time outside generate / forward / backward is
+printed (:mod:`real_runs.overhead`) and kept in ``timing.json``.
+
 Follows the paper (arXiv 2601.19280 §2-3, App. A) in the update rules of the controllers (all
 from ``gdro_lab``), the asymmetric clip, the KL loss and the advantage clip. Departs:
 - log-probs are of the raw distribution (temperature 1), as the engines report them; verl divides
   the logits by the sampling temperature (identical at the released scripts' training temperature 1.0);
 - the controllers update before the advantages are weighted (README "The core library"), so the
   weights used at step t already include step t's signal;
-- fp32 master weights with bf16 autocast on GPU (lr 1e-6 updates vanish in bf16 weights).
+- fp32 master weights with bf16 autocast on GPU (lr 1e-6 updates vanish in bf16 weights);
+- the paper presets train on the English rows of DAPO-Math-17k (14,485 here, the paper's 14.1k)
+  with the ``hf`` engine (transformers ``generate``), not vLLM (``rollout.engine=vllm`` where
+  vLLM is installed).
 
 The batching helpers (data order, token-budget micro-batches, teacher-forced log-probs) are in
 :mod:`real_runs.batching`, the loss in :mod:`real_runs.loss`, checkpoints in :mod:`real_runs.checkpoint`.
@@ -32,8 +40,10 @@ The batching helpers (data order, token-budget micro-batches, teacher-forced log
 from __future__ import annotations
 
 import copy
+import json
 import os
 import random
+import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -48,8 +58,12 @@ from gdro_lab.record import step_record
 from gdro_lab.runlog import is_run_dir, read_run
 from real_runs import checkpoint as ckpt
 from real_runs import loss as L
+from real_runs import preflight
 from real_runs.batching import DataOrder, RolloutBatch, Timer, micro_batches, peak_memory_gb, response_logprobs  # noqa: F401
 from real_runs.config import TrainConfig, config_from_dict, config_to_dict
+from real_runs.overhead import RunTimes
+from real_runs.preflight import TrainError
+from real_runs.runlock import RunLock
 from real_runs.sinks import Sinks, check_sinks
 from real_runs.types import Problem, Reward, SamplingParams
 
@@ -57,19 +71,7 @@ PRODUCER = "gdro train"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-class TrainError(ValueError):
-    """A run cannot start or resume; the message is one line naming the problem and the fix."""
-
-
 # ----------------------------------------------------------------------------- small helpers
-
-def _resolve_path(name: str) -> str:
-    """Relative data paths are tried from the working directory, then from the repository root."""
-    path = Path(name)
-    if path.is_absolute() or path.exists() or not (REPO_ROOT / path).exists():
-        return name
-    return str(REPO_ROOT / path)
-
 
 def on_policy_update(cfg: TrainConfig, policy: torch.nn.Module) -> bool:
     """True when the update takes one optimizer step on the whole batch (one PPO epoch, one
@@ -180,7 +182,8 @@ def ppo_update(batch: RolloutBatch, policy: torch.nn.Module, optimizer: torch.op
 # ----------------------------------------------------------------------------- setup
 
 def _load_parts(cfg: TrainConfig, model: Any, tokenizer: Any, train_records: Any,
-                device: torch.device) -> tuple[Any, Any, list[Problem]]:
+                device: torch.device) -> tuple[Any, Any, list[Problem], dict[str, int]]:
+    summary: dict[str, int] = {}
     if model is None or tokenizer is None:
         from real_runs.models import load_policy
         dtype = "float32" if cfg.model.dtype == "auto" else cfg.model.dtype  # auto: fp32 master weights
@@ -189,32 +192,16 @@ def _load_parts(cfg: TrainConfig, model: Any, tokenizer: Any, train_records: Any
                                            else cfg.model.attn_implementation, seed=cfg.train.seed)
         model, tokenizer = model or seed_model, tokenizer or seed_tok
     if train_records is None:
-        from real_runs.data import load_dataset_records
-        train_records = load_dataset_records(_resolve_path(cfg.data.train), split=cfg.data.split or None,
-                                             limit=cfg.data.limit or None)
+        train_records, summary = preflight.load_train_records(cfg)
     if not train_records:
         raise TrainError(f"data.train={cfg.data.train!r} has no usable records (every row lacked a "
                          "problem or an answer): pass a data set with answers")
-    return model.to(device), tokenizer, list(train_records)
+    return model.to(device), tokenizer, list(train_records), summary
 
 
-def _prompts(records: list[Problem], tokenizer: Any, limit: int) -> tuple[list[Problem], list[str]]:
-    from real_runs.data import format_prompt
-    kept, texts = [], []
-    for problem in records:
-        text = format_prompt(problem, tokenizer)
-        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= limit:
-            kept.append(problem)
-            texts.append(text)
-    if not kept:
-        raise TrainError(f"every training prompt is longer than rollout.max_prompt_tokens={limit}: raise it")
-    return kept, texts
-
-
-def _new_run(cfg: TrainConfig) -> RunWriter:
+def _new_run(cfg: TrainConfig, run_dir: Path) -> RunWriter:
     """A fresh run directory (RunWriter refuses a folder that already holds a run)."""
-    name = cfg.train.run_name or f"{cfg.method.name}-{Path(cfg.model.name).name}-s{cfg.train.seed}"
-    return RunWriter(Path(cfg.train.out) / name, config_to_dict(cfg), cfg.method.num_bins, PRODUCER,
+    return RunWriter(run_dir, config_to_dict(cfg), cfg.method.num_bins, PRODUCER,
                      bin_labels=[f"accbin_{b}" for b in range(cfg.method.num_bins)])
 
 
@@ -229,7 +216,7 @@ def check_resumable(resume: str | os.PathLike[str]) -> Path:
                          "only gdro train runs can be resumed")
     if run.meta.get("status") == "finished":
         raise TrainError(f"--resume {run_dir}: the run already finished: start a new run to train more")
-    if not ckpt.checkpoint_steps(run_dir):
+    if not ckpt.resumable_steps(run_dir):
         raise TrainError(f"--resume {run_dir}: no complete checkpoint yet: delete the folder and start the run "
                          "again (or use another train.run_name)")
     return run_dir
@@ -240,19 +227,60 @@ def load_run_config(run_dir: str | os.PathLike[str]) -> TrainConfig:
     return config_from_dict(read_run(run_dir).config)
 
 
+def _rewards(cfg: TrainConfig, reward: Reward | None) -> tuple[Reward, Reward | None, list[Any]]:
+    """(training reward, evaluation reward or None = the math reward built on first use, owned
+    objects to close). A reward passed in scores both; ``rollout.reward=toy`` scores training only."""
+    if reward is not None:
+        return reward, reward, []
+    from real_runs.reward import MathReward
+    if cfg.rollout.reward == "toy":
+        from real_runs.rewards.toy import ToyOddsReward
+        return ToyOddsReward(), None, []
+    math = MathReward(timeout_s=cfg.rollout.reward_timeout_s, num_workers=cfg.rollout.reward_workers)
+    return math, math, [math]
+
+
+def _autocast(cfg: TrainConfig, device: torch.device) -> Any:
+    """bf16 autocast on CUDA (``model.autocast=auto``) or on any device (``bf16``), else none."""
+    mode = cfg.model.autocast
+    if mode == "bf16" or (mode == "auto" and device.type == "cuda"):
+        return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
+    return nullcontext
+
+
 # ----------------------------------------------------------------------------- main
 
 def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = None, tokenizer: Any = None,
          train_records: Sequence[Problem] | None = None, eval_records: dict[str, list[Problem]] | None = None,
-         reward: Reward | None = None, engine: Any = None) -> Path:
+         reward: Reward | None = None, engine: Any = None, stop_after: int | None = None) -> Path:
     """Train; returns the run directory. ``resume`` continues that run from its last checkpoint.
 
     model/tokenizer/train_records/eval_records/reward/engine replace what the config would load
     (e.g. a custom task suite). ``eval_records`` maps a benchmark name to its problems.
+    ``stop_after`` ends the process after that step with a checkpoint and status "stopped" (a
+    planned interruption: ``--rehearse`` resumes from it).
     """
+    lock = None
     if resume is not None:
-        cfg = load_run_config(check_resumable(resume))
-    assert cfg is not None, "give a config or a run directory to resume"
+        run_dir = check_resumable(resume)
+        lock = RunLock(run_dir).acquire()   # a second writer is refused before it touches anything
+        cfg = load_run_config(run_dir)
+    else:
+        assert cfg is not None, "give a config or a run directory to resume"
+        run_dir = preflight.check_output(cfg)   # before the model and the data load
+    try:
+        preflight.check_device(cfg)
+        return _train(cfg, run_dir, lock, resume is not None, model=model, tokenizer=tokenizer,
+                      train_records=train_records, eval_records=eval_records, reward=reward, engine=engine,
+                      stop_after=stop_after)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool, *, model: Any, tokenizer: Any,
+           train_records: Sequence[Problem] | None, eval_records: dict[str, list[Problem]] | None,
+           reward: Reward | None, engine: Any, stop_after: int | None) -> Path:
     tc, lc, mc = cfg.train, cfg.loss, cfg.method
     check_sinks(cfg.log.tensorboard, cfg.log.wandb)
     if tc.deterministic:
@@ -264,8 +292,12 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
     torch.manual_seed(tc.seed)
 
     # --- parts: model, tokenizer, data, reward, engine, controllers, optimizer
-    policy, tokenizer, records = _load_parts(cfg, model, tokenizer, train_records, device)
-    records, prompt_texts = _prompts(records, tokenizer, cfg.rollout.max_prompt_tokens)
+    policy, tokenizer, records, data_summary = _load_parts(cfg, model, tokenizer, train_records, device)
+    records, prompt_texts, too_long = preflight.prompt_texts(records, tokenizer, cfg.rollout.max_prompt_tokens)
+    if too_long:
+        print(f"gdro train: dropped {too_long} of {too_long + len(records)} training prompts longer than "
+              f"rollout.max_prompt_tokens={cfg.rollout.max_prompt_tokens}", file=sys.stderr)
+    data_summary.update({"dropped_too_long": too_long, "prompts": len(records)})
     eval_problems: list[Problem] = []
     if cfg.eval.every:
         if eval_records is None:
@@ -281,10 +313,11 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
                    "allocator": build("allocator", names[2], allocator_cfg, seed=tc.seed + 2)}
     classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
     order = DataOrder(len(records), tc.seed, cfg.data.shuffle)
+    autocast = _autocast(cfg, device)
     reference = None
     if lc.kl_coef > 0:  # the frozen reference is the policy as loaded, before any checkpoint
         reference = copy.deepcopy(policy).eval().requires_grad_(False)
-        if device.type == "cuda":
+        if autocast is not nullcontext:
             reference.to(torch.bfloat16)
     if cfg.model.gradient_checkpointing:
         enable = getattr(policy, "activation_checkpointing_enable", None) or policy.gradient_checkpointing_enable
@@ -301,21 +334,41 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / optim.warmup_steps) if optim.warmup_steps else 1.0)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if device.type == "cuda" else nullcontext
 
     # --- run directory (new, or resumed from the last checkpoint: no gap, no duplicate step)
     start = 0
-    if resume is None:
-        writer = _new_run(cfg)
+    if not resuming:
+        lock = preflight.claim_run_dir(run_dir)
+        try:
+            writer = _new_run(cfg, run_dir)
+        except BaseException:
+            lock.release()
+            raise
+        (run_dir / "data.json").write_text(json.dumps(data_summary, indent=1), encoding="utf-8")
     else:
-        start, _ = ckpt.load_checkpoint(resume, model=policy, optimizer=optimizer, scheduler=scheduler,
+        start, _ = ckpt.load_checkpoint(run_dir, model=policy, optimizer=optimizer, scheduler=scheduler,
                                         controllers={**controllers, "data_order": order})
-        writer = RunWriter.resume(resume, start)
+        writer = RunWriter.resume(run_dir, start)
+    try:
+        return _loop(cfg, writer, start, stop_after, policy=policy, tokenizer=tokenizer, reference=reference,
+                     engine=engine, optimizer=optimizer, scheduler=scheduler, controllers=controllers, order=order,
+                     records=records, prompt_texts=prompt_texts, eval_problems=eval_problems, reward=reward,
+                     autocast=autocast, device=device, pad_id=pad_id)
+    finally:
+        if not resuming and lock is not None:
+            lock.release()
+
+
+def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | None, *, policy: Any, tokenizer: Any,
+          reference: Any, engine: Any, optimizer: Any, scheduler: Any, controllers: dict[str, Any], order: DataOrder,
+          records: list[Problem], prompt_texts: list[str], eval_problems: list[Problem], reward: Reward | None,
+          autocast: Any, device: torch.device, pad_id: int) -> Path:
+    """Steps ``start + 1 .. train.steps`` (or ``stop_after``): the numbered phases of the module docstring."""
+    tc, lc, mc = cfg.train, cfg.loss, cfg.method
+    classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
+    names = mc.controller_names()
     run_dir = writer.path
-    owns_reward = reward is None
-    if reward is None:
-        from real_runs.reward import MathReward
-        reward = MathReward(timeout_s=cfg.rollout.reward_timeout_s, num_workers=cfg.rollout.reward_workers)
+    train_reward, eval_reward, owned = _rewards(cfg, reward)
     sinks = Sinks(run_dir, tensorboard=cfg.log.tensorboard, wandb=cfg.log.wandb, project=cfg.log.wandb_project,
                   config=config_to_dict(cfg), start_step=start)
     progress = None
@@ -326,8 +379,10 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
     answers = [p.answer for p in records]
     on_policy = on_policy_update(cfg, policy)
     budget = tc.prompts_per_step * mc.n_bar
+    times = RunTimes()
+    last = tc.steps if stop_after is None else min(tc.steps, stop_after)
     try:
-        for step in range(start + 1, tc.steps + 1):
+        for step in range(start + 1, last + 1):
             timer = Timer(device)
             step_start = time.perf_counter()
             if device.type == "cuda":
@@ -352,7 +407,8 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
                 if hasattr(engine, "sleep"):
                     engine.sleep()  # colocated engine: free its KV cache (vLLM: and weights) for training
             with timer("reward"):
-                scored = reward.score(rollouts.texts, list(np.repeat(np.array(answers, dtype=object)[batch], counts_P)))
+                scored = train_reward.score(rollouts.texts,
+                                            list(np.repeat(np.array(answers, dtype=object)[batch], counts_P)))
             rewards_R = np.asarray(scored.rewards_R, float)
             successes_R = np.asarray(scored.successes_R, bool)
 
@@ -369,7 +425,8 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
 
             # 5. old and reference log-probs, recomputed by a teacher-forced pass (old ones only when
             #    the update takes more than one optimizer step: on-policy they are the update's own)
-            batch_R = RolloutBatch.from_rollouts(rollouts, advantages_R, pad_id)
+            with timer("record"):
+                batch_R = RolloutBatch.from_rollouts(rollouts, advantages_R, pad_id)
             with timer("logprobs"), torch.no_grad(), autocast():
                 engine_gap = recompute_logprobs(batch_R, policy, reference, tc.micro_batch_tokens, rollouts.logprobs,
                                                 old=not on_policy)
@@ -389,20 +446,21 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
                     engine.load_weights(policy.state_dict())
 
             # 8. the step record: controllers' diagnostics, losses, timings
-            scalars, per_bin = step_record(feedback, mc.num_bins, n_bar=mc.n_bar, n_min=mc.n_min, n_max=mc.n_max,
-                                           weights_G=weighter.bin_weights(), multipliers_P=multipliers_P,
-                                           sigma_G=np.sqrt(allocator.variance_G), mu=allocator.mu)
-            all_tokens = float(real_R.sum()) * tc.ppo_epochs
-            scalars.update(metrics)
-            scalars.update({f"actor/{k}": v / all_tokens if all_tokens else 0.0 for k, v in sums.items()})
-            scalars.update({"actor/loss": float(np.mean(losses)), "actor/grad_norm": float(np.mean(grad_norms)),
-                            "actor/lr": float(scheduler.get_last_lr()[0]),
-                            "response/length_mean": float(real_R.mean()), "response/length_max": float(real_R.max()),
-                            "response/length_min": float(real_R.min()),
-                            "response/truncated_frac": float(np.mean([r == "length" for r in rollouts.finish_reasons])),
-                            "prompt/length_mean": float(np.mean([len(p) for p in prompts_R]))})
-            scalars.update({k: float(v) for k, v in scored.metrics.items()})
-            scalars["actor/engine_logprob_gap_max"] = max(engine_gap, default=0.0)
+            with timer("record"):
+                scalars, per_bin = step_record(feedback, mc.num_bins, n_bar=mc.n_bar, n_min=mc.n_min, n_max=mc.n_max,
+                                               weights_G=weighter.bin_weights(), multipliers_P=multipliers_P,
+                                               sigma_G=np.sqrt(allocator.variance_G), mu=allocator.mu)
+                all_tokens = float(real_R.sum()) * tc.ppo_epochs
+                scalars.update(metrics)
+                scalars.update({f"actor/{k}": v / all_tokens if all_tokens else 0.0 for k, v in sums.items()})
+                scalars.update({"actor/loss": float(np.mean(losses)), "actor/grad_norm": float(np.mean(grad_norms)),
+                                "actor/lr": float(scheduler.get_last_lr()[0]),
+                                "response/length_mean": float(real_R.mean()), "response/length_max": float(real_R.max()),
+                                "response/length_min": float(real_R.min()),
+                                "response/truncated_frac": float(np.mean([r == "length" for r in rollouts.finish_reasons])),
+                                "prompt/length_mean": float(np.mean([len(p) for p in prompts_R]))})
+                scalars.update({k: float(v) for k, v in scored.metrics.items()})
+                scalars["actor/engine_logprob_gap_max"] = max(engine_gap, default=0.0)
             timer.seconds["time/step"] = time.perf_counter() - step_start
             scalars.update(timer.seconds)
             scalars["time/controllers_share"] = timer.seconds["time/controllers"] / timer.seconds["time/step"]
@@ -410,17 +468,31 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
             scalars["perf/gen_tokens_per_s"] = float(real_R.sum()) / max(timer.seconds["time/generate"], 1e-9)
             scalars["perf/train_tokens_per_s"] = float(lengths_R.sum()) * tc.ppo_epochs / max(timer.seconds["time/update"], 1e-9)
             scalars["perf/peak_memory_gb"] = peak_memory_gb(device)
+            times.add_step(timer.seconds)
             if cfg.eval.every and (step % cfg.eval.every == 0 or step == tc.steps):
+                if eval_reward is None:
+                    from real_runs.reward import MathReward
+                    eval_reward = MathReward(timeout_s=cfg.rollout.reward_timeout_s, num_workers=cfg.rollout.reward_workers)
+                    owned.append(eval_reward)
                 with timer("eval"), torch.no_grad(), autocast():
-                    writer.log_eval(step, evaluate(cfg, engine, tokenizer, eval_problems, reward, step))
+                    eval_metrics = evaluate(cfg, engine, tokenizer, eval_problems, eval_reward, step)
                 scalars["time/eval"] = timer.seconds["time/eval"]
+                times.add("eval", timer.seconds["time/eval"])
+            log_start = time.perf_counter()
+            if "time/eval" in scalars:
+                writer.log_eval(step, eval_metrics)
+                sinks.log_eval(step, eval_metrics)
             writer.log_step(step, scalars, per_bin)
             sinks.log(step, scalars)
-            if step == tc.steps or (tc.save_every and step % tc.save_every == 0):
+            times.add("log", time.perf_counter() - log_start)
+            if step == last or (tc.save_every and step % tc.save_every == 0):
+                save_start = time.perf_counter()
                 writer.save_snapshot(step, {name: c.state_dict() for name, c in controllers.items()})
                 ckpt.save_checkpoint(run_dir, step, model=policy, optimizer=optimizer, scheduler=scheduler,
                                      controllers={**controllers, "data_order": order}, data_state=order.state_dict(),
-                                     keep_last=tc.keep_last)
+                                     keep_last=tc.keep_last, keep_optimizer_last=tc.keep_optimizer_last,
+                                     tokenizer=tokenizer)
+                times.add("checkpoint", time.perf_counter() - save_start)
             if progress is not None:
                 progress.update(1)
                 progress.set_postfix(reward=f"{scalars['mean_reward']:+.2f}", n=f"{counts_P.min()}-{counts_P.max()}")
@@ -428,27 +500,32 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
         writer.close("failed")
         raise
     else:
-        writer.close("finished")
+        writer.close("finished" if last == tc.steps else "stopped")
     finally:
         sinks.close()
         if progress is not None:
             progress.close()
-        if owns_reward and hasattr(reward, "close"):
-            reward.close()
+        for owned_reward in owned:
+            owned_reward.close()
+    if times.steps:
+        times.write(run_dir)
+        print("\n".join(f"gdro train: {line}" for line in times.lines()), file=sys.stderr)
     return run_dir
 
 
 def evaluate(cfg: TrainConfig, engine: Any, tokenizer: Any, problems: Sequence[Problem], reward: Reward,
              step: int) -> dict[str, float]:
     """k samples per evaluation problem at the validation sampling; the metrics of ``real_runs.evaluate``
-    (``{bench}/mean@k``, ``{bench}/pass@k``, pooled, worst group / benchmark, 95% bootstrap bounds).
+    (``{bench}/mean@k``, ``{bench}/pass@k``, pooled, worst group / benchmark, 95% bootstrap bounds,
+    and the sample statistics of ``sample_metrics``: the same names and definitions as ``gdro eval``).
 
-    Math problems are scored by the run's reward, multiple-choice ones (GPQA) by ``ChoiceReward``.
+    Math problems are scored by ``reward``, multiple-choice ones (GPQA) by ``ChoiceReward``.
     """
-    from real_runs.eval_cli import generate_and_score
+    from real_runs.eval_cli import generate_and_score, stats_metrics
     from real_runs.evaluate import evaluation_metrics
     from real_runs.reward import ChoiceReward
     ec = cfg.eval
+    start = time.perf_counter()
     sampling = SamplingParams(temperature=ec.temperature, top_p=ec.top_p, top_k=ec.top_k,
                               max_new_tokens=ec.max_new_tokens, seed=cfg.train.seed * 1_000_003 + 500_000 + step)
     successes_R, stats, _ = generate_and_score(problems, engine, tokenizer, ec.k, sampling,
@@ -456,5 +533,5 @@ def evaluate(cfg: TrainConfig, engine: Any, tokenizer: Any, problems: Sequence[P
                                                rewards={"math": reward, "choice": ChoiceReward()}, log=lambda *_: None)
     metrics = evaluation_metrics(successes_R, np.full(len(problems), ec.k), [p.source for p in problems],
                                  [p.group for p in problems], ec.k, seed=cfg.train.seed + step)
-    metrics.update({f"eval/{k}": v for k, v in stats.items()})
+    metrics.update(stats_metrics(stats, len(problems) * ec.k, time.perf_counter() - start))
     return metrics

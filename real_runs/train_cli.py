@@ -1,8 +1,11 @@
-"""`gdro train CONFIG [key=value ...] [--out DIR]` and `gdro train --resume RUN_DIR`.
+"""`gdro train CONFIG [key=value ...] [--out DIR] [--dry-run | --rehearse]` and `gdro train --resume RUN_DIR`.
 
 CONFIG is a preset name (``gdro train --list`` shows them) or a TOML file; ``section.key=value``
-overrides any field (``train.steps=10 method.name=joint``). Bad input is one line on stderr and
-exit status 2; nothing already written is touched. Set ``GDRO_DEBUG=1`` for the traceback.
+overrides any field (``train.steps=10 method.name=joint``). ``--dry-run`` checks the config, the
+output folder, the device, the model source, the data and the evaluation sets and prints the
+plan, loading no model (:mod:`real_runs.dryrun`). ``--rehearse`` runs the config's whole path on
+CPU with a shrunk model (:mod:`real_runs.rehearse`). Bad input is one line on stderr and exit
+status 2; nothing already written is touched. Set ``GDRO_DEBUG=1`` for the traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", metavar="DIR", help="folder for the run directory (train.out)")
     parser.add_argument("--list", action="store_true", help="list the presets and exit")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check config, output folder, device, model source and data; print the plan; load no model")
+    parser.add_argument("--rehearse", action="store_true",
+                        help="run the config's whole path for 2 steps on CPU with a shrunk model (real_runs/rehearse.py)")
     return parser
 
 
@@ -39,15 +46,25 @@ def run(args: argparse.Namespace) -> str:
     if not args.config:
         raise TrainError("give a CONFIG (a preset such as tiny-cpu, or a TOML file) or --resume RUN_DIR")
     overrides = list(args.overrides) + ([f"train.out={json.dumps(args.out)}"] if args.out else [])
+    if args.rehearse:
+        from real_runs.rehearse import rehearse
+        return str(rehearse(args.config, overrides))
     cfg = load_config(args.config, overrides)
     if args.print_config:
         print(json.dumps(config_to_dict(cfg), indent=1))
+        return ""
+    if args.dry_run:
+        from real_runs.dryrun import dry_run
+        problems = dry_run(cfg)
+        if problems:
+            raise TrainError(f"dry run found {len(problems)} problem(s): " + "; ".join(problems))
+        print("gdro train: dry run ok: nothing was written")
         return ""
     return str(main(cfg))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_intermixed_args(argv)  # overrides may follow --out
     if args.list:
         from real_runs.config import preset_names
         print("\n".join(preset_names()))

@@ -56,21 +56,21 @@ def model_shares(model: Any, tokenizer: Any, problems: Sequence[Problem]) -> dic
     return shares(problems, greedy_responses(model, tokenizer, problems))
 
 
-def final_state(run_dir: Path) -> dict[str, torch.Tensor]:
-    """The model state_dict of a run's newest complete checkpoint."""
-    from real_runs.checkpoint import CHECKPOINT_DIR, checkpoint_steps
+def final_checkpoint(run_dir: Path) -> Path:
+    """The folder of a run's newest complete checkpoint (its model: ``checkpoint.restore_model``)."""
+    from real_runs.checkpoint import checkpoint_steps, step_folder
 
     steps = checkpoint_steps(run_dir)
     if not steps:
         raise FileNotFoundError(f"{run_dir} has no complete checkpoint: rerun the study to finish it")
-    return torch.load(Path(run_dir) / CHECKPOINT_DIR / f"step_{steps[-1]:08d}" / "model.pt",
-                      map_location="cpu", weights_only=True)
+    return step_folder(run_dir, steps[-1])
 
 
 def measure_study(warm_path: Path, runs: dict[str, dict[int, Path]],
                   problems: Sequence[Problem]) -> dict[str, Any]:
     """``{"warm": shares, "runs": {method: {seed: shares}}}`` for the warm start and every run
     (one model object: each run's final weights are loaded into it in turn)."""
+    from real_runs.checkpoint import restore_model
     from real_runs.lmstudy.warmstart import load_warm_start
 
     model, tokenizer, _ = load_warm_start(warm_path)
@@ -78,7 +78,7 @@ def measure_study(warm_path: Path, runs: dict[str, dict[int, Path]],
     for method, by_seed in runs.items():
         out["runs"][method] = {}
         for seed, path in sorted(by_seed.items()):
-            model.load_state_dict(final_state(path))
+            restore_model(model, final_checkpoint(path))
             out["runs"][method][int(seed)] = model_shares(model, tokenizer, problems)
     return out
 

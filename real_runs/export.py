@@ -1,0 +1,122 @@
+"""`gdro export RUN_DIR[/checkpoints/step_N] OUT [--dtype bfloat16]`: a trained model as a Hugging Face folder.
+
+OUT holds ``config.json``, ``generation_config.json``, ``model.safetensors`` (or 5 GB shards with
+their index), the tokenizer (``tokenizer.json``, ``tokenizer_config.json``, ``chat_template.jinja``)
+and nothing of the training state, so ``AutoModelForCausalLM.from_pretrained(OUT)``,
+``AutoTokenizer.from_pretrained(OUT)``, ``gdro eval --model OUT`` and vLLM load it.
+
+A run directory means its newest checkpoint. A checkpoint of this version is already such a folder
+next to its training files: it is copied (exact weights) or, with ``--dtype``, re-saved in that
+precision (``bfloat16`` halves the fp32 master weights for serving). A checkpoint of an older
+gdro train (``model.pt`` only) is rebuilt from the run's ``model.name`` (the architecture and
+tokenizer must load from there: ``tiny``, a folder, or the hub cache). OUT must not exist or be
+empty; it is written to a temporary folder next to it and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from real_runs.checkpoint import TRAINING_FILES, checkpoint_steps, restore_model, step_folder
+
+
+class ExportError(ValueError):
+    """Bad input for `gdro export`; one line naming the problem and the fix."""
+
+
+def find_checkpoint(source: str | os.PathLike[str]) -> Path:
+    """A checkpoint folder (``.../checkpoints/step_N``) or a run directory's newest checkpoint."""
+    path = Path(source)
+    if (path / "trainer.pt").exists():
+        return path
+    if (path / "meta.json").exists():
+        steps = checkpoint_steps(path)
+        if not steps:
+            raise ExportError(f"{path} is a run without a complete checkpoint: train until one is saved")
+        return step_folder(path, steps[-1])
+    if not path.exists():
+        raise ExportError(f"{path} does not exist: pass a run directory or RUN_DIR/checkpoints/step_N")
+    raise ExportError(f"{path} is neither a gdro train run nor one of its checkpoints: pass RUN_DIR or "
+                      "RUN_DIR/checkpoints/step_N")
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ExportError(f"{out} exists and is not an empty folder: choose a new OUT (nothing was touched)")
+
+
+def _rebuild(checkpoint: Path, target: Path, dtype: str | None) -> None:
+    """Load the checkpoint's weights into its run's model and save_pretrained it."""
+    import torch
+
+    from real_runs.models import load_policy, resolve_dtype
+    model: Any
+    tokenizer: Any
+    if (checkpoint / "config.json").exists():
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
+    else:  # an older checkpoint: model.pt on the run's own architecture
+        run_config = json.loads((checkpoint.parent.parent / "config.json").read_text(encoding="utf-8"))
+        name = run_config["model"]["name"]
+        model, tokenizer = load_policy(name, dtype="float32", seed=int(run_config["train"]["seed"]))
+        restore_model(model, checkpoint)
+    if dtype is not None:
+        model = model.to(resolve_dtype(dtype, "cpu"))
+    model.config.use_cache = True
+    model.save_pretrained(target, max_shard_size="5GB")
+    tokenizer.save_pretrained(target)
+
+
+def export(source: str | os.PathLike[str], out: str | os.PathLike[str], dtype: str | None = None) -> Path:
+    """Write the Hugging Face folder of a run's checkpoint to ``out``; returns ``out``."""
+    checkpoint = find_checkpoint(source)
+    target = Path(out)
+    _check_out(target)
+    if dtype not in (None, "float32", "bfloat16", "float16"):
+        raise ExportError(f"--dtype {dtype}: use float32, bfloat16 or float16")
+    tmp = target.with_name(f".tmp-{target.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        hf_folder = (checkpoint / "config.json").exists()
+        if hf_folder and dtype in (None, "float32"):
+            for file in checkpoint.iterdir():
+                if file.is_file() and file.name not in TRAINING_FILES:
+                    shutil.copy2(file, tmp / file.name)
+        else:
+            _rebuild(checkpoint, tmp, dtype)
+        if target.exists():
+            target.rmdir()
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gdro export", description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser.add_argument("source", help="RUN_DIR (its newest checkpoint) or RUN_DIR/checkpoints/step_N")
+    parser.add_argument("out", help="new folder for the Hugging Face model")
+    parser.add_argument("--dtype", default=None, help="float32 (as trained, default), bfloat16 or float16")
+    args = parser.parse_args(argv)
+    try:
+        target = export(args.source, args.out, args.dtype)
+    except (ValueError, OSError) as err:
+        if os.environ.get("GDRO_DEBUG"):
+            raise
+        print(f"gdro export: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    print(f"gdro export: wrote {target} (load it with gdro eval --model {target}, "
+          "AutoModelForCausalLM.from_pretrained or vLLM)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Where a `gdro train` process spent its time: compute against the trainer's own overhead.
+
+compute  = generate + logprobs (teacher-forced forward passes) + update (forward, backward,
+           optimizer) + sync (weights to the engine)
+overhead = plan (classifier bins, allocator plan) + reward (scoring) + controllers (updates,
+           GRPO advantages, multipliers) + record (rollout tensors, step record, scalars)
+           + other (the rest of a step: sampling parameters, bookkeeping between phases)
+           + log (steps.jsonl and sinks) + checkpoint (snapshots, checkpoints)
+loop     = compute + overhead: every step's ``time/step`` plus logging and checkpoints.
+Evaluation is reported apart (it is generation and scoring again, on a schedule).
+
+The printed shares are of the loop; issue #23 asks that the trainer's overhead stay under 5% or be
+explained (docs/benchmarks.md, "Trainer overhead").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Mapping
+
+COMPUTE = ("generate", "logprobs", "update", "sync")
+OVERHEAD = ("plan", "reward", "controllers", "record", "other", "log", "checkpoint")
+IN_STEP = ("plan", "generate", "reward", "controllers", "logprobs", "update", "sync", "record")
+
+
+class RunTimes:
+    """Totals of a process's phases over its steps (``time/*`` seconds of each step, plus log,
+    checkpoint and eval seconds measured outside ``time/step``)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.totals: dict[str, float] = {name: 0.0 for name in (*COMPUTE, *OVERHEAD, "eval")}
+
+    def add_step(self, seconds: Mapping[str, float]) -> None:
+        """One step's ``time/*`` scalars; ``other`` = time/step minus its named phases."""
+        self.steps += 1
+        named = 0.0
+        for phase in IN_STEP:
+            value = float(seconds.get(f"time/{phase}", 0.0))
+            self.totals[phase] += value
+            named += value
+        self.totals["other"] += max(0.0, float(seconds.get("time/step", named)) - named)
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.totals[phase] += float(seconds)
+
+    def summary(self) -> dict[str, float]:
+        """Seconds per phase, the loop, and each phase's share of the loop."""
+        loop = sum(self.totals[p] for p in (*COMPUTE, *OVERHEAD))
+        out = {f"seconds/{p}": v for p, v in self.totals.items()}
+        out["seconds/loop"] = loop
+        out["steps"] = float(self.steps)
+        for phase in (*COMPUTE, *OVERHEAD):
+            out[f"share/{phase}"] = self.totals[phase] / loop if loop else 0.0
+        out["share/compute"] = sum(out[f"share/{p}"] for p in COMPUTE)
+        out["share/overhead"] = sum(out[f"share/{p}"] for p in OVERHEAD)
+        return out
+
+    def lines(self) -> list[str]:
+        """The printed summary (three lines)."""
+        s = self.summary()
+        compute = ", ".join(f"{p} {100 * s[f'share/{p}']:.1f}%" for p in COMPUTE)
+        overhead = ", ".join(f"{p} {100 * s[f'share/{p}']:.2f}%" for p in OVERHEAD)
+        return [f"time of {self.steps} step(s) in this process: {s['seconds/loop']:.2f} s "
+                f"(+ {s['seconds/eval']:.2f} s evaluation)",
+                f"  compute {100 * s['share/compute']:.1f}%: {compute}",
+                f"  trainer overhead {100 * s['share/overhead']:.2f}%: {overhead}"]
+
+    def write(self, run_dir: str | Path) -> None:
+        """``RUN_DIR/timing.json``: the summary of the last process that wrote the run."""
+        Path(run_dir, "timing.json").write_text(json.dumps(self.summary(), indent=1), encoding="utf-8")

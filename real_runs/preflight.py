@@ -1,0 +1,135 @@
+"""Checks `gdro train` makes before anything heavy loads, and the plan of ``--dry-run``.
+
+Order of a start: the config is validated when it is read; then, here and in seconds, the output
+folder (:func:`check_output`: never write into a folder that is not ours), the device
+(:func:`check_device`), the model source (``real_runs.models.check_model_source``: a folder with
+weights, the hub cache, or a reachable hub; no weights are loaded). Only then does the trainer
+load the model and the data. ``--dry-run`` runs the same checks plus the data (rows, the English
+filter, prompt lengths) and prints the plan (:func:`plan_lines`) without loading a model.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from gdro_lab.runlog import is_run_dir
+from real_runs.config import TrainConfig
+from real_runs.runlock import LOCK_FILE, RunLock
+
+
+class TrainError(ValueError):
+    """A run cannot start or resume; the message is one line naming the problem and the fix."""
+
+
+def run_dir_of(cfg: TrainConfig) -> Path:
+    """``train.out / (train.run_name or {method}-{model}-s{seed})``."""
+    name = cfg.train.run_name or f"{cfg.method.name}-{Path(cfg.model.name).name}-s{cfg.train.seed}"
+    return Path(cfg.train.out) / name
+
+
+def check_output(cfg: TrainConfig) -> Path:
+    """The new run's directory, checked before anything loads; nothing is created here.
+
+    Refused: a path through a file, an existing run (resume it instead), a folder that exists and
+    holds anything (gdro train writes only into new or empty folders), an unwritable parent.
+    """
+    run_dir = run_dir_of(cfg)
+    existing = next(p for p in (run_dir, *run_dir.parents) if p.exists() or p == Path(p.anchor))
+    if not existing.is_dir():
+        raise TrainError(f"train.out={cfg.train.out}: {existing} is a file, not a folder: pass a folder to --out")
+    if run_dir.is_dir():
+        if is_run_dir(run_dir):
+            raise TrainError(f"{run_dir} already holds a run: choose another --out or train.run_name, or continue "
+                             f"it with gdro train --resume {run_dir} (nothing was overwritten)")
+        if any(run_dir.iterdir()):
+            raise TrainError(f"{run_dir} exists and is not a gdro run: gdro train writes only into new or empty "
+                             "folders; choose another --out or train.run_name (nothing was touched)")
+    if not os.access(existing, os.W_OK):
+        raise TrainError(f"train.out={cfg.train.out}: {existing} is not writable: choose another --out")
+    return run_dir
+
+
+def claim_run_dir(run_dir: Path) -> RunLock:
+    """Create the run directory and take its writer lock; re-checked under the lock, so two
+    processes starting the same run cannot both write it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(run_dir).acquire()
+    if is_run_dir(run_dir) or any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+        lock.release()
+        raise TrainError(f"{run_dir} was filled by another process while this one started: choose another "
+                         "--out or train.run_name (nothing was overwritten)")
+    return lock
+
+
+def check_device(cfg: TrainConfig) -> None:
+    """``model.device=cuda`` on a machine without CUDA is refused naming the config key."""
+    import torch
+    if cfg.model.device == "cuda" and not torch.cuda.is_available():
+        raise TrainError("model.device=cuda but CUDA is not available here: set model.device=cpu "
+                         "(or auto, which takes the GPU when there is one)")
+
+
+def model_shape(name: str) -> tuple[Any, str]:
+    """(memory.Shape, where it came from) of a model without loading weights, or (None, why)."""
+    from real_runs import memory
+    from real_runs.models import REHEARSAL_SHAPE, TINY_MODELS, checkpoint_folder, hub_cache_hit
+    if name in TINY_MODELS:
+        vocab = 151669 if name == "tiny-qwen" else 1024
+        base = dict(hidden_size=64, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, vocab_size=vocab)
+        return memory.Shape.of({**base, **(REHEARSAL_SHAPE if name == "tiny-rehearsal" else {})}), "built here"
+    folder = checkpoint_folder(Path(name).expanduser())
+    try:
+        if (folder / "config.json").exists() or hub_cache_hit(name):
+            from transformers import AutoConfig
+            source = str(folder) if folder.exists() else name
+            config = AutoConfig.from_pretrained(source, local_files_only=True)
+            return memory.Shape.of(getattr(config, "text_config", config)), "its config.json"
+    except (OSError, ValueError, TypeError):
+        pass
+    if name in memory.QWEN3_SHAPES:
+        return memory.Shape.of(memory.QWEN3_SHAPES[name]), "the known Qwen3 shape"
+    return None, "unknown (no local config.json)"
+
+
+# ----------------------------------------------------------------------------- data
+
+def resolve_data_path(name: str) -> str:
+    """Relative data paths are tried from the working directory, then from the repository root."""
+    root = Path(__file__).resolve().parent.parent
+    path = Path(name)
+    if path.is_absolute() or path.exists() or not (root / path).exists():
+        return name
+    return str(root / path)
+
+
+def load_train_records(cfg: TrainConfig) -> tuple[list[Any], dict[str, int]]:
+    """The training problems of ``cfg.data`` and counts: rows skipped (no answer), rows dropped by
+    the English filter, problems kept (after ``data.limit``)."""
+    from real_runs.data import load_with_skips
+    dropped: list[int] = []
+    records, skipped = load_with_skips(resolve_data_path(cfg.data.train), split=cfg.data.split or None,
+                                       limit=cfg.data.limit or None, english_only=cfg.data.english_only,
+                                       dropped=dropped)
+    summary = {"skipped_without_answer": len(skipped), "dropped_cjk": len(dropped), "problems": len(records)}
+    if not records:
+        cjk = f" ({len(dropped)} rows dropped by data.english_only: set it to false)" if dropped else ""
+        raise TrainError(f"data.train={cfg.data.train!r} has no usable records (every row lacked a problem or "
+                         f"an answer{cjk}): pass a data set with answers")
+    return records, summary
+
+
+def prompt_texts(records: list[Any], tokenizer: Any, limit: int) -> tuple[list[Any], list[str], int]:
+    """(kept problems, their formatted prompts, how many were dropped as longer than ``limit`` tokens)."""
+    from real_runs.data import format_prompt
+    kept, texts = [], []
+    for problem in records:
+        text = format_prompt(problem, tokenizer)
+        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= limit:
+            kept.append(problem)
+            texts.append(text)
+    if not kept:
+        raise TrainError(f"every training prompt is longer than rollout.max_prompt_tokens={limit}: raise it")
+    return kept, texts, len(records) - len(kept)

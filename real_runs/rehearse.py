@@ -1,0 +1,159 @@
+"""`gdro train PRESET --rehearse`: the preset's whole path, on CPU, in minutes, before a GPU is rented.
+
+The rehearsal runs the preset's own settings through the trainer's own code path, with only the
+model and the lengths shrunk (:data:`SHRINK`, printed as a diff and checked):
+
+- model: ``tiny-rehearsal``, a Qwen3 of the same family shrunk in width and depth (hidden 32,
+  2 layers, 1,024-token vocabulary; ``real_runs.models.REHEARSAL_SHAPE``);
+- lengths: 8 new tokens per rollout and per evaluation sample, prompts up to 96 tokens (longer
+  ones are dropped by the preset's own filter: ~1,100 of the 14,485 English DAPO rows remain);
+- evaluation: every benchmark of the preset is loaded and scored at the preset's k, on its first
+  ``eval.limit = 2`` problems (the limit is the only change; GPQA scored as multiple choice);
+- precision: ``model.autocast=bf16``: the preset's bf16 autocast and bf16 reference model, which
+  a CPU run would otherwise skip (``auto`` means bf16 on CUDA only);
+- 2 steps: step 1 in one call that stops with a checkpoint (status "stopped"), step 2 in a
+  ``--resume`` of it, with the preset's evaluation at the last step and its final checkpoint.
+
+Everything else is the preset's: 256 prompts x n_bar 4 = 1,024 rollouts per step with arms 2..12,
+two mini-batches, gradient checkpointing, the micro-batch token budget, the KL reference, the math
+reward in its worker pool, the English DAPO filter. The rehearsal then checks what it ran (exact
+budget, arms in range, every benchmark scored at k, two optimizer steps per step in the checkpoint's
+AdamW state, the checkpoint loads with ``AutoModelForCausalLM``), prints the time of each phase
+and the trainer's overhead share, and the projected GPU memory of the real model
+(:mod:`real_runs.memory`). Anything that does not run, or runs differently, is a one-line
+:class:`RehearsalError` (exit status 2).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from real_runs import memory
+from real_runs.config import TrainConfig, config_to_dict, load_config, replace
+from real_runs.preflight import model_shape
+
+#: The only settings a rehearsal changes (section -> key -> value); "auto" autocast becomes bf16.
+SHRINK: dict[str, dict[str, Any]] = {
+    "model": {"name": "tiny-rehearsal"},
+    "rollout": {"max_new_tokens": 8, "max_prompt_tokens": 96},
+    "eval": {"max_new_tokens": 8, "limit": 2},
+    "train": {"steps": 2, "progress": False},
+}
+PHASES = ("plan", "generate", "reward", "controllers", "logprobs", "update", "sync", "record", "step", "eval")
+
+
+class RehearsalError(ValueError):
+    """The preset's path did not run (or ran differently); one line naming what."""
+
+
+def rehearsal_config(real: TrainConfig, preset: str) -> TrainConfig:
+    """The preset's config with :data:`SHRINK` applied (and bf16 autocast where it was ``auto``)."""
+    changes = {section: dict(values) for section, values in SHRINK.items()}
+    if real.model.autocast == "auto":
+        changes["model"]["autocast"] = "bf16"
+    name = Path(preset).stem if preset.endswith(".toml") else preset
+    changes["train"]["run_name"] = real.train.run_name or f"rehearsal-{name}-{real.method.name}"
+    return replace(real, **changes)
+
+
+def config_diff(a: TrainConfig, b: TrainConfig) -> dict[str, tuple[Any, Any]]:
+    """``section.key -> (a's value, b's value)`` for every key that differs."""
+    da, db = config_to_dict(a), config_to_dict(b)
+    return {f"{s}.{k}": (da[s][k], db[s][k]) for s in da for k in da[s] if da[s][k] != db[s][k]}
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise RehearsalError(f"rehearsal: {message}")
+
+
+def verify(run_dir: Path, cfg: TrainConfig) -> list[str]:
+    """Check the rehearsal ran the preset's path; returns the lines of what was verified."""
+    import torch
+
+    from gdro_lab.runlog import read_run
+    from real_runs.checkpoint import checkpoint_steps, step_folder
+    run = read_run(run_dir)
+    tc, mc, ec = cfg.train, cfg.method, cfg.eval
+    _check(run.meta["status"] == "finished", f"the run ended with status {run.meta['status']!r}")
+    _check(run.steps.tolist() == list(range(1, tc.steps + 1)), f"steps logged {run.steps.tolist()}, not 1..{tc.steps}")
+    budget = tc.prompts_per_step * mc.n_bar
+    _check(bool(np.all(run.scalars["total_rollouts"] == budget)), f"rollouts per step {run.scalars['total_rollouts']}, "
+           f"not {budget}")
+    arms = run.bins["rollouts"][np.isfinite(run.bins["rollouts"])]   # prompts in a bin (the rest get n_bar)
+    arms = np.append(arms, mc.n_bar) if np.any(run.scalars["num_unassigned"] > 0) else arms
+    _check(arms.min() >= mc.n_min and arms.max() <= mc.n_max, f"rollouts per bin {sorted(set(arms))} outside "
+           f"the arms {mc.n_min}..{mc.n_max}")
+    _check([e["step"] for e in run.evals] == [tc.steps], f"evaluations at steps {[e['step'] for e in run.evals]}")
+    scored = run.evals[-1]["metrics"]
+    missing = [b for b in ec.benchmarks if not np.isfinite(scored.get(f"{b}/mean@{ec.k}") or np.nan)]
+    _check(not missing, f"benchmark(s) not scored at k={ec.k}: {', '.join(missing)}")
+    _check(scored["eval/samples"] == scored["pooled/num_prompts"] * ec.k, "evaluation samples != prompts x k")
+    steps = checkpoint_steps(run_dir)
+    _check(steps[-1] == tc.steps and 1 in steps, f"checkpoints at steps {steps}, not 1 and {tc.steps}")
+    final = step_folder(run_dir, tc.steps)
+    adam = torch.load(final / "optimizer.pt", map_location="cpu", weights_only=True)["state"]
+    optimizer_steps = int(next(iter(adam.values()))["step"])
+    _check(optimizer_steps == tc.steps * tc.mini_batches * tc.ppo_epochs,
+           f"{optimizer_steps} optimizer steps in {tc.steps} steps, not {tc.mini_batches} mini-batches per step")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    AutoTokenizer.from_pretrained(final, local_files_only=True)
+    AutoModelForCausalLM.from_pretrained(final, local_files_only=True)
+    return [f"verified: steps 1..{tc.steps} (step 2 after a resume), {budget} rollouts per step in arms "
+            f"{int(arms.min())}..{int(arms.max())}, {optimizer_steps} optimizer steps ({tc.mini_batches} mini-batches "
+            f"per step), {len(ec.benchmarks)} benchmarks scored at k={ec.k} ({int(scored['eval/samples'])} samples), "
+            f"checkpoints {steps} loadable by AutoModelForCausalLM"]
+
+
+def phase_table(run_dir: Path) -> list[str]:
+    """Seconds of each phase per step (steps.jsonl ``time/*``)."""
+    from gdro_lab.runlog import read_run
+    run = read_run(run_dir)
+    lines = ["| step | " + " | ".join(PHASES) + " |", "|---|" + "---:|" * len(PHASES)]
+    for index, step in enumerate(run.steps):
+        cells = [run.scalars.get(f"time/{p}", np.full(run.steps.size, np.nan))[index] for p in PHASES]
+        lines.append(f"| {int(step)} | " + " | ".join("-" if not np.isfinite(c) else f"{c:.2f}" for c in cells) + " |")
+    return lines
+
+
+def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], None] = print) -> Path:
+    """Run the rehearsal of ``preset`` (with the user's ``overrides``); returns the run directory."""
+    from real_runs.train import main
+    real = load_config(preset, overrides)
+    cfg = rehearsal_config(real, preset)
+    out(f"rehearsal of {preset}: the preset's settings and code path, shrunk only in:")
+    for key, (was, now) in config_diff(real, cfg).items():
+        out(f"  {key}: {was!r} -> {now!r}")
+    shape, source = model_shape(real.model.name)
+    if shape is not None:
+        projection = memory.project(shape, micro_batch_tokens=real.train.micro_batch_tokens, kl=real.loss.kl_coef > 0,
+                                    gradient_checkpointing=real.model.gradient_checkpointing)
+        out(f"{real.model.name}: {shape.parameters / 1e9:.2f} B parameters ({source}); one checkpoint "
+            f"{memory.checkpoint_bytes(shape.parameters)['total'] / 1e9:.1f} GB (model 4N + optimizer.pt 8N)")
+        for line in memory.format_projection(real.model.name, projection, shape.parameters):
+            out(line)
+    started = time.perf_counter()
+    run_dir = main(cfg, stop_after=1)
+    first = json.loads((run_dir / "timing.json").read_text(encoding="utf-8"))
+    resumed = time.perf_counter()
+    main(None, resume=str(run_dir))
+    ended = time.perf_counter()
+    second = json.loads((run_dir / "timing.json").read_text(encoding="utf-8"))
+    out(f"seconds per phase (steps.jsonl; step 1 before the stop, step 2 after the resume):")
+    for line in phase_table(run_dir):
+        out("  " + line)
+    for label, timing in (("step 1", first), ("step 2", second)):
+        out(f"  {label}: log {timing['seconds/log']:.2f} s, checkpoint {timing['seconds/checkpoint']:.2f} s; trainer "
+            f"overhead {100 * timing['share/overhead']:.2f}% of the loop (plan, reward, controllers, record, other, "
+            f"log, checkpoint), compute {100 * timing['share/compute']:.1f}%")
+    out(f"  wall: {resumed - started:.1f} s to step 1 (start, data, model, step, checkpoint), "
+        f"{ended - resumed:.1f} s for the resume (load, step 2, evaluation, checkpoint)")
+    for line in verify(run_dir, cfg):
+        out(line)
+    out(f"rehearsal passed: {run_dir}")
+    return run_dir
