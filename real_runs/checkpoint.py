@@ -174,7 +174,12 @@ def restore_model(model: torch.nn.Module, folder: str | os.PathLike[str]) -> Non
         name = (unknown or untied)[0]
         raise CheckpointError(f"checkpoint {folder} does not fit the model ({'unknown' if unknown else 'missing'} "
                               f"tensor {name}): resume or export with the run's own model")
-    model.load_state_dict(state, strict=False)
+    try:
+        model.load_state_dict(state, strict=False)
+    except RuntimeError as err:   # shapes differ
+        detail = " ".join(str(err).split())[:200]
+        raise CheckpointError(f"checkpoint {folder} does not fit the model ({detail}): resume or export with "
+                              "the run's own model") from None
 
 
 def load_checkpoint(run_dir: str | os.PathLike[str], *, model: torch.nn.Module,

@@ -75,8 +75,8 @@ def plan_lines(cfg: TrainConfig, problems: int, eval_sizes: dict[str, int], shap
         keep_opt = tc.keep_optimizer_last or tc.keep_last
         on_disk = min(tc.keep_last, saves) * size["model"] + min(keep_opt, tc.keep_last, saves) * size["optimizer"]
         lines.append(f"checkpoints  {saves} saves, newest {tc.keep_last} kept ({keep_opt} with optimizer.pt): "
-                     f"model {size['model'] / 1e9:.2f} GB + optimizer.pt {size['optimizer'] / 1e9:.2f} GB each, "
-                     f"<= {on_disk / 1e9:.2f} GB on disk ({shape.parameters / 1e9:.3f} B parameters, {shape_from})")
+                     f"model {memory.human(size['model'])} + optimizer.pt {memory.human(size['optimizer'])} each, "
+                     f"<= {memory.human(on_disk)} on disk ({shape.parameters:,} parameters, {shape_from})")
         projection = memory.project(shape, micro_batch_tokens=tc.micro_batch_tokens, kl=cfg.loss.kl_coef > 0,
                                     gradient_checkpointing=cfg.model.gradient_checkpointing)
         lines += memory.format_projection(cfg.model.name, projection, shape.parameters)

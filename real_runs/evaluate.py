@@ -15,11 +15,13 @@ variance. The paper reports no intervals; ours are percentile intervals of a boo
 resamples prompts with replacement within each (benchmark, group) stratum, so every replicate
 keeps the strata sizes, and recomputes every metric (minima included) on each replicate.
 
-Intervals resting on one prompt are undefined and reported as NaN (null in eval.jsonl): a
-stratum of one prompt resamples to itself, so its bootstrap interval would have zero width and
-claim a certainty the data do not have. That covers a group, a benchmark or the pooled set of one
-prompt, and the worst group when the worst group has one prompt. Intervals over several strata
-keep such a stratum as a fixed value (it adds no width): conditional on it, and said so here.
+One-prompt groups: a stratum of one prompt resamples to itself, so its bootstrap interval would
+have zero width and claim a certainty the data do not have. Its own interval is therefore
+undefined, reported as NaN (null in eval.jsonl), as is any metric of a single prompt (a benchmark
+or pooled set of one) and the worst group's (benchmark's) interval when it has one prompt. For the
+intervals of benchmarks and the pooled set the one-prompt groups of a benchmark are resampled
+together, as one stratum (widened honestly: they vary as a pool instead of not at all); in the
+worst group's replicates a one-prompt group enters at its observed value.
 
 Metric names (agreed across gdro-lab, the same in ``gdro eval`` and the trainer's evaluation):
 ``{bench}/mean@{k}``, ``{bench}/pass@{k}``, ``pooled/...``, ``worst_group/mean@{k}``,
@@ -82,6 +84,17 @@ def _group_names(strata: list[tuple[str, str]]) -> list[str]:
     return [g if labels.count(g) == 1 else f"{b}:{g}" for b, g in strata]
 
 
+def _resampling_strata(strata: list[tuple[str, str]], sizes_S: np.ndarray) -> np.ndarray:
+    """Resampling stratum of each (benchmark, group) stratum: its own, except that the one-prompt
+    strata of a benchmark share one (see the module docstring). Identity when none has one prompt."""
+    index: dict[object, int] = {}
+    out = np.empty(len(strata), np.int64)
+    for s, (bench, _) in enumerate(strata):
+        key: object = s if sizes_S[s] > 1 else ("one-prompt groups", bench)
+        out[s] = index.setdefault(key, len(index))
+    return out
+
+
 def _with_interval(out: dict[str, float], name: str, point: float, replicates: np.ndarray,
                    defined: bool = True) -> None:
     """``name`` and its 95% percentile bounds; NaN bounds when the interval rests on one prompt."""
@@ -105,38 +118,41 @@ def evaluation_metrics(successes_R: np.ndarray, counts_P: np.ndarray, benchmarks
     sizes_S = np.bincount(strata_P, minlength=len(strata)).astype(float)
     sums_SM = np.zeros((len(strata), 2))
     np.add.at(sums_SM, strata_P, values_PM)
-    boot_BSM = bootstrap_stratum_sums(values_PM, strata_P, len(strata), num_boot,
+    resample_S = _resampling_strata(strata, sizes_S)
+    boot_BRM = bootstrap_stratum_sums(values_PM, resample_S[strata_P], int(resample_S.max()) + 1, num_boot,
                                       np.random.default_rng(seed))
     bench_of_S = [bench for bench, _ in strata]
+    bench_of_R = {int(r): bench for r, bench in zip(resample_S, bench_of_S)}
     benches = sorted(set(bench_of_S))
     group_names = _group_names(strata)
 
     out: dict[str, float] = {}
-    bench_means, bench_boot = [], []
+    bench_means, bench_boot, bench_sizes = [], [], []
     for bench in benches:
         mask = np.array([b == bench for b in bench_of_S])
         size = sizes_S[mask].sum()
         point = sums_SM[mask].sum(axis=0) / size
-        boot = boot_BSM[:, mask].sum(axis=1) / size
+        boot = boot_BRM[:, [bench_of_R[r] == bench for r in range(boot_BRM.shape[1])]].sum(axis=1) / size
         _with_interval(out, f"{bench}/mean@{k}", point[0], boot[:, 0], size > 1)
         _with_interval(out, f"{bench}/pass@{k}", point[1], boot[:, 1], size > 1)
         out[f"{bench}/num_prompts"] = float(size)
         bench_means.append(point[0])
         bench_boot.append(boot[:, 0])
+        bench_sizes.append(size)
     total = sizes_S.sum()
-    _with_interval(out, f"pooled/mean@{k}", sums_SM[:, 0].sum() / total, boot_BSM[:, :, 0].sum(axis=1) / total,
+    _with_interval(out, f"pooled/mean@{k}", sums_SM[:, 0].sum() / total, boot_BRM[:, :, 0].sum(axis=1) / total,
                    total > 1)
-    _with_interval(out, f"pooled/pass@{k}", sums_SM[:, 1].sum() / total, boot_BSM[:, :, 1].sum(axis=1) / total,
+    _with_interval(out, f"pooled/pass@{k}", sums_SM[:, 1].sum() / total, boot_BRM[:, :, 1].sum(axis=1) / total,
                    total > 1)
     out["pooled/num_prompts"] = float(total)
     group_means_S = sums_SM[:, 0] / sizes_S
-    group_boot_BS = boot_BSM[:, :, 0] / sizes_S
+    group_boot_BS = np.where(sizes_S > 1, boot_BRM[:, resample_S, 0] / sizes_S, group_means_S)
     for name, point, boot, size in zip(group_names, group_means_S, group_boot_BS.T, sizes_S):
         _with_interval(out, f"group/{name}/mean@{k}", point, boot, size > 1)
     _with_interval(out, f"worst_group/mean@{k}", group_means_S.min(), group_boot_BS.min(axis=1),
                    sizes_S[int(np.argmin(group_means_S))] > 1)
     _with_interval(out, f"worst_benchmark/mean@{k}", min(bench_means),
-                   np.min(np.stack(bench_boot, axis=1), axis=1))
+                   np.min(np.stack(bench_boot, axis=1), axis=1), bench_sizes[int(np.argmin(bench_means))] > 1)
     return out
 
 

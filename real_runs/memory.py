@@ -80,6 +80,14 @@ class Shape:
         return self.vocab * h * (1 if self.tied else 2) + h + self.layers * layer
 
 
+def human(size: float) -> str:
+    """Bytes in decimal units: ``20.6 GB``, ``757 kB``."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size:.0f} B"
+
+
 def checkpoint_bytes(parameters: int) -> dict[str, int]:
     """Bytes of one checkpoint with fp32 master weights: model, optimizer and both."""
     return {"model": 4 * parameters, "optimizer": 8 * parameters, "total": 12 * parameters}
@@ -121,7 +129,7 @@ def format_projection(name: str, projection: Projection, parameters: int) -> lis
     def gib(value: float) -> str:
         return f"{value / GIB:.1f} GiB"
 
-    lines = [f"projected GPU memory of {name} ({parameters / 1e9:.2f} B parameters), one process, hf engine:"]
+    lines = [f"projected GPU memory of {name} ({parameters:,} parameters), one process, hf engine:"]
     for title, terms in (("static", projection.static), ("update (per micro-batch)", projection.update),
                          ("generation", projection.generation)):
         lines.append(f"  {title:<25} {gib(sum(terms.values())):>10}  = " +

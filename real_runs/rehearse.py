@@ -9,6 +9,8 @@ model and the lengths shrunk (:data:`SHRINK`, printed as a diff and checked):
   ones are dropped by the preset's own filter: ~1,100 of the 14,485 English DAPO rows remain);
 - evaluation: every benchmark of the preset is loaded and scored at the preset's k, on its first
   ``eval.limit = 2`` problems (the limit is the only change; GPQA scored as multiple choice);
+- a ``section.key=value`` given on the command line wins over these (e.g. a larger
+  ``rollout.max_prompt_tokens`` on a small data set whose prompts are all longer than 96 tokens);
 - precision: ``model.autocast=bf16``: the preset's bf16 autocast and bf16 reference model, which
   a CPU run would otherwise skip (``auto`` means bf16 on CUDA only);
 - 2 steps: step 1 in one call that stops with a checkpoint (status "stopped"), step 2 in a
@@ -51,9 +53,11 @@ class RehearsalError(ValueError):
     """The preset's path did not run (or ran differently); one line naming what."""
 
 
-def rehearsal_config(real: TrainConfig, preset: str) -> TrainConfig:
-    """The preset's config with :data:`SHRINK` applied (and bf16 autocast where it was ``auto``)."""
-    changes = {section: dict(values) for section, values in SHRINK.items()}
+def rehearsal_config(real: TrainConfig, preset: str, keep: Sequence[str] = ()) -> TrainConfig:
+    """The preset's config with :data:`SHRINK` applied (and bf16 autocast where it was ``auto``),
+    except the ``section.key`` names in ``keep`` (set by the user on the command line)."""
+    changes = {section: {k: v for k, v in values.items() if f"{section}.{k}" not in keep}
+               for section, values in SHRINK.items()}
     if real.model.autocast == "auto":
         changes["model"]["autocast"] = "bf16"
     name = Path(preset).stem if preset.endswith(".toml") else preset
@@ -124,8 +128,9 @@ def phase_table(run_dir: Path) -> list[str]:
 def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], None] = print) -> Path:
     """Run the rehearsal of ``preset`` (with the user's ``overrides``); returns the run directory."""
     from real_runs.train import main
+    from real_runs.config import parse_override
     real = load_config(preset, overrides)
-    cfg = rehearsal_config(real, preset)
+    cfg = rehearsal_config(real, preset, keep=[".".join(parse_override(o)[:2]) for o in overrides])
     out(f"rehearsal of {preset}: the preset's settings and code path, shrunk only in:")
     for key, (was, now) in config_diff(real, cfg).items():
         out(f"  {key}: {was!r} -> {now!r}")
@@ -133,8 +138,8 @@ def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], No
     if shape is not None:
         projection = memory.project(shape, micro_batch_tokens=real.train.micro_batch_tokens, kl=real.loss.kl_coef > 0,
                                     gradient_checkpointing=real.model.gradient_checkpointing)
-        out(f"{real.model.name}: {shape.parameters / 1e9:.2f} B parameters ({source}); one checkpoint "
-            f"{memory.checkpoint_bytes(shape.parameters)['total'] / 1e9:.1f} GB (model 4N + optimizer.pt 8N)")
+        out(f"{real.model.name}: {shape.parameters:,} parameters ({source}); one checkpoint "
+            f"{memory.human(memory.checkpoint_bytes(shape.parameters)['total'])} (model 4N + optimizer.pt 8N bytes)")
         for line in memory.format_projection(real.model.name, projection, shape.parameters):
             out(line)
     started = time.perf_counter()

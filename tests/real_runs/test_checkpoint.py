@@ -103,6 +103,61 @@ def test_unreadable_or_missing_checkpoints_are_one_line_errors(tmp_path: Path):
     assert "\n" not in str(info.value)
 
 
+def test_keep_optimizer_last_keeps_older_checkpoints_model_only(tmp_path: Path):
+    """train.keep_optimizer_last=1: older kept checkpoints lose optimizer.pt (2x the model) and are
+    no longer resumable; the newest one is, and a resume picks it."""
+    model, optimizer, scheduler, controllers = _parts()
+    for step in (1, 2, 3):
+        _train_one(model, optimizer, scheduler)
+        ckpt.save_checkpoint(tmp_path, step, model=model, optimizer=optimizer, scheduler=scheduler,
+                             controllers=controllers, data_state={}, keep_last=3, keep_optimizer_last=1)
+    folders = {s: ckpt.step_folder(tmp_path, s) for s in (1, 2, 3)}
+    assert ckpt.checkpoint_steps(tmp_path) == [1, 2, 3] and ckpt.resumable_steps(tmp_path) == [3]
+    assert [(folders[s] / "optimizer.pt").exists() for s in (1, 2, 3)] == [False, False, True]
+    assert all((folders[s] / "model.pt").exists() for s in (1, 2, 3))
+    step, _ = ckpt.load_checkpoint(tmp_path, model=model, optimizer=optimizer, scheduler=scheduler,
+                                   controllers=controllers)
+    assert step == 3
+    everything = tmp_path / "all"
+    for step in (1, 2):
+        ckpt.save_checkpoint(everything, step, model=model, optimizer=optimizer, scheduler=scheduler,
+                             controllers=controllers, data_state={}, keep_last=3)
+    assert ckpt.resumable_steps(everything) == [1, 2]
+
+
+def test_a_transformers_model_is_checkpointed_as_a_hugging_face_folder(tmp_path: Path):
+    """save_pretrained layout (safetensors, config, generation config, tokenizer): the folder loads
+    with AutoModelForCausalLM / AutoTokenizer with identical logits, and restore_model puts the
+    weights (tied embeddings included) back into a differently seeded model."""
+    pytest.importorskip("transformers")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from real_runs.models import load_policy
+    model, tokenizer = load_policy("tiny", seed=1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    model.gradient_checkpointing_enable()   # training switches use_cache off; the saved config must not
+    path = ckpt.save_checkpoint(tmp_path, 1, model=model, optimizer=optimizer, scheduler=scheduler,
+                                controllers={}, data_state={}, tokenizer=tokenizer)
+    names = {p.name for p in path.iterdir()}
+    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "optimizer.pt",
+            "trainer.pt", "controllers.json"} <= names and "model.pt" not in names
+    assert json.loads((path / "config.json").read_text())["use_cache"] is True
+    ids = torch.tensor([tokenizer("Solve 1 + 1.")["input_ids"]])
+    loaded = AutoModelForCausalLM.from_pretrained(path).eval()
+    with torch.no_grad():
+        assert torch.equal(loaded(ids).logits, model.eval()(ids).logits)
+    assert AutoTokenizer.from_pretrained(path)("Solve 1 + 1.")["input_ids"] == ids[0].tolist()
+    other, _ = load_policy("tiny", seed=7)
+    ckpt.restore_model(other, path)
+    for (name, a), b in zip(model.state_dict().items(), other.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert other.lm_head.weight.data_ptr() == other.model.embed_tokens.weight.data_ptr()   # still tied
+    wrong, _ = load_policy("tiny-rehearsal")
+    with pytest.raises(ckpt.CheckpointError, match="does not fit the model"):
+        ckpt.restore_model(wrong, path)
+
+
 # ----------------------------------------------------------------------------- kill and resume
 
 ARGS = ["train", "tiny-cpu", "train.steps=6", "train.save_every=2", "data.limit=8", "eval.every=3",
@@ -153,7 +208,6 @@ def test_sigkill_mid_step_then_resume_matches_an_uninterrupted_run(tmp_path: Pat
     assert [r["step"] for r in got_steps] == [1, 2, 3, 4, 5, 6]   # no gap, no duplicate
     assert got_steps == want_steps
     assert _records(tmp_path / "killed" / "run", "eval.jsonl") == _records(tmp_path / "full" / "run", "eval.jsonl")
-    for name in ("model.pt",):
-        a = torch.load(tmp_path / "full" / "run" / "checkpoints" / "step_00000006" / name, weights_only=True)
-        b = torch.load(tmp_path / "killed" / "run" / "checkpoints" / "step_00000006" / name, weights_only=True)
-        assert all(torch.equal(a[k], b[k]) for k in a)
+    a = ckpt.read_model_state(tmp_path / "full" / "run" / "checkpoints" / "step_00000006")
+    b = ckpt.read_model_state(tmp_path / "killed" / "run" / "checkpoints" / "step_00000006")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

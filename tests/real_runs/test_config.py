@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gdro_lab import ConfigError
@@ -26,7 +28,17 @@ def test_paper_presets_have_the_paper_settings(size, model):
     assert (cfg.optim.lr, cfg.loss.kl_coef, cfg.loss.kl_estimator) == (1e-6, 0.001, "k3")
     assert (cfg.loss.clip_low, cfg.loss.clip_high, cfg.loss.adv_clip) == (0.2, 0.28, 5.0)
     assert (cfg.eval.temperature, cfg.eval.top_p, cfg.eval.top_k) == (0.6, 0.8, 20)
-    assert set(cfg.eval.benchmarks) == {"math500", "aime24", "aime25", "amc23", "minerva", "olympiadbench"}
+    # the paper's pooled validation set, GPQA-Diamond included; the English rows of DAPO-Math-17k
+    assert set(cfg.eval.benchmarks) == {"math500", "aime24", "aime25", "amc23", "minerva", "olympiadbench", "gpqa"}
+    assert cfg.data.english_only and cfg.rollout.engine == "hf" and cfg.rollout.reward == "math"
+    assert cfg.model.gradient_checkpointing and cfg.model.autocast == "auto" and cfg.train.mini_batches == 2
+
+
+def test_tiny_cpu_says_it_trains_on_the_toy_reward():
+    cfg = C.load_config("tiny-cpu")
+    assert cfg.rollout.reward == "toy" and cfg.data.limit == 8 and cfg.train.prompts_per_step == 4
+    text = (Path(C.__file__).parent / "presets" / "tiny-cpu.toml").read_text()
+    assert "TOY reward" in text and "NOT math" in text
 
 
 def test_methods_map_to_controllers():
@@ -71,6 +83,10 @@ def test_file_extends_a_preset(tmp_path):
     ("train.steps=ten", "train.steps='ten' is invalid"),
     ("train.deterministic=1", "train.deterministic=1 is invalid"),
     ("steps=3", "write section.key=value"),
+    ("optim.lr=100", "optim.lr=100.0 is invalid: must be a finite number in (0.0, 0.1]"),
+    ("train.keep_optimizer_last=-1", "train.keep_optimizer_last=-1 is invalid"),
+    ("rollout.reward=verify", "rollout.reward='verify' is invalid: must be one of 'math', 'toy'"),
+    ("model.autocast=fp8", "model.autocast='fp8' is invalid"),
 ])
 def test_bad_values_are_one_line_errors(override, needle):
     with pytest.raises(ConfigError) as info:

@@ -200,6 +200,37 @@ def test_bad_names_and_missing_files_are_one_line_errors(tmp_path: Path, monkeyp
     bad.write_text("a,b\n")
     with pytest.raises(DataError, match="unsupported file type"):
         load_dataset_records(str(bad))
+    # a missing file is said to be missing (it used to be an "unknown data set")
+    for name in (str(tmp_path / "nope.parquet"), "relative/rows.jsonl", "./rows"):
+        with pytest.raises(DataError, match="data file .* does not exist: check the path"):
+            load_dataset_records(name)
+    with pytest.raises(DataError, match="is a folder"):
+        load_dataset_records(str(tmp_path))
+
+
+def test_english_only_drops_rows_with_cjk_text_before_the_limit(tmp_path: Path) -> None:
+    rows = [{"problem": "What is 1+1?", "answer": "2"}, {"problem": "求 1+1 的值。", "answer": "2"},
+            {"problem": "Prove $x=＄3$ (fullwidth dollar: still English).", "answer": "3"},
+            {"problem": "次の値を求めよ: 2+2", "answer": "4"}, {"problem": "1+1은?", "answer": "2"},
+            {"problem": "What is 2+3?", "answer": "5"}]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    dropped: list[int] = []
+    records, skipped = load_with_skips(str(path), english_only=True, dropped=dropped, limit=2)
+    assert [r.id.split(":")[-1] for r in records] == ["0", "2"]     # ids keep the file's row numbers
+    assert dropped == [1] and skipped == []
+    dropped = []
+    records, _ = load_with_skips(str(path), english_only=True, dropped=dropped)
+    assert [r.id.split(":")[-1] for r in records] == ["0", "2", "5"] and dropped == [1, 3, 4]
+    assert len(load_dataset_records(str(path))) == 6
+
+
+def test_dapo_english_subset_counts(shared_data: Path) -> None:
+    """The shared DAPO-Math-17k: 3,432 rows with Han characters (its README), 14,485 English rows."""
+    dropped: list[int] = []
+    records, skipped = load_with_skips("dapo", english_only=True, dropped=dropped)
+    assert (len(records), len(dropped), len(skipped)) == (14485, 3432, 0)
+    assert len({r.problem for r in records}) == 14042     # distinct question texts (the paper: 14.1k)
 
 
 def test_data_root_defaults_next_to_the_repository(monkeypatch) -> None:

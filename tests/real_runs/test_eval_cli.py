@@ -206,3 +206,34 @@ def test_tiny_model_end_to_end(tmp_path: Path, capsys, shared_data) -> None:
     assert {k: v for k, v in again.items() if k != "time/eval"} == {
         k: v for k, v in metrics.items() if k != "time/eval"}
     assert "pooled" in capsys.readouterr().out
+
+
+def test_gdro_eval_and_the_trainer_share_one_metric_vocabulary(tmp_path: Path, shared_data) -> None:
+    """The trainer's evaluation and `gdro eval` on the same problems and samples give the same metric
+    names and the same values (bootstrap bounds and time aside): `eval/truncated` is a share in both,
+    `eval/mean_response_tokens` and `eval/reward/*` are named alike."""
+    from real_runs import train
+    from real_runs.config import load_config
+    from real_runs.reward import MathReward
+    problems = [p for b in ("math500", "aime24", "gpqa") for p in load_dataset_records(b, limit=6)]
+    cfg = load_config("tiny-cpu", ["eval.k=2", "train.prompts_per_step=5"])
+    with MathReward(timeout_s=5.0, num_workers=1) as reward:
+        trainer = train.evaluate(cfg, FakeEngine(problems), None, problems, reward, step=3)
+    out = tmp_path / "cli"
+    import real_runs.eval_cli as cli
+    original = cli._load_engine
+    cli._load_engine = lambda args: (FakeEngine(problems), None)
+    try:
+        assert gdro(["eval", "--model", "fake", "--benchmarks", "math500,aime24,gpqa", "--limit", "6", "--k", "2",
+                     "--out", str(out), "--num-boot", "100", "--batch-prompts", "5"]) == 0
+    finally:
+        cli._load_engine = original
+    cli_metrics = read_run(out).evals[0]["metrics"]
+    assert set(trainer) == set(cli_metrics)
+    for name in ("eval/samples", "eval/mean_response_tokens", "eval/truncated", "eval/reward/timeouts",
+                 "eval/reward/errors", "time/eval"):
+        assert name in trainer
+    assert trainer["eval/samples"] == 36 and trainer["eval/truncated"] == 0.0 and trainer["eval/mean_response_tokens"] == 2
+    for name, value in trainer.items():
+        if not name.endswith(("_lo", "_hi")) and name != "time/eval":
+            assert cli_metrics[name] == pytest.approx(value), name

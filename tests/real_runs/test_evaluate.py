@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from real_runs.evaluate import (bootstrap_stratum_sums, evaluation_metrics, per_prompt_scores,
-                                worst_names)
+                                sample_metrics, worst_names)
 
 
 def _brute_pass_at_k(outcomes: list[bool], k: int) -> float:
@@ -55,14 +55,43 @@ def test_hand_computed_metrics() -> None:
     assert metrics["worst_group/mean@2"] == pytest.approx(0.25)
     assert metrics["worst_benchmark/mean@2"] == pytest.approx(0.25)
     assert metrics["a/num_prompts"] == 2 and metrics["pooled/num_prompts"] == 4
-    # Single-prompt strata cannot vary under a stratified bootstrap.
-    assert metrics["group/g1/mean@2_lo"] == metrics["group/g1/mean@2_hi"] == 0.5
-    assert metrics["a/mean@2_lo"] == metrics["a/mean@2_hi"] == 0.75
+    # A one-prompt group has no interval (it would be zero-width: the prompt resamples to itself);
+    # benchmark "a" is two one-prompt groups, resampled together: its interval has width.
+    for group in ("g1", "g2"):
+        assert np.isnan(metrics[f"group/{group}/mean@2_lo"]) and np.isnan(metrics[f"group/{group}/mean@2_hi"])
+    assert 0.5 <= metrics["a/mean@2_lo"] < 0.75 < metrics["a/mean@2_hi"] <= 1.0
     assert 0.0 <= metrics["b/mean@2_lo"] <= 0.25 <= metrics["b/mean@2_hi"] <= 0.5
     assert worst_names(metrics, 2) == ("b", "b")
-    for name in [n for n in metrics if n.endswith("_lo")]:
+    for name in [n for n in metrics if n.endswith("_lo") and not np.isnan(metrics[n])]:
         assert metrics[name] <= metrics[name[:-3]] + 1e-12 or "worst" in name
         assert metrics[name] <= metrics[name[:-3] + "_hi"]
+
+
+def test_one_prompt_intervals_are_undefined_and_the_rest_unchanged() -> None:
+    """NaN for every metric of one prompt; a worst group of one prompt has no interval; strata of
+    several prompts get exactly the draws they got before one-prompt groups were pooled."""
+    one = evaluation_metrics(np.array([1, 0], bool), np.array([2]), ["a"], ["g"], k=1, num_boot=50)
+    for name in ("a/mean@1", "a/pass@1", "pooled/mean@1", "group/g/mean@1", "worst_group/mean@1",
+                 "worst_benchmark/mean@1"):
+        assert one[name] == 0.5 and np.isnan(one[f"{name}_lo"]) and np.isnan(one[f"{name}_hi"]), name
+    rng = np.random.default_rng(2)
+    successes_R = rng.random(40) < 0.5
+    groups = ["big"] * 9 + ["lone"]
+    mixed = evaluation_metrics(successes_R, np.full(10, 4), ["m"] * 10, groups, k=2, num_boot=200, seed=4)
+    lone = successes_R[36:].mean()
+    if lone < mixed["group/big/mean@2"]:
+        assert np.isnan(mixed["worst_group/mean@2_lo"])
+    # the 9-prompt stratum is resampled alone, with the same generator draws as on its own
+    alone = evaluation_metrics(successes_R[:36], np.full(9, 4), ["m"] * 9, ["big"] * 9, k=2, num_boot=200, seed=4)
+    assert mixed["group/big/mean@2_lo"] == alone["group/big/mean@2_lo"]
+    assert mixed["group/big/mean@2_hi"] == alone["group/big/mean@2_hi"]
+
+
+def test_sample_metrics_are_shares_and_counts() -> None:
+    stats = sample_metrics(num_samples=8, tokens=40.0, truncated=2.0, reward_timeouts=1.0, reward_errors=0.0,
+                           seconds=3.5)
+    assert stats == {"eval/samples": 8.0, "eval/mean_response_tokens": 5.0, "eval/truncated": 0.25,
+                     "eval/reward/timeouts": 1.0, "eval/reward/errors": 0.0, "time/eval": 3.5}
 
 
 def test_shared_group_labels_are_prefixed_by_benchmark() -> None:
@@ -144,4 +173,9 @@ def test_metric_invariants(data) -> None:
     for b in names + ["pooled"]:
         assert m[f"{b}/pass@{k}"] >= m[f"{b}/mean@{k}"] - 1e-12
     for name in [n for n in m if n.endswith("_lo")]:
-        assert m[name] <= m[name[:-3] + "_hi"] + 1e-12
+        lo, hi = m[name], m[name[:-3] + "_hi"]
+        assert np.isnan(lo) == np.isnan(hi)
+        assert np.isnan(lo) or lo <= hi + 1e-12
+    single = {g for g in set(groups) if groups.count(g) == 1}
+    for name in [n for n in m if n.startswith("group/") and n.endswith(f"/mean@{k}_lo")]:
+        assert np.isnan(m[name]) == (name[len("group/"):-len(f"/mean@{k}_lo")] in single)

@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from gdro_lab.runlog import read_run  # noqa: E402
+from real_runs import checkpoint as ckpt  # noqa: E402
 from real_runs import train  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
 from real_runs.models import load_policy  # noqa: E402
@@ -64,9 +65,32 @@ def test_each_method_trains_with_an_exact_budget_and_a_complete_run(method: str,
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_00000002", "step_00000004"]
     # parameters changed: the final checkpoint differs from the seeded initial model
     initial, _ = load_policy("tiny", seed=0)
-    trained = torch.load(run_dir / "checkpoints" / "step_00000004" / "model.pt", weights_only=True)
-    changed = [name for name, value in initial.state_dict().items() if not torch.equal(value, trained[name])]
+    trained = ckpt.read_model_state(run_dir / "checkpoints" / "step_00000004")
+    changed = [name for name, value in initial.state_dict().items() if name in trained and not torch.equal(value, trained[name])]
     assert len(changed) >= len(trained) // 2
+    # the trainer's own overhead, measured and kept (issue 23.3)
+    timing = json.loads((run_dir / "timing.json").read_text())
+    assert timing["steps"] == STEPS and timing["share/compute"] + timing["share/overhead"] == pytest.approx(1.0)
+    assert timing["seconds/checkpoint"] > 0 and timing["seconds/eval"] > 0
+
+
+def test_tiny_cpu_controllers_act_on_the_toy_reward(method_runs: dict[str, Path]):
+    """tiny-cpu's toy reward (known per-prompt odds) spreads the prompts over the bins, and within the
+    fixture's 4 steps Rollout-GDRO's plan is ragged (some bin above n_bar, some below) at the exact
+    budget; GRPO's stays at n_bar. (Under the math reward the random model scored -1 everywhere:
+    one bin, 4 rollouts each, controllers idle.)"""
+    for method in ("rollout_gdro", "joint"):
+        run = read_run(method_runs[method])
+        assert run.config["rollout"]["reward"] == "toy"
+        occupied = np.isfinite(run.bins["rollouts"])
+        assert occupied.sum(axis=1).max() >= 3, "the prompts should spread over several bins"
+        ragged = [int(s) for s, row in zip(run.steps, run.bins["rollouts"])
+                  if np.nanmax(row, initial=0) > 4 and np.nanmin(np.where(np.isfinite(row), row, 99)) < 4]
+        assert ragged, (method, run.bins["rollouts"].tolist())
+        assert np.all(run.scalars["total_rollouts"] == 16)
+        assert 0.2 < np.mean(run.scalars["mean_success"]) < 0.8
+    grpo = read_run(method_runs["grpo"])
+    assert np.all(grpo.bins["rollouts"][np.isfinite(grpo.bins["rollouts"])] == 4)
 
 
 def test_weighted_methods_log_multipliers_and_gdro_allocators_a_price(method_runs: dict[str, Path]):
@@ -162,14 +186,23 @@ def test_tensorboard_sink_mirrors_the_step_scalars(tmp_path: Path):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     torch.set_num_threads(1)
-    run_dir = train.main(tiny_config(tmp_path, "train.steps=2", "log.tensorboard=true", "train.save_every=0"))
+    run_dir = train.main(tiny_config(tmp_path, "train.steps=2", "log.tensorboard=true", "train.save_every=0",
+                                     "eval.every=2", "eval.limit=2"))
     events = EventAccumulator(str(run_dir / "tensorboard"))
     events.Reload()
-    logged = read_run(run_dir).scalars
+    run = read_run(run_dir)
+    logged = run.scalars
     for name in ("mean_reward", "time/generate", "actor/kl"):
         values = [event.value for event in events.Scalars(name)]
         assert [event.step for event in events.Scalars(name)] == [1, 2]
         np.testing.assert_allclose(values, logged[name], rtol=1e-6)
+    # evaluation metrics are mirrored under eval/ at the step they were taken (finite ones only)
+    evaluation = run.evals[-1]["metrics"]
+    mirrored = set(events.Tags()["scalars"])
+    for name in ("math500/mean@2", "pooled/pass@2_lo", "worst_group/mean@2", "eval/truncated", "eval/samples"):
+        tag = name if name.startswith("eval/") else f"eval/{name}"
+        assert tag in mirrored, tag
+        assert [(e.step, e.value) for e in events.Scalars(tag)] == [(2, pytest.approx(evaluation[name]))]
 
 
 def test_wandb_sink_offline(tmp_path: Path):
