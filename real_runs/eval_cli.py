@@ -114,9 +114,13 @@ def _check_outputs(args: argparse.Namespace) -> None:
     else:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         args.out = args.out or os.path.join("runs", f"eval-{stamp}")
-        if (Path(args.out) / "meta.json").exists():
+        out = Path(args.out)
+        if (out / "meta.json").exists():
             raise EvalError(f"{args.out} already holds a run: choose another --out, or pass it "
                             "as --run to append (nothing was overwritten)")
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise EvalError(f"--out {args.out} exists and is not an empty folder: gdro eval writes only into new "
+                            "or empty folders; choose another --out (nothing was touched)")
 
 
 def _check_tail(path: Path) -> None:

@@ -233,7 +233,9 @@ def check_hub(model: str, timeout_s: float = 5.0) -> None:
         return
     fix = (f"download it where there is a network (hf download {model}) into the cache this machine "
            "uses (HF_HOME), or pass a local folder")
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+    import huggingface_hub.constants
+    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "", "false", "no", "off")
+    if offline or huggingface_hub.constants.HF_HUB_OFFLINE:
         raise ModelError(f"model {model!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: {fix}")
     try:
         from huggingface_hub import HfApi

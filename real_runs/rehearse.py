@@ -95,7 +95,8 @@ def verify(run_dir: Path, cfg: TrainConfig) -> list[str]:
            f"the arms {mc.n_min}..{mc.n_max}")
     _check([e["step"] for e in run.evals] == [tc.steps], f"evaluations at steps {[e['step'] for e in run.evals]}")
     scored = run.evals[-1]["metrics"]
-    missing = [b for b in ec.benchmarks if not np.isfinite(scored.get(f"{b}/mean@{ec.k}") or np.nan)]
+    missing = [b for b in ec.benchmarks if not isinstance(scored.get(f"{b}/mean@{ec.k}"), (int, float))
+               or not np.isfinite(scored[f"{b}/mean@{ec.k}"])]
     _check(not missing, f"benchmark(s) not scored at k={ec.k}: {', '.join(missing)}")
     _check(scored["eval/samples"] == scored["pooled/num_prompts"] * ec.k, "evaluation samples != prompts x k")
     steps = checkpoint_steps(run_dir)
@@ -142,7 +143,7 @@ def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], No
             f"{memory.human(memory.checkpoint_bytes(shape.parameters)['total'])} (model 4N + optimizer.pt 8N bytes)")
         for line in memory.format_projection(real.model.name, projection, shape.parameters):
             out(line)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     run_dir = main(cfg, stop_after=1)
     first = json.loads((run_dir / "timing.json").read_text(encoding="utf-8"))
     resumed = time.perf_counter()
@@ -157,7 +158,8 @@ def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], No
             f"overhead {100 * timing['share/overhead']:.2f}% of the loop (plan, reward, controllers, record, other, "
             f"log, checkpoint), compute {100 * timing['share/compute']:.1f}%")
     out(f"  wall: {resumed - started:.1f} s to step 1 (start, data, model, step, checkpoint), "
-        f"{ended - resumed:.1f} s for the resume (load, step 2, evaluation, checkpoint)")
+        f"{ended - resumed:.1f} s for the resume (load, step 2, evaluation, checkpoint); "
+        f"{time.process_time() - cpu_started:.1f} CPU s in this process (reward workers aside)")
     for line in verify(run_dir, cfg):
         out(line)
     out(f"rehearsal passed: {run_dir}")

@@ -149,6 +149,11 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys, monkeypatch, sha
     existing = tmp_path / "existing"
     RunWriter(existing, {}, num_bins=1, producer="x").close()
     _one_line_error(capsys, base + ["--out", str(existing)], "already holds a run")
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep")
+    _one_line_error(capsys, base + ["--out", str(foreign)], "exists and is not an empty folder")
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
     (existing / "eval.jsonl").write_text('{"step": 0, "metrics": {}}\n{"step": 1, "metr')
     _one_line_error(capsys, base + ["--run", str(existing)], "ends with a half-written line")
     assert (existing / "eval.jsonl").read_text().endswith('"metr')  # nothing was changed

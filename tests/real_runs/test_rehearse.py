@@ -1,0 +1,60 @@
+"""`gdro train paper-qwen3-1.7b --rehearse`: the paper preset's whole path on CPU, end to end (issue 20.3).
+
+The rehearsal changes only the model (a shrunk Qwen3), the lengths, the per-benchmark evaluation
+limit and bf16 autocast on CPU (real_runs/rehearse.py), runs step 1, stops with a checkpoint,
+resumes for step 2 with the preset's evaluation, and checks what ran; a failure is exit 2.
+Measured: see docs/benchmarks.md ("Rehearsal of the paper presets").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from real_runs import train_cli  # noqa: E402
+from real_runs.config import load_config  # noqa: E402
+from real_runs.data import BENCHMARKS, data_root  # noqa: E402
+from real_runs.rehearse import SHRINK, config_diff, rehearsal_config  # noqa: E402
+
+
+def _data_overrides() -> list[str]:
+    """Full ../shared/data: none. A small fixture copy (a clone without ../shared): prompts up to 1,024
+    tokens, since its few DAPO rows are mostly longer than the rehearsal's 96."""
+    root = data_root()
+    needed = [BENCHMARKS[name].files["test"] for name in load_config("paper-qwen3-1.7b").eval.benchmarks]
+    missing = [f for f in ["dapo_math_17k/dapo_math_17k.parquet", *needed] if not (root / f).exists()]
+    if missing:
+        pytest.skip(f"data folder {root} lacks {missing[0]}: set GDRO_DATA (or add the test fixtures)")
+    import pyarrow.parquet as pq
+    rows = pq.ParquetFile(root / "dapo_math_17k/dapo_math_17k.parquet").metadata.num_rows
+    return [] if rows > 5000 else ["rollout.max_prompt_tokens=1024"]
+
+
+def test_the_rehearsal_changes_only_the_model_the_lengths_and_the_eval_limit():
+    real = load_config("paper-qwen3-1.7b", ["method.name=joint"])
+    diff = config_diff(real, rehearsal_config(real, "paper-qwen3-1.7b"))
+    allowed = {f"{s}.{k}" for s, values in SHRINK.items() for k in values} | {"model.autocast", "train.run_name"}
+    assert set(diff) == allowed
+    assert diff["model.autocast"] == ("auto", "bf16") and diff["train.steps"] == (1000, 2)
+    kept = config_diff(real, rehearsal_config(real, "paper-qwen3-1.7b", keep=["rollout.max_prompt_tokens"]))
+    assert "rollout.max_prompt_tokens" not in kept
+
+
+@pytest.mark.slow
+def test_paper_qwen3_1_7b_rehearses_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    torch.set_num_threads(2)
+    overrides = _data_overrides()
+    assert train_cli.main(["paper-qwen3-1.7b", "--rehearse", "--out", str(tmp_path), *overrides]) == 0
+    out = capsys.readouterr().out
+    for needle in ("model.name: 'Qwen/Qwen3-1.7B-Base' -> 'tiny-rehearsal'", "1,720,574,976 parameters",
+                   "projected GPU memory", "peak = static + max(update, generation)", "H200 141 GB",
+                   "80 GB card", "| step | plan | generate |", "trainer overhead", "verified: steps 1..2",
+                   "1024 rollouts per step", "4 optimizer steps (2 mini-batches per step)",
+                   "7 benchmarks scored at k=8", "rehearsal passed"):
+        assert needle in out, needle
+    run_dir = tmp_path / "rehearsal-paper-qwen3-1.7b-grpo"
+    assert (run_dir / "checkpoints" / "step_00000002" / "model.safetensors").exists()
