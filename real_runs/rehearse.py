@@ -107,8 +107,11 @@ def verify(run_dir: Path, cfg: TrainConfig) -> list[str]:
     _check(optimizer_steps == tc.steps * tc.mini_batches * tc.ppo_epochs,
            f"{optimizer_steps} optimizer steps in {tc.steps} steps, not {tc.mini_batches} mini-batches per step")
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
     AutoTokenizer.from_pretrained(final, local_files_only=True)
     AutoModelForCausalLM.from_pretrained(final, local_files_only=True)
+    hf_logging.enable_progress_bar()
     return [f"verified: steps 1..{tc.steps} (step 2 after a resume), {budget} rollouts per step in arms "
             f"{int(arms.min())}..{int(arms.max())}, {optimizer_steps} optimizer steps ({tc.mini_batches} mini-batches "
             f"per step), {len(ec.benchmarks)} benchmarks scored at k={ec.k} ({int(scored['eval/samples'])} samples), "

@@ -34,13 +34,14 @@ def _data_overrides() -> list[str]:
     return [] if rows > 5000 else ["rollout.max_prompt_tokens=1024"]
 
 
-def test_the_rehearsal_changes_only_the_model_the_lengths_and_the_eval_limit():
-    real = load_config("paper-qwen3-1.7b", ["method.name=joint"])
-    diff = config_diff(real, rehearsal_config(real, "paper-qwen3-1.7b"))
+@pytest.mark.parametrize("preset", ["paper-qwen3-1.7b", "paper-qwen3-4b", "paper-qwen3-8b"])
+def test_the_rehearsal_changes_only_the_model_the_lengths_and_the_eval_limit(preset: str):
+    real = load_config(preset, ["method.name=joint"])
+    diff = config_diff(real, rehearsal_config(real, preset))
     allowed = {f"{s}.{k}" for s, values in SHRINK.items() for k in values} | {"model.autocast", "train.run_name"}
     assert set(diff) == allowed
     assert diff["model.autocast"] == ("auto", "bf16") and diff["train.steps"] == (1000, 2)
-    kept = config_diff(real, rehearsal_config(real, "paper-qwen3-1.7b", keep=["rollout.max_prompt_tokens"]))
+    kept = config_diff(real, rehearsal_config(real, preset, keep=["rollout.max_prompt_tokens"]))
     assert "rollout.max_prompt_tokens" not in kept
 
 
@@ -58,3 +59,30 @@ def test_paper_qwen3_1_7b_rehearses_end_to_end(tmp_path: Path, capsys: pytest.Ca
         assert needle in out, needle
     run_dir = tmp_path / "rehearsal-paper-qwen3-1.7b-grpo"
     assert (run_dir / "checkpoints" / "step_00000002" / "model.safetensors").exists()
+
+
+def test_a_failure_in_the_path_is_one_line_and_exit_2(tmp_path: Path, monkeypatch, capsys):
+    from real_runs import preflight
+
+    def broken(cfg):
+        raise ValueError("data.train='dapo': the parquet file is truncated")
+
+    monkeypatch.setattr(preflight, "load_train_records", broken)
+    assert train_cli.main(["paper-qwen3-1.7b", "--rehearse", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "gdro train: data.train='dapo': the parquet file is truncated"
+
+
+def test_verify_refuses_a_run_that_did_not_follow_the_preset(tmp_path: Path):
+    """A run whose budget or evaluation differs from the preset's is a RehearsalError."""
+    import numpy as np
+
+    from gdro_lab.runlog import RunWriter
+    from real_runs.rehearse import RehearsalError, verify
+    cfg = rehearsal_config(load_config("paper-qwen3-1.7b"), "paper-qwen3-1.7b")
+    writer = RunWriter(tmp_path / "run", {}, num_bins=10, producer="gdro train")
+    for step, total in ((1, 1024), (2, 1000)):
+        writer.log_step(step, {"total_rollouts": total, "num_unassigned": 256}, {"rollouts": [np.nan] * 10})
+    writer.close()
+    with pytest.raises(RehearsalError, match=r"rollouts per step \[1024. 1000.\], not 1024"):
+        verify(tmp_path / "run", cfg)
