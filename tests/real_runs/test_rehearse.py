@@ -21,17 +21,14 @@ from real_runs.data import BENCHMARKS, data_root  # noqa: E402
 from real_runs.rehearse import SHRINK, config_diff, rehearsal_config  # noqa: E402
 
 
-def _data_overrides() -> list[str]:
-    """Full ../shared/data: none. A small fixture copy (a clone without ../shared): prompts up to 1,024
-    tokens, since its few DAPO rows are mostly longer than the rehearsal's 96."""
+def _check_data() -> None:
+    """Full ../shared/data, or the small fixture copy a clone alone uses (tests/fixtures/data: its
+    64 DAPO rows leave 5 prompts under the rehearsal's 96 tokens, which recur within a step)."""
     root = data_root()
     needed = [BENCHMARKS[name].files["test"] for name in load_config("paper-qwen3-1.7b").eval.benchmarks]
     missing = [f for f in ["dapo_math_17k/dapo_math_17k.parquet", *needed] if not (root / f).exists()]
     if missing:
         pytest.skip(f"data folder {root} lacks {missing[0]}: set GDRO_DATA (or add the test fixtures)")
-    import pyarrow.parquet as pq
-    rows = pq.ParquetFile(root / "dapo_math_17k/dapo_math_17k.parquet").metadata.num_rows
-    return [] if rows > 5000 else ["rollout.max_prompt_tokens=1024"]
 
 
 @pytest.mark.parametrize("preset", ["paper-qwen3-1.7b", "paper-qwen3-4b", "paper-qwen3-8b"])
@@ -48,8 +45,8 @@ def test_the_rehearsal_changes_only_the_model_the_lengths_and_the_eval_limit(pre
 @pytest.mark.slow
 def test_paper_qwen3_1_7b_rehearses_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     torch.set_num_threads(2)
-    overrides = _data_overrides()
-    assert train_cli.main(["paper-qwen3-1.7b", "--rehearse", "--out", str(tmp_path), *overrides]) == 0
+    _check_data()
+    assert train_cli.main(["paper-qwen3-1.7b", "--rehearse", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     for needle in ("model.name: 'Qwen/Qwen3-1.7B-Base' -> 'tiny-rehearsal'", "1,720,574,976 parameters",
                    "projected GPU memory", "peak = static + max(update, generation)", "H200 141 GB",

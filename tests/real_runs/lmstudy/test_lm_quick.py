@@ -37,9 +37,9 @@ def test_quick_study_end_to_end(tmp_path, monkeypatch):
         assert "lmstudy_mod/pass@8" in run.evals[-1]["metrics"]
         config = json.loads((path / "config.json").read_text())
         assert config["method"]["name"] == ("grpo" if method == "grpo_matched" else method)
-        final_model = path / "checkpoints" / f"step_{cfg.steps:08d}" / "model.pt"
-        trained = torch.load(final_model, map_location="cpu", weights_only=True)
-        assert any(not torch.equal(trained[k], v) for k, v in warm_state.items()), f"{method}: no change"
+        from real_runs.checkpoint import read_model_state   # checkpoints are Hugging Face folders
+        trained = read_model_state(path / "checkpoints" / f"step_{cfg.steps:08d}")
+        assert any(k in trained and not torch.equal(trained[k], v) for k, v in warm_state.items()), f"{method}: no change"
     matched = json.loads((result["runs"]["grpo_matched"][0] / "config.json").read_text())
     assert matched["optim"]["lr_scale"] == pytest.approx(study.mean_multiplier(result["runs"]["prompt_gdro"][0]))
     text = report.read_text()
