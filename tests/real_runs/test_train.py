@@ -357,3 +357,19 @@ def test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run
     monkeypatch.setattr(train, "recompute_logprobs", recording)
     metrics("two-mini-batches", "train.mini_batches=2")
     assert calls[4:] == [True, True]
+
+
+def test_evaluations_reach_wandb_under_eval_prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """W&B gets the evaluation record like TensorBoard (a stand-in module: wandb is optional)."""
+    import sys
+    import types
+
+    from real_runs.sinks import Sinks
+    logged: list[tuple[int, dict]] = []
+    run = types.SimpleNamespace(log=lambda values, step: logged.append((step, values)), finish=lambda: None)
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kwargs: run))
+    sinks = Sinks(tmp_path, wandb=True)
+    sinks.log(3, {"mean_reward": 0.5})
+    sinks.log_eval(3, {"math500/mean@8": 0.25, "math500/mean@8_lo": float("nan"), "eval/truncated": 0.5})
+    sinks.close()
+    assert logged == [(3, {"mean_reward": 0.5}), (3, {"eval/math500/mean@8": 0.25, "eval/truncated": 0.5})]
