@@ -15,6 +15,7 @@ pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's
 import torch  # noqa: E402
 
 from real_runs.verl import cpu, smoke  # noqa: E402
+from real_runs.verl import cpu_rollout as rollout  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_draw_follows_softmax_of_logits_over_temperature(temperature):
     logits = torch.tensor([2.0, 0.5, -1.0, 0.0], dtype=torch.float64)
     generator = torch.Generator().manual_seed(0)
-    draws = [cpu._draw(logits, temperature, 1.0, -1, generator) for _ in range(6000)]
+    draws = [rollout._draw(logits, temperature, 1.0, -1, generator) for _ in range(6000)]
     want = torch.softmax(logits / temperature, -1).numpy()
     freq = np.bincount([t for t, _ in draws], minlength=4) / len(draws)
     assert np.abs(freq - want).max() < 0.02  # ~4 standard errors at n = 6000
@@ -34,11 +35,11 @@ def test_draw_follows_softmax_of_logits_over_temperature(temperature):
 def test_draw_greedy_top_k_and_top_p():
     logits = torch.tensor([0.1, 3.0, 2.9, -5.0], dtype=torch.float64)
     generator = torch.Generator().manual_seed(1)
-    assert cpu._draw(logits, 0.0, 1.0, -1, generator)[0] == 1
-    assert {cpu._draw(logits, 1.0, 1.0, 2, generator)[0] for _ in range(200)} == {1, 2}
+    assert rollout._draw(logits, 0.0, 1.0, -1, generator)[0] == 1
+    assert {rollout._draw(logits, 1.0, 1.0, 2, generator)[0] for _ in range(200)} == {1, 2}
     probs = torch.softmax(logits, -1)  # top-p 0.6 keeps the smallest set with mass >= 0.6: tokens 1 and 2
     assert probs[1] < 0.6 < probs[1] + probs[2]
-    token, logprob = cpu._draw(logits, 1.0, 0.6, -1, generator)
+    token, logprob = rollout._draw(logits, 1.0, 0.6, -1, generator)
     assert token in (1, 2) and logprob == pytest.approx(float(torch.log(probs[token] / (probs[1] + probs[2]))))
 
 
@@ -49,7 +50,7 @@ def server(tmp_path_factory):
     out = tmp_path_factory.mktemp("hf_cpu")
     model_dir = smoke.prepare(out)
     config = OmegaConf.create({"seed": 7, "response_length": 6})
-    return cpu.HFCPUServer(config, OmegaConf.create({"path": str(model_dir)}), 0)
+    return rollout.HFCPUServer(config, OmegaConf.create({"path": str(model_dir)}), 0)
 
 
 def test_server_samples_with_the_models_log_probs_and_is_seeded_per_request(server):
@@ -107,7 +108,9 @@ import os
 p = get_platform()
 assert (p.device_name, p.communication_backend_name(), p.ray_resource_name()) == ("cpu", "gloo", "GPU"), p
 assert EngineRegistry.get_engine_cls("language_model", "fsdp2").__name__ == "FSDPEngineWithLMHead"
-assert get_rollout_class("hf_cpu") is cpu.HFCPUServerAdapter and RolloutReplicaRegistry.get("hf_cpu") is cpu.HFCPUReplica
+from real_runs.verl import cpu_rollout
+assert get_rollout_class("hf_cpu") is cpu_rollout.HFCPUServerAdapter
+assert RolloutReplicaRegistry.get("hf_cpu") is cpu_rollout.HFCPUReplica
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29631")
 W.initialize_global_process_group_ray()  # verl's own call, now on gloo
 assert dist.get_backend() in ("gloo", "cpu:gloo"), dist.get_backend()
@@ -124,7 +127,7 @@ import real_runs.verl.main, real_runs.verl.trainer, real_runs.verl.controller  #
 from verl.plugin.platform import get_platform
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 from verl.workers.engine.base import EngineRegistry
-assert "real_runs.verl.cpu" not in sys.modules
+assert "real_runs.verl.cpu" not in sys.modules and "real_runs.verl.cpu_rollout" not in sys.modules
 assert "hf_cpu" not in RolloutReplicaRegistry._registry
 assert "cpu" not in EngineRegistry._engines["language_model"]["fsdp2"]
 assert get_platform().device_name == "cuda"  # verl's own fallback on a machine without GPUs
