@@ -209,6 +209,7 @@ def run_dir_problem(path: Path, resume_step: int | None) -> str | None:
                 "folder (nothing was touched)")
     return None
 
+
 def tracker_metrics(scalars: Mapping[str, float], bins: Mapping[str, np.ndarray]) -> dict[str, float]:
     """Step record -> verl tracker keys: ``gdro/<name>``, ``gdro/<field>/bin_<b>``, ``rollout_alloc/*``.
 

@@ -7,8 +7,8 @@ verl 0.9.1's ``RayPPOTrainer.fit`` is left as it is; five methods it calls are e
   rollout.n, n_i >= n_min), and make this step's two ``repeat(rollout.n, interleave=True)`` calls
   execute it (:func:`real_runs.verl.batch.install_planned_repeat`);
 - ``_validate``: validation batches are never planned (verl repeats them by ``val_kwargs.n``);
-- ``_update_actor`` (after verl's ``compute_advantage``): update the controllers from the step's
-  rewards, multiply ``advantages`` by each prompt's Prompt-GDRO multiplier, log the step to our
+- ``_update_actor`` (after verl's ``compute_advantage``): check that the executed rollouts per prompt
+  are the plan, update the controllers from the step's rewards, multiply ``advantages`` by each prompt's Prompt-GDRO multiplier, log the step to our
   run directory, and return the metrics (``gdro/*``, ``rollout_alloc/*``) with the actor's, which
   ``fit`` passes to verl's tracker;
 - ``_save_checkpoint`` / ``_load_checkpoint``: ``global_step_N/gdro_ctrl.json`` (written before
@@ -16,8 +16,9 @@ verl 0.9.1's ``RayPPOTrainer.fit`` is left as it is; five methods it calls are e
 
 Where it departs from the paper's code (a patch of verl's trainer and actor): no verl file is
 changed; controller state is checkpointed; the difficulty signal is the unbiased pass@k.
-Requires ``algorithm.adv_estimator=grpo`` (or ``grpo_vectorized``), ``trainer.critic_warmup=0``
-and verl's legacy trainer (``trainer.use_v1=false``; the V1 TransferQueue trainer is not supported).
+Requires ``algorithm.adv_estimator=grpo`` (or ``grpo_vectorized``), ``trainer.critic_warmup=0``,
+a policy loss linear in the advantage (:data:`LINEAR_LOSS_MODES`) and verl's legacy trainer
+(``trainer.use_v1=false``; the V1 TransferQueue trainer is not supported).
 Not compatible with ``actor.use_prefix_grouper`` (it balances equal-size uid groups).
 """
 
