@@ -8,6 +8,7 @@ Layout (format ``gdro-run``, version :data:`FORMAT_VERSION`; see ``docs/run-form
       steps.jsonl        one JSON object per line and per step: step, scalars, bins
       eval.jsonl         optional: one line per evaluation: step, metrics
       snapshots/step_XXXXXXXX.json   controller state_dicts (numpy arrays and RNG included)
+      .writer.lock       the one-writer lock (:class:`RunLock`)
 
 A step is one line, so a crash can only tear the last line; readers drop a torn
 last line and report a corrupt line anywhere else. JSON files other than the
@@ -18,9 +19,11 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import fcntl
 import json
 import math
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -34,6 +37,7 @@ EVAL_FILE = "eval.jsonl"
 META_FILE = "meta.json"
 CONFIG_FILE = "config.json"
 SNAPSHOT_DIR = "snapshots"
+LOCK_FILE = ".writer.lock"
 
 #: Per-bin fields that producers write when they have them (all arrays of length num_bins).
 BIN_FIELDS = ("count", "share", "weight", "multiplier", "rollouts", "reward", "success",
@@ -111,6 +115,88 @@ def _write_json_atomic(path: Path, payload: Any, indent: int | None = 1) -> None
     os.replace(tmp, path)
 
 
+# ----------------------------------------------------------------------------- one writer per run
+
+class RunLockedError(RunFormatError):
+    """Another process is writing the run; the message names it and the fix."""
+
+
+class RunLock:
+    """Exclusive advisory lock of a run directory: at most one process writes a run.
+
+    ``RunLock(run_dir).acquire()`` takes ``fcntl.flock(LOCK_EX | LOCK_NB)`` on
+    ``run_dir/.writer.lock`` (created if missing; the folder must exist) and writes
+    ``"pid N on HOST"`` into it; a second writer gets :class:`RunLockedError` naming the holder,
+    and nothing of the run is touched. The lock is the kernel's, not the file's: it goes when the
+    holder's descriptor closes (``release``, process exit, a crash, SIGKILL), so a killed job
+    never blocks its resume; the file stays. Local file systems only (flock over NFS may not
+    exclude other machines). Readers never lock.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str]):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_FILE
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> "RunLock":
+        """Take the lock (a no-op when this object holds it already) or raise RunLockedError."""
+        if self._fd is not None:
+            return self
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunLockedError(_busy(self.run_dir)) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode("utf-8"), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    @staticmethod
+    def check(run_dir: str | os.PathLike[str]) -> None:
+        """Raise RunLockedError if another process holds ``run_dir``'s lock (creates nothing)."""
+        path = Path(run_dir) / LOCK_FILE
+        if not path.exists():
+            return
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunLockedError(_busy(Path(run_dir))) from None
+        finally:
+            os.close(fd)
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def lock_holder(run_dir: str | os.PathLike[str]) -> str:
+    """Who wrote the lock file last (``"pid N on HOST"``), or ``"another process"``."""
+    try:
+        return (Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8").strip() or "another process"
+    except OSError:
+        return "another process"
+
+
+def _busy(run_dir: Path) -> str:
+    return (f"{run_dir} is being written by {lock_holder(run_dir)}: wait for it to finish or stop it, "
+            "then resume (nothing was touched)")
+
+
 # ----------------------------------------------------------------------------- writer
 
 class RunWriter:
@@ -120,26 +206,39 @@ class RunWriter:
     folder that already holds one (no data is ever overwritten). ``RunWriter.resume(path, step)``
     reopens a run for a resumed job: records after ``step`` (written after the snapshot the job
     resumes from) and a torn last line are dropped, so the resumed log continues seamlessly.
+
+    Both hold the run's :class:`RunLock` while they write: ``lock=`` a lock the caller already
+    holds (it stays the caller's: ``close`` leaves it), otherwise they take their own before
+    writing anything and release it in ``close``. A run another process writes is refused.
     """
 
     def __init__(self, path: str | os.PathLike[str], config: Mapping[str, Any], num_bins: int,
-                 producer: str, bin_labels: Iterable[str] | None = None, *, _resume: bool = False):
+                 producer: str, bin_labels: Iterable[str] | None = None, *, lock: RunLock | None = None,
+                 _resume: bool = False):
         self.path = Path(path)
         self.num_bins = int(num_bins)
+        self._own_lock: RunLock | None = None
         if not _resume:
             if (self.path / META_FILE).exists():
                 raise RunFormatError(f"{self.path} already holds a run: choose another output folder "
                                      "or resume it (nothing was overwritten)")
             self.path.mkdir(parents=True, exist_ok=True)
+            self._take_lock(lock)
             labels = list(bin_labels) if bin_labels is not None else [f"bin_{b}" for b in range(num_bins)]
             if len(labels) != num_bins:
+                self._drop_lock()
                 raise RunFormatError(f"bin_labels has {len(labels)} names for {num_bins} bins: give one per bin")
             self.meta = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "producer": producer,
                          "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                          "num_bins": self.num_bins, "bin_labels": labels, "status": "running"}
-            _write_json_atomic(self.path / CONFIG_FILE, to_jsonable(dict(config)))
-            _write_json_atomic(self.path / META_FILE, self.meta)
+            try:
+                _write_json_atomic(self.path / CONFIG_FILE, to_jsonable(dict(config)))
+                _write_json_atomic(self.path / META_FILE, self.meta)
+            except BaseException:
+                self._drop_lock()
+                raise
         else:
+            self._take_lock(lock)   # resume() took it already when it rewrote the logs
             self.meta = _read_meta(self.path)
             self.meta["status"] = "running"
             _write_json_atomic(self.path / META_FILE, self.meta)
@@ -147,11 +246,39 @@ class RunWriter:
         self._steps = open(self.path / STEPS_FILE, "a", encoding="utf-8")
         self._evals = open(self.path / EVAL_FILE, "a", encoding="utf-8")
 
+    def _take_lock(self, lock: RunLock | None) -> None:
+        if lock is not None:
+            if not lock.held or lock.run_dir.resolve() != self.path.resolve():
+                raise RunFormatError(f"RunWriter({self.path}): lock= must be a held RunLock of this run directory")
+            return
+        self._own_lock = RunLock(self.path).acquire()
+
+    def _drop_lock(self) -> None:
+        if self._own_lock is not None:
+            self._own_lock.release()
+            self._own_lock = None
+
     @classmethod
-    def resume(cls, path: str | os.PathLike[str], step: int) -> "RunWriter":
-        """Reopen ``path`` to continue after ``step``: later records and a torn tail are dropped."""
+    def resume(cls, path: str | os.PathLike[str], step: int, *, lock: RunLock | None = None) -> "RunWriter":
+        """Reopen ``path`` to continue after ``step``: later records and a torn tail are dropped.
+
+        The run's lock (``lock=``, else taken here) is held before any file is rewritten."""
         run_path = Path(path)
         meta = _read_meta(run_path)
+        own = RunLock(run_path).acquire() if lock is None else None
+        try:
+            cls._drop_after(run_path, step)
+            writer = cls(run_path, {}, int(meta["num_bins"]), str(meta.get("producer", "")),
+                         lock=lock or own, _resume=True)
+        except BaseException:
+            if own is not None:
+                own.release()
+            raise
+        writer._own_lock = own
+        return writer
+
+    @staticmethod
+    def _drop_after(run_path: Path, step: int) -> None:
         for name in (STEPS_FILE, EVAL_FILE):
             file = run_path / name
             if file.exists():
@@ -162,7 +289,6 @@ class RunWriter:
                     for record in kept:
                         handle.write(json.dumps(record, allow_nan=False) + "\n")
                 os.replace(tmp, file)
-        return cls(run_path, {}, int(meta["num_bins"]), str(meta.get("producer", "")), _resume=True)
 
     def log_step(self, step: int, scalars: Mapping[str, Any], bins: Mapping[str, Any]) -> None:
         """Append one step: ``scalars`` maps names to numbers, ``bins`` maps names to length-G arrays."""
@@ -186,11 +312,12 @@ class RunWriter:
         return target
 
     def close(self, status: str = "finished") -> None:
-        """Close the logs and record the final status ("finished", "failed", ...)."""
+        """Close the logs, record the final status ("finished", "failed", ...), release an own lock."""
         self._steps.close()
         self._evals.close()
         self.meta["status"] = status
         _write_json_atomic(self.path / META_FILE, self.meta)
+        self._drop_lock()
 
     def __enter__(self) -> "RunWriter":
         return self

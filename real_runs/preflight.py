@@ -14,9 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gdro_lab.runlog import is_run_dir
+from gdro_lab.runlog import LOCK_FILE, RunLock, is_run_dir
 from real_runs.config import TrainConfig
-from real_runs.runlock import LOCK_FILE, RunLock
 
 
 class TrainError(ValueError):

@@ -18,7 +18,7 @@ One step, top to bottom (style: nanochat ``chat_rl.py``, CleanRL ``ppo.py``):
      evaluation and checkpoint on schedule.
 
 Before anything loads, :mod:`real_runs.preflight` checks the output folder, the device and the
-model source; the run directory is held under an exclusive lock (:mod:`real_runs.runlock`) by the
+model source; the run directory is held under an exclusive lock (``gdro_lab.runlog.RunLock``) by the
 one process that writes it. At the end the share of time outside generate / forward / backward is
 printed (:mod:`real_runs.overhead`) and kept in ``timing.json``.
 
@@ -55,7 +55,7 @@ import torch
 from gdro_lab import RunWriter, StepFeedback, build
 from gdro_lab.grpo import grpo_advantages
 from gdro_lab.record import step_record
-from gdro_lab.runlog import is_run_dir, read_run
+from gdro_lab.runlog import RunLock, is_run_dir, read_run
 from real_runs import checkpoint as ckpt
 from real_runs import loss as L
 from real_runs import preflight
@@ -63,7 +63,6 @@ from real_runs.batching import DataOrder, RolloutBatch, Timer, micro_batches, pe
 from real_runs.config import TrainConfig, config_from_dict, config_to_dict
 from real_runs.overhead import RunTimes
 from real_runs.preflight import TrainError
-from real_runs.runlock import RunLock
 from real_runs.sinks import Sinks, check_sinks
 from real_runs.types import Problem, Reward, SamplingParams
 
@@ -164,7 +163,8 @@ def ppo_update(batch: RolloutBatch, policy: torch.nn.Module, optimizer: torch.op
                     mask, clip_low=lc.clip_low, clip_high=lc.clip_high, clip_ratio_c=lc.clip_ratio_c, agg=lc.agg,
                     ref_logp_BT=batch.padded(batch.ref_logp, rows, device) if lc.kl_coef > 0 else None,
                     kl_coef=lc.kl_coef, kl_estimator=lc.kl_estimator, entropy_BT=entropy, entropy_coef=lc.entropy_coef,
-                    num_tokens=float(max(batch.real_lengths[mini].sum(), 1)), num_seqs=float(len(mini)),
+                    num_tokens=float(max(batch.real_lengths[mini].sum(), 1)),
+                    num_seqs=float(max(int(np.count_nonzero(batch.real_lengths[mini])), 1)),  # verl: non-empty only
                     norm_length=float(cfg.rollout.max_new_tokens))
                 loss.backward()
                 total += float(loss.detach())
@@ -199,10 +199,10 @@ def _load_parts(cfg: TrainConfig, model: Any, tokenizer: Any, train_records: Any
     return model.to(device), tokenizer, list(train_records), summary
 
 
-def _new_run(cfg: TrainConfig, run_dir: Path) -> RunWriter:
-    """A fresh run directory (RunWriter refuses a folder that already holds a run)."""
+def _new_run(cfg: TrainConfig, run_dir: Path, lock: RunLock) -> RunWriter:
+    """A fresh run directory (RunWriter refuses a folder that already holds a run), under ``lock``."""
     return RunWriter(run_dir, config_to_dict(cfg), cfg.method.num_bins, PRODUCER,
-                     bin_labels=[f"accbin_{b}" for b in range(cfg.method.num_bins)])
+                     bin_labels=[f"accbin_{b}" for b in range(cfg.method.num_bins)], lock=lock)
 
 
 def check_resumable(resume: str | os.PathLike[str]) -> Path:
@@ -340,7 +340,7 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
     if not resuming:
         lock = preflight.claim_run_dir(run_dir)
         try:
-            writer = _new_run(cfg, run_dir)
+            writer = _new_run(cfg, run_dir, lock)
         except BaseException:
             lock.release()
             raise
@@ -348,7 +348,7 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
     else:
         start, _ = ckpt.load_checkpoint(run_dir, model=policy, optimizer=optimizer, scheduler=scheduler,
                                         controllers={**controllers, "data_order": order})
-        writer = RunWriter.resume(run_dir, start)
+        writer = RunWriter.resume(run_dir, start, lock=lock)
     try:
         return _loop(cfg, writer, start, stop_after, policy=policy, tokenizer=tokenizer, reference=reference,
                      engine=engine, optimizer=optimizer, scheduler=scheduler, controllers=controllers, order=order,

@@ -358,3 +358,64 @@ def test_find_runs_and_is_run_dir(tmp_path):
     assert not is_run_dir(tmp_path / "not_a_run")
     assert not is_run_dir(tmp_path / "fake")
     assert not is_run_dir(tmp_path / "missing")
+
+
+# ----------------------------------------------------------------------------- one writer per run
+
+def test_a_writer_holds_the_run_lock_until_close(tmp_path):
+    """A second writer (another open file description, as another process has) is refused in one
+    line and touches nothing while the first writes; after close it may resume."""
+    from gdro_lab.runlog import LOCK_FILE, RunLock, RunLockedError
+    run_dir = tmp_path / "run"
+    writer = write_run(run_dir, steps=range(3), close=False)
+    before = tree_bytes(run_dir)
+    with pytest.raises(RunLockedError) as info:
+        RunWriter.resume(run_dir, 1)
+    assert "is being written by pid" in one_line_error(info)
+    with pytest.raises(RunLockedError):
+        RunLock.check(run_dir)
+    assert tree_bytes(run_dir) == before                     # the refused resume rewrote nothing
+    writer.close()
+    RunLock.check(run_dir)
+    resumed = RunWriter.resume(run_dir, 1)
+    assert read_run(run_dir).steps.tolist() == [0, 1]
+    resumed.close()
+    assert (run_dir / LOCK_FILE).read_text().startswith("pid ")
+
+
+def test_a_held_lock_is_the_callers(tmp_path):
+    from gdro_lab.runlog import RunLock, RunLockedError
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    lock = RunLock(run_dir).acquire()
+    writer = RunWriter(run_dir, {}, NUM_BINS, "test", lock=lock)
+    writer.close()
+    assert lock.held                                          # close() leaves the caller's lock
+    with pytest.raises(RunLockedError):
+        RunLock(run_dir).acquire()
+    resumed = RunWriter.resume(run_dir, 0, lock=lock)
+    resumed.close()
+    lock.release()
+    RunLock(run_dir).acquire().release()
+    with pytest.raises(RunFormatError, match="held RunLock of this run directory"):
+        RunWriter(tmp_path / "other", {}, NUM_BINS, "test", lock=RunLock(tmp_path / "other"))
+
+
+def test_the_lock_dies_with_its_process(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from gdro_lab.runlog import RunLock, RunLockedError
+    run_dir = tmp_path / "run"
+    code = ("import sys, time; from gdro_lab.runlog import RunWriter; "
+            "w = RunWriter(sys.argv[1], {}, 3, 'test'); print('writing', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
+        with pytest.raises(RunLockedError, match=f"pid {proc.pid}"):
+            RunLock(run_dir).acquire()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    RunWriter.resume(run_dir, 0).close()                      # the killed writer left no stale lock

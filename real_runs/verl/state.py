@@ -1,4 +1,5 @@
-"""Controller state inside verl checkpoints: ``<default_local_dir>/global_step_N/gdro_ctrl.json``.
+"""Controller state inside verl checkpoints (``<default_local_dir>/global_step_N/gdro_ctrl.json``),
+the checkpoint a launch will resume, and the one-writer lock on our run directory.
 
 verl's ``_save_checkpoint`` writes ``global_step_N/{actor,data.pt}``; the plugin adds the
 classifier, weighter and allocator ``state_dict()``s (RNG included) next to them, encoded
@@ -13,7 +14,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from gdro_lab.runlog import decode_state, encode_state
+from gdro_lab.runlog import LOCK_FILE, RunLockedError, decode_state, encode_state, lock_holder
+from gdro_lab.runlog import RunLock as CoreRunLock
 from real_runs.verl import VerlPluginError
 
 CTRL_FILE = "gdro_ctrl.json"
@@ -57,3 +59,54 @@ def load_controller_state(folder: str | os.PathLike[str]) -> tuple[int, dict[str
         raise VerlPluginError(f"{target} has version {payload.get('version')}, newer than this plugin "
                               f"reads ({VERSION}): upgrade gdro-lab")
     return int(payload["step"]), decode_state(payload["state"])
+
+
+class RunLock(CoreRunLock):
+    """The run's one-writer lock (:class:`gdro_lab.runlog.RunLock`, ``run_dir/.writer.lock``),
+    taken at construction after creating the folder; a refusal is a :class:`VerlPluginError`.
+
+    The trainer process holds it from before it opens the run until :meth:`release`; the OS drops
+    it when the process dies, even by SIGKILL, so a crashed job never blocks its resume.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str]):
+        super().__init__(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.acquire()
+        except RunLockedError:
+            raise VerlPluginError(_busy_message(self.run_dir)) from None
+
+
+def check_unlocked(run_dir: str | os.PathLike[str]) -> None:
+    """Raise if another process holds ``run_dir``'s lock (creates nothing)."""
+    try:
+        CoreRunLock.check(run_dir)
+    except RunLockedError:
+        raise VerlPluginError(_busy_message(Path(run_dir))) from None
+
+
+def _busy_message(path: Path) -> str:
+    return (f"gdro.run_dir={path} is being written by another process ({lock_holder(path)}): wait for that job "
+            "to end, or use another gdro.run_dir (one writer per run)")
+
+
+def resume_folder(trainer_config: Any) -> Path | None:
+    """The ``global_step_N`` folder verl's ``_load_checkpoint`` will resume from, or None (verl 0.9.1 rules).
+
+    ``resume_mode=disable``: none; ``auto``: the step named by ``latest_checkpointed_iteration.txt``
+    under ``default_local_dir`` when that folder exists; ``resume_path``: ``resume_from_path``.
+    """
+    mode = str(trainer_config.get("resume_mode", "auto"))
+    if mode == "disable":
+        return None
+    if mode == "resume_path":
+        return Path(os.path.abspath(str(trainer_config.resume_from_path)))
+    root = Path(os.path.abspath(str(trainer_config.default_local_dir)))
+    tracker = root / "latest_checkpointed_iteration.txt"
+    try:
+        step = int(tracker.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    folder = root / f"global_step_{step}"
+    return folder if folder.is_dir() else None
