@@ -235,6 +235,8 @@ def _rewards(cfg: TrainConfig, reward: Reward | None) -> tuple[Reward, Reward | 
     from real_runs.reward import MathReward
     if cfg.rollout.reward == "toy":
         from real_runs.rewards.toy import ToyOddsReward
+        print("gdro train: rollout.reward=toy: a toy reward with known per-prompt odds, NOT the math reward "
+              "(real_runs/rewards/toy.py); evaluation uses the math reward", file=sys.stderr)
         return ToyOddsReward(), None, []
     math = MathReward(timeout_s=cfg.rollout.reward_timeout_s, num_workers=cfg.rollout.reward_workers)
     return math, math, [math]
