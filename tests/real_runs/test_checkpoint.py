@@ -176,8 +176,9 @@ def _records(run_dir: Path, name: str) -> list[dict]:
     out = []
     for line in (run_dir / name).read_text().splitlines():
         record = json.loads(line)
-        if "scalars" in record:
-            record["scalars"] = {k: v for k, v in record["scalars"].items() if not k.startswith(VOLATILE)}
+        for part in ("scalars", "metrics"):   # evaluations carry time/eval too (one vocabulary with gdro eval)
+            if part in record:
+                record[part] = {k: v for k, v in record[part].items() if not k.startswith(VOLATILE)}
         out.append(record)
     return out
 
