@@ -183,11 +183,12 @@ def test_multi_step_ppo_update_uses_the_stored_old_logprobs(tmp_path: Path):
     """2 mini-batches x 2 epochs (4 optimizer steps): losses and parameters equal a written-out
     PPO whose ratio is taken against the log-probs stored before the update, and tokens clip."""
     torch.set_num_threads(1)
-    cfg = tiny(tmp_path, "train.mini_batches=2", "train.ppo_epochs=2", "optim.lr=5", "optim.grad_clip=0",
+    cfg = tiny(tmp_path, "train.mini_batches=2", "train.ppo_epochs=2", "optim.lr=0.1", "optim.grad_clip=0",
                "loss.kl_coef=0")
     policy, _ = load_policy("tiny", seed=3)
     reference_model = copy.deepcopy(policy)
-    batch = ragged_batch(0, [3, 1, 4, 2, 5, 1, 3, 2], [1.5, -0.5, 0.7, -1.2, 0.3, -0.8, 1.1, -1.6])
+    advantages = 50 * np.array([1.5, -0.5, 0.7, -1.2, 0.3, -0.8, 1.1, -1.6])     # large steps: ratios leave the band
+    batch = ragged_batch(0, [3, 1, 4, 2, 5, 1, 3, 2], advantages.tolist())
     with torch.no_grad():
         train.recompute_logprobs(batch, policy, None, 4096, [np.zeros(n) for n in batch.real_lengths], old=True)
     stored = [t.clone() for t in batch.old_logp]
