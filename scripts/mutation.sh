@@ -4,6 +4,7 @@
 #
 #   bash scripts/mutation.sh real_runs/loss.py            # mutate, run, print the score + survivors
 #   bash scripts/mutation.sh real_runs/loss.py show NAME  # the diff of one mutant (mutmut show)
+#   bash scripts/mutation.sh real_runs/loss.py survivors  # the changed line of every surviving mutant
 #
 # Files and the tests each is run against (only the tests that reach a mutated function run):
 #   gdro_lab/update_rules.py   tests/test_update_rules.py, test_update_rules_edges.py, test_prompt_gdro.py, test_rollout_gdro.py
@@ -18,9 +19,9 @@
 # Runs under `nice -n 10`, OMP_NUM_THREADS=1, $MUTATION_CHILDREN parallel test processes (default 1).
 # Scores per file and the survivors' justifications: docs/benchmarks.md, "Mutation testing".
 set -euo pipefail
-target=${1:?usage: bash scripts/mutation.sh FILE [show MUTANT | results]}
+target=${1:?usage: bash scripts/mutation.sh FILE [show MUTANT | results | survivors]}
 shift
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=${REPO:-$(cd "$(dirname "$0")/.." && pwd)}
 python=${PYTHON:-$repo/.venv/bin/python}
 [ -x "$python" ] || python=python3
 T=tests/real_runs
@@ -55,6 +56,13 @@ stem=$(basename "$target" .py)
 work=${MUTATION_DIR:-/tmp/gdro-mutation}/$stem
 if [ "${1:-}" = "show" ] || [ "${1:-}" = "results" ]; then
   cd "$work" && exec "$python" -m mutmut "$@"
+fi
+if [ "${1:-}" = "survivors" ]; then     # the changed lines of every surviving mutant
+  cd "$work"
+  for name in $("$python" -m mutmut results 2>/dev/null | awk -F: '/: survived/ {print $1}'); do
+    "$python" -m mutmut show "$name" 2>/dev/null | grep '^[-+][^-+]' | sed "s|^|${name##*.x_} |"
+  done
+  exit 0
 fi
 rm -rf "$work" && mkdir -p "$work"
 (cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$work")

@@ -66,11 +66,15 @@ def full_forward_logprobs(model, prompt: list[int], response: list[int]) -> torc
     return torch.stack([logp[len(prompt) - 1 + t, token] for t, token in enumerate(response)])
 
 
-def ragged_batch(seed: int, lengths: list[int], advantages: list[float]) -> RolloutBatch:
-    """A RolloutBatch built by the trainer's own ``from_rollouts`` (one prompt per sample)."""
+def prompts_and_tokens(seed: int, lengths: list[int]) -> tuple[list[list[int]], list[list[int]]]:
     rng = np.random.default_rng(seed)
     prompts = [rng.integers(5, 200, size=int(rng.integers(2, 6))).tolist() for _ in lengths]
-    tokens = [rng.integers(5, 200, size=n).tolist() for n in lengths]
+    return prompts, [rng.integers(5, 200, size=n).tolist() for n in lengths]
+
+
+def ragged_batch(seed: int, lengths: list[int], advantages: list[float]) -> RolloutBatch:
+    """A RolloutBatch built by the trainer's own ``from_rollouts`` (one prompt per sample)."""
+    prompts, tokens = prompts_and_tokens(seed, lengths)
     rollouts = Rollouts(np.ones(len(lengths), np.int64), prompts, tokens,
                         [np.zeros(n, np.float32) for n in lengths], [""] * len(lengths), ["stop"] * len(lengths))
     return RolloutBatch.from_rollouts(rollouts, np.array(advantages), pad_id=0)
@@ -210,14 +214,15 @@ def test_response_mask_covers_exactly_the_generated_tokens_including_a_one_token
     ones on the first len positions only, the last (EOS) position included."""
     model, _ = load_policy("tiny", seed=1)
     batch = ragged_batch(1, [1, 3, 0, 5], [1.0, -1.0, 0.5, 2.0])
+    prompts, tokens = prompts_and_tokens(1, [1, 3, 0, 5])
     rows = np.arange(4)
     with torch.no_grad():
         logp, mask, _ = batch.forward(model, rows)
-        want = (np.arange(mask.shape[1])[None, :] < np.array([1, 3, 0, 5])[:, None]).astype(float)
+        want = (np.arange(5)[None, :] < np.array([1, 3, 0, 5])[:, None]).astype(float)
         np.testing.assert_array_equal(mask.numpy(), want)
         for r, n in enumerate([1, 3, 0, 5]):
             if n:
-                full = full_forward_logprobs(model, batch.prompts[r], batch.responses[r])
+                full = full_forward_logprobs(model, prompts[r], tokens[r])
                 np.testing.assert_allclose(logp[r, :n].numpy(), full.numpy(), atol=1e-5)
 
 
