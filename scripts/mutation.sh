@@ -5,6 +5,7 @@
 #   bash scripts/mutation.sh real_runs/loss.py            # mutate, run, print the score + survivors
 #   bash scripts/mutation.sh real_runs/loss.py show NAME  # the diff of one mutant (mutmut show)
 #   bash scripts/mutation.sh real_runs/loss.py survivors  # the changed line of every surviving mutant
+#   bash scripts/mutation.sh real_runs/train.py 'real_runs.train.x_ppo_update*'   # only these mutants (fnmatch)
 #
 # Files and the tests each is run against (only the tests that reach a mutated function run):
 #   gdro_lab/update_rules.py   tests/test_update_rules.py, test_update_rules_edges.py, test_prompt_gdro.py, test_rollout_gdro.py
@@ -82,7 +83,7 @@ EOF
 cd "$work"
 echo "== mutmut run: $target in $work against ${tests[*]}"
 nice -n 10 env OMP_NUM_THREADS=1 GDRO_DATA="${GDRO_DATA:-}" "$python" -m mutmut run --max-children "${MUTATION_CHILDREN:-1}" \
-  || echo "(mutmut run exited $?)"
+  "$@" || echo "(mutmut run exited $?)"
 "$python" -m mutmut results --all true > results.txt 2>&1 || "$python" -m mutmut results > results.txt 2>&1 || true
 echo "== score of $target (killed / total): see results.txt; survivors:"
 grep -v ": killed" results.txt | sed 's/^/  /' || true

@@ -92,3 +92,12 @@ def test_peak_memory_on_cpu_is_the_peak_resident_set_in_gib():
     peak = peak_memory_gb(torch.device("cpu"))
     line = next(x for x in status.read_text().splitlines() if x.startswith("VmHWM:"))
     assert peak == pytest.approx(int(line.split()[1]) / 2**20, rel=0.05)
+
+
+def test_peak_memory_on_cuda_is_the_allocators_peak_in_gib(monkeypatch: pytest.MonkeyPatch):
+    """The CUDA branch without a GPU: torch.cuda.max_memory_allocated faked to 3 GiB for our device."""
+    from types import SimpleNamespace
+
+    device = SimpleNamespace(type="cuda")
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d: 3 * 2**30 if d is device else -1)
+    assert peak_memory_gb(device) == 3.0  # type: ignore[arg-type]
