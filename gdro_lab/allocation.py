@@ -59,17 +59,23 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
     """
     owner = "sqrt_allocation"
     v_G, q_G = _check_law_inputs(owner, variance_G, share_G)
-    _check_box(owner, n_bar, n_min, n_max)
+    check_box(owner, n_bar, n_min, n_max)
+    return sqrt_law(v_G, q_G, n_bar, n_min, n_max)
+
+
+def sqrt_law(v_G: np.ndarray, q_G: np.ndarray, n_bar: float, n_min: float, n_max: float) -> np.ndarray:
+    """:func:`sqrt_allocation` on checked float arrays (unchecked; the step record's SE optimum calls this)."""
     total_q = q_G.sum()
     root_G = np.sqrt(v_G)
     live = (q_G > 0) & (root_G > 0)
-    if not np.any(live):
+    if not live.any():
         return np.full_like(v_G, float(n_bar))  # no variance anywhere: every plan is equal; keep uniform
     bounds = [n_min / root_G[live]] + ([n_max / root_G[live]] if math.isfinite(n_max) else [])
-    knots = np.unique(np.concatenate(bounds))
+    knots = np.sort(np.concatenate(bounds))
+    knots = knots[np.concatenate([[True], knots[1:] != knots[:-1]])]  # = np.unique
 
     def budget(s: np.ndarray) -> np.ndarray:
-        return np.clip(np.outer(s, root_G), n_min, n_max) @ q_G / total_q
+        return np.minimum(np.maximum(s[:, None] * root_G[None, :], n_min), n_max) @ q_G / total_q
 
     values = budget(knots)
     if n_bar <= values[-1]:
@@ -77,7 +83,7 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
     else:  # n_max = inf: past the last knot every live bin is free, f is linear with this slope
         slope = float(q_G[live] @ root_G[live]) / total_q
         s_star = float(knots[-1] + (n_bar - values[-1]) / slope)
-    n_G = np.clip(root_G * s_star, n_min, n_max)
+    n_G = np.minimum(np.maximum(root_G * s_star, n_min), n_max)
     silent = (q_G > 0) & (root_G == 0)
     if silent.any():
         # Zero-variance bins cost nothing at any n: they take whatever budget the others leave
@@ -87,7 +93,7 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
     return n_G
 
 
-def _check_box(owner: str, n_bar: float, n_min: float, n_max: float) -> None:
+def check_box(owner: str, n_bar: float, n_min: float, n_max: float) -> None:
     """0 <= n_min <= n_bar <= n_max, all finite except n_max (may be inf)."""
     def real(x: object) -> bool:
         return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and not math.isnan(x)

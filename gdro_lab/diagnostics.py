@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from gdro_lab._validate import ConfigError
-from gdro_lab.allocation import sqrt_allocation
+from gdro_lab.allocation import check_box, sqrt_law
 from gdro_lab.checks import as_float_array, check_bins
 
 
@@ -115,30 +115,46 @@ def se_report(share_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: 
     n = as_float_array("se_report", "n_G", n_G, ndim=1, allow_nan=True)
     known = np.isfinite(sigma) if sigma.shape == q.shape else np.ones(q.shape, bool)
     q_known = np.where(known, q, 0.0)
-    nan = float("nan")
     if not q_known.sum() > 0:
-        return {"se_actual": nan, "se_uniform": nan, "se_sqrt": nan, "se_reduction_pct": nan,
-                "se_sqrt_reduction_pct": nan}
+        return dict.fromkeys(SE_KEYS, float("nan"))
     sigma = np.where(known, sigma, 0.0)
-    actual = se_proxy(q_known, sigma, np.where(known, n, 1.0))
-    uniform = se_proxy(q_known, sigma, np.full(q.size, float(n_bar)))
-    optimum = se_proxy(q_known, sigma, _optimum_or_uniform(sigma, q_known, n_bar, n_min, n_max))
+    n = np.where(known, n, 1.0)
+    _se_inputs("se_proxy", q_known, sigma, "sigma_G", n)  # the checks of the three se_proxy terms, once
+    if not float(n_bar) > 0:
+        _se_inputs("se_proxy", q_known, sigma, "sigma_G", np.full(q.size, float(n_bar)))
+    check_box("sqrt_allocation", n_bar, n_min, n_max)
+    return se_terms(q_known, sigma, n, n_bar, n_min, n_max)
+
+
+SE_KEYS = ("se_actual", "se_uniform", "se_sqrt", "se_reduction_pct", "se_sqrt_reduction_pct")
+
+
+def se_terms(q_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: float, n_min: float,
+             n_max: float) -> dict[str, float]:
+    """:func:`se_report` on checked inputs: q >= 0 with a positive sum; sigma >= 0 and n > 0, finite, on
+    bins with q > 0; a valid arm box (unchecked; the step record calls this). Same arithmetic."""
+    live = q_G > 0
+    q, s = q_G[live], sigma_G[live]
+    actual = float(np.sum(q * s / np.sqrt(n_G[live])))
+    uniform = float(np.sum(q * s / np.sqrt(np.full(q.size, float(n_bar)))))
+    # square-root law; bins it sends to n = 0 (zero variance, n_min = 0) get n_bar (their term is 0)
+    n_opt = sqrt_law(sigma_G**2, q_G, n_bar, n_min, n_max)
+    optimum = float(np.sum(q * s / np.sqrt(np.where(n_opt > 0, n_opt, float(n_bar))[live])))
     reduction = 100.0 * (1.0 - actual / uniform) if uniform > 0 else 0.0
     optimum_reduction = 100.0 * (1.0 - optimum / uniform) if uniform > 0 else 0.0
     return {"se_actual": actual, "se_uniform": uniform, "se_sqrt": optimum,
             "se_reduction_pct": reduction, "se_sqrt_reduction_pct": optimum_reduction}
 
 
-def _optimum_or_uniform(sigma_G: np.ndarray, share_G: np.ndarray, n_bar: float, n_min: float,
-                        n_max: float) -> np.ndarray:
-    """Square-root law; bins it sends to n = 0 (zero variance, n_min = 0) get n_bar (their term is 0)."""
-    n_G = sqrt_allocation(sigma_G**2, share_G, n_bar, n_min, n_max)
-    return np.where(n_G > 0, n_G, float(n_bar))
-
-
 def effective_support(weights_G: np.ndarray) -> float:
     """exp(entropy) of the normalised weights: 1 for a point mass, G for uniform."""
-    p = normalized(weights_G)
+    normalized(weights_G)  # the checks
+    return support_of_distribution(np.asarray(weights_G, float))
+
+
+def support_of_distribution(weights_G: np.ndarray) -> float:
+    """:func:`effective_support` of weights already known to be finite, >= 0, with a positive sum (unchecked)."""
+    p = weights_G / weights_G.sum()
     p = p[p > 0]
     return float(np.exp(-np.sum(p * np.log(p))))
 

@@ -20,8 +20,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab._validate import ConfigError, require_edges, require_int, require_range
-from gdro_lab.estimators import beta_passk_posterior, hysteresis_bins, pass_at_k
+from gdro_lab.estimators import PASSK_TABLE_LIMIT, beta_passk_posterior, hysteresis_bins, pass_at_k, passk_table
 from gdro_lab.feedback import StepFeedback
+from gdro_lab.prompts import PerPromptState, is_index_array
 
 DEFAULT_EDGES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -62,7 +63,11 @@ class ClassifierConfig:
 
 @dataclass
 class _History:
-    """Ring buffers of the last H visits per tracked prompt (rows grow by doubling)."""
+    """Ring buffers of the last H visits, one row per prompt index (rows grow by doubling).
+
+    ``bins`` is -1 for a prompt never visited; a visited prompt always has a bin >= 0, so
+    ``bins >= 0`` marks the tracked prompts.
+    """
 
     window: int
     passk: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
@@ -88,11 +93,13 @@ class _History:
         self.bins = np.concatenate([self.bins, np.full(pad, -1, np.int64)])
 
 
-class DifficultyClassifier:
+class DifficultyClassifier(PerPromptState):
     """Window-mean pass@k with margin hysteresis (registry name ``window``).
 
-    ``bins(ids)`` gives each prompt's current bin (-1 if never seen); ``update(feedback)``
-    records one visit per prompt and re-bins the visited prompts.
+    ``bins(prompts)`` gives each prompt's current bin (-1 if never seen); ``update(feedback)``
+    records one visit per prompt and re-bins the visited prompts. Prompts are string ids or int
+    indices of ``self.prompts`` (a :class:`~gdro_lab.prompts.PromptIndex`, shared with the run by
+    ``build(..., prompts=index)``); the state is arrays indexed by prompt index.
     """
 
     config_class = ClassifierConfig
@@ -100,48 +107,45 @@ class DifficultyClassifier:
     def __init__(self, config: ClassifierConfig | None = None, seed: int | None = None):
         self.config = config or ClassifierConfig()
         self.rng = np.random.default_rng(seed)  # unused by the rule; kept so every controller checkpoints one
-        self._index: dict[str, int] = {}
-        self._ids: list[str] = []
+        self._init_prompts()
         self._history = _History(self.config.window)
         self._edges = np.asarray(self.config.edges)
+        self._tracked = 0
 
     @property
     def num_bins(self) -> int:
         return self.config.num_bins
 
-    def _lookup(self, prompt_ids: Sequence[str]) -> np.ndarray:
-        """Row of each id in the history (-1 for ids never seen)."""
-        get = self._index.get
-        return np.array([get(pid, -1) for pid in prompt_ids], dtype=np.int64)
+    def _tracks_prompts(self) -> bool:
+        return self._tracked > 0
 
-    def bins(self, prompt_ids: Sequence[str]) -> np.ndarray:
+    def _capacity(self) -> _History:
+        """The history, grown to one row per index entry."""
+        hist = self._history
+        if len(self.prompts) > hist.bins.size:
+            hist.grow(len(self.prompts))
+        return hist
+
+    def bins(self, prompt_ids: Sequence[str] | np.ndarray) -> np.ndarray:
         """Current bin of each prompt; -1 for prompts never observed."""
-        rows = self._lookup(prompt_ids)
-        if not self._ids:
-            return rows
-        return np.where(rows >= 0, self._history.bins[np.maximum(rows, 0)], -1)
-
-    def estimates(self, prompt_ids: Sequence[str]) -> np.ndarray:
-        """Current point estimate of pass@k per prompt (NaN if never observed)."""
-        rows = self._lookup(prompt_ids)
-        out = np.full(rows.size, np.nan)
-        seen = rows >= 0
-        out[seen] = self._band(rows[seen])[0]
+        rows = self._prompt_rows(prompt_ids, register=False)
+        hist = self._capacity()
+        if is_index_array(prompt_ids) or not rows.size or rows.min() >= 0:
+            return hist.bins[rows]
+        known = rows >= 0
+        out = np.full(rows.size, -1, np.int64)
+        out[known] = hist.bins[rows[known]]
         return out
 
-    def _rows(self, prompt_ids: Sequence[str]) -> np.ndarray:
-        """Rows of the ids, registering new ones."""
-        rows = self._lookup(prompt_ids)
-        for i in np.flatnonzero(rows < 0):
-            pid = prompt_ids[int(i)]
-            if not isinstance(pid, str):
-                raise ConfigError(f"prompt ids must be strings, got {type(pid).__name__} {pid!r}: pass str ids")
-            row = self._index.setdefault(pid, len(self._ids))
-            if row == len(self._ids):
-                self._ids.append(pid)
-            rows[i] = row
-        self._history.grow(len(self._ids))
-        return rows
+    def estimates(self, prompt_ids: Sequence[str] | np.ndarray) -> np.ndarray:
+        """Current point estimate of pass@k per prompt (NaN if never observed)."""
+        rows = self._prompt_rows(prompt_ids, register=False)
+        hist = self._capacity()
+        out = np.full(rows.size, np.nan)
+        seen = rows >= 0
+        seen[seen] = hist.bins[rows[seen]] >= 0
+        out[seen] = self._band(rows[seen])[0]
+        return out
 
     def _band(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(center, low, high) of the window estimate; hysteresis band estimate -/+ delta."""
@@ -153,65 +157,104 @@ class DifficultyClassifier:
     def _record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray) -> None:
         """Write one visit for each of ``rows`` (distinct) into the ring buffers."""
         hist = self._history
+        window = self.config.window
         slot = hist.position[rows]
-        hist.passk[rows, slot] = passk
-        hist.successes[rows, slot] = successes
-        hist.failures[rows, slot] = counts - successes
-        hist.position[rows] = (slot + 1) % self.config.window
-        hist.length[rows] = np.minimum(hist.length[rows] + 1, self.config.window)
+        flat = rows * window + slot
+        hist.passk.reshape(-1)[flat] = passk
+        hist.successes.reshape(-1)[flat] = successes
+        hist.failures.reshape(-1)[flat] = counts - successes
+        slot += 1
+        slot[slot == window] = 0
+        hist.position[rows] = slot
+        length = hist.length[rows]
+        hist.length[rows] = np.minimum(length + 1, window)
+
+    def _passk(self, feedback: StepFeedback) -> np.ndarray:
+        """Unbiased pass@k of each prompt's visit (= estimators.pass_at_k, one table lookup)."""
+        k = self.config.k
+        if feedback.min_count < k or feedback.max_count > PASSK_TABLE_LIMIT:
+            return pass_at_k(feedback.counts_P, feedback.successes_P(), k)  # its error, or the per-pair path
+        return passk_table(k, feedback.max_count)[feedback.counts_P, feedback.successes_P()]
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         """Record this step's visits (n_i rollouts, c_i successes) and re-bin the visited prompts."""
-        counts = np.asarray(feedback.counts_P, np.int64)
+        counts = feedback.counts_P
         successes = feedback.successes_P()
-        passk = pass_at_k(counts, successes, self.config.k)
-        rows = self._rows(feedback.prompt_ids)
-        hist = self._history
-        unique_rows, first = np.unique(rows, return_index=True)
-        if unique_rows.size == rows.size:
+        passk = self._passk(feedback)
+        rows = feedback.index_in(self.prompts)
+        hist = self._capacity()
+        if not _has_duplicates(rows, hist.position.size):
+            unique_rows = rows
             self._record(rows, passk, successes, counts)
         else:  # a prompt seen twice in one batch: write its visits one pass at a time, in order
+            unique_rows = np.unique(rows)
             pending = np.arange(rows.size)
             while pending.size:
                 _, first = np.unique(rows[pending], return_index=True)
                 take = pending[first]
                 self._record(rows[take], passk[take], successes[take], counts[take])
                 pending = np.setdiff1d(pending, take, assume_unique=True)
-        previous = hist.bins[unique_rows].copy()
+        previous = hist.bins[unique_rows]
         center, low, high = self._band(unique_rows)
-        hist.bins[unique_rows] = hysteresis_bins(previous, center, low, high, self._edges)
-        moved = (previous >= 0) & (hist.bins[unique_rows] != previous)
-        return {"classifier/tracked_prompts": float(len(self._ids)),
-                "classifier/new_prompts": float(np.sum(previous < 0)),
-                "classifier/moves": float(moved.sum()),
-                "classifier/mean_passk": float(center.mean()) if center.size else float("nan")}
+        new = hysteresis_bins(previous, center, low, high, self._edges)
+        hist.bins[unique_rows] = new
+        fresh = int(np.count_nonzero(previous < 0))
+        self._tracked += fresh
+        moved = np.count_nonzero(new != previous) - fresh
+        return {"classifier/tracked_prompts": float(self._tracked),
+                "classifier/new_prompts": float(fresh),
+                "classifier/moves": float(moved),
+                "classifier/mean_passk": float(center.sum() / center.size) if center.size else float("nan")}
 
     def state_dict(self) -> dict[str, Any]:
-        n = len(self._ids)
+        """The tracked prompts' ids (index order) and their windows; keys as before interning."""
         hist = self._history
-        return {"ids": list(self._ids), "successes": hist.successes[:n].copy(),
-                "failures": hist.failures[:n].copy(), "length": hist.length[:n].copy(),
-                "position": hist.position[:n].copy(), "bins": hist.bins[:n].copy(),
+        rows = np.flatnonzero(hist.bins >= 0)
+        return {"ids": self.prompts.ids_of(rows), "successes": hist.successes[rows],
+                "failures": hist.failures[rows], "length": hist.length[rows],
+                "position": hist.position[rows], "bins": hist.bins[rows],
                 "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        ids = list(state["ids"])
-        self._ids = ids
-        self._index = {pid: i for i, pid in enumerate(ids)}
-        hist = _History(self.config.window)
-        hist.grow(len(ids))
-        n = len(ids)
-        hist.successes[:n] = np.asarray(state["successes"]).reshape(n, self.config.window)
-        hist.failures[:n] = np.asarray(state["failures"]).reshape(n, self.config.window)
+        """Restore a state_dict (also one written before interning): ids are interned into ``self.prompts``."""
+        window = self.config.window
+        try:
+            ids = [str(pid) for pid in state["ids"]]
+            n = len(ids)
+            successes = np.asarray(state["successes"], np.int32).reshape(n, window)
+            failures = np.asarray(state["failures"], np.int32).reshape(n, window)
+            length, position, bins = (np.asarray(state[key], np.int64).reshape(n)
+                                      for key in ("length", "position", "bins"))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ConfigError(f"classifier state is invalid ({type(err).__name__}: {err}): it must come from "
+                              f"state_dict() of a classifier with window={window}") from None
+        rows = self.prompts.intern(ids)
+        hist = _History(window)
+        hist.grow(len(self.prompts))
+        hist.successes[rows] = successes
+        hist.failures[rows] = failures
         # per-visit pass@k is a function of the visit's (n, c); empty slots (n = 0) stay 0
-        visits = hist.successes[:n] + hist.failures[:n]
+        visits = successes + failures
         filled = visits > 0
-        hist.passk[:n][filled] = pass_at_k(visits[filled], hist.successes[:n][filled], self.config.k)
-        hist.length[:n] = state["length"]
-        hist.position[:n] = state["position"]
-        hist.bins[:n] = state["bins"]
+        passk = np.zeros((n, window))
+        passk[filled] = pass_at_k(visits[filled], successes[filled], self.config.k)
+        hist.passk[rows] = passk
+        hist.length[rows] = length
+        hist.position[rows] = position
+        hist.bins[rows] = bins
         self._history = hist
+        self._tracked = int(np.count_nonzero(hist.bins >= 0))
         self.rng.bit_generator.state = state["rng"]
+
+
+def _has_duplicates(rows: np.ndarray, capacity: int) -> bool:
+    """Whether an index occurs twice in ``rows`` (values in [0, capacity))."""
+    if rows.size < 2:
+        return False
+    mark = np.empty(capacity, np.int64)
+    order = np.arange(rows.size)
+    mark[rows] = order
+    return bool((mark[rows] != order).any())
 
 
 class BayesDifficultyClassifier(DifficultyClassifier):

@@ -72,13 +72,21 @@ def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: i
     check_total("exact_plan", total, size, n_min, n_min + num_arms - 1)
     if size == 0:
         return np.zeros(0, np.int64)
-    need = int(total) - size * n_min
+    return plan_values(values, bins, int(total), n_min)
+
+
+def plan_values(values: np.ndarray, bins: np.ndarray, total: int, n_min: int) -> np.ndarray:
+    """:func:`exact_plan` on checked inputs: tie-broken values (G, A), bins in [0, G), at least one
+    prompt, a total within [P n_min, P (n_min + A - 1)] (unchecked; Rollout-GDRO's plan calls this)."""
+    num_bins, num_arms = values.shape
+    size = bins.size
+    need = total - size * n_min
     all_finite = bool(np.isfinite(values).all())
+    counts_all = np.bincount(bins, minlength=num_bins)
     if num_arms > 2 and all_finite:
         second = values[:, 2:] - 2.0 * values[:, 1:-1] + values[:, :-2]
         if np.all(second <= 0.0):  # log-concave rows: the greedy is the exact separable optimum
-            return concave_budget_plan(log_prob_GA, bins, total, n_min, tie_center=tie_center)
-    counts_all = np.bincount(bins, minlength=num_bins)
+            return n_min + _concave_greedy(values, bins, counts_all, need)
     present = np.flatnonzero(counts_all)
     if all_finite:
         scale, forbidden = float(np.abs(values).max()), None
@@ -97,6 +105,35 @@ def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: i
         raise ValueError(f"exact_plan: no plan with total {total} avoids arms of probability 0 "
                          f"(bin {present[used.any(axis=1).argmax()]}); allow more arms or change the total")
     return n_min + n_P
+
+
+@functools.lru_cache(maxsize=16)
+def _segments(num_bins: int, num_arms: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bin, arm) of each increment a -> a + 1, flattened bin-major: shapes (G (A - 1),)."""
+    return np.repeat(np.arange(num_bins), num_arms - 1), np.tile(np.arange(num_arms - 1), num_bins)
+
+
+def _concave_greedy(values: np.ndarray, bins: np.ndarray, counts: np.ndarray, need: int) -> np.ndarray:
+    """Arm offsets a_i of allocation.concave_budget_plan on rows already concave (same result, unchecked).
+
+    Grants the ``need`` increments with the largest gains values[b, a + 1] - values[b, a] (ties: lower
+    arm, then lower bin), each bin's increment taken by all its prompts; within a bin the first
+    ``extra`` prompts in batch order go one arm higher.
+    """
+    num_bins, num_arms = values.shape
+    seg_bin, seg_arm = _segments(num_bins, num_arms)
+    gains = values[:, 1:] - values[:, :-1]
+    order = np.lexsort((seg_arm, -gains.ravel()))
+    ordered_bin = seg_bin[order]
+    mult = counts[ordered_bin]
+    taken = np.minimum(mult, np.maximum(need - (np.cumsum(mult) - mult), 0))
+    increments_G = np.bincount(ordered_bin, weights=taken, minlength=num_bins).astype(np.int64)
+    base_G = np.where(counts > 0, increments_G // np.maximum(counts, 1), 0)
+    extra_G = increments_G - base_G * counts
+    offset = base_G[bins]
+    for b in np.flatnonzero(extra_G).tolist():
+        offset[np.flatnonzero(bins == b)[:extra_G[b]]] += 1
+    return offset
 
 
 def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.ndarray:

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from gdro_lab._validate import require_choice, require_int, require_range
-from gdro_lab.checks import check_bins
-from gdro_lab.diagnostics import bin_mean, bin_share, effective_support
+from gdro_lab.checks import check_bins_fast
+from gdro_lab.diagnostics import support_of_distribution
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.signals import SIGNALS
 from gdro_lab.update_rules import debiased_signal, ema_from_first, entropic_weights, omega
@@ -104,26 +104,27 @@ class UniformWeighter:
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         """Advantage multiplier per prompt (Eq. 16)."""
-        return np.ones(check_bins(type(self).__name__, "bins_P", bins_P, self.num_bins).size)
+        return np.ones(check_bins_fast(type(self).__name__, "bins_P", bins_P, self.num_bins).size)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         """Fold this step's per-bin signal into the EMA scores (Eq. 12-13)."""
         cfg = self.config
-        feedback.check_num_bins(cfg.num_bins)
-        bins = np.asarray(feedback.bins_P, np.int64)
+        G = cfg.num_bins
         signal_P = SIGNALS[cfg.signal](feedback)
-        mean_G = bin_mean(signal_P, bins, cfg.num_bins)                       # Eq. 13 (NaN = absent)
+        mean_G = feedback.bin_mean(signal_P, G)                               # Eq. 13 (NaN = absent)
         if cfg.share_normalize:
-            mean_G = debiased_signal(mean_G, bin_share(bins, cfg.num_bins), cfg.share_floor)
+            mean_G = debiased_signal(mean_G, feedback.bin_share(G), cfg.share_floor)
         previous = np.where(self.seen_G, self.score_G, np.nan)
         updated = ema_from_first(previous, mean_G, cfg.ema_beta)             # Eq. 12
         self.seen_G = np.isfinite(updated)
         self.score_G = np.where(self.seen_G, updated, 0.0)
         weights = self.bin_weights()
-        return {"prompt_gdro/effective_support": effective_support(weights),
+        signal_sum = signal_P.sum()
+        signal_mean = signal_sum / signal_P.size if np.isfinite(signal_sum) else np.nanmean(signal_P)
+        return {"prompt_gdro/effective_support": support_of_distribution(weights),
                 "prompt_gdro/max_weight": float(weights.max()),
                 "prompt_gdro/score_max": float(self.score_G.max()),
-                "prompt_gdro/signal_mean": float(np.nanmean(signal_P)) if signal_P.size else float("nan")}
+                "prompt_gdro/signal_mean": float(signal_mean)}
 
     def state_dict(self) -> dict[str, Any]:
         return {"score": self.score_G.copy(), "seen": self.seen_G.copy(), "rng": self.rng.bit_generator.state}
@@ -147,15 +148,15 @@ class PromptGDRO(UniformWeighter):
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         cfg = self.config
-        bins = check_bins(type(self).__name__, "bins_P", bins_P, self.num_bins)
+        bins = check_bins_fast(type(self).__name__, "bins_P", bins_P, self.num_bins)
+        if cfg.weight_mode == "paper":
+            # one gather: bin -1 (unassigned) reads the appended 1
+            return np.append(np.minimum(self.omega(), cfg.max_weight), 1.0)[bins]
         assigned = bins >= 0
         out = np.ones(bins.size)
         if not assigned.any():
             return out
-        if cfg.weight_mode == "paper":
-            out[assigned] = np.minimum(self.omega()[bins[assigned]], cfg.max_weight)
-        else:
-            per_prompt = self.bin_weights()[bins[assigned]]
-            if np.ptp(per_prompt) > 0:  # equal weights give exactly 1, not 1 +- rounding
-                out[assigned] = np.minimum(per_prompt / per_prompt.mean(), cfg.max_weight)
+        per_prompt = self.bin_weights()[bins[assigned]]
+        if np.ptp(per_prompt) > 0:  # equal weights give exactly 1, not 1 +- rounding
+            out[assigned] = np.minimum(per_prompt / per_prompt.mean(), cfg.max_weight)
         return out

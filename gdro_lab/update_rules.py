@@ -24,13 +24,8 @@ def ema_from_first(previous_G: np.ndarray, observed_G: np.ndarray, beta: float) 
     """
     previous = np.asarray(previous_G, float)
     observed = np.asarray(observed_G, float)
-    out = previous.copy()
-    seen = np.isfinite(observed)
-    fresh = seen & ~np.isfinite(previous)
-    old = seen & np.isfinite(previous)
-    out[fresh] = observed[fresh]
-    out[old] = (1.0 - beta) * previous[old] + beta * observed[old]
-    return out
+    blended = (1.0 - beta) * previous + beta * observed  # NaN wherever either side is unknown
+    return np.where(np.isfinite(observed), np.where(np.isfinite(previous), blended, observed), previous)
 
 
 def debiased_signal(mean_G: np.ndarray, share_G: np.ndarray, floor: float) -> np.ndarray:
