@@ -10,6 +10,7 @@ All functions are pure; shapes: ``G`` bins, ``P`` prompts, ``A`` arms.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -67,24 +68,23 @@ def sqrt_law(v_G: np.ndarray, q_G: np.ndarray, n_bar: float, n_min: float, n_max
     """:func:`sqrt_allocation` on checked float arrays (unchecked; the step record's SE optimum calls this)."""
     total_q = q_G.sum()
     root_G = np.sqrt(v_G)
-    live = (q_G > 0) & (root_G > 0)
+    shared = q_G > 0
+    live = shared & (root_G > 0)
     if not live.any():
         return np.full_like(v_G, float(n_bar))  # no variance anywhere: every plan is equal; keep uniform
-    bounds = [n_min / root_G[live]] + ([n_max / root_G[live]] if math.isfinite(n_max) else [])
-    knots = np.sort(np.concatenate(bounds))
+    root_live = root_G[live]
+    knots = np.concatenate([n_min / root_live, n_max / root_live]) if math.isfinite(n_max) else n_min / root_live
+    knots.sort()
     knots = knots[np.concatenate([[True], knots[1:] != knots[:-1]])]  # = np.unique
-
-    def budget(s: np.ndarray) -> np.ndarray:
-        return np.minimum(np.maximum(s[:, None] * root_G[None, :], n_min), n_max) @ q_G / total_q
-
-    values = budget(knots)
+    # the budget f(s) at each knot (np.clip = minimum(maximum))
+    values = np.minimum(np.maximum(knots[:, None] * root_G[None, :], n_min), n_max) @ q_G / total_q
     if n_bar <= values[-1]:
         s_star = float(np.interp(n_bar, values, knots))
     else:  # n_max = inf: past the last knot every live bin is free, f is linear with this slope
-        slope = float(q_G[live] @ root_G[live]) / total_q
+        slope = float(q_G[live] @ root_live) / total_q
         s_star = float(knots[-1] + (n_bar - values[-1]) / slope)
     n_G = np.minimum(np.maximum(root_G * s_star, n_min), n_max)
-    silent = (q_G > 0) & (root_G == 0)
+    silent = shared != live  # q > 0 and v = 0
     if silent.any():
         # Zero-variance bins cost nothing at any n: they take whatever budget the others leave
         # (the others may all sit at n_max), so the budget still holds exactly when feasible.
@@ -93,6 +93,7 @@ def sqrt_law(v_G: np.ndarray, q_G: np.ndarray, n_bar: float, n_min: float, n_max
     return n_G
 
 
+@functools.lru_cache(maxsize=64)
 def check_box(owner: str, n_bar: float, n_min: float, n_max: float) -> None:
     """0 <= n_min <= n_bar <= n_max, all finite except n_max (may be inf)."""
     def real(x: object) -> bool:

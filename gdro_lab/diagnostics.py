@@ -8,6 +8,8 @@ active bin without sigma or rollouts in the SE proxy are one-line errors, never 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gdro_lab._validate import ConfigError
@@ -132,14 +134,15 @@ SE_KEYS = ("se_actual", "se_uniform", "se_sqrt", "se_reduction_pct", "se_sqrt_re
 def se_terms(q_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: float, n_min: float,
              n_max: float) -> dict[str, float]:
     """:func:`se_report` on checked inputs: q >= 0 with a positive sum; sigma >= 0 and n > 0, finite, on
-    bins with q > 0; a valid arm box (unchecked; the step record calls this). Same arithmetic."""
+    bins with q > 0; a valid arm box (unchecked; the step record calls this). Same arithmetic as
+    three :func:`se_proxy` calls (sqrt of a constant n_bar is the scalar's sqrt, correctly rounded either way)."""
     live = q_G > 0
-    q, s = q_G[live], sigma_G[live]
-    actual = float(np.sum(q * s / np.sqrt(n_G[live])))
-    uniform = float(np.sum(q * s / np.sqrt(np.full(q.size, float(n_bar)))))
+    weighted = q_G[live] * sigma_G[live]  # q_b sigma_b on the bins with prompts
+    actual = float(np.sum(weighted / np.sqrt(n_G[live])))
+    uniform = float(np.sum(weighted / math.sqrt(n_bar)))
     # square-root law; bins it sends to n = 0 (zero variance, n_min = 0) get n_bar (their term is 0)
-    n_opt = sqrt_law(sigma_G**2, q_G, n_bar, n_min, n_max)
-    optimum = float(np.sum(q * s / np.sqrt(np.where(n_opt > 0, n_opt, float(n_bar))[live])))
+    n_opt = sqrt_law(sigma_G**2, q_G, n_bar, n_min, n_max)[live]
+    optimum = float(np.sum(weighted / np.sqrt(np.where(n_opt > 0, n_opt, float(n_bar)))))
     reduction = 100.0 * (1.0 - actual / uniform) if uniform > 0 else 0.0
     optimum_reduction = 100.0 * (1.0 - optimum / uniform) if uniform > 0 else 0.0
     return {"se_actual": actual, "se_uniform": uniform, "se_sqrt": optimum,
@@ -154,8 +157,25 @@ def effective_support(weights_G: np.ndarray) -> float:
 
 def support_of_distribution(weights_G: np.ndarray) -> float:
     """:func:`effective_support` of weights already known to be finite, >= 0, with a positive sum (unchecked)."""
-    p = weights_G / weights_G.sum()
-    p = p[p > 0]
+    return support_of_normalized(weights_G / weights_G.sum())
+
+
+def support_of_weights(weights: list[float]) -> float:
+    """:func:`effective_support` of a short list of finite weights >= 0 with a positive sum, in plain Python
+    (unchecked; a per-step metric over G ~ 10 bins, where numpy's per-call cost dominates). Equal to the
+    numpy form up to rounding (the sums run in another order)."""
+    total = sum(weights)
+    entropy = 0.0
+    for w in weights:
+        if w > 0:
+            p = w / total
+            entropy -= p * math.log(p)
+    return math.exp(entropy)
+
+
+def support_of_normalized(p_G: np.ndarray) -> float:
+    """exp(entropy) of a probability vector (unchecked)."""
+    p = p_G[p_G > 0]
     return float(np.exp(-np.sum(p * np.log(p))))
 
 

@@ -14,7 +14,8 @@ inner edges with bin 0 the hardest (Eq. 11), and a hysteresis margin delta. Depa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -61,36 +62,73 @@ class ClassifierConfig:
         return len(self.edges) + 1
 
 
-@dataclass
 class _History:
     """Ring buffers of the last H visits, one row per prompt index (rows grow by doubling).
 
-    ``bins`` is -1 for a prompt never visited; a visited prompt always has a bin >= 0, so
-    ``bins >= 0`` marks the tracked prompts.
+    ``visits[i]`` counts prompt i's visits ever: its ring position is visits mod H and its window
+    holds min(visits, H) of them. ``bins`` is -1 for a prompt never visited; a visited prompt
+    always has a bin >= 0, so ``bins >= 0`` marks the tracked prompts. ``mark`` is scratch space
+    for the duplicate check.
     """
 
-    window: int
-    passk: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    successes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int32))
-    failures: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int32))
-    length: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    def __init__(self, window: int, rows: int = 0):
+        self.window = window
+        self.passk = np.zeros((rows, window))
+        self.successes = np.zeros((rows, window), np.int32)
+        self.failures = np.zeros((rows, window), np.int32)
+        self.visits = np.zeros(rows, np.int64)
+        self.bins = np.full(rows, -1, np.int64)
+        self.mark = np.zeros(rows, np.int64)
+
+    @property
+    def length(self) -> np.ndarray:
+        """Visits in each prompt's window, min(visits, H)."""
+        return np.minimum(self.visits, self.window)
+
+    @property
+    def position(self) -> np.ndarray:
+        """Next slot of each prompt's ring buffer, visits mod H."""
+        return self.visits % self.window
 
     def grow(self, rows: int) -> None:
         capacity = self.bins.size
         if rows <= capacity:
             return
-        new_capacity = max(rows, 2 * capacity, 256)
-        pad = new_capacity - capacity
-        self.passk = np.vstack([self.passk.reshape(capacity, self.window), np.zeros((pad, self.window))])
-        self.successes = np.vstack([self.successes.reshape(capacity, self.window),
-                                    np.zeros((pad, self.window), np.int32)])
-        self.failures = np.vstack([self.failures.reshape(capacity, self.window),
-                                   np.zeros((pad, self.window), np.int32)])
-        self.length = np.concatenate([self.length, np.zeros(pad, np.int64)])
-        self.position = np.concatenate([self.position, np.zeros(pad, np.int64)])
+        pad = max(rows, 2 * capacity, 256) - capacity
+        window = self.window
+        self.passk = np.vstack([self.passk, np.zeros((pad, window))])
+        self.successes = np.vstack([self.successes, np.zeros((pad, window), np.int32)])
+        self.failures = np.vstack([self.failures, np.zeros((pad, window), np.int32)])
+        self.visits = np.concatenate([self.visits, np.zeros(pad, np.int64)])
         self.bins = np.concatenate([self.bins, np.full(pad, -1, np.int64)])
+        self.mark = np.zeros(self.bins.size, np.int64)
+
+    def record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Write one visit for each of ``rows`` (distinct) into the ring buffers; returns the new lengths."""
+        window = self.window
+        visits = self.visits[rows]
+        flat = rows * window + visits % window
+        self.passk.reshape(-1)[flat] = passk
+        self.successes.reshape(-1)[flat] = successes
+        self.failures.reshape(-1)[flat] = counts - successes
+        visits += 1
+        self.visits[rows] = visits
+        return np.minimum(visits, window)
+
+    def has_duplicates(self, rows: np.ndarray) -> bool:
+        """Whether an index occurs twice in ``rows``."""
+        if rows.size < 2:
+            return False
+        order = _arange(rows.size)
+        self.mark[rows] = order
+        return bool((self.mark[rows] != order).any())
+
+
+@functools.lru_cache(maxsize=8)
+def _arange(size: int) -> np.ndarray:
+    out = np.arange(size)
+    out.flags.writeable = False
+    return out
 
 
 class DifficultyClassifier(PerPromptState):
@@ -131,7 +169,7 @@ class DifficultyClassifier(PerPromptState):
         rows = self._prompt_rows(prompt_ids, register=False)
         hist = self._capacity()
         if is_index_array(prompt_ids) or not rows.size or rows.min() >= 0:
-            return hist.bins[rows]
+            return hist.bins.take(rows)
         known = rows >= 0
         out = np.full(rows.size, -1, np.int64)
         out[known] = hist.bins[rows[known]]
@@ -144,30 +182,16 @@ class DifficultyClassifier(PerPromptState):
         out = np.full(rows.size, np.nan)
         seen = rows >= 0
         seen[seen] = hist.bins[rows[seen]] >= 0
-        out[seen] = self._band(rows[seen])[0]
+        seen_rows = rows[seen]
+        out[seen] = self._band(seen_rows, hist.length[seen_rows])[0]
         return out
 
-    def _band(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(center, low, high) of the window estimate; hysteresis band estimate -/+ delta."""
-        hist = self._history
-        mean = hist.passk[rows].sum(axis=1) / np.maximum(hist.length[rows], 1)
+    def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(center, low, high) of the window estimate (``length`` visits in each window, >= 1);
+        hysteresis band estimate -/+ delta."""
+        mean = self._history.passk.take(rows, axis=0).sum(axis=1) / length
         delta = self.config.hysteresis
         return mean, mean - delta, mean + delta
-
-    def _record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray) -> None:
-        """Write one visit for each of ``rows`` (distinct) into the ring buffers."""
-        hist = self._history
-        window = self.config.window
-        slot = hist.position[rows]
-        flat = rows * window + slot
-        hist.passk.reshape(-1)[flat] = passk
-        hist.successes.reshape(-1)[flat] = successes
-        hist.failures.reshape(-1)[flat] = counts - successes
-        slot += 1
-        slot[slot == window] = 0
-        hist.position[rows] = slot
-        length = hist.length[rows]
-        hist.length[rows] = np.minimum(length + 1, window)
 
     def _passk(self, feedback: StepFeedback) -> np.ndarray:
         """Unbiased pass@k of each prompt's visit (= estimators.pass_at_k, one table lookup)."""
@@ -183,19 +207,20 @@ class DifficultyClassifier(PerPromptState):
         passk = self._passk(feedback)
         rows = feedback.index_in(self.prompts)
         hist = self._capacity()
-        if not _has_duplicates(rows, hist.position.size):
+        if not hist.has_duplicates(rows):
             unique_rows = rows
-            self._record(rows, passk, successes, counts)
+            length = hist.record(rows, passk, successes, counts)
         else:  # a prompt seen twice in one batch: write its visits one pass at a time, in order
             unique_rows = np.unique(rows)
             pending = np.arange(rows.size)
             while pending.size:
                 _, first = np.unique(rows[pending], return_index=True)
                 take = pending[first]
-                self._record(rows[take], passk[take], successes[take], counts[take])
+                hist.record(rows[take], passk[take], successes[take], counts[take])
                 pending = np.setdiff1d(pending, take, assume_unique=True)
-        previous = hist.bins[unique_rows]
-        center, low, high = self._band(unique_rows)
+            length = hist.length[unique_rows]
+        previous = hist.bins.take(unique_rows)
+        center, low, high = self._band(unique_rows, length)
         new = hysteresis_bins(previous, center, low, high, self._edges)
         hist.bins[unique_rows] = new
         fresh = int(np.count_nonzero(previous < 0))
@@ -210,9 +235,10 @@ class DifficultyClassifier(PerPromptState):
         """The tracked prompts' ids (index order) and their windows; keys as before interning."""
         hist = self._history
         rows = np.flatnonzero(hist.bins >= 0)
+        visits = hist.visits[rows]
         return {"ids": self.prompts.ids_of(rows), "successes": hist.successes[rows],
-                "failures": hist.failures[rows], "length": hist.length[rows],
-                "position": hist.position[rows], "bins": hist.bins[rows],
+                "failures": hist.failures[rows], "length": np.minimum(visits, hist.window),
+                "position": visits % hist.window, "bins": hist.bins[rows],
                 "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -229,8 +255,7 @@ class DifficultyClassifier(PerPromptState):
             raise ConfigError(f"classifier state is invalid ({type(err).__name__}: {err}): it must come from "
                               f"state_dict() of a classifier with window={window}") from None
         rows = self.prompts.intern(ids)
-        hist = _History(window)
-        hist.grow(len(self.prompts))
+        hist = _History(window, len(self.prompts))
         hist.successes[rows] = successes
         hist.failures[rows] = failures
         # per-visit pass@k is a function of the visit's (n, c); empty slots (n = 0) stay 0
@@ -239,22 +264,12 @@ class DifficultyClassifier(PerPromptState):
         passk = np.zeros((n, window))
         passk[filled] = pass_at_k(visits[filled], successes[filled], self.config.k)
         hist.passk[rows] = passk
-        hist.length[rows] = length
-        hist.position[rows] = position
+        # a window not yet full has position = length; a full one any visit count with that position
+        hist.visits[rows] = np.where(length < window, length, window + position)
         hist.bins[rows] = bins
         self._history = hist
         self._tracked = int(np.count_nonzero(hist.bins >= 0))
         self.rng.bit_generator.state = state["rng"]
-
-
-def _has_duplicates(rows: np.ndarray, capacity: int) -> bool:
-    """Whether an index occurs twice in ``rows`` (values in [0, capacity))."""
-    if rows.size < 2:
-        return False
-    mark = np.empty(capacity, np.int64)
-    order = np.arange(rows.size)
-    mark[rows] = order
-    return bool((mark[rows] != order).any())
 
 
 class BayesDifficultyClassifier(DifficultyClassifier):
@@ -265,7 +280,7 @@ class BayesDifficultyClassifier(DifficultyClassifier):
     ``credible`` interval of pass@k lies wholly beyond an edge (replaces the fixed margin).
     """
 
-    def _band(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         hist = self._history
         cfg = self.config
         mean, low, high = beta_passk_posterior(hist.successes[rows].sum(axis=1), hist.failures[rows].sum(axis=1),

@@ -19,7 +19,6 @@ the same order), so the cache changes no result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,7 +26,7 @@ import numpy as np
 from gdro_lab._validate import ConfigError
 from gdro_lab.checks import as_float_array, as_int_array, check_bins
 from gdro_lab.diagnostics import bin_mean
-from gdro_lab.grpo import RewardGroups, advantages_from_stats, check_advantage_options
+from gdro_lab.grpo import RewardGroups, advantages_from_stats, check_advantage_options, computed_once
 from gdro_lab.prompts import PromptIndex, is_index_array
 
 
@@ -167,14 +166,36 @@ class StepFeedback(RewardGroups):
         if self.max_bin >= num_bins:
             check_bins("StepFeedback", "bins_P", self.bins_P, num_bins)
 
+    @computed_once
+    def _bins_shifted(self) -> np.ndarray:
+        return self.bins_P + 1  # bin -1 (unassigned) -> slot 0, dropped by every per-bin sum
+
     def bin_count(self, num_bins: int) -> np.ndarray:
         """Assigned prompts per bin (int64, shape (G,); unassigned prompts are not counted)."""
-        key = ("count", num_bins)
+        return self._bin_layout(num_bins)[0]
+
+    def _bin_layout(self, num_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(count_G, count_G > 0, max(count_G, 1)), cached per num_bins (checks bins < num_bins once)."""
+        key = ("layout", num_bins)
         out = self._per_bins.get(key)
         if out is None:
             self.check_num_bins(num_bins)
-            out = self._per_bins[key] = _frozen(np.bincount(self.bins_P + 1, minlength=num_bins + 1)[1:])
+            counts = _frozen(np.bincount(self._bins_shifted, minlength=num_bins + 1)[1:])
+            out = self._per_bins[key] = (counts, _frozen(counts > 0), _frozen(np.maximum(counts, 1)))
         return out
+
+    def bin_nonempty(self, num_bins: int) -> np.ndarray:
+        """Bins with at least one prompt (bool, shape (G,); = bin_share > 0)."""
+        return self._bin_layout(num_bins)[1]
+
+    @property
+    def num_assigned(self) -> int:
+        """Prompts with a bin (>= 0)."""
+        return self._num_assigned
+
+    @computed_once
+    def _num_assigned(self) -> int:
+        return int(np.count_nonzero(self._bins_shifted))
 
     def bin_share(self, num_bins: int) -> np.ndarray:
         """Realized share q_hat(b) over assigned prompts (zeros if none); = diagnostics.bin_share."""
@@ -188,9 +209,18 @@ class StepFeedback(RewardGroups):
 
     def bin_mean(self, values_P: np.ndarray, num_bins: int) -> np.ndarray:
         """Mean of a per-prompt value within each bin (NaN where empty); = diagnostics.bin_mean."""
-        counts = self.bin_count(num_bins)
-        sums = np.bincount(self.bins_P + 1, weights=values_P, minlength=num_bins + 1)[1:]
-        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        _, nonempty, denominator = self._bin_layout(num_bins)
+        sums = np.bincount(self._bins_shifted, weights=values_P, minlength=num_bins + 1)[1:]
+        return np.where(nonempty, sums / denominator, np.nan)
+
+    def bin_means(self, values_KP: np.ndarray, num_bins: int) -> np.ndarray:
+        """:meth:`bin_mean` of K per-prompt rows at once, shape (K, G), in one pass (same sums, same order)."""
+        _, nonempty, denominator = self._bin_layout(num_bins)
+        rows = values_KP.shape[0]
+        width = num_bins + 1
+        slots = (self._bins_shifted + width * np.arange(rows)[:, None]).ravel()
+        sums = np.bincount(slots, weights=values_KP.ravel(), minlength=rows * width).reshape(rows, width)[:, 1:]
+        return np.where(nonempty, sums / denominator, np.nan)
 
     # ------------------------------------------------------------------ per-prompt statistics (cached)
 
@@ -198,19 +228,20 @@ class StepFeedback(RewardGroups):
         """Successes per prompt c_i (int64, read-only)."""
         return self._successes_P
 
-    @cached_property
+    @computed_once
     def _successes_P(self) -> np.ndarray:
         return _frozen(np.add.reduceat(self.successes_R, self.starts_P, dtype=np.int64))
 
-    @cached_property
+    @computed_once
     def success_rate_P(self) -> np.ndarray:
         """Mean success per prompt c_i / n_i."""
         return _frozen(self._successes_P / self.counts_P)
 
-    def variance_by_bin(self, num_bins: int) -> np.ndarray:
+    def variance_by_bin(self, num_bins: int, copy: bool = True) -> np.ndarray:
         """Mean within-prompt reward variance (Bessel, unbiased) per bin; NaN for empty bins.
 
         Prompts with one rollout have no within-prompt variance and are left out of their bin's mean.
+        ``copy=False`` returns the cached read-only array.
         """
         key = ("var_by_bin", num_bins)
         out = self._per_bins.get(key)
@@ -223,7 +254,7 @@ class StepFeedback(RewardGroups):
                 keep = np.isfinite(var_P)
                 out = bin_mean(var_P[keep], self.bins_P[keep], num_bins)
             out = self._per_bins[key] = _frozen(out)
-        return out.copy()
+        return out.copy() if copy else out
 
     def advantages(self, *, std: str = "population", eps: float = 1e-6, clip: float | None = None,
                    normalize_std: bool = True, singleton: str = "zero") -> tuple[np.ndarray, dict[str, float]]:

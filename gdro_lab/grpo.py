@@ -11,7 +11,7 @@ reproduces it.
 from __future__ import annotations
 
 import math
-from functools import cached_property
+from typing import Any, Callable, Generic, TypeVar
 
 import numpy as np
 
@@ -65,6 +65,29 @@ def group_is_constant(values_R: np.ndarray, counts_P: np.ndarray) -> np.ndarray:
     return np.maximum.reduceat(values, starts) == np.minimum.reduceat(values, starts)
 
 
+T = TypeVar("T")
+
+
+class computed_once(Generic[T]):
+    """Like functools.cached_property, without its per-instance lock (Python 3.11): the first read
+    stores the value in the instance ``__dict__``, later reads are plain attribute hits. Works on
+    frozen dataclasses (it never calls ``__setattr__``)."""
+
+    def __init__(self, fn: Callable[[Any], T]):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> T:
+        if obj is None:
+            return self  # type: ignore[return-value]
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
+
+
 class RewardGroups:
     """Per-prompt statistics of flat ragged rewards, each computed once on first use (read-only arrays).
 
@@ -77,27 +100,27 @@ class RewardGroups:
     counts_P: np.ndarray
     min_count: int
 
-    @cached_property
+    @computed_once
     def starts_P(self) -> np.ndarray:
         """Offset of each prompt's first rollout in the flat arrays."""
-        return _frozen(np.concatenate([[0], np.cumsum(self.counts_P)[:-1]]))
+        return _frozen(np.cumsum(self.counts_P) - self.counts_P)
 
-    @cached_property
+    @computed_once
     def group_R(self) -> np.ndarray:
         """Prompt of each flat rollout, repeat(arange(P), counts_P)."""
         return _frozen(np.repeat(np.arange(self.counts_P.size), self.counts_P))
 
-    @cached_property
+    @computed_once
     def reward_mean_P(self) -> np.ndarray:
         """Mean reward per prompt (= group_mean)."""
         return _frozen(np.add.reduceat(self.rewards_R, self.starts_P) / self.counts_P)
 
-    @cached_property
+    @computed_once
     def _reward_ss_P(self) -> np.ndarray:
         centered = self.rewards_R - self.reward_mean_P[self.group_R]
         return np.add.reduceat(centered * centered, self.starts_P)
 
-    @cached_property
+    @computed_once
     def _variances(self) -> dict[int, np.ndarray]:
         return {}
 
@@ -106,14 +129,14 @@ class RewardGroups:
         out = self._variances.get(ddof)
         if out is None:
             counts = self.counts_P
-            if self.min_count > ddof:
-                out = self._reward_ss_P / np.maximum(counts - ddof, 1)
+            if self.min_count > ddof:  # counts - ddof >= 1 everywhere: max(., 1) is the identity
+                out = self._reward_ss_P / (counts - ddof) if ddof else self._reward_ss_P / counts
             else:
                 out = np.where(counts > ddof, self._reward_ss_P / np.maximum(counts - ddof, 1), np.nan)
             out = self._variances[ddof] = _frozen(out)
         return out
 
-    @cached_property
+    @computed_once
     def constant_P(self) -> np.ndarray:
         """True for prompts whose rewards are all exactly equal (= group_is_constant)."""
         starts = self.starts_P

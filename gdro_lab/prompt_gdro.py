@@ -27,6 +27,7 @@ their score bit-for-bit.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +35,7 @@ import numpy as np
 
 from gdro_lab._validate import require_choice, require_int, require_range
 from gdro_lab.checks import check_bins_fast
-from gdro_lab.diagnostics import support_of_distribution
+from gdro_lab.diagnostics import support_of_weights
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.signals import SIGNALS
 from gdro_lab.update_rules import debiased_signal, ema_from_first, entropic_weights, omega
@@ -118,13 +119,13 @@ class UniformWeighter:
         updated = ema_from_first(previous, mean_G, cfg.ema_beta)             # Eq. 12
         self.seen_G = np.isfinite(updated)
         self.score_G = np.where(self.seen_G, updated, 0.0)
-        weights = self.bin_weights()
-        signal_sum = signal_P.sum()
-        signal_mean = signal_sum / signal_P.size if np.isfinite(signal_sum) else np.nanmean(signal_P)
-        return {"prompt_gdro/effective_support": support_of_distribution(weights),
-                "prompt_gdro/max_weight": float(weights.max()),
-                "prompt_gdro/score_max": float(self.score_G.max()),
-                "prompt_gdro/signal_mean": float(signal_mean)}
+        weights = self.bin_weights().tolist()
+        signal_sum = float(signal_P.sum())
+        signal_mean = signal_sum / signal_P.size if math.isfinite(signal_sum) else float(np.nanmean(signal_P))
+        return {"prompt_gdro/effective_support": support_of_weights(weights),
+                "prompt_gdro/max_weight": max(weights),
+                "prompt_gdro/score_max": max(self.score_G.tolist()),
+                "prompt_gdro/signal_mean": signal_mean}
 
     def state_dict(self) -> dict[str, Any]:
         return {"score": self.score_G.copy(), "seen": self.seen_G.copy(), "rng": self.rng.bit_generator.state}

@@ -6,6 +6,8 @@ fields computed by the same diagnostics.
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -35,25 +37,31 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
     success_P = feedback.success_rate_P
     reward_P = feedback.reward_mean_P
     sigma = np.sqrt(feedback.variance_by_bin(G)) if sigma_G is None else np.asarray(sigma_G, float)
-    rollouts_G = feedback.bin_mean(feedback.counts_P, G)
-    success_G = feedback.bin_mean(success_P, G)
-    bins_out: dict[str, Any] = {
-        "count": count_G.astype(float), "share": share_G.copy(), "weight": weights, "rollouts": rollouts_G,
-        "reward": feedback.bin_mean(reward_P, G), "success": success_G, "sigma": sigma,
-    }
+    names = ["rollouts", "success", "reward"]
+    rows = [feedback.counts_P, success_P, reward_P]
     if multipliers_P is not None:
-        bins_out["multiplier"] = feedback.bin_mean(_per_prompt(feedback, "multipliers_P", multipliers_P), G)
+        names.append("multiplier")
+        rows.append(_per_prompt(feedback, "multipliers_P", multipliers_P))
     if signal_P is not None:
-        bins_out["signal"] = feedback.bin_mean(_per_prompt(feedback, "signal_P", signal_P), G)
+        names.append("signal")
+        rows.append(_per_prompt(feedback, "signal_P", signal_P))
+    by_name = dict(zip(names, feedback.bin_means(np.array(rows, float), G)))  # every per-bin mean in one pass
+    rollouts_G, success_G = by_name["rollouts"], by_name["success"]
+    bins_out: dict[str, Any] = {"count": count_G.astype(float), "share": share_G.copy(), "weight": weights,
+                                "rollouts": rollouts_G, "reward": by_name["reward"], "success": success_G,
+                                "sigma": sigma}
+    for name in names[3:]:
+        bins_out[name] = by_name[name]
     if score_G is not None:
         bins_out["score"] = np.asarray(score_G, float)
     nan = float("nan")
     assigned = share_G.sum() > 0
-    if assigned:  # Eq. 32 on normalised weights and share (= diag.lead_lag_gap)
+    weights_normal = weights / weights.sum()  # diag.normalized(weights), as lead_lag_gap and effective_support take it
+    if assigned:  # Eq. 32 (= diag.lead_lag_gap)
         if weights.shape != share_G.shape:
             diag.lead_lag_gap(weights, share_G)  # its error
-        index = np.arange(G, dtype=float)
-        mu_weight = float(index @ (weights / weights.sum()))
+        index = _bin_index(G)
+        mu_weight = float(index @ weights_normal)
         mu_data = float(index @ (share_G / share_G.sum()))
         gap = mu_weight - mu_data
     else:  # no assigned prompt yet (e.g. the first step): the data's mean bin is undefined, not uniform
@@ -66,22 +74,30 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
         "zero_variance_frac": np.count_nonzero(feedback.constant_P) / num_prompts,
         "mu": float(mu),
         "lead_lag_gap": gap, "mu_weight": mu_weight, "mu_data": mu_data,
-        "effective_support": diag.support_of_distribution(weights),
+        "effective_support": diag.support_of_normalized(weights_normal),
         "worst_bin_success": diag.worst_group(success_G),
     }
     if assigned:
-        n_G = np.where(np.isfinite(rollouts_G), rollouts_G, n_bar)
+        n_G = np.where(np.isnan(rollouts_G), n_bar, rollouts_G)
         scalars.update(_se(share_G, sigma, n_G, n_bar, n_min, n_max))
     return scalars, bins_out
 
 
+@functools.lru_cache(maxsize=8)
+def _bin_index(num_bins: int) -> np.ndarray:
+    index = np.arange(num_bins, dtype=float)
+    index.flags.writeable = False
+    return index
+
+
 def _weights(weights_G: np.ndarray) -> np.ndarray:
     """diag.normalized(weights_G): checked (fast path for a finite non-negative float array), sums to one."""
-    w = weights_G if isinstance(weights_G, np.ndarray) else np.asarray(weights_G)
-    if w.dtype != np.float64 or w.ndim != 1 or not w.size or not (np.isfinite(w).all() and w.min() >= 0
-                                                                    and w.sum() > 0):
-        return diag.normalized(weights_G)
-    return w / w.sum()
+    w = weights_G
+    if isinstance(w, np.ndarray) and w.dtype == np.float64 and w.ndim == 1 and w.size:
+        total = w.sum()
+        if math.isfinite(total) and total > 0 and w.min() >= 0:  # a NaN or inf makes the sum non-finite
+            return w / total
+    return diag.normalized(weights_G)
 
 
 def _per_prompt(feedback: StepFeedback, name: str, values_P: np.ndarray) -> np.ndarray:
@@ -94,8 +110,7 @@ def _per_prompt(feedback: StepFeedback, name: str, values_P: np.ndarray) -> np.n
 def _se(share_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: float, n_min: float,
         n_max: float) -> dict[str, float]:
     """diag.se_report with its checks done cheaply when the inputs are plainly valid."""
-    known = np.isfinite(sigma_G) if sigma_G.shape == share_G.shape else None
-    if known is None or not known.all() or sigma_G.min() < 0 or not float(n_bar) > 0:
-        return diag.se_report(share_G, sigma_G, n_G, n_bar, n_min, n_max)  # unknown bins, or its error
-    check_box("sqrt_allocation", n_bar, n_min, n_max)
-    return diag.se_terms(share_G, sigma_G, n_G, n_bar, n_min, n_max)
+    if sigma_G.shape == share_G.shape and math.isfinite(sigma_G.sum()) and sigma_G.min() >= 0 and n_bar > 0:
+        check_box("sqrt_allocation", n_bar, n_min, n_max)
+        return diag.se_terms(share_G, sigma_G, n_G, n_bar, n_min, n_max)
+    return diag.se_report(share_G, sigma_G, n_G, n_bar, n_min, n_max)  # unknown bins, or its error

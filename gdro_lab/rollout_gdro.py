@@ -162,7 +162,7 @@ class UniformAllocator:
 
     def _track_variance(self, feedback: StepFeedback) -> np.ndarray:
         """Variance-proxy EMA per bin: ema_from_first with beta = variance_ema; absent bins unchanged."""
-        observed = feedback.variance_by_bin(self.num_bins)
+        observed = feedback.variance_by_bin(self.num_bins, copy=False)
         self.variance_G = ema_from_first(self.variance_G, observed, self.config.variance_ema)
         return observed
 
@@ -181,11 +181,13 @@ class UniformAllocator:
 
     def _relative_variance(self, share_G: np.ndarray) -> np.ndarray:
         """v~_b = v_b / sum q v (unknown bins: the mean of known ones), floored; ones if none known."""
-        v = self.variance_G.copy()
+        v = self.variance_G
         known = np.isfinite(v)
-        if not known.any():
-            return np.ones(self.num_bins)
-        v[~known] = v[known].mean()
+        if not known.all():
+            if not known.any():
+                return np.ones(self.num_bins)
+            v = v.copy()
+            v[~known] = v[known].mean()
         scale = float(np.dot(share_G, v)) if share_G.sum() > 0 else float(v.mean())
         if scale <= 0:
             return np.ones(self.num_bins)
@@ -279,9 +281,9 @@ class RolloutGDRO(UniformAllocator):
         cfg = self.config
         self._track_variance(feedback)
         share = feedback.bin_share(self.num_bins)
-        present = share > 0
+        present = feedback.bin_nonempty(self.num_bins)  # = share > 0
         metrics = {"rollout/mean_n": feedback.total / feedback.num_prompts, "rollout/mu": self.mu}
-        if not present.any() or self._sampled_G is None:
+        if self._sampled_G is None or feedback.num_assigned == 0:
             return metrics
         probs = self.arm_probabilities()
         estimate = importance_weighted_cost(self.arm_costs(share), probs, self._sampled_G - cfg.n_min, cfg.feedback)

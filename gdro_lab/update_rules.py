@@ -41,13 +41,13 @@ def debiased_signal(mean_G: np.ndarray, share_G: np.ndarray, floor: float) -> np
 
 def omega(score_G: np.ndarray, eta: float, clip: float) -> np.ndarray:
     """Eq. 14: omega_b = exp(eta clip(S_b, -C, C))."""
-    return np.exp(eta * np.clip(np.asarray(score_G, float), -clip, clip))
+    return np.exp(eta * np.minimum(np.maximum(np.asarray(score_G, float), -clip), clip))
 
 
 def entropic_weights(score_G: np.ndarray, eta: float, gamma: float, clip: float) -> np.ndarray:
     """Eq. 14-15: q = (1 - gamma) softmax(eta clip(S, -C, C)) + gamma / B."""
     score = np.asarray(score_G, float)
-    logits = eta * np.clip(score, -clip, clip)
+    logits = eta * np.minimum(np.maximum(score, -clip), clip)  # = np.clip, without its Python wrapper
     soft = np.exp(logits - logits.max())
     return (1.0 - gamma) * soft / soft.sum() + gamma / score.size
 
@@ -80,9 +80,14 @@ def mirror_descent_step(logits_GA: np.ndarray, estimate_GA: np.ndarray, present_
                         eta: float, decay: float = 0.0) -> np.ndarray:
     """Entropic mirror descent on costs: L_b <- (1 - decay) L_b - eta cost_hat_b, re-centred so
     max_a L_b(a) = 0 (softmax unchanged), for present bins only; absent rows returned unchanged."""
-    logits = np.asarray(logits_GA, float).copy()
+    logits = np.asarray(logits_GA, float)
+    estimate = np.asarray(estimate_GA, float)
     present = np.asarray(present_G, bool)
-    moved = (1.0 - decay) * logits[present] - eta * np.asarray(estimate_GA, float)[present]
+    if present.all():  # the usual step: every row moves (1.0 * L = L exactly, so decay 0 skips the product)
+        moved = (logits if decay == 0.0 else (1.0 - decay) * logits) - eta * estimate
+        return moved - moved.max(axis=1, keepdims=True)
+    logits = logits.copy()
+    moved = (1.0 - decay) * logits[present] - eta * estimate[present]
     logits[present] = moved - moved.max(axis=1, keepdims=True)
     return logits
 
