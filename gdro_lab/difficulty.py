@@ -75,7 +75,7 @@ class _History:
         self.window = window
         self.passk = np.zeros((rows, window))
         self.successes = np.zeros((rows, window), np.int32)
-        self.failures = np.zeros((rows, window), np.int32)
+        self.rollouts = np.zeros((rows, window), np.int32)  # n of each visit (0 = empty slot)
         self.visits = np.zeros(rows, np.int64)
         self.bins = np.full(rows, -1, np.int64)
         self.mark = np.zeros(rows, np.int64)
@@ -98,7 +98,7 @@ class _History:
         window = self.window
         self.passk = np.vstack([self.passk, np.zeros((pad, window))])
         self.successes = np.vstack([self.successes, np.zeros((pad, window), np.int32)])
-        self.failures = np.vstack([self.failures, np.zeros((pad, window), np.int32)])
+        self.rollouts = np.vstack([self.rollouts, np.zeros((pad, window), np.int32)])
         self.visits = np.concatenate([self.visits, np.zeros(pad, np.int64)])
         self.bins = np.concatenate([self.bins, np.full(pad, -1, np.int64)])
         self.mark = np.zeros(self.bins.size, np.int64)
@@ -110,7 +110,7 @@ class _History:
         flat = rows * window + visits % window
         self.passk.reshape(-1)[flat] = passk
         self.successes.reshape(-1)[flat] = successes
-        self.failures.reshape(-1)[flat] = counts - successes
+        self.rollouts.reshape(-1)[flat] = counts
         visits += 1
         self.visits[rows] = visits
         return np.minimum(visits, window)
@@ -198,7 +198,8 @@ class DifficultyClassifier(PerPromptState):
         k = self.config.k
         if feedback.min_count < k or feedback.max_count > PASSK_TABLE_LIMIT:
             return pass_at_k(feedback.counts_P, feedback.successes_P(), k)  # its error, or the per-pair path
-        return passk_table(k, feedback.max_count)[feedback.counts_P, feedback.successes_P()]
+        largest = feedback.max_count
+        return passk_table(k, largest).ravel().take(feedback.counts_P * (largest + 1) + feedback.successes_P())
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         """Record this step's visits (n_i rollouts, c_i successes) and re-bin the visited prompts."""
@@ -223,7 +224,7 @@ class DifficultyClassifier(PerPromptState):
         center, low, high = self._band(unique_rows, length)
         new = hysteresis_bins(previous, center, low, high, self._edges)
         hist.bins[unique_rows] = new
-        fresh = int(np.count_nonzero(previous < 0))
+        fresh = int(np.count_nonzero(previous < 0)) if previous.min() < 0 else 0
         self._tracked += fresh
         moved = np.count_nonzero(new != previous) - fresh
         return {"classifier/tracked_prompts": float(self._tracked),
@@ -236,8 +237,9 @@ class DifficultyClassifier(PerPromptState):
         hist = self._history
         rows = np.flatnonzero(hist.bins >= 0)
         visits = hist.visits[rows]
-        return {"ids": self.prompts.ids_of(rows), "successes": hist.successes[rows],
-                "failures": hist.failures[rows], "length": np.minimum(visits, hist.window),
+        successes = hist.successes[rows]
+        return {"ids": self.prompts.ids_of(rows), "successes": successes,
+                "failures": hist.rollouts[rows] - successes, "length": np.minimum(visits, hist.window),
                 "position": visits % hist.window, "bins": hist.bins[rows],
                 "rng": self.rng.bit_generator.state}
 
@@ -256,10 +258,10 @@ class DifficultyClassifier(PerPromptState):
                               f"state_dict() of a classifier with window={window}") from None
         rows = self.prompts.intern(ids)
         hist = _History(window, len(self.prompts))
-        hist.successes[rows] = successes
-        hist.failures[rows] = failures
-        # per-visit pass@k is a function of the visit's (n, c); empty slots (n = 0) stay 0
         visits = successes + failures
+        hist.successes[rows] = successes
+        hist.rollouts[rows] = visits
+        # per-visit pass@k is a function of the visit's (n, c); empty slots (n = 0) stay 0
         filled = visits > 0
         passk = np.zeros((n, window))
         passk[filled] = pass_at_k(visits[filled], successes[filled], self.config.k)
@@ -283,7 +285,8 @@ class BayesDifficultyClassifier(DifficultyClassifier):
     def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         hist = self._history
         cfg = self.config
-        mean, low, high = beta_passk_posterior(hist.successes[rows].sum(axis=1), hist.failures[rows].sum(axis=1),
+        successes = hist.successes[rows].sum(axis=1)
+        mean, low, high = beta_passk_posterior(successes, hist.rollouts[rows].sum(axis=1) - successes,
                                                cfg.k, cfg.prior_a, cfg.prior_b, cfg.credible)
         # For skewed posteriors (k >= 4) the mean of pass@k can fall outside the central interval
         # of p mapped through 1 - (1 - p)^k; widen the band so it always holds its own center.

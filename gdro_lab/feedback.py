@@ -184,6 +184,19 @@ class StepFeedback(RewardGroups):
             out = self._per_bins[key] = (counts, _frozen(counts > 0), _frozen(np.maximum(counts, 1)))
         return out
 
+    def bin_count_list(self, num_bins: int) -> list[int]:
+        """:meth:`bin_count` as a list of ints (cached)."""
+        key = ("count_list", num_bins)
+        out = self._per_bins.get(key)
+        if out is None:
+            out = self._per_bins[key] = self.bin_count(num_bins).tolist()
+        return out
+
+    def bin_sums(self, values_P: np.ndarray, num_bins: int) -> list[float]:
+        """Sum of a per-prompt value within each bin, as a list (the sums :meth:`bin_mean` divides)."""
+        self._bin_layout(num_bins)
+        return np.bincount(self._bins_shifted, weights=values_P, minlength=num_bins + 1).tolist()[1:]
+
     def bin_nonempty(self, num_bins: int) -> np.ndarray:
         """Bins with at least one prompt (bool, shape (G,); = bin_share > 0)."""
         return self._bin_layout(num_bins)[1]

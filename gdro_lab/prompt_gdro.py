@@ -38,7 +38,7 @@ from gdro_lab.checks import check_bins_fast
 from gdro_lab.diagnostics import support_of_weights
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.signals import SIGNALS
-from gdro_lab.update_rules import debiased_signal, ema_from_first, entropic_weights, omega
+from gdro_lab.update_rules import debiased_value, ema_value, entropic_weights, entropic_weights_list, omega_list
 
 __all__ = ["PromptGDRO", "UniformWeighter", "WeighterConfig", "entropic_weights"]
 
@@ -84,7 +84,9 @@ class WeighterConfig:
 class UniformWeighter:
     """GRPO baseline (registry name ``uniform``): every multiplier is 1, bin weights uniform.
 
-    Still tracks the EMA scores so the logs show what an adversary would have seen.
+    Still tracks the EMA scores so the logs show what an adversary would have seen. The per-bin
+    arithmetic runs on Python floats (``ema_value``, ``debiased_value``: the same values as the array
+    rules), since with G ~ 10 bins numpy's per-call cost exceeds it.
     """
 
     config_class = WeighterConfig
@@ -99,9 +101,12 @@ class UniformWeighter:
     def num_bins(self) -> int:
         return self.config.num_bins
 
+    def _weights(self) -> list[float]:
+        return [1.0 / self.num_bins] * self.num_bins
+
     def bin_weights(self) -> np.ndarray:
         """Normalised bin weights q_t(b) (Eq. 15)."""
-        return np.full(self.num_bins, 1.0 / self.num_bins)
+        return np.array(self._weights())
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         """Advantage multiplier per prompt (Eq. 16)."""
@@ -112,19 +117,25 @@ class UniformWeighter:
         cfg = self.config
         G = cfg.num_bins
         signal_P = SIGNALS[cfg.signal](feedback)
-        mean_G = feedback.bin_mean(signal_P, G)                               # Eq. 13 (NaN = absent)
-        if cfg.share_normalize:
-            mean_G = debiased_signal(mean_G, feedback.bin_share(G), cfg.share_floor)
-        previous = np.where(self.seen_G, self.score_G, np.nan)
-        updated = ema_from_first(previous, mean_G, cfg.ema_beta)             # Eq. 12
-        self.seen_G = np.isfinite(updated)
-        self.score_G = np.where(self.seen_G, updated, 0.0)
-        weights = self.bin_weights().tolist()
+        sums = feedback.bin_sums(signal_P, G)
+        counts = feedback.bin_count_list(G)
+        assigned = feedback.num_assigned
+        score, seen = self.score_G.tolist(), self.seen_G.tolist()
+        for b, count in enumerate(counts):
+            if count:  # absent bins keep their score
+                x = sums[b] / count                                            # Eq. 13
+                if cfg.share_normalize:
+                    x = debiased_value(x, count / assigned, G, cfg.share_floor)
+                score[b] = ema_value(score[b] if seen[b] else math.nan, x, cfg.ema_beta)  # Eq. 12
+                seen[b] = True
+        self.score_G = np.array(score)
+        self.seen_G = np.array(seen)
+        weights = self._weights()
         signal_sum = float(signal_P.sum())
         signal_mean = signal_sum / signal_P.size if math.isfinite(signal_sum) else float(np.nanmean(signal_P))
         return {"prompt_gdro/effective_support": support_of_weights(weights),
                 "prompt_gdro/max_weight": max(weights),
-                "prompt_gdro/score_max": max(self.score_G.tolist()),
+                "prompt_gdro/score_max": max(score),
                 "prompt_gdro/signal_mean": signal_mean}
 
     def state_dict(self) -> dict[str, Any]:
@@ -141,18 +152,19 @@ class PromptGDRO(UniformWeighter):
 
     def omega(self) -> np.ndarray:
         """Eq. 14: unnormalised omega_t(b) = exp(eta clip(S_t(b), -C, C))."""
-        return omega(self.score_G, self.config.eta, self.config.clip)
+        return np.array(omega_list(self.score_G.tolist(), self.config.eta, self.config.clip))
 
-    def bin_weights(self) -> np.ndarray:
+    def _weights(self) -> list[float]:
         cfg = self.config
-        return entropic_weights(self.score_G, cfg.eta, cfg.gamma, cfg.clip)
+        return entropic_weights_list(self.score_G.tolist(), cfg.eta, cfg.gamma, cfg.clip)
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         cfg = self.config
         bins = check_bins_fast(type(self).__name__, "bins_P", bins_P, self.num_bins)
         if cfg.weight_mode == "paper":
             # one gather: bin -1 (unassigned) reads the appended 1
-            return np.append(np.minimum(self.omega(), cfg.max_weight), 1.0)[bins]
+            capped = [min(value, cfg.max_weight) for value in omega_list(self.score_G.tolist(), cfg.eta, cfg.clip)]
+            return np.array(capped + [1.0]).take(bins)
         assigned = bins >= 0
         out = np.ones(bins.size)
         if not assigned.any():

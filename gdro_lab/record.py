@@ -54,31 +54,36 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
         bins_out[name] = by_name[name]
     if score_G is not None:
         bins_out["score"] = np.asarray(score_G, float)
+    # the scalars: per-bin lists in plain Python (G ~ 10 bins; numpy's per-call cost exceeds the arithmetic)
     nan = float("nan")
-    assigned = share_G.sum() > 0
-    weights_normal = weights / weights.sum()  # diag.normalized(weights), as lead_lag_gap and effective_support take it
+    assigned = feedback.num_assigned > 0
+    weights_list = weights.tolist()
+    weight_total = sum(weights_list)
+    weights_normal = [w / weight_total for w in weights_list]  # diag.normalized(weights), as Eq. 32 takes it
     if assigned:  # Eq. 32 (= diag.lead_lag_gap)
         if weights.shape != share_G.shape:
             diag.lead_lag_gap(weights, share_G)  # its error
-        index = _bin_index(G)
-        mu_weight = float(index @ weights_normal)
-        mu_data = float(index @ (share_G / share_G.sum()))
+        share = share_G.tolist()
+        share_total = sum(share)
+        mu_weight = sum(b * w for b, w in enumerate(weights_normal))
+        mu_data = sum(b * q / share_total for b, q in enumerate(share))
         gap = mu_weight - mu_data
     else:  # no assigned prompt yet (e.g. the first step): the data's mean bin is undefined, not uniform
         gap, mu_weight, mu_data = nan, nan, nan
     num_prompts = feedback.num_prompts
+    success_list = success_G.tolist()
     scalars: dict[str, float] = {
         "mean_success": float(success_P.sum() / num_prompts), "mean_reward": float(reward_P.sum() / num_prompts),
         "mean_rollouts": feedback.total / num_prompts, "total_rollouts": float(feedback.total),
-        "num_prompts": float(num_prompts), "num_unassigned": float(num_prompts - count_G.sum()),
+        "num_prompts": float(num_prompts), "num_unassigned": float(num_prompts - feedback.num_assigned),
         "zero_variance_frac": np.count_nonzero(feedback.constant_P) / num_prompts,
         "mu": float(mu),
         "lead_lag_gap": gap, "mu_weight": mu_weight, "mu_data": mu_data,
-        "effective_support": diag.support_of_normalized(weights_normal),
-        "worst_bin_success": diag.worst_group(success_G),
+        "effective_support": diag.support_of_weights(weights_normal),
+        "worst_bin_success": min((v for v in success_list if math.isfinite(v)), default=nan),
     }
     if assigned:
-        n_G = np.where(np.isnan(rollouts_G), n_bar, rollouts_G)
+        n_G = [n_bar if math.isnan(r) else r for r in rollouts_G.tolist()]
         scalars.update(_se(share_G, sigma, n_G, n_bar, n_min, n_max))
     return scalars, bins_out
 
@@ -107,10 +112,11 @@ def _per_prompt(feedback: StepFeedback, name: str, values_P: np.ndarray) -> np.n
     return values
 
 
-def _se(share_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: float, n_min: float,
+def _se(share_G: np.ndarray, sigma_G: np.ndarray, n_G: list[float], n_bar: float, n_min: float,
         n_max: float) -> dict[str, float]:
-    """diag.se_report with its checks done cheaply when the inputs are plainly valid."""
-    if sigma_G.shape == share_G.shape and math.isfinite(sigma_G.sum()) and sigma_G.min() >= 0 and n_bar > 0:
+    """diag.se_report, on lists when the inputs are plainly valid (its checks, done cheaply)."""
+    sigma = sigma_G.tolist() if sigma_G.shape == share_G.shape else None
+    if sigma is not None and all(math.isfinite(v) and v >= 0 for v in sigma) and n_bar > 0:
         check_box("sqrt_allocation", n_bar, n_min, n_max)
-        return diag.se_terms(share_G, sigma_G, n_G, n_bar, n_min, n_max)
-    return diag.se_report(share_G, sigma_G, n_G, n_bar, n_min, n_max)  # unknown bins, or its error
+        return diag.se_terms_list(share_G.tolist(), sigma, n_G, n_bar, n_min, n_max)
+    return diag.se_report(share_G, sigma_G, np.array(n_G), n_bar, n_min, n_max)  # unknown bins, or its error

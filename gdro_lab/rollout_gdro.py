@@ -56,7 +56,7 @@ from gdro_lab.checks import check_bins_fast
 from gdro_lab.diagnostics import bin_counts, bin_share
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.planner import plan_values
-from gdro_lab.update_rules import (arm_costs, dual_step, ema_from_first, exp3p_probabilities,
+from gdro_lab.update_rules import (arm_costs, dual_step, ema_value, exp3p_probabilities,
                                    importance_weighted_cost, mirror_descent_step)
 
 PLANNERS = ("exact", "dp_count", "dp_bin")
@@ -161,9 +161,12 @@ class UniformAllocator:
         return bins
 
     def _track_variance(self, feedback: StepFeedback) -> np.ndarray:
-        """Variance-proxy EMA per bin: ema_from_first with beta = variance_ema; absent bins unchanged."""
+        """Variance-proxy EMA per bin: ema_from_first with beta = variance_ema; absent bins unchanged
+        (per bin on floats, ``ema_value``: the same values)."""
         observed = feedback.variance_by_bin(self.num_bins, copy=False)
-        self.variance_G = ema_from_first(self.variance_G, observed, self.config.variance_ema)
+        beta = self.config.variance_ema
+        self.variance_G = np.array([ema_value(previous, value, beta)
+                                    for previous, value in zip(self.variance_G.tolist(), observed.tolist())])
         return observed
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
@@ -230,6 +233,8 @@ class RolloutGDRO(UniformAllocator):
         self.logits_GA = np.zeros((self.num_bins, self.config.arms.size))
         self._sampled_G: np.ndarray | None = None
         self._arms = self.config.arms
+        self._arms_float = self._arms.astype(float)
+        self._plan_probs: tuple[np.ndarray, np.ndarray] | None = None  # (logits_GA it came from, p)
         # tie_broken's penalty 1e-9 (n - n_bar)^2, computed once (same values as allocation.tie_broken)
         self._tie_penalty = 1e-9 * (self._arms[None, :] - self.config.n_bar) ** 2
 
@@ -242,17 +247,21 @@ class RolloutGDRO(UniformAllocator):
         arms = self._arms
         bins = self._check_plan_inputs(bins_P, prompt_ids)
         probs = self.arm_probabilities()
+        self._plan_probs = (self.logits_GA, probs)  # update() reuses them (logits_GA is replaced, never mutated)
         cumulative = probs.cumsum(axis=1)
         draws = self.rng.random(self.num_bins)
         self._sampled_G = arms[np.minimum((cumulative < draws[:, None]).sum(axis=1), arms.size - 1)]
-        assigned = bins >= 0
-        num_assigned = int(np.count_nonzero(assigned))
-        everyone = num_assigned == bins.size
+        everyone = bool(bins.size) and bins.min() >= 0
+        if everyone:  # the usual step: every prompt has a bin
+            assigned, num_assigned, placed = None, bins.size, bins
+        else:
+            assigned = bins >= 0
+            num_assigned = int(np.count_nonzero(assigned))
+            placed = bins[assigned]
         n_P = np.full(bins.size, cfg.n_bar, np.int64)
         if not num_assigned:
             return n_P
         total = num_assigned * cfg.n_bar
-        placed = bins if everyone else bins[assigned]
         if cfg.planner_name == "exact":
             # log softmax(L_b) without the gamma floor: the floor makes every off-mode arm equally
             # unlikely, so it cannot tell a move of one arm from a move of ten (see module doc).
@@ -262,6 +271,8 @@ class RolloutGDRO(UniformAllocator):
                 return plan
             n_P[assigned] = plan
             return n_P
+        if assigned is None:
+            assigned = np.ones(bins.size, bool)
         counts = bin_counts(bins, self.num_bins).astype(np.int64)
         weight = "count" if cfg.planner_name == "dp_count" else "bin"
         n_G, exact = exact_budget_plan(np.log(probs), counts, total, cfg.n_min, tie_center=cfg.n_bar,
@@ -274,8 +285,7 @@ class RolloutGDRO(UniformAllocator):
 
     def arm_costs(self, share_G: np.ndarray) -> np.ndarray:
         """cost_b(n) = v~_b n_bar / n + mu n / n_bar, shape (G, A)."""
-        cfg = self.config
-        return arm_costs(self._relative_variance(share_G), self.mu, cfg.arms, cfg.n_bar)
+        return arm_costs(self._relative_variance(share_G), self.mu, self._arms_float, self.config.n_bar)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         cfg = self.config
@@ -285,7 +295,9 @@ class RolloutGDRO(UniformAllocator):
         metrics = {"rollout/mean_n": feedback.total / feedback.num_prompts, "rollout/mu": self.mu}
         if self._sampled_G is None or feedback.num_assigned == 0:
             return metrics
-        probs = self.arm_probabilities()
+        cached = self._plan_probs
+        probs = cached[1] if cached is not None and cached[0] is self.logits_GA else self.arm_probabilities()
+        self._plan_probs = None
         estimate = importance_weighted_cost(self.arm_costs(share), probs, self._sampled_G - cfg.n_min, cfg.feedback)
         self.logits_GA = mirror_descent_step(self.logits_GA, estimate, present, cfg.eta, cfg.score_decay)
         sampled_mean = float(share @ self._sampled_G)

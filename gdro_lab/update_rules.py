@@ -6,9 +6,18 @@ modifies its inputs. Shapes: ``G`` bins, ``A`` arms.
 
 "Absent" bins (no prompt this step) are marked by NaN observations or a False ``present_G``
 mask; every rule leaves their state bit-for-bit unchanged.
+
+The per-bin rules of Prompt-GDRO and the variance proxy also come as plain-Python forms on floats
+and short lists (``ema_value``, ``debiased_value``, ``omega_list``, ``entropic_weights_list``):
+with G ~ 10 bins numpy's per-call cost is larger than the arithmetic, so the controllers' per-step
+path uses these. ``ema_value`` and ``debiased_value`` give bit-for-bit the array forms' values;
+the two list forms may differ from them in the last bits (math.exp and a sequential sum against
+numpy's exp and pairwise sum); tests/test_update_rules.py checks both.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -26,6 +35,35 @@ def ema_from_first(previous_G: np.ndarray, observed_G: np.ndarray, beta: float) 
     observed = np.asarray(observed_G, float)
     blended = (1.0 - beta) * previous + beta * observed  # NaN wherever either side is unknown
     return np.where(np.isfinite(observed), np.where(np.isfinite(previous), blended, observed), previous)
+
+
+def ema_value(previous: float, observed: float, beta: float) -> float:
+    """:func:`ema_from_first` for one bin (non-finite previous = never observed, non-finite observed = absent)."""
+    if not math.isfinite(observed):
+        return previous
+    if not math.isfinite(previous):
+        return observed
+    return (1.0 - beta) * previous + beta * observed
+
+
+def debiased_value(mean: float, share: float, num_bins: int, floor: float) -> float:
+    """:func:`debiased_signal` for one bin: mean / max(B q_hat, floor)."""
+    return mean / max(num_bins * share, floor)
+
+
+def omega_list(score: list[float], eta: float, clip: float) -> list[float]:
+    """:func:`omega` on a list: exp(eta clip(S_b, -C, C))."""
+    return [math.exp(eta * min(max(value, -clip), clip)) for value in score]
+
+
+def entropic_weights_list(score: list[float], eta: float, gamma: float, clip: float) -> list[float]:
+    """:func:`entropic_weights` on a list: (1 - gamma) softmax(eta clip(S, -C, C)) + gamma / B."""
+    logits = [eta * min(max(value, -clip), clip) for value in score]
+    top = max(logits)
+    soft = [math.exp(value - top) for value in logits]
+    total = sum(soft)
+    floor = gamma / len(score)
+    return [(1.0 - gamma) * value / total + floor for value in soft]
 
 
 def debiased_signal(mean_G: np.ndarray, share_G: np.ndarray, floor: float) -> np.ndarray:
