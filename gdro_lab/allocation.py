@@ -93,51 +93,6 @@ def sqrt_law(v_G: np.ndarray, q_G: np.ndarray, n_bar: float, n_min: float, n_max
     return n_G
 
 
-def sqrt_law_list(v_G: list[float], q_G: list[float], n_bar: float, n_min: float, n_max: float) -> list[float]:
-    """:func:`sqrt_law` on short lists of floats, in plain Python (the step record's per-step SE optimum;
-    G ~ 10 bins). The same algorithm: the budget f(s) is evaluated only at the knots a binary search
-    visits, then interpolated as np.interp does; values agree with :func:`sqrt_law` up to rounding
-    (the sums run in another order)."""
-    total_q = sum(q_G)
-    root = [math.sqrt(v) for v in v_G]
-    live = [q > 0 and r > 0 for q, r in zip(q_G, root)]
-    if not any(live):
-        return [float(n_bar)] * len(v_G)
-    root_live = [r for r, ok in zip(root, live) if ok]
-    knots = sorted(set([n_min / r for r in root_live] + ([n_max / r for r in root_live] if math.isfinite(n_max) else [])))
-
-    def budget(scale: float) -> float:
-        return sum(q * min(max(r * scale, n_min), n_max) for q, r in zip(q_G, root)) / total_q
-
-    last = budget(knots[-1])
-    if n_bar > last:  # n_max = inf: past the last knot every live bin is free, f is linear with this slope
-        slope = sum(q * r for q, r, ok in zip(q_G, root, live) if ok) / total_q
-        s_star = knots[-1] + (n_bar - last) / slope
-    elif n_bar == last:
-        s_star = knots[-1]  # np.interp at the last point
-    elif n_bar < budget(knots[0]):
-        s_star = knots[0]
-    else:  # f(knots[lo]) <= n_bar < f(knots[hi])
-        lo, hi = 0, len(knots) - 1
-        f_lo, f_hi = budget(knots[lo]), last
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            f_mid = budget(knots[mid])
-            if f_mid <= n_bar:
-                lo, f_lo = mid, f_mid
-            else:
-                hi, f_hi = mid, f_mid
-        slope = (knots[hi] - knots[lo]) / (f_hi - f_lo)
-        s_star = slope * (n_bar - f_lo) + knots[lo]
-    n_G = [min(max(r * s_star, n_min), n_max) for r in root]
-    silent = [q > 0 and not ok for q, ok in zip(q_G, live)]
-    if any(silent):
-        rest = n_bar * total_q - sum(q * n for q, n, ok in zip(q_G, n_G, live) if ok)
-        fill = min(max(rest / sum(q for q, quiet in zip(q_G, silent) if quiet), n_min), n_max)
-        n_G = [fill if quiet else n for n, quiet in zip(n_G, silent)]
-    return n_G
-
-
 @functools.lru_cache(maxsize=64)
 def check_box(owner: str, n_bar: float, n_min: float, n_max: float) -> None:
     """0 <= n_min <= n_bar <= n_max, all finite except n_max (may be inf)."""

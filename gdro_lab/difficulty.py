@@ -197,14 +197,14 @@ class DifficultyClassifier(PerPromptState):
         """Unbiased pass@k of each prompt's visit (= estimators.pass_at_k, one table lookup)."""
         k = self.config.k
         if feedback.min_count < k or feedback.max_count > PASSK_TABLE_LIMIT:
-            return pass_at_k(feedback.counts_P, feedback.successes_P(), k)  # its error, or the per-pair path
+            return pass_at_k(feedback.counts_P, feedback._successes_P, k)  # its error, or the per-pair path
         largest = feedback.max_count
-        return passk_table(k, largest).ravel().take(feedback.counts_P * (largest + 1) + feedback.successes_P())
+        return passk_table(k, largest).ravel().take(feedback.counts_P * (largest + 1) + feedback._successes_P)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         """Record this step's visits (n_i rollouts, c_i successes) and re-bin the visited prompts."""
         counts = feedback.counts_P
-        successes = feedback.successes_P()
+        successes = feedback._successes_P
         passk = self._passk(feedback)
         rows = feedback.index_in(self.prompts)
         hist = self._capacity()

@@ -11,7 +11,9 @@ Single pass (issue 23): the per-step quantities several consumers need (group of
 successes per prompt, reward mean / variance per prompt, constant groups, prompts per bin,
 per-bin means) are computed once, on first use, and cached on the record as read-only arrays;
 the controllers, the signals, the GRPO advantages and the step record read them instead of
-re-validating and recomputing the same arrays. Each value is computed exactly as the
+re-validating and recomputing the same arrays. These shared arrays are not copied for each reader:
+read them, never modify them in place (the public methods of the old API, ``successes_P()`` and
+``variance_by_bin()``, still return copies). Each value is computed exactly as the
 corresponding function of gdro_lab.grpo / gdro_lab.diagnostics computes it (same operations in
 the same order), so the cache changes no result.
 """
@@ -29,10 +31,6 @@ from gdro_lab.diagnostics import bin_mean
 from gdro_lab.grpo import RewardGroups, advantages_from_stats, check_advantage_options, computed_once
 from gdro_lab.prompts import PromptIndex, is_index_array
 
-
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
-    return array
 
 
 def _int_field(owner: str, name: str, values: Any, low: int) -> tuple[np.ndarray, int, int]:
@@ -119,8 +117,8 @@ class StepFeedback(RewardGroups):
             successes = successes.astype(bool)
         if self.variance_G is not None:
             as_float_array(owner, "variance_G", self.variance_G, ndim=1, nonnegative=True, allow_nan=True)
-        object.__setattr__(self, "bins_P", _frozen(bins))
-        object.__setattr__(self, "counts_P", _frozen(counts))
+        object.__setattr__(self, "bins_P", (bins))
+        object.__setattr__(self, "counts_P", (counts))
         object.__setattr__(self, "successes_R", successes)
         object.__setattr__(self, "total", total)
         object.__setattr__(self, "min_count", min_count)
@@ -158,7 +156,7 @@ class StepFeedback(RewardGroups):
             ids = self.prompt_ids
             if is_index_array(ids):
                 ids = self.prompts.ids_of(ids)  # type: ignore[union-attr]
-            rows = self._rows[key] = (prompts, _frozen(prompts.intern(ids)))
+            rows = self._rows[key] = (prompts, (prompts.intern(ids)))
         return rows[1]
 
     def check_num_bins(self, num_bins: int) -> None:
@@ -180,8 +178,8 @@ class StepFeedback(RewardGroups):
         out = self._per_bins.get(key)
         if out is None:
             self.check_num_bins(num_bins)
-            counts = _frozen(np.bincount(self._bins_shifted, minlength=num_bins + 1)[1:])
-            out = self._per_bins[key] = (counts, _frozen(counts > 0), _frozen(np.maximum(counts, 1)))
+            counts = (np.bincount(self._bins_shifted, minlength=num_bins + 1)[1:])
+            out = self._per_bins[key] = (counts, (counts > 0), (np.maximum(counts, 1)))
         return out
 
     def bin_count_list(self, num_bins: int) -> list[int]:
@@ -217,7 +215,7 @@ class StepFeedback(RewardGroups):
         if out is None:
             counts = self.bin_count(num_bins)
             total = counts.sum()
-            out = self._per_bins[key] = _frozen(counts / total if total > 0 else counts.astype(float))
+            out = self._per_bins[key] = (counts / total if total > 0 else counts.astype(float))
         return out
 
     def bin_mean(self, values_P: np.ndarray, num_bins: int) -> np.ndarray:
@@ -238,17 +236,17 @@ class StepFeedback(RewardGroups):
     # ------------------------------------------------------------------ per-prompt statistics (cached)
 
     def successes_P(self) -> np.ndarray:
-        """Successes per prompt c_i (int64, read-only)."""
-        return self._successes_P
+        """Successes per prompt c_i (int64, a copy; ``_successes_P`` is the shared array)."""
+        return self._successes_P.copy()
 
     @computed_once
     def _successes_P(self) -> np.ndarray:
-        return _frozen(np.add.reduceat(self.successes_R, self.starts_P, dtype=np.int64))
+        return (np.add.reduceat(self.successes_R, self.starts_P, dtype=np.int64))
 
     @computed_once
     def success_rate_P(self) -> np.ndarray:
         """Mean success per prompt c_i / n_i."""
-        return _frozen(self._successes_P / self.counts_P)
+        return (self._successes_P / self.counts_P)
 
     def variance_by_bin(self, num_bins: int, copy: bool = True) -> np.ndarray:
         """Mean within-prompt reward variance (Bessel, unbiased) per bin; NaN for empty bins.
@@ -266,7 +264,7 @@ class StepFeedback(RewardGroups):
             else:
                 keep = np.isfinite(var_P)
                 out = bin_mean(var_P[keep], self.bins_P[keep], num_bins)
-            out = self._per_bins[key] = _frozen(out)
+            out = self._per_bins[key] = (out)
         return out.copy() if copy else out
 
     def advantages(self, *, std: str = "population", eps: float = 1e-6, clip: float | None = None,

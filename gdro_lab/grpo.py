@@ -10,6 +10,7 @@ reproduces it.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Generic, TypeVar
 
@@ -103,17 +104,17 @@ class RewardGroups:
     @computed_once
     def starts_P(self) -> np.ndarray:
         """Offset of each prompt's first rollout in the flat arrays."""
-        return _frozen(np.cumsum(self.counts_P) - self.counts_P)
+        return (np.cumsum(self.counts_P) - self.counts_P)
 
     @computed_once
     def group_R(self) -> np.ndarray:
         """Prompt of each flat rollout, repeat(arange(P), counts_P)."""
-        return _frozen(np.repeat(np.arange(self.counts_P.size), self.counts_P))
+        return (np.repeat(np.arange(self.counts_P.size), self.counts_P))
 
     @computed_once
     def reward_mean_P(self) -> np.ndarray:
         """Mean reward per prompt (= group_mean)."""
-        return _frozen(np.add.reduceat(self.rewards_R, self.starts_P) / self.counts_P)
+        return (np.add.reduceat(self.rewards_R, self.starts_P) / self.counts_P)
 
     @computed_once
     def _reward_ss_P(self) -> np.ndarray:
@@ -133,14 +134,14 @@ class RewardGroups:
                 out = self._reward_ss_P / (counts - ddof) if ddof else self._reward_ss_P / counts
             else:
                 out = np.where(counts > ddof, self._reward_ss_P / np.maximum(counts - ddof, 1), np.nan)
-            out = self._variances[ddof] = _frozen(out)
+            out = self._variances[ddof] = (out)
         return out
 
     @computed_once
     def constant_P(self) -> np.ndarray:
         """True for prompts whose rewards are all exactly equal (= group_is_constant)."""
         starts = self.starts_P
-        return _frozen(np.maximum.reduceat(self.rewards_R, starts) == np.minimum.reduceat(self.rewards_R, starts))
+        return (np.maximum.reduceat(self.rewards_R, starts) == np.minimum.reduceat(self.rewards_R, starts))
 
 
 class _Groups(RewardGroups):
@@ -150,11 +151,8 @@ class _Groups(RewardGroups):
         self.min_count = int(counts_P.min())
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
-    return array
 
-
+@functools.lru_cache(maxsize=64)
 def check_advantage_options(std: str, eps: float, clip: float | None, singleton: str) -> None:
     """One-line ConfigError for a bad option of :func:`grpo_advantages`."""
     if std not in ("population", "bessel"):

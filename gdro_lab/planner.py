@@ -87,16 +87,17 @@ def plan_values(values: np.ndarray, bins: np.ndarray, total: int, n_min: int) ->
         second = values[:, 2:] - 2.0 * values[:, 1:-1] + values[:, :-2]
         if np.all(second <= 0.0):  # log-concave rows: the greedy is the exact separable optimum
             return n_min + _concave_greedy(values, bins, counts_all, need)
-    present = np.flatnonzero(counts_all)
+    every_bin = bool(counts_all.all())
+    present = _arange(num_bins) if every_bin else np.flatnonzero(counts_all)
     if all_finite:
         scale, forbidden = float(np.abs(values).max()), None
-        f_GA = values[present]
+        f_GA = values if every_bin else values[present]
     else:
         finite = values[np.isfinite(values)]
         scale = float(np.abs(finite).max()) if finite.size else 0.0
         f_GA, forbidden = forbidden_floor(values[present], size)
     # x_GA[g, a]: prompts of present bin g at arm a; earlier prompts of a bin get the larger arms
-    x_GA = _solve(f_GA, counts_all[present].astype(np.int64), need, scale)
+    x_GA = _solve(f_GA, counts_all if every_bin else counts_all[present], need, scale)
     n_P = np.empty(size, np.int64)
     n_P[np.argsort(bins, kind="stable")] = np.repeat(_descending_arms(num_arms, present.size),
                                                      x_GA[:, ::-1].ravel())
@@ -274,18 +275,6 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
 
 
 
-@functools.lru_cache(maxsize=16)
-def _chords(num_arms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each point a, every chord (i, j) with i <= a <= j: (i, j, weight (a - i) / (j - i)), each
-    (A, M), padded with the chord (a, a) of weight 0."""
-    pairs = [[(i, j) for i in range(a + 1) for j in range(a, num_arms)] for a in range(num_arms)]
-    width = max(len(p) for p in pairs)
-    pairs = [p + [(a, a)] * (width - len(p)) for a, p in enumerate(pairs)]
-    i, j = np.array(pairs).transpose(2, 0, 1)
-    a = np.arange(num_arms)[:, None]
-    return i, j, np.where(j > i, (a - i) / np.maximum(j - i, 1), 0.0)
-
-
 @functools.lru_cache(maxsize=64)
 def _shift_layout(num_bins: int, num_arms: int) -> tuple[np.ndarray, np.ndarray]:
     """(row offsets g (3A - 2), shifts 0..2A-2) into the padded (G, 3A - 2) cost table of ``_relaxed``."""
@@ -323,7 +312,7 @@ def _chord_layout(num_bins: int, num_arms: int) -> tuple[np.ndarray, np.ndarray,
 def _envelope(f_GA: np.ndarray) -> np.ndarray:
     """Upper concave envelope of finite rows: max over chords (i <= a <= j), vectorised, O(G A^3).
 
-    (Same values as the padded max over ``_chords``: every chord is evaluated as f_i + (f_j - f_i) w.)
+    (Every chord is evaluated as f_i + (f_j - f_i) w, its maximum taken per point by reduceat.)
     """
     num_bins, num_arms = f_GA.shape
     flat_i, flat_j, weight, starts = _chord_layout(num_bins, num_arms)

@@ -89,11 +89,12 @@ class PromptIndex:
         if array.dtype.kind not in "iu" or array.ndim != 1:
             raise ConfigError(f"{owner}: prompt indices have dtype {array.dtype} and shape {array.shape}: "
                               "must be a 1-D array of integers (or pass string ids)")
-        if array.size and (array.min() < 0 or array.max() >= len(self._ids)):
+        array = array.astype(np.int64, copy=False)
+        if array.size and array.view(np.uint64).max() >= len(self._ids):  # negatives wrap to huge values
             bad = array[(array < 0) | (array >= len(self._ids))][0]
             raise ConfigError(f"{owner}: prompt index {bad} is outside this PromptIndex (0..{len(self._ids) - 1}): "
                               "pass indices of the index the controller was built with (build(..., prompts=index))")
-        return array.astype(np.int64, copy=False)
+        return array
 
     def state_dict(self) -> dict[str, Any]:
         return {"ids": list(self._ids)}
