@@ -93,6 +93,57 @@ def sqrt_law(v_G: np.ndarray, q_G: np.ndarray, n_bar: float, n_min: float, n_max
     return n_G
 
 
+def sqrt_law_list(v_G: list[float], q_G: list[float], n_bar: float, n_min: float, n_max: float) -> list[float]:
+    """:func:`sqrt_law` on short lists of floats, in plain Python (the step record's per-step SE optimum,
+    G ~ 10 bins, where numpy's per-call cost exceeds the arithmetic).
+
+    The same piecewise-linear budget f(s) = sum_b q_b clip(sqrt(v_b) s, n_min, n_max) / sum_b q_b, walked
+    through its knots in increasing order (a bin enters the linear part at n_min / sqrt(v_b) and leaves it
+    at n_max / sqrt(v_b)) until it passes n_bar, then interpolated on that piece as np.interp does; equal
+    to :func:`sqrt_law` up to rounding (tests/test_allocation.py)."""
+    total_q = sum(q_G)
+    root = [math.sqrt(v) for v in v_G]
+    live = [q > 0 and r > 0 for q, r in zip(q_G, root)]
+    if not any(live):
+        return [float(n_bar)] * len(v_G)
+    events = sorted([(n_min / r, 0, b) for b, r in enumerate(root) if live[b]]
+                    + ([(n_max / r, 1, b) for b, r in enumerate(root) if live[b]] if math.isfinite(n_max) else []))
+    fixed = sum(q for q in q_G if q > 0) * n_min  # sum of q n over bins at a bound (all at n_min for small s)
+    slope = 0.0                                    # sum of q sqrt(v) over bins in the linear part
+    s_prev = f_prev = None
+    s_star = None
+    for knot, kind, b in events:
+        f_knot = (fixed + slope * knot) / total_q
+        if s_prev is not None and knot == s_prev:
+            pass  # a repeated knot: np.unique keeps one
+        elif f_knot > n_bar:
+            # np.interp: before the first knot it clamps, else it interpolates on [s_prev, knot]
+            s_star = knot if s_prev is None else (knot - s_prev) / (f_knot - f_prev) * (n_bar - f_prev) + s_prev
+            break
+        else:
+            s_prev, f_prev = knot, f_knot
+        q, r = q_G[b], root[b]
+        if kind == 0:
+            fixed -= q * n_min
+            slope += q * r
+        else:
+            slope -= q * r
+            fixed += q * n_max
+    if s_star is None:
+        if n_bar == f_prev:
+            s_star = s_prev
+        else:  # past the last knot (n_max = inf, or n_bar above the budget of all bins at n_max)
+            rate = sum(q * r for q, r, ok in zip(q_G, root, live) if ok) / total_q
+            s_star = s_prev + (n_bar - f_prev) / rate
+    n_G = [min(max(r * s_star, n_min), n_max) for r in root]
+    silent = [q > 0 and not ok for q, ok in zip(q_G, live)]
+    if any(silent):
+        rest = n_bar * total_q - sum(q * n for q, n, ok in zip(q_G, n_G, live) if ok)
+        fill = min(max(rest / sum(q for q, quiet in zip(q_G, silent) if quiet), n_min), n_max)
+        n_G = [fill if quiet else n for n, quiet in zip(n_G, silent)]
+    return n_G
+
+
 @functools.lru_cache(maxsize=64)
 def check_box(owner: str, n_bar: float, n_min: float, n_max: float) -> None:
     """0 <= n_min <= n_bar <= n_max, all finite except n_max (may be inf)."""

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from gdro_lab._validate import ConfigError
-from gdro_lab.allocation import check_box, sqrt_law
+from gdro_lab.allocation import check_box, sqrt_law, sqrt_law_list
 from gdro_lab.checks import as_float_array, check_bins
 
 
@@ -143,6 +143,23 @@ def se_terms(q_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: float
     # square-root law; bins it sends to n = 0 (zero variance, n_min = 0) get n_bar (their term is 0)
     n_opt = sqrt_law(sigma_G**2, q_G, n_bar, n_min, n_max)[live]
     optimum = float(np.sum(weighted / np.sqrt(np.where(n_opt > 0, n_opt, float(n_bar)))))
+    reduction = 100.0 * (1.0 - actual / uniform) if uniform > 0 else 0.0
+    optimum_reduction = 100.0 * (1.0 - optimum / uniform) if uniform > 0 else 0.0
+    return {"se_actual": actual, "se_uniform": uniform, "se_sqrt": optimum,
+            "se_reduction_pct": reduction, "se_sqrt_reduction_pct": optimum_reduction}
+
+
+def se_terms_list(q_G: list[float], sigma_G: list[float], n_G: list[float], n_bar: float, n_min: float,
+                  n_max: float) -> dict[str, float]:
+    """:func:`se_terms` on short lists, in plain Python (the step record's per-step path, G ~ 10 bins);
+    equal to it up to rounding."""
+    live = [q > 0 for q in q_G]
+    weighted = [q * s for q, s, ok in zip(q_G, sigma_G, live) if ok]
+    actual = sum(w / math.sqrt(n) for w, n in zip(weighted, [n for n, ok in zip(n_G, live) if ok]))
+    root_bar = math.sqrt(n_bar)
+    uniform = sum(w / root_bar for w in weighted)
+    n_opt = [n for n, ok in zip(sqrt_law_list([s * s for s in sigma_G], q_G, n_bar, n_min, n_max), live) if ok]
+    optimum = sum(w / math.sqrt(n if n > 0 else float(n_bar)) for w, n in zip(weighted, n_opt))
     reduction = 100.0 * (1.0 - actual / uniform) if uniform > 0 else 0.0
     optimum_reduction = 100.0 * (1.0 - optimum / uniform) if uniform > 0 else 0.0
     return {"se_actual": actual, "se_uniform": uniform, "se_sqrt": optimum,

@@ -118,5 +118,5 @@ def _se(share_G: np.ndarray, sigma_G: np.ndarray, n_G: list[float], n_bar: float
     sigma = sigma_G.tolist() if sigma_G.shape == share_G.shape else None
     if sigma is not None and all(math.isfinite(v) and v >= 0 for v in sigma) and n_bar > 0:
         check_box("sqrt_allocation", n_bar, n_min, n_max)
-        return diag.se_terms(share_G, sigma_G, np.array(n_G), n_bar, n_min, n_max)
+        return diag.se_terms_list(share_G.tolist(), sigma, n_G, n_bar, n_min, n_max)
     return diag.se_report(share_G, sigma_G, np.array(n_G), n_bar, n_min, n_max)  # unknown bins, or its error
