@@ -157,7 +157,7 @@ def test_worker_killed_mid_call_is_replaced(math_reward: MathReward) -> None:
     before = set(math_reward._pool.pids)
     timer = threading.Timer(0.3, lambda: os.kill(sorted(before)[0], signal.SIGKILL))
     timer.start()
-    towers = ["\\boxed{9^{9^{9^{9^{9}}}}}"] * 2
+    towers = ["\\boxed{9^{9^{9^{9^{9}}}}}", "\\boxed{8^{8^{8^{8^{8}}}}}"]  # two distinct pairs: one per worker
     result, elapsed = _timed_score(math_reward, towers, ["5", "5"])
     timer.join()
     assert elapsed <= math_reward.timeout_s + 1.0
