@@ -37,7 +37,7 @@ def _int_field(owner: str, name: str, values: Any, low: int) -> tuple[np.ndarray
     """(1-D int64 array, min, max) with every value >= low; integral floats accepted, as as_int_array."""
     if not (isinstance(values, np.ndarray) and values.dtype.kind in "iu" and values.ndim == 1):
         values = as_int_array(owner, name, values, ndim=1)
-    array = values.astype(np.int64, copy=False)
+    array = values.astype(np.int64)  # a copy, as before: the caller may reuse its array
     if not array.size:
         return array, low, low
     smallest, largest = int(array.min()), int(array.max())
