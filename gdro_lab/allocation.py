@@ -110,15 +110,15 @@ def sqrt_law_list(v_G: list[float], q_G: list[float], n_bar: float, n_min: float
                     + ([(n_max / r, 1, b) for b, r in enumerate(root) if live[b]] if math.isfinite(n_max) else []))
     fixed = sum(q for q in q_G if q > 0) * n_min  # sum of q n over bins at a bound (all at n_min for small s)
     slope = 0.0                                    # sum of q sqrt(v) over bins in the linear part
-    s_prev = f_prev = None
-    s_star = None
+    s_prev = f_prev = math.nan  # the last knot passed and the budget there (none yet)
+    s_star: float | None = None
     for knot, kind, b in events:
         f_knot = (fixed + slope * knot) / total_q
-        if s_prev is not None and knot == s_prev:
+        if knot == s_prev:
             pass  # a repeated knot: np.unique keeps one
         elif f_knot > n_bar:
             # np.interp: before the first knot it clamps, else it interpolates on [s_prev, knot]
-            s_star = knot if s_prev is None else (knot - s_prev) / (f_knot - f_prev) * (n_bar - f_prev) + s_prev
+            s_star = knot if math.isnan(s_prev) else (knot - s_prev) / (f_knot - f_prev) * (n_bar - f_prev) + s_prev
             break
         else:
             s_prev, f_prev = knot, f_knot

@@ -146,17 +146,16 @@ class StepFeedback(RewardGroups):
         return len(self.prompt_ids)
 
     def index_in(self, prompts: PromptIndex) -> np.ndarray:
-        """Each prompt's index in ``prompts`` (int64, read-only; cached): the feedback's own indices when
-        ``prompts`` is the index they come from, else the ids interned into ``prompts``."""
-        if prompts is self.prompts and is_index_array(self.prompt_ids):
-            return self.prompt_ids
-        key = id(prompts)
-        rows = self._rows.get(key)
+        """Each prompt's index in ``prompts`` (int64, shared: do not modify; cached): the feedback's own
+        indices when ``prompts`` is the index they come from, else the ids interned into ``prompts``."""
+        given = self.prompt_ids
+        indices = isinstance(given, np.ndarray) and given.dtype.kind in "iu"
+        if indices and prompts is self.prompts:
+            return given  # type: ignore[return-value]
+        rows = self._rows.get(id(prompts))
         if rows is None:
-            ids = self.prompt_ids
-            if is_index_array(ids):
-                ids = self.prompts.ids_of(ids)  # type: ignore[union-attr]
-            rows = self._rows[key] = (prompts, (prompts.intern(ids)))
+            ids = self.prompts.ids_of(given) if indices and self.prompts else given  # type: ignore[arg-type]
+            rows = self._rows[id(prompts)] = (prompts, prompts.intern(ids))  # type: ignore[arg-type]
         return rows[1]
 
     def check_num_bins(self, num_bins: int) -> None:
