@@ -172,6 +172,14 @@ def unassigned_steps(run: RunData) -> int:
     return 0 if assigned is None else int((~(np.nan_to_num(assigned) > 0)).sum())
 
 
+def in_warmup(run: RunData, fields: Sequence[str] = ("share",)) -> bool:
+    """True when the run logs the per-bin ``fields`` but no prompt has been assigned to a bin on
+    any step logged so far (the classifier's warm-up): their values are still to come, not
+    missing from the run."""
+    return (run.steps.size > 0 and all(name in run.bins for name in fields)
+            and unassigned_steps(run) == run.steps.size)
+
+
 def eval_tail_torn(path: Path) -> bool:
     """True when ``eval.jsonl`` ends in a torn line (no final newline, or an unparseable last line);
     the reader drops that line, and the app says so."""

@@ -25,8 +25,22 @@ METRIC_PATTERN = re.compile(r"^(?P<scope>.+)/(?P<stat>mean|pass)@(?P<k>\d+)(?P<b
 SUMMARY_SCOPES = ("pooled", "worst_group", "worst_benchmark")
 TIME_PHASES = ("plan", "generate", "reward", "controllers", "logprobs", "update", "sync", "eval")
 TIME_TOTAL = "time/step"
+#: Running clocks (seconds since the start), not per-step phases.
+TIME_CLOCKS = ("time/elapsed",)
 TOKENS_PER_S = "perf/tokens_per_s"
 EVAL_COLUMNS = ["step", "kind", "name", "stat", "k", "metric", "value", "lo", "hi"]
+#: Colours of the summaries, the same on every chart: pooled near-black, worst group red, worst
+#: benchmark purple; benchmarks and groups take the other categorical colours.
+SUMMARY_COLOURS = {"pooled": "#222222", "worst group": "#d62728", "worst benchmark": "#9467bd"}
+OTHER_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+
+
+def eval_colours(names: list[str]) -> dict[str, str]:
+    """Colours of an evaluation chart's series: fixed for the summaries, distinct for the rest."""
+    others = [name for name in dict.fromkeys(names) if name not in SUMMARY_COLOURS]
+    colours = {name: OTHER_COLOURS[index % len(OTHER_COLOURS)] for index, name in enumerate(others)}
+    colours.update({name: colour for name, colour in SUMMARY_COLOURS.items() if name in names})
+    return colours
 
 
 def eval_metrics(run: RunData) -> pd.DataFrame:
@@ -100,11 +114,24 @@ def has_step_times(run: RunData) -> bool:
 
 
 def time_phases(run: RunData) -> list[str]:
-    """Logged phase scalars (``time/*`` except ``time/step``), the agreed phases first in order."""
-    logged = [name for name in run.scalars if name.startswith("time/") and name != TIME_TOTAL
-              and data.has_scalar(run, name)]
+    """Logged phase scalars in seconds (``time/*`` except the total ``time/step``, and except
+    fractions such as ``time/controllers_share``: see :func:`time_fractions`), the agreed phases
+    first in order."""
+    logged = [name for name in run.scalars if name.startswith("time/") and name not in (TIME_TOTAL, *TIME_CLOCKS)
+              and not is_fraction(name) and data.has_scalar(run, name)]
     known = [f"time/{phase}" for phase in TIME_PHASES if f"time/{phase}" in logged]
     return known + sorted(set(logged) - set(known))
+
+
+def is_fraction(name: str) -> bool:
+    """True for a ``time/`` scalar that is a share of the step (``time/controllers_share``), not seconds."""
+    return name.rsplit("/", 1)[-1].endswith(("_share", "_frac", "_fraction"))
+
+
+def time_fractions(run: RunData) -> dict[str, float]:
+    """Mean of each logged ``time/*`` fraction (e.g. ``time/controllers_share``) over the run."""
+    return {name: float(np.nanmean(run.scalars[name])) for name in sorted(run.scalars)
+            if name.startswith("time/") and is_fraction(name) and data.has_scalar(run, name)}
 
 
 def time_frame(run: RunData) -> pd.DataFrame:

@@ -40,7 +40,7 @@ from typing import Any, Sequence
 
 #: Imported ahead of the first session: what the landing page (the run table) needs, slowest first.
 LANDING = ("pandas", "pyarrow", "numpy", "gdro_lab", "gdro_lab.runlog", "gdro_lab.diagnostics", "apps.fastread",
-           "apps.data", "apps.study", "apps.runtable", "apps.ui")
+           "apps.data", "apps.identity", "apps.listing", "apps.scales", "apps.study", "apps.runtable", "apps.ui")
 #: Imported once the first page has been sent: what the chart pages add.
 CHARTS = ("altair", "scipy.special", "apps.charts", "apps.interactive", "apps.uicharts", "apps.realrun")
 #: Kept for callers of the single list: every module the warm-up imports, in order.

@@ -50,9 +50,11 @@ def main() -> None:
              for index, (file, title, icon, url_path, _) in enumerate(PAGES)]
     page = st.navigation(pages, position="sidebar")
     charts = {st_page: spec[4] for st_page, spec in zip(pages, PAGES)}
+    ui.url_begin()
     ui.sidebar(settings, chart_options=charts.get(page, True))
     try:
         page.run()
+        ui.url_end()
     finally:
         FIRST_RUN_DONE.set()
 

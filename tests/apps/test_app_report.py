@@ -13,7 +13,8 @@ from gdro_app_synthetic import tree_digest
 
 from apps import data, report
 
-FIGURES = {"traveling_wave.png", "lead_lag.png", "rollout_budget.png", "se_proxy.png", "outcomes.png"}
+FIGURES = {"traveling_wave.png", "lead_lag.png", "rollout_budget.png", "se_proxy.png", "outcomes.png",
+           "evaluations.png", "step_time.png"}
 
 
 def assert_not_blank(png: Path) -> None:
@@ -34,7 +35,7 @@ def test_report_writes_every_figure_per_run_and_a_comparison(runs_root: Path, tm
     assert_not_blank(tmp_path / "out" / "rollout_gdro_seed2" / "traveling_wave.png")
     assert_not_blank(tmp_path / "out" / "compare.png")
     assert tree_digest(runs_root) == before, "nothing is written into run directories"
-    assert "5 figures" in capsys.readouterr().out
+    assert "7 figures" in capsys.readouterr().out
 
 
 def test_report_skips_bad_runs_with_one_line_and_fails(synthetic_run: Path, tmp_path: Path,
@@ -90,16 +91,17 @@ def test_report_eval_panels_keep_every_metric_readable(real_run: Path, tmp_path:
     png = tmp_path / "outcomes.png"
     figure.savefig(png, dpi=100)
     titles = [axis.get_title() for axis in figure.axes if axis.get_title().startswith("Evaluation")]
-    assert titles == ["Evaluation: rates", "Evaluation: pass@k", "Evaluation: rollouts_total"]
+    assert titles == ["Evaluation: rates", "Evaluation: pass@k", "Evaluation: reward/errors",
+                      "Evaluation: reward/timeouts", "Evaluation: rollouts_total"], "counts alone, even when in [0, 1]"
     for axis in figure.axes:
         colours = [line.get_color() for line in axis.get_lines()]
         assert len(colours) == len(set(colours)), f"{axis.get_title()}: colours repeat"
     spans = _line_spans(png, figure, "Evaluation")
     plt.close(figure)
     # rates: 3 benchmarks + pooled + worst group + 2 groups (worst benchmark = aime24, drawn over it);
-    # pass@k: 3 benchmarks + pooled; and the count alone. Squashed by 1e6, a rate spans < 1e-6.
-    assert len(spans) == 12, spans
-    flat = {name: span for name, span in spans.items() if span < 0.05}
+    # pass@k: 3 benchmarks + pooled; and the counts alone. Squashed by 1e6, a rate spans < 1e-6.
+    assert len(spans) == 14, spans
+    flat = {name: span for name, span in spans.items() if span < 0.05 and "reward/errors" not in name}  # errors: 0
     assert not flat, f"metrics squashed flat by another's scale: {flat}"
 
 
