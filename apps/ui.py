@@ -408,6 +408,8 @@ def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, c
 
 def _draw_parts(drawn: list[tuple[Any, str, RunData, uicharts.Parts]], title: str, shown: int) -> None:
     """Heatmaps, middle content, linked time series and bottom content of the shown runs."""
+    if not drawn:  # e.g. the Config page: no chart, no chart code imported
+        return
     from apps import uicharts
 
     key = title.lower().replace(" ", "-")

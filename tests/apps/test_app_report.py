@@ -121,3 +121,56 @@ def test_report_folders_are_named_by_method_and_seed_and_never_overwritten(seeds
     figure = report.traveling_wave_figure(data.load_run(seeds_root / "grpo" / "seed1"))
     assert figure.get_suptitle() == "Traveling wave: grpo_seed1", "titled by method and seed, not 'seed1'"
     plt.close(figure)
+
+
+def _overlaps(first, second) -> bool:  # type: ignore[no-untyped-def]
+    return not (first.x1 <= second.x0 or second.x1 <= first.x0 or first.y1 <= second.y0 or second.y1 <= first.y0)
+
+
+def test_report_legends_never_cover_ticks(real_run: Path) -> None:
+    run = data.load_run(real_run)
+    for make in (report.outcomes_figure, report.evaluations_figure):
+        figure = make(run)
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+        checked = 0
+        for axis in figure.axes:
+            legend = axis.get_legend()
+            if legend is None or not axis.get_title().startswith(("Evaluation", "mean@", "pass@")):
+                continue
+            box = legend.get_window_extent(renderer)
+            labels = [label.get_window_extent(renderer) for label in [*axis.get_xticklabels(), *axis.get_yticklabels()]
+                      if label.get_text()]
+            assert labels and not any(_overlaps(box, label) for label in labels), axis.get_title()
+            assert not _overlaps(box, axis.get_window_extent(renderer)), f"{axis.get_title()}: legend over the data"
+            checked += 1
+        assert checked >= 2, make.__name__
+        plt.close(figure)
+
+
+def test_report_has_evaluation_interval_and_step_time_figures(real_run: Path) -> None:
+    run = data.load_run(real_run)
+    figure = report.evaluations_figure(run)
+    titles = [axis.get_title() for axis in figure.axes]
+    assert titles[:2] == ["mean@8 per benchmark (95% interval)", "pass@8 per benchmark (95% interval)"]
+    assert titles[2].startswith("Latest evaluation"), titles
+    first = figure.axes[0]
+    assert len(first.collections) >= 6, "a band per benchmark and summary"
+    low, high = first.get_ylim()
+    assert 0.0 <= low and high <= 1.0
+    plt.close(figure)
+    figure = report.step_time_figure(run)
+    stacked = figure.axes[0]
+    labels = [text.get_text() for text in stacked.get_legend().get_texts()]
+    assert labels[:2] == ["plan", "generate"] and not any("share" in label for label in labels), labels
+    shares = figure.axes[2]
+    widths = sorted(patch.get_width() for patch in shares.patches)
+    assert sum(widths) == pytest.approx(100.0), "each phase's share of the summed step time"
+    plt.close(figure)
+
+
+def test_trainer_runs_get_method_and_seed_folders(trainer_root: Path, tmp_path: Path) -> None:
+    runs = [str(trainer_root / "grpo-tiny-s1"), str(trainer_root / "prompt_gdro-tiny-s0")]
+    assert report.main([*runs, "--out", str(tmp_path / "out")]) == 0
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["compare.png", "grpo_seed1",
+                                                                            "prompt_gdro_seed0"]
