@@ -14,7 +14,7 @@ import pandas as pd
 from apps import data, identity
 from apps.listing import RunInfo
 
-BASE_COLUMNS = ["run", "name", "method", "seed", "status", "last step", "mean_success (last step)"]
+BASE_COLUMNS = ["run", "name", "group", "method", "seed", "status", "last step", "mean_success (last step)"]
 TAIL_COLUMN = "mean_success (tail)"
 MISSING = "(absent)"
 #: Characters that Streamlit's Markdown could read as markup in a table cell: emphasis, code,
@@ -29,8 +29,9 @@ def flat_config(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def run_table(infos: Sequence[RunInfo], grouping: identity.Grouping, all_config: bool = False,
-              tails: Mapping[str, float] | None = None) -> pd.DataFrame:
-    """One row per run: folder label, name (group and seed), method, seed, status, last logged step,
+              tails: Mapping[str, float] | None = None, names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One row per run: folder label, name (``names``, else the grouping's group and seed), group
+    (as ``grouping`` groups it), method, seed, status, last logged step,
     ``mean_success`` at that step, the tail average when ``tails`` gives it (run label -> value),
     and config columns: the dotted keys whose values differ between the runs (every key when
     ``all_config``), seeds included."""
@@ -46,7 +47,8 @@ def run_table(infos: Sequence[RunInfo], grouping: identity.Grouping, all_config:
         seed = grouping.seed_of.get(info.label, identity.seed_of(info.config))
         latest = info.last_scalars.get("mean_success")
         row: dict[str, Any] = {
-            "run": info.label, "name": grouping.display(info.label),
+            "run": info.label, "name": (names or {}).get(info.label, grouping.display(info.label)),
+            "group": grouping.group_of.get(info.label, ""),
             "method": grouping.method_of.get(info.label) or identity.method_of(info.config),
             "seed": "" if seed is None else str(seed), "status": info.status, "last step": info.last_step,
             "mean_success (last step)": float(latest) if isinstance(latest, (int, float)) else np.nan}

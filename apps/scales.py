@@ -38,6 +38,8 @@ COUNT_PATTERN = re.compile(r"(timeouts?|errors?|count|num_|^n_|total|rollouts$|t
 MIN_SPAN = 0.1
 #: Padding on each side of the data, as a fraction of the span.
 PAD = 0.05
+#: Magnitudes below this are zero up to rounding.
+ZERO = 1e-9
 
 
 def _last(name: str) -> str:
@@ -93,7 +95,8 @@ def y_domain(values: np.ndarray, bounds: tuple[float, float] = (-math.inf, math.
     """An axis range for ``values`` (every series and band of a chart, all columns that share it).
 
     span = max(data span, MIN_SPAN × natural scale), where the natural scale is the width of the
-    natural range when it is finite, else the largest magnitude of the data; the range is padded
+    natural range when it is finite, else the largest magnitude of the data (1 when that is zero
+    up to rounding, so that float noise around 0 is not blown up to fill the chart); the range is padded
     by :data:`PAD`, centred on the data, shifted to stay inside ``bounds``, and includes 0 when
     ``zero``. None when there is no finite value.
     """
@@ -105,7 +108,9 @@ def y_domain(values: np.ndarray, bounds: tuple[float, float] = (-math.inf, math.
     if zero:
         low, high = min(low, 0.0), max(high, 0.0)
     lower, upper = bounds
-    scale = upper - lower if math.isfinite(upper - lower) else max(abs(low), abs(high), 1e-12)
+    scale = upper - lower if math.isfinite(upper - lower) else max(abs(low), abs(high))
+    if scale < ZERO:  # zero up to rounding (e.g. a reduction of 1e-14 %): an axis around 0, not around noise
+        scale = 1.0
     span = max(high - low, MIN_SPAN * scale)
     span *= 1 + 2 * PAD
     centre = (low + high) / 2

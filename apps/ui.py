@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import numpy as np
 import streamlit as st
@@ -57,6 +57,7 @@ class Selection:
     grouping: identity.Grouping = field(default_factory=lambda: identity.group_runs({}))
     problems: tuple[listing.RunInfo, ...] = ()
     infos: tuple[listing.RunInfo, ...] = ()
+    names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def shown(self) -> list[tuple[str, data.RunEntry]]:
@@ -67,8 +68,9 @@ class Selection:
         return [(role, entry) for role, entry in pairs if entry is not None]
 
     def name(self, label: str) -> str:
-        """A run's name for people (``grpo lr×1.58 · seed 0``)."""
-        return self.grouping.display(label)
+        """A run's name for people (``grpo lr×1.58 · seed 0``: the automatic keys, whatever the
+        grouping chosen, so that a name never changes under a picker)."""
+        return self.names.get(label, self.grouping.display(label))
 
 
 @st.cache_data(ttl=5, max_entries=16, show_spinner=False)
@@ -169,8 +171,9 @@ def sidebar(settings: AppSettings, chart_options: bool = True) -> Selection:
     infos = {info.label: info for info in listed.runs}
     labels = list(infos)
     problems = {info.label: info.problem or "" for info in listed.problems}
-    grouping = _group_picker(listed)
-    names = _display_names(grouping, labels)
+    grouping, automatic = _group_picker(listed)
+    # Runs keep their automatic names whatever the grouping: a picker's shown names never go stale.
+    names = _display_names(automatic, labels)
     primary_label = _run_picker(labels, names, problems, root)
     baseline_label = _baseline_picker(labels, names, problems, root)
     entries = tuple(info.entry for info in listed.runs)
@@ -186,7 +189,7 @@ def sidebar(settings: AppSettings, chart_options: bool = True) -> Selection:
         _chart_options()
     _folder_notes(root, listed)
     selection = Selection(root, entries, primary, baseline, bool(live), float(interval), grouping,
-                          listed.problems, listed.runs)
+                          listed.problems, listed.runs, names)
     st.session_state[SELECTION_KEY] = selection
     if live:
         _watch_new_runs(str(root), tuple(str(path) for path in found), float(interval))
@@ -231,8 +234,9 @@ def _baseline_picker(labels: list[str], names: dict[str, str], problems: dict[st
     return None if chosen in (None, NO_BASELINE) else str(chosen)
 
 
-def _group_picker(listed: listing.Listing) -> identity.Grouping:
-    """"Group runs by": config keys (automatic when none is picked); the grouping of every listed run."""
+def _group_picker(listed: listing.Listing) -> tuple[identity.Grouping, identity.Grouping]:
+    """"Group runs by": config keys (automatic when none is picked); the grouping of every listed
+    run, and the automatic one (which names the runs)."""
     configs = {info.label: info.config for info in listed.runs if info.problem is None}
     automatic = identity.group_runs(configs)
     keys: list[str] = []
@@ -250,7 +254,7 @@ def _group_picker(listed: listing.Listing) -> identity.Grouping:
                                     help="Config keys whose values name and group the runs (seeds of one group "
                                          "are averaged on Study and Compare). Empty: the keys that differ "
                                          f"between the listed runs ({hint}).")
-    return identity.group_runs(configs, chosen) if chosen else automatic
+    return (identity.group_runs(configs, chosen) if chosen else automatic), automatic
 
 
 def _folder_notes(root: Path, listed: listing.Listing) -> None:

@@ -59,7 +59,8 @@ def page() -> None:
         if with_tails:
             loaded = dict(ui.iter_loaded([info.entry for info in infos]))
             tails = {label: study.final_value(run, "mean_success") for label, run in loaded.items()}
-        table = runtable.search(runtable.run_table(infos, chosen.grouping, all_config=all_config, tails=tails), text)
+        table = runtable.search(runtable.run_table(infos, chosen.grouping, all_config=all_config, tails=tails,
+                                                   names=chosen.names), text)
         keys = ", ".join(chosen.grouping.keys) or "none differ"
         how = "automatic" if chosen.grouping.automatic else "chosen in the sidebar"
         st.caption(f"{len(table)} of {len(infos)} runs · named by {keys} ({how})")

@@ -226,7 +226,7 @@ def test_grouping_by_a_config_key_in_the_browser(lr_root: Path, tmp_path: Path) 
             page.keyboard.press("Enter")
             page.keyboard.press("Escape")
             page.get_by_text("lr×0.5: 4 seeds", exact=False).first.wait_for(timeout=30_000)
-            assert "grpo lr×0.5" not in _main_text(page)
+            assert "grpo lr×0.5: 2 seeds" not in _main_text(page), "grouped by the learning rate alone"
             page.wait_for_function("() => window.location.search.includes('group=lr_scale')", timeout=30_000)
             assert browser.error_texts(page) == []
 

@@ -62,6 +62,8 @@ def test_unbounded_metric_gets_a_span_relative_to_its_size() -> None:
     low, high = scales.y_domain(np.array([5.0, 5.0001]))
     assert high - low >= 0.5 and low < 5.0 < 5.0001 < high
     assert scales.y_domain(np.array([np.nan])) is None
+    low, high = scales.y_domain(np.array([0.0, 3e-14, -2e-14]))
+    assert high - low >= 0.1, "float noise around 0 is a flat line at 0, not a chart-filling wiggle"
 
 
 def test_heatmap_colour_scales_are_anchored() -> None:
