@@ -61,7 +61,7 @@ def test_app_renders_heatmaps_in_chromium(runs_root: Path, not_a_run: Path, tmp_
             page.goto(f"{url}/traveling-wave?run=study/prompt_gdro", wait_until="domcontentloaded")
             browser.wait_for_view(page, min_charts=2)
             assert browser.error_texts(page) == []
-            assert page.get_by_text("Run: study/prompt_gdro").count() == 1
+            assert page.get_by_text("Run: prompt_gdro · seed 1").count() == 1
             assert browser.drawn_charts(page) >= 2, "the three heatmaps (one stacked chart) and the snapshot bars"
             page.screenshot(path=str(tmp_path / "app.png"))
             page.locator(HEATMAP_SELECTOR).first.screenshot(path=str(tmp_path / "heatmap.png"))
