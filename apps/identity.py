@@ -15,23 +15,25 @@ baseline its own learning rate ("grpo lr×1.63"). The user can name the keys ins
 (:func:`group_runs` with ``keys``). Numbers are printed with as few digits as keep the groups
 apart (:func:`format_values`).
 
-Colours (:func:`group_colours`): one hue per method, fixed for the paper's methods and a stable
-hash slot for any other name (a new method gets its own colour without a code change), and one
-lightness per variant of a method (dark to light in the order of the variants' values), so that
-"grpo lr×0.125" and "grpo lr×2" share GRPO's hue but cannot be mistaken for each other.
+Colours (:mod:`apps.colours`, re-exported here): one hue per method, fixed for the paper's
+methods and a stable hash slot for any other name (a new method gets its own colour without a
+code change), and one lightness per variant of a method (dark to light in the order of the
+variants' values), so that "grpo lr×0.125" and "grpo lr×2" share GRPO's hue but cannot be
+mistaken for each other.
 
 No Streamlit, no altair here: the run table, the pages and ``gdro report`` use the same names.
 """
 
 from __future__ import annotations
 
-import colorsys
-import hashlib
 import json
 import math
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
+
+from apps.colours import (LIGHTNESS, METHOD_COLOURS, METHOD_PALETTE, group_colours, method_hues,  # noqa: F401
+                          order_key, run_colours, shade)
 
 #: Last parts of dotted keys that never make a group: seeds, and bookkeeping that does not change
 #: what is trained (where a run writes, how often it logs or snapshots, progress bars, sinks).
@@ -46,16 +48,6 @@ METHOD_KEYS = ("method", "method.name", "name", "algorithm")
 SEED_PATHS = ("seed", "train.seed")
 MISSING = "(absent)"
 
-#: Fixed colours of the paper's methods (so a method looks the same in every study and page).
-METHOD_COLOURS = {"grpo": "#7f7f7f", "prompt_gdro": "#ff7f0e", "rollout_gdro": "#2ca02c", "joint": "#d62728",
-                  "both": "#d62728", "sqrt_oracle": "#9467bd", "prompt_gdro_mean1": "#8c564b"}
-#: Hues for every other method: distinct from each other and from the fixed colours above.
-METHOD_PALETTE = ("#1f77b4", "#e377c2", "#17becf", "#bcbd22", "#393b79", "#843c39", "#637939", "#7b4173",
-                  "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#8c6d31")
-#: Lightness range of a method's variants (HLS), darkest first.
-LIGHTNESS = (0.25, 0.72)
-
-
 # ----------------------------------------------------------------------------- one run
 
 def flatten(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -63,13 +55,13 @@ def flatten(config: Mapping[str, Any]) -> dict[str, Any]:
     flat: dict[str, Any] = {}
 
     def walk(node: Any, key: str) -> None:
-        if isinstance(node, Mapping) and node:
+        if type(node) is dict or isinstance(node, Mapping):  # a JSON object is a dict: skip the ABC check
+            if not node:
+                flat[key] = "{}"
             for name, value in node.items():
                 walk(value, f"{key}.{name}" if key else str(name))
-        elif isinstance(node, (list, tuple)):
+        elif type(node) in (list, tuple):
             flat[key] = json.dumps(node, default=str)
-        elif isinstance(node, Mapping):
-            flat[key] = "{}"
         else:
             flat[key] = node
 
@@ -93,14 +85,20 @@ def method_key(flat: Mapping[str, Any]) -> str | None:
 
 def method_of(config: Mapping[str, Any], fallback: str = "") -> str:
     """The run's method: ``method``, ``method.name``, ``name`` or ``algorithm``; else ``fallback``."""
-    flat = flatten(config)
+    return _method_in(flatten(config), fallback)
+
+
+def _method_in(flat: Mapping[str, Any], fallback: str = "") -> str:
     key = method_key(flat)
     return str(flat[key]) if key is not None else fallback
 
 
 def seed_of(config: Mapping[str, Any]) -> Any:
     """The run's seed: ``seed``, ``train.seed``, else the first key named ``seed`` at any depth (None)."""
-    flat = flatten(config)
+    return _seed_in(flatten(config))
+
+
+def _seed_in(flat: Mapping[str, Any]) -> Any:
     for key in SEED_PATHS:
         if isinstance(flat.get(key), (int, str)) and not isinstance(flat.get(key), bool):
             return flat[key]
@@ -119,8 +117,12 @@ def identity(config: Mapping[str, Any]) -> dict[str, Any]:
     """The config without seeds and bookkeeping, flattened: equal for seeds of one group. The
     method is always under ``method`` and a learning-rate scale under ``lr_scale``
     (:data:`ALIASES`), whichever producer wrote the config."""
-    flat = {ALIASES.get(key, key): value for key, value in flatten(config).items() if not is_bookkeeping(key)}
-    method = method_of(config)
+    return _identity_of(flatten(config))
+
+
+def _identity_of(full: Mapping[str, Any]) -> dict[str, Any]:
+    flat = {ALIASES.get(key, key): value for key, value in full.items() if not is_bookkeeping(key)}
+    method = _method_in(full)
     if method:
         flat["method"] = method
     return flat
@@ -253,7 +255,7 @@ class Grouping:
         return group if seed is None else f"{group} · seed {seed}"
 
     def colours(self) -> dict[str, str]:
-        """Colour of each group label and of each run label (see :func:`group_colours`)."""
+        """Colour of each group label and of each run label (see :func:`apps.colours.group_colours`)."""
         return group_colours(self)
 
 
@@ -265,13 +267,14 @@ def group_runs(configs: Mapping[str, Mapping[str, Any]], keys: Sequence[str] | N
     method ("" when the chosen keys put several methods in one group). Runs that share a group label but also a seed (e.g. two copies of one config in
     different folders) cannot be seeds of one group: they are told apart by their folder.
     """
-    identities = {label: identity(config) for label, config in configs.items()}
+    flats = {label: flatten(config) for label, config in configs.items()}
+    identities = {label: _identity_of(flat) for label, flat in flats.items()}
     automatic = keys is None
     chosen = list(auto_keys(list(identities.values())) if keys is None else keys)
     texts = {key: format_values(flat.get(key, MISSING) for flat in identities.values()) for key in chosen}
     shorts = short_names(chosen)
-    methods = {label: method_of(config, fallback=_folder_method(label)) for label, config in configs.items()}
-    seeds = {label: seed_of(config) for label, config in configs.items()}
+    methods = {label: _method_in(flat, fallback=_folder_method(label)) for label, flat in flats.items()}
+    seeds = {label: _seed_in(flat) for label, flat in flats.items()}
     labels: dict[str, str] = {}
     values: dict[str, tuple[Any, ...]] = {}
     for label, flat in identities.items():
@@ -298,7 +301,7 @@ def group_runs(configs: Mapping[str, Mapping[str, Any]], keys: Sequence[str] | N
 
     groups = tuple(sorted((Group(name, common_method(members), values[members[0]], tuple(members))
                            for name, members in order.items()),
-                          key=lambda group: (first_seen[group.method], _order_key(group.values), group.label)))
+                          key=lambda group: (first_seen[group.method], order_key(group.values), group.label)))
     return Grouping(tuple(chosen), automatic, groups, labels, seeds, methods)
 
 
@@ -323,80 +326,4 @@ def _split_duplicate_seeds(labels: dict[str, str], seeds: Mapping[str, Any]) -> 
         for run in runs:
             folder = run.rsplit("/", 1)[0] if re.search(r"/seed\d+$", run) else run
             out[run] = f"{group} ({folder})"
-    return out
-
-
-# ----------------------------------------------------------------------------- colours
-
-def method_hues(methods: Iterable[str]) -> dict[str, str]:
-    """A base colour per method: the paper's fixed colours, else a palette slot from a hash of the
-    name (the next free slot on a collision, methods taken in sorted order)."""
-    names = sorted(set(methods))
-    out: dict[str, str] = {}
-    used = {METHOD_COLOURS[name] for name in names if name in METHOD_COLOURS}
-    for name in names:
-        if name in METHOD_COLOURS:
-            out[name] = METHOD_COLOURS[name]
-            continue
-        start = int(hashlib.sha1(name.encode("utf-8")).hexdigest(), 16) % len(METHOD_PALETTE)
-        slots = [METHOD_PALETTE[(start + i) % len(METHOD_PALETTE)] for i in range(len(METHOD_PALETTE))]
-        free = [slot for slot in slots if slot not in used]
-        out[name] = free[0] if free else slots[0]
-        used.add(out[name])
-    return out
-
-
-def shade(colour: str, position: int, count: int) -> str:
-    """``colour`` at the ``position``-th of ``count`` lightness steps (darkest first); the colour
-    itself when ``count`` is 1."""
-    if count <= 1:
-        return colour
-    red, green, blue = (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
-    hue, _, saturation = colorsys.rgb_to_hls(red, green, blue)
-    low, high = LIGHTNESS
-    lightness = low + (high - low) * position / (count - 1)
-    rgb = colorsys.hls_to_rgb(hue, lightness, saturation)
-    return "#" + "".join(f"{round(channel * 255):02x}" for channel in rgb)
-
-
-def _order_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((0, float(value), "") if isinstance(value, (int, float)) and not isinstance(value, bool)
-                 else (1, 0.0, str(value)) for value in values)
-
-
-def group_colours(grouping: Grouping) -> dict[str, str]:
-    """Colour of every group label and run label: the method's hue, one lightness per group of
-    the method (ordered by the groups' key values); a run has its group's colour."""
-    hues = method_hues(group.method or group.label for group in grouping.groups)
-    by_method: dict[str, list[Group]] = {}
-    for group in grouping.groups:
-        by_method.setdefault(group.method or group.label, []).append(group)
-    out: dict[str, str] = {}
-    for method, groups in by_method.items():
-        ordered = sorted(groups, key=lambda group: (_order_key(group.values), group.label))
-        for position, group in enumerate(ordered):
-            out[group.label] = shade(hues[method], position, len(ordered))
-    for run, group_label in grouping.group_of.items():
-        out[run] = out[group_label]
-    return out
-
-
-def run_colours(grouping: Grouping, runs: Sequence[str]) -> dict[str, str]:
-    """Colour of each of ``runs`` when they are drawn one line each: the method's hue, one lightness
-    per run of the method among ``runs`` (ordered by group values, then seed), so that two seeds
-    of one group drawn together are told apart too."""
-    groups = {group.label: group for group in grouping.groups}
-    hues = method_hues(grouping.method_of.get(run, run) for run in runs)
-    by_method: dict[str, list[str]] = {}
-    for run in runs:
-        by_method.setdefault(grouping.method_of.get(run, run), []).append(run)
-    out: dict[str, str] = {}
-    for method, members in by_method.items():
-        def order(run: str) -> tuple[Any, ...]:
-            found = groups.get(grouping.group_of.get(run, ""))
-            return (_order_key(found.values) if found else (), str(grouping.seed_of.get(run)), run)
-
-        ordered = sorted(members, key=order)
-        for position, run in enumerate(ordered):
-            out[run] = shade(hues[method], position, len(ordered))
     return out

@@ -194,7 +194,7 @@ def list_runs(root: Path | None, given: Sequence[Path] = (), found: Sequence[Pat
     if found is None and root is not None and root.is_dir():
         found, truncated = find_candidates(root)
     entries = discover_runs(root, given, list(found or []))
-    given_paths = {path.resolve() for path in given}
+    given_paths = set(given)
     readable, problems = [], []
     for entry in entries:
         info = INFO_CACHE.get(entry)
@@ -202,6 +202,6 @@ def list_runs(root: Path | None, given: Sequence[Path] = (), found: Sequence[Pat
             readable.append(info)
         else:
             problems.append(info)
-            if entry.path.resolve() in given_paths:
+            if entry.path in given_paths:
                 readable.append(info)
     return Listing(tuple(readable), tuple(problems), truncated)

@@ -163,3 +163,23 @@ def time_table(run: RunData) -> pd.DataFrame:
     total = float(table["total s"].sum())
     table["share of step (%)"] = 100.0 * table["total s"] / total if total > 0 else np.nan
     return table.sort_values("total s", ascending=False).reset_index()
+
+
+def elapsed_seconds(run: RunData) -> np.ndarray | None:
+    """Seconds since the run started at each logged step, or None when the run logs no step times.
+
+    ``time/elapsed`` (or ``wall_time``) when a producer logs it; otherwise the running sum of
+    ``time/step`` + ``time/eval`` (a step's time counts every step since the previous logged one,
+    so a run that logs every k-th step is scaled by its step gaps). Time spent outside steps
+    (start-up, checkpoints) is not counted.
+    """
+    for name in ("time/elapsed", "wall_time"):
+        if data.has_scalar(run, name):
+            return np.asarray(run.scalars[name], dtype=float)
+    if not data.has_scalar(run, "time/step"):
+        return None
+    per_step = np.nan_to_num(run.scalars["time/step"])
+    if "time/eval" in run.scalars:
+        per_step = per_step + np.nan_to_num(run.scalars["time/eval"])
+    gaps = np.diff(run.steps, prepend=run.steps[0] - 1 if run.steps.size else 0).clip(min=1)
+    return np.cumsum(per_step * gaps)

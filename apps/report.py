@@ -40,7 +40,6 @@ PANEL_SIZE = (5.0, 3.4)
 #: A PNG has room for one column per step of a long run (matplotlib draws them as one mesh).
 REPORT_HEATMAP_COLUMNS = 2000
 CMAPS = {"share": "viridis", "weight": "plasma", "reward": "RdBu", "success": "RdYlGn", "rollouts": "inferno"}
-LIMITS = {"reward": (-1.0, 1.0), "success": (0.0, 1.0)}
 
 
 # ----------------------------------------------------------------------------- panels
@@ -69,7 +68,9 @@ def _heatmap(axis: Axes, run: RunData, field: str | None, title: str) -> None:
     ends = frame.drop_duplicates("step").set_index("step")["step_end"].reindex(table.columns).to_numpy(dtype=float)
     x_edges = np.append(starts, ends[-1])
     y_edges = np.arange(table.shape[0] + 1) - 0.5
-    low, high = LIMITS.get(field, (None, None))
+    settings = data.rollout_settings(run)
+    domain = scales.colour_domain(field, run.bins[field], (settings.n_min, settings.n_max))
+    low, high = domain if domain is not None else (None, None)  # anchored where the field has a natural scale
     mesh = axis.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(table.to_numpy(dtype=float)),
                            cmap=CMAPS.get(field, "viridis"), vmin=low, vmax=high, shading="flat")
     axis.figure.colorbar(mesh, ax=axis, label=field)

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from apps import data, identity
+from apps import identity
 from apps.listing import RunInfo
 
 BASE_COLUMNS = ["run", "name", "group", "method", "seed", "status", "last step", "mean_success (last step)"]
@@ -23,9 +23,9 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`*_~\[\]<>$:|#])")
 
 
 def flat_config(config: Mapping[str, Any]) -> dict[str, str]:
-    """Dotted key -> value as text (see :func:`apps.data.config_rows`)."""
-    rows = data.config_rows(config)
-    return dict(zip(rows["key"], rows["value"]))
+    """Dotted key -> value as text (:func:`apps.identity.flatten`; lists as JSON text, an empty
+    section as ``{}``), without pandas: the run table flattens every listed run's config."""
+    return {key: value if isinstance(value, str) else str(value) for key, value in identity.flatten(config).items()}
 
 
 def run_table(infos: Sequence[RunInfo], grouping: identity.Grouping, all_config: bool = False,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from apps import data, study, ui, uicharts
+from apps import data, realrun, study, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Compare"
@@ -37,7 +37,7 @@ def _clocked(items: list[uicharts.Series], runs: dict[str, RunData], names: dict
         return items
     clocks = {}
     for label, run in runs.items():
-        seconds = ui.elapsed_seconds(run)
+        seconds = realrun.elapsed_seconds(run)
         if seconds is None:
             st.caption(f"**{names[label]}** logs no step times (`time/step`): left out of the wall-clock charts.")
         else:

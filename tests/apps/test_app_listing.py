@@ -95,3 +95,16 @@ def test_run_list_follows_a_growing_run(tmp_path: Path) -> None:
         handle.write(json.dumps({"step": 5, "scalars": {"mean_success": 0.5}, "bins": {}}) + "\n")
     second = listing.list_runs(tmp_path).runs[0]
     assert (first.last_step, second.last_step) == (4, 5) and second.last_scalars["mean_success"] == 0.5
+
+
+def test_run_cache_is_bounded_in_bytes_not_only_in_runs(seeds_root: Path) -> None:
+    from apps import loading
+
+    paths = sorted(path.parent for path in seeds_root.rglob("meta.json"))
+    one = loading.run_bytes(loading.load_run(paths[0]))
+    cache = loading.RunCache(max_entries=512, max_bytes=int(2.5 * one))
+    for path in paths[:4]:
+        cache.get(path)
+    assert len(cache._runs) == 2 and cache._bytes <= cache.max_bytes, "the two most recent runs fit"
+    roomy = loading.RunCache()
+    assert [run.path for run in roomy.get_many(paths)] == paths and len(roomy._runs) == len(paths)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from app_helpers import (PAGES, all_views, assert_clean, charts, dataset_rows, datasets, find_view, heatmap_views,
+from app_helpers import (PAGES, all_views, assert_clean, charts, dataset_rows, find_view, heatmap_views,
                          heatmaps, marks, open_app, run_labels, spec, title, view_datasets, view_table, view_title,
                          view_titles, visit)
 from gdro_app_synthetic import tree_digest

@@ -181,3 +181,11 @@ def test_trainer_runs_get_method_and_seed_folders(trainer_root: Path, tmp_path: 
     assert report.main([*runs, "--out", str(tmp_path / "out")]) == 0
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["compare.png", "grpo_seed1",
                                                                             "prompt_gdro_seed0"]
+
+
+def test_report_heatmaps_use_natural_colour_scales(synthetic_run: Path) -> None:
+    figure = report.traveling_wave_figure(data.load_run(synthetic_run))
+    limits = {axis.get_title(): axis.collections[0].get_clim() for axis in figure.axes[:3]}
+    plt.close(figure)
+    assert limits == {"Prompt share [share]": (0.0, 1.0), "Prompt-GDRO weight [weight]": (0.0, 1.0),
+                      "Realized reward [reward]": (-1.0, 1.0)}
