@@ -172,8 +172,11 @@ def _y_scale(frame: pd.DataFrame, log_y: bool, domain: Sequence[float] | None) -
     return alt.Scale(**options)
 
 
-def _legend(columns: int = 4) -> alt.Legend:
-    """A legend under the chart whose labels are never cut (``labelLimit`` 0: no limit)."""
+def _legend(columns: int = 4, areas: bool = False) -> alt.Legend:
+    """A legend under the chart whose labels are never cut (``labelLimit`` 0: no limit); line
+    strokes, or filled squares for stacked areas."""
+    if areas:
+        return alt.Legend(orient="bottom", columns=columns, labelLimit=0, symbolType="square", symbolOpacity=1.0)
     return alt.Legend(orient="bottom", columns=columns, labelLimit=0, symbolType="stroke", symbolStrokeWidth=3,
                       symbolOpacity=1.0)
 
@@ -193,7 +196,7 @@ def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, inte
     names = [str(name) for name in pd.unique(frame[color_field])] if not frame.empty else []
     fallback = series_colours(names)
     scale = alt.Scale(domain=names, range=[colours.get(name, fallback[name]) for name in names])
-    colour = alt.Color(f"{color_field}:N", title=None, legend=_legend(), scale=scale, sort=names)
+    colour = alt.Color(f"{color_field}:N", title=None, legend=_legend(areas=stacked), scale=scale, sort=names)
     x = alt.X("step:Q", title=x_title, scale=alt.Scale(zero=False, nice=False))
     domain = None if interaction.log_y else y_domain
     y_scale = _y_scale(frame, interaction.log_y, domain)
@@ -223,9 +226,9 @@ def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, inte
         if dashed:
             layers.append(base.mark_line(clip=True, strokeWidth=3, strokeDash=[6, 4]).encode(x=x, y=y, color=colour)
                           .transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=list(dashed))))
+    if zero_rule:  # under the series: a series at 0 (e.g. no reduction at all) stays visible on it
+        layers.insert(0, alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0.0)))
     layers += _crosshair(base, frame, names, color_field, x, y, colour, x_title, labelled=not stacked)
-    if zero_rule:
-        layers.append(alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0.0)))
     chart = alt.LayerChart(layer=layers, data=frame, title=title, height=CHART_HEIGHT)
     if width is not None:
         chart.width = width

@@ -115,15 +115,16 @@ def with_bounds(evals: pd.DataFrame, names: Sequence[str], series: str = "series
 
 
 def latest_evals(evals: pd.DataFrame) -> pd.DataFrame:
-    """The last evaluation's metrics: columns metric, value, lo, hi (the interval when logged)."""
+    """The last evaluation's metrics: columns metric, value, and lo, hi when any interval is logged."""
     if evals.empty:
         return pd.DataFrame(columns=["metric", "value", "lo", "hi"])
     last = evals[evals["step"] == evals["step"].max()]
     names = headline_metrics(last["metric"])
     values = dict(zip(last["metric"], last["value"]))
-    return pd.DataFrame({"metric": names, "value": [values[name] for name in names],
-                         "lo": [values.get(f"{name}_lo", np.nan) for name in names],
-                         "hi": [values.get(f"{name}_hi", np.nan) for name in names]})
+    table = pd.DataFrame({"metric": names, "value": [values[name] for name in names],
+                          "lo": [values.get(f"{name}_lo", np.nan) for name in names],
+                          "hi": [values.get(f"{name}_hi", np.nan) for name in names]})
+    return table if table[["lo", "hi"]].notna().any().any() else table[["metric", "value"]]
 
 
 def scalar_names(runs: Iterable[RunData]) -> list[str]:

@@ -195,3 +195,9 @@ def markdown_tables(app: AppTest) -> list[list[list[str]]]:
         tables.append([[re.sub(r"\\(.)", r"\1", cell) for cell in line[2:-2].split(" | ")]
                        for line in [lines[0], *lines[2:]]])
     return tables
+
+
+def series_layer(view: dict[str, Any]) -> dict[str, Any]:
+    """The first layer of a time-series chart that draws its series (it carries the colour and
+    the y scale; a zero rule, when there is one, is drawn under it)."""
+    return next(layer for layer in view["layer"] if "color" in layer.get("encoding", {}))

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from app_helpers import (all_views, assert_clean, charts, download_buttons, find_view, heatmaps, markdown_tables,
-                         open_app, spec, view_table, view_titles, visit)
+                         open_app, series_layer, spec, view_table, view_titles, visit)
 
 from apps import data, identity, uicharts
 
@@ -113,7 +113,7 @@ def test_group_by_any_config_key(lr_root: Path, monkeypatch: pytest.MonkeyPatch)
     chart, view = find_view(app, "mean_success")
     assert set(view_table(chart, view).column("method").to_pylist()) == {"lr×0.5", "lr×2"}
     assert list(app.dataframe[0].value["seeds"]) == [4, 4], "both methods' seeds in each group"
-    colours = view["layer"][0]["encoding"]["color"]["scale"]
+    colours = series_layer(view)["encoding"]["color"]["scale"]
     assert len(set(colours["range"])) == 2
 
 
@@ -134,7 +134,7 @@ def test_study_bands_are_clipped_to_the_metrics_range(seeds_root: Path, monkeypa
     table = view_table(*find_view(app, "worst_bin_success")).to_pandas()
     assert (table["lo"].dropna() >= 0).all() and (table["hi"].dropna() <= 1).all()
     _, view = find_view(app, "worst_bin_success")
-    low, high = view["layer"][0]["encoding"]["y"]["scale"]["domain"]
+    low, high = series_layer(view)["encoding"]["y"]["scale"]["domain"]
     assert 0 <= low and high <= 1
 
 
@@ -160,17 +160,17 @@ def test_run_and_baseline_are_one_linked_view_with_shared_y(page: str, titles: l
         left, right = row["hconcat"]
         assert {layer.get("name") for layer in _layers(left)} & zoomed, "the run's charts zoom..."
         assert {layer.get("name") for layer in _layers(right)} & zoomed, "...with the baseline's"
-        domains = [view["layer"][0]["encoding"]["y"]["scale"].get("domain") for view in (left, right)]
+        domains = [series_layer(view)["encoding"]["y"]["scale"].get("domain") for view in (left, right)]
         assert domains[0] is not None and domains[0] == domains[1], "one y-range per row"
 
 
 def test_effective_support_and_success_have_sensible_axes(synthetic_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = visit(open_app(monkeypatch, synthetic_run.parent), "outcomes")
     _, view = find_view(app, "Effective support (of 6 bins)")
-    low, high = view["layer"][0]["encoding"]["y"]["scale"]["domain"]
+    low, high = series_layer(view)["encoding"]["y"]["scale"]["domain"]
     assert 1.0 <= low and high <= 6.0 and high - low >= 0.5, "within [1, G], at least a tenth of it"
     _, view = find_view(app, "Training success: mean and worst group")
-    low, high = view["layer"][0]["encoding"]["y"]["scale"]["domain"]
+    low, high = series_layer(view)["encoding"]["y"]["scale"]["domain"]
     assert 0.0 <= low and high <= 1.0
 
 
@@ -214,7 +214,7 @@ def test_paired_series_get_clearly_distinct_colours(synthetic_run: Path, real_ru
             (real_run.parent, "evaluations", "mean@8 per benchmark (95% interval)", ("pooled", "worst group"))):
         app = visit(open_app(monkeypatch, root), page)
         _, view = find_view(app, title)
-        scale = view["layer"][0]["encoding"]["color"]["scale"]
+        scale = series_layer(view)["encoding"]["color"]["scale"]
         colours = dict(zip(scale["domain"], scale["range"]))
         assert len(set(colours.values())) == len(colours)
         assert _distance(colours[pair[0]], colours[pair[1]]) > 150, (pair, colours)
@@ -295,7 +295,7 @@ def test_wall_clock_axis(real_run: Path, synthetic_run: Path, monkeypatch: pytes
     app = visit(open_app(monkeypatch, real_run.parent, query={"x": "wall clock (h)"}), "outcomes")
     assert_clean(app)
     chart, view = find_view(app, "Training success: mean and worst group")
-    assert view["layer"][0]["encoding"]["x"]["title"] == "wall clock (h)"
+    assert series_layer(view)["encoding"]["x"]["title"] == "wall clock (h)"
     run = data.load_run(real_run)
     seconds = np.cumsum(np.nan_to_num(run.scalars["time/step"]) + np.nan_to_num(run.scalars.get("time/eval", 0.0)))
     table = view_table(chart, view).to_pandas()
@@ -304,7 +304,7 @@ def test_wall_clock_axis(real_run: Path, synthetic_run: Path, monkeypatch: pytes
     plain = visit(open_app(monkeypatch, synthetic_run.parent, query={"x": "wall clock (h)"}), "outcomes")
     assert any("logs no step times" in element.value for element in plain.caption)
     _, view = find_view(plain, "Training success: mean and worst group")
-    assert view["layer"][0]["encoding"]["x"]["title"] == "step"
+    assert series_layer(view)["encoding"]["x"]["title"] == "step"
 
 
 def test_heatmaps_of_both_runs_are_one_element(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

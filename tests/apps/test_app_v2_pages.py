@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_helpers import (all_views, assert_clean, charts, find_view, heatmaps, markdown_tables, open_app, spec,
-                         view_table, view_titles, visit)
+from app_helpers import (all_views, assert_clean, charts, find_view, heatmaps, markdown_tables, open_app,
+                         series_layer, spec, view_table, view_titles, visit)
 
 from apps import identity, runtable, study
 
@@ -211,7 +211,7 @@ def test_lead_lag_columns_share_y_ranges_and_grpo_gap_is_explained(runs_root: Pa
     app.selectbox(key="baseline").select("study/grpo")
     app = visit(app, "lead_lag")
     assert_clean(app)
-    domains = [view["layer"][0]["encoding"]["y"]["scale"]["domain"] for _, view in all_views(app)
+    domains = [series_layer(view)["encoding"]["y"]["scale"]["domain"] for _, view in all_views(app)
                if view["title"] == "Lead-lag gap Δμ(t)"]
     assert len(domains) == 2 and domains[0] == domains[1]
     infos = [element.value for element in app.info]
