@@ -82,14 +82,17 @@ def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | 
 
 
 def grouped_bars(frame: pd.DataFrame, group_field: str, title: str, y_title: str,
-                 group_order: Sequence[str] | None = None) -> AnyChart:
-    """Bars per bin (frame: bin, label, value and ``group_field``), one coloured bar per group."""
+                 group_order: Sequence[str] | None = None, y_domain: Sequence[float] | None = None) -> AnyChart:
+    """Bars per bin (frame: bin, label, value and ``group_field``), one coloured bar per group;
+    ``y_domain`` fixes the value axis (the same for the run's and the baseline's bars)."""
     order = list(group_order) if group_order is not None else sorted(frame[group_field].astype(str).unique())
-    return alt.Chart(frame).mark_bar().encode(
+    y_scale = alt.Scale(domain=list(y_domain)) if y_domain is not None else alt.Scale()
+    return alt.Chart(frame).mark_bar(clip=True).encode(
         x=alt.X("bin:O", title=BIN_AXIS_TITLE, axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset(f"{group_field}:N", sort=order),
-        y=alt.Y("value:Q", title=y_title),
-        color=alt.Color(f"{group_field}:N", title=None, sort=order, legend=alt.Legend(orient="bottom", labelLimit=0, columns=2),
+        y=alt.Y("value:Q", title=y_title, scale=y_scale),
+        color=alt.Color(f"{group_field}:N", title=None, sort=order,
+                        legend=alt.Legend(orient="bottom", labelLimit=0, columns=2),
                         scale=_scale(CATEGORY_SCHEME)),
         tooltip=[alt.Tooltip("label:N", title="bin"), alt.Tooltip(f"{group_field}:N"),
                  alt.Tooltip("value:Q", format=".3f")],

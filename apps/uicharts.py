@@ -359,6 +359,20 @@ class Parts:
     bottom: Callable[[], None] | None = None
 
 
+def bar_domain(field_name: str) -> tuple[float, float] | None:
+    """The value axis of a per-bin field's bars, the same for the run and its baseline: from 0 (or
+    the lowest value, when negative) to the highest value either run logs at any step."""
+    runs = [run for run in shown_runs() if data.has_bins(run, field_name)]
+    if not runs:
+        return None
+    values = np.concatenate([run.bins[field_name].reshape(-1) for run in runs])
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return None
+    low, high = min(0.0, float(finite.min())), max(0.0, float(finite.max()))
+    return (low, high) if high > low else None
+
+
 def shown_domain(field_name: str) -> list[float] | None:
     """The colour scale of a per-bin field over the shown runs (:func:`colour_domain`)."""
     return colour_domain(field_name, shown_runs())

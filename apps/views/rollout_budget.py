@@ -53,7 +53,7 @@ def _frontier(run: RunData, key: str, index: int) -> None:
                          var_name="series", value_name="value")
     bars["series"] = bars["series"].map({"prompt_share": "share of prompts", "rollout_share": "share of rollouts"})
     name = f"Budget frontier at step {int(run.steps[index])}"
-    uicharts.chart(charts.grouped_bars(bars, "series", name, "share",
+    uicharts.chart(charts.grouped_bars(bars, "series", name, "share", y_domain=(0.0, 1.0),
                                        group_order=["share of prompts", "share of rollouts"]),
                    csv={name: frontier}, key=f"{key}-frontier-csv")
 

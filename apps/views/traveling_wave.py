@@ -55,7 +55,8 @@ def render(run: RunData, key: str) -> uicharts.Parts:
         frame = _snapshot_bars(run, field, index)
         order = list(frame.sort_values("order")["snapshot"].drop_duplicates())
         name = f"{chosen}: snapshots and tail average"
-        uicharts.chart(charts.grouped_bars(frame, "snapshot", name, field, group_order=order),
+        uicharts.chart(charts.grouped_bars(frame, "snapshot", name, field, group_order=order,
+                                           y_domain=uicharts.bar_domain(field)),
                        csv={name: frame.drop(columns="order")}, key=f"{key}-snapshots-csv")
 
     return uicharts.Parts(heatmaps=shown, selected_step=selected_step, bottom=bars if panels else None)

@@ -313,3 +313,12 @@ def test_heatmaps_of_both_runs_are_one_element(runs_root: Path, monkeypatch: pyt
     assert len([chart for chart in charts(app) if "hconcat" in spec(chart)]) == 1
     assert identity.method_of({"method": {"name": "x"}}) == "x"
     assert len(all_views(app)) >= 6 and view_titles(app)
+
+
+def test_run_and_baseline_bars_share_their_value_axis(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for page in ("traveling_wave", "rollout_budget"):
+        app = visit(open_app(monkeypatch, runs_root, query=PAIR), page)
+        bars = [spec(chart) for chart in charts(app) if spec(chart).get("mark", {}).get("type") == "bar"]
+        assert len(bars) == 2, page
+        domains = [chart["encoding"]["y"]["scale"].get("domain") for chart in bars]
+        assert domains[0] is not None and domains[0] == domains[1], (page, domains)
