@@ -42,8 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from gdro_lab import RunWriter, StepFeedback, build
-from gdro_lab.grpo import grpo_advantages
+from gdro_lab import PromptIndex, RunWriter, StepFeedback, build
 from gdro_lab.record import step_record
 from gdro_lab.runlog import is_run_dir, read_run
 from real_runs import checkpoint as ckpt
@@ -162,7 +161,8 @@ def ppo_update(batch: RolloutBatch, policy: torch.nn.Module, optimizer: torch.op
                     mask, clip_low=lc.clip_low, clip_high=lc.clip_high, clip_ratio_c=lc.clip_ratio_c, agg=lc.agg,
                     ref_logp_BT=batch.padded(batch.ref_logp, rows, device) if lc.kl_coef > 0 else None,
                     kl_coef=lc.kl_coef, kl_estimator=lc.kl_estimator, entropy_BT=entropy, entropy_coef=lc.entropy_coef,
-                    num_tokens=float(max(batch.real_lengths[mini].sum(), 1)), num_seqs=float(len(mini)),
+                    num_tokens=float(max(batch.real_lengths[mini].sum(), 1)),
+                    num_seqs=float(max(int(np.count_nonzero(batch.real_lengths[mini])), 1)),  # verl: non-empty only
                     norm_length=float(cfg.rollout.max_new_tokens))
                 loss.backward()
                 total += float(loss.detach())
@@ -276,9 +276,11 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
             raise TrainError("eval.every > 0 but the evaluation sets hold no problem: set eval.benchmarks or eval.every=0")
     classifier_cfg, weighter_cfg, allocator_cfg = mc.controller_configs()
     names = mc.controller_names()
-    controllers = {"classifier": build("classifier", names[0], classifier_cfg, seed=tc.seed),
-                   "weighter": build("weighter", names[1], weighter_cfg, seed=tc.seed + 1),
-                   "allocator": build("allocator", names[2], allocator_cfg, seed=tc.seed + 2)}
+    prompts = PromptIndex()  # stable ids interned once: record i -> record_index[i]
+    record_index = prompts.intern([r.id for r in records])
+    controllers = {"classifier": build("classifier", names[0], classifier_cfg, seed=tc.seed, prompts=prompts),
+                   "weighter": build("weighter", names[1], weighter_cfg, seed=tc.seed + 1, prompts=prompts),
+                   "allocator": build("allocator", names[2], allocator_cfg, seed=tc.seed + 2, prompts=prompts)}
     classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
     order = DataOrder(len(records), tc.seed, cfg.data.shuffle)
     reference = None
@@ -336,7 +338,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
             # 1. prompts, bins, plan (the budget is exact every step)
             with timer("plan"):
                 batch = order.take(tc.prompts_per_step)
-                ids = [records[i].id for i in batch]
+                ids = record_index[batch]
                 bins_P = classifier.bins(ids)
                 counts_P = np.asarray(allocator.plan(bins_P, ids), np.int64)
             if int(counts_P.sum()) != budget or counts_P.min() < mc.n_min or counts_P.max() > mc.n_max:
@@ -358,11 +360,11 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
 
             # 3-4. controllers, then weighted GRPO advantages
             with timer("controllers"):
-                feedback = StepFeedback(ids, bins_P, counts_P, rewards_R, successes_R)
+                feedback = StepFeedback(ids, bins_P, counts_P, rewards_R, successes_R, prompts=prompts)
                 metrics: dict[str, float] = {}
                 for controller in (classifier, weighter, allocator):
                     metrics.update(controller.update(feedback))
-                advantages_R, adv_metrics = grpo_advantages(rewards_R, counts_P, std=lc.adv_std, clip=lc.adv_clip)
+                advantages_R, adv_metrics = feedback.advantages(std=lc.adv_std, clip=lc.adv_clip)
                 multipliers_P = weighter.multipliers(bins_P)
                 advantages_R = advantages_R * np.repeat(multipliers_P, counts_P) * lc.adv_scale
             metrics.update({f"grpo/{k}": v for k, v in adv_metrics.items()})

@@ -21,12 +21,14 @@ import numpy as np
 from verl import DataProto
 
 from gdro_lab.feedback import StepFeedback
+from gdro_lab.prompts import PromptIndex
 from gdro_lab.record import step_record
 from gdro_lab.registry import REGISTRY, build, make_config
 from gdro_lab.runlog import META_FILE, RunWriter
 from gdro_lab.signals import SIGNALS
 from real_runs.verl import VerlPluginError
 from real_runs.verl import batch as vb
+from real_runs.verl.state import LOCK_FILE, RunLock
 
 
 @dataclass(frozen=True)
@@ -86,25 +88,30 @@ class GDROController:
             if int(values["num_bins"]) != num_bins:
                 raise VerlPluginError(f"gdro.{name}_config.num_bins={values['num_bins']} but the classifier has "
                                       f"{num_bins} bins (len(edges) + 1): drop num_bins")
-        self.classifier = build("classifier", settings.classifier, classifier_config, settings.seed)
-        self.weighter = build("weighter", settings.weighter, weighter_values, settings.seed + 1)
-        self.allocator = build("allocator", settings.allocator, allocator_values, settings.seed + 2)
+        self.prompts = PromptIndex()  # stable ids interned on first sight; the controllers' rows
+        self.classifier = build("classifier", settings.classifier, classifier_config, settings.seed, prompts=self.prompts)
+        self.weighter = build("weighter", settings.weighter, weighter_values, settings.seed + 1, prompts=self.prompts)
+        self.allocator = build("allocator", settings.allocator, allocator_values, settings.seed + 2, prompts=self.prompts)
         if classifier_config.k > self.allocator.config.n_min:
             raise VerlPluginError(f"classifier k={classifier_config.k} exceeds n_min="
                                   f"{self.allocator.config.n_min}: pass@k needs k <= n_min")
         self.num_bins = num_bins
         self._run_config = dict(run_config or {})
         self._step_bins: dict[str, int] = {}
+        self.last_plan: dict[str, int] = {}
         self.writer: RunWriter | None = None
+        self._lock: RunLock | None = None
 
     # ------------------------------------------------------------------ per step
 
     def plan(self, ids: list[str]) -> np.ndarray:
         """Rollouts per prompt for this step's batch (sum exactly len(ids) n_bar, each >= n_min)."""
-        bins = self.classifier.bins(ids)
-        counts = self.allocator.plan(bins)
+        index = self.prompts.intern(ids)
+        bins = self.classifier.bins(index)
+        counts = vb.check_plan(self.allocator.plan(bins, index), len(ids), self.n_bar, self.allocator.config.n_min)
         self._step_bins = {i: int(b) for i, b in zip(ids, bins)}
-        return vb.check_plan(counts, len(ids), self.n_bar, self.allocator.config.n_min)
+        self.last_plan = {i: int(n) for i, n in zip(ids, counts)}
+        return counts
 
     def observe(self, data: DataProto, step: int) -> dict[str, float]:
         """Update the controllers from the step's rewards and scale ``advantages`` in place.
@@ -114,6 +121,7 @@ class GDROController:
         if "advantages" not in data.batch.keys():
             raise VerlPluginError("the batch has no advantages: observe() runs after verl's compute_advantage")
         feedback, prompt_index = vb.feedback_from_batch(data, self._step_bins, self.settings.id_key)
+        vb.check_executed(feedback.prompt_ids, feedback.counts_P, self.last_plan)
         metrics: dict[str, float] = {}
         metrics.update(self.classifier.update(feedback))
         metrics.update(self.weighter.update(feedback))
@@ -135,26 +143,40 @@ class GDROController:
 
     def state_dict(self) -> dict[str, Any]:
         return {"classifier": self.classifier.state_dict(), "weighter": self.weighter.state_dict(),
-                "allocator": self.allocator.state_dict()}
+                "allocator": self.allocator.state_dict(), "prompts": self.prompts.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         missing = {"classifier", "weighter", "allocator"} - set(state)
         if missing:
             raise VerlPluginError(f"controller state lacks {', '.join(sorted(missing))}: the file is damaged")
+        if "prompts" in state:  # the run's numbering (states written before interning have none)
+            self.prompts.load_state_dict(state["prompts"])
         self.classifier.load_state_dict(state["classifier"])
         self.weighter.load_state_dict(state["weighter"])
         self.allocator.load_state_dict(state["allocator"])
 
     def open_run(self, resume_step: int | None = None) -> None:
-        """Create (or, resuming after ``resume_step``, reopen) the run directory, if configured."""
+        """Create (or, resuming after ``resume_step``, reopen) the run directory, if configured.
+
+        Takes the run's :class:`RunLock` first (held until :meth:`close`): never two writers.
+        """
         if not self.settings.run_dir:
             return
         path = Path(self.settings.run_dir)
-        if resume_step is not None and (path / META_FILE).exists():
-            self.writer = RunWriter.resume(path, resume_step)
-        else:
-            labels = [f"bin_{b}" for b in range(self.num_bins)]
-            self.writer = RunWriter(path, self._run_config, self.num_bins, "verl", labels)
+        problem = run_dir_problem(path, resume_step)
+        if problem:
+            raise VerlPluginError(problem)
+        self._lock = RunLock(path)
+        try:
+            if resume_step is not None and (path / META_FILE).exists():
+                self.writer = RunWriter.resume(path, resume_step)
+            else:
+                labels = [f"bin_{b}" for b in range(self.num_bins)]
+                self.writer = RunWriter(path, self._run_config, self.num_bins, "verl", labels)
+        except BaseException:
+            self._lock.release()
+            self._lock = None
+            raise
 
     def snapshot(self, step: int) -> None:
         """Controller state into the run directory's snapshots (for the app and for resume checks)."""
@@ -165,6 +187,32 @@ class GDROController:
         if self.writer is not None:
             self.writer.close(status)
             self.writer = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+
+def run_dir_problem(path: Path, resume_step: int | None) -> str | None:
+    """Why ``path`` cannot be (re)opened as this launch's run directory, in one line; None if it can.
+
+    A run is continued only when verl resumes a checkpoint; a folder that holds other files is
+    never written into (it is not ours).
+    """
+    if path.exists() and not path.is_dir():
+        return f"gdro.run_dir={path} is a file: choose a folder path"
+    if not path.is_dir():
+        return None
+    if (path / META_FILE).exists():
+        if resume_step:
+            return None
+        return (f"gdro.run_dir={path} already holds a run, but this launch resumes no checkpoint (the earlier "
+                "job stopped before its first save, or trainer.resume_mode=disable): set a new gdro.run_dir, "
+                "or delete that folder to start over (nothing was touched)")
+    others = sorted(p.name for p in path.iterdir() if p.name != LOCK_FILE)
+    if others:
+        return (f"gdro.run_dir={path} is not empty and holds no run ({others[0]}...): choose a new or empty "
+                "folder (nothing was touched)")
+    return None
 
 
 def tracker_metrics(scalars: Mapping[str, float], bins: Mapping[str, np.ndarray]) -> dict[str, float]:
