@@ -129,11 +129,11 @@ def test_prompt_gdro_scales_each_prompts_grpo_advantages_by_its_multiplier(tmp_p
     build, update = train.build, train.ppo_update
     cfg = tiny(tmp_path, "method.name=prompt_gdro", "train.steps=2", "train.mini_batches=1", *extra)
 
-    def fake_build(family, name, config=None, seed=None):
+    def fake_build(family, name, config=None, seed=None, **kwargs):
         if family == "weighter":
             weighters.append(FixedWeighter(cfg.method.num_bins))
             return weighters[-1]
-        return build(family, name, config, seed)
+        return build(family, name, config, seed, **kwargs)
 
     def recording_update(batch, *args, **kwargs):
         seen.append(batch.advantages.copy())
