@@ -8,6 +8,10 @@ included), so a training loop never branches on a controller's name:
 - ``weighter``:   ``update(feedback)``, then ``multipliers(bins_P) -> m_P`` and ``bin_weights() -> q_G``
 - ``allocator``:  ``plan(bins_P, prompt_ids=None) -> n_P`` (sum exactly P n_bar; the ids let a
   per-prompt allocator use a prompt's own history), then ``update(feedback)``
+
+Prompts are string ids or int indices of the run's :class:`~gdro_lab.prompts.PromptIndex`;
+``build(..., prompts=index)`` shares that index with a controller that keeps per-prompt state
+(one with ``bind_prompts``), so the loop's int indices are its rows.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any, Mapping
 from gdro_lab._validate import ConfigError
 from gdro_lab.difficulty import BayesDifficultyClassifier, DifficultyClassifier
 from gdro_lab.prompt_gdro import PromptGDRO, UniformWeighter
+from gdro_lab.prompts import PromptIndex
 from gdro_lab.rollout_gdro import RolloutGDRO, SqrtAllocator, UniformAllocator
 
 REGISTRY: dict[str, dict[str, Any]] = {
@@ -40,8 +45,10 @@ def make_config(config_class: type, values: Mapping[str, Any] | None) -> Any:
     return config_class(**values)
 
 
-def build(family: str, name: str, config: Any = None, seed: int | None = None) -> Any:
-    """Instantiate controller ``name`` of ``family`` with a config object or mapping and a seed."""
+def build(family: str, name: str, config: Any = None, seed: int | None = None,
+          prompts: PromptIndex | None = None) -> Any:
+    """Instantiate controller ``name`` of ``family`` with a config object or mapping and a seed;
+    ``prompts``: the run's PromptIndex, bound to controllers with per-prompt state (others ignore it)."""
     if family not in REGISTRY:
         raise ConfigError(f"unknown controller family {family!r}: choose one of {', '.join(REGISTRY)}")
     if name not in REGISTRY[family]:
@@ -49,4 +56,11 @@ def build(family: str, name: str, config: Any = None, seed: int | None = None) -
     cls = REGISTRY[family][name]
     if config is None or isinstance(config, Mapping):
         config = make_config(cls.config_class, config)
-    return cls(config, seed)
+    return bind_prompts(cls(config, seed), prompts)
+
+
+def bind_prompts(controller: Any, prompts: PromptIndex | None) -> Any:
+    """Share ``prompts`` with ``controller`` when it keeps per-prompt state; returns the controller."""
+    if prompts is not None and hasattr(controller, "bind_prompts"):
+        controller.bind_prompts(prompts)
+    return controller

@@ -23,6 +23,7 @@ import numpy as np
 from gdro_lab.diagnostics import bin_mean
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.grpo import group_mean
+from gdro_lab.prompts import PerPromptState
 from gdro_lab.rollout_gdro import AllocatorConfig, UniformAllocator
 from gdro_lab.update_rules import ema_from_first
 
@@ -50,28 +51,43 @@ def knapsack_plan(p_P: np.ndarray, total: int, n_min: int, n_max: int) -> np.nda
     return n
 
 
-class KnapsackAllocator(UniformAllocator):
-    """Greedy knapsack on per-prompt (else per-bin) success estimates (simulator-only peer baseline)."""
+class KnapsackAllocator(PerPromptState, UniformAllocator):
+    """Greedy knapsack on per-prompt (else per-bin) success estimates (simulator-only peer baseline).
+
+    The per-prompt EMA is an array indexed by the run's PromptIndex (``build_controller(..., prompts=)``);
+    NaN marks a prompt never observed.
+    """
 
     config_class = AllocatorConfig
 
     def __init__(self, config: AllocatorConfig | None = None, seed: int | None = None):
         super().__init__(config, seed)
         self.success_G = np.full(self.num_bins, np.nan)
-        self._row: dict[str, int] = {}
+        self._init_prompts()
         self.success_prompt = np.zeros(0)
 
-    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
+    def _tracks_prompts(self) -> bool:
+        return bool(np.isfinite(self.success_prompt).any())
+
+    def _grown(self) -> np.ndarray:
+        missing = len(self.prompts) - self.success_prompt.size
+        if missing > 0:
+            self.success_prompt = np.concatenate([self.success_prompt, np.full(missing, np.nan)])
+        return self.success_prompt
+
+    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
         bins = self._check_plan_inputs(bins_P, prompt_ids)
         known = np.isfinite(self.success_G)
         prior = float(self.success_G[known].mean()) if known.any() else 0.5
         p_G = np.where(known, self.success_G, prior)
         p_P = np.where(bins >= 0, p_G[np.maximum(bins, 0)], prior)
-        if prompt_ids is not None and self._row:
-            rows = np.array([self._row.get(pid, -1) for pid in prompt_ids], np.int64)
+        if prompt_ids is not None:
+            rows = self._prompt_rows(prompt_ids, register=False)
+            success = self._grown()
             seen = rows >= 0
-            p_P[seen] = self.success_prompt[rows[seen]]
+            seen[seen] = np.isfinite(success[rows[seen]])
+            p_P[seen] = success[rows[seen]]
         return knapsack_plan(p_P, bins.size * cfg.n_bar, cfg.n_min, cfg.n_max)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
@@ -79,28 +95,24 @@ class KnapsackAllocator(UniformAllocator):
         beta = self.config.variance_ema
         success_P = group_mean(np.asarray(feedback.successes_R, float), feedback.counts_P)
         self.success_G = ema_from_first(self.success_G, bin_mean(success_P, feedback.bins_P, self.num_bins), beta)
-        for pid in feedback.prompt_ids:
-            if pid not in self._row:
-                self._row[pid] = len(self._row)
-        rows = np.array([self._row[pid] for pid in feedback.prompt_ids], np.int64)
-        if self.success_prompt.size < len(self._row):
-            self.success_prompt = np.concatenate([self.success_prompt,
-                                                  np.full(len(self._row) - self.success_prompt.size, np.nan)])
-        observed = np.full(self.success_prompt.size, np.nan)
+        rows = feedback.index_in(self.prompts)
+        success = self._grown()
+        observed = np.full(success.size, np.nan)
         observed[rows] = success_P  # a prompt twice in one batch: its last visit counts
-        self.success_prompt = ema_from_first(self.success_prompt, observed, beta)
+        success[rows] = ema_from_first(success[rows], observed[rows], beta)
         return {"rollout/mean_n": float(np.mean(feedback.counts_P)), "rollout/mu": self.mu}
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
         state["success"] = self.success_G.copy()
-        state["prompt_ids"] = list(self._row)
-        state["success_prompt"] = self.success_prompt.copy()
+        rows = np.flatnonzero(np.isfinite(self.success_prompt))
+        state["prompt_ids"] = self.prompts.ids_of(rows)
+        state["success_prompt"] = self.success_prompt[rows]
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.success_G = np.asarray(state["success"], float).copy()
-        ids = list(state.get("prompt_ids", []))
-        self._row = {pid: i for i, pid in enumerate(ids)}
-        self.success_prompt = np.asarray(state.get("success_prompt", np.zeros(0)), float).copy()
+        rows = self.prompts.intern([str(pid) for pid in state.get("prompt_ids", [])])
+        self.success_prompt = np.full(len(self.prompts), np.nan)
+        self.success_prompt[rows] = np.asarray(state.get("success_prompt", np.zeros(0)), float)

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
-from gdro_lab import ConfigError, RunWriter, StepFeedback
+from gdro_lab import ConfigError, PromptIndex, RunWriter, StepFeedback
 from gdro_lab import diagnostics as diag
 from gdro_lab.record import step_record
 from gdro_lab.runlog import load_snapshot
@@ -51,10 +51,12 @@ class Simulation:
         self.rollout_rng = np.random.default_rng(seeds[2])
         c_seeds = [int(s) for s in seeds[3].generate_state(3)]
         cfgs = config.controller_configs()
-        self.classifier = build_controller("classifier", "window", cfgs["classifier"], c_seeds[0])
-        self.weighter = build_controller("weighter", self.spec.weighter, cfgs["weighter"], c_seeds[1])
-        self.allocator = build_controller("allocator", self.spec.allocator, cfgs["allocator"], c_seeds[2])
-        self.prompt_ids = np.array([f"p{i:05d}" for i in range(config.world.num_prompts)], dtype=object)
+        # prompt ids interned once: index i is world prompt i, so the sampler's indices are the prompts
+        self.prompts = PromptIndex(f"p{i:05d}" for i in range(config.world.num_prompts))
+        self.classifier = build_controller("classifier", "window", cfgs["classifier"], c_seeds[0], self.prompts)
+        self.weighter = build_controller("weighter", self.spec.weighter, cfgs["weighter"], c_seeds[1], self.prompts)
+        self.allocator = build_controller("allocator", self.spec.allocator, cfgs["allocator"], c_seeds[2],
+                                          self.prompts)
         self.step_index = 0
         self.rollouts_total = 0
         self._reset_accumulators()
@@ -71,7 +73,7 @@ class Simulation:
         cfg = self.config
         G = cfg.num_bins
         index = self.sampler.next()
-        ids = self.prompt_ids[index].tolist()
+        ids = np.asarray(index, np.int64)
         bins = self.classifier.bins(ids)
         groups = self.world.group_P[index]
         weighter_bins = groups if self.spec.partition == "groups" else bins
@@ -85,7 +87,7 @@ class Simulation:
             losses = surrogate_losses(self.learner, index, counts, successes, p, noise, cfg.ppo_minibatches,
                                       cfg.ppo_clip, cfg.n_bar)
         feedback = StepFeedback(ids, bins, counts, 2.0 * successes - 1.0, successes, losses_R=losses,
-                                variance_G=diag.bin_mean(variance_P, bins, G))
+                                variance_G=diag.bin_mean(variance_P, bins, G), prompts=self.prompts)
         weighter_feedback = feedback if weighter_bins is bins else dataclasses.replace(feedback, bins_P=weighter_bins)
         metrics: dict[str, float] = {}
         metrics.update(self.classifier.update(feedback))

@@ -62,7 +62,7 @@ def check_plan(counts_P: Any, num_prompts: int, n_bar: int, n_min: int = 2) -> n
     return counts.astype(np.int64)
 
 
-def check_executed(ids_P: Sequence[str], counts_P: np.ndarray, plan: Mapping[str, int]) -> None:
+def check_executed(ids_P: Sequence[str] | np.ndarray, counts_P: np.ndarray, plan: Mapping[str, int]) -> None:
     """Raise unless the batch holds exactly the planned prompts with the planned rollouts each.
 
     The plan runs only through verl calling ``repeat`` on the batches the plugin prepared

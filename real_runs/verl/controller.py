@@ -21,6 +21,7 @@ import numpy as np
 from verl import DataProto
 
 from gdro_lab.feedback import StepFeedback
+from gdro_lab.prompts import PromptIndex
 from gdro_lab.record import step_record
 from gdro_lab.registry import REGISTRY, build, make_config
 from gdro_lab.runlog import META_FILE, RunWriter
@@ -87,9 +88,10 @@ class GDROController:
             if int(values["num_bins"]) != num_bins:
                 raise VerlPluginError(f"gdro.{name}_config.num_bins={values['num_bins']} but the classifier has "
                                       f"{num_bins} bins (len(edges) + 1): drop num_bins")
-        self.classifier = build("classifier", settings.classifier, classifier_config, settings.seed)
-        self.weighter = build("weighter", settings.weighter, weighter_values, settings.seed + 1)
-        self.allocator = build("allocator", settings.allocator, allocator_values, settings.seed + 2)
+        self.prompts = PromptIndex()  # stable ids interned on first sight; the controllers' rows
+        self.classifier = build("classifier", settings.classifier, classifier_config, settings.seed, prompts=self.prompts)
+        self.weighter = build("weighter", settings.weighter, weighter_values, settings.seed + 1, prompts=self.prompts)
+        self.allocator = build("allocator", settings.allocator, allocator_values, settings.seed + 2, prompts=self.prompts)
         if classifier_config.k > self.allocator.config.n_min:
             raise VerlPluginError(f"classifier k={classifier_config.k} exceeds n_min="
                                   f"{self.allocator.config.n_min}: pass@k needs k <= n_min")
@@ -104,8 +106,9 @@ class GDROController:
 
     def plan(self, ids: list[str]) -> np.ndarray:
         """Rollouts per prompt for this step's batch (sum exactly len(ids) n_bar, each >= n_min)."""
-        bins = self.classifier.bins(ids)
-        counts = vb.check_plan(self.allocator.plan(bins), len(ids), self.n_bar, self.allocator.config.n_min)
+        index = self.prompts.intern(ids)
+        bins = self.classifier.bins(index)
+        counts = vb.check_plan(self.allocator.plan(bins, index), len(ids), self.n_bar, self.allocator.config.n_min)
         self._step_bins = {i: int(b) for i, b in zip(ids, bins)}
         self.last_plan = {i: int(n) for i, n in zip(ids, counts)}
         return counts
@@ -140,12 +143,14 @@ class GDROController:
 
     def state_dict(self) -> dict[str, Any]:
         return {"classifier": self.classifier.state_dict(), "weighter": self.weighter.state_dict(),
-                "allocator": self.allocator.state_dict()}
+                "allocator": self.allocator.state_dict(), "prompts": self.prompts.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         missing = {"classifier", "weighter", "allocator"} - set(state)
         if missing:
             raise VerlPluginError(f"controller state lacks {', '.join(sorted(missing))}: the file is damaged")
+        if "prompts" in state:  # the run's numbering (states written before interning have none)
+            self.prompts.load_state_dict(state["prompts"])
         self.classifier.load_state_dict(state["classifier"])
         self.weighter.load_state_dict(state["weighter"])
         self.allocator.load_state_dict(state["allocator"])

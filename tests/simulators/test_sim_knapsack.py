@@ -71,8 +71,8 @@ def test_per_prompt_estimates_drive_the_plan_when_ids_are_given() -> None:
     assert abs(int(blind[0]) - int(blind[1])) <= 1
     # second visit: EMA with beta 0.5 -> "half" goes 0.5 -> 0.75 after a 4/4 visit
     alloc.update(_feedback(["half"], [0], [4]))
-    assert alloc.success_prompt[alloc._row["half"]] == 0.75
-    assert alloc.success_prompt[alloc._row["easy"]] == 1.0  # absent prompt untouched
+    assert alloc.success_prompt[alloc.prompts.lookup(["half"])[0]] == 0.75
+    assert alloc.success_prompt[alloc.prompts.lookup(["easy"])[0]] == 1.0  # absent prompt untouched
     np.testing.assert_allclose(alloc.success_G, [0.5 * 0.75 + 0.5 * 1.0, 0.5])
 
 
