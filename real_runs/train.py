@@ -356,7 +356,7 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
         return _loop(cfg, writer, start, stop_after, policy=policy, tokenizer=tokenizer, reference=reference,
                      engine=engine, optimizer=optimizer, scheduler=scheduler, controllers=controllers, order=order,
                      records=records, prompt_texts=prompt_texts, eval_problems=eval_problems, reward=reward,
-                     autocast=autocast, device=device, pad_id=pad_id)
+                     autocast=autocast, device=device, pad_id=pad_id, prompts=prompts, record_index=record_index)
     finally:
         if not resuming and lock is not None:
             lock.release()
@@ -365,7 +365,7 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
 def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | None, *, policy: Any, tokenizer: Any,
           reference: Any, engine: Any, optimizer: Any, scheduler: Any, controllers: dict[str, Any], order: DataOrder,
           records: list[Problem], prompt_texts: list[str], eval_problems: list[Problem], reward: Reward | None,
-          autocast: Any, device: torch.device, pad_id: int) -> Path:
+          autocast: Any, device: torch.device, pad_id: int, prompts: PromptIndex, record_index: np.ndarray) -> Path:
     """Steps ``start + 1 .. train.steps`` (or ``stop_after``): the numbered phases of the module docstring."""
     tc, lc, mc = cfg.train, cfg.loss, cfg.method
     classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]

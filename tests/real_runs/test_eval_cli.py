@@ -213,7 +213,7 @@ def test_tiny_model_end_to_end(tmp_path: Path, capsys, data_dir) -> None:
     assert "pooled" in capsys.readouterr().out
 
 
-def test_gdro_eval_and_the_trainer_share_one_metric_vocabulary(tmp_path: Path, shared_data) -> None:
+def test_gdro_eval_and_the_trainer_share_one_metric_vocabulary(tmp_path: Path, data_dir) -> None:
     """The trainer's evaluation and `gdro eval` on the same problems and samples give the same metric
     names and the same values (bootstrap bounds and time aside): `eval/truncated` is a share in both,
     `eval/mean_response_tokens` and `eval/reward/*` are named alike."""

@@ -107,7 +107,7 @@ def test_an_older_model_pt_checkpoint_is_rebuilt_from_the_run(trained_run: Path,
     assert torch.equal(_logits(loaded, tokenizer), _logits(model, tokenizer))
 
 
-def test_gdro_eval_runs_on_a_checkpoint_folder(trained_run: Path, tmp_path: Path, shared_data):
+def test_gdro_eval_runs_on_a_checkpoint_folder(trained_run: Path, tmp_path: Path, data_dir):
     from gdro_lab.runlog import read_run
     step = ckpt.step_folder(trained_run, 2)
     assert gdro(["eval", "--model", str(step), "--benchmarks", "aime24", "--limit", "2", "--k", "1",

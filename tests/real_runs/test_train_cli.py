@@ -190,7 +190,7 @@ def test_an_unreachable_hub_fails_after_one_probe(tmp_path: Path, monkeypatch, c
     assert calls == [("no-org/no-such-model-xyz", 5.0)] and "hf download" in err
 
 
-def test_long_prompts_dropped_are_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str], shared_data):
+def test_long_prompts_dropped_are_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str], data_dir):
     assert train_cli.main(["tiny-cpu", *FAST, "rollout.max_prompt_tokens=200", "--out", str(tmp_path)]) == 0
     err = capsys.readouterr().err
     summary = json.loads((tmp_path / "grpo-tiny-s0" / "data.json").read_text())
