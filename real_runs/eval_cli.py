@@ -1,6 +1,6 @@
 """`gdro eval`: mean@k, pass@k and worst group of a model on math benchmarks.
 
-    gdro eval --model ID_OR_PATH --benchmarks math500,aime24,aime25,amc23,minerva,olympiadbench \\
+    gdro eval --model ID_OR_PATH --benchmarks math500,aime24,aime25,amc23,minerva,olympiadbench,gpqa \\
               --k 8 [--n N] [--limit N] [--out RUN_DIR | --run RUN_DIR [--step S]] [--engine hf|vllm]
 
 Default sampling is the paper's validation sampling (temperature 0.6, top-p 0.8, top-k 20;
@@ -34,7 +34,7 @@ from real_runs.reward import ChoiceReward, MathReward, reward_kind
 from real_runs.rewards.pool import PoolStartError
 from real_runs.types import Problem, SamplingParams
 
-DEFAULT_BENCHMARKS = "math500,aime24,aime25,amc23,minerva,olympiadbench"
+DEFAULT_BENCHMARKS = "math500,aime24,aime25,amc23,minerva,olympiadbench,gpqa"  # the paper's pooled validation set
 
 
 class EvalError(ValueError):
@@ -50,7 +50,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gdro eval", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="Hugging Face id, local folder, or 'tiny'")
+    parser.add_argument("--model", required=True,
+                        help="Hugging Face id, local folder, RUN_DIR[/checkpoints/step_N] of gdro train, or 'tiny'")
     parser.add_argument("--benchmarks", default=DEFAULT_BENCHMARKS,
                         help=f"comma-separated, from: {', '.join(BENCHMARKS)}")
     parser.add_argument("--k", type=int, default=8, help="k of mean@k and pass@k")
