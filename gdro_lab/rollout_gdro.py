@@ -52,7 +52,8 @@ import numpy as np
 
 from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
 from gdro_lab.allocation import adjust_to_total, exact_budget_plan, round_to_budget, sqrt_allocation
-from gdro_lab.checks import check_bins_fast
+from gdro_lab.arm_updates import bandit_step, full_step, relative_variance, sample_arms
+from gdro_lab.checks import check_bins, check_bins_fast
 from gdro_lab.diagnostics import bin_counts, bin_share
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.planner import plan_values
@@ -154,11 +155,21 @@ class UniformAllocator:
         return np.full(self._check_plan_inputs(bins_P, prompt_ids).size, self.config.n_bar, np.int64)
 
     def _check_plan_inputs(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None) -> np.ndarray:
-        bins = check_bins_fast(type(self).__name__ + ".plan", "bins_P", bins_P, self.num_bins)
+        return self._checked_bins(bins_P, prompt_ids)[0]
+
+    def _checked_bins(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None) -> tuple[np.ndarray, int]:
+        """(bins_P checked, its smallest bin; 0 when empty)."""
+        owner = type(self).__name__ + ".plan"
+        bins = bins_P
+        if not (isinstance(bins, np.ndarray) and bins.dtype == np.int64 and bins.ndim == 1):
+            bins = check_bins(owner, "bins_P", bins_P, self.num_bins)
+        smallest = int(bins.min()) if bins.size else 0
+        if bins.size and (smallest < -1 or bins.max() >= self.num_bins):
+            check_bins(owner, "bins_P", bins, self.num_bins)  # its error
         if prompt_ids is not None and len(prompt_ids) != bins.size:
-            raise ConfigError(f"{type(self).__name__}.plan: prompt_ids has {len(prompt_ids)} entries: "
+            raise ConfigError(f"{owner}: prompt_ids has {len(prompt_ids)} entries: "
                               f"must have one per prompt of bins_P ({bins.size})")
-        return bins
+        return bins, smallest
 
     def _track_variance(self, feedback: StepFeedback) -> np.ndarray:
         """Variance-proxy EMA per bin: ema_from_first with beta = variance_ema; absent bins unchanged
@@ -183,18 +194,9 @@ class UniformAllocator:
         self.rng.bit_generator.state = state["rng"]
 
     def _relative_variance(self, share_G: np.ndarray) -> np.ndarray:
-        """v~_b = v_b / sum q v (unknown bins: the mean of known ones), floored; ones if none known."""
-        v = self.variance_G
-        known = np.isfinite(v)
-        if not known.all():
-            if not known.any():
-                return np.ones(self.num_bins)
-            v = v.copy()
-            v[~known] = v[known].mean()
-        scale = float(np.dot(share_G, v)) if share_G.sum() > 0 else float(v.mean())
-        if scale <= 0:
-            return np.ones(self.num_bins)
-        return np.maximum(v / scale, self.config.variance_floor)
+        """v~_b = v_b / sum q v (unknown bins: the mean of known ones), floored; ones if none known
+        (:func:`gdro_lab.arm_updates.relative_variance`)."""
+        return relative_variance(self.variance_G, share_G, self.config.variance_floor)
 
 
 class SqrtAllocator(UniformAllocator):
@@ -232,6 +234,7 @@ class RolloutGDRO(UniformAllocator):
         self.mu = float(self.config.mu_init)
         self.logits_GA = np.zeros((self.num_bins, self.config.arms.size))
         self._sampled_G: np.ndarray | None = None
+        self._sampled: list[int] | None = None  # the same arms as a list (this step's plan)
         self._arms = self.config.arms
         self._arms_float = self._arms.astype(float)
         self._plan_probs: tuple[np.ndarray, np.ndarray] | None = None  # (logits_GA it came from, p)
@@ -244,44 +247,43 @@ class RolloutGDRO(UniformAllocator):
 
     def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
-        arms = self._arms
-        bins = self._check_plan_inputs(bins_P, prompt_ids)
+        bins, smallest = self._checked_bins(bins_P, prompt_ids)
         probs = self.arm_probabilities()
         self._plan_probs = (self.logits_GA, probs)  # update() reuses them (logits_GA is replaced, never mutated)
-        cumulative = probs.cumsum(axis=1)
-        draws = self.rng.random(self.num_bins)
-        self._sampled_G = arms[np.minimum((cumulative < draws[:, None]).sum(axis=1), arms.size - 1)]
-        everyone = bool(bins.size) and bins.min() >= 0
-        if everyone:  # the usual step: every prompt has a bin
-            assigned, num_assigned, placed = None, bins.size, bins
+        self._sampled = sample_arms(probs, self.rng.random(self.num_bins), cfg.n_min)
+        self._sampled_G = np.array(self._sampled, np.int64)
+        if smallest >= 0:  # the usual step: every prompt has a bin
+            assigned, placed = None, bins
         else:
             assigned = bins >= 0
-            num_assigned = int(np.count_nonzero(assigned))
             placed = bins[assigned]
-        n_P = np.full(bins.size, cfg.n_bar, np.int64)
-        if not num_assigned:
-            return n_P
-        total = num_assigned * cfg.n_bar
+        if not placed.size:
+            return np.full(bins.size, cfg.n_bar, np.int64)
+        total = placed.size * cfg.n_bar
         if cfg.planner_name == "exact":
             # log softmax(L_b) without the gamma floor: the floor makes every off-mode arm equally
             # unlikely, so it cannot tell a move of one arm from a move of ten (see module doc).
             log_soft = self.logits_GA - np.logaddexp.reduce(self.logits_GA, axis=1, keepdims=True)
             plan = plan_values(log_soft - self._tie_penalty, placed, total, cfg.n_min)
-            if everyone:
-                return plan
-            n_P[assigned] = plan
-            return n_P
+        else:
+            plan = self._dp_plan(probs, placed, total)
         if assigned is None:
-            assigned = np.ones(bins.size, bool)
-        counts = bin_counts(bins, self.num_bins).astype(np.int64)
-        weight = "count" if cfg.planner_name == "dp_count" else "bin"
-        n_G, exact = exact_budget_plan(np.log(probs), counts, total, cfg.n_min, tie_center=cfg.n_bar,
-                                       weight=weight)
-        n_P[assigned] = n_G[placed]
-        if not exact:
-            preference = (probs @ arms)[placed] - n_P[assigned]
-            n_P[assigned] = adjust_to_total(n_P[assigned], total, cfg.n_min, cfg.n_max, preference)
+            return plan
+        n_P = np.full(bins.size, cfg.n_bar, np.int64)
+        n_P[assigned] = plan
         return n_P
+
+    def _dp_plan(self, probs: np.ndarray, placed: np.ndarray, total: int) -> np.ndarray:
+        """The paper's one-arm-per-bin DP ('dp_count' or 'dp_bin'), fixed up by +-1 per prompt if needed."""
+        cfg = self.config
+        counts = bin_counts(placed, self.num_bins).astype(np.int64)
+        weight = "count" if cfg.planner_name == "dp_count" else "bin"
+        n_G, exact = exact_budget_plan(np.log(probs), counts, total, cfg.n_min, tie_center=cfg.n_bar, weight=weight)
+        plan = n_G[placed]
+        if not exact:
+            preference = (probs @ self._arms)[placed] - plan
+            plan = adjust_to_total(plan, total, cfg.n_min, cfg.n_max, preference)
+        return plan
 
     def arm_costs(self, share_G: np.ndarray) -> np.ndarray:
         """cost_b(n) = v~_b n_bar / n + mu n / n_bar, shape (G, A)."""
@@ -290,24 +292,36 @@ class RolloutGDRO(UniformAllocator):
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         cfg = self.config
         self._track_variance(feedback)
-        share = feedback.bin_share(self.num_bins)
-        present = feedback.bin_nonempty(self.num_bins)  # = share > 0
         metrics = {"rollout/mean_n": feedback.total / feedback.num_prompts, "rollout/mu": self.mu}
         if self._sampled_G is None or feedback.num_assigned == 0:
             return metrics
+        share = feedback.bin_share(self.num_bins)
+        present = feedback.bin_nonempty(self.num_bins)  # = share > 0
         cached = self._plan_probs
         probs = cached[1] if cached is not None and cached[0] is self.logits_GA else self.arm_probabilities()
         self._plan_probs = None
-        estimate = importance_weighted_cost(self.arm_costs(share), probs, self._sampled_G - cfg.n_min, cfg.feedback)
-        self.logits_GA = mirror_descent_step(self.logits_GA, estimate, present, cfg.eta, cfg.score_decay)
+        sampled = self._sampled if self._sampled is not None else self._sampled_G.tolist()
+        every_bin = bool(present.all())
+        if every_bin:  # every bin moves: the lean forms of gdro_lab.arm_updates
+            relative = relative_variance(self.variance_G, share, cfg.variance_floor)
+            if cfg.feedback == "bandit":
+                self.logits_GA = bandit_step(self.logits_GA, probs, relative.tolist(), sampled, cfg.n_min, self.mu,
+                                             cfg.n_bar, cfg.eta, cfg.score_decay)
+            else:
+                self.logits_GA = full_step(self.logits_GA, relative, self._arms_float, self.mu, cfg.n_bar, cfg.eta,
+                                           cfg.score_decay)
+        else:
+            estimate = importance_weighted_cost(self.arm_costs(share), probs, self._sampled_G - cfg.n_min,
+                                                cfg.feedback)
+            self.logits_GA = mirror_descent_step(self.logits_GA, estimate, present, cfg.eta, cfg.score_decay)
         sampled_mean = float(share @ self._sampled_G)
         violation = (sampled_mean - cfg.n_bar) / cfg.n_bar
         self.mu = dual_step(self.mu, sampled_mean, cfg.n_bar, cfg.dual_lr)   # Eq. 21
-        self._sampled_G = None
-        entropy = -np.sum(probs * np.log(probs), axis=1)
+        self._sampled_G = self._sampled = None
+        entropy = -(probs * np.log(probs)).sum(axis=1)
         metrics.update({"rollout/mu": self.mu, "rollout/sampled_mean_n": sampled_mean,
                         "rollout/budget_violation": violation,
-                        "rollout/arm_entropy": float(entropy[present].mean())})
+                        "rollout/arm_entropy": float(entropy.sum() / entropy.size if every_bin else entropy[present].mean())})
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
@@ -320,3 +334,5 @@ class RolloutGDRO(UniformAllocator):
         super().load_state_dict(state)
         self.logits_GA = np.asarray(state["logits"], float).copy()
         self._sampled_G = None if state.get("sampled") is None else np.asarray(state["sampled"], np.int64)
+        self._sampled = None
+        self._plan_probs = None
