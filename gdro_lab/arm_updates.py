@@ -19,6 +19,7 @@ against the update_rules forms.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 
 import numpy as np
@@ -47,6 +48,17 @@ def relative_variance(variance_G: np.ndarray, share_G: np.ndarray, floor: float)
     return np.maximum(v / scale, floor)
 
 
+def relative_variance_list(variance_G: np.ndarray, share_G: np.ndarray, floor: float) -> list[float]:
+    """:func:`relative_variance` as a list (the same values), on Python floats when every v_b is known."""
+    values = variance_G.tolist()
+    if not all(map(math.isfinite, values)) or not share_G.sum() > 0:
+        return relative_variance(variance_G, share_G, floor).tolist()
+    scale = float(np.dot(share_G, variance_G))
+    if scale <= 0:
+        return [1.0] * len(values)
+    return [max(value / scale, floor) for value in values]
+
+
 def bandit_step(logits_GA: np.ndarray, probs_GA: np.ndarray, relative_G: list[float], sampled: list[int],
                 n_min: int, mu: float, n_bar: int, eta: float, decay: float) -> np.ndarray:
     """New logits after the EXP3P mirror step on the sampled arms (every bin present), re-centred to max 0."""
@@ -65,10 +77,10 @@ def bandit_step(logits_GA: np.ndarray, probs_GA: np.ndarray, relative_G: list[fl
     return moved
 
 
-def full_step(logits_GA: np.ndarray, relative_G: np.ndarray, arms_A: np.ndarray, mu: float, n_bar: int,
+def full_step(logits_GA: np.ndarray, relative_G: list[float], arms_A: np.ndarray, mu: float, n_bar: int,
               eta: float, decay: float) -> np.ndarray:
     """New logits after the mirror step on every arm's cost (every bin present), re-centred to max 0."""
-    cost = (relative_G * n_bar)[:, None] / arms_A + mu * arms_A / n_bar  # = arm_costs
+    cost = (np.array(relative_G) * n_bar)[:, None] / arms_A + mu * arms_A / n_bar  # = arm_costs
     moved = (logits_GA if decay == 0.0 else (1.0 - decay) * logits_GA) - eta * cost
     moved -= moved.max(axis=1, keepdims=True)
     return moved

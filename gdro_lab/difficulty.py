@@ -237,10 +237,11 @@ class DifficultyClassifier(PerPromptState):
                 pending = np.setdiff1d(pending, take, assume_unique=True)
             length = hist.length[unique_rows]
         previous = hist.bins[unique_rows]
+        smallest = int(previous.min())
         center, low, high = self._band(unique_rows, length)
-        new = hysteresis_bins(previous, center, low, high, self._edges)
+        new = hysteresis_bins(previous, center, low, high, self._edges, smallest)
         hist.bins[unique_rows] = new
-        fresh = int(np.count_nonzero(previous < 0)) if previous.min() < 0 else 0
+        fresh = int(np.count_nonzero(previous < 0)) if smallest < 0 else 0
         self._tracked += fresh
         moved = np.count_nonzero(new != previous) - fresh
         return {"classifier/tracked_prompts": float(self._tracked),

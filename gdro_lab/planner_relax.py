@@ -18,6 +18,7 @@ Shapes: ``G`` bins, ``A`` arms; plans are x_GA, the prompts of each bin at each 
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -60,6 +61,66 @@ def relaxed_plan(r_GA: np.ndarray, move_GA: np.ndarray, c_G: np.ndarray, lo_G: n
     return lower, x_GA
 
 
+def relaxed_plan_lists(r_GA: list[list[float]], c_G: list[int], need: int, tol: float) -> np.ndarray | None:
+    """:func:`relaxed_plan` with 12 rounds on the reduced costs as lists (zero-cost arms: r <= tol), for the
+    usual step: the same plan when it succeeds with the relaxation; None when the caller must take the full
+    path (zero-cost arms other than lo_b and hi_b, several critical bins, a multiset that does not fit, or
+    a search longer than :func:`_few_shifts` handles). Python floats: G ~ 10 bins of A ~ 11 arms."""
+    num_arms = len(r_GA[0])
+    mid = num_arms - 1
+    inf = math.inf
+    m = [inf] * (2 * num_arms - 1)
+    payer = [0] * (2 * num_arms - 1)
+    lo_G, hi_G, critical = [], [], []
+    for g, row in enumerate(r_GA):
+        zeros = [a for a, value in enumerate(row) if value <= tol]
+        lo, hi = zeros[0], zeros[-1]
+        if len(zeros) != (2 if hi > lo else 1) or (hi > lo and critical):
+            return None  # not the simple case (zero cost strictly inside, or a second critical bin)
+        if hi > lo:
+            critical.append(g)
+        lo_G.append(lo)
+        hi_G.append(hi)
+        for a, value in enumerate(row):  # m(d) = min over bins of r_b(lo_b + d), the first bin on ties
+            if value > tol and value < m[a - lo + mid]:
+                m[a - lo + mid] = value
+                payer[a - lo + mid] = g
+    start = need - sum(c * lo for c, lo in zip(c_G, lo_G))
+    width = hi_G[critical[0]] - lo_G[critical[0]] if critical else 1
+    h_max = c_G[critical[0]] if critical else 0
+    found = _bounded_few_shifts(m, start, width, h_max, 12)
+    if found is None:
+        return None
+    _, high, moves = found
+    x_GA = [[0] * num_arms for _ in c_G]
+    for row, c, lo in zip(x_GA, c_G, lo_G):
+        row[lo] = c
+    if critical:
+        g = critical[0]
+        x_GA[g][lo_G[g]] -= high
+        x_GA[g][hi_G[g]] += high
+    for d in moves:
+        g = payer[d + mid]
+        at = lo_G[g]
+        if x_GA[g][at] == 0:
+            return None  # the relaxed optimum uses more prompts of bin g than it has
+        x_GA[g][at] -= 1
+        x_GA[g][at + d] += 1
+    return np.array(x_GA, np.int64)
+
+
+def _bounded_few_shifts(m: list[float], start: int, width: int, h_max: int, rounds: int
+                        ) -> tuple[float, int, list[int]] | None:
+    """:func:`_few_shifts` with :func:`_shortest_shift`'s bounds on the partial sums and on h (None: not decided)."""
+    arms = (len(m) + 1) // 2
+    low = max(-(arms - 1) * rounds, min(0, start - width * h_max) - arms + 1)
+    top = min((arms - 1) * rounds, max(0, start) + arms - 1)
+    h_lo, h_hi = max(0, -((top - start) // width)), min(h_max, (start - low) // width)
+    if h_lo > h_hi or top < 0 or low > 0:
+        return None
+    return _few_shifts(m, start, width, h_lo, h_hi, min(m))
+
+
 def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
                     ) -> tuple[float, int, list[int] | None]:
     """Cheapest multiset of shifts d (cost m_D[d + A - 1] each, any number) summing to a target
@@ -78,6 +139,9 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
     h_lo, h_hi = max(0, -((top - start) // width)), min(h_max, (start - low) // width)
     if h_lo > h_hi or top < 0 or low > 0:
         return (rounds + 1) * cheapest, 0, None
+    few = _few_shifts(m_D.tolist(), start, width, h_lo, h_hi, cheapest) if rounds >= 2 else None
+    if few is not None:
+        return few
     stop = start - low - width * h_hi - 1
     span = slice(start - low - width * h_lo, stop if stop >= 0 else None, -width)
     size = top - low + 1
@@ -115,6 +179,49 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
         moves.append(d)
         s -= d
     return best, h, moves
+
+
+def _few_shifts(m: list[float], start: int, width: int, h_lo: int, h_hi: int, cheapest: float
+                ) -> tuple[float, int, list[int]] | None:
+    """:func:`_shortest_shift`'s result when its search ends within two shifts, on Python floats (the same
+    layers, the same sums, the same ties: the lowest h, then the largest shift); None when it needs more.
+
+    Layer k as a function of the shift x (index x + A - 1 of a list over |x| <= A - 1): L0 = 0 at x = 0;
+    L1(x) = m(x), 0 at x = 0; L2(x) = min(L1(x), min_d L1(x - d) + m(d)). The search stops at the first k
+    whose cheapest target costs <= (k + 1) cheapest.
+    """
+    if cheapest == math.inf:
+        return None
+    arms = (len(m) + 1) // 2
+    mid = arms - 1
+    if start % width == 0 and h_lo <= start // width <= h_hi:  # k = 0: shift 0 is a target
+        return 0.0, start // width, []
+    one = m.copy()
+    one[mid] = 0.0  # L1
+    first, last = max(h_lo, -((mid - start) // width)), min(h_hi, (start + mid) // width)
+    values = [one[start - width * h + mid] for h in range(first, last + 1)]
+    best = min(values, default=math.inf)
+    if best <= 2 * cheapest:  # k = 1: one shift (the target itself)
+        h = first + values.index(best)
+        return best, h, [start - width * h]
+    first, last = max(h_lo, -((2 * mid - start) // width)), min(h_hi, (start + 2 * mid) // width)
+    values = []
+    for h in range(first, last + 1):  # k = 2: L2 at each target within two shifts
+        x = start - width * h
+        low, high = max(-mid, x - mid), min(mid, x + mid)  # shifts d with |x - d| <= A - 1
+        pairs = [one[x - d + mid] + m[d + mid] for d in range(high, low - 1, -1)]
+        values.append(min(pairs + [one[x + mid]] if -mid <= x <= mid else pairs, default=math.inf))
+    best = min(values, default=math.inf)
+    if not best <= 3 * cheapest:
+        return None
+    h = first + values.index(best)
+    x = start - width * h
+    if -mid <= x <= mid and one[x + mid] == best:  # L2 = L1 here: layer 2 is skipped, layer 1 holds one shift
+        return best, h, ([x] if x else [])
+    low, high = max(-mid, x - mid), min(mid, x + mid)
+    pairs = [one[x - d + mid] + m[d + mid] for d in range(high, low - 1, -1)]
+    d = high - pairs.index(min(pairs))  # the first minimum, d descending: the largest d
+    return best, h, [d] + ([x - d] if x != d else [])
 
 
 @functools.lru_cache(maxsize=64)

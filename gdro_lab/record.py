@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -65,8 +66,8 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
             diag.lead_lag_gap(weights, share_G)  # its error
         share = share_G.tolist()
         share_total = sum(share)
-        mu_weight = sum(b * w for b, w in enumerate(weights_normal))
-        mu_data = sum(b * q / share_total for b, q in enumerate(share))
+        mu_weight = sum(map(operator.mul, range(G), weights_normal))
+        mu_data = sum([b * q / share_total for b, q in zip(range(G), share)])
         gap = mu_weight - mu_data
     else:  # no assigned prompt yet (e.g. the first step): the data's mean bin is undefined, not uniform
         gap, mu_weight, mu_data = nan, nan, nan

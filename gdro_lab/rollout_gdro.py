@@ -52,7 +52,7 @@ import numpy as np
 
 from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
 from gdro_lab.allocation import adjust_to_total, exact_budget_plan, round_to_budget, sqrt_allocation
-from gdro_lab.arm_updates import bandit_step, full_step, relative_variance, sample_arms
+from gdro_lab.arm_updates import bandit_step, full_step, relative_variance, relative_variance_list, sample_arms
 from gdro_lab.checks import check_bins, check_bins_fast
 from gdro_lab.diagnostics import bin_counts, bin_share
 from gdro_lab.feedback import StepFeedback
@@ -301,11 +301,11 @@ class RolloutGDRO(UniformAllocator):
         probs = cached[1] if cached is not None and cached[0] is self.logits_GA else self.arm_probabilities()
         self._plan_probs = None
         sampled = self._sampled if self._sampled is not None else self._sampled_G.tolist()
-        every_bin = bool(present.all())
+        every_bin = 0 not in feedback.bin_count_list(self.num_bins)
         if every_bin:  # every bin moves: the lean forms of gdro_lab.arm_updates
-            relative = relative_variance(self.variance_G, share, cfg.variance_floor)
+            relative = relative_variance_list(self.variance_G, share, cfg.variance_floor)
             if cfg.feedback == "bandit":
-                self.logits_GA = bandit_step(self.logits_GA, probs, relative.tolist(), sampled, cfg.n_min, self.mu,
+                self.logits_GA = bandit_step(self.logits_GA, probs, relative, sampled, cfg.n_min, self.mu,
                                              cfg.n_bar, cfg.eta, cfg.score_decay)
             else:
                 self.logits_GA = full_step(self.logits_GA, relative, self._arms_float, self.mu, cfg.n_bar, cfg.eta,
