@@ -168,7 +168,7 @@ def checkout(commit: str, into: Path) -> Path:
 def summary(times: dict[str, list[float]]) -> dict[str, np.ndarray]:
     out = {part: np.asarray(values) for part, values in times.items()}
     out["three controllers"] = out["classifier"] + out["prompt_gdro"] + out["rollout_gdro"]
-    out["whole step"] = sum(out[part] for part in PARTS if part != "rollout_gdro plan()")
+    out["whole step"] = np.sum([out[part] for part in PARTS if part != "rollout_gdro plan()"], axis=0)
     return out
 
 

@@ -71,7 +71,9 @@ def relaxed_plan_lists(r_GA: list[list[float]], c_G: list[int], need: int, tol: 
     inf = math.inf
     m = [inf] * (2 * num_arms - 1)
     payer = [0] * (2 * num_arms - 1)
-    lo_G, hi_G, critical = [], [], []
+    lo_G: list[int] = []
+    hi_G: list[int] = []
+    critical: list[int] = []
     for g, row in enumerate(r_GA):
         zeros = [a for a, value in enumerate(row) if value <= tol]
         lo, hi = zeros[0], zeros[-1]
@@ -93,8 +95,8 @@ def relaxed_plan_lists(r_GA: list[list[float]], c_G: list[int], need: int, tol: 
         return None
     _, high, moves = found
     x_GA = [[0] * num_arms for _ in c_G]
-    for row, c, lo in zip(x_GA, c_G, lo_G):
-        row[lo] = c
+    for arms_row, c, lo in zip(x_GA, c_G, lo_G):
+        arms_row[lo] = c
     if critical:
         g = critical[0]
         x_GA[g][lo_G[g]] -= high

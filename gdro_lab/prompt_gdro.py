@@ -175,7 +175,9 @@ class PromptGDRO(UniformWeighter):
         if cached[2] is None:
             cfg = self.config
             capped = [min(value, cfg.max_weight) for value in omega_list(self.score_G.tolist(), cfg.eta, cfg.clip)]
-            cached = self._cached = (cached[0], weights, np.array(capped + [1.0]))
+            table = np.array(capped + [1.0])
+            self._cached = (cached[0], weights, table)
+            return table
         return cached[2]
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
