@@ -51,7 +51,7 @@ def relative_variance(variance_G: np.ndarray, share_G: np.ndarray, floor: float)
 def relative_variance_list(variance_G: np.ndarray, share_G: np.ndarray, floor: float) -> list[float]:
     """:func:`relative_variance` as a list (the same values), on Python floats when every v_b is known."""
     values = variance_G.tolist()
-    if not all(map(math.isfinite, values)) or not share_G.sum() > 0:
+    if not all(map(math.isfinite, values)) or not np.add.reduce(share_G) > 0:
         return relative_variance(variance_G, share_G, floor).tolist()
     scale = float(np.dot(share_G, variance_G))
     if scale <= 0:
@@ -73,7 +73,7 @@ def bandit_step(logits_GA: np.ndarray, probs_GA: np.ndarray, relative_G: list[fl
         cost = v * n_bar / arm + mu * arm / n_bar  # = arm_costs at the sampled arm
         new.append(value - eta * (cost / p))        # = importance_weighted_cost, mirror_descent_step
     moved[rows, arms] = new
-    moved -= moved.max(axis=1, keepdims=True)
+    moved -= np.maximum.reduce(moved, axis=1, keepdims=True)
     return moved
 
 
@@ -82,5 +82,5 @@ def full_step(logits_GA: np.ndarray, relative_G: list[float], arms_A: np.ndarray
     """New logits after the mirror step on every arm's cost (every bin present), re-centred to max 0."""
     cost = (np.array(relative_G) * n_bar)[:, None] / arms_A + mu * arms_A / n_bar  # = arm_costs
     moved = (logits_GA if decay == 0.0 else (1.0 - decay) * logits_GA) - eta * cost
-    moved -= moved.max(axis=1, keepdims=True)
+    moved -= np.maximum.reduce(moved, axis=1, keepdims=True)
     return moved

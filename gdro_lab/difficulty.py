@@ -137,7 +137,7 @@ class _History:
             return False
         order = _arange(rows.size)
         self.mark[rows] = order
-        return bool((self.mark[rows] != order).any())
+        return bool(np.logical_or.reduce(self.mark[rows] != order))
 
 
 @functools.lru_cache(maxsize=8)
@@ -205,7 +205,7 @@ class DifficultyClassifier(PerPromptState):
     def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(center, low, high) of the window estimate (``length`` visits in each window, >= 1);
         hysteresis band estimate -/+ delta."""
-        mean = self._history.passk[rows].sum(axis=1) / length
+        mean = np.add.reduce(self._history.passk[rows], axis=1) / length
         delta = self.config.hysteresis
         return mean, mean - delta, mean + delta
 
@@ -237,7 +237,7 @@ class DifficultyClassifier(PerPromptState):
                 pending = np.setdiff1d(pending, take, assume_unique=True)
             length = hist.length[unique_rows]
         previous = hist.bins[unique_rows]
-        smallest = int(previous.min())
+        smallest = int(np.minimum.reduce(previous))
         center, low, high = self._band(unique_rows, length)
         new = hysteresis_bins(previous, center, low, high, self._edges, smallest)
         hist.bins[unique_rows] = new
@@ -247,7 +247,7 @@ class DifficultyClassifier(PerPromptState):
         return {"classifier/tracked_prompts": float(self._tracked),
                 "classifier/new_prompts": float(fresh),
                 "classifier/moves": float(moved),
-                "classifier/mean_passk": float(center.sum() / center.size) if center.size else float("nan")}
+                "classifier/mean_passk": float(np.add.reduce(center) / center.size) if center.size else float("nan")}
 
     def state_dict(self) -> dict[str, Any]:
         """The tracked prompts' ids (index order) and their windows; keys as before interning."""

@@ -105,8 +105,8 @@ def hysteresis_bins(previous_P: np.ndarray, center_P: np.ndarray, low_P: np.ndar
     """
     previous = np.asarray(previous_P, np.int64)
     edges = np.asarray(edges, float)
-    up = np.searchsorted(edges, low_P, side="right")
-    down = np.searchsorted(edges, high_P, side="right")
+    up = edges.searchsorted(low_P, side="right")
+    down = edges.searchsorted(high_P, side="right")
     # placed prompts: down if down < previous, else up if up > previous, else previous
     placed = np.where(down < previous, down, np.maximum(up, previous))
     if previous.size and (previous.min() if smallest_previous is None else smallest_previous) >= 0:

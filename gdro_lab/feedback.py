@@ -52,7 +52,7 @@ def _bins_field(owner: str, values: Any) -> tuple[np.ndarray, np.ndarray, int]:
     shifted = bins + 1
     if not bins.size:
         return bins, shifted, -1
-    top = int(shifted.view(np.uint64).max())
+    top = int(np.maximum.reduce(shifted.view(np.uint64)))
     if top >= 2**63:
         check_bins(owner, "bins_P", bins, np.iinfo(np.int64).max)  # its error
     return bins, shifted, top - 1
@@ -65,7 +65,7 @@ def _int_field(owner: str, name: str, values: Any, low: int) -> tuple[np.ndarray
     array = values.astype(np.int64)  # a copy, as before: the caller may reuse its array
     if not array.size:
         return array, low, low
-    smallest, largest = int(array.min()), int(array.max())
+    smallest, largest = int(np.minimum.reduce(array)), int(np.maximum.reduce(array))
     if smallest < low:
         if low >= 1:
             as_int_array(owner, name, array, low=low)
@@ -122,7 +122,7 @@ class StepFeedback(RewardGroups):
         if bins.shape != (num_prompts,) or counts.shape != (num_prompts,):
             raise ConfigError(f"{owner}: bins_P {bins.shape} and counts_P {counts.shape} must both "
                               f"have one entry per prompt ({num_prompts}) of prompt_ids")
-        total = int(counts.sum())
+        total = int(np.add.reduce(counts))
         for name in ("rewards_R", "successes_R", "losses_R"):
             values = getattr(self, name)
             if values is None:

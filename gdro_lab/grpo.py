@@ -104,12 +104,12 @@ class RewardGroups:
     @computed_once
     def starts_P(self) -> np.ndarray:
         """Offset of each prompt's first rollout in the flat arrays."""
-        return (np.cumsum(self.counts_P) - self.counts_P)
+        return self.counts_P.cumsum() - self.counts_P
 
     @computed_once
     def group_R(self) -> np.ndarray:
         """Prompt of each flat rollout, repeat(arange(P), counts_P)."""
-        return (np.repeat(np.arange(self.counts_P.size), self.counts_P))
+        return np.arange(self.counts_P.size).repeat(self.counts_P)
 
     @computed_once
     def reward_mean_P(self) -> np.ndarray:
@@ -225,5 +225,5 @@ def advantages_from_stats(groups: RewardGroups, std: str, eps: float, clip: floa
         np.maximum(advantages, -clip, out=advantages)
         np.minimum(advantages, clip, out=advantages)
     metrics = {"zero_variance_frac": np.count_nonzero(constant_P) / counts.size,
-               "adv_abs_mean": float(np.abs(advantages).sum() / advantages.size) if advantages.size else 0.0}
+               "adv_abs_mean": float(np.add.reduce(np.abs(advantages)) / advantages.size) if advantages.size else 0.0}
     return advantages, metrics

@@ -83,14 +83,14 @@ def plan_values(values: np.ndarray, bins: np.ndarray, total: int, n_min: int) ->
     num_bins, num_arms = values.shape
     size = bins.size
     need = total - size * n_min
-    scale = float(np.abs(values).max())
+    scale = float(np.maximum.reduce(np.abs(values), axis=None))
     all_finite = math.isfinite(scale)  # a NaN or inf anywhere makes the max non-finite
     counts_all = np.bincount(bins, minlength=num_bins)
     if num_arms > 2 and all_finite:
         second = values[:, 2:] - 2.0 * values[:, 1:-1] + values[:, :-2]
-        if second.max() <= 0.0:  # log-concave rows: the greedy is the exact separable optimum
+        if np.maximum.reduce(second, axis=None) <= 0.0:  # log-concave rows: the greedy is the exact separable optimum
             return n_min + _concave_greedy(values, bins, counts_all, need)
-    every_bin = bool(counts_all.all())
+    every_bin = bool(np.minimum.reduce(counts_all) > 0)
     present = _arange(num_bins) if every_bin else np.flatnonzero(counts_all)
     if all_finite:
         forbidden = None
@@ -165,7 +165,7 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.nda
         return c_G[:, None].copy()
     lam = _dual(f_GA, c_G, need)
     adjusted = f_GA - lam * _arange(num_arms)
-    r_GA = np.maximum(adjusted.max(axis=1, keepdims=True) - adjusted, 0.0)
+    r_GA = np.maximum(np.maximum.reduce(adjusted, axis=1, keepdims=True) - adjusted, 0.0)
     tol = 1e-12 * (1.0 + scale + abs(lam) * num_arms)
     quick = relaxed_plan_lists(r_GA.tolist(), c_G.tolist(), need, tol)
     if quick is not None:
@@ -174,7 +174,7 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.nda
     lo_G = zero.argmax(axis=1)
     hi_G = num_arms - 1 - zero[:, ::-1].argmax(axis=1)
     r_GA[zero] = 0.0
-    slack = tol * (int(c_G.sum()) + 1)
+    slack = tol * (int(np.add.reduce(c_G)) + 1)
     critical = (hi_G > lo_G).nonzero()[0].tolist()
     simple = int(np.count_nonzero(zero)) == num_bins + len(critical)  # zero cost only at lo_b and hi_b
     lower, relaxed = 0.0, None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 
 import numpy as np
 
@@ -83,10 +84,11 @@ def relaxed_plan_lists(r_GA: list[list[float]], c_G: list[int], need: int, tol: 
             critical.append(g)
         lo_G.append(lo)
         hi_G.append(hi)
+        base = mid - lo
         for a, value in enumerate(row):  # m(d) = min over bins of r_b(lo_b + d), the first bin on ties
-            if value > tol and value < m[a - lo + mid]:
-                m[a - lo + mid] = value
-                payer[a - lo + mid] = g
+            if tol < value < m[base + a]:
+                m[base + a] = value
+                payer[base + a] = g
     start = need - sum(c * lo for c, lo in zip(c_G, lo_G))
     width = hi_G[critical[0]] - lo_G[critical[0]] if critical else 1
     h_max = c_G[critical[0]] if critical else 0
@@ -135,15 +137,12 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
     """
     start, width, h_max = targets
     arms = (m_D.size + 1) // 2
-    cheapest = float(m_D.min())
+    cheapest = float(np.minimum.reduce(m_D))
     low = max(-(arms - 1) * rounds, min(0, start - width * h_max) - arms + 1)
     top = min((arms - 1) * rounds, max(0, start) + arms - 1)
     h_lo, h_hi = max(0, -((top - start) // width)), min(h_max, (start - low) // width)
     if h_lo > h_hi or top < 0 or low > 0:
         return (rounds + 1) * cheapest, 0, None
-    few = _few_shifts(m_D.tolist(), start, width, h_lo, h_hi, cheapest) if rounds >= 2 else None
-    if few is not None:
-        return few
     stop = start - low - width * h_hi - 1
     span = slice(start - low - width * h_lo, stop if stop >= 0 else None, -width)
     size = top - low + 1
@@ -153,7 +152,7 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
     core[-low] = 0.0
     window = np.ndarray((size, m_D.size), float, dist, strides=dist.strides * 2)  # shift A-1-j
     reversed_m = m_D[::-1].copy()
-    layers, best, k = [core.copy()], float(core[span].min()), 0
+    layers, best, k = [core.copy()], float(np.minimum.reduce(core[span])), 0
     while best > (k + 1) * cheapest:  # a plan with more than k shifts might be cheaper
         if k == rounds:
             return (rounds + 1) * cheapest, 0, None
@@ -165,10 +164,10 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
             reach = slice(max(0, -low - (k + 1) * (arms - 1)), -low + (k + 1) * (arms - 1) + 1)
             old = core[reach]
             new = np.minimum((window[reach] + reversed_m).min(axis=1), old)
-            k = k + 1 if (new < old).any() else rounds  # a fixed point (new <= core): more rounds change nothing
+            k = k + 1 if np.logical_or.reduce(new < old) else rounds  # a fixed point (new <= core): more rounds change nothing
             core[reach] = new
         layers.append(core.copy())
-        best = float(core[span].min())
+        best = float(np.minimum.reduce(core[span]))
     if not np.isfinite(best):
         return best, 0, None
     h = h_lo + int(core[span].argmin())
@@ -207,12 +206,16 @@ def _few_shifts(m: list[float], start: int, width: int, h_lo: int, h_hi: int, ch
         h = first + values.index(best)
         return best, h, [start - width * h]
     first, last = max(h_lo, -((2 * mid - start) // width)), min(h_hi, (start + 2 * mid) // width)
+    def pairs(x: int) -> list[float]:
+        """L1(x - d) + m(d) for the shifts d with |x - d| <= A - 1, d descending."""
+        low, high = max(-mid, x - mid), min(mid, x + mid)
+        return list(map(operator.add, one[x - high + mid: x - low + mid + 1], m[low + mid: high + mid + 1][::-1]))
+
     values = []
     for h in range(first, last + 1):  # k = 2: L2 at each target within two shifts
         x = start - width * h
-        low, high = max(-mid, x - mid), min(mid, x + mid)  # shifts d with |x - d| <= A - 1
-        pairs = [one[x - d + mid] + m[d + mid] for d in range(high, low - 1, -1)]
-        values.append(min(pairs + [one[x + mid]] if -mid <= x <= mid else pairs, default=math.inf))
+        two = min(pairs(x))
+        values.append(min(two, one[x + mid]) if -mid <= x <= mid else two)
     best = min(values, default=math.inf)
     if not best <= 3 * cheapest:
         return None
@@ -220,9 +223,8 @@ def _few_shifts(m: list[float], start: int, width: int, h_lo: int, h_hi: int, ch
     x = start - width * h
     if -mid <= x <= mid and one[x + mid] == best:  # L2 = L1 here: layer 2 is skipped, layer 1 holds one shift
         return best, h, ([x] if x else [])
-    low, high = max(-mid, x - mid), min(mid, x + mid)
-    pairs = [one[x - d + mid] + m[d + mid] for d in range(high, low - 1, -1)]
-    d = high - pairs.index(min(pairs))  # the first minimum, d descending: the largest d
+    costs = pairs(x)
+    d = min(mid, x + mid) - costs.index(min(costs))  # the first minimum, d descending: the largest d
     return best, h, [d] + ([x - d] if x != d else [])
 
 

@@ -140,7 +140,7 @@ class UniformWeighter:
         self.score_G = np.array(score)
         self.seen_G = np.array(seen)
         weights = self._weights()
-        signal_sum = float(signal_P.sum())
+        signal_sum = float(np.add.reduce(signal_P))
         signal_mean = signal_sum / signal_P.size if math.isfinite(signal_sum) else float(np.nanmean(signal_P))
         return {"prompt_gdro/effective_support": support_of_weights(weights),
                 "prompt_gdro/max_weight": max(weights),

@@ -163,8 +163,8 @@ class UniformAllocator:
         bins = bins_P
         if not (isinstance(bins, np.ndarray) and bins.dtype == np.int64 and bins.ndim == 1):
             bins = check_bins(owner, "bins_P", bins_P, self.num_bins)
-        smallest = int(bins.min()) if bins.size else 0
-        if bins.size and (smallest < -1 or bins.max() >= self.num_bins):
+        smallest = int(np.minimum.reduce(bins)) if bins.size else 0
+        if bins.size and (smallest < -1 or np.maximum.reduce(bins) >= self.num_bins):
             check_bins(owner, "bins_P", bins, self.num_bins)  # its error
         if prompt_ids is not None and len(prompt_ids) != bins.size:
             raise ConfigError(f"{owner}: prompt_ids has {len(prompt_ids)} entries: "
@@ -318,10 +318,10 @@ class RolloutGDRO(UniformAllocator):
         violation = (sampled_mean - cfg.n_bar) / cfg.n_bar
         self.mu = dual_step(self.mu, sampled_mean, cfg.n_bar, cfg.dual_lr)   # Eq. 21
         self._sampled_G = self._sampled = None
-        entropy = -(probs * np.log(probs)).sum(axis=1)
+        entropy = -np.add.reduce(probs * np.log(probs), axis=1)
         metrics.update({"rollout/mu": self.mu, "rollout/sampled_mean_n": sampled_mean,
                         "rollout/budget_violation": violation,
-                        "rollout/arm_entropy": float(entropy.sum() / entropy.size if every_bin else entropy[present].mean())})
+                        "rollout/arm_entropy": float(np.add.reduce(entropy) / entropy.size if every_bin else entropy[present].mean())})
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
