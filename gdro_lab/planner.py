@@ -50,7 +50,7 @@ import math
 
 import numpy as np
 
-from gdro_lab.allocation import concave_budget_plan, forbidden_floor, tie_broken
+from gdro_lab.bin_plans import forbidden_floor, tie_broken
 from gdro_lab.checks import check_bins, check_log_prob, check_total
 from gdro_lab.planner_dp import deviation_dp
 from gdro_lab.planner_relax import feasible_plan, relaxed_plan, relaxed_plan_lists
