@@ -49,14 +49,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def make_step(prompts: int, batch: int, seed: int, feedback_mode: str, planner: str, clock: str):
     """A closure running one timed step of the tree on sys.path; returns {part: seconds}."""
-    import importlib.util
-
+    import gdro_lab
     from gdro_lab.feedback import StepFeedback
     from gdro_lab.record import step_record
     from gdro_lab.registry import build
     from gdro_lab.signals import SIGNALS
 
-    interned = importlib.util.find_spec("gdro_lab.prompts") is not None
+    # a file of the tree itself: an editable install's finder would find main's gdro_lab.prompts
+    interned = (Path(gdro_lab.__file__).parent / "prompts.py").exists()
     now = time.perf_counter if clock == "wall" else time.process_time
     rng = np.random.default_rng(seed)
     names = [f"dapo:train:{i}" for i in range(prompts)]
@@ -168,7 +168,7 @@ def checkout(commit: str, into: Path) -> Path:
 def summary(times: dict[str, list[float]]) -> dict[str, np.ndarray]:
     out = {part: np.asarray(values) for part, values in times.items()}
     out["three controllers"] = out["classifier"] + out["prompt_gdro"] + out["rollout_gdro"]
-    out["whole step"] = sum(out[part] for part in PARTS if part != "rollout_gdro plan()")
+    out["whole step"] = np.sum([out[part] for part in PARTS if part != "rollout_gdro plan()"], axis=0)
     return out
 
 

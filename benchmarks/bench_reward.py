@@ -1,21 +1,23 @@
-"""Reward throughput: responses scored per second by MathReward on a realistic batch.
+"""Reward throughput: responses scored per second by MathReward on realistic batches.
 
-    python benchmarks/bench_reward.py --ref 1b2c5da [--prompts 256] [--workers N] [--repeat 2]
+    OMP_NUM_THREADS=1 python benchmarks/bench_reward.py --ref 1b2c5da [--prompts 256] [--workers N] [--repeat 2]
     python benchmarks/bench_reward.py --legacy      # also the MATH-500 cases of earlier tables
 
 The realistic batch (``real_runs.rewards.realistic``, seeded): ``--prompts`` MATH-500 answers,
 4-12 responses each, answers repeating as a policy's do, varied formatting and popular mistakes
-(about 2,000 responses for 256 prompts, one training step). Rows:
-- cold: a fresh MathReward scores the step (no verdict seen before: only the call's own distinct
-  pairs are shared);
-- warm: the same MathReward scores it again (the next epoch: verdicts cached across steps).
-An older tree has no cache, so its two rows do the same work. The first line gives the pool's
-start-up (forkserver + math-verify import and warm-up). ``--ref COMMIT`` times that commit's tree
-(``git archive``) in the same run: each tree scores in its own process, one after the other, with
-the same number of workers (default: the usable cores), and the table says whether their verdicts
-are identical. ``--legacy`` adds the earlier cases on this tree: each MATH-500 reference solution
-against its own answer (math-verify only, and with shortcuts), against the next row's answer,
-integer answers, 1% pathological power towers, and the pool's round trip per task.
+(about 2,000 responses for 256 prompts, one training step). Each tree scores, with one MathReward:
+- first: a batch right after the pool started (seed + 1000), as a run's first step;
+- cold (the headline): ``--repeat`` new batches (seeds seed, seed + 1, ...), each never scored before by
+  this MathReward, as a run's later steps: its workers are warm but the batch's answers are new (only
+  what recurs across batches, as a real run's prompts recur across epochs, is in the verdict cache);
+- warm: the last cold batch again (every verdict cached: the next epoch of the same prompts).
+An older tree has no cache, so its warm row does the work of its cold rows. The first line gives the
+pool's start-up (forkserver + math-verify import and warm-up). ``--ref COMMIT`` times that commit's
+tree (``git archive``) in the same run: each tree scores in its own process, the two alternating
+batch by batch with the same number of workers (default: the usable cores), and the table says
+whether their verdicts are identical. ``--legacy`` adds the earlier cases on this tree: each
+MATH-500 reference solution against its own answer (math-verify only, and with shortcuts), against
+the next row's answer, integer answers, 1% pathological power towers, and the pool's round trip per task.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def realistic(prompts: int, seed: int) -> tuple[list[str], list[str]]:
+def realistic(prompts: int, seed: int) -> dict[str, list[str]]:
     """The realistic batch, built by this tree's generator (the same strings for every tree timed)."""
     sys.path.insert(0, str(ROOT))
     try:
@@ -44,23 +46,20 @@ def realistic(prompts: int, seed: int) -> tuple[list[str], list[str]]:
     finally:
         sys.path.pop(0)
     batch = realistic_batch([p.answer for p in load_dataset_records("math500")], prompts, seed)
-    return batch.responses, batch.answers
+    return {"responses": batch.responses, "answers": batch.answers}
 
 
 def worker(args: argparse.Namespace) -> None:
-    """Score the batch read from stdin's first line on each command ("cold" / "warm"); JSON answers."""
+    """Read the batches (stdin's first line), then score the batch named on each further line; JSON answers."""
     from real_runs.reward import MathReward
 
-    batch = json.loads(sys.stdin.readline())
+    batches = json.loads(sys.stdin.readline())
     start = time.perf_counter()
     reward = MathReward(args.timeout, args.workers)
     reward.score(["\\boxed{1}"], ["\\frac{2}{2}"])
     print(json.dumps({"startup": time.perf_counter() - start}), flush=True)
     for line in sys.stdin:
-        command = line.strip()
-        cache = getattr(reward, "cache", None)
-        if command == "cold" and cache is not None:
-            cache.clear()
+        batch = batches[line.strip()]
         start = time.perf_counter()
         result = reward.score(batch["responses"], batch["answers"])
         seconds = time.perf_counter() - start
@@ -70,15 +69,15 @@ def worker(args: argparse.Namespace) -> None:
 
 
 class Tree:
-    def __init__(self, label: str, path: Path, args: argparse.Namespace, batch: dict):
+    def __init__(self, label: str, path: Path, args: argparse.Namespace, batches: dict):
         self.label = label
         env = dict(os.environ, PYTHONPATH=str(path))
         command = [sys.executable, __file__, "--worker", "--timeout", str(args.timeout), "--workers", str(args.workers)]
         self.process = subprocess.Popen(command, env=env, cwd=path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         text=True)
-        self._send(json.dumps(batch))
+        self._send(json.dumps(batches))
         self.startup = self._read()["startup"]
-        self.rows: dict[str, list[dict]] = {"cold": [], "warm": []}
+        self.rows: dict[str, list[dict]] = {"first": [], "cold": [], "warm": []}
 
     def _send(self, line: str) -> None:
         assert self.process.stdin is not None
@@ -92,9 +91,9 @@ class Tree:
             raise SystemExit(f"bench_reward: the {self.label} worker stopped (see its error above)")
         return json.loads(line)
 
-    def run(self, command: str) -> None:
-        self._send(command)
-        self.rows[command].append(self._read())
+    def run(self, row: str, batch: str) -> None:
+        self._send(batch)
+        self.rows[row].append(dict(self._read(), batch=batch))
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -162,7 +161,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
                         help="reward worker processes (default: the usable cores)")
     parser.add_argument("--timeout", type=float, default=5.0)
-    parser.add_argument("--repeat", type=int, default=2, help="cold and warm passes per tree")
+    parser.add_argument("--repeat", type=int, default=2, help="cold batches per tree (new batches, seeds seed..)")
     parser.add_argument("--ref", default=None, help="also time this commit's tree (git archive)")
     parser.add_argument("--legacy", action="store_true", help="also time the earlier MATH-500 cases")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -170,50 +169,55 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
-    responses, answers = realistic(args.prompts, args.seed)
-    batch = {"responses": responses, "answers": answers}
+    names = ["first"] + [f"cold{i}" for i in range(args.repeat)]
+    seeds = [args.seed + 1000] + [args.seed + i for i in range(args.repeat)]
+    batches = {name: realistic(args.prompts, seed) for name, seed in zip(names, seeds)}
+    sizes = sorted({len(batch["responses"]) for batch in batches.values()})
     print(f"workers={args.workers} timeout={args.timeout}s cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}; "
-          f"realistic batch: {args.prompts} prompts, {len(responses)} responses, seed {args.seed}")
+          f"realistic batches: {args.prompts} prompts, {sizes[0]:,}-{sizes[-1]:,} responses, first seed "
+          f"{args.seed + 1000}, cold seeds {args.seed}..{args.seed + args.repeat - 1}")
+    plan = [("first", "first")] + [("cold", name) for name in names[1:]] + [("warm", names[-1])]
     with tempfile.TemporaryDirectory(prefix="bench-reward-") as tmp:
         paths = [("this tree", ROOT)] + ([(args.ref, checkout(args.ref, Path(tmp)))] if args.ref else [])
         trees = []
         for label, path in paths[::-1]:  # start the pools one at a time
-            trees.append(Tree(label, path, args, batch))
+            trees.append(Tree(label, path, args, batches))
         trees = trees[::-1]
-        for _ in range(args.repeat):
-            for command in ("cold", "warm"):
-                for tree in trees[::-1]:  # the reference first, then this tree, same conditions
-                    tree.run(command)
+        for row, name in plan:
+            for tree in trees[::-1]:  # the reference first, then this tree, same conditions
+                tree.run(row, name)
         for tree in trees:
             tree.close()
-    print("| tree | pass | responses/s (median of passes) | seconds | math-verify calls | cached | numeric "
+    print("| tree | pass | responses/s (median of batches) | seconds | math-verify calls | cached | numeric "
           "| shortcut | no answer | accepted |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     rates = {}
     for tree in trees[::-1]:
         print(f"| {tree.label} | pool start-up | - | {tree.startup:.2f} | | | | | | |")
-        for command, rows in tree.rows.items():
-            seconds = float(np.median([row["seconds"] for row in rows]))
-            m = rows[-1]["metrics"]
-            calls = m.get("reward/verified", len(responses) - m.get("reward/shortcut", 0) - m.get("reward/no_answer", 0))
-            rate = len(responses) / seconds
-            rates[tree.label, command] = rate
-            accepted = 100 * float(np.mean(rows[-1]["successes"]))
-            print(f"| {tree.label} | {command} | {rate:,.0f} | {seconds:.2f} | {calls:.0f} | {m.get('reward/cached', 0):.0f} "
-                  f"| {m.get('reward/numeric', 0):.0f} | {m.get('reward/shortcut', 0):.0f} "
-                  f"| {m.get('reward/no_answer', 0):.0f} | {accepted:.1f}% |")
+        for row, runs in tree.rows.items():
+            per_batch = [len(batches[run["batch"]]["responses"]) / run["seconds"] for run in runs]
+            rate = float(np.median(per_batch))
+            rates[tree.label, row] = rate
+            m = runs[-1]["metrics"]
+            count = len(batches[runs[-1]["batch"]]["responses"])
+            calls = m.get("reward/verified", count - m.get("reward/shortcut", 0) - m.get("reward/no_answer", 0))
+            accepted = 100 * float(np.mean(runs[-1]["successes"]))
+            print(f"| {tree.label} | {row}{f' ({len(runs)} batches)' if len(runs) > 1 else ''} | {rate:,.0f} "
+                  f"| {float(np.median([run['seconds'] for run in runs])):.2f} | {calls:.0f} "
+                  f"| {m.get('reward/cached', 0):.0f} | {m.get('reward/numeric', 0):.0f} "
+                  f"| {m.get('reward/shortcut', 0):.0f} | {m.get('reward/no_answer', 0):.0f} | {accepted:.1f}% |")
     if args.ref:
-        same = all(rows[-1]["successes"] == trees[-1].rows[command][-1]["successes"]
-                   for command, rows in trees[0].rows.items())
-        for command in ("cold", "warm"):
-            print(f"speed-up {command}: {rates['this tree', command] / rates[args.ref, command]:.1f}x")
+        same = all(run["successes"] == other["successes"]
+                   for row, runs in trees[0].rows.items() for run, other in zip(runs, trees[-1].rows[row]))
+        for row in ("first", "cold", "warm"):
+            print(f"speed-up {row}: {rates['this tree', row] / rates[args.ref, row]:.1f}x")
         print(f"verdicts identical to {args.ref}: {'yes' if same else 'NO'}")
     if args.legacy:
         print("\n| case (this tree) | responses | seconds | responses/s | accepted (last pass) | timeouts (last pass) |")
         print("|---|---:|---:|---:|---:|---:|")
         for name, count, seconds, metrics in legacy_cases(args):
-            accepted = f"{100 * metrics['accepted']:.1f}%" if "accepted" in metrics else "-"
-            print(f"| {name} | {count:,} | {seconds:.2f} | {count / seconds:,.0f} | {accepted} | "
+            shown = f"{100 * metrics['accepted']:.1f}%" if "accepted" in metrics else "-"
+            print(f"| {name} | {count:,} | {seconds:.2f} | {count / seconds:,.0f} | {shown} | "
                   f"{metrics.get('reward/timeouts', 0):.0f} |")
 
 

@@ -84,7 +84,7 @@ def check_bins(owner: str, name: str, bins: Any, num_bins: int, *, allow_unassig
 def check_bins_fast(owner: str, name: str, bins: Any, num_bins: int) -> np.ndarray:
     """:func:`check_bins` (unassigned allowed) with a fast path for an int64 array already in range."""
     if isinstance(bins, np.ndarray) and bins.dtype == np.int64 and bins.ndim == 1:
-        if not bins.size or (bins.min() >= -1 and bins.max() < num_bins):
+        if not bins.size or (np.minimum.reduce(bins) >= -1 and np.maximum.reduce(bins) < num_bins):
             return bins
     return check_bins(owner, name, bins, num_bins)
 

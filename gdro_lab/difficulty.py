@@ -65,20 +65,37 @@ class ClassifierConfig:
 class _History:
     """Ring buffers of the last H visits, one row per prompt index (rows grow by doubling).
 
+    One int64 buffer holds a prompt's whole row, so a visit touches one contiguous stretch of
+    memory: [visits, bin, mark, pass@k of the H slots (float64 bits), (n << 32) | c of the H slots].
     ``visits[i]`` counts prompt i's visits ever: its ring position is visits mod H and its window
     holds min(visits, H) of them. ``bins`` is -1 for a prompt never visited; a visited prompt
     always has a bin >= 0, so ``bins >= 0`` marks the tracked prompts. ``mark`` is scratch space
-    for the duplicate check.
+    for the duplicate check. ``visits``, ``bins``, ``passk``, ``successes`` and ``rollouts`` are
+    views of the buffer (n = 0 marks an empty slot).
     """
 
     def __init__(self, window: int, rows: int = 0):
         self.window = window
-        self.passk = np.zeros((rows, window))
-        self.successes = np.zeros((rows, window), np.int32)
-        self.rollouts = np.zeros((rows, window), np.int32)  # n of each visit (0 = empty slot)
-        self.visits = np.zeros(rows, np.int64)
-        self.bins = np.full(rows, -1, np.int64)
-        self.mark = np.zeros(rows, np.int64)
+        self.width = 3 + 2 * window
+        self._allocate(rows)
+
+    def _allocate(self, rows: int, old: np.ndarray | None = None) -> None:
+        buffer = np.zeros((rows, self.width), np.int64)
+        buffer[:, 1] = -1
+        if old is not None:
+            buffer[: old.shape[0]] = old
+        self.buffer = buffer
+        self.flat = buffer.reshape(-1)
+        self.flat_passk = buffer.view(np.float64).reshape(-1)
+        self.visits = buffer[:, 0]
+        self.bins = buffer[:, 1]
+        self.mark = buffer[:, 2]
+        self.passk = buffer[:, 3: 3 + self.window].view(np.float64)
+
+    def slots(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(c, n) of each slot of the given rows (n = 0: an empty slot), int32, shape (len(rows), H)."""
+        packed = self.buffer[rows, 3 + self.window:]
+        return (packed & 0xFFFFFFFF).astype(np.int32), (packed >> 32).astype(np.int32)
 
     @property
     def length(self) -> np.ndarray:
@@ -91,28 +108,27 @@ class _History:
         return self.visits % self.window
 
     def grow(self, rows: int) -> None:
-        capacity = self.bins.size
-        if rows <= capacity:
-            return
-        pad = max(rows, 2 * capacity, 256) - capacity
+        capacity = self.buffer.shape[0]
+        if rows > capacity:
+            self._allocate(max(rows, 2 * capacity, 256), self.buffer)
+
+    def set_slots(self, rows: np.ndarray, passk_RH: np.ndarray, successes_RH: np.ndarray,
+                  rollouts_RH: np.ndarray) -> None:
+        """Write whole windows (slot order) of the given rows."""
         window = self.window
-        self.passk = np.vstack([self.passk, np.zeros((pad, window))])
-        self.successes = np.vstack([self.successes, np.zeros((pad, window), np.int32)])
-        self.rollouts = np.vstack([self.rollouts, np.zeros((pad, window), np.int32)])
-        self.visits = np.concatenate([self.visits, np.zeros(pad, np.int64)])
-        self.bins = np.concatenate([self.bins, np.full(pad, -1, np.int64)])
-        self.mark = np.zeros(self.bins.size, np.int64)
+        self.passk[rows] = passk_RH
+        self.buffer[rows, 3 + window:] = (rollouts_RH.astype(np.int64) << 32) | successes_RH.astype(np.int64)
 
     def record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Write one visit for each of ``rows`` (distinct) into the ring buffers; returns the new lengths."""
         window = self.window
-        visits = self.visits[rows]
-        flat = rows * window + visits % window
-        self.passk.reshape(-1)[flat] = passk
-        self.successes.reshape(-1)[flat] = successes
-        self.rollouts.reshape(-1)[flat] = counts
+        start = rows * self.width
+        visits = self.flat.take(start)
+        slot = start + 3 + visits % window
+        self.flat_passk[slot] = passk
+        self.flat[slot + window] = (counts << 32) | successes
         visits += 1
-        self.visits[rows] = visits
+        self.flat[start] = visits
         return np.minimum(visits, window)
 
     def has_duplicates(self, rows: np.ndarray) -> bool:
@@ -121,7 +137,7 @@ class _History:
             return False
         order = _arange(rows.size)
         self.mark[rows] = order
-        return bool((self.mark[rows] != order).any())
+        return bool(np.logical_or.reduce(self.mark[rows] != order))
 
 
 @functools.lru_cache(maxsize=8)
@@ -169,7 +185,7 @@ class DifficultyClassifier(PerPromptState):
         rows = self._prompt_rows(prompt_ids, register=False)
         hist = self._capacity()
         if is_index_array(prompt_ids) or not rows.size or rows.min() >= 0:
-            return hist.bins.take(rows)
+            return hist.bins[rows]
         known = rows >= 0
         out = np.full(rows.size, -1, np.int64)
         out[known] = hist.bins[rows[known]]
@@ -189,7 +205,7 @@ class DifficultyClassifier(PerPromptState):
     def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(center, low, high) of the window estimate (``length`` visits in each window, >= 1);
         hysteresis band estimate -/+ delta."""
-        mean = self._history.passk.take(rows, axis=0).sum(axis=1) / length
+        mean = np.add.reduce(self._history.passk[rows], axis=1) / length
         delta = self.config.hysteresis
         return mean, mean - delta, mean + delta
 
@@ -220,26 +236,27 @@ class DifficultyClassifier(PerPromptState):
                 hist.record(rows[take], passk[take], successes[take], counts[take])
                 pending = np.setdiff1d(pending, take, assume_unique=True)
             length = hist.length[unique_rows]
-        previous = hist.bins.take(unique_rows)
+        previous = hist.bins[unique_rows]
+        smallest = int(np.minimum.reduce(previous))
         center, low, high = self._band(unique_rows, length)
-        new = hysteresis_bins(previous, center, low, high, self._edges)
+        new = hysteresis_bins(previous, center, low, high, self._edges, smallest)
         hist.bins[unique_rows] = new
-        fresh = int(np.count_nonzero(previous < 0)) if previous.min() < 0 else 0
+        fresh = int(np.count_nonzero(previous < 0)) if smallest < 0 else 0
         self._tracked += fresh
         moved = np.count_nonzero(new != previous) - fresh
         return {"classifier/tracked_prompts": float(self._tracked),
                 "classifier/new_prompts": float(fresh),
                 "classifier/moves": float(moved),
-                "classifier/mean_passk": float(center.sum() / center.size) if center.size else float("nan")}
+                "classifier/mean_passk": float(np.add.reduce(center) / center.size) if center.size else float("nan")}
 
     def state_dict(self) -> dict[str, Any]:
         """The tracked prompts' ids (index order) and their windows; keys as before interning."""
         hist = self._history
         rows = np.flatnonzero(hist.bins >= 0)
         visits = hist.visits[rows]
-        successes = hist.successes[rows]
+        successes, rollouts = hist.slots(rows)
         return {"ids": self.prompts.ids_of(rows), "successes": successes,
-                "failures": hist.rollouts[rows] - successes, "length": np.minimum(visits, hist.window),
+                "failures": rollouts - successes, "length": np.minimum(visits, hist.window),
                 "position": visits % hist.window, "bins": hist.bins[rows],
                 "rng": self.rng.bit_generator.state}
 
@@ -259,13 +276,11 @@ class DifficultyClassifier(PerPromptState):
         rows = self.prompts.intern(ids)
         hist = _History(window, len(self.prompts))
         visits = successes + failures
-        hist.successes[rows] = successes
-        hist.rollouts[rows] = visits
         # per-visit pass@k is a function of the visit's (n, c); empty slots (n = 0) stay 0
         filled = visits > 0
         passk = np.zeros((n, window))
         passk[filled] = pass_at_k(visits[filled], successes[filled], self.config.k)
-        hist.passk[rows] = passk
+        hist.set_slots(rows, passk, successes, visits)
         # a window not yet full has position = length; a full one any visit count with that position
         hist.visits[rows] = np.where(length < window, length, window + position)
         hist.bins[rows] = bins
@@ -285,8 +300,9 @@ class BayesDifficultyClassifier(DifficultyClassifier):
     def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         hist = self._history
         cfg = self.config
-        successes = hist.successes[rows].sum(axis=1)
-        mean, low, high = beta_passk_posterior(successes, hist.rollouts[rows].sum(axis=1) - successes,
+        successes_RH, rollouts_RH = hist.slots(rows)
+        successes = successes_RH.sum(axis=1)
+        mean, low, high = beta_passk_posterior(successes, rollouts_RH.sum(axis=1) - successes,
                                                cfg.k, cfg.prior_a, cfg.prior_b, cfg.credible)
         # For skewed posteriors (k >= 4) the mean of pass@k can fall outside the central interval
         # of p mapped through 1 - (1 - p)^k; widen the band so it always holds its own center.

@@ -20,6 +20,8 @@ the same order), so the cache changes no result.
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -33,6 +35,29 @@ from gdro_lab.prompts import PromptIndex, is_index_array
 
 
 
+@functools.lru_cache(maxsize=16)
+def _row_offsets(rows: int, width: int) -> np.ndarray:
+    """width * arange(rows)[:, None] (read-only): the slot offset of each row in a 2-D bincount."""
+    out = width * np.arange(rows)[:, None]
+    out.flags.writeable = False
+    return out
+
+
+def _bins_field(owner: str, values: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    """(bins as a 1-D int64 copy, bins + 1, max bin) with every bin >= -1, in one reduction: bins + 1 viewed
+    as unsigned wraps a bin below -1 to above 2^63."""
+    if not (isinstance(values, np.ndarray) and values.dtype.kind in "iu" and values.ndim == 1):
+        values = as_int_array(owner, "bins_P", values, ndim=1)
+    bins = values.astype(np.int64)  # a copy, as before: the caller may reuse its array
+    shifted = bins + 1
+    if not bins.size:
+        return bins, shifted, -1
+    top = int(np.maximum.reduce(shifted.view(np.uint64)))
+    if top >= 2**63:
+        check_bins(owner, "bins_P", bins, np.iinfo(np.int64).max)  # its error
+    return bins, shifted, top - 1
+
+
 def _int_field(owner: str, name: str, values: Any, low: int) -> tuple[np.ndarray, int, int]:
     """(1-D int64 array, min, max) with every value >= low; integral floats accepted, as as_int_array."""
     if not (isinstance(values, np.ndarray) and values.dtype.kind in "iu" and values.ndim == 1):
@@ -40,7 +65,7 @@ def _int_field(owner: str, name: str, values: Any, low: int) -> tuple[np.ndarray
     array = values.astype(np.int64)  # a copy, as before: the caller may reuse its array
     if not array.size:
         return array, low, low
-    smallest, largest = int(array.min()), int(array.max())
+    smallest, largest = int(np.minimum.reduce(array)), int(np.maximum.reduce(array))
     if smallest < low:
         if low >= 1:
             as_int_array(owner, name, array, low=low)
@@ -92,12 +117,12 @@ class StepFeedback(RewardGroups):
             object.__setattr__(self, "prompt_ids", self.prompts.check(self.prompt_ids, owner))
         elif self.prompts is not None and not isinstance(self.prompts, PromptIndex):
             raise ConfigError(f"{owner}: prompts is a {type(self.prompts).__name__}: must be a PromptIndex or None")
-        bins, _, self_max_bin = _int_field(owner, "bins_P", self.bins_P, -1)
+        bins, shifted, self_max_bin = _bins_field(owner, self.bins_P)
         counts, min_count, max_count = _int_field(owner, "counts_P", self.counts_P, 1)
         if bins.shape != (num_prompts,) or counts.shape != (num_prompts,):
             raise ConfigError(f"{owner}: bins_P {bins.shape} and counts_P {counts.shape} must both "
                               f"have one entry per prompt ({num_prompts}) of prompt_ids")
-        total = int(counts.sum())
+        total = int(np.add.reduce(counts))
         for name in ("rewards_R", "successes_R", "losses_R"):
             values = getattr(self, name)
             if values is None:
@@ -126,13 +151,14 @@ class StepFeedback(RewardGroups):
         object.__setattr__(self, "max_bin", self_max_bin)
         object.__setattr__(self, "_per_bins", {})
         object.__setattr__(self, "_rows", {})
+        object.__setattr__(self, "_bins_shifted", shifted)  # the computed_once value, already known
 
     @staticmethod
     def _float_field(name: str, values: Any) -> np.ndarray:
         """Finite float array; on a bad value the checks module words the error."""
         try:
             array = np.asarray(values, dtype=float)
-            ok = bool(np.isfinite(array).all())
+            ok = math.isfinite(np.add.reduce(array, axis=None)) or bool(np.isfinite(array).all())  # a sum overflows
         except (TypeError, ValueError):
             ok = False
         if not ok:
@@ -213,7 +239,7 @@ class StepFeedback(RewardGroups):
         out = self._per_bins.get(key)
         if out is None:
             counts = self.bin_count(num_bins)
-            total = counts.sum()
+            total = self.num_assigned  # = counts.sum()
             out = self._per_bins[key] = (counts / total if total > 0 else counts.astype(float))
         return out
 
@@ -228,7 +254,7 @@ class StepFeedback(RewardGroups):
         _, nonempty, denominator = self._bin_layout(num_bins)
         rows = values_KP.shape[0]
         width = num_bins + 1
-        slots = (self._bins_shifted + width * np.arange(rows)[:, None]).ravel()
+        slots = (self._bins_shifted + _row_offsets(rows, width)).ravel()
         sums = np.bincount(slots, weights=values_KP.ravel(), minlength=rows * width).reshape(rows, width)[:, 1:]
         return np.where(nonempty, sums / denominator, np.nan)
 
@@ -246,6 +272,11 @@ class StepFeedback(RewardGroups):
     def success_rate_P(self) -> np.ndarray:
         """Mean success per prompt c_i / n_i."""
         return (self._successes_P / self.counts_P)
+
+    @computed_once
+    def failure_rate_P(self) -> np.ndarray:
+        """1 - c_i / n_i, the ``failure_rate`` signal (computed once for the weighter and the step record)."""
+        return 1.0 - self.success_rate_P
 
     def variance_by_bin(self, num_bins: int, copy: bool = True) -> np.ndarray:
         """Mean within-prompt reward variance (Bessel, unbiased) per bin; NaN for empty bins.

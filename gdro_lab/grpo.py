@@ -104,12 +104,12 @@ class RewardGroups:
     @computed_once
     def starts_P(self) -> np.ndarray:
         """Offset of each prompt's first rollout in the flat arrays."""
-        return (np.cumsum(self.counts_P) - self.counts_P)
+        return self.counts_P.cumsum() - self.counts_P
 
     @computed_once
     def group_R(self) -> np.ndarray:
         """Prompt of each flat rollout, repeat(arange(P), counts_P)."""
-        return (np.repeat(np.arange(self.counts_P.size), self.counts_P))
+        return np.arange(self.counts_P.size).repeat(self.counts_P)
 
     @computed_once
     def reward_mean_P(self) -> np.ndarray:
@@ -117,8 +117,13 @@ class RewardGroups:
         return (np.add.reduceat(self.rewards_R, self.starts_P) / self.counts_P)
 
     @computed_once
+    def _centered_R(self) -> np.ndarray:
+        """r_ij - mean_i (shared: copy before modifying)."""
+        return self.rewards_R - self.reward_mean_P[self.group_R]
+
+    @computed_once
     def _reward_ss_P(self) -> np.ndarray:
-        centered = self.rewards_R - self.reward_mean_P[self.group_R]
+        centered = self._centered_R
         return np.add.reduceat(centered * centered, self.starts_P)
 
     @computed_once
@@ -210,11 +215,15 @@ def advantages_from_stats(groups: RewardGroups, std: str, eps: float, clip: floa
             zero_P = constant_P & ~single_P
         else:
             zero_P = constant_P  # a group of one is constant
-    centered = groups.rewards_R - mean_P[group]
-    advantages = centered / (std_P + eps)[group] if normalize_std else centered
+    if mean_P is groups.reward_mean_P:
+        centered = groups._centered_R  # the same r - mean the variance used (shared: not modified below)
+    else:
+        centered = groups.rewards_R - mean_P[group]
+    advantages = centered / (std_P + eps)[group] if normalize_std else centered.copy()
     advantages[zero_P[group]] = 0.0
     if clip is not None:
-        advantages = np.minimum(np.maximum(advantages, -clip), clip)
+        np.maximum(advantages, -clip, out=advantages)
+        np.minimum(advantages, clip, out=advantages)
     metrics = {"zero_variance_frac": np.count_nonzero(constant_P) / counts.size,
-               "adv_abs_mean": float(np.abs(advantages).sum() / advantages.size) if advantages.size else 0.0}
+               "adv_abs_mean": float(np.add.reduce(np.abs(advantages)) / advantages.size) if advantages.size else 0.0}
     return advantages, metrics

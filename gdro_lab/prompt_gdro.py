@@ -96,12 +96,21 @@ class UniformWeighter:
         self.rng = np.random.default_rng(seed)
         self.score_G = np.zeros(self.config.num_bins)
         self.seen_G = np.zeros(self.config.num_bins, bool)
+        # (score_G they come from, weights list, per-bin multiplier table): update() replaces score_G, never
+        # mutates it, so the weights of one step are computed once for update(), multipliers() and bin_weights()
+        self._cached: tuple[np.ndarray, list[float], np.ndarray | None] | None = None
 
     @property
     def num_bins(self) -> int:
         return self.config.num_bins
 
     def _weights(self) -> list[float]:
+        cached = self._cached
+        if cached is None or cached[0] is not self.score_G:
+            cached = self._cached = (self.score_G, self._compute_weights(), None)
+        return cached[1]
+
+    def _compute_weights(self) -> list[float]:
         return [1.0 / self.num_bins] * self.num_bins
 
     def bin_weights(self) -> np.ndarray:
@@ -131,7 +140,7 @@ class UniformWeighter:
         self.score_G = np.array(score)
         self.seen_G = np.array(seen)
         weights = self._weights()
-        signal_sum = float(signal_P.sum())
+        signal_sum = float(np.add.reduce(signal_P))
         signal_mean = signal_sum / signal_P.size if math.isfinite(signal_sum) else float(np.nanmean(signal_P))
         return {"prompt_gdro/effective_support": support_of_weights(weights),
                 "prompt_gdro/max_weight": max(weights),
@@ -154,17 +163,28 @@ class PromptGDRO(UniformWeighter):
         """Eq. 14: unnormalised omega_t(b) = exp(eta clip(S_t(b), -C, C))."""
         return np.array(omega_list(self.score_G.tolist(), self.config.eta, self.config.clip))
 
-    def _weights(self) -> list[float]:
+    def _compute_weights(self) -> list[float]:
         cfg = self.config
         return entropic_weights_list(self.score_G.tolist(), cfg.eta, cfg.gamma, cfg.clip)
+
+    def _multiplier_table(self) -> np.ndarray:
+        """min(omega_b, cap) per bin, then 1 for unassigned prompts (bin -1 reads the last entry)."""
+        weights = self._weights()
+        cached = self._cached
+        assert cached is not None
+        if cached[2] is None:
+            cfg = self.config
+            capped = [min(value, cfg.max_weight) for value in omega_list(self.score_G.tolist(), cfg.eta, cfg.clip)]
+            table = np.array(capped + [1.0])
+            self._cached = (cached[0], weights, table)
+            return table
+        return cached[2]
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         cfg = self.config
         bins = check_bins_fast(type(self).__name__, "bins_P", bins_P, self.num_bins)
         if cfg.weight_mode == "paper":
-            # one gather: bin -1 (unassigned) reads the appended 1
-            capped = [min(value, cfg.max_weight) for value in omega_list(self.score_G.tolist(), cfg.eta, cfg.clip)]
-            return np.array(capped + [1.0]).take(bins)
+            return self._multiplier_table().take(bins)  # one gather
         assigned = bins >= 0
         out = np.ones(bins.size)
         if not assigned.any():

@@ -90,7 +90,7 @@ class PromptIndex:
             raise ConfigError(f"{owner}: prompt indices have dtype {array.dtype} and shape {array.shape}: "
                               "must be a 1-D array of integers (or pass string ids)")
         array = array.astype(np.int64, copy=False)
-        if array.size and array.view(np.uint64).max() >= len(self._ids):  # negatives wrap to huge values
+        if array.size and np.maximum.reduce(array.view(np.uint64)) >= len(self._ids):  # negatives wrap to huge values
             bad = array[(array < 0) | (array >= len(self._ids))][0]
             raise ConfigError(f"{owner}: prompt index {bad} is outside this PromptIndex (0..{len(self._ids) - 1}): "
                               "pass indices of the index the controller was built with (build(..., prompts=index))")

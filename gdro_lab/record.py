@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -65,15 +66,15 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
             diag.lead_lag_gap(weights, share_G)  # its error
         share = share_G.tolist()
         share_total = sum(share)
-        mu_weight = sum(b * w for b, w in enumerate(weights_normal))
-        mu_data = sum(b * q / share_total for b, q in enumerate(share))
+        mu_weight = sum(map(operator.mul, range(G), weights_normal))
+        mu_data = sum([b * q / share_total for b, q in zip(range(G), share)])
         gap = mu_weight - mu_data
     else:  # no assigned prompt yet (e.g. the first step): the data's mean bin is undefined, not uniform
         gap, mu_weight, mu_data = nan, nan, nan
     num_prompts = feedback.num_prompts
     success_list = success_G.tolist()
     scalars: dict[str, float] = {
-        "mean_success": float(success_P.sum() / num_prompts), "mean_reward": float(reward_P.sum() / num_prompts),
+        "mean_success": float(np.add.reduce(success_P) / num_prompts), "mean_reward": float(np.add.reduce(reward_P) / num_prompts),
         "mean_rollouts": feedback.total / num_prompts, "total_rollouts": float(feedback.total),
         "num_prompts": float(num_prompts), "num_unassigned": float(num_prompts - feedback.num_assigned),
         "zero_variance_frac": np.count_nonzero(feedback.constant_P) / num_prompts,
@@ -99,8 +100,8 @@ def _weights(weights_G: np.ndarray) -> np.ndarray:
     """diag.normalized(weights_G): checked (fast path for a finite non-negative float array), sums to one."""
     w = weights_G
     if isinstance(w, np.ndarray) and w.dtype == np.float64 and w.ndim == 1 and w.size:
-        total = w.sum()
-        if math.isfinite(total) and total > 0 and w.min() >= 0:  # a NaN or inf makes the sum non-finite
+        total = np.add.reduce(w)
+        if math.isfinite(total) and total > 0 and np.minimum.reduce(w) >= 0:  # a NaN or inf makes the sum non-finite
             return w / total
     return diag.normalized(weights_G)
 

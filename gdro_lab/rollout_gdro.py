@@ -45,184 +45,22 @@ always meets the budget, so using it would freeze mu (the code's mu never moves)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
-from gdro_lab.allocation import adjust_to_total, exact_budget_plan, round_to_budget, sqrt_allocation
-from gdro_lab.checks import check_bins_fast
-from gdro_lab.diagnostics import bin_counts, bin_share
+from gdro_lab.allocation import adjust_to_total
+from gdro_lab.allocators import PLANNER_ALIASES, PLANNERS, AllocatorConfig, SqrtAllocator, UniformAllocator
+from gdro_lab.arm_updates import bandit_step, full_step, relative_variance_list, sample_arms
+from gdro_lab.bin_plans import exact_budget_plan
+from gdro_lab.diagnostics import bin_counts
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.planner import plan_values
-from gdro_lab.update_rules import (arm_costs, dual_step, ema_value, exp3p_probabilities,
+from gdro_lab.update_rules import (arm_costs, dual_step, exp3p_probabilities,
                                    importance_weighted_cost, mirror_descent_step)
 
-PLANNERS = ("exact", "dp_count", "dp_bin")
-PLANNER_ALIASES = {"concave": "exact", "paper": "dp_bin"}
-
-
-@dataclass(frozen=True)
-class AllocatorConfig:
-    """Configuration of a rollout allocator (uniform, square-root, Rollout-GDRO)."""
-
-    num_bins: int = 10
-    """B: number of difficulty bins."""
-    n_min: int = 2
-    """Smallest rollout count (>= 2 so every GRPO group has a defined std)."""
-    n_max: int = 12
-    """Largest rollout count (paper: 3 x n_bar)."""
-    n_bar: int = 4
-    """Mean rollouts per prompt; every plan spends exactly P n_bar rollouts."""
-    eta: float = 0.65
-    """Mirror-descent step on the arm costs."""
-    gamma: float = 0.01
-    """Uniform exploration mixed into each bin's arm distribution."""
-    dual_lr: float = 0.05
-    """alpha_mu: projected dual ascent step on the relative budget violation (Eq. 21)."""
-    mu_init: float = 1.0
-    """Initial shadow price (dimensionless; 1 makes n_bar optimal for equal variances)."""
-    feedback: str = "full"
-    """'full' (cost of every arm) or 'bandit' (EXP3P importance-weighted cost of the sampled arm)."""
-    variance_ema: float = 0.1
-    """Weight of the newest per-bin variance estimate in its EMA."""
-    variance_floor: float = 1e-3
-    """Relative floor on v~_b so a zero-variance bin still has a finite best arm (n_min)."""
-    score_decay: float = 0.0
-    """Forgetting of the cumulative arm scores per step (0 = plain mirror descent, as the code)."""
-    planner: str = "exact"
-    """Executed plan: 'exact' (exact argmax of the joint per-prompt probability, any distributions),
-    'dp_count' (the paper's one-arm-per-bin DP on sum_b c_b log p_b(n_b), its "joint probability")
-    or 'dp_bin' (the same DP on sum_b log p_b(n_b), the released code's objective); the DPs fix
-    up by +-1 per prompt when no one-arm-per-bin plan hits the total. Old names: 'concave' = 'exact',
-    'paper' = 'dp_bin'."""
-    oracle: bool = False
-    """Square-root allocator only: use feedback.variance_G (the true variances) instead of estimates."""
-
-    def __post_init__(self) -> None:
-        owner = "AllocatorConfig"
-        require_int(owner, "num_bins", self.num_bins, 1)
-        require_int(owner, "n_min", self.n_min, 2)  # a GRPO group of one has no baseline
-        require_int(owner, "n_max", self.n_max, self.n_min)
-        require_int(owner, "n_bar", self.n_bar, self.n_min, self.n_max)
-        require_range(owner, "eta", self.eta, 0.0)
-        require_range(owner, "gamma", self.gamma, 0.0, 1.0, hi_open=True)
-        require_range(owner, "dual_lr", self.dual_lr, 0.0)
-        require_range(owner, "mu_init", self.mu_init, 0.0)
-        require_choice(owner, "feedback", self.feedback, ("full", "bandit"))
-        require_choice(owner, "planner", self.planner, PLANNERS + tuple(PLANNER_ALIASES))
-        require_range(owner, "variance_ema", self.variance_ema, 0.0, 1.0, lo_open=True)
-        require_range(owner, "variance_floor", self.variance_floor, 0.0, lo_open=True)
-        require_range(owner, "score_decay", self.score_decay, 0.0, 1.0, hi_open=True)
-
-    @property
-    def arms(self) -> np.ndarray:
-        return np.arange(self.n_min, self.n_max + 1)
-
-    @property
-    def planner_name(self) -> str:
-        """The planner with old aliases resolved ('exact', 'dp_count' or 'dp_bin')."""
-        return PLANNER_ALIASES.get(self.planner, self.planner)
-
-
-class UniformAllocator:
-    """GRPO baseline (registry name ``uniform``): n_i = n_bar for every prompt.
-
-    Keeps the per-bin variance EMA so its logs carry the same SE terms as the adaptive allocators.
-    """
-
-    config_class = AllocatorConfig
-
-    def __init__(self, config: AllocatorConfig | None = None, seed: int | None = None):
-        self.config = config or AllocatorConfig()
-        self.rng = np.random.default_rng(seed)
-        self.variance_G = np.full(self.config.num_bins, np.nan)
-        self.mu = float("nan")  # no shadow price: only Rollout-GDRO has one
-
-    @property
-    def num_bins(self) -> int:
-        return self.config.num_bins
-
-    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
-        """Rollouts per prompt for this batch; sums to P n_bar exactly.
-
-        ``prompt_ids`` (optional, one per prompt: string ids or int indices of the run's
-        :class:`~gdro_lab.prompts.PromptIndex`) lets a per-prompt allocator use a prompt's own
-        history; the bin-level allocators here accept and ignore it.
-        """
-        return np.full(self._check_plan_inputs(bins_P, prompt_ids).size, self.config.n_bar, np.int64)
-
-    def _check_plan_inputs(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None) -> np.ndarray:
-        bins = check_bins_fast(type(self).__name__ + ".plan", "bins_P", bins_P, self.num_bins)
-        if prompt_ids is not None and len(prompt_ids) != bins.size:
-            raise ConfigError(f"{type(self).__name__}.plan: prompt_ids has {len(prompt_ids)} entries: "
-                              f"must have one per prompt of bins_P ({bins.size})")
-        return bins
-
-    def _track_variance(self, feedback: StepFeedback) -> np.ndarray:
-        """Variance-proxy EMA per bin: ema_from_first with beta = variance_ema; absent bins unchanged
-        (per bin on floats, ``ema_value``: the same values)."""
-        observed = feedback.variance_by_bin(self.num_bins, copy=False)
-        beta = self.config.variance_ema
-        self.variance_G = np.array([ema_value(previous, value, beta)
-                                    for previous, value in zip(self.variance_G.tolist(), observed.tolist())])
-        return observed
-
-    def update(self, feedback: StepFeedback) -> dict[str, float]:
-        """Fold this step's per-bin within-prompt variance into the EMA."""
-        self._track_variance(feedback)
-        return {"rollout/mean_n": feedback.total / feedback.num_prompts, "rollout/mu": self.mu}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"variance": self.variance_G.copy(), "mu": self.mu, "rng": self.rng.bit_generator.state}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.variance_G = np.asarray(state["variance"], float).copy()
-        self.mu = float(state["mu"])
-        self.rng.bit_generator.state = state["rng"]
-
-    def _relative_variance(self, share_G: np.ndarray) -> np.ndarray:
-        """v~_b = v_b / sum q v (unknown bins: the mean of known ones), floored; ones if none known."""
-        v = self.variance_G
-        known = np.isfinite(v)
-        if not known.all():
-            if not known.any():
-                return np.ones(self.num_bins)
-            v = v.copy()
-            v[~known] = v[known].mean()
-        scale = float(np.dot(share_G, v)) if share_G.sum() > 0 else float(v.mean())
-        if scale <= 0:
-            return np.ones(self.num_bins)
-        return np.maximum(v / scale, self.config.variance_floor)
-
-
-class SqrtAllocator(UniformAllocator):
-    """Square-root (Neyman) allocator (registry name ``sqrt``), Thm 4.2 with the arm box.
-
-    Real targets n_b from :func:`sqrt_allocation` on the estimated (or, with ``oracle``, the
-    true) variances, rounded per prompt to integers with the exact total P n_bar.
-    """
-
-    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
-        cfg = self.config
-        bins = self._check_plan_inputs(bins_P, prompt_ids)
-        share = bin_share(bins, self.num_bins)
-        assigned = bins >= 0
-        target = np.full(bins.size, float(cfg.n_bar))
-        if assigned.any():
-            n_G = sqrt_allocation(self._relative_variance(share), share, cfg.n_bar, cfg.n_min, cfg.n_max)
-            target[assigned] = n_G[bins[assigned]]
-        return round_to_budget(target, bins.size * cfg.n_bar, cfg.n_min, cfg.n_max)
-
-    def update(self, feedback: StepFeedback) -> dict[str, float]:
-        if self.config.oracle and feedback.variance_G is not None:
-            feedback.check_num_bins(self.num_bins)
-            self.variance_G = np.asarray(feedback.variance_G, float).copy()
-        else:
-            self._track_variance(feedback)
-        return {"rollout/mean_n": feedback.total / feedback.num_prompts, "rollout/mu": self.mu}
-
+# the configuration and the two baseline allocators live in gdro_lab.allocators; importable from here as before
+__all__ = ["AllocatorConfig", "PLANNERS", "PLANNER_ALIASES", "RolloutGDRO", "SqrtAllocator", "UniformAllocator"]
 
 class RolloutGDRO(UniformAllocator):
     """Shadow-price mirror-descent allocator with an exact-budget planner (registry ``gdro``)."""
@@ -232,6 +70,7 @@ class RolloutGDRO(UniformAllocator):
         self.mu = float(self.config.mu_init)
         self.logits_GA = np.zeros((self.num_bins, self.config.arms.size))
         self._sampled_G: np.ndarray | None = None
+        self._sampled: list[int] | None = None  # the same arms as a list (this step's plan)
         self._arms = self.config.arms
         self._arms_float = self._arms.astype(float)
         self._plan_probs: tuple[np.ndarray, np.ndarray] | None = None  # (logits_GA it came from, p)
@@ -244,44 +83,43 @@ class RolloutGDRO(UniformAllocator):
 
     def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
-        arms = self._arms
-        bins = self._check_plan_inputs(bins_P, prompt_ids)
+        bins, smallest = self._checked_bins(bins_P, prompt_ids)
         probs = self.arm_probabilities()
         self._plan_probs = (self.logits_GA, probs)  # update() reuses them (logits_GA is replaced, never mutated)
-        cumulative = probs.cumsum(axis=1)
-        draws = self.rng.random(self.num_bins)
-        self._sampled_G = arms[np.minimum((cumulative < draws[:, None]).sum(axis=1), arms.size - 1)]
-        everyone = bool(bins.size) and bins.min() >= 0
-        if everyone:  # the usual step: every prompt has a bin
-            assigned, num_assigned, placed = None, bins.size, bins
+        self._sampled = sample_arms(probs, self.rng.random(self.num_bins), cfg.n_min)
+        self._sampled_G = np.array(self._sampled, np.int64)
+        if smallest >= 0:  # the usual step: every prompt has a bin
+            assigned, placed = None, bins
         else:
             assigned = bins >= 0
-            num_assigned = int(np.count_nonzero(assigned))
             placed = bins[assigned]
-        n_P = np.full(bins.size, cfg.n_bar, np.int64)
-        if not num_assigned:
-            return n_P
-        total = num_assigned * cfg.n_bar
+        if not placed.size:
+            return np.full(bins.size, cfg.n_bar, np.int64)
+        total = placed.size * cfg.n_bar
         if cfg.planner_name == "exact":
             # log softmax(L_b) without the gamma floor: the floor makes every off-mode arm equally
             # unlikely, so it cannot tell a move of one arm from a move of ten (see module doc).
             log_soft = self.logits_GA - np.logaddexp.reduce(self.logits_GA, axis=1, keepdims=True)
             plan = plan_values(log_soft - self._tie_penalty, placed, total, cfg.n_min)
-            if everyone:
-                return plan
-            n_P[assigned] = plan
-            return n_P
+        else:
+            plan = self._dp_plan(probs, placed, total)
         if assigned is None:
-            assigned = np.ones(bins.size, bool)
-        counts = bin_counts(bins, self.num_bins).astype(np.int64)
-        weight = "count" if cfg.planner_name == "dp_count" else "bin"
-        n_G, exact = exact_budget_plan(np.log(probs), counts, total, cfg.n_min, tie_center=cfg.n_bar,
-                                       weight=weight)
-        n_P[assigned] = n_G[placed]
-        if not exact:
-            preference = (probs @ arms)[placed] - n_P[assigned]
-            n_P[assigned] = adjust_to_total(n_P[assigned], total, cfg.n_min, cfg.n_max, preference)
+            return plan
+        n_P = np.full(bins.size, cfg.n_bar, np.int64)
+        n_P[assigned] = plan
         return n_P
+
+    def _dp_plan(self, probs: np.ndarray, placed: np.ndarray, total: int) -> np.ndarray:
+        """The paper's one-arm-per-bin DP ('dp_count' or 'dp_bin'), fixed up by +-1 per prompt if needed."""
+        cfg = self.config
+        counts = bin_counts(placed, self.num_bins).astype(np.int64)
+        weight = "count" if cfg.planner_name == "dp_count" else "bin"
+        n_G, exact = exact_budget_plan(np.log(probs), counts, total, cfg.n_min, tie_center=cfg.n_bar, weight=weight)
+        plan = n_G[placed]
+        if not exact:
+            preference = (probs @ self._arms)[placed] - plan
+            plan = adjust_to_total(plan, total, cfg.n_min, cfg.n_max, preference)
+        return plan
 
     def arm_costs(self, share_G: np.ndarray) -> np.ndarray:
         """cost_b(n) = v~_b n_bar / n + mu n / n_bar, shape (G, A)."""
@@ -290,24 +128,36 @@ class RolloutGDRO(UniformAllocator):
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         cfg = self.config
         self._track_variance(feedback)
-        share = feedback.bin_share(self.num_bins)
-        present = feedback.bin_nonempty(self.num_bins)  # = share > 0
         metrics = {"rollout/mean_n": feedback.total / feedback.num_prompts, "rollout/mu": self.mu}
         if self._sampled_G is None or feedback.num_assigned == 0:
             return metrics
+        share = feedback.bin_share(self.num_bins)
+        present = feedback.bin_nonempty(self.num_bins)  # = share > 0
         cached = self._plan_probs
         probs = cached[1] if cached is not None and cached[0] is self.logits_GA else self.arm_probabilities()
         self._plan_probs = None
-        estimate = importance_weighted_cost(self.arm_costs(share), probs, self._sampled_G - cfg.n_min, cfg.feedback)
-        self.logits_GA = mirror_descent_step(self.logits_GA, estimate, present, cfg.eta, cfg.score_decay)
+        sampled = self._sampled if self._sampled is not None else self._sampled_G.tolist()
+        every_bin = 0 not in feedback.bin_count_list(self.num_bins)
+        if every_bin:  # every bin moves: the lean forms of gdro_lab.arm_updates
+            relative = relative_variance_list(self.variance_G, share, cfg.variance_floor)
+            if cfg.feedback == "bandit":
+                self.logits_GA = bandit_step(self.logits_GA, probs, relative, sampled, cfg.n_min, self.mu,
+                                             cfg.n_bar, cfg.eta, cfg.score_decay)
+            else:
+                self.logits_GA = full_step(self.logits_GA, relative, self._arms_float, self.mu, cfg.n_bar, cfg.eta,
+                                           cfg.score_decay)
+        else:
+            estimate = importance_weighted_cost(self.arm_costs(share), probs, self._sampled_G - cfg.n_min,
+                                                cfg.feedback)
+            self.logits_GA = mirror_descent_step(self.logits_GA, estimate, present, cfg.eta, cfg.score_decay)
         sampled_mean = float(share @ self._sampled_G)
         violation = (sampled_mean - cfg.n_bar) / cfg.n_bar
         self.mu = dual_step(self.mu, sampled_mean, cfg.n_bar, cfg.dual_lr)   # Eq. 21
-        self._sampled_G = None
-        entropy = -np.sum(probs * np.log(probs), axis=1)
+        self._sampled_G = self._sampled = None
+        entropy = -np.add.reduce(probs * np.log(probs), axis=1)
         metrics.update({"rollout/mu": self.mu, "rollout/sampled_mean_n": sampled_mean,
                         "rollout/budget_violation": violation,
-                        "rollout/arm_entropy": float(entropy[present].mean())})
+                        "rollout/arm_entropy": float(np.add.reduce(entropy) / entropy.size if every_bin else entropy[present].mean())})
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
@@ -320,3 +170,5 @@ class RolloutGDRO(UniformAllocator):
         super().load_state_dict(state)
         self.logits_GA = np.asarray(state["logits"], float).copy()
         self._sampled_G = None if state.get("sampled") is None else np.asarray(state["sampled"], np.int64)
+        self._sampled = None
+        self._plan_probs = None

@@ -1,7 +1,9 @@
 """Difficulty signals: the per-prompt value Prompt-GDRO's adversary maximises (registered by name).
 
 Every signal has the same signature ``signal(feedback) -> signal_P`` (higher = the adversary
-wants more weight there); they read the feedback's cached per-prompt statistics.
+wants more weight there); they read the feedback's cached per-prompt statistics, and may return
+one of them (``failure_rate``: the weighter and the step record share it), so a caller must not
+modify the returned array in place.
 
 - ``surrogate`` (paper Eq. 6-7): l(x_i) = (1/n_i) sum_j l_ij with l_ij = -J^CLIP_ij + beta KL,
   from per-rollout losses a trainer supplies in ``feedback.losses_R``. **Why it averages to ~0:**
@@ -48,8 +50,8 @@ def surrogate_signal(feedback: StepFeedback) -> np.ndarray:
 
 @register_signal("failure_rate")
 def failure_rate_signal(feedback: StepFeedback) -> np.ndarray:
-    """1 - mean success of the prompt's rollouts."""
-    return 1.0 - feedback.success_rate_P
+    """1 - mean success of the prompt's rollouts (the feedback's cached array: do not modify it in place)."""
+    return feedback.failure_rate_P
 
 
 @register_signal("reward_std")

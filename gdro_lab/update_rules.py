@@ -93,8 +93,8 @@ def entropic_weights(score_G: np.ndarray, eta: float, gamma: float, clip: float)
 def exp3p_probabilities(logits_GA: np.ndarray, gamma: float) -> np.ndarray:
     """EXP3P sampling distribution per bin: p_b = (1 - gamma) softmax(L_b) + gamma / A."""
     logits = np.asarray(logits_GA, float)
-    soft = np.exp(logits - logits.max(axis=1, keepdims=True))
-    soft /= soft.sum(axis=1, keepdims=True)
+    soft = np.exp(logits - np.maximum.reduce(logits, axis=1, keepdims=True))
+    soft /= np.add.reduce(soft, axis=1, keepdims=True)
     return (1.0 - gamma) * soft + gamma / logits.shape[1]
 
 

@@ -4,26 +4,34 @@
 ``\\boxed{...}`` and compared by math-verify (raw MATH-500 answers parse correctly only ~78% of
 the time; wrapped, 100%). Reward +1 if equal, -1 otherwise (paper App. A), with a success flag.
 
-Safety, in order:
-1. The response is only searched, never evaluated: ``rfind`` of the last ``\\boxed{`` and a brace
-   match over at most ``max_answer_chars`` characters after it (a 1 MB response costs one C-level
-   scan). No box, unbalanced braces or an over-long box: incorrect, counted in
-   ``reward/no_answer``; a box math-verify cannot parse is counted in ``reward/unparsed``.
-2. Shortcuts without math-verify: the same string as the gold answer (after stripping spaces) is
-   correct; when both are plain integers ("042", "-7"; all of DAPO-Math and AIME) they are
-   compared as integers. Counted in ``reward/shortcut``. Two plain numeric literals (decimals,
-   fractions) are decided the way math-verify would decide them whenever its answer is certain
-   (:mod:`real_runs.rewards.verdicts`), counted in ``reward/numeric``.
-3. Every other distinct (answer, gold) pair of the call is decided once: from the verdict cache
-   (shared across steps, least recently used out, ``cache_size`` verdicts; counted in
-   ``reward/cached``), else by :class:`real_runs.rewards.pool.TimedPool` (counted in
-   ``reward/verified``, one per distinct pair): worker processes running math-verify in their
-   main thread (its ``signal.alarm`` soft timeouts work there) under a hard wall-clock timeout; a
-   hung worker is killed and replaced, a crashed one replaced; either way every response with
-   that pair scores -1 and is counted (``reward/timeouts``, ``reward/errors``), and nothing is
-   cached. The pool has one worker per usable core by default.
-4. Model output is never evaluated as code: math-verify runs with LaTeX extraction only (its
-   plain-expression fallback would pass arithmetic to sympy's ``parse_expr``, i.e. ``eval``).
+What is decided where (issue 23), in order; every verdict is the one math-verify gives the raw
+boxed content (``tests/real_runs/test_reward.py`` checks the whole MATH-500 self-check and a
+realistic batch against the per-response math-verify path):
+1. Parent, extraction: the response is only searched, never evaluated: ``rfind`` of the last
+   ``\\boxed{`` and a brace match over at most ``max_answer_chars`` characters after it (a 1 MB
+   response costs one C-level scan). No box, unbalanced braces or an over-long box: incorrect,
+   counted in ``reward/no_answer``.
+2. Parent, shortcuts (``reward/shortcut``): the same string as the gold answer (after stripping
+   spaces) is correct; two plain integers ("042", "-7"; all of DAPO-Math and AIME) are compared as
+   integers.
+3. Parent, numbers (``reward/numeric``, :mod:`real_runs.rewards.verdicts`): a numeric literal
+   (decimal, fraction), possibly decorated the way models write it ("x = 5", "\\$5", "90^\\circ",
+   "12 \\text{ cm}"), against a numeric-literal gold, wherever math-verify's answer is certain.
+4. Parent, cache (``reward/cached``): each remaining distinct (answer, gold) pair of the call is
+   decided once, keyed by the answer with math-verify's own first rewrites applied (``\\dfrac`` ->
+   ``\\frac``, ``\\left``/``\\right`` dropped); verdicts are kept across steps (least recently
+   used out, ``cache_size`` verdicts).
+5. Workers (``reward/verified``, one per distinct pair; ``reward/unparsed`` when the answer does not
+   parse): :class:`real_runs.rewards.pool.TimedPool` runs math-verify in the workers' main thread
+   (its ``signal.alarm`` soft timeouts work there) under a hard wall-clock timeout per task, tasks
+   sent in small chunks and each pair's gold always to the same worker, which keeps its parses
+   (:mod:`real_runs.rewards.math_task`: a gold is parsed once, call after call; two plain numbers
+   that are clearly different skip math-verify's ``simplify``). A hung worker is killed at its
+   task's own deadline and replaced, a crashed one replaced; either way every response with that
+   pair scores -1 and is counted (``reward/timeouts``, ``reward/errors``), nothing is cached, and
+   the tasks queued behind it run again. The pool has one worker per usable core by default.
+Model output is never evaluated as code: math-verify runs with LaTeX extraction only (its
+plain-expression fallback would pass arithmetic to sympy's ``parse_expr``, i.e. ``eval``).
 
 Departure from the paper: the released code scores with verl's ``math_dapo`` (normalised string
 match of an "Answer:" line); issue 8 asks for math-verify on ``\\boxed{}``, which accepts
@@ -137,7 +145,7 @@ class MathReward:
         counters = {"reward/timeouts": 0, "reward/errors": 0, "reward/no_answer": 0,
                     "reward/unparsed": 0, "reward/shortcut": 0, "reward/numeric": 0, "reward/cached": 0,
                     "reward/verified": 0}
-        pending: dict[tuple[str, str], list[int]] = {}  # distinct pairs for math-verify -> their rows
+        pending: dict[tuple[str, str], tuple[str, list[int]]] = {}  # key -> (first content seen, its rows)
         for row, (response, answer) in enumerate(zip(responses, answers)):
             content = extract_last_boxed(str(response), self.max_answer_chars)
             gold = str(answer).strip()
@@ -156,14 +164,18 @@ class MathReward:
             key = (verdict_key(content), gold[: self.max_answer_chars])
             verdict = self.cache.get(key)
             if verdict is None:
-                pending.setdefault(key, []).append(row)
+                pending.setdefault(key, (content, []))[1].append(row)
             else:
                 success_R[row] = verdict == 1
                 counters["reward/cached"] += 1
                 counters["reward/unparsed"] += verdict == -1
-        tasks = [(content, gold, self.soft_timeout) for content, gold in pending]
+        # the raw content goes to math-verify (its own rewrites then run once, as on the uncached path);
+        # the tasks of one gold answer go to one worker (affinity), which parses that gold once, call after call
+        order = sorted(pending, key=lambda key: key[1])
+        tasks = [(pending[key][0], key[1], self.soft_timeout) for key in order]
         counters["reward/verified"] = len(tasks)
-        for (key, rows), (status, value) in zip(pending.items(), self._pool.map(tasks)):
+        for key, (status, value) in zip(order, self._pool.map(tasks, affinity=[key[1] for key in order])):
+            rows = pending[key][1]
             if status == "ok":
                 self.cache.put(key, value)
                 success_R[rows] = value == 1

@@ -207,8 +207,8 @@ def test_exact_plan_near_ties_long_relaxation_and_dp_fallback_equal_milp(monkeyp
     import gdro_lab.planner as planner
 
     used: list[str] = []
-    relaxed, fallback = planner._relaxed, planner.deviation_dp
-    monkeypatch.setattr(planner, "_relaxed", lambda *a: (used.append("long") if a[6] > 12 else None, relaxed(*a))[1])
+    relaxed, fallback = planner.relaxed_plan, planner.deviation_dp
+    monkeypatch.setattr(planner, "relaxed_plan", lambda *a: (used.append("long") if a[7] > 12 else None, relaxed(*a))[1])
     monkeypatch.setattr(planner, "deviation_dp", lambda *a: (used.append("dp"), fallback(*a))[1])
     rng = np.random.default_rng(11)
     controller = RolloutGDRO(AllocatorConfig(num_bins=10, feedback="bandit"), seed=5)

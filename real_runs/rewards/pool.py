@@ -1,12 +1,18 @@
 """A pool of worker processes that runs one function per task under a hard wall-clock timeout.
 
 Why not ``concurrent.futures.ProcessPoolExecutor``: it cannot cancel a running call, and a
-worker killed by the OS breaks the whole executor. Here each worker owns a pipe; the parent
-sends one task at a time to an idle worker and waits with ``multiprocessing.connection.wait``.
+worker killed by the OS breaks the whole executor. Here each worker owns a pipe; the parent sends
+it a chunk of tasks at a time and the worker answers each task as soon as it is done, with the
+time it finished, then starts the next one; the next chunk is sent before the worker runs out, so
+a worker never waits for the parent between tasks (on a loaded machine each such wait costs a
+scheduling round trip). Every task still has its own deadline: the task at the head of a worker's
+queue started when the previous answer was sent (or when its chunk was sent to an idle worker),
+and the parent waits with ``multiprocessing.connection.wait`` until the earliest deadline.
 A worker that misses its deadline is SIGKILLed and replaced; one that dies mid-call (segfault,
-OOM kill) is replaced too; the task is reported as ``("timeout", None)`` or ``("error", ...)``.
-The task function runs in the worker's main thread, so libraries that rely on ``signal.alarm``
-(math-verify) keep their own soft timeouts.
+OOM kill) is replaced too; the task is reported as ``("timeout", None)`` or ``("error", ...)``
+and the tasks queued behind it, never started, are sent again to the other workers. The task
+function runs in the worker's main thread, so libraries that rely on ``signal.alarm`` (math-verify)
+keep their own soft timeouts.
 
 Workers are started with ``forkserver`` on Linux (the server preloads the task's module once, so
 a replacement starts in milliseconds) and ``spawn`` elsewhere; never plain ``fork``, which is
@@ -37,24 +43,24 @@ class PoolStartError(RuntimeError):
 
 
 def _worker_main(conn: Connection, func_path: str) -> None:
-    """Worker loop: import the task function, say ready, then answer (id, args) messages."""
+    """Worker loop: import the task function, say ready, then answer each (id, args) of every chunk."""
     module_name, func_name = func_path.split(":")
     func = getattr(importlib.import_module(module_name), func_name)
-    conn.send(("ready", None))
+    conn.send(("ready", None, 0.0))
     while True:
         try:
-            message = conn.recv()
+            chunk = conn.recv()
         except (EOFError, OSError):
             return
-        if message is None:
+        if chunk is None:
             return
-        task_id, args = message
-        try:
-            result: tuple[str, Any] = ("ok", func(*args))
-        except Exception as err:  # noqa: BLE001 - any failure of a task is reported, never raised
-            kind = "timeout" if "timeout" in err.__class__.__name__.lower() else "error"
-            result = (kind, f"{err.__class__.__name__}: {str(err)[:200]}")
-        conn.send((task_id, result))
+        for task_id, args in chunk:
+            try:
+                result: tuple[str, Any] = ("ok", func(*args))
+            except Exception as err:  # noqa: BLE001 - any failure of a task is reported, never raised
+                kind = "timeout" if "timeout" in err.__class__.__name__.lower() else "error"
+                result = (kind, f"{err.__class__.__name__}: {str(err)[:200]}")
+            conn.send((task_id, result, time.monotonic()))  # the next task starts now
 
 
 def probe(kind: str, seconds: float = 0.0) -> str:
@@ -78,6 +84,8 @@ class _Worker:
     conn: Connection
     ready: bool = False
     started: float = field(default_factory=time.monotonic)
+    queue: deque = field(default_factory=deque)  # task indices sent and not answered, in the worker's order
+    since: float = 0.0  # when the task at the head of the queue started (its deadline: since + timeout)
 
 
 def _context() -> Any:
@@ -142,65 +150,88 @@ class TimedPool:
         self._workers[self._workers.index(worker)] = self._start()
         self.restarts += 1
 
-    def map(self, tasks: Sequence[tuple[Any, ...]]) -> list[tuple[str, Any]]:
-        """Run every task (a tuple of arguments); see the class docstring for the results."""
+    def map(self, tasks: Sequence[tuple[Any, ...]], chunk: int | None = None,
+            affinity: Sequence[Any] | None = None) -> list[tuple[str, Any]]:
+        """Run every task (a tuple of arguments); see the class docstring for the results.
+
+        Tasks go ``chunk`` at a time (default 2; the next chunk is sent while the worker still holds one
+        task, so it never waits, and no worker holds more than 3 while another is idle). ``affinity``: one key per task; tasks with equal keys go to the same worker slot, call
+        after call (a worker keeps what it computed for a key: a parsed gold answer), unless that worker is
+        done and another still has work, which it then takes. Without it, neighbouring tasks stay together.
+        """
         results: list[tuple[str, Any] | None] = [None] * len(tasks)
-        pending = deque(range(len(tasks)))
-        busy: dict[_Worker, tuple[int, float]] = {}
+        count = len(self._workers)
+        slots: list[deque] = [deque() for _ in range(count)]
+        for index in range(len(tasks)):
+            slots[hash(affinity[index]) % count if affinity is not None else index * count // len(tasks)].append(index)
+        if chunk is None:
+            chunk = 2 if len(tasks) > 2 * count else 1  # with one more sent before the worker runs out
         try:
-            while pending or busy:
-                for worker in list(self._workers):
-                    if pending and worker.ready and worker not in busy:
-                        index = pending.popleft()
-                        try:
-                            worker.conn.send((index, tasks[index]))
-                        except OSError:  # died while idle: retry the task on a fresh worker
-                            pending.appendleft(index)
-                            self._replace(worker)
+            while any(slots) or any(worker.queue for worker in self._workers):
+                for slot, worker in enumerate(list(self._workers)):
+                    if not worker.ready or len(worker.queue) > max(1, chunk // 2):
+                        continue
+                    own = slots[slot]
+                    if own:
+                        sent = [own.popleft() for _ in range(min(chunk, len(own)))]
+                    else:  # done with its own tasks: take the last ones of the slot with the most left
+                        other = max(slots, key=len)
+                        if not other:
                             continue
-                        busy[worker] = (index, time.monotonic() + self.timeout_s)
-                self._wait_and_collect(busy, results)
+                        sent = [other.pop() for _ in range(min(chunk, len(other)))][::-1]
+                    try:
+                        worker.conn.send([(index, tasks[index]) for index in sent])
+                    except OSError:  # died while idle: retry the tasks on a fresh worker
+                        own.extendleft(reversed(sent))
+                        self._replace(worker)
+                        continue
+                    if not worker.queue:
+                        worker.since = time.monotonic()
+                    worker.queue.extend(sent)
+                self._wait_and_collect(results, slots)
         finally:
-            # Interrupted (Ctrl-C, an exception): workers still holding a task of this call are
+            # Interrupted (Ctrl-C, an exception): workers still holding tasks of this call are
             # replaced, so a late answer can never be read as the answer to a later call.
-            for worker in list(busy):
-                self._replace(worker)
+            for worker in list(self._workers):
+                if worker.queue:
+                    self._replace(worker)
         return [r if r is not None else ("error", "lost") for r in results]
 
-    def _wait_and_collect(self, busy: dict[_Worker, tuple[int, float]],
-                          results: list[tuple[str, Any] | None]) -> None:
+    def _wait_and_collect(self, results: list[tuple[str, Any] | None], slots: list[deque]) -> None:
         now = time.monotonic()
-        deadlines = [deadline for _, deadline in busy.values()]
+        deadlines = [w.since + self.timeout_s for w in self._workers if w.queue]
         deadlines += [w.started + STARTUP_TIMEOUT_S for w in self._workers if not w.ready]
         waits = [w.conn for w in self._workers] + [w.process.sentinel for w in self._workers]
         wait(waits, timeout=max(0.0, min(deadlines, default=now + 1.0) - now))
         for worker in list(self._workers):
-            if worker.conn.poll():
+            died = False
+            while worker.conn.poll():
                 try:
-                    message = worker.conn.recv()
+                    task_id, result, finished = worker.conn.recv()
                 except (EOFError, OSError):
-                    message = None
-                if message is not None:
-                    if message[0] == "ready":
-                        worker.ready = True
-                    else:
-                        index, result = message
-                        results[index] = result
-                        busy.pop(worker, None)
-                    continue
-            if not worker.process.is_alive():
-                self._fail(worker, busy, results, "error", "worker process died")
-            elif worker in busy and time.monotonic() >= busy[worker][1]:
-                self._fail(worker, busy, results, "timeout", None)
+                    died = True
+                    break
+                if task_id == "ready":
+                    worker.ready = True
+                elif worker.queue and worker.queue[0] == task_id:
+                    results[task_id] = result
+                    worker.queue.popleft()
+                    worker.since = finished  # the worker went on with its next task then
+            if died or not worker.process.is_alive():
+                self._fail(worker, results, slots, "error", "worker process died")
+            elif worker.queue and time.monotonic() >= worker.since + self.timeout_s:
+                self._fail(worker, results, slots, "timeout", None)
             elif not worker.ready and time.monotonic() >= worker.started + STARTUP_TIMEOUT_S:
                 raise PoolStartError(f"reward worker for {self.func_path} did not start within "
                                    f"{STARTUP_TIMEOUT_S:.0f} s: check that the module imports")
 
-    def _fail(self, worker: _Worker, busy: dict[_Worker, tuple[int, float]],
-              results: list[tuple[str, Any] | None], status: str, value: Any) -> None:
-        if worker in busy:
-            index, _ = busy.pop(worker)
-            results[index] = (status, value)
+    def _fail(self, worker: _Worker, results: list[tuple[str, Any] | None], slots: list[deque], status: str,
+              value: Any) -> None:
+        """The worker's current task gets (status, value); the tasks queued behind it go back to its slot."""
+        if worker.queue:
+            results[worker.queue.popleft()] = (status, value)
+            slots[self._workers.index(worker)].extendleft(reversed(worker.queue))  # never started: run them first
+            worker.queue.clear()
         elif not worker.ready:
             raise PoolStartError(f"reward worker for {self.func_path} exited while starting "
                                f"(exit code {worker.process.exitcode}): check that the module imports")

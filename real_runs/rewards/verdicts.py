@@ -3,24 +3,29 @@
 Three parts, used by :class:`real_runs.reward.MathReward` (issue 23):
 
 1. :func:`decide_numbers`: both sides plain numeric literals (integers, decimals, ``\\frac{a}{b}``
-   with ``\\dfrac``/``\\tfrac``, ``\\frac12``, ``a/b``, a sign). math-verify parses them to sympy
-   numbers and compares exactly when both are rational, or after rounding both to 6 decimals when
-   either is a decimal (``grader.sympy_numeric_eq``, ``float_rounding=6``). We decide only where
-   that comparison cannot go the other way: equal rationals are equal; rationals that differ are
-   different unless a decimal is involved and they are within 2e-6 (then rounding could merge
-   them, and math-verify decides). Anything else (a space, a unit, a percent sign) is not a literal.
-2. :func:`verdict_key`: the string math-verify is given and the cache is keyed by. It applies
-   two of math-verify's own first rewrites, which it would apply anyway before parsing:
-   ``\\dfrac``/``\\tfrac``/``\\cfrac`` -> ``\\frac`` (latex2sympy2_extended ``replace_in_latex``)
-   and ``\\left``/``\\right`` before a delimiter dropped (its ``r_left``/``r_right``), plus the
-   surrounding whitespace. Nothing else: spaces inside an answer can matter to its regexes.
+   with ``\\dfrac``/``\\tfrac``, ``\\frac12``, ``a/b``, a sign), the answer possibly decorated
+   (:func:`decorated_literal`: "x = ", a dollar sign, a degree sign, a unit from a fixed list).
+   math-verify parses them to sympy numbers and compares exactly when both are rational, or after
+   rounding both to 6 decimals when either is a decimal (``grader.sympy_numeric_eq``,
+   ``float_rounding=6``). We decide only where that comparison cannot go the other way: equal
+   rationals are equal; rationals that differ are different unless a decimal is involved and they
+   are within 2e-6 (then rounding could merge them, and math-verify decides). Anything else (a
+   space inside, a percent sign, another unit) is not a literal.
+2. :func:`verdict_key`: the key a verdict is cached by. It applies math-verify's own first rewrites,
+   which it applies anyway before parsing: ``\\left[\\begin{matrix}`` -> ``\\begin{bmatrix}`` (and
+   the closing pair), then ``\\left``/``\\right`` before a delimiter dropped (its
+   ``r_left``/``r_right``), ``\\dfrac``/``\\tfrac``/``\\cfrac`` -> ``\\frac`` (``replace_in_latex``),
+   plus the surrounding whitespace. Nothing else: spaces inside an answer can matter to its regexes.
+   math-verify is given the raw content (the first one seen with that key), so its rewrites run
+   once, as on the uncached path.
 3. :class:`VerdictCache`: verdicts (1 equal, 0 not, -1 unparsed) by (key, gold), least recently
    used first out, at most ``maxsize`` entries (16,384 by default: keys are at most
    ``max_answer_chars`` each, typically a few dozen, so a few MB). Timeouts and worker errors
    are never cached (a later step retries them).
 
 ``tests/real_runs/test_reward.py`` checks every verdict against the uncached math-verify path on
-the whole MATH-500 self-check and on the realistic batch of :mod:`real_runs.rewards.realistic`.
+the whole MATH-500 self-check and on the realistic batch of :mod:`real_runs.rewards.realistic`,
+and every decorated form against math-verify.
 """
 
 from __future__ import annotations
@@ -63,8 +68,14 @@ def numeric_literal(text: str) -> tuple[Fraction, bool] | None:
 
 
 def decide_numbers(content: str, gold: str) -> bool | None:
-    """math-verify's verdict on two numeric literals where it is certain; None otherwise (see module doc)."""
+    """math-verify's verdict on two numeric literals (the answer possibly decorated, :func:`decorated_literal`)
+    where it is certain; None otherwise (see module doc)."""
     answer = numeric_literal(content)
+    if answer is None:
+        core = decorated_literal(content)
+        if core is None:
+            return None
+        answer = numeric_literal(core)
     if answer is None:
         return None
     expected = numeric_literal(gold)
@@ -78,6 +89,30 @@ def decide_numbers(content: str, gold: str) -> bool | None:
     return None
 
 
+#: A numeric literal with the decorations a model adds: "x = " (one letter), a dollar sign, a degree sign,
+#: or a unit in \\text{}/\\mbox{} from a fixed list of words (none of which math-verify rewrites: no "and",
+#: "or", "percent", "inf"). math-verify drops each of them before it compares (its to_remove_regex drops
+#: "\\$", its units step the trailing \\text{...}, its parser unwraps "x = N" when the gold is not an
+#: equation, and "^\\circ" is not converted: convert_degrees=False), which
+#: tests/real_runs/test_reward.py checks against math-verify on every decorated form here.
+_UNITS = ("cm|mm|km|m|in|inch|inches|ft|feet|foot|yd|yard|yards|mi|mile|miles|meter|meters|metre|metres|"
+          "unit|units|square units|sq units|cubic units|degree|degrees|dollar|dollars|cent|cents|hour|hours|"
+          "minute|minutes|second|seconds|day|days|week|weeks|year|years|kg|g|gram|grams|pound|pounds|lb|lbs|"
+          "mph|ways|people|students|apples|cookies|marbles|points|games|boxes|pages|sheets")
+_DECORATED = re.compile(r"(?:[a-zA-Z]\s*=\s*)?(?:\\\$\s*)?(?P<core>[^\s$^\\]+|[+-]?\\[dt]?frac(?:\{[^{}]*\}\{[^{}]*\}|\d\d))"
+                        r"(?:\s*\^\s*(?:\\circ|\{\\circ\})"
+                        r"|\s*(?:\\,\s*)?\\(?:text|mbox)\{\s*(?:" + _UNITS + r")\s*\})?")
+
+
+def decorated_literal(content: str) -> str | None:
+    """The numeric literal inside a decorated answer ("x = 5", "\\$36", "90^\\circ", "12 \\text{ cm}"), else None."""
+    match = _DECORATED.fullmatch(content)
+    if match is None or match.group("core") == content:
+        return None
+    core = match.group("core")
+    return core if numeric_literal(core) is not None else None
+
+
 _FRAC_VARIANT = re.compile(r"\\[dtc]frac")
 # latex2sympy2_extended.math_normalization.r_left / r_right, verbatim
 _LEFT = re.compile(r"\\m?left(\\\{|\{|\\\||\||\[|\(|\\rbracl|\\lgroup|\\lbrace|\\lbrack|\\vert|\\lvert|\\lceil|\\lfloor"
@@ -87,11 +122,13 @@ _RIGHT = re.compile(r"\\m?right(\\\}|\}|\\\||\||\]|\)|\\rbrack|\\rgroup|\\rbrace
 
 
 def verdict_key(content: str) -> str:
-    """The boxed content as math-verify is given it and verdicts are cached by (see module doc)."""
+    """The key a boxed content's verdict is cached by (see module doc)."""
     key = content.strip()
     if "frac" in key:
         key = _FRAC_VARIANT.sub(r"\\frac", key)
     if "left" in key or "right" in key:
+        if "matrix" in key:  # math-verify turns these two into bmatrix before it drops \left and \right
+            key = key.replace(r"\left[\begin{matrix}", r"\begin{bmatrix}").replace(r"\end{matrix}\right]", r"\end{bmatrix}")
         key = _RIGHT.sub(r"\1", _LEFT.sub(r"\1", key))
     return key
 

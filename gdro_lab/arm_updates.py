@@ -1,0 +1,86 @@
+"""Rollout-GDRO's per-step arm arithmetic: sampling, the cost estimate and the mirror-descent step (§3.3).
+
+The rules are those of :mod:`gdro_lab.update_rules` (``exp3p_probabilities``, ``arm_costs``,
+``importance_weighted_cost``, ``mirror_descent_step``, Eq. 19-20 as a cost); these forms give the
+same values, bit for bit (every float operation the same, in the same order), with fewer numpy
+calls, since a step is G ~ 10 bins of A ~ 11 arms and numpy's per-call cost exceeds the arithmetic:
+
+- sampling: one arm per bin by inverse CDF, n_b = n_min + #{a : cumsum(p_b)(a) < u_b} (capped at
+  the last arm), counted by bisection on the rows of the cumulative sum;
+- bandit feedback: the estimate is zero except at the sampled arm a_b, so
+  L_b(a) <- (1 - decay) L_b(a) - eta 1{a = a_b} cost_b(a_b) / p_b(a_b) changes one entry per row
+  (L - eta * 0 = L exactly); that entry is computed on Python floats, then every row is re-centred;
+- full feedback: cost_b(n) = v~_b n_bar / n + mu n / n_bar for every arm, one (G, A) table.
+
+Both steps assume every bin is present this step (the usual step); otherwise the caller uses the
+update_rules forms, which leave absent rows unchanged. tests/test_rollout_gdro.py checks these
+against the update_rules forms.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+
+import numpy as np
+
+
+def sample_arms(probs_GA: np.ndarray, draws_G: np.ndarray, n_min: int) -> list[int]:
+    """Arm value per bin drawn from p_b with uniform draws u_b: n_min + #(cumsum(p_b) < u_b), at most the last arm."""
+    last = probs_GA.shape[1] - 1
+    return [n_min + min(bisect_left(row, u), last)
+            for row, u in zip(probs_GA.cumsum(axis=1).tolist(), draws_G.tolist())]
+
+
+def relative_variance(variance_G: np.ndarray, share_G: np.ndarray, floor: float) -> np.ndarray:
+    """v~_b = v_b / sum_j q_j v_j, floored (unknown bins: the mean of the known ones; ones if none is known
+    or the scale is not positive; the mean of v scales when no bin has a share)."""
+    v = variance_G
+    known = np.isfinite(v)
+    if not known.all():
+        if not known.any():
+            return np.ones(v.size)
+        v = v.copy()
+        v[~known] = v[known].mean()
+    scale = float(np.dot(share_G, v)) if share_G.sum() > 0 else float(v.mean())
+    if scale <= 0:
+        return np.ones(v.size)
+    return np.maximum(v / scale, floor)
+
+
+def relative_variance_list(variance_G: np.ndarray, share_G: np.ndarray, floor: float) -> list[float]:
+    """:func:`relative_variance` as a list (the same values), on Python floats when every v_b is known."""
+    values = variance_G.tolist()
+    if not all(map(math.isfinite, values)) or not np.add.reduce(share_G) > 0:
+        return relative_variance(variance_G, share_G, floor).tolist()
+    scale = float(np.dot(share_G, variance_G))
+    if scale <= 0:
+        return [1.0] * len(values)
+    return [max(value / scale, floor) for value in values]
+
+
+def bandit_step(logits_GA: np.ndarray, probs_GA: np.ndarray, relative_G: list[float], sampled: list[int],
+                n_min: int, mu: float, n_bar: int, eta: float, decay: float) -> np.ndarray:
+    """New logits after the EXP3P mirror step on the sampled arms (every bin present), re-centred to max 0."""
+    moved = logits_GA.copy() if decay == 0.0 else (1.0 - decay) * logits_GA
+    rows = range(len(sampled))
+    arms = [n - n_min for n in sampled]
+    probs = probs_GA[rows, arms].tolist()
+    old = moved[rows, arms].tolist()
+    new = []
+    for value, v, n, p in zip(old, relative_G, sampled, probs):
+        arm = float(n)
+        cost = v * n_bar / arm + mu * arm / n_bar  # = arm_costs at the sampled arm
+        new.append(value - eta * (cost / p))        # = importance_weighted_cost, mirror_descent_step
+    moved[rows, arms] = new
+    moved -= np.maximum.reduce(moved, axis=1, keepdims=True)
+    return moved
+
+
+def full_step(logits_GA: np.ndarray, relative_G: list[float], arms_A: np.ndarray, mu: float, n_bar: int,
+              eta: float, decay: float) -> np.ndarray:
+    """New logits after the mirror step on every arm's cost (every bin present), re-centred to max 0."""
+    cost = (np.array(relative_G) * n_bar)[:, None] / arms_A + mu * arms_A / n_bar  # = arm_costs
+    moved = (logits_GA if decay == 0.0 else (1.0 - decay) * logits_GA) - eta * cost
+    moved -= np.maximum.reduce(moved, axis=1, keepdims=True)
+    return moved
