@@ -60,8 +60,10 @@ class PromptGDROAllocatorConfig(BoxConfig):
     """Weight of the newest per-bin moments (mean, between-prompt variance) in their EMA."""
     kappa_min: float = 0.5
     """Smallest prior strength alpha + beta (weakest shrinkage)."""
-    kappa_max: float = 500.0
-    """Largest prior strength (bins whose prompts look alike shrink this hard)."""
+    kappa_max: float = 10.0
+    """Largest prior strength (bins whose prompts look alike shrink this hard). Measured in the bimodal
+    world (14,116 prompts, 600 steps, seed 0): Eq. 28 reduction 71% / 70% / 68% of the oracle's at
+    kappa_max 5 / 10 / 500 (a prompt's own drifting history beats a strong bin prior)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -176,7 +176,8 @@ def test_controller_state_file_errors(tmp_path):
     (["trainer.critic_warmup=2"], "critic_warmup must be 0"),
     (["actor_rollout_ref.actor.use_prefix_grouper=true"], "use_prefix_grouper=true"),
     (["+gdro.bogus=1"], "no setting\\(s\\) bogus"),
-    (["gdro.allocator=knapsack"], "gdro.allocator='knapsack' is unknown"),
+    (["gdro.allocator=bogus"], "gdro.allocator='bogus' is unknown"),
+    (["gdro.selector=greso"], "set data.gen_batch_size above data.train_batch_size"),
     (["+gdro.allocator_config.n_bar=6"], "differs from actor_rollout_ref.rollout.n"),
     (["gdro.classifier_config.k=3"], "pass@k needs k <= n_min"),
 ])
