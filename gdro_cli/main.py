@@ -8,6 +8,7 @@ Subcommands:
   gdro train CONFIG [k=v ...]   GRPO / Prompt-GDRO / Rollout-GDRO / joint on a language model (real_runs/)
   gdro sweep [...]              grid x seeds sweep of simulator knobs (simulators/)
   gdro study lm [--quick]       learning study on CPU: GRPO vs GDRO on a small Qwen3 (real_runs/lmstudy/)
+  gdro arena [--update-reports] the allocation arena: simulator worlds + CPU LM study -> reports/arena
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ COMMANDS = {
     "eval": ("real_runs.eval_cli", "main", "mean@k / pass@k / worst group of a model on math benchmarks"),
     "train": ("real_runs.train_cli", "main", "train a model: GRPO, Prompt-GDRO, Rollout-GDRO, joint"),
     "study": ("real_runs.lmstudy.cli", "main", "learning study on CPU: GRPO vs GDRO on a small Qwen3"),
+    "arena": ("gdro_cli.arena", "main", "allocation arena: Knapsack-RL, VIP, DAPO, GRESO, per-prompt GDRO vs GRPO"),
 }
 
 

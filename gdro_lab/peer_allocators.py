@@ -102,12 +102,13 @@ class _PerPromptAllocator:
 
     config_class: Any = BoxConfig
 
-    def __init__(self, config: Any = None, seed: int | None = None, decay: float = 1.0):
+    def __init__(self, config: Any = None, seed: int | None = None, decay: float = 1.0,
+                 track: tuple[str, ...] = ("counts",)):
         self.config = config or self.config_class()
         self.rng = np.random.default_rng(seed)  # unused by the rules here; kept in the state
         self.variance_G = np.full(self.config.num_bins, np.nan)
         self.mu = float("nan")  # no shadow price
-        self.stats = PromptStats(decay=decay)
+        self.stats = PromptStats(decay=decay, track=track)
 
     @property
     def num_bins(self) -> int:
@@ -121,8 +122,19 @@ class _PerPromptAllocator:
         return bins
 
     def _track_variance(self, feedback: StepFeedback) -> None:
+        """EMA of the mean within-prompt reward variance (Bessel) per bin, as UniformAllocator logs it."""
         feedback.check_num_bins(self.num_bins)
-        observed = feedback.variance_by_bin(self.num_bins)
+        counts = np.asarray(feedback.counts_P, np.int64)
+        rewards = np.asarray(feedback.rewards_R, float)
+        starts = np.cumsum(counts) - counts
+        sums, squares = np.add.reduceat(rewards, starts), np.add.reduceat(rewards * rewards, starts)
+        bins = np.asarray(feedback.bins_P, np.int64)
+        keep = (counts > 1) & (bins >= 0)
+        var = (squares[keep] - sums[keep] ** 2 / counts[keep]) / (counts[keep] - 1)
+        total = np.bincount(bins[keep], weights=np.maximum(var, 0.0), minlength=self.num_bins)
+        number = np.bincount(bins[keep], minlength=self.num_bins)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            observed = np.where(number > 0, total / np.maximum(number, 1), np.nan)
         self.variance_G = ema_from_first(self.variance_G, observed, self.config.variance_ema)
 
     def _rows(self, size: int, prompt_ids: Sequence[str] | None) -> np.ndarray:
@@ -130,10 +142,10 @@ class _PerPromptAllocator:
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         self._track_variance(feedback)
-        rows = self.stats.record(feedback)
+        rows = self._updated_rows = self.stats.record(feedback)
         return {"rollout/mean_n": float(np.mean(feedback.counts_P)), "rollout/mu": self.mu,
                 "rollout/prompts_tracked": float(len(self.stats)),
-                "rollout/prompts_first_visit": float(np.mean(self.stats.visits[rows] == 1))}
+                "rollout/prompts_first_visit": float(np.mean(self.stats.arrays["visits"][rows] == 1))}
 
     def state_dict(self) -> dict[str, Any]:
         return {"variance": self.variance_G.copy(), "rng": self.rng.bit_generator.state,
@@ -151,7 +163,7 @@ class KnapsackAllocator(_PerPromptAllocator):
     config_class = KnapsackConfig
 
     def __init__(self, config: KnapsackConfig | None = None, seed: int | None = None):
-        super().__init__(config, seed)
+        super().__init__(config, seed, track=("recent",))
 
     def estimates(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(p_P, valid_P): mean of the last 16 rollouts, trusted once min_history rollouts are seen."""

@@ -127,9 +127,9 @@ class PromptRolloutGDRO(_PerPromptAllocator):
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         cfg = self.config
         metrics = super().update(feedback)
-        rows = self.stats.rows(feedback.prompt_ids)
+        rows = self._updated_rows
         bins = np.asarray(feedback.bins_P, np.int64)
-        s, n = self.stats.successes[rows], self.stats.trials[rows]
+        s, n = self.stats.arrays["successes"][rows], self.stats.arrays["trials"][rows]
         mean_G, tau2_G, _ = bin_rate_moments(s, n, bins, self.num_bins)
         pooled = bin_rate_moments(s, n, np.zeros(rows.size, np.int64), 1)
         observed_mean = np.append(mean_G, pooled[0])

@@ -12,7 +12,9 @@ One row per prompt id seen (rows in order of first sight, arrays grown by doubli
   >= easy_rate / <= hard_rate (GRESO's reward traces reduced to what its skip rule reads).
 
 Pure bookkeeping, no randomness. A prompt twice in one step counts as two visits in batch order.
-The state is a plain dict of the ids and the arrays (JSON through gdro_lab.runlog.encode_state).
+``track`` names the groups a controller reads ("counts", "recent", "streaks"; "total", "visits" and
+"bin" are always kept), so each pays only for its own. The state is a plain dict of the ids and the
+arrays (JSON through gdro_lab.runlog.encode_state).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab.feedback import StepFeedback
-from gdro_lab.grpo import group_index, group_sum
+from gdro_lab.grpo import group_index
 
 RECENT_BITS = 16
 _FLOAT = ("successes", "trials")
@@ -32,8 +34,10 @@ _INT = ("recent", "recent_len", "total", "visits", "bin", "easy_streak", "hard_s
 class PromptStats:
     """Outcome history of every prompt seen (module docstring)."""
 
-    def __init__(self, decay: float = 1.0, easy_rate: float = 0.98, hard_rate: float = 0.11):
+    def __init__(self, decay: float = 1.0, easy_rate: float = 0.98, hard_rate: float = 0.11,
+                 track: tuple[str, ...] = ("counts", "recent", "streaks")):
         self.decay, self.easy_rate, self.hard_rate = float(decay), float(easy_rate), float(hard_rate)
+        self.track = frozenset(track)
         self._row: dict[str, int] = {}
         self.arrays: dict[str, np.ndarray] = {name: np.zeros(0) for name in _FLOAT}
         self.arrays.update({name: np.zeros(0, np.int64) for name in _INT})
@@ -49,12 +53,13 @@ class PromptStats:
 
     def rows(self, prompt_ids: Sequence[str], add: bool = False) -> np.ndarray:
         """Row of each id (-1 = never seen, unless ``add``: new ids get new rows)."""
+        table = self._row
         if add:
-            for pid in prompt_ids:
-                if pid not in self._row:
-                    self._row[pid] = len(self._row)
-            self._grow(len(self._row))
-        return np.fromiter((self._row.get(pid, -1) for pid in prompt_ids), np.int64, len(prompt_ids))
+            rows = np.array([table.setdefault(pid, len(table)) for pid in prompt_ids], np.int64)
+            self._grow(len(table))
+            return rows
+        get = table.get
+        return np.array([get(pid, -1) for pid in prompt_ids], np.int64)
 
     def _grow(self, size: int) -> None:
         capacity = self.arrays["trials"].size
@@ -70,11 +75,12 @@ class PromptStats:
         rows = self.rows(feedback.prompt_ids, add=True)
         counts = np.asarray(feedback.counts_P, np.int64)
         successes = np.asarray(feedback.successes_R, bool)
-        c_P = group_sum(successes.astype(float), counts).round().astype(np.int64)
-        bits_P = _newest_bits(successes, counts)
+        starts = np.cumsum(counts) - counts
+        c_P = np.add.reduceat(successes.astype(np.int64), starts)
+        bits_P = _newest_bits(successes, counts) if "recent" in self.track else c_P
         bins = np.asarray(feedback.bins_P, np.int64)
-        _, first = np.unique(rows, return_index=True)
-        if first.size == rows.size:
+        ordered = np.sort(rows)
+        if not (ordered[1:] == ordered[:-1]).any():
             self._visit(rows, c_P, counts, bits_P, bins)
             return rows
         todo = np.ones(rows.size, bool)
@@ -88,17 +94,20 @@ class PromptStats:
     def _visit(self, rows: np.ndarray, c_P: np.ndarray, n_P: np.ndarray, bits_P: np.ndarray,
                bins_P: np.ndarray) -> None:
         a = self.arrays
-        a["successes"][rows] = self.decay * a["successes"][rows] + c_P
-        a["trials"][rows] = self.decay * a["trials"][rows] + n_P
-        shift = np.minimum(n_P, RECENT_BITS)
-        a["recent"][rows] = ((a["recent"][rows] << shift) | bits_P) & ((1 << RECENT_BITS) - 1)
-        a["recent_len"][rows] = np.minimum(a["recent_len"][rows] + n_P, RECENT_BITS)
+        if "counts" in self.track:
+            a["successes"][rows] = self.decay * a["successes"][rows] + c_P
+            a["trials"][rows] = self.decay * a["trials"][rows] + n_P
+        if "recent" in self.track:
+            shift = np.minimum(n_P, RECENT_BITS)
+            a["recent"][rows] = ((a["recent"][rows] << shift) | bits_P) & ((1 << RECENT_BITS) - 1)
+            a["recent_len"][rows] = np.minimum(a["recent_len"][rows] + n_P, RECENT_BITS)
         a["total"][rows] += n_P
         a["visits"][rows] += 1
         a["bin"][rows] = bins_P
-        rate = c_P / n_P
-        a["easy_streak"][rows] = np.where(rate >= self.easy_rate, a["easy_streak"][rows] + 1, 0)
-        a["hard_streak"][rows] = np.where(rate <= self.hard_rate, a["hard_streak"][rows] + 1, 0)
+        if "streaks" in self.track:
+            rate = c_P / n_P
+            a["easy_streak"][rows] = np.where(rate >= self.easy_rate, a["easy_streak"][rows] + 1, 0)
+            a["hard_streak"][rows] = np.where(rate <= self.hard_rate, a["hard_streak"][rows] + 1, 0)
 
     def recent_rate(self, rows: np.ndarray) -> np.ndarray:
         """Mean of each row's most recent (up to 16) rollouts; NaN for rows -1 or with none."""

@@ -137,7 +137,7 @@ class GRESO(DynamicSampling):
     def __init__(self, config: SelectorConfig | None = None, seed: int | None = None):
         super().__init__(config, seed)
         self.p_easy, self.p_hard = float(self.config.p_easy), float(self.config.p_hard)
-        self.stats = PromptStats(easy_rate=self.config.easy_rate, hard_rate=self.config.hard_rate)
+        self.stats = PromptStats(easy_rate=self.config.easy_rate, hard_rate=self.config.hard_rate, track=("streaks",))
 
     def screen(self, prompt_ids: Sequence[str]) -> np.ndarray:
         rows = self.stats.rows(prompt_ids)

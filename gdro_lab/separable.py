@@ -40,8 +40,12 @@ def separable_plan(gains_PK: np.ndarray, total: int, n_min: int) -> np.ndarray:
     if need == num_prompts * num_steps:
         return n_P + num_steps
     flat = gains.T.ravel()  # k-major: ties go to the lower k, then the earlier prompt
-    order = np.argsort(-flat, kind="stable")[:need]
-    return n_P + np.bincount(order % num_prompts, minlength=num_prompts)
+    kth = flat.size - need
+    threshold = np.partition(flat, kth)[kth]  # the need-th largest increment (O(P K), no full sort)
+    chosen = flat > threshold
+    ties = np.flatnonzero(flat == threshold)[: need - int(chosen.sum())]
+    chosen[ties] = True
+    return n_P + np.bincount(np.flatnonzero(chosen) % num_prompts, minlength=num_prompts)
 
 
 def plan_value(values_PA: np.ndarray, n_P: np.ndarray, n_min: int) -> float:

@@ -52,6 +52,8 @@ def sqrt_law_relaxed(weights_P: np.ndarray, total: float, n_min: float, n_max: f
 
     ``offset`` < n_min (0: Eq. 28's v / n; 1: VIP's RLOO variance). Prompts with w_i = 0 (any
     n is optimal for them) share what the others leave: n_min unless every other is at n_max.
+    The budget f(s) = sum_i clip(offset + r_i s) (r = sqrt(w)) is evaluated at its sorted breakpoints
+    by a sweep (each breakpoint adds or removes one prompt's slope r_i): O(P log P).
     """
     w = as_float_array("sqrt_law_relaxed", "weights_P", weights_P, ndim=1, nonnegative=True)
     size = w.size
@@ -63,9 +65,22 @@ def sqrt_law_relaxed(weights_P: np.ndarray, total: float, n_min: float, n_max: f
     n_P = np.full(size, float(n_min))
     if not live.any():
         return np.full(size, total / max(size, 1))
-    knots = np.unique(np.concatenate([(n_min - offset) / root[live], (n_max - offset) / root[live]]))
-    budget = np.clip(offset + np.outer(knots, root[live]), n_min, n_max).sum(axis=1) + n_min * (size - live.sum())
-    s_star = float(np.interp(total, budget, knots))
+    r = root[live]
+    # events: at s = (n_min - c) / r a prompt starts growing (slope + r, constant c - n_min); at
+    # s = (n_max - c) / r it stops (slope - r, constant n_max - c); before any event f = P n_min
+    knots = np.concatenate([(n_min - offset) / r, (n_max - offset) / r])
+    slope_step = np.concatenate([r, -r])
+    const_step = np.concatenate([np.full(r.size, offset - n_min), np.full(r.size, n_max - offset)])
+    order = np.argsort(knots, kind="stable")
+    knots, slope, const = knots[order], np.cumsum(slope_step[order]), size * n_min + np.cumsum(const_step[order])
+    budget = const + slope * knots  # f just after each knot (f is continuous)
+    index = int(np.searchsorted(budget, total - 1e-12))
+    if index >= knots.size:
+        s_star = float(knots[-1])
+    elif index == 0:
+        s_star = float(knots[0])
+    else:  # linear on [knots[index-1], knots[index]] with the slope after knots[index-1]
+        s_star = float(knots[index - 1] + (total - budget[index - 1]) / max(slope[index - 1], 1e-300))
     n_P[live] = np.clip(offset + root[live] * s_star, n_min, n_max)
     silent = ~live
     if silent.any():
@@ -88,11 +103,14 @@ def round_relaxed(relaxed_P: np.ndarray, weights_P: np.ndarray, total: int, n_mi
     while need != 0:  # float error only: at most a step or two
         step = 1 if need > 0 else -1
         can = base < n_max if step > 0 else base > n_min
-        gain = step * (_objective(w, base, offset) - _objective(w, base + step, offset))
-        gain = np.where(can, gain, -np.inf)
-        order = np.argsort(-gain, kind="stable")[: min(abs(need), int(can.sum()))]
-        base[order] += step
-        need -= step * order.size
+        gain = np.where(can, step * (_objective(w, base, offset) - _objective(w, base + step, offset)), -np.inf)
+        take = min(abs(need), int(can.sum()))
+        kth = gain.size - take
+        threshold = np.partition(gain, kth)[kth]
+        chosen = gain > threshold
+        chosen[np.flatnonzero(gain == threshold)[: take - int(chosen.sum())]] = True
+        base[chosen] += step
+        need -= step * take
     return base
 
 
