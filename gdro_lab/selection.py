@@ -180,8 +180,9 @@ def fill_batch(selector: Any, draw: Callable[[int], np.ndarray], ids_of: Callabl
 
     ``draw(k)`` returns the next k items (e.g. prompt indices) of the loop's order, ``ids_of``
     their prompt ids; ``first`` (optional) is an already drawn candidate batch. Skipped items are
-    passed over (they are not generated). After max_draw_factor x batch_size candidates, the
-    remaining slots take the earliest skipped candidates, so a step always has batch_size prompts.
+    passed over (they are not generated). After max_draw_factor x batch_size candidates, or when
+    ``draw`` returns nothing (a finite candidate list, as in the verl plugin), the remaining slots
+    take the earliest skipped candidates, so a step always has batch_size prompts.
     A selector that never screens returns ``first`` (or one draw) unchanged.
     """
     candidates = draw(batch_size) if first is None else np.asarray(first)
@@ -196,7 +197,9 @@ def fill_batch(selector: Any, draw: Callable[[int], np.ndarray], ids_of: Callabl
         have = sum(len(k) for k in kept)
         if have >= batch_size or drawn >= selector.config.max_draw_factor * batch_size:
             break
-        candidates = draw(batch_size - have)
+        candidates = np.asarray(draw(batch_size - have))
+        if candidates.size == 0:
+            break
     chosen = np.concatenate(kept)[:batch_size]
     if chosen.size < batch_size:
         chosen = np.concatenate([chosen, np.concatenate(skipped)[: batch_size - chosen.size]])

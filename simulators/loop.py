@@ -86,9 +86,11 @@ class Simulation:
         bins = self.classifier.bins(ids)
         groups = self.world.group_P[index]
         weighter_bins = groups if self.spec.partition == "groups" else bins
+        self.controller_seconds += time.perf_counter() - clock
         p = self.learner.success_prob(index)
         if hasattr(self.allocator, "observe_truth"):  # the reference allocators' truth (simulator only)
             self.allocator.observe_truth(p, self.learner.success_prob())
+        clock = time.perf_counter()
         counts = self.allocator.plan(bins, ids)
         if int(counts.sum()) != cfg.batch * cfg.n_bar or counts.min() < cfg.n_min or counts.max() > cfg.n_max:
             raise ConfigError(f"allocator {self.spec.allocator!r} planned {int(counts.sum())} rollouts in "

@@ -19,6 +19,7 @@ sees ('difficulty' = the classifier's online bins, 'groups' = the world's latent
 | gdro_prompt   | uniform                                    | gdro_prompt (per prompt, EB) | none     |
 | prompt_oracle | uniform                                    | per-prompt oracle, true p_i | none      |
 | prompt_bayes  | uniform                                    | Bayes reference, true prior | none      |
+| prompt_stale  | uniform                                    | oracle on p at previous visit | none    |
 | dynamic_sampling | uniform                                 | uniform                     | dynamic_sampling (DAPO) |
 | greso         | uniform                                    | uniform                     | greso     |
 
@@ -32,12 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gdro_lab import ConfigError, build
-from simulators.oracle import PromptBayesAllocator, PromptOracleAllocator
+from simulators.oracle import PromptBayesAllocator, PromptOracleAllocator, PromptStaleAllocator
 
 #: Controllers that live in the simulator (references that need the world's truth), looked up before
 #: gdro_lab's registry.
 LOCAL_CONTROLLERS: dict[str, dict[str, Any]] = {"allocator": {"prompt_oracle": PromptOracleAllocator,
-                                                              "prompt_bayes": PromptBayesAllocator}}
+                                                              "prompt_bayes": PromptBayesAllocator,
+                                                              "prompt_stale": PromptStaleAllocator}}
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
                summary="reference: the exact per-prompt square-root law on the true p_i of the batch"),
     MethodSpec("prompt_bayes", "per-prompt Bayes reference", allocator="prompt_bayes",
                summary="reference: posterior-mean variances under the pool's true p distribution (all history)"),
+    MethodSpec("prompt_stale", "per-prompt oracle, previous visit", allocator="prompt_stale",
+               summary="reference: the per-prompt oracle on each prompt's true p at its previous visit"),
     MethodSpec("dynamic_sampling", "DAPO dynamic sampling", selector="dynamic_sampling",
                summary="DAPO: train only on groups with mixed rewards (same generated rollouts per step)"),
     MethodSpec("greso", "GRESO", selector="greso",

@@ -14,6 +14,9 @@ probabilities and the whole pool's (``observe_truth(p_P, pool_p)``).
   distribution of p over the pool at this step (a 400-bin histogram, 1e-3 added per bin), then the
   same exact plan; prompts never seen get n_bar. It ignores that p_i drifts as the model learns;
   the arena uses it to tell an estimator's shortfall from the information the rollouts carry.
+- ``prompt_stale`` (:class:`PromptStaleAllocator`): the oracle's plan on the true p_i *at the
+  prompt's previous visit* (prompts never seen get n_bar): how much of the oracle's reduction is
+  lost only because p_i moves between visits.
 """
 
 from __future__ import annotations
@@ -89,3 +92,51 @@ class PromptBayesAllocator(_PerPromptAllocator):
         if seen.any():
             n_P[seen] = oracle_plan(self.variances(rows[seen]), int(seen.sum()) * cfg.n_bar, cfg.n_min, cfg.n_max)
         return n_P
+
+
+class PromptStaleAllocator(_PerPromptAllocator):
+    """The per-prompt oracle on each prompt's true p at its previous visit (module docstring)."""
+
+    config_class = BoxConfig
+
+    def __init__(self, config: BoxConfig | None = None, seed: int | None = None):
+        super().__init__(config, seed, track=())
+        self.last_p = np.zeros(0)
+        self._batch: tuple[np.ndarray, np.ndarray] | None = None
+
+    def observe_truth(self, success_P: np.ndarray, pool_P: np.ndarray | None = None) -> None:
+        self._truth = np.asarray(success_P, float).copy()
+
+    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
+        cfg = self.config
+        bins = self._check_plan_inputs(bins_P, prompt_ids)
+        if prompt_ids is None or getattr(self, "_truth", None) is None:
+            raise ConfigError("prompt_stale needs prompt ids and observe_truth before plan: it runs only in the simulator")
+        rows = self._rows(bins.size, prompt_ids)
+        self._batch, self._truth = (rows, self._truth), None
+        n_P = np.full(bins.size, cfg.n_bar, np.int64)
+        seen = rows >= 0
+        if seen.any():
+            p = self.last_p[rows[seen]]
+            n_P[seen] = oracle_plan(4.0 * p * (1.0 - p), int(seen.sum()) * cfg.n_bar, cfg.n_min, cfg.n_max)
+        return n_P
+
+    def update(self, feedback: Any) -> dict[str, float]:
+        metrics = super().update(feedback)
+        if self._batch is not None:
+            _, truth = self._batch
+            rows = self._updated_rows
+            if self.last_p.size < len(self.stats):
+                self.last_p = np.concatenate([self.last_p, np.zeros(len(self.stats) - self.last_p.size)])
+            self.last_p[rows] = truth
+            self._batch = None
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["last_p"] = self.last_p.copy()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.last_p = np.asarray(state["last_p"], float).copy()

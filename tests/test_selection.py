@@ -65,6 +65,22 @@ def test_fill_batch_passes_over_skipped_prompts_in_order():
     np.testing.assert_array_equal(nothing, [7, 8])  # cap reached: earliest skipped fill the batch
 
 
+def test_fill_batch_stops_when_the_candidates_run_out():
+    class SkipAll:
+        screens = True
+
+        class config:
+            max_draw_factor = 100
+
+        def screen(self, ids):
+            return np.array([i != "2" for i in ids])
+
+    pool = iter([np.array([3, 4]), np.array([], np.int64)])
+    chosen = fill_batch(SkipAll(), lambda k: next(pool), lambda items: [str(i) for i in items], 4,
+                        first=np.array([0, 1, 2]))
+    np.testing.assert_array_equal(chosen, [0, 1, 3, 4])  # the skipped "2" is not needed
+
+
 def test_fill_batch_is_the_identity_for_non_screening_selectors():
     first = np.array([5, 6, 7])
     out = fill_batch(build("selector", "dynamic_sampling", {}, 0), lambda k: 1 / 0, str, 3, first)

@@ -127,8 +127,8 @@ def run_digest(run_dir: Path, cfg: study.StudyConfig) -> dict[str, float]:
     active = run.steps > cfg.train_size // cfg.prompts_per_step  # after the first pass over the pool
     for name in ("zero_variance_frac", "compute/rollouts_generated", "compute/rollouts_trained",
                  "compute/tokens_generated", "time/step", "time/controllers"):
-        values = run.scalars.get(name)
-        out[name] = float(np.nanmean(values[active])) if values is not None and active.any() else float("nan")
+        series = run.scalars.get(name)
+        out[name] = float(np.nanmean(series[active])) if series is not None and active.any() else float("nan")
     return out
 
 
@@ -168,8 +168,8 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
         gains[m] = {}
         for metric in ("accuracy", "worst_group_accuracy"):
             diff = series(m, tuned[metric][m], f"test/{metric}") - series("grpo", tuned[metric]["grpo"], f"test/{metric}")
-            gains[m][metric] = mean_ci(diff)
-            row.append(_fmt(*gains[m][metric], 100))
+            mean, half = gains[m][metric] = mean_ci(diff)
+            row.append(_fmt(mean, half, 100))
         row.append(f"{tuned['accuracy'][m]:g} / {tuned['accuracy']['grpo']:g}")
         gain_rows.append(row)
         s = {k: mean_ci(series(m, 1.0, k)) for k in ("zero_variance_frac", "compute/rollouts_generated",

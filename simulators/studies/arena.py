@@ -53,12 +53,13 @@ DEFAULTS: dict[str, Any] = {"seeds": 3, "steps": 300, "prompts": 4000, "batch": 
 """Sized for a loaded shared 2-core machine (~350 runs of 300 steps plus the paper-scale block)."""
 WORLDS: dict[str, dict[str, Any]] = {"default": {}, **{name: dict(v) for name, v in PRESETS.items()},
                                      "bimodal": dict(SQRT_LAW_WORLDS["bimodal"])}
-SE_ONLY = ("prompt_bayes",)
+SE_ONLY = ("prompt_bayes", "prompt_stale")
 """Reference methods run at lr 1 only: they enter the SE table, not the learning comparison."""
 PAPER_SCALE: dict[str, Any] = {"seeds": 3, "steps": 600, "prompts": 14116, "batch": 256}
 """The SE check at the sqrt-law study's scale (where the review measured bin-level Rollout-GDRO at 21.0%
 of Eq. 28 against the per-prompt oracle's 36.1%): the bimodal world, lr 1, allocators only."""
-PAPER_SCALE_METHODS = ("rollout_gdro", "gdro_prompt", "knapsack", "vip", "prompt_oracle", "prompt_bayes")
+PAPER_SCALE_METHODS = ("rollout_gdro", "gdro_prompt", "knapsack", "vip", "prompt_oracle", "prompt_bayes",
+                       "prompt_stale")
 
 
 def run(settings: StudySettings) -> Path:
@@ -76,7 +77,8 @@ def run(settings: StudySettings) -> Path:
         references = run_cached_grid(replace(world_settings, lr_grid=(1.0,)), SE_ONLY, settings.out, name)
         matched, _ = run_matched(world_settings, grid, methods, settings.out / "runs" / name)
         worlds[name] = {"overrides": overrides, "grid": grid, "references": references,
-                        "decision": decision(grid, matched, methods), "methods": methods}
+                        "decision": decision(grid, matched, methods), "methods": methods,
+                        "selector_matched": run_selector_matched(world_settings, grid, methods, settings.out, name)}
     full = all(getattr(settings, k) >= DEFAULTS[k] for k in ("seeds", "steps", "prompts"))
     sizes = PAPER_SCALE if full else {}  # a reduced arena (tests, smoke runs) keeps its own sizes here
     scale = replace(settings, world={**WORLDS["bimodal"], **settings.world}, lr_grid=(1.0,), **sizes)
@@ -99,6 +101,42 @@ def run_cached_grid(settings: StudySettings, methods: Sequence[str], out: Path, 
     for (m, lr, _), summary in zip(keys, results):
         grid.setdefault((m, lr), []).append(summary)
     return grid
+
+
+def selector_step_factor(runs: Sequence[RunSummary]) -> float:
+    """Mean over seeds and logged steps of batch / prompts trained on (a selector's larger step)."""
+    factors = [np.nanmean(r.config["batch"] / r.scalars["compute/prompts_trained"]) for r in runs]
+    return float(np.mean(factors))
+
+
+def run_selector_matched(settings: StudySettings, grid: Grid, methods: Sequence[str], out: Path, world: str
+                         ) -> dict[str, dict[str, Any]]:
+    """GRPO whose shared and group steps are those of a selector: lr_shared and lr_group x the selector's
+    mean batch / trained prompts, at lr scale 1 (cached like the grid).
+
+    The simulator's learner divides the shared and group steps by the number of prompts trained on,
+    but not the prompt-skill step (simulators/learner.py), so training on fewer prompts is not a
+    uniform rescaling there and an lr grid on GRPO cannot reproduce it; this baseline can.
+    """
+    from simulators.methods import get_method
+    selectors = [m for m in methods if get_method(m).selector != "none"]
+    out_runs: dict[str, dict[str, Any]] = {}
+    jobs, keys = [], []
+    for m in selectors:
+        factor = selector_step_factor(grid[(m, 1.0)])
+        out_runs[m] = {"factor": factor, "runs": []}
+        for s in range(settings.seeds):
+            base = sim_config(settings, "grpo", s)
+            config = replace(base, world=replace(base.world, lr_shared=base.world.lr_shared * factor,
+                                                 lr_group=base.world.lr_group * factor))
+            jobs.append(job(replace(settings, snapshot_seeds=0), config,
+                            out / "runs" / world / f"grpo_stepmatched_{m}" / f"seed{s}"))
+            keys.append(m)
+    results = run_jobs(jobs, workers=settings.workers, progress=settings.progress,
+                       description=f"arena ({world}, step-matched GRPO)", job=cached_job) if jobs else []
+    for m, summary in zip(keys, results):
+        out_runs[m]["runs"].append(summary)
+    return out_runs
 
 
 def fingerprint(config: Any) -> str:
