@@ -1,15 +1,21 @@
-"""Reward throughput: responses scored per second by MathReward's worker pool.
+"""Reward throughput: responses scored per second by MathReward on a realistic batch.
 
-    python benchmarks/bench_reward.py [--workers 2] [--timeout 5] [--repeat 2]
+    python benchmarks/bench_reward.py --ref 1b2c5da [--prompts 256] [--workers N] [--repeat 2]
+    python benchmarks/bench_reward.py --legacy      # also the MATH-500 cases of earlier tables
 
-Cases (MATH-500 from ../shared/data; every case scores 500 responses x --repeat):
-- own answer, math-verify: each reference solution against its own answer, shortcuts off;
-- own answer, shortcuts on: the same with the exact-string / integer shortcuts (the default);
-- next row's answer: each solution against the next row's answer (math-verify says no, slowly);
-- integer answers: "\\boxed{n}" against DAPO-style integer answers (shortcut path only);
-- 1% pathological: own answers plus one power tower per 100 responses (each costs a timeout);
-- pool round trip: the empty task through the pool (IPC overhead per response).
-The first line gives the pool's start-up (forkserver + math-verify import and warm-up).
+The realistic batch (``real_runs.rewards.realistic``, seeded): ``--prompts`` MATH-500 answers,
+4-12 responses each, answers repeating as a policy's do, varied formatting and popular mistakes
+(about 2,000 responses for 256 prompts, one training step). Rows:
+- cold: a fresh MathReward scores the step (no verdict seen before: only the call's own distinct
+  pairs are shared);
+- warm: the same MathReward scores it again (the next epoch: verdicts cached across steps).
+An older tree has no cache, so its two rows do the same work. The first line gives the pool's
+start-up (forkserver + math-verify import and warm-up). ``--ref COMMIT`` times that commit's tree
+(``git archive``) in the same run: each tree scores in its own process, one after the other, with
+the same number of workers (default: the usable cores), and the table says whether their verdicts
+are identical. ``--legacy`` adds the earlier cases on this tree: each MATH-500 reference solution
+against its own answer (math-verify only, and with shortcuts), against the next row's answer,
+integer answers, 1% pathological power towers, and the pool's round trip per task.
 """
 
 from __future__ import annotations
@@ -17,26 +23,101 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
 
-def _timed(reward, responses: list[str], answers: list[str], repeat: int) -> tuple[float, dict]:
+
+def realistic(prompts: int, seed: int) -> tuple[list[str], list[str]]:
+    """The realistic batch, built by this tree's generator (the same strings for every tree timed)."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from real_runs.data import load_dataset_records
+        from real_runs.rewards.realistic import realistic_batch
+    finally:
+        sys.path.pop(0)
+    batch = realistic_batch([p.answer for p in load_dataset_records("math500")], prompts, seed)
+    return batch.responses, batch.answers
+
+
+def worker(args: argparse.Namespace) -> None:
+    """Score the batch read from stdin's first line on each command ("cold" / "warm"); JSON answers."""
+    from real_runs.reward import MathReward
+
+    batch = json.loads(sys.stdin.readline())
     start = time.perf_counter()
-    for _ in range(repeat):
-        result = reward.score(responses, answers)
-    metrics = dict(result.metrics, accepted=float(result.successes_R.mean()))
-    return time.perf_counter() - start, metrics
+    reward = MathReward(args.timeout, args.workers)
+    reward.score(["\\boxed{1}"], ["\\frac{2}{2}"])
+    print(json.dumps({"startup": time.perf_counter() - start}), flush=True)
+    for line in sys.stdin:
+        command = line.strip()
+        cache = getattr(reward, "cache", None)
+        if command == "cold" and cache is not None:
+            cache.clear()
+        start = time.perf_counter()
+        result = reward.score(batch["responses"], batch["answers"])
+        seconds = time.perf_counter() - start
+        print(json.dumps({"seconds": seconds, "successes": result.successes_R.astype(int).tolist(),
+                          "metrics": result.metrics}), flush=True)
+    reward.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=5.0)
-    parser.add_argument("--repeat", type=int, default=2)
-    args = parser.parse_args()
+class Tree:
+    def __init__(self, label: str, path: Path, args: argparse.Namespace, batch: dict):
+        self.label = label
+        env = dict(os.environ, PYTHONPATH=str(path))
+        command = [sys.executable, __file__, "--worker", "--timeout", str(args.timeout), "--workers", str(args.workers)]
+        self.process = subprocess.Popen(command, env=env, cwd=path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
+        self._send(json.dumps(batch))
+        self.startup = self._read()["startup"]
+        self.rows: dict[str, list[dict]] = {"cold": [], "warm": []}
 
+    def _send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def _read(self) -> dict:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"bench_reward: the {self.label} worker stopped (see its error above)")
+        return json.loads(line)
+
+    def run(self, command: str) -> None:
+        self._send(command)
+        self.rows[command].append(self._read())
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def checkout(commit: str, into: Path) -> Path:
+    try:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit],
+                                 check=True, capture_output=True).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        detail = getattr(err, "stderr", b"") or b""
+        raise SystemExit(f"bench_reward: cannot git archive {commit!r} ({detail.decode().strip() or err}): "
+                         "pass a commit of this repository") from None
+    (into / "ref.tar").write_bytes(archive)
+    with tarfile.open(into / "ref.tar") as tar:
+        tar.extractall(into / "tree", filter="data")
+    return into / "tree"
+
+
+def legacy_cases(args: argparse.Namespace) -> list[tuple[str, int, float, dict]]:
+    """The earlier table's MATH-500 cases, on this tree."""
     from real_runs.data import data_root, load_dataset_records
     from real_runs.reward import MathReward
     from real_runs.rewards.pool import TimedPool
@@ -50,21 +131,20 @@ def main() -> None:
     guesses = [f"so \\boxed{{{v if i % 2 else int(v) + 1}}}" for i, v in enumerate(integers)]
     pathological = [r if i % 100 else "\\boxed{9^{9^{9^{9^{9}}}}}" for i, r in enumerate(solutions)]
     patho_answers = [a if i % 100 else "5" for i, a in enumerate(answers)]
-
     rows = []
-    start = time.perf_counter()
-    plain = MathReward(args.timeout, args.workers, exact_match_shortcut=False)
-    plain.score(["\\boxed{1}"], ["\\frac{2}{2}"])
-    rows.append(("pool start-up (s, not a rate)", 1, time.perf_counter() - start, {}))
-    cases = [("own answer, math-verify", plain, solutions, answers)]
-    default = MathReward(args.timeout, args.workers)
-    cases += [("own answer, shortcuts on", default, solutions, answers),
-              ("next row's answer", default, solutions, answers[1:] + answers[:1]),
-              ("integer answers", default, guesses, integers),
-              ("1% pathological", default, pathological, patho_answers)]
+    plain = MathReward(args.timeout, args.workers, exact_match_shortcut=False, cache_size=0)
+    default = MathReward(args.timeout, args.workers, cache_size=0)
+    cases = [("own answer, math-verify (no cache)", plain, solutions, answers),
+             ("own answer, shortcuts on (no cache)", default, solutions, answers),
+             ("next row's answer (no cache)", default, solutions, answers[1:] + answers[:1]),
+             ("integer answers", default, guesses, integers),
+             ("1% pathological (no cache)", default, pathological, patho_answers)]
     for name, reward, responses, golds in cases:
-        seconds, metrics = _timed(reward, responses, golds, args.repeat)
-        rows.append((name, len(responses) * args.repeat, seconds, metrics))
+        start = time.perf_counter()
+        for _ in range(args.repeat):
+            result = reward.score(responses, golds)
+        metrics = dict(result.metrics, accepted=float(result.successes_R.mean()))
+        rows.append((name, len(responses) * args.repeat, time.perf_counter() - start, metrics))
     plain.close()
     default.close()
     with TimedPool("real_runs.rewards.pool:probe", args.workers, args.timeout) as pool:
@@ -72,16 +152,69 @@ def main() -> None:
         start = time.perf_counter()
         pool.map([("pid",)] * 2000)
         rows.append(("pool round trip (empty task)", 2000, time.perf_counter() - start, {}))
+    return rows
 
-    print(f"workers={args.workers} timeout={args.timeout}s cpus={os.cpu_count()} "
-          f"load={os.getloadavg()[0]:.1f}")
-    print("| case | responses | seconds | responses/s | accepted (last pass) | timeouts (last pass) |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, count, seconds, metrics in rows:
-        rate = f"{count / seconds:,.0f}" if count > 1 else "-"
-        accepted = f"{100 * metrics['accepted']:.1f}%" if "accepted" in metrics else "-"
-        print(f"| {name} | {count:,} | {seconds:.2f} | {rate} | {accepted} | "
-              f"{metrics.get('reward/timeouts', 0):.0f} |")
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", type=int, default=256, help="prompts in the realistic batch (4-12 responses each)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
+                        help="reward worker processes (default: the usable cores)")
+    parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--repeat", type=int, default=2, help="cold and warm passes per tree")
+    parser.add_argument("--ref", default=None, help="also time this commit's tree (git archive)")
+    parser.add_argument("--legacy", action="store_true", help="also time the earlier MATH-500 cases")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    responses, answers = realistic(args.prompts, args.seed)
+    batch = {"responses": responses, "answers": answers}
+    print(f"workers={args.workers} timeout={args.timeout}s cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}; "
+          f"realistic batch: {args.prompts} prompts, {len(responses)} responses, seed {args.seed}")
+    with tempfile.TemporaryDirectory(prefix="bench-reward-") as tmp:
+        paths = [("this tree", ROOT)] + ([(args.ref, checkout(args.ref, Path(tmp)))] if args.ref else [])
+        trees = []
+        for label, path in paths[::-1]:  # start the pools one at a time
+            trees.append(Tree(label, path, args, batch))
+        trees = trees[::-1]
+        for _ in range(args.repeat):
+            for command in ("cold", "warm"):
+                for tree in trees[::-1]:  # the reference first, then this tree, same conditions
+                    tree.run(command)
+        for tree in trees:
+            tree.close()
+    print("| tree | pass | responses/s (median of passes) | seconds | math-verify calls | cached | numeric "
+          "| shortcut | no answer | accepted |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rates = {}
+    for tree in trees[::-1]:
+        print(f"| {tree.label} | pool start-up | - | {tree.startup:.2f} | | | | | | |")
+        for command, rows in tree.rows.items():
+            seconds = float(np.median([row["seconds"] for row in rows]))
+            m = rows[-1]["metrics"]
+            calls = m.get("reward/verified", len(responses) - m.get("reward/shortcut", 0) - m.get("reward/no_answer", 0))
+            rate = len(responses) / seconds
+            rates[tree.label, command] = rate
+            accepted = 100 * float(np.mean(rows[-1]["successes"]))
+            print(f"| {tree.label} | {command} | {rate:,.0f} | {seconds:.2f} | {calls:.0f} | {m.get('reward/cached', 0):.0f} "
+                  f"| {m.get('reward/numeric', 0):.0f} | {m.get('reward/shortcut', 0):.0f} "
+                  f"| {m.get('reward/no_answer', 0):.0f} | {accepted:.1f}% |")
+    if args.ref:
+        same = all(rows[-1]["successes"] == trees[-1].rows[command][-1]["successes"]
+                   for command, rows in trees[0].rows.items())
+        for command in ("cold", "warm"):
+            print(f"speed-up {command}: {rates['this tree', command] / rates[args.ref, command]:.1f}x")
+        print(f"verdicts identical to {args.ref}: {'yes' if same else 'NO'}")
+    if args.legacy:
+        print("\n| case (this tree) | responses | seconds | responses/s | accepted (last pass) | timeouts (last pass) |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for name, count, seconds, metrics in legacy_cases(args):
+            accepted = f"{100 * metrics['accepted']:.1f}%" if "accepted" in metrics else "-"
+            print(f"| {name} | {count:,} | {seconds:.2f} | {count / seconds:,.0f} | {accepted} | "
+                  f"{metrics.get('reward/timeouts', 0):.0f} |")
 
 
 if __name__ == "__main__":

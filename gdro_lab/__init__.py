@@ -8,6 +8,7 @@ from gdro_lab.difficulty import BayesDifficultyClassifier, ClassifierConfig, Dif
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.planner import exact_plan
 from gdro_lab.prompt_gdro import PromptGDRO, UniformWeighter, WeighterConfig
+from gdro_lab.prompts import PromptIndex
 from gdro_lab.registry import REGISTRY, build, make_config
 from gdro_lab.rollout_gdro import AllocatorConfig, RolloutGDRO, SqrtAllocator, UniformAllocator
 from gdro_lab.runlog import RunData, RunFormatError, RunWriter, read_run
@@ -17,7 +18,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AllocatorConfig", "BayesDifficultyClassifier", "ClassifierConfig", "ConfigError",
-    "DifficultyClassifier", "PromptGDRO", "REGISTRY", "RolloutGDRO", "RunData", "RunFormatError",
+    "DifficultyClassifier", "PromptGDRO", "PromptIndex", "REGISTRY", "RolloutGDRO", "RunData", "RunFormatError",
     "RunWriter", "SqrtAllocator", "StepFeedback", "UniformAllocator", "UniformWeighter",
     "WeighterConfig", "build", "exact_plan", "log_sum_exp_surrogate", "make_config", "read_run",
 ]

@@ -10,6 +10,7 @@ All functions are pure; shapes: ``G`` bins, ``P`` prompts, ``A`` arms.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -59,26 +60,31 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
     """
     owner = "sqrt_allocation"
     v_G, q_G = _check_law_inputs(owner, variance_G, share_G)
-    _check_box(owner, n_bar, n_min, n_max)
+    check_box(owner, n_bar, n_min, n_max)
+    return sqrt_law(v_G, q_G, n_bar, n_min, n_max)
+
+
+def sqrt_law(v_G: np.ndarray, q_G: np.ndarray, n_bar: float, n_min: float, n_max: float) -> np.ndarray:
+    """:func:`sqrt_allocation` on checked float arrays (unchecked; the step record's SE optimum calls this)."""
     total_q = q_G.sum()
     root_G = np.sqrt(v_G)
-    live = (q_G > 0) & (root_G > 0)
-    if not np.any(live):
+    shared = q_G > 0
+    live = shared & (root_G > 0)
+    if not live.any():
         return np.full_like(v_G, float(n_bar))  # no variance anywhere: every plan is equal; keep uniform
-    bounds = [n_min / root_G[live]] + ([n_max / root_G[live]] if math.isfinite(n_max) else [])
-    knots = np.unique(np.concatenate(bounds))
-
-    def budget(s: np.ndarray) -> np.ndarray:
-        return np.clip(np.outer(s, root_G), n_min, n_max) @ q_G / total_q
-
-    values = budget(knots)
+    root_live = root_G[live]
+    knots = np.concatenate([n_min / root_live, n_max / root_live]) if math.isfinite(n_max) else n_min / root_live
+    knots.sort()
+    knots = knots[np.concatenate([[True], knots[1:] != knots[:-1]])]  # = np.unique
+    # the budget f(s) at each knot (np.clip = minimum(maximum))
+    values = np.minimum(np.maximum(knots[:, None] * root_G[None, :], n_min), n_max) @ q_G / total_q
     if n_bar <= values[-1]:
         s_star = float(np.interp(n_bar, values, knots))
     else:  # n_max = inf: past the last knot every live bin is free, f is linear with this slope
-        slope = float(q_G[live] @ root_G[live]) / total_q
+        slope = float(q_G[live] @ root_live) / total_q
         s_star = float(knots[-1] + (n_bar - values[-1]) / slope)
-    n_G = np.clip(root_G * s_star, n_min, n_max)
-    silent = (q_G > 0) & (root_G == 0)
+    n_G = np.minimum(np.maximum(root_G * s_star, n_min), n_max)
+    silent = shared != live  # q > 0 and v = 0
     if silent.any():
         # Zero-variance bins cost nothing at any n: they take whatever budget the others leave
         # (the others may all sit at n_max), so the budget still holds exactly when feasible.
@@ -87,7 +93,59 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
     return n_G
 
 
-def _check_box(owner: str, n_bar: float, n_min: float, n_max: float) -> None:
+def sqrt_law_list(v_G: list[float], q_G: list[float], n_bar: float, n_min: float, n_max: float) -> list[float]:
+    """:func:`sqrt_law` on short lists of floats, in plain Python (the step record's per-step SE optimum,
+    G ~ 10 bins, where numpy's per-call cost exceeds the arithmetic).
+
+    The same piecewise-linear budget f(s) = sum_b q_b clip(sqrt(v_b) s, n_min, n_max) / sum_b q_b, walked
+    through its knots in increasing order (a bin enters the linear part at n_min / sqrt(v_b) and leaves it
+    at n_max / sqrt(v_b)) until it passes n_bar, then interpolated on that piece as np.interp does; equal
+    to :func:`sqrt_law` up to rounding (tests/test_allocation.py)."""
+    total_q = sum(q_G)
+    root = [math.sqrt(v) for v in v_G]
+    live = [q > 0 and r > 0 for q, r in zip(q_G, root)]
+    if not any(live):
+        return [float(n_bar)] * len(v_G)
+    events = sorted([(n_min / r, 0, b) for b, r in enumerate(root) if live[b]]
+                    + ([(n_max / r, 1, b) for b, r in enumerate(root) if live[b]] if math.isfinite(n_max) else []))
+    fixed = sum(q for q in q_G if q > 0) * n_min  # sum of q n over bins at a bound (all at n_min for small s)
+    slope = 0.0                                    # sum of q sqrt(v) over bins in the linear part
+    s_prev = f_prev = math.nan  # the last knot passed and the budget there (none yet)
+    s_star: float | None = None
+    for knot, kind, b in events:
+        f_knot = (fixed + slope * knot) / total_q
+        if knot == s_prev:
+            pass  # a repeated knot: np.unique keeps one
+        elif f_knot > n_bar:
+            # np.interp: before the first knot it clamps, else it interpolates on [s_prev, knot]
+            s_star = knot if math.isnan(s_prev) else (knot - s_prev) / (f_knot - f_prev) * (n_bar - f_prev) + s_prev
+            break
+        else:
+            s_prev, f_prev = knot, f_knot
+        q, r = q_G[b], root[b]
+        if kind == 0:
+            fixed -= q * n_min
+            slope += q * r
+        else:
+            slope -= q * r
+            fixed += q * n_max
+    if s_star is None:
+        if n_bar == f_prev:
+            s_star = s_prev
+        else:  # past the last knot (n_max = inf, or n_bar above the budget of all bins at n_max)
+            rate = sum(q * r for q, r, ok in zip(q_G, root, live) if ok) / total_q
+            s_star = s_prev + (n_bar - f_prev) / rate
+    n_G = [min(max(r * s_star, n_min), n_max) for r in root]
+    silent = [q > 0 and not ok for q, ok in zip(q_G, live)]
+    if any(silent):
+        rest = n_bar * total_q - sum(q * n for q, n, ok in zip(q_G, n_G, live) if ok)
+        fill = min(max(rest / sum(q for q, quiet in zip(q_G, silent) if quiet), n_min), n_max)
+        n_G = [fill if quiet else n for n, quiet in zip(n_G, silent)]
+    return n_G
+
+
+@functools.lru_cache(maxsize=64)
+def check_box(owner: str, n_bar: float, n_min: float, n_max: float) -> None:
     """0 <= n_min <= n_bar <= n_max, all finite except n_max (may be inf)."""
     def real(x: object) -> bool:
         return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and not math.isnan(x)

@@ -81,6 +81,14 @@ def check_bins(owner: str, name: str, bins: Any, num_bins: int, *, allow_unassig
     return array
 
 
+def check_bins_fast(owner: str, name: str, bins: Any, num_bins: int) -> np.ndarray:
+    """:func:`check_bins` (unassigned allowed) with a fast path for an int64 array already in range."""
+    if isinstance(bins, np.ndarray) and bins.dtype == np.int64 and bins.ndim == 1:
+        if not bins.size or (bins.min() >= -1 and bins.max() < num_bins):
+            return bins
+    return check_bins(owner, name, bins, num_bins)
+
+
 def check_log_prob(owner: str, log_prob_GA: Any) -> np.ndarray:
     """(G, A) log-probabilities: finite or -inf, at least one arm."""
     array = as_float_array(owner, "log_prob_GA", log_prob_GA, ndim=2, allow_neg_inf=True)

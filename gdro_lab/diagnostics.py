@@ -8,10 +8,12 @@ active bin without sigma or rollouts in the SE proxy are one-line errors, never 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gdro_lab._validate import ConfigError
-from gdro_lab.allocation import sqrt_allocation
+from gdro_lab.allocation import check_box, sqrt_law, sqrt_law_list
 from gdro_lab.checks import as_float_array, check_bins
 
 
@@ -115,31 +117,82 @@ def se_report(share_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: 
     n = as_float_array("se_report", "n_G", n_G, ndim=1, allow_nan=True)
     known = np.isfinite(sigma) if sigma.shape == q.shape else np.ones(q.shape, bool)
     q_known = np.where(known, q, 0.0)
-    nan = float("nan")
     if not q_known.sum() > 0:
-        return {"se_actual": nan, "se_uniform": nan, "se_sqrt": nan, "se_reduction_pct": nan,
-                "se_sqrt_reduction_pct": nan}
+        return dict.fromkeys(SE_KEYS, float("nan"))
     sigma = np.where(known, sigma, 0.0)
-    actual = se_proxy(q_known, sigma, np.where(known, n, 1.0))
-    uniform = se_proxy(q_known, sigma, np.full(q.size, float(n_bar)))
-    optimum = se_proxy(q_known, sigma, _optimum_or_uniform(sigma, q_known, n_bar, n_min, n_max))
+    n = np.where(known, n, 1.0)
+    _se_inputs("se_proxy", q_known, sigma, "sigma_G", n)  # the checks of the three se_proxy terms, once
+    if not float(n_bar) > 0:
+        _se_inputs("se_proxy", q_known, sigma, "sigma_G", np.full(q.size, float(n_bar)))
+    check_box("sqrt_allocation", n_bar, n_min, n_max)
+    return se_terms(q_known, sigma, n, n_bar, n_min, n_max)
+
+
+SE_KEYS = ("se_actual", "se_uniform", "se_sqrt", "se_reduction_pct", "se_sqrt_reduction_pct")
+
+
+def se_terms(q_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: float, n_min: float,
+             n_max: float) -> dict[str, float]:
+    """:func:`se_report` on checked inputs: q >= 0 with a positive sum; sigma >= 0 and n > 0, finite, on
+    bins with q > 0; a valid arm box (unchecked; the step record calls this). Same arithmetic as
+    three :func:`se_proxy` calls (sqrt of a constant n_bar is the scalar's sqrt, correctly rounded either way)."""
+    live = q_G > 0
+    weighted = q_G[live] * sigma_G[live]  # q_b sigma_b on the bins with prompts
+    actual = float(np.sum(weighted / np.sqrt(n_G[live])))
+    uniform = float(np.sum(weighted / math.sqrt(n_bar)))
+    # square-root law; bins it sends to n = 0 (zero variance, n_min = 0) get n_bar (their term is 0)
+    n_opt = sqrt_law(sigma_G**2, q_G, n_bar, n_min, n_max)[live]
+    optimum = float(np.sum(weighted / np.sqrt(np.where(n_opt > 0, n_opt, float(n_bar)))))
     reduction = 100.0 * (1.0 - actual / uniform) if uniform > 0 else 0.0
     optimum_reduction = 100.0 * (1.0 - optimum / uniform) if uniform > 0 else 0.0
     return {"se_actual": actual, "se_uniform": uniform, "se_sqrt": optimum,
             "se_reduction_pct": reduction, "se_sqrt_reduction_pct": optimum_reduction}
 
 
-def _optimum_or_uniform(sigma_G: np.ndarray, share_G: np.ndarray, n_bar: float, n_min: float,
-                        n_max: float) -> np.ndarray:
-    """Square-root law; bins it sends to n = 0 (zero variance, n_min = 0) get n_bar (their term is 0)."""
-    n_G = sqrt_allocation(sigma_G**2, share_G, n_bar, n_min, n_max)
-    return np.where(n_G > 0, n_G, float(n_bar))
+def se_terms_list(q_G: list[float], sigma_G: list[float], n_G: list[float], n_bar: float, n_min: float,
+                  n_max: float) -> dict[str, float]:
+    """:func:`se_terms` on short lists, in plain Python (the step record's per-step path, G ~ 10 bins);
+    equal to it up to rounding."""
+    live = [q > 0 for q in q_G]
+    weighted = [q * s for q, s, ok in zip(q_G, sigma_G, live) if ok]
+    actual = sum(w / math.sqrt(n) for w, n in zip(weighted, [n for n, ok in zip(n_G, live) if ok]))
+    root_bar = math.sqrt(n_bar)
+    uniform = sum(w / root_bar for w in weighted)
+    n_opt = [n for n, ok in zip(sqrt_law_list([s * s for s in sigma_G], q_G, n_bar, n_min, n_max), live) if ok]
+    optimum = sum(w / math.sqrt(n if n > 0 else float(n_bar)) for w, n in zip(weighted, n_opt))
+    reduction = 100.0 * (1.0 - actual / uniform) if uniform > 0 else 0.0
+    optimum_reduction = 100.0 * (1.0 - optimum / uniform) if uniform > 0 else 0.0
+    return {"se_actual": actual, "se_uniform": uniform, "se_sqrt": optimum,
+            "se_reduction_pct": reduction, "se_sqrt_reduction_pct": optimum_reduction}
 
 
 def effective_support(weights_G: np.ndarray) -> float:
     """exp(entropy) of the normalised weights: 1 for a point mass, G for uniform."""
-    p = normalized(weights_G)
-    p = p[p > 0]
+    normalized(weights_G)  # the checks
+    return support_of_distribution(np.asarray(weights_G, float))
+
+
+def support_of_distribution(weights_G: np.ndarray) -> float:
+    """:func:`effective_support` of weights already known to be finite, >= 0, with a positive sum (unchecked)."""
+    return support_of_normalized(weights_G / weights_G.sum())
+
+
+def support_of_weights(weights: list[float]) -> float:
+    """:func:`effective_support` of a short list of finite weights >= 0 with a positive sum, in plain Python
+    (unchecked; a per-step metric over G ~ 10 bins, where numpy's per-call cost dominates). Equal to the
+    numpy form up to rounding (the sums run in another order)."""
+    total = sum(weights)
+    entropy = 0.0
+    for w in weights:
+        if w > 0:
+            p = w / total
+            entropy -= p * math.log(p)
+    return math.exp(entropy)
+
+
+def support_of_normalized(p_G: np.ndarray) -> float:
+    """exp(entropy) of a probability vector (unchecked)."""
+    p = p_G[p_G > 0]
     return float(np.exp(-np.sum(p * np.log(p))))
 
 

@@ -14,14 +14,16 @@ inner edges with bin 0 the hardest (Eq. 11), and a hysteresis margin delta. Depa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from gdro_lab._validate import ConfigError, require_edges, require_int, require_range
-from gdro_lab.estimators import beta_passk_posterior, hysteresis_bins, pass_at_k
+from gdro_lab.estimators import PASSK_TABLE_LIMIT, beta_passk_posterior, hysteresis_bins, pass_at_k, passk_table
 from gdro_lab.feedback import StepFeedback
+from gdro_lab.prompts import PerPromptState, is_index_array
 
 DEFAULT_EDGES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -60,39 +62,82 @@ class ClassifierConfig:
         return len(self.edges) + 1
 
 
-@dataclass
 class _History:
-    """Ring buffers of the last H visits per tracked prompt (rows grow by doubling)."""
+    """Ring buffers of the last H visits, one row per prompt index (rows grow by doubling).
 
-    window: int
-    passk: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    successes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int32))
-    failures: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int32))
-    length: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    bins: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    ``visits[i]`` counts prompt i's visits ever: its ring position is visits mod H and its window
+    holds min(visits, H) of them. ``bins`` is -1 for a prompt never visited; a visited prompt
+    always has a bin >= 0, so ``bins >= 0`` marks the tracked prompts. ``mark`` is scratch space
+    for the duplicate check.
+    """
+
+    def __init__(self, window: int, rows: int = 0):
+        self.window = window
+        self.passk = np.zeros((rows, window))
+        self.successes = np.zeros((rows, window), np.int32)
+        self.rollouts = np.zeros((rows, window), np.int32)  # n of each visit (0 = empty slot)
+        self.visits = np.zeros(rows, np.int64)
+        self.bins = np.full(rows, -1, np.int64)
+        self.mark = np.zeros(rows, np.int64)
+
+    @property
+    def length(self) -> np.ndarray:
+        """Visits in each prompt's window, min(visits, H)."""
+        return np.minimum(self.visits, self.window)
+
+    @property
+    def position(self) -> np.ndarray:
+        """Next slot of each prompt's ring buffer, visits mod H."""
+        return self.visits % self.window
 
     def grow(self, rows: int) -> None:
         capacity = self.bins.size
         if rows <= capacity:
             return
-        new_capacity = max(rows, 2 * capacity, 256)
-        pad = new_capacity - capacity
-        self.passk = np.vstack([self.passk.reshape(capacity, self.window), np.zeros((pad, self.window))])
-        self.successes = np.vstack([self.successes.reshape(capacity, self.window),
-                                    np.zeros((pad, self.window), np.int32)])
-        self.failures = np.vstack([self.failures.reshape(capacity, self.window),
-                                   np.zeros((pad, self.window), np.int32)])
-        self.length = np.concatenate([self.length, np.zeros(pad, np.int64)])
-        self.position = np.concatenate([self.position, np.zeros(pad, np.int64)])
+        pad = max(rows, 2 * capacity, 256) - capacity
+        window = self.window
+        self.passk = np.vstack([self.passk, np.zeros((pad, window))])
+        self.successes = np.vstack([self.successes, np.zeros((pad, window), np.int32)])
+        self.rollouts = np.vstack([self.rollouts, np.zeros((pad, window), np.int32)])
+        self.visits = np.concatenate([self.visits, np.zeros(pad, np.int64)])
         self.bins = np.concatenate([self.bins, np.full(pad, -1, np.int64)])
+        self.mark = np.zeros(self.bins.size, np.int64)
+
+    def record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Write one visit for each of ``rows`` (distinct) into the ring buffers; returns the new lengths."""
+        window = self.window
+        visits = self.visits[rows]
+        flat = rows * window + visits % window
+        self.passk.reshape(-1)[flat] = passk
+        self.successes.reshape(-1)[flat] = successes
+        self.rollouts.reshape(-1)[flat] = counts
+        visits += 1
+        self.visits[rows] = visits
+        return np.minimum(visits, window)
+
+    def has_duplicates(self, rows: np.ndarray) -> bool:
+        """Whether an index occurs twice in ``rows``."""
+        if rows.size < 2:
+            return False
+        order = _arange(rows.size)
+        self.mark[rows] = order
+        return bool((self.mark[rows] != order).any())
 
 
-class DifficultyClassifier:
+@functools.lru_cache(maxsize=8)
+def _arange(size: int) -> np.ndarray:
+    out = np.arange(size)
+    out.flags.writeable = False
+    return out
+
+
+class DifficultyClassifier(PerPromptState):
     """Window-mean pass@k with margin hysteresis (registry name ``window``).
 
-    ``bins(ids)`` gives each prompt's current bin (-1 if never seen); ``update(feedback)``
-    records one visit per prompt and re-bins the visited prompts.
+    ``bins(prompts)`` gives each prompt's current bin (-1 if never seen); ``update(feedback)``
+    records one visit per prompt and re-bins the visited prompts. Prompts are string ids or int
+    indices of ``self.prompts`` (a :class:`~gdro_lab.prompts.PromptIndex`, shared with the run by
+    ``build(..., prompts=index)``); the state is arrays indexed by prompt index.
     """
 
     config_class = ClassifierConfig
@@ -100,117 +145,132 @@ class DifficultyClassifier:
     def __init__(self, config: ClassifierConfig | None = None, seed: int | None = None):
         self.config = config or ClassifierConfig()
         self.rng = np.random.default_rng(seed)  # unused by the rule; kept so every controller checkpoints one
-        self._index: dict[str, int] = {}
-        self._ids: list[str] = []
+        self._init_prompts()
         self._history = _History(self.config.window)
         self._edges = np.asarray(self.config.edges)
+        self._tracked = 0
 
     @property
     def num_bins(self) -> int:
         return self.config.num_bins
 
-    def _lookup(self, prompt_ids: Sequence[str]) -> np.ndarray:
-        """Row of each id in the history (-1 for ids never seen)."""
-        get = self._index.get
-        return np.array([get(pid, -1) for pid in prompt_ids], dtype=np.int64)
+    def _tracks_prompts(self) -> bool:
+        return self._tracked > 0
 
-    def bins(self, prompt_ids: Sequence[str]) -> np.ndarray:
+    def _capacity(self) -> _History:
+        """The history, grown to one row per index entry."""
+        hist = self._history
+        if len(self.prompts) > hist.bins.size:
+            hist.grow(len(self.prompts))
+        return hist
+
+    def bins(self, prompt_ids: Sequence[str] | np.ndarray) -> np.ndarray:
         """Current bin of each prompt; -1 for prompts never observed."""
-        rows = self._lookup(prompt_ids)
-        if not self._ids:
-            return rows
-        return np.where(rows >= 0, self._history.bins[np.maximum(rows, 0)], -1)
-
-    def estimates(self, prompt_ids: Sequence[str]) -> np.ndarray:
-        """Current point estimate of pass@k per prompt (NaN if never observed)."""
-        rows = self._lookup(prompt_ids)
-        out = np.full(rows.size, np.nan)
-        seen = rows >= 0
-        out[seen] = self._band(rows[seen])[0]
+        rows = self._prompt_rows(prompt_ids, register=False)
+        hist = self._capacity()
+        if is_index_array(prompt_ids) or not rows.size or rows.min() >= 0:
+            return hist.bins.take(rows)
+        known = rows >= 0
+        out = np.full(rows.size, -1, np.int64)
+        out[known] = hist.bins[rows[known]]
         return out
 
-    def _rows(self, prompt_ids: Sequence[str]) -> np.ndarray:
-        """Rows of the ids, registering new ones."""
-        rows = self._lookup(prompt_ids)
-        for i in np.flatnonzero(rows < 0):
-            pid = prompt_ids[int(i)]
-            if not isinstance(pid, str):
-                raise ConfigError(f"prompt ids must be strings, got {type(pid).__name__} {pid!r}: pass str ids")
-            row = self._index.setdefault(pid, len(self._ids))
-            if row == len(self._ids):
-                self._ids.append(pid)
-            rows[i] = row
-        self._history.grow(len(self._ids))
-        return rows
+    def estimates(self, prompt_ids: Sequence[str] | np.ndarray) -> np.ndarray:
+        """Current point estimate of pass@k per prompt (NaN if never observed)."""
+        rows = self._prompt_rows(prompt_ids, register=False)
+        hist = self._capacity()
+        out = np.full(rows.size, np.nan)
+        seen = rows >= 0
+        seen[seen] = hist.bins[rows[seen]] >= 0
+        seen_rows = rows[seen]
+        out[seen] = self._band(seen_rows, hist.length[seen_rows])[0]
+        return out
 
-    def _band(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(center, low, high) of the window estimate; hysteresis band estimate -/+ delta."""
-        hist = self._history
-        mean = hist.passk[rows].sum(axis=1) / np.maximum(hist.length[rows], 1)
+    def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(center, low, high) of the window estimate (``length`` visits in each window, >= 1);
+        hysteresis band estimate -/+ delta."""
+        mean = self._history.passk.take(rows, axis=0).sum(axis=1) / length
         delta = self.config.hysteresis
         return mean, mean - delta, mean + delta
 
-    def _record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray) -> None:
-        """Write one visit for each of ``rows`` (distinct) into the ring buffers."""
-        hist = self._history
-        slot = hist.position[rows]
-        hist.passk[rows, slot] = passk
-        hist.successes[rows, slot] = successes
-        hist.failures[rows, slot] = counts - successes
-        hist.position[rows] = (slot + 1) % self.config.window
-        hist.length[rows] = np.minimum(hist.length[rows] + 1, self.config.window)
+    def _passk(self, feedback: StepFeedback) -> np.ndarray:
+        """Unbiased pass@k of each prompt's visit (= estimators.pass_at_k, one table lookup)."""
+        k = self.config.k
+        if feedback.min_count < k or feedback.max_count > PASSK_TABLE_LIMIT:
+            return pass_at_k(feedback.counts_P, feedback._successes_P, k)  # its error, or the per-pair path
+        largest = feedback.max_count
+        return passk_table(k, largest).ravel().take(feedback.counts_P * (largest + 1) + feedback._successes_P)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         """Record this step's visits (n_i rollouts, c_i successes) and re-bin the visited prompts."""
-        counts = np.asarray(feedback.counts_P, np.int64)
-        successes = feedback.successes_P()
-        passk = pass_at_k(counts, successes, self.config.k)
-        rows = self._rows(feedback.prompt_ids)
-        hist = self._history
-        unique_rows, first = np.unique(rows, return_index=True)
-        if unique_rows.size == rows.size:
-            self._record(rows, passk, successes, counts)
+        counts = feedback.counts_P
+        successes = feedback._successes_P
+        passk = self._passk(feedback)
+        rows = feedback.index_in(self.prompts)
+        hist = self._capacity()
+        if not hist.has_duplicates(rows):
+            unique_rows = rows
+            length = hist.record(rows, passk, successes, counts)
         else:  # a prompt seen twice in one batch: write its visits one pass at a time, in order
+            unique_rows = np.unique(rows)
             pending = np.arange(rows.size)
             while pending.size:
                 _, first = np.unique(rows[pending], return_index=True)
                 take = pending[first]
-                self._record(rows[take], passk[take], successes[take], counts[take])
+                hist.record(rows[take], passk[take], successes[take], counts[take])
                 pending = np.setdiff1d(pending, take, assume_unique=True)
-        previous = hist.bins[unique_rows].copy()
-        center, low, high = self._band(unique_rows)
-        hist.bins[unique_rows] = hysteresis_bins(previous, center, low, high, self._edges)
-        moved = (previous >= 0) & (hist.bins[unique_rows] != previous)
-        return {"classifier/tracked_prompts": float(len(self._ids)),
-                "classifier/new_prompts": float(np.sum(previous < 0)),
-                "classifier/moves": float(moved.sum()),
-                "classifier/mean_passk": float(center.mean()) if center.size else float("nan")}
+            length = hist.length[unique_rows]
+        previous = hist.bins.take(unique_rows)
+        center, low, high = self._band(unique_rows, length)
+        new = hysteresis_bins(previous, center, low, high, self._edges)
+        hist.bins[unique_rows] = new
+        fresh = int(np.count_nonzero(previous < 0)) if previous.min() < 0 else 0
+        self._tracked += fresh
+        moved = np.count_nonzero(new != previous) - fresh
+        return {"classifier/tracked_prompts": float(self._tracked),
+                "classifier/new_prompts": float(fresh),
+                "classifier/moves": float(moved),
+                "classifier/mean_passk": float(center.sum() / center.size) if center.size else float("nan")}
 
     def state_dict(self) -> dict[str, Any]:
-        n = len(self._ids)
+        """The tracked prompts' ids (index order) and their windows; keys as before interning."""
         hist = self._history
-        return {"ids": list(self._ids), "successes": hist.successes[:n].copy(),
-                "failures": hist.failures[:n].copy(), "length": hist.length[:n].copy(),
-                "position": hist.position[:n].copy(), "bins": hist.bins[:n].copy(),
+        rows = np.flatnonzero(hist.bins >= 0)
+        visits = hist.visits[rows]
+        successes = hist.successes[rows]
+        return {"ids": self.prompts.ids_of(rows), "successes": successes,
+                "failures": hist.rollouts[rows] - successes, "length": np.minimum(visits, hist.window),
+                "position": visits % hist.window, "bins": hist.bins[rows],
                 "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        ids = list(state["ids"])
-        self._ids = ids
-        self._index = {pid: i for i, pid in enumerate(ids)}
-        hist = _History(self.config.window)
-        hist.grow(len(ids))
-        n = len(ids)
-        hist.successes[:n] = np.asarray(state["successes"]).reshape(n, self.config.window)
-        hist.failures[:n] = np.asarray(state["failures"]).reshape(n, self.config.window)
+        """Restore a state_dict (also one written before interning): ids are interned into ``self.prompts``."""
+        window = self.config.window
+        try:
+            ids = [str(pid) for pid in state["ids"]]
+            n = len(ids)
+            successes = np.asarray(state["successes"], np.int32).reshape(n, window)
+            failures = np.asarray(state["failures"], np.int32).reshape(n, window)
+            length, position, bins = (np.asarray(state[key], np.int64).reshape(n)
+                                      for key in ("length", "position", "bins"))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ConfigError(f"classifier state is invalid ({type(err).__name__}: {err}): it must come from "
+                              f"state_dict() of a classifier with window={window}") from None
+        rows = self.prompts.intern(ids)
+        hist = _History(window, len(self.prompts))
+        visits = successes + failures
+        hist.successes[rows] = successes
+        hist.rollouts[rows] = visits
         # per-visit pass@k is a function of the visit's (n, c); empty slots (n = 0) stay 0
-        visits = hist.successes[:n] + hist.failures[:n]
         filled = visits > 0
-        hist.passk[:n][filled] = pass_at_k(visits[filled], hist.successes[:n][filled], self.config.k)
-        hist.length[:n] = state["length"]
-        hist.position[:n] = state["position"]
-        hist.bins[:n] = state["bins"]
+        passk = np.zeros((n, window))
+        passk[filled] = pass_at_k(visits[filled], successes[filled], self.config.k)
+        hist.passk[rows] = passk
+        # a window not yet full has position = length; a full one any visit count with that position
+        hist.visits[rows] = np.where(length < window, length, window + position)
+        hist.bins[rows] = bins
         self._history = hist
+        self._tracked = int(np.count_nonzero(hist.bins >= 0))
         self.rng.bit_generator.state = state["rng"]
 
 
@@ -222,10 +282,11 @@ class BayesDifficultyClassifier(DifficultyClassifier):
     ``credible`` interval of pass@k lies wholly beyond an edge (replaces the fixed margin).
     """
 
-    def _band(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         hist = self._history
         cfg = self.config
-        mean, low, high = beta_passk_posterior(hist.successes[rows].sum(axis=1), hist.failures[rows].sum(axis=1),
+        successes = hist.successes[rows].sum(axis=1)
+        mean, low, high = beta_passk_posterior(successes, hist.rollouts[rows].sum(axis=1) - successes,
                                                cfg.k, cfg.prior_a, cfg.prior_b, cfg.credible)
         # For skewed posteriors (k >= 4) the mean of pass@k can fall outside the central interval
         # of p mapped through 1 - (1 - p)^k; widen the band so it always holds its own center.

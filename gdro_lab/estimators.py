@@ -42,14 +42,14 @@ def pass_at_k(n: np.ndarray | int, c: np.ndarray | int, k: int) -> np.ndarray:
     if n_arr.size == 0:
         return np.zeros(n_arr.shape)
     largest = int(n_arr.max())
-    if largest <= _TABLE_LIMIT:
-        return _pass_at_k_table(k, largest)[n_arr, c_arr]
+    if largest <= PASSK_TABLE_LIMIT:
+        return passk_table(k, largest)[n_arr, c_arr]
     pairs, inverse = np.unique(np.stack([n_arr.ravel(), c_arr.ravel()]), axis=1, return_inverse=True)
     values = np.array([_pass_at_k_exact(int(a), int(b), k) for a, b in pairs.T])
     return values[np.asarray(inverse).ravel()].reshape(n_arr.shape)
 
 
-_TABLE_LIMIT = 64
+PASSK_TABLE_LIMIT = 64
 
 
 @functools.lru_cache(maxsize=65536)
@@ -59,12 +59,14 @@ def _pass_at_k_exact(n: int, c: int, k: int) -> float:
 
 
 @functools.lru_cache(maxsize=32)
-def _pass_at_k_table(k: int, largest: int) -> np.ndarray:
-    """table[n, c] = pass@k for n <= largest (the same exact values as the per-pair path)."""
+def passk_table(k: int, largest: int) -> np.ndarray:
+    """table[n, c] = pass@k for k <= n <= largest, 0 <= c <= n (the same exact values as the per-pair
+    path; NaN elsewhere; read-only). Callers check k <= n themselves (``pass_at_k`` does)."""
     table = np.full((largest + 1, largest + 1), np.nan)
     for n in range(k, largest + 1):
         for c in range(n + 1):
             table[n, c] = _pass_at_k_exact(n, c, k)
+    table.flags.writeable = False
     return table
 
 
@@ -102,10 +104,11 @@ def hysteresis_bins(previous_P: np.ndarray, center_P: np.ndarray, low_P: np.ndar
     uncertainty-aware rule.
     """
     previous = np.asarray(previous_P, np.int64)
-    up = bin_of(low_P, edges)
-    down = bin_of(high_P, edges)
-    new = np.where(previous < 0, bin_of(center_P, edges), previous)
-    placed = previous >= 0
-    new = np.where(placed & (up > previous), up, new)
-    new = np.where(placed & (down < previous), down, new)
-    return new
+    edges = np.asarray(edges, float)
+    up = np.searchsorted(edges, low_P, side="right")
+    down = np.searchsorted(edges, high_P, side="right")
+    # placed prompts: down if down < previous, else up if up > previous, else previous
+    placed = np.where(down < previous, down, np.maximum(up, previous))
+    if previous.size and previous.min() >= 0:
+        return placed
+    return np.where(previous < 0, np.searchsorted(edges, center_P, side="right"), placed)

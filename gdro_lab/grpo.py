@@ -10,7 +10,9 @@ reproduces it.
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Any, Callable, Generic, TypeVar
 
 import numpy as np
 
@@ -64,6 +66,105 @@ def group_is_constant(values_R: np.ndarray, counts_P: np.ndarray) -> np.ndarray:
     return np.maximum.reduceat(values, starts) == np.minimum.reduceat(values, starts)
 
 
+T = TypeVar("T")
+
+
+class computed_once(Generic[T]):
+    """Like functools.cached_property, without its per-instance lock (Python 3.11): the first read
+    stores the value in the instance ``__dict__``, later reads are plain attribute hits. Works on
+    frozen dataclasses (it never calls ``__setattr__``)."""
+
+    def __init__(self, fn: Callable[[Any], T]):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> T:
+        if obj is None:
+            return self  # type: ignore[return-value]
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
+
+
+class RewardGroups:
+    """Per-prompt statistics of flat ragged rewards, each computed once on first use (read-only arrays).
+
+    Needs ``rewards_R`` (finite float64), ``counts_P`` (int64 >= 1, summing to R) and ``min_count``;
+    :class:`gdro_lab.feedback.StepFeedback` inherits it, :func:`grpo_advantages` wraps its inputs in it.
+    Every value is computed as the module's functions compute it (same operations, same order).
+    """
+
+    rewards_R: np.ndarray
+    counts_P: np.ndarray
+    min_count: int
+
+    @computed_once
+    def starts_P(self) -> np.ndarray:
+        """Offset of each prompt's first rollout in the flat arrays."""
+        return (np.cumsum(self.counts_P) - self.counts_P)
+
+    @computed_once
+    def group_R(self) -> np.ndarray:
+        """Prompt of each flat rollout, repeat(arange(P), counts_P)."""
+        return (np.repeat(np.arange(self.counts_P.size), self.counts_P))
+
+    @computed_once
+    def reward_mean_P(self) -> np.ndarray:
+        """Mean reward per prompt (= group_mean)."""
+        return (np.add.reduceat(self.rewards_R, self.starts_P) / self.counts_P)
+
+    @computed_once
+    def _reward_ss_P(self) -> np.ndarray:
+        centered = self.rewards_R - self.reward_mean_P[self.group_R]
+        return np.add.reduceat(centered * centered, self.starts_P)
+
+    @computed_once
+    def _variances(self) -> dict[int, np.ndarray]:
+        return {}
+
+    def reward_var_P(self, ddof: int = 0) -> np.ndarray:
+        """Reward variance per prompt (= group_variance: ddof 0 population, 1 Bessel; NaN where n <= ddof)."""
+        out = self._variances.get(ddof)
+        if out is None:
+            counts = self.counts_P
+            if self.min_count > ddof:  # counts - ddof >= 1 everywhere: max(., 1) is the identity
+                out = self._reward_ss_P / (counts - ddof) if ddof else self._reward_ss_P / counts
+            else:
+                out = np.where(counts > ddof, self._reward_ss_P / np.maximum(counts - ddof, 1), np.nan)
+            out = self._variances[ddof] = (out)
+        return out
+
+    @computed_once
+    def constant_P(self) -> np.ndarray:
+        """True for prompts whose rewards are all exactly equal (= group_is_constant)."""
+        starts = self.starts_P
+        return (np.maximum.reduceat(self.rewards_R, starts) == np.minimum.reduceat(self.rewards_R, starts))
+
+
+class _Groups(RewardGroups):
+    def __init__(self, rewards_R: np.ndarray, counts_P: np.ndarray):
+        self.rewards_R = rewards_R
+        self.counts_P = counts_P
+        self.min_count = int(counts_P.min())
+
+
+
+@functools.lru_cache(maxsize=64)
+def check_advantage_options(std: str, eps: float, clip: float | None, singleton: str) -> None:
+    """One-line ConfigError for a bad option of :func:`grpo_advantages`."""
+    if std not in ("population", "bessel"):
+        raise ConfigError(f"grpo_advantages: std={std!r} is invalid: must be 'population' or 'bessel'")
+    if singleton not in ("zero", "verl"):
+        raise ConfigError(f"grpo_advantages: singleton={singleton!r} is invalid: must be 'zero' or 'verl'")
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
+        raise ConfigError(f"grpo_advantages: eps={eps!r} is invalid: must be a finite number >= 0")
+    if clip is not None and not (isinstance(clip, (int, float)) and clip > 0):
+        raise ConfigError(f"grpo_advantages: clip={clip!r} is invalid: must be None or a number > 0")
+
+
 def grpo_advantages(rewards_R: np.ndarray, counts_P: np.ndarray, *, std: str = "population",
                     eps: float = 1e-6, clip: float | None = None, normalize_std: bool = True,
                     singleton: str = "zero") -> tuple[np.ndarray, dict[str, float]]:
@@ -77,33 +178,43 @@ def grpo_advantages(rewards_R: np.ndarray, counts_P: np.ndarray, *, std: str = "
       learn from it; this keeps every advantage a comparison within the prompt.
     - "verl": mean 0 and std 1, i.e. A = r / (1 + eps) (r without std normalisation), exactly as
       verl 0.9.1; with ``std="bessel"`` this reproduces verl's ``compute_grpo_outcome_advantage``.
-    Returns (advantages_R, metrics).
+    Returns (advantages_R, metrics). ``StepFeedback.advantages`` gives the same from the step's
+    cached statistics.
     """
-    if std not in ("population", "bessel"):
-        raise ConfigError(f"grpo_advantages: std={std!r} is invalid: must be 'population' or 'bessel'")
-    if singleton not in ("zero", "verl"):
-        raise ConfigError(f"grpo_advantages: singleton={singleton!r} is invalid: must be 'zero' or 'verl'")
-    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
-        raise ConfigError(f"grpo_advantages: eps={eps!r} is invalid: must be a finite number >= 0")
-    if clip is not None and not (isinstance(clip, (int, float)) and clip > 0):
-        raise ConfigError(f"grpo_advantages: clip={clip!r} is invalid: must be None or a number > 0")
-    rewards = as_float_array("grpo_advantages", "rewards_R", rewards_R, ndim=1)
+    check_advantage_options(std, eps, clip, singleton)
+    rewards = np.asarray(rewards_R, dtype=float) if isinstance(rewards_R, np.ndarray) else None
+    if rewards is None or rewards.ndim != 1 or not np.isfinite(rewards).all():
+        rewards = as_float_array("grpo_advantages", "rewards_R", rewards_R, ndim=1)
     counts = _check_layout(rewards, counts_P)
-    single_P = counts == 1
-    mean_P = group_mean(rewards, counts)
-    var_P = group_variance(rewards, counts, ddof=1 if std == "bessel" else 0)
-    std_P = np.sqrt(np.where(single_P, 1.0, np.nan_to_num(var_P)))
-    if singleton == "verl":
-        mean_P = np.where(single_P, 0.0, mean_P)
-    centered = rewards - np.repeat(mean_P, counts)
-    advantages = centered / np.repeat(std_P + eps, counts) if normalize_std else centered
-    constant_P = group_is_constant(rewards, counts) & ~single_P
-    advantages[np.repeat(constant_P, counts)] = 0.0
-    if singleton == "zero":
-        advantages[np.repeat(single_P, counts)] = 0.0
+    if not counts.size:
+        return np.zeros(0), {"zero_variance_frac": 0.0, "adv_abs_mean": 0.0}
+    return advantages_from_stats(_Groups(rewards, counts), std, eps, clip, normalize_std, singleton)
+
+
+def advantages_from_stats(groups: RewardGroups, std: str, eps: float, clip: float | None, normalize_std: bool,
+                          singleton: str) -> tuple[np.ndarray, dict[str, float]]:
+    """:func:`grpo_advantages` on validated inputs and their cached per-prompt statistics."""
+    counts = groups.counts_P
+    group = groups.group_R
+    var_P = groups.reward_var_P(1 if std == "bessel" else 0)
+    mean_P = groups.reward_mean_P
+    constant_P = groups.constant_P
+    if groups.min_count > 1:  # no group of one (the usual case): no special cases
+        std_P = np.sqrt(var_P)
+        zero_P = constant_P
+    else:
+        single_P = counts == 1
+        std_P = np.sqrt(np.where(single_P, 1.0, np.nan_to_num(var_P)))
+        if singleton == "verl":
+            mean_P = np.where(single_P, 0.0, mean_P)
+            zero_P = constant_P & ~single_P
+        else:
+            zero_P = constant_P  # a group of one is constant
+    centered = groups.rewards_R - mean_P[group]
+    advantages = centered / (std_P + eps)[group] if normalize_std else centered
+    advantages[zero_P[group]] = 0.0
     if clip is not None:
-        advantages = np.clip(advantages, -clip, clip)
-    zero_var_P = group_is_constant(rewards, counts)
-    metrics = {"zero_variance_frac": float(zero_var_P.mean()) if counts.size else 0.0,
-               "adv_abs_mean": float(np.abs(advantages).mean()) if advantages.size else 0.0}
+        advantages = np.minimum(np.maximum(advantages, -clip), clip)
+    metrics = {"zero_variance_frac": np.count_nonzero(constant_P) / counts.size,
+               "adv_abs_mean": float(np.abs(advantages).sum() / advantages.size) if advantages.size else 0.0}
     return advantages, metrics

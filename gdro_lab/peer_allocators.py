@@ -114,7 +114,16 @@ class _PerPromptAllocator:
     def num_bins(self) -> int:
         return int(self.config.num_bins)
 
-    def _check_plan_inputs(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None) -> np.ndarray:
+    @property
+    def prompts(self) -> Any:
+        """The PromptIndex the history is indexed by (gdro_lab.prompts)."""
+        return self.stats.prompts
+
+    def bind_prompts(self, prompts: Any) -> None:
+        """Share the run's PromptIndex (before the first update)."""
+        self.stats.bind_prompts(prompts)
+
+    def _check_plan_inputs(self, bins_P: np.ndarray, prompt_ids: Any) -> np.ndarray:
         bins = check_bins(type(self).__name__ + ".plan", "bins_P", bins_P, self.num_bins)
         if prompt_ids is not None and len(prompt_ids) != bins.size:
             raise ConfigError(f"{type(self).__name__}.plan: prompt_ids has {len(prompt_ids)} entries: "
@@ -137,7 +146,8 @@ class _PerPromptAllocator:
             observed = np.where(number > 0, total / np.maximum(number, 1), np.nan)
         self.variance_G = ema_from_first(self.variance_G, observed, self.config.variance_ema)
 
-    def _rows(self, size: int, prompt_ids: Sequence[str] | None) -> np.ndarray:
+    def _rows(self, size: int, prompt_ids: Any) -> np.ndarray:
+        """Rows of the plan's prompts (-1 without ids); ``self.stats.seen(rows)`` says which have a history."""
         return self.stats.rows(prompt_ids) if prompt_ids is not None else np.full(size, -1, np.int64)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
@@ -171,7 +181,7 @@ class KnapsackAllocator(_PerPromptAllocator):
         valid = self.stats.take("total", rows) >= self.config.min_history
         return np.where(valid, p, 0.5), valid
 
-    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
+    def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
         cfg = self.config
         bins = self._check_plan_inputs(bins_P, prompt_ids)
         p, valid = self.estimates(self._rows(bins.size, prompt_ids))
@@ -199,12 +209,12 @@ class VIPAllocator(_PerPromptAllocator):
         b = cfg.prior_strength * (1.0 - m) + n - s
         return a * b / ((a + b) * (a + b + 1.0))
 
-    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
+    def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
         cfg = self.config
         bins = self._check_plan_inputs(bins_P, prompt_ids)
         rows = self._rows(bins.size, prompt_ids)
         n_P = np.full(bins.size, cfg.n_bar, np.int64)
-        seen = rows >= 0
+        seen = self.stats.seen(rows)
         if seen.any():
             offset = 1.0 if cfg.form == "rloo" else 0.0
             n_P[seen], _ = convex_plan(self.weights(rows[seen]), int(seen.sum()) * cfg.n_bar, cfg.n_min,

@@ -72,31 +72,82 @@ def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: i
     check_total("exact_plan", total, size, n_min, n_min + num_arms - 1)
     if size == 0:
         return np.zeros(0, np.int64)
-    need = int(total) - size * n_min
+    return plan_values(values, bins, int(total), n_min)
+
+
+def plan_values(values: np.ndarray, bins: np.ndarray, total: int, n_min: int) -> np.ndarray:
+    """:func:`exact_plan` on checked inputs: tie-broken values (G, A), bins in [0, G), at least one
+    prompt, a total within [P n_min, P (n_min + A - 1)] (unchecked; Rollout-GDRO's plan calls this)."""
+    num_bins, num_arms = values.shape
+    size = bins.size
+    need = total - size * n_min
     all_finite = bool(np.isfinite(values).all())
+    counts_all = np.bincount(bins, minlength=num_bins)
     if num_arms > 2 and all_finite:
         second = values[:, 2:] - 2.0 * values[:, 1:-1] + values[:, :-2]
         if np.all(second <= 0.0):  # log-concave rows: the greedy is the exact separable optimum
-            return concave_budget_plan(log_prob_GA, bins, total, n_min, tie_center=tie_center)
-    counts_all = np.bincount(bins, minlength=num_bins)
-    present = np.flatnonzero(counts_all)
+            return n_min + _concave_greedy(values, bins, counts_all, need)
+    every_bin = bool(counts_all.all())
+    present = _arange(num_bins) if every_bin else np.flatnonzero(counts_all)
     if all_finite:
         scale, forbidden = float(np.abs(values).max()), None
-        f_GA = values[present]
+        f_GA = values if every_bin else values[present]
     else:
         finite = values[np.isfinite(values)]
         scale = float(np.abs(finite).max()) if finite.size else 0.0
         f_GA, forbidden = forbidden_floor(values[present], size)
     # x_GA[g, a]: prompts of present bin g at arm a; earlier prompts of a bin get the larger arms
-    x_GA = _solve(f_GA, counts_all[present].astype(np.int64), need, scale)
+    x_GA = _solve(f_GA, counts_all if every_bin else counts_all[present], need, scale)
     n_P = np.empty(size, np.int64)
-    n_P[np.argsort(bins, kind="stable")] = np.repeat(np.tile(np.arange(num_arms)[::-1], present.size),
+    n_P[np.argsort(bins, kind="stable")] = np.repeat(_descending_arms(num_arms, present.size),
                                                      x_GA[:, ::-1].ravel())
     used = forbidden & (x_GA > 0) if forbidden is not None else None
     if used is not None and used.any():
         raise ValueError(f"exact_plan: no plan with total {total} avoids arms of probability 0 "
                          f"(bin {present[used.any(axis=1).argmax()]}); allow more arms or change the total")
     return n_min + n_P
+
+
+@functools.lru_cache(maxsize=64)
+def _descending_arms(num_arms: int, num_bins: int) -> np.ndarray:
+    """tile(arange(A)[::-1], G): arm of each (bin, arm) slot, arms descending within a bin."""
+    return np.tile(np.arange(num_arms)[::-1], num_bins)
+
+
+@functools.lru_cache(maxsize=16)
+def _segments(num_bins: int, num_arms: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bin, arm) of each increment a -> a + 1, flattened bin-major: shapes (G (A - 1),)."""
+    return np.repeat(np.arange(num_bins), num_arms - 1), np.tile(np.arange(num_arms - 1), num_bins)
+
+
+def _concave_greedy(values: np.ndarray, bins: np.ndarray, counts: np.ndarray, need: int) -> np.ndarray:
+    """Arm offsets a_i of allocation.concave_budget_plan on rows already concave (same result, unchecked).
+
+    Grants the ``need`` increments with the largest gains values[b, a + 1] - values[b, a] (ties: lower
+    arm, then lower bin), each bin's increment taken by all its prompts; within a bin the first
+    ``extra`` prompts in batch order go one arm higher.
+    """
+    num_bins, num_arms = values.shape
+    seg_bin, seg_arm = _segments(num_bins, num_arms)
+    gains = values[:, 1:] - values[:, :-1]
+    order = np.lexsort((seg_arm, -gains.ravel()))
+    # grant the increments in that order, each to every prompt of its bin, until `need` are granted
+    # (a handful of segments: a plain loop beats the numpy calls of a cumulative sum)
+    per_bin = counts.tolist()
+    increments = [0] * num_bins
+    left = need
+    for b in seg_bin[order].tolist():
+        if left <= 0:
+            break
+        taken = min(per_bin[b], left)
+        increments[b] += taken
+        left -= taken
+    base = [inc // c if c else 0 for inc, c in zip(increments, per_bin)]
+    offset = np.array(base)[bins]
+    for b, (inc, c, low) in enumerate(zip(increments, per_bin, base)):
+        if inc != low * c:  # the first (inc - low c) prompts of the bin, in batch order, go one arm higher
+            offset[np.flatnonzero(bins == b)[:inc - low * c]] += 1
+    return offset
 
 
 def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.ndarray:
@@ -108,7 +159,7 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.nda
     num_bins, num_arms = f_GA.shape
     if num_arms == 1:
         return c_G[:, None].copy()
-    arm = np.arange(num_arms)
+    arm = _arange(num_arms)
     lam = _dual(f_GA, c_G, need)
     adjusted = f_GA - lam * arm
     r_GA = np.maximum(adjusted.max(axis=1, keepdims=True) - adjusted, 0.0)
@@ -150,17 +201,20 @@ def _relaxed(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarr
     critical = np.flatnonzero(hi_G > lo_G)
     if not simple or critical.size > 1:
         return 0.0, None
-    padded = np.full((num_bins, 3 * num_arms - 2), np.inf)
+    padded = np.empty((num_bins, 3 * num_arms - 2))
+    padded.fill(np.inf)
     padded[:, num_arms - 1: 2 * num_arms - 1] = np.where(r_GA > 0.0, r_GA, np.inf)  # zero: no move
-    offset = np.arange(num_bins) * padded.shape[1] + lo_G
-    cost = padded.ravel()[offset[:, None] + np.arange(2 * num_arms - 1)]  # cost[g, d + A - 1]
+    rows, shifts = _shift_layout(num_bins, num_arms)
+    cost = padded.ravel().take((rows + lo_G)[:, None] + shifts)  # cost[g, d + A - 1]
     payer, m_D = cost.argmin(axis=0), cost.min(axis=0)
     width = int(hi_G[critical[0]] - lo_G[critical[0]]) if critical.size else 1
     targets = (need - int(c_G @ lo_G), width, int(c_G[critical].sum()))  # D - width h, h = 0..h_max
     lower, high, moves = _shortest_shift(m_D, targets, rounds)
     if moves is None:
         return lower, None
-    high_G = np.where(np.arange(num_bins) == (critical[0] if critical.size else -1), high, 0)
+    high_G = np.zeros(num_bins, np.int64)
+    if critical.size:
+        high_G[critical[0]] = high
     x_GA = _two_arms(num_arms, c_G, lo_G, hi_G, high_G)
     for d in moves:
         g = int(payer[d + num_arms - 1])
@@ -201,7 +255,7 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
         if k == rounds:
             return (rounds + 1) * cheapest, 0, None
         new = np.minimum((window + reversed_m).min(axis=1), core)
-        k = rounds if np.array_equal(new, core) else k + 1  # a fixed point: more rounds change nothing
+        k = k + 1 if (new < core).any() else rounds  # a fixed point (new <= core): more rounds change nothing
         core[:] = new
         layers.append(new)
         best = float(core[span].min())
@@ -221,28 +275,56 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
 
 
 
+@functools.lru_cache(maxsize=64)
+def _shift_layout(num_bins: int, num_arms: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row offsets g (3A - 2), shifts 0..2A-2) into the padded (G, 3A - 2) cost table of ``_relaxed``."""
+    rows = np.arange(num_bins) * (3 * num_arms - 2)
+    shifts = np.arange(2 * num_arms - 1)
+    rows.flags.writeable = shifts.flags.writeable = False
+    return rows, shifts
+
+
 @functools.lru_cache(maxsize=16)
-def _chords(num_arms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each point a, every chord (i, j) with i <= a <= j: (i, j, weight (a - i) / (j - i)), each
-    (A, M), padded with the chord (a, a) of weight 0."""
+def _arange(size: int) -> np.ndarray:
+    out = np.arange(size)
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _chord_layout(num_bins: int, num_arms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Flat gather indices into a (G, A) array of every chord (i <= a <= j) of every point, their weights
+    (a - i) / (j - i) (0 for i = j), and the start of each (bin, point) segment: for ``_envelope``."""
     pairs = [[(i, j) for i in range(a + 1) for j in range(a, num_arms)] for a in range(num_arms)]
-    width = max(len(p) for p in pairs)
-    pairs = [p + [(a, a)] * (width - len(p)) for a, p in enumerate(pairs)]
-    i, j = np.array(pairs).transpose(2, 0, 1)
-    a = np.arange(num_arms)[:, None]
-    return i, j, np.where(j > i, (a - i) / np.maximum(j - i, 1), 0.0)
+    i = np.array([p[0] for row in pairs for p in row])
+    j = np.array([p[1] for row in pairs for p in row])
+    a = np.repeat(np.arange(num_arms), [len(row) for row in pairs])
+    weight = np.where(j > i, (a - i) / np.maximum(j - i, 1), 0.0)
+    offset = np.arange(num_bins)[:, None] * num_arms
+    starts = np.concatenate([[0], np.cumsum([len(row) for row in pairs])[:-1]])
+    out = ((offset + i).ravel(), (offset + j).ravel(), np.tile(weight, num_bins),
+           (np.arange(num_bins)[:, None] * i.size + starts).ravel())
+    for array in out:
+        array.flags.writeable = False
+    return out
 
 
 def _envelope(f_GA: np.ndarray) -> np.ndarray:
-    """Upper concave envelope of finite rows: max over chords (i <= a <= j), vectorised, O(G A^3)."""
-    i, j, weight = _chords(f_GA.shape[1])
-    fi = f_GA[:, i]
-    return (fi + (f_GA[:, j] - fi) * weight).max(axis=2)
+    """Upper concave envelope of finite rows: max over chords (i <= a <= j), vectorised, O(G A^3).
+
+    (Every chord is evaluated as f_i + (f_j - f_i) w, its maximum taken per point by reduceat.)
+    """
+    num_bins, num_arms = f_GA.shape
+    flat_i, flat_j, weight, starts = _chord_layout(num_bins, num_arms)
+    values = f_GA.ravel()
+    fi = values.take(flat_i)
+    return np.maximum.reduceat(fi + (values.take(flat_j) - fi) * weight, starts).reshape(num_bins, num_arms)
 
 
 def _dual(f_GA: np.ndarray, c_G: np.ndarray, need: int) -> float:
     """LP dual lambda: the gain of the need-th largest concave-envelope increment (with multiplicity)."""
-    gains = np.diff(_envelope(f_GA), axis=1).ravel()
+    envelope = _envelope(f_GA)
+    gains = (envelope[:, 1:] - envelope[:, :-1]).ravel()
     mult = np.repeat(c_G, f_GA.shape[1] - 1)
     order = np.argsort(-gains, kind="stable")
     cumulative = np.cumsum(mult[order])

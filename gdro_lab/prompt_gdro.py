@@ -27,17 +27,18 @@ their score bit-for-bit.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gdro_lab._validate import require_choice, require_int, require_range
-from gdro_lab.checks import check_bins
-from gdro_lab.diagnostics import bin_mean, bin_share, effective_support
+from gdro_lab.checks import check_bins_fast
+from gdro_lab.diagnostics import support_of_weights
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.signals import SIGNALS
-from gdro_lab.update_rules import debiased_signal, ema_from_first, entropic_weights, omega
+from gdro_lab.update_rules import debiased_value, ema_value, entropic_weights, entropic_weights_list, omega_list
 
 __all__ = ["PromptGDRO", "UniformWeighter", "WeighterConfig", "entropic_weights"]
 
@@ -83,7 +84,9 @@ class WeighterConfig:
 class UniformWeighter:
     """GRPO baseline (registry name ``uniform``): every multiplier is 1, bin weights uniform.
 
-    Still tracks the EMA scores so the logs show what an adversary would have seen.
+    Still tracks the EMA scores so the logs show what an adversary would have seen. The per-bin
+    arithmetic runs on Python floats (``ema_value``, ``debiased_value``: the same values as the array
+    rules), since with G ~ 10 bins numpy's per-call cost exceeds it.
     """
 
     config_class = WeighterConfig
@@ -98,32 +101,42 @@ class UniformWeighter:
     def num_bins(self) -> int:
         return self.config.num_bins
 
+    def _weights(self) -> list[float]:
+        return [1.0 / self.num_bins] * self.num_bins
+
     def bin_weights(self) -> np.ndarray:
         """Normalised bin weights q_t(b) (Eq. 15)."""
-        return np.full(self.num_bins, 1.0 / self.num_bins)
+        return np.array(self._weights())
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         """Advantage multiplier per prompt (Eq. 16)."""
-        return np.ones(check_bins(type(self).__name__, "bins_P", bins_P, self.num_bins).size)
+        return np.ones(check_bins_fast(type(self).__name__, "bins_P", bins_P, self.num_bins).size)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         """Fold this step's per-bin signal into the EMA scores (Eq. 12-13)."""
         cfg = self.config
-        feedback.check_num_bins(cfg.num_bins)
-        bins = np.asarray(feedback.bins_P, np.int64)
+        G = cfg.num_bins
         signal_P = SIGNALS[cfg.signal](feedback)
-        mean_G = bin_mean(signal_P, bins, cfg.num_bins)                       # Eq. 13 (NaN = absent)
-        if cfg.share_normalize:
-            mean_G = debiased_signal(mean_G, bin_share(bins, cfg.num_bins), cfg.share_floor)
-        previous = np.where(self.seen_G, self.score_G, np.nan)
-        updated = ema_from_first(previous, mean_G, cfg.ema_beta)             # Eq. 12
-        self.seen_G = np.isfinite(updated)
-        self.score_G = np.where(self.seen_G, updated, 0.0)
-        weights = self.bin_weights()
-        return {"prompt_gdro/effective_support": effective_support(weights),
-                "prompt_gdro/max_weight": float(weights.max()),
-                "prompt_gdro/score_max": float(self.score_G.max()),
-                "prompt_gdro/signal_mean": float(np.nanmean(signal_P)) if signal_P.size else float("nan")}
+        sums = feedback.bin_sums(signal_P, G)
+        counts = feedback.bin_count_list(G)
+        assigned = feedback.num_assigned
+        score, seen = self.score_G.tolist(), self.seen_G.tolist()
+        for b, count in enumerate(counts):
+            if count:  # absent bins keep their score
+                x = sums[b] / count                                            # Eq. 13
+                if cfg.share_normalize:
+                    x = debiased_value(x, count / assigned, G, cfg.share_floor)
+                score[b] = ema_value(score[b] if seen[b] else math.nan, x, cfg.ema_beta)  # Eq. 12
+                seen[b] = True
+        self.score_G = np.array(score)
+        self.seen_G = np.array(seen)
+        weights = self._weights()
+        signal_sum = float(signal_P.sum())
+        signal_mean = signal_sum / signal_P.size if math.isfinite(signal_sum) else float(np.nanmean(signal_P))
+        return {"prompt_gdro/effective_support": support_of_weights(weights),
+                "prompt_gdro/max_weight": max(weights),
+                "prompt_gdro/score_max": max(score),
+                "prompt_gdro/signal_mean": signal_mean}
 
     def state_dict(self) -> dict[str, Any]:
         return {"score": self.score_G.copy(), "seen": self.seen_G.copy(), "rng": self.rng.bit_generator.state}
@@ -139,23 +152,24 @@ class PromptGDRO(UniformWeighter):
 
     def omega(self) -> np.ndarray:
         """Eq. 14: unnormalised omega_t(b) = exp(eta clip(S_t(b), -C, C))."""
-        return omega(self.score_G, self.config.eta, self.config.clip)
+        return np.array(omega_list(self.score_G.tolist(), self.config.eta, self.config.clip))
 
-    def bin_weights(self) -> np.ndarray:
+    def _weights(self) -> list[float]:
         cfg = self.config
-        return entropic_weights(self.score_G, cfg.eta, cfg.gamma, cfg.clip)
+        return entropic_weights_list(self.score_G.tolist(), cfg.eta, cfg.gamma, cfg.clip)
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         cfg = self.config
-        bins = check_bins(type(self).__name__, "bins_P", bins_P, self.num_bins)
+        bins = check_bins_fast(type(self).__name__, "bins_P", bins_P, self.num_bins)
+        if cfg.weight_mode == "paper":
+            # one gather: bin -1 (unassigned) reads the appended 1
+            capped = [min(value, cfg.max_weight) for value in omega_list(self.score_G.tolist(), cfg.eta, cfg.clip)]
+            return np.array(capped + [1.0]).take(bins)
         assigned = bins >= 0
         out = np.ones(bins.size)
         if not assigned.any():
             return out
-        if cfg.weight_mode == "paper":
-            out[assigned] = np.minimum(self.omega()[bins[assigned]], cfg.max_weight)
-        else:
-            per_prompt = self.bin_weights()[bins[assigned]]
-            if np.ptp(per_prompt) > 0:  # equal weights give exactly 1, not 1 +- rounding
-                out[assigned] = np.minimum(per_prompt / per_prompt.mean(), cfg.max_weight)
+        per_prompt = self.bin_weights()[bins[assigned]]
+        if np.ptp(per_prompt) > 0:  # equal weights give exactly 1, not 1 +- rounding
+            out[assigned] = np.minimum(per_prompt / per_prompt.mean(), cfg.max_weight)
         return out

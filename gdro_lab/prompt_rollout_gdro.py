@@ -32,7 +32,7 @@ budget is planned over the others; with nothing observed at all every prompt get
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -107,13 +107,13 @@ class PromptRolloutGDRO(_PerPromptAllocator):
         arms = np.arange(self.config.n_min, self.config.n_max + 1, dtype=float)
         return relative_P[:, None] * self.config.n_bar / arms + self.mu * arms / self.config.n_bar
 
-    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
+    def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
         cfg = self.config
         bins = self._check_plan_inputs(bins_P, prompt_ids)
         rows = self._rows(bins.size, prompt_ids)
         n_P = np.full(bins.size, cfg.n_bar, np.int64)
         self._desired_mean = float("nan")
-        known = (rows >= 0) | (bins >= 0)  # unassigned prompts without history: n_bar
+        known = self.stats.seen(rows) | (bins >= 0)  # unassigned prompts without history: n_bar
         v = self.variances(bins[known], rows[known])
         if not known.any() or not np.isfinite(v).all() or not v.mean() > 0:
             return n_P

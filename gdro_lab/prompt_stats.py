@@ -1,6 +1,8 @@
 """Per-prompt outcome history shared by the per-prompt allocators and the prompt selectors.
 
-One row per prompt id seen (rows in order of first sight, arrays grown by doubling); per row:
+Arrays indexed by the prompt's row in a :class:`gdro_lab.prompts.PromptIndex` (the run's, shared
+through ``bind_prompts``, or the history's own), grown by doubling; a prompt is *seen* once a visit
+has been recorded (``visits > 0``). Per row:
 
 - ``successes``, ``trials``: counts discounted by ``decay`` at each new visit,
   s <- decay s + c, n <- decay n + m (decay 1 = every rollout ever, equally weighted);
@@ -13,8 +15,9 @@ One row per prompt id seen (rows in order of first sight, arrays grown by doubli
 
 Pure bookkeeping, no randomness. A prompt twice in one step counts as two visits in batch order.
 ``track`` names the groups a controller reads ("counts", "recent", "streaks"; "total", "visits" and
-"bin" are always kept), so each pays only for its own. The state is a plain dict of the ids and the
-arrays (JSON through gdro_lab.runlog.encode_state).
+"bin" are always kept), so each pays only for its own. The state is a plain dict of the seen
+prompts' ids and their rows of every array (JSON through gdro_lab.runlog.encode_state), so it loads
+into any numbering of the same ids.
 """
 
 from __future__ import annotations
@@ -25,41 +28,49 @@ import numpy as np
 
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.grpo import group_index
+from gdro_lab.prompts import PerPromptState
 
 RECENT_BITS = 16
 _FLOAT = ("successes", "trials")
 _INT = ("recent", "recent_len", "total", "visits", "bin", "easy_streak", "hard_streak")
 
 
-class PromptStats:
+class PromptStats(PerPromptState):
     """Outcome history of every prompt seen (module docstring)."""
 
     def __init__(self, decay: float = 1.0, easy_rate: float = 0.98, hard_rate: float = 0.11,
                  track: tuple[str, ...] = ("counts", "recent", "streaks")):
         self.decay, self.easy_rate, self.hard_rate = float(decay), float(easy_rate), float(hard_rate)
         self.track = frozenset(track)
-        self._row: dict[str, int] = {}
+        self._init_prompts()
         self.arrays: dict[str, np.ndarray] = {name: np.zeros(0) for name in _FLOAT}
         self.arrays.update({name: np.zeros(0, np.int64) for name in _INT})
 
+    def _tracks_prompts(self) -> bool:
+        return bool(np.any(self.arrays["visits"] > 0))
+
     def __len__(self) -> int:
-        return len(self._row)
+        """Prompts seen."""
+        return int(np.count_nonzero(self.arrays["visits"]))
 
     def __getattr__(self, name: str) -> np.ndarray:
         arrays = self.__dict__.get("arrays", {})
         if name in arrays:
-            return arrays[name][: len(self.__dict__["_row"])]
+            return arrays[name]
         raise AttributeError(name)
 
-    def rows(self, prompt_ids: Sequence[str], add: bool = False) -> np.ndarray:
-        """Row of each id (-1 = never seen, unless ``add``: new ids get new rows)."""
-        table = self._row
-        if add:
-            rows = np.array([table.setdefault(pid, len(table)) for pid in prompt_ids], np.int64)
-            self._grow(len(table))
-            return rows
-        get = table.get
-        return np.array([get(pid, -1) for pid in prompt_ids], np.int64)
+    def rows(self, prompt_ids: Any, add: bool = False) -> np.ndarray:
+        """Row of each prompt (string ids or indices of ``self.prompts``); -1 for a string id the index
+        never held, unless ``add`` (then it is interned). Rows of prompts not seen yet are valid rows."""
+        rows = self._prompt_rows(prompt_ids, register=add)
+        self._grow(len(self.prompts))
+        return rows
+
+    def seen(self, rows: np.ndarray) -> np.ndarray:
+        """Whether each row (-1 allowed) has a recorded visit."""
+        rows = np.asarray(rows, np.int64)
+        visits = self.arrays["visits"]
+        return (rows >= 0) & (visits[np.maximum(rows, 0)] > 0) if visits.size else np.zeros(rows.size, bool)
 
     def _grow(self, size: int) -> None:
         capacity = self.arrays["trials"].size
@@ -72,7 +83,8 @@ class PromptStats:
 
     def record(self, feedback: StepFeedback) -> np.ndarray:
         """Fold one step's outcomes into the history; returns the prompts' rows."""
-        rows = self.rows(feedback.prompt_ids, add=True)
+        rows = feedback.index_in(self.prompts)
+        self._grow(len(self.prompts))
         counts = np.asarray(feedback.counts_P, np.int64)
         successes = np.asarray(feedback.successes_R, bool)
         starts = np.cumsum(counts) - counts
@@ -112,32 +124,34 @@ class PromptStats:
     def recent_rate(self, rows: np.ndarray) -> np.ndarray:
         """Mean of each row's most recent (up to 16) rollouts; NaN for rows -1 or with none."""
         rows = np.asarray(rows, np.int64)
-        safe = np.maximum(rows, 0)
-        length = np.where(rows >= 0, self.arrays["recent_len"][safe] if len(self) else 0, 0)
-        ones = np.bitwise_count(self.arrays["recent"][safe]) if len(self) else np.zeros(rows.size)
+        seen = self.seen(rows)
+        safe = np.where(seen, rows, 0)
+        length = np.where(seen, self.arrays["recent_len"][safe], 0) if seen.any() else np.zeros(rows.size)
+        ones = np.bitwise_count(self.arrays["recent"][safe]) if seen.any() else np.zeros(rows.size)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(length > 0, ones / np.maximum(length, 1), np.nan)
 
     def take(self, name: str, rows: np.ndarray, missing: float = 0.0) -> np.ndarray:
-        """``name`` of each row, ``missing`` for row -1."""
+        """``name`` of each row, ``missing`` for rows not seen (or -1)."""
         rows = np.asarray(rows, np.int64)
-        if not len(self):
+        seen = self.seen(rows)
+        if not seen.any():
             return np.full(rows.size, missing, float)
-        values = self.arrays[name][np.maximum(rows, 0)]
-        return np.where(rows >= 0, values, missing)
+        return np.where(seen, self.arrays[name][np.where(seen, rows, 0)], missing)
 
     def state_dict(self) -> dict[str, Any]:
-        size = len(self._row)
-        state: dict[str, Any] = {"ids": list(self._row)}
-        state.update({name: array[:size].copy() for name, array in self.arrays.items()})
+        tracked = np.flatnonzero(self.arrays["visits"] > 0)
+        state: dict[str, Any] = {"ids": self.prompts.ids_of(tracked)}
+        state.update({name: array[tracked].copy() for name, array in self.arrays.items()})
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        ids = [str(i) for i in state["ids"]]
-        self._row = {pid: i for i, pid in enumerate(ids)}
+        rows = self.prompts.intern([str(i) for i in state["ids"]])
         for name in _FLOAT + _INT:
-            dtype = float if name in _FLOAT else np.int64
-            self.arrays[name] = np.asarray(state[name], dtype).copy()
+            self.arrays[name] = np.full(0, 0, self.arrays[name].dtype)
+        self._grow(len(self.prompts))
+        for name in _FLOAT + _INT:
+            self.arrays[name][rows] = np.asarray(state[name], self.arrays[name].dtype)
 
 
 def _newest_bits(successes_R: np.ndarray, counts_P: np.ndarray) -> np.ndarray:

@@ -6,13 +6,16 @@ fields computed by the same diagnostics.
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import numpy as np
 
 from gdro_lab import diagnostics as diag
+from gdro_lab._validate import ConfigError
+from gdro_lab.allocation import check_box
 from gdro_lab.feedback import StepFeedback
-from gdro_lab.grpo import group_is_constant, group_mean
 
 
 def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: float, n_max: float,
@@ -24,44 +27,96 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
 
     ``sigma_G``: per-bin std for the SE proxy (pass sqrt of the allocator's variance EMA); when
     None, this step's within-prompt std per bin. ``weights_G``: normalised Prompt-GDRO weights
-    (uniform when None).
+    (uniform when None). Reads the feedback's cached per-step statistics; every value is the one
+    the gdro_lab.diagnostics functions give (same arithmetic), the inputs checked as they check them.
     """
-    bins = np.asarray(feedback.bins_P, np.int64)
-    counts = np.asarray(feedback.counts_P, float)
-    count_G = diag.bin_counts(bins, num_bins)
-    share_G = diag.bin_share(bins, num_bins)
-    weights = np.full(num_bins, 1.0 / num_bins) if weights_G is None else diag.normalized(weights_G)
-    success_P = group_mean(np.asarray(feedback.successes_R, float), feedback.counts_P)
-    reward_P = group_mean(feedback.rewards_R, feedback.counts_P)
-    if sigma_G is None:
-        sigma_G = np.sqrt(feedback.variance_by_bin(num_bins))
-    rollouts_G = diag.bin_mean(counts, bins, num_bins)
-    success_G = diag.bin_mean(success_P, bins, num_bins)
-    bins_out: dict[str, Any] = {
-        "count": count_G, "share": share_G, "weight": weights, "rollouts": rollouts_G,
-        "reward": diag.bin_mean(reward_P, bins, num_bins), "success": success_G,
-        "sigma": np.asarray(sigma_G, float),
-    }
+    G = num_bins
+    count_G = feedback.bin_count(G)
+    share_G = feedback.bin_share(G)
+    weights = np.full(G, 1.0 / G) if weights_G is None else _weights(weights_G)
+    success_P = feedback.success_rate_P
+    reward_P = feedback.reward_mean_P
+    sigma = np.sqrt(feedback.variance_by_bin(G)) if sigma_G is None else np.asarray(sigma_G, float)
+    names = ["rollouts", "success", "reward"]
+    rows = [feedback.counts_P, success_P, reward_P]
     if multipliers_P is not None:
-        bins_out["multiplier"] = diag.bin_mean(multipliers_P, bins, num_bins)
+        names.append("multiplier")
+        rows.append(_per_prompt(feedback, "multipliers_P", multipliers_P))
     if signal_P is not None:
-        bins_out["signal"] = diag.bin_mean(signal_P, bins, num_bins)
+        names.append("signal")
+        rows.append(_per_prompt(feedback, "signal_P", signal_P))
+    by_name = dict(zip(names, feedback.bin_means(np.array(rows, float), G)))  # every per-bin mean in one pass
+    rollouts_G, success_G = by_name["rollouts"], by_name["success"]
+    bins_out: dict[str, Any] = {"count": count_G.astype(float), "share": share_G.copy(), "weight": weights,
+                                "rollouts": rollouts_G, "reward": by_name["reward"], "success": success_G,
+                                "sigma": sigma}
+    for name in names[3:]:
+        bins_out[name] = by_name[name]
     if score_G is not None:
         bins_out["score"] = np.asarray(score_G, float)
+    # the scalars: per-bin lists in plain Python (G ~ 10 bins; numpy's per-call cost exceeds the arithmetic)
     nan = float("nan")
-    # no assigned prompt yet (e.g. the first step): the data's mean bin is undefined, not uniform
-    gap, mu_weight, mu_data = diag.lead_lag_gap(weights, share_G) if share_G.sum() > 0 else (nan, nan, nan)
+    assigned = feedback.num_assigned > 0
+    weights_list = weights.tolist()
+    weight_total = sum(weights_list)
+    weights_normal = [w / weight_total for w in weights_list]  # diag.normalized(weights), as Eq. 32 takes it
+    if assigned:  # Eq. 32 (= diag.lead_lag_gap)
+        if weights.shape != share_G.shape:
+            diag.lead_lag_gap(weights, share_G)  # its error
+        share = share_G.tolist()
+        share_total = sum(share)
+        mu_weight = sum(b * w for b, w in enumerate(weights_normal))
+        mu_data = sum(b * q / share_total for b, q in enumerate(share))
+        gap = mu_weight - mu_data
+    else:  # no assigned prompt yet (e.g. the first step): the data's mean bin is undefined, not uniform
+        gap, mu_weight, mu_data = nan, nan, nan
+    num_prompts = feedback.num_prompts
+    success_list = success_G.tolist()
     scalars: dict[str, float] = {
-        "mean_success": float(success_P.mean()), "mean_reward": float(reward_P.mean()),
-        "mean_rollouts": float(counts.mean()), "total_rollouts": float(counts.sum()),
-        "num_prompts": float(bins.size), "num_unassigned": float(np.sum(bins < 0)),
-        "zero_variance_frac": float(np.mean(group_is_constant(feedback.rewards_R, feedback.counts_P))),
+        "mean_success": float(success_P.sum() / num_prompts), "mean_reward": float(reward_P.sum() / num_prompts),
+        "mean_rollouts": feedback.total / num_prompts, "total_rollouts": float(feedback.total),
+        "num_prompts": float(num_prompts), "num_unassigned": float(num_prompts - feedback.num_assigned),
+        "zero_variance_frac": np.count_nonzero(feedback.constant_P) / num_prompts,
         "mu": float(mu),
         "lead_lag_gap": gap, "mu_weight": mu_weight, "mu_data": mu_data,
-        "effective_support": diag.effective_support(weights),
-        "worst_bin_success": diag.worst_group(success_G),
+        "effective_support": diag.support_of_weights(weights_normal),
+        "worst_bin_success": min((v for v in success_list if math.isfinite(v)), default=nan),
     }
-    if share_G.sum() > 0:
-        n_G = np.where(np.isfinite(rollouts_G), rollouts_G, n_bar)
-        scalars.update(diag.se_report(share_G, sigma_G, n_G, n_bar, n_min, n_max))
+    if assigned:
+        n_G = [n_bar if math.isnan(r) else r for r in rollouts_G.tolist()]
+        scalars.update(_se(share_G, sigma, n_G, n_bar, n_min, n_max))
     return scalars, bins_out
+
+
+@functools.lru_cache(maxsize=8)
+def _bin_index(num_bins: int) -> np.ndarray:
+    index = np.arange(num_bins, dtype=float)
+    index.flags.writeable = False
+    return index
+
+
+def _weights(weights_G: np.ndarray) -> np.ndarray:
+    """diag.normalized(weights_G): checked (fast path for a finite non-negative float array), sums to one."""
+    w = weights_G
+    if isinstance(w, np.ndarray) and w.dtype == np.float64 and w.ndim == 1 and w.size:
+        total = w.sum()
+        if math.isfinite(total) and total > 0 and w.min() >= 0:  # a NaN or inf makes the sum non-finite
+            return w / total
+    return diag.normalized(weights_G)
+
+
+def _per_prompt(feedback: StepFeedback, name: str, values_P: np.ndarray) -> np.ndarray:
+    values = np.asarray(values_P, float)
+    if values.shape != feedback.bins_P.shape:
+        raise ConfigError(f"bin_mean: values_P has shape {values.shape}: must match bins_P {feedback.bins_P.shape}")
+    return values
+
+
+def _se(share_G: np.ndarray, sigma_G: np.ndarray, n_G: list[float], n_bar: float, n_min: float,
+        n_max: float) -> dict[str, float]:
+    """diag.se_report with its checks done cheaply when the inputs are plainly valid."""
+    sigma = sigma_G.tolist() if sigma_G.shape == share_G.shape else None
+    if sigma is not None and all(math.isfinite(v) and v >= 0 for v in sigma) and n_bar > 0:
+        check_box("sqrt_allocation", n_bar, n_min, n_max)
+        return diag.se_terms_list(share_G.tolist(), sigma, n_G, n_bar, n_min, n_max)
+    return diag.se_report(share_G, sigma_G, np.array(n_G), n_bar, n_min, n_max)  # unknown bins, or its error

@@ -10,6 +10,10 @@ included), so a training loop never branches on a controller's name:
   per-prompt allocator use a prompt's own history), then ``update(feedback)``
 - ``selector``:   ``screen(prompt_ids) -> keep_P`` before generation, ``accept(feedback) -> train_P``
   after it, then ``update(feedback)`` (gdro_lab/selection.py: the equal-compute rule)
+
+Prompts are string ids or int indices of the run's :class:`~gdro_lab.prompts.PromptIndex`;
+``build(..., prompts=index)`` shares that index with a controller that keeps per-prompt state
+(one with ``bind_prompts``), so the loop's int indices are its rows.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from gdro_lab.difficulty import BayesDifficultyClassifier, DifficultyClassifier
 from gdro_lab.peer_allocators import KnapsackAllocator, VIPAllocator
 from gdro_lab.prompt_gdro import PromptGDRO, UniformWeighter
 from gdro_lab.prompt_rollout_gdro import PromptRolloutGDRO
+from gdro_lab.prompts import PromptIndex
 from gdro_lab.rollout_gdro import RolloutGDRO, SqrtAllocator, UniformAllocator
 from gdro_lab.selection import GRESO, DynamicSampling, NoSelector
 
@@ -47,8 +52,10 @@ def make_config(config_class: type, values: Mapping[str, Any] | None) -> Any:
     return config_class(**values)
 
 
-def build(family: str, name: str, config: Any = None, seed: int | None = None) -> Any:
-    """Instantiate controller ``name`` of ``family`` with a config object or mapping and a seed."""
+def build(family: str, name: str, config: Any = None, seed: int | None = None,
+          prompts: PromptIndex | None = None) -> Any:
+    """Instantiate controller ``name`` of ``family`` with a config object or mapping and a seed;
+    ``prompts``: the run's PromptIndex, bound to controllers with per-prompt state (others ignore it)."""
     if family not in REGISTRY:
         raise ConfigError(f"unknown controller family {family!r}: choose one of {', '.join(REGISTRY)}")
     if name not in REGISTRY[family]:
@@ -56,4 +63,11 @@ def build(family: str, name: str, config: Any = None, seed: int | None = None) -
     cls = REGISTRY[family][name]
     if config is None or isinstance(config, Mapping):
         config = make_config(cls.config_class, config)
-    return cls(config, seed)
+    return bind_prompts(cls(config, seed), prompts)
+
+
+def bind_prompts(controller: Any, prompts: PromptIndex | None) -> Any:
+    """Share ``prompts`` with ``controller`` when it keeps per-prompt state; returns the controller."""
+    if prompts is not None and hasattr(controller, "bind_prompts"):
+        controller.bind_prompts(prompts)
+    return controller

@@ -52,11 +52,11 @@ import numpy as np
 
 from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
 from gdro_lab.allocation import adjust_to_total, exact_budget_plan, round_to_budget, sqrt_allocation
-from gdro_lab.checks import check_bins
+from gdro_lab.checks import check_bins_fast
 from gdro_lab.diagnostics import bin_counts, bin_share
 from gdro_lab.feedback import StepFeedback
-from gdro_lab.planner import exact_plan
-from gdro_lab.update_rules import (arm_costs, dual_step, ema_from_first, exp3p_probabilities,
+from gdro_lab.planner import plan_values
+from gdro_lab.update_rules import (arm_costs, dual_step, ema_value, exp3p_probabilities,
                                    importance_weighted_cost, mirror_descent_step)
 
 PLANNERS = ("exact", "dp_count", "dp_bin")
@@ -144,32 +144,35 @@ class UniformAllocator:
     def num_bins(self) -> int:
         return self.config.num_bins
 
-    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
+    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
         """Rollouts per prompt for this batch; sums to P n_bar exactly.
 
-        ``prompt_ids`` (optional, one per prompt) lets a per-prompt allocator use a prompt's own
+        ``prompt_ids`` (optional, one per prompt: string ids or int indices of the run's
+        :class:`~gdro_lab.prompts.PromptIndex`) lets a per-prompt allocator use a prompt's own
         history; the bin-level allocators here accept and ignore it.
         """
         return np.full(self._check_plan_inputs(bins_P, prompt_ids).size, self.config.n_bar, np.int64)
 
-    def _check_plan_inputs(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None) -> np.ndarray:
-        bins = check_bins(type(self).__name__ + ".plan", "bins_P", bins_P, self.num_bins)
+    def _check_plan_inputs(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None) -> np.ndarray:
+        bins = check_bins_fast(type(self).__name__ + ".plan", "bins_P", bins_P, self.num_bins)
         if prompt_ids is not None and len(prompt_ids) != bins.size:
             raise ConfigError(f"{type(self).__name__}.plan: prompt_ids has {len(prompt_ids)} entries: "
                               f"must have one per prompt of bins_P ({bins.size})")
         return bins
 
     def _track_variance(self, feedback: StepFeedback) -> np.ndarray:
-        """Variance-proxy EMA per bin: ema_from_first with beta = variance_ema; absent bins unchanged."""
-        feedback.check_num_bins(self.num_bins)
-        observed = feedback.variance_by_bin(self.num_bins)
-        self.variance_G = ema_from_first(self.variance_G, observed, self.config.variance_ema)
+        """Variance-proxy EMA per bin: ema_from_first with beta = variance_ema; absent bins unchanged
+        (per bin on floats, ``ema_value``: the same values)."""
+        observed = feedback.variance_by_bin(self.num_bins, copy=False)
+        beta = self.config.variance_ema
+        self.variance_G = np.array([ema_value(previous, value, beta)
+                                    for previous, value in zip(self.variance_G.tolist(), observed.tolist())])
         return observed
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         """Fold this step's per-bin within-prompt variance into the EMA."""
         self._track_variance(feedback)
-        return {"rollout/mean_n": float(np.mean(feedback.counts_P)), "rollout/mu": self.mu}
+        return {"rollout/mean_n": feedback.total / feedback.num_prompts, "rollout/mu": self.mu}
 
     def state_dict(self) -> dict[str, Any]:
         return {"variance": self.variance_G.copy(), "mu": self.mu, "rng": self.rng.bit_generator.state}
@@ -181,11 +184,13 @@ class UniformAllocator:
 
     def _relative_variance(self, share_G: np.ndarray) -> np.ndarray:
         """v~_b = v_b / sum q v (unknown bins: the mean of known ones), floored; ones if none known."""
-        v = self.variance_G.copy()
+        v = self.variance_G
         known = np.isfinite(v)
-        if not known.any():
-            return np.ones(self.num_bins)
-        v[~known] = v[known].mean()
+        if not known.all():
+            if not known.any():
+                return np.ones(self.num_bins)
+            v = v.copy()
+            v[~known] = v[known].mean()
         scale = float(np.dot(share_G, v)) if share_G.sum() > 0 else float(v.mean())
         if scale <= 0:
             return np.ones(self.num_bins)
@@ -199,7 +204,7 @@ class SqrtAllocator(UniformAllocator):
     true) variances, rounded per prompt to integers with the exact total P n_bar.
     """
 
-    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
+    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
         bins = self._check_plan_inputs(bins_P, prompt_ids)
         share = bin_share(bins, self.num_bins)
@@ -216,7 +221,7 @@ class SqrtAllocator(UniformAllocator):
             self.variance_G = np.asarray(feedback.variance_G, float).copy()
         else:
             self._track_variance(feedback)
-        return {"rollout/mean_n": float(np.mean(feedback.counts_P)), "rollout/mu": self.mu}
+        return {"rollout/mean_n": feedback.total / feedback.num_prompts, "rollout/mu": self.mu}
 
 
 class RolloutGDRO(UniformAllocator):
@@ -227,54 +232,72 @@ class RolloutGDRO(UniformAllocator):
         self.mu = float(self.config.mu_init)
         self.logits_GA = np.zeros((self.num_bins, self.config.arms.size))
         self._sampled_G: np.ndarray | None = None
+        self._arms = self.config.arms
+        self._arms_float = self._arms.astype(float)
+        self._plan_probs: tuple[np.ndarray, np.ndarray] | None = None  # (logits_GA it came from, p)
+        # tie_broken's penalty 1e-9 (n - n_bar)^2, computed once (same values as allocation.tie_broken)
+        self._tie_penalty = 1e-9 * (self._arms[None, :] - self.config.n_bar) ** 2
 
     def arm_probabilities(self) -> np.ndarray:
         """p_b over arms, shape (G, A): (1 - gamma) softmax(L_b) + gamma / A."""
         return exp3p_probabilities(self.logits_GA, self.config.gamma)
 
-    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
+    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
+        arms = self._arms
         bins = self._check_plan_inputs(bins_P, prompt_ids)
-        assigned = bins >= 0
         probs = self.arm_probabilities()
+        self._plan_probs = (self.logits_GA, probs)  # update() reuses them (logits_GA is replaced, never mutated)
         cumulative = probs.cumsum(axis=1)
         draws = self.rng.random(self.num_bins)
-        self._sampled_G = cfg.arms[np.minimum((cumulative < draws[:, None]).sum(axis=1), cfg.arms.size - 1)]
+        self._sampled_G = arms[np.minimum((cumulative < draws[:, None]).sum(axis=1), arms.size - 1)]
+        everyone = bool(bins.size) and bins.min() >= 0
+        if everyone:  # the usual step: every prompt has a bin
+            assigned, num_assigned, placed = None, bins.size, bins
+        else:
+            assigned = bins >= 0
+            num_assigned = int(np.count_nonzero(assigned))
+            placed = bins[assigned]
         n_P = np.full(bins.size, cfg.n_bar, np.int64)
-        if not assigned.any():
+        if not num_assigned:
             return n_P
-        total = int(assigned.sum()) * cfg.n_bar
+        total = num_assigned * cfg.n_bar
         if cfg.planner_name == "exact":
             # log softmax(L_b) without the gamma floor: the floor makes every off-mode arm equally
             # unlikely, so it cannot tell a move of one arm from a move of ten (see module doc).
             log_soft = self.logits_GA - np.logaddexp.reduce(self.logits_GA, axis=1, keepdims=True)
-            n_P[assigned] = exact_plan(log_soft, bins[assigned], total, cfg.n_min, tie_center=cfg.n_bar)
+            plan = plan_values(log_soft - self._tie_penalty, placed, total, cfg.n_min)
+            if everyone:
+                return plan
+            n_P[assigned] = plan
             return n_P
+        if assigned is None:
+            assigned = np.ones(bins.size, bool)
         counts = bin_counts(bins, self.num_bins).astype(np.int64)
         weight = "count" if cfg.planner_name == "dp_count" else "bin"
         n_G, exact = exact_budget_plan(np.log(probs), counts, total, cfg.n_min, tie_center=cfg.n_bar,
                                        weight=weight)
-        n_P[assigned] = n_G[bins[assigned]]
+        n_P[assigned] = n_G[placed]
         if not exact:
-            preference = (probs @ cfg.arms)[bins[assigned]] - n_P[assigned]
+            preference = (probs @ arms)[placed] - n_P[assigned]
             n_P[assigned] = adjust_to_total(n_P[assigned], total, cfg.n_min, cfg.n_max, preference)
         return n_P
 
     def arm_costs(self, share_G: np.ndarray) -> np.ndarray:
         """cost_b(n) = v~_b n_bar / n + mu n / n_bar, shape (G, A)."""
-        cfg = self.config
-        return arm_costs(self._relative_variance(share_G), self.mu, cfg.arms, cfg.n_bar)
+        return arm_costs(self._relative_variance(share_G), self.mu, self._arms_float, self.config.n_bar)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         cfg = self.config
         self._track_variance(feedback)
-        bins = np.asarray(feedback.bins_P, np.int64)
-        share = bin_share(bins, self.num_bins)
-        present = share > 0
-        metrics = {"rollout/mean_n": float(np.mean(feedback.counts_P)), "rollout/mu": self.mu}
-        if not present.any() or self._sampled_G is None:
+        share = feedback.bin_share(self.num_bins)
+        present = feedback.bin_nonempty(self.num_bins)  # = share > 0
+        metrics = {"rollout/mean_n": feedback.total / feedback.num_prompts, "rollout/mu": self.mu}
+        if self._sampled_G is None or feedback.num_assigned == 0:
             return metrics
-        probs = self.arm_probabilities()
+        cached = self._plan_probs
+        probs = cached[1] if cached is not None and cached[0] is self.logits_GA else self.arm_probabilities()
+        self._plan_probs = None
         estimate = importance_weighted_cost(self.arm_costs(share), probs, self._sampled_G - cfg.n_min, cfg.feedback)
         self.logits_GA = mirror_descent_step(self.logits_GA, estimate, present, cfg.eta, cfg.score_decay)
         sampled_mean = float(share @ self._sampled_G)

@@ -103,7 +103,8 @@ class NoSelector:
         self.rng = np.random.default_rng(seed)
         self._screened = self._skipped = 0
 
-    def screen(self, prompt_ids: Sequence[str]) -> np.ndarray:
+    def screen(self, prompt_ids: Any) -> np.ndarray:
+        """Keep (True) or skip each prompt before generation (string ids or PromptIndex indices)."""
         self._screened += len(prompt_ids)
         return np.ones(len(prompt_ids), bool)
 
@@ -139,7 +140,15 @@ class GRESO(DynamicSampling):
         self.p_easy, self.p_hard = float(self.config.p_easy), float(self.config.p_hard)
         self.stats = PromptStats(easy_rate=self.config.easy_rate, hard_rate=self.config.hard_rate, track=("streaks",))
 
-    def screen(self, prompt_ids: Sequence[str]) -> np.ndarray:
+    @property
+    def prompts(self) -> Any:
+        return self.stats.prompts
+
+    def bind_prompts(self, prompts: Any) -> None:
+        """Share the run's PromptIndex (before the first update)."""
+        self.stats.bind_prompts(prompts)
+
+    def screen(self, prompt_ids: Any) -> np.ndarray:
         rows = self.stats.rows(prompt_ids)
         keep_p = greso_keep_probability(self.stats.take("easy_streak", rows), self.stats.take("hard_streak", rows),
                                         self.p_easy, self.p_hard, self.config.min_keep)
@@ -174,7 +183,7 @@ class GRESO(DynamicSampling):
         self.stats.load_state_dict(state["prompts"])
 
 
-def fill_batch(selector: Any, draw: Callable[[int], np.ndarray], ids_of: Callable[[np.ndarray], Sequence[str]],
+def fill_batch(selector: Any, draw: Callable[[int], np.ndarray], ids_of: Callable[[np.ndarray], Any],
                batch_size: int, first: np.ndarray | None = None) -> np.ndarray:
     """The next ``batch_size`` items of a loop's data order that pass ``selector.screen``.
 

@@ -1,7 +1,7 @@
 """Difficulty signals: the per-prompt value Prompt-GDRO's adversary maximises (registered by name).
 
 Every signal has the same signature ``signal(feedback) -> signal_P`` (higher = the adversary
-wants more weight there).
+wants more weight there); they read the feedback's cached per-prompt statistics.
 
 - ``surrogate`` (paper Eq. 6-7): l(x_i) = (1/n_i) sum_j l_ij with l_ij = -J^CLIP_ij + beta KL,
   from per-rollout losses a trainer supplies in ``feedback.losses_R``. **Why it averages to ~0:**
@@ -24,7 +24,6 @@ from typing import Callable
 import numpy as np
 
 from gdro_lab.feedback import StepFeedback
-from gdro_lab.grpo import group_mean, group_variance, grpo_advantages
 
 SignalFn = Callable[[StepFeedback], np.ndarray]
 SIGNALS: dict[str, SignalFn] = {}
@@ -42,18 +41,18 @@ def register_signal(name: str) -> Callable[[SignalFn], SignalFn]:
 def surrogate_signal(feedback: StepFeedback) -> np.ndarray:
     """Eq. 7: mean per-rollout loss; without trainer losses, the on-policy value -mean(A) (= 0)."""
     if feedback.losses_R is not None:
-        return group_mean(np.asarray(feedback.losses_R, float), feedback.counts_P)
-    advantages, _ = grpo_advantages(feedback.rewards_R, feedback.counts_P)
-    return -group_mean(advantages, feedback.counts_P)
+        return np.add.reduceat(feedback.losses_R, feedback.starts_P) / feedback.counts_P  # = group_mean
+    advantages, _ = feedback.advantages()
+    return -(np.add.reduceat(advantages, feedback.starts_P) / feedback.counts_P)
 
 
 @register_signal("failure_rate")
 def failure_rate_signal(feedback: StepFeedback) -> np.ndarray:
     """1 - mean success of the prompt's rollouts."""
-    return 1.0 - group_mean(np.asarray(feedback.successes_R, float), feedback.counts_P)
+    return 1.0 - feedback.success_rate_P
 
 
 @register_signal("reward_std")
 def reward_std_signal(feedback: StepFeedback) -> np.ndarray:
     """Population std of the prompt's rewards."""
-    return np.sqrt(group_variance(feedback.rewards_R, feedback.counts_P, ddof=0))
+    return np.sqrt(feedback.reward_var_P(0))

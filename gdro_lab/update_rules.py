@@ -6,9 +6,18 @@ modifies its inputs. Shapes: ``G`` bins, ``A`` arms.
 
 "Absent" bins (no prompt this step) are marked by NaN observations or a False ``present_G``
 mask; every rule leaves their state bit-for-bit unchanged.
+
+The per-bin rules of Prompt-GDRO and the variance proxy also come as plain-Python forms on floats
+and short lists (``ema_value``, ``debiased_value``, ``omega_list``, ``entropic_weights_list``):
+with G ~ 10 bins numpy's per-call cost is larger than the arithmetic, so the controllers' per-step
+path uses these. ``ema_value`` and ``debiased_value`` give bit-for-bit the array forms' values;
+the two list forms may differ from them in the last bits (math.exp and a sequential sum against
+numpy's exp and pairwise sum); tests/test_update_rules.py checks both.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -24,13 +33,37 @@ def ema_from_first(previous_G: np.ndarray, observed_G: np.ndarray, beta: float) 
     """
     previous = np.asarray(previous_G, float)
     observed = np.asarray(observed_G, float)
-    out = previous.copy()
-    seen = np.isfinite(observed)
-    fresh = seen & ~np.isfinite(previous)
-    old = seen & np.isfinite(previous)
-    out[fresh] = observed[fresh]
-    out[old] = (1.0 - beta) * previous[old] + beta * observed[old]
-    return out
+    blended = (1.0 - beta) * previous + beta * observed  # NaN wherever either side is unknown
+    return np.where(np.isfinite(observed), np.where(np.isfinite(previous), blended, observed), previous)
+
+
+def ema_value(previous: float, observed: float, beta: float) -> float:
+    """:func:`ema_from_first` for one bin (non-finite previous = never observed, non-finite observed = absent)."""
+    if not math.isfinite(observed):
+        return previous
+    if not math.isfinite(previous):
+        return observed
+    return (1.0 - beta) * previous + beta * observed
+
+
+def debiased_value(mean: float, share: float, num_bins: int, floor: float) -> float:
+    """:func:`debiased_signal` for one bin: mean / max(B q_hat, floor)."""
+    return mean / max(num_bins * share, floor)
+
+
+def omega_list(score: list[float], eta: float, clip: float) -> list[float]:
+    """:func:`omega` on a list: exp(eta clip(S_b, -C, C))."""
+    return [math.exp(eta * min(max(value, -clip), clip)) for value in score]
+
+
+def entropic_weights_list(score: list[float], eta: float, gamma: float, clip: float) -> list[float]:
+    """:func:`entropic_weights` on a list: (1 - gamma) softmax(eta clip(S, -C, C)) + gamma / B."""
+    logits = [eta * min(max(value, -clip), clip) for value in score]
+    top = max(logits)
+    soft = [math.exp(value - top) for value in logits]
+    total = sum(soft)
+    floor = gamma / len(score)
+    return [(1.0 - gamma) * value / total + floor for value in soft]
 
 
 def debiased_signal(mean_G: np.ndarray, share_G: np.ndarray, floor: float) -> np.ndarray:
@@ -46,13 +79,13 @@ def debiased_signal(mean_G: np.ndarray, share_G: np.ndarray, floor: float) -> np
 
 def omega(score_G: np.ndarray, eta: float, clip: float) -> np.ndarray:
     """Eq. 14: omega_b = exp(eta clip(S_b, -C, C))."""
-    return np.exp(eta * np.clip(np.asarray(score_G, float), -clip, clip))
+    return np.exp(eta * np.minimum(np.maximum(np.asarray(score_G, float), -clip), clip))
 
 
 def entropic_weights(score_G: np.ndarray, eta: float, gamma: float, clip: float) -> np.ndarray:
     """Eq. 14-15: q = (1 - gamma) softmax(eta clip(S, -C, C)) + gamma / B."""
     score = np.asarray(score_G, float)
-    logits = eta * np.clip(score, -clip, clip)
+    logits = eta * np.minimum(np.maximum(score, -clip), clip)  # = np.clip, without its Python wrapper
     soft = np.exp(logits - logits.max())
     return (1.0 - gamma) * soft / soft.sum() + gamma / score.size
 
@@ -85,9 +118,14 @@ def mirror_descent_step(logits_GA: np.ndarray, estimate_GA: np.ndarray, present_
                         eta: float, decay: float = 0.0) -> np.ndarray:
     """Entropic mirror descent on costs: L_b <- (1 - decay) L_b - eta cost_hat_b, re-centred so
     max_a L_b(a) = 0 (softmax unchanged), for present bins only; absent rows returned unchanged."""
-    logits = np.asarray(logits_GA, float).copy()
+    logits = np.asarray(logits_GA, float)
+    estimate = np.asarray(estimate_GA, float)
     present = np.asarray(present_G, bool)
-    moved = (1.0 - decay) * logits[present] - eta * np.asarray(estimate_GA, float)[present]
+    if present.all():  # the usual step: every row moves (1.0 * L = L exactly, so decay 0 skips the product)
+        moved = (logits if decay == 0.0 else (1.0 - decay) * logits) - eta * estimate
+        return moved - moved.max(axis=1, keepdims=True)
+    logits = logits.copy()
+    moved = (1.0 - decay) * logits[present] - eta * estimate[present]
     logits[present] = moved - moved.max(axis=1, keepdims=True)
     return logits
 

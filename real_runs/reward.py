@@ -11,11 +11,17 @@ Safety, in order:
    ``reward/no_answer``; a box math-verify cannot parse is counted in ``reward/unparsed``.
 2. Shortcuts without math-verify: the same string as the gold answer (after stripping spaces) is
    correct; when both are plain integers ("042", "-7"; all of DAPO-Math and AIME) they are
-   compared as integers. Counted in ``reward/shortcut``.
-3. Everything else goes to :class:`real_runs.rewards.pool.TimedPool`: worker processes running
-   math-verify in their main thread (its ``signal.alarm`` soft timeouts work there) under a hard
-   wall-clock timeout; a hung worker is killed and replaced, a crashed one replaced; either way
-   the response scores -1 and is counted (``reward/timeouts``, ``reward/errors``).
+   compared as integers. Counted in ``reward/shortcut``. Two plain numeric literals (decimals,
+   fractions) are decided the way math-verify would decide them whenever its answer is certain
+   (:mod:`real_runs.rewards.verdicts`), counted in ``reward/numeric``.
+3. Every other distinct (answer, gold) pair of the call is decided once: from the verdict cache
+   (shared across steps, least recently used out, ``cache_size`` verdicts; counted in
+   ``reward/cached``), else by :class:`real_runs.rewards.pool.TimedPool` (counted in
+   ``reward/verified``, one per distinct pair): worker processes running math-verify in their
+   main thread (its ``signal.alarm`` soft timeouts work there) under a hard wall-clock timeout; a
+   hung worker is killed and replaced, a crashed one replaced; either way every response with
+   that pair scores -1 and is counted (``reward/timeouts``, ``reward/errors``), and nothing is
+   cached. The pool has one worker per usable core by default.
 4. Model output is never evaluated as code: math-verify runs with LaTeX extraction only (its
    plain-expression fallback would pass arithmetic to sympy's ``parse_expr``, i.e. ``eval``).
 
@@ -30,12 +36,14 @@ user-defined reward: any object with ``score(responses, answers) -> RewardResult
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from real_runs.rewards.pool import TimedPool
+from real_runs.rewards.verdicts import VerdictCache, decide_numbers, verdict_key
 from real_runs.types import RewardResult
 
 _BOX_OPENERS = ("\\boxed{", "\\fbox{")
@@ -88,53 +96,80 @@ def _check_lengths(responses: Sequence[str], answers: Sequence[str]) -> None:
                          "give one gold answer per response")
 
 
+def available_cores() -> int:
+    """Cores this process may run on (the affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 class MathReward:
     """math-verify on ``\\boxed{}`` answers, in a pool of worker processes with a hard timeout.
 
     timeout_s: hard wall-clock limit per response once a worker holds it (the worker is killed
         and replaced after it); math-verify's own soft alarms get half of it (>= 1 s).
-    num_workers: worker processes (one per core is right; scoring is CPU-bound).
+    num_workers: worker processes; None = one per usable core (scoring is CPU-bound).
     max_answer_chars: longest ``\\boxed{}`` content considered; longer counts as no answer.
-    exact_match_shortcut: decide equal strings and plain integers without math-verify (tests turn
-        it off to check math-verify itself).
+    exact_match_shortcut: decide equal strings, plain integers and plain numeric literals without
+        math-verify (tests turn it off to check math-verify itself).
+    cache_size: verdicts kept across calls (least recently used out; 0 = no cache). Distinct pairs
+        of one call are always decided once.
 
     Workers are separate processes: a script that builds a MathReward at import time needs the
     usual ``if __name__ == "__main__":`` guard (as for any multiprocessing pool).
     """
 
-    def __init__(self, timeout_s: float = 5.0, num_workers: int = 2, max_answer_chars: int = 1000,
-                 exact_match_shortcut: bool = True):
+    def __init__(self, timeout_s: float = 5.0, num_workers: int | None = None, max_answer_chars: int = 1000,
+                 exact_match_shortcut: bool = True, cache_size: int = 16384):
         self.exact_match_shortcut = exact_match_shortcut
         self.timeout_s = float(timeout_s)
         self.max_answer_chars = int(max_answer_chars)
         self.soft_timeout = max(1, int(self.timeout_s / 2))
-        self._pool = TimedPool("real_runs.rewards.math_task:verify_boxed", num_workers, timeout_s)
+        self.cache = VerdictCache(cache_size)
+        workers = available_cores() if num_workers is None else num_workers
+        self._pool = TimedPool("real_runs.rewards.math_task:verify_boxed", workers, timeout_s)
 
     def score(self, responses: Sequence[str], answers: Sequence[str]) -> RewardResult:
         """Score R responses against their gold answers (see the module docstring)."""
         _check_lengths(responses, answers)
         success_R = np.zeros(len(responses), dtype=bool)
         counters = {"reward/timeouts": 0, "reward/errors": 0, "reward/no_answer": 0,
-                    "reward/unparsed": 0, "reward/shortcut": 0}
-        tasks: list[tuple[str, str, int]] = []
-        task_rows: list[int] = []
+                    "reward/unparsed": 0, "reward/shortcut": 0, "reward/numeric": 0, "reward/cached": 0,
+                    "reward/verified": 0}
+        pending: dict[tuple[str, str], list[int]] = {}  # distinct pairs for math-verify -> their rows
         for row, (response, answer) in enumerate(zip(responses, answers)):
             content = extract_last_boxed(str(response), self.max_answer_chars)
             gold = str(answer).strip()
             if content is None or not gold:
                 counters["reward/no_answer"] += 1
-            elif self.exact_match_shortcut and (decided := _shortcut(content, gold)) is not None:
-                success_R[row] = decided
-                counters["reward/shortcut"] += 1
+                continue
+            if self.exact_match_shortcut:
+                if (decided := _shortcut(content, gold)) is not None:
+                    success_R[row] = decided
+                    counters["reward/shortcut"] += 1
+                    continue
+                if (decided := decide_numbers(content.strip(), gold)) is not None:
+                    success_R[row] = decided
+                    counters["reward/numeric"] += 1
+                    continue
+            key = (verdict_key(content), gold[: self.max_answer_chars])
+            verdict = self.cache.get(key)
+            if verdict is None:
+                pending.setdefault(key, []).append(row)
             else:
-                tasks.append((content, gold[: self.max_answer_chars], self.soft_timeout))
-                task_rows.append(row)
-        for row, (status, value) in zip(task_rows, self._pool.map(tasks)):
+                success_R[row] = verdict == 1
+                counters["reward/cached"] += 1
+                counters["reward/unparsed"] += verdict == -1
+        tasks = [(content, gold, self.soft_timeout) for content, gold in pending]
+        counters["reward/verified"] = len(tasks)
+        for (key, rows), (status, value) in zip(pending.items(), self._pool.map(tasks)):
             if status == "ok":
-                success_R[row] = value == 1
-                counters["reward/unparsed"] += value == -1
+                self.cache.put(key, value)
+                success_R[rows] = value == 1
+                counters["reward/unparsed"] += (value == -1) * len(rows)
             else:
-                counters["reward/timeouts" if status == "timeout" else "reward/errors"] += 1
+                counters["reward/timeouts" if status == "timeout" else "reward/errors"] += len(rows)
         return _results(success_R, counters)
 
     def close(self) -> None:

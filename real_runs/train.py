@@ -43,8 +43,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from gdro_lab import RunWriter, StepFeedback, build
-from gdro_lab.grpo import grpo_advantages
+from gdro_lab import PromptIndex, RunWriter, StepFeedback, build
 from gdro_lab.record import step_record
 from gdro_lab.runlog import is_run_dir, read_run
 from gdro_lab.selection import compute_metrics, fill_batch
@@ -278,11 +277,14 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
             raise TrainError("eval.every > 0 but the evaluation sets hold no problem: set eval.benchmarks or eval.every=0")
     classifier_cfg, weighter_cfg, allocator_cfg = mc.controller_configs()
     names = mc.controller_names()
-    controllers = {"classifier": build("classifier", names[0], classifier_cfg, seed=tc.seed),
-                   "weighter": build("weighter", names[1], weighter_cfg, seed=tc.seed + 1),
-                   "allocator": build("allocator", names[2], allocator_cfg, seed=tc.seed + 2)}
+    prompts = PromptIndex()  # stable ids interned once: record i -> record_index[i]
+    record_index = prompts.intern([r.id for r in records])
+    controllers = {"classifier": build("classifier", names[0], classifier_cfg, seed=tc.seed, prompts=prompts),
+                   "weighter": build("weighter", names[1], weighter_cfg, seed=tc.seed + 1, prompts=prompts),
+                   "allocator": build("allocator", names[2], allocator_cfg, seed=tc.seed + 2, prompts=prompts)}
     if mc.selector != "none":  # runs without a selector keep their checkpoint layout
-        controllers["selector"] = build("selector", mc.selector, dict(mc.selector_config), seed=tc.seed + 3)
+        controllers["selector"] = build("selector", mc.selector, dict(mc.selector_config), seed=tc.seed + 3,
+                                        prompts=prompts)
     classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
     selector = controllers.get("selector") or build("selector", "none", {}, seed=tc.seed + 3)
     order = DataOrder(len(records), tc.seed, cfg.data.shuffle)
@@ -340,9 +342,9 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
 
             # 1. prompts, bins, plan (the budget is exact every step)
             with timer("plan"):
-                batch = fill_batch(selector, order.take, lambda rows: [records[i].id for i in rows],
-                                   tc.prompts_per_step, first=order.take(tc.prompts_per_step))
-                ids = [records[i].id for i in batch]
+                batch = fill_batch(selector, order.take, lambda rows: record_index[rows], tc.prompts_per_step,
+                                   first=order.take(tc.prompts_per_step))
+                ids = record_index[batch]
                 bins_P = classifier.bins(ids)
                 counts_P = np.asarray(allocator.plan(bins_P, ids), np.int64)
             if int(counts_P.sum()) != budget or counts_P.min() < mc.n_min or counts_P.max() > mc.n_max:
@@ -364,12 +366,12 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
 
             # 3-4. controllers, then weighted GRPO advantages
             with timer("controllers"):
-                feedback = StepFeedback(ids, bins_P, counts_P, rewards_R, successes_R)
+                feedback = StepFeedback(ids, bins_P, counts_P, rewards_R, successes_R, prompts=prompts)
                 train_P = selector.accept(feedback)
                 metrics: dict[str, float] = {}
                 for controller in (classifier, weighter, allocator, selector):
                     metrics.update(controller.update(feedback))
-                advantages_R, adv_metrics = grpo_advantages(rewards_R, counts_P, std=lc.adv_std, clip=lc.adv_clip)
+                advantages_R, adv_metrics = feedback.advantages(std=lc.adv_std, clip=lc.adv_clip)
                 multipliers_P = weighter.multipliers(bins_P)
                 advantages_R = advantages_R * np.repeat(multipliers_P, counts_P) * lc.adv_scale
             metrics.update({f"grpo/{k}": v for k, v in adv_metrics.items()})

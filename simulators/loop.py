@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
-from gdro_lab import ConfigError, RunWriter, StepFeedback
+from gdro_lab import ConfigError, PromptIndex, RunWriter, StepFeedback
 from gdro_lab import diagnostics as diag
 from gdro_lab.prompt_oracle import oracle_plan, prompt_se_report
 from gdro_lab.record import step_record
@@ -58,11 +58,13 @@ class Simulation:
         self.rollout_rng = np.random.default_rng(seeds[2])
         c_seeds = [int(s) for s in seeds[3].generate_state(4)]  # the first three as before the selector
         cfgs = config.controller_configs()
-        self.classifier = build_controller("classifier", "window", cfgs["classifier"], c_seeds[0])
-        self.weighter = build_controller("weighter", self.spec.weighter, cfgs["weighter"], c_seeds[1])
-        self.allocator = build_controller("allocator", self.spec.allocator, cfgs["allocator"], c_seeds[2])
-        self.selector = build_controller("selector", self.spec.selector, cfgs["selector"], c_seeds[3])
-        self.prompt_ids = np.array([f"p{i:05d}" for i in range(config.world.num_prompts)], dtype=object)
+        # prompt ids interned once: index i is world prompt i, so the sampler's indices are the prompts
+        self.prompts = PromptIndex(f"p{i:05d}" for i in range(config.world.num_prompts))
+        self.classifier = build_controller("classifier", "window", cfgs["classifier"], c_seeds[0], self.prompts)
+        self.weighter = build_controller("weighter", self.spec.weighter, cfgs["weighter"], c_seeds[1], self.prompts)
+        self.allocator = build_controller("allocator", self.spec.allocator, cfgs["allocator"], c_seeds[2],
+                                          self.prompts)
+        self.selector = build_controller("selector", self.spec.selector, cfgs["selector"], c_seeds[3], self.prompts)
         self.step_index = 0
         self.rollouts_total = 0
         self.rollouts_trained = 0
@@ -82,7 +84,7 @@ class Simulation:
         G = cfg.num_bins
         clock = time.perf_counter()
         index = fill_batch(self.selector, self.sampler.take, self._ids_of, cfg.batch, first=self.sampler.next())
-        ids = self.prompt_ids[index].tolist()
+        ids = np.asarray(index, np.int64)
         bins = self.classifier.bins(ids)
         groups = self.world.group_P[index]
         weighter_bins = groups if self.spec.partition == "groups" else bins
@@ -104,7 +106,7 @@ class Simulation:
             losses = surrogate_losses(self.learner, index, counts, successes, p, noise, cfg.ppo_minibatches,
                                       cfg.ppo_clip, cfg.n_bar)
         feedback = StepFeedback(ids, bins, counts, 2.0 * successes - 1.0, successes, losses_R=losses,
-                                variance_G=diag.bin_mean(variance_P, bins, G))
+                                variance_G=diag.bin_mean(variance_P, bins, G), prompts=self.prompts)
         weighter_feedback = feedback if weighter_bins is bins else dataclasses.replace(feedback, bins_P=weighter_bins)
         clock = time.perf_counter()
         train = self.selector.accept(feedback)
@@ -139,8 +141,8 @@ class Simulation:
         metrics["sim/forgetting"] = forgetting
         return self._record(feedback, weighter_feedback, multipliers, variance_P, p, delta_shared, metrics)
 
-    def _ids_of(self, index: np.ndarray) -> list[str]:
-        return self.prompt_ids[index].tolist()
+    def _ids_of(self, index: np.ndarray) -> np.ndarray:
+        return np.asarray(index, np.int64)  # the sampler's indices are the PromptIndex's
 
     def _record(self, feedback: StepFeedback, weighter_feedback: StepFeedback, multipliers: np.ndarray,
                 variance_P: np.ndarray, p: np.ndarray, delta_shared: float, metrics: dict[str, float]

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from gdro_lab import ConfigError, build
+from gdro_lab import ConfigError, PromptIndex, build
 from simulators.oracle import PromptBayesAllocator, PromptOracleAllocator, PromptStaleAllocator
 
 #: Controllers that live in the simulator (references that need the world's truth), looked up before
@@ -125,11 +125,12 @@ def get_method(name: str) -> MethodSpec:
     return METHODS[name]
 
 
-def build_controller(family: str, name: str, config: Mapping[str, Any], seed: int) -> Any:
-    """gdro_lab.build, with the simulator's peer baselines looked up first."""
+def build_controller(family: str, name: str, config: Mapping[str, Any], seed: int,
+                     prompts: PromptIndex | None = None) -> Any:
+    """gdro_lab.build, with the simulator's peer baselines looked up first (``prompts``: the run's index)."""
     local = LOCAL_CONTROLLERS.get(family, {})
     if name in local:
         cls = local[name]
-        from gdro_lab.registry import make_config
-        return cls(make_config(cls.config_class, config), seed)
-    return build(family, name, dict(config), seed)
+        from gdro_lab.registry import bind_prompts, make_config
+        return bind_prompts(cls(make_config(cls.config_class, config), seed), prompts)
+    return build(family, name, dict(config), seed, prompts=prompts)

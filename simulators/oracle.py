@@ -88,7 +88,7 @@ class PromptBayesAllocator(_PerPromptAllocator):
         bins = self._check_plan_inputs(bins_P, prompt_ids)
         rows = self._rows(bins.size, prompt_ids)
         n_P = np.full(bins.size, cfg.n_bar, np.int64)
-        seen = rows >= 0
+        seen = self.stats.seen(rows)
         if seen.any():
             n_P[seen] = oracle_plan(self.variances(rows[seen]), int(seen.sum()) * cfg.n_bar, cfg.n_min, cfg.n_max)
         return n_P
@@ -115,7 +115,7 @@ class PromptStaleAllocator(_PerPromptAllocator):
         rows = self._rows(bins.size, prompt_ids)
         self._batch, self._truth = (rows, self._truth), None
         n_P = np.full(bins.size, cfg.n_bar, np.int64)
-        seen = rows >= 0
+        seen = self.stats.seen(rows)
         if seen.any():
             p = self.last_p[rows[seen]]
             n_P[seen] = oracle_plan(4.0 * p * (1.0 - p), int(seen.sum()) * cfg.n_bar, cfg.n_min, cfg.n_max)
@@ -126,17 +126,21 @@ class PromptStaleAllocator(_PerPromptAllocator):
         if self._batch is not None:
             _, truth = self._batch
             rows = self._updated_rows
-            if self.last_p.size < len(self.stats):
-                self.last_p = np.concatenate([self.last_p, np.zeros(len(self.stats) - self.last_p.size)])
+            capacity = self.stats.arrays["visits"].size
+            if self.last_p.size < capacity:
+                self.last_p = np.concatenate([self.last_p, np.zeros(capacity - self.last_p.size)])
             self.last_p[rows] = truth
             self._batch = None
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
-        state["last_p"] = self.last_p.copy()
+        tracked = np.flatnonzero(self.stats.arrays["visits"] > 0)
+        state["last_p"] = self.last_p[tracked].copy()  # in the order of state["prompts"]["ids"]
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self.last_p = np.asarray(state["last_p"], float).copy()
+        rows = self.stats.rows(np.asarray(self.stats.prompts.intern(state["prompts"]["ids"]), np.int64))
+        self.last_p = np.zeros(self.stats.arrays["visits"].size)
+        self.last_p[rows] = np.asarray(state["last_p"], float)

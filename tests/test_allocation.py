@@ -513,3 +513,20 @@ def test_se_report_is_honest_with_an_unbounded_box():
     expected = float(np.sum(q * sigma / np.sqrt(n)))
     assert report["se_sqrt"] == pytest.approx(expected, rel=1e-12)
     assert 0.0 < report["se_sqrt_reduction_pct"] < 100.0
+
+
+def test_sqrt_law_list_equals_sqrt_law():
+    """The plain-Python walk over the budget's knots against the numpy interpolation, boxed and unboxed."""
+    from gdro_lab.allocation import sqrt_law, sqrt_law_list
+
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        size = int(rng.integers(1, 12))
+        variance = rng.random(size) ** 2 * (rng.random(size) > 0.15)
+        share = rng.random(size) * (rng.random(size) > 0.2)
+        share[0] += share.sum() == 0
+        n_min, n_max = float(rng.choice([0, 1, 2])), float(rng.choice([8, 12, np.inf]))
+        n_bar = float(rng.uniform(n_min, min(n_max, 20)))
+        expected = sqrt_law(variance, share, n_bar, n_min, n_max)
+        got = sqrt_law_list(variance.tolist(), share.tolist(), n_bar, n_min, n_max)
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)

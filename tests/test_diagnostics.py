@@ -207,3 +207,18 @@ def test_tail_average_against_loop(num_steps, quantile):
 ])
 def test_snapshot_steps(num_steps, want):
     assert snapshot_steps(num_steps) == want
+
+
+def test_se_terms_list_equals_se_report():
+    from gdro_lab.diagnostics import se_report, se_terms_list
+
+    rng = np.random.default_rng(2)
+    for _ in range(500):
+        share = rng.dirichlet(np.ones(10)) * (rng.random(10) > 0.2)
+        share[0] += share.sum() == 0
+        sigma = rng.random(10)
+        n_G = rng.uniform(2, 12, size=10)
+        expected = se_report(share, sigma, n_G, 4, 2, 12)
+        got = se_terms_list(share.tolist(), sigma.tolist(), n_G.tolist(), 4, 2, 12)
+        for key, value in expected.items():
+            assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key

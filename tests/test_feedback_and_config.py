@@ -199,3 +199,55 @@ def test_classifier_edges_of_wrong_type_raise_config_error(edges):
     with pytest.raises(ConfigError) as info:
         ClassifierConfig(edges=edges)
     assert "ClassifierConfig.edges=" in one_line(info)
+
+
+# ----------------------------------------------------------------------------- shared per-step statistics
+
+def _ragged(seed: int, singletons: bool):
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1 if singletons else 2, 9, size=40)
+    rewards = np.round(rng.normal(size=counts.sum()), 1)  # ties and constant groups happen
+    rewards[: counts[0]] = 0.3  # one constant group whose mean is not exact
+    bins = rng.integers(-1, 5, size=40)
+    return StepFeedback([str(i) for i in range(40)], bins, counts, rewards, rewards > 0), bins, counts, rewards
+
+
+@pytest.mark.parametrize("singletons", [False, True])
+def test_cached_statistics_equal_the_functions_they_replace(singletons):
+    """Each cached per-step quantity equals the grpo / diagnostics function computed from scratch, bit for bit."""
+    from gdro_lab import diagnostics as diag
+    from gdro_lab.grpo import group_is_constant, group_mean, group_sum, group_variance, grpo_advantages
+
+    feedback, bins, counts, rewards = _ragged(3, singletons)
+    success = rewards > 0
+    np.testing.assert_array_equal(feedback.successes_P(), group_sum(success.astype(float), counts).astype(int))
+    np.testing.assert_array_equal(feedback.success_rate_P, group_mean(success.astype(float), counts))
+    np.testing.assert_array_equal(feedback.reward_mean_P, group_mean(rewards, counts))
+    for ddof in (0, 1):
+        np.testing.assert_array_equal(feedback.reward_var_P(ddof), group_variance(rewards, counts, ddof=ddof))
+    np.testing.assert_array_equal(feedback.constant_P, group_is_constant(rewards, counts))
+    np.testing.assert_array_equal(feedback.bin_count(5), diag.bin_counts(bins, 5))
+    np.testing.assert_array_equal(feedback.bin_share(5), diag.bin_share(bins, 5))
+    values = np.random.default_rng(0).normal(size=(3, 40))
+    for row, means in zip(values, feedback.bin_means(values, 5)):
+        np.testing.assert_array_equal(means, diag.bin_mean(row, bins, 5))
+        np.testing.assert_array_equal(feedback.bin_mean(row, 5), diag.bin_mean(row, bins, 5))
+    for std in ("population", "bessel"):
+        for singleton in ("zero", "verl"):
+            for clip, normalize in ((None, True), (1.0, True), (None, False)):
+                ours, our_metrics = feedback.advantages(std=std, clip=clip, singleton=singleton, normalize_std=normalize)
+                theirs, their_metrics = grpo_advantages(rewards, counts, std=std, clip=clip, singleton=singleton,
+                                                        normalize_std=normalize)
+                np.testing.assert_array_equal(ours, theirs)
+                assert our_metrics == their_metrics
+    assert feedback.num_assigned == int(np.sum(bins >= 0)) and feedback.total == counts.sum()
+    before = feedback.successes_P()
+    before[:] = -5  # the public accessor hands out a copy
+    assert (feedback.successes_P() >= 0).all()
+
+
+def test_feedback_keeps_its_own_bins_and_leaves_the_callers_arrays_writable():
+    bins = np.array([0, 1])
+    feedback = StepFeedback(["a", "b"], bins, np.array([2, 2]), np.ones(4), np.ones(4, bool))
+    bins[0] = 1  # still the caller's to change, and the feedback's statistics do not move
+    assert feedback.bins_P.tolist() == [0, 1] and feedback.bin_count(2).tolist() == [1, 1]

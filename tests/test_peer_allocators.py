@@ -78,3 +78,38 @@ def test_gdro_prompt_moves_the_price_toward_the_budget():
     mu = a.mu
     visit(a, ids, [4] * 8, [1, 0] * 16, bins)
     assert desired > 4 and a.mu == pytest.approx(mu + 0.5 * (desired - 4) / 4)
+
+
+@pytest.mark.parametrize("family,name", [("allocator", "knapsack"), ("allocator", "vip"),
+                                         ("allocator", "gdro_prompt"), ("selector", "greso")])
+def test_int_indices_of_a_shared_index_act_as_string_ids_and_states_cross_numberings(family, name):
+    """A controller bound to a run's PromptIndex (indices, another numbering) acts exactly as one fed string
+    ids, and either's state continues in the other (states carry the prompts' ids)."""
+    from gdro_lab import PromptIndex
+    from gdro_lab.runlog import decode_state, encode_state
+    import json
+    rng = np.random.default_rng(5)
+    pool = [f"q{i}" for i in range(40)]
+    p = rng.beta(0.5, 0.5, 40)
+    index = PromptIndex(["other", *rng.permutation(pool)])  # a different numbering, shared with the controller
+    config = {} if family == "selector" else {"num_bins": 3}
+    by_id = build(family, name, config, seed=1)
+    by_index = build(family, name, config, seed=1, prompts=index)
+
+    def step(controller, t, ids, use_index):
+        keys = index.lookup(ids) if use_index else ids
+        bins = np.array([int(3 * p[pool.index(i)]) % 3 for i in ids])
+        out = controller.plan(bins, keys) if family == "allocator" else controller.screen(keys)
+        n = out if family == "allocator" else np.full(len(ids), 4)
+        draw = np.random.default_rng([t, 9]).random(n.sum()) < np.repeat(p[[pool.index(i) for i in ids]], n)
+        controller.update(StepFeedback(keys, bins, n, 2.0 * draw - 1, draw, prompts=index if use_index else None))
+        return out
+
+    for t in range(12):
+        ids = [pool[i] for i in np.random.default_rng(t).choice(40, 16, replace=False)]
+        np.testing.assert_array_equal(step(by_id, t, ids, False), step(by_index, t, ids, True))
+    moved = build(family, name, config, seed=7)  # own index, string ids
+    moved.load_state_dict(decode_state(json.loads(json.dumps(encode_state(by_index.state_dict())))))
+    for t in range(12, 18):
+        ids = [pool[i] for i in np.random.default_rng(t).choice(40, 16, replace=False)]
+        np.testing.assert_array_equal(step(moved, t, ids, False), step(by_index, t, ids, True))

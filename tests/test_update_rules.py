@@ -198,3 +198,24 @@ def test_absent_bin_logits_untouched_over_many_steps(mode):
         controller.update(_feedback(bins, plan, 2.0 * success - 1.0))
         np.testing.assert_array_equal(controller.logits_GA[3], np.zeros(controller.config.arms.size))
     assert not np.allclose(controller.logits_GA[:3], 0.0)
+
+
+# ----------------------------------------------------------------------------- the per-bin (list) forms
+
+def test_scalar_and_list_forms_equal_the_array_rules():
+    from gdro_lab.update_rules import debiased_value, ema_value, entropic_weights_list, omega_list
+
+    rng = np.random.default_rng(4)
+    previous = np.where(rng.random(12) < 0.3, NAN, rng.normal(size=12))
+    observed = np.where(rng.random(12) < 0.3, NAN, rng.normal(size=12))
+    array = ema_from_first(previous, observed, 0.12)
+    scalar = [ema_value(p, o, 0.12) for p, o in zip(previous.tolist(), observed.tolist())]
+    np.testing.assert_array_equal(np.array(scalar), array)  # bit for bit, NaN where never observed
+    share = rng.dirichlet(np.ones(12))
+    mean = rng.random(12)
+    np.testing.assert_array_equal([debiased_value(m, q, 12, 0.1) for m, q in zip(mean, share)],
+                                  debiased_signal(mean, share, 0.1))
+    score = rng.normal(scale=4, size=12)
+    np.testing.assert_allclose(omega_list(score.tolist(), 0.65, 5.0), omega(score, 0.65, 5.0), rtol=1e-15)
+    np.testing.assert_allclose(entropic_weights_list(score.tolist(), 0.65, 0.01, 5.0),
+                               entropic_weights(score, 0.65, 0.01, 5.0), rtol=1e-14)

@@ -29,6 +29,7 @@ import torch
 from verl import DataProto
 
 from gdro_lab.feedback import StepFeedback
+from gdro_lab.prompts import PromptIndex
 from gdro_lab.record import step_record
 from gdro_lab.registry import REGISTRY, build, make_config
 from gdro_lab.runlog import META_FILE, RunWriter
@@ -101,10 +102,12 @@ class GDROController:
             if int(values["num_bins"]) != num_bins:
                 raise VerlPluginError(f"gdro.{name}_config.num_bins={values['num_bins']} but the classifier has "
                                       f"{num_bins} bins (len(edges) + 1): drop num_bins")
-        self.classifier = build("classifier", settings.classifier, classifier_config, settings.seed)
-        self.weighter = build("weighter", settings.weighter, weighter_values, settings.seed + 1)
-        self.allocator = build("allocator", settings.allocator, allocator_values, settings.seed + 2)
-        self.selector = build("selector", settings.selector, dict(settings.selector_config), settings.seed + 3)
+        self.prompts = PromptIndex()  # stable ids interned on first sight; the controllers' rows
+        self.classifier = build("classifier", settings.classifier, classifier_config, settings.seed, prompts=self.prompts)
+        self.weighter = build("weighter", settings.weighter, weighter_values, settings.seed + 1, prompts=self.prompts)
+        self.allocator = build("allocator", settings.allocator, allocator_values, settings.seed + 2, prompts=self.prompts)
+        self.selector = build("selector", settings.selector, dict(settings.selector_config), settings.seed + 3,
+                              prompts=self.prompts)
         if classifier_config.k > self.allocator.config.n_min:
             raise VerlPluginError(f"classifier k={classifier_config.k} exceeds n_min="
                                   f"{self.allocator.config.n_min}: pass@k needs k <= n_min")
@@ -120,6 +123,7 @@ class GDROController:
         """Rollouts per row of this step's batch: the chosen batch_size rows (module docstring) get the
         allocator's plan (sum exactly batch_size n_bar, each >= n_min), the others 0."""
         size = len(ids) if self.batch_size is None else min(self.batch_size, len(ids))
+        index = self.prompts.intern(ids)
         candidates = np.arange(len(ids))
         position = [size]
 
@@ -127,11 +131,10 @@ class GDROController:
             start, position[0] = position[0], min(position[0] + count, len(ids))
             return candidates[start:position[0]]
 
-        chosen = fill_batch(self.selector, draw, lambda rows: [ids[r] for r in rows], size, first=candidates[:size])
-        chosen_ids = [ids[r] for r in chosen]
-        bins = self.classifier.bins(chosen_ids)
-        counts = vb.check_plan(self.allocator.plan(bins, chosen_ids), size, self.n_bar, self.allocator.config.n_min)
-        self._step_bins = {i: int(b) for i, b in zip(chosen_ids, bins)}
+        chosen = fill_batch(self.selector, draw, lambda rows: index[rows], size, first=candidates[:size])
+        bins = self.classifier.bins(index[chosen])
+        counts = vb.check_plan(self.allocator.plan(bins, index[chosen]), size, self.n_bar, self.allocator.config.n_min)
+        self._step_bins = {ids[r]: int(b) for r, b in zip(chosen.tolist(), bins)}
         counts_all = np.zeros(len(ids), np.int64)
         counts_all[chosen] = counts
         return counts_all
@@ -187,12 +190,15 @@ class GDROController:
 
     def state_dict(self) -> dict[str, Any]:
         return {"classifier": self.classifier.state_dict(), "weighter": self.weighter.state_dict(),
-                "allocator": self.allocator.state_dict(), "selector": self.selector.state_dict()}
+                "allocator": self.allocator.state_dict(), "selector": self.selector.state_dict(),
+                "prompts": self.prompts.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         missing = {"classifier", "weighter", "allocator"} - set(state)
         if missing:
             raise VerlPluginError(f"controller state lacks {', '.join(sorted(missing))}: the file is damaged")
+        if "prompts" in state:  # the run's numbering (states written before interning have none)
+            self.prompts.load_state_dict(state["prompts"])
         self.classifier.load_state_dict(state["classifier"])
         self.weighter.load_state_dict(state["weighter"])
         self.allocator.load_state_dict(state["allocator"])

@@ -1,0 +1,126 @@
+"""Deciding (gold, answer) pairs cheaply without changing a single verdict of math-verify.
+
+Three parts, used by :class:`real_runs.reward.MathReward` (issue 23):
+
+1. :func:`decide_numbers`: both sides plain numeric literals (integers, decimals, ``\\frac{a}{b}``
+   with ``\\dfrac``/``\\tfrac``, ``\\frac12``, ``a/b``, a sign). math-verify parses them to sympy
+   numbers and compares exactly when both are rational, or after rounding both to 6 decimals when
+   either is a decimal (``grader.sympy_numeric_eq``, ``float_rounding=6``). We decide only where
+   that comparison cannot go the other way: equal rationals are equal; rationals that differ are
+   different unless a decimal is involved and they are within 2e-6 (then rounding could merge
+   them, and math-verify decides). Anything else (a space, a unit, a percent sign) is not a literal.
+2. :func:`verdict_key`: the string math-verify is given and the cache is keyed by. It applies
+   two of math-verify's own first rewrites, which it would apply anyway before parsing:
+   ``\\dfrac``/``\\tfrac``/``\\cfrac`` -> ``\\frac`` (latex2sympy2_extended ``replace_in_latex``)
+   and ``\\left``/``\\right`` before a delimiter dropped (its ``r_left``/``r_right``), plus the
+   surrounding whitespace. Nothing else: spaces inside an answer can matter to its regexes.
+3. :class:`VerdictCache`: verdicts (1 equal, 0 not, -1 unparsed) by (key, gold), least recently
+   used first out, at most ``maxsize`` entries (16,384 by default: keys are at most
+   ``max_answer_chars`` each, typically a few dozen, so a few MB). Timeouts and worker errors
+   are never cached (a later step retries them).
+
+``tests/real_runs/test_reward.py`` checks every verdict against the uncached math-verify path on
+the whole MATH-500 self-check and on the realistic batch of :mod:`real_runs.rewards.realistic`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from fractions import Fraction
+
+_INTEGER = re.compile(r"[+-]?\d{1,100}")
+_DECIMAL = re.compile(r"([+-]?)(\d{0,50})\.(\d{1,50})")
+_FRAC = re.compile(r"([+-]?)\\[dt]?frac(?:\{([+-]?\d{1,50})\}\{([+-]?\d{1,50})\}|(\d)(\d))")
+_SLASH = re.compile(r"([+-]?\d{1,50})/(\d{1,50})")
+
+#: math-verify's rounding of decimals (``verify(float_rounding=6)``): rationals closer than twice
+#: its half-unit could round to the same 6-decimal value, so they go to math-verify.
+_ROUNDING_MARGIN = Fraction(2, 10**6)
+
+
+def numeric_literal(text: str) -> tuple[Fraction, bool] | None:
+    """(exact value, written as a decimal) of a plain numeric literal, else None (not decided here)."""
+    if _INTEGER.fullmatch(text):
+        return Fraction(int(text)), False
+    if match := _DECIMAL.fullmatch(text):
+        sign, whole, fraction = match.groups()
+        value = Fraction(int(whole or "0") * 10 ** len(fraction) + int(fraction), 10 ** len(fraction))
+        return (-value if sign == "-" else value), True
+    if match := _FRAC.fullmatch(text):
+        sign, top, bottom, top_digit, bottom_digit = match.groups()
+        top, bottom = (top, bottom) if top is not None else (top_digit, bottom_digit)
+        if int(bottom) == 0:
+            return None
+        value = Fraction(int(top), int(bottom))
+        return (-value if sign == "-" else value), False
+    if match := _SLASH.fullmatch(text):
+        top, bottom = match.groups()
+        if int(bottom) == 0:
+            return None
+        return Fraction(int(top), int(bottom)), False
+    return None
+
+
+def decide_numbers(content: str, gold: str) -> bool | None:
+    """math-verify's verdict on two numeric literals where it is certain; None otherwise (see module doc)."""
+    answer = numeric_literal(content)
+    if answer is None:
+        return None
+    expected = numeric_literal(gold)
+    if expected is None:
+        return None
+    (value, decimal), (target, target_decimal) = answer, expected
+    if value == target:
+        return True
+    if not (decimal or target_decimal) or abs(value - target) > _ROUNDING_MARGIN:
+        return False
+    return None
+
+
+_FRAC_VARIANT = re.compile(r"\\[dtc]frac")
+# latex2sympy2_extended.math_normalization.r_left / r_right, verbatim
+_LEFT = re.compile(r"\\m?left(\\\{|\{|\\\||\||\[|\(|\\rbracl|\\lgroup|\\lbrace|\\lbrack|\\vert|\\lvert|\\lceil|\\lfloor"
+                   r"|\\vert|\\lvert|\\langle|\\llcorner|\\ulcorner)")
+_RIGHT = re.compile(r"\\m?right(\\\}|\}|\\\||\||\]|\)|\\rbrack|\\rgroup|\\rbrace|\\rbrack|\\vert|\\rvert|\\rceil"
+                    r"|\\rfloor|\\vert|\\rvert|\\rangle|\\lrcorner|\\urcorner)")
+
+
+def verdict_key(content: str) -> str:
+    """The boxed content as math-verify is given it and verdicts are cached by (see module doc)."""
+    key = content.strip()
+    if "frac" in key:
+        key = _FRAC_VARIANT.sub(r"\\frac", key)
+    if "left" in key or "right" in key:
+        key = _RIGHT.sub(r"\1", _LEFT.sub(r"\1", key))
+    return key
+
+
+class VerdictCache:
+    """Least-recently-used map (key, gold) -> verdict, at most ``maxsize`` entries."""
+
+    def __init__(self, maxsize: int = 16384):
+        if maxsize < 0:
+            raise ValueError(f"cache size {maxsize}: use 0 (no cache) or a positive number of verdicts")
+        self.maxsize = maxsize
+        self._items: OrderedDict[tuple[str, str], int] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: tuple[str, str]) -> int | None:
+        verdict = self._items.get(key)
+        if verdict is not None:
+            self._items.move_to_end(key)
+        return verdict
+
+    def put(self, key: tuple[str, str], verdict: int) -> None:
+        if not self.maxsize:
+            return
+        self._items[key] = verdict
+        self._items.move_to_end(key)
+        while len(self._items) > self.maxsize:
+            self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        self._items.clear()
