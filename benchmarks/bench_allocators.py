@@ -5,9 +5,11 @@ per step), after a warm-up that has shown every id at least once (the per-prompt
 full size). Times plan() + update() of each allocator (knapsack, vip, gdro_prompt; gdro and
 uniform for reference) and screen() + accept() + update() of each selector (greso,
 dynamic_sampling), with the bins from a real classifier (its own time is not counted: it is
-shared by every method, see bench_controllers.py). Target (issue 22): at most 1 ms per step.
+shared by every method, see bench_controllers.py). The prompts are int indices of one shared
+PromptIndex, as every loop passes them (``--string-ids`` times the string-id path instead).
+Target (issue 22): at most 1 ms per step.
 
-    taskset -c 0 python benchmarks/bench_allocators.py [--steps 300] [--clock cpu]
+    taskset -c 0 python benchmarks/bench_allocators.py [--steps 300] [--clock cpu] [--string-ids]
 """
 
 from __future__ import annotations
@@ -16,40 +18,45 @@ import argparse
 import platform
 import time
 
+from typing import Any
+
 import numpy as np
 
 from gdro_lab.feedback import StepFeedback
+from gdro_lab.prompts import PromptIndex
 from gdro_lab.registry import build
 
 ALLOCATORS = ("uniform", "gdro", "gdro_prompt", "knapsack", "vip")
 SELECTORS = ("dynamic_sampling", "greso")
 
 
-def run(steps: int, warmup: int, prompts: int, batch: int, seed: int, clock: str = "wall"
-        ) -> dict[str, dict[str, np.ndarray]]:
+def run(steps: int, warmup: int, prompts: int, batch: int, seed: int, clock: str = "wall",
+        string_ids: bool = False) -> dict[str, dict[str, np.ndarray]]:
     """Per-step milliseconds per controller and phase."""
     now = time.perf_counter if clock == "wall" else time.process_time
     rng = np.random.default_rng(seed)
-    ids = [f"dapo:train:{i}" for i in range(prompts)]
+    names = [f"dapo:train:{i}" for i in range(prompts)]
+    index = None if string_ids else PromptIndex(names)
+    ids: Any = names if string_ids else np.arange(prompts)
     success = rng.beta(0.5, 0.5, size=prompts)
-    classifier = build("classifier", "window", {}, seed=seed)
-    allocators = {n: build("allocator", n, {"num_bins": 10}, seed=seed) for n in ALLOCATORS}
-    selectors = {n: build("selector", n, {}, seed=seed) for n in SELECTORS}
+    classifier = build("classifier", "window", {}, seed=seed, prompts=index)
+    allocators = {n: build("allocator", n, {"num_bins": 10}, seed=seed, prompts=index) for n in ALLOCATORS}
+    selectors = {n: build("selector", n, {}, seed=seed, prompts=index) for n in SELECTORS}
     times = {n: {"plan": [], "update": []} for n in ALLOCATORS}
     times.update({n: {"screen": [], "accept": [], "update": []} for n in SELECTORS})
     order = rng.permutation(prompts)
     for step in range(warmup + steps):
         start = (step * batch) % (prompts - batch)
-        index = order[start:start + batch] if step * batch < prompts else rng.choice(prompts, batch, replace=False)
-        batch_ids = [ids[i] for i in index]
+        rows = order[start:start + batch] if step * batch < prompts else rng.choice(prompts, batch, replace=False)
+        batch_ids = [ids[i] for i in rows] if string_ids else ids[rows]
         bins = classifier.bins(batch_ids)
-        outcome = rng.random(batch * 12) < np.repeat(success[index], 12)
+        outcome = rng.random(batch * 12) < np.repeat(success[rows], 12)
         for name, allocator in allocators.items():
             t0 = now()
             plan = allocator.plan(bins, batch_ids)
             t1 = now()
             y = outcome[: int(plan.sum())]
-            feedback = StepFeedback(batch_ids, bins, plan, 2.0 * y - 1.0, y)
+            feedback = StepFeedback(batch_ids, bins, plan, 2.0 * y - 1.0, y, prompts=index)
             t2 = now()
             allocator.update(feedback)
             t3 = now()
@@ -58,7 +65,7 @@ def run(steps: int, warmup: int, prompts: int, batch: int, seed: int, clock: str
                 times[name]["update"].append(t3 - t2)
         uniform = np.full(batch, 4)
         y = outcome[: 4 * batch]
-        feedback = StepFeedback(batch_ids, bins, uniform, 2.0 * y - 1.0, y)
+        feedback = StepFeedback(batch_ids, bins, uniform, 2.0 * y - 1.0, y, prompts=index)
         for name, selector in selectors.items():
             t0 = now()
             selector.screen(batch_ids)
@@ -82,13 +89,15 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=14116)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--string-ids", action="store_true", help="pass string ids instead of PromptIndex indices")
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"],
                         help="wall time, or process CPU time (less sensitive to other jobs on the machine)")
     args = parser.parse_args()
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.processor() or platform.machine()}, "
-          f"clock {args.clock}, {args.batch} prompts/step from {args.prompts:,} ids, {args.steps} timed steps")
-    result = run(args.steps, args.warmup, args.prompts, args.batch, args.seed, args.clock)
-    print(f"| controller | phases | median ms | p90 ms | per phase (median ms) |")
+          f"clock {args.clock}, {args.batch} prompts/step from {args.prompts:,} ids, {args.steps} timed steps, "
+          f"{'string ids' if args.string_ids else 'PromptIndex indices'}")
+    result = run(args.steps, args.warmup, args.prompts, args.batch, args.seed, args.clock, args.string_ids)
+    print("| controller | phases | median ms | p90 ms | per phase (median ms) |")
     print("|---|---|---|---|---|")
     for name, phases in result.items():
         total = sum(phases.values())

@@ -113,10 +113,18 @@ def knapsack_plan(p_P: np.ndarray, valid_P: np.ndarray, total: int, n_min: int, 
     return n_P
 
 
+def _value_table(p_E: np.ndarray, n_min: int, room: int) -> np.ndarray:
+    """knapsack_value(p_i, n_min + k) for k = 0..room, shape (E, room + 1), by running products
+    (p^n and (1 - p)^n without a power per entry)."""
+    q_E = 1.0 - p_E
+    up = np.cumprod(np.concatenate([(p_E ** n_min)[:, None], np.repeat(p_E[:, None], room, axis=1)], axis=1), axis=1)
+    down = np.cumprod(np.concatenate([(q_E ** n_min)[:, None], np.repeat(q_E[:, None], room, axis=1)], axis=1), axis=1)
+    return (1.0 - up - down) * (p_E * q_E * q_E)[:, None]
+
+
 def _knapsack_extra(p_E: np.ndarray, budget: int, n_min: int, room: int) -> np.ndarray:
     """n_min + k_i maximising sum_{k_i > 0} value(n_min + k_i; p_i), sum k_i = budget (concave: greedy)."""
-    levels = n_min + np.arange(room + 1)
-    credited = knapsack_value(p_E[:, None], levels[None, :])
+    credited = _value_table(p_E, n_min, room)
     credited[:, 0] = 0.0  # the code's DP: a prompt left at n_min is worth 0
     return separable_plan(np.diff(credited, axis=1), p_E.size * n_min + budget, n_min)
 

@@ -133,17 +133,7 @@ class _PerPromptAllocator:
     def _track_variance(self, feedback: StepFeedback) -> None:
         """EMA of the mean within-prompt reward variance (Bessel) per bin, as UniformAllocator logs it."""
         feedback.check_num_bins(self.num_bins)
-        counts = np.asarray(feedback.counts_P, np.int64)
-        rewards = np.asarray(feedback.rewards_R, float)
-        starts = np.cumsum(counts) - counts
-        sums, squares = np.add.reduceat(rewards, starts), np.add.reduceat(rewards * rewards, starts)
-        bins = np.asarray(feedback.bins_P, np.int64)
-        keep = (counts > 1) & (bins >= 0)
-        var = (squares[keep] - sums[keep] ** 2 / counts[keep]) / (counts[keep] - 1)
-        total = np.bincount(bins[keep], weights=np.maximum(var, 0.0), minlength=self.num_bins)
-        number = np.bincount(bins[keep], minlength=self.num_bins)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            observed = np.where(number > 0, total / np.maximum(number, 1), np.nan)
+        observed = feedback.variance_by_bin(self.num_bins, copy=False)
         self.variance_G = ema_from_first(self.variance_G, observed, self.config.variance_ema)
 
     def _rows(self, size: int, prompt_ids: Any) -> np.ndarray:

@@ -130,10 +130,7 @@ class PromptRolloutGDRO(_PerPromptAllocator):
         rows = self._updated_rows
         bins = np.asarray(feedback.bins_P, np.int64)
         s, n = self.stats.arrays["successes"][rows], self.stats.arrays["trials"][rows]
-        mean_G, tau2_G, _ = bin_rate_moments(s, n, bins, self.num_bins)
-        pooled = bin_rate_moments(s, n, np.zeros(rows.size, np.int64), 1)
-        observed_mean = np.append(mean_G, pooled[0])
-        observed_tau2 = np.append(tau2_G, pooled[1])
+        observed_mean, observed_tau2, _ = bin_rate_moments(s, n, bins, self.num_bins, pooled=True)
         self.prior_mean_G = ema_from_first(self.prior_mean_G, observed_mean, cfg.prior_ema)
         self.prior_tau2_G = ema_from_first(self.prior_tau2_G, observed_tau2, cfg.prior_ema)
         if np.isfinite(self._desired_mean):

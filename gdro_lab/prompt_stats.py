@@ -27,7 +27,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab.feedback import StepFeedback
-from gdro_lab.grpo import group_index
 from gdro_lab.prompts import PerPromptState
 
 RECENT_BITS = 16
@@ -86,10 +85,8 @@ class PromptStats(PerPromptState):
         rows = feedback.index_in(self.prompts)
         self._grow(len(self.prompts))
         counts = np.asarray(feedback.counts_P, np.int64)
-        successes = np.asarray(feedback.successes_R, bool)
-        starts = np.cumsum(counts) - counts
-        c_P = np.add.reduceat(successes.astype(np.int64), starts)
-        bits_P = _newest_bits(successes, counts) if "recent" in self.track else c_P
+        c_P = feedback._successes_P  # cached per step by StepFeedback (read only)
+        bits_P = _newest_bits(feedback) if "recent" in self.track else c_P
         bins = np.asarray(feedback.bins_P, np.int64)
         ordered = np.sort(rows)
         if not (ordered[1:] == ordered[:-1]).any():
@@ -154,11 +151,13 @@ class PromptStats(PerPromptState):
             self.arrays[name][rows] = np.asarray(state[name], self.arrays[name].dtype)
 
 
-def _newest_bits(successes_R: np.ndarray, counts_P: np.ndarray) -> np.ndarray:
+_POW2 = 2.0 ** np.arange(RECENT_BITS)
+
+
+def _newest_bits(feedback: StepFeedback) -> np.ndarray:
     """Per prompt, its rollouts' outcomes as bits, the last rollout in bit 0 (only the last 16 kept)."""
-    owner = group_index(counts_P)
-    ends = np.cumsum(counts_P)
-    position = ends[owner] - 1 - np.arange(successes_R.size)  # 0 = the prompt's last rollout
-    keep = successes_R & (position < RECENT_BITS)
-    weights = np.left_shift(1, position[keep]).astype(float)  # < 2^16: exact in float64
-    return np.bincount(owner[keep], weights=weights, minlength=counts_P.size).astype(np.int64)
+    owner = feedback.group_R
+    counts = np.asarray(feedback.counts_P, np.int64)
+    position = (feedback.starts_P + counts)[owner] - 1 - np.arange(owner.size)  # 0 = the prompt's last rollout
+    keep = np.asarray(feedback.successes_R, bool) & (position < RECENT_BITS)
+    return np.bincount(owner[keep], weights=_POW2[position[keep]], minlength=counts.size).astype(np.int64)

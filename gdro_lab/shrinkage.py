@@ -24,25 +24,33 @@ from gdro_lab.checks import check_bins
 from gdro_lab.vip import beta_expected_variance
 
 
-def bin_rate_moments(successes_P: np.ndarray, trials_P: np.ndarray, bins_P: np.ndarray, num_bins: int
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def bin_rate_moments(successes_P: np.ndarray, trials_P: np.ndarray, bins_P: np.ndarray, num_bins: int,
+                     pooled: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(m_G, tau2_G, prompts_G): pooled mean and between-prompt variance of p per bin (NaN where a
-    bin has no prompt with trials; tau2 NaN with fewer than two). Prompts with bin -1 are ignored."""
+    bin has no prompt with trials; tau2 NaN with fewer than two). Prompts with bin -1 are ignored,
+    except that ``pooled`` appends one more entry computed over every prompt (bin -1 included).
+
+    From per-bin sums (one bincount each): Var(r) = (sum r^2 - (sum r)^2 / c) / (c - 1).
+    """
     bins = check_bins("bin_rate_moments", "bins_P", bins_P, num_bins)
     s = np.asarray(successes_P, float)
     n = np.asarray(trials_P, float)
-    keep = (bins >= 0) & (n > 0)
-    b, s, n = bins[keep], s[keep], n[keep]
-    count = np.bincount(b, minlength=num_bins).astype(float)
-    sum_s = np.bincount(b, weights=s, minlength=num_bins)
-    sum_n = np.bincount(b, weights=n, minlength=num_bins)
+    keep = n > 0
+    slot = np.where(bins >= 0, bins, num_bins)[keep]
+    s, n = s[keep], n[keep]
     rate = s / n
+    size = num_bins + 1
+    sums = np.stack([np.bincount(slot, weights=w, minlength=size) for w in (np.ones(slot.size), s, n, rate,
+                                                                             rate * rate, 1.0 / n)])
+    if pooled:
+        sums = np.concatenate([sums[:, :num_bins], sums.sum(axis=1, keepdims=True)], axis=1)
+    else:
+        sums = sums[:, :num_bins]
+    count, sum_s, sum_n, sum_r, sum_r2, sum_inv = sums
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(sum_n > 0, sum_s / np.maximum(sum_n, 1e-300), np.nan)
-        rate_mean = np.bincount(b, weights=rate, minlength=num_bins) / count
-        rate_var = (np.bincount(b, weights=(rate - rate_mean[b]) ** 2, minlength=num_bins)
-                    / np.maximum(count - 1, 1))
-        inv_n = np.bincount(b, weights=1.0 / n, minlength=num_bins) / count
+        rate_var = (sum_r2 - sum_r * sum_r / np.maximum(count, 1)) / np.maximum(count - 1, 1)
+        inv_n = sum_inv / count
         tau2 = np.maximum(0.0, (rate_var - mean * (1 - mean) * inv_n) / np.maximum(1.0 - inv_n, 1e-12))
     return mean, np.where(count >= 2, tau2, np.nan), count
 

@@ -95,6 +95,13 @@ def test_plan_is_always_exact_and_boxed(seed, size, n_bar, n_max):
     assert n.sum() == size * n_bar and n.min() >= 2 and n.max() <= n_max
 
 
+def test_value_table_equals_the_value():
+    from gdro_lab.knapsack import _value_table
+    p = np.array([0.0, 0.03, 0.5, 0.97, 1.0])
+    np.testing.assert_allclose(_value_table(p, 2, 10), knapsack_value(p[:, None], np.arange(2, 13)[None, :]),
+                               rtol=1e-12, atol=1e-15)
+
+
 def test_spread_respects_the_cap():
     n = np.array([2, 2, 11])
     assert spread(n, np.array([0, 1, 2]), 25, 12) == 25 - 21

@@ -40,6 +40,18 @@ def test_moments_match_a_naive_loop():
     np.testing.assert_allclose(tau2, ref_tau2, equal_nan=True, atol=1e-12)
 
 
+def test_pooled_moments_cover_every_prompt():
+    rng = np.random.default_rng(3)
+    bins = rng.integers(-1, 4, 50)
+    n = rng.integers(1, 12, 50).astype(float)
+    s = np.floor(rng.random(50) * (n + 1))
+    mean, tau2, count = bin_rate_moments(s, n, bins, 4, pooled=True)
+    ref_mean, ref_tau2 = naive_moments(s, n, np.zeros(50, int), 1)
+    assert mean.size == 5 and count[-1] == 50
+    assert mean[-1] == pytest.approx(ref_mean[0]) and tau2[-1] == pytest.approx(ref_tau2[0], abs=1e-12)
+    np.testing.assert_allclose(mean[:4], bin_rate_moments(s, n, bins, 4)[0])
+
+
 def test_moments_recover_a_beta_population():
     rng = np.random.default_rng(1)
     p = rng.beta(2.0, 6.0, 40_000)           # mean 0.25, var = 12 / (64 * 9) = 0.02083
