@@ -118,28 +118,35 @@ class Simulation:
         metrics.update(self.selector.update(feedback))
         self.controller_seconds += time.perf_counter() - clock
         metrics.update(compute_metrics(feedback, train))
-        kept = (index, counts, successes, p, noise, multipliers, groups)
-        if not train.all():  # the selector's dropped groups: generated (spent), not trained on
-            rows = np.repeat(train, counts)
-            kept = (index[train], counts[train], successes[rows], p[train], None if noise is None else noise[rows],
-                    multipliers[train], groups[train])
-        t_index, t_counts, t_successes, t_p, t_noise, t_multipliers, t_groups = kept
-        gradient, _ = self.learner.gradient(t_successes, t_counts, t_p, t_noise)
-        delta_shared, delta_K, update_P = self.learner.step_direction(t_index, t_counts, gradient, t_multipliers,
-                                                                      cfg.n_bar)
-        noise_K = (self.rollout_rng.standard_normal(cfg.world.num_groups) if cfg.world.update_noise > 0 else None)
-        forgetting = self.learner.apply(delta_shared, delta_K, t_index, update_P, noise_K)
+        t_index, t_counts, update_P, forgetting = self._learn(train, index, counts, successes, p, noise, multipliers)
         self.step_index += 1
         self.rollouts_total += int(counts.sum())
         self.rollouts_trained += int(t_counts.sum())
         K = cfg.world.num_groups
-        self.signal_mass_K += np.bincount(t_groups, weights=np.abs(update_P), minlength=K)
+        self.signal_mass_K += np.bincount(self.world.group_P[t_index], weights=np.abs(update_P), minlength=K)
         self.multiplier_sum_K += np.bincount(groups, weights=multipliers, minlength=K)
         self.visits_K += np.bincount(groups, minlength=K)
         if not record:
             return None
         metrics["sim/forgetting"] = forgetting
-        return self._record(feedback, weighter_feedback, multipliers, variance_P, p, delta_shared, metrics)
+        return self._record(feedback, weighter_feedback, multipliers, variance_P, p, self._delta_shared, metrics)
+
+    def _learn(self, train: np.ndarray, index: np.ndarray, counts: np.ndarray, successes: np.ndarray, p: np.ndarray,
+               noise: np.ndarray | None, multipliers: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """The learner step on the groups the selector kept (the dropped ones were generated, not trained
+        on): (trained prompts, their counts, their updates u, forgetting)."""
+        cfg = self.config
+        if not train.all():
+            rows = np.repeat(train, counts)
+            index, counts, successes, p = index[train], counts[train], successes[rows], p[train]
+            noise, multipliers = (None if noise is None else noise[rows]), multipliers[train]
+        gradient, _ = self.learner.gradient(successes, counts, p, noise)
+        delta_shared, delta_K, update_P = self.learner.step_direction(index, counts, gradient, multipliers, cfg.n_bar)
+        noise_K = (self.rollout_rng.standard_normal(cfg.world.num_groups) if cfg.world.update_noise > 0 else None)
+        forgetting = self.learner.apply(delta_shared, delta_K, index, update_P, noise_K)
+        self._delta_shared = float(delta_shared)  # for the step record
+        return index, counts, update_P, forgetting
 
     def _ids_of(self, index: np.ndarray) -> np.ndarray:
         return np.asarray(index, np.int64)  # the sampler's indices are the PromptIndex's
