@@ -83,7 +83,7 @@ def run_one(cfg: study.StudyConfig, method: str, seed: int, lr_scale: float, out
     config = trainer_config(cfg, method, seed, out, lr_scale)
     target = out / run_name(method, lr_scale, seed)
     if study._finished(target):
-        if json.loads((target / "config.json").read_text()) == json.loads(json.dumps(config_to_dict(config))):
+        if same_experiment(json.loads((target / "config.json").read_text()), json.loads(json.dumps(config_to_dict(config)))):
             return str(target)
         raise FileExistsError(f"{target} holds a finished run of another config: delete it to rerun")
     if target.exists():
@@ -94,6 +94,16 @@ def run_one(cfg: study.StudyConfig, method: str, seed: int, lr_scale: float, out
         run_dir = train_main(config, model=model, tokenizer=tokenizer, train_records=tasks.train_split(cfg.task_config()),
                              eval_records=eval_records(cfg), reward=reward)
     return str(run_dir)
+
+
+def same_experiment(saved: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether a finished run's config.json is this run's: every key both configs have is equal (a key
+    a later version of the trainer added, or dropped, with its default behaviour does not force a rerun)."""
+    for section, values in wanted.items():
+        old = saved.get(section, {})
+        if any(key in old and old[key] != value for key, value in values.items()):
+            return False
+    return True
 
 
 def run_arena(cfg: study.StudyConfig, out: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
