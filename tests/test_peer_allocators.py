@@ -113,3 +113,30 @@ def test_int_indices_of_a_shared_index_act_as_string_ids_and_states_cross_number
     for t in range(12, 18):
         ids = [pool[i] for i in np.random.default_rng(t).choice(40, 16, replace=False)]
         np.testing.assert_array_equal(step(moved, t, ids, False), step(by_index, t, ids, True))
+
+
+@pytest.mark.parametrize("family,name,values,message", [
+    ("allocator", "knapsack", {"alpha": 1.5}, "alpha"),
+    ("allocator", "knapsack", {"min_history": 0}, "min_history"),
+    ("allocator", "vip", {"form": "drgrpo"}, "form"),
+    ("allocator", "vip", {"eta": 0.5}, "has no field"),
+    ("allocator", "gdro_prompt", {"kappa_max": 0.1}, "kappa_max"),
+    ("allocator", "gdro_prompt", {"n_bar": 20}, "n_bar"),
+    ("selector", "greso", {"p_floor": 0.9, "p_ceiling": 0.5}, "p_ceiling"),
+    ("selector", "dynamic_sampling", {"target_zero_variance": 2.0}, "target_zero_variance"),
+])
+def test_bad_configs_are_one_line_errors(family, name, values, message):
+    from gdro_lab import ConfigError
+    with pytest.raises(ConfigError, match=message) as info:
+        build(family, name, values, seed=0)
+    assert "\n" not in str(info.value)
+
+
+def test_plans_refuse_mismatched_ids_and_bins():
+    from gdro_lab import ConfigError
+    for name in ("knapsack", "vip", "gdro_prompt"):
+        allocator = build("allocator", name, {"num_bins": 2}, seed=0)
+        with pytest.raises(ConfigError, match="prompt_ids"):
+            allocator.plan(np.array([0, 1]), ["a"])
+        with pytest.raises(ConfigError, match="bins_P"):
+            allocator.plan(np.array([0, 5]), ["a", "b"])

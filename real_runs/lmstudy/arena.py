@@ -11,10 +11,12 @@ Fair comparison: every method at its own best learning-rate scale from LR_SCALES
 chosen on the **val** half of the held-out problems (every other problem of each skill), reported on
 the **test** half, paired by seed (same warm start, data order and sampler seed), mean ± 95% t-interval.
 
-Reduced setting (stated in the report): ARENA = 3 seeds x 100 steps x 32 prompts over an
-800-prompt pool (the first 25 steps are a pass over unseen prompts, where every allocator plans
-n_bar), one evaluation at the end (k = 8 samples of each held-out problem). The LM runs cost about
-0.75 s per step on a quiet core, evaluation about 15 s.
+Reduced setting (stated in the report), sized for the loaded shared 2-core machine: ARENA = a
+shorter warm start (300 steps x 64 problems instead of 2,000 x 128; same model, tasks and slip rate),
+3 seeds x 60 RL steps x 16 prompts over a 320-prompt pool (the first 20 steps are a pass over unseen
+prompts, where every allocator plans n_bar), 100 held-out problems per skill (50 val, 50 test), one
+evaluation at the end (k = 8 samples of each held-out problem). The default LM study's runs cost
+about 0.75 s per step of 64 prompts on a quiet core.
 
 Writes ``lm-arena.json`` (markdown lines and decision lines that the simulator arena report embeds)
 and reuses a finished run directory whose config is unchanged, so a rerun redoes only what changed.
@@ -34,8 +36,11 @@ import numpy as np
 from scipy import stats
 
 from real_runs.lmstudy import study, tasks
+from real_runs.lmstudy.warmstart import WarmStartConfig
 
-ARENA = study.StudyConfig(seeds=3, steps=100, prompts_per_step=32, eval_every=100, train_size=800)
+ARENA = study.StudyConfig(seeds=3, steps=60, prompts_per_step=16, eval_every=60, train_size=320, heldout_per_group=100,
+                          warm=WarmStartConfig(steps=300, batch_size=64, warmup_steps=20, heldout_per_group=100,
+                                               slip_rate=study.SLIP_RATE))
 QUICK = dataclasses.replace(study.QUICK, seeds=2)
 LR_SCALES = (0.5, 1.0, 2.0)
 METHODS: dict[str, tuple[str, dict[str, str]]] = {
@@ -201,8 +206,12 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
                 f"{cfg.train_size}-prompt pool (the first {cfg.train_size // cfg.prompts_per_step} steps are a pass "
                 f"over unseen prompts, where every allocator plans n̄ = {cfg.n_bar}), base lr {cfg.lr:g}, one "
                 f"evaluation at the end ({study.EVAL_K} samples of each held-out problem; lr chosen on the val half, "
-                "reported on the test half). Equal rollouts per step in every run; the tokens they hold differ "
-                "(tokens/step and its ratio to GRPO's): a method below 1 would gain further at equal tokens.", "",
+                "reported on the test half; the halves are alternating problems of the same five skills, sibling "
+                "prompts the tuning never saw but of skills it did, as the suite has too few skills to split them). "
+                f"Warm start: {cfg.warm.steps} steps × {cfg.warm.batch_size} problems (the default study's is "
+                "2,000 × 128), so the model starts weaker. Equal rollouts per step in every run; the tokens they "
+                "hold differ (tokens/step and its ratio to GRPO's): a method below 1 would gain further at equal "
+                "tokens.", "",
                 *_table(["method", "Δ mean held-out acc vs tuned GRPO (pp)", "Δ worst-group held-out acc vs tuned "
                          "GRPO (pp)", "tuned lr: method / GRPO"], gain_rows), "",
                 "Compute and time at lr scale 1 (means after the first pass; time measured on the shared machine, "

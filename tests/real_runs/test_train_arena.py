@@ -87,3 +87,14 @@ def test_a_resumed_greso_knapsack_run_continues_as_the_uninterrupted_one(tmp_pat
     assert resumed.steps.tolist() == full.steps.tolist()
     for key in ("mean_reward", "compute/rollouts_trained", "select/skipped", "actor/loss", "actor/kl"):
         np.testing.assert_array_equal(resumed.scalars[key], full.scalars[key], err_msg=key)
+
+
+def test_unknown_selector_and_bad_selector_fields_are_one_line_errors():
+    from gdro_lab import ConfigError
+    with pytest.raises(ConfigError, match="selector") as info:
+        load_config("tiny-cpu", ["method.selector=dapo"])
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="SelectorConfig has no field"):
+        load_config("tiny-cpu", ["method.selector=greso", "method.selector_config.p_fast=0.3"])
+    with pytest.raises(ConfigError, match="KnapsackConfig has no field"):
+        load_config("tiny-cpu", ["method.allocator=knapsack", "method.allocator_config.dual_lr=0.1"])
