@@ -9,7 +9,7 @@ a controller checks bins < its num_bins when it reads the feedback (``check_num_
 
 Single pass (issue 23): the per-step quantities several consumers need (group offsets,
 successes per prompt, reward mean / variance per prompt, constant groups, prompts per bin,
-per-bin means) are computed once, on first use, and cached on the record as read-only arrays;
+per-bin means) are computed once, on first use, and cached on the record (shared arrays);
 the controllers, the signals, the GRPO advantages and the step record read them instead of
 re-validating and recomputing the same arrays. These shared arrays are not copied for each reader:
 read them, never modify them in place (the public methods of the old API, ``successes_P()`` and
@@ -251,7 +251,7 @@ class StepFeedback(RewardGroups):
         """Mean within-prompt reward variance (Bessel, unbiased) per bin; NaN for empty bins.
 
         Prompts with one rollout have no within-prompt variance and are left out of their bin's mean.
-        ``copy=False`` returns the cached read-only array.
+        ``copy=False`` returns the cached array (shared: do not modify).
         """
         key = ("var_by_bin", num_bins)
         out = self._per_bins.get(key)

@@ -90,7 +90,7 @@ class computed_once(Generic[T]):
 
 
 class RewardGroups:
-    """Per-prompt statistics of flat ragged rewards, each computed once on first use (read-only arrays).
+    """Per-prompt statistics of flat ragged rewards, each computed once on first use (shared arrays: do not modify).
 
     Needs ``rewards_R`` (finite float64), ``counts_P`` (int64 >= 1, summing to R) and ``min_count``;
     :class:`gdro_lab.feedback.StepFeedback` inherits it, :func:`grpo_advantages` wraps its inputs in it.
