@@ -56,11 +56,15 @@ SPLITS = ("val", "test")
 
 
 def eval_records(cfg: study.StudyConfig) -> dict[str, list[Any]]:
-    """Held-out problems as benchmarks ``{skill}/val`` and ``{skill}/test`` (alternate problems)."""
+    """Held-out problems as benchmarks ``{skill}/val`` and ``{skill}/test`` (alternate problems).
+
+    The trainer's evaluation groups problems by their ``source``, so each half's problems carry it.
+    """
     out: dict[str, list[Any]] = {}
     for source, problems in study.eval_records(cfg).items():
         for index, split in enumerate(SPLITS):
-            out[f"{source}/{split}"] = problems[index::2]
+            name = f"{source}/{split}"
+            out[name] = [dataclasses.replace(p, source=name) for p in problems[index::2]]
     return out
 
 
