@@ -204,7 +204,9 @@ def capture_views(url: str, out_dir: Path, width: int = 1600, height: int = 1000
             page.wait_for_function(
                 """(title) => { const h = document.querySelector('[data-testid="stMain"] h1');
                                  return h && h.innerText.trim() === title; }""", arg=title, timeout=120_000)
-            wait_for_view(page, min_charts=0 if name in CHARTLESS else 1)
+            # chartless views (tables only, or a run without evaluations) may still draw charts:
+            # wait until nothing new has been drawn for a while before measuring the page
+            wait_for_view(page, min_charts=0 if name in CHARTLESS else 1, settle_s=1.5 if name in CHARTLESS else 0.3)
             page.wait_for_timeout(1000)  # let vega lay the charts out before measuring the page
             fit_viewport_to_content(page, width)
             wait_for_view(page, min_charts=0)

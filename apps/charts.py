@@ -62,34 +62,37 @@ def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | 
     # tooltip reads plain fields (no formatting expression per cell; the value text is made here).
     valued = frame[frame["value"].notna()]
     valued = valued.assign(text=[f"{value:.3f}" for value in valued["value"]])
-    cells = alt.Chart(valued).mark_rect().encode(
+    cells = alt.Chart(valued).mark_rect(clip=True).encode(
         x=x, x2="step_end:Q", y=y,
-        color=alt.Color("value:Q", title=field, scale=scale, legend=alt.Legend(format=".4~g")),
+        color=alt.Color("value:Q", title=field, scale=scale, legend=alt.Legend(format=".4~g", labelLimit=0)),
         tooltip=[alt.Tooltip("step:N"), alt.Tooltip("label:N", title="bin"), alt.Tooltip("text:N", title=field)],
     )
     layers: list[alt.Chart] = [cells]
     if frame["value"].isna().any():
         layers.append(alt.Chart(frame[frame["value"].isna()]).transform_filter("!isValid(datum.value)").mark_rect(
-            color=NULL_COLOUR).encode(
+            color=NULL_COLOUR, clip=True).encode(
             x=x, x2="step_end:Q", y=y,
             tooltip=[alt.Tooltip("step:N"), alt.Tooltip("label:N", title="bin"),
                      alt.Tooltip("note:N", title=field)]).transform_calculate(note=f"'{NULL_NOTE}'"))
     if selected_step is not None:
         rule = alt.Chart(pd.DataFrame({"step": [float(selected_step)]})).mark_rule(
-            color="white", strokeDash=[4, 3], strokeWidth=2).encode(x="step:Q")
+            color="white", strokeDash=[4, 3], strokeWidth=2, clip=True).encode(x="step:Q")
         layers.append(rule)
     return alt.layer(*layers).properties(title=title, height=CHART_HEIGHT)
 
 
 def grouped_bars(frame: pd.DataFrame, group_field: str, title: str, y_title: str,
-                 group_order: Sequence[str] | None = None) -> AnyChart:
-    """Bars per bin (frame: bin, label, value and ``group_field``), one coloured bar per group."""
+                 group_order: Sequence[str] | None = None, y_domain: Sequence[float] | None = None) -> AnyChart:
+    """Bars per bin (frame: bin, label, value and ``group_field``), one coloured bar per group;
+    ``y_domain`` fixes the value axis (the same for the run's and the baseline's bars)."""
     order = list(group_order) if group_order is not None else sorted(frame[group_field].astype(str).unique())
-    return alt.Chart(frame).mark_bar().encode(
+    y_scale = alt.Scale(domain=list(y_domain)) if y_domain is not None else alt.Scale()
+    return alt.Chart(frame).mark_bar(clip=True).encode(
         x=alt.X("bin:O", title=BIN_AXIS_TITLE, axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset(f"{group_field}:N", sort=order),
-        y=alt.Y("value:Q", title=y_title),
-        color=alt.Color(f"{group_field}:N", title=None, sort=order, legend=alt.Legend(orient="right"),
+        y=alt.Y("value:Q", title=y_title, scale=y_scale),
+        color=alt.Color(f"{group_field}:N", title=None, sort=order,
+                        legend=alt.Legend(orient="bottom", labelLimit=0, columns=2),
                         scale=_scale(CATEGORY_SCHEME)),
         tooltip=[alt.Tooltip("label:N", title="bin"), alt.Tooltip(f"{group_field}:N"),
                  alt.Tooltip("value:Q", format=".3f")],
@@ -107,6 +110,7 @@ def points(frame: pd.DataFrame, title: str, y_title: str, color_field: str = "me
     return alt.Chart(frame).mark_line(point=True).encode(
         x=alt.X("step:Q", title="step"),
         y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False)),
-        color=alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="right"), scale=scale),
+        color=alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=0, columns=3),
+                        scale=scale),
         tooltip=[alt.Tooltip("step:Q"), alt.Tooltip(f"{color_field}:N"), alt.Tooltip("value:Q", format=".4f")],
     ).properties(title=title, height=CHART_HEIGHT)

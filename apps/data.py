@@ -23,11 +23,11 @@ from apps.curriculum import (HEATMAP_MAX_COLUMNS, TAIL_LABEL, TAIL_QUANTILE, bin
                              has_scalar, heatmap_block, heatmap_frame, lead_lag_frame, reward_field, scalars_long,
                              snapshot_frame, step_index, to_long)
 from apps.loading import (RUN_CACHE, SKIPPED_FOLDERS, RunCache, RunEntry, RunLoadError, assigned_counts,
-                          discover_runs, eval_tail_torn, find_run_dirs, folder_problem, load_run, mask_unassigned,
+                          discover_runs, eval_tail_torn, find_run_dirs, in_warmup, folder_problem, load_run, mask_unassigned,
                           run_label, run_signature, summary, torn_notes, unassigned_steps, warm_runs)
-from apps.results import (COMPARE_DEFAULTS, COMPARE_NEXT, accuracy_metrics, compare_frame, compare_table,
-                          config_rows, evals_frame, latest_evals, metric_series, outcomes_frame, pass_at_k_metrics,
-                          scalar_names, uniform_weights)
+from apps.results import (COMPARE_DEFAULTS, COMPARE_NEXT, accuracy_metrics, allocator_of, compare_frame, compare_table,
+                          config_rows, evals_frame, headline_metrics, is_bound, latest_evals, metric_series, outcomes_frame, pass_at_k_metrics,
+                          scalar_names, uniform_weights, with_bounds)
 
 __all__ = [
     "PAPER_ROLLOUTS", "ROLLOUT_KEYS", "SE_COLUMNS", "BudgetCheck", "RolloutSettings", "budget_check", "prompt_counts",
@@ -36,9 +36,9 @@ __all__ = [
     "heatmap_block", "heatmap_frame", "lead_lag_frame", "reward_field", "scalars_long", "snapshot_frame",
     "step_index", "to_long",
     "RUN_CACHE", "SKIPPED_FOLDERS", "RunCache", "RunEntry", "RunLoadError", "assigned_counts", "discover_runs",
-    "eval_tail_torn", "find_run_dirs", "folder_problem", "load_run", "mask_unassigned", "run_label",
+    "eval_tail_torn", "find_run_dirs", "in_warmup", "folder_problem", "load_run", "mask_unassigned", "run_label",
     "run_signature", "summary", "torn_notes", "unassigned_steps", "warm_runs",
-    "COMPARE_DEFAULTS", "COMPARE_NEXT", "accuracy_metrics", "compare_frame", "compare_table", "config_rows",
-    "evals_frame", "latest_evals", "metric_series", "outcomes_frame", "pass_at_k_metrics", "scalar_names",
-    "uniform_weights",
+    "COMPARE_DEFAULTS", "COMPARE_NEXT", "accuracy_metrics", "allocator_of", "compare_frame", "compare_table", "config_rows",
+    "evals_frame", "headline_metrics", "is_bound", "latest_evals", "metric_series", "outcomes_frame", "pass_at_k_metrics", "scalar_names",
+    "uniform_weights", "with_bounds",
 ]

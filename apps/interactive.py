@@ -7,8 +7,11 @@ concatenated into one Vega-Lite view (:func:`linked`), so that
   page (one ``selection_interval(bind="scales", encodings=["x"])`` shared by all); a double
   click resets it;
 * hovering shows a crosshair on every chart at the nearest step (one ``selection_point`` on the
-  step field, shared): a rule, a dot and a "name: value" label for every visible series, and
-  the rule's tooltip lists them all;
+  step field, shared): a rule, a dot on every series, and a "name: value" label per series,
+  stacked in rows at the top of the chart in the order of the values (so labels of close values
+  never overprint), to the right of the rule in the left half of the x-range and to its left in
+  the right half; the tooltip (over the whole plot, through the hover targets) lists every
+  series' value at that step;
 * smoothed series (TensorBoard-style debiased EMA, :func:`ema`) are drawn over the raw series,
   which stay visible as faint lines; mean ± 95% bands (``lo``/``hi`` columns) are shaded areas;
 * long series are thinned for the browser (:func:`thin_steps`): every k-th logged step is sent
@@ -20,13 +23,15 @@ Specs are sent lean (:func:`to_spec`): data as Arrow IPC bytes (Streamlit passes
 as they are, instead of converting records on every rerun) and no per-item ARIA descriptions
 on marks (Vega would build a formatted text for every cell and point; axes keep theirs).
 
-Colours are stable per run or method name (:func:`colour_map`): they do not depend on which runs
-are selected, on the page, or on the session. No Streamlit here.
+Runs and groups of runs are coloured by :mod:`apps.identity` (a hue per method, a lightness
+per variant); other series (e.g. "actual" and "square-root optimum") get clearly distinct
+categorical colours in the order they are listed (:func:`series_colours`). Y-ranges come from
+:func:`apps.scales.y_domain` (the caller passes them; run and baseline columns share them).
+Legends never cut their labels. No Streamlit here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from dataclasses import dataclass
@@ -39,13 +44,10 @@ import pyarrow as pa
 
 from apps.charts import CHART_HEIGHT, AnyChart
 
-#: Fixed colours of the paper's methods (so a method looks the same in every study).
-METHOD_COLOURS = {"grpo": "#7f7f7f", "prompt_gdro": "#ff7f0e", "rollout_gdro": "#2ca02c", "joint": "#d62728",
-                  "both": "#d62728", "sqrt_oracle": "#9467bd", "prompt_gdro_mean1": "#8c564b"}
-#: Palette for every other name (tableau20 without the greys used above).
-PALETTE = ("#1f77b4", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#e377c2",
-           "#f7b6d2", "#bcbd22", "#dbdb8d", "#17becf", "#9edae5", "#393b79", "#637939", "#8c6d31",
-           "#843c39", "#7b4173", "#3182bd", "#e6550d")
+#: Distinct categorical colours for series that are not runs (tableau10): neighbours in the
+#: list differ in hue, so "actual" / "square-root optimum" or "pooled" / "worst group" never look alike.
+SERIES_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                  "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd")
 ZOOM, CROSSHAIR = "xzoom", "crosshair"
 #: Layers carrying the zoom / crosshair are marked with this description prefix until :func:`to_spec`.
 MARKER = "gdro-param:"
@@ -61,35 +63,10 @@ MIN_POINTS, PIXELS_PER_POINT = 150, 2
 DEFAULT_WIDTH = 1000
 
 
-def _hash_index(name: str, size: int) -> int:
-    return int(hashlib.sha1(name.encode("utf-8")).hexdigest(), 16) % size
-
-
-def colour_map(names: Iterable[str]) -> dict[str, str]:
-    """Stable colour per name: a method's own colour when its last path part (or the part before
-    ``/seedN``) is a known method, else a palette slot from a hash of the name, moved to the next
-    free slot on a collision (names processed in sorted order, so the result depends only on the
-    set of names given — pass every run the app lists, not the current selection)."""
-    colours: dict[str, str] = {}
-    used: set[str] = set()
-    for name in sorted(set(names)):
-        method = _method_part(name)
-        if method in METHOD_COLOURS and METHOD_COLOURS[method] not in used:
-            colours[name] = METHOD_COLOURS[method]
-        else:
-            start = _hash_index(name, len(PALETTE))
-            free = [PALETTE[(start + i) % len(PALETTE)] for i in range(len(PALETTE))
-                    if PALETTE[(start + i) % len(PALETTE)] not in used]
-            colours[name] = free[0] if free else PALETTE[start]
-        used.add(colours[name])
-    return colours
-
-
-def _method_part(name: str) -> str:
-    parts = [part for part in name.replace("\\", "/").split("/") if part]
-    if len(parts) >= 2 and parts[-1].startswith("seed"):
-        return parts[-2]
-    return parts[-1] if parts else name
+def series_colours(names: Iterable[str]) -> dict[str, str]:
+    """Distinct categorical colours for series names, in the order given (first seen)."""
+    ordered = list(dict.fromkeys(str(name) for name in names))
+    return {name: SERIES_PALETTE[index % len(SERIES_PALETTE)] for index, name in enumerate(ordered)}
 
 
 def ema(values: np.ndarray, weight: float) -> np.ndarray:
@@ -195,83 +172,132 @@ def _y_scale(frame: pd.DataFrame, log_y: bool, domain: Sequence[float] | None) -
     return alt.Scale(**options)
 
 
+def _legend(columns: int = 4, areas: bool = False) -> alt.Legend:
+    """A legend under the chart whose labels are never cut (``labelLimit`` 0: no limit); line
+    strokes, or filled squares for stacked areas."""
+    if areas:
+        return alt.Legend(orient="bottom", columns=columns, labelLimit=0, symbolType="square", symbolOpacity=1.0)
+    return alt.Legend(orient="bottom", columns=columns, labelLimit=0, symbolType="stroke", symbolStrokeWidth=3,
+                      symbolOpacity=1.0)
+
+
 def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, interaction: Interaction,
            colours: Mapping[str, str], color_field: str = "series", dashed: Sequence[str] = (),
-           zero_rule: bool = False, y_domain: Sequence[float] | None = None, width: int | None = None) -> AnyChart:
+           zero_rule: bool = False, y_domain: Sequence[float] | None = None, width: int | None = None,
+           x_title: str = "step", stacked: bool = False) -> AnyChart:
     """One interactive time-series chart of a long frame (step, <color_field>, value[, raw, lo, hi]).
 
     Layers: faint raw lines (when ``raw`` differs from ``value``), shaded ``lo``–``hi`` bands,
-    the lines (``dashed`` series drawn dashed, on top), the crosshair rule with every series'
-    value at the hovered step in its tooltip, and points marking the hovered step.
+    the lines (``dashed`` series drawn dashed, on top) or, when ``stacked``, areas stacked in the
+    order of the series; then the crosshair (:func:`_crosshair`). ``y_domain`` fixes the y-range
+    (:func:`apps.scales.y_domain`); the x field is ``step`` whatever ``x_title`` says (the wall
+    clock replaces the steps by hours before the chart is built).
     """
     names = [str(name) for name in pd.unique(frame[color_field])] if not frame.empty else []
-    scale = alt.Scale(domain=names, range=[colours.get(name, PALETTE[0]) for name in names])
-    colour = alt.Color(f"{color_field}:N", title=None, legend=alt.Legend(orient="bottom", columns=4, labelLimit=260,
-                                                                         symbolType="stroke", symbolStrokeWidth=3,
-                                                                         symbolOpacity=1.0),
-                       scale=scale)
-    unlisted = colour  # one legend for all layers; its symbols are opaque even though faint layers come first
-    x = alt.X("step:Q", title="step", scale=alt.Scale(zero=False, nice=False))
-    y = alt.Y("value:Q", title=y_title, scale=_y_scale(frame, interaction.log_y, y_domain),
-              axis=alt.Axis(format=".4~g"))
+    fallback = series_colours(names)
+    scale = alt.Scale(domain=names, range=[colours.get(name, fallback[name]) for name in names])
+    colour = alt.Color(f"{color_field}:N", title=None, legend=_legend(areas=stacked), scale=scale, sort=names)
+    x = alt.X("step:Q", title=x_title, scale=alt.Scale(zero=False, nice=False))
+    domain = None if interaction.log_y else y_domain
+    y_scale = _y_scale(frame, interaction.log_y, domain)
+    y = alt.Y("value:Q", title=y_title, scale=y_scale, axis=alt.Axis(format=".4~g"),
+              stack="zero" if stacked else None)
     keep = [column for column in ("step", color_field, "value", "raw", "lo", "hi") if column in frame]
     frame = frame[keep]
     base = alt.Chart()  # every layer reads the chart's one dataset (passed to alt.layer below)
     layers: list[Any] = []
-    if "raw" in frame and not np.allclose(frame["raw"].to_numpy(dtype=float), frame["value"].to_numpy(dtype=float),
-                                          equal_nan=True):
-        layers.append(base.mark_line(clip=True, strokeWidth=1, opacity=RAW_OPACITY).encode(
-            x=x, y=alt.Y("raw:Q", scale=_y_scale(frame, interaction.log_y, y_domain)), color=unlisted,
-            detail=f"{color_field}:N"))
-    if "lo" in frame and frame["lo"].notna().any():
-        layers.append(base.transform_filter("isValid(datum.lo) && isValid(datum.hi)").mark_area(
-            clip=True, opacity=BAND_OPACITY).encode(x=x, y=alt.Y("lo:Q", scale=_y_scale(frame, interaction.log_y,
-                                                                                           y_domain)),
-                                                     y2="hi:Q", color=unlisted))
-    solid = [name for name in names if name not in dashed]
-    line = base.mark_line(clip=True, strokeWidth=2).encode(x=x, y=y, color=colour)
-    layers.append(line.transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=solid))
-                  .properties(description=f"{MARKER}zoom"))
-    if dashed:
-        layers.append(base.mark_line(clip=True, strokeWidth=3, strokeDash=[6, 4]).encode(x=x, y=y, color=colour)
-                      .transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=list(dashed))))
-    layers += _crosshair(base, frame, names, color_field, x, y, unlisted, interaction)
-    if zero_rule:
-        layers.append(alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0.0)))
+    if stacked:
+        order = alt.Order("series_order:Q")
+        layers.append(base.transform_calculate(series_order=f"indexof({names!r}, datum['{color_field}'])")
+                      .mark_area(clip=True, opacity=0.85).encode(x=x, y=y, color=colour, order=order)
+                      .properties(description=f"{MARKER}zoom"))
+    else:
+        if "raw" in frame and not np.allclose(frame["raw"].to_numpy(dtype=float),
+                                              frame["value"].to_numpy(dtype=float), equal_nan=True):
+            layers.append(base.mark_line(clip=True, strokeWidth=1, opacity=RAW_OPACITY).encode(
+                x=x, y=alt.Y("raw:Q", scale=y_scale), color=colour, detail=f"{color_field}:N"))
+        if "lo" in frame and frame["lo"].notna().any():
+            layers.append(base.transform_filter("isValid(datum.lo) && isValid(datum.hi)").mark_area(
+                clip=True, opacity=BAND_OPACITY).encode(x=x, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour))
+        solid = [name for name in names if name not in dashed]
+        line = base.mark_line(clip=True, strokeWidth=2).encode(x=x, y=y, color=colour)
+        layers.append(line.transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=solid))
+                      .properties(description=f"{MARKER}zoom"))
+        if dashed:
+            layers.append(base.mark_line(clip=True, strokeWidth=3, strokeDash=[6, 4]).encode(x=x, y=y, color=colour)
+                          .transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=list(dashed))))
+    if zero_rule:  # under the series: a series at 0 (e.g. no reduction at all) stays visible on it
+        layers.insert(0, alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0.0)))
+    layers += _crosshair(base, frame, names, color_field, x, y, colour, x_title, labelled=not stacked)
     chart = alt.LayerChart(layer=layers, data=frame, title=title, height=CHART_HEIGHT)
     if width is not None:
         chart.width = width
     return chart
 
 
+#: Crosshair labels: one row per series, this many pixels apart, from this many pixels below the top.
+LABEL_ROW_PX, LABEL_TOP_PX = 13, 10
+
+
 def _crosshair(base: alt.Chart, frame: pd.DataFrame, names: list[str], color_field: str, x: alt.X, y: alt.Y,
-               colour: alt.Color, interaction: Interaction) -> list[Any]:
-    """Invisible hover targets, the rule with every series' value, and the hovered points."""
+               colour: alt.Color, x_title: str = "step", labelled: bool = True) -> list[Any]:
+    """Invisible hover targets carrying the tooltip (every series' value at the nearest step), the
+    rule, dots on the series, and one label row per series (highest value on top)."""
     if frame.empty:
         return []
     # One invisible target per step (not per step and series): the nearest-step search and the
-    # DOM stay small on long runs.
+    # DOM stay small on long runs. Vega-Lite's nearest-point search gives every target a Voronoi
+    # cell over the whole plot, and the cell shows the target's tooltip: hovering anywhere shows
+    # every series' value at that step.
     per_step = base.transform_pivot(color_field, value="value", groupby=["step"])
-    targets = per_step.mark_point(opacity=0, size=40).encode(x=x, y=alt.value(0)).properties(
-        description=f"{MARKER}hover")
-    tooltip = [alt.Tooltip("step:Q", title="step")] + [
+    tooltip = [alt.Tooltip("step:Q", title=x_title, format=".4~g")] + [
         alt.Tooltip(f"{_field_name(name)}:Q", title=name, format=".4~g") for name in names]
+    targets = per_step.mark_point(opacity=0, size=40).encode(x=x, y=alt.value(0), tooltip=tooltip).properties(
+        description=f"{MARKER}hover")
     rule = per_step.mark_rule(color="#555555", strokeWidth=1).encode(x=x, tooltip=tooltip).transform_filter(HOVERED)
+    if not labelled:
+        return [targets, rule]
     dots = base.mark_point(filled=True, size=45).encode(x=x, y=y, color=colour).transform_filter(HOVERED)
-    labels = base.transform_filter(HOVERED).transform_calculate(
-        crosshair_label=f"datum['{color_field}'] + ': ' + format(datum.value, '.4~g')"
-    ).mark_text(align="left", dx=7, dy=-7, fontSize=11, fontWeight="bold").encode(
-        x=x, y=y, text="crosshair_label:N", color=colour)
-    return [targets, rule, dots, labels]
+    steps = frame["step"].to_numpy(dtype=float)
+    middle = float(np.nanmin(steps) + np.nanmax(steps)) / 2 if steps.size else 0.0
+    rows = base.transform_filter(HOVERED).transform_filter("isValid(datum.value)").transform_window(
+        label_row="row_number()", sort=[alt.SortField("value", order="descending")], groupby=["step"]
+    ).transform_calculate(
+        crosshair_label=f"datum['{color_field}'] + ': ' + format(datum.value, '.4~g')",
+        label_y=f"{LABEL_TOP_PX} + {LABEL_ROW_PX} * (datum.label_row - 1)")
+    label_y = alt.Y("label_y:Q", scale=None)
+    left = rows.transform_filter(f"datum.step <= {middle!r}").mark_text(
+        align="left", dx=7, fontSize=11, fontWeight="bold", baseline="middle").encode(
+        x=x, y=label_y, text="crosshair_label:N", color=colour)
+    right = rows.transform_filter(f"datum.step > {middle!r}").mark_text(
+        align="right", dx=-7, fontSize=11, fontWeight="bold", baseline="middle").encode(
+        x=x, y=label_y, text="crosshair_label:N", color=colour)
+    return [targets, rule, dots, left, right]
+
+
+def placeholder(message: str, width: int | None = None) -> AnyChart:
+    """A chart-sized cell that says why a chart is missing (e.g. a run does not log the metric), so
+    that the run and baseline columns stay aligned."""
+    chart = alt.Chart(pd.DataFrame({"message": [message]})).mark_text(color="gray", fontSize=12).encode(
+        text="message:N").properties(height=CHART_HEIGHT)
+    if width is not None:
+        chart.width = width
+    return chart
 
 
 def linked(charts: Sequence[AnyChart], columns: int = 1, renderer: str | None = None) -> AnyChart:
     """The page's charts as one view with the shared zoom and crosshair, ``columns`` per row."""
     rows = [list(charts[start:start + columns]) for start in range(0, len(charts), max(1, columns))]
-    views = [alt.HConcatChart(hconcat=row) if len(row) > 1 else row[0] for row in rows]
+    return linked_rows(rows, renderer)
+
+
+def linked_rows(rows: Sequence[Sequence[AnyChart]], renderer: str | None = None) -> AnyChart:
+    """Charts in rows (e.g. one row per metric, one column per run) as one view with the shared
+    zoom and crosshair."""
+    views = [alt.HConcatChart(hconcat=list(row)) if len(row) > 1 else row[0] for row in rows if row]
     combined = alt.VConcatChart(vconcat=views) if len(views) > 1 else views[0]
     # Attributes set in place: altair's .properties()/.resolve_scale() deep-copy every chart's data.
-    if len(charts) > 1:
+    if sum(len(row) for row in rows) > 1:
         combined.resolve = alt.Resolve(scale=alt.ScaleResolveMap(color="independent"))
     renderer = renderer or os.environ.get(RENDERER_ENV, "canvas")
     combined.usermeta = {"embedOptions": {"renderer": "svg" if renderer == "svg" else "canvas"}}
@@ -322,6 +348,37 @@ def stack(specs: Sequence[dict[str, Any]], width: int | None = None) -> dict[str
     stacked = {"vconcat": views, "datasets": datasets,
                "resolve": {"scale": {"color": "independent", "x": "independent"}}}
     return lean(stacked)
+
+
+HEATMAP_ZOOM = "stepzoom"
+
+
+def heatmap_grid(columns: Sequence[Sequence[dict[str, Any]]], width: int | None = None) -> dict[str, Any]:
+    """Heatmap specs (from :func:`to_spec`), one column per run, stacked in one spec: datasets
+    merged, every colour scale and legend on its own, and one step zoom for every heatmap (drag
+    or wheel on any of them; double-click resets). The cached specs are not modified."""
+    datasets: dict[str, Any] = {}
+    stacks: list[dict[str, Any]] = []
+    zoomed: list[str] = []
+    for specs in columns:
+        views = []
+        for spec in specs:
+            view = {key: value for key, value in spec.items() if key not in ("$schema", "datasets", "config")}
+            datasets.update(spec.get("datasets", {}))
+            if width is not None:
+                view["width"] = width
+            if view.get("layer"):
+                name = f"{HEATMAP_ZOOM}_{len(zoomed)}"
+                view["layer"] = [dict(view["layer"][0], name=name), *view["layer"][1:]]
+                zoomed.append(name)
+            views.append(view)
+        stacks.append({"vconcat": views, "resolve": {"scale": {"color": "independent", "x": "independent"}}})
+    grid: dict[str, Any] = ({"hconcat": stacks} if len(stacks) > 1 else stacks[0]) | {"datasets": datasets}
+    grid["resolve"] = {"scale": {"color": "independent", "x": "independent"}}
+    if zoomed:
+        grid["params"] = [{"name": HEATMAP_ZOOM, "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales",
+                           "views": zoomed}]
+    return lean(grid)
 
 
 def lean(spec: dict[str, Any]) -> dict[str, Any]:

@@ -41,11 +41,12 @@ class RunEntry:
     label: str
 
 
-def run_label(path: Path, root: Path | None) -> str:
-    """The run's folder relative to ``root`` when inside it, else its own name."""
+def run_label(path: Path, root: Path | None, resolved_root: Path | None = None) -> str:
+    """The run's folder relative to ``root`` when inside it, else its own name (``resolved_root``:
+    ``root.resolve()`` when the caller has it, to label many runs without resolving it each time)."""
     if root is not None:
         try:
-            relative = path.resolve().relative_to(root.resolve())
+            relative = path.resolve().relative_to(resolved_root or root.resolve())
             if relative.parts:
                 return relative.as_posix()
         except (ValueError, OSError):
@@ -89,18 +90,24 @@ def discover_runs(root: Path | None, given: Sequence[Path] = (), found: Sequence
     if found is None:
         found = find_run_dirs(root)[0] if root is not None else []
     paths: list[Path] = []
+    seen: set[Path] = set()
     for path in [*given, *found]:
-        if all(path.resolve() != known.resolve() for known in paths):
+        resolved = path.resolve()
+        if resolved not in seen:
+            seen.add(resolved)
             paths.append(path)
     labels: list[str] = []
+    taken: set[str] = set()
+    base = root.resolve() if root is not None else None
     for path in paths:
-        label = run_label(path, root)
-        while label in labels:
+        label = run_label(path, root, base)
+        while label in taken:
             label = f"{label} ({path.parent.name or path.parent})"
-            if label in labels:
+            if label in taken:
                 label = str(path)
                 break
         labels.append(label)
+        taken.add(label)
     return [RunEntry(path, label) for path, label in zip(paths, labels)]
 
 
@@ -172,6 +179,14 @@ def unassigned_steps(run: RunData) -> int:
     return 0 if assigned is None else int((~(np.nan_to_num(assigned) > 0)).sum())
 
 
+def in_warmup(run: RunData, fields: Sequence[str] = ("share",)) -> bool:
+    """True when the run logs the per-bin ``fields`` but no prompt has been assigned to a bin on
+    any step logged so far (the classifier's warm-up): their values are still to come, not
+    missing from the run."""
+    return (run.steps.size > 0 and all(name in run.bins for name in fields)
+            and unassigned_steps(run) == run.steps.size)
+
+
 def eval_tail_torn(path: Path) -> bool:
     """True when ``eval.jsonl`` ends in a torn line (no final newline, or an unparseable last line);
     the reader drops that line, and the app says so."""
@@ -233,16 +248,26 @@ def torn_notes(run: RunData) -> list[str]:
 Signature = tuple[tuple[str, int, int], ...]
 
 
+def run_bytes(run: RunData) -> int:
+    """Memory held by a run's arrays (what the cache budgets)."""
+    return int(run.steps.nbytes + sum(values.nbytes for values in run.scalars.values())
+               + sum(values.nbytes for values in run.bins.values()))
+
+
 class RunCache:
     """Runs read from disk, keyed on (folder, :func:`run_signature`), least recently used first out.
 
     Shared by every session of a server (runs are never modified after loading). A run whose
-    files changed has a new signature and is read again; read errors are not cached.
+    files changed has a new signature and is read again; read errors are not cached. Bounded in
+    runs and in bytes (:func:`run_bytes`), so that a page over every run of a large root (Study:
+    100 runs by default) keeps them all instead of reading them again on every rerun.
     """
 
-    def __init__(self, max_entries: int = 64) -> None:
+    def __init__(self, max_entries: int = 512, max_bytes: int = 2 << 30) -> None:
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
         self._runs: OrderedDict[tuple[str, Signature], RunData] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, path: Path) -> RunData:
@@ -255,10 +280,13 @@ class RunCache:
                 return run
         run = load_run(path)
         with self._lock:
+            if key not in self._runs:
+                self._bytes += run_bytes(run)
             self._runs[key] = run
             self._runs.move_to_end(key)
-            while len(self._runs) > self.max_entries:
-                self._runs.popitem(last=False)
+            while len(self._runs) > 1 and (len(self._runs) > self.max_entries or self._bytes > self.max_bytes):
+                _, dropped = self._runs.popitem(last=False)
+                self._bytes -= run_bytes(dropped)
         return run
 
     def get_many(self, paths: Sequence[Path], workers: int = 4) -> list[RunData | RunLoadError]:
@@ -278,6 +306,7 @@ class RunCache:
         """Forget every run (the next request reads from disk)."""
         with self._lock:
             self._runs.clear()
+            self._bytes = 0
 
 
 #: The process-wide run cache of the app.

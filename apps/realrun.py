@@ -25,8 +25,22 @@ METRIC_PATTERN = re.compile(r"^(?P<scope>.+)/(?P<stat>mean|pass)@(?P<k>\d+)(?P<b
 SUMMARY_SCOPES = ("pooled", "worst_group", "worst_benchmark")
 TIME_PHASES = ("plan", "generate", "reward", "controllers", "logprobs", "update", "sync", "eval")
 TIME_TOTAL = "time/step"
+#: Running clocks (seconds since the start), not per-step phases.
+TIME_CLOCKS = ("time/elapsed",)
 TOKENS_PER_S = "perf/tokens_per_s"
 EVAL_COLUMNS = ["step", "kind", "name", "stat", "k", "metric", "value", "lo", "hi"]
+#: Colours of the summaries, the same on every chart: pooled near-black, worst group red, worst
+#: benchmark purple; benchmarks and groups take the other categorical colours.
+SUMMARY_COLOURS = {"pooled": "#222222", "worst group": "#d62728", "worst benchmark": "#9467bd"}
+OTHER_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+
+
+def eval_colours(names: list[str]) -> dict[str, str]:
+    """Colours of an evaluation chart's series: fixed for the summaries, distinct for the rest."""
+    others = [name for name in dict.fromkeys(names) if name not in SUMMARY_COLOURS]
+    colours = {name: OTHER_COLOURS[index % len(OTHER_COLOURS)] for index, name in enumerate(others)}
+    colours.update({name: colour for name, colour in SUMMARY_COLOURS.items() if name in names})
+    return colours
 
 
 def eval_metrics(run: RunData) -> pd.DataFrame:
@@ -100,11 +114,24 @@ def has_step_times(run: RunData) -> bool:
 
 
 def time_phases(run: RunData) -> list[str]:
-    """Logged phase scalars (``time/*`` except ``time/step``), the agreed phases first in order."""
-    logged = [name for name in run.scalars if name.startswith("time/") and name != TIME_TOTAL
-              and data.has_scalar(run, name)]
+    """Logged phase scalars in seconds (``time/*`` except the total ``time/step``, and except
+    fractions such as ``time/controllers_share``: see :func:`time_fractions`), the agreed phases
+    first in order."""
+    logged = [name for name in run.scalars if name.startswith("time/") and name not in (TIME_TOTAL, *TIME_CLOCKS)
+              and not is_fraction(name) and data.has_scalar(run, name)]
     known = [f"time/{phase}" for phase in TIME_PHASES if f"time/{phase}" in logged]
     return known + sorted(set(logged) - set(known))
+
+
+def is_fraction(name: str) -> bool:
+    """True for a ``time/`` scalar that is a share of the step (``time/controllers_share``), not seconds."""
+    return name.rsplit("/", 1)[-1].endswith(("_share", "_frac", "_fraction"))
+
+
+def time_fractions(run: RunData) -> dict[str, float]:
+    """Mean of each logged ``time/*`` fraction (e.g. ``time/controllers_share``) over the run."""
+    return {name: float(np.nanmean(run.scalars[name])) for name in sorted(run.scalars)
+            if name.startswith("time/") and is_fraction(name) and data.has_scalar(run, name)}
 
 
 def time_frame(run: RunData) -> pd.DataFrame:
@@ -136,3 +163,23 @@ def time_table(run: RunData) -> pd.DataFrame:
     total = float(table["total s"].sum())
     table["share of step (%)"] = 100.0 * table["total s"] / total if total > 0 else np.nan
     return table.sort_values("total s", ascending=False).reset_index()
+
+
+def elapsed_seconds(run: RunData) -> np.ndarray | None:
+    """Seconds since the run started at each logged step, or None when the run logs no step times.
+
+    ``time/elapsed`` (or ``wall_time``) when a producer logs it; otherwise the running sum of
+    ``time/step`` + ``time/eval`` (a step's time counts every step since the previous logged one,
+    so a run that logs every k-th step is scaled by its step gaps). Time spent outside steps
+    (start-up, checkpoints) is not counted.
+    """
+    for name in ("time/elapsed", "wall_time"):
+        if data.has_scalar(run, name):
+            return np.asarray(run.scalars[name], dtype=float)
+    if not data.has_scalar(run, "time/step"):
+        return None
+    per_step = np.nan_to_num(run.scalars["time/step"])
+    if "time/eval" in run.scalars:
+        per_step = per_step + np.nan_to_num(run.scalars["time/eval"])
+    gaps = np.diff(run.steps, prepend=run.steps[0] - 1 if run.steps.size else 0).clip(min=1)
+    return np.cumsum(per_step * gaps)

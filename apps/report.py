@@ -1,11 +1,16 @@
 """``gdro report RUN_DIR [...]``: the app's figures as static PNGs, drawn with matplotlib.
 
-For each run, ``<out>/<method>_seed<seed>/`` (from the run's config; else the folder name)
-receives traveling_wave.png, lead_lag.png, rollout_budget.png, se_proxy.png and outcomes.png;
-with two or more runs, ``<out>/compare.png`` overlays them. A report never silently replaces
-another: when a target folder already holds figures, nothing is written unless ``--overwrite``.
-Evaluation metrics are drawn one panel per scale (rates in [0, 1] together, pass@k together,
-every other metric alone), with their ``_lo``/``_hi`` intervals as bands. ``<out>`` is ``reports`` unless ``--out`` says otherwise. The figures use the
+For each run, ``<out>/<method>_seed<seed>/`` (method and seed from the run's config, simulator
+or trainer layout alike: ``method`` or ``method.name``, ``seed`` or ``train.seed``; the folder
+name only when the config names no method) receives traveling_wave.png, lead_lag.png,
+rollout_budget.png, se_proxy.png, outcomes.png, evaluations.png (per-benchmark mean@k / pass@k
+with their 95% intervals, and the latest evaluation as intervals) and step_time.png (seconds
+per step by phase, stacked; total and throughput; each phase's share); with two or more runs,
+``<out>/compare.png`` overlays them. A report never silently replaces another: when a target
+folder already holds figures, nothing is written unless ``--overwrite``. Evaluation metrics
+are drawn one panel per scale (rates in [0, 1] together, pass@k together, counts such as
+timeouts and errors and every other metric alone: :func:`apps.scales.metric_kind`), with their
+``_lo``/``_hi`` intervals as bands; legends sit under their panel, never over its ticks. ``<out>`` is ``reports`` unless ``--out`` says otherwise. The figures use the
 same frames as the app (:mod:`apps.data`), so both show the same numbers. A run that cannot be
 read is reported on one line and skipped; nothing is written into run directories.
 """
@@ -27,7 +32,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from apps import data  # noqa: E402
+from apps import data, identity, realrun, scales  # noqa: E402
 from gdro_lab.runlog import RunData  # noqa: E402
 
 DEFAULT_OUT = Path("reports")
@@ -35,7 +40,6 @@ PANEL_SIZE = (5.0, 3.4)
 #: A PNG has room for one column per step of a long run (matplotlib draws them as one mesh).
 REPORT_HEATMAP_COLUMNS = 2000
 CMAPS = {"share": "viridis", "weight": "plasma", "reward": "RdBu", "success": "RdYlGn", "rollouts": "inferno"}
-LIMITS = {"reward": (-1.0, 1.0), "success": (0.0, 1.0)}
 
 
 # ----------------------------------------------------------------------------- panels
@@ -64,7 +68,9 @@ def _heatmap(axis: Axes, run: RunData, field: str | None, title: str) -> None:
     ends = frame.drop_duplicates("step").set_index("step")["step_end"].reindex(table.columns).to_numpy(dtype=float)
     x_edges = np.append(starts, ends[-1])
     y_edges = np.arange(table.shape[0] + 1) - 0.5
-    low, high = LIMITS.get(field, (None, None))
+    settings = data.rollout_settings(run)
+    domain = scales.colour_domain(field, run.bins[field], (settings.n_min, settings.n_max))
+    low, high = domain if domain is not None else (None, None)  # anchored where the field has a natural scale
     mesh = axis.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(table.to_numpy(dtype=float)),
                            cmap=CMAPS.get(field, "viridis"), vmin=low, vmax=high, shading="flat")
     axis.figure.colorbar(mesh, ax=axis, label=field)
@@ -181,20 +187,27 @@ def se_proxy_figure(run: RunData) -> Figure:
 
 
 def eval_panels(evals: pd.DataFrame) -> list[tuple[str, list[str]]]:
-    """Evaluation metrics split by scale: (panel title, metric names) for rates in [0, 1]
-    (accuracies, mean@k, pass@k — pass@k separately), then one panel per other metric (counts
-    such as ``rollouts_total`` would flatten every rate to a line at 0). ``_lo``/``_hi``
-    bounds are drawn as bands with their metric, not as metrics."""
+    """Evaluation metrics split by scale: (panel title, metric names) for rates in [0, 1] by name
+    (accuracies, mean@k; pass@k separately), then one panel per other metric: counts such as
+    ``rollouts_total``, ``reward/timeouts`` or ``errors`` (which would flatten every rate, or pass
+    for a rate when they stay at 0 or 1) and anything else. ``_lo``/``_hi`` bounds are drawn as
+    bands with their metric, not as metrics."""
     if evals.empty:
         return []
-    names = [name for name in dict.fromkeys(evals["metric"]) if not name.endswith(("_lo", "_hi"))]
-    ranges = evals.groupby("metric")["value"].agg(["min", "max"])
-    rates = [name for name in names if ranges.loc[name, "min"] >= 0.0 and ranges.loc[name, "max"] <= 1.0]
+    names = data.headline_metrics(dict.fromkeys(evals["metric"]))
+    values = {name: evals.loc[evals["metric"] == name, "value"].to_numpy(dtype=float) for name in names}
+    rates = [name for name in names if scales.metric_kind(name, values[name]) == "rate"]
     passes = [name for name in rates if "pass@" in name]
     others = [name for name in rates if name not in passes]
     panels = [(title, group) for title, group in (("Evaluation: rates", others), ("Evaluation: pass@k", passes))
               if group]
     return panels + [(f"Evaluation: {name}", [name]) for name in names if name not in rates]
+
+
+def _legend_below(axis: Axes, entries: int) -> None:
+    """The axis' legend under the panel (below its tick labels and x label), never over them."""
+    axis.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False,
+                ncol=max(1, min(3, entries)))
 
 
 def _eval_panel(axis: Axes, evals: pd.DataFrame, title: str, names: list[str]) -> None:
@@ -212,7 +225,7 @@ def _eval_panel(axis: Axes, evals: pd.DataFrame, title: str, names: list[str]) -
     axis.set_title(title)
     axis.set_xlabel("step")
     axis.set_ylabel(names[0] if len(names) == 1 else "rate")
-    axis.legend(fontsize="x-small", ncol=1 + len(names) // 8)
+    _legend_below(axis, len(names))
 
 
 def outcomes_figure(run: RunData, max_panels: int = 9) -> Figure:
@@ -237,6 +250,98 @@ def outcomes_figure(run: RunData, max_panels: int = 9) -> Figure:
     return figure
 
 
+def evaluations_figure(run: RunData) -> Figure:
+    """Per-benchmark evaluations with their 95% intervals (the app's Evaluations page): one panel per
+    metric (mean@k, pass@k) with a line per benchmark and summary and its band, then the latest
+    evaluation as intervals (error bars) per benchmark and summary."""
+    frame = realrun.eval_metrics(run)
+    metrics = sorted(frame["metric"].unique(), key=lambda name: (name.split("@")[0] != "mean", name)) \
+        if not frame.empty else []
+    figure, axes = _figure(1, max(1, len(metrics)) + 1, f"Evaluations with 95% intervals: {report_name(run)}")
+    what = "agreed eval names ({bench}/mean@k, pooled/..., worst_group/...)"
+    if not metrics:
+        _missing(axes[0, 0], "Evaluations", what)
+        _missing(axes[0, 1], "Latest evaluation", what)
+        return figure
+    for axis, metric in zip(axes[0], metrics):
+        series = realrun.eval_series(frame, metric)
+        colours = plt.get_cmap("tab10")
+        for position, (name, part) in enumerate(series.groupby("series", sort=False)):
+            colour = colours(position % colours.N)
+            axis.plot(part["step"], part["value"], marker="o", markersize=3, color=colour, label=str(name))
+            if part["lo"].notna().any():
+                axis.fill_between(part["step"], part["lo"], part["hi"], color=colour, alpha=0.18, linewidth=0)
+        axis.set_title(f"{metric} per benchmark (95% interval)")
+        axis.set_xlabel("step")
+        axis.set_ylabel(metric)
+        axis.set_ylim(*_rate_limits(series))
+        _legend_below(axis, series["series"].nunique())
+    last = frame[(frame["step"] == frame["step"].max()) & (frame["kind"] != "group")]
+    axis = axes[0, -1]
+    labels = [f"{name} {metric}" for name, metric in zip(last["name"], last["metric"])]
+    positions = np.arange(len(last))
+    low = (last["value"] - last["lo"]).clip(lower=0).fillna(0).to_numpy(dtype=float)
+    high = (last["hi"] - last["value"]).clip(lower=0).fillna(0).to_numpy(dtype=float)
+    axis.errorbar(last["value"].to_numpy(dtype=float), positions, xerr=[low, high], fmt="o", capsize=3)
+    axis.set_yticks(positions, labels, fontsize="x-small")
+    axis.set_xlim(0, 1)
+    axis.set_title(f"Latest evaluation (step {int(last['step'].max())})")
+    axis.set_xlabel("value [95% interval]")
+    return figure
+
+
+def _rate_limits(frame: pd.DataFrame) -> tuple[float, float]:
+    """Y-limits of a rate panel: its values and bands, at least 0.1 wide, inside [0, 1]."""
+    values = frame[["value", "lo", "hi"]].to_numpy(dtype=float)
+    domain = scales.y_domain(values, (0.0, 1.0))
+    return domain if domain is not None else (0.0, 1.0)
+
+
+def step_time_figure(run: RunData) -> Figure:
+    """Where a run's time goes (the app's Step time page): seconds per step by phase, stacked; the
+    total step time with tokens per second; each phase's share of the step."""
+    figure, axes = _figure(1, 3, f"Step time: {report_name(run)}")
+    frame = realrun.time_frame(run)
+    what = "time/* scalars (a trainer's step times)"
+    if frame.empty:
+        for axis, title in zip(axes[0], ("Seconds per step by phase", "Total step time", "Share of the step")):
+            _missing(axis, title, what)
+        return figure
+    table = frame.pivot_table(index="step", columns="phase", values="seconds", aggfunc="sum", sort=False)
+    phases = list(dict.fromkeys(frame["phase"]))
+    table = table[phases]
+    axis = axes[0, 0]
+    axis.stackplot(table.index.to_numpy(dtype=float), table.to_numpy(dtype=float).T, labels=phases,
+                   colors=[plt.get_cmap("tab10")(i % 10) for i in range(len(phases))])
+    axis.set_title("Seconds per step by phase (stacked)")
+    axis.set_xlabel("step")
+    axis.set_ylabel("seconds per step")
+    _legend_below(axis, len(phases))
+    axis = axes[0, 1]
+    if data.has_scalar(run, realrun.TIME_TOTAL):
+        axis.plot(run.steps, run.scalars[realrun.TIME_TOTAL], color="#1f77b4", label="time/step")
+    axis.set_ylim(bottom=0)
+    axis.set_title("Total step time")
+    axis.set_xlabel("step")
+    axis.set_ylabel("seconds")
+    if data.has_scalar(run, realrun.TOKENS_PER_S):
+        twin = axis.twinx()
+        twin.plot(run.steps, run.scalars[realrun.TOKENS_PER_S], color="#ff7f0e", label="tokens / s")
+        twin.set_ylabel("tokens per second")
+        twin.set_ylim(bottom=0)
+        handles = axis.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+        axis.legend(handles, [str(h.get_label()) for h in handles], fontsize="x-small", loc="upper center",
+                    bbox_to_anchor=(0.5, -0.22), frameon=False, ncol=2)
+    shares = realrun.time_table(run)
+    axis = axes[0, 2]
+    axis.barh(shares["phase"], shares["share of step (%)"], color="#1f77b4")
+    axis.invert_yaxis()
+    axis.set_xlim(0, 100)
+    axis.set_title("Share of the step per phase")
+    axis.set_xlabel("% of the summed step time")
+    return figure
+
+
 def compare_figure(runs: dict[str, RunData]) -> Figure:
     """Key scalars of several runs overlaid, one panel per metric."""
     metrics = [name for name in (*data.COMPARE_DEFAULTS, *data.COMPARE_NEXT[:2])
@@ -256,11 +361,12 @@ def compare_figure(runs: dict[str, RunData]) -> Figure:
 
 def report_name(run: RunData) -> str:
     """A run's name in figures and report folders: ``<method>_seed<seed>`` from its config when it
-    says both (simulator runs all live in folders named ``seed0``...), else the folder name."""
-    method, seed = run.config.get("method"), run.config.get("seed")
-    if isinstance(method, str) and method and isinstance(seed, (int, str)) and not isinstance(seed, bool):
+    says both (simulator runs all live in folders named ``seed0``..., trainer runs in folders
+    named by their producer), ``<method>_<folder>`` without a seed, else the folder name."""
+    method, seed = identity.method_of(run.config), identity.seed_of(run.config)
+    if method and seed is not None:
         return f"{method}_seed{seed}"
-    if isinstance(method, str) and method:
+    if method:
         return f"{method}_{run.path.name}"
     return run.path.name or str(run.path)
 
@@ -284,7 +390,8 @@ def write_report(run: RunData, out_dir: Path, step: int | None = None) -> list[P
     figures: dict[str, Callable[[], Figure]] = {
         "traveling_wave": lambda: traveling_wave_figure(run), "lead_lag": lambda: lead_lag_figure(run),
         "rollout_budget": lambda: rollout_budget_figure(run, step), "se_proxy": lambda: se_proxy_figure(run),
-        "outcomes": lambda: outcomes_figure(run)}
+        "outcomes": lambda: outcomes_figure(run), "evaluations": lambda: evaluations_figure(run),
+        "step_time": lambda: step_time_figure(run)}
     written = []
     for name, make in figures.items():
         figure = make()

@@ -63,31 +63,74 @@ def evals_frame(run: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "metric", "value"])
 
 
+BOUND_SUFFIXES = ("_lo", "_hi")
+
+
+def is_bound(name: str, names: Iterable[str]) -> bool:
+    """True for ``X_lo`` / ``X_hi`` when ``X`` is a metric too: the bounds of an interval, drawn as
+    its band, not as series of their own."""
+    return name.endswith(BOUND_SUFFIXES) and name[:-3] in set(names)
+
+
+def headline_metrics(names: Iterable[str]) -> list[str]:
+    """Metric names without the interval bounds of other metrics (sorted)."""
+    names = list(dict.fromkeys(names))
+    return sorted(name for name in names if not is_bound(name, names))
+
+
 def pass_at_k_metrics(evals: pd.DataFrame) -> list[str]:
-    """Eval metric names of the pass@k family (``pass@8``, ``worst_group_pass@8``...), sorted."""
+    """Eval metric names of the pass@k family (``pass@8``, ``worst_group_pass@8``...), sorted; bounds left out."""
     if evals.empty:
         return []
-    return sorted({name for name in evals["metric"] if "pass@" in name})
+    return [name for name in headline_metrics(evals["metric"]) if "pass@" in name]
 
 
 def accuracy_metrics(evals: pd.DataFrame) -> list[str]:
-    """Eval metric names of the accuracy family (``accuracy``, ``worst_group_accuracy``...), sorted."""
+    """Eval metric names of the accuracy family (``accuracy``, ``worst_group_accuracy``...), sorted; bounds left out."""
     if evals.empty:
         return []
-    return sorted({name for name in evals["metric"] if "accuracy" in name and "pass@" not in name})
+    return [name for name in headline_metrics(evals["metric"]) if "accuracy" in name and "pass@" not in name]
+
+
+def with_bounds(evals: pd.DataFrame, names: Sequence[str], series: str = "series") -> pd.DataFrame:
+    """Long frame (step, <series>, value, lo, hi) of eval metrics ``names``: ``lo``/``hi`` from
+    ``{name}_lo``/``{name}_hi`` at the same step (NaN when not logged)."""
+    columns = ["step", series, "value", "lo", "hi"]
+    if evals.empty or not names:
+        return pd.DataFrame(columns=columns)
+    table = evals.pivot_table(index="step", columns="metric", values="value", aggfunc="last")
+    parts = []
+    for name in names:
+        if name not in table:
+            continue
+        nan = pd.Series(np.nan, index=table.index)
+        part = pd.DataFrame({"step": table.index.to_numpy(dtype=float), series: name,
+                             "value": table[name].to_numpy(dtype=float),
+                             "lo": table.get(f"{name}_lo", nan).to_numpy(dtype=float),
+                             "hi": table.get(f"{name}_hi", nan).to_numpy(dtype=float)})
+        parts.append(part.dropna(subset=["value"]))
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)[columns]
 
 
 def latest_evals(evals: pd.DataFrame) -> pd.DataFrame:
-    """The last evaluation's metrics: columns metric, value (indexed for a table)."""
+    """The last evaluation's metrics: columns metric, value, and lo, hi when any interval is logged."""
     if evals.empty:
-        return pd.DataFrame(columns=["metric", "value"])
+        return pd.DataFrame(columns=["metric", "value", "lo", "hi"])
     last = evals[evals["step"] == evals["step"].max()]
-    return last[["metric", "value"]].sort_values("metric").reset_index(drop=True)
+    names = headline_metrics(last["metric"])
+    values = dict(zip(last["metric"], last["value"]))
+    table = pd.DataFrame({"metric": names, "value": [values[name] for name in names],
+                          "lo": [values.get(f"{name}_lo", np.nan) for name in names],
+                          "hi": [values.get(f"{name}_hi", np.nan) for name in names]})
+    return table if table[["lo", "hi"]].notna().any().any() else table[["metric", "value"]]
 
 
 def scalar_names(runs: Iterable[RunData]) -> list[str]:
-    """Scalars logged by any of the runs, the usual comparison metrics first."""
-    names = sorted({name for run in runs for name in run.scalars if has_scalar(run, name)})
+    """Scalars logged by any of the runs, the usual comparison metrics first; interval bounds
+    (``X_lo``/``X_hi`` of a logged ``X``) left out: they are drawn as ``X``'s band."""
+    names = headline_metrics({name for run in runs for name in run.scalars if has_scalar(run, name)})
     first = [name for name in (*COMPARE_DEFAULTS, *COMPARE_NEXT) if name in names]
     return first + [name for name in names if name not in first]
 
@@ -107,19 +150,24 @@ def metric_series(run: RunData, metric: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def compare_frame(runs: Mapping[str, RunData], metric: str) -> pd.DataFrame:
-    """One scalar over steps for several runs: columns step, run, value (lead-lag recomputed per Eq. 32)."""
+    """One scalar over steps for several runs: columns step, run, value, and lo, hi when the runs
+    log ``{metric}_lo``/``{metric}_hi`` (lead-lag recomputed per Eq. 32)."""
     parts = []
     for label, run in runs.items():
         if metric == "lead_lag_gap":
             frame = lead_lag_frame(run)[["step", "gap"]].rename(columns={"gap": "value"})
         elif has_scalar(run, metric):
             frame = pd.DataFrame({"step": run.steps, "value": run.scalars[metric]})
+            for bound in ("lo", "hi"):
+                if has_scalar(run, f"{metric}_{bound}"):
+                    frame[bound] = run.scalars[f"{metric}_{bound}"]
         else:
             continue
         parts.append(frame.assign(run=label))
     if not parts:
         return pd.DataFrame(columns=["step", "run", "value"])
-    combined = pd.concat(parts, ignore_index=True)[["step", "run", "value"]]
+    combined = pd.concat(parts, ignore_index=True)
+    combined = combined[["step", "run", "value", *[bound for bound in ("lo", "hi") if bound in combined]]]
     combined["value"] = pd.to_numeric(combined["value"], errors="coerce")
     return combined.dropna(subset=["value"]).reset_index(drop=True)
 
@@ -160,3 +208,14 @@ def uniform_weights(run: RunData, tolerance: float = 1e-6) -> bool:
     weight_TG = run.bins["weight"]
     rows = weight_TG[np.isfinite(weight_TG).all(axis=1)]
     return bool(rows.size) and bool(np.allclose(rows, 1.0 / run.num_bins, atol=tolerance))
+
+
+def allocator_of(config: Mapping[str, Any]) -> str | None:
+    """The rollout allocator a run's config names (``resolved.allocator`` of the simulator,
+    ``method.allocator`` of the trainer, or any key ending in ``allocator`` that holds a name);
+    None when the config names none (then nothing is claimed about it)."""
+    rows = config_rows(config)
+    for key, value in zip(rows["key"], rows["value"]):
+        if (key == "allocator" or key.endswith(".allocator")) and isinstance(value, str) and value and value != "{}":
+            return value
+    return None

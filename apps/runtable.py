@@ -1,5 +1,7 @@
-"""The run table (one row per run: status, method, seed, steps, headline results, config columns)
-and the config diff between two runs. No Streamlit here."""
+"""The run table (one row per run: its name, group, method, seed, status, last step, latest success,
+the config keys that differ) and the config diff between two runs, built from the runs' small
+files only (:class:`apps.listing.RunInfo`); and the table of run folders that cannot be read,
+with their reasons. No Streamlit here."""
 
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from apps import data, study
-from gdro_lab.runlog import RunData
+from apps import identity
+from apps.listing import RunInfo
 
-BASE_COLUMNS = ["run", "status", "method", "seed", "steps", "last step", "mean_success (tail)"]
+BASE_COLUMNS = ["run", "name", "group", "method", "seed", "status", "last step", "mean_success (last step)"]
+TAIL_COLUMN = "mean_success (tail)"
 MISSING = "(absent)"
 #: Characters that Streamlit's Markdown could read as markup in a table cell: emphasis, code,
 #: links, HTML, math, colour/emoji shortcodes, headings, the cell separator.
@@ -20,31 +23,46 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`*_~\[\]<>$:|#])")
 
 
 def flat_config(config: Mapping[str, Any]) -> dict[str, str]:
-    """Dotted key -> value as text (see :func:`apps.data.config_rows`)."""
-    rows = data.config_rows(config)
-    return dict(zip(rows["key"], rows["value"]))
+    """Dotted key -> value as text (:func:`apps.identity.flatten`; lists as JSON text, an empty
+    section as ``{}``), without pandas: the run table flattens every listed run's config."""
+    return {key: value if isinstance(value, str) else str(value) for key, value in identity.flatten(config).items()}
 
 
-def run_table(runs: Mapping[str, RunData], all_config: bool = False) -> pd.DataFrame:
-    """One row per run. Config columns: the dotted keys whose values differ between the runs
-    (every key when ``all_config``), seed keys included."""
-    flats = {label: flat_config(run.config) for label, run in runs.items()}
+def run_table(infos: Sequence[RunInfo], grouping: identity.Grouping, all_config: bool = False,
+              tails: Mapping[str, float] | None = None, names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One row per run: folder label, name (``names``, else the grouping's group and seed), group
+    (as ``grouping`` groups it), method, seed, status, last logged step,
+    ``mean_success`` at that step, the tail average when ``tails`` gives it (run label -> value),
+    and config columns: the dotted keys whose values differ between the runs (every key when
+    ``all_config``), seeds included."""
+    flats = {info.label: flat_config(info.config) for info in infos}
     keys: list[str] = []
     for flat in flats.values():
         keys += [key for key in flat if key not in keys]
     if not all_config:
         keys = [key for key in keys if len({flat.get(key, MISSING) for flat in flats.values()}) > 1]
+    columns = BASE_COLUMNS + ([TAIL_COLUMN] if tails is not None else [])
     rows = []
-    for label, run in runs.items():
-        facts = data.summary(run)
+    for info in infos:
+        seed = grouping.seed_of.get(info.label, identity.seed_of(info.config))
+        latest = info.last_scalars.get("mean_success")
         row: dict[str, Any] = {
-            "run": label, "status": facts["status"], "method": study.method_name(run.config, ""),
-            "seed": str(study.run_seed(run.config)) if study.run_seed(run.config) is not None else "",
-            "steps": facts["steps"], "last step": facts["last_step"],
-            "mean_success (tail)": study.final_value(run, "mean_success")}
-        row.update({f"config.{key}": flats[label].get(key, MISSING) for key in keys})
+            "run": info.label, "name": (names or {}).get(info.label, grouping.display(info.label)),
+            "group": grouping.group_of.get(info.label, ""),
+            "method": grouping.method_of.get(info.label) or identity.method_of(info.config),
+            "seed": "" if seed is None else str(seed), "status": info.status, "last step": info.last_step,
+            "mean_success (last step)": float(latest) if isinstance(latest, (int, float)) else np.nan}
+        if tails is not None:
+            row[TAIL_COLUMN] = tails.get(info.label, np.nan)
+        row.update({f"config.{key}": flats[info.label].get(key, MISSING) for key in keys})
         rows.append(row)
-    return pd.DataFrame(rows, columns=BASE_COLUMNS + [f"config.{key}" for key in keys])
+    return pd.DataFrame(rows, columns=columns + [f"config.{key}" for key in keys])
+
+
+def problem_table(problems: Sequence[RunInfo]) -> pd.DataFrame:
+    """Run folders that cannot be read: columns run (folder label), reason (one line)."""
+    return pd.DataFrame({"run": [info.label for info in problems], "reason": [info.problem for info in problems]},
+                        columns=["run", "reason"])
 
 
 def search(table: pd.DataFrame, text: str) -> pd.DataFrame:

@@ -7,16 +7,19 @@ modules, then for the runs to be read. Here a thread waits until the server acce
 connections (so that it does not slow the server's own start: Python threads share one
 interpreter lock), then, in this order:
 
-1. imports what the landing page (the run table, no chart) needs (:data:`LANDING`) and reads the
-   first runs under ``--root`` into the app's run cache (:func:`apps.loading.warm_runs`, bounded
-   in runs and bytes), while the browser loads the page's JavaScript. Meanwhile the thread
-   switch interval is short (:data:`SWITCH_INTERVAL_S`), so that the server's event loop, which
-   serves that JavaScript, gets the interpreter lock within a fraction of a millisecond instead
-   of Python's default 5 ms per hand-over;
+1. imports what the landing page (the run table, no chart) needs (:data:`LANDING`) and lists the
+   runs under ``--root`` (:func:`warm_list`: their meta.json, config.json and last step, what the
+   run table shows; no steps), while the browser loads the page's JavaScript. Meanwhile the
+   thread switch interval is short (:data:`SWITCH_INTERVAL_S`), so that the server's event loop,
+   which serves that JavaScript, gets the interpreter lock within a fraction of a millisecond
+   instead of Python's default 5 ms per hand-over;
 2. waits until the first script run has finished (:data:`apps.settings.FIRST_RUN_DONE`, at most
    :data:`CHART_WAIT_S`), then imports the chart modules (:data:`CHARTS`: altair, the chart
-   builders, scipy.special for the study intervals), which the landing page does not need,
-   while the browser draws that first page, so that they are ready for the first chart page.
+   builders, scipy.special for the study intervals), which the landing page does not need, and
+   reads the first runs' steps into the app's run cache (:func:`warm`, bounded in runs and bytes
+   by :func:`apps.loading.warm_runs`), while the browser draws that first page, so that they are
+   ready for the first chart page. (Before a root could hold 100 runs the steps were read in
+   stage 1; the landing page reads none since the run list comes from the small files.)
    (A chart page opened earlier imports them itself; Python's import lock keeps them from
    loading twice.) Waiting 1.5 s longer made no difference to the first page that could be
    told from noise, but cost the Study view's first visit, opened right after, about 0.8 s
@@ -40,7 +43,8 @@ from typing import Any, Sequence
 
 #: Imported ahead of the first session: what the landing page (the run table) needs, slowest first.
 LANDING = ("pandas", "pyarrow", "numpy", "gdro_lab", "gdro_lab.runlog", "gdro_lab.diagnostics", "apps.fastread",
-           "apps.data", "apps.study", "apps.runtable", "apps.ui")
+           "apps.data", "apps.identity", "apps.listing", "apps.scales", "apps.study", "apps.runtable", "apps.ui", "apps.urlstate",
+           "apps.sidebar")
 #: Imported once the first page has been sent: what the chart pages add.
 CHARTS = ("altair", "scipy.special", "apps.charts", "apps.interactive", "apps.uicharts", "apps.realrun")
 #: Kept for callers of the single list: every module the warm-up imports, in order.
@@ -88,18 +92,36 @@ def wait_listening(address: str, port: int, timeout_s: float = LISTEN_WAIT_S) ->
     return False
 
 
-def warm(argv: Sequence[str]) -> int:
-    """Import the landing page's modules, then read the runs the app will list first; returns the
-    runs read."""
+def _script_settings(argv: Sequence[str]) -> tuple[Path, list[Path]]:
+    """(root, run folders) the app script gets after ``--``."""
+    from apps.settings import argument_parser
+
+    script_args = list(argv[argv.index("--") + 1:]) if "--" in argv else []
+    parsed, _ = argument_parser().parse_known_args(script_args)
+    return (parsed.root if parsed.root is not None else Path("runs")), list(parsed.run_dirs)
+
+
+def warm_list(argv: Sequence[str]) -> int:
+    """Import the landing page's modules, then list the runs (small files only, into
+    :data:`apps.listing.INFO_CACHE`); returns the runs listed."""
     preload(LANDING)
     try:
-        from apps import loading
-        from apps.settings import argument_parser
+        from apps import listing
 
-        script_args = list(argv[argv.index("--") + 1:]) if "--" in argv else []
-        parsed, _ = argument_parser().parse_known_args(script_args)
-        root = parsed.root if parsed.root is not None else Path("runs")
-        return loading.warm_runs(root, parsed.run_dirs)
+        root, given = _script_settings(argv)
+        listed = listing.list_runs(root if root.is_dir() else None, given)
+        return len(listed.runs)
+    except Exception:  # noqa: BLE001  (a warm-up must never stop the server; pages list runs as usual)
+        return 0
+
+
+def warm(argv: Sequence[str]) -> int:
+    """Read the steps of the runs the app lists first into the run cache; returns the runs read."""
+    try:
+        from apps import loading
+
+        root, given = _script_settings(argv)
+        return loading.warm_runs(root, given)
     except Exception:  # noqa: BLE001  (a warm-up must never stop the server; pages read runs as usual)
         return 0
 
@@ -109,13 +131,14 @@ def _background(argv: list[str]) -> None:
     default_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        warm(argv)
+        warm_list(argv)
     finally:
         sys.setswitchinterval(default_interval)
     from apps.settings import FIRST_RUN_DONE
 
     FIRST_RUN_DONE.wait(CHART_WAIT_S)
     preload(CHARTS)
+    warm(argv)
 
 
 def skip_component_scan() -> bool:

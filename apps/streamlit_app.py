@@ -17,7 +17,7 @@ except ImportError:  # a bare checkout: make the repository root importable
 
 import streamlit as st
 
-from apps import ui
+from apps import sidebar, ui
 from apps.settings import FIRST_RUN_DONE, resolve_settings, script_arguments
 
 VIEWS_DIR = Path(__file__).resolve().parent / "views"
@@ -50,9 +50,11 @@ def main() -> None:
              for index, (file, title, icon, url_path, _) in enumerate(PAGES)]
     page = st.navigation(pages, position="sidebar")
     charts = {st_page: spec[4] for st_page, spec in zip(pages, PAGES)}
-    ui.sidebar(settings, chart_options=charts.get(page, True))
+    ui.url_begin()
+    sidebar.sidebar(settings, chart_options=charts.get(page, True))
     try:
         page.run()
+        ui.url_end()
     finally:
         FIRST_RUN_DONE.set()
 

@@ -1,10 +1,13 @@
-"""Studies across seeds: runs grouped by method (config without the seed), mean ± 95% bands.
+"""Studies across seeds: runs grouped (by the config keys that differ, :mod:`apps.identity`), mean ± 95% bands.
 
-A *method* is a run's resolved config with every ``seed`` key removed (at any depth): runs whose
-configs differ only in their seeds are seeds of one method. For every time series the app
-shows, per method and step, the mean over seeds and the 95% Student-t interval
+Runs whose configs differ only in their seeds (and bookkeeping) are seeds of one group, named by
+the keys that tell the groups apart ("grpo lr×1.58"), or by the keys the user chose. For every
+time series the app shows, per group and step, the mean over seeds and the 95% Student-t interval
 
     mean ± t_{0.975, S-1} · sd / sqrt(S)      (sd with ddof=1, S = seeds logging that step),
+
+clipped to the metric's natural range (:func:`apps.scales.natural_range`: two seeds of a success
+rate can give a t-interval from −0.4 to 1.4, which no success rate can reach),
 
 the same interval as the simulator's study reports (``simulators/reporting.py``); the quantile is
 scipy.special.stdtrit (the inverse Student t CDF, as scipy.stats.t.ppf, without importing scipy.stats;
@@ -14,7 +17,6 @@ the interval is undefined (NaN) and no band is drawn. No Streamlit here.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from dataclasses import dataclass
@@ -23,14 +25,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from apps import data
+from apps import data, identity, scales
 from gdro_lab import diagnostics
 from gdro_lab.runlog import RunData
 
-#: Keys dropped from a config to find its method (any depth): seeds, and bookkeeping that does not
-#: change what is trained (the simulator snapshots only seed 0: snapshot_every 0 there, -1 else).
-SEED_KEYS = frozenset({"seed", "seeds", "random_seed", "rng_seed", "snapshot_every", "out", "out_dir",
-                       "output_dir", "run_dir", "log_dir", "resume", "resume_from"})
+#: Keys dropped from a config to find its group (any depth): seeds and bookkeeping (see
+#: :data:`apps.identity.BOOKKEEPING`).
+SEED_KEYS = identity.BOOKKEEPING
 #: Metrics of the final-results table, in order (those a study logs; eval metrics are added).
 FINAL_METRICS = ("mean_success", "worst_bin_success", "lead_lag_gap", "se_reduction_pct", "effective_support")
 CONFIDENCE = 0.95
@@ -64,31 +65,29 @@ def method_key(config: Mapping[str, Any]) -> str:
 
 
 def method_name(config: Mapping[str, Any], fallback: str) -> str:
-    """The config's ``method`` (or ``name``) when present, else ``fallback``."""
-    for value in (config.get("method"), config.get("name")):
-        if isinstance(value, str) and value:
-            return value
-    return fallback
+    """The config's method (``method``, ``method.name``...: :func:`apps.identity.method_of`), else ``fallback``."""
+    return identity.method_of(config, fallback)
 
 
 def run_seed(config: Mapping[str, Any]) -> Any:
-    """The run's top-level seed (None when the config has none)."""
-    return config.get("seed")
+    """The run's seed (``seed``, ``train.seed``...: :func:`apps.identity.seed_of`); None without one."""
+    return identity.seed_of(config)
 
 
-def group_by_method(runs: Mapping[str, RunData]) -> list[Method]:
-    """Runs grouped by :func:`method_key`, in first-seen order; labels made unique with a short hash."""
+def group_runs(runs: Mapping[str, RunData], grouping: identity.Grouping) -> list[Method]:
+    """Runs grouped as ``grouping`` says (run label -> group label), in the grouping's order."""
+    order = {group.label: index for index, group in enumerate(grouping.groups)}
     groups: dict[str, list[tuple[str, RunData]]] = {}
     for label, run in runs.items():
-        groups.setdefault(method_key(run.config), []).append((label, run))
-    names = {key: method_name(members[0][1].config, members[0][0].rsplit("/", 1)[0]) for key, members in groups.items()}
-    methods = []
-    for key, members in groups.items():
-        name = names[key]
-        if sum(other == name for other in names.values()) > 1:
-            name = f"{name} ({hashlib.sha1(key.encode()).hexdigest()[:6]})"
-        methods.append(Method(name, key, tuple(members)))
-    return methods
+        groups.setdefault(grouping.group_of.get(label, label), []).append((label, run))
+    return [Method(name, name, tuple(members))
+            for name, members in sorted(groups.items(), key=lambda item: order.get(item[0], len(order)))]
+
+
+def group_by_method(runs: Mapping[str, RunData], keys: Sequence[str] | None = None) -> list[Method]:
+    """Runs grouped by the config keys that differ between them (or ``keys``): seeds of one group
+    together, labelled without hashes (:func:`apps.identity.group_runs`)."""
+    return group_runs(runs, identity.group_runs({label: run.config for label, run in runs.items()}, keys))
 
 
 def t_quantile(dof: np.ndarray | int) -> np.ndarray:
@@ -111,10 +110,11 @@ def t_interval(values_S: np.ndarray) -> tuple[float, float, float]:
 
 
 def band_frame(methods: Sequence[Method], metric: str) -> pd.DataFrame:
-    """Per method and step: mean, lo, hi over seeds and the number of seeds ``n``.
+    """Per group and step: mean, lo, hi over seeds and the number of seeds ``n``.
 
-    Columns: step, method, value (the mean), lo, hi, n. Steps logged by only some seeds use
-    those seeds (``n`` says how many).
+    Columns: step, method (the group's label), value (the mean), lo, hi (the t-interval clipped
+    to the metric's natural range), n. Steps logged by only some seeds use those seeds (``n``
+    says how many).
     """
     columns = ["step", "method", "value", "lo", "hi", "n"]
     parts = []
@@ -134,8 +134,11 @@ def band_frame(methods: Sequence[Method], metric: str) -> pd.DataFrame:
             sd_T = np.nanstd(values_TS, axis=1, ddof=1)
         quantile_T = t_quantile(np.maximum(count_T - 1, 1))
         half_T = np.where(count_T >= 2, quantile_T * sd_T / np.sqrt(np.maximum(count_T, 1)), np.nan)
+        num_bins = max(run.num_bins for _, run in method.runs)
+        lo_T, hi_T = scales.clip_band(mean_T - half_T, mean_T + half_T,
+                                      scales.natural_range(metric, num_bins, values_TS.reshape(-1)))
         parts.append(pd.DataFrame({"step": steps_T, "method": method.label,
-                                   "value": mean_T, "lo": mean_T - half_T, "hi": mean_T + half_T, "n": count_T}))
+                                   "value": mean_T, "lo": lo_T, "hi": hi_T, "n": count_T}))
     if not parts:
         return pd.DataFrame(columns=columns)
     return pd.concat(parts, ignore_index=True)[columns].dropna(subset=["value"]).reset_index(drop=True)
@@ -173,7 +176,8 @@ def final_metrics(methods: Sequence[Method]) -> list[str]:
 
 
 def final_table(methods: Sequence[Method], metrics: Sequence[str]) -> pd.DataFrame:
-    """One row per method: seeds, and per metric ``mean [lo, hi]`` over seeds (95% t-interval),
+    """One row per method: seeds, and per metric ``mean [lo, hi]`` over seeds (95% t-interval,
+    clipped to the metric's natural range),
     with the numbers in hidden-able columns ``{metric}`` / ``{metric} lo`` / ``{metric} hi``."""
     rows = []
     for method in methods:
@@ -181,6 +185,8 @@ def final_table(methods: Sequence[Method], metrics: Sequence[str]) -> pd.DataFra
         for metric in metrics:
             values = np.array([final_value(run, metric) for _, run in method.runs], dtype=float)
             mean, lo, hi = t_interval(values)
+            bounds = scales.natural_range(metric, max(run.num_bins for _, run in method.runs), values)
+            lo, hi = (float(bound) for bound in scales.clip_band(np.array(lo), np.array(hi), bounds))
             row[metric] = format_interval(mean, lo, hi)
             row[f"{metric} mean"], row[f"{metric} lo"], row[f"{metric} hi"] = mean, lo, hi
         rows.append(row)

@@ -1,37 +1,51 @@
-"""Streamlit glue shared by the pages: cached loading, the sidebar, live refresh and messages.
+"""Streamlit glue shared by the pages: the run list, the sidebar, the URL, live refresh, messages.
 
-Runs come from :data:`apps.loading.RUN_CACHE`, keyed on the run folder and
-:func:`apps.data.run_signature` (mtime and size of each file), so a run that is still being
-written is re-read as soon as it grows, an unchanged run is read once per server (not copied
-per rerun, unlike ``st.cache_data``), and a page that needs many runs reads them in parallel.
-Chart elements are in :mod:`apps.uicharts`. Read errors are shown with ``st.error`` in the
-page, never as a traceback.
+* **Run list.** The sidebar lists the runs under the runs folder from their small files only
+  (:mod:`apps.listing`: meta.json, config.json, the last line of steps.jsonl), so a root with
+  many runs does not slow the first page; a run folder that cannot be read is listed with its
+  reason on the Runs page and counted in the sidebar, never dropped in silence.
+* **Names.** Runs are named by the config keys that differ (:mod:`apps.identity`): the run
+  picker shows "grpo lr×1.58 · seed 0", the URL keeps the folder label; "Group runs by" lets the
+  user choose the keys (automatic by default).
+* **The URL holds the view.** Run, baseline, grouping keys and the chart options are bound to
+  query parameters (``bind="query-params"``): they survive navigation between pages and a link
+  reopens the same view. A ``?run=`` or ``?baseline=`` that names no listed run says so (and why,
+  for a run that cannot be read) instead of showing another run.
+* **Runs** come from :data:`apps.loading.RUN_CACHE`, keyed on the run folder and
+  :func:`apps.data.run_signature` (mtime and size of each file), so a run that is still being
+  written is re-read as soon as it grows and an unchanged run is read once per server.
+
+Chart elements are in :mod:`apps.uicharts`. Read errors are shown with ``st.error`` in the page,
+never as a traceback.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import streamlit as st
 
-from apps import data
-from apps.settings import AppSettings
+from apps import data, identity, listing
+from apps.urlstate import url_begin, url_end, url_seed, url_sync  # noqa: F401  (the pages' URL helpers)
 from gdro_lab.runlog import RunData
 
-if TYPE_CHECKING:  # apps.interactive imports altair: only chart pages need it (the landing page has no chart)
-    from apps import interactive
+if TYPE_CHECKING:  # apps.interactive / uicharts import altair: only chart pages need them
+    from apps import interactive, uicharts
 
 NO_BASELINE = "(none)"
 LIVE_INTERVALS = (2, 5, 10, 30)
 SELECTION_KEY = "_gdro_selection"
-EMA_KEY, LOG_KEY, SHARED_SCALE_KEY = "ema", "log_y", "shared_scale"
+RUN_KEY, BASELINE_KEY, GROUP_KEY = "run", "baseline", "group"
+EMA_KEY, LOG_KEY, X_KEY = "ema", "log_y", "x"
+STEP_AXIS, WALL_AXIS = "step", "wall clock (h)"
 
 
 @dataclass(frozen=True)
 class Selection:
-    """What the sidebar chose: the runs listed, the run shown, its baseline, and live refresh."""
+    """What the sidebar chose: the runs listed, the run shown, its baseline, live refresh, and how
+    runs are grouped and named."""
 
     root: Path
     entries: tuple[data.RunEntry, ...]
@@ -39,6 +53,10 @@ class Selection:
     baseline: data.RunEntry | None
     live: bool
     interval_s: float
+    grouping: identity.Grouping = field(default_factory=lambda: identity.group_runs({}))
+    problems: tuple[listing.RunInfo, ...] = ()
+    infos: tuple[listing.RunInfo, ...] = ()
+    names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def shown(self) -> list[tuple[str, data.RunEntry]]:
@@ -48,11 +66,10 @@ class Selection:
             pairs.append(("Baseline", self.baseline))
         return [(role, entry) for role, entry in pairs if entry is not None]
 
-
-@st.cache_data(ttl=5, max_entries=16, show_spinner=False)
-def _cached_search(root_text: str) -> tuple[list[Path], bool]:
-    """Runs under a folder, searched again at most every 5 s (new runs appear on the next rerun)."""
-    return data.find_run_dirs(Path(root_text))
+    def name(self, label: str) -> str:
+        """A run's name for people (``grpo lr×1.58 · seed 0``: the automatic keys, whatever the
+        grouping chosen, so that a name never changes under a picker)."""
+        return self.names.get(label, self.grouping.display(label))
 
 
 def get_run(path: Path) -> RunData:
@@ -69,94 +86,14 @@ def try_run(entry: data.RunEntry) -> RunData | None:
         return None
 
 
-def _is_running(entry: data.RunEntry | None) -> bool:
-    if entry is None:
-        return False
-    try:
-        return get_run(entry.path).meta.get("status") == "running"
-    except data.RunLoadError:
-        return False
-
-
-def _query_index(options: list[str], name: str, default: int) -> int:
-    """Index of the option named by the URL query parameter ``name`` (``?run=...&baseline=...``)."""
-    wanted = st.query_params.get(name)
-    return options.index(wanted) if wanted in options else default
-
-
-def sidebar(settings: AppSettings, chart_options: bool = True) -> Selection:
-    """Draw the run pickers and the live toggle (and, when ``chart_options``, the chart options);
-    remember the choice for the pages.
-
-    The first choice of run and baseline can come from the URL: ``?run=LABEL&baseline=LABEL``.
-    Pages without charts (the landing run table, Config) leave the chart options out, so that a
-    fresh browser loads no slider code before the first page; their values are kept meanwhile.
-    """
-    root_text = st.sidebar.text_input("Runs folder", value=str(settings.root), key="root",
-                                      help="Folder scanned (recursively) for run directories.")
-    root = Path(root_text.strip() or str(settings.root)).expanduser()
-    found, truncated = _cached_search(str(root))
-    entries = data.discover_runs(root, settings.run_dirs, found)
-    by_label = {entry.label: entry for entry in entries}
-    labels = list(by_label)
-    primary_label = st.sidebar.selectbox("Run", labels, index=_query_index(labels, "run", 0) if labels else None,
-                                         key="run", placeholder="no run found")
-    baseline_options = [NO_BASELINE, *labels]
-    baseline_label = st.sidebar.selectbox("Baseline (side by side)", baseline_options,
-                                          index=_query_index(baseline_options, "baseline", 0), key="baseline")
-    primary = by_label.get(primary_label) if primary_label else None
-    baseline = by_label.get(baseline_label) if baseline_label != NO_BASELINE else None
-    live = st.sidebar.toggle("Live refresh", value=_is_running(primary), key="live",
-                             help="Re-read runs that are still being written every few seconds; "
-                                  "new run folders appear by themselves.")
-    interval = st.sidebar.selectbox("Refresh every (s)", LIVE_INTERVALS, index=LIVE_INTERVALS.index(5),
-                                    key="live_interval", disabled=not live)
-    if chart_options:
-        _chart_options()
-    problem = data.folder_problem(root)
-    if problem is not None:
-        st.sidebar.caption(f"Runs folder {problem}.")
-    elif truncated:
-        st.sidebar.caption(f"Stopped searching `{root}` early (too deep or too many folders): "
-                           "choose a narrower runs folder.")
-    selection = Selection(root, tuple(entries), primary, baseline, bool(live), float(interval))
-    st.session_state[SELECTION_KEY] = selection
-    if live:
-        _watch_new_runs(str(root), tuple(str(path) for path in found), float(interval))
-    return selection
-
-
-def _chart_options() -> None:
-    """EMA smoothing, log scale and the shared colour scale, for every chart page (sidebar
-    expander); their values persist for the session through pages that do not draw them."""
-    with st.sidebar.expander("Chart options", expanded=False):
-        st.slider("Smoothing (EMA weight)", 0.0, 0.99, value=0.0, step=0.01, key=EMA_KEY, persist_state="session",
-                  help="TensorBoard-style debiased exponential moving average; the raw series stay "
-                       "visible as faint lines. 0 = raw values.")
-        st.toggle("Log y-scale", value=False, key=LOG_KEY, persist_state="session",
-                  help="Logarithmic y axes on time-series charts (symmetric log when values reach 0 or below).")
-        st.toggle("Same colour scale for run and baseline", value=True, key=SHARED_SCALE_KEY, persist_state="session",
-                  help="Heatmaps of the run and its baseline use one colour scale, so equal colours mean "
-                       "equal values.")
-
-
-def _watch_new_runs(root_text: str, known: tuple[str, ...], interval_s: float) -> None:
-    """In live mode, search the runs folder every ``interval_s`` and rerun the app when the set of
-    run folders changed, so new runs appear in the sidebar without a click."""
-
-    def check() -> None:
-        found, _ = data.find_run_dirs(Path(root_text))
-        if tuple(str(path) for path in found) != known:
-            _cached_search.clear()
-            st.rerun(scope="app")
-
-    with st.sidebar:
-        st.fragment(check, run_every=interval_s)()
-
-
 def ema_weight() -> float:
     """The EMA weight chosen in the sidebar (0 = no smoothing)."""
     return float(st.session_state.get(EMA_KEY, 0.0))
+
+
+def wall_clock() -> bool:
+    """Whether the sidebar asks for a wall-clock x axis."""
+    return st.session_state.get(X_KEY, STEP_AXIS) == WALL_AXIS
 
 
 def interaction() -> interactive.Interaction:
@@ -166,19 +103,14 @@ def interaction() -> interactive.Interaction:
     return interactive.Interaction(log_y=bool(st.session_state.get(LOG_KEY, False)))
 
 
-def shared_scale() -> bool:
-    """Whether run and baseline heatmaps share one colour scale."""
-    return bool(st.session_state.get(SHARED_SCALE_KEY, True))
+def group_colours() -> dict[str, str]:
+    """Colours of every group and run the app lists (:func:`apps.identity.group_colours`)."""
+    return selection().grouping.colours()
 
 
-def colours(extra: Iterable[str] = ()) -> dict[str, str]:
-    """Stable colours for every run the app lists, their method names and ``extra`` names."""
-    from apps import interactive
-
-    chosen = selection()
-    names = [entry.label for entry in chosen.entries] + list(extra)
-    names += [label.rsplit("/", 1)[0] for label in names if "/" in label]
-    return interactive.colour_map(names)
+def run_colours(labels: list[str]) -> dict[str, str]:
+    """Colours of runs drawn one line each (:func:`apps.identity.run_colours`)."""
+    return identity.run_colours(selection().grouping, labels)
 
 
 def selection() -> Selection:
@@ -196,8 +128,9 @@ def no_runs_message(chosen: Selection) -> None:
         where += " (a file, not a folder)"
     elif not chosen.root.is_dir():
         where += " (this folder does not exist)"
+    extra = (f" {len(chosen.problems)} run folder(s) there cannot be read (see Runs)." if chosen.problems else "")
     st.info(f"No run directories found under {where}. Choose another runs folder in the sidebar, "
-            "pass run folders to `gdro app RUN_DIR ...`, or write one with `gdro simulate`.",
+            f"pass run folders to `gdro app RUN_DIR ...`, or write one with `gdro simulate`.{extra}",
             icon=":material/folder_open:")
 
 
@@ -215,25 +148,37 @@ def run_caption(run: RunData) -> None:
     st.caption(text)
 
 
-def views(render: Callable[[RunData, str], None], title: str, caption: str) -> None:
-    """Page frame: title, then ``render(run, key_prefix)`` for the run and the baseline side by side.
+def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, caption: str) -> None:
+    """Page frame: title, then the run and the baseline side by side.
 
-    The body is a fragment that reruns on its own every few seconds while live refresh is on,
-    re-reading runs whose files changed.
+    ``render(run, key)`` draws what belongs in the run's column (``key`` is ``run`` or
+    ``baseline``: the prefix of its widgets' keys) and returns the rest as
+    :class:`apps.uicharts.Parts`: heatmaps (drawn for both runs as one element), content between
+    them and the time series, the time-series charts (one linked view: zoom and crosshair act
+    on both columns, each row has one y-range), and content after them. The body is a fragment
+    that reruns every few seconds while live refresh is on.
     """
     chosen = selection()
     st.title(title)
     st.caption(caption)
     if chosen.primary is None:
-        no_runs_message(chosen)
+        if chosen.entries:
+            st.info("No run chosen: pick one in the sidebar.", icon=":material/arrow_back:")
+        else:
+            no_runs_message(chosen)
         return
 
     def body() -> None:
+        from apps import uicharts
+
         shown = chosen.shown
         columns = st.columns(len(shown)) if len(shown) > 1 else [st.container()]
-        for position, (column, (role, entry)) in enumerate(zip(columns, shown)):
+        drawn: list[tuple[Any, str, RunData, uicharts.Parts]] = []
+        for column, (role, entry) in zip(columns, shown):
             with column:
-                st.subheader(f"{role}: {entry.label}")
+                st.subheader(f"{role}: {chosen.name(entry.label)}")
+                if chosen.name(entry.label) != entry.label:
+                    st.caption(f"folder `{entry.label}`")
                 run = try_run(entry)
                 if run is None:
                     continue
@@ -241,9 +186,56 @@ def views(render: Callable[[RunData, str], None], title: str, caption: str) -> N
                 if run.steps.size == 0:
                     st.info("No steps logged yet: this run has just started.", icon=":material/hourglass_empty:")
                     continue
-                render(run, f"{title}-{position}")
+                parts = render(run, role.lower())
+                if parts is not None:
+                    drawn.append((column, entry.label, run, parts))
+        _draw_parts(drawn, title, len(shown))
 
     live_fragment(body, chosen)()
+
+
+def _draw_parts(drawn: list[tuple[Any, str, RunData, uicharts.Parts]], title: str, shown: int) -> None:
+    """Heatmaps, middle content, linked time series and bottom content of the shown runs."""
+    if not drawn:  # e.g. the Config page: no chart, no chart code imported
+        return
+    from apps import uicharts
+
+    key = title.lower().replace(" ", "-")
+    if any(parts.heatmaps for *_, parts in drawn):
+        uicharts.heatmap_pair([uicharts.HeatmapColumn(run, parts.heatmaps, parts.selected_step)
+                               for _, _, run, parts in drawn], key)
+    _in_columns([parts.middle for *_, parts in drawn], shown)
+    series = [_clocked(list(parts.series), run, label) for _, label, run, parts in drawn]
+    if any(series):
+        uicharts.linked_pair(series, key=f"{key}-charts", labels=[label for _, label, _, _ in drawn])
+    _in_columns([parts.bottom for *_, parts in drawn], shown)
+
+
+def _in_columns(callables: list[Callable[[], None] | None], shown: int) -> None:
+    """Draw each callable in its run's column (a new row of columns), when any is given."""
+    if not any(callables):
+        return
+    columns = st.columns(shown) if shown > 1 else [st.container()]
+    for column, draw in zip(columns, callables):
+        if draw is not None:
+            with column:
+                draw()
+
+
+def _clocked(items: list[uicharts.Series], run: RunData, label: str) -> list[uicharts.Series]:
+    """The run's charts on the wall clock when the sidebar asks for it and the run logs step times."""
+    from apps import uicharts
+
+    if not wall_clock():
+        return items
+    from apps.realrun import elapsed_seconds
+
+    seconds = elapsed_seconds(run)
+    if seconds is None:
+        st.caption(f"**{label}** logs no step times (`time/step`): its charts stay on steps.")
+        return items
+    clock = {label: (run.steps.astype(float), seconds)}
+    return [uicharts.on_wall_clock(item, clock) for item in items]
 
 
 def live_fragment(body: Callable[[], None], chosen: Selection) -> Callable[[], None]:
@@ -254,6 +246,22 @@ def live_fragment(body: Callable[[], None], chosen: Selection) -> Callable[[], N
 def missing(what: str) -> None:
     """Say that a run does not log something a panel needs."""
     st.info(f"This run does not log {what}.", icon=":material/info:")
+
+
+def not_yet(run: RunData, what: str) -> None:
+    """Say that a run logs something but has no value yet (the classifier's warm-up)."""
+    unassigned = data.unassigned_steps(run)
+    st.info(f"No {what} yet: no prompt has been assigned to a bin in the {unassigned} steps logged so far "
+            "(the difficulty classifier's warm-up).", icon=":material/hourglass_empty:")
+
+
+def missing_or_warmup(run: RunData, fields: tuple[str, ...], what: str, logged_what: str) -> None:
+    """:func:`not_yet` when the run logs ``fields`` but every step so far is in the warm-up, else
+    :func:`missing`."""
+    if data.in_warmup(run, fields):
+        not_yet(run, logged_what)
+    else:
+        missing(what)
 
 
 def shown_runs() -> list[RunData]:
@@ -268,12 +276,14 @@ def shown_runs() -> list[RunData]:
 
 
 def step_slider(run: RunData, key: str, label: str = "Step") -> int:
-    """A slider over the run's logged steps (default: the latest); returns the chosen step index."""
+    """A slider over the run's logged steps (default: the latest; in the URL as ``key``); returns
+    the chosen step index."""
     if run.steps.size < 2:
         return run.steps.size - 1
     first, last = int(run.steps[0]), int(run.steps[-1])
     stride = max(1, int(min(run.steps[1:] - run.steps[:-1])))
-    chosen = st.slider(label, min_value=first, max_value=last, value=last, step=stride, key=key)
+    chosen = st.slider(label, min_value=first, max_value=last, value=last, step=stride, key=key,
+                       bind="query-params")
     return data.step_index(run, chosen)
 
 
@@ -285,5 +295,3 @@ def iter_loaded(entries: list[data.RunEntry]) -> Iterator[tuple[str, RunData]]:
             st.error(f"Cannot show **{entry.label}**: {run}", icon=":material/error:")
         else:
             yield entry.label, run
-
-

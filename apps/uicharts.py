@@ -1,85 +1,151 @@
-"""Chart elements of the pages: heatmaps (stacked per run), linked time series and plain charts.
+"""Chart elements of the pages: heatmaps, linked time series (one run, or run and baseline side by
+side) and plain charts, each with a button that downloads its data as CSV.
 
 Every spec is built once per run signature and set of options (``st.cache_data``) and sent lean
 (:func:`apps.interactive.to_spec`: Arrow datasets, no per-mark ARIA text). Long series are
 thinned for the browser (:func:`apps.interactive.thin_steps`) after smoothing; long heatmaps
-average blocks of steps. The sidebar's choices (EMA weight, log scale, shared colour scale) and
-the runs shown come from :mod:`apps.ui`.
+average blocks of steps. The sidebar's choices (EMA weight, log scale, shared colour scale, x
+axis) and the runs shown come from :mod:`apps.ui`.
+
+Run and baseline: the per-run pages draw the time-series charts of both columns as **one**
+Vega view (:func:`linked_pair`): a row per chart, a column per run, so that zooming or hovering
+one column moves the other, and each row has one y-range (:func:`apps.scales.y_domain` over
+both runs' values and bands, inside the metric's natural range). Their heatmaps are one element
+too (:func:`heatmap_pair`), with one colour scale per field and a linked step zoom.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import io
+import math
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from apps import charts, data, interactive
-from apps.ui import LOG_KEY, colours, ema_weight, get_run, selection, shared_scale, shown_runs
+from apps import charts, data, interactive, scales
+from apps.ui import LOG_KEY, ema_weight, get_run, selection, shown_runs
 from gdro_lab.runlog import RunData
 
 #: Heatmap cells per chart: one run alone, and each of two runs side by side. A browser draws
 #: every cell (about 0.1 ms each on a small machine), so long runs are averaged over step blocks.
 HEATMAP_CELLS = {1: 2000, 2: 1000}
-
-
 #: Width of each chart of a linked view (pixels; Vega-Lite cannot stretch concatenated charts to
 #: their container): by charts per row, and for one per row by the runs shown side by side.
 CONCAT_WIDTH = {2: 450, 3: 300}
-
-
 SINGLE_WIDTH = {1: 1040, 2: 470}
-
-
+#: Width of each chart when run and baseline charts share one view (two columns in the page's width).
+PAIR_WIDTH = {1: 1040, 2: 420}
 #: Room left for a legend on the right of a stacked chart (colour gradient, or symbols and names).
 LEGEND_WIDTH = {"gradient": 60, "symbols": 140}
 
 
-def chart(figure: charts.AnyChart) -> None:
-    """Show an altair chart across the column's width (sent lean: :func:`apps.interactive.to_spec`)."""
-    st.vega_lite_chart(interactive.to_spec(figure), width="stretch")
+# ----------------------------------------------------------------------------- CSV export
+
+def csv_bytes(frames: Mapping[str, pd.DataFrame]) -> bytes:
+    """Charts' data as one CSV: a ``chart`` column (the chart's title), then each frame's columns
+    (the union, in first-seen order; blank where a frame lacks one). Full resolution: the logged
+    steps, not the thinned ones drawn."""
+    parts = [frame.assign(chart=title) for title, frame in frames.items() if not frame.empty]
+    if not parts:
+        return b"chart\n"
+    table = pd.concat(parts, ignore_index=True)
+    table = table[["chart", *[column for column in table.columns if column != "chart"]]]
+    buffer = io.StringIO()
+    table.to_csv(buffer, index=False, float_format="%.10g")
+    return buffer.getvalue().encode("utf-8")
 
 
-def stacked_charts(figures: Sequence[charts.AnyChart]) -> None:
-    """Several altair charts stacked in one chart element (one Vega view in the browser)."""
-    if len(figures) == 1:
-        chart(figures[0])
+def file_name(text: str) -> str:
+    """A download's file name from a page and chart title."""
+    return (re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "chart") + ".csv"
+
+
+def export_button(frames: Mapping[str, pd.DataFrame], name: str, key: str) -> None:
+    """A small "CSV" button under a chart that downloads its data (built only when clicked)."""
+    if not any(not frame.empty for frame in frames.values()):
         return
-    width = SINGLE_WIDTH[min(2, max(1, len(selection().shown)))] - LEGEND_WIDTH["symbols"]
-    st.vega_lite_chart(interactive.stack([interactive.to_spec(figure) for figure in figures], width),
-                       width="content")
+    snapshot = {title: frame.copy() for title, frame in frames.items()}
+    st.download_button("Chart data (CSV)", data=lambda: csv_bytes(snapshot), file_name=file_name(name),
+                       mime="text/csv", key=f"csv-{key}", on_click="ignore", type="tertiary",
+                       icon=":material/download:", help="The data of the chart above, every logged step, as CSV.")
 
 
-def heatmap_columns(run: RunData) -> int:
+# ----------------------------------------------------------------------------- plain charts
+
+def chart(figure: charts.AnyChart, csv: Mapping[str, pd.DataFrame] | None = None, key: str | None = None) -> None:
+    """Show an altair chart across the column's width (sent lean: :func:`apps.interactive.to_spec`),
+    with a CSV button when ``csv`` (title -> frame) is given."""
+    st.vega_lite_chart(interactive.to_spec(figure), width="stretch")
+    if csv is not None:
+        export_button(csv, key or next(iter(csv), "chart"), key or next(iter(csv), "chart"))
+
+
+# ----------------------------------------------------------------------------- heatmaps
+
+def heatmap_columns(run: RunData, shown: int | None = None) -> int:
     """Most heatmap columns for this run, given the cell budget of the current layout."""
-    cells = HEATMAP_CELLS[min(2, max(1, len(selection().shown)))]
+    cells = HEATMAP_CELLS[min(2, max(1, shown if shown is not None else len(selection().shown)))]
     return max(50, cells // max(1, run.num_bins))
 
 
-def heatmap(run: RunData, field: str, title: str, selected_step: float | None = None) -> None:
-    """A steps x bins heatmap of a per-bin field, averaged over step blocks when the run is long;
-    with a baseline shown and the shared scale on, both use one colour scale."""
-    st.vega_lite_chart(_one_heatmap(run, field, title, selected_step), width="stretch")
+@dataclass(frozen=True)
+class HeatmapColumn:
+    """One run's heatmaps in a heatmap pair: (field, title) panels and the step marked on them."""
+
+    run: RunData
+    panels: Sequence[tuple[str, str]]
+    selected_step: float | None = None
 
 
-def heatmaps(run: RunData, panels: Sequence[tuple[str, str]], selected_step: float | None = None) -> None:
-    """Several heatmaps of a run (``(field, title)`` each) stacked in one chart element: the browser
-    sets up one Vega view instead of one per heatmap (each is still cached on its own)."""
-    width = SINGLE_WIDTH[min(2, max(1, len(selection().shown)))] - LEGEND_WIDTH["gradient"]
-    specs = [_one_heatmap(run, field, title, selected_step) for field, title in panels]
-    st.vega_lite_chart(interactive.stack(specs, width), width="content")
+def heatmap_pair(columns: Sequence[HeatmapColumn], key: str) -> None:
+    """The heatmaps of the run (and its baseline) as one chart element: one column per run, one
+    row per field, the step axis zoomed together (drag, wheel; double-click resets), and per
+    field one colour scale (natural or shared, :func:`colour_domain`). A CSV button below."""
+    columns = [column for column in columns if column.panels]
+    if not columns:
+        return
+    shown = len(columns)
+    width = PAIR_WIDTH[min(2, shown)] - LEGEND_WIDTH["gradient"]
+    grid = [[_one_heatmap(column.run, field, title, column.selected_step, shown, [c.run for c in columns])
+             for field, title in column.panels] for column in columns]
+    st.vega_lite_chart(interactive.heatmap_grid(grid, width), width="content")
+    frames = {f"{column.run.path.name} {field}": data.heatmap_frame(column.run, field, len(column.run.steps) or 1)
+              for column in columns for field, _ in column.panels}
+    export_button(frames, f"{key}-heatmaps", f"{key}-heatmaps")
 
 
-def _one_heatmap(run: RunData, field: str, title: str, selected_step: float | None) -> dict[str, object]:
-    columns = heatmap_columns(run)
+def colour_domain(field: str, runs: Sequence[RunData]) -> list[float] | None:
+    """A heatmap field's colour scale, the same for the run and its baseline: its natural range
+    (:func:`apps.scales.colour_domain`), else [min, max] over both runs when two are shown; else
+    None (the run's own min–max)."""
+    logging = [run for run in runs if data.has_bins(run, field)]
+    if not logging:
+        return None
+    values = np.concatenate([run.bins[field].reshape(-1) for run in logging])
+    settings = data.rollout_settings(logging[0])
+    natural = scales.colour_domain(field, values, (settings.n_min, settings.n_max))
+    if natural is not None:
+        return natural
+    if len(logging) >= 2:
+        finite = values[np.isfinite(values)]
+        if finite.size and finite.max() > finite.min():
+            return [float(finite.min()), float(finite.max())]
+    return None
+
+
+def _one_heatmap(run: RunData, field: str, title: str, selected_step: float | None, shown: int,
+                 runs: Sequence[RunData]) -> dict[str, object]:
+    columns = heatmap_columns(run, shown)
     block = data.heatmap_block(run.steps.size, columns)
     if block > 1:
         title = f"{title} · means of {block}-step blocks"
-    domain = shared_domain(field) if shared_scale() and field not in charts.DOMAINS else None
+    domain = colour_domain(field, runs)
     return _heatmap_spec(str(run.path), data.run_signature(run.path), field, columns, title, selected_step,
                          tuple(domain) if domain is not None else None)
 
@@ -94,19 +160,16 @@ def _heatmap_spec(path_text: str, signature: tuple[tuple[str, int, int], ...], f
     return interactive.to_spec(figure)
 
 
-def shared_domain(field: str) -> list[float] | None:
-    """[min, max] of a per-bin field over the shown runs (None when fewer than two show it)."""
-    runs = [run for run in shown_runs() if data.has_bins(run, field)]
-    if len(runs) < 2:
-        return None
-    low = min(float(np.nanmin(run.bins[field])) for run in runs)
-    high = max(float(np.nanmax(run.bins[field])) for run in runs)
-    return [low, high] if high > low else None
-
+# ----------------------------------------------------------------------------- linked time series
 
 @dataclass(frozen=True)
 class Series:
-    """One time-series chart of a page: a long frame (step, <color_field>, value[, lo, hi]) and labels."""
+    """One time-series chart: a long frame (step, <color_field>, value[, lo, hi]) and its labels.
+
+    ``bounds`` is the metric's natural range (:func:`apps.scales.natural_range`): the y-axis
+    stays inside it. ``colours`` fixes the colour of each name (runs and groups: by
+    :mod:`apps.identity`); without it, names get distinct categorical colours in order.
+    """
 
     frame: pd.DataFrame
     title: str
@@ -116,53 +179,200 @@ class Series:
     zero_rule: bool = False
     y_domain: tuple[float, float] | None = None
     smooth: bool = True
+    bounds: tuple[float, float] = (-math.inf, math.inf)
+    colours: Mapping[str, str] | None = None
+    stacked: bool = False
+    x_title: str = "step"
 
 
-def linked_series(items: Sequence[Series], columns: int = 1, key: str | None = None) -> None:
-    """The page's time-series charts as one linked view: shared x-zoom (drag / wheel, double-click
-    resets), a crosshair over every series, the sidebar's EMA smoothing (raw faint) and log scale."""
+def _values(frames: Sequence[pd.DataFrame], stacked: bool = False) -> np.ndarray:
+    """Every value a chart draws (lines, bands, stacked totals) for its y-range."""
+    parts = []
+    for frame in frames:
+        if frame.empty:
+            continue
+        if stacked:
+            parts.append(frame.groupby("step")["value"].sum().to_numpy(dtype=float))
+            parts.append(np.zeros(1))
+            continue
+        parts += [frame[column].to_numpy(dtype=float) for column in ("value", "lo", "hi", "raw") if column in frame]
+    return np.concatenate(parts) if parts else np.array([])
+
+
+def _names(items: Sequence[Series]) -> list[str]:
+    return [str(name) for item in items for name in pd.unique(item.frame[item.color_field])]
+
+
+def _row_colours(items: Sequence[Series]) -> dict[str, str]:
+    """One colour map for a row of charts (the same name has the same colour in each column)."""
+    colours = interactive.series_colours(_names(items))
+    for item in items:
+        if item.colours is not None:
+            colours.update({name: colour for name, colour in item.colours.items()})
+    return colours
+
+
+def _domain(items: Sequence[Series]) -> tuple[float, float] | None:
+    """The y-range of a row of charts: given, else :func:`apps.scales.y_domain` over their values."""
+    given = [item.y_domain for item in items if item.y_domain is not None]
+    if given:
+        return (min(low for low, _ in given), max(high for _, high in given))
+    first = items[0]
+    return scales.y_domain(_values([item.frame for item in items], first.stacked), first.bounds,
+                           zero=first.zero_rule)
+
+
+#: A cell of a linked grid: the chart's options as a hashable tuple, or a placeholder's message.
+Cell = tuple[object, ...]
+
+
+def _cell(item: Series, domain: tuple[float, float] | None, colours: Mapping[str, str]) -> Cell:
+    return ("chart", item.title, item.y_title, item.color_field, item.dashed, item.zero_rule, domain, item.smooth,
+            tuple(sorted(colours.items())), item.stacked, item.x_title)
+
+
+def linked_series(items: Sequence[Series], columns: int = 1, key: str | None = None, export: str | None = None) -> None:
+    """The page's time-series charts as one linked view (``columns`` per row): shared x-zoom
+    (drag / wheel, double-click resets), a crosshair over every series, the sidebar's EMA
+    smoothing (raw faint) and log scale; a CSV button with every chart's data below."""
     items = [item for item in items if not item.frame.empty]
     if not items:
         return
-    names = [str(name) for item in items for name in pd.unique(item.frame[item.color_field])]
-    palette = tuple(sorted(colours(names).items()))
-    options = tuple((item.title, item.y_title, item.color_field, item.dashed, item.zero_rule, item.y_domain,
-                     item.smooth) for item in items)
     width = CONCAT_WIDTH.get(columns) if columns > 1 else SINGLE_WIDTH[min(2, max(1, len(selection().shown)))]
-    spec = _linked_spec([item.frame for item in items], options, columns, ema_weight(),
-                        bool(st.session_state.get(LOG_KEY, False)), palette, width)
+    rows = [items[start:start + columns] for start in range(0, len(items), max(1, columns))]
+    grid = [[(item, _cell(item, _domain([item]), _row_colours([item]))) for item in row] for row in rows]
+    _draw_grid(grid, width, key)
+    export_button({item.title: _export_frame(item) for item in items}, export or key or "charts", key or "charts")
+
+
+def linked_pair(columns: Sequence[Sequence[Series]], key: str, export: str | None = None,
+                labels: Sequence[str] = ()) -> None:
+    """Time-series charts of the run and its baseline as one view: a row per chart title (in the
+    run's order, then titles only the baseline has), a column per run; a run that lacks a chart
+    gets a placeholder. Each row shares its y-range and colours; zoom and crosshair act on all.
+    ``labels`` name the columns in the CSV."""
+    columns = [[item for item in column if not item.frame.empty] for column in columns]
+    if not any(columns):
+        return
+    titles = list(dict.fromkeys(item.title for column in columns for item in column))
+    width = PAIR_WIDTH[min(2, max(1, len(columns)))]
+    grid: list[list[tuple[Series | None, Cell]]] = []
+    for title in titles:
+        row = [next((item for item in column if item.title == title), None) for column in columns]
+        present = [item for item in row if item is not None]
+        domain, colours = _domain(present), _row_colours(present)
+        grid.append([(item, _cell(item, domain, colours)) if item is not None
+                     else (None, ("placeholder", f"{title}: not logged by this run")) for item in row])
+    _draw_grid(grid, width, key)
+    names = list(labels) or [f"column {index}" for index in range(len(columns))]
+    frames = {f"{name}: {item.title}": _export_frame(item) for name, column in zip(names, columns) for item in column}
+    export_button(frames, export or key, key)
+
+
+def _export_frame(item: Series) -> pd.DataFrame:
+    """A chart's data as exported: every logged step, smoothed values next to the raw ones."""
+    frame = item.frame
+    weight = ema_weight() if item.smooth else 0.0
+    smoothed = interactive.smooth_frame(frame, weight, item.color_field)
+    return smoothed.rename(columns={"step": item.x_title.replace(" ", "_")}) if item.x_title != "step" else smoothed
+
+
+def _draw_grid(grid: Sequence[Sequence[tuple[Series | None, Cell]]], width: int | None, key: str | None) -> None:
+    frames = [item.frame if item is not None else pd.DataFrame() for row in grid for item, _ in row]
+    layout = tuple(tuple(cell for _, cell in row) for row in grid)
+    spec = _grid_spec(frames, layout, ema_weight(), bool(st.session_state.get(LOG_KEY, False)), width)
     st.vega_lite_chart(spec, width="content", key=key)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _linked_spec(frames: list[pd.DataFrame], options: tuple[tuple[object, ...], ...], columns: int, weight: float,
-                 log_y: bool, palette: tuple[tuple[str, str], ...], width: int | None) -> dict[str, object]:
-    """The Vega-Lite spec of a page's linked charts, cached on the frames and options, so that a
+def _grid_spec(frames: list[pd.DataFrame], layout: tuple[tuple[Cell, ...], ...], weight: float, log_y: bool,
+               width: int | None) -> dict[str, object]:
+    """The Vega-Lite spec of a grid of linked charts, cached on the frames and options, so that a
     rerun that changes nothing (live refresh of an unchanged run, a widget elsewhere) skips altair."""
     shared = interactive.Interaction(log_y=log_y)
-    built = []
-    for frame, (title, y_title, color_field, dashed, zero_rule, y_domain, smooth) in zip(frames, options):
-        smoothed = interactive.smooth_frame(frame, weight if smooth else 0.0, str(color_field))
-        thinned, stride = interactive.thin_steps(smoothed, interactive.max_points(width))
-        heading: str | alt.TitleParams = str(title)
-        if stride > 1:
-            heading = alt.TitleParams(str(title), subtitle=interactive.thinned_note(stride, smoothed["step"].nunique()),
-                                      subtitleFontSize=10)
-        built.append(interactive.series(thinned, heading, str(y_title), shared, dict(palette),
-                                        color_field=str(color_field), dashed=tuple(dashed),  # type: ignore[arg-type]
-                                        zero_rule=bool(zero_rule), y_domain=y_domain,  # type: ignore[arg-type]
-                                        width=width))
-    return interactive.to_spec(interactive.linked(built, columns))
+    rows, index = [], 0
+    for row in layout:
+        built = []
+        for cell in row:
+            frame = frames[index]
+            index += 1
+            if cell[0] == "placeholder":
+                built.append(interactive.placeholder(str(cell[1]), width))
+                continue
+            (_, title, y_title, color_field, dashed, zero_rule, domain, smooth, palette, stacked, x_title) = cell
+            smoothed = interactive.smooth_frame(frame, weight if smooth and not stacked else 0.0, str(color_field))
+            thinned, stride = interactive.thin_steps(smoothed, interactive.max_points(width))
+            heading: str | alt.TitleParams = str(title)
+            if stride > 1:
+                heading = alt.TitleParams(str(title), subtitle=interactive.thinned_note(stride,
+                                                                                        smoothed["step"].nunique()),
+                                          subtitleFontSize=10)
+            built.append(interactive.series(thinned, heading, str(y_title), shared,
+                                            dict(palette),  # type: ignore[call-overload]
+                                            color_field=str(color_field), dashed=tuple(dashed),  # type: ignore[arg-type]
+                                            zero_rule=bool(zero_rule), y_domain=domain,  # type: ignore[arg-type]
+                                            width=width, x_title=str(x_title), stacked=bool(stacked)))
+        rows.append(built)
+    return interactive.to_spec(interactive.linked_rows(rows))
 
 
-def common_domain(frames: Sequence[pd.DataFrame], columns: Sequence[str] = ("value",)) -> tuple[float, float] | None:
-    """[min, max] over several frames (equal y-ranges for charts compared side by side)."""
-    values = [frame[column].to_numpy(dtype=float) for frame in frames for column in columns
-              if column in frame and not frame.empty]
-    finite = np.concatenate(values) if values else np.array([])
-    finite = finite[np.isfinite(finite)]
+# ----------------------------------------------------------------------------- wall clock
+
+def on_wall_clock(item: Series, clocks: Mapping[str, tuple[np.ndarray, np.ndarray]], run_field: str | None = None
+                  ) -> Series:
+    """``item`` with its steps replaced by hours since the run started (``clocks``: run label ->
+    (logged steps, elapsed seconds)); rows of a run without a clock are dropped. ``run_field``
+    names the column that says which run a row belongs to (None: every row is ``clocks``' only run)."""
+    frame = item.frame.copy()
+    if frame.empty:
+        return item
+    hours = np.full(len(frame), np.nan)
+    owners = frame[run_field].astype(str).to_numpy() if run_field else np.array([next(iter(clocks), "")] * len(frame))
+    for owner, (steps, seconds) in clocks.items():
+        mask = owners == owner
+        if mask.any():
+            hours[mask] = np.interp(frame["step"].to_numpy(dtype=float)[mask], steps, seconds) / 3600.0
+    frame["step"] = hours
+    frame = frame[np.isfinite(hours)].reset_index(drop=True)
+    return Series(frame, item.title, item.y_title, item.color_field, item.dashed, item.zero_rule, item.y_domain,
+                  item.smooth, item.bounds, item.colours, item.stacked, "wall clock (h)")
+
+
+def bounds_for(metric: str, runs: Sequence[RunData], frame: pd.DataFrame | None = None) -> tuple[float, float]:
+    """The natural range of a metric over these runs (:func:`apps.scales.natural_range`)."""
+    values = frame["value"].to_numpy(dtype=float) if frame is not None and "value" in frame else None
+    bins = max((run.num_bins for run in runs), default=None)
+    return scales.natural_range(metric, bins, values)
+
+
+@dataclass
+class Parts:
+    """What a per-run view shows of one run besides what it draws in the run's column at once:
+    heatmaps (one element for run and baseline), content drawn in the column between heatmaps
+    and time series (``middle``) and after them (``bottom``), and the time-series charts (one
+    linked view for run and baseline)."""
+
+    heatmaps: Sequence[tuple[str, str]] = ()
+    selected_step: float | None = None
+    middle: Callable[[], None] | None = None
+    series: Sequence[Series] = field(default_factory=list)
+    bottom: Callable[[], None] | None = None
+
+
+def bar_domain(field_name: str) -> tuple[float, float] | None:
+    """The value axis of a per-bin field's bars, the same for the run and its baseline: from 0 (or
+    the lowest value, when negative) to the highest value either run logs at any step."""
+    runs = [run for run in shown_runs() if data.has_bins(run, field_name)]
+    if not runs:
+        return None
+    values = np.concatenate([run.bins[field_name].reshape(-1) for run in runs])
+    finite = values[np.isfinite(values)]
     if finite.size == 0:
         return None
-    low, high = float(finite.min()), float(finite.max())
-    pad = 0.05 * (high - low) if high > low else 0.5
-    return (low - pad, high + pad)
+    low, high = min(0.0, float(finite.min())), max(0.0, float(finite.max()))
+    return (low, high) if high > low else None
+
+
+def shown_domain(field_name: str) -> list[float] | None:
+    """The colour scale of a per-bin field over the shown runs (:func:`colour_domain`)."""
+    return colour_domain(field_name, shown_runs())

@@ -14,11 +14,17 @@ per-benchmark evaluations), the Study view (bands over seeds, final table) the s
 first page after the server starts (from starting ``gdro app`` until the landing page, the run table,
 is drawn, and from the first request alone; then the same for Traveling wave opened directly).
 
+Then, on a root of ``--many`` runs (default 100: 4 methods x 5 learning-rate scales x 5 seeds, in
+the simulator's ``<method>/lr<scale>/seed<k>`` layout, ``--many-steps`` steps each), the first page
+(the run table) from the request: the script alone (AppTest, cold and warm) and in the browser
+after a fresh start (issue 21: <= 3 s from the request on a quiet machine).
+
 Targets (issue 11): every page <= 2 s on the first visit and <= 1 s later on 3 x 1,000-step runs;
 the Study view on 5 seeds x 4 methods <= 3 s; the first page after start <= 3 s. This is a
 benchmark that prints tables, not a test: nothing asserts on the numbers.
 
     python benchmarks/bench_app.py [--steps 1000] [--bins 10] [--seeds 5] [--starts 5] [--no-browser]
+    python benchmarks/bench_app.py --only many [--many 100] [--many-steps 400]   # the 100-run root alone
 """
 
 from __future__ import annotations
@@ -83,7 +89,7 @@ def study_browser_times(root: Path, rounds: int) -> tuple[float, float, int]:
     return times[0], statistics.median(times[1:]) if len(times) > 1 else times[0], drawn
 
 
-def startup_times(root: Path, path: str = "", min_charts: int = 0) -> tuple[float, float]:
+def startup_times(root: Path, path: str = "", min_charts: int = 0, query: str = QUERY) -> tuple[float, float]:
     """(s from starting ``gdro app`` until the page at ``path`` is drawn, s from the first request
     alone) on a freshly started server, in a browser that is already open (as a user's is; the
     headless browser's own launch is not the app's start). The landing page (``path`` "") is
@@ -94,7 +100,7 @@ def startup_times(root: Path, path: str = "", min_charts: int = 0) -> tuple[floa
         start = time.monotonic()
         with browser.running_app([], root, timeout_s=180) as url:
             served = time.monotonic()
-            page.goto(f"{url}/{path}?{QUERY}", wait_until="domcontentloaded")
+            page.goto(f"{url}/{path}" + (f"?{query}" if query else ""), wait_until="domcontentloaded")
             if min_charts:
                 waited = time.monotonic()
                 done = waited + browser.wait_for_view(page, min_charts=min_charts, timeout_s=180)
@@ -108,12 +114,13 @@ def startup_times(root: Path, path: str = "", min_charts: int = 0) -> tuple[floa
     return done - start, done - served
 
 
-def _session(root: Path) -> AppTest:
-    """A fresh app session on the study, showing Prompt-GDRO next to the GRPO baseline."""
+def _session(root: Path, query: bool = True) -> AppTest:
+    """A fresh app session on the study, showing Prompt-GDRO next to the GRPO baseline (``query``)."""
     os.environ[ROOT_ENV] = str(root)
     os.environ.pop(RUNS_ENV, None)
     app = AppTest.from_file(str(REPO / "apps" / "streamlit_app.py"), default_timeout=120)
-    app.query_params["run"], app.query_params["baseline"] = "prompt_gdro", "grpo"
+    if query:
+        app.query_params["run"], app.query_params["baseline"] = "prompt_gdro", "grpo"
     return app
 
 
@@ -187,13 +194,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4, help="rounds over all views in the browser")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per method of the Study benchmark")
     parser.add_argument("--starts", type=int, default=5, help="fresh servers timed for the first page after start")
-    parser.add_argument("--only", choices=("views", "study"), default=None,
-                        help="run only the per-view part (3 runs) or only the Study part (4 methods x seeds)")
+    parser.add_argument("--many", type=int, default=100, help="runs under the root of the many-runs part")
+    parser.add_argument("--many-steps", type=int, default=400, help="steps of each run of the many-runs part")
+    parser.add_argument("--only", choices=("views", "study", "many"), default=None,
+                        help="run only the per-view part (3 runs), the Study part (4 methods x seeds) or the "
+                             "first page on a root of --many runs")
     args = parser.parse_args(argv)
-    if args.only != "study":
+    if args.only in (None, "views"):
         views_part(args)
-    if args.only != "views":
+    if args.only in (None, "study"):
         study_part(args)
+    if args.only in (None, "many"):
+        many_part(args)
     return 0
 
 
@@ -240,6 +252,72 @@ def study_part(args: argparse.Namespace) -> None:
             first, later, drawn = study_browser_times(root, 3)
             print_table("Study view (bands over seeds + final table), headless Chromium", ("first visit", "later"),
                         {"study": (first, later, drawn)}, limits=(3.0, 3.0))
+
+
+LR_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def write_many(root: Path, count: int, steps: int, bins: int) -> float:
+    """``count`` runs in the simulator's layout (methods x lr scales x seeds, in that order); seconds."""
+    start = time.perf_counter()
+    written = 0
+    for method in STUDY_METHODS:
+        for lr_scale in LR_SCALES:
+            for seed in range(5):
+                if written == count:
+                    return time.perf_counter() - start
+                write_synthetic_run(root / method / f"lr{lr_scale:g}" / f"seed{seed}", steps=steps, num_bins=bins,
+                                    seed=seed, method=method, eval_every=50, lr_scale=lr_scale)
+                written += 1
+    while written < count:  # more than 4 x 5 x 5: extra seeds
+        write_synthetic_run(root / "extra" / f"seed{written}", steps=steps, num_bins=bins, seed=written, eval_every=50)
+        written += 1
+    return time.perf_counter() - start
+
+
+def landing_script_times(root: Path, repeats: int = 3) -> tuple[float, float, int]:
+    """(cold s, median warm s, table rows) of the landing page's script under AppTest: cold = every
+    cache cleared (the run list read from disk), warm = a rerun."""
+    import streamlit as st
+
+    from apps import listing
+
+    app = _session(root, query=False)
+    st.cache_data.clear()
+    data.RUN_CACHE.clear()
+    listing.INFO_CACHE.clear()
+    start = time.perf_counter()
+    app.run()
+    cold = time.perf_counter() - start
+    warm = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        app.run()
+        warm.append(time.perf_counter() - start)
+    problems = [element.value for element in [*app.exception, *app.error]]
+    if problems:
+        raise RuntimeError(f"landing page on many runs: {problems}")
+    rows = max((len(element.value.splitlines()) - 2 for element in app.markdown
+                if element.value.startswith("| run |")), default=0)
+    return cold, statistics.median(warm), rows
+
+
+def many_part(args: argparse.Namespace) -> None:
+    """The first page (the run table) on a root of ``args.many`` runs."""
+    with tempfile.TemporaryDirectory(prefix="bench-many-") as folder:
+        root = Path(folder)
+        written = write_many(root, args.many, args.many_steps, args.bins)
+        size = sum(file.stat().st_size for file in root.rglob("*") if file.is_file())
+        print(f"\nroot of {args.many} runs x {args.many_steps} steps x {args.bins} bins ({size / 1e6:.1f} MB, "
+              f"written in {written:.1f} s)")
+        cold, warm, rows = landing_script_times(root)
+        print(f"Landing page script (AppTest): cold {cold:.2f} s (run list read from disk), warm {warm:.2f} s; "
+              f"{rows} rows in the run table")
+        if browser.CHROMIUM.exists() and not args.no_browser:
+            starts = [startup_times(root, query="") for _ in range(args.starts)]
+            print(f"First page after start on {args.many} runs ({args.starts} fresh servers; median, then each): "
+                  f"{_median_of(starts, 1)} s from the first request until the run table is on screen; "
+                  f"{_median_of(starts, 0)} s from starting `gdro app`")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,12 @@
-"""Shared fixtures: a small stationary world that produces StepFeedback for the controllers."""
+"""Shared fixtures: a small stationary world that produces StepFeedback for the controllers, and
+the data folders (the full ``../shared/data`` or the small fixtures shipped in ``tests/fixtures/data``).
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -42,3 +46,50 @@ class ToyWorld:
 def toy_world() -> ToyWorld:
     rng = np.random.default_rng(123)
     return ToyWorld(rng.beta(0.6, 0.6, size=400), seed=7)
+
+
+# ----------------------------------------------------------------------------- data folders
+
+#: A few dozen rows per data set, in the layout of ../shared/data (see its README.md).
+FIXTURE_DATA = Path(__file__).resolve().parent / "fixtures" / "data"
+#: The one line a test that needs the full data skips with on a clone alone.
+FULL_DATA_SKIP = ("needs the full data sets ({root} has {what}): put ../shared/data beside the clone "
+                  "or set GDRO_DATA")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A clone alone (no $GDRO_DATA, no ../shared/data) runs on the shipped fixtures.
+
+    Set in the environment, so subprocesses (the CLI tests) see it too."""
+    from real_runs.data import data_root
+
+    if not os.environ.get("GDRO_DATA") and not (data_root() / "math500" / "test.jsonl").exists():
+        os.environ["GDRO_DATA"] = str(FIXTURE_DATA)
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The data root in use: the full data, or the fixtures on a clone alone. For tests that
+    need only a few rows of each set (the fixtures hold 24-64)."""
+    from real_runs.data import data_root
+
+    root = data_root()
+    if not (root / "math500" / "test.jsonl").exists():
+        pytest.skip(f"data folder {root} not found: set GDRO_DATA")
+    return root
+
+
+@pytest.fixture(scope="session")
+def shared_data(data_dir: Path) -> Path:
+    """The FULL data (``../shared/data`` or ``$GDRO_DATA``): tests that count whole files skip
+    with one line when only the fixtures are there."""
+    if data_dir.resolve() == FIXTURE_DATA:
+        pytest.skip(FULL_DATA_SKIP.format(root="tests/fixtures/data", what="24-64 rows per set"))
+    return data_dir
+
+
+@pytest.fixture
+def fixture_data(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Forces the shipped fixtures for one test (same rows on every machine); returns their root."""
+    monkeypatch.setenv("GDRO_DATA", str(FIXTURE_DATA))
+    return FIXTURE_DATA

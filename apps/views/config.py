@@ -11,7 +11,7 @@ TITLE = "Config"
 
 
 def render(run: RunData, key: str) -> None:
-    """Metadata facts, then the resolved config as JSON and as a flat table."""
+    """Metadata facts, then the resolved config as JSON and as a flat table (nothing linked)."""
     del key
     facts = data.summary(run)
     facts.update({"format version": run.meta.get("version"), "created": run.meta.get("created"),

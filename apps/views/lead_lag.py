@@ -3,7 +3,7 @@
 mu_weight(t) = sum_b b w_hat_t(b) (normalised Prompt-GDRO weights), mu_data(t) = sum_b b q_t(b)
 (empirical prompt share), gap(t) = mu_weight - mu_data. A positive gap means the weights lead
 the data toward higher-index, more solvable bins (the "learnable frontier"). Run and baseline
-columns share one y-range per chart, so a 2x difference in the gap looks like one. Under
+columns are one linked view: one y-range per chart, zoom and crosshair on both. Under
 uniform weights (GRPO) mu_weight = (B-1)/2 and the gap only says where the data sits; the page
 says so.
 """
@@ -20,22 +20,14 @@ GAP_NAMES = {"gap": "Δμ = μ_weight − μ_data"}
 MEAN_NAMES = {"mu_weight": "μ_weight (under weights)", "mu_data": "μ_data (under data)"}
 
 
-def _domains() -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
-    """Shared y-ranges of the gap and the mean-index charts over the run and its baseline."""
-    frames = [data.lead_lag_frame(run) for run in ui.shown_runs()]
-    if len(frames) < 2:
-        return None, None
-    gap = uicharts.common_domain([frame.assign(zero=0.0) for frame in frames], ("gap", "zero"))
-    means = uicharts.common_domain(frames, ("mu_weight", "mu_data"))
-    return gap, means
-
-
-def render(run: RunData, key: str) -> None:
-    """Gap over steps, the two mean bin indices, and the gap at the start and the end."""
+def render(run: RunData, key: str) -> uicharts.Parts | None:
+    """Gap at the start and the end (in the column); the gap and the two mean bin indices over steps."""
+    del key
     frame = data.lead_lag_frame(run)
     if frame.empty:
-        ui.missing("the per-bin `share` and `weight` (nor the `lead_lag_gap` scalar)")
-        return
+        ui.missing_or_warmup(run, ("share", "weight"), "the per-bin `share` and `weight` (nor the `lead_lag_gap` "
+                             "scalar)", "lead-lag gap")
+        return None
     gaps = frame["gap"].dropna()
     first, last = st.columns(2)
     first.metric("Δμ at the start", f"{gaps.iloc[0]:+.3f}" if len(gaps) else "n/a")
@@ -47,16 +39,14 @@ def render(run: RunData, key: str) -> None:
         st.info(f"This run's bin weights are uniform (GRPO, no adversary): μ_weight = (B−1)/2 = {centre:g} "
                 f"for B = {run.num_bins} bins, so Δμ = {centre:g} − μ_data only tracks where the data sits, "
                 "not a lead of the weights.", icon=":material/info:")
-    gap_domain, mean_domain = _domains()
-    if gap_domain is not None:
-        st.caption("Run and baseline share the y-range of each chart.")
-    uicharts.linked_series([
+    index_range = (0.0, float(run.num_bins - 1))
+    return uicharts.Parts(series=[
         uicharts.Series(data.to_long(frame, GAP_NAMES), "Lead-lag gap Δμ(t)", "Δμ (bins)", zero_rule=True,
-                  y_domain=gap_domain),
-        uicharts.Series(data.to_long(frame, MEAN_NAMES), "Mean bin index under weights and under data", "mean bin index",
-                  y_domain=mean_domain)], key=f"{key}-charts")
+                        bounds=(-index_range[1], index_range[1])),
+        uicharts.Series(data.to_long(frame, MEAN_NAMES), "Mean bin index under weights and under data",
+                        "mean bin index", bounds=index_range)])
 
 
 ui.views(render, TITLE, "Eq. 32: Δμ(t) = Σ_b b·ŵ_t(b) − Σ_b b·q_t(b). Positive early, decaying later, "
          "means the adversary leads the data toward more solvable bins. Drag or scroll a chart to zoom "
-         "both; hover for every series' value.")
+         "both columns; hover for every series' value. Run and baseline share each chart's y-range.")

@@ -2,59 +2,75 @@
 
 Training-time success (mean over prompts and worst bin, ``diagnostics.worst_group``), the
 effective support exp(entropy) of the Prompt-GDRO weights (``diagnostics.effective_support``)
-and, when the run has evaluations (eval.jsonl), their metrics over steps and the latest table.
+and, when the run has evaluations (eval.jsonl), their metrics over steps with their intervals
+(``X_lo``/``X_hi`` drawn as X's band, never as series of their own) and the latest table.
+Success rates stay on [0, 1] and the support on [1, G]: a support of 10, 10, 10, 9.999 of 10
+bins is a flat line, not a cliff.
 """
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
-from apps import charts, data, ui, uicharts
+from apps import data, scales, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Outcomes"
 SUCCESS_NAMES = {"mean_success": "mean over prompts", "worst_bin_success": "worst bin"}
 
 
-def _evaluations(run: RunData, key: str) -> None:
-    """pass@k and accuracy metrics over steps, any other metric on request, and the latest table."""
+def _evaluations(run: RunData) -> list[uicharts.Series]:
+    """pass@k and accuracy metrics over steps, with their bands when logged."""
     evals = data.evals_frame(run)
     if evals.empty:
         st.info("No evaluation results in this run (eval.jsonl is absent or empty).", icon=":material/info:")
-        return
+        return []
     pass_names, accuracy_names = data.pass_at_k_metrics(evals), data.accuracy_metrics(evals)
-    figures = []
-    if pass_names:
-        figures.append(charts.points(evals[evals["metric"].isin(pass_names)], "Evaluation pass@k", "pass@k"))
-    else:
+    if not pass_names:
         ui.missing("a pass@k evaluation metric")
-    if accuracy_names:
-        figures.append(charts.points(evals[evals["metric"].isin(accuracy_names)], "Evaluation accuracy", "accuracy"))
-    if figures:
-        uicharts.stacked_charts(figures)
-    others = sorted(set(evals["metric"]) - set(pass_names) - set(accuracy_names))
+    return [uicharts.Series(data.with_bounds(evals, names), title, y_title, smooth=False, bounds=(0.0, 1.0))
+            for names, title, y_title in ((pass_names, "Evaluation pass@k", "pass@k"),
+                                          (accuracy_names, "Evaluation accuracy", "accuracy")) if names]
+
+
+def _more(run: RunData, key: str) -> None:
+    """Any other evaluation metric on request (one chart each: their scales differ), the latest table."""
+    evals = data.evals_frame(run)
+    if evals.empty:
+        return
+    shown = set(data.pass_at_k_metrics(evals)) | set(data.accuracy_metrics(evals))
+    others = [name for name in data.headline_metrics(evals["metric"]) if name not in shown]
     if others:
-        chosen = st.multiselect("More evaluation metrics", others, default=[], key=f"{key}-eval-more")
-        if chosen:
-            uicharts.chart(charts.points(evals[evals["metric"].isin(chosen)], "Evaluation: other metrics", "value"))
-    st.caption(f"Latest evaluation (step {int(evals['step'].max())})")
+        chosen = st.multiselect("More evaluation metrics", others, default=[], key=f"{key}-eval-more",
+                                bind="query-params")
+        items = [uicharts.Series(data.with_bounds(evals, [name]), f"Evaluation: {name}", name, smooth=False,
+                                 bounds=scales.natural_range(name, run.num_bins,
+                                                             evals.loc[evals["metric"] == name, "value"]))
+                 for name in chosen]
+        uicharts.linked_series(items, key=f"{key}-eval-more-charts", export=f"outcomes-{key}-more")
+    st.caption(f"Latest evaluation (step {int(evals['step'].max())}): value and its interval when logged")
     st.dataframe(data.latest_evals(evals), hide_index=True, width="stretch")
 
 
-def render(run: RunData, key: str) -> None:
+def render(run: RunData, key: str) -> uicharts.Parts:
     """Training success, effective support, evaluations."""
     frame = data.outcomes_frame(run)
     success = data.to_long(frame, SUCCESS_NAMES)
     support = data.to_long(frame, {"effective_support": "exp(entropy) of bin weights"})
     if success.empty:
-        ui.missing("success rates (`mean_success`, `worst_bin_success` or per-bin `success`)")
+        ui.missing_or_warmup(run, ("success",), "success rates (`mean_success`, `worst_bin_success` or per-bin "
+                             "`success`)", "success rate")
     if support.empty:
         ui.missing("Prompt-GDRO weights (`weight` bins or the `effective_support` scalar)")
-    uicharts.linked_series([uicharts.Series(success, "Training success: mean and worst group", "success rate"),
-                      uicharts.Series(support, f"Effective support (of {run.num_bins} bins)", "bins")],
-                     key=f"{key}-charts")
-    _evaluations(run, key)
+    support_bounds = scales.natural_range("effective_support", run.num_bins, support.get("value"))
+    items = [uicharts.Series(success, "Training success: mean and worst group", "success rate", bounds=(0.0, 1.0)),
+             uicharts.Series(support, f"Effective support (of {run.num_bins} bins)", "bins",
+                             bounds=support_bounds if math.isfinite(support_bounds[1]) else (1.0, math.inf)),
+             *_evaluations(run)]
+    return uicharts.Parts(series=items, bottom=lambda: _more(run, key))
 
 
 ui.views(render, TITLE, "Mean and worst-group success during training, the effective support of the "
-         "adversary's weights, and evaluation results (pass@k, accuracy) when the run has them.")
+         "adversary's weights, and evaluation results (pass@k, accuracy, with their intervals when logged).")

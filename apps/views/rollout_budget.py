@@ -30,17 +30,19 @@ def _budget(run: RunData) -> uicharts.Series | None:
         st.warning(f"Mean budget missed: step {check.worst_step} is {check.max_deviation:.3g} rollouts per prompt "
                    f"away from n̄ = {check.target:g} (n̄ from {settings.source}).", icon=":material/warning:")
     long = data.to_long(check.frame, {"realized": "realized mean", "target": "budget n̄"})
-    return uicharts.Series(long, "Mean rollouts per prompt", "rollouts per prompt", dashed=("budget n̄",), smooth=False)
+    return uicharts.Series(long, "Mean rollouts per prompt", "rollouts per prompt", dashed=("budget n̄",), smooth=False,
+                           bounds=(min(settings.n_min, check.target), max(settings.n_max, check.target)))
 
 
 def _frontier(run: RunData, key: str, index: int) -> None:
     """Share of prompts vs share of rollouts per bin at the chosen step."""
     frontier = data.frontier_frame(run, index)
     if frontier.empty:
-        ui.missing("per-bin `rollouts` with `count` or `share`")
+        ui.missing_or_warmup(run, ("rollouts",), "per-bin `rollouts` with `count` or `share`",
+                             "rollouts per bin")
         return
     first_bin = st.slider("Frontier: bins from", 0, run.num_bins - 1, value=run.num_bins // 2,
-                          key=f"{key}-frontier") if run.num_bins > 1 else 0
+                          key=f"{key}-frontier", bind="query-params") if run.num_bins > 1 else 0
     prompts, rollouts = data.frontier_split(frontier, first_bin)
     left, right = st.columns(2)
     left.metric(f"Prompts in bins ≥ {first_bin}", f"{100 * prompts:.1f}%")
@@ -50,24 +52,29 @@ def _frontier(run: RunData, key: str, index: int) -> None:
     bars = frontier.melt(id_vars=["bin", "label"], value_vars=["prompt_share", "rollout_share"],
                          var_name="series", value_name="value")
     bars["series"] = bars["series"].map({"prompt_share": "share of prompts", "rollout_share": "share of rollouts"})
-    uicharts.chart(charts.grouped_bars(bars, "series", f"Budget frontier at step {int(run.steps[index])}", "share",
-                                 group_order=["share of prompts", "share of rollouts"]))
+    name = f"Budget frontier at step {int(run.steps[index])}"
+    uicharts.chart(charts.grouped_bars(bars, "series", name, "share", y_domain=(0.0, 1.0),
+                                       group_order=["share of prompts", "share of rollouts"]),
+                   csv={name: frontier}, key=f"{key}-frontier-csv")
 
 
-def render(run: RunData, key: str) -> None:
-    """Staircase heatmap, shadow price, frontier at a chosen step, budget check."""
+def render(run: RunData, key: str) -> uicharts.Parts:
+    """Step slider; staircase heatmap; frontier at the chosen step; shadow price and budget check."""
     index = ui.step_slider(run, key=f"{key}-step")
+    heatmaps = []
     if data.has_bins(run, "rollouts"):
-        uicharts.heatmap(run, "rollouts", "Rollouts per prompt [rollouts] (the staircase)",
-                   selected_step=float(run.steps[index]))
+        heatmaps.append(("rollouts", "Rollouts per prompt [rollouts] (the staircase)"))
     else:
-        ui.missing("the per-bin field `rollouts` (a run without Rollout-GDRO)")
-    _frontier(run, key, index)
+        allocator = data.allocator_of(run.config)
+        told = f" (its config names the allocator `{allocator}`)" if allocator else ""
+        ui.missing_or_warmup(run, ("rollouts",), f"the per-bin field `rollouts`{told}", "rollouts per bin")
     items = [uicharts.Series(data.scalars_long(run, {"mu": "μ"}), "Shadow price μ (Eq. 21)", "μ")]
     if not data.has_scalar(run, "mu"):
         ui.missing("the shadow price `mu`")
     budget = _budget(run)
-    uicharts.linked_series(items + ([budget] if budget is not None else []), key=f"{key}-charts")
+    return uicharts.Parts(heatmaps=heatmaps, selected_step=float(run.steps[index]),
+                          middle=lambda: _frontier(run, key, index),
+                          series=items + ([budget] if budget is not None else []))
 
 
 ui.views(render, TITLE, "Fig. 7-9: how Rollout-GDRO spends a fixed mean budget n̄ across bins. "

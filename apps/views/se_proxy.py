@@ -27,23 +27,28 @@ def _percent(value: float) -> str:
     return f"{value:.1f}%" if math.isfinite(value) else "n/a"
 
 
-def render(run: RunData, key: str) -> None:
-    """Reduction metrics, the three WSE curves and the reduction over steps."""
+def render(run: RunData, key: str) -> uicharts.Parts | None:
+    """Reduction metrics (in the column), the three WSE curves and the reduction over steps."""
+    del key
     frame = data.se_frame(run)
     if frame.empty:
-        ui.missing("the SE scalars `se_*` (nor per-bin `share`, `sigma` and `rollouts` to compute them)")
-        return
+        ui.missing_or_warmup(run, ("share", "sigma", "rollouts"), "the SE scalars `se_*` (nor per-bin `share`, "
+                             "`sigma` and `rollouts` to compute them)", "SE proxy")
+        return None
     actual, optimum = st.columns(2)
     actual.metric("Mean reduction, actual", _percent(data.mean_reduction(frame, "se_reduction_pct")))
     optimum.metric("Mean reduction, √ optimum", _percent(data.mean_reduction(frame, "se_sqrt_reduction_pct")))
     same = frame[["se_actual", "se_uniform"]].dropna()
     if len(same) and np.allclose(same["se_actual"], same["se_uniform"], rtol=1e-9):
-        st.caption("The actual allocation equals the uniform budget at every step (no Rollout-GDRO): "
+        allocator = data.allocator_of(run.config)
+        why = f" (its config names the allocator `{allocator}`)" if allocator else ""
+        st.caption(f"The actual allocation equals the uniform budget at every step{why}: "
                    "the solid 'actual' line lies under the dashed uniform line.")
-    uicharts.linked_series([
-        uicharts.Series(data.to_long(frame, SE_NAMES), "Weighted SE proxy WSE(t)", "WSE", dashed=(UNIFORM,)),
+    return uicharts.Parts(series=[
+        uicharts.Series(data.to_long(frame, SE_NAMES), "Weighted SE proxy WSE(t)", "WSE", dashed=(UNIFORM,),
+                        bounds=(0.0, math.inf)),
         uicharts.Series(data.to_long(frame, REDUCTION_NAMES), "Reduction against uniform n̄", "reduction (%)",
-                  zero_rule=True)], key=f"{key}-charts")
+                        zero_rule=True, bounds=(-math.inf, 100.0))])
 
 
 ui.views(render, TITLE, "Eq. 33: WSE(t) = Σ_b q_t(b) σ̂_b / √n_b(t). Compared with the uniform budget of the "

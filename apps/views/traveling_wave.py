@@ -33,30 +33,33 @@ def _snapshot_bars(run: RunData, field: str, index: int) -> pd.DataFrame:
     return pd.concat([chosen, snapshots], ignore_index=True)
 
 
-def render(run: RunData, key: str) -> None:
-    """Heatmaps, then the snapshot bars of one field (chosen with a radio)."""
+def render(run: RunData, key: str) -> uicharts.Parts:
+    """Step slider; heatmaps (drawn with the other column's); then the snapshot bars of one field."""
     index = ui.step_slider(run, key=f"{key}-step")
     selected_step = float(run.steps[index])
     shown = []
     for field, title in _panels(run):
         if field is None:
-            ui.missing("a per-bin reward or success rate")
+            ui.missing_or_warmup(run, ("success",), "a per-bin reward or success rate", "reward per bin")
         elif not data.has_bins(run, field):
-            ui.missing(f"the per-bin field `{field}`")
+            ui.missing_or_warmup(run, (field,), f"the per-bin field `{field}`", f"`{field}` per bin")
         else:
             shown.append((field, f"{title} [{field}]"))
-    if shown:
-        uicharts.heatmaps(run, shown, selected_step=selected_step)
     panels = [(field, title) for field, title in _panels(run) if field is not None and data.has_bins(run, field)]
-    if not panels:
-        return
-    # One field at a time (a choice, not tabs: tabs would send and lay out every field's chart).
-    titles = {title: field for field, title in panels}
-    chosen = st.radio("Snapshots of", list(titles), horizontal=True, key=f"{key}-snapshots")
-    field = titles.get(str(chosen), panels[0][0])
-    bars = _snapshot_bars(run, field, index)
-    order = list(bars.sort_values("order")["snapshot"].drop_duplicates())
-    uicharts.chart(charts.grouped_bars(bars, "snapshot", f"{chosen}: snapshots and tail average", field, group_order=order))
+
+    def bars() -> None:
+        # One field at a time (a choice, not tabs: tabs would send and lay out every field's chart).
+        titles = {title: field for field, title in panels}
+        chosen = st.radio("Snapshots of", list(titles), horizontal=True, key=f"{key}-snapshots", bind="query-params")
+        field = titles.get(str(chosen), panels[0][0])
+        frame = _snapshot_bars(run, field, index)
+        order = list(frame.sort_values("order")["snapshot"].drop_duplicates())
+        name = f"{chosen}: snapshots and tail average"
+        uicharts.chart(charts.grouped_bars(frame, "snapshot", name, field, group_order=order,
+                                           y_domain=uicharts.bar_domain(field)),
+                       csv={name: frame.drop(columns="order")}, key=f"{key}-snapshots-csv")
+
+    return uicharts.Parts(heatmaps=shown, selected_step=selected_step, bottom=bars if panels else None)
 
 
 ui.views(render, TITLE, "Fig. 3/5 of the paper: how the prompt mass, the adversary's weights and the "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 import pytest
@@ -19,8 +19,9 @@ TIMEOUT_S = 60
 
 
 def open_app(monkeypatch: pytest.MonkeyPatch, root: Path, runs: Sequence[Path] = (),
-             view: str | None = "traveling_wave") -> AppTest:
-    """Open the app with ``root`` as runs folder and ``runs`` given explicitly, then go to ``view``.
+             view: str | None = "traveling_wave", query: Mapping[str, str | list[str]] | None = None) -> AppTest:
+    """Open the app with ``root`` as runs folder and ``runs`` given explicitly (and ``query`` as the
+    URL's query parameters), then go to ``view``.
 
     The landing page is the run table (``view=None`` stays there); the per-run tests start from
     the first per-run view, Traveling wave, as a user's first click does.
@@ -30,8 +31,21 @@ def open_app(monkeypatch: pytest.MonkeyPatch, root: Path, runs: Sequence[Path] =
         monkeypatch.setenv(RUNS_ENV, os.pathsep.join(str(path) for path in runs))
     else:
         monkeypatch.delenv(RUNS_ENV, raising=False)
-    app = AppTest.from_file(str(APP_SCRIPT), default_timeout=TIMEOUT_S).run()
+    app = AppTest.from_file(str(APP_SCRIPT), default_timeout=TIMEOUT_S)
+    for key, value in (query or {}).items():
+        app.query_params[key] = value
+    app.run()
     return app if view is None else visit(app, view)
+
+
+def run_labels(app: AppTest) -> list[str]:
+    """The folder labels of the runs the sidebar lists (its picker shows their names)."""
+    return [entry.label for entry in app.session_state["_gdro_selection"].entries]
+
+
+def download_buttons(app: AppTest) -> list[Any]:
+    """The download buttons of the page (their protos: label, file name)."""
+    return [element.proto for element in app.get("download_button")]
 
 
 def visit(app: AppTest, page: str) -> AppTest:
@@ -181,3 +195,9 @@ def markdown_tables(app: AppTest) -> list[list[list[str]]]:
         tables.append([[re.sub(r"\\(.)", r"\1", cell) for cell in line[2:-2].split(" | ")]
                        for line in [lines[0], *lines[2:]]])
     return tables
+
+
+def series_layer(view: dict[str, Any]) -> dict[str, Any]:
+    """The first layer of a time-series chart that draws its series (it carries the colour and
+    the y scale; a zero rule, when there is one, is drawn under it)."""
+    return next(layer for layer in view["layer"] if "color" in layer.get("encoding", {}))

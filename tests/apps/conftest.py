@@ -167,3 +167,37 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     bounds, and 8 warm-up steps on which no prompt is assigned to a bin yet."""
     return write_synthetic_run(tmp_path_factory.mktemp("real") / "real", steps=40, num_bins=6, seed=4,
                                real=True, warmup=8)
+
+
+@pytest.fixture(scope="session")
+def lr_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A study in the simulator's lr-grid layout: 2 methods x 2 lr scales x 2 seeds (<method>/lr<s>/seed<k>)."""
+    root = tmp_path_factory.mktemp("lr")
+    for method in ("grpo", "prompt_gdro"):
+        for lr_scale in (0.5, 2.0):
+            for seed in range(2):
+                write_synthetic_run(root / method / f"lr{lr_scale:g}" / f"seed{seed}", steps=20, num_bins=6, seed=seed,
+                                    method=method, lr_scale=lr_scale)
+    return root
+
+
+@pytest.fixture(scope="session")
+def trainer_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Runs in ``gdro train``'s layout (config sections, folders named ``<method>-tiny-s<seed>``), with a
+    trainer's extras (step times, agreed evaluation names): 2 methods x 2 seeds."""
+    root = tmp_path_factory.mktemp("trainer")
+    for method in ("grpo", "prompt_gdro"):
+        for seed in range(2):
+            write_synthetic_run(root / f"{method}-tiny-s{seed}", steps=20, num_bins=6, seed=seed, method=method,
+                                real=True, layout="trainer", eval_every=5)
+    return root
+
+
+@pytest.fixture
+def warmup_run(tmp_path: Path) -> Path:
+    """A live run still in the classifier's warm-up: 6 steps, no prompt assigned to a bin yet."""
+    curriculum = SyntheticCurriculum(num_bins=6, total_steps=40, seed=2, warmup=20)
+    writer = open_synthetic_run(tmp_path / "warming", curriculum)
+    log_steps(writer, curriculum, range(6))
+    writer.close("running")
+    return tmp_path / "warming"

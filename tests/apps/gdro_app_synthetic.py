@@ -59,6 +59,11 @@ class SyntheticCurriculum:
     real: bool = False
     #: Leading steps on which no prompt is assigned to a bin yet (count 0, share 0 logged).
     warmup: int = 0
+    #: Learning-rate scale written into the config (the simulator's lr grid).
+    lr_scale: float = 1.0
+    #: ``simulator``: a flat config (``method``, ``seed``, ``lr_scale``) as ``gdro simulate`` writes;
+    #: ``trainer``: the nested sections of ``gdro train`` (``method.name``, ``train.seed``, ``optim.lr_scale``).
+    layout: str = "simulator"
     rng: np.random.Generator = field(init=False)
 
     def __post_init__(self) -> None:
@@ -76,8 +81,10 @@ class SyntheticCurriculum:
 
     def config(self) -> dict[str, Any]:
         """The resolved config a producer would save."""
+        if self.layout == "trainer":
+            return trainer_config(self.method, self.seed, self.lr_scale, self.num_bins, self.total_steps, self.batch)
         return {"study": "synthetic", "method": self.method, "seed": self.seed, "steps": self.total_steps,
-                "num_bins": self.num_bins, "batch_prompts": self.batch,
+                "num_bins": self.num_bins, "batch_prompts": self.batch, "lr_scale": self.lr_scale,
                 "prompt_gdro": {"enabled": self.uses_prompt_gdro, "eta": 0.65, "gamma": 0.01, "beta": 0.12,
                                 "weight_cap": 15.0},
                 "rollout_gdro": {"enabled": self.uses_rollout_gdro, "n_bar": N_BAR, "n_min": N_MIN,
@@ -148,6 +155,7 @@ class SyntheticCurriculum:
                   "update": 2.5, "sync": 0.3}
         times = {f"time/{name}": float(seconds * (1 + 0.1 * self.rng.random())) for name, seconds in phases.items()}
         times["time/step"] = sum(times.values()) + 0.2
+        times["time/controllers_share"] = times["time/controllers"] / times["time/step"]
         times["perf/tokens_per_s"] = float(self.batch * N_BAR * 512 / times["time/step"])
         return times
 
@@ -212,7 +220,27 @@ def real_eval_metrics(accuracy: float) -> dict[str, float]:
     for group, offset in GROUPS.items():
         put(f"group/{group}/mean@8", accuracy + offset, 0.08)
     metrics["rollouts_total"] = 1e6 * accuracy
+    metrics["reward/timeouts"] = float(accuracy > 0.5)  # counts that stay in [0, 1]: not rates for all that
+    metrics["reward/errors"] = 0.0
     return metrics
+
+
+def trainer_config(method: str, seed: int, lr_scale: float, num_bins: int, steps: int, batch: int) -> dict[str, Any]:
+    """A config in ``gdro train``'s layout (``real_runs.config.config_to_dict``: one section per
+    dataclass); tests/apps checks the sections against the trainer's own when it is importable."""
+    weighter = "gdro" if method in ("prompt_gdro", "both") else "uniform"
+    allocator = "gdro" if method in ("rollout_gdro", "both") else "uniform"
+    return {"model": {"name": "tiny", "dtype": "auto", "device": "auto"},
+            "data": {"train": "dapo", "limit": 0, "shuffle": True},
+            "rollout": {"engine": "hf", "temperature": 1.0, "max_new_tokens": 64},
+            "method": {"name": method, "classifier": "window", "weighter": weighter, "allocator": allocator,
+                       "num_bins": num_bins, "n_bar": N_BAR, "n_min": N_MIN, "n_max": N_MAX},
+            "loss": {"clip_low": 0.2, "clip_high": 0.28, "kl_coef": 0.001, "agg": "token-mean"},
+            "optim": {"lr": 1e-6, "lr_scale": lr_scale, "warmup_steps": 0},
+            "train": {"steps": steps, "prompts_per_step": batch, "seed": seed, "save_every": 50, "out": "runs",
+                      "run_name": f"{method}-tiny-s{seed}", "progress": True},
+            "eval": {"every": 10, "k": 8},
+            "log": {"tensorboard": False, "wandb": False, "wandb_project": "gdro-lab"}}
 
 
 def open_synthetic_run(path: Path, curriculum: SyntheticCurriculum) -> RunWriter:
@@ -232,10 +260,11 @@ def log_steps(writer: RunWriter, curriculum: SyntheticCurriculum, steps: range, 
 
 
 def write_synthetic_run(path: Path, steps: int = 30, num_bins: int = 6, seed: int = 0, method: str = "both",
-                        eval_every: int = 10, real: bool = False, warmup: int = 0) -> Path:
+                        eval_every: int = 10, real: bool = False, warmup: int = 0, lr_scale: float = 1.0,
+                        layout: str = "simulator") -> Path:
     """Write a finished synthetic run into ``path`` (which must not hold a run); returns ``path``."""
     curriculum = SyntheticCurriculum(num_bins=num_bins, total_steps=steps, method=method, seed=seed, real=real,
-                                     warmup=warmup)
+                                     warmup=warmup, lr_scale=lr_scale, layout=layout)
     with open_synthetic_run(path, curriculum) as writer:
         log_steps(writer, curriculum, range(steps), eval_every)
     return path

@@ -61,7 +61,7 @@ def test_app_renders_heatmaps_in_chromium(runs_root: Path, not_a_run: Path, tmp_
             page.goto(f"{url}/traveling-wave?run=study/prompt_gdro", wait_until="domcontentloaded")
             browser.wait_for_view(page, min_charts=2)
             assert browser.error_texts(page) == []
-            assert page.get_by_text("Run: study/prompt_gdro").count() == 1
+            assert page.get_by_text("Run: prompt_gdro · seed 1").count() == 1
             assert browser.drawn_charts(page) >= 2, "the three heatmaps (one stacked chart) and the snapshot bars"
             page.screenshot(path=str(tmp_path / "app.png"))
             page.locator(HEATMAP_SELECTOR).first.screenshot(path=str(tmp_path / "heatmap.png"))
@@ -160,3 +160,107 @@ def test_study_bands_linked_zoom_and_crosshair(seeds_root: Path, tmp_path: Path)
             foreign = [address for address in requested if not address.startswith((url, "data:", "blob:"))]
             assert foreign == [], foreign
     assert_not_blank(tmp_path / "crosshair.png", min_colours=100)
+
+
+def _main_text(page) -> str:  # type: ignore[no-untyped-def]
+    return str(page.locator('[data-testid="stMain"]').inner_text())
+
+
+def test_unreadable_runs_are_named_not_hidden(runs_root: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(runs_root / "study" / "grpo", root / "good")
+    shutil.copytree(runs_root / "study" / "grpo", root / "newer")
+    meta = json.loads((root / "newer" / "meta.json").read_text())
+    (root / "newer" / "meta.json").write_text(json.dumps({**meta, "version": 99}))
+    shutil.copytree(runs_root / "study" / "grpo", root / "broken")
+    (root / "broken" / "meta.json").write_text("{not json")
+    with browser.running_app([], root, log_file=tmp_path / "app.log") as url:
+        with browser.chromium_page(width=1400, height=1400) as page:
+            page.goto(url, wait_until="domcontentloaded")
+            browser.wait_for_run_table(page)
+            page.get_by_text("cannot be read and are not listed above", exact=False).first.wait_for(timeout=30_000)
+            text = _main_text(page)
+            assert "newer than this gdro-lab reads" in text and "meta.json is corrupt" in text
+            assert "2 run folders under the runs folder cannot be read" in page.get_by_test_id("stSidebar").inner_text()
+            page.goto(f"{url}/lead-lag?run=newer", wait_until="domcontentloaded")
+            page.get_by_text("cannot be read", exact=False).first.wait_for(timeout=30_000)
+            assert "newer than this gdro-lab reads" in _main_text(page)
+            assert browser.error_texts(page) == []
+
+
+def test_the_url_keeps_the_view_across_pages_and_links(lr_root: Path, tmp_path: Path) -> None:
+    query = "run=prompt_gdro%2Flr2%2Fseed1&baseline=grpo%2Flr0.5%2Fseed0"
+    with browser.running_app([], lr_root, log_file=tmp_path / "app.log") as url:
+        with browser.chromium_page(width=1400, height=1400) as page:
+            page.goto(f"{url}/lead-lag?{query}", wait_until="domcontentloaded")
+            browser.wait_for_view(page, min_charts=1)
+            assert "Run: prompt_gdro lr×2 · seed 1" in _main_text(page)
+            browser.open_view_from_sidebar(page, "Outcomes")
+            page.wait_for_function("() => window.location.search.includes('baseline=')", timeout=30_000)
+            assert "run=prompt_gdro%2Flr2%2Fseed1" in page.url and "baseline=grpo%2Flr0.5%2Fseed0" in page.url
+            assert page.url.split("?")[0].endswith("/outcomes")
+            shared = page.url
+            assert "Baseline: grpo lr×0.5 · seed 0" in _main_text(page)
+        with browser.chromium_page(width=1400, height=1400) as page:  # a fresh browser opens the shared link
+            page.goto(shared, wait_until="domcontentloaded")
+            browser.wait_for_view(page, min_charts=1)
+            text = _main_text(page)
+            assert "Run: prompt_gdro lr×2 · seed 1" in text and "Baseline: grpo lr×0.5 · seed 0" in text
+            page.goto(f"{url}/outcomes?run=nope", wait_until="domcontentloaded")
+            page.get_by_text("No run is labelled", exact=False).first.wait_for(timeout=30_000)
+            assert "Run: " not in _main_text(page), "no other run is shown in its place"
+
+
+def test_grouping_by_a_config_key_in_the_browser(lr_root: Path, tmp_path: Path) -> None:
+    with browser.running_app([], lr_root, log_file=tmp_path / "app.log") as url:
+        with browser.chromium_page(width=1400, height=1400) as page:
+            page.goto(f"{url}/study", wait_until="domcontentloaded")
+            browser.wait_for_view(page, min_charts=1)
+            page.get_by_text("grpo lr×0.5: 2 seeds", exact=False).first.wait_for(timeout=30_000)
+            box = page.get_by_test_id("stSidebar").get_by_test_id("stMultiSelect").first
+            box.click()
+            page.keyboard.type("lr_scale")
+            page.keyboard.press("Enter")
+            page.keyboard.press("Escape")
+            page.get_by_text("lr×0.5: 4 seeds", exact=False).first.wait_for(timeout=30_000)
+            assert "grpo lr×0.5: 2 seeds" not in _main_text(page), "grouped by the learning rate alone"
+            page.wait_for_function("() => window.location.search.includes('group=lr_scale')", timeout=30_000)
+            assert browser.error_texts(page) == []
+
+
+def test_chart_data_downloads_as_csv(seeds_root: Path, tmp_path: Path) -> None:
+    import csv
+
+    with browser.running_app([], seeds_root, log_file=tmp_path / "app.log") as url:
+        with browser.chromium_page(width=1400, height=1400) as page:
+            page.goto(f"{url}/lead-lag?run=prompt_gdro%2Fseed0", wait_until="domcontentloaded")
+            browser.wait_for_view(page, min_charts=1)
+            with page.expect_download(timeout=30_000) as download:
+                page.get_by_text("Chart data (CSV)").first.click()
+            target = tmp_path / "lead-lag.csv"
+            download.value.save_as(target)
+            rows = list(csv.DictReader(target.open()))
+            assert download.value.suggested_filename.endswith(".csv")
+            assert {"chart", "step", "series", "value"} <= set(rows[0])
+            charts = {row["chart"] for row in rows}
+            assert any("Lead-lag gap" in chart for chart in charts) and any("Mean bin index" in chart for chart in charts)
+            gap = [row for row in rows if "Lead-lag gap" in row["chart"]]
+            assert len(gap) == 30 and [float(row["step"]) for row in gap] == list(range(30)), "every logged step"
+
+
+def test_tooltip_shows_every_series(seeds_root: Path, tmp_path: Path) -> None:
+    with browser.running_app([], seeds_root, log_file=tmp_path / "app.log") as url:
+        with browser.chromium_page(width=1400, height=1400) as page:
+            page.goto(f"{url}/lead-lag?run=prompt_gdro%2Fseed0", wait_until="domcontentloaded")
+            browser.wait_for_view(page, min_charts=1)
+            chart = page.locator('[data-testid="stVegaLiteChart"]').first.bounding_box()
+            assert chart is not None
+            # the second chart (two series), in its plot area
+            page.mouse.move(chart["x"] + 0.3 * chart["width"], chart["y"] + 0.75 * chart["height"])
+            page.wait_for_function("() => { const t = document.getElementById('vg-tooltip-element'); "
+                                   "return t && t.classList.contains('visible'); }", timeout=10_000)
+            tip = page.evaluate("() => document.getElementById('vg-tooltip-element').innerText")
+            assert "μ_weight (under weights)" in tip and "μ_data (under data)" in tip and "step" in tip, tip

@@ -91,7 +91,8 @@ def test_warm_up_imports_chart_modules_after_the_first_script_run(monkeypatch: p
     calls: list[object] = []
     default_interval = sys.getswitchinterval()
     monkeypatch.setattr(serve, "wait_listening", lambda *args, **kwargs: calls.append("listening") or True)
-    monkeypatch.setattr(serve, "warm", lambda argv: calls.append(("warm", sys.getswitchinterval())) or 0)
+    monkeypatch.setattr(serve, "warm_list", lambda argv: calls.append(("warm", sys.getswitchinterval())) or 0)
+    monkeypatch.setattr(serve, "warm", lambda argv: calls.append("steps") or 0)
     monkeypatch.setattr(serve, "preload", lambda modules=serve.PRELOAD: calls.append(modules) or [])
     first_run_done = threading.Event()
     monkeypatch.setattr(settings, "FIRST_RUN_DONE", first_run_done)
@@ -106,7 +107,7 @@ def test_warm_up_imports_chart_modules_after_the_first_script_run(monkeypatch: p
     assert sys.getswitchinterval() == default_interval, "the switch interval is restored after the warm-up"
     first_run_done.set()
     thread.join(timeout=30)
-    assert not thread.is_alive() and calls[-1] == serve.CHARTS
+    assert not thread.is_alive() and calls[-2:] == [serve.CHARTS, "steps"], "chart modules, then the runs' steps"
 
 
 def test_serve_reads_the_address_and_warms_the_runs_after_the_separator(runs_root: Path,
@@ -125,7 +126,8 @@ def test_serve_reads_the_address_and_warms_the_runs_after_the_separator(runs_roo
         assert serve.wait_listening("127.0.0.1", listener.getsockname()[1], timeout_s=5)
     cache = loading.RunCache()
     monkeypatch.setattr(loading, "RUN_CACHE", cache)
-    assert serve.warm(argv) == 3, "the three runs under --root are read before the first request"
+    assert serve.warm_list(argv) == 3, "the three runs under --root are listed before the first request"
+    assert serve.warm(argv) == 3, "and their steps read once the first page is sent"
     assert serve.warm(["run", "x.py", "--", "--root", str(runs_root / "missing")]) == 0
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from app_helpers import (PAGES, all_views, assert_clean, charts, dataset_rows, datasets, find_view, heatmap_views,
-                         heatmaps, marks, open_app, spec, title, view_datasets, view_table, view_title, view_titles,
-                         visit)
+from app_helpers import (PAGES, all_views, assert_clean, charts, dataset_rows, find_view, heatmap_views,
+                         heatmaps, marks, open_app, run_labels, spec, title, view_datasets, view_table, view_title,
+                         view_titles, visit)
 from gdro_app_synthetic import tree_digest
 
 #: Charts each view draws for a run that logs every standard field (the synthetic "both" run);
@@ -54,8 +54,8 @@ def test_traveling_wave_has_three_full_heatmaps_and_snapshot_bars(synthetic_run:
     assert len(bars) == 1, "the snapshot bars of the chosen field only"
     assert 5 * 6 in dataset_rows(bars[0]), "4 snapshots (the last is the chosen step) + tail"
     assert title(bars[0]) == "Prompt share q̂(b): snapshots and tail average"
-    assert app.slider(key="Traveling wave-0-step").value == 29
-    app.radio(key="Traveling wave-0-snapshots").set_value("Realized reward").run()
+    assert app.slider(key="run-step").value == 29
+    app.radio(key="run-snapshots").set_value("Realized reward").run()
     assert_clean(app)
     bars = [chart for chart in charts(app) if "bar" in marks(chart)]
     assert [title(chart) for chart in bars] == ["Realized reward: snapshots and tail average"]
@@ -64,7 +64,7 @@ def test_traveling_wave_has_three_full_heatmaps_and_snapshot_bars(synthetic_run:
 
 def test_moving_the_step_slider_moves_the_marked_step(synthetic_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_app(monkeypatch, synthetic_run.parent)
-    app.slider(key="Traveling wave-0-step").set_value(7).run()
+    app.slider(key="run-step").set_value(7).run()
     assert_clean(app)
     bars = [chart for chart in charts(app) if "bar" in marks(chart)]
     assert bars and all(6 * 6 in dataset_rows(chart) for chart in bars), "the chosen step joins the snapshots"
@@ -78,13 +78,14 @@ def test_moving_the_step_slider_moves_the_marked_step(synthetic_run: Path, monke
 
 def test_baseline_is_shown_side_by_side(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_app(monkeypatch, runs_root)
-    labels = app.selectbox(key="run").options
-    assert labels == ["study/grpo", "study/prompt_gdro", "study/rollout_gdro"]
+    assert run_labels(app) == ["study/grpo", "study/prompt_gdro", "study/rollout_gdro"]
     app.selectbox(key="run").select("study/prompt_gdro")
     app.selectbox(key="baseline").select("study/grpo").run()
     assert_clean(app)
-    assert [element.value for element in app.subheader] == ["Run: study/prompt_gdro", "Baseline: study/grpo"]
+    assert [element.value for element in app.subheader] == ["Run: prompt_gdro · seed 1", "Baseline: grpo · seed 0"]
+    assert "folder `study/prompt_gdro`" in [element.value for element in app.caption]
     assert len(heatmaps(app)) == 6
+    assert len({id(chart) for chart, _ in heatmap_views(app)}) == 1, "both runs' heatmaps in one element"
 
 
 def test_grpo_run_says_what_it_does_not_log(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,10 +172,10 @@ def test_outcomes_plot_pass_at_k_and_accuracy_and_more_on_request(synthetic_run:
     app = visit(open_app(monkeypatch, synthetic_run.parent), "outcomes")
     assert view_titles(app) == ["Training success: mean and worst group", "Effective support (of 6 bins)",
                                 "Evaluation pass@k", "Evaluation accuracy"]
-    more = app.multiselect(key="Outcomes-0-eval-more")
+    more = app.multiselect(key="run-eval-more")
     assert more.options == ["rollouts_total"] and more.value == []
     more.select("rollouts_total").run()
     assert_clean(app)
-    assert title(charts(app)[-1]) == "Evaluation: other metrics"
+    assert "Evaluation: rollouts_total" in view_titles(app)
     latest = app.dataframe[0].value
     assert set(latest["metric"]) == {"accuracy", "worst_group_accuracy", "pass@1", "pass@8", "rollouts_total"}

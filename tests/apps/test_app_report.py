@@ -13,7 +13,8 @@ from gdro_app_synthetic import tree_digest
 
 from apps import data, report
 
-FIGURES = {"traveling_wave.png", "lead_lag.png", "rollout_budget.png", "se_proxy.png", "outcomes.png"}
+FIGURES = {"traveling_wave.png", "lead_lag.png", "rollout_budget.png", "se_proxy.png", "outcomes.png",
+           "evaluations.png", "step_time.png"}
 
 
 def assert_not_blank(png: Path) -> None:
@@ -34,7 +35,7 @@ def test_report_writes_every_figure_per_run_and_a_comparison(runs_root: Path, tm
     assert_not_blank(tmp_path / "out" / "rollout_gdro_seed2" / "traveling_wave.png")
     assert_not_blank(tmp_path / "out" / "compare.png")
     assert tree_digest(runs_root) == before, "nothing is written into run directories"
-    assert "5 figures" in capsys.readouterr().out
+    assert "7 figures" in capsys.readouterr().out
 
 
 def test_report_skips_bad_runs_with_one_line_and_fails(synthetic_run: Path, tmp_path: Path,
@@ -90,16 +91,17 @@ def test_report_eval_panels_keep_every_metric_readable(real_run: Path, tmp_path:
     png = tmp_path / "outcomes.png"
     figure.savefig(png, dpi=100)
     titles = [axis.get_title() for axis in figure.axes if axis.get_title().startswith("Evaluation")]
-    assert titles == ["Evaluation: rates", "Evaluation: pass@k", "Evaluation: rollouts_total"]
+    assert titles == ["Evaluation: rates", "Evaluation: pass@k", "Evaluation: reward/errors",
+                      "Evaluation: reward/timeouts", "Evaluation: rollouts_total"], "counts alone, even when in [0, 1]"
     for axis in figure.axes:
         colours = [line.get_color() for line in axis.get_lines()]
         assert len(colours) == len(set(colours)), f"{axis.get_title()}: colours repeat"
     spans = _line_spans(png, figure, "Evaluation")
     plt.close(figure)
     # rates: 3 benchmarks + pooled + worst group + 2 groups (worst benchmark = aime24, drawn over it);
-    # pass@k: 3 benchmarks + pooled; and the count alone. Squashed by 1e6, a rate spans < 1e-6.
-    assert len(spans) == 12, spans
-    flat = {name: span for name, span in spans.items() if span < 0.05}
+    # pass@k: 3 benchmarks + pooled; and the counts alone. Squashed by 1e6, a rate spans < 1e-6.
+    assert len(spans) == 14, spans
+    flat = {name: span for name, span in spans.items() if span < 0.05 and "reward/errors" not in name}  # errors: 0
     assert not flat, f"metrics squashed flat by another's scale: {flat}"
 
 
@@ -119,3 +121,71 @@ def test_report_folders_are_named_by_method_and_seed_and_never_overwritten(seeds
     figure = report.traveling_wave_figure(data.load_run(seeds_root / "grpo" / "seed1"))
     assert figure.get_suptitle() == "Traveling wave: grpo_seed1", "titled by method and seed, not 'seed1'"
     plt.close(figure)
+
+
+def _overlaps(first, second) -> bool:  # type: ignore[no-untyped-def]
+    return not (first.x1 <= second.x0 or second.x1 <= first.x0 or first.y1 <= second.y0 or second.y1 <= first.y0)
+
+
+def test_report_legends_never_cover_ticks(real_run: Path) -> None:
+    run = data.load_run(real_run)
+    for make in (report.outcomes_figure, report.evaluations_figure):
+        figure = make(run)
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+        checked = 0
+        for axis in figure.axes:
+            legend = axis.get_legend()
+            if legend is None or not axis.get_title().startswith(("Evaluation", "mean@", "pass@")):
+                continue
+            box = legend.get_window_extent(renderer)
+            labels = [label.get_window_extent(renderer) for label in [*axis.get_xticklabels(), *axis.get_yticklabels()]
+                      if label.get_text()]
+            assert labels and not any(_overlaps(box, label) for label in labels), axis.get_title()
+            assert not _overlaps(box, axis.get_window_extent(renderer)), f"{axis.get_title()}: legend over the data"
+            checked += 1
+        assert checked >= 2, make.__name__
+        plt.close(figure)
+
+
+def test_report_has_evaluation_interval_and_step_time_figures(real_run: Path) -> None:
+    run = data.load_run(real_run)
+    figure = report.evaluations_figure(run)
+    titles = [axis.get_title() for axis in figure.axes]
+    assert titles[:2] == ["mean@8 per benchmark (95% interval)", "pass@8 per benchmark (95% interval)"]
+    assert titles[2].startswith("Latest evaluation"), titles
+    first = figure.axes[0]
+    assert len(first.collections) >= 6, "a band per benchmark and summary"
+    low, high = first.get_ylim()
+    assert 0.0 <= low and high <= 1.0
+    plt.close(figure)
+    figure = report.step_time_figure(run)
+    stacked = figure.axes[0]
+    labels = [text.get_text() for text in stacked.get_legend().get_texts()]
+    assert labels[:2] == ["plan", "generate"] and not any("share" in label for label in labels), labels
+    shares = figure.axes[2]
+    widths = sorted(patch.get_width() for patch in shares.patches)
+    assert sum(widths) == pytest.approx(100.0), "each phase's share of the summed step time"
+    plt.close(figure)
+
+
+def test_trainer_runs_get_method_and_seed_folders(trainer_root: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    def folder_only(run: object, out_dir: Path, step: object = None) -> list[Path]:
+        out_dir.mkdir(parents=True)  # the figures themselves are tested above
+        return []
+
+    monkeypatch.setattr(report, "write_report", folder_only)
+    monkeypatch.setattr(report, "compare_figure", lambda runs: plt.figure())
+    runs = [str(trainer_root / "grpo-tiny-s1"), str(trainer_root / "prompt_gdro-tiny-s0")]
+    assert report.main([*runs, "--out", str(tmp_path / "out")]) == 0
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["compare.png", "grpo_seed1",
+                                                                            "prompt_gdro_seed0"]
+
+
+def test_report_heatmaps_use_natural_colour_scales(synthetic_run: Path) -> None:
+    figure = report.traveling_wave_figure(data.load_run(synthetic_run))
+    limits = {axis.get_title(): axis.collections[0].get_clim() for axis in figure.axes[:3]}
+    plt.close(figure)
+    assert limits == {"Prompt share [share]": (0.0, 1.0), "Prompt-GDRO weight [weight]": (0.0, 1.0),
+                      "Realized reward [reward]": (-1.0, 1.0)}

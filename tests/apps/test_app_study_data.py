@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from apps import data, interactive, realrun, runtable, study
+from apps import data, identity, interactive, listing, realrun, runtable, study
 from gdro_lab.runlog import RunData
 
 
@@ -30,7 +30,8 @@ def test_a_config_difference_besides_the_seed_makes_another_method(seeds_root: P
         labels = [method.label for method in study.group_by_method(runs)]
     finally:
         runs["grpo/seed1"].config["batch_prompts"] = 64
-    assert len(labels) == 3 and sum(label.startswith("grpo (") for label in labels) == 2, labels
+    assert labels == ["grpo batch_prompts=64", "grpo batch_prompts=128", "prompt_gdro batch_prompts=64"], \
+        "named by the key that differs, not by a hash"
 
 
 def test_bands_are_the_student_t_interval_over_seeds(seeds_root: Path) -> None:
@@ -80,13 +81,12 @@ def test_ema_is_tensorboards_debiased_average() -> None:
     np.testing.assert_array_equal(interactive.ema(values, 0.0), values)
 
 
-def test_colours_are_stable_and_distinct() -> None:
-    names = [f"study/run{i}" for i in range(12)]
-    first = interactive.colour_map(names)
-    assert interactive.colour_map(list(reversed(names))) == first, "independent of order"
-    assert len(set(first.values())) == 12, "no two runs share a colour"
-    assert interactive.colour_map(["x/prompt_gdro/seed1", "x/grpo/seed0"])["x/prompt_gdro/seed1"] == \
-        interactive.METHOD_COLOURS["prompt_gdro"]
+def test_series_colours_are_distinct_in_order() -> None:
+    names = ["actual", "square-root optimum", "uniform n̄", "pooled", "worst group", "worst benchmark"]
+    colours = interactive.series_colours(names)
+    assert len(set(colours.values())) == len(names)
+    assert colours["actual"] == "#1f77b4" and colours["square-root optimum"] == "#ff7f0e", "blue and orange"
+    assert interactive.series_colours(names[:2]) == {name: colours[name] for name in names[:2]}, "by position"
 
 
 def test_agreed_eval_names_are_parsed_with_their_bounds(real_run: Path) -> None:
@@ -131,11 +131,16 @@ def test_unassigned_steps_have_null_shares(real_run: Path) -> None:
 
 def test_run_table_search_and_config_diff(seeds_root: Path) -> None:
     runs = _runs(seeds_root)
-    table = runtable.run_table(runs)
+    infos = listing.list_runs(seeds_root).runs
+    grouping = identity.group_runs({info.label: info.config for info in infos})
+    table = runtable.run_table(infos, grouping)
     assert len(table) == 6
     assert {"config.method", "config.seed", "config.prompt_gdro.enabled"} <= set(table.columns)
     assert "config.num_bins" not in table.columns, "only keys that differ, unless asked"
-    assert "config.num_bins" in runtable.run_table(runs, all_config=True).columns
+    assert "config.num_bins" in runtable.run_table(infos, grouping, all_config=True).columns
+    row = table.set_index("run").loc["prompt_gdro/seed2"]
+    assert (row["name"], row["method"], row["seed"], row["last step"]) == ("prompt_gdro · seed 2", "prompt_gdro", "2", 29)
+    assert row["mean_success (last step)"] == pytest.approx(runs["prompt_gdro/seed2"].scalars["mean_success"][-1])
     assert list(runtable.search(table, "PROMPT seed2")["run"]) == ["prompt_gdro/seed2"]
     assert runtable.search(table, "").equals(table)
     diff = runtable.config_diff(runs["grpo/seed0"].config, runs["prompt_gdro/seed1"].config, ("a", "b"))

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_helpers import (all_views, assert_clean, charts, find_view, heatmaps, markdown_tables, open_app, spec,
-                         view_table, view_titles, visit)
+from app_helpers import (all_views, assert_clean, charts, find_view, heatmaps, markdown_tables, open_app,
+                         series_layer, spec, view_table, view_titles, visit)
 
-from apps import runtable, study
+from apps import identity, runtable, study
 
 
 def _layer_marks(view: dict[str, Any]) -> list[str]:
@@ -74,16 +74,18 @@ def test_log_scale_toggle(seeds_root: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert line["encoding"]["y"]["scale"]["type"] == "symlog", "values at or below 0"
 
 
-def test_colours_do_not_change_with_the_selection(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_method_colours_do_not_change_with_the_selection(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def colour_of(app: Any, run: str) -> str:
         _, view = find_view(app, "mean_success")
         scale = view["layer"][0]["encoding"]["color"]["scale"]
         return dict(zip(scale["domain"], scale["range"]))[run]
 
     app = visit(open_app(monkeypatch, runs_root), "compare")
-    first = colour_of(app, "study/rollout_gdro")
+    first = colour_of(app, "rollout_gdro · seed 2")
+    assert first == identity.METHOD_COLOURS["rollout_gdro"], "one run of its method: the method's own colour"
     app.multiselect(key="compare-runs").set_value(["study/rollout_gdro", "study/prompt_gdro"]).run()
-    assert colour_of(app, "study/rollout_gdro") == first
+    assert colour_of(app, "rollout_gdro · seed 2") == first
+    assert colour_of(app, "prompt_gdro · seed 1") == identity.METHOD_COLOURS["prompt_gdro"]
 
 
 def test_evaluations_view_shows_benchmarks_with_intervals(real_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,7 +99,7 @@ def test_evaluations_view_shows_benchmarks_with_intervals(real_run: Path, monkey
     table = app.dataframe[0].value
     assert list(table["kind"])[:3] == ["benchmark"] * 3 and "worst_group" in set(table["kind"])
     assert all("[" in cell for cell in table["mean@8"])
-    app.multiselect(key="Evaluations-0-groups").set_value(["algebra"]).run()
+    app.multiselect(key="run-groups").set_value(["algebra"]).run()
     assert_clean(app)
     assert "mean@8 per group" in view_titles(app)
 
@@ -141,12 +143,12 @@ def test_chart_options_only_on_chart_pages_and_kept_across_pages(runs_root: Path
     app = visit(app, "lead_lag")
     app.slider(key="ema").set_value(0.6)
     app.toggle(key="log_y").set_value(True)
-    app.toggle(key="shared_scale").set_value(False).run()
+    app.selectbox(key="x").select("wall clock (h)").run()
     app = visit(visit(app, "config"), "lead_lag")
     assert_clean(app)
     assert not app.warning, [element.value for element in app.warning]
     assert app.slider(key="ema").value == 0.6
-    assert app.toggle(key="log_y").value is True and app.toggle(key="shared_scale").value is False
+    assert app.toggle(key="log_y").value is True and app.selectbox(key="x").value == "wall clock (h)"
     assert app.selectbox(key="live_interval").value == 5
 
 
@@ -188,20 +190,18 @@ def test_every_bin_is_labelled(synthetic_run: Path, monkeypatch: pytest.MonkeyPa
         assert axis["values"] == list(range(6)) and axis["labelOverlap"] is False
 
 
-def test_run_and_baseline_heatmaps_share_a_colour_scale(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_and_baseline_heatmaps_share_natural_colour_scales(runs_root: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_app(monkeypatch, runs_root)
     app.selectbox(key="run").select("study/prompt_gdro")
     app.selectbox(key="baseline").select("study/grpo").run()
     assert_clean(app)
-
-    def domains() -> list[Any]:
-        return [view["layer"][0]["encoding"]["color"]["scale"].get("domain") for view in heatmaps(app)]
-
-    shared = domains()
-    assert shared[0] == shared[3] and shared[1] == shared[4], "share and weight: one scale for both runs"
-    assert shared[0] is not None
-    app.toggle(key="shared_scale").set_value(False).run()
-    assert domains()[1] is None and domains()[4] is None, "separate scales on request"
+    domains = [view["layer"][0]["encoding"]["color"]["scale"].get("domain") for view in heatmaps(app)]
+    assert domains == [[0.0, 1.0], [0.0, 1.0], [-1.0, 1.0]] * 2, \
+        "share and weight on [0, 1], reward on [-1, 1], for both runs: not min-max (0.099 vs 0.106 = both ends)"
+    params = {param["name"]: param for param in spec(charts(app)[0])["params"]}
+    assert params["stepzoom"]["bind"] == "scales" and len(params["stepzoom"]["views"]) == 6, \
+        "one step zoom for the six heatmaps of both columns"
 
 
 def test_lead_lag_columns_share_y_ranges_and_grpo_gap_is_explained(runs_root: Path,
@@ -211,7 +211,7 @@ def test_lead_lag_columns_share_y_ranges_and_grpo_gap_is_explained(runs_root: Pa
     app.selectbox(key="baseline").select("study/grpo")
     app = visit(app, "lead_lag")
     assert_clean(app)
-    domains = [view["layer"][0]["encoding"]["y"]["scale"]["domain"] for _, view in all_views(app)
+    domains = [series_layer(view)["encoding"]["y"]["scale"]["domain"] for _, view in all_views(app)
                if view["title"] == "Lead-lag gap Δμ(t)"]
     assert len(domains) == 2 and domains[0] == domains[1]
     infos = [element.value for element in app.info]

@@ -1,22 +1,11 @@
-"""Fixtures for the real-run tests: the shared data folder and one reward worker pool per session."""
+"""Fixtures for the real-run tests: one reward worker pool per session (the data folders,
+``data_dir``, ``shared_data`` and ``fixture_data``, are in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
-
-from real_runs.data import data_root
-
-
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """``../shared/data`` (or ``$GDRO_DATA``); tests that read real data skip without it."""
-    root = data_root()
-    if not (root / "math500" / "test.jsonl").exists():
-        pytest.skip(f"shared data folder {root} not found: set GDRO_DATA")
-    return root
 
 
 @pytest.fixture(scope="session")

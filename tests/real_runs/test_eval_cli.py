@@ -51,7 +51,7 @@ class FakeEngine:
 
 
 @pytest.fixture
-def fake_engine(monkeypatch, shared_data):
+def fake_engine(monkeypatch, data_dir):
     holder = {}
 
     def load(args):
@@ -136,7 +136,7 @@ def _one_line_error(capsys, argv: list[str], match: str) -> None:
     assert match in err, err
 
 
-def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys, monkeypatch, shared_data) -> None:
+def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys, monkeypatch, data_dir) -> None:
     base = ["eval", "--model", "tiny", "--limit", "2"]
     _one_line_error(capsys, ["eval", "--k", "2"], "the following arguments are required: --model")
     _one_line_error(capsys, base + ["--k", "two"], "argument --k: invalid int value: 'two'")
@@ -180,7 +180,7 @@ def test_missing_dependency_hint_points_at_the_train_extra(monkeypatch, capsys) 
 
 
 @pytest.mark.slow
-def test_tiny_model_end_to_end(tmp_path: Path, capsys, shared_data) -> None:
+def test_tiny_model_end_to_end(tmp_path: Path, capsys, data_dir) -> None:
     """Random weights: the tiny model writes token soup, so every metric is ~0 (the reward never
     sees the right \\boxed{} answer); what is checked is the pipeline and the run directory."""
     torch = pytest.importorskip("torch")

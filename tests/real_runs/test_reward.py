@@ -205,11 +205,11 @@ def test_mismatched_lengths_raise(math_reward: MathReward) -> None:
 
 
 @pytest.mark.slow
-def test_ten_thousand_responses_without_a_hang(shared_data: Path, math_reward: MathReward) -> None:
+def test_ten_thousand_responses_without_a_hang(data_dir: Path, math_reward: MathReward) -> None:
     problems = load_dataset_records("math500")
     responses, answers, kinds = [], [], []
     for i in range(10_000):
-        problem, other = problems[i % 500], problems[(i + 7) % 500]
+        problem, other = problems[i % len(problems)], problems[(i + 7) % len(problems)]
         kind = i % 4 if i % 1000 else 4
         responses.append([f"so \\boxed{{{problem.answer}}}", f"... \\boxed{{{other.answer}}}",
                           "I give up.", f"\\boxed{{{problem.answer}", "\\boxed{9^{9^{9^{9^{9}}}}}"][kind])

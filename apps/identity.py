@@ -1,0 +1,329 @@
+"""Who a run is: its method, its seed, and the config keys that tell it apart from the other runs.
+
+A run is known by its resolved ``config.json``. Its **method** is the config's ``method`` (a
+string, as the simulator writes it) or ``method.name`` (a section, as ``gdro train`` writes it),
+else ``name``; its **seed** is ``seed`` or ``train.seed`` (else the first key named ``seed`` at
+any depth). Runs whose configs agree on every key but seeds and bookkeeping
+(:data:`BOOKKEEPING`: output folders, logging, snapshots) are seeds of one *group*.
+
+Groups are labelled by the config keys that differ between the listed runs, never by a hash:
+:func:`auto_keys` picks the method key first, then, greedily, the key that splits the runs into
+more groups (categorical keys such as strings and booleans before numbers, shallower keys
+first), until no key splits them further. On the simulator's default study that gives
+``method`` and ``lr_scale``: "grpo lr×1.58", "prompt_gdro lr×0.5", and the step-matched GRPO
+baseline its own learning rate ("grpo lr×1.63"). The user can name the keys instead
+(:func:`group_runs` with ``keys``). Numbers are printed with as few digits as keep the groups
+apart (:func:`format_values`).
+
+Colours (:mod:`apps.colours`, re-exported here): one hue per method, fixed for the paper's
+methods and a stable hash slot for any other name (a new method gets its own colour without a
+code change), and one lightness per variant of a method (dark to light in the order of the
+variants' values), so that "grpo lr×0.125" and "grpo lr×2" share GRPO's hue but cannot be
+mistaken for each other.
+
+No Streamlit, no altair here: the run table, the pages and ``gdro report`` use the same names.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from apps.colours import (LIGHTNESS, METHOD_COLOURS, METHOD_PALETTE, group_colours, method_hues,  # noqa: F401
+                          order_key, run_colours, shade)
+
+#: Last parts of dotted keys that never make a group: seeds, and bookkeeping that does not change
+#: what is trained (where a run writes, how often it logs or snapshots, progress bars, sinks).
+SEED_KEYS = frozenset({"seed", "seeds", "random_seed", "rng_seed"})
+BOOKKEEPING = SEED_KEYS | frozenset({
+    "snapshot_every", "snapshot_seeds", "out", "out_dir", "output_dir", "run_dir", "log_dir", "resume",
+    "resume_from", "run_name", "progress", "save_every", "keep_last", "tensorboard", "wandb", "wandb_project",
+    "workers", "created"})
+#: Keys that hold a run's method, in the order they are looked for.
+METHOD_KEYS = ("method", "method.name", "name", "algorithm")
+#: Keys that hold a run's seed, in the order they are looked for (then any ``*.seed``).
+SEED_PATHS = ("seed", "train.seed")
+MISSING = "(absent)"
+
+# ----------------------------------------------------------------------------- one run
+
+def flatten(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted key -> value of a nested config; lists become JSON text (hashable, comparable)."""
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, key: str) -> None:
+        if type(node) is dict or isinstance(node, Mapping):  # a JSON object is a dict: skip the ABC check
+            if not node:
+                flat[key] = "{}"
+            for name, value in node.items():
+                walk(value, f"{key}.{name}" if key else str(name))
+        elif type(node) in (list, tuple):
+            flat[key] = json.dumps(node, default=str)
+        else:
+            flat[key] = node
+
+    walk(config, "")
+    return flat
+
+
+def is_bookkeeping(key: str) -> bool:
+    """True for a seed or bookkeeping key (by its last dotted part)."""
+    return key.rsplit(".", 1)[-1] in BOOKKEEPING
+
+
+def method_key(flat: Mapping[str, Any]) -> str | None:
+    """The dotted key holding the run's method name (see :data:`METHOD_KEYS`), None without one."""
+    for key in METHOD_KEYS:
+        value = flat.get(key)
+        if isinstance(value, str) and value:
+            return key
+    return None
+
+
+def method_of(config: Mapping[str, Any], fallback: str = "") -> str:
+    """The run's method: ``method``, ``method.name``, ``name`` or ``algorithm``; else ``fallback``."""
+    return _method_in(flatten(config), fallback)
+
+
+def _method_in(flat: Mapping[str, Any], fallback: str = "") -> str:
+    key = method_key(flat)
+    return str(flat[key]) if key is not None else fallback
+
+
+def seed_of(config: Mapping[str, Any]) -> Any:
+    """The run's seed: ``seed``, ``train.seed``, else the first key named ``seed`` at any depth (None)."""
+    return _seed_in(flatten(config))
+
+
+def _seed_in(flat: Mapping[str, Any]) -> Any:
+    for key in SEED_PATHS:
+        if isinstance(flat.get(key), (int, str)) and not isinstance(flat.get(key), bool):
+            return flat[key]
+    for key, value in flat.items():
+        if key.rsplit(".", 1)[-1] == "seed" and isinstance(value, (int, str)) and not isinstance(value, bool):
+            return value
+    return None
+
+
+#: Keys of one meaning in the simulator's flat layout and the trainer's sections: compared (and
+#: shown) under the simulator's name, so that runs of both producers group together.
+ALIASES = {"method.name": "method", "optim.lr_scale": "lr_scale"}
+
+
+def identity(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config without seeds and bookkeeping, flattened: equal for seeds of one group. The
+    method is always under ``method`` and a learning-rate scale under ``lr_scale``
+    (:data:`ALIASES`), whichever producer wrote the config."""
+    return _identity_of(flatten(config))
+
+
+def _identity_of(full: Mapping[str, Any]) -> dict[str, Any]:
+    flat = {ALIASES.get(key, key): value for key, value in full.items() if not is_bookkeeping(key)}
+    method = _method_in(full)
+    if method:
+        flat["method"] = method
+    return flat
+
+
+# ----------------------------------------------------------------------------- keys that differ
+
+def varying_keys(identities: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Keys (first-seen order) whose values differ between the identities (a missing key counts)."""
+    keys: list[str] = []
+    for flat in identities:
+        keys += [key for key in flat if key not in keys]
+    return [key for key in keys if len({_hashable(flat.get(key, MISSING)) for flat in identities}) > 1]
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, bool, type(None))) else json.dumps(value, default=str)
+
+
+def _classes(identities: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> int:
+    return len({tuple(_hashable(flat.get(key, MISSING)) for key in keys) for flat in identities})
+
+
+def _categorical(identities: Sequence[Mapping[str, Any]], key: str) -> bool:
+    values = [flat.get(key) for flat in identities if key in flat]
+    return any(isinstance(value, (str, bool)) for value in values)
+
+
+def auto_keys(identities: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The keys that label the groups: the method key when it differs, then greedily the key that
+    splits the runs into most groups (categorical before numeric, keys every run has before keys
+    some lack, then the larger split, then shallower first), until none splits them further. Keys that follow from those already chosen (e.g. a method's resolved
+    controller names) are never added."""
+    varying = varying_keys(identities)
+    chosen: list[str] = []
+    for flat in identities:
+        key = method_key(flat)
+        if key is not None and key in varying:
+            chosen.append(key)
+            break
+    count = _classes(identities, chosen)
+    while True:
+        best: tuple[Any, ...] | None = None
+        for key in varying:
+            if key in chosen:
+                continue
+            split = _classes(identities, [*chosen, key])
+            if split <= count:
+                continue
+            absent = sum(key not in flat for flat in identities)
+            rank = (_categorical(identities, key), -absent, split, -key.count("."), [-ord(c) for c in key])
+            if best is None or rank > best[0]:
+                best = (rank, key, split)
+        if best is None:
+            return chosen
+        chosen.append(best[1])
+        count = best[2]
+
+
+# ----------------------------------------------------------------------------- labels
+
+def short_names(keys: Sequence[str]) -> dict[str, str]:
+    """Each key's last dotted part, or as many trailing parts as make it unique among ``keys``."""
+    names = {}
+    for key in keys:
+        parts = key.split(".")
+        for length in range(1, len(parts) + 1):
+            tail = ".".join(parts[-length:])
+            if sum(other.split(".")[-length:] == parts[-length:] for other in keys) == 1 or length == len(parts):
+                names[key] = tail
+                break
+    return names
+
+
+def format_values(values: Iterable[Any]) -> dict[Any, str]:
+    """Text of each distinct value: numbers with the fewest significant digits (3 at least) that
+    keep distinct values distinct; everything else as ``str``."""
+    distinct = list(dict.fromkeys(_hashable(value) for value in values))
+    numbers = [value for value in distinct if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    out = {value: str(value) for value in distinct if value not in numbers or isinstance(value, bool)}
+    for digits in range(3, 18):
+        texts = {value: _number(value, digits) for value in numbers}
+        if len(set(texts.values())) == len(texts) or digits == 17:
+            out.update(texts)
+            break
+    return out
+
+
+def _number(value: float, digits: int) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:.{digits}g}"
+
+
+def key_text(short: str, value_text: str) -> str:
+    """One key of a label: ``lr×1.58`` for learning-rate scales, else ``name=value``."""
+    if short in ("lr_scale", "optim.lr_scale"):
+        return f"lr×{value_text}"
+    return f"{short}={value_text}"
+
+
+@dataclass(frozen=True)
+class Group:
+    """Runs that share the values of the grouping keys: seeds of one variant of one method."""
+
+    label: str
+    method: str
+    values: tuple[Any, ...]
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Every listed run's group, the keys that define the groups, and whether they were chosen
+    automatically (:func:`auto_keys`) or by the user."""
+
+    keys: tuple[str, ...]
+    automatic: bool
+    groups: tuple[Group, ...]
+    group_of: Mapping[str, str]
+    seed_of: Mapping[str, Any]
+    method_of: Mapping[str, str]
+
+    def display(self, run_label: str) -> str:
+        """A run's name for people: ``grpo lr×1.58 · seed 0``."""
+        group = self.group_of.get(run_label, run_label)
+        seed = self.seed_of.get(run_label)
+        return group if seed is None else f"{group} · seed {seed}"
+
+    def colours(self) -> dict[str, str]:
+        """Colour of each group label and of each run label (see :func:`apps.colours.group_colours`)."""
+        return group_colours(self)
+
+
+def group_runs(configs: Mapping[str, Mapping[str, Any]], keys: Sequence[str] | None = None) -> Grouping:
+    """Group runs (run label -> config) by ``keys`` (default: :func:`auto_keys`).
+
+    A group's label is the method (when a grouping key holds it) and ``name=value`` for each
+    other key (``lr×value`` for a learning-rate scale); a group's method is its runs' common
+    method ("" when the chosen keys put several methods in one group). Runs that share a group label but also a seed (e.g. two copies of one config in
+    different folders) cannot be seeds of one group: they are told apart by their folder.
+    """
+    flats = {label: flatten(config) for label, config in configs.items()}
+    identities = {label: _identity_of(flat) for label, flat in flats.items()}
+    automatic = keys is None
+    chosen = list(auto_keys(list(identities.values())) if keys is None else keys)
+    texts = {key: format_values(flat.get(key, MISSING) for flat in identities.values()) for key in chosen}
+    shorts = short_names(chosen)
+    methods = {label: _method_in(flat, fallback=_folder_method(label)) for label, flat in flats.items()}
+    seeds = {label: _seed_in(flat) for label, flat in flats.items()}
+    labels: dict[str, str] = {}
+    values: dict[str, tuple[Any, ...]] = {}
+    for label, flat in identities.items():
+        parts = []
+        for key in chosen:
+            if key not in flat and key not in METHOD_KEYS:
+                continue  # a key this run lacks (e.g. a marker only derived baselines carry): nothing to say
+            text = texts[key][_hashable(flat.get(key, MISSING))]
+            parts.append(text if key in METHOD_KEYS else key_text(shorts[key], text))
+        if not any(key in METHOD_KEYS for key in chosen) and len(set(methods.values())) == 1 and methods[label]:
+            parts.insert(0, methods[label])  # every run has this method: naming it misleads no one
+        labels[label] = " ".join(parts) or "all runs"
+        values[label] = tuple(_hashable(flat.get(key, MISSING)) for key in chosen)
+    if automatic:  # automatic keys separate every distinct config: a repeated seed is a copy
+        labels = _split_duplicate_seeds(labels, seeds)
+    order: dict[str, list[str]] = {}
+    for label in configs:
+        order.setdefault(labels[label], []).append(label)
+    first_seen = {method: index for index, method in reversed(list(enumerate(methods[label] for label in configs)))}
+    first_seen[""] = len(configs)
+    def common_method(members: list[str]) -> str:
+        found = {methods[member] for member in members}
+        return found.pop() if len(found) == 1 else ""
+
+    groups = tuple(sorted((Group(name, common_method(members), values[members[0]], tuple(members))
+                           for name, members in order.items()),
+                          key=lambda group: (first_seen[group.method], order_key(group.values), group.label)))
+    return Grouping(tuple(chosen), automatic, groups, labels, seeds, methods)
+
+
+def _folder_method(label: str) -> str:
+    """A method name guessed from a run's folder (``<method>/seed0`` -> ``<method>``), for configs without one."""
+    parts = [part for part in label.split("/") if part]
+    if len(parts) >= 2 and re.fullmatch(r"seed\d+", parts[-1]):
+        return parts[-2]
+    return parts[-1] if parts else label
+
+
+def _split_duplicate_seeds(labels: dict[str, str], seeds: Mapping[str, Any]) -> dict[str, str]:
+    """Group labels with the run's folder added where two runs of a group share a seed."""
+    out = dict(labels)
+    by_group: dict[str, list[str]] = {}
+    for run, group in labels.items():
+        by_group.setdefault(group, []).append(run)
+    for group, runs in by_group.items():
+        seen = [seeds.get(run) for run in runs]
+        if len(set(map(str, seen))) == len(seen):
+            continue
+        for run in runs:
+            folder = run.rsplit("/", 1)[0] if re.search(r"/seed\d+$", run) else run
+            out[run] = f"{group} ({folder})"
+    return out

@@ -1,0 +1,207 @@
+"""The list of runs under a folder, from their small files only: every run listed, or a reason.
+
+The landing page and the sidebar need, for every run, its metadata, its config and its latest
+step, not its steps: :func:`run_info` reads ``meta.json``, ``config.json`` and the last line of
+``steps.jsonl`` (a seek to the end of the file), so a root of 100 runs is listed in a few tens of
+milliseconds, whatever their length. Steps are read later, by the page that draws them
+(:data:`apps.loading.RUN_CACHE`).
+
+Every folder that holds a ``meta.json`` is a run candidate: one that cannot be read (a corrupt or
+foreign ``meta.json``, a newer format version, a corrupt ``config.json``) is kept with a one-line
+``problem`` (the reference reader's message) instead of being skipped, so nothing under a root
+is hidden without a word. Results are cached on the mtime and size of the three files. No
+Streamlit here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from apps.loading import SKIPPED_FOLDERS, RunEntry, discover_runs
+from gdro_lab import runlog
+from gdro_lab.runlog import CONFIG_FILE, META_FILE, STEPS_FILE, RunFormatError
+
+#: Bytes read from the end of steps.jsonl to find its last complete line (read again, larger,
+#: when one line is longer).
+TAIL_BYTES = 64 << 10
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the run list shows about a run without reading its steps.
+
+    ``problem`` is a one-line reason when the run cannot be shown (then ``meta`` and ``config``
+    may be empty); ``last_step`` and ``last_scalars`` come from the last complete line of
+    ``steps.jsonl`` (None and empty before the first step).
+    """
+
+    entry: RunEntry
+    meta: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None
+    last_step: int | None = None
+    last_scalars: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.entry.label
+
+    @property
+    def status(self) -> str:
+        return str(self.meta.get("status", "unknown")) if self.problem is None else "unreadable"
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Runs under a folder (and given ones): readable ones, and the others with their reasons."""
+
+    runs: tuple[RunInfo, ...]
+    problems: tuple[RunInfo, ...]
+    truncated: bool
+
+
+def find_candidates(root: Path, max_depth: int = 6, max_folders: int = 20_000) -> tuple[list[Path], bool]:
+    """Folders under ``root`` (itself included) that hold a ``meta.json``, sorted; and whether the
+    search was cut short. A candidate's own subfolders are not searched; hidden folders and
+    virtual environments are skipped; at most ``max_depth`` levels and ``max_folders`` folders."""
+    found: list[Path] = []
+    visited, truncated = 0, False
+    base_depth = len(root.parts)
+    for folder, subfolders, files in os.walk(root):
+        visited += 1
+        here = Path(folder)
+        if META_FILE in files:
+            found.append(here)
+            subfolders[:] = []
+            continue
+        if visited >= max_folders or len(here.parts) - base_depth >= max_depth:
+            truncated = truncated or bool(subfolders)
+            subfolders[:] = []
+            if visited >= max_folders:
+                break
+            continue
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith(".") and name not in SKIPPED_FOLDERS)
+    return sorted(found), truncated
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        stat = path.stat()
+        return stat.st_mtime_ns, stat.st_size
+    except OSError:
+        return -1, -1
+
+
+def info_signature(path: Path) -> tuple[tuple[int, int], ...]:
+    """(mtime_ns, size) of meta.json, config.json and steps.jsonl: changes when a run's list entry may."""
+    return tuple(_stat(path / name) for name in (META_FILE, CONFIG_FILE, STEPS_FILE))
+
+
+def last_record(steps_file: Path, tail_bytes: int = TAIL_BYTES) -> dict[str, Any] | None:
+    """The last complete, parseable line of a steps.jsonl as a dict (None when there is none yet).
+    A torn last line (no newline) is skipped, as the readers do; only the end of the file is read
+    (more of it when one line is longer than ``tail_bytes``)."""
+    try:
+        with open(steps_file, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            span = min(size, tail_bytes)
+            while True:
+                handle.seek(size - span)
+                chunk = handle.read(span)
+                lines = chunk[: chunk.rfind(b"\n") + 1].split(b"\n")[:-1]
+                if span < size:
+                    lines = lines[1:]  # the first line may have started before the chunk
+                for line in reversed(lines):
+                    try:
+                        record = json.loads(line)
+                    except (ValueError, UnicodeDecodeError):
+                        continue
+                    if isinstance(record, dict):
+                        return record
+                if span == size:
+                    return None
+                span = min(size, span * 4)
+    except OSError:
+        return None
+
+
+def read_info(entry: RunEntry) -> RunInfo:
+    """A run's list entry: meta, config and its last logged step, or the reason it cannot be read."""
+    path = entry.path
+    try:
+        meta = runlog._read_meta(path)  # noqa: SLF001  (the reference reader's own checks and messages)
+        config_path = path / CONFIG_FILE
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise RunFormatError(f"{config_path} is corrupt: restore it from the producer's output") from None
+        if not isinstance(config, dict):
+            raise RunFormatError(f"{config_path} is not a JSON object: restore it from the producer's output")
+    except RunFormatError as err:
+        return RunInfo(entry, problem=" ".join(str(err).split()))
+    except OSError as err:
+        return RunInfo(entry, problem=f"{path} could not be read ({err.strerror or err}): check its permissions")
+    record = last_record(path / STEPS_FILE)
+    last_step: int | None = None
+    scalars: dict[str, Any] = {}
+    if record is not None:
+        step = record.get("step")
+        last_step = int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else None
+        raw = record.get("scalars")
+        scalars = dict(raw) if isinstance(raw, dict) else {}
+    return RunInfo(entry, meta, config, None, last_step, scalars)
+
+
+class InfoCache:
+    """Run list entries keyed on (folder, label, :func:`info_signature`); shared by every session."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._infos: dict[tuple[str, str, tuple[tuple[int, int], ...]], RunInfo] = {}
+        self._lock = threading.Lock()
+
+    def get(self, entry: RunEntry) -> RunInfo:
+        key = (str(entry.path), entry.label, info_signature(entry.path))
+        with self._lock:
+            info = self._infos.get(key)
+        if info is None:
+            info = read_info(entry)
+            with self._lock:
+                if len(self._infos) >= self.max_entries:
+                    self._infos.clear()
+                self._infos[key] = info
+        return info
+
+    def clear(self) -> None:
+        with self._lock:
+            self._infos.clear()
+
+
+#: The process-wide cache of run list entries.
+INFO_CACHE = InfoCache()
+
+
+def list_runs(root: Path | None, given: Sequence[Path] = (), found: Sequence[Path] | None = None,
+              truncated: bool = False) -> Listing:
+    """Every run under ``root`` (``found``, when already searched) and every given run, as list
+    entries: the readable ones, then those that cannot be read with their one-line reasons.
+    Given runs stay listed (and selectable) even when unreadable, so that their page says why."""
+    if found is None and root is not None and root.is_dir():
+        found, truncated = find_candidates(root)
+    entries = discover_runs(root, given, list(found or []))
+    given_paths = set(given)
+    readable, problems = [], []
+    for entry in entries:
+        info = INFO_CACHE.get(entry)
+        if info.problem is None:
+            readable.append(info)
+        else:
+            problems.append(info)
+            if entry.path in given_paths:
+                readable.append(info)
+    return Listing(tuple(readable), tuple(problems), truncated)

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Mutation testing of one file of the training path with mutmut (pinned in the `dev` extra; NOT
+# run in CI: minutes to hours per file on 2 cores). Usage:
+#
+#   bash scripts/mutation.sh real_runs/loss.py            # mutate, run, print the score + survivors
+#   bash scripts/mutation.sh real_runs/loss.py show NAME  # the diff of one mutant (mutmut show)
+#   bash scripts/mutation.sh real_runs/loss.py survivors  # the changed line of every surviving mutant
+#   bash scripts/mutation.sh real_runs/train.py 'real_runs.train.x_ppo_update*'   # only these mutants (fnmatch)
+#
+# Files and the tests each is run against (only the tests that reach a mutated function run):
+#   gdro_lab/update_rules.py   tests/test_update_rules.py, test_update_rules_edges.py, test_prompt_gdro.py, test_rollout_gdro.py
+#   real_runs/loss.py          tests/real_runs/test_loss.py + test_silent_bugs.py's update tests
+#   real_runs/batching.py      tests/real_runs/test_silent_bugs.py's update/mask tests + test_train.py's unit tests
+#   real_runs/train.py         tests/real_runs/test_silent_bugs.py + test_train.py's short runs
+#   real_runs/engines/hf.py    tests/real_runs/test_engine_hf.py, test_silent_bugs.py
+#   real_runs/reward.py        tests/real_runs/test_reward.py (its 10,000-response stress test excluded)
+#
+# The repository (tracked + untracked, not ignored files) is copied to $MUTATION_DIR/<file stem>
+# (default /tmp/gdro-mutation) and mutmut runs there, so the work tree gets no mutants/ folder.
+# Runs under `nice -n 10`, OMP_NUM_THREADS=1, $MUTATION_CHILDREN parallel test processes (default 1).
+# Scores per file and the survivors' justifications: docs/benchmarks.md, "Mutation testing".
+set -euo pipefail
+target=${1:?usage: bash scripts/mutation.sh FILE [show MUTANT | results | survivors]}
+shift
+repo=${REPO:-$(cd "$(dirname "$0")/.." && pwd)}
+python=${PYTHON:-$repo/.venv/bin/python}
+[ -x "$python" ] || python=python3
+T=tests/real_runs
+case "$target" in
+  gdro_lab/update_rules.py)
+    tests=(tests/test_update_rules.py tests/test_update_rules_edges.py tests/test_prompt_gdro.py tests/test_rollout_gdro.py) ;;
+  real_runs/loss.py)
+    tests=("$T/test_loss.py" "$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
+           "$T/test_silent_bugs.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one") ;;
+  real_runs/batching.py)
+    tests=("$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
+           "$T/test_silent_bugs.py::test_response_mask_covers_exactly_the_generated_tokens_including_a_one_token_response"
+           "$T/test_silent_bugs.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one"
+           "$T/test_train.py::test_data_order_is_seeded_and_resumable"
+           "$T/test_train.py::test_micro_batches_respect_the_token_budget_and_cover_every_sample"
+           "$T/test_train.py::test_response_logprobs_equal_a_full_forward_pass"
+           "$T/test_train.py::test_on_policy_update_equals_the_update_with_recomputed_old_logprobs") ;;
+  real_runs/train.py)
+    tests=("$T/test_silent_bugs.py" "$T/test_train.py::test_on_policy_update_only_with_one_optimizer_step_per_batch_and_no_dropout"
+           "$T/test_train.py::test_on_policy_update_equals_the_update_with_recomputed_old_logprobs"
+           "$T/test_train.py::test_ppo_update_without_old_logprobs_refuses_several_optimizer_steps"
+           "$T/test_train.py::test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run"
+           "$T/test_train.py::test_gradient_checkpointing_and_micro_batching_do_not_change_the_run") ;;
+  real_runs/engines/hf.py)
+    tests=("$T/test_engine_hf.py" "$T/test_silent_bugs.py::test_hf_engine_samples_follow_softmax_of_logits_over_temperature") ;;
+  real_runs/reward.py)
+    tests=("$T/test_reward.py" "--deselect" "$T/test_reward.py::test_ten_thousand_responses_without_a_hang") ;;
+  *) echo "mutation.sh: no test selection for $target: add one to scripts/mutation.sh" >&2; exit 2 ;;
+esac
+
+stem=$(basename "$target" .py)
+work=${MUTATION_DIR:-/tmp/gdro-mutation}/$stem
+if [ "${1:-}" = "show" ] || [ "${1:-}" = "results" ]; then
+  cd "$work" && exec "$python" -m mutmut "$@"
+fi
+if [ "${1:-}" = "survivors" ]; then     # the changed lines of every surviving mutant
+  cd "$work"
+  for name in $("$python" -m mutmut results 2>/dev/null | awk -F: '/: survived/ {print $1}'); do
+    "$python" -m mutmut show "$name" 2>/dev/null | grep '^[-+][^-+]' | sed "s|^|${name##*.x_} |"
+  done
+  exit 0
+fi
+rm -rf "$work" && mkdir -p "$work"
+(cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$work")
+package=${target%%/*}
+toml_list() { local out="" x; for x in "$@"; do out+="\"$x\", "; done; echo "[${out%, }]"; }
+others=()
+for dir in gdro_lab simulators apps gdro_cli real_runs; do [ "$dir" = "$package" ] || others+=("$dir"); done
+cat >> "$work/pyproject.toml" <<EOF
+
+[tool.mutmut]
+source_paths = ["$package"]
+only_mutate = ["$target"]
+also_copy = $(toml_list "${others[@]}" tests)
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
+pytest_add_cli_args_test_selection = $(toml_list "${tests[@]}")
+EOF
+cd "$work"
+echo "== mutmut run: $target in $work against ${tests[*]}"
+nice -n 10 env OMP_NUM_THREADS=1 GDRO_DATA="${GDRO_DATA:-}" "$python" -m mutmut run --max-children "${MUTATION_CHILDREN:-1}" \
+  "$@" || echo "(mutmut run exited $?)"
+"$python" -m mutmut results --all true > results.txt 2>&1 || "$python" -m mutmut results > results.txt 2>&1 || true
+echo "== score of $target (killed / total): see results.txt; survivors:"
+grep -v ": killed" results.txt | sed 's/^/  /' || true
