@@ -42,7 +42,7 @@ def run(steps: int, warmup: int, prompts: int, batch: int, seed: int, clock: str
     classifier = build("classifier", "window", {}, seed=seed, prompts=index)
     allocators = {n: build("allocator", n, {"num_bins": 10}, seed=seed, prompts=index) for n in ALLOCATORS}
     selectors = {n: build("selector", n, {}, seed=seed, prompts=index) for n in SELECTORS}
-    times = {n: {"plan": [], "update": []} for n in ALLOCATORS}
+    times: dict[str, dict[str, list[float]]] = {n: {"plan": [], "update": []} for n in ALLOCATORS}
     times.update({n: {"screen": [], "accept": [], "update": []} for n in SELECTORS})
     order = rng.permutation(prompts)
     for step in range(warmup + steps):

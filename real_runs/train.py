@@ -383,7 +383,8 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
             generated_R = RolloutBatch.from_rollouts(rollouts, advantages_R, pad_id)
             prompts_R, real_R, lengths_R = generated_R.prompts, generated_R.real_lengths, generated_R.lengths
             batch_R, engine_logprobs = trained_rows(generated_R, rollouts.logprobs, np.repeat(train_P, counts_P))
-            sums, losses, grad_norms, engine_gap = {}, [0.0], [0.0], []
+            sums: dict[str, float] = {}
+            losses, grad_norms, engine_gap = [0.0], [0.0], []
             if batch_R.responses:  # the selector may drop every group: then no update this step
                 with timer("logprobs"), torch.no_grad(), autocast():
                     engine_gap = recompute_logprobs(batch_R, policy, reference, tc.micro_batch_tokens, engine_logprobs,
@@ -463,7 +464,7 @@ def trained_rows(batch: RolloutBatch, engine_logprobs: Sequence[np.ndarray], kee
     rows = np.flatnonzero(keep_R)
     return (RolloutBatch([batch.prompts[r] for r in rows], [batch.responses[r] for r in rows], batch.real_lengths[rows],
                          batch.lengths[rows], batch.advantages[rows], batch.pad_id),
-            [engine_logprobs[r] for r in rows])
+            [engine_logprobs[r] for r in rows.tolist()])
 
 
 def evaluate(cfg: TrainConfig, engine: Any, tokenizer: Any, problems: Sequence[Problem], reward: Reward,

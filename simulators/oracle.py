@@ -101,6 +101,7 @@ class PromptStaleAllocator(_PerPromptAllocator):
 
     def __init__(self, config: BoxConfig | None = None, seed: int | None = None):
         super().__init__(config, seed, track=())
+        self._truth: np.ndarray | None = None
         self.last_p = np.zeros(0)
         self._batch: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -110,10 +111,11 @@ class PromptStaleAllocator(_PerPromptAllocator):
     def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | None = None) -> np.ndarray:
         cfg = self.config
         bins = self._check_plan_inputs(bins_P, prompt_ids)
-        if prompt_ids is None or getattr(self, "_truth", None) is None:
+        if prompt_ids is None or self._truth is None:
             raise ConfigError("prompt_stale needs prompt ids and observe_truth before plan: it runs only in the simulator")
         rows = self._rows(bins.size, prompt_ids)
-        self._batch, self._truth = (rows, self._truth), None
+        self._batch = (rows, self._truth)
+        self._truth = None
         n_P = np.full(bins.size, cfg.n_bar, np.int64)
         seen = self.stats.seen(rows)
         if seen.any():
