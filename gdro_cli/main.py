@@ -9,6 +9,7 @@ Subcommands:
   gdro export RUN_DIR OUT       a run's checkpoint as a Hugging Face folder (real_runs/export.py)
   gdro sweep [...]              grid x seeds sweep of simulator knobs (simulators/)
   gdro study lm [--quick]       learning study on CPU: GRPO vs GDRO on a small Qwen3 (real_runs/lmstudy/)
+  gdro arena [--update-reports] the allocation arena: simulator worlds + CPU LM study -> reports/arena
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ COMMANDS = {
     "train": ("real_runs.train_cli", "main", "train a model: GRPO, Prompt-GDRO, Rollout-GDRO, joint"),
     "export": ("real_runs.export", "main", "a run's checkpoint as a Hugging Face folder (eval, vLLM)"),
     "study": ("real_runs.lmstudy.cli", "main", "learning study on CPU: GRPO vs GDRO on a small Qwen3"),
+    "arena": ("gdro_cli.arena", "main", "allocation arena: Knapsack-RL, VIP, DAPO, GRESO, per-prompt GDRO vs GRPO"),
 }
 
 

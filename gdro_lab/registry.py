@@ -8,6 +8,8 @@ included), so a training loop never branches on a controller's name:
 - ``weighter``:   ``update(feedback)``, then ``multipliers(bins_P) -> m_P`` and ``bin_weights() -> q_G``
 - ``allocator``:  ``plan(bins_P, prompt_ids=None) -> n_P`` (sum exactly P n_bar; the ids let a
   per-prompt allocator use a prompt's own history), then ``update(feedback)``
+- ``selector``:   ``screen(prompt_ids) -> keep_P`` before generation, ``accept(feedback) -> train_P``
+  after it, then ``update(feedback)`` (gdro_lab/selection.py: the equal-compute rule)
 
 Prompts are string ids or int indices of the run's :class:`~gdro_lab.prompts.PromptIndex`;
 ``build(..., prompts=index)`` shares that index with a controller that keeps per-prompt state
@@ -21,14 +23,19 @@ from typing import Any, Mapping
 
 from gdro_lab._validate import ConfigError
 from gdro_lab.difficulty import BayesDifficultyClassifier, DifficultyClassifier
+from gdro_lab.peer_allocators import KnapsackAllocator, VIPAllocator
 from gdro_lab.prompt_gdro import PromptGDRO, UniformWeighter
+from gdro_lab.prompt_rollout_gdro import PromptRolloutGDRO
 from gdro_lab.prompts import PromptIndex
 from gdro_lab.rollout_gdro import RolloutGDRO, SqrtAllocator, UniformAllocator
+from gdro_lab.selection import GRESO, DynamicSampling, NoSelector
 
 REGISTRY: dict[str, dict[str, Any]] = {
     "classifier": {"window": DifficultyClassifier, "bayes": BayesDifficultyClassifier},
     "weighter": {"uniform": UniformWeighter, "gdro": PromptGDRO},
-    "allocator": {"uniform": UniformAllocator, "sqrt": SqrtAllocator, "gdro": RolloutGDRO},
+    "allocator": {"uniform": UniformAllocator, "sqrt": SqrtAllocator, "gdro": RolloutGDRO,
+                  "gdro_prompt": PromptRolloutGDRO, "knapsack": KnapsackAllocator, "vip": VIPAllocator},
+    "selector": {"none": NoSelector, "dynamic_sampling": DynamicSampling, "greso": GRESO},
 }
 
 

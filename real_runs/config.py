@@ -12,7 +12,9 @@ directory's ``config.json`` stores (one source of truth).
 Methods (``method.name``) set the two controllers as the paper names them: ``grpo`` (uniform
 weights, n = n_bar), ``prompt_gdro`` (weighter ``gdro``), ``rollout_gdro`` (allocator ``gdro``),
 ``joint`` (both; the paper never trained them together). ``method.weighter`` /
-``method.allocator`` / ``method.classifier`` override by registry name (``custom``).
+``method.allocator`` / ``method.classifier`` override by registry name (``custom``), e.g.
+``method.allocator=knapsack`` (or ``vip``, ``gdro_prompt``); ``method.selector`` picks a prompt
+selector (``none``, ``dynamic_sampling``, ``greso``; gdro_lab/selection.py).
 """
 
 from __future__ import annotations
@@ -150,7 +152,12 @@ class MethodConfig:
     weighter_config: Mapping[str, Any] = field(default_factory=dict)
     """Extra ``WeighterConfig`` fields (e.g. ``eta``, ``max_weight``)."""
     allocator_config: Mapping[str, Any] = field(default_factory=dict)
-    """Extra ``AllocatorConfig`` fields (e.g. ``dual_lr``, ``planner``)."""
+    """Extra fields of the allocator's config (``AllocatorConfig``: ``dual_lr``, ``planner``...; ``KnapsackConfig``...)."""
+    selector: str = "none"
+    """Prompt selector by registry name: ``none``, ``dynamic_sampling`` (DAPO), ``greso``. Every step still
+    generates exactly prompts_per_step * n_bar rollouts (gdro_lab/selection.py: the equal-compute rule)."""
+    selector_config: Mapping[str, Any] = field(default_factory=dict)
+    """Extra ``SelectorConfig`` fields (GRESO's p_easy, p_hard, target_zero_variance...)."""
 
     def __post_init__(self) -> None:
         require_choice("method", "name", self.name, (*METHODS, "custom"))
@@ -161,6 +168,8 @@ class MethodConfig:
                     "empty or one of " + ", ".join(REGISTRY[family]))
             require(self.name != "custom" or value != "", "method", family, value,
                     "set when method.name = 'custom'")
+        require_choice("method", "selector", self.selector, tuple(REGISTRY["selector"]))
+        make_config(REGISTRY["selector"][self.selector].config_class, self.selector_config)
         require_int("method", "num_bins", self.num_bins, 1)
         require_int("method", "n_min", self.n_min, 2)
         require_int("method", "n_max", self.n_max, self.n_min)

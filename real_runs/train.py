@@ -1,10 +1,11 @@
 """`gdro train`: GRPO with Prompt-GDRO and/or Rollout-GDRO on a real language model, one machine.
 
 One step, top to bottom (style: nanochat ``chat_rl.py``, CleanRL ``ppo.py``):
-  1. next P prompts in a seeded order; the classifier gives their bins; the allocator plans n_i
-     (sum exactly P n_bar, checked every step);
+  1. next P prompts in a seeded order (those the prompt selector skips replaced by the next ones);
+     the classifier gives their bins; the allocator plans n_i (sum exactly P n_bar, checked every step);
   2. the engine generates n_i responses per prompt; the reward scores them (+1 / -1);
-  3. ``StepFeedback`` -> classifier, Prompt-GDRO and Rollout-GDRO updates;
+  3. ``StepFeedback`` -> classifier, Prompt-GDRO, Rollout-GDRO and selector updates; the selector's
+     ``accept`` keeps the groups trained on (the others' rollouts count as generated, compute/*);
   4. GRPO advantages (Eq. 3, ragged groups, clipped to +-5) x the Prompt-GDRO multipliers (Eq. 16);
   5. old and reference log-probs recomputed here by a teacher-forced forward pass (the engine's
      log-probs are not used: with vLLM they come from another kernel and precision); with one
@@ -55,6 +56,7 @@ import torch
 from gdro_lab import PromptIndex, RunWriter, StepFeedback, build
 from gdro_lab.record import step_record
 from gdro_lab.runlog import RunLock, is_run_dir, read_run
+from gdro_lab.selection import compute_metrics, fill_batch
 from real_runs import checkpoint as ckpt
 from real_runs import loss as L
 from real_runs import preflight
@@ -314,6 +316,9 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
     controllers = {"classifier": build("classifier", names[0], classifier_cfg, seed=tc.seed, prompts=prompts),
                    "weighter": build("weighter", names[1], weighter_cfg, seed=tc.seed + 1, prompts=prompts),
                    "allocator": build("allocator", names[2], allocator_cfg, seed=tc.seed + 2, prompts=prompts)}
+    if mc.selector != "none":  # runs without a selector keep their checkpoint layout
+        controllers["selector"] = build("selector", mc.selector, dict(mc.selector_config), seed=tc.seed + 3,
+                                        prompts=prompts)
     classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
     order = DataOrder(len(records), tc.seed, cfg.data.shuffle)
     autocast = _autocast(cfg, device)
@@ -369,6 +374,7 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
     """Steps ``start + 1 .. train.steps`` (or ``stop_after``): the numbered phases of the module docstring."""
     tc, lc, mc = cfg.train, cfg.loss, cfg.method
     classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
+    selector = controllers.get("selector") or build("selector", "none", {}, seed=tc.seed + 3)
     names = mc.controller_names()
     run_dir = writer.path
     train_reward, eval_reward, owned = _rewards(cfg, reward)
@@ -393,7 +399,8 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
 
             # 1. prompts, bins, plan (the budget is exact every step)
             with timer("plan"):
-                batch = order.take(tc.prompts_per_step)
+                batch = fill_batch(selector, order.take, lambda rows: record_index[rows], tc.prompts_per_step,
+                                   first=order.take(tc.prompts_per_step))
                 ids = record_index[batch]
                 bins_P = classifier.bins(ids)
                 counts_P = np.asarray(allocator.plan(bins_P, ids), np.int64)
@@ -418,28 +425,36 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
             # 3-4. controllers, then weighted GRPO advantages
             with timer("controllers"):
                 feedback = StepFeedback(ids, bins_P, counts_P, rewards_R, successes_R, prompts=prompts)
+                train_P = selector.accept(feedback)
                 metrics: dict[str, float] = {}
-                for controller in (classifier, weighter, allocator):
+                for controller in (classifier, weighter, allocator, selector):
                     metrics.update(controller.update(feedback))
                 advantages_R, adv_metrics = feedback.advantages(std=lc.adv_std, clip=lc.adv_clip)
                 multipliers_P = weighter.multipliers(bins_P)
                 advantages_R = advantages_R * np.repeat(multipliers_P, counts_P) * lc.adv_scale
             metrics.update({f"grpo/{k}": v for k, v in adv_metrics.items()})
+            metrics.update(compute_metrics(feedback, train_P, tokens_R=rollouts.lengths_R))
 
             # 5. old and reference log-probs, recomputed by a teacher-forced pass (old ones only when
             #    the update takes more than one optimizer step: on-policy they are the update's own)
             with timer("record"):
-                batch_R = RolloutBatch.from_rollouts(rollouts, advantages_R, pad_id)
-            with timer("logprobs"), torch.no_grad(), autocast():
-                engine_gap = recompute_logprobs(batch_R, policy, reference, tc.micro_batch_tokens, rollouts.logprobs,
-                                                old=not on_policy)
+                generated_R = RolloutBatch.from_rollouts(rollouts, advantages_R, pad_id)
+                prompts_R, real_R, lengths_R = generated_R.prompts, generated_R.real_lengths, generated_R.lengths
+                batch_R, engine_logprobs = trained_rows(generated_R, rollouts.logprobs, np.repeat(train_P, counts_P))
+            sums: dict[str, float] = {}
+            losses, grad_norms, engine_gap = [0.0], [0.0], []
+            if batch_R.responses:  # the selector may drop every group: then no update this step
+                with timer("logprobs"), torch.no_grad(), autocast():
+                    engine_gap = recompute_logprobs(batch_R, policy, reference, tc.micro_batch_tokens, engine_logprobs,
+                                                    old=not on_policy)
 
-            # 6. PPO epochs over mini-batches of whole rollouts, micro-batches by token budget
-            with timer("update"):
-                sums, losses, grad_norms, update_gap = ppo_update(batch_R, policy, optimizer, scheduler, cfg, step,
-                                                                  autocast, rollouts.logprobs)
-            engine_gap += update_gap
-            prompts_R, real_R, lengths_R = batch_R.prompts, batch_R.real_lengths, batch_R.lengths
+                # 6. PPO epochs over mini-batches of whole rollouts, micro-batches by token budget
+                with timer("update"):
+                    sums, losses, grad_norms, update_gap = ppo_update(batch_R, policy, optimizer, scheduler, cfg,
+                                                                      step, autocast, engine_logprobs)
+                engine_gap += update_gap
+            for phase in ("time/logprobs", "time/update"):
+                timer.seconds.setdefault(phase, 0.0)
 
             # 7. weights to the engine (no-op when it shares the module)
             with timer("sync"):
@@ -453,7 +468,7 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
                 scalars, per_bin = step_record(feedback, mc.num_bins, n_bar=mc.n_bar, n_min=mc.n_min, n_max=mc.n_max,
                                                weights_G=weighter.bin_weights(), multipliers_P=multipliers_P,
                                                sigma_G=np.sqrt(allocator.variance_G), mu=allocator.mu)
-                all_tokens = float(real_R.sum()) * tc.ppo_epochs
+                all_tokens = float(batch_R.real_lengths.sum()) * tc.ppo_epochs
                 scalars.update(metrics)
                 scalars.update({f"actor/{k}": v / all_tokens if all_tokens else 0.0 for k, v in sums.items()})
                 scalars.update({"actor/loss": float(np.mean(losses)), "actor/grad_norm": float(np.mean(grad_norms)),
@@ -469,7 +484,8 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
             scalars["time/controllers_share"] = timer.seconds["time/controllers"] / timer.seconds["time/step"]
             scalars["perf/tokens_per_s"] = float(lengths_R.sum()) / timer.seconds["time/step"]
             scalars["perf/gen_tokens_per_s"] = float(real_R.sum()) / max(timer.seconds["time/generate"], 1e-9)
-            scalars["perf/train_tokens_per_s"] = float(lengths_R.sum()) * tc.ppo_epochs / max(timer.seconds["time/update"], 1e-9)
+            scalars["perf/train_tokens_per_s"] = (float(batch_R.lengths.sum()) * tc.ppo_epochs
+                                                  / max(timer.seconds["time/update"], 1e-9))
             scalars["perf/peak_memory_gb"] = peak_memory_gb(device)
             times.add_step(timer.seconds)
             if cfg.eval.every and (step % cfg.eval.every == 0 or step == tc.steps):
@@ -514,6 +530,17 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
         times.write(run_dir)
         print("\n".join(f"gdro train: {line}" for line in times.lines()), file=sys.stderr)
     return run_dir
+
+
+def trained_rows(batch: RolloutBatch, engine_logprobs: Sequence[np.ndarray], keep_R: np.ndarray
+                 ) -> tuple[RolloutBatch, Sequence[np.ndarray]]:
+    """The rows of the groups the prompt selector keeps (the batch itself when it keeps every one)."""
+    if keep_R.all():
+        return batch, engine_logprobs
+    rows = np.flatnonzero(keep_R)
+    return (RolloutBatch([batch.prompts[r] for r in rows], [batch.responses[r] for r in rows], batch.real_lengths[rows],
+                         batch.lengths[rows], batch.advantages[rows], batch.pad_id),
+            [engine_logprobs[r] for r in rows.tolist()])
 
 
 def evaluate(cfg: TrainConfig, engine: Any, tokenizer: Any, problems: Sequence[Problem], reward: Reward,

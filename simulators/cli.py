@@ -20,12 +20,14 @@ from simulators.studies import STUDIES
 
 DEFAULT_STUDY = "curriculum"
 RUNS_ROOT = "gdro-runs"
-MODULES = {"curriculum": "curriculum", "sqrt-law": "sqrt_law", "surrogate": "surrogate", "ablation": "ablation"}
+MODULES = {"curriculum": "curriculum", "sqrt-law": "sqrt_law", "surrogate": "surrogate", "ablation": "ablation",
+           "arena": "arena"}
 STUDY_HELP = {
     "curriculum": "all methods at equal budget, >= 5 seeds: accuracy, worst group, pass@8, support, waves",
     "sqrt-law": "weighted SE proxy of uniform vs Rollout-GDRO vs the square-root optimum; the staircase",
     "surrogate": "entropic surrogate vs max (Lemma 4.1) and the no-regret game's duality gap",
     "ablation": "full-factorial sweep: main effects and two-way interactions with CIs",
+    "arena": "Knapsack-RL, VIP, per-prompt GDRO, DAPO, GRESO vs GRPO and the per-prompt oracle, 5 worlds",
 }
 
 
@@ -85,9 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also copy report.md, figures and summary.json into the repository's reports/<study>")
     parser.add_argument("--set", dest="assignments", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="override any knob, e.g. --set world.transfer=0.5 prompt_gdro.eta=0.4 "
-                             "(namespaces: world, run, classifier, prompt_gdro, rollout_gdro)")
+                             "(namespaces: world, run, classifier, prompt_gdro, rollout_gdro, gdro_prompt, "
+                             "knapsack, vip, selector)")
     parser.add_argument("--config", type=Path, help="TOML file with [world], [run], [classifier], [prompt_gdro], "
-                                                    "[rollout_gdro] tables (--set wins)")
+                                                    "[rollout_gdro], ... tables, one per --set namespace (--set wins)")
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                         help="import MODULE first: it registers controllers in gdro_lab.registry.REGISTRY and "
                              "methods with simulators.methods.register_method (repeatable)")

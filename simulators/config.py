@@ -58,7 +58,9 @@ class SimConfig:
     weighter: Mapping[str, Any] = field(default_factory=dict)
     """Overrides of gdro_lab WeighterConfig on top of the method's."""
     allocator: Mapping[str, Any] = field(default_factory=dict)
-    """Overrides of gdro_lab AllocatorConfig on top of the method's."""
+    """Overrides of the allocator's config (gdro_lab AllocatorConfig, KnapsackConfig, ...) on top of the method's."""
+    selector: Mapping[str, Any] = field(default_factory=dict)
+    """Overrides of gdro_lab SelectorConfig on top of the method's."""
 
     def __post_init__(self) -> None:
         owner = "SimConfig"
@@ -85,7 +87,7 @@ class SimConfig:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["world"] = self.world.to_dict()
-        for name in ("classifier", "weighter", "allocator"):
+        for name in ("classifier", "weighter", "allocator", "selector"):
             out[name] = dict(getattr(self, name))
         return out
 
@@ -98,11 +100,12 @@ class SimConfig:
         return cls(**kwargs)
 
     def controller_configs(self) -> dict[str, dict[str, Any]]:
-        """Resolved config mappings of the three controllers (method defaults, then overrides)."""
+        """Resolved config mappings of the four controllers (method defaults, then overrides)."""
         spec = get_method(self.method)
         weighter_bins = self.world.num_groups if spec.partition == "groups" else self.num_bins
         classifier = {"edges": even_edges(self.num_bins), "k": min(2, self.n_min), **dict(self.classifier)}
         weighter = {"num_bins": weighter_bins, **dict(spec.weighter_overrides), **dict(self.weighter)}
         allocator = {"num_bins": self.num_bins, "n_bar": self.n_bar, "n_min": self.n_min, "n_max": self.n_max,
                      **dict(spec.allocator_overrides), **dict(self.allocator)}
-        return {"classifier": classifier, "weighter": weighter, "allocator": allocator}
+        selector = {**dict(spec.selector_overrides), **dict(self.selector)}
+        return {"classifier": classifier, "weighter": weighter, "allocator": allocator, "selector": selector}

@@ -16,6 +16,10 @@ Namespaces (the fields are the frozen config dataclasses' own, so every document
 | `classifier`   | the difficulty classifier of every run                        | gdro_lab `ClassifierConfig` |
 | `prompt_gdro`  | the weighter of every method whose weighter is Prompt-GDRO    | gdro_lab `WeighterConfig` |
 | `rollout_gdro` | the allocator of every method whose allocator is Rollout-GDRO | gdro_lab `AllocatorConfig` |
+| `gdro_prompt`  | the allocator of every method whose allocator is per-prompt Rollout-GDRO | gdro_lab `PromptGDROAllocatorConfig` |
+| `knapsack`     | the allocator of every method whose allocator is Knapsack-RL  | gdro_lab `KnapsackConfig` |
+| `vip`          | the allocator of every method whose allocator is VIP          | gdro_lab `VIPConfig`     |
+| `selector`     | the prompt selector of every method (GRESO's fields)          | gdro_lab `SelectorConfig` |
 
 A value is read as a TOML value (``0.5``, ``true``, ``"mean1"``, ``[0.1, 0.5]``); anything that is
 not valid TOML is taken as a bare string (``prompt_gdro.weight_mode=mean1``). Bad keys and bad
@@ -37,7 +41,13 @@ from simulators.world import WorldConfig
 Overrides = dict[str, dict[str, Any]]
 RUN_FIELDS = ("n_bar", "n_min", "n_max", "num_bins", "pass_k", "eval_every", "log_every", "lr_scale",
               "ppo_minibatches", "ppo_clip")
-NAMESPACES = ("world", "run", "classifier", "prompt_gdro", "rollout_gdro")
+NAMESPACES = ("world", "run", "classifier", "prompt_gdro", "rollout_gdro", "gdro_prompt", "knapsack", "vip",
+              "selector")
+#: Namespaces of controller configs: (family, registry name whose config class holds the fields).
+CONTROLLER_NAMESPACES = {"classifier": ("classifier", "window"), "prompt_gdro": ("weighter", "gdro"),
+                         "rollout_gdro": ("allocator", "gdro"), "gdro_prompt": ("allocator", "gdro_prompt"),
+                         "knapsack": ("allocator", "knapsack"), "vip": ("allocator", "vip"),
+                         "selector": ("selector", "greso")}
 
 
 def _fields(namespace: str) -> tuple[str, ...]:
@@ -45,8 +55,7 @@ def _fields(namespace: str) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(WorldConfig))
     if namespace == "run":
         return RUN_FIELDS
-    family, name = {"classifier": ("classifier", "window"), "prompt_gdro": ("weighter", "gdro"),
-                    "rollout_gdro": ("allocator", "gdro")}[namespace]
+    family, name = CONTROLLER_NAMESPACES[namespace]
     return tuple(f.name for f in dataclasses.fields(REGISTRY[family][name].config_class))
 
 
@@ -111,8 +120,11 @@ def apply(config: Any, overrides: Mapping[str, Mapping[str, Any]]) -> Any:
         changes["classifier"] = {**dict(config.classifier), **overrides["classifier"]}
     if overrides.get("prompt_gdro") and spec.weighter == "gdro":
         changes["weighter"] = {**dict(config.weighter), **overrides["prompt_gdro"]}
-    if overrides.get("rollout_gdro") and spec.allocator == "gdro":
-        changes["allocator"] = {**dict(config.allocator), **overrides["rollout_gdro"]}
+    for namespace in ("rollout_gdro", "gdro_prompt", "knapsack", "vip"):
+        if overrides.get(namespace) and spec.allocator == CONTROLLER_NAMESPACES[namespace][1]:
+            changes["allocator"] = {**dict(config.allocator), **overrides[namespace]}
+    if overrides.get("selector"):
+        changes["selector"] = {**dict(config.selector), **overrides["selector"]}
     try:
         return replace(config, **changes)
     except TypeError as err:
@@ -129,9 +141,11 @@ def _world(world: WorldConfig, values: Mapping[str, Any]) -> WorldConfig:
 def validate(overrides: Mapping[str, Mapping[str, Any]]) -> None:
     """Build every overridden config once so a bad value fails before any run starts."""
     from simulators.loop import SimConfig
-    for method in ("joint",):
+    from simulators.methods import get_method
+    for method in ("joint", "gdro_prompt", "knapsack", "vip"):
         config = apply(SimConfig(method=method), overrides)
         cfgs = config.controller_configs()
         make_config(REGISTRY["classifier"]["window"].config_class, cfgs["classifier"])
         make_config(REGISTRY["weighter"]["gdro"].config_class, cfgs["weighter"])
-        make_config(REGISTRY["allocator"]["gdro"].config_class, cfgs["allocator"])
+        make_config(REGISTRY["allocator"][get_method(method).allocator].config_class, cfgs["allocator"])
+        make_config(REGISTRY["selector"]["greso"].config_class, cfgs["selector"])

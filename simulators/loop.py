@@ -1,12 +1,16 @@
 """The simulator's training loop: one (method, seed) run written as a gdro run directory.
 
 Each step follows docs/architecture.md, in this order:
+    ids   = the sampler's next B prompts, those the selector skips replaced by the next ones (fill_batch)
     bins  = classifier.bins(ids)                 (weighter bins: the same, or the latent groups)
-    n     = allocator.plan(bins)                 (exactly B n_bar rollouts)
+    n     = allocator.plan(bins, ids)            (exactly B n_bar rollouts; the per-prompt oracle is
+                                                  first handed the batch's true p_i)
     y     ~ Bernoulli(p_i), n_i per prompt;  r = 2y - 1
     fb    = StepFeedback(ids, bins, n, r, y, variance_G = true per-bin variance, for the oracle)
-    classifier.update(fb); weighter.update(fb); m = weighter.multipliers(bins); allocator.update(fb)
-    learner step with GRPO advantages * m;  step_record(...) -> writer.log_step
+    keep  = selector.accept(fb)                  (groups trained on; every generated rollout is spent)
+    classifier.update(fb); weighter.update(fb); m = weighter.multipliers(bins); allocator.update(fb);
+    selector.update(fb)
+    learner step on the kept groups with GRPO advantages * m;  step_record(...) -> writer.log_step
 Evaluations (exact, over the whole pool) go to eval.jsonl every ``eval_every`` steps, and the
 state of every controller, the learner, the batch order and the rollout RNG goes to a snapshot
 every ``snapshot_every`` steps and at the end, so ``resume_simulation`` continues bit-identically.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
@@ -26,8 +31,10 @@ import numpy as np
 
 from gdro_lab import ConfigError, PromptIndex, RunWriter, StepFeedback
 from gdro_lab import diagnostics as diag
+from gdro_lab.prompt_oracle import oracle_plan, prompt_se_report
 from gdro_lab.record import step_record
 from gdro_lab.runlog import load_snapshot
+from gdro_lab.selection import compute_metrics, fill_batch
 from gdro_lab.signals import SIGNALS
 from simulators.config import SimConfig
 from simulators.methods import build_controller, get_method
@@ -49,7 +56,7 @@ class Simulation:
         self.learner = Learner(config.world, self.world, config.lr_scale)
         self.sampler = BatchSampler(config.world.num_prompts, config.batch, np.random.default_rng(seeds[1]))
         self.rollout_rng = np.random.default_rng(seeds[2])
-        c_seeds = [int(s) for s in seeds[3].generate_state(3)]
+        c_seeds = [int(s) for s in seeds[3].generate_state(4)]  # the first three as before the selector
         cfgs = config.controller_configs()
         # prompt ids interned once: index i is world prompt i, so the sampler's indices are the prompts
         self.prompts = PromptIndex(f"p{i:05d}" for i in range(config.world.num_prompts))
@@ -57,8 +64,11 @@ class Simulation:
         self.weighter = build_controller("weighter", self.spec.weighter, cfgs["weighter"], c_seeds[1], self.prompts)
         self.allocator = build_controller("allocator", self.spec.allocator, cfgs["allocator"], c_seeds[2],
                                           self.prompts)
+        self.selector = build_controller("selector", self.spec.selector, cfgs["selector"], c_seeds[3], self.prompts)
         self.step_index = 0
         self.rollouts_total = 0
+        self.rollouts_trained = 0
+        self.controller_seconds = 0.0  # plan + update time of the controllers (not logged: not deterministic)
         self._reset_accumulators()
 
     def _reset_accumulators(self) -> None:
@@ -72,13 +82,22 @@ class Simulation:
         False (the record is bookkeeping: skipping it does not change the run)."""
         cfg = self.config
         G = cfg.num_bins
-        index = self.sampler.next()
+        clock = time.perf_counter()
+        index = fill_batch(self.selector, self.sampler.take, self._ids_of, cfg.batch, first=self.sampler.next())
         ids = np.asarray(index, np.int64)
         bins = self.classifier.bins(ids)
         groups = self.world.group_P[index]
         weighter_bins = groups if self.spec.partition == "groups" else bins
-        counts = self.allocator.plan(bins, ids)
+        self.controller_seconds += time.perf_counter() - clock
         p = self.learner.success_prob(index)
+        if hasattr(self.allocator, "observe_truth"):  # the reference allocators' truth (simulator only)
+            self.allocator.observe_truth(p, self.learner.success_prob())
+        clock = time.perf_counter()
+        counts = self.allocator.plan(bins, ids)
+        if int(counts.sum()) != cfg.batch * cfg.n_bar or counts.min() < cfg.n_min or counts.max() > cfg.n_max:
+            raise ConfigError(f"allocator {self.spec.allocator!r} planned {int(counts.sum())} rollouts in "
+                              f"[{counts.min()}, {counts.max()}], not {cfg.batch * cfg.n_bar} in [{cfg.n_min}, {cfg.n_max}]")
+        self.controller_seconds += time.perf_counter() - clock
         successes = sample_rollouts(self.rollout_rng, p, counts)
         noise = self.rollout_rng.standard_normal(successes.size) if cfg.world.score_noise > 0 else None
         variance_P = 4.0 * p * (1.0 - p)  # true variance of a +-1 reward
@@ -89,25 +108,48 @@ class Simulation:
         feedback = StepFeedback(ids, bins, counts, 2.0 * successes - 1.0, successes, losses_R=losses,
                                 variance_G=diag.bin_mean(variance_P, bins, G), prompts=self.prompts)
         weighter_feedback = feedback if weighter_bins is bins else dataclasses.replace(feedback, bins_P=weighter_bins)
+        clock = time.perf_counter()
+        train = self.selector.accept(feedback)
         metrics: dict[str, float] = {}
         metrics.update(self.classifier.update(feedback))
         metrics.update(self.weighter.update(weighter_feedback))
         multipliers = self.weighter.multipliers(weighter_bins)
         metrics.update(self.allocator.update(feedback))
-        gradient, _ = self.learner.gradient(successes, counts, p, noise)
-        delta_shared, delta_K, update_P = self.learner.step_direction(index, counts, gradient, multipliers, cfg.n_bar)
-        noise_K = (self.rollout_rng.standard_normal(cfg.world.num_groups) if cfg.world.update_noise > 0 else None)
-        forgetting = self.learner.apply(delta_shared, delta_K, index, update_P, noise_K)
+        metrics.update(self.selector.update(feedback))
+        self.controller_seconds += time.perf_counter() - clock
+        metrics.update(compute_metrics(feedback, train))
+        t_index, t_counts, update_P, forgetting = self._learn(train, index, counts, successes, p, noise, multipliers)
         self.step_index += 1
         self.rollouts_total += int(counts.sum())
+        self.rollouts_trained += int(t_counts.sum())
         K = cfg.world.num_groups
-        self.signal_mass_K += np.bincount(groups, weights=np.abs(update_P), minlength=K)
+        self.signal_mass_K += np.bincount(self.world.group_P[t_index], weights=np.abs(update_P), minlength=K)
         self.multiplier_sum_K += np.bincount(groups, weights=multipliers, minlength=K)
         self.visits_K += np.bincount(groups, minlength=K)
         if not record:
             return None
         metrics["sim/forgetting"] = forgetting
-        return self._record(feedback, weighter_feedback, multipliers, variance_P, p, delta_shared, metrics)
+        return self._record(feedback, weighter_feedback, multipliers, variance_P, p, self._delta_shared, metrics)
+
+    def _learn(self, train: np.ndarray, index: np.ndarray, counts: np.ndarray, successes: np.ndarray, p: np.ndarray,
+               noise: np.ndarray | None, multipliers: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """The learner step on the groups the selector kept (the dropped ones were generated, not trained
+        on): (trained prompts, their counts, their updates u, forgetting)."""
+        cfg = self.config
+        if not train.all():
+            rows = np.repeat(train, counts)
+            index, counts, successes, p = index[train], counts[train], successes[rows], p[train]
+            noise, multipliers = (None if noise is None else noise[rows]), multipliers[train]
+        gradient, _ = self.learner.gradient(successes, counts, p, noise)
+        delta_shared, delta_K, update_P = self.learner.step_direction(index, counts, gradient, multipliers, cfg.n_bar)
+        noise_K = (self.rollout_rng.standard_normal(cfg.world.num_groups) if cfg.world.update_noise > 0 else None)
+        forgetting = self.learner.apply(delta_shared, delta_K, index, update_P, noise_K)
+        self._delta_shared = float(delta_shared)  # for the step record
+        return index, counts, update_P, forgetting
+
+    def _ids_of(self, index: np.ndarray) -> np.ndarray:
+        return np.asarray(index, np.int64)  # the sampler's indices are the PromptIndex's
 
     def _record(self, feedback: StepFeedback, weighter_feedback: StepFeedback, multipliers: np.ndarray,
                 variance_P: np.ndarray, p: np.ndarray, delta_shared: float, metrics: dict[str, float]
@@ -132,9 +174,18 @@ class Simulation:
             n_G = np.nan_to_num(diag.bin_mean(feedback.counts_P, bins, G), nan=cfg.n_bar)
             true_se = diag.se_report(share, true_sigma, n_G, cfg.n_bar, cfg.n_min, cfg.n_max)
             scalars.update({f"sim/{k.replace('se_', 'se_true_')}": v for k, v in true_se.items()})
+        scalars.update(self._prompt_se(variance_P, feedback.counts_P))
         scalars["sim/true_success"] = float(p.mean())
         scalars["sim/delta_shared"] = float(delta_shared)
         return scalars, rows
+
+    def _prompt_se(self, variance_P: np.ndarray, counts_P: np.ndarray) -> dict[str, float]:
+        """Eq. 28 / Eq. 33 reductions per prompt (true v_i) of this plan and of the per-prompt oracle's."""
+        cfg = self.config
+        oracle = oracle_plan(variance_P, int(counts_P.sum()), cfg.n_min, cfg.n_max)
+        out = {f"sim/prompt_{k}": v for k, v in prompt_se_report(variance_P, counts_P, cfg.n_bar).items()}
+        out.update({f"sim/prompt_oracle_{k}": v for k, v in prompt_se_report(variance_P, oracle, cfg.n_bar).items()})
+        return out
 
     def evaluate(self) -> dict[str, float]:
         """Exact metrics of the learner plus the latent-group support of the updates since the last call."""
@@ -149,15 +200,18 @@ class Simulation:
         if seen.any():
             metrics["weight_support"] = diag.effective_support(self.multiplier_sum_K[seen] / self.visits_K[seen])
         metrics["rollouts_total"] = float(self.rollouts_total)
+        metrics["rollouts_trained_total"] = float(self.rollouts_trained)
         metrics["steps"] = float(self.step_index)
         self._reset_accumulators()
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
         return {"classifier": self.classifier.state_dict(), "weighter": self.weighter.state_dict(),
-                "allocator": self.allocator.state_dict(), "learner": self.learner.state_dict(),
+                "allocator": self.allocator.state_dict(), "selector": self.selector.state_dict(),
+                "learner": self.learner.state_dict(),
                 "sampler": self.sampler.state_dict(), "rollout_rng": self.rollout_rng.bit_generator.state,
                 "loop": {"step": self.step_index, "rollouts_total": self.rollouts_total,
+                         "rollouts_trained": self.rollouts_trained,
                          "signal_mass": self.signal_mass_K.copy(), "multiplier_sum": self.multiplier_sum_K.copy(),
                          "visits": self.visits_K.copy(),
                          "world_fingerprint": float(self.world.difficulty_P.sum())}}
@@ -169,11 +223,14 @@ class Simulation:
         self.classifier.load_state_dict(state["classifier"])
         self.weighter.load_state_dict(state["weighter"])
         self.allocator.load_state_dict(state["allocator"])
+        if "selector" in state:  # snapshots written before the selector family have none (= 'none')
+            self.selector.load_state_dict(state["selector"])
         self.learner.load_state_dict(state["learner"])
         self.sampler.load_state_dict(state["sampler"])
         self.rollout_rng.bit_generator.state = state["rollout_rng"]
         self.step_index = int(loop["step"])
         self.rollouts_total = int(loop["rollouts_total"])
+        self.rollouts_trained = int(loop.get("rollouts_trained", loop["rollouts_total"]))
         self.signal_mass_K = np.asarray(loop["signal_mass"], float).copy()
         self.multiplier_sum_K = np.asarray(loop["multiplier_sum"], float).copy()
         self.visits_K = np.asarray(loop["visits"], float).copy()
@@ -183,7 +240,8 @@ def _config_payload(config: SimConfig) -> dict[str, Any]:
     spec = get_method(config.method)
     payload = config.to_dict()
     payload["resolved"] = {"producer": PRODUCER, "method_label": spec.label, "method_summary": spec.summary,
-                           "weighter": spec.weighter, "allocator": spec.allocator, "partition": spec.partition,
+                           "weighter": spec.weighter, "allocator": spec.allocator, "selector": spec.selector,
+                           "partition": spec.partition,
                            "controllers": config.controller_configs()}
     return payload
 
@@ -249,6 +307,8 @@ def run_simulation(config: SimConfig, out_dir: str | Path, *, progress: Callable
         writer.close("failed")
         raise
     writer.close("finished" if sim.step_index >= config.steps else "running")
+    if observer is not None and hasattr(observer, "on_close"):  # timing stays out of the (deterministic) records
+        observer.on_close({"controller_s": sim.controller_seconds, "steps": float(sim.step_index)})
     return path
 
 

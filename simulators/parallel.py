@@ -29,6 +29,9 @@ SUMMARY_SCALARS = (
     "se_actual", "se_uniform", "se_sqrt", "se_reduction_pct", "se_sqrt_reduction_pct",
     "sim/se_true_actual", "sim/se_true_uniform", "sim/se_true_sqrt", "sim/se_true_reduction_pct",
     "sim/se_true_sqrt_reduction_pct", "num_unassigned",
+    "sim/prompt_var_reduction_pct", "sim/prompt_wse_reduction_pct", "sim/prompt_oracle_var_reduction_pct",
+    "sim/prompt_oracle_wse_reduction_pct", "compute/rollouts_generated", "compute/rollouts_trained",
+    "compute/prompts_trained", "select/skipped",
 )
 SUMMARY_BINS = ("share", "weight", "multiplier", "rollouts", "reward", "success", "count", "sigma")
 
@@ -47,6 +50,8 @@ class RunSummary:
     evals: dict[str, np.ndarray]
     config: dict[str, Any]
     wall_s: float = float("nan")
+    timing: dict[str, float] | None = None
+    """Controller seconds and steps of the run (``on_close`` of the loop's observer); None when read back."""
 
 
 def summarize(path: str | Path, wall_s: float = float("nan")) -> RunSummary:
@@ -71,6 +76,7 @@ class MemorySummary:
         self.bins: dict[str, list[np.ndarray]] = {}
         self.eval_steps: list[int] = []
         self.evals: list[dict[str, float]] = []
+        self.timing: dict[str, float] | None = None
 
     def on_step(self, step: int, scalars: Any, rows: Any) -> None:
         self.steps.append(step)
@@ -85,6 +91,9 @@ class MemorySummary:
         self.eval_steps.append(step)
         self.evals.append({k: float(v) for k, v in metrics.items()})
 
+    def on_close(self, timing: dict[str, float]) -> None:
+        self.timing = dict(timing)
+
     def summary(self, method: str, seed: int, path: str, config: dict[str, Any], wall_s: float) -> RunSummary:
         names = sorted({k for record in self.evals for k in record})
         evals = {n: np.array([r.get(n, np.nan) for r in self.evals], float) for n in names}
@@ -92,7 +101,7 @@ class MemorySummary:
         bins = {k: np.stack(v) for k, v in self.bins.items()}
         return RunSummary(method=method, seed=seed, path=path, steps=np.array(self.steps, np.int64),
                           scalars=scalars, bins=bins, eval_steps=np.array(self.eval_steps, np.int64),
-                          evals=evals, config=config, wall_s=wall_s)
+                          evals=evals, config=config, wall_s=wall_s, timing=self.timing)
 
 
 _PROGRESS: Callable[[int], None] | None = None

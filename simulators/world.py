@@ -209,12 +209,16 @@ class BatchSampler:
         self.epoch = 0
 
     def next(self) -> np.ndarray:
-        if self.position + self.batch_size > self.num_prompts:
+        return self.take(self.batch_size)
+
+    def take(self, count: int) -> np.ndarray:
+        """The next ``count`` prompts (a new epoch when fewer are left; ``next`` = take(batch_size))."""
+        if self.position + count > self.num_prompts:
             self.order = self.rng.permutation(self.num_prompts)
             self.position = 0
             self.epoch += 1
-        batch = self.order[self.position:self.position + self.batch_size]
-        self.position += self.batch_size
+        batch = self.order[self.position:self.position + count]
+        self.position += count
         return batch
 
     def state_dict(self) -> dict[str, Any]:

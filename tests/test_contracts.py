@@ -16,7 +16,7 @@ CONTROLLERS = [(family, name) for family, names in REGISTRY.items() for name in 
 
 
 def _config(family: str) -> dict:
-    return {} if family == "classifier" else {"num_bins": NUM_BINS}
+    return {} if family in ("classifier", "selector") else {"num_bins": NUM_BINS}
 
 
 class Loop:
@@ -36,13 +36,17 @@ class Loop:
         out: dict = {"bins": bins.copy()}
         counts = np.full(index.size, 4)
         if self.family == "allocator":
-            counts = self.controller.plan(bins)
+            counts = self.controller.plan(bins, ids)
             out["plan"] = counts.copy()
+        if self.family == "selector":
+            out["screen"] = self.controller.screen(ids)
         true_var = np.full(NUM_BINS, 0.5)
         feedback = self.world.feedback(t, index, bins, counts, variance_G=true_var)
         metrics = self.controller.update(feedback)
         if self.controller is not self.binner:
             self.binner.update(feedback)
+        if self.family == "selector":
+            out["accept"] = self.controller.accept(feedback)
         if self.family == "weighter":
             out["multipliers"] = self.controller.multipliers(bins)
             out["weights"] = self.controller.bin_weights()
@@ -110,6 +114,9 @@ def test_invariants(family, name, toy_world):
             assert plan.sum() == BATCH * cfg.n_bar
             assert plan.min() >= cfg.n_min and plan.max() <= cfg.n_max
             assert np.all(plan[bins < 0] == cfg.n_bar)
+        if family == "selector":
+            assert out["screen"].dtype == bool and out["screen"].shape == bins.shape
+            assert out["accept"].dtype == bool and out["accept"].shape == bins.shape
         if family == "weighter":
             weights = out["weights"]
             assert np.all(weights >= 0) and np.isclose(weights.sum(), 1.0)
@@ -121,10 +128,21 @@ def test_invariants(family, name, toy_world):
             assert isinstance(value, float)
 
 
+LOOP_FIELDS = {"allocator": {"num_bins", "n_min", "n_max", "n_bar"}}
+
+
 def test_every_family_has_uniform_constructor():
+    """cls(config, seed) for every controller; one config class per family, except allocators, whose
+    config classes differ (Knapsack-RL's alpha is no Rollout-GDRO field) but all take the fields a
+    loop sets (LOOP_FIELDS), so a loop builds any of them the same way."""
+    import dataclasses
     for family, names in REGISTRY.items():
         config_classes = {REGISTRY[family][n].config_class for n in names}
-        assert len(config_classes) == 1, f"{family} controllers must share one config class"
+        if family in LOOP_FIELDS:
+            for cls in config_classes:
+                assert LOOP_FIELDS[family] <= {f.name for f in dataclasses.fields(cls)}, cls
+        else:
+            assert len(config_classes) == 1, f"{family} controllers must share one config class"
         for name in names:
             controller = build(family, name, _config(family), seed=0)
             assert isinstance(controller.rng, np.random.Generator)

@@ -47,8 +47,10 @@ def prompt_ids(data: DataProto, key: str = ID_KEY) -> list[str]:
     return ids
 
 
-def check_plan(counts_P: Any, num_prompts: int, n_bar: int, n_min: int = 2) -> np.ndarray:
-    """Validate a rollout plan: one integer per prompt, each >= n_min, sum exactly P n_bar."""
+def check_plan(counts_P: Any, num_prompts: int, n_bar: int, n_min: int = 2, num_chosen: int | None = None
+               ) -> np.ndarray:
+    """Validate a rollout plan: one integer per prompt, each >= n_min, sum exactly P n_bar
+    (``num_chosen`` of the P prompts n_bar each when a prompt selector passes over the others)."""
     counts = np.asarray(counts_P)
     if counts.shape != (num_prompts,) or not np.issubdtype(counts.dtype, np.integer):
         raise VerlPluginError(f"rollout plan has shape {counts.shape} and dtype {counts.dtype}: "
@@ -56,9 +58,10 @@ def check_plan(counts_P: Any, num_prompts: int, n_bar: int, n_min: int = 2) -> n
     if num_prompts and counts.min() < n_min:
         raise VerlPluginError(f"rollout plan gives a prompt {int(counts.min())} rollouts: every prompt "
                               f"needs n_i >= n_min = {n_min} (a GRPO group of one has no baseline)")
-    if int(counts.sum()) != num_prompts * n_bar:
+    chosen = num_prompts if num_chosen is None else num_chosen
+    if int(counts.sum()) != chosen * n_bar:
         raise VerlPluginError(f"rollout plan spends {int(counts.sum())} rollouts, not batch x rollout.n = "
-                              f"{num_prompts} x {n_bar}: verl's equal chunks need the exact budget")
+                              f"{chosen} x {n_bar}: verl's equal chunks need the exact budget")
     return counts.astype(np.int64)
 
 
@@ -84,13 +87,14 @@ def check_executed(ids_P: Sequence[str] | np.ndarray, counts_P: np.ndarray, plan
 
 
 def expand(data: DataProto, counts_P: Any) -> DataProto:
-    """Row i repeated counts_P[i] times, consecutively and in row order (shape R = sum counts_P).
+    """Row i repeated counts_P[i] times, consecutively and in row order (shape R = sum counts_P);
+    a row with count 0 (a candidate the prompt selector passed over) is dropped.
 
     The per-prompt generalisation of ``data.repeat(n, interleave=True)``.
     """
     counts = np.asarray(counts_P, np.int64)
-    if counts.shape != (len(data),) or (counts.size and counts.min() < 1):
-        raise VerlPluginError(f"expand needs one positive count per row ({len(data)}), got shape {counts.shape}")
+    if counts.shape != (len(data),) or (counts.size and counts.min() < 0):
+        raise VerlPluginError(f"expand needs one count >= 0 per row ({len(data)}), got shape {counts.shape}")
     return data.sample_level_repeat(counts)
 
 
@@ -100,8 +104,11 @@ def install_planned_repeat(data: DataProto, counts_P: np.ndarray, n_bar: int) ->
     verl's ``fit`` expands both the generation batch and the prompt batch with
     ``repeat(rollout.n, interleave=True)``; this instance-level override (no verl file is
     touched) lets it run the plan instead. Any other call is refused with a one-line error.
+    Rows with count 0 (candidates a prompt selector passed over) are dropped by the expansion.
     """
-    counts = check_plan(counts_P, len(data), n_bar, n_min=1)
+    counts = np.asarray(counts_P)
+    chosen = counts > 0 if counts.shape == (len(data),) else np.ones(len(data), bool)
+    counts = check_plan(counts, len(data), n_bar, n_min=0, num_chosen=int(chosen.sum()))
 
     def planned_repeat(repeat_times: int = 2, interleave: bool = True) -> DataProto:
         if repeat_times != n_bar or not interleave:
@@ -128,6 +135,13 @@ def ragged_layout(uid_R: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndar
     prompt_index = rank[inverse.reshape(-1)]
     order = np.argsort(prompt_index, kind="stable")
     return prompt_index, order, np.bincount(prompt_index, minlength=first.size).astype(np.int64)
+
+
+def response_tokens(data: DataProto) -> np.ndarray:
+    """Generated tokens of every row (the sum of its ``response_mask``), float64; zeros without a mask."""
+    if "response_mask" not in data.batch.keys():
+        return np.zeros(len(data))
+    return data.batch["response_mask"].sum(dim=-1).double().cpu().numpy()
 
 
 def sequence_scores(data: DataProto) -> np.ndarray:

@@ -1,23 +1,31 @@
 """The GDRO controllers of one verl run, driven once per training step by the trainer.
 
 Per step, in the simulator's order (``simulators/loop.py``):
-    bins = classifier.bins(ids); n = allocator.plan(bins)          (plan: before generation)
+    chosen = the first train_batch_size candidates of the dataloader's batch (data.gen_batch_size
+             rows) that the prompt selector keeps (gdro_lab.selection.fill_batch); the other rows get
+             0 rollouts (without a screening selector gen_batch_size = train_batch_size: all are chosen)
+    bins = classifier.bins(ids); n = allocator.plan(bins, ids)     (plan: before generation)
     fb = StepFeedback(...)                                          (after verl's advantages)
-    classifier.update(fb); weighter.update(fb); m = weighter.multipliers(bins); allocator.update(fb)
+    keep = selector.accept(fb)                                      (groups trained on)
+    classifier.update(fb); weighter.update(fb); m = weighter.multipliers(bins); allocator.update(fb);
+    selector.update(fb)
     advantages *= m[prompt of row]; step_record(...) -> run directory and verl's tracker
+    the actor update sees only the kept groups (:meth:`GDROController.trained_rows_only`)
 Metrics go to verl's tracker under ``gdro/*`` (controllers, per-bin weights and success) and
 ``rollout_alloc/*`` (the allocator, per-bin rollouts and shares, as the released code names them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
+import torch
 from verl import DataProto
 
 from gdro_lab.feedback import StepFeedback
@@ -25,6 +33,7 @@ from gdro_lab.prompts import PromptIndex
 from gdro_lab.record import step_record
 from gdro_lab.registry import REGISTRY, build, make_config
 from gdro_lab.runlog import META_FILE, RunWriter
+from gdro_lab.selection import compute_metrics, fill_batch
 from gdro_lab.signals import SIGNALS
 from real_runs.verl import VerlPluginError
 from real_runs.verl import batch as vb
@@ -46,7 +55,11 @@ class GDROSettings:
     allocator: str = "gdro"
     """Rollout allocator: 'gdro' (Rollout-GDRO), 'sqrt' or 'uniform' (verl's fixed rollout.n)."""
     allocator_config: Mapping[str, Any] = field(default_factory=dict)
-    """gdro_lab.AllocatorConfig fields; num_bins defaults to the classifier's, n_bar to rollout.n."""
+    """Fields of the allocator's config class; num_bins defaults to the classifier's, n_bar to rollout.n."""
+    selector: str = "none"
+    """Prompt selector: 'none', 'dynamic_sampling' (DAPO) or 'greso' (needs data.gen_batch_size > train_batch_size)."""
+    selector_config: Mapping[str, Any] = field(default_factory=dict)
+    """gdro_lab.SelectorConfig fields."""
     seed: int = 0
     """Seed of the controllers' RNGs (saved with their state)."""
     id_key: str = "index"
@@ -63,7 +76,7 @@ class GDROSettings:
         unknown = sorted(set(values) - known)
         if unknown:
             raise VerlPluginError(f"gdro has no setting(s) {', '.join(unknown)}: allowed are {', '.join(sorted(known))}")
-        for family in ("classifier", "weighter", "allocator"):
+        for family in ("classifier", "weighter", "allocator", "selector"):
             name = values.get(family, getattr(cls, family))
             if name not in REGISTRY[family]:
                 raise VerlPluginError(f"gdro.{family}={name!r} is unknown: choose one of {', '.join(REGISTRY[family])}")
@@ -73,9 +86,11 @@ class GDROSettings:
 class GDROController:
     """Classifier, weighter and allocator of one run, their step bookkeeping and run directory."""
 
-    def __init__(self, settings: GDROSettings, n_bar: int, run_config: Mapping[str, Any] | None = None):
+    def __init__(self, settings: GDROSettings, n_bar: int, run_config: Mapping[str, Any] | None = None,
+                 batch_size: int | None = None):
         self.settings = settings
         self.n_bar = int(n_bar)
+        self.batch_size = batch_size  # prompts generated per step (data.train_batch_size); None = every row
         classifier_cls = REGISTRY["classifier"][settings.classifier]
         classifier_config = make_config(classifier_cls.config_class, settings.classifier_config)
         num_bins = classifier_config.num_bins
@@ -92,12 +107,15 @@ class GDROController:
         self.classifier = build("classifier", settings.classifier, classifier_config, settings.seed, prompts=self.prompts)
         self.weighter = build("weighter", settings.weighter, weighter_values, settings.seed + 1, prompts=self.prompts)
         self.allocator = build("allocator", settings.allocator, allocator_values, settings.seed + 2, prompts=self.prompts)
+        self.selector = build("selector", settings.selector, dict(settings.selector_config), settings.seed + 3,
+                              prompts=self.prompts)
         if classifier_config.k > self.allocator.config.n_min:
             raise VerlPluginError(f"classifier k={classifier_config.k} exceeds n_min="
                                   f"{self.allocator.config.n_min}: pass@k needs k <= n_min")
         self.num_bins = num_bins
         self._run_config = dict(run_config or {})
         self._step_bins: dict[str, int] = {}
+        self._train_rows: np.ndarray | None = None
         self.last_plan: dict[str, int] = {}
         self.writer: RunWriter | None = None
         self._lock: RunLock | None = None
@@ -105,13 +123,26 @@ class GDROController:
     # ------------------------------------------------------------------ per step
 
     def plan(self, ids: list[str]) -> np.ndarray:
-        """Rollouts per prompt for this step's batch (sum exactly len(ids) n_bar, each >= n_min)."""
+        """Rollouts per row of this step's batch: the chosen batch_size rows (module docstring) get the
+        allocator's plan (sum exactly batch_size n_bar, each >= n_min), the others 0."""
+        size = len(ids) if self.batch_size is None else min(self.batch_size, len(ids))
         index = self.prompts.intern(ids)
-        bins = self.classifier.bins(index)
-        counts = vb.check_plan(self.allocator.plan(bins, index), len(ids), self.n_bar, self.allocator.config.n_min)
-        self._step_bins = {i: int(b) for i, b in zip(ids, bins)}
-        self.last_plan = {i: int(n) for i, n in zip(ids, counts)}
-        return counts
+        candidates = np.arange(len(ids))
+        position = [size]
+
+        def draw(count: int) -> np.ndarray:  # the rest of the dataloader's batch, in order
+            start, position[0] = position[0], min(position[0] + count, len(ids))
+            return candidates[start:position[0]]
+
+        chosen = fill_batch(self.selector, draw, lambda rows: index[rows], size, first=candidates[:size])
+        bins = self.classifier.bins(index[chosen])
+        counts = vb.check_plan(self.allocator.plan(bins, index[chosen]), size, self.n_bar, self.allocator.config.n_min)
+        chosen_ids = [ids[r] for r in chosen.tolist()]
+        self._step_bins = {i: int(b) for i, b in zip(chosen_ids, bins)}
+        self.last_plan = {i: int(n) for i, n in zip(chosen_ids, counts)}  # candidates passed over: not generated
+        counts_all = np.zeros(len(ids), np.int64)
+        counts_all[chosen] = counts
+        return counts_all
 
     def observe(self, data: DataProto, step: int) -> dict[str, float]:
         """Update the controllers from the step's rewards and scale ``advantages`` in place.
@@ -122,11 +153,16 @@ class GDROController:
             raise VerlPluginError("the batch has no advantages: observe() runs after verl's compute_advantage")
         feedback, prompt_index = vb.feedback_from_batch(data, self._step_bins, self.settings.id_key)
         vb.check_executed(feedback.prompt_ids, feedback.counts_P, self.last_plan)
+        train_P = self.selector.accept(feedback)
+        self._train_rows = train_P[prompt_index]
         metrics: dict[str, float] = {}
         metrics.update(self.classifier.update(feedback))
         metrics.update(self.weighter.update(feedback))
         multipliers = self.weighter.multipliers(feedback.bins_P)
         metrics.update(self.allocator.update(feedback))
+        metrics.update(self.selector.update(feedback))
+        metrics.update(compute_metrics(feedback, train_P, tokens_R=vb.response_tokens(data)[np.argsort(prompt_index,
+                                                                                                    kind="stable")]))
         data.batch["advantages"] = vb.scaled_advantages(data, multipliers, prompt_index)
         # step_record handles steps whose prompts have no bin yet (lead-lag and SE fields null)
         scalars, bins = step_record(
@@ -139,11 +175,29 @@ class GDROController:
             self.writer.log_step(step, scalars, bins)
         return tracker_metrics(scalars, bins)
 
+    @contextlib.contextmanager
+    def trained_rows_only(self, data: DataProto) -> Iterator[None]:
+        """During the actor update, rows of the groups the selector dropped have an all-zero
+        ``response_mask`` (verl's loss aggregations then leave them out: token-mean counts no token of
+        theirs, the seq-mean modes skip fully masked sequences); the mask is restored afterwards."""
+        keep = self._train_rows
+        if keep is None or keep.all():
+            yield
+            return
+        original = data.batch["response_mask"]
+        data.batch["response_mask"] = original * torch.as_tensor(keep, dtype=original.dtype,
+                                                                 device=original.device)[:, None]
+        try:
+            yield
+        finally:
+            data.batch["response_mask"] = original
+
     # ------------------------------------------------------------------ state and run directory
 
     def state_dict(self) -> dict[str, Any]:
         return {"classifier": self.classifier.state_dict(), "weighter": self.weighter.state_dict(),
-                "allocator": self.allocator.state_dict(), "prompts": self.prompts.state_dict()}
+                "allocator": self.allocator.state_dict(), "selector": self.selector.state_dict(),
+                "prompts": self.prompts.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         missing = {"classifier", "weighter", "allocator"} - set(state)
@@ -154,6 +208,8 @@ class GDROController:
         self.classifier.load_state_dict(state["classifier"])
         self.weighter.load_state_dict(state["weighter"])
         self.allocator.load_state_dict(state["allocator"])
+        if "selector" in state:  # checkpoints written before the selector family have none ('none')
+            self.selector.load_state_dict(state["selector"])
 
     def open_run(self, resume_step: int | None = None) -> None:
         """Create (or, resuming after ``resume_step``, reopen) the run directory, if configured.

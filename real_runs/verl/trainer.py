@@ -3,14 +3,18 @@
 verl 0.9.1's ``RayPPOTrainer.fit`` is left as it is; five methods it calls are extended:
 
 - ``_get_gen_batch`` (once per training step, right after verl assigns the step's uids): read the
-  stable ids, ask the classifier for bins and the allocator for a plan n_i (sum = batch x
-  rollout.n, n_i >= n_min), and make this step's two ``repeat(rollout.n, interleave=True)`` calls
-  execute it (:func:`real_runs.verl.batch.install_planned_repeat`);
+  stable ids, let the prompt selector choose train_batch_size of the loader's data.gen_batch_size
+  candidates (all of them without a selector that skips), ask the classifier for bins and the
+  allocator for a plan n_i (sum = train_batch_size x rollout.n, n_i >= n_min; 0 for candidates passed
+  over), and make this step's two ``repeat(rollout.n, interleave=True)`` calls execute it
+  (:func:`real_runs.verl.batch.install_planned_repeat`);
 - ``_validate``: validation batches are never planned (verl repeats them by ``val_kwargs.n``);
 - ``_update_actor`` (after verl's ``compute_advantage``): check that the executed rollouts per prompt
-  are the plan, update the controllers from the step's rewards, multiply ``advantages`` by each prompt's Prompt-GDRO multiplier, log the step to our
-  run directory, and return the metrics (``gdro/*``, ``rollout_alloc/*``) with the actor's, which
-  ``fit`` passes to verl's tracker;
+  are the plan, update the controllers from the step's rewards, multiply ``advantages`` by each
+  prompt's Prompt-GDRO multiplier, log the step to our run directory, run verl's update on the groups
+  the selector keeps (the others' response_mask is zero during the update), and return the metrics
+  (``gdro/*``, ``rollout_alloc/*``, ``gdro/compute/*``) with the actor's, which ``fit`` passes to
+  verl's tracker;
 - ``_save_checkpoint`` / ``_load_checkpoint``: ``global_step_N/gdro_ctrl.json`` (written before
   verl's own files, so ``latest_checkpointed_iteration.txt`` never points at a step without it).
 
@@ -32,6 +36,7 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
 from gdro_lab import ConfigError
+from gdro_lab.registry import REGISTRY
 from real_runs.verl import VerlPluginError
 from real_runs.verl import batch as vb
 from real_runs.verl.controller import GDROController, GDROSettings
@@ -63,6 +68,12 @@ def check_verl_config(config: Any) -> None:
     if config.actor_rollout_ref.actor.get("use_prefix_grouper", False):
         raise VerlPluginError("actor_rollout_ref.actor.use_prefix_grouper=true balances whole uid groups with "
                               "equal counts per rank, which ragged Rollout-GDRO groups break: set it to false")
+    selector = REGISTRY["selector"].get(str((config.get("gdro") or {}).get("selector", "none")))
+    batch_size = int(config.data.train_batch_size)
+    if getattr(selector, "screens", False) and int(config.data.get("gen_batch_size", None) or batch_size) <= batch_size:
+        raise VerlPluginError(f"gdro.selector={config.gdro.selector} skips prompts before rollout and takes the next "
+                              "ones of the dataloader's batch: set data.gen_batch_size above data.train_batch_size="
+                              f"{batch_size} (e.g. +data.gen_batch_size={int(1.5 * batch_size)})")
     if int(config.trainer.get("critic_warmup", 0)) != 0:
         raise VerlPluginError("trainer.critic_warmup must be 0 with the GDRO plugin (GRPO has no critic; "
                               "the controllers update in the actor step)")
@@ -82,7 +93,8 @@ def controller_from_config(config: Any) -> GDROController:
                   "verl": {"rollout_n": n_bar, "train_batch_size": int(config.data.train_batch_size),
                            "adv_estimator": str(config.algorithm.adv_estimator)}}
     try:
-        return GDROController(settings_from_config(config), n_bar, run_config)
+        return GDROController(settings_from_config(config), n_bar, run_config,
+                              batch_size=int(config.data.train_batch_size))
     except ConfigError as err:
         hint = (f" (n_bar is actor_rollout_ref.rollout.n={n_bar}: change rollout.n or gdro.allocator_config)"
                 if "n_bar" in str(err) else "")
@@ -116,7 +128,8 @@ class GDRORayPPOTrainer(RayPPOTrainer):
 
     def _update_actor(self, batch: DataProto) -> DataProto:
         metrics = self.gdro.observe(batch, step=int(self.global_steps))
-        output = super()._update_actor(batch)
+        with self.gdro.trained_rows_only(batch):  # a prompt selector's dropped groups: out of the loss
+            output = super()._update_actor(batch)
         output.meta_info.setdefault("metrics", {}).update(metrics)
         return output
 

@@ -185,6 +185,7 @@ def test_controller_state_file_errors(tmp_path):
     (["actor_rollout_ref.actor.use_prefix_grouper=true"], "use_prefix_grouper=true"),
     (["+gdro.bogus=1"], "no setting\\(s\\) bogus"),
     (["gdro.allocator=no_such_allocator"], "gdro.allocator='no_such_allocator' is unknown"),
+    (["gdro.selector=greso"], "set data.gen_batch_size above data.train_batch_size"),
     (["+gdro.allocator_config.n_bar=6"], "differs from actor_rollout_ref.rollout.n"),
     (["gdro.classifier_config.k=3"], "pass@k needs k <= n_min"),
     (["actor_rollout_ref.rollout.n=16"], "n_bar=16 is invalid.*actor_rollout_ref.rollout.n=16"),

@@ -1,0 +1,237 @@
+"""The allocation arena on the CPU LM study: the arena's methods through the real trainer.
+
+Same model, warm start, tasks, loss and reward as ``gdro study lm`` (real_runs/lmstudy/study.py);
+each method is the trainer's ``method.allocator`` / ``method.selector`` by registry name:
+GRPO, Rollout-GDRO, per-prompt Rollout-GDRO (``gdro_prompt``), Knapsack-RL, VIP, DAPO dynamic
+sampling and GRESO. Equal compute: every step generates exactly prompts_per_step x n_bar
+rollouts (the trainer checks the plan every step); their generated tokens differ and are logged
+(``compute/tokens_generated``), so the table gives both.
+
+Fair comparison: every method at its own best learning-rate scale from LR_SCALES (x the study's lr),
+chosen on the **val** half of the held-out problems (every other problem of each skill), reported on
+the **test** half, paired by seed (same warm start, data order and sampler seed), mean ± 95% t-interval.
+
+Reduced setting (stated in the report), sized for the loaded shared 2-core machine: ARENA = a
+shorter warm start (300 steps x 64 problems instead of 2,000 x 128; same model, tasks and slip rate),
+3 seeds x 60 RL steps x 16 prompts over a 320-prompt pool (the first 20 steps are a pass over unseen
+prompts, where every allocator plans n_bar), 100 held-out problems per skill (50 val, 50 test), one
+evaluation at the end (k = 8 samples of each held-out problem). The default LM study's runs cost
+about 0.75 s per step of 64 prompts on a quiet core.
+
+Writes ``lm-arena.json`` (markdown lines and decision lines that the simulator arena report embeds)
+and reuses a finished run directory whose config is unchanged, so a rerun redoes only what changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from scipy import stats
+
+from real_runs.lmstudy import study, tasks
+from real_runs.lmstudy.warmstart import WarmStartConfig
+
+ARENA = study.StudyConfig(seeds=3, steps=60, prompts_per_step=16, eval_every=60, train_size=320, heldout_per_group=100,
+                          warm=WarmStartConfig(steps=300, batch_size=64, warmup_steps=20, heldout_per_group=100,
+                                               slip_rate=study.SLIP_RATE))
+QUICK = dataclasses.replace(study.QUICK, seeds=2)
+LR_SCALES = (0.5, 1.0, 2.0)
+METHODS: dict[str, tuple[str, dict[str, str]]] = {
+    "grpo": ("GRPO", {}),
+    "rollout_gdro": ("Rollout-GDRO", {"name": "rollout_gdro"}),
+    "gdro_prompt": ("per-prompt Rollout-GDRO", {"allocator": "gdro_prompt"}),
+    "knapsack": ("Knapsack-RL", {"allocator": "knapsack"}),
+    "vip": ("VIP", {"allocator": "vip"}),
+    "dynamic_sampling": ("DAPO dynamic sampling", {"selector": "dynamic_sampling"}),
+    "greso": ("GRESO", {"selector": "greso"}),
+}
+SPLITS = ("val", "test")
+
+
+def eval_records(cfg: study.StudyConfig) -> dict[str, list[Any]]:
+    """Held-out problems as benchmarks ``{skill}/val`` and ``{skill}/test`` (alternate problems).
+
+    The trainer's evaluation groups problems by their ``source``, so each half's problems carry it.
+    """
+    out: dict[str, list[Any]] = {}
+    for source, problems in study.eval_records(cfg).items():
+        for index, split in enumerate(SPLITS):
+            name = f"{source}/{split}"
+            out[name] = [dataclasses.replace(p, source=name) for p in problems[index::2]]
+    return out
+
+
+def trainer_config(cfg: study.StudyConfig, method: str, seed: int, out: Path, lr_scale: float) -> Any:
+    from real_runs.config import config_from_dict, config_to_dict
+    values = config_to_dict(study.trainer_config(cfg, "grpo", seed, out, lr_scale))
+    values["method"].update(METHODS[method][1])
+    values["train"]["run_name"] = run_name(method, lr_scale, seed)
+    values["eval"]["benchmarks"] = sorted(eval_records(cfg))
+    return config_from_dict(values)
+
+
+def run_name(method: str, lr_scale: float, seed: int) -> str:
+    return f"{method}-lr{lr_scale:g}-s{seed}"
+
+
+def run_one(cfg: study.StudyConfig, method: str, seed: int, lr_scale: float, out: Path, warm_path: Path) -> str:
+    """One run in this (worker) process; a finished run with the same config is reused."""
+    study._worker_setup(cfg)
+    from real_runs.config import config_to_dict
+    from real_runs.lmstudy.warmstart import load_warm_start
+    from real_runs.reward import MathReward
+    from real_runs.train import main as train_main
+
+    config = trainer_config(cfg, method, seed, out, lr_scale)
+    target = out / run_name(method, lr_scale, seed)
+    if study._finished(target):
+        if same_experiment(json.loads((target / "config.json").read_text()), json.loads(json.dumps(config_to_dict(config)))):
+            return str(target)
+        raise FileExistsError(f"{target} holds a finished run of another config: delete it to rerun")
+    if target.exists():
+        raise FileExistsError(f"{target} holds an unfinished run: resume it with `gdro train --resume {target}` "
+                              "or delete it, then run the arena again")
+    model, tokenizer, _ = load_warm_start(warm_path)
+    with MathReward(num_workers=1) as reward:
+        run_dir = train_main(config, model=model, tokenizer=tokenizer, train_records=tasks.train_split(cfg.task_config()),
+                             eval_records=eval_records(cfg), reward=reward)
+    return str(run_dir)
+
+
+def same_experiment(saved: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether a finished run's config.json is this run's: every key both configs have is equal (a key
+    a later version of the trainer added, or dropped, with its default behaviour does not force a rerun)."""
+    for section, values in wanted.items():
+        old = saved.get(section, {})
+        if any(key in old and old[key] != value for key, value in values.items()):
+            return False
+    return True
+
+
+def run_arena(cfg: study.StudyConfig, out: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Warm start, then every (method, lr scale, seed) in a pool of cfg.jobs single-thread processes."""
+    import torch
+
+    from real_runs.lmstudy.warmstart import warm_start
+
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    torch.set_num_threads(cfg.jobs * cfg.threads)
+    warm_path = warm_start(cfg.warm, log=log)
+    keys = [(m, lr, s) for s in range(cfg.seeds) for m in METHODS for lr in LR_SCALES]
+    with ProcessPoolExecutor(max_workers=cfg.jobs, mp_context=get_context("spawn")) as pool:
+        futures = {key: pool.submit(run_one, cfg, key[0], key[2], key[1], out / "runs", warm_path) for key in keys}
+        runs = {key: Path(f.result()) for key, f in futures.items()}
+    log(f"lm arena: {len(runs)} runs in {(time.perf_counter() - started) / 60:.1f} min")
+    return {"runs": runs, "seconds": time.perf_counter() - started, "config": dataclasses.asdict(cfg)}
+
+
+def run_digest(run_dir: Path, cfg: study.StudyConfig) -> dict[str, float]:
+    """Final held-out metrics (val/test mean and worst skill of mean@8) and per-step compute and time."""
+    from gdro_lab.runlog import read_run
+
+    run = read_run(run_dir)
+    final = run.evals[-1]["metrics"]
+    out: dict[str, float] = {}
+    for split in SPLITS:
+        values = [final[f"{source}/{split}/mean@{study.EVAL_K}"] for source in study.eval_records(cfg)]
+        out[f"{split}/accuracy"], out[f"{split}/worst_group_accuracy"] = float(np.mean(values)), float(np.min(values))
+    active = run.steps > cfg.train_size // cfg.prompts_per_step  # after the first pass over the pool
+    for name in ("zero_variance_frac", "compute/rollouts_generated", "compute/rollouts_trained",
+                 "compute/tokens_generated", "time/step", "time/controllers"):
+        series = run.scalars.get(name)
+        out[name] = float(np.nanmean(series[active])) if series is not None and active.any() else float("nan")
+    return out
+
+
+def mean_ci(values: np.ndarray) -> tuple[float, float]:
+    """Seed mean and 95% t half-width (NaN with fewer than 2 values)."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if v.size < 2:
+        return (float(v.mean()) if v.size else float("nan")), float("nan")
+    return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _fmt(mean: float, half: float, scale: float = 1.0, digits: int = 1) -> str:
+    return f"{mean * scale:.{digits}f}" + (f" ± {half * scale:.{digits}f}" if np.isfinite(half) else "")
+
+
+def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], setting: str) -> dict[str, Any]:
+    """Tuned-lr gains on the test half, compute and time per step: markdown and decision lines."""
+    digests = {key: run_digest(path, cfg) for key, path in runs.items()}
+    seeds = sorted({s for _, _, s in digests})
+
+    def series(method: str, lr: float, name: str) -> np.ndarray:
+        return np.array([digests[(method, lr, s)][name] for s in seeds])
+
+    tuned = {metric: {m: max(sorted(LR_SCALES), key=lambda lr: (np.nanmean(series(m, lr, f"val/{metric}")), -lr))
+                      for m in METHODS} for metric in ("accuracy", "worst_group_accuracy")}
+    gain_rows, stat_rows, decision = [], [], [f"arena decision (LM study, {setting}: held-out test half vs tuned GRPO, "
+                                              f"{len(seeds)} paired seeds, 95% intervals, pp):"]
+    gains: dict[str, Any] = {}
+    for m, (label, _) in METHODS.items():
+        base = {k: series("grpo", 1.0, k) for k in ("compute/tokens_generated",)}
+        row = [label]
+        gains[m] = {}
+        for metric in ("accuracy", "worst_group_accuracy"):
+            diff = series(m, tuned[metric][m], f"test/{metric}") - series("grpo", tuned[metric]["grpo"], f"test/{metric}")
+            mean, half = gains[m][metric] = mean_ci(diff)
+            row.append(_fmt(mean, half, 100))
+        row.append(f"{tuned['accuracy'][m]:g} / {tuned['accuracy']['grpo']:g}")
+        gain_rows.append(row)
+        s = {k: mean_ci(series(m, 1.0, k)) for k in ("zero_variance_frac", "compute/rollouts_generated",
+                                                     "compute/rollouts_trained", "compute/tokens_generated",
+                                                     "time/step", "time/controllers")}
+        tokens_ratio = mean_ci(series(m, 1.0, "compute/tokens_generated") / base["compute/tokens_generated"])
+        stat_rows.append([label, _fmt(*s["zero_variance_frac"], 1, 3), f"{s['compute/rollouts_generated'][0]:.0f}",
+                          f"{s['compute/rollouts_trained'][0]:.0f}", f"{s['compute/tokens_generated'][0]:.0f}",
+                          _fmt(*tokens_ratio, 1, 3), f"{s['time/step'][0]:.2f}", f"{1000 * s['time/controllers'][0]:.1f}"])
+    for metric, label in (("worst_group_accuracy", "worst-group held-out acc"), ("accuracy", "mean held-out acc")):
+        above = [METHODS[m][0] for m in METHODS if m != "grpo" and gains[m][metric][0] - gains[m][metric][1] > 0]
+        below = [METHODS[m][0] for m in METHODS if m != "grpo" and gains[m][metric][0] + gains[m][metric][1] < 0]
+        decision.append(f"  LM          {label:<25} above tuned GRPO: {', '.join(above) or 'none'}; "
+                        f"below: {', '.join(below) or 'none'}")
+    markdown = [f"## LM study ({setting})", "",
+                f"{len(METHODS)} methods × lr scales {{{', '.join(f'{v:g}' for v in LR_SCALES)}}} × {len(seeds)} seeds "
+                f"through the real trainer (`gdro train`'s loop, the CPU LM study's warm-started 0.5 M-parameter Qwen3 "
+                f"on synthetic arithmetic): {cfg.steps} steps × {cfg.prompts_per_step} prompts over a "
+                f"{cfg.train_size}-prompt pool (the first {cfg.train_size // cfg.prompts_per_step} steps are a pass "
+                f"over unseen prompts, where every allocator plans n̄ = {cfg.n_bar}), base lr {cfg.lr:g}, one "
+                f"evaluation at the end ({study.EVAL_K} samples of each held-out problem; lr chosen on the val half, "
+                "reported on the test half; the halves are alternating problems of the same five skills, sibling "
+                "prompts the tuning never saw but of skills it did, as the suite has too few skills to split them). "
+                f"Warm start: {cfg.warm.steps} steps × {cfg.warm.batch_size} problems (the default study's is "
+                "2,000 × 128), so the model starts weaker. Equal rollouts per step in every run; the tokens they "
+                "hold differ (tokens/step and its ratio to GRPO's): a method below 1 would gain further at equal "
+                "tokens.", "",
+                *_table(["method", "Δ mean held-out acc vs tuned GRPO (pp)", "Δ worst-group held-out acc vs tuned "
+                         "GRPO (pp)", "tuned lr: method / GRPO"], gain_rows), "",
+                "Compute and time at lr scale 1 (means after the first pass; time measured on the shared machine, "
+                "provisional under load):", "",
+                *_table(["method", "zero-var share", "rollouts generated/step", "rollouts trained/step",
+                         "tokens generated/step", "tokens ÷ GRPO's", "s/step", "controllers ms/step"], stat_rows), ""]
+    return {"markdown": markdown, "decision": decision, "gains": gains, "tuned_lr": tuned,
+            "digests": {f"{m}|{lr:g}|{s}": d for (m, lr, s), d in digests.items()}}
+
+
+def main_arena(out: Path, quick: bool = False, jobs: int = 2, log: Callable[[str], None] = print) -> Path:
+    """Run (or reuse) the LM arena under ``out/lm`` and write ``out/lm-arena.json``; returns its path."""
+    cfg = dataclasses.replace(QUICK if quick else ARENA, jobs=jobs)
+    result = run_arena(cfg, out / "lm", log=log)
+    summary = summarize(cfg, result["runs"], "QUICK setting, not evidence" if quick else "reduced setting")
+    summary["seconds"] = result["seconds"]
+    path = out / "lm-arena.json"
+    path.write_text(json.dumps(summary, indent=1, default=float), encoding="utf-8")
+    return path

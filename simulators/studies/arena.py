@@ -1,0 +1,189 @@
+"""Study `arena`: the published rollout-allocation and prompt-selection rules on one fair footing.
+
+Methods (simulators/methods.py, ARENA_METHODS): GRPO, Rollout-GDRO, per-prompt Rollout-GDRO,
+Knapsack-RL, VIP, DAPO dynamic sampling, GRESO, and the per-prompt oracle; the per-prompt Bayes
+reference runs at the default learning rate only (for the SE proxy). Worlds: the default world,
+the three paper presets (simulators/presets.py) and the sqrt-law study's bimodal world.
+
+Equal compute: every method generates exactly batch x n_bar rollouts per step (the allocators'
+exact budget; a selector's skipped prompts are replaced before generation and its dropped groups
+count as generated, gdro_lab/selection.py), so equal steps are equal rollouts; the simulator's
+rollouts have no length, so equal rollouts are also equal generated tokens. Per world and method:
+
+- the SE proxies per prompt (Eq. 28 and 33 with the true v_i, gdro_lab/prompt_oracle.py): the
+  reduction against uniform n_bar and its fraction of the per-prompt oracle's on the same batches
+  (mean over the steps after the first pass over the pool, when every allocator is uniform);
+- held-out mean and worst-group accuracy against tuned GRPO: every method at its own best
+  learning-rate scale chosen on the val split, gains on the test split, paired by seed with 95%
+  t-intervals (simulators/studies/baselines.py's ``decision``);
+- the share of zero-variance groups and of prompts trained on;
+- wall time per step: the controllers' (classifier, weighter, allocator, selector) and the whole
+  simulated step's, measured on the shared machine (provisional under load).
+
+Runs are cached: a run whose resolved config (and CACHE_VERSION) is unchanged is read from its digest
+(``digests/<world>/<method>/lr<x>/seed<k>.json``) instead of being run again, so adding a method or a
+world reruns only what changed. The report (``arena_report``) also reads the LM study's arena
+results (real_runs/lmstudy/arena.py) when given; ``gdro arena`` runs both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from gdro_lab.runlog import is_run_dir, read_run
+from simulators.methods import ARENA_METHODS
+from simulators.parallel import RunSummary, run_jobs
+from simulators.presets import PRESETS
+from simulators.studies.baselines import Grid, decision, lr_dir, run_matched
+from simulators.studies.common import StudySettings, job, sim_config
+from simulators.studies.sqrt_law import WORLDS as SQRT_LAW_WORLDS
+
+CACHE_VERSION = 1
+"""Bump when a change of code (not of config) changes what a run produces: every digest is stale."""
+DEFAULTS: dict[str, Any] = {"seeds": 3, "steps": 300, "prompts": 4000, "batch": 128, "methods": ARENA_METHODS,
+                            "lr_grid": (0.5, 1.0, 2.0), "eval_every": 50, "log_every": 5}
+"""Sized for a loaded shared 2-core machine (~350 runs of 300 steps plus the paper-scale block)."""
+WORLDS: dict[str, dict[str, Any]] = {"default": {}, **{name: dict(v) for name, v in PRESETS.items()},
+                                     "bimodal": dict(SQRT_LAW_WORLDS["bimodal"])}
+SE_ONLY = ("prompt_bayes", "prompt_stale")
+"""Reference methods run at lr 1 only: they enter the SE table, not the learning comparison."""
+PAPER_SCALE: dict[str, Any] = {"seeds": 3, "steps": 600, "prompts": 14116, "batch": 256}
+"""The SE check at the sqrt-law study's scale (where the review measured bin-level Rollout-GDRO at 21.0%
+of Eq. 28 against the per-prompt oracle's 36.1%): the bimodal world, lr 1, allocators only."""
+PAPER_SCALE_METHODS = ("rollout_gdro", "gdro_prompt", "knapsack", "vip", "prompt_oracle", "prompt_bayes",
+                       "prompt_stale")
+
+
+def run(settings: StudySettings) -> Path:
+    """Run (or read from the digests) every world; write the report; returns report.md."""
+    from simulators.studies import arena_report
+    settings.validate()
+    methods = tuple(settings.methods or DEFAULTS["methods"])
+    if "grpo" not in methods:
+        methods = ("grpo",) + methods
+    worlds: dict[str, Any] = {}
+    start = time.perf_counter()
+    for name, overrides in WORLDS.items():
+        world_settings = replace(settings, world={**overrides, **settings.world})
+        grid = run_cached_grid(world_settings, methods, settings.out, name)
+        references = run_cached_grid(replace(world_settings, lr_grid=(1.0,)), SE_ONLY, settings.out, name)
+        matched, _ = run_matched(world_settings, grid, methods, settings.out / "runs" / name)
+        worlds[name] = {"overrides": overrides, "grid": grid, "references": references,
+                        "decision": decision(grid, matched, methods), "methods": methods,
+                        "selector_matched": run_selector_matched(world_settings, grid, methods, settings.out, name)}
+    full = all(getattr(settings, k) >= DEFAULTS[k] for k in ("seeds", "steps", "prompts"))
+    sizes = PAPER_SCALE if full else {}  # a reduced arena (tests, smoke runs) keeps its own sizes here
+    scale = replace(settings, world={**WORLDS["bimodal"], **settings.world}, lr_grid=(1.0,), **sizes)
+    paper_scale = run_cached_grid(scale, PAPER_SCALE_METHODS, settings.out, "bimodal-paper-scale")
+    return arena_report.write(settings, worlds, time.perf_counter() - start, paper_scale)
+
+
+def run_cached_grid(settings: StudySettings, methods: Sequence[str], out: Path, world: str) -> Grid:
+    """Every method x lr x seed as baselines.run_grid does, each run read from its digest when cached."""
+    lrs = tuple(sorted(set(settings.lr_grid) | {1.0}))
+    keys = [(m, lr, s) for m in methods for lr in lrs for s in range(settings.seeds)]
+    jobs = []
+    for m, lr, s in keys:
+        path = Path(world) / m / lr_dir(lr) / f"seed{s}"
+        config = sim_config(settings, m, s, lr_scale=lr)
+        jobs.append(job(replace(settings, snapshot_seeds=0), config, out / "runs" / path))
+    results = run_jobs(jobs, workers=settings.workers, progress=settings.progress,
+                       description=f"arena ({world})", job=cached_job)
+    grid: Grid = {}
+    for (m, lr, _), summary in zip(keys, results):
+        grid.setdefault((m, lr), []).append(summary)
+    return grid
+
+
+def selector_step_factor(runs: Sequence[RunSummary]) -> float:
+    """Mean over seeds and logged steps of batch / prompts trained on (a selector's larger step)."""
+    factors = [np.nanmean(r.config["batch"] / r.scalars["compute/prompts_trained"]) for r in runs]
+    return float(np.mean(factors))
+
+
+def run_selector_matched(settings: StudySettings, grid: Grid, methods: Sequence[str], out: Path, world: str
+                         ) -> dict[str, dict[str, Any]]:
+    """GRPO whose shared and group steps are those of a selector: lr_shared and lr_group x the selector's
+    mean batch / trained prompts, at lr scale 1 (cached like the grid).
+
+    The simulator's learner divides the shared and group steps by the number of prompts trained on,
+    but not the prompt-skill step (simulators/learner.py), so training on fewer prompts is not a
+    uniform rescaling there and an lr grid on GRPO cannot reproduce it; this baseline can.
+    """
+    from simulators.methods import get_method
+    selectors = [m for m in methods if get_method(m).selector != "none"]
+    out_runs: dict[str, dict[str, Any]] = {}
+    jobs, keys = [], []
+    for m in selectors:
+        factor = selector_step_factor(grid[(m, 1.0)])
+        out_runs[m] = {"factor": factor, "runs": []}
+        for s in range(settings.seeds):
+            base = sim_config(settings, "grpo", s)
+            config = replace(base, world=replace(base.world, lr_shared=base.world.lr_shared * factor,
+                                                 lr_group=base.world.lr_group * factor))
+            jobs.append(job(replace(settings, snapshot_seeds=0), config,
+                            out / "runs" / world / f"grpo_stepmatched_{m}" / f"seed{s}"))
+            keys.append(m)
+    results = run_jobs(jobs, workers=settings.workers, progress=settings.progress,
+                       description=f"arena ({world}, step-matched GRPO)", job=cached_job) if jobs else []
+    for m, summary in zip(keys, results):
+        out_runs[m]["runs"].append(summary)
+    return out_runs
+
+
+def fingerprint(config: Any) -> str:
+    """Hash of a run's resolved config (controllers included) and CACHE_VERSION."""
+    from simulators.loop import _config_payload
+    text = json.dumps({"v": CACHE_VERSION, "config": _config_payload(config)}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def digest_path(out_dir: Path) -> Path:
+    """runs/<world>/<method>/lr<x>/seed<k> -> digests/<world>/<method>/lr<x>/seed<k>.json."""
+    parts = out_dir.parts
+    index = len(parts) - 1 - parts[::-1].index("runs")
+    return Path(*parts[:index], "digests", *parts[index + 1:]).with_suffix(".json")
+
+
+def cached_job(config: Any, out_dir: str, snapshots: bool = True) -> RunSummary:
+    """A run_jobs job: the digest of an unchanged run, else the run (its old directory replaced)."""
+    from simulators.parallel import _job
+    path = Path(out_dir)
+    digest = digest_path(path)
+    key = fingerprint(config)
+    if digest.is_file():
+        stored = json.loads(digest.read_text(encoding="utf-8"))
+        if stored.get("fingerprint") == key:
+            return _summary_from(stored["summary"])
+    if is_run_dir(path) and read_run(path).meta.get("producer") == "gdro-lab simulator":
+        shutil.rmtree(path)  # our own stale run of this slot
+    summary = _job(config, out_dir, snapshots)
+    digest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = digest.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"fingerprint": key, "summary": _summary_to(summary)}), encoding="utf-8")
+    tmp.replace(digest)
+    return summary
+
+
+def _summary_to(summary: RunSummary) -> dict[str, Any]:
+    return {"method": summary.method, "seed": summary.seed, "path": summary.path, "steps": summary.steps.tolist(),
+            "scalars": {k: v.tolist() for k, v in summary.scalars.items()},
+            "eval_steps": summary.eval_steps.tolist(), "evals": {k: v.tolist() for k, v in summary.evals.items()},
+            "config": summary.config, "wall_s": summary.wall_s, "timing": summary.timing}
+
+
+def _summary_from(data: dict[str, Any]) -> RunSummary:
+    return RunSummary(method=data["method"], seed=int(data["seed"]), path=data["path"],
+                      steps=np.array(data["steps"], np.int64),
+                      scalars={k: np.array(v, float) for k, v in data["scalars"].items()}, bins={},
+                      eval_steps=np.array(data["eval_steps"], np.int64),
+                      evals={k: np.array(v, float) for k, v in data["evals"].items()},
+                      config=data["config"], wall_s=float(data["wall_s"]), timing=data.get("timing"))

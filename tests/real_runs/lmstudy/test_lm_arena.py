@@ -1,0 +1,40 @@
+"""The LM study's arena: every arena method through the real trainer (quick setting), the exact
+budget every step, the summary the arena report embeds, and reuse of finished runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from gdro_lab.runlog import read_run
+from real_runs.lmstudy import arena, study
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_lm_arena_end_to_end(tmp_path, monkeypatch):
+    monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(arena, "QUICK", dataclasses.replace(study.QUICK, seeds=1, steps=4, eval_every=4))
+    monkeypatch.setattr(arena, "LR_SCALES", (1.0,))
+    path = arena.main_arena(tmp_path, quick=True, jobs=2, log=lambda _: None)
+    summary = json.loads(path.read_text())
+    assert set(summary["gains"]) == set(arena.METHODS) and summary["decision"][0].startswith("arena decision (LM")
+    assert any("Knapsack-RL" in line for line in summary["markdown"])
+    runs = sorted((tmp_path / "lm" / "runs").iterdir())
+    assert len(runs) == len(arena.METHODS)
+    budget = arena.QUICK.prompts_per_step * arena.QUICK.n_bar
+    for run_dir in runs:
+        run = read_run(run_dir)
+        np.testing.assert_array_equal(run.scalars["total_rollouts"], budget)
+        np.testing.assert_array_equal(run.scalars["compute/rollouts_generated"], budget)
+        assert "lmstudy_add/test/mean@8" in run.evals[-1]["metrics"]
+        method = run.config["train"]["run_name"].split("-lr")[0]
+        expected = arena.METHODS[method][1]
+        for key, value in expected.items():
+            assert run.config["method"][key] == value
+    stamps = {p: (p / "steps.jsonl").stat().st_mtime_ns for p in runs}
+    arena.main_arena(tmp_path, quick=True, jobs=2, log=lambda _: None)
+    assert {p: (p / "steps.jsonl").stat().st_mtime_ns for p in runs} == stamps  # finished runs reused

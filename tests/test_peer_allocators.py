@@ -1,0 +1,142 @@
+"""The per-prompt allocators as controllers: estimates, unseen prompts, exact budget, bin-level fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gdro_lab import build
+from gdro_lab.feedback import StepFeedback
+from gdro_lab.knapsack import knapsack_plan
+from gdro_lab.separable import separable_plan
+from gdro_lab.vip import convex_plan
+
+
+def visit(controller, ids, counts, successes, bins):
+    y = np.asarray(successes, bool)
+    return controller.update(StepFeedback(ids, np.asarray(bins), np.asarray(counts), 2.0 * y - 1, y))
+
+
+def test_knapsack_reads_the_last_16_rollouts_after_8():
+    a = build("allocator", "knapsack", {"num_bins": 2, "n_max": 12}, seed=0)
+    visit(a, ["x", "y"], [12, 4], [1] * 12 + [0, 1, 0, 0], [0, 1])
+    visit(a, ["x"], [12], [0] * 12, [0])
+    p, valid = a.estimates(a.stats.rows(["x", "y", "z"]))
+    assert p[0] == pytest.approx(4 / 16) and valid.tolist() == [True, False, False]
+    plan = a.plan(np.array([0, 1, 1]), ["x", "y", "z"])
+    np.testing.assert_array_equal(plan, knapsack_plan(np.array([0.25, 0.5, 0.5]), np.array([True, False, False]),
+                                                      12, 2, 12, 4))
+    np.testing.assert_array_equal(a.plan(np.array([0, 1, 1])), [4, 4, 4])  # no ids: no history
+
+
+def test_vip_weights_are_the_beta_posterior_and_unseen_prompts_get_n_bar():
+    a = build("allocator", "vip", {"num_bins": 2, "prior_strength": 2.0, "history_decay": 0.5}, seed=0)
+    visit(a, ["x", "y"], [4, 4], [1, 1, 1, 0, 0, 0, 0, 0], [0, 1])   # batch rate 3/8
+    visit(a, ["x"], [2], [1, 1], [0])                                 # x: s = 0.5*3 + 2, n = 0.5*4 + 2
+    m = 0.9 * 3 / 8 + 0.1 * 1.0
+    a_x, b_x = 2 * m + 3.5, 2 * (1 - m) + 0.5
+    w = a.weights(a.stats.rows(["x"]))
+    assert w[0] == pytest.approx(a_x * b_x / ((a_x + b_x) * (a_x + b_x + 1)))
+    ids = ["x", "y", "new"]
+    plan = a.plan(np.array([0, 1, -1]), ids)
+    assert plan[2] == 4 and plan.sum() == 12
+    expected, _ = convex_plan(a.weights(a.stats.rows(["x", "y"])), 8, 2, 12, 1.0)
+    np.testing.assert_array_equal(plan[:2], expected)
+
+
+def test_gdro_prompt_shrinks_toward_the_bin_and_plans_the_square_root_law():
+    rng = np.random.default_rng(2)
+    a = build("allocator", "gdro_prompt", {"num_bins": 2, "history_decay": 1.0}, seed=0)
+    p = np.r_[np.full(20, 0.0), np.full(20, 0.5)]
+    ids = [f"q{i}" for i in range(40)]
+    bins = np.r_[np.zeros(20, int), np.ones(20, int)]
+    for _ in range(5):
+        n = a.plan(bins, ids)
+        y = rng.random(n.sum()) < np.repeat(p, n)
+        visit(a, ids, n, y, bins)
+    v = a.variances(bins, a.stats.rows(ids))
+    assert v[:20].max() < 0.05 and v[20:].min() > 0.8       # never solved vs coin flips
+    plan = a.plan(bins, ids)
+    assert plan.sum() == 160 and plan[:20].max() == 2        # zero-variance prompts at n_min
+    relative = np.maximum(v / v.mean(), 1e-3)
+    cost = relative[:, None] * 4 / np.arange(2, 13) + a.mu * np.arange(2, 13) / 4
+    np.testing.assert_array_equal(plan, separable_plan(cost[:, :-1] - cost[:, 1:], 160, 2))
+    # an unseen prompt of bin 1 gets bin 1's prior; an unseen unassigned prompt gets n_bar
+    unseen = a.plan(np.array([1, -1, 0]), ["new1", "new2", "q0"])
+    assert unseen[1] == 4 and unseen[0] > unseen[2]
+    state = a.state_dict()
+    assert {"mu", "prior_mean", "prior_tau2", "prompts"} <= set(state)
+
+
+def test_gdro_prompt_moves_the_price_toward_the_budget():
+    a = build("allocator", "gdro_prompt", {"num_bins": 1, "dual_lr": 0.5, "mu_init": 0.2}, seed=0)
+    ids = [f"q{i}" for i in range(8)]
+    bins = np.zeros(8, int)
+    visit(a, ids, [4] * 8, [1, 0] * 16, bins)
+    a.plan(bins, ids)
+    desired = a._desired_mean
+    mu = a.mu
+    visit(a, ids, [4] * 8, [1, 0] * 16, bins)
+    assert desired > 4 and a.mu == pytest.approx(mu + 0.5 * (desired - 4) / 4)
+
+
+@pytest.mark.parametrize("family,name", [("allocator", "knapsack"), ("allocator", "vip"),
+                                         ("allocator", "gdro_prompt"), ("selector", "greso")])
+def test_int_indices_of_a_shared_index_act_as_string_ids_and_states_cross_numberings(family, name):
+    """A controller bound to a run's PromptIndex (indices, another numbering) acts exactly as one fed string
+    ids, and either's state continues in the other (states carry the prompts' ids)."""
+    from gdro_lab import PromptIndex
+    from gdro_lab.runlog import decode_state, encode_state
+    import json
+    rng = np.random.default_rng(5)
+    pool = [f"q{i}" for i in range(40)]
+    p = rng.beta(0.5, 0.5, 40)
+    index = PromptIndex(["other", *rng.permutation(pool)])  # a different numbering, shared with the controller
+    config = {} if family == "selector" else {"num_bins": 3}
+    by_id = build(family, name, config, seed=1)
+    by_index = build(family, name, config, seed=1, prompts=index)
+
+    def step(controller, t, ids, use_index):
+        keys = index.lookup(ids) if use_index else ids
+        bins = np.array([int(3 * p[pool.index(i)]) % 3 for i in ids])
+        out = controller.plan(bins, keys) if family == "allocator" else controller.screen(keys)
+        n = out if family == "allocator" else np.full(len(ids), 4)
+        draw = np.random.default_rng([t, 9]).random(n.sum()) < np.repeat(p[[pool.index(i) for i in ids]], n)
+        controller.update(StepFeedback(keys, bins, n, 2.0 * draw - 1, draw, prompts=index if use_index else None))
+        return out
+
+    for t in range(12):
+        ids = [pool[i] for i in np.random.default_rng(t).choice(40, 16, replace=False)]
+        np.testing.assert_array_equal(step(by_id, t, ids, False), step(by_index, t, ids, True))
+    moved = build(family, name, config, seed=7)  # own index, string ids
+    moved.load_state_dict(decode_state(json.loads(json.dumps(encode_state(by_index.state_dict())))))
+    for t in range(12, 18):
+        ids = [pool[i] for i in np.random.default_rng(t).choice(40, 16, replace=False)]
+        np.testing.assert_array_equal(step(moved, t, ids, False), step(by_index, t, ids, True))
+
+
+@pytest.mark.parametrize("family,name,values,message", [
+    ("allocator", "knapsack", {"alpha": 1.5}, "alpha"),
+    ("allocator", "knapsack", {"min_history": 0}, "min_history"),
+    ("allocator", "vip", {"form": "drgrpo"}, "form"),
+    ("allocator", "vip", {"eta": 0.5}, "has no field"),
+    ("allocator", "gdro_prompt", {"kappa_max": 0.1}, "kappa_max"),
+    ("allocator", "gdro_prompt", {"n_bar": 20}, "n_bar"),
+    ("selector", "greso", {"p_floor": 0.9, "p_ceiling": 0.5}, "p_ceiling"),
+    ("selector", "dynamic_sampling", {"target_zero_variance": 2.0}, "target_zero_variance"),
+])
+def test_bad_configs_are_one_line_errors(family, name, values, message):
+    from gdro_lab import ConfigError
+    with pytest.raises(ConfigError, match=message) as info:
+        build(family, name, values, seed=0)
+    assert "\n" not in str(info.value)
+
+
+def test_plans_refuse_mismatched_ids_and_bins():
+    from gdro_lab import ConfigError
+    for name in ("knapsack", "vip", "gdro_prompt"):
+        allocator = build("allocator", name, {"num_bins": 2}, seed=0)
+        with pytest.raises(ConfigError, match="prompt_ids"):
+            allocator.plan(np.array([0, 1]), ["a"])
+        with pytest.raises(ConfigError, match="bins_P"):
+            allocator.plan(np.array([0, 5]), ["a", "b"])
