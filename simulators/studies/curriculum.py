@@ -216,7 +216,7 @@ def write_report(grid: Grid, matched: Any, factors: Any, methods: Sequence[str],
         "",
         "## The decision",
         "",
-        "Gains in percentage points on the held-out **test** prompts, paired by seed. *vs GRPO*: both at "
+        "Gains in percentage points on the held-out **test** groups, paired by seed. *vs GRPO*: both at "
         "the default learning rate; *vs step-matched GRPO*: GRPO with every advantage multiplied by a constant "
         "(here: its learning rates, the learner being plain SGD), measured on the method's own runs over every "
         "trained prompt, either the mean multiplier E[m] (the same mean step) or √E[m²] (the same mean squared "

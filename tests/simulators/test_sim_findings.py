@@ -58,3 +58,20 @@ def test_docs_findings_tables_match_the_committed_reports() -> None:
     for name, table in tables(ROOT / "reports").items():
         assert table.count("\n") >= 3, name
         assert table in docs, f"docs/simulator.md's {name} table is stale: paste `python -m simulators.findings`"
+
+
+def test_claims_map_lists_every_claim_against_every_study(tmp_path: Path) -> None:
+    from gdro_lab.claims import CLAIMS
+    from simulators.findings import claims_map
+    (tmp_path / "surrogate").mkdir()
+    (tmp_path / "surrogate" / "summary.json").write_text(json.dumps({"claims": [
+        {"key": "lemma41", "verdict": "reproduced"}, {"key": "wse", "verdict": "untested"}]}))
+    (tmp_path / "lm-study").mkdir()
+    (tmp_path / "lm-study" / "summary.json").write_text(json.dumps({"claims": [
+        {"key": "rgdro_pass8", "verdict": "direction only, opposite"}]}))
+    rows = claims_map(tmp_path).splitlines()
+    assert rows[0] == "| paper claim (paper's number) | surrogate | LM study (CPU) |"  # absent reports: no column
+    assert len(rows) == 2 + len(CLAIMS)
+    lemma = next(r for r in rows if r.startswith("| Lemma 4.1"))
+    assert lemma.endswith("| reproduced | — |")
+    assert next(r for r in rows if r.startswith("| Rollout-GDRO raises pass@8")).endswith("| — | direction only, opposite |")
