@@ -26,8 +26,9 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
     ``sigma_G``: per-bin std for the SE proxy (pass sqrt of the allocator's variance EMA); when
     None, this step's within-prompt std per bin. ``weights_G``: normalised Prompt-GDRO weights
     (uniform when None). ``multipliers_P``: the advantage multipliers applied to the step's prompts
-    (unassigned ones included); their first two moments are logged for step matching
-    (``multiplier_mean``, ``multiplier_sq_mean``; gdro_lab.stepmatch).
+    (unassigned ones included); their mean over prompts and their mean square over the rollouts that
+    carry an advantage are logged for step matching (``multiplier_mean``, ``multiplier_sq_mean``;
+    gdro_lab.stepmatch).
     """
     bins = np.asarray(feedback.bins_P, np.int64)
     counts = np.asarray(feedback.counts_P, float)
@@ -65,7 +66,8 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
         "worst_bin_success": diag.worst_group(success_G),
     }
     if multipliers_P is not None:
-        scalars["multiplier_mean"], scalars["multiplier_sq_mean"] = moments(multipliers_P)
+        active_P = np.where(group_is_constant(feedback.rewards_R, feedback.counts_P), 0.0, counts)
+        scalars["multiplier_mean"], scalars["multiplier_sq_mean"] = moments(multipliers_P, active_P)
     if share_G.sum() > 0:
         n_G = np.where(np.isfinite(rollouts_G), rollouts_G, n_bar)
         scalars.update(diag.se_report(share_G, sigma_G, n_G, n_bar, n_min, n_max))

@@ -73,3 +73,19 @@ def test_points_snap_to_the_sqrt2_lattice() -> None:
     assert lrgrid.point(0.707107) == lrgrid.point(2 ** -0.5) == 0.707106781187
     assert lrgrid.point(1.41421) == 1.41421356237 and lrgrid.point(0.3) == 0.3  # off the lattice: kept
     assert lrgrid.check_grid([0.707107, 1]) == (0.707106781187, 1.0)
+
+
+def test_step_record_logs_the_moments_over_advantage_carrying_rollouts() -> None:
+    """multiplier_sq_mean weights m_i^2 by the rollouts of prompt i with an advantage (n_i, or 0 for all-equal rewards)."""
+    from gdro_lab import StepFeedback
+    from gdro_lab.record import step_record
+
+    counts = np.array([4, 2, 6])
+    rewards = np.array([1, -1, 1, 1,  1, 1,  -1, 1, -1, -1, 1, 1], float)  # prompt 1 all-equal: A = 0
+    feedback = StepFeedback(["a", "b", "c"], np.array([0, 1, -1]), counts, rewards, rewards > 0)
+    m = np.array([3.0, 10.0, 1.0])
+    scalars, _ = step_record(feedback, 3, n_bar=4, n_min=2, n_max=12, multipliers_P=m)
+    assert scalars["multiplier_mean"] == pytest.approx(14.0 / 3)
+    assert scalars["multiplier_sq_mean"] == pytest.approx((4 * 9 + 6 * 1) / 10)  # prompt 1's 10x costs nothing
+    assert moments(m) == pytest.approx((14.0 / 3, (9 + 100 + 1) / 3))  # unweighted when no weights are given
+    assert np.isnan(moments(m, np.zeros(3))[1])
