@@ -11,16 +11,19 @@ to the frozen reference added to the per-token loss with beta_KL = 0.001 (Eq. 6)
 Departs (as verl does, and why):
 - dual clip (verl's ``clip_ratio_c`` = 3): for a negative advantage the token loss is capped at
   -A c, so one token whose ratio exploded cannot dominate the update; the paper has no dual clip;
-- the aggregation is verl's ``loss_agg_mode`` (``verl/trainer/ppo/core_algos.py``, ``agg_loss``):
-  ``token-mean`` (DAPO; the default here and in verl) averages over all tokens of the batch;
-  ``seq-mean-token-mean`` is the paper's Eq. 4-5 (1 / L_ij per response) averaged over responses
-  (Eq. 7's 1 / n per prompt when every prompt has the same n); ``seq-mean-token-sum`` sums each
-  response; ``seq-mean-token-sum-norm`` (Dr. GRPO) divides the summed responses by a constant
-  length (verl: the padded response length; here the configured ``max_new_tokens``, constant);
+- the aggregation is verl 0.9.1's ``loss_agg_mode`` (``verl/trainer/ppo/core_algos.py``,
+  ``agg_loss``, reproduced exactly and tested against it): ``token-mean`` (DAPO; the default here
+  and in verl) averages over all tokens of the batch; ``seq-mean-token-mean`` is the paper's
+  Eq. 4-5 (1 / L_ij per response) averaged over responses (Eq. 7's 1 / n per prompt when every
+  prompt has the same n); ``seq-mean-token-sum`` averages each response's token sum;
+  ``seq-mean-token-sum-norm`` (Dr. GRPO) is that average divided by a constant length (verl's
+  ``loss_scale_factor``, default the padded width; here the configured ``max_new_tokens``).
+  Responses without tokens are left out of the sequence means, as in verl;
 - the log-ratio is clamped to [-20, 20] before exp and k3 to [-10, 10] (numerical safety, as verl).
 
-Micro-batching: ``aggregate`` takes the denominators of the whole mini-batch (``num_tokens``,
-``num_seqs``) so summing the micro-batch losses gives exactly the mini-batch loss.
+Micro-batching: ``aggregate`` takes the denominators of the whole mini-batch (``num_tokens``: its
+response tokens; ``num_seqs``: its non-empty responses) so summing the micro-batch losses gives
+exactly the mini-batch loss.
 """
 
 from __future__ import annotations
@@ -93,28 +96,42 @@ def kl_penalty(logp_BT: torch.Tensor, ref_logp_BT: torch.Tensor, estimator: str 
 def aggregate(values_BT: torch.Tensor, mask_BT: torch.Tensor, mode: str = "token-mean", *,
               num_tokens: float | None = None, num_seqs: float | None = None,
               norm_length: float | None = None) -> torch.Tensor:
-    """Reduce a per-token loss to a scalar, verl's ``agg_loss`` modes.
+    """Reduce a per-token loss to a scalar exactly as verl 0.9.1's ``agg_loss`` (one process, dp_size 1).
 
-    token-mean:              sum_bt m v / N_tok
-    seq-mean-token-mean:     (1 / N_seq) sum_b (sum_t m v / sum_t m)     (paper Eq. 4-5, 7)
-    seq-mean-token-sum:      (1 / N_seq) sum_b sum_t m v
-    seq-mean-token-sum-norm: sum_b sum_t m v / norm_length               (Dr. GRPO)
-    N_tok and N_seq default to this batch's own token and response counts; pass the mini-batch's
-    totals to split it into micro-batches whose losses add up exactly. norm_length defaults to T.
+    With m the mask, S_b = sum_t m_bt v_bt (response b's token sum), n_b = sum_t m_bt its length,
+    N_tok = sum_b n_b and N_seq = #{b : n_b > 0} (responses without tokens are left out of every
+    sequence mean, as verl's ``seq_mask`` does):
+        token-mean:              sum_b S_b / N_tok
+        seq-mean-token-mean:     (1 / N_seq) sum_{b: n_b > 0} S_b / (n_b + 1e-8)    (paper Eq. 4-5, 7)
+        seq-mean-token-sum:      (1 / N_seq) sum_b S_b
+        seq-mean-token-sum-norm: (1 / N_seq) sum_b S_b / norm_length               (Dr. GRPO)
+    ``num_tokens`` / ``num_seqs`` replace N_tok / N_seq (verl's ``batch_num_tokens`` /
+    ``global_batch_size``): pass the mini-batch's totals to split it into micro-batches whose
+    losses add up exactly to the mini-batch's. ``norm_length`` is verl's ``loss_scale_factor``;
+    None means T, the width of ``values_BT`` (verl's default, which varies with padding: callers
+    pass a constant). Shapes: values_BT, mask_BT (B, T); returns a 0-d tensor.
+
+    verl's data-parallel factor (x dp_size with global denominators, undone by FSDP's gradient
+    average) is 1 here. verl's own PPO trainer passes ``global_batch_size = ppo_mini_batch_size x
+    rollout.n``, which counts empty responses; ``agg_loss``'s default (no global size) does not.
+    The two agree whenever no response is empty (a response holds at least its EOS token).
     """
     mask = mask_BT.to(values_BT.dtype)
-    summed_B = (values_BT * mask).sum(-1)
     if mode == "token-mean":
         denominator = mask.sum() if num_tokens is None else num_tokens
-        return summed_B.sum() / denominator
-    count = values_BT.shape[0] if num_seqs is None else num_seqs
+        return torch.where(mask.bool(), values_BT, 0.0).mul(mask).sum() / denominator
+    if mode not in AGG_MODES:
+        raise ValueError(f"unknown loss aggregation {mode!r}: choose one of {', '.join(AGG_MODES)}")
+    lengths_B = mask.sum(-1)
+    summed_B = (values_BT * mask).sum(-1)
     if mode == "seq-mean-token-mean":
-        return (summed_B / mask.sum(-1).clamp_min(1.0)).sum() / count
-    if mode == "seq-mean-token-sum":
-        return summed_B.sum() / count
+        summed_B = summed_B / (lengths_B + 1e-8)
+    present_B = (lengths_B > 0).to(values_BT.dtype)
+    count = present_B.sum() if num_seqs is None else num_seqs
+    loss = torch.where(present_B.bool(), summed_B, 0.0).mul(present_B).sum() / count
     if mode == "seq-mean-token-sum-norm":
-        return summed_B.sum() / (values_BT.shape[-1] if norm_length is None else norm_length)
-    raise ValueError(f"unknown loss aggregation {mode!r}: choose one of {', '.join(AGG_MODES)}")
+        loss = loss / (values_BT.shape[-1] if norm_length is None else norm_length)
+    return loss
 
 
 def policy_loss(logp_BT: torch.Tensor, old_logp_BT: torch.Tensor, advantages_B: torch.Tensor,

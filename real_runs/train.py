@@ -162,7 +162,8 @@ def ppo_update(batch: RolloutBatch, policy: torch.nn.Module, optimizer: torch.op
                     mask, clip_low=lc.clip_low, clip_high=lc.clip_high, clip_ratio_c=lc.clip_ratio_c, agg=lc.agg,
                     ref_logp_BT=batch.padded(batch.ref_logp, rows, device) if lc.kl_coef > 0 else None,
                     kl_coef=lc.kl_coef, kl_estimator=lc.kl_estimator, entropy_BT=entropy, entropy_coef=lc.entropy_coef,
-                    num_tokens=float(max(batch.real_lengths[mini].sum(), 1)), num_seqs=float(len(mini)),
+                    num_tokens=float(max(batch.real_lengths[mini].sum(), 1)),
+                    num_seqs=float(max(int(np.count_nonzero(batch.real_lengths[mini])), 1)),  # verl: non-empty only
                     norm_length=float(cfg.rollout.max_new_tokens))
                 loss.backward()
                 total += float(loss.detach())

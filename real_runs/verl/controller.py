@@ -27,6 +27,7 @@ from gdro_lab.runlog import META_FILE, RunWriter
 from gdro_lab.signals import SIGNALS
 from real_runs.verl import VerlPluginError
 from real_runs.verl import batch as vb
+from real_runs.verl.state import LOCK_FILE, RunLock
 
 
 @dataclass(frozen=True)
@@ -95,16 +96,19 @@ class GDROController:
         self.num_bins = num_bins
         self._run_config = dict(run_config or {})
         self._step_bins: dict[str, int] = {}
+        self.last_plan: dict[str, int] = {}
         self.writer: RunWriter | None = None
+        self._lock: RunLock | None = None
 
     # ------------------------------------------------------------------ per step
 
     def plan(self, ids: list[str]) -> np.ndarray:
         """Rollouts per prompt for this step's batch (sum exactly len(ids) n_bar, each >= n_min)."""
         bins = self.classifier.bins(ids)
-        counts = self.allocator.plan(bins)
+        counts = vb.check_plan(self.allocator.plan(bins), len(ids), self.n_bar, self.allocator.config.n_min)
         self._step_bins = {i: int(b) for i, b in zip(ids, bins)}
-        return vb.check_plan(counts, len(ids), self.n_bar, self.allocator.config.n_min)
+        self.last_plan = {i: int(n) for i, n in zip(ids, counts)}
+        return counts
 
     def observe(self, data: DataProto, step: int) -> dict[str, float]:
         """Update the controllers from the step's rewards and scale ``advantages`` in place.
@@ -114,6 +118,7 @@ class GDROController:
         if "advantages" not in data.batch.keys():
             raise VerlPluginError("the batch has no advantages: observe() runs after verl's compute_advantage")
         feedback, prompt_index = vb.feedback_from_batch(data, self._step_bins, self.settings.id_key)
+        vb.check_executed(feedback.prompt_ids, feedback.counts_P, self.last_plan)
         metrics: dict[str, float] = {}
         metrics.update(self.classifier.update(feedback))
         metrics.update(self.weighter.update(feedback))
@@ -146,15 +151,27 @@ class GDROController:
         self.allocator.load_state_dict(state["allocator"])
 
     def open_run(self, resume_step: int | None = None) -> None:
-        """Create (or, resuming after ``resume_step``, reopen) the run directory, if configured."""
+        """Create (or, resuming after ``resume_step``, reopen) the run directory, if configured.
+
+        Takes the run's :class:`RunLock` first (held until :meth:`close`): never two writers.
+        """
         if not self.settings.run_dir:
             return
         path = Path(self.settings.run_dir)
-        if resume_step is not None and (path / META_FILE).exists():
-            self.writer = RunWriter.resume(path, resume_step)
-        else:
-            labels = [f"bin_{b}" for b in range(self.num_bins)]
-            self.writer = RunWriter(path, self._run_config, self.num_bins, "verl", labels)
+        problem = run_dir_problem(path, resume_step)
+        if problem:
+            raise VerlPluginError(problem)
+        self._lock = RunLock(path)
+        try:
+            if resume_step is not None and (path / META_FILE).exists():
+                self.writer = RunWriter.resume(path, resume_step)
+            else:
+                labels = [f"bin_{b}" for b in range(self.num_bins)]
+                self.writer = RunWriter(path, self._run_config, self.num_bins, "verl", labels)
+        except BaseException:
+            self._lock.release()
+            self._lock = None
+            raise
 
     def snapshot(self, step: int) -> None:
         """Controller state into the run directory's snapshots (for the app and for resume checks)."""
@@ -165,6 +182,32 @@ class GDROController:
         if self.writer is not None:
             self.writer.close(status)
             self.writer = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+
+def run_dir_problem(path: Path, resume_step: int | None) -> str | None:
+    """Why ``path`` cannot be (re)opened as this launch's run directory, in one line; None if it can.
+
+    A run is continued only when verl resumes a checkpoint; a folder that holds other files is
+    never written into (it is not ours).
+    """
+    if path.exists() and not path.is_dir():
+        return f"gdro.run_dir={path} is a file: choose a folder path"
+    if not path.is_dir():
+        return None
+    if (path / META_FILE).exists():
+        if resume_step:
+            return None
+        return (f"gdro.run_dir={path} already holds a run, but this launch resumes no checkpoint (the earlier "
+                "job stopped before its first save, or trainer.resume_mode=disable): set a new gdro.run_dir, "
+                "or delete that folder to start over (nothing was touched)")
+    others = sorted(p.name for p in path.iterdir() if p.name != LOCK_FILE)
+    if others:
+        return (f"gdro.run_dir={path} is not empty and holds no run ({others[0]}...): choose a new or empty "
+                "folder (nothing was touched)")
+    return None
 
 
 def tracker_metrics(scalars: Mapping[str, float], bins: Mapping[str, np.ndarray]) -> dict[str, float]:

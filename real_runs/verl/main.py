@@ -30,8 +30,6 @@ class _GDROTaskRunner(BaseTaskRunner):
         from verl.utils.dataset.rl_dataset import collate_fn
         from verl.workers.config import HFModelConfig
 
-        from real_runs.verl.trainer import GDRORayPPOTrainer
-
         OmegaConf.resolve(config)
         _, ray_worker_group_cls = self.add_actor_rollout_worker(config)
         self.add_critic_worker(config)
@@ -46,7 +44,7 @@ class _GDROTaskRunner(BaseTaskRunner):
                                       max_samples=config.data.get(limit, -1))
                     for files, train, limit in (("train_files", True, "train_max_samples"),
                                                 ("val_files", False, "val_max_samples"))]
-        trainer = GDRORayPPOTrainer(
+        trainer = self.trainer_class()(
             config=config, tokenizer=tokenizer, processor=processor,
             role_worker_mapping=self.role_worker_mapping, resource_pool_manager=resource_pool_manager,
             ray_worker_group_cls=ray_worker_group_cls, train_dataset=datasets[0], val_dataset=datasets[1],
@@ -59,19 +57,43 @@ class _GDROTaskRunner(BaseTaskRunner):
         finally:
             trainer.gdro.close(status)
 
+    def trainer_class(self) -> type:
+        """The trainer to build (the CPU launcher swaps in an audited subclass)."""
+        from real_runs.verl.trainer import GDRORayPPOTrainer
+
+        return GDRORayPPOTrainer
+
 
 GDROTaskRunner = ray.remote(_GDROTaskRunner)
 
 
 def check_launch_config(config: Any) -> None:
-    """One-line errors for a launch config the plugin cannot run (before Ray starts)."""
-    from real_runs.verl.trainer import check_verl_config, settings_from_config
+    """One-line errors for a launch the plugin cannot run, before Ray starts.
+
+    Builds the controllers (so gdro settings that do not fit ``rollout.n`` fail here), checks the
+    checkpoint verl will resume (it must carry ``gdro_ctrl.json``) and the run directory (not locked
+    by a running job, and continued only with a checkpoint; see :func:`run_dir_problem`).
+    """
+    from pathlib import Path
+
+    from real_runs.verl.controller import run_dir_problem
+    from real_runs.verl.state import CTRL_FILE, check_unlocked, resume_folder
+    from real_runs.verl.trainer import controller_from_config
 
     if config.trainer.get("use_v1", False):
         raise VerlPluginError("trainer.use_v1=true selects verl's V1 (TransferQueue) trainer, which the GDRO "
                               "plugin does not extend: set trainer.use_v1=false")
-    check_verl_config(config)
-    settings_from_config(config)
+    settings = controller_from_config(config).settings
+    folder = resume_folder(config.trainer)
+    if folder is not None and not (folder / CTRL_FILE).exists() and not settings.resume_without_state:
+        raise VerlPluginError(f"verl will resume {folder}, which has no {CTRL_FILE} (not written by the GDRO "
+                              "plugin): resume from a GDRO checkpoint, or set gdro.resume_without_state=true")
+    if settings.run_dir:
+        path = Path(settings.run_dir)
+        check_unlocked(path)
+        problem = run_dir_problem(path, resume_step=1 if folder is not None else None)
+        if problem:
+            raise VerlPluginError(problem)
 
 
 @hydra.main(config_path="configs", config_name="gdro_trainer", version_base=None)

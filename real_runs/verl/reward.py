@@ -12,11 +12,18 @@ success flag. Scoring is :class:`real_runs.reward.MathReward` (math-verify on th
 ``\\boxed{}``, +1 / -1, paper App. A, hard timeout in a worker process) or
 :class:`real_runs.reward.ChoiceReward` for multiple-choice sources, one shared instance per
 process behind a lock (the pool serves one caller at a time).
+
+:func:`known_odds_score` is a toy reward for smoke runs and CPU tests, NOT a task: a response
+succeeds with probability :func:`known_odds` (prompt id), fixed per prompt (0.1, 0.5 or 0.9 by the
+id's row number), so a random-weight model still produces the easy / medium / hard prompts that
+move the GDRO controllers. Plug it in with ``reward.custom_reward_function.name=known_odds_score``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
+import zlib
 from typing import Any
 
 from real_runs.reward import ChoiceReward, MathReward, reward_kind
@@ -46,3 +53,30 @@ def close() -> None:
         for scorer in _SCORERS.values():
             scorer.close()
         _SCORERS.clear()
+
+
+KNOWN_ODDS = (0.1, 0.5, 0.9)
+
+
+def known_odds(prompt_id: str) -> float:
+    """The toy reward's success probability of a prompt: KNOWN_ODDS[row % 3] for ``source:split:row``.
+
+    Ids without an integer row use crc32(id) % 3 instead.
+    """
+    row = str(prompt_id).rsplit(":", 1)[-1]
+    bucket = int(row) if row.isdigit() else zlib.crc32(str(prompt_id).encode())
+    return KNOWN_ODDS[bucket % len(KNOWN_ODDS)]
+
+
+def known_odds_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None,
+                     **_: Any) -> dict[str, Any]:
+    """Toy reward: success (+1, else -1) with probability known_odds(extra_info["index"]).
+
+    The draw is u < p with u = blake2b(id, response) / 2^64: a fixed function of the prompt id and
+    the response text (independent across distinct responses, reproducible for a given one).
+    """
+    prompt_id = str((extra_info or {}).get("index", ground_truth))
+    digest = hashlib.blake2b(f"{prompt_id}\x00{solution_str}".encode(), digest_size=8).digest()
+    u = int.from_bytes(digest, "little") / 2**64
+    success = bool(u < known_odds(prompt_id))
+    return {"score": 1.0 if success else -1.0, "acc": success}

@@ -1,4 +1,5 @@
-"""Controller state inside verl checkpoints: ``<default_local_dir>/global_step_N/gdro_ctrl.json``.
+"""Controller state inside verl checkpoints (``<default_local_dir>/global_step_N/gdro_ctrl.json``),
+the checkpoint a launch will resume, and the one-writer lock on our run directory.
 
 verl's ``_save_checkpoint`` writes ``global_step_N/{actor,data.pt}``; the plugin adds the
 classifier, weighter and allocator ``state_dict()``s (RNG included) next to them, encoded
@@ -8,6 +9,7 @@ uninterrupted one. The released code keeps this state in module-level dicts and 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -57,3 +59,79 @@ def load_controller_state(folder: str | os.PathLike[str]) -> tuple[int, dict[str
         raise VerlPluginError(f"{target} has version {payload.get('version')}, newer than this plugin "
                               f"reads ({VERSION}): upgrade gdro-lab")
     return int(payload["step"]), decode_state(payload["state"])
+
+
+LOCK_FILE = ".writer.lock"
+
+
+class RunLock:
+    """Exclusive advisory lock on a run directory: at most one process writes a run.
+
+    ``flock`` on ``run_dir/.writer.lock`` (the holder's pid written inside), taken by the trainer
+    process before it opens the run and held until :meth:`release`; the OS drops it when the
+    process dies, even by SIGKILL, so a crashed job never blocks its resume. Local file systems
+    only (flock is not reliable over NFS).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str]):
+        self.path = Path(run_dir)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            self._fd = None
+            raise VerlPluginError(_busy_message(self.path)) from None
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, f"{os.getpid()}\n".encode())
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def check_unlocked(run_dir: str | os.PathLike[str]) -> None:
+    """Raise if another process holds ``run_dir``'s lock (creates nothing)."""
+    lock = Path(run_dir) / LOCK_FILE
+    if not lock.exists():
+        return
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise VerlPluginError(_busy_message(Path(run_dir))) from None
+    finally:
+        os.close(fd)
+
+
+def _busy_message(path: Path) -> str:
+    try:
+        holder = (path / LOCK_FILE).read_text().strip() or "unknown"
+    except OSError:
+        holder = "unknown"
+    return (f"gdro.run_dir={path} is being written by another process (pid {holder}): wait for that job to "
+            "end, or use another gdro.run_dir (one writer per run)")
+
+
+def resume_folder(trainer_config: Any) -> Path | None:
+    """The ``global_step_N`` folder verl's ``_load_checkpoint`` will resume from, or None (verl 0.9.1 rules).
+
+    ``resume_mode=disable``: none; ``auto``: the step named by ``latest_checkpointed_iteration.txt``
+    under ``default_local_dir`` when that folder exists; ``resume_path``: ``resume_from_path``.
+    """
+    mode = str(trainer_config.get("resume_mode", "auto"))
+    if mode == "disable":
+        return None
+    if mode == "resume_path":
+        return Path(os.path.abspath(str(trainer_config.resume_from_path)))
+    root = Path(os.path.abspath(str(trainer_config.default_local_dir)))
+    tracker = root / "latest_checkpointed_iteration.txt"
+    try:
+        step = int(tracker.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    folder = root / f"global_step_{step}"
+    return folder if folder.is_dir() else None

@@ -7,8 +7,8 @@ verl 0.9.1's ``RayPPOTrainer.fit`` is left as it is; five methods it calls are e
   rollout.n, n_i >= n_min), and make this step's two ``repeat(rollout.n, interleave=True)`` calls
   execute it (:func:`real_runs.verl.batch.install_planned_repeat`);
 - ``_validate``: validation batches are never planned (verl repeats them by ``val_kwargs.n``);
-- ``_update_actor`` (after verl's ``compute_advantage``): update the controllers from the step's
-  rewards, multiply ``advantages`` by each prompt's Prompt-GDRO multiplier, log the step to our
+- ``_update_actor`` (after verl's ``compute_advantage``): check that the executed rollouts per prompt
+  are the plan, update the controllers from the step's rewards, multiply ``advantages`` by each prompt's Prompt-GDRO multiplier, log the step to our
   run directory, and return the metrics (``gdro/*``, ``rollout_alloc/*``) with the actor's, which
   ``fit`` passes to verl's tracker;
 - ``_save_checkpoint`` / ``_load_checkpoint``: ``global_step_N/gdro_ctrl.json`` (written before
@@ -16,8 +16,9 @@ verl 0.9.1's ``RayPPOTrainer.fit`` is left as it is; five methods it calls are e
 
 Where it departs from the paper's code (a patch of verl's trainer and actor): no verl file is
 changed; controller state is checkpointed; the difficulty signal is the unbiased pass@k.
-Requires ``algorithm.adv_estimator=grpo`` (or ``grpo_vectorized``), ``trainer.critic_warmup=0``
-and verl's legacy trainer (``trainer.use_v1=false``; the V1 TransferQueue trainer is not supported).
+Requires ``algorithm.adv_estimator=grpo`` (or ``grpo_vectorized``), ``trainer.critic_warmup=0``,
+a policy loss linear in the advantage (:data:`LINEAR_LOSS_MODES`) and verl's legacy trainer
+(``trainer.use_v1=false``; the V1 TransferQueue trainer is not supported).
 Not compatible with ``actor.use_prefix_grouper`` (it balances equal-size uid groups).
 """
 
@@ -30,12 +31,20 @@ from omegaconf import OmegaConf
 from verl import DataProto
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
+from gdro_lab import ConfigError
 from real_runs.verl import VerlPluginError
 from real_runs.verl import batch as vb
 from real_runs.verl.controller import GDROController, GDROSettings
 from real_runs.verl.state import CTRL_FILE, load_controller_state, save_controller_state, step_folder
 
 SUPPORTED_ESTIMATORS = ("grpo", "grpo_vectorized")
+# verl 0.9.1 policy losses whose per-sequence loss is positively homogeneous in that sequence's
+# advantages (loss(m A) = m loss(A) for m > 0), so scaling A by Prompt-GDRO's multiplier is weighting
+# the prompt's loss by it (bypass_mode: its IS weights and rejection mask do not depend on advantages).
+# clip_cov / kl_cov pick tokens by the covariance of log-prob and advantage over the batch, dro adds an
+# advantage-free penalty: rejected, as is any loss this list does not name
+# (tests/real_runs/verl/test_loss_parity.py derives the list from verl's own losses).
+LINEAR_LOSS_MODES = ("vanilla", "dppo_tv", "dppo_kl", "gspo", "sapo", "gpg", "geo_mean", "cispo", "bypass_mode")
 
 
 def settings_from_config(config: Any) -> GDROSettings:
@@ -57,16 +66,27 @@ def check_verl_config(config: Any) -> None:
     if int(config.trainer.get("critic_warmup", 0)) != 0:
         raise VerlPluginError("trainer.critic_warmup must be 0 with the GDRO plugin (GRPO has no critic; "
                               "the controllers update in the actor step)")
+    loss_mode = str(OmegaConf.select(config, "actor_rollout_ref.actor.policy_loss.loss_mode", default="vanilla"))
+    if loss_mode not in LINEAR_LOSS_MODES and settings_from_config(config).weighter != "uniform":
+        raise VerlPluginError(f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode} is not linear in the "
+                              "advantage (scaling a prompt's advantages by m does not scale its loss by m), so "
+                              "Prompt-GDRO's multipliers would not weight prompts: use one of "
+                              f"{', '.join(LINEAR_LOSS_MODES)}, or gdro.weighter=uniform")
 
 
 def controller_from_config(config: Any) -> GDROController:
-    """Build the run's controller from a verl config with a ``gdro`` section."""
+    """Build the run's controller from a verl config with a ``gdro`` section (one-line errors)."""
     check_verl_config(config)
+    n_bar = int(config.actor_rollout_ref.rollout.n)
     run_config = {"gdro": OmegaConf.to_container(config.get("gdro", OmegaConf.create({})), resolve=True),
-                  "verl": {"rollout_n": int(config.actor_rollout_ref.rollout.n),
-                           "train_batch_size": int(config.data.train_batch_size),
+                  "verl": {"rollout_n": n_bar, "train_batch_size": int(config.data.train_batch_size),
                            "adv_estimator": str(config.algorithm.adv_estimator)}}
-    return GDROController(settings_from_config(config), int(config.actor_rollout_ref.rollout.n), run_config)
+    try:
+        return GDROController(settings_from_config(config), n_bar, run_config)
+    except ConfigError as err:
+        hint = (f" (n_bar is actor_rollout_ref.rollout.n={n_bar}: change rollout.n or gdro.allocator_config)"
+                if "n_bar" in str(err) else "")
+        raise VerlPluginError(f"gdro settings do not fit this launch: {err}{hint}") from None
 
 
 class GDRORayPPOTrainer(RayPPOTrainer):

@@ -1,7 +1,9 @@
 """real_runs.loss against an independent float64 numpy reference written from the formulas.
 
 Values AND gradients (d loss / d logp_bt derived by hand per branch) on random ragged batches,
-for every aggregation mode and KL estimator; micro-batches add up to the mini-batch loss.
+empty responses included, for every aggregation mode and KL estimator; micro-batches add up to the
+mini-batch loss; verl 0.9.1's ``agg_loss`` on hand-computed examples (its own function is compared
+in the verl environment: tests/real_runs/verl/test_loss_parity.py).
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ MODES = L.AGG_MODES
 ESTIMATORS = ("k1", "k2", "k3")
 
 
-def ragged_batch(seed: int, batch: int = 7, width: int = 9, spread: float = 0.6):
+def ragged_batch(seed: int, batch: int = 7, width: int = 9, spread: float = 0.6, empty: int = 0):
+    """Random responses of 1..width tokens; the first ``empty`` rows have none."""
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, width + 1, size=batch)
+    lengths[:empty] = 0
     mask = (np.arange(width)[None, :] < lengths[:, None]).astype(float)
     old = rng.normal(-2.0, 0.7, size=(batch, width))
     logp = old + rng.normal(0.0, spread, size=(batch, width))   # ratios well outside the clip band
@@ -58,11 +62,11 @@ def reference(logp, old, ref, adv, mask, mode, estimator, kl_coef, clip_low=0.2,
         grad_BT[b, t] = dpg + kl_coef * dkl
     lengths = mask.sum(1)
     tokens = mask.sum() if num_tokens is None else num_tokens
-    seqs = batch if num_seqs is None else num_seqs
+    seqs = (lengths > 0).sum() if num_seqs is None else num_seqs  # empty responses are not averaged
     weight_BT = {"token-mean": mask / tokens,
-                 "seq-mean-token-mean": mask / lengths[:, None] / seqs,
+                 "seq-mean-token-mean": mask / (lengths[:, None] + 1e-8) / seqs,
                  "seq-mean-token-sum": mask / seqs,
-                 "seq-mean-token-sum-norm": mask / (width if norm is None else norm)}[mode]
+                 "seq-mean-token-sum-norm": mask / seqs / (width if norm is None else norm)}[mode]
     return float((weight_BT * value_BT).sum()), weight_BT * grad_BT
 
 
@@ -79,7 +83,7 @@ def torch_loss(logp, old, ref, adv, mask, mode, estimator, kl_coef, **kw):
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_policy_loss_value_and_gradient_match_reference(mode, estimator):
     for seed in range(4):
-        logp, old, ref, adv, mask = ragged_batch(seed)
+        logp, old, ref, adv, mask = ragged_batch(seed, empty=seed % 3)
         kl_coef = 0.3  # large so a wrong KL term shows in the comparison
         want_value, want_grad = reference(logp, old, ref, adv, mask, mode, estimator, kl_coef)
         got_value, got_grad, _ = torch_loss(logp, old, ref, adv, mask, mode, estimator, kl_coef)
@@ -100,20 +104,38 @@ def test_reference_batches_exercise_every_branch():
 
 @pytest.mark.parametrize("mode", MODES)
 def test_micro_batches_add_up_to_the_mini_batch(mode):
-    logp, old, ref, adv, mask = ragged_batch(5, batch=10)
+    logp, old, ref, adv, mask = ragged_batch(5, batch=10, empty=2)
     full, grad_full, _ = torch_loss(logp, old, ref, adv, mask, mode, "k3", 0.01, norm_length=12.0)
     parts, grads = 0.0, []
     for rows in (slice(0, 3), slice(3, 4), slice(4, 10)):
         width = int(mask[rows].sum(1).max())  # each micro-batch padded to its own longest response
         value, grad, _ = torch_loss(logp[rows, :width], old[rows, :width], ref[rows, :width], adv[rows],
                                     mask[rows, :width], mode, "k3", 0.01, num_tokens=float(mask.sum()),
-                                    num_seqs=10.0, norm_length=12.0)
+                                    num_seqs=float((mask.sum(1) > 0).sum()), norm_length=12.0)
         parts += value
         padded = np.zeros((grad.shape[0], logp.shape[1]))
         padded[:, :width] = grad
         grads.append(padded)
     assert parts == pytest.approx(full, rel=1e-12)
     np.testing.assert_allclose(np.concatenate(grads), grad_full, rtol=1e-10, atol=1e-14)
+
+
+def test_aggregation_matches_verl_0_9_1_on_hand_computed_examples():
+    """The issue's two examples and one per mode, worked out by hand from verl's agg_loss."""
+    ones = torch.ones(2, 2)
+    half = torch.tensor([[1.0, 1.0], [0.0, 0.0]])  # the second response is empty
+    values = torch.tensor([[1.0, 3.0], [5.0, 7.0]])
+    # Dr. GRPO: token sums (2, 2) averaged over 2 responses, / loss_scale_factor T = 2 -> 1.0 (not 2.0)
+    assert float(L.aggregate(ones, ones, "seq-mean-token-sum-norm")) == 1.0
+    # the empty response is left out of the seq-mean: (1 + 1) / 1 -> 2.0 (not 1.0)
+    assert float(L.aggregate(ones, half, "seq-mean-token-sum")) == 2.0
+    assert float(L.aggregate(values, half, "token-mean")) == 2.0                    # (1 + 3) / 2 tokens
+    assert float(L.aggregate(values, half, "seq-mean-token-sum")) == 4.0            # (1 + 3) / 1 response
+    assert float(L.aggregate(values, half, "seq-mean-token-sum-norm")) == 2.0       # 4 / 1 / T=2
+    assert float(L.aggregate(values, half, "seq-mean-token-sum-norm", norm_length=8.0)) == 0.5
+    assert float(L.aggregate(values, half, "seq-mean-token-mean")) == pytest.approx(2.0, rel=1e-7)  # (4 / 2) / 1
+    assert float(L.aggregate(values, ones, "seq-mean-token-mean")) == pytest.approx(4.0, rel=1e-7)  # (2 + 6) / 2
+    assert float(L.aggregate(values, ones, "seq-mean-token-sum", num_seqs=4.0)) == 4.0  # (4 + 12) / 4 given
 
 
 def test_clip_indicators_and_kl_sums():

@@ -324,3 +324,33 @@ def test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run
     monkeypatch.setattr(train, "recompute_logprobs", recording)
     metrics("two-mini-batches", "train.mini_batches=2")
     assert calls[4:] == [True, True]
+
+
+@pytest.mark.parametrize("agg", ["seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
+def test_ppo_update_micro_batches_sum_to_verls_loss_with_an_empty_response(tmp_path: Path, agg: str):
+    """The update's micro-batch losses add up to agg_loss of the whole mini-batch, in which verl 0.9.1
+    leaves an empty response out of the sequence mean (the verl stream's denominator, issue 21.2)."""
+    from real_runs import loss as L
+    from real_runs.batching import RolloutBatch
+
+    cfg = tiny_config(tmp_path, "train.mini_batches=1", f"loss.agg={agg}", "loss.kl_coef=0",
+                      "train.micro_batch_tokens=8")
+    model, _ = load_policy("tiny", seed=0)
+    toy = _toy_batch()
+    real = toy.real_lengths.copy()
+    real[2] = 0                                              # sample 2 generated nothing
+    toy.responses[2] = [0]
+    batch = RolloutBatch(toy.prompts, toy.responses, real, np.array([len(p) + len(r) for p, r in
+                         zip(toy.prompts, toy.responses)]), toy.advantages, pad_id=0)
+    with torch.no_grad():
+        logp, mask, _ = batch.forward(model, np.arange(6))
+    batch.old_logp = [logp[i, :len(r)].clone() for i, r in enumerate(batch.responses)]
+    want = L.policy_loss(logp, logp, torch.as_tensor(batch.advantages), mask, clip_low=0.2, clip_high=0.28,
+                         clip_ratio_c=3.0, agg=agg, norm_length=float(cfg.rollout.max_new_tokens))[0]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    _, losses, _, _ = train.ppo_update(batch, model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
+                                       cfg, 1, nullcontext)
+    assert len(losses) == 1 and losses[0] == pytest.approx(float(want), rel=1e-5)
+    assert float(want) == pytest.approx(float(L.aggregate(-torch.as_tensor(batch.advantages)[:, None].expand_as(mask),
+                                                            mask, agg, norm_length=float(cfg.rollout.max_new_tokens))),
+                                        rel=1e-5)  # ratio 1: the loss is -A aggregated

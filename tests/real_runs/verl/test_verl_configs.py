@@ -13,7 +13,7 @@ from real_runs.verl.main import check_launch_config  # noqa: E402
 from real_runs.verl.trainer import controller_from_config  # noqa: E402
 from verl_helpers import CONFIG_DIR, compose_config  # noqa: E402
 
-VARS = {"DATA": "/data", "MODEL": "/model", "CKPT": "/ckpt", "RUN_DIR": "/run", "REWARD": "/reward.py",
+VARS = {"DATA": "/data", "MODEL": "/model", "CKPT": "/ckpt", "RUN_DIR": "/nonexistent/gdro_run", "REWARD": "/reward.py",
         "NNODES": "4"}
 
 

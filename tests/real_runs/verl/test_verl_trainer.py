@@ -4,6 +4,7 @@ controller state through a checkpoint folder (no Ray workers: the worker calls a
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -18,7 +19,8 @@ from gdro_lab.runlog import read_run  # noqa: E402
 from real_runs.verl import VerlPluginError  # noqa: E402
 from real_runs.verl import batch as vb  # noqa: E402
 from real_runs.verl.main import check_launch_config  # noqa: E402
-from real_runs.verl.state import CTRL_FILE, load_controller_state, save_controller_state  # noqa: E402
+from real_runs.verl.state import (CTRL_FILE, check_unlocked, load_controller_state,  # noqa: E402
+                                  save_controller_state)
 from real_runs.verl.trainer import GDRORayPPOTrainer, controller_from_config, restore_controllers  # noqa: E402
 from verl_helpers import compose_config, prompt_batch, with_rewards  # noqa: E402
 
@@ -51,18 +53,23 @@ def stub_actor(monkeypatch):
     return seen
 
 
-def fit_step(trainer, step):
-    """verl 0.9.1 fit's data path for one step, with generation and reward replaced by a toy world."""
+def fit_step(trainer, step, bypass_plan=False):
+    """verl 0.9.1 fit's data path for one step, with generation and reward replaced by a toy world.
+
+    bypass_plan: expand with DataProto.repeat itself, as a verl that stopped calling the batches'
+    own ``repeat`` would."""
     rng = np.random.default_rng([step, 7])
     rows = rng.choice(SUCCESS.size, size=P, replace=False)
     batch = prompt_batch([f"toy:train:{k}" for k in rows], seed=step)
     trainer.global_steps = step
     gen_batch = trainer._get_gen_batch(batch)
-    gen_in = gen_batch.repeat(repeat_times=N, interleave=True)
+    expand = (lambda data: DataProto.repeat(data, N, True)) if bypass_plan else (
+        lambda data: data.repeat(repeat_times=N, interleave=True))
+    gen_in = expand(gen_batch)
     gen_out = DataProto(batch=TensorDict({"responses": torch.zeros(len(gen_in), 3, dtype=torch.long)},
                                          batch_size=[len(gen_in)]),
                         non_tensor_batch=gen_in.non_tensor_batch, meta_info={})  # the rollout's output
-    batch = batch.repeat(repeat_times=N, interleave=True).union(gen_out)
+    batch = expand(batch).union(gen_out)
     prompt_rows = rows[batch.batch["prompt_row"].numpy()]
     scores = np.where(rng.random(len(batch)) < SUCCESS[prompt_rows], 1.0, -1.0)
     with_rewards(batch, scores)
@@ -136,6 +143,7 @@ def test_checkpoint_round_trip_continues_exactly(tmp_path, stub_actor, monkeypat
     assert (tmp_path / "ckpt" / "global_step_5" / CTRL_FILE).exists()
     fit_step(first, 6)  # logged after the checkpoint, then the job dies
     first.gdro.writer._steps.flush()
+    first.gdro._lock.release()  # what the OS does for a dead process
     resumed = make_trainer(tmp_path, run_dir=True)
     resumed._load_checkpoint()
     assert resumed.global_steps == 5
@@ -176,13 +184,108 @@ def test_controller_state_file_errors(tmp_path):
     (["trainer.critic_warmup=2"], "critic_warmup must be 0"),
     (["actor_rollout_ref.actor.use_prefix_grouper=true"], "use_prefix_grouper=true"),
     (["+gdro.bogus=1"], "no setting\\(s\\) bogus"),
-    (["gdro.allocator=knapsack"], "gdro.allocator='knapsack' is unknown"),
+    (["gdro.allocator=no_such_allocator"], "gdro.allocator='no_such_allocator' is unknown"),
     (["+gdro.allocator_config.n_bar=6"], "differs from actor_rollout_ref.rollout.n"),
     (["gdro.classifier_config.k=3"], "pass@k needs k <= n_min"),
+    (["actor_rollout_ref.rollout.n=16"], "n_bar=16 is invalid.*actor_rollout_ref.rollout.n=16"),
+    (["gdro.allocator_config.n_min=1"], "gdro settings do not fit this launch"),
 ])
 def test_launch_config_errors_are_one_line(overrides, message):
     cfg = compose_config(["actor_rollout_ref.rollout.n=4", *overrides])
     with pytest.raises(VerlPluginError, match=message) as info:
-        check_launch_config(cfg)
-        controller_from_config(cfg)
+        check_launch_config(cfg)  # builds the controllers: everything fails here, before Ray starts
     assert "\n" not in str(info.value)
+
+
+def test_executed_counts_must_equal_the_plan(tmp_path, stub_actor):
+    """If verl expanded the batches without the repeat the plugin installs (here: the class's own
+    DataProto.repeat), a ragged plan would silently run uniform: the step fails in one line instead."""
+    trainer = make_trainer(tmp_path, ["+gdro.allocator_config.eta=20.0"], run_dir=False)
+    with pytest.raises(VerlPluginError, match="executed rollouts differ from the Rollout-GDRO plan") as info:
+        for step in range(1, 40):
+            fit_step(trainer, step, bypass_plan=True)  # uniform plans still match; the first ragged one fails
+    assert np.ptp(list(trainer.gdro.last_plan.values())) > 0 and "\n" not in str(info.value)
+
+
+def _launch_cfg(tmp_path, *extra):
+    return compose_config(["actor_rollout_ref.rollout.n=4", f"trainer.default_local_dir={tmp_path / 'ckpt'}",
+                           f"gdro.run_dir={tmp_path / 'run'}", *extra])
+
+
+def test_relaunch_before_the_first_checkpoint_fails_before_launch_in_one_line(tmp_path):
+    first = controller_from_config(_launch_cfg(tmp_path))
+    first.open_run()                      # the first job wrote its run directory, then died before saving
+    first.close("failed")
+    cfg = _launch_cfg(tmp_path)
+    with pytest.raises(VerlPluginError, match="already holds a run, but this launch resumes no checkpoint") as info:
+        check_launch_config(cfg)
+    assert "\n" not in str(info.value)
+    with pytest.raises(VerlPluginError, match="already holds a run"):  # the same line inside the workers
+        controller_from_config(cfg).open_run(resume_step=None)
+    steps = tmp_path / "ckpt" / "global_step_3"   # once a checkpoint exists, the launch resumes the run
+    save_controller_state(steps, 3, first.state_dict())
+    (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").write_text("3")
+    check_launch_config(_launch_cfg(tmp_path))
+    with pytest.raises(VerlPluginError, match="already holds a run"):
+        check_launch_config(_launch_cfg(tmp_path, "trainer.resume_mode=disable"))
+
+
+def test_one_writer_per_run_directory(tmp_path):
+    writer = controller_from_config(_launch_cfg(tmp_path))
+    writer.open_run()
+    (tmp_path / "ckpt" / "global_step_2").mkdir(parents=True)
+    save_controller_state(tmp_path / "ckpt" / "global_step_2", 2, writer.state_dict())
+    (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").write_text("2")
+    with pytest.raises(VerlPluginError, match=f"pid {os.getpid()}.*one writer per run") as info:
+        check_launch_config(_launch_cfg(tmp_path))     # a resume while the first job still writes
+    assert "\n" not in str(info.value)
+    second = controller_from_config(_launch_cfg(tmp_path))
+    with pytest.raises(VerlPluginError, match="being written by another process"):
+        second.open_run(resume_step=2)
+    writer.close()
+    second.open_run(resume_step=2)                     # released: the resume proceeds
+    second.close()
+    assert read_run(tmp_path / "run").meta["status"] == "finished"
+
+
+def test_lock_is_released_when_the_writer_is_killed(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from real_runs.verl.state import RunLock; RunLock(sys.argv[1]); "
+            "print('locked', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "run")], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    with pytest.raises(VerlPluginError, match="being written by another process"):
+        check_unlocked(tmp_path / "run")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    check_unlocked(tmp_path / "run")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("file", "is a file"),
+    ("folder", "is not empty and holds no run"),
+])
+def test_run_dir_that_is_not_ours_is_never_written(tmp_path, content, message):
+    target = tmp_path / "run"
+    if content == "file":
+        target.write_text("x")
+    else:
+        target.mkdir()
+        (target / "config.json").write_text('{"mine": true}')
+    with pytest.raises(VerlPluginError, match=message):
+        check_launch_config(_launch_cfg(tmp_path))
+    with pytest.raises(VerlPluginError, match=message):
+        controller_from_config(_launch_cfg(tmp_path)).open_run()
+    if content == "folder":
+        assert (target / "config.json").read_text() == '{"mine": true}' and sorted(os.listdir(target)) == ["config.json"]
+
+
+def test_resuming_a_checkpoint_without_controller_state_fails_before_launch(tmp_path):
+    (tmp_path / "ckpt" / "global_step_4").mkdir(parents=True)
+    (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").write_text("4")
+    with pytest.raises(VerlPluginError, match="global_step_4, which has no gdro_ctrl.json"):
+        check_launch_config(_launch_cfg(tmp_path))
+    check_launch_config(_launch_cfg(tmp_path, "gdro.resume_without_state=true"))

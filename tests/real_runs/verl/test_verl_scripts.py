@@ -1,0 +1,75 @@
+"""The GPU scripts' shell logic on a machine without a GPU: valid bash, one-line exits with the
+documented codes, results under $OUT (the stages themselves need a GPU, verl and vLLM)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("script", ["verl_smoke.sh", "gpu_check.sh"])
+def test_scripts_are_valid_bash(script):
+    assert subprocess.run(["bash", "-n", str(ROOT / "scripts" / script)]).returncode == 0
+
+
+def test_smoke_without_an_interpreter_exits_3_with_one_line(tmp_path):
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "VERL_PY": str(tmp_path / "no_python")}
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "verl_smoke.sh")], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 3
+    assert result.stdout.strip().splitlines()[-1].startswith("verl smoke: no interpreter with verl")
+
+
+def test_gpu_check_without_a_gpu_stops_after_env_and_writes_the_summary(tmp_path):
+    pytest.importorskip("torch")
+    if __import__("torch").cuda.is_available():
+        pytest.skip("a GPU is present: run scripts/gpu_check.sh itself")
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 2 and "no usable GPU" in result.stdout
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| env | FAILED (exit 1) |" in summary and (tmp_path / "env.txt").exists()
+
+
+def _fake_smoke_run(out: Path, rollouts_G, multiplier_G, steps=5, resumed_from=3):
+    """A run directory, trackers and checkpoints shaped like a smoke run's, with given per-bin plans."""
+    import json
+
+    from gdro_lab.runlog import RunWriter
+    from real_runs.verl.state import save_controller_state
+
+    with RunWriter(out / "run", {}, 3, "verl") as writer:
+        for step in range(1, steps + 1):
+            writer.log_step(step, {"total_rollouts": 24.0, "mean_success": 0.5},
+                            {"rollouts": rollouts_G, "multiplier": multiplier_G})
+    for name, span in (("tracker_first.jsonl", range(1, resumed_from + 1)),
+                       ("tracker_resumed.jsonl", range(resumed_from + 1, steps + 1))):
+        (out / name).write_text("".join(json.dumps({"step": s, "data": {"gdro/total_rollouts": 24.0,
+                                                                          "rollout_alloc/mean_n": 4.0}}) + "\n"
+                                        for s in span))
+    for step in (resumed_from, steps):
+        save_controller_state(out / "ckpt" / f"global_step_{step}", step,
+                              {"classifier": {}, "weighter": {}, "allocator": {}})
+
+
+@pytest.mark.parametrize("rollouts, multipliers, message", [
+    ([4.0, 4.0, 4.0], [1.5, 1.0, 0.8], "Rollout-GDRO never acted"),
+    ([2.0, 4.0, 6.0], [1.0, 1.0, 1.0], "advantages equal verl's unscaled ones"),
+    ([2.0, 4.0, 6.0], [1.5, 1.0, 0.8], None),
+])
+def test_smoke_verify_tells_gdro_from_grpo(tmp_path, rollouts, multipliers, message):
+    from real_runs.verl import smoke
+
+    _fake_smoke_run(tmp_path, rollouts, multipliers)
+    if message is None:
+        assert smoke.verify(tmp_path, 5, 3)["ragged_steps"] == [1, 2, 3, 4, 5]
+    else:
+        with pytest.raises(AssertionError, match=message):
+            smoke.verify(tmp_path, 5, 3)
