@@ -17,6 +17,7 @@ from gdro_lab import diagnostics as diag
 from gdro_lab._validate import ConfigError
 from gdro_lab.allocation import check_box
 from gdro_lab.feedback import StepFeedback
+from gdro_lab.stepmatch import moments
 
 
 def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: float, n_max: float,
@@ -30,6 +31,10 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
     None, this step's within-prompt std per bin. ``weights_G``: normalised Prompt-GDRO weights
     (uniform when None). Reads the feedback's cached per-step statistics; every value is the one
     the gdro_lab.diagnostics functions give (same arithmetic), the inputs checked as they check them.
+    ``multipliers_P``: the advantage multipliers applied to the step's prompts
+    (unassigned ones included); their mean over prompts and their mean square over the rollouts that
+    carry an advantage are logged for step matching (``multiplier_mean``, ``multiplier_sq_mean``;
+    gdro_lab.stepmatch).
     """
     G = num_bins
     count_G = feedback.bin_count(G)
@@ -83,6 +88,9 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
         "effective_support": diag.support_of_weights(weights_normal),
         "worst_bin_success": min((v for v in success_list if math.isfinite(v)), default=nan),
     }
+    if multipliers_P is not None:
+        active_P = np.where(feedback.constant_P, 0.0, feedback.counts_P)
+        scalars["multiplier_mean"], scalars["multiplier_sq_mean"] = moments(multipliers_P, active_P)
     if assigned:
         n_G = [n_bar if math.isnan(r) else r for r in rollouts_G.tolist()]
         scalars.update(_se(share_G, sigma, n_G, n_bar, n_min, n_max))

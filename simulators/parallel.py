@@ -32,6 +32,7 @@ SUMMARY_SCALARS = (
     "sim/prompt_var_reduction_pct", "sim/prompt_wse_reduction_pct", "sim/prompt_oracle_var_reduction_pct",
     "sim/prompt_oracle_wse_reduction_pct", "compute/rollouts_generated", "compute/rollouts_trained",
     "compute/prompts_trained", "select/skipped",
+    "multiplier_mean", "multiplier_sq_mean", "sim/forgetting",
 )
 SUMMARY_BINS = ("share", "weight", "multiplier", "rollouts", "reward", "success", "count", "sigma")
 

@@ -91,7 +91,7 @@ def run_one(cfg: study.StudyConfig, method: str, seed: int, lr_scale: float, out
 
     config = trainer_config(cfg, method, seed, out, lr_scale)
     target = out / run_name(method, lr_scale, seed)
-    if study._finished(target):
+    if study.finished(target):
         if same_experiment(json.loads((target / "config.json").read_text()), json.loads(json.dumps(config_to_dict(config)))):
             return str(target)
         raise FileExistsError(f"{target} holds a finished run of another config: delete it to rerun")

@@ -42,7 +42,8 @@ from gdro_lab.runlog import is_run_dir, read_run
 from simulators.methods import ARENA_METHODS
 from simulators.parallel import RunSummary, run_jobs
 from simulators.presets import PRESETS
-from simulators.studies.baselines import Grid, decision, lr_dir, run_matched
+from simulators.studies.baselines import decision, run_matched
+from simulators.studies.tuning import Grid, lr_dir
 from simulators.studies.common import StudySettings, job, sim_config
 from simulators.studies.sqrt_law import WORLDS as SQRT_LAW_WORLDS
 
@@ -75,9 +76,9 @@ def run(settings: StudySettings) -> Path:
         world_settings = replace(settings, world={**overrides, **settings.world})
         grid = run_cached_grid(world_settings, methods, settings.out, name)
         references = run_cached_grid(replace(world_settings, lr_grid=(1.0,)), SE_ONLY, settings.out, name)
-        matched, _ = run_matched(world_settings, grid, methods, settings.out / "runs" / name)
+        matched, factors = run_matched(world_settings, grid, methods, settings.out / "runs" / name)
         worlds[name] = {"overrides": overrides, "grid": grid, "references": references,
-                        "decision": decision(grid, matched, methods), "methods": methods,
+                        "decision": decision(grid, matched, factors, methods), "methods": methods,
                         "selector_matched": run_selector_matched(world_settings, grid, methods, settings.out, name)}
     full = all(getattr(settings, k) >= DEFAULTS[k] for k in ("seeds", "steps", "prompts"))
     sizes = PAPER_SCALE if full else {}  # a reduced arena (tests, smoke runs) keeps its own sizes here
