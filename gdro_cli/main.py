@@ -8,6 +8,8 @@ Subcommands:
   gdro train CONFIG [k=v ...]   GRPO / Prompt-GDRO / Rollout-GDRO / joint on a language model (real_runs/)
   gdro sweep [...]              grid x seeds sweep of simulator knobs (simulators/)
   gdro study lm [--quick]       learning study on CPU: GRPO vs GDRO on a small Qwen3 (real_runs/lmstudy/)
+  gdro calibrate --samples ...  fit the simulator world to a real model's pass rates and lr sweep (simulators/calibrate/)
+  gdro predict WORLD.toml       each method's predicted gain in a calibrated world (simulators/calibrate/)
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ COMMANDS = {
     "eval": ("real_runs.eval_cli", "main", "mean@k / pass@k / worst group of a model on math benchmarks"),
     "train": ("real_runs.train_cli", "main", "train a model: GRPO, Prompt-GDRO, Rollout-GDRO, joint"),
     "study": ("real_runs.lmstudy.cli", "main", "learning study on CPU: GRPO vs GDRO on a small Qwen3"),
+    "calibrate": ("simulators.calibrate.cli", "calibrate_main", "fit the simulator world to a real model (eval + lr sweep)"),
+    "predict": ("simulators.calibrate.cli", "predict_main", "each method's predicted gain in a calibrated world"),
 }
 
 
@@ -46,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        extra = {"simulate": "sim", "sweep": "sim", "app": "app", "report": "sim"}.get(name, "train")
+        extra = {"simulate": "sim", "sweep": "sim", "app": "app", "report": "sim", "calibrate": "sim",
+                 "predict": "sim"}.get(name, "train")
         print(f"gdro {name}: missing dependency ({err.name}): install with pip install -e '.[{extra}]'",
               file=sys.stderr)
         return 2
