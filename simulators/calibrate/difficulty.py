@@ -14,7 +14,9 @@ a_g = d0 + c_g H_r(g): a logit-Lomax mixture of binomials (the beta-binomial's h
 cousin) with a never-solved and an always-solved mass. E is integrated by the midpoint rule on
 NODES equal-probability cells of the Lomax. The likelihood depends on the data only through the
 table N[g, n, c] of prompt counts, so a fit takes milliseconds and the intervals come from a
-parametric bootstrap (simulate the table from the fit, refit; percentile intervals).
+posterior draws under a flat prior on the
+fitting coordinates (random-walk Metropolis; percentile intervals; the recovery study in
+docs/calibration.md measures their coverage).
 
 Group ranks are taken from the data (groups ordered by mean success, the hardest last): the world
 assigns its K stratified hardness values by rank, so the fit does the same. Group sizes: the
@@ -256,9 +258,45 @@ class DifficultyFit:
                 "negative_loglik": self.negative_loglik}
 
 
+def posterior_draws(ranks_K: np.ndarray, table: dict[int, np.ndarray], values: dict[str, float], count: int,
+                    rng: np.random.Generator, chains: int = 16, rounds: int = 4, per_round: int = 60,
+                    keep: int = 240) -> np.ndarray:
+    """Draws (count, free) from the likelihood under a flat prior on the fitting coordinates within the box.
+
+    Random-walk Metropolis, ``chains`` chains advanced together (one batched likelihood call per step),
+    the proposal's covariance adapted in ``rounds`` burn-in rounds to the chains' own spread (x 2.38^2/d).
+    Where the likelihood has a ridge (a heavy tail and a never-solved mass both make prompts that are
+    never solved), the chains walk along it; an estimate's percentile bootstrap would stay near the MLE.
+    """
+    free, fixed = free_params(ranks_K.size)
+    lo, hi = np.array(_bounds(free)).T
+    d = len(free)
+
+    def log_post(x: np.ndarray) -> np.ndarray:
+        inside = np.all((x >= lo) & (x <= hi), axis=1)
+        nll = negative_loglik(_to_values(np.clip(x, lo, hi), free, fixed), ranks_K, table)
+        return np.where(inside, -nll, -np.inf)
+
+    x = np.clip(_to_vector(values, free) + 0.01 * (hi - lo) * rng.standard_normal((chains, d)), lo, hi)
+    lp = log_post(x)
+    cov = np.diag((0.02 * (hi - lo)) ** 2)
+    kept: list[np.ndarray] = []
+    for it in range(rounds * per_round + keep):
+        if it and it % per_round == 0 and it <= rounds * per_round:
+            spread = np.cov(np.concatenate(kept[-per_round:] or [x]).T) if kept else cov
+            cov = (2.38**2 / d) * spread + 1e-8 * np.diag((hi - lo) ** 2)
+        proposal = x + rng.standard_normal((chains, d)) @ np.linalg.cholesky(cov).T
+        lp_new = log_post(proposal)
+        accept = np.log(rng.random(chains)) < lp_new - lp
+        x[accept], lp[accept] = proposal[accept], lp_new[accept]
+        kept.append(x.copy())
+    pool = np.concatenate(kept[rounds * per_round:])
+    return pool[np.linspace(0, pool.shape[0] - 1, count).astype(int)]
+
+
 def fit_difficulty(data: SuccessCounts, boots: int = 100, seed: int = 0) -> DifficultyFit:
-    """MLE of the difficulty distribution with parametric-bootstrap replicates, and the group structure
-    (Zipf exponent, rarity-hardness correlation) with nonparametric-bootstrap replicates."""
+    """MLE of the difficulty distribution with ``boots`` posterior draws (flat prior; the intervals), and the
+    group structure (Zipf exponent, rarity-hardness correlation) with nonparametric-bootstrap replicates."""
     ranks = hardness_ranks(data.group_success())
     table = data.table()
     values, nll = fit_mle(ranks, table, starts(data))
@@ -266,18 +304,15 @@ def fit_difficulty(data: SuccessCounts, boots: int = 100, seed: int = 0) -> Diff
     values["size_exponent"] = zipf_exponent(sizes)
     values["size_difficulty_corr"] = rarity_hardness_corr(sizes, ranks)
     rng = np.random.default_rng(seed)
-    draws: dict[str, list[float]] = {name: [] for name in (*PARAMS, "size_exponent", "size_difficulty_corr")}
-    for _ in range(boots):
-        counts = simulate_counts(values, ranks, data.group_P, data.samples_P, rng)
-        replicate = SuccessCounts(data.group_names, data.group_P, counts, data.samples_P)
-        boot_ranks = hardness_ranks(replicate.group_success())
-        fitted, _ = fit_mle(boot_ranks, replicate.table(), [values])
-        for name in PARAMS:
-            draws[name].append(fitted[name])
+    free, fixed = free_params(ranks.size)
+    posterior = _to_values(posterior_draws(ranks, table, values, max(boots, 2), rng), free, fixed)
+    draws: dict[str, Any] = {name: np.asarray(posterior[name], float) for name in PARAMS}
+    structure: dict[str, list[float]] = {"size_exponent": [], "size_difficulty_corr": []}
+    for _ in range(max(boots, 2)):
         pick = rng.integers(0, data.group_P.size, data.group_P.size)
         resampled = SuccessCounts(data.group_names, data.group_P[pick], data.successes_P[pick], data.samples_P[pick])
         boot_sizes = np.bincount(resampled.group_P, minlength=data.num_groups)
-        draws["size_exponent"].append(zipf_exponent(boot_sizes))
-        draws["size_difficulty_corr"].append(rarity_hardness_corr(boot_sizes, hardness_ranks(resampled.group_success())))
-    return DifficultyFit(values, {k: np.array(v) for k, v in draws.items()}, ranks, data.group_names, sizes, nll,
-                         table)
+        structure["size_exponent"].append(zipf_exponent(boot_sizes))
+        structure["size_difficulty_corr"].append(rarity_hardness_corr(boot_sizes, hardness_ranks(resampled.group_success())))
+    draws.update({k: np.array(v) for k, v in structure.items()})
+    return DifficultyFit(values, draws, ranks, data.group_names, sizes, nll, table)
