@@ -185,10 +185,15 @@ def run_all(settings: Settings, worlds: list[dict[str, Any]]) -> dict[str, np.nd
     for (label, j, s, _), summary in summaries.items():
         for metric in (*[m for m, _ in METRICS], "val/accuracy", "se_reduction_pct"):
             if metric == "se_reduction_pct":
-                value = float(np.nanmean(summary.scalars.get(metric, np.array([np.nan]))))
+                series = summary.scalars.get(metric, np.array([np.nan]))
+                value = float(np.nanmean(series)) if np.isfinite(series).any() else math.nan
             else:
                 value = float(summary.evals[metric][-1]) if metric in summary.evals else math.nan
             table.setdefault(f"{label}|{metric}", np.full((len(worlds), settings.seeds), np.nan))[j, s] = value
+        if label == "grpo@1":  # the start (step 0): what GRPO's own gain is measured from
+            for metric, _ in METRICS:
+                value = float(summary.evals[metric][0]) if metric in summary.evals else math.nan
+                table.setdefault(f"initial|{metric}", np.full((len(worlds), settings.seeds), np.nan))[j, s] = value
     table["matched_c1"] = np.array([matched[j]["grpo_matched_c1"] for j in range(len(worlds))])
     table["matched_c2"] = np.array([matched[j]["grpo_matched_c2"] for j in range(len(worlds))])
     return table
@@ -208,6 +213,12 @@ def gains(table: dict[str, np.ndarray]) -> dict[str, Any]:
             entry[metric] = {"vs_grpo": (method - base).mean(axis=1), "vs_tuned": (method - tuned).mean(axis=1)}
         out["per_draw"][label] = entry
     return out
+
+
+def _row_mean(values: np.ndarray) -> np.ndarray:
+    """Mean over seeds (axis 1), NaN where a draw has none, without warnings."""
+    ok = np.isfinite(values)
+    return np.where(ok.any(axis=1), np.where(ok, values, 0).sum(axis=1) / np.maximum(ok.sum(axis=1), 1), np.nan)
 
 
 def interval(values: np.ndarray) -> tuple[float, float]:
@@ -247,8 +258,10 @@ def summarize(table: dict[str, np.ndarray], drawn: dict[str, np.ndarray]) -> dic
         name, rho = sensitivity(entry[METRICS[0][0]]["vs_tuned"], drawn)
         row["sensitive_to"] = {"parameter": name, "spearman": rho}
         se = table.get(f"{label}|se_reduction_pct")
-        row["se_reduction_pct"] = interval(np.nanmean(se, axis=1)) if se is not None else (math.nan, math.nan)
+        row["se_reduction_pct"] = interval(_row_mean(se)) if se is not None else (math.nan, math.nan)
         out["methods"][label] = row
+    out["grpo_vs_start"] = {metric: interval((table[f"grpo@1|{metric}"] - table[f"initial|{metric}"]).mean(axis=1))
+                            for metric, _ in METRICS if f"initial|{metric}" in table}
     return out
 
 
