@@ -167,7 +167,7 @@ def lomax(rng: np.random.Generator, tail: float, size: int) -> np.ndarray:
     return rng.pareto(tail, size)
 
 
-def lomax_quantile(u: np.ndarray, tail: float) -> np.ndarray:
+def lomax_quantile(u: np.ndarray, tail: float | np.ndarray) -> np.ndarray:
     """Inverse CDF of Lomax(tail): (1 - u)^(-1/tail) - 1."""
     return (1.0 - np.asarray(u, float)) ** (-1.0 / tail) - 1.0
 

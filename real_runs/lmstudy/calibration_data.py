@@ -122,7 +122,7 @@ def calibration_data(cfg: study.StudyConfig, out: Path, lrs: Sequence[float] = S
     with ProcessPoolExecutor(max_workers=cfg.jobs, mp_context=get_context("spawn")) as pool:
         runs = list(pool.map(sweep_run, [sweep_cfg] * len(lrs), list(lrs), [out / "sweep"] * len(lrs),
                              [warm_path] * len(lrs)))
-    summary = {"samples": str(samples_dir), "sweep": runs, "lrs": list(lrs), "study_lr": cfg.lr,
+    summary: dict[str, Any] = {"samples": str(samples_dir), "sweep": runs, "lrs": list(lrs), "study_lr": cfg.lr,
                "pool_size": cfg.train_size, "steps": sweep_cfg.steps, "eval_seconds": eval_seconds,
                "seconds": time.perf_counter() - started, "warm_path": str(warm_path)}
     (out / "calibration-data.json").write_text(json.dumps(summary, indent=1))

@@ -54,7 +54,7 @@ def base_world(data: SuccessCounts, plan: Plan, aggregation: str) -> WorldConfig
 
 def world_from_difficulty(world: WorldConfig, fit: DifficultyFit) -> WorldConfig:
     """The world with the stage-1 estimates and the data's hardness ranks."""
-    values = {k: fit.values[k] for k in stage1.PARAMS}
+    values: dict[str, Any] = {k: fit.values[k] for k in stage1.PARAMS}
     return replace(world, group_hardness_rank=tuple(int(r) for r in fit.ranks_K), **values)
 
 

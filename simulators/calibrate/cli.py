@@ -13,9 +13,14 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from gdro_lab import ConfigError, RunFormatError
+
+if TYPE_CHECKING:
+    from simulators.calibrate.calibration import Plan
+    from simulators.calibrate.difficulty import SuccessCounts
+    from simulators.calibrate.observe import Sweep
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,17 +50,17 @@ def calibrate_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _plan(args: argparse.Namespace, data: object, sweep: object) -> object:
+def _plan(args: argparse.Namespace, data: SuccessCounts, sweep: Sweep | None) -> Plan:
     from simulators.calibrate.calibration import Plan
 
     import numpy as np
 
-    lrs = np.sort(sweep.lrs) if sweep is not None else np.array([1.0])  # type: ignore[attr-defined]
+    lrs = np.sort(sweep.lrs) if sweep is not None else np.array([1.0])
     lr = args.lr if args.lr is not None else float(lrs[(lrs.size - 1) // 2])
-    steps = args.steps or (max(100, 10 * sweep.steps) if sweep is not None else 200)  # type: ignore[attr-defined]
-    batch = args.batch or (sweep.batch if sweep is not None else 64)  # type: ignore[attr-defined]
-    pool = args.pool_size or int(data.group_P.size)  # type: ignore[attr-defined]
-    n = sweep.n if sweep is not None else 4  # type: ignore[attr-defined]
+    steps = args.steps or (max(100, 10 * sweep.steps) if sweep is not None else 200)
+    batch = args.batch or (sweep.batch if sweep is not None else 64)
+    pool = args.pool_size or int(data.group_P.size)
+    n = sweep.n if sweep is not None else 4
     for name, value in (("--lr", lr), ("--steps", steps), ("--batch", batch), ("--pool-size", pool)):
         if not value > 0:
             raise ConfigError(f"{name} {value}: must be > 0")

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
-from scipy.special import expit, gammaln, log_expit
+from scipy.special import expit, gammaln
 from scipy.stats import spearmanr
 
 from gdro_lab import ConfigError

@@ -342,4 +342,5 @@ def fit_dynamics(design: Design, obs: Observation, pooled: bool, boots: int = 40
 
 def fitted_world(world: WorldConfig, values: dict[str, float]) -> WorldConfig:
     """The world with the fitted learner settings."""
-    return replace(world, **{k: float(values[k]) for k in (*PARAMS, "lr_shared")})
+    changes: dict[str, Any] = {k: float(values[k]) for k in (*PARAMS, "lr_shared")}
+    return replace(world, **changes)

@@ -165,7 +165,7 @@ def read_sweep(paths: Sequence[Path], groups: Sequence[str]) -> Sweep:
         method = _section(config, path, "method", "name")
         if method != "grpo":
             raise ConfigError(f"--sweep {path}: method is {method!r}: the sweep must be plain GRPO (method.name = grpo)")
-        settings = {"batch": int(_section(config, path, "train", "prompts_per_step")),
+        settings: dict[str, Any] = {"batch": int(_section(config, path, "train", "prompts_per_step")),
                     "n": int(_section(config, path, "method", "n_bar")),
                     "aggregation": AGGREGATION.get(str(_section(config, path, "loss", "agg")), "rollout"),
                     "k": int(_section(config, path, "eval", "k")),
@@ -191,11 +191,11 @@ def read_sweep(paths: Sequence[Path], groups: Sequence[str]) -> Sweep:
     if names == ("pooled",):
         for r, path in zip(runs, map(Path, paths)):
             if r.heldout_EK.shape[1] != 1:
-                steps, r.heldout_EK, r.heldout_se_EK = _heldout(read_run(path).evals, ["pooled"], shared["k"])
-    steps = min(r.success_T.size for r in runs)
+                _, r.heldout_EK, r.heldout_se_EK = _heldout(read_run(path).evals, ["pooled"], shared["k"])
+    length = min(r.success_T.size for r in runs)
     for r in runs:
-        r.success_T = r.success_T[:steps]
-    return Sweep(sorted(runs, key=lambda r: r.lr), names, shared["batch"], shared["n"], steps, shared["aggregation"],
+        r.success_T = r.success_T[:length]
+    return Sweep(sorted(runs, key=lambda r: r.lr), names, shared["batch"], shared["n"], length, shared["aggregation"],
                  shared["temperature"])
 
 

@@ -20,7 +20,6 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -39,7 +38,7 @@ from simulators.world import WorldConfig
 
 #: Known worlds of the study: a middle world, a hard one (a large never-solved mass, fast learning,
 #: cheap steps) and an easy one (a large always-solved mass, noisy scores, little transfer).
-WORLDS = {
+WORLDS: dict[str, dict[str, Any]] = {
     "middle": dict(difficulty_offset=-1.0, group_difficulty_scale=0.8, group_difficulty_tail=2.0,
                    prompt_difficulty_scale=1.2, prompt_difficulty_tail=1.5, unsolvable_frac=0.1,
                    always_solved_frac=0.1, lr_group=0.3, lr_shared=0.015, lr_prompt=0.2, curvature=0.2,
@@ -68,7 +67,7 @@ def synthetic_data(world: WorldConfig, *, lrs: Sequence[float], batch: int, n: i
     """The stage-1 sample and the GRPO sweep of ``world`` (see the module docstring), lr_scale = each lr."""
     rng = np.random.default_rng([seed, 11])
     names = tuple(f"g{g}" for g in range(world.num_groups))
-    runs = []
+    runs: list[SweepRun] = []
     for lr in lrs:
         sim = Simulation(SimConfig(method="grpo", seed=seed, batch=batch, n_bar=n, steps=steps, world=world,
                                    lr_scale=float(lr), eval_every=steps, snapshot_every=-1))
