@@ -13,6 +13,7 @@ import numpy as np
 from gdro_lab import diagnostics as diag
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.grpo import group_is_constant, group_mean
+from gdro_lab.stepmatch import moments
 
 
 def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: float, n_max: float,
@@ -24,7 +25,9 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
 
     ``sigma_G``: per-bin std for the SE proxy (pass sqrt of the allocator's variance EMA); when
     None, this step's within-prompt std per bin. ``weights_G``: normalised Prompt-GDRO weights
-    (uniform when None).
+    (uniform when None). ``multipliers_P``: the advantage multipliers applied to the step's prompts
+    (unassigned ones included); their first two moments are logged for step matching
+    (``multiplier_mean``, ``multiplier_sq_mean``; gdro_lab.stepmatch).
     """
     bins = np.asarray(feedback.bins_P, np.int64)
     counts = np.asarray(feedback.counts_P, float)
@@ -61,6 +64,8 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
         "effective_support": diag.effective_support(weights),
         "worst_bin_success": diag.worst_group(success_G),
     }
+    if multipliers_P is not None:
+        scalars["multiplier_mean"], scalars["multiplier_sq_mean"] = moments(multipliers_P)
     if share_G.sum() > 0:
         n_G = np.where(np.isfinite(rollouts_G), rollouts_G, n_bar)
         scalars.update(diag.se_report(share_G, sigma_G, n_G, n_bar, n_min, n_max))

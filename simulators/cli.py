@@ -1,8 +1,8 @@
 """`gdro simulate [STUDY] [options]`: run a toy study in the heavy-tailed bandit world.
 
-With no arguments it runs the default study (`curriculum`, quick size: GRPO, Prompt-GDRO,
-Rollout-GDRO and joint x 4 learning-rate scales x 5 seeds, 400 steps, 4,000 prompts, plus
-step-matched GRPO), writes everything under ``./gdro-runs/curriculum`` (never into the
+With no arguments it runs the default study (`curriculum`, quick size: GRPO, Prompt-GDRO and
+Rollout-GDRO x 5 seeds, 400 steps, 4,000 prompts, each on a learning-rate grid of sqrt(2) steps
+from 0.5 to 2 extended while its best point is at an edge, plus step-matched GRPO), writes everything under ``./gdro-runs/curriculum`` (never into the
 repository), prints the decision and where the report is. ``--full`` runs the study at its full
 size; ``--update-reports`` also copies the report into the repository's ``reports/<study>``.
 """
@@ -93,8 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "methods with simulators.methods.register_method (repeatable)")
     parser.add_argument("--preset", help="world preset of a paper regime: paper-1.7b, paper-4b, paper-8b "
                                           "(applied before --config and --set)")
-    parser.add_argument("--lr-grid", help="comma-separated learning-rate scales of the tuned baselines "
-                                          "(curriculum; default 0.125,0.25,0.5,1,2)")
+    parser.add_argument("--lr-grid", help="comma-separated starting learning-rate scales of the tuned baselines, "
+                                          "at most sqrt(2) apart (curriculum, sqrt-law; default 0.5 to 2 in sqrt(2) "
+                                          "steps; 1 is always added); a single value turns tuning off")
+    parser.add_argument("--lr-extend", type=_nonnegative,
+                        help="most sqrt(2) steps a method's grid grows beyond each end while its best val point "
+                             "is there (default 8; 0 = never)")
     parser.add_argument("--log-every", type=_positive, help="steps between step records in steps.jsonl (default 10)")
     parser.add_argument("--seeds", type=_positive, help="seeds per method (study default otherwise)")
     parser.add_argument("--steps", type=_positive, help="training steps (game iterations for surrogate)")
@@ -155,13 +159,16 @@ def _settings(args: argparse.Namespace, module: Any) -> Any:
     pick = lambda name: getattr(args, name) if getattr(args, name) is not None else defaults[name]  # noqa: E731
     snapshot_seeds = pick("snapshot_seeds") if "snapshot_seeds" in defaults or args.snapshot_seeds is not None else 1
     lr_grid = _floats(args.lr_grid, "--lr-grid") if args.lr_grid else tuple(defaults.get("lr_grid", (1.0,)))
+    from gdro_lab.lrgrid import check_grid
+    lr_grid = check_grid(lr_grid + (1.0,), "--lr-grid")
     return StudySettings(out=args.out or Path(RUNS_ROOT) / report_name(args.study, args.full, args.preset or ""), seeds=pick("seeds"), steps=pick("steps"),
                          prompts=pick("prompts"), batch=pick("batch"), workers=args.workers, methods=methods,
                          eval_every=args.eval_every or defaults.get("eval_every", 20),
                          snapshot_every=args.snapshot_every, snapshot_seeds=snapshot_seeds,
                          progress=args.progress, world=world, overrides=overrides, lr_grid=lr_grid,
                          log_every=args.log_every or defaults.get("log_every", 10), full=args.full,
-                         preset=args.preset or "")
+                         preset=args.preset or "",
+                         lr_extend=args.lr_extend if args.lr_extend is not None else defaults.get("lr_extend", 8))
 
 
 def repository_reports() -> Path:

@@ -2,7 +2,8 @@
 
 "Does Prompt-GDRO / Rollout-GDRO / joint beat *tuned* GRPO at equal compute?" is answered in the
 docs by a table whose every number comes from a report's decision (``summary.json`` →
-``decision.gains``); the lead-lag and SE-proxy claims are quoted from the reports' claim lines,
+``decision.gains``); the paper's claims (lead-lag, SE proxy, ...) are quoted from the reports'
+claim rows (``summary.json`` → ``claims``, by the claim's key in gdro_lab.claims),
 and the SE-dispersion numbers from the sqrt-law report. tests/simulators/test_sim_findings.py
 checks that the docs contain exactly :func:`tables` of the committed reports, so the docs
 cannot drift from them. Print them with ``python -m simulators.findings`` after ``--update-reports``.
@@ -15,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gdro_lab.tables import fmt, markdown_table
 from simulators.methods import get_method
-from simulators.reporting import fmt, markdown_table
 
 ALL = ("prompt_gdro", "rollout_gdro", "joint")
 #: (report folder, sqrt-law world or "", what the row is called, methods shown) in table order.
@@ -31,6 +32,7 @@ ROWS = (
     ("sqrt-law", "bimodal", "sqrt-law, bimodal world", ALL),
 )
 METRICS = (("test/worst_group_accuracy", "worst-group"), ("test/accuracy", "mean"))
+BASES = {"vs_tuned": "tuned GRPO", "vs_matched_second": "GRPO matched √E[m²]", "vs_matched_first": "GRPO matched E[m]"}
 
 
 def _summary(reports: Path, folder: str, world: str) -> dict[str, Any] | None:
@@ -47,7 +49,8 @@ def _link(folder: str, label: str) -> str:
 
 
 def answer_table(reports: Path) -> str:
-    """Markdown: per report and method, held-out gains (pp, paired, 95% CI) vs tuned and step-matched GRPO."""
+    """Markdown: per report and method, held-out gains (pp, paired, 95% CI) vs tuned GRPO and GRPO step-matched
+    on the second moment √E[m²] (the price match) and the first moment E[m]."""
     rows = []
     for folder, world, label, methods in ROWS:
         summary = _summary(reports, folder, world)
@@ -58,22 +61,21 @@ def answer_table(reports: Path) -> str:
             if method not in result["gains"]:
                 continue
             gains = result["gains"][method]
-            cells = [fmt(*gains[metric][key], 1, 100) for key in ("vs_tuned", "vs_step_matched")
-                     for metric, _ in METRICS]
+            cells = [fmt(*gains[metric][key], 1, 100) for key in BASES for metric, _ in METRICS]
             lrs = " / ".join(f"{result['tuned_lr'][metric][method]:g}" for metric, _ in METRICS)
             rows.append([_link(folder, label), get_method(method).label, *cells, lrs])
-    header = ["world (report)", "method"] + [f"{name}: Δ vs {base} GRPO (pp)" for base in ("tuned", "step-matched")
+    header = ["world (report)", "method"] + [f"{name}: Δ vs {label} (pp)" for label in BASES.values()
                                              for _, name in METRICS] + ["method's tuned lr (wg / mean)"]
     return markdown_table(header, rows)
 
 
-def claims_table(reports: Path, keyword: str) -> str:
-    """Markdown: the verdict and number of the claim containing ``keyword`` in every report that tests it."""
+def claims_table(reports: Path, key: str) -> str:
+    """Markdown: the verdict and number of claim ``key`` (gdro_lab.claims) in every report that tests it."""
     rows = []
     for folder, world, label, _ in ROWS:
         summary = _summary(reports, folder, world)
         for claim in (summary or {}).get("claims", []):
-            if keyword in claim["claim"]:
+            if claim.get("key") == key and claim["verdict"] != "untested":
                 rows.append([_link(folder, label), f"**{claim['verdict']}**", claim["number"]])
     return markdown_table(["world (report)", "verdict", "number (95% CI over seeds)"], rows)
 
@@ -90,10 +92,30 @@ def dispersion_rows(reports: Path) -> str:
                            "σ spread needed at equal shares (two bins)"], rows)
 
 
+#: (report folder, sqrt-law world or "", column title) of the claims map.
+MAP_COLUMNS = (("curriculum", "", "curriculum (quick)"), ("curriculum-full", "", "curriculum `--full`"),
+               ("sqrt-law", "base", "sqrt-law (base)"), ("ablation", "", "ablation"), ("surrogate", "", "surrogate"),
+               ("lm-study", "", "LM study (CPU)"))
+
+
+def claims_map(reports: Path) -> str:
+    """Markdown: every paper claim (gdro_lab.claims) against every study: its verdict there, or 'untested'."""
+    from gdro_lab.claims import CLAIMS
+    verdicts: dict[str, dict[str, str]] = {}
+    for folder, world, title in MAP_COLUMNS:
+        summary = _summary(reports, folder, world)
+        verdicts[title] = {c["key"]: c["verdict"] for c in (summary or {}).get("claims", []) if "key" in c}
+    titles = [t for _, _, t in MAP_COLUMNS if verdicts[t]]
+    rows = [[f"{c.text} ({c.paper})"] + [verdicts[t].get(c.key, "—") for t in titles] for c in CLAIMS]
+    return markdown_table(["paper claim (paper's number)"] + titles, rows)
+
+
 def tables(reports: Path) -> dict[str, str]:
     """Every generated table of the docs' findings section, by name."""
-    return {"answer": answer_table(reports), "lead-lag": claims_table(reports, "lead-lag"),
-            "se-proxy": claims_table(reports, "SE proxy"), "se-dispersion": dispersion_rows(reports)}
+    return {"answer": answer_table(reports), "lead-lag": claims_table(reports, "leadlag_early"),
+            "lead-lag decay": claims_table(reports, "leadlag_decays"), "se-proxy": claims_table(reports, "wse"),
+            "pass@8": claims_table(reports, "rgdro_pass8"), "se-dispersion": dispersion_rows(reports),
+            "claims map": claims_map(reports)}
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ SUMMARY_SCALARS = (
     "lead_lag_gap", "mu_weight", "mu_data", "effective_support", "prompt_gdro/effective_support",
     "se_actual", "se_uniform", "se_sqrt", "se_reduction_pct", "se_sqrt_reduction_pct",
     "sim/se_true_actual", "sim/se_true_uniform", "sim/se_true_sqrt", "sim/se_true_reduction_pct",
-    "sim/se_true_sqrt_reduction_pct", "num_unassigned",
+    "sim/se_true_sqrt_reduction_pct", "num_unassigned", "multiplier_mean", "multiplier_sq_mean", "sim/forgetting",
 )
 SUMMARY_BINS = ("share", "weight", "multiplier", "rollouts", "reward", "success", "count", "sigma")
 

@@ -134,8 +134,12 @@ def run(args: argparse.Namespace) -> tuple[Path, str]:
                                                "seeds": settings.seeds, "cells": summary_cells})
     text = [f"# gdro sweep: {len(combos)} cells × {len(methods)} methods × {settings.seeds} seeds", "",
             f"{settings.steps} steps, {settings.batch} prompts per step, {settings.prompts:,} prompts; every method "
-            f"at the default learning rate; gains paired by seed with 95% t-intervals. Wall time {wall:.0f} s.", "",
-            table, "", f"Reproduce: `{reproduce(args)}`", ""]
+            f"at the default learning rate; gains paired by seed with 95% t-intervals, on the held-out test split "
+            f"(latent groups the val split does not hold: `world.heldout_split`). Wall time {wall:.0f} s.", "",
+            table, "",
+            "Paper claims: **none tested** here (a knob sweep at one learning rate, no tuned or step-matched "
+            "baseline); `gdro simulate` prints every claim's verdict, untested ones included.", "",
+            f"Reproduce: `{reproduce(args)}`", ""]
     path = settings.out / "report.md"
     path.write_text("\n".join(text), encoding="utf-8")
     return path, table

@@ -59,7 +59,7 @@ def _rate(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from real_runs.lmstudy import study
+    from real_runs.lmstudy import pipeline, study
 
     cfg, name = ((study.QUICK, "quick") if args.quick else (study.SMALL, "small") if args.small
                  else (study.DEFAULT, "default"))
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or Path("runs") / ("lm-study" if name == "default" else f"lm-study-{name}")
     report_dir = args.report or out / "report"
     try:
-        path = study.study_and_report(cfg, out, report_dir, setting=name, report_only=args.report_only)
+        path = pipeline.study_and_report(cfg, out, report_dir, setting=name, report_only=args.report_only)
     except (ValueError, OSError) as err:
         print(f"gdro study lm: {err}", file=sys.stderr)
         return 2

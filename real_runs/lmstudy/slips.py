@@ -12,7 +12,7 @@ whether each method removed slips and how fast it did so relative to GRPO.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -67,19 +67,20 @@ def final_state(run_dir: Path) -> dict[str, torch.Tensor]:
                       map_location="cpu", weights_only=True)
 
 
-def measure_study(warm_path: Path, runs: dict[str, dict[int, Path]],
-                  problems: Sequence[Problem]) -> dict[str, Any]:
-    """``{"warm": shares, "runs": {method: {seed: shares}}}`` for the warm start and every run
-    (one model object: each run's final weights are loaded into it in turn)."""
-    from real_runs.lmstudy.warmstart import load_warm_start
-
-    model, tokenizer, _ = load_warm_start(warm_path)
-    out: dict[str, Any] = {"warm": model_shares(model, tokenizer, problems), "runs": {}}
-    for method, by_seed in runs.items():
-        out["runs"][method] = {}
-        for seed, path in sorted(by_seed.items()):
-            model.load_state_dict(final_state(path))
-            out["runs"][method][int(seed)] = model_shares(model, tokenizer, problems)
+def measure_study(warm_paths: dict[int, Path], runs: dict[str, dict[int, Path]], problems: Sequence[Problem],
+                  load: Callable[[Path], tuple[Any, Any]]) -> dict[str, Any]:
+    """``{"warm": {seed: shares}, "runs": {method: {seed: shares}}}`` for each seed's warm start and every
+    run, on ``problems``. ``load(warm_path)`` gives (model, tokenizer) (the caller's warm-start loader,
+    so this module does not import the warm start's); one model per warm start, each run of that
+    seed loads its final weights into it in turn."""
+    out: dict[str, Any] = {"warm": {}, "runs": {method: {} for method in runs}}
+    for seed, warm_path in sorted(warm_paths.items()):
+        model, tokenizer = load(warm_path)
+        out["warm"][int(seed)] = model_shares(model, tokenizer, problems)
+        for method, by_seed in runs.items():
+            if seed in by_seed:
+                model.load_state_dict(final_state(by_seed[seed]))
+                out["runs"][method][int(seed)] = model_shares(model, tokenizer, problems)
     return out
 
 
@@ -91,10 +92,11 @@ def pooled(table: dict[str, dict[str, float]], key: str) -> float:
 def markdown(measured: dict[str, Any], labels: dict[str, str]) -> list[str]:
     """The report's section: pooled right / slip shares per method (95% t-intervals over seeds) and
     the paired change in slip share against GRPO."""
-    from simulators.reporting import fmt, markdown_table, mean_ci
+    from gdro_lab.stats import mean_ci
+    from gdro_lab.tables import fmt, markdown_table
 
-    rows = [["warm start", fmt(pooled(measured["warm"], "right"), float("nan"), 1, 100),
-             fmt(pooled(measured["warm"], "slip"), float("nan"), 1, 100), ""]]
+    warm = {k: np.array([pooled(t, k) for _, t in sorted(measured["warm"].items())]) for k in ("right", "slip")}
+    rows = [["warm starts", fmt(*mean_ci(warm["right"]), 1, 100), fmt(*mean_ci(warm["slip"]), 1, 100), ""]]
     by_method = {m: {k: np.array([pooled(t, k) for _, t in sorted(seeds.items())]) for k in ("right", "slip")}
                  for m, seeds in measured["runs"].items() if seeds}
     for method, values in by_method.items():
@@ -103,8 +105,8 @@ def markdown(measured: dict[str, Any], labels: dict[str, str]) -> list[str]:
             change = fmt(*mean_ci(values["slip"] - by_method["grpo"]["slip"]), 1, 100)
         rows.append([labels.get(method, method), fmt(*mean_ci(values["right"]), 1, 100),
                      fmt(*mean_ci(values["slip"]), 1, 100), change])
-    return ["", "## What RL changed: right answers and the demonstrator's slips (greedy, held-out)", "",
-            "Greedy decoding of every held-out problem by the warm start and by each run's final checkpoint. "
+    return ["", "## What RL changed: right answers and the demonstrator's slips (greedy, held-out test half)", "",
+            "Greedy decoding of every held-out test problem by each seed's warm start and by each run's final checkpoint. "
             "*slip*: share answered with the skill's systematic slip, over the problems where the slip differs "
             "from the right answer (mean over groups). A fall in the slip share is the demonstrator's error "
             "unlearned from the reward alone.", "",

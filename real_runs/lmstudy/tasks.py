@@ -23,6 +23,7 @@ pass@k per skill. Ids are stable and content-derived: ``"lmstudy_{group}:{split}
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -172,6 +173,28 @@ def heldout_split(cfg: TaskConfig) -> list[Problem]:
             problems += [make_problem(group, level, ops, "test")
                          for ops in _draw_unique(rng, spec, quota, taken)]
     return problems
+
+
+#: The two halves of the held-out split: ``val`` chooses (learning rates), ``test`` reports.
+HALVES = ("val", "test")
+
+
+def heldout_halves(cfg: TaskConfig) -> dict[str, list[Problem]]:
+    """The held-out split cut in two disjoint halves of different problems, ``val`` and ``test``.
+
+    Within every (group, level) the problems alternate val, test, val, ... in their drawn order,
+    so both halves have the same groups and levels (200 problems per group each at the default
+    400). Each problem's ``source`` names its half and group (``lmstudy_val_add``, ...), so the
+    evaluator reports every half-group as its own benchmark; ``group`` stays the skill.
+    """
+    out: dict[str, list[Problem]] = {half: [] for half in HALVES}
+    seen: dict[tuple[str, int], int] = {}
+    for problem in heldout_split(cfg):
+        key = (problem.group, cell(problem))
+        half = HALVES[seen.get(key, 0) % 2]
+        seen[key] = seen.get(key, 0) + 1
+        out[half].append(dataclasses.replace(problem, source=f"{SOURCE}_{half}_{problem.group}"))
+    return out
 
 
 def train_split(cfg: TaskConfig) -> list[Problem]:

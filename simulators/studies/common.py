@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab import ConfigError
+from gdro_lab.lrgrid import sqrt2_grid
 from simulators.loop import SimConfig
 from simulators.parallel import Job, RunSummary, run_jobs
 from simulators.world import WorldConfig
@@ -33,8 +34,11 @@ class StudySettings:
     world: dict[str, Any] = field(default_factory=dict)
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     """--set / --config overrides by namespace (simulators.knobs)."""
-    lr_grid: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0, 2.0)
-    """Learning-rate scales of the tuned baselines (each method at its best one on the val split)."""
+    lr_grid: tuple[float, ...] = sqrt2_grid(0.5, 2.0)
+    """Starting learning-rate scales of the tuned baselines (sqrt(2) steps at most; gdro_lab.lrgrid):
+    each method at its best one on the val split, its grid extended while that is an edge."""
+    lr_extend: int = 8
+    """Most sqrt(2) steps a method's grid is extended beyond each end of ``lr_grid``."""
     log_every: int = 10
     """Steps between step records in the run directories."""
     full: bool = False
@@ -47,6 +51,10 @@ class StudySettings:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"--{name.replace('_', '-')}={value!r} is invalid: must be an integer >= 1")
+        if not isinstance(self.lr_extend, int) or self.lr_extend < 0:
+            raise ConfigError(f"--lr-extend={self.lr_extend!r} is invalid: must be an integer >= 0")
+        from gdro_lab.lrgrid import check_grid
+        check_grid(tuple(self.lr_grid) + (1.0,))
         if self.batch > self.prompts:
             raise ConfigError(f"--batch={self.batch} is invalid: must be at most --prompts={self.prompts}")
 

@@ -11,7 +11,7 @@ import numpy as np
 from simulators.methods import METHODS
 from simulators.parallel import RunSummary
 from simulators.reporting import band, mean_ci, plt, save_figure
-from simulators.studies.baselines import GAIN_METRICS, Grid
+from simulators.studies.tuning import TUNED_METRICS as GAIN_METRICS, Grid
 from simulators.studies.common import bins_series, blocks, eval_series, final_eval, scalar_series, seed_mean, smooth
 
 #: Curves of the first panels (the curriculum study's METRICS[:3]).
@@ -109,7 +109,7 @@ def figures(grouped: dict[str, list[RunSummary]], out: Path) -> dict[str, str]:
 
 
 def lr_figure(grid: Grid, methods: Sequence[str], out: Path) -> str:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+    fig, axes = plt.subplots(1, len(GAIN_METRICS), figsize=(5.5 * len(GAIN_METRICS), 3.8), layout="constrained")
     for ax, (metric, label) in zip(axes, GAIN_METRICS):
         for m in methods:
             lrs = sorted(lr for (mm, lr) in grid if mm == m)

@@ -20,17 +20,21 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from gdro_lab.claims import claims_markdown, claims_text
+from gdro_lab.lrgrid import sqrt2_grid
+from gdro_lab.stepmatch import MatchFactors
 from simulators.methods import METHODS
 from simulators.parallel import RunSummary
 from simulators.reporting import fmt, markdown_table, mean_ci, prepare_output, write_json
 from simulators.studies import se_dispersion
-from simulators.studies.baselines import (Grid, claims, decision, decision_markdown, decision_text, lr_table,
-                                          mean_multiplier, run_grid, run_matched)
+from simulators.studies.baselines import Matched, decision, decision_markdown, decision_text, run_matched
 from simulators.studies.common import StudySettings, bins_series, final_eval, scalar_series
+from simulators.studies.paper_claims import claims
 from simulators.studies.sqrt_law_plots import economics, figures
+from simulators.studies.tuning import Grid, lr_table, run_grid
 
 DEFAULTS: dict[str, Any] = {"seeds": 5, "steps": 1000, "prompts": 14116, "batch": 256,
-            "methods": ("grpo", "rollout_gdro", "sqrt_oracle", "knapsack"), "lr_grid": (0.25, 0.5, 1.0, 2.0, 4.0)}
+            "methods": ("grpo", "rollout_gdro", "sqrt_oracle", "knapsack"), "lr_grid": sqrt2_grid(0.5, 2.0)}
 #: The default world, and a bimodal one (a much wider, heavier prompt-difficulty tail: many prompts
 #: near-certain, many near-impossible, so bins differ more in reward variance and unequal allocation
 #: has more room).
@@ -43,12 +47,12 @@ HELD_OUT = (("test/accuracy", "held-out acc"), ("test/worst_group_accuracy", "he
 class World:
     """One world's runs: the lr grid of every method, step-matched GRPO, the decision and claims."""
 
-    def __init__(self, name: str, overrides: dict[str, Any], grid: Grid, matched: dict[str, list[RunSummary]],
-                 factors: dict[str, float], methods: Sequence[str]):
+    def __init__(self, name: str, overrides: dict[str, Any], grid: Grid, matched: Matched,
+                 factors: dict[str, MatchFactors], methods: Sequence[str]):
         self.name, self.overrides, self.grid, self.methods = name, overrides, grid, tuple(methods)
         self.matched, self.factors = matched, factors
         self.grouped = {m: grid[(m, 1.0)] for m in methods}
-        self.result = decision(grid, matched, methods)
+        self.result = decision(grid, matched, factors, methods)
         self.claims = claims(grid, self.result, methods)
 
 
@@ -96,14 +100,15 @@ def write_report(worlds: list[World], settings: StudySettings, wall: float) -> P
     out = settings.out
     first = next(iter(worlds[0].grouped.values()))[0].config
     seeds = min(len(r) for r in worlds[0].grouped.values())
-    lr_grid = worlds[0].result["lr_grid"]
+    lr_grid = sorted({lr for g in worlds[0].result["lr_grid"].values() for lr in g})
     lines = [
         "# Study `sqrt-law`: the square-root law at equal rollout budget",
         "",
-        f"{len(worlds[0].grouped)} allocators × {len(lr_grid)} learning-rate scales × {seeds} seeds in "
+        f"{len(worlds[0].grouped)} allocators × up to {len(lr_grid)} learning-rate scales × {seeds} seeds in "
         f"{len(worlds)} worlds, {first['steps']} steps, {first['batch']} prompts per step, "
-        f"{first['world']['num_prompts']:,} training prompts plus held-out prompts of the same groups (val half "
-        f"chooses learning rates, test half reports), n̄ = {first['n_bar']} (n ∈ [{first['n_min']}, "
+        f"{first['world']['num_prompts']:,} training prompts plus held-out prompts of every latent group (half of "
+        f"the groups form the val split that chooses learning rates, the other half the test split that reports), "
+        f"n̄ = {first['n_bar']} (n ∈ [{first['n_min']}, "
         f"{first['n_max']}]). Seed means ± 95% t-intervals; gains paired by seed. Wall time {wall:.0f} s with "
         f"{settings.workers} worker(s).",
         "",
@@ -114,10 +119,11 @@ def write_report(worlds: list[World], settings: StudySettings, wall: float) -> P
         "*gap* = optimum − actual reduction. WSE and budget numbers are at the default learning rate.",
         "",
         "**Baselines** (as in the curriculum study): *GRPO* at the same (default) learning rate; *step-matched "
-        "GRPO*: GRPO at the method's measured mean advantage multiplier, which is 1 for every allocator here "
-        "(they do not reweight), so it is GRPO itself; *tuned GRPO*: every method, GRPO included, at its own "
-        f"best learning-rate scale from {{{', '.join(f'{v:g}' for v in lr_grid)}}}, chosen on the **val** "
-        "prompts per metric, the gain measured on the **test** prompts.",
+        "GRPO*: GRPO with its advantages scaled by the method's measured E[m] or √E[m²], which are 1 for every "
+        "allocator here (they do not reweight), so it is GRPO itself; *tuned GRPO*: every method, GRPO "
+        "included, at its own best learning-rate scale on a grid of √2 steps (here "
+        f"{lr_grid[0]:g}–{lr_grid[-1]:g}, extended while the best point is at an edge), chosen on the **val** "
+        "groups per metric, the gain measured on the **test** groups.",
         "",
     ]
     summary: dict[str, Any] = {"study": "sqrt-law", "wall_s": wall, "seeds": seeds, "config": first, "worlds": {}}
@@ -128,7 +134,7 @@ def write_report(worlds: list[World], settings: StudySettings, wall: float) -> P
         section_lines, section_summary = _section(world, out)
         lines += section_lines
         summary["worlds"][world.name] = section_summary
-        texts.append(f"sqrt-law, world `{world.name}`:\n" + decision_text(world.result, world.claims))
+        texts.append(f"sqrt-law, world `{world.name}`:\n" + decision_text(world.result, claims_text(world.claims)))
     lines += ["## Run directories", "",
               "`runs/<world>/<method>/lr<scale>/seed<k>/` in the gdro run format (not committed; regenerate "
               "with `gdro simulate sqrt-law`).", "",
@@ -160,7 +166,8 @@ def _wse_stats(runs: Sequence[RunSummary], start: int, n_bar: int) -> dict[str, 
         "optimum_reduction_pct": mean_ci(optimum),
         "gap_to_optimum_pp": mean_ci(optimum - true_red),
         "variance_proxy_reduction_pct": mean_ci(_horizon_mean(_variance_proxy_reduction(runs, n_bar), start)),
-        "mean_multiplier": mean_ci(mean_multiplier(runs)),
+        "mean_multiplier": mean_ci(np.array([np.nanmean(r.scalars.get("multiplier_mean", np.array([np.nan])))
+                                             for r in runs])),
         "rollouts_total": mean_ci(final_eval(runs, "rollouts_total")),
         **{name: mean_ci(final_eval(runs, name)) for name, _ in HELD_OUT},
         "accuracy": mean_ci(final_eval(runs, "accuracy")),
@@ -192,10 +199,11 @@ def _section(world: World, out: Path) -> tuple[list[str], dict[str, Any]]:
         "Gains in percentage points, paired by seed; the tuned column compares each method at its own best "
         "learning rate with GRPO at its own (lr scales in the last column).", "",
         decision_markdown(world.result), "",
-        *[line.strip().replace("note: ", "Note: ") + ".\n" for line in decision_text(world.result, []).splitlines()
+        *[line.strip().replace("note: ", "Note: ") + ".\n" for line in decision_text(world.result, "").splitlines()
           if line.strip().startswith("note:")],
-        "Paper claims:", "",
-        *[f"- **{v}**: {c}: {n}." for c, v, n in world.claims], "",
+        "Paper claims (every claim of the paper's §4-5; *reproduced / refuted* only on the paper's own metric and "
+        "scale, so a toy world's numbers are *direction only*, the size next to the paper's):", "",
+        *claims_markdown(world.claims), "",
         "### Variance reduction at the default learning rate", "",
         f"Averages run over steps {start + 1}–{first['steps']} (the first epoch has no bins yet); accuracies "
         "at the last step, on the held-out test prompts.", "",
@@ -212,8 +220,8 @@ def _section(world: World, out: Path) -> tuple[list[str], dict[str, Any]]:
         f"![staircase]({figs['staircase']})", "",
     ]
     return lines, {"overrides": world.overrides, "warmup_steps": start, "metrics": stats, "budget": budget,
-                   "decision": world.result, "step_match_factor": world.factors, "lr_sweep": lr_stats,
-                   "claims": [{"claim": c, "verdict": v, "number": n} for c, v, n in world.claims]}
+                   "decision": world.result, "step_match_factor": {m: f.as_dict() for m, f in world.factors.items()},
+                   "lr_sweep": lr_stats, "claims": world.claims}
 
 
 def _discussion(stats: dict[str, dict[str, list[float]]], result: dict[str, Any]) -> list[str]:

@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _decision(gain: float, half: float) -> dict:
-    entry = {"vs_grpo": [0.5, 0.1], "vs_step_matched": [-gain, half], "vs_tuned": [gain, half]}
+    entry = {"vs_grpo": [0.5, 0.1], "vs_matched_first": [2 * gain, half], "vs_matched_second": [-gain, half],
+             "vs_tuned": [gain, half]}
     metrics = ("test/worst_group_accuracy", "test/accuracy")
     return {"gains": {"prompt_gdro": {m: entry for m in metrics}},
             "tuned_lr": {m: {"prompt_gdro": 0.25, "grpo": 1.0} for m in metrics}}
@@ -25,25 +26,30 @@ def test_answer_table_formats_the_reports_gains(tmp_path: Path) -> None:
         {"worlds": {"base": {"decision": _decision(-0.031, 0.0105)}, "bimodal": {"decision": _decision(0.0, 0.0)}}}))
     table = answer_table(tmp_path).splitlines()
     assert len(table) == 2 + 3  # header, rule, curriculum + the two sqrt-law worlds; missing reports skipped
-    # pp with one decimal: 0.0123 ± 0.004 -> 1.2 ± 0.4, and the step-matched column is its negative.
+    # pp with one decimal: 0.0123 ± 0.004 -> 1.2 ± 0.4; then GRPO matched on √E[m²] (its negative), then on E[m].
     assert table[2].startswith("| [default world, quick](../reports/curriculum/report.md) | EMA-debiased Prompt-GDRO |")
-    assert table[2].endswith("| 1.2 ± 0.4 | 1.2 ± 0.4 | -1.2 ± 0.4 | -1.2 ± 0.4 | 0.25 / 0.25 |")
+    assert table[2].endswith("| 1.2 ± 0.4 | 1.2 ± 0.4 | -1.2 ± 0.4 | -1.2 ± 0.4 | 2.5 ± 0.4 | 2.5 ± 0.4 | 0.25 / 0.25 |")
     assert "sqrt-law, base world" in table[3] and "| -3.1 ± 1.1 |" in table[3]
     assert "sqrt-law, bimodal world" in table[4] and "| 0.0 ± 0.0 |" in table[4]
 
 
 def test_claims_and_dispersion_tables_quote_the_reports(tmp_path: Path) -> None:
-    claims = [{"claim": "The adversary leads the data: lead-lag gap > 0", "verdict": "refuted", "number": "-3.19 ± 0.24 bins"},
-              {"claim": "Rollout-GDRO cuts the SE proxy", "verdict": "refuted", "number": "0.6 ± 0.1%"}]
+    claims = [{"key": "leadlag_early", "claim": "lead-lag gap > 0", "verdict": "direction only, opposite",
+               "number": "-3.19 ± 0.24 bins"},
+              {"key": "wse", "claim": "Rollout-GDRO cuts the SE proxy", "verdict": "direction only, agrees",
+               "number": "0.6 ± 0.1%"},
+              {"key": "rgdro_pass8", "claim": "pass@8", "verdict": "untested", "number": "needs rollout_gdro"}]
     (tmp_path / "curriculum-paper-8b").mkdir()
     (tmp_path / "curriculum-paper-8b" / "summary.json").write_text(json.dumps({"claims": claims}))
     (tmp_path / "sqrt-law").mkdir()
     (tmp_path / "sqrt-law" / "summary.json").write_text(json.dumps({"worlds": {}, "se_dispersion": [
         {"target_pct": 22.6, "zero_variance_share": 0.5714, "sigma_ratio_equal_shares": None},
         {"target_pct": 5.0, "zero_variance_share": 0.18, "sigma_ratio_equal_shares": 2.96}]}))
-    lead = claims_table(tmp_path, "lead-lag").splitlines()
-    assert lead[2:] == ["| [paper-8b (easy)](../reports/curriculum-paper-8b/report.md) | **refuted** | -3.19 ± 0.24 bins |"]
-    assert claims_table(tmp_path, "SE proxy").splitlines()[2].endswith("| **refuted** | 0.6 ± 0.1% |")
+    lead = claims_table(tmp_path, "leadlag_early").splitlines()
+    assert lead[2:] == ["| [paper-8b (easy)](../reports/curriculum-paper-8b/report.md) | **direction only, opposite** "
+                        "| -3.19 ± 0.24 bins |"]
+    assert claims_table(tmp_path, "wse").splitlines()[2].endswith("| **direction only, agrees** | 0.6 ± 0.1% |")
+    assert claims_table(tmp_path, "rgdro_pass8").splitlines()[2:] == []  # untested rows are left out
     assert dispersion_rows(tmp_path).splitlines()[2:] == ["| 22.6% | 57% | unreachable |", "| 5.0% | 18% | 3× |"]
 
 

@@ -14,7 +14,7 @@ from gdro_lab.registry import REGISTRY
 from simulators import cli, knobs
 from simulators.loop import SimConfig
 from simulators.methods import METHODS
-from simulators.studies.baselines import best_lr, verdict
+from simulators.studies.tuning import best_lr
 
 
 def test_assignments_parse_toml_values_and_apply_where_they_belong() -> None:
@@ -101,14 +101,6 @@ def test_register_method_refuses_unknown_controllers() -> None:
         register_method(MethodSpec("x", "x", weighter="nope"))
     with pytest.raises(ConfigError, match="already exists"):
         register_method(MethodSpec("grpo", "again"))
-
-
-@pytest.mark.parametrize("mean, half, sign, expected", [
-    (2.0, 1.0, 1, "reproduced"), (-2.0, 1.0, 1, "refuted"), (0.5, 1.0, 1, "inconclusive"),
-    (-2.0, 1.0, -1, "reproduced"), (1.0, float("nan"), 1, "inconclusive"),
-])
-def test_verdicts(mean: float, half: float, sign: int, expected: str) -> None:
-    assert verdict(mean, half, sign) == expected
 
 
 class _Run:

@@ -35,26 +35,38 @@ def check_report(out: Path, figures: int) -> dict:
 def test_tiny_curriculum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cur"
     code, stdout, _ = run_cli(["curriculum", "--out", str(out), "--steps", "40", "--methods",
-                               "grpo,class_gdro,prompt_gdro,joint", "--lr-grid", "0.5,1", *TINY], capsys)
+                               "grpo,class_gdro,prompt_gdro,joint", "--lr-grid", "0.707107,1", "--lr-extend", "1",
+                               *TINY], capsys)
     assert code == 0 and stdout.strip().endswith(f"report: {(out / 'report.md').resolve()}")
     # The decision: one gain line per method and metric, one line per paper claim with a verdict.
     assert stdout.startswith("decision (held-out test split")
-    gains_part = stdout.split("paper claims:")[0]
-    assert sum("tuned" in line and "step-matched" in line for line in gains_part.splitlines()) == 6
-    claim_lines = stdout.split("paper claims:")[1].strip().splitlines()[:-1]
-    assert len(claim_lines) >= 4
-    assert all(line.split()[0] in ("reproduced", "refuted", "inconclusive") for line in claim_lines)
+    gains_part, claims_part = stdout.split("paper claims")
+    assert sum("tuned GRPO" in line and "step-matched √E[m²]" in line for line in gains_part.splitlines()) == 9
+    assert sum(line.startswith("  step matching, ") for line in gains_part.splitlines()) == 3
+    claim_lines = claims_part.strip().splitlines()[1:-1]
+    from gdro_lab.claims import CLAIMS
+    assert len(claim_lines) == len(CLAIMS)  # every claim of the paper, tested or not
+    assert all(line.split()[0] in ("direction", "untested") for line in claim_lines)  # a toy world never reproduces
+    assert any(line.startswith("  untested") and "traveling" not in line for line in claim_lines)
     summary = check_report(out, 6)
     assert set(summary["metrics"]) == {"grpo", "class_gdro", "prompt_gdro", "joint"}
     assert set(summary["decision"]["gains"]) == {"class_gdro", "prompt_gdro", "joint"}
-    assert summary["step_match_factor"]["prompt_gdro"] > 1.0
+    factors = summary["step_match_factor"]["prompt_gdro"]
+    assert factors["second"] >= factors["first"] > 1.0
+    by_key = {c["key"]: c for c in summary["claims"]}
+    assert by_key["toy_ema_vs_class"]["verdict"] != "untested" and by_key["wse"]["verdict"] == "untested"
+    # every method's grid: the start (sqrt(2) steps) plus at most one extension step per side
+    for method, grid in summary["decision"]["lr_grid"].items():
+        assert {0.707106781187, 1.0} <= set(grid) and len(grid) <= 4, method
     runs = find_runs(out / "runs")
     matched = [p for p in runs if p.parent.name.startswith("grpo_matched_")]
-    assert len(runs) == 4 * 2 * 2 + len(matched) and len(matched) in (4, 6)
+    gridded = sum(len(g) for g in summary["decision"]["lr_grid"].values())
+    assert len(runs) == gridded * 2 + len(matched) and len(matched) in (8, 10, 12)
     for path in runs:
         run = read_run(path)
         assert run.meta["status"] == "finished" and run.steps[-1] == 40 and run.evals
         assert len(run.steps) == 4  # log_every 10
+        assert "multiplier_sq_mean" in run.scalars and "sim/forgetting" in run.scalars
         at_default = path.parent.name == "lr1"
         assert run.snapshot_steps == ([40] if path.name == "seed0" and at_default else [])
     assert_seeds_share_config(runs)
@@ -88,21 +100,23 @@ def test_seed_config_check_catches_a_difference(tmp_path: Path) -> None:
 def test_tiny_sqrt_law(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "sqrt"
     code, stdout, _ = run_cli(["sqrt-law", "--out", str(out), "--steps", "40", "--methods",
-                               "grpo,rollout_gdro,sqrt_oracle", "--lr-grid", "0.5,2", *TINY], capsys)
+                               "grpo,rollout_gdro,sqrt_oracle", "--lr-grid", "0.707107,1,1.41421", "--lr-extend", "0",
+                               *TINY], capsys)
     assert code == 0
     summary = check_report(out, 4)
     assert set(summary["worlds"]) == {"base", "bimodal"}
     runs = find_runs(out / "runs")
-    assert len(runs) == 2 * 3 * 3 * 2  # worlds x methods x lr {0.5, 1, 2} x seeds; no extra step-matched runs
+    assert len(runs) == 2 * 3 * 3 * 2  # worlds x methods x lr {0.71, 1, 1.41} x seeds; no extra step-matched runs
     assert_seeds_share_config(runs)
     report = (out / "report.md").read_text(encoding="utf-8")
     # The tuned and step-matched baselines and held-out (test split) accuracy columns, per world.
-    assert report.count("Δ vs tuned GRPO (pp)") == 2 and report.count("Δ vs step-matched GRPO (pp)") == 2
+    assert report.count("Δ vs tuned GRPO (pp)") == 2 and report.count("Δ vs step-matched √E[m²] (pp)") == 2
     assert report.count("held-out worst-group (%)") >= 2 and "final acc (%)" not in report
     for name, world in summary["worlds"].items():
         gains = world["decision"]["gains"]
         assert set(gains) == {"rollout_gdro", "sqrt_oracle"}
-        assert world["decision"]["lr_grid"] == [0.5, 1.0, 2.0]
+        grid = [0.707106781187, 1.0, 1.41421356237]
+        assert world["decision"]["lr_grid"] == {m: grid for m in ("grpo", "rollout_gdro", "sqrt_oracle")}
         for method, entry in gains.items():
             for metric in ("test/worst_group_accuracy", "test/accuracy"):
                 # Held-out gain vs GRPO at lr 1, recomputed from the run directories (paired by seed).
@@ -111,17 +125,17 @@ def test_tiny_sqrt_law(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
                 base = [read_run(out / "runs" / name / "grpo" / "lr1" / f"seed{s}").evals[-1]["metrics"][metric]
                         for s in range(2)]
                 assert entry[metric]["vs_grpo"][0] == pytest.approx(float(np.mean(np.subtract(mine, base))))
-                # Allocators do not reweight: step-matched GRPO is GRPO at the same lr.
-                assert entry[metric]["vs_step_matched"] == entry[metric]["vs_grpo"]
+                # Allocators do not reweight: both step-matched GRPOs are GRPO at the same lr.
+                assert entry[metric]["vs_matched_first"] == entry[metric]["vs_grpo"]
+                assert entry[metric]["vs_matched_second"] == entry[metric]["vs_grpo"]
                 tuned = world["decision"]["tuned_lr"][metric]
-                assert tuned[method] in (0.5, 1.0, 2.0) and tuned["grpo"] in (0.5, 1.0, 2.0)
+                assert tuned[method] in grid and tuned["grpo"] in grid
         assert world["metrics"]["grpo"]["test/accuracy"][0] > 0
-        assert world["step_match_factor"] == {"rollout_gdro": 1.0, "sqrt_oracle": 1.0}
+        assert world["step_match_factor"] == {m: {"first": 1.0, "second": 1.0} for m in ("rollout_gdro", "sqrt_oracle")}
     # The decision on stdout: one block per world, each with tuned gains and claim verdicts.
     assert stdout.count("decision (held-out test split") == 2 and stdout.count("sqrt-law, world `") == 2
-    assert sum("| tuned " in line for line in stdout.splitlines()) == 2 * 2 * 2
-    assert all(line.split()[0] in ("reproduced", "refuted", "inconclusive") for line in stdout.splitlines()
-               if "Rollout-GDRO raises" in line)
+    assert sum("| tuned GRPO " in line for line in stdout.splitlines()) == 2 * 2 * 3
+    assert all(line.split()[0] == "direction" for line in stdout.splitlines() if "Rollout-GDRO raises" in line)
 
 
 def test_tiny_surrogate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -132,6 +146,8 @@ def test_tiny_surrogate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     summary = check_report(out, 1)
     assert summary["sandwich_violations"] == 0 and summary["gap_below_bound_everywhere"] is True
     assert len(find_runs(out / "runs")) == 2
+    by_key = {c["key"]: c["verdict"] for c in summary["claims"]}
+    assert by_key["lemma41"] == "reproduced" and by_key["eq27"] == "reproduced" and by_key["wse"] == "untested"
 
 
 @pytest.mark.slow
@@ -142,11 +158,13 @@ def test_tiny_ablation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert code == 0
     summary = check_report(out, 1)
     assert len(summary["cells"]) == 64
-    assert len(find_runs(out / "runs")) == 64 * 2 + 6 * 2  # GRPO at 6 lr scales
+    assert len(find_runs(out / "runs")) == 64 * 2 + len(summary["grpo_lr_grid"]) * 2  # GRPO on its own lr grid
+    assert len(summary["grpo_lr_grid"]) >= 5
     fair = summary["fair_baselines"]
-    assert len(fair) == 64 and all(e["mean_multiplier"] > 0 for e in fair)
+    assert len(fair) == 64 and all(e["rms_multiplier"] >= e["mean_multiplier"] > 0 for e in fair)
     entry = fair[0]["test/worst_group_accuracy"]
-    assert set(entry) == {"vs_grpo", "vs_step_matched", "vs_tuned", "tuned_grpo_lr"}
+    assert set(entry) == {"vs_grpo", "vs_matched_first", "vs_matched_second", "vs_tuned", "tuned_grpo_lr"}
+    assert {c["key"]: c["verdict"] for c in summary["claims"]}["six_bins"].startswith("direction only")
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -165,6 +183,8 @@ def test_tiny_ablation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     (["--set", "world.transfer"], "KEY=VALUE"),
     (["--plugin", "no_such_module_xyz"], "no_such_module_xyz"),
     (["--lr-grid", "1,abc"], "--lr-grid"),
+    (["--lr-grid", "0.25,0.5,1"], "at most sqrt(2)"),  # 2x steps are too coarse
+    (["--lr-extend", "-1"], "--lr-extend"),
 ])
 def test_bad_arguments_are_one_line_errors(args: list[str], needle: str, capsys: pytest.CaptureFixture[str],
                                            tmp_path: Path) -> None:
@@ -201,7 +221,8 @@ def test_help_and_default_study(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
     assert s.out == Path("gdro-runs") / "curriculum" and s.methods == ()
     code, stdout, _ = run_cli(["--full"], capsys)
     s = seen["settings"]
-    assert (s.steps, s.prompts, s.batch) == (1000, 14116, 256) and len(s.methods) == 8 and 0.125 in s.lr_grid
+    assert (s.steps, s.prompts, s.batch) == (1000, 14116, 256) and len(s.methods) == 8 and 0.5 in s.lr_grid
+    assert all(b / a < 1.4143 for a, b in zip(s.lr_grid, s.lr_grid[1:])) and s.lr_extend == 8
 
 
 def test_update_reports_copies_only_with_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -192,14 +192,29 @@ def test_update_noise_scales_with_the_step() -> None:
     np.testing.assert_allclose(moves[0], 0.1 * np.array([1.0, -1.0, 0.5, 0.0]), rtol=1e-12)
 
 
-def test_heldout_prompts_split_and_never_trained() -> None:
+def test_heldout_groups_split_between_val_and_test_and_never_trained() -> None:
     cfg = WorldConfig(num_prompts=400, num_groups=8)
     world = make_world(cfg, np.random.default_rng(3))
     counts = np.bincount(world.heldout_group_H, minlength=8)
     assert np.all(counts >= 2 * 40)
-    for k in range(8):  # half val, half test in every group
+    for k in range(8):  # every group's held-out prompts in one split only
         mine = world.heldout_split_H[world.heldout_group_H == k]
+        assert np.all(mine == world.split_K[k])
+    # groups paired by size, largest first: one of each pair in each split
+    order = np.argsort(-world.sizes_K, kind="stable")
+    assert all(world.split_K[order[i]] + world.split_K[order[i + 1]] == 1 for i in range(0, 8, 2))
+    # the split is drawn per seed
+    splits = {tuple(make_world(cfg, np.random.default_rng(s)).split_K) for s in range(6)}
+    assert len(splits) > 1
+    # 'prompts' (v2): alternate prompts of every group, and the very same held-out prompts either way
+    old = make_world(WorldConfig(num_prompts=400, num_groups=8, heldout_split="prompts"), np.random.default_rng(3))
+    np.testing.assert_array_equal(old.heldout_difficulty_H, world.heldout_difficulty_H)
+    for k in range(8):
+        mine = old.heldout_split_H[old.heldout_group_H == k]
         assert mine.sum() * 2 == mine.size
+    # a world of one group cannot split groups: it falls back to the prompt split
+    single = make_world(WorldConfig(num_prompts=400, num_groups=1), np.random.default_rng(0))
+    assert single.heldout_split_H.sum() * 2 == single.heldout_split_H.size
     # The training pool does not depend on heldout_frac.
     plain = make_world(WorldConfig(num_prompts=400, num_groups=8, heldout_frac=0.0), np.random.default_rng(3))
     np.testing.assert_array_equal(plain.difficulty_P, world.difficulty_P)
@@ -211,6 +226,9 @@ def test_heldout_prompts_split_and_never_trained() -> None:
     assert metrics["test/accuracy"] == pytest.approx(held[test].mean())
     assert metrics["memorisation_gap"] > 0.2
     assert metrics["val/accuracy"] == pytest.approx(held[~test].mean())
+    val_groups = np.flatnonzero(world.split_K == 0)
+    by_group = [held[world.heldout_group_H == k].mean() for k in val_groups]
+    assert metrics["val/worst_group_accuracy"] == pytest.approx(min(by_group))  # over the val groups only
 
 
 def test_unsolvable_fraction() -> None:
@@ -234,13 +252,3 @@ def test_accuracy_against_learning_rate_is_unimodal_in_the_default_world() -> No
             values.append(sim.evaluate()["test/accuracy"])
         scores.append(np.mean(values))
     assert scores[1] > scores[0] + 0.02 and scores[1] > scores[2] + 0.02
-
-
-def test_learner_names_still_resolve_from_world() -> None:
-    """The learner moved to simulators.learner; the old import path keeps working, unknown names fail."""
-    import simulators.learner
-    import simulators.world
-    assert simulators.world.Learner is simulators.learner.Learner
-    assert simulators.world.expected_gradient is simulators.learner.expected_gradient
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        getattr(simulators.world, "nope")

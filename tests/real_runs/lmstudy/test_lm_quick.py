@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from gdro_lab.runlog import read_run
-from real_runs.lmstudy import study
+from real_runs.lmstudy import pipeline, study
+from real_runs.lmstudy.plan import finished_study
 from real_runs.lmstudy.warmstart import load_warm_start
 
 pytestmark = pytest.mark.slow
@@ -19,12 +20,12 @@ pytestmark = pytest.mark.slow
 
 def test_quick_study_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(tmp_path / "cache"))
-    cfg = dataclasses.replace(study.QUICK, seeds=1, steps=4)
-    report = study.study_and_report(cfg, tmp_path / "study", tmp_path / "report", setting="quick",
+    cfg = dataclasses.replace(study.QUICK, seeds=1, steps=4, lr_extend=0)
+    report = pipeline.study_and_report(cfg, tmp_path / "study", tmp_path / "report", setting="quick",
                                     log=lambda _: None)
-    result = study.finished_study(cfg, tmp_path / "study")
+    result = finished_study(cfg, tmp_path / "study")
     assert result["complete_seeds"] == [0]
-    warm_model, _, _ = load_warm_start(result["warm_path"])
+    warm_model, _, _ = load_warm_start(result["warm_paths"][0])
     warm_state = warm_model.state_dict()
     budget = cfg.prompts_per_step * cfg.n_bar
     for method in study.METHODS:
@@ -34,25 +35,34 @@ def test_quick_study_end_to_end(tmp_path, monkeypatch):
         np.testing.assert_array_equal(run.scalars["total_rollouts"], budget)  # exact every step
         np.testing.assert_array_equal(run.scalars["mean_rollouts"], cfg.n_bar)
         assert [e["step"] for e in run.evals] == [2, 4]
-        assert "lmstudy_mod/pass@8" in run.evals[-1]["metrics"]
+        assert {"lmstudy_val_mod/pass@8", "lmstudy_test_mod/pass@8"} <= set(run.evals[-1]["metrics"])
+        assert "multiplier_sq_mean" in run.scalars
         config = json.loads((path / "config.json").read_text())
-        assert config["method"]["name"] == ("grpo" if method == "grpo_matched" else method)
+        assert config["method"]["name"] == (method if method in ("prompt_gdro", "rollout_gdro", "joint") else "grpo")
         final_model = path / "checkpoints" / f"step_{cfg.steps:08d}" / "model.pt"
         trained = torch.load(final_model, map_location="cpu", weights_only=True)
         assert any(not torch.equal(trained[k], v) for k, v in warm_state.items()), f"{method}: no change"
-    matched = json.loads((result["runs"]["grpo_matched"][0] / "config.json").read_text())
-    assert matched["optim"]["lr_scale"] == pytest.approx(study.mean_multiplier(result["runs"]["prompt_gdro"][0]))
+    from gdro_lab.stepmatch import match_factors
+    factors = match_factors([read_run(result["runs"]["prompt_gdro"][0]).scalars])
+    for name, kind in study.MATCHED.items():
+        matched = json.loads((result["runs"][name][0] / "config.json").read_text())
+        if abs(getattr(factors, kind) - 1) > 0.02:  # else GRPO's own run stands in
+            assert matched["loss"]["adv_scale"] == pytest.approx(getattr(factors, kind), abs=1e-4)
+            assert matched["optim"]["lr_scale"] == 1.0
+    assert sorted(result["grid"]) == [0.707106781187, 1.0, 1.41421356237]  # lr_extend 0: the start only
     text = report.read_text()
-    assert "QUICK setting" in text and "warm start (step 0)" in text
-    for label in ("GRPO, step-matched lr", "Prompt-GDRO", "Rollout-GDRO", "joint"):
+    assert "QUICK setting" in text and "warm starts (step 0)" in text
+    for label in ("GRPO, step-matched E[m]", "step-matched √E[m²]", "tuned GRPO", "Prompt-GDRO", "Rollout-GDRO",
+                  "joint", "**untested**"):
         assert label in text
     assert (tmp_path / "report" / "fig_traveling_wave.png").is_file()
     # the slip diagnostic measured the warm start and every run's final checkpoint
     measured = json.loads((tmp_path / "report" / "slips.json").read_text())
-    assert set(measured["runs"]) == set(study.METHODS) and set(measured["warm"]) == set(study.tasks.SKILLS)
+    assert set(measured["runs"]) == set(study.METHODS) and set(measured["warm"]["0"]) == set(study.tasks.SKILLS)
     assert all(list(seeds) == ["0"] for seeds in measured["runs"].values())
     assert "right answers and the demonstrator's slips" in text
-    assert json.loads((Path(result["warm_path"]) / "warmstart.json").read_text())["config"]["slip_rate"] == cfg.warm.slip_rate
+    warm = json.loads((Path(result["warm_paths"][0]) / "warmstart.json").read_text())
+    assert warm["config"]["slip_rate"] == cfg.warm.slip_rate and warm["config"]["seed"] == cfg.warm.seed
     # the app reads every run directory the study wrote
     from apps import data as app_data
 

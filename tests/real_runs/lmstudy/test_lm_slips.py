@@ -48,10 +48,11 @@ def test_markdown_reports_paired_change_against_grpo():
     def table(right, slip):
         return {g: {"right": right, "slip": slip} for g in tasks.SKILLS}
 
-    measured = {"warm": table(0.3, 0.25),
+    measured = {"warm": {0: table(0.3, 0.25), 1: table(0.32, 0.25)},  # each seed's own warm start
                 "runs": {"grpo": {0: table(0.40, 0.10), 1: table(0.42, 0.12)},
                          "joint": {0: table(0.41, 0.08), 1: table(0.43, 0.08)}}}
     text = "\n".join(slips.markdown(measured, {"grpo": "GRPO", "joint": "joint"}))
-    assert "| warm start | 30.0 | 25.0 |" in text.replace("  ", " ")
+    warm_row = next(line for line in text.splitlines() if line.startswith("| warm starts"))
+    assert warm_row.startswith("| warm starts | 31.0 ± ") and "| 25.0 ± 0.0 |" in warm_row  # seed mean ± t-interval
     joint_row = next(line for line in text.splitlines() if line.startswith("| joint"))
     assert "-3.0" in joint_row  # paired: (8 - 10) and (8 - 12) -> mean -3 pp

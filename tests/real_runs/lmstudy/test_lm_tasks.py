@@ -172,3 +172,19 @@ def test_slips_agree_with_the_right_answer_exactly_without_carry_or_borrow():
         for b in range(10, 1000):
             carry = any(a * y >= 10 for y in _columns(b, 3))
             assert (tasks.mul_no_carry(a, b) == a * b) == (not carry)
+
+
+def test_heldout_halves_are_disjoint_balanced_and_named_by_half():
+    cfg = tasks.TaskConfig(heldout_per_group=40)
+    whole = tasks.heldout_split(cfg)
+    halves = tasks.heldout_halves(cfg)
+    assert set(halves) == {"val", "test"}
+    val, test = ({p.problem for p in halves[h]} for h in ("val", "test"))
+    assert not val & test and val | test == {p.problem for p in whole}  # every held-out problem, in one half
+    for half, problems in halves.items():
+        assert {p.source for p in problems} == {f"lmstudy_{half}_{g}" for g in tasks.SKILLS}
+        for group in tasks.SKILLS:  # the same count per group and level in both halves (up to one)
+            mine = [tasks.cell(p) for p in problems if p.group == group]
+            other = [tasks.cell(p) for p in halves["test" if half == "val" else "val"] if p.group == group]
+            for level in set(mine) | set(other):
+                assert abs(mine.count(level) - other.count(level)) <= 1
