@@ -2,7 +2,7 @@
 
 Two pieces, both from the study's cached warm start, both through the real code path:
 
-1. **Warm start on its training pool** (``OUT/warmstart-eval/``): every prompt of the study's
+1. **Seed 0's warm start on its training pool** (``OUT/warmstart-eval/``): every prompt of the study's
    training pool sampled ``k`` times at the *training* rollout sampling (temperature 1, no top-p /
    top-k, the study's 16 new tokens) and scored by the math reward; written like
    ``gdro eval --out DIR --save-samples`` (a run directory with ``eval.jsonl``, plus
@@ -49,7 +49,7 @@ def sweep_config(cfg: study.StudyConfig, steps: int = SWEEP_STEPS) -> study.Stud
 def sweep_run(cfg: study.StudyConfig, lr: float, out: Path, warm_path: Path) -> str:
     """One sweep run (a worker process): GRPO at ``lr`` through the study's own ``run_one``."""
     target = out / lr_name(lr)
-    if study._finished(target):
+    if study.finished(target):
         return str(target)
     tmp_root = out / f".{lr_name(lr)}-tmp"
     run_dir = Path(study.run_one(cfg, "grpo", 0, tmp_root, warm_path, lr_scale=lr / cfg.lr))
@@ -114,7 +114,7 @@ def calibration_data(cfg: study.StudyConfig, out: Path, lrs: Sequence[float] = S
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     torch.set_num_threads(cfg.jobs * cfg.threads)
-    warm_path = warm_start(cfg.warm, log=log)
+    warm_path = warm_start(study.warm_config(cfg, 0), log=log)  # seed 0's warm start, as the study's seed 0
     samples_dir = warm_start_eval(cfg, out, warm_path, log=log)
     eval_seconds = time.perf_counter() - started
     sweep_cfg = sweep_config(cfg, steps)

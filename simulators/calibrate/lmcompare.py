@@ -107,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cal = predict.load(args.calibration)
         settings = study_settings(summary, args.draws, args.seeds, args.workers, args.out / "predict")
         worlds, drawn = predict.world_draws(cal, settings.draws)
+        # the study's held-out halves are sibling problems of every skill: the world's "prompts" split
+        worlds = [{**world, "heldout_split": "prompts"} for world in worlds]
         from simulators.reporting import prepare_output
         prepare_output(settings.out)
         started = time.perf_counter()

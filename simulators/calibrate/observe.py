@@ -135,18 +135,35 @@ def _section(config: dict[str, Any], path: Path, *keys: str) -> Any:
     return value
 
 
+def _metric_names(evals: list[dict[str, Any]], group: str, k: int) -> list[str]:
+    """The eval's metrics of calibration group ``group``: ``group/<group>/mean@k``, or, when several benchmarks
+    share the label (e.g. a val and a test half), every ``group/<bench>:<group>/mean@k``."""
+    if group == "pooled":
+        return [f"pooled/mean@{k}"]
+    names = {n for e in evals for n in e.get("metrics", {}) if n.startswith("group/") and n.endswith(f"/mean@{k}")}
+    exact = f"group/{group}/mean@{k}"
+    return [exact] if exact in names else sorted(n for n in names if n[len("group/"):-len(f"/mean@{k}")]
+                                                  .endswith(f":{group}"))
+
+
 def _heldout(evals: list[dict[str, Any]], groups: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    names = [f"pooled/mean@{k}"] if list(groups) == ["pooled"] else [f"group/{g}/mean@{k}" for g in groups]
+    """(steps, value (E, K), standard error (E, K)); a group measured by several benchmarks of equal size gets
+    their mean and the standard error of that mean."""
     steps = np.array([int(e["step"]) for e in evals], np.int64)
-    value = np.full((steps.size, len(names)), np.nan)
+    value = np.full((steps.size, len(groups)), np.nan)
     se = np.full_like(value, np.nan)
-    for e, record in enumerate(evals):
-        metrics = record.get("metrics", {})
-        for j, name in enumerate(names):
-            if metrics.get(name) is not None:
-                value[e, j] = float(metrics[name])
-                lo, hi = metrics.get(name + "_lo"), metrics.get(name + "_hi")
-                se[e, j] = (float(hi) - float(lo)) / (2 * 1.96) if lo is not None and hi is not None else np.nan
+    for j, group in enumerate(groups):
+        names = _metric_names(evals, group, k)
+        for e, record in enumerate(evals):
+            metrics = record.get("metrics", {})
+            parts = [(float(metrics[n]), metrics.get(n + "_lo"), metrics.get(n + "_hi")) for n in names
+                     if metrics.get(n) is not None]
+            if not parts:
+                continue
+            value[e, j] = np.mean([v for v, _, _ in parts])
+            errors = [(float(hi) - float(lo)) / (2 * 1.96) if lo is not None and hi is not None else np.nan
+                      for _, lo, hi in parts]
+            se[e, j] = float(np.sqrt(np.sum(np.square(errors)))) / len(parts)
     return steps, value, se
 
 
@@ -180,8 +197,7 @@ def read_sweep(paths: Sequence[Path], groups: Sequence[str]) -> Sweep:
         steps_total = int(run.steps.max())
         success = np.full(steps_total, np.nan)
         success[run.steps - 1] = run.scalars["mean_success"]
-        available = _available_groups(run.evals, settings["k"])
-        use = list(groups) if set(groups) <= available else ["pooled"]
+        use = list(groups) if all(_metric_names(run.evals, g, settings["k"]) for g in groups) else ["pooled"]
         eval_steps, value, se = _heldout(run.evals, use, settings["k"])
         runs.append(SweepRun(lr, success, eval_steps, value, se, path.name))
     lrs = [r.lr for r in runs]
@@ -197,9 +213,3 @@ def read_sweep(paths: Sequence[Path], groups: Sequence[str]) -> Sweep:
         r.success_T = r.success_T[:length]
     return Sweep(sorted(runs, key=lambda r: r.lr), names, shared["batch"], shared["n"], length, shared["aggregation"],
                  shared["temperature"])
-
-
-def _available_groups(evals: list[dict[str, Any]], k: int) -> set[str]:
-    suffix = f"/mean@{k}"
-    return {name[len("group/"):-len(suffix)] for e in evals for name in e.get("metrics", {})
-            if name.startswith("group/") and name.endswith(suffix)}

@@ -5,13 +5,14 @@ draws paired by index; ``fit.json`` next to the world file) and each of ``--seed
 across methods: same world instance and batch order), the simulator runs, at the planned run's
 size (``fit.json``'s plan; ``--steps`` / ``--batch`` / ``--lr`` change it):
 
-- GRPO at the planned lr, and on a sqrt(2)-step lr grid (x0.5 .. x2) to find tuned GRPO (best
-  seed-mean val accuracy per draw, reported on the test split);
+- GRPO at the planned lr, and on a sqrt(2)-step lr grid (x0.5 .. x2, extended while a draw's best
+  point sits at an edge, ``gdro_lab.lrgrid``) to find tuned GRPO (best seed-mean val accuracy per
+  draw, reported on the test split);
 - Prompt-GDRO, Rollout-GDRO and joint at the planned lr;
-- step-matched GRPO: GRPO with every advantage scaled by Prompt-GDRO's mean multiplier (first
-  moment c1 = E[m]) and by its root mean square (second moment c2 = sqrt(E[m^2]), what the
-  world's price of a step grows with), measured per draw on Prompt-GDRO's runs. In the world a
-  constant advantage scale is an lr scale. Under ``--optimizer adam`` (the trainer's AdamW) a
+- step-matched GRPO (``gdro_lab.stepmatch``, the project's one definition): GRPO with every
+  advantage scaled by Prompt-GDRO's mean multiplier (first moment c1 = E[m]) and by its root mean
+  square (second moment c2 = sqrt(E[m^2]), what the world's price of a step grows with), measured
+  per draw on Prompt-GDRO's runs. In the world a constant advantage scale is an lr scale. Under ``--optimizer adam`` (the trainer's AdamW) a
   constant scale cancels in the update, so step-matched GRPO *is* GRPO and Prompt-GDRO's weights
   act as mean-1 weights (``prompt_gdro.weight_mode = mean1``): an approximation (Adam normalises
   by a running average, not per batch), stated in the report.
@@ -146,41 +147,62 @@ def _run(jobs: list[tuple[Any, Path, bool]], settings: Settings, description: st
     return run_jobs(jobs, workers=settings.workers, progress=None, description=description)
 
 
-def multiplier_moments(summary: Any) -> tuple[float, float]:
-    """(E[m], E[m^2]) over a run's logged steps, every prompt counted (unassigned ones at multiplier 1)."""
-    count, mult = summary.bins.get("count"), summary.bins.get("multiplier")
-    unassigned = summary.scalars.get("num_unassigned", np.zeros(len(summary.steps)))
-    if count is None or mult is None:
-        return 1.0, 1.0
-    ok = np.isfinite(mult) & (count > 0)
-    c = np.where(ok, count, 0.0)
-    m = np.where(ok, mult, 0.0)
-    total = c.sum() + np.nansum(unassigned)
-    return float(((c * m).sum() + np.nansum(unassigned)) / total), float(((c * m * m).sum() + np.nansum(unassigned)) / total)
-
-
-def run_all(settings: Settings, worlds: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """Final metrics (draws, seeds) per run label: 'grpo@x' on the grid, the methods, step-matched GRPO."""
+def _jobs(settings: Settings, worlds: list[dict[str, Any]], keys: list[tuple[str, int, int, float]]) -> list[Any]:
     root = settings.out / "runs"
-    keys: list[tuple[str, int, int, float]] = []
-    for j, world in enumerate(worlds):
-        for s in range(settings.seeds):
-            keys += [(f"grpo@{g:g}", j, s, g) for g in GRID]
-            keys += [(m, j, s, 1.0) for m in METHODS]
-    jobs = [(sim_config(settings, worlds[j], label.split("@")[0], s, settings.lr_scale * g),
+    return [(sim_config(settings, worlds[j], label.split("@")[0], s, settings.lr_scale * g),
              root / f"draw{j}" / label.replace("@", "_lr") / f"seed{s}", False) for label, j, s, g in keys]
-    summaries = dict(zip(keys, _run(jobs, settings, "predict: GRPO grid and GDRO methods")))
+
+
+def _grid_values(summaries: dict[tuple[str, int, int, float], Any], draws: int, seeds: int) -> dict[float, np.ndarray]:
+    """Seed-mean val accuracy of GRPO per grid point, per draw."""
+    out: dict[float, np.ndarray] = {}
+    for (label, j, s, g), summary in summaries.items():
+        if label.startswith("grpo@"):
+            out.setdefault(g, np.zeros((draws, seeds)))[j, s] = float(summary.evals["val/accuracy"][-1])
+    return {g: v.mean(axis=1) for g, v in out.items()}
+
+
+def run_all(settings: Settings, worlds: list[dict[str, Any]], max_extension: int = 4) -> dict[str, np.ndarray]:
+    """Final metrics (draws, seeds) per run label: 'grpo@x' on the grid, the methods, step-matched GRPO.
+
+    GRPO's grid starts at x0.5..x2 (sqrt(2) steps) and is extended (``gdro_lab.lrgrid.extension``, at most
+    ``max_extension`` steps per side) while the best val point of some draw sits at its edge.
+    """
+    from gdro_lab.lrgrid import best, extension
+    from gdro_lab.stepmatch import match_factors
+
+    D, S = len(worlds), settings.seeds
+    keys = [(f"grpo@{g:g}", j, s, g) for j in range(D) for s in range(S) for g in GRID]
+    keys += [(m, j, s, 1.0) for j in range(D) for s in range(S) for m in METHODS]
+    summaries = dict(zip(keys, _run(_jobs(settings, worlds, keys), settings, "predict: GRPO grid and GDRO methods")))
+    while True:
+        values = _grid_values(summaries, D, S)
+        grid = sorted(values)
+        bests = [best({g: values[g][j] for g in grid}) for j in range(D)]
+        more = extension(grid, bests, GRID, max_steps=max_extension)
+        if not more:
+            break
+        keys = [(f"grpo@{g:g}", j, s, g) for j in range(D) for s in range(S) for g in more]
+        summaries.update(zip(keys, _run(_jobs(settings, worlds, keys), settings, "predict: GRPO grid extended")))
     matched = {}
-    for j in range(len(worlds)):
-        moments = np.array([multiplier_moments(summaries[("prompt_gdro", j, s, 1.0)]) for s in range(settings.seeds)])
-        matched[j] = {"grpo_matched_c1": float(moments[:, 0].mean()), "grpo_matched_c2": float(np.sqrt(moments[:, 1].mean()))}
-    extra = [(label, j, s, c) for j in matched for label, c in matched[j].items() for s in range(settings.seeds)]
+    for j in range(D):
+        factors = match_factors([summaries[("prompt_gdro", j, s, 1.0)].scalars for s in range(S)])
+        matched[j] = {"grpo_matched_c1": factors.first, "grpo_matched_c2": factors.second}
+    extra = [(label, j, s, c) for j in matched for label, c in matched[j].items() for s in range(S)]
     if settings.optimizer == "sgd":
         jobs = [(sim_config(settings, worlds[j], "grpo", s, settings.lr_scale * c),
-                 root / f"draw{j}" / label / f"seed{s}", False) for label, j, s, c in extra]
+                 settings.out / "runs" / f"draw{j}" / label / f"seed{s}", False) for label, j, s, c in extra]
         summaries.update(zip(extra, _run(jobs, settings, "predict: step-matched GRPO")))
     else:  # Adam: a constant advantage scale cancels; step-matched GRPO is GRPO
         summaries.update({(label, j, s, c): summaries[("grpo@1", j, s, 1.0)] for label, j, s, c in extra})
+    table = _table(summaries, D, S)
+    table["matched_c1"] = np.array([matched[j]["grpo_matched_c1"] for j in range(D)])
+    table["matched_c2"] = np.array([matched[j]["grpo_matched_c2"] for j in range(D)])
+    return table
+
+
+def _table(summaries: dict[tuple[str, int, int, float], Any], draws: int, seeds: int) -> dict[str, np.ndarray]:
+    """label|metric -> (draws, seeds) final values; initial|metric: GRPO's step 0."""
     table: dict[str, np.ndarray] = {}
     for (label, j, s, _), summary in summaries.items():
         for metric in (*[m for m, _ in METRICS], "val/accuracy", "se_reduction_pct"):
@@ -189,27 +211,30 @@ def run_all(settings: Settings, worlds: list[dict[str, Any]]) -> dict[str, np.nd
                 value = float(np.nanmean(series)) if np.isfinite(series).any() else math.nan
             else:
                 value = float(summary.evals[metric][-1]) if metric in summary.evals else math.nan
-            table.setdefault(f"{label}|{metric}", np.full((len(worlds), settings.seeds), np.nan))[j, s] = value
+            table.setdefault(f"{label}|{metric}", np.full((draws, seeds), np.nan))[j, s] = value
         if label == "grpo@1":  # the start (step 0): what GRPO's own gain is measured from
             for metric, _ in METRICS:
                 value = float(summary.evals[metric][0]) if metric in summary.evals else math.nan
-                table.setdefault(f"initial|{metric}", np.full((len(worlds), settings.seeds), np.nan))[j, s] = value
-    table["matched_c1"] = np.array([matched[j]["grpo_matched_c1"] for j in range(len(worlds))])
-    table["matched_c2"] = np.array([matched[j]["grpo_matched_c2"] for j in range(len(worlds))])
+                table.setdefault(f"initial|{metric}", np.full((draws, seeds), np.nan))[j, s] = value
     return table
+
+
+def grid_points(table: dict[str, np.ndarray]) -> list[float]:
+    return sorted(float(k.split("@")[1].split("|")[0]) for k in table if k.startswith("grpo@") and k.endswith("|val/accuracy"))
 
 
 def gains(table: dict[str, np.ndarray]) -> dict[str, Any]:
     """Per method and metric: per-draw seed-mean gains over GRPO at the planned lr and over tuned GRPO."""
-    grid_val = np.stack([table[f"grpo@{g:g}|val/accuracy"].mean(axis=1) for g in GRID])  # (grid, draws)
-    best = np.argmax(grid_val, axis=0)
-    out: dict[str, Any] = {"tuned_scale": [GRID[b] for b in best], "per_draw": {}}
+    grid = grid_points(table)
+    grid_val = np.stack([table[f"grpo@{g:g}|val/accuracy"].mean(axis=1) for g in grid])  # (grid, draws)
+    best = np.argmax(grid_val, axis=0)  # ties: the first (smaller) lr, as gdro_lab.lrgrid.best
+    out: dict[str, Any] = {"tuned_scale": [grid[b] for b in best], "grid": grid, "per_draw": {}}
     for label in ("grpo_matched_c1", "grpo_matched_c2", *METHODS):
         entry = {}
         for metric, _ in METRICS:
             method = table[f"{label}|{metric}"]
             base = table[f"grpo@1|{metric}"]
-            tuned = np.stack([table[f"grpo@{GRID[b]:g}|{metric}"][j] for j, b in enumerate(best)])
+            tuned = np.stack([table[f"grpo@{grid[b]:g}|{metric}"][j] for j, b in enumerate(best)])
             entry[metric] = {"vs_grpo": (method - base).mean(axis=1), "vs_tuned": (method - tuned).mean(axis=1)}
         out["per_draw"][label] = entry
     return out
@@ -247,7 +272,7 @@ def sensitivity(gain: np.ndarray, drawn: dict[str, np.ndarray]) -> tuple[str, fl
 def summarize(table: dict[str, np.ndarray], drawn: dict[str, np.ndarray]) -> dict[str, Any]:
     """The prediction: per method and metric, gains with intervals, SE-proxy cut, most sensitive parameter."""
     result = gains(table)
-    out: dict[str, Any] = {"methods": {}, "tuned_scale": result["tuned_scale"],
+    out: dict[str, Any] = {"methods": {}, "tuned_scale": result["tuned_scale"], "grid": result["grid"],
                            "matched_c1": table["matched_c1"].tolist(), "matched_c2": table["matched_c2"].tolist()}
     for label, entry in result["per_draw"].items():
         row: dict[str, Any] = {}
@@ -289,9 +314,10 @@ def screen(summary: dict[str, Any], settings: Settings, cal: Calibrated, seconds
         sens_text = f"{sens['parameter']} (rho {sens['spearman']:+.2f})" if sens["parameter"] else "-"
         lines.append(f"  {LABELS[label]:<32} {_pp(row[metric]['vs_grpo']):>18} {_pp(row[metric]['vs_tuned']):>16} "
                      f"{se_text:>15}  {sens_text}")
-    lines.append(f"  tuned GRPO's lr: x{np.median(scales):.2g} of the planned lr (median over draws; grid x0.5..x2"
-                 + (", at its edge in some draws: the grid may be too narrow)" if np.any(np.isin(scales, (GRID[0], GRID[-1])))
-                    else ")"))
+    grid = summary["grid"]
+    lines.append(f"  tuned GRPO's lr: x{np.median(scales):.2g} of the planned lr (median over draws; sqrt(2) grid "
+                 f"x{grid[0]:.3g}..x{grid[-1]:.3g}" + (", still at its edge in some draws after extending it)"
+                                                        if np.any(np.isin(scales, (grid[0], grid[-1]))) else ")"))
     if settings.optimizer == "adam":
         lines.append("  optimizer adam: a constant advantage scale cancels, so step-matched GRPO equals GRPO here and "
                      "Prompt-GDRO's multipliers act as mean-1 weights")

@@ -105,3 +105,24 @@ def test_bad_sweeps_are_one_line_errors(tmp_path: Path, change: dict, message: s
         read_sweep([first], ("alg",))
     with pytest.raises(ConfigError, match="not a run directory|no meta.json|--sweep"):
         read_sweep([first, tmp_path / "nothing"], ("alg",))
+
+
+def test_a_group_measured_by_two_halves_is_their_mean(tmp_path: Path) -> None:
+    """The LM study's held-out halves: group/lmstudy_val_add:add and group/lmstudy_test_add:add -> group 'add'."""
+    runs = []
+    for i, lr in enumerate((1e-6, 2e-6)):
+        path = tmp_path / f"r{i}"
+        config = {"method": {"name": "grpo", "n_bar": 4}, "train": {"prompts_per_step": 8},
+                  "loss": {"agg": "token-mean"}, "eval": {"k": 8}, "rollout": {"temperature": 1.0}, "optim": {"lr": lr}}
+        with RunWriter(path, config, num_bins=1, producer="gdro train", bin_labels=["all"]) as writer:
+            writer.log_step(1, {"mean_success": 0.2}, {})
+            metrics = {}
+            for half, value, se in (("val", 0.30, 0.02), ("test", 0.40, 0.04)):
+                name = f"group/lmstudy_{half}_add:add/mean@8"
+                metrics.update({name: value, name + "_lo": value - 1.96 * se, name + "_hi": value + 1.96 * se})
+            writer.log_eval(1, metrics)
+        runs.append(path)
+    sweep = read_sweep(runs, ("add",))
+    assert sweep.group_names == ("add",)
+    assert sweep.runs[0].heldout_EK[0, 0] == pytest.approx(0.35)
+    assert sweep.runs[0].heldout_se_EK[0, 0] == pytest.approx(np.hypot(0.02, 0.04) / 2)
