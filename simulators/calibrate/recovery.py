@@ -168,27 +168,43 @@ def coverage_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def coverage_markdown(table: list[dict[str, Any]]) -> str:
+    """The docs' table: per parameter, coverage of the 95% intervals and the median relative error."""
+    from simulators.reporting import markdown_table
+
+    rows = [[f"`{r['parameter']}`", r["stage"], f"{r['covered']}/{r['replicates']}",
+             f"{100 * r['coverage']:.0f}% [{100 * r['coverage_lo']:.0f}, {100 * r['coverage_hi']:.0f}]",
+             f"{100 * r['median_relative_error']:.0f}%", f"{r['flagged_weak']}/{r['replicates']}"] for r in table]
+    return markdown_table(["parameter", "stage", "intervals covering the truth", "coverage [95% CI] (nominal 95%)",
+                           "median |error| / truth", "flagged weak"], rows)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulators.calibrate.recovery", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reps", type=int, default=6, help="seeds per known world (default 6)")
     parser.add_argument("--worlds", default=",".join(WORLDS))
+    parser.add_argument("--summarize-only", action="store_true", help="no fits: summarize OUT/rows.json")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
-    for name in args.worlds.split(","):
+    if args.summarize_only:
+        rows = json.loads((args.out / "rows.json").read_text())
+    for name in [] if args.summarize_only else args.worlds.split(","):
         for seed in range(args.reps):
             rows += recover(name, seed)
             print(f"recovery: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
             (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
     table = coverage_table(rows)
-    (args.out / "coverage.json").write_text(json.dumps({"table": table, "seconds": time.perf_counter() - started,
+    seconds = time.perf_counter() - started
+    if args.summarize_only and (args.out / "coverage.json").is_file():
+        seconds = json.loads((args.out / "coverage.json").read_text()).get("seconds", seconds)
+    (args.out / "coverage.json").write_text(json.dumps({"table": table, "seconds": seconds,
                                                          "command": "python -m simulators.calibrate.recovery "
                                                          + " ".join(argv or sys.argv[1:])}, indent=1))
-    for row in table:
-        print(f"{row['parameter']:<24} coverage {row['covered']}/{row['replicates']} "
-              f"[{row['coverage_lo']:.2f}, {row['coverage_hi']:.2f}]  median rel. error {row['median_relative_error']:.2f}")
+    (args.out / "coverage.md").write_text(coverage_markdown(table) + "\n", encoding="utf-8")
+    print(coverage_markdown(table))
     return 0
 
 
