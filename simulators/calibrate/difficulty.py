@@ -259,39 +259,20 @@ class DifficultyFit:
 
 
 def posterior_draws(ranks_K: np.ndarray, table: dict[int, np.ndarray], values: dict[str, float], count: int,
-                    rng: np.random.Generator, chains: int = 16, rounds: int = 4, per_round: int = 60,
-                    keep: int = 240) -> np.ndarray:
-    """Draws (count, free) from the likelihood under a flat prior on the fitting coordinates within the box.
+                    rng: np.random.Generator) -> np.ndarray:
+    """Draws (count, free) from the likelihood under a flat prior on the fitting coordinates within the box
+    (``simulators.calibrate.posterior.metropolis``, 16 chains started at the MLE). Where the likelihood has a
+    ridge (a heavy tail and a never-solved mass both make prompts that are never solved), the chains walk
+    along it; a percentile bootstrap of the MLE stays near the estimate and under-covers."""
+    from simulators.calibrate.posterior import metropolis
 
-    Random-walk Metropolis, ``chains`` chains advanced together (one batched likelihood call per step),
-    the proposal's covariance adapted in ``rounds`` burn-in rounds to the chains' own spread (x 2.38^2/d).
-    Where the likelihood has a ridge (a heavy tail and a never-solved mass both make prompts that are
-    never solved), the chains walk along it; an estimate's percentile bootstrap would stay near the MLE.
-    """
     free, fixed = free_params(ranks_K.size)
     lo, hi = np.array(_bounds(free)).T
-    d = len(free)
 
     def log_post(x: np.ndarray) -> np.ndarray:
-        inside = np.all((x >= lo) & (x <= hi), axis=1)
-        nll = negative_loglik(_to_values(np.clip(x, lo, hi), free, fixed), ranks_K, table)
-        return np.where(inside, -nll, -np.inf)
+        return -negative_loglik(_to_values(x, free, fixed), ranks_K, table)
 
-    x = np.clip(_to_vector(values, free) + 0.01 * (hi - lo) * rng.standard_normal((chains, d)), lo, hi)
-    lp = log_post(x)
-    cov = np.diag((0.02 * (hi - lo)) ** 2)
-    kept: list[np.ndarray] = []
-    for it in range(rounds * per_round + keep):
-        if it and it % per_round == 0 and it <= rounds * per_round:
-            spread = np.cov(np.concatenate(kept[-per_round:] or [x]).T) if kept else cov
-            cov = (2.38**2 / d) * spread + 1e-8 * np.diag((hi - lo) ** 2)
-        proposal = x + rng.standard_normal((chains, d)) @ np.linalg.cholesky(cov).T
-        lp_new = log_post(proposal)
-        accept = np.log(rng.random(chains)) < lp_new - lp
-        x[accept], lp[accept] = proposal[accept], lp_new[accept]
-        kept.append(x.copy())
-    pool = np.concatenate(kept[rounds * per_round:])
-    return pool[np.linspace(0, pool.shape[0] - 1, count).astype(int)]
+    return metropolis(log_post, _to_vector(values, free), np.diag((0.02 * (hi - lo)) ** 2), lo, hi, rng, count)
 
 
 def fit_difficulty(data: SuccessCounts, boots: int = 100, seed: int = 0) -> DifficultyFit:

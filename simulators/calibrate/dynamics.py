@@ -32,6 +32,8 @@ from typing import Any, Callable
 import numpy as np
 
 from simulators.calibrate.fastsim import run_grpo
+from simulators.calibrate.lsq import levenberg_marquardt
+from simulators.calibrate.posterior import metropolis, shrunk_precision
 from simulators.calibrate.observe import Sweep
 from simulators.world import WorldConfig
 
@@ -45,7 +47,6 @@ move every group alike, so a sweep cannot tell them apart (fitting both would le
 PILOT = {"lr_group": (0.01, 10.0), "lr_prompt": (3e-3, 10.0), "curvature": (3e-3, 3.0),
          "score_noise": (0.1, 10.0), "transfer": (0.0, 1.0), "update_noise": (5e-3, 0.5)}
 """Where the pilot search looks (inside BOX): the plausible range of each setting."""
-LAMBDAS = np.array([1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0])
 DIFF_STEP = 0.05
 
 
@@ -87,7 +88,7 @@ class Design:
     steps: int
     eval_steps: np.ndarray
     block: int
-    seeds: tuple[int, ...] = (101, 102, 103, 104, 105, 106)
+    seeds: tuple[int, ...] = (101, 102, 103, 104)
 
     @property
     def num_blocks(self) -> int:
@@ -183,49 +184,6 @@ def residuals(sim: Simulated, obs: Observation, w: Weights) -> tuple[np.ndarray,
     return r, np.concatenate([h0, level[:, None]], axis=1)
 
 
-Residuals = Callable[[np.ndarray], np.ndarray]
-"""Candidates (M, p) -> residuals (M, N); the M rows may belong to different problems."""
-
-
-def levenberg_marquardt(residual_fn: Callable[[np.ndarray, np.ndarray], np.ndarray], starts_QP: np.ndarray,
-                        iterations: int = 10) -> tuple[np.ndarray, np.ndarray]:
-    """Box-constrained Levenberg-Marquardt for Q problems at once, each from its own start.
-
-    ``residual_fn(x_MP, problem_M)`` returns the residuals of candidate m against problem
-    ``problem_M[m]``. Per iteration: a forward-difference Jacobian (p + 1 candidates per problem),
-    then one trial step per damping lambda in LAMBDAS (solve (J'J + lambda diag J'J) d = -J'r),
-    the best kept if it lowers the cost. Returns (x (Q, p), cost (Q,)).
-    """
-    Q, p = starts_QP.shape
-    lo, hi = box()
-    x = np.clip(starts_QP, lo, hi)
-    problems = np.arange(Q)
-    cost = np.full(Q, np.inf)
-    active = np.ones(Q, bool)
-    for _ in range(iterations):
-        if not active.any():
-            break
-        act = np.flatnonzero(active)
-        step = np.where(x[act] + DIFF_STEP <= hi, DIFF_STEP, -DIFF_STEP)  # stay inside the box
-        probes = np.concatenate([x[act][:, None, :], x[act][:, None, :] + step[:, :, None] * np.eye(p)[None]], 1)
-        r = residual_fn(probes.reshape(-1, p), np.repeat(problems[act], p + 1)).reshape(act.size, p + 1, -1)
-        cost[act] = np.sum(r[:, 0] ** 2, axis=1)
-        jac = np.transpose(r[:, 1:] - r[:, :1], (0, 2, 1)) / step[:, None, :]
-        jtj = np.einsum("qnp,qnk->qpk", jac, jac)
-        grad = np.einsum("qnp,qn->qp", jac, r[:, 0])
-        diag = np.einsum("qpp->qp", jtj) + 1e-9
-        trials = np.stack([np.clip(x[act] - np.linalg.solve(jtj + lam * diag[:, :, None] * np.eye(p),
-                                                            grad[..., None])[..., 0], lo, hi) for lam in LAMBDAS], 1)
-        tr = residual_fn(trials.reshape(-1, p), np.repeat(problems[act], LAMBDAS.size))
-        trial_cost = np.sum(tr**2, axis=1).reshape(act.size, LAMBDAS.size)
-        best = np.argmin(trial_cost, axis=1)
-        better = trial_cost[np.arange(act.size), best] < cost[act] * (1 - 1e-4)
-        x[act[better]] = trials[better, best[better]]
-        cost[act[better]] = trial_cost[better, best[better]]
-        active[act[~better]] = False
-    return x, cost
-
-
 def pilot_starts(count: int, rng: np.random.Generator) -> np.ndarray:
     """Stratified (Latin hypercube) candidates over the PILOT ranges in fitting coordinates."""
     lo = to_vector({n: PILOT[n][0] for n in PARAMS})
@@ -252,8 +210,9 @@ class DynamicsFit:
 
 
 def _fit_one(design: Design, obs: Observation, pooled: bool, pilot: int, rng: np.random.Generator,
-             log: Callable[[str], None]) -> tuple[np.ndarray, Weights, float]:
-    """Pilot search, then Levenberg-Marquardt from the 3 best pilots, weights refreshed at the optimum."""
+             log: Callable[[str], None]) -> tuple[np.ndarray, Weights, np.ndarray]:
+    """Pilot search, then Levenberg-Marquardt from the 3 best pilots, weights refreshed at the optimum.
+    Returns (the optimum, the weights, the three local optima: the posterior's other starting points)."""
     candidates = pilot_starts(pilot, rng)
     provisional = Weights(np.full(obs.success_LB.shape, 0.02), np.maximum(np.nan_to_num(obs.heldout_se_LEK), 0.01))
     sim = simulate(design, candidates, pooled)
@@ -265,11 +224,11 @@ def _fit_one(design: Design, obs: Observation, pooled: bool, pilot: int, rng: np
     def fn(x: np.ndarray, _problem: np.ndarray) -> np.ndarray:
         return residuals(simulate(design, x, pooled), obs, w)[0]
 
-    x, cost = levenberg_marquardt(fn, candidates[top])
-    best = x[np.argmin(cost)]
+    local, cost = levenberg_marquardt(fn, candidates[top], *box(), diff_step=DIFF_STEP)
+    best = local[np.argmin(cost)]
     w = weights(simulate(design, best[None], pooled), 0, obs, len(design.seeds))
-    x, cost = levenberg_marquardt(fn, best[None])
-    return x[0], w, float(cost[0])
+    x, _ = levenberg_marquardt(fn, best[None], *box(), diff_step=DIFF_STEP)
+    return x[0], w, local
 
 
 def realisations(design: Design, x: np.ndarray, offsets: np.ndarray, obs: Observation, pooled: bool,
@@ -298,22 +257,13 @@ def jacobian(design: Design, x: np.ndarray, obs: Observation, w: Weights, pooled
     return ((r[:x.size] - r[x.size:]) / (up - down)[:, None]).T
 
 
-def bootstrap_draws(design: Design, x: np.ndarray, offsets: np.ndarray, obs: Observation, w: Weights, chi2: float,
-                    pooled: bool, boots: int, rng: np.random.Generator) -> np.ndarray:
-    """Linearised parametric bootstrap: one Gauss-Newton step from ``x`` per synthetic sweep.
-
-    theta_b = x - (J'J + ridge)^-1 J' (r_b - mean_b r_b) sqrt(max(chi2, 1)), r_b the residuals at x of
-    sweep b (simulated at x with new seeds); draws clipped to the box. A run's curve drifts as a whole
-    (its noise is correlated over steps and learning rates); these draws sample the sandwich covariance
-    of the weighted least-squares fit under that noise. A flat direction (J'J near singular) ends at the box.
-    """
-    jac = jacobian(design, x, obs, w, pooled)
-    fitted = simulate(design, x[None], pooled)
-    sweeps = realisations(design, x, offsets, obs, pooled, tuple(9000 + 7 * b for b in range(boots)), rng)
-    r_b = np.stack([residuals(fitted, sweep, w)[0][0] for sweep in sweeps])
-    noise = (r_b - r_b.mean(axis=0)) * np.sqrt(max(chi2, 1.0))
+def linearised_draws(jac: np.ndarray, x: np.ndarray, r_b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One Gauss-Newton step from ``x`` per simulated sweep b: x - (J'J)^-1 J' (r_b - mean r_b), in the box
+    (the sandwich covariance of the weighted least-squares fit; the posterior's first proposal). A setting
+    the curves do not move at all (a zero Jacobian column) is drawn over its whole range."""
     lo, hi = box()
-    draws = lo + rng.random((boots, x.size)) * (hi - lo)  # a setting the curves do not move: its whole range
+    noise = r_b - r_b.mean(axis=0)
+    draws = lo + rng.random((r_b.shape[0], x.size)) * (hi - lo)
     informed = np.sum(jac**2, axis=0) > 1e-12 * max(float(np.sum(jac**2)), 1e-300)
     if informed.any():
         sub = jac[:, informed]
@@ -323,21 +273,59 @@ def bootstrap_draws(design: Design, x: np.ndarray, offsets: np.ndarray, obs: Obs
     return draws
 
 
+def posterior(design: Design, x: np.ndarray, starts: np.ndarray, obs: Observation, w: Weights, pooled: bool,
+              draws: int, rng: np.random.Generator, log: Callable[[str], None]) -> tuple[np.ndarray, np.ndarray, float]:
+    """(the synthetic likelihood's mode, draws of theta from it, its misfit scale); simulators.calibrate.posterior.
+
+    Sigma comes from 40 sweeps simulated at ``x`` (the weighted least-squares fit). The mode is refitted
+    with whitened residuals from ``x`` and the other local optima ``starts``, and the chains start at all
+    of them: the weighted and the whitened fits can prefer different local optima along a ridge
+    (a high price of a step trades off against little memorisation), which chains started at one
+    optimum would not cross to.
+    """
+    fitted = simulate(design, x[None], pooled)
+    r_data, offsets = residuals(fitted, obs, w)
+    sweeps = realisations(design, x, offsets[0], obs, pooled, tuple(9000 + 7 * b for b in range(40)), rng)
+    r_b = np.stack([residuals(fitted, sweep, w)[0][0] for sweep in sweeps])
+    dof = max(int(np.count_nonzero(r_data[0])) - len(PARAMS) - offsets.shape[1], 1)
+    precision, scale = shrunk_precision(r_b, r_data[0], dof)
+    root = np.linalg.cholesky(precision)  # r' P r = |r L|^2
+
+    def whitened(xs: np.ndarray, _problem: np.ndarray) -> np.ndarray:
+        return residuals(simulate(design, xs, pooled), obs, w)[0] @ root
+
+    lo, hi = box()
+    modes, cost = levenberg_marquardt(whitened, np.vstack([x[None], starts]), lo, hi, diff_step=DIFF_STEP)
+    order = np.argsort(cost)
+    start = linearised_draws(jacobian(design, x, obs, w, pooled), x, r_b, rng)
+    cov0 = np.cov(start.T) + 1e-4 * np.diag((hi - lo) ** 2)
+    log(f"calibrate: sampling the dynamics posterior (misfit scale {scale:.2f})")
+
+    def log_post(xs: np.ndarray) -> np.ndarray:
+        return -0.5 * np.sum(whitened(xs, np.zeros(len(xs), np.int64)) ** 2, axis=1)
+
+    samples = metropolis(log_post, modes[order], cov0, lo, hi, rng, count=draws, chains=24, rounds=4, per_round=20,
+                         keep=80)
+    return modes[order[0]], samples, scale
+
+
 def fit_dynamics(design: Design, obs: Observation, pooled: bool, boots: int = 40, pilot: int = 64, seed: int = 0,
                  log: Callable[[str], None] = print) -> DynamicsFit:
-    """Fit theta to the sweep (see the module docstring) with linearised parametric-bootstrap draws."""
+    """Fit theta to the sweep (see the module docstring); ``boots`` posterior draws give the intervals."""
     rng = np.random.default_rng(seed)
-    x, w, cost = _fit_one(design, obs, pooled, pilot, rng, log)
+    x, w, starts = _fit_one(design, obs, pooled, pilot, rng, log)
+    draws, scale = x[None], 1.0
+    if boots > 0:
+        x, draws, scale = posterior(design, x, starts, obs, w, pooled, boots, rng, log)
     sim = simulate(design, x[None], pooled)
     r, offsets = residuals(sim, obs, w)
     dof = max(int(np.count_nonzero(r[0])) - len(PARAMS) - offsets.shape[1], 1)  # K held-out offsets + the level
-    chi2 = cost / dof
-    log(f"calibrate: dynamics fitted (reduced chi2 {chi2:.2f}); linearised bootstrap of {boots} simulated sweeps")
-    draws = bootstrap_draws(design, x, offsets[0], obs, w, chi2, pooled, boots, rng) if boots > 0 else x[None]
+    chi2 = float(np.sum(r[0] ** 2)) / dof
+    log(f"calibrate: dynamics fitted (reduced chi2 {chi2:.2f})")
     values = {k: float(v) for k, v in to_values(x).items()}
     draw_values = {k: np.asarray(v) for k, v in to_values(draws).items()}
-    return DynamicsFit(values, draw_values, float(chi2), offsets[0], sim, obs, w,
-                       {"x": x.tolist(), "draws_x": draws.tolist(), "dof": dof})
+    return DynamicsFit(values, draw_values, chi2, offsets[0], sim, obs, w,
+                       {"x": x.tolist(), "draws_x": draws.tolist(), "dof": dof, "misfit_scale": scale})
 
 
 def fitted_world(world: WorldConfig, values: dict[str, float]) -> WorldConfig:

@@ -184,15 +184,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reps", type=int, default=6, help="seeds per known world (default 6)")
     parser.add_argument("--worlds", default=",".join(WORLDS))
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + reps - 1")
     parser.add_argument("--summarize-only", action="store_true", help="no fits: summarize OUT/rows.json")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
-    if args.summarize_only:
+    if args.summarize_only or args.first_seed:
         rows = json.loads((args.out / "rows.json").read_text())
-    for name in [] if args.summarize_only else args.worlds.split(","):
-        for seed in range(args.reps):
+    for name in [] if args.summarize_only else args.worlds.split(","):  # more seeds append to OUT/rows.json
+        for seed in range(args.first_seed, args.first_seed + args.reps):
             rows += recover(name, seed)
             print(f"recovery: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
             (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
