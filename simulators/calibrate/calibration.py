@@ -1,7 +1,7 @@
 """Both stages of the calibration, the world file and the fit record (``gdro calibrate``'s work).
 
 Outputs in OUT: ``world.toml`` (the fitted world: ``gdro simulate --config OUT/world.toml``),
-``fit.json`` (estimates, 95% intervals, bootstrap draws, the planned run that ``gdro predict``
+``fit.json`` (estimates, 95% intervals, posterior draws, the planned run that ``gdro predict``
 simulates, identification notes), ``report.md`` with ``fig_passrate.png`` (pass-rate histogram,
 fitted vs observed) and ``fig_curves.png`` (learning curves per lr, fitted vs observed).
 """

@@ -43,7 +43,7 @@ def calibrate_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch", type=int, help="prompts per step of the run to predict (default: the sweep's)")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam",
                         help="adam (gdro train's AdamW: constant advantage scales cancel) or sgd (default adam)")
-    parser.add_argument("--boots", type=int, default=40, help="bootstrap replicates per stage (default 40)")
+    parser.add_argument("--boots", type=int, default=40, help="posterior draws per stage: the intervals and gdro predict's worlds (default 40)")
     parser.add_argument("--pilot", type=int, default=64, help="settings tried before the local fit (default 64)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("gdro-runs") / "calibration", help="output folder")

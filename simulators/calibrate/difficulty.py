@@ -228,7 +228,7 @@ def rarity_hardness_corr(sizes_K: np.ndarray, ranks_K: np.ndarray) -> float:
 
 def simulate_counts(values: dict[str, float], ranks_K: np.ndarray, group_P: np.ndarray, samples_P: np.ndarray,
                     rng: np.random.Generator) -> np.ndarray:
-    """Successes per prompt drawn from the model (the parametric bootstrap's data)."""
+    """Successes per prompt drawn from the model (synthetic data of a known world)."""
     e = rng.pareto(values["prompt_difficulty_tail"], group_P.size)
     d = group_offsets(values, ranks_K)[group_P] + values["prompt_difficulty_scale"] * e
     draw = rng.random(group_P.size)
@@ -238,7 +238,7 @@ def simulate_counts(values: dict[str, float], ranks_K: np.ndarray, group_P: np.n
 
 @dataclass
 class DifficultyFit:
-    """Stage-1 result: estimates (world fields), bootstrap replicates, and what the report plots."""
+    """Stage-1 result: estimates (world fields), posterior draws, and what the report plots."""
 
     values: dict[str, float]
     draws: dict[str, np.ndarray]

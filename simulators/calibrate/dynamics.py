@@ -19,9 +19,9 @@ sigma_b^2 and sigma_e^2 are the variance of one real run around its expectation 
 sampled curves over simulation seeds: batch order, rollouts, the world instance), the simulation
 mean's own error, and the eval's measurement error (its bootstrap bounds). The seeds are common
 to every candidate theta (common random numbers), so the discrepancy is a smooth function of theta
-and a Levenberg-Marquardt fit with forward-difference Jacobians works. Intervals: parametric
-bootstrap (synthetic sweeps simulated from the fit with new seeds, each refitted), with the
-residual misfit added as extra noise when the reduced chi^2 exceeds 1 (quasi-likelihood scaling).
+and a Levenberg-Marquardt fit with forward-difference Jacobians works. Intervals: posterior draws
+from a Gaussian synthetic likelihood whose covariance comes from sweeps simulated at the fit with new
+seeds (:func:`posterior`, ``simulators.calibrate.posterior``).
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def pilot_starts(count: int, rng: np.random.Generator) -> np.ndarray:
 
 @dataclass
 class DynamicsFit:
-    """Stage-2 result: estimates, bootstrap replicates, fit quality and the fitted curves."""
+    """Stage-2 result: estimates, posterior draws, fit quality and the fitted curves."""
 
     values: dict[str, float]
     draws: dict[str, np.ndarray]
@@ -234,7 +234,7 @@ def _fit_one(design: Design, obs: Observation, pooled: bool, pilot: int, rng: np
 def realisations(design: Design, x: np.ndarray, offsets: np.ndarray, obs: Observation, pooled: bool,
                  seeds: tuple[int, ...], rng: np.random.Generator) -> list[Observation]:
     """Sweeps simulated at ``x`` with new seeds: the sampled batch success and the held-out accuracy plus the
-    eval's measurement noise, at the observed cells (the parametric bootstrap's synthetic data)."""
+    eval's measurement noise, at the observed cells (what Sigma of the synthetic likelihood is estimated from)."""
     sim = simulate(design, x[None], pooled, seeds=seeds)
     h0, level = offsets[:-1], offsets[-1]
     se = np.nan_to_num(obs.heldout_se_LEK)

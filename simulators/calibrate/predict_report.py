@@ -30,8 +30,8 @@ def screen(summary: dict[str, Any], settings: Settings, cal: Calibrated, seconds
              f"  {'method':<32} {'vs GRPO (same lr)':>18} {'vs tuned GRPO':>16} {'SE-proxy cut %':>15}  most sensitive to"]
     for label, row in summary["methods"].items():
         se = row["se_reduction_pct"]
-        se_text = f"{se[0]:.1f} ± {se[1]:.1f}" if math.isfinite(se[0]) and label not in LABELS or "rollout" in label \
-            or label == "joint" else "-"
+        shown = label in ("rollout_gdro", "joint") and math.isfinite(se[0])  # the allocators' own diagnostic
+        se_text = (f"{se[0]:.1f} ± {se[1]:.1f}" if math.isfinite(se[1]) else f"{se[0]:.1f}") if shown else "-"
         sens = row["sensitive_to"]
         sens_text = f"{sens['parameter']} (rho {sens['spearman']:+.2f})" if sens["parameter"] else "-"
         lines.append(f"  {LABELS[label]:<32} {_pp(row[metric]['vs_grpo']):>18} {_pp(row[metric]['vs_tuned']):>16} "

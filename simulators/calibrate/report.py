@@ -117,9 +117,9 @@ def write_report(record: dict[str, Any], out: Path, command: str) -> Path:
              f"{plan['steps']} steps, n̄ = {plan['n_bar']} ({plan['n_min']}..{plan['n_max']}), reference lr "
              f"{plan['lr']:g}, optimizer {plan['optimizer']}.", "",
              "The fitted world is `world.toml` (`gdro simulate --config world.toml`); `gdro predict world.toml` runs the "
-             "methods in it, drawing its parameters from the intervals below. Intervals: 95%, parametric bootstrap "
-             "(stage 1: refits of simulated pass-rate tables; stage 2: linearised, one Gauss-Newton step per "
-             "simulated sweep). docs/calibration.md says how well these intervals cover the truth on known worlds.", "",
+             "methods in it, drawing its parameters from the intervals below. Intervals: 95%, posterior draws under a "
+             "flat prior (stage 1: the exact pass-count likelihood; stage 2: a Gaussian synthetic likelihood of the "
+             "learning curves). docs/calibration.md says how well they cover the truth on known worlds.", "",
              "## Parameters", "",
              markdown_table(["parameter", "meaning", "estimate", "95% interval", "identified by these data?"],
                             parameter_rows(record)), ""]
