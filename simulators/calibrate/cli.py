@@ -66,6 +66,9 @@ def _plan(args: argparse.Namespace, data: SuccessCounts, sweep: Sweep | None) ->
             raise ConfigError(f"{name} {value}: must be > 0")
     if batch > pool:
         raise ConfigError(f"--batch {batch} is larger than the pool ({pool} prompts): give --pool-size")
+    if pool < 4 * data.num_groups:
+        raise ConfigError(f"the sample has {data.num_groups} groups but the pool only {pool} prompts: the world needs "
+                          f"at least 4 per group (give --pool-size {4 * data.num_groups} or more)")
     return Plan(pool_size=pool, batch=batch, steps=steps, n_bar=n, n_min=min(2, n), n_max=max(12, n), lr=lr,
                 optimizer=args.optimizer)
 

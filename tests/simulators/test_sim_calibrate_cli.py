@@ -71,3 +71,25 @@ def test_bad_predict_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     assert err.startswith("gdro predict: error:") and len(err.splitlines()) == 1
     assert predict_main([str(tmp_path / "missing.toml")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_lm_comparison_end_to_end(calibrated: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """lmcompare reads a study summary.json (here a made-up 2-seed one), predicts at its design, writes the report."""
+    import json
+
+    from simulators.calibrate import lmcompare
+
+    final = {m: {"pass@1": [0.30 + d, 0.31 + d], "pass@8": [0.50, 0.49 + d]} for m, d in
+             (("grpo", 0.0), ("grpo_matched", 0.01), ("prompt_gdro", 0.02), ("rollout_gdro", -0.01), ("joint", 0.0))}
+    summary = {"final": final, "initial": {"pass@1": [0.25, 0.26], "pass@8": [0.5, 0.5]},
+               "config": {"steps": 8, "prompts_per_step": 32, "n_bar": 4, "n_min": 2, "n_max": 12, "lr": 1.0}}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    code = lmcompare.main(["--calibration", str(calibrated), "--study", str(tmp_path / "summary.json"), "--out",
+                           str(tmp_path / "out"), "--draws", "2", "--seeds", "1", "--workers", "1",
+                           "--work", str(tmp_path / "work")])
+    assert code == 0
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "Prompt-GDRO − GRPO" in report and "GRPO − warm start" in report and "Prediction error" in report
+    rows = json.loads((tmp_path / "out" / "comparison.json").read_text())["rows"]
+    prompt = next(r for r in rows if r["comparison"] == "Prompt-GDRO − GRPO" and r["metric"] == "pass@1")
+    assert prompt["measured"][0] == pytest.approx(0.02)
