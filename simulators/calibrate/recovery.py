@@ -151,6 +151,22 @@ def recover(name: str, seed: int, *, num_prompts: int = 1600, num_groups: int = 
     return rows
 
 
+def recover_difficulty(name: str, seed: int, *, num_prompts: int = 1600, num_groups: int = 5, k: int = 8,
+                       boots: int = 40) -> list[dict[str, Any]]:
+    """Stage 1 alone (cheap, so many more replicates): a row per difficulty parameter."""
+    truth = truth_world(name, num_prompts, num_groups, seed)
+    from simulators.world import make_world
+
+    world = make_world(truth, np.random.default_rng([seed, 5]))
+    c = np.random.default_rng([seed, 11]).binomial(k, expit(-world.difficulty_P))
+    sample = SuccessCounts(tuple(f"g{g}" for g in range(num_groups)), world.group_P, c, np.full(c.size, k))
+    fit = stage1.fit_difficulty(sample, boots=boots, seed=seed)
+    return [{"world": name, "seed": seed, "stage": "difficulty", "parameter": param, "truth": float(getattr(truth, param)),
+             "estimate": float(fit.values[param]), "lo": fit.interval(param)[0], "hi": fit.interval(param)[1],
+             "covered": bool(fit.interval(param)[0] <= getattr(truth, param) <= fit.interval(param)[1]),
+             "identification": ""} for param in stage1.PARAMS]
+
+
 def coverage_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per parameter over worlds and seeds: coverage (with its binomial 95% interval), median relative error."""
     from scipy.stats import binomtest
@@ -185,6 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=6, help="seeds per known world (default 6)")
     parser.add_argument("--worlds", default=",".join(WORLDS))
     parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + reps - 1")
+    parser.add_argument("--stage1-only", action="store_true", help="only the difficulty fit (many replicates cheaply)")
     parser.add_argument("--summarize-only", action="store_true", help="no fits: summarize OUT/rows.json")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -194,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = json.loads((args.out / "rows.json").read_text())
     for name in [] if args.summarize_only else args.worlds.split(","):  # more seeds append to OUT/rows.json
         for seed in range(args.first_seed, args.first_seed + args.reps):
-            rows += recover(name, seed)
+            rows += recover_difficulty(name, seed) if args.stage1_only else recover(name, seed)
             print(f"recovery: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
             (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
     table = coverage_table(rows)
