@@ -15,7 +15,7 @@ cousin) with a never-solved and an always-solved mass. E is integrated by the mi
 NODES equal-probability cells of the Lomax. The likelihood depends on the data only through the
 table N[g, n, c] of prompt counts, so a fit takes milliseconds and the intervals come from a
 posterior draws under a flat prior on the
-fitting coordinates (random-walk Metropolis; percentile intervals; the recovery study in
+fitting coordinates (differential-evolution Markov chains; percentile intervals; the recovery study in
 docs/calibration.md measures their coverage).
 
 Group ranks are taken from the data (groups ordered by mean success, the hardest last): the world
@@ -261,7 +261,7 @@ class DifficultyFit:
 def posterior_draws(ranks_K: np.ndarray, table: dict[int, np.ndarray], values: dict[str, float], count: int,
                     rng: np.random.Generator) -> np.ndarray:
     """Draws (count, free) from the likelihood under a flat prior on the fitting coordinates within the box
-    (``simulators.calibrate.posterior.metropolis``, 16 chains started at the MLE). Where the likelihood has a
+    (``simulators.calibrate.posterior.metropolis``, 24 chains started around the MLE). Where the likelihood has a
     ridge (a heavy tail and a never-solved mass both make prompts that are never solved), the chains walk
     along it; a percentile bootstrap of the MLE stays near the estimate and under-covers."""
     from simulators.calibrate.posterior import metropolis
@@ -272,7 +272,8 @@ def posterior_draws(ranks_K: np.ndarray, table: dict[int, np.ndarray], values: d
     def log_post(x: np.ndarray) -> np.ndarray:
         return -negative_loglik(_to_values(x, free, fixed), ranks_K, table)
 
-    return metropolis(log_post, _to_vector(values, free), np.diag((0.02 * (hi - lo)) ** 2), lo, hi, rng, count)
+    return metropolis(log_post, _to_vector(values, free), np.diag((0.05 * (hi - lo)) ** 2), lo, hi, rng, count,
+                      chains=24, burn=400, keep=200)
 
 
 def fit_difficulty(data: SuccessCounts, boots: int = 100, seed: int = 0) -> DifficultyFit:

@@ -304,8 +304,7 @@ def posterior(design: Design, x: np.ndarray, starts: np.ndarray, obs: Observatio
     def log_post(xs: np.ndarray) -> np.ndarray:
         return -0.5 * np.sum(whitened(xs, np.zeros(len(xs), np.int64)) ** 2, axis=1)
 
-    samples = metropolis(log_post, modes[order], cov0, lo, hi, rng, count=draws, chains=24, rounds=4, per_round=20,
-                         keep=80)
+    samples = metropolis(log_post, modes[order], cov0, lo, hi, rng, count=draws, chains=24, burn=100, keep=80)
     return modes[order[0]], samples, scale
 
 

@@ -1,4 +1,4 @@
-"""Posterior draws for the calibration's intervals: adaptive random-walk Metropolis, many chains at once.
+"""Posterior draws for the calibration's intervals: differential-evolution Markov chains, all advanced at once.
 
 Both stages draw their parameters this way (a flat prior on the fitting coordinates inside the box):
 stage 1 on the exact pass-count likelihood, stage 2 on a Gaussian synthetic likelihood (Wood 2010)
@@ -25,35 +25,38 @@ SHRINKAGE = 0.5
 
 
 def metropolis(log_post: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, cov0: np.ndarray, lo: np.ndarray,
-               hi: np.ndarray, rng: np.random.Generator, count: int, chains: int = 16, rounds: int = 4,
-               per_round: int = 60, keep: int = 240) -> np.ndarray:
+               hi: np.ndarray, rng: np.random.Generator, count: int, chains: int = 24, burn: int = 240,
+               keep: int = 240) -> np.ndarray:
     """``count`` draws (count, p) from exp(log_post) restricted to the box [lo, hi].
 
-    ``chains`` chains start at the rows of ``x0`` (p,) or (Q, p) in turn, jittered by ``cov0``; the proposal is Gaussian with covariance
-    ``cov0``, replaced after each of ``rounds`` burn-in rounds of ``per_round`` steps by
-    2.38^2/p times the chains' spread in that round (Haario et al. 2001); then ``keep`` steps are kept
-    and thinned evenly to ``count`` draws. Proposals outside the box are rejected (flat prior on the box).
+    Differential-evolution Markov chains (ter Braak 2006): ``chains`` chains start at the rows of ``x0``
+    ((p,) or (Q, p), in turn) spread by N(0, ``cov0``); chain i proposes x_i + gamma (x_a - x_b) + e
+    with two other chains a, b, gamma = 2.38 / sqrt(2 p) (1 on every tenth step, so chains can jump
+    between modes), e ~ N(0, (1e-4 range)^2). The population's own spread sets the proposal's scale and
+    orientation, which adapts to a ridge and to several optima without estimating a covariance across
+    them. After ``burn`` steps, ``keep`` steps are kept and thinned evenly to ``count`` draws. Proposals
+    outside the box are rejected (a flat prior on the box).
     """
-    p = np.atleast_2d(x0).shape[1]
-    floor = 1e-10 * np.diag((hi - lo) ** 2)
-    cov = cov0 + floor
-    starts = np.atleast_2d(x0)[np.arange(chains) % np.atleast_2d(x0).shape[0]]
-    x = np.clip(starts + 0.3 * rng.standard_normal((chains, p)) @ np.linalg.cholesky(cov).T, lo, hi)
+    start = np.atleast_2d(x0)
+    p = start.shape[1]
+    width = hi - lo
+    spread = np.linalg.cholesky(cov0 + 1e-10 * np.diag(width**2))
+    x = np.clip(start[np.arange(chains) % start.shape[0]] + rng.standard_normal((chains, p)) @ spread.T, lo, hi)
     lp = log_post(x)
-    history: list[np.ndarray] = []
-    for step in range(rounds * per_round + keep):
-        if step and step % per_round == 0 and step <= rounds * per_round:
-            spread = np.cov(np.concatenate(history[-per_round:]).T)
-            cov = (2.38**2 / p) * spread + floor
-        proposal = x + rng.standard_normal((chains, p)) @ np.linalg.cholesky(cov).T
+    kept: list[np.ndarray] = []
+    for step in range(burn + keep):
+        gamma = 1.0 if step % 10 == 9 else 2.38 / np.sqrt(2 * p)
+        others = np.array([rng.choice(np.delete(np.arange(chains), i), 2, replace=False) for i in range(chains)])
+        proposal = x + gamma * (x[others[:, 0]] - x[others[:, 1]]) + 1e-4 * width * rng.standard_normal((chains, p))
         inside = np.all((proposal >= lo) & (proposal <= hi), axis=1)
         lp_new = np.full(chains, -np.inf)
         if inside.any():
             lp_new[inside] = log_post(proposal[inside])
         accept = np.log(rng.random(chains)) < lp_new - lp
         x[accept], lp[accept] = proposal[accept], lp_new[accept]
-        history.append(x.copy())
-    pool = np.concatenate(history[rounds * per_round:])
+        if step >= burn:
+            kept.append(x.copy())
+    pool = np.concatenate(kept)
     return pool[np.linspace(0, pool.shape[0] - 1, count).astype(int)]
 
 
