@@ -32,18 +32,22 @@ from simulators.reporting import markdown_table, mean_ci, write_json
 
 PAIRS = (("test/accuracy", "pass@1"), ("test/pass@8", "pass@8"))
 #: The study's run labels -> the prediction's (step-matched GRPO under the study's own definition).
-STUDY_METHODS = {"grpo_matched": "grpo_matched_c1", "grpo_matched_c1": "grpo_matched_c1",
-                 "grpo_matched_c2": "grpo_matched_c2", "prompt_gdro": "prompt_gdro", "rollout_gdro": "rollout_gdro",
+STUDY_METHODS = {"grpo_matched": "grpo_matched_c1", "grpo_matched_first": "grpo_matched_c1",
+                 "grpo_matched_second": "grpo_matched_c2", "prompt_gdro": "prompt_gdro", "rollout_gdro": "rollout_gdro",
                  "joint": "joint"}
 
 
-def measured(summary: dict[str, Any]) -> dict[str, dict[str, tuple[float, float]]]:
-    """Paired (by seed) gains over GRPO per study method and metric, and GRPO's gain over the warm start."""
+def measured(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Paired (by seed) gains over GRPO (and over tuned GRPO when the study tuned it) per study method and metric,
+    and GRPO's gain over the warm start."""
     final = summary["final"]
-    out: dict[str, dict[str, tuple[float, float]]] = {}
+    tuned = (summary.get("tuned_grpo") or {}).get("final", {})
+    out: dict[str, dict[str, Any]] = {}
     for method, predicted_label in STUDY_METHODS.items():
         if method in final:
             out[predicted_label] = {m: _ci(np.array(final[method][m]) - np.array(final["grpo"][m])) for _, m in PAIRS}
+            out[predicted_label]["vs_tuned"] = {m: _ci(np.array(final[method][m]) - np.array(tuned[m]))
+                                                for _, m in PAIRS if m in tuned}
     start = summary.get("initial", {})
     out["grpo_vs_start"] = {m: _ci(np.array(final["grpo"][m]) - np.array(start[m])) for _, m in PAIRS if m in start}
     return out
@@ -64,19 +68,24 @@ def study_settings(summary: dict[str, Any], draws: int, seeds: int, workers: int
 
 
 def comparison_rows(predicted: dict[str, Any], observed: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per (method, metric): predicted and measured gain (pp) with intervals, the error and its interval."""
+    """One row per (comparison, metric): predicted and measured gain with intervals, the error and its interval."""
     rows = []
-    labels = {"grpo_vs_start": "GRPO − warm start", **{k: f"{predict.LABELS[k]} − GRPO" for k in predict.LABELS}}
-    for label in ["grpo_vs_start", *[k for k in predict.LABELS if k in observed]]:
+    cases: list[tuple[str, str, str]] = [("grpo_vs_start", "", "GRPO − warm start")]
+    cases += [(k, "vs_grpo", f"{predict.LABELS[k]} − GRPO") for k in predict.LABELS if k in observed]
+    cases += [(k, "vs_tuned", f"{predict.LABELS[k]} − tuned GRPO") for k in predict.LABELS
+              if k in observed and observed[k].get("vs_tuned")]
+    for label, baseline, name in cases:
         for world_metric, study_metric in PAIRS:
             if label == "grpo_vs_start":
                 pred = predicted["grpo_vs_start"].get(world_metric, (math.nan, math.nan))
+                meas = observed[label].get(study_metric, (math.nan, math.nan))
             else:
-                pred = predicted["methods"][label][world_metric]["vs_grpo"]
-            meas = observed[label].get(study_metric, (math.nan, math.nan))
+                pred = predicted["methods"][label][world_metric][baseline]
+                source = observed[label]["vs_tuned"] if baseline == "vs_tuned" else observed[label]
+                meas = source.get(study_metric, (math.nan, math.nan))
             error = meas[0] - pred[0]
             half = math.sqrt(np.nan_to_num(pred[1]) ** 2 + np.nan_to_num(meas[1]) ** 2)
-            rows.append({"comparison": labels[label], "metric": study_metric, "predicted": pred, "measured": meas,
+            rows.append({"comparison": name, "metric": study_metric, "predicted": pred, "measured": meas,
                          "error": (error, half), "consistent": bool(abs(error) <= half)})
     return rows
 

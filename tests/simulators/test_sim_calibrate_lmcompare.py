@@ -12,9 +12,10 @@ from simulators.calibrate.lmcompare import comparison_rows, measured
 
 SUMMARY = {
     "final": {"grpo": {"pass@1": [0.30, 0.32, 0.31], "pass@8": [0.50, 0.48, 0.49]},
-              "grpo_matched": {"pass@1": [0.31, 0.32, 0.33], "pass@8": [0.49, 0.47, 0.47]},
+              "grpo_matched_first": {"pass@1": [0.31, 0.32, 0.33], "pass@8": [0.49, 0.47, 0.47]},
               "prompt_gdro": {"pass@1": [0.31, 0.33, 0.31], "pass@8": [0.51, 0.49, 0.50]}},
     "initial": {"pass@1": [0.25, 0.26, 0.25], "pass@8": [0.52, 0.51, 0.53]},
+    "tuned_grpo": {"final": {"pass@1": [0.32, 0.33, 0.31], "pass@8": [0.49, 0.48, 0.50]}},
 }
 
 
@@ -28,13 +29,16 @@ def test_measured_gains_are_paired_by_seed() -> None:
     assert out["prompt_gdro"]["pass@1"] == pytest.approx(hand_ci([0.01, 0.01, 0.0]))
     assert out["grpo_matched_c1"]["pass@8"] == pytest.approx(hand_ci([-0.01, -0.01, -0.02]))
     assert out["grpo_vs_start"]["pass@1"] == pytest.approx(hand_ci([0.05, 0.06, 0.06]))
+    assert out["prompt_gdro"]["vs_tuned"]["pass@1"] == pytest.approx(hand_ci([-0.01, 0.0, 0.0]))
     assert "rollout_gdro" not in out
 
 
 def test_rows_compare_and_flag_inconsistent_predictions() -> None:
     predicted = {"grpo_vs_start": {"test/accuracy": (0.055, 0.01), "test/pass@8": (0.10, 0.01)},
-                 "methods": {"grpo_matched_c1": {m: {"vs_grpo": (0.0, 0.0)} for m in ("test/accuracy", "test/pass@8")},
-                             "prompt_gdro": {m: {"vs_grpo": (0.006, 0.004)} for m in ("test/accuracy", "test/pass@8")}}}
+                 "methods": {"grpo_matched_c1": {m: {"vs_grpo": (0.0, 0.0), "vs_tuned": (0.0, 0.0)}
+                                                 for m in ("test/accuracy", "test/pass@8")},
+                             "prompt_gdro": {m: {"vs_grpo": (0.006, 0.004), "vs_tuned": (-0.01, 0.004)}
+                                             for m in ("test/accuracy", "test/pass@8")}}}
     rows = {(r["comparison"], r["metric"]): r for r in comparison_rows(predicted, measured(SUMMARY))}
     start = rows[("GRPO − warm start", "pass@1")]
     meas = hand_ci([0.05, 0.06, 0.06])
@@ -43,3 +47,5 @@ def test_rows_compare_and_flag_inconsistent_predictions() -> None:
     assert start["consistent"]
     assert not rows[("GRPO − warm start", "pass@8")]["consistent"]  # measured -2 pp, predicted +10 pp
     assert ("Prompt-GDRO − GRPO", "pass@1") in rows and ("step-matched GRPO (c1 = E[m]) − GRPO", "pass@8") in rows
+    tuned = rows[("Prompt-GDRO − tuned GRPO", "pass@1")]
+    assert tuned["predicted"] == (-0.01, 0.004) and tuned["measured"][0] == pytest.approx(-1 / 300)
