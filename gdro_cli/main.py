@@ -10,6 +10,8 @@ Subcommands:
   gdro sweep [...]              grid x seeds sweep of simulator knobs (simulators/)
   gdro study lm [--quick]       learning study on CPU: GRPO vs GDRO on a small Qwen3 (real_runs/lmstudy/)
   gdro arena [--update-reports] the allocation arena: simulator worlds + CPU LM study -> reports/arena
+  gdro calibrate --samples ...  fit the simulator world to a real model's pass rates and lr sweep (simulators/calibrate/)
+  gdro predict WORLD.toml       each method's predicted gain in a calibrated world (simulators/calibrate/)
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ COMMANDS = {
     "export": ("real_runs.export", "main", "a run's checkpoint as a Hugging Face folder (eval, vLLM)"),
     "study": ("real_runs.lmstudy.cli", "main", "learning study on CPU: GRPO vs GDRO on a small Qwen3"),
     "arena": ("gdro_cli.arena", "main", "allocation arena: Knapsack-RL, VIP, DAPO, GRESO, per-prompt GDRO vs GRPO"),
+    "calibrate": ("simulators.calibrate.cli", "calibrate_main", "fit the simulator world to a real model (eval + lr sweep)"),
+    "predict": ("simulators.calibrate.cli", "predict_main", "each method's predicted gain in a calibrated world"),
 }
 
 
@@ -50,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        extra = {"simulate": "sim", "sweep": "sim", "app": "app", "report": "sim"}.get(name, "train")
+        extra = {"simulate": "sim", "sweep": "sim", "app": "app", "report": "sim", "calibrate": "sim",
+                 "predict": "sim"}.get(name, "train")
         print(f"gdro {name}: missing dependency ({err.name}): install with pip install -e '.[{extra}]'",
               file=sys.stderr)
         return 2

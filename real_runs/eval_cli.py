@@ -168,7 +168,8 @@ def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any,
                        ) -> tuple[np.ndarray, dict[str, float], list[dict[str, Any]]]:
     """Generate n samples per problem in chunks and score them; returns (successes_R, stats, samples).
 
-    ``samples`` (id, sample index, success, text per response) is filled only with ``keep_samples``.
+    ``samples`` (id, sample index, success, text, group label and source per response) is filled only with
+    ``keep_samples`` (``gdro calibrate`` reads the group labels).
     """
     successes: list[np.ndarray] = []
     stats = {"tokens": 0.0, "truncated": 0.0, "reward/timeouts": 0.0, "reward/errors": 0.0}
@@ -195,7 +196,8 @@ def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any,
         stats["tokens"] += float(rollouts.lengths_R.sum())
         stats["truncated"] += float(sum(r == "length" for r in rollouts.finish_reasons))
         if keep_samples:
-            samples += [{"id": p.id, "sample": r % n, "success": bool(s), "text": t}
+            samples += [{"id": p.id, "sample": r % n, "success": bool(s), "text": t, "group": p.group,
+                         "source": p.source}
                         for r, (p, s, t) in enumerate(zip(owners, success_R, rollouts.texts))]
         log(f"gdro eval: {min(start + batch_prompts, len(problems))}/{len(problems)} prompts")
     return np.concatenate(successes), stats, samples

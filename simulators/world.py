@@ -98,6 +98,15 @@ class WorldConfig:
     """'population' (paper Eq. 3) or 'bessel' (verl's torch.std) in the GRPO advantages."""
     normalize_std: bool = True
     """Divide advantages by the group std (GRPO); False gives Dr.GRPO's r - mean."""
+    always_solved_frac: float = 0.0
+    """Fraction of prompts (train and held-out) made practically always solved (difficulty - 12);
+    with ``unsolvable_frac`` the never- and always-solved masses of a calibrated world."""
+    group_shares: tuple[float, ...] = ()
+    """Relative sizes of the K groups, in group order (a calibrated world: the data's label shares);
+    empty = drawn from ``group_sizes`` / ``size_exponent``."""
+    group_hardness_rank: tuple[int, ...] = ()
+    """Hardness rank of each group (0 = easiest; a permutation of 0..K-1): group k gets the rank's
+    stratified Lomax hardness; empty = ranks drawn with ``size_difficulty_corr``."""
 
     def __post_init__(self) -> None:
         owner = "WorldConfig"
@@ -122,19 +131,37 @@ class WorldConfig:
         require_range(owner, "heldout_frac", self.heldout_frac, 0.0, 1.0)
         require_choice(owner, "heldout_split", self.heldout_split, ("groups", "prompts"))
         require_range(owner, "unsolvable_frac", self.unsolvable_frac, 0.0, 0.99)
+        require_range(owner, "always_solved_frac", self.always_solved_frac, 0.0, 0.99 - self.unsolvable_frac)
         require_range(owner, "lr_prompt", self.lr_prompt, 0.0, 100.0)
         require_range(owner, "score_noise", self.score_noise, 0.0, 100.0)
         require_choice(owner, "aggregation", self.aggregation, ("prompt", "rollout"))
         require_choice(owner, "advantage_std", self.advantage_std, ("population", "bessel"))
+        self._check_groups()
+
+    def _check_groups(self) -> None:
+        """The explicit group shares and hardness ranks (lists from TOML/JSON become tuples)."""
+        owner, K = "WorldConfig", self.num_groups
+        for name in ("group_shares", "group_hardness_rank"):
+            value = getattr(self, name)
+            require(isinstance(value, (list, tuple)) and len(value) in (0, K), owner, name, value,
+                    f"a list of num_groups={K} numbers, or empty")
+            object.__setattr__(self, name, tuple(value))
+        require(all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf")
+                    for v in self.group_shares), owner, "group_shares", self.group_shares, "positive numbers")
+        require(not self.group_hardness_rank or sorted(self.group_hardness_rank) == list(range(K)), owner,
+                "group_hardness_rank", self.group_hardness_rank, f"a permutation of 0..{K - 1}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def group_sizes(config: WorldConfig, rng: np.random.Generator) -> np.ndarray:
-    """Sizes of the K groups, heavy-tailed, each >= 1, summing exactly to P (largest first for zipf)."""
+    """Sizes of the K groups, heavy-tailed, each >= 1, summing exactly to P (largest first for zipf;
+    in the given order for explicit ``group_shares``)."""
     K, P = config.num_groups, config.num_prompts
-    if config.group_sizes == "zipf":
+    if config.group_shares:
+        raw = np.asarray(config.group_shares, float)
+    elif config.group_sizes == "zipf":
         raw = (np.arange(K) + 1.0) ** (-config.size_exponent)
     else:
         raw = np.sort(rng.pareto(max(config.size_exponent, 1e-3), K) + 1.0)[::-1]
@@ -151,7 +178,7 @@ def lomax(rng: np.random.Generator, tail: float, size: int) -> np.ndarray:
     return rng.pareto(tail, size)
 
 
-def lomax_quantile(u: np.ndarray, tail: float) -> np.ndarray:
+def lomax_quantile(u: np.ndarray, tail: float | np.ndarray) -> np.ndarray:
     """Inverse CDF of Lomax(tail): (1 - u)^(-1/tail) - 1."""
     return (1.0 - np.asarray(u, float)) ** (-1.0 / tail) - 1.0
 
@@ -173,11 +200,13 @@ class WorldInstance:
 
 
 def _difficulty(config: WorldConfig, rng: np.random.Generator, hardness_G: np.ndarray) -> np.ndarray:
-    """d = d0 + c_g H_g + c_p E, E ~ Lomax(alpha_p); unsolvable_frac of them get + 12."""
+    """d = d0 + c_g H_g + c_p E, E ~ Lomax(alpha_p); unsolvable_frac of them get + 12, always_solved_frac
+    of them - 12 (one uniform draw per prompt decides both, so the two masses never overlap)."""
     d = (config.difficulty_offset + config.group_difficulty_scale * hardness_G
          + config.prompt_difficulty_scale * lomax(rng, config.prompt_difficulty_tail, hardness_G.size))
-    if config.unsolvable_frac > 0:
-        d = d + 12.0 * (rng.random(hardness_G.size) < config.unsolvable_frac)
+    if config.unsolvable_frac > 0 or config.always_solved_frac > 0:
+        draw = rng.random(hardness_G.size)
+        d = d + 12.0 * (draw < config.unsolvable_frac) - 12.0 * (draw >= 1.0 - config.always_solved_frac)
     return d
 
 
@@ -195,6 +224,8 @@ def make_world(config: WorldConfig, rng: np.random.Generator) -> WorldInstance:
     key = rho * rarity_z + np.sqrt(max(1.0 - rho**2, 0.0)) * rng.standard_normal(K)
     hardness_K = np.empty(K)
     hardness_K[np.argsort(key, kind="stable")] = hardness
+    if config.group_hardness_rank:
+        hardness_K = hardness[np.asarray(config.group_hardness_rank, np.int64)]
     group_P = rng.permutation(np.repeat(np.arange(K), sizes))
     difficulty = _difficulty(config, rng, hardness_K[group_P])
     world = WorldInstance(group_P=group_P, difficulty_P=difficulty, group_hardness_K=hardness_K, sizes_K=sizes)

@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report", type=Path, default=None, help="report folder (default OUT/report)")
     parser.add_argument("--report-only", action="store_true",
                         help="no training: report the seeds of OUT whose runs all finished")
+    parser.add_argument("--calibration-data", type=Path, metavar="OUT",
+                        help="no study: write what `gdro calibrate` reads into OUT (the warm start sampled on the "
+                             "training pool, and a short GRPO learning-rate sweep); docs/calibration.md")
     return parser
 
 
@@ -64,6 +67,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = dataclasses.replace(cfg, **changes)
     if args.slip_rate is not None:
         cfg = dataclasses.replace(cfg, warm=dataclasses.replace(cfg.warm, slip_rate=args.slip_rate))
+    if args.calibration_data is not None:
+        from real_runs.lmstudy.calibration_data import calibration_data
+
+        calibration_data(cfg, args.calibration_data, steps=args.steps or (6 if args.quick else 60))
+        return 0
     out = args.out or Path("runs") / ("lm-study" if name == "default" else f"lm-study-{name}")
     report_dir = args.report or out / "report"
     try:

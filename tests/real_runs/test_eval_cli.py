@@ -100,6 +100,8 @@ def test_metrics_through_a_fake_engine(fake_engine, tmp_path: Path, capsys) -> N
     assert len(calls) == 8 and len({c.seed for c in calls}) == 8
     samples = (out / "eval_samples_step0.jsonl").read_text().splitlines()
     assert len(samples) == 36 * N
+    first = json.loads(samples[0])  # gdro calibrate reads each prompt's group label and source
+    assert {"group", "source"} <= set(first) and first["source"] in ("math500", "aime24", "gpqa")
     table = capsys.readouterr().out
     assert "math500" in table and "worst group:" in table and "worst benchmark:" in table
 

@@ -1,0 +1,71 @@
+"""Posterior draws for the calibration's intervals: differential-evolution Markov chains, all advanced at once.
+
+Both stages draw their parameters this way (a flat prior on the fitting coordinates inside the box):
+stage 1 on the exact pass-count likelihood, stage 2 on a Gaussian synthetic likelihood (Wood 2010)
+of the learning curves,
+
+    log L(theta) = -1/2 r(theta)' Sigma^-1 r(theta),
+
+r the whitened residuals of the real sweep, Sigma their covariance over sweeps simulated at the
+estimate with new seeds (a run's curve drifts as a whole: its errors are correlated over steps and
+learning rates, which an independent-residual likelihood would ignore), shrunk half-way to its
+diagonal (40 sweeps do not pin a full covariance of ~100 residuals) and scaled by the misfit
+max(1, r'Sigma^-1 r / dof). The chains advance together, so each step costs one batched
+likelihood call (one simulation of all chains' settings in stage 2).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+SHRINKAGE = 0.5
+"""Weight of the diagonal in the shrunk covariance of the simulated residuals."""
+
+
+def metropolis(log_post: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, cov0: np.ndarray, lo: np.ndarray,
+               hi: np.ndarray, rng: np.random.Generator, count: int, chains: int = 24, burn: int = 240,
+               keep: int = 240) -> np.ndarray:
+    """``count`` draws (count, p) from exp(log_post) restricted to the box [lo, hi].
+
+    Differential-evolution Markov chains (ter Braak 2006): ``chains`` chains start at the rows of ``x0``
+    ((p,) or (Q, p), in turn) spread by N(0, ``cov0``); chain i proposes x_i + gamma (x_a - x_b) + e
+    with two other chains a, b, gamma = 2.38 / sqrt(2 p) (1 on every tenth step, so chains can jump
+    between modes), e ~ N(0, (1e-4 range)^2). The population's own spread sets the proposal's scale and
+    orientation, which adapts to a ridge and to several optima without estimating a covariance across
+    them. After ``burn`` steps, ``keep`` steps are kept and thinned evenly to ``count`` draws. Proposals
+    outside the box are rejected (a flat prior on the box).
+    """
+    start = np.atleast_2d(x0)
+    p = start.shape[1]
+    width = hi - lo
+    spread = np.linalg.cholesky(cov0 + 1e-10 * np.diag(width**2))
+    x = np.clip(start[np.arange(chains) % start.shape[0]] + rng.standard_normal((chains, p)) @ spread.T, lo, hi)
+    lp = log_post(x)
+    kept: list[np.ndarray] = []
+    for step in range(burn + keep):
+        gamma = 1.0 if step % 10 == 9 else 2.38 / np.sqrt(2 * p)
+        others = np.array([rng.choice(np.delete(np.arange(chains), i), 2, replace=False) for i in range(chains)])
+        proposal = x + gamma * (x[others[:, 0]] - x[others[:, 1]]) + 1e-4 * width * rng.standard_normal((chains, p))
+        inside = np.all((proposal >= lo) & (proposal <= hi), axis=1)
+        lp_new = np.full(chains, -np.inf)
+        if inside.any():
+            lp_new[inside] = log_post(proposal[inside])
+        accept = np.log(rng.random(chains)) < lp_new - lp
+        x[accept], lp[accept] = proposal[accept], lp_new[accept]
+        if step >= burn:
+            kept.append(x.copy())
+    pool = np.concatenate(kept)
+    return pool[np.linspace(0, pool.shape[0] - 1, count).astype(int)]
+
+
+def shrunk_precision(residuals_BN: np.ndarray, r_data_N: np.ndarray, dof: int) -> tuple[np.ndarray, float]:
+    """(Sigma^-1, misfit scale) of the synthetic likelihood from B simulated residual vectors (see the module)."""
+    centred = residuals_BN - residuals_BN.mean(axis=0)
+    sample = centred.T @ centred / max(residuals_BN.shape[0] - 1, 1)
+    diag = np.diag(np.maximum(np.diag(sample), 1e-6))
+    sigma = (1 - SHRINKAGE) * sample + SHRINKAGE * diag
+    precision = np.linalg.inv(sigma)
+    scale = max(1.0, float(r_data_N @ precision @ r_data_N) / max(dof, 1))
+    return precision / scale, scale

@@ -1,0 +1,347 @@
+"""`gdro predict WORLD.toml`: each method's gain in a calibrated world, with the fit's uncertainty.
+
+For each of ``--draws`` worlds drawn from the calibration's bootstrap (difficulty and dynamics
+draws paired by index; ``fit.json`` next to the world file) and each of ``--seeds`` seeds (paired
+across methods: same world instance and batch order), the simulator runs, at the planned run's
+size (``fit.json``'s plan; ``--steps`` / ``--batch`` / ``--lr`` change it):
+
+- GRPO at the planned lr, and on a sqrt(2)-step lr grid (x0.5 .. x2, extended while a draw's best
+  point sits at an edge, ``gdro_lab.lrgrid``) to find tuned GRPO (best seed-mean val accuracy per
+  draw, reported on the test split);
+- Prompt-GDRO, Rollout-GDRO and joint at the planned lr;
+- step-matched GRPO (``gdro_lab.stepmatch``, the project's one definition): GRPO with every
+  advantage scaled by Prompt-GDRO's mean multiplier (first moment c1 = E[m]) and by its root mean
+  square (second moment c2 = sqrt(E[m^2]), what the world's price of a step grows with), measured
+  per draw on Prompt-GDRO's runs. In the world a constant advantage scale is an lr scale. Under ``--optimizer adam`` (the trainer's AdamW) a
+  constant scale cancels in the update, so step-matched GRPO *is* GRPO and Prompt-GDRO's weights
+  act as mean-1 weights (``prompt_gdro.weight_mode = mean1``): an approximation (Adam normalises
+  by a running average, not per batch), stated in the report.
+
+Per method it prints the predicted gain in held-out accuracy over GRPO at the planned lr and over
+tuned GRPO (mean over draws of the seed-mean gain; 95% interval: mean ± 1.96 sd over draws, which
+holds the parameter uncertainty and the seeds' noise), the SE-proxy reduction (Eq. 33, mean over
+the run) and the parameter the gain is most sensitive to (largest |Spearman correlation| between
+the per-draw gain and the draw's parameter values).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from gdro_lab import ConfigError, RunFormatError
+
+METRICS = (("test/accuracy", "held-out accuracy"), ("test/pass@8", "held-out pass@8"),
+           ("test/worst_group_accuracy", "held-out worst-group accuracy"))
+METHODS = ("prompt_gdro", "rollout_gdro", "joint")
+LABELS = {"grpo_matched_c1": "step-matched GRPO (c1 = E[m])", "grpo_matched_c2": "step-matched GRPO (c2 = rms m)",
+          "prompt_gdro": "Prompt-GDRO", "rollout_gdro": "Rollout-GDRO", "joint": "joint Prompt+Rollout"}
+GRID = tuple(2.0 ** (k / 2) for k in range(-2, 3))
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """A world file and what ``gdro predict`` needs from its fit."""
+
+    overrides: dict[str, dict[str, Any]]
+    fit: dict[str, Any] | None
+    path: Path
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        run = self.overrides.get("run", {})
+        default = {"pool_size": self.overrides["world"].get("num_prompts", 14116), "batch": 64, "steps": 200,
+                   "n_bar": run.get("n_bar", 4), "n_min": run.get("n_min", 2), "n_max": run.get("n_max", 12),
+                   "lr": 1.0, "optimizer": "sgd"}
+        return {**default, **(self.fit or {}).get("plan", {})}
+
+
+def load(path: Path) -> Calibrated:
+    """The world file (checked like ``gdro simulate --config``) and fit.json beside it, if any."""
+    from simulators import knobs
+
+    if path.is_dir():
+        path = path / "world.toml"
+    from simulators.world import WorldConfig
+
+    overrides = knobs.load_toml(path)
+    if "world" not in overrides:
+        raise ConfigError(f"{path}: no [world] table: give the world.toml that gdro calibrate wrote")
+    try:
+        WorldConfig(**overrides["world"])
+    except TypeError as err:
+        raise ConfigError(f"{path}: [world] has a value of the wrong type ({err})") from None
+    fit_path = path.parent / "fit.json"
+    fit = None
+    if fit_path.is_file():
+        try:
+            fit = json.loads(fit_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            raise ConfigError(f"{fit_path} is not valid JSON: re-run gdro calibrate") from None
+    return Calibrated(overrides, fit, path)
+
+
+def world_draws(cal: Calibrated, count: int) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """``count`` world-override dicts drawn from the fit's bootstrap, and the drawn values per parameter."""
+    base = dict(cal.overrides["world"])
+    if cal.fit is None:
+        return [base], {}
+    pools = [cal.fit["difficulty"]["draws"]] + ([cal.fit["dynamics"]["draws"]] if cal.fit.get("dynamics") else [])
+    names = [n for pool in pools for n in pool if n not in ("size_exponent", "size_difficulty_corr")]
+    values: dict[str, list[float]] = {n: [] for n in names}
+    worlds = []
+    for j in range(count):
+        world = dict(base)
+        for pool in pools:
+            for name, draws in pool.items():
+                if name in values:
+                    world[name] = float(draws[j % len(draws)])
+                    values[name].append(world[name])
+        worlds.append(world)
+    return worlds, {k: np.array(v) for k, v in values.items()}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one prediction runs."""
+
+    draws: int
+    seeds: int
+    steps: int
+    batch: int
+    lr_scale: float
+    optimizer: str
+    workers: int
+    out: Path
+    n_bar: int = 4
+    n_min: int = 2
+    n_max: int = 12
+
+
+def sim_config(settings: Settings, world: dict[str, Any], method: str, seed: int, lr_scale: float) -> Any:
+    """One simulated run of the prediction (Adam: Prompt-GDRO's weights renormalised to mean 1 per batch)."""
+    from simulators.config import SimConfig
+    from simulators.methods import get_method
+    from simulators.world import WorldConfig
+
+    values = dict(world)
+    values["always_solved_frac"] = min(values.get("always_solved_frac", 0.0), 0.99 - values.get("unsolvable_frac", 0.0))
+    weighter = {"weight_mode": "mean1"} if settings.optimizer == "adam" and get_method(method).weighter == "gdro" else {}
+    return SimConfig(method=method, seed=seed, steps=settings.steps, batch=settings.batch, n_bar=settings.n_bar,
+                     n_min=settings.n_min, n_max=settings.n_max, eval_every=settings.steps, snapshot_every=-1,
+                     log_every=max(1, settings.steps // 50), lr_scale=round(lr_scale, 6), world=WorldConfig(**values),
+                     weighter=weighter)
+
+
+def _run(jobs: list[tuple[Any, Path, bool]], settings: Settings, description: str) -> list[Any]:
+    from simulators.parallel import run_jobs
+
+    return run_jobs(jobs, workers=settings.workers, progress=None, description=description)
+
+
+def _jobs(settings: Settings, worlds: list[dict[str, Any]], keys: list[tuple[str, int, int, float]]) -> list[Any]:
+    root = settings.out / "runs"
+    return [(sim_config(settings, worlds[j], label.split("@")[0], s, settings.lr_scale * g),
+             root / f"draw{j}" / label.replace("@", "_lr") / f"seed{s}", False) for label, j, s, g in keys]
+
+
+def _grid_values(summaries: dict[tuple[str, int, int, float], Any], draws: int, seeds: int) -> dict[float, np.ndarray]:
+    """Seed-mean val accuracy of GRPO per grid point, per draw."""
+    out: dict[float, np.ndarray] = {}
+    for (label, j, s, g), summary in summaries.items():
+        if label.startswith("grpo@"):
+            out.setdefault(g, np.zeros((draws, seeds)))[j, s] = float(summary.evals["val/accuracy"][-1])
+    return {g: v.mean(axis=1) for g, v in out.items()}
+
+
+def run_all(settings: Settings, worlds: list[dict[str, Any]], max_extension: int = 4) -> dict[str, np.ndarray]:
+    """Final metrics (draws, seeds) per run label: 'grpo@x' on the grid, the methods, step-matched GRPO.
+
+    GRPO's grid starts at x0.5..x2 (sqrt(2) steps) and is extended (``gdro_lab.lrgrid.extension``, at most
+    ``max_extension`` steps per side) while the best val point of some draw sits at its edge.
+    """
+    from gdro_lab.lrgrid import best, extension
+    from gdro_lab.stepmatch import match_factors
+
+    D, S = len(worlds), settings.seeds
+    keys = [(f"grpo@{g:g}", j, s, g) for j in range(D) for s in range(S) for g in GRID]
+    keys += [(m, j, s, 1.0) for j in range(D) for s in range(S) for m in METHODS]
+    summaries = dict(zip(keys, _run(_jobs(settings, worlds, keys), settings, "predict: GRPO grid and GDRO methods")))
+    while True:
+        values = _grid_values(summaries, D, S)
+        grid = sorted(values)
+        bests = [best({g: values[g][j] for g in grid}) for j in range(D)]
+        more = extension(grid, bests, GRID, max_steps=max_extension)
+        if not more:
+            break
+        keys = [(f"grpo@{g:g}", j, s, g) for j in range(D) for s in range(S) for g in more]
+        summaries.update(zip(keys, _run(_jobs(settings, worlds, keys), settings, "predict: GRPO grid extended")))
+    matched = {}
+    for j in range(D):
+        factors = match_factors([summaries[("prompt_gdro", j, s, 1.0)].scalars for s in range(S)])
+        matched[j] = {"grpo_matched_c1": factors.first, "grpo_matched_c2": factors.second}
+    extra = [(label, j, s, c) for j in matched for label, c in matched[j].items() for s in range(S)]
+    if settings.optimizer == "sgd":
+        jobs = [(sim_config(settings, worlds[j], "grpo", s, settings.lr_scale * c),
+                 settings.out / "runs" / f"draw{j}" / label / f"seed{s}", False) for label, j, s, c in extra]
+        summaries.update(zip(extra, _run(jobs, settings, "predict: step-matched GRPO")))
+    else:  # Adam: a constant advantage scale cancels; step-matched GRPO is GRPO
+        summaries.update({(label, j, s, c): summaries[("grpo@1", j, s, 1.0)] for label, j, s, c in extra})
+    table = _table(summaries, D, S)
+    table["matched_c1"] = np.array([matched[j]["grpo_matched_c1"] for j in range(D)])
+    table["matched_c2"] = np.array([matched[j]["grpo_matched_c2"] for j in range(D)])
+    return table
+
+
+def _table(summaries: dict[tuple[str, int, int, float], Any], draws: int, seeds: int) -> dict[str, np.ndarray]:
+    """label|metric -> (draws, seeds) final values; initial|metric: GRPO's step 0."""
+    table: dict[str, np.ndarray] = {}
+    for (label, j, s, _), summary in summaries.items():
+        for metric in (*[m for m, _ in METRICS], "val/accuracy", "se_reduction_pct"):
+            if metric == "se_reduction_pct":
+                series = summary.scalars.get(metric, np.array([np.nan]))
+                value = float(np.nanmean(series)) if np.isfinite(series).any() else math.nan
+            else:
+                value = float(summary.evals[metric][-1]) if metric in summary.evals else math.nan
+            table.setdefault(f"{label}|{metric}", np.full((draws, seeds), np.nan))[j, s] = value
+        if label == "grpo@1":  # the start (step 0): what GRPO's own gain is measured from
+            for metric, _ in METRICS:
+                value = float(summary.evals[metric][0]) if metric in summary.evals else math.nan
+                table.setdefault(f"initial|{metric}", np.full((draws, seeds), np.nan))[j, s] = value
+    return table
+
+
+def grid_points(table: dict[str, np.ndarray]) -> list[float]:
+    return sorted(float(k.split("@")[1].split("|")[0]) for k in table if k.startswith("grpo@") and k.endswith("|val/accuracy"))
+
+
+def gains(table: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Per method and metric: per-draw seed-mean gains over GRPO at the planned lr and over tuned GRPO."""
+    grid = grid_points(table)
+    grid_val = np.stack([table[f"grpo@{g:g}|val/accuracy"].mean(axis=1) for g in grid])  # (grid, draws)
+    best = np.argmax(grid_val, axis=0)  # ties: the first (smaller) lr, as gdro_lab.lrgrid.best
+    out: dict[str, Any] = {"tuned_scale": [grid[b] for b in best], "grid": grid, "per_draw": {}}
+    for label in ("grpo_matched_c1", "grpo_matched_c2", *METHODS):
+        entry = {}
+        for metric, _ in METRICS:
+            method = table[f"{label}|{metric}"]
+            base = table[f"grpo@1|{metric}"]
+            tuned = np.stack([table[f"grpo@{grid[b]:g}|{metric}"][j] for j, b in enumerate(best)])
+            entry[metric] = {"vs_grpo": (method - base).mean(axis=1), "vs_tuned": (method - tuned).mean(axis=1)}
+        out["per_draw"][label] = entry
+    return out
+
+
+def _row_mean(values: np.ndarray) -> np.ndarray:
+    """Mean over seeds (axis 1), NaN where a draw has none, without warnings."""
+    ok = np.isfinite(values)
+    return np.where(ok.any(axis=1), np.where(ok, values, 0).sum(axis=1) / np.maximum(ok.sum(axis=1), 1), np.nan)
+
+
+def interval(values: np.ndarray) -> tuple[float, float]:
+    """(mean, 1.96 sd) over draws; (mean, nan) with one draw."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return math.nan, math.nan
+    return float(v.mean()), float(1.96 * v.std(ddof=1)) if v.size > 1 else math.nan
+
+
+def sensitivity(gain: np.ndarray, drawn: dict[str, np.ndarray]) -> tuple[str, float]:
+    """The drawn parameter with the largest |Spearman correlation| with the per-draw gain ('' if < 5 draws)."""
+    from scipy.stats import spearmanr
+
+    best = ("", 0.0)
+    for name, values in drawn.items():
+        if values.size < 5 or np.ptp(values) == 0 or np.ptp(gain) == 0:
+            continue
+        rho = float(spearmanr(values[:gain.size], gain).statistic)
+        if np.isfinite(rho) and abs(rho) > abs(best[1]):
+            best = (name, rho)
+    return best
+
+
+def summarize(table: dict[str, np.ndarray], drawn: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The prediction: per method and metric, gains with intervals, SE-proxy cut, most sensitive parameter."""
+    result = gains(table)
+    out: dict[str, Any] = {"methods": {}, "tuned_scale": result["tuned_scale"], "grid": result["grid"],
+                           "matched_c1": table["matched_c1"].tolist(), "matched_c2": table["matched_c2"].tolist()}
+    for label, entry in result["per_draw"].items():
+        row: dict[str, Any] = {}
+        for metric, _ in METRICS:
+            g = entry[metric]
+            row[metric] = {"vs_grpo": interval(g["vs_grpo"]), "vs_tuned": interval(g["vs_tuned"]),
+                           "per_draw_vs_grpo": g["vs_grpo"].tolist(), "per_draw_vs_tuned": g["vs_tuned"].tolist()}
+        name, rho = sensitivity(entry[METRICS[0][0]]["vs_tuned"], drawn)
+        row["sensitive_to"] = {"parameter": name, "spearman": rho}
+        se = table.get(f"{label}|se_reduction_pct")
+        row["se_reduction_pct"] = interval(_row_mean(se)) if se is not None else (math.nan, math.nan)
+        out["methods"][label] = row
+    out["grpo_vs_start"] = {metric: interval((table[f"grpo@1|{metric}"] - table[f"initial|{metric}"]).mean(axis=1))
+                            for metric, _ in METRICS if f"initial|{metric}" in table}
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from simulators.calibrate.cli import _Parser
+
+    parser = _Parser(prog="gdro predict", description="Run GRPO (planned lr and tuned), step-matched GRPO, "
+                     "Prompt-GDRO, Rollout-GDRO and joint in a calibrated world, drawing its parameters from the fit.")
+    parser.add_argument("world", type=Path, help="world.toml written by gdro calibrate (fit.json beside it)")
+    parser.add_argument("--draws", type=int, default=12, help="worlds drawn from the fit's uncertainty (default 12)")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds per world, paired across methods (default 2)")
+    parser.add_argument("--steps", type=int, help="training steps (default: the calibration's plan)")
+    parser.add_argument("--batch", type=int, help="prompts per step (default: the plan's)")
+    parser.add_argument("--lr", type=float, help="learning rate of the planned run (default: the reference lr)")
+    parser.add_argument("--optimizer", choices=("adam", "sgd"), help="default: the calibration's")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--out", type=Path, help="output folder (default: <world folder>/predict)")
+    return parser
+
+
+def settings_from(args: argparse.Namespace, cal: Calibrated) -> Settings:
+    plan = cal.plan
+    values = {"draws": args.draws if cal.fit else 1, "seeds": args.seeds, "steps": args.steps or plan["steps"],
+              "batch": args.batch or plan["batch"], "workers": args.workers}
+    for name, value in values.items():
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"--{name} {value}: must be an integer >= 1")
+    if args.lr is not None and not args.lr > 0:
+        raise ConfigError(f"--lr {args.lr}: must be > 0")
+    lr_scale = (args.lr / plan["lr"]) if args.lr else 1.0
+    return Settings(out=args.out or cal.path.parent / "predict", lr_scale=lr_scale,
+                    optimizer=args.optimizer or plan["optimizer"], n_bar=int(plan["n_bar"]), n_min=int(plan["n_min"]),
+                    n_max=int(plan["n_max"]), **values)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `gdro predict`: one screen on stdout, then the report path."""
+    from simulators.calibrate.predict_report import screen, write_report
+    from simulators.reporting import prepare_output
+
+    try:
+        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        cal = load(args.world)
+        settings = settings_from(args, cal)
+        worlds, drawn = world_draws(cal, settings.draws)
+        prepare_output(settings.out)
+        started = time.perf_counter()
+        table = run_all(settings, worlds)
+        summary = summarize(table, drawn)
+        seconds = time.perf_counter() - started
+        text = screen(summary, settings, cal, seconds)
+        report = write_report(summary, settings, text, settings.out)
+    except (ConfigError, RunFormatError) as err:
+        print(f"gdro predict: error: {err}", file=sys.stderr)
+        return 2
+    print(text)
+    print(f"report: {report.resolve()}")
+    return 0

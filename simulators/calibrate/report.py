@@ -1,0 +1,142 @@
+"""The calibration's report: every fitted parameter with its 95% interval and how well the data pin it,
+the fit's quality, and two figures (pass-rate histogram and learning curves, fitted vs observed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulators.calibrate import difficulty as stage1
+from simulators.calibrate import dynamics as stage2
+from simulators.reporting import markdown_table, plt, save_figure
+
+MEANING = {
+    "difficulty_offset": "d0: logit difficulty of the easiest prompts",
+    "group_difficulty_scale": "c_g: scale of the group hardness",
+    "group_difficulty_tail": "alpha_g: Lomax tail of the group hardness",
+    "prompt_difficulty_scale": "c_p: scale of the prompt hardness",
+    "prompt_difficulty_tail": "alpha_p: Lomax tail of the prompt hardness",
+    "unsolvable_frac": "never-solved mass",
+    "always_solved_frac": "always-solved mass",
+    "size_exponent": "Zipf exponent of the group sizes",
+    "size_difficulty_corr": "rank correlation of rarity and hardness",
+    "lr_group": "step size of the group skills (at the reference lr)",
+    "lr_prompt": "step size of the prompt skills: memorisation",
+    "curvature": "price of a step: forgetting per unit dz^2",
+    "score_noise": "tau: correctness-unrelated score noise",
+    "transfer": "positive cross-group transfer",
+    "update_noise": "update noise per unit step",
+}
+
+
+def _num(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def parameter_rows(record: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    diff = record["difficulty"]
+    notes = record["identification"]
+    for name, value in diff["values"].items():
+        lo, hi = diff["intervals"][name]
+        rows.append([f"`{name}`", MEANING.get(name, ""), _num(value), f"[{_num(lo)}, {_num(hi)}]", notes.get(name, "")])
+    if record["dynamics"]:
+        dyn = record["dynamics"]
+        for name in stage2.PARAMS:
+            lo, hi = dyn["intervals"][name]
+            rows.append([f"`{name}`", MEANING[name], _num(dyn["values"][name]), f"[{_num(lo)}, {_num(hi)}]",
+                         notes.get(name, "")])
+        rows.append(["`lr_shared`", "step size of the shared skill", _num(dyn["values"]["lr_shared"]),
+                     f"= {stage2.SHARED_RATIO} lr_group", "fixed ratio (not identifiable apart from transfer)"])
+    return rows
+
+
+def passrate_figure(record: dict[str, Any], out: Path) -> str:
+    """Observed histogram of c/n per group and pooled, with the fitted mixture's probabilities."""
+    fit = record["_objects"]["difficulty"]
+    names = list(fit.group_names)
+    panels = names + ["all groups"] if len(names) > 1 else names
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.9 * rows), squeeze=False)
+    n = max(fit.table)
+    observed = fit.table[n]
+    expected = stage1.count_pmf(fit.values, fit.ranks_K, n) * observed.sum(axis=1, keepdims=True)
+    for ax, name in zip(axes.flat, panels):
+        rows_k = slice(None) if name == "all groups" else names.index(name)
+        obs = np.atleast_2d(observed[rows_k]).sum(axis=0)
+        exp = np.atleast_2d(expected[rows_k]).sum(axis=0)
+        x = np.arange(n + 1) / n
+        ax.bar(x, obs / obs.sum(), width=0.8 / n, color="0.7", label="observed")
+        ax.plot(x, exp / exp.sum(), "o-", color="C3", ms=3, label="fitted")
+        ax.set_title(f"{name} ({int(obs.sum())} prompts)", fontsize=9)
+        ax.set_xlabel(f"successes / {n}", fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=8)
+    axes.flat[0].set_ylabel("share of prompts")
+    fig.suptitle("Pass rates on the sample: observed vs the fitted world (stage 1)", fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, out / "fig_passrate.png")
+
+
+def curves_figure(record: dict[str, Any], out: Path) -> str:
+    """Per lr: training-batch success (blocks) and held-out accuracy, observed vs fitted world."""
+    dyn_obj = record["_objects"]["dynamics"]
+    dyn = record["dynamics"]
+    lrs, block = np.array(dyn["lrs"]), dyn["block"]
+    obs, sim = dyn_obj.observed, dyn_obj.simulated
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.6))
+    centres = (np.arange(obs.success_LB.shape[1]) + 0.5) * block
+    level = dyn["offsets"][-1]
+    held_steps = np.array(dyn["eval_steps"])
+    held_obs = np.nanmean(obs.heldout_LEK, axis=2)
+    held_sim = (sim.delta[0] + np.array(dyn["offsets"][:-1])).mean(axis=2)
+    for j, lr in enumerate(lrs):
+        color = f"C{j}"
+        axes[0].plot(centres, obs.success_LB[j], "o", color=color, ms=3)
+        axes[0].plot(centres, sim.success[0, j] + level, "-", color=color, label=f"lr {lr:g}")
+        axes[1].plot(held_steps, held_obs[j], "o", color=color, ms=4)
+        axes[1].plot(held_steps, held_sim[j], "-", color=color, label=f"lr {lr:g}")
+    axes[0].set(xlabel="step", ylabel="training-batch success", title=f"training batches ({block}-step blocks)")
+    axes[1].set(xlabel="step", ylabel="held-out accuracy (mean over groups)", title="held-out")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Learning curves per lr: dots observed, lines the fitted world (mean of the fit's seeds)", fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, out / "fig_curves.png")
+
+
+def write_report(record: dict[str, Any], out: Path, command: str) -> Path:
+    plan = record["plan"]
+    diff = record["difficulty"]
+    lines = ["# Calibration report", "", f"Command: `{command}`", "",
+             f"Sample: {int(np.sum(diff['sizes']))} prompts in {len(diff['groups'])} groups "
+             f"({', '.join(diff['groups'])}). Planned run: {plan['pool_size']} prompts, {plan['batch']} per step, "
+             f"{plan['steps']} steps, n̄ = {plan['n_bar']} ({plan['n_min']}..{plan['n_max']}), reference lr "
+             f"{plan['lr']:g}, optimizer {plan['optimizer']}.", "",
+             "The fitted world is `world.toml` (`gdro simulate --config world.toml`); `gdro predict world.toml` runs the "
+             "methods in it, drawing its parameters from the intervals below. Intervals: 95%, posterior draws under a "
+             "flat prior (stage 1: the exact pass-count likelihood; stage 2: a Gaussian synthetic likelihood of the "
+             "learning curves). docs/calibration.md says how well they cover the truth on known worlds.", "",
+             "## Parameters", "",
+             markdown_table(["parameter", "meaning", "estimate", "95% interval", "identified by these data?"],
+                            parameter_rows(record)), ""]
+    weak = [n for n, note in record["identification"].items() if note.startswith("weak")]
+    lines += [f"**Weakly identified by these data**: {', '.join(f'`{n}`' for n in weak) or 'none'}. A prediction that "
+              "depends on them is only as good as the range the bootstrap draws from (`gdro predict` says which "
+              "parameter its verdict is most sensitive to).", "",
+              "## Stage 1: pass rates", "", f"![pass rates]({passrate_figure(record, out)})", ""]
+    if record["dynamics"]:
+        dyn = record["dynamics"]
+        lines += ["## Stage 2: learning curves", "",
+                  f"Reduced chi² of the curve fit: {dyn['chi2_red']:.2f} on {dyn['dof']} degrees of freedom (1 = the "
+                  "world explains the curves up to their noise; larger = systematic misfit, which the intervals "
+                  "absorb as extra noise).", "", f"![curves]({curves_figure(record, out)})", ""]
+    else:
+        lines += ["## Stage 2: not fitted", "", "No learning-rate sweep was given (`--sweep`): the learning speed, the "
+                  "price of a step, the score noise and the transfer are the simulator's defaults, not measured.", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
