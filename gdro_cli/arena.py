@@ -7,6 +7,11 @@ and prints the decision. Finished runs whose config did not change are reused by
 rerun redoes only what changed. ``--update-reports`` copies the report into the repository's
 ``reports/arena``. This module only sequences the two parts (the simulator and real_runs never
 import each other).
+
+The full arena (5 worlds x 3 seeds x 300 steps, every method on its own sqrt(2) learning-rate grid
+extended at edges, the paper-scale SE check, the LM part) takes hours on 2 cores; ``--worlds``,
+``--seeds``, ``--steps``, ``--prompts``, ``--batch``, ``--lr-grid``, ``--lr-extend`` and
+``--no-paper-scale`` reduce it (the report states the setting it ran).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-QUICK_SIM = ["--seeds", "2", "--steps", "30", "--prompts", "600", "--batch", "48", "--lr-grid", "0.5,1"]
+QUICK_SIM = ["--seeds", "2", "--steps", "30", "--prompts", "600", "--batch", "48", "--lr-grid", "0.707107,1", "--lr-extend", "1"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +33,48 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run; numbers are not evidence)")
     parser.add_argument("--sim-only", action="store_true", help="skip the LM study (the report says so)")
     parser.add_argument("--update-reports", action="store_true", help="copy the report into reports/arena")
+    parser.add_argument("--worlds", help="comma-separated simulator worlds (default: all five: default, "
+                        "paper-1.7b, paper-4b, paper-8b, bimodal)")
+    parser.add_argument("--no-paper-scale", action="store_true",
+                        help="skip the SE-only check in the bimodal world at the sqrt-law study's scale")
+    for flag, kind, text in (("--seeds", int, "seeds per method"), ("--steps", int, "training steps"),
+                             ("--prompts", int, "prompts in each world's pool"), ("--batch", int, "prompts per step"),
+                             ("--lr-grid", str, "starting lr scales, at most sqrt(2) apart (e.g. 0.5,0.707,1,1.41,2)"),
+                             ("--lr-extend", int, "most sqrt(2) steps a method's grid grows beyond each end")):
+        parser.add_argument(flag, type=kind, help=f"simulator: {text} (the arena's default otherwise)")
     return parser
+
+
+def sim_args(args: argparse.Namespace) -> list[str]:
+    """The `gdro simulate arena` arguments of these options."""
+    out = ["arena", "--out", str(args.out), "--workers", str(args.workers)]
+    out += QUICK_SIM if args.quick else []
+    for name in ("seeds", "steps", "prompts", "batch", "lr_grid", "lr_extend"):
+        value = getattr(args, name)
+        if value is not None:
+            out += ["--" + name.replace("_", "-"), str(value)]
+    return out
+
+
+def run_simulator(args: argparse.Namespace) -> int:
+    """The simulator's arena with these options (as `gdro simulate arena`, plus --worlds / --no-paper-scale)."""
+    from gdro_lab._validate import ConfigError
+    from simulators import cli
+    from simulators.studies import arena
+    try:
+        settings = cli._settings(cli.build_parser().parse_args(sim_args(args)), arena)
+        settings.validate()
+        worlds = [w.strip() for w in args.worlds.split(",") if w.strip()] if args.worlds else None
+        report = arena.run(settings, worlds_only=worlds, paper_scale=not args.no_paper_scale)
+        copied = cli.update_reports(settings.out, "arena") if args.update_reports else None
+    except ConfigError as err:
+        print(f"gdro arena: error: {err}", file=sys.stderr)
+        return 2
+    print((report.parent / "decision.txt").read_text(encoding="utf-8"), end="")
+    print(f"report: {report.resolve()}")
+    if copied is not None:
+        print(f"updated: {copied.resolve()}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,8 +93,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"LM arena: {path}", file=sys.stderr)
     elif (args.out / "lm-arena.json").exists():
         (args.out / "lm-arena.json").unlink()  # a stale LM section must not enter a --sim-only report
-    from simulators.cli import main as simulate
-    sim_args = ["arena", "--out", str(args.out), "--workers", str(args.workers)]
-    sim_args += QUICK_SIM if args.quick else []
-    sim_args += ["--update-reports"] if args.update_reports else []
-    return simulate(sim_args)
+    return run_simulator(args)

@@ -61,6 +61,9 @@ class SimConfig:
     """Overrides of the allocator's config (gdro_lab AllocatorConfig, KnapsackConfig, ...) on top of the method's."""
     selector: Mapping[str, Any] = field(default_factory=dict)
     """Overrides of gdro_lab SelectorConfig on top of the method's."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Labels written as top-level string keys of config.json (the app names runs by them), e.g. a
+    step-matched GRPO's ``{"matched_to": "prompt_gdro", "match": "first_moment"}``; no effect on the run."""
 
     def __post_init__(self) -> None:
         owner = "SimConfig"
@@ -81,6 +84,8 @@ class SimConfig:
                 self.lr_scale, "a number in (0, 1000]")
         require(isinstance(self.snapshot_every, int) and self.snapshot_every >= -1, owner, "snapshot_every",
                 self.snapshot_every, "an integer >= -1 (0 = only at the end, -1 = never)")
+        require(all(isinstance(k, str) and isinstance(v, str) and k not in _FIELDS for k, v in self.tags.items()),
+                owner, "tags", dict(self.tags), "string labels whose names are not config fields")
         require(self.batch <= self.world.num_prompts, owner, "batch", self.batch,
                 f"at most the number of prompts ({self.world.num_prompts})")
 
@@ -89,12 +94,14 @@ class SimConfig:
         out["world"] = self.world.to_dict()
         for name in ("classifier", "weighter", "allocator", "selector"):
             out[name] = dict(getattr(self, name))
+        out.update(out.pop("tags"))  # top-level labels; absent when there are none (old configs unchanged)
         return out
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "SimConfig":
         known = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in values.items() if k in known}
+        kwargs = {k: v for k, v in values.items() if k in known and k != "tags"}
+        kwargs["tags"] = {k: v for k, v in values.items() if k not in known and isinstance(v, str)}
         if "world" in kwargs:
             kwargs["world"] = WorldConfig(**kwargs["world"])
         return cls(**kwargs)
@@ -109,3 +116,6 @@ class SimConfig:
                      **dict(spec.allocator_overrides), **dict(self.allocator)}
         selector = {**dict(spec.selector_overrides), **dict(self.selector)}
         return {"classifier": classifier, "weighter": weighter, "allocator": allocator, "selector": selector}
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(SimConfig))

@@ -42,16 +42,18 @@ from gdro_lab.runlog import is_run_dir, read_run
 from simulators.methods import ARENA_METHODS
 from simulators.parallel import RunSummary, run_jobs
 from simulators.presets import PRESETS
+from gdro_lab import lrgrid
 from simulators.studies.baselines import decision, run_matched
-from simulators.studies.tuning import Grid, lr_dir
+from simulators.studies.tuning import TUNED_METRICS, Grid, best_lr, lr_dir, method_grid, start_grid
 from simulators.studies.common import StudySettings, job, sim_config
 from simulators.studies.sqrt_law import WORLDS as SQRT_LAW_WORLDS
 
 CACHE_VERSION = 1
 """Bump when a change of code (not of config) changes what a run produces: every digest is stale."""
 DEFAULTS: dict[str, Any] = {"seeds": 3, "steps": 300, "prompts": 4000, "batch": 128, "methods": ARENA_METHODS,
-                            "lr_grid": (0.5, 1.0, 2.0), "eval_every": 50, "log_every": 5}
-"""Sized for a loaded shared 2-core machine (~350 runs of 300 steps plus the paper-scale block)."""
+                            "lr_grid": lrgrid.sqrt2_grid(0.5, 2.0), "eval_every": 50, "log_every": 5}
+"""The full arena (about 1,000 runs of 300 steps plus the paper-scale block: hours on 2 cores); ``gdro arena``
+takes --worlds/--seeds/--steps/--prompts/--batch to reduce it, and the report states the setting."""
 WORLDS: dict[str, dict[str, Any]] = {"default": {}, **{name: dict(v) for name, v in PRESETS.items()},
                                      "bimodal": dict(SQRT_LAW_WORLDS["bimodal"])}
 SE_ONLY = ("prompt_bayes", "prompt_stale")
@@ -63,41 +65,62 @@ PAPER_SCALE_METHODS = ("rollout_gdro", "gdro_prompt", "knapsack", "vip", "prompt
                        "prompt_stale")
 
 
-def run(settings: StudySettings) -> Path:
-    """Run (or read from the digests) every world; write the report; returns report.md."""
+def run(settings: StudySettings, worlds_only: Sequence[str] | None = None, paper_scale: bool = True) -> Path:
+    """Run (or read from the digests) every world (or ``worlds_only``, names of WORLDS); write the report;
+    returns report.md. ``paper_scale=False`` skips the SE check at the sqrt-law study's scale."""
     from simulators.studies import arena_report
     settings.validate()
+    names = list(worlds_only or WORLDS)
+    unknown = [n for n in names if n not in WORLDS]
+    if unknown:
+        from gdro_lab._validate import ConfigError
+        raise ConfigError(f"--worlds: unknown world {unknown[0]!r}: choose from {', '.join(WORLDS)}")
     methods = tuple(settings.methods or DEFAULTS["methods"])
     if "grpo" not in methods:
         methods = ("grpo",) + methods
     worlds: dict[str, Any] = {}
     start = time.perf_counter()
-    for name, overrides in WORLDS.items():
+    for name in names:
+        overrides = WORLDS[name]
         world_settings = replace(settings, world={**overrides, **settings.world})
         grid = run_cached_grid(world_settings, methods, settings.out, name)
         references = run_cached_grid(replace(world_settings, lr_grid=(1.0,)), SE_ONLY, settings.out, name)
-        matched, factors = run_matched(world_settings, grid, methods, settings.out / "runs" / name)
+        matched, factors = run_matched(world_settings, grid, methods, settings.out / "runs" / name, cached_job)
         worlds[name] = {"overrides": overrides, "grid": grid, "references": references,
                         "decision": decision(grid, matched, factors, methods), "methods": methods,
                         "selector_matched": run_selector_matched(world_settings, grid, methods, settings.out, name)}
-    full = all(getattr(settings, k) >= DEFAULTS[k] for k in ("seeds", "steps", "prompts"))
-    sizes = PAPER_SCALE if full else {}  # a reduced arena (tests, smoke runs) keeps its own sizes here
-    scale = replace(settings, world={**WORLDS["bimodal"], **settings.world}, lr_grid=(1.0,), **sizes)
-    paper_scale = run_cached_grid(scale, PAPER_SCALE_METHODS, settings.out, "bimodal-paper-scale")
-    return arena_report.write(settings, worlds, time.perf_counter() - start, paper_scale)
+    scale_grid = None
+    if paper_scale:
+        full = all(getattr(settings, k) >= DEFAULTS[k] for k in ("seeds", "steps", "prompts"))
+        sizes = PAPER_SCALE if full else {}  # a reduced arena (tests, smoke runs) keeps its own sizes here
+        scale = replace(settings, world={**WORLDS["bimodal"], **settings.world}, lr_grid=(1.0,), **sizes)
+        scale_grid = run_cached_grid(scale, PAPER_SCALE_METHODS, settings.out, "bimodal-paper-scale")
+    return arena_report.write(settings, worlds, time.perf_counter() - start, scale_grid)
 
 
 def run_cached_grid(settings: StudySettings, methods: Sequence[str], out: Path, world: str) -> Grid:
-    """Every method x lr x seed as baselines.run_grid does, each run read from its digest when cached."""
-    lrs = tuple(sorted(set(settings.lr_grid) | {1.0}))
-    keys = [(m, lr, s) for m in methods for lr in lrs for s in range(settings.seeds)]
-    jobs = []
-    for m, lr, s in keys:
-        path = Path(world) / m / lr_dir(lr) / f"seed{s}"
-        config = sim_config(settings, m, s, lr_scale=lr)
-        jobs.append(job(replace(settings, snapshot_seeds=0), config, out / "runs" / path))
-    results = run_jobs(jobs, workers=settings.workers, progress=settings.progress,
-                       description=f"arena ({world})", job=cached_job)
+    """Every method x lr x seed as tuning.run_grid does (each method's own sqrt(2) grid, extended while its
+    best val point for any tuned metric is at an edge, at most ``settings.lr_extend`` steps beyond each end),
+    each run read from its digest when cached."""
+    start = start_grid(settings)
+    grid = _cached_points(settings, [(m, lr) for m in methods for lr in start], out, world, f"arena ({world})")
+    for round_ in range(1, 2 * settings.lr_extend + 1):
+        todo = [(m, lr) for m in methods
+                for lr in lrgrid.extension(method_grid(grid, m), [best_lr(grid, m, k) for k, _ in TUNED_METRICS],
+                                           start, settings.lr_extend)]
+        if not todo:
+            break
+        grid.update(_cached_points(settings, todo, out, world, f"arena ({world}, lr extension {round_})"))
+    return grid
+
+
+def _cached_points(settings: StudySettings, points: Sequence[tuple[str, float]], out: Path, world: str,
+                   description: str) -> Grid:
+    keys = [(m, lr, s) for m, lr in points for s in range(settings.seeds)]
+    jobs = [job(replace(settings, snapshot_seeds=0), sim_config(settings, m, s, lr_scale=lr),
+                out / "runs" / world / m / lr_dir(lr) / f"seed{s}") for m, lr, s in keys]
+    results = run_jobs(jobs, workers=settings.workers, progress=settings.progress, description=description,
+                       job=cached_job)
     grid: Grid = {}
     for (m, lr, _), summary in zip(keys, results):
         grid.setdefault((m, lr), []).append(summary)
@@ -129,7 +152,8 @@ def run_selector_matched(settings: StudySettings, grid: Grid, methods: Sequence[
         for s in range(settings.seeds):
             base = sim_config(settings, "grpo", s)
             config = replace(base, world=replace(base.world, lr_shared=base.world.lr_shared * factor,
-                                                 lr_group=base.world.lr_group * factor))
+                                                 lr_group=base.world.lr_group * factor),
+                             tags={"matched_to": m, "match": "selector_shared_group_step"})
             jobs.append(job(replace(settings, snapshot_seeds=0), config,
                             out / "runs" / world / f"grpo_stepmatched_{m}" / f"seed{s}"))
             keys.append(m)

@@ -43,17 +43,21 @@ def mean_forgetting(runs: Sequence[RunSummary]) -> float:
     return float(np.nanmean([np.nanmean(r.scalars.get("sim/forgetting", np.array([np.nan]))) for r in runs]))
 
 
-def run_matched(settings: StudySettings, grid: Grid, methods: Sequence[str], root: Path
+def run_matched(settings: StudySettings, grid: Grid, methods: Sequence[str], root: Path, job_fn: Any = None
                 ) -> tuple[Matched, dict[str, MatchFactors]]:
-    """GRPO at lr x c1 and lr x c2 of every method (GRPO's own lr-1 runs where a factor is within 2% of 1)."""
+    """GRPO at lr x c1 and lr x c2 of every method (GRPO's own lr-1 runs where a factor is within 2% of 1).
+    Each such run's config carries ``"matched_to": <method>`` and ``"match": "first_moment" | "second_moment"``
+    (top-level keys the app names runs by); ``job_fn`` replaces run_jobs' job (the arena's cache)."""
     factors = {m: match_factors([r.scalars for r in grid[(m, 1.0)]]) for m in methods if m != "grpo"}
     todo = {(m, k): round(getattr(f, k), 4) for m, f in factors.items() for k in KINDS
             if abs(getattr(f, k) - 1.0) > 0.02}
     keys = [(m, k, s) for (m, k) in todo for s in range(settings.seeds)]
-    jobs = [job(settings, sim_config(settings, "grpo", s, lr_scale=todo[(m, k)]),
+    jobs = [job(settings, sim_config(settings, "grpo", s, lr_scale=todo[(m, k)],
+                                     tags={"matched_to": m, "match": f"{k}_moment"}),
                 root / f"grpo_matched_{m}_{k}" / f"seed{s}", snapshots=False) for m, k, s in keys]
+    extra = {"job": job_fn} if job_fn is not None else {}
     results = run_jobs(jobs, workers=settings.workers, progress=settings.progress,
-                       description="step-matched GRPO") if jobs else []
+                       description="step-matched GRPO", **extra) if jobs else []
     matched: Matched = {(m, k): grid[("grpo", 1.0)] for m in factors for k in KINDS if (m, k) not in todo}
     for (m, k, _), summary in zip(keys, results):
         matched.setdefault((m, k), []).append(summary)
