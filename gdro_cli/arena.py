@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=2, help="LM runs in parallel, one thread each (default 2)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run; numbers are not evidence)")
     parser.add_argument("--sim-only", action="store_true", help="skip the LM study (the report says so)")
+    parser.add_argument("--lm-seeds", type=int, help="seeds of the LM part (default 3; fewer is stated in the report)")
     parser.add_argument("--update-reports", action="store_true", help="copy the report into reports/arena")
     parser.add_argument("--worlds", help="comma-separated simulator worlds (default: all five: default, "
                         "paper-1.7b, paper-4b, paper-8b, bimodal)")
@@ -79,14 +80,14 @@ def run_simulator(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    if args.workers < 1 or args.jobs < 1:
-        print("gdro arena: --workers and --jobs must be >= 1", file=sys.stderr)
+    if args.workers < 1 or args.jobs < 1 or (args.lm_seeds is not None and args.lm_seeds < 1):
+        print("gdro arena: --workers, --jobs and --lm-seeds must be >= 1", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.sim_only:
         from real_runs.lmstudy.arena import main_arena
         try:
-            path = main_arena(args.out, quick=args.quick, jobs=args.jobs)
+            path = main_arena(args.out, quick=args.quick, jobs=args.jobs, seeds=args.lm_seeds)
         except (ValueError, OSError) as err:
             print(f"gdro arena: LM study: {err}", file=sys.stderr)
             return 2

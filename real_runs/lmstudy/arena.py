@@ -56,16 +56,27 @@ SPLITS = ("val", "test")
 
 
 def eval_records(cfg: study.StudyConfig) -> dict[str, list[Any]]:
-    """Held-out problems as benchmarks ``{skill}/val`` and ``{skill}/test`` (alternate problems).
+    """Held-out problems as benchmarks ``lmstudy_{skill}/val`` and ``lmstudy_{skill}/test``: within each
+    skill the held-out problems (``tasks.heldout_split``, in their drawn order) alternate val, test, ...
 
     The trainer's evaluation groups problems by their ``source``, so each half's problems carry it.
+    (The LM study's own halves, ``tasks.heldout_halves``, alternate within (skill, level) instead; the
+    arena keeps its split, so its finished runs stay comparable.)
     """
+    by_skill: dict[str, list[Any]] = {}
+    for problem in tasks.heldout_split(cfg.task_config()):
+        by_skill.setdefault(problem.source, []).append(problem)
     out: dict[str, list[Any]] = {}
-    for source, problems in study.eval_records(cfg).items():
+    for source, problems in by_skill.items():
         for index, split in enumerate(SPLITS):
             name = f"{source}/{split}"
             out[name] = [dataclasses.replace(p, source=name) for p in problems[index::2]]
     return out
+
+
+def skills(cfg: study.StudyConfig) -> list[str]:
+    """The benchmark prefixes of :func:`eval_records` (one per skill)."""
+    return sorted({name.rsplit("/", 1)[0] for name in eval_records(cfg)})
 
 
 def trainer_config(cfg: study.StudyConfig, method: str, seed: int, out: Path, lr_scale: float) -> Any:
@@ -141,7 +152,7 @@ def run_digest(run_dir: Path, cfg: study.StudyConfig) -> dict[str, float]:
     final = run.evals[-1]["metrics"]
     out: dict[str, float] = {}
     for split in SPLITS:
-        values = [final[f"{source}/{split}/mean@{study.EVAL_K}"] for source in study.eval_records(cfg)]
+        values = [final[f"{source}/{split}/mean@{study.EVAL_K}"] for source in skills(cfg)]
         out[f"{split}/accuracy"], out[f"{split}/worst_group_accuracy"] = float(np.mean(values)), float(np.min(values))
     active = run.steps > cfg.train_size // cfg.prompts_per_step  # after the first pass over the pool
     for name in ("zero_variance_frac", "compute/rollouts_generated", "compute/rollouts_trained",
@@ -204,7 +215,9 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
         decision.append(f"  LM          {label:<25} above tuned GRPO: {', '.join(above) or 'none'}; "
                         f"below: {', '.join(below) or 'none'}")
     markdown = [f"## LM study ({setting})", "",
-                f"{len(METHODS)} methods × lr scales {{{', '.join(f'{v:g}' for v in LR_SCALES)}}} × {len(seeds)} seeds "
+                f"{len(METHODS)} methods × lr scales {{{', '.join(f'{v:g}' for v in LR_SCALES)}}} (steps of 2x, coarser "
+                "than the sqrt(2) grids of the simulator part: reduced for CPU) "
+                f"× {len(seeds)} seeds "
                 f"through the real trainer (`gdro train`'s loop, the CPU LM study's warm-started 0.5 M-parameter Qwen3 "
                 f"on synthetic arithmetic): {cfg.steps} steps × {cfg.prompts_per_step} prompts over a "
                 f"{cfg.train_size}-prompt pool (the first {cfg.train_size // cfg.prompts_per_step} steps are a pass "
@@ -226,11 +239,17 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
             "digests": {f"{m}|{lr:g}|{s}": d for (m, lr, s), d in digests.items()}}
 
 
-def main_arena(out: Path, quick: bool = False, jobs: int = 2, log: Callable[[str], None] = print) -> Path:
-    """Run (or reuse) the LM arena under ``out/lm`` and write ``out/lm-arena.json``; returns its path."""
-    cfg = dataclasses.replace(QUICK if quick else ARENA, jobs=jobs)
+def main_arena(out: Path, quick: bool = False, jobs: int = 2, log: Callable[[str], None] = print,
+               seeds: int | None = None) -> Path:
+    """Run (or reuse) the LM arena under ``out/lm`` and write ``out/lm-arena.json``; returns its path.
+    ``seeds`` overrides the setting's number of seeds (fewer: a further reduced setting, stated)."""
+    base = QUICK if quick else ARENA
+    cfg = dataclasses.replace(base, jobs=jobs, seeds=seeds or base.seeds)
     result = run_arena(cfg, out / "lm", log=log)
-    summary = summarize(cfg, result["runs"], "QUICK setting, not evidence" if quick else "reduced setting")
+    setting = "QUICK setting, not evidence" if quick else "reduced setting"
+    if cfg.seeds < base.seeds:
+        setting += f", {cfg.seeds} seeds instead of {base.seeds}"
+    summary = summarize(cfg, result["runs"], setting)
     summary["seconds"] = result["seconds"]
     path = out / "lm-arena.json"
     path.write_text(json.dumps(summary, indent=1, default=float), encoding="utf-8")

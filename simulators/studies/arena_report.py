@@ -69,22 +69,41 @@ def se_table(stats: dict[str, dict[str, list[float]]]) -> str:
                            "zero-var share", "trained share", "rollouts/step", "ctrl ms/step", "step ms"], rows)
 
 
+def gain_table(methods: Sequence[str], result: dict[str, Any]) -> str:
+    """Per method: Δ vs tuned GRPO and vs GRPO at the same lr (every tuned metric), the step-matching
+    factors with Δ mean acc vs the two step-matched GRPOs, and the tuned lr of each metric."""
+    mean_acc = GAIN_METRICS[1][0]
+    rows = []
+    for m in methods:
+        if m == "grpo":
+            continue
+        entry, match = result["gains"][m], result["step_matching"][m]
+        rows.append([METHODS[m].label] + [fmt(*entry[metric]["vs_tuned"], 1, 100) for metric, _ in GAIN_METRICS]
+                    + [fmt(*entry[metric]["vs_grpo"], 1, 100) for metric, _ in GAIN_METRICS]
+                    + [f"{match['first']:.2f} / {match['second']:.2f}",
+                       fmt(*entry[mean_acc]["vs_matched_first"], 1, 100),
+                       fmt(*entry[mean_acc]["vs_matched_second"], 1, 100)]
+                    + [" / ".join(f"{result['tuned_lr'][metric][x]:g}" for x in (m, "grpo")) for metric, _ in GAIN_METRICS])
+    return markdown_table(["method"] + [f"Δ {label} vs tuned GRPO (pp)" for _, label in GAIN_METRICS]
+                          + [f"Δ {label} vs GRPO, same lr (pp)" for _, label in GAIN_METRICS]
+                          + ["c1 = E[m] / c2 = √E[m²]", "Δ mean acc vs GRPO at lr × c1 (pp)",
+                             "Δ mean acc vs GRPO at lr × c2 (pp)"]
+                          + [f"tuned lr ({label}): method / GRPO" for _, label in GAIN_METRICS], rows)
+
+
+def grid_lines(methods: Sequence[str], result: dict[str, Any]) -> list[str]:
+    """Each method's learning-rate grid as run (starting grid plus its extensions) and any best point at an edge."""
+    grids = "; ".join(f"{METHODS[m].label} {{{', '.join(f'{v:.3g}' for v in result['lr_grid'][m])}}}" for m in methods)
+    edges = ", ".join(result["edges"]) or "none"
+    return [f"Learning-rate scales run (each method's own grid, sqrt(2) steps, extended while its best val point "
+            f"was at an edge): {grids}. Best point still at an edge after the extension: {edges}.", ""]
+
+
 def world_section(name: str, world: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     methods = world["methods"]
     grid, result = world["grid"], world["decision"]
     stats = {m: run_stats(grid[(m, 1.0)]) for m in methods}
     stats.update({m: run_stats(runs) for (m, _), runs in world["references"].items()})
-    gain_rows = []
-    for m in methods:
-        if m == "grpo":
-            continue
-        entry = result["gains"][m]
-        gain_rows.append([METHODS[m].label] + [fmt(*entry[metric]["vs_tuned"], 1, 100) for metric, _ in GAIN_METRICS]
-                         + [fmt(*entry[metric]["vs_grpo"], 1, 100) for metric, _ in GAIN_METRICS]
-                         + [f"{result['tuned_lr'][GAIN_METRICS[1][0]][m]:g} / {result['tuned_lr'][GAIN_METRICS[1][0]]['grpo']:g}"])
-    gain_table = markdown_table(["method"] + [f"Δ {label} vs tuned GRPO (pp)" for _, label in GAIN_METRICS]
-                                + [f"Δ {label} vs GRPO, same lr (pp)" for _, label in GAIN_METRICS]
-                                + ["tuned lr (mean acc): method / GRPO"], gain_rows)
     matched_rows, matched_summary = [], {}
     for m, entry in world.get("selector_matched", {}).items():
         gains = {metric: [float(x) for x in mean_ci(final_eval(grid[(m, 1.0)], metric) - final_eval(entry["runs"], metric))]
@@ -106,7 +125,9 @@ def world_section(name: str, world: dict[str, Any]) -> tuple[list[str], dict[str
     lines = [f"## World `{name}` ({desc})", "", "SE proxy, compute and time at lr scale 1 (means after the first "
              "pass over the pool; ÷ oracle = the reduction as a fraction of the per-prompt oracle's on the same "
              "batches, per seed):", "", se_table(stats), "", "Held-out test split, every method at its own tuned lr "
-             "(val split), paired by seed:", "", gain_table, "", *matched_lines]
+             "(val split), paired by seed; step-matched GRPO = GRPO at lr × c (c measured on the method's own lr-1 runs; "
+             "where c is within 2% of 1, as for a method without an advantage multiplier, they are GRPO's own lr-1 "
+             "runs):", "", gain_table(methods, result), "", *grid_lines(methods, result), *matched_lines]
     return lines, {"stats": stats, "decision": result, "selector_matched": matched_summary}
 
 
@@ -135,6 +156,13 @@ def decision_lines(summary: dict[str, Any]) -> list[str]:
                 ("rollout_gdro", "bin-level Rollout-GDRO"))
         line += "".join(f"; {text} {100 * stats[m]['var_fraction_of_oracle'][0]:.1f}%" for m, text in refs if m in stats)
         lines.append(line)
+        bayes = stats.get("prompt_bayes", {}).get("var_fraction_of_oracle", [float("nan")])[0]
+        if reached == "NOT reached" and bayes < TARGET_FRACTION:
+            lines.append(f"    why not: the Bayes reference ({100 * bayes:.1f}%) plans on the posterior mean of v_i (Eq. 28 "
+                         "is linear in v_i, so that is the best plug-in given the data) from every past rollout of the "
+                         "prompt under the pool's TRUE prior (it ignores drift); it also stays below the target, while "
+                         "the oracle fed the true p of the previous visit is near 100%: what is missing is the "
+                         "information in a prompt's few past rollouts, not the allocator's rule")
     lm = summary.get("lm")
     if lm:
         lines += lm.get("decision", [])
@@ -167,13 +195,27 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
         summary["lm"] = json.loads(lm_path.read_text(encoding="utf-8"))
     decision = decision_lines(summary)
     seeds = min(len(r) for r in next(iter(worlds.values()))["grid"].values())
+    run_seconds = sum(r.wall_s for w in worlds.values() for key in ("grid", "references") for runs in w[key].values()
+                      for r in runs) + sum(r.wall_s for runs in (paper_scale or {}).values() for r in runs)
+    from simulators.studies.arena import DEFAULTS, WORLDS
+    reduced = [f"{k} {getattr(settings, k)} (default {DEFAULTS[k]})" for k in ("seeds", "steps", "prompts", "batch")
+               if getattr(settings, k) != DEFAULTS[k]]
+    missing = [w for w in WORLDS if w not in worlds] + ([] if paper_scale else ["the paper-scale SE check"])
+    setting = ("**Setting: the full arena.**" if not reduced and not missing else
+               "**Setting: REDUCED** (" + "; ".join(reduced + [f"not run: {', '.join(missing)}"] * bool(missing))
+               + "): the numbers below are of this setting only.")
+    start = ", ".join(f"{v:.3g}" for v in sorted(set(settings.lr_grid) | {1.0}))
     lines = [
         "# Study `arena`: rollout allocation and prompt selection at equal compute", "",
-        f"{len(next(iter(worlds.values()))['methods'])} methods × {len(worlds)} worlds × learning-rate scales "
-        f"{{{', '.join(f'{v:g}' for v in sorted(set(settings.lr_grid) | {1.0}))}}} × {seeds} seeds; {first['steps']} "
-        f"steps, {first['batch']} prompts per step, {first['world']['num_prompts']:,} training prompts, n̄ = "
-        f"{first['n_bar']} in [{first['n_min']}, {first['n_max']}]. Wall time {wall:.0f} s with {settings.workers} "
-        "worker(s) on a shared 2-core machine (times are provisional, measured under load).", "",
+        f"{len(next(iter(worlds.values()))['methods'])} methods × {len(worlds)} world(s) "
+        f"({', '.join(worlds)}) × {seeds} seeds; {first['steps']} steps, {first['batch']} prompts per step, "
+        f"{first['world']['num_prompts']:,} training prompts, n̄ = {first['n_bar']} in [{first['n_min']}, "
+        f"{first['n_max']}]. Learning rate tuned per method: each method on its own grid starting at scales "
+        f"{{{start}}} (sqrt(2) steps, gdro_lab/lrgrid.py), extended by sqrt(2) while its best point on the val "
+        f"split for any tuned metric was an end (at most {settings.lr_extend} steps beyond each end); the grids "
+        f"as run are listed per world. The runs took {run_seconds:,.0f} s in all (this invocation {wall:.0f} s: "
+        "unchanged runs are read from their digests) on a shared 2-core machine under load (times are provisional).",
+        "", setting, "",
         "**Equal compute.** Every method generates exactly batch × n̄ rollouts per step (the column "
         "rollouts/step): the allocators spend the exact budget, GRESO replaces the prompts it skips before "
         "generation, and the groups DAPO's filter (also part of GRESO) drops after generation count as generated. "
@@ -189,8 +231,13 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
         lines += summary["lm"].get("markdown", [])
     else:
         lines += ["## LM study", "", f"Not run with this report (no {LM_FILE}): `gdro arena` runs it.", ""]
-    lines += ["## Reproduce", "", "`gdro arena` (this report, simulator and LM study; reruns only runs whose "
-              "config changed). Simulator part alone: `gdro simulate arena --update-reports`.", ""]
+    command = ["gdro arena"] + [f"--{k.replace('_', '-')} {getattr(settings, k)}" for k in
+                                ("seeds", "steps", "prompts", "batch") if getattr(settings, k) != DEFAULTS[k]]
+    command += [f"--worlds {','.join(worlds)}"] * (len(worlds) < len(WORLDS)) + ["--no-paper-scale"] * (not paper_scale)
+    command += [] if summary.get("lm") else ["--sim-only"]
+    lines += ["## Reproduce", "", f"`nice -n 10 {' '.join(command)} --update-reports` (this report; every run whose "
+              "config is unchanged is read from its digest under the output folder, so a rerun redoes only what "
+              "changed).", ""]
     write_json(out / "summary.json", summary)
     (out / "decision.txt").write_text("\n".join(decision) + "\n", encoding="utf-8")
     path = out / "report.md"

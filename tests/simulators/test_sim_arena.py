@@ -11,7 +11,7 @@ import pytest
 from simulators import cli
 from simulators.studies import arena
 
-ARGS = ["arena", "--seeds", "2", "--steps", "20", "--prompts", "400", "--batch", "32", "--lr-grid", "0.5,1",
+ARGS = ["arena", "--seeds", "2", "--steps", "20", "--prompts", "400", "--batch", "32", "--lr-grid", "0.707107,1", "--lr-extend", "1",
         "--methods", "grpo,gdro_prompt,greso,prompt_oracle", "--workers", "1", "--no-progress"]
 
 
@@ -33,6 +33,18 @@ def test_arena_writes_the_table_and_reuses_unchanged_runs(tmp_path: Path, one_wo
     assert stats["prompt_oracle"]["var_fraction_of_oracle"][0] == pytest.approx(1.0)
     for entry in stats.values():  # equal compute: every method generated batch x n_bar per step
         assert entry["rollouts_generated_per_step"][0] == 32 * 4
+    decision = summary["worlds"]["bimodal"]["decision"]
+    for m, grid in decision["lr_grid"].items():  # sqrt(2) steps, extended (once at most) while a best is at an edge
+        assert all(b / a == pytest.approx(2 ** 0.5) for a, b in zip(grid, grid[1:])), (m, grid)
+        assert {0.707107, 1.0} <= {round(v, 6) for v in grid} and 0.5 - 1e-9 <= min(grid) and max(grid) <= 1.4143
+        for metric, by_method in decision["tuned_lr"].items():
+            best = by_method[m]
+            if best == min(grid):
+                assert min(grid) == pytest.approx(0.5), (m, metric, grid)
+            if best == max(grid):
+                assert max(grid) == pytest.approx(2 ** 0.5), (m, metric, grid)
+    matched = json.loads((out / "runs" / "bimodal" / "grpo_stepmatched_greso" / "seed0" / "config.json").read_text())
+    assert (matched["method"], matched["matched_to"], matched["match"]) == ("grpo", "greso", "selector_shared_group_step")
     digests = sorted((out / "digests").rglob("*.json"))
     stamps = {p: p.stat().st_mtime_ns for p in digests}
     assert cli.main(ARGS + ["--out", str(out)]) == 0
@@ -47,3 +59,18 @@ def test_a_changed_config_reruns_only_its_runs(tmp_path: Path, one_world):
     assert cli.main(ARGS + ["--out", str(out), "--set", "gdro_prompt.kappa_max=3"]) == 0
     changed = {p for p in stamps if p.stat().st_mtime_ns != stamps[p]}
     assert changed and all("gdro_prompt" in str(p) for p in changed)
+
+
+def test_tags_are_top_level_config_keys_and_leave_untagged_configs_unchanged() -> None:
+    from simulators.config import SimConfig
+    from simulators.world import WorldConfig
+    world = WorldConfig(num_prompts=200)
+    plain = SimConfig(method="grpo", batch=16, world=world)
+    assert "tags" not in plain.to_dict() and "matched_to" not in plain.to_dict()
+    tagged = SimConfig(method="grpo", batch=16, world=world, tags={"matched_to": "gdro_prompt", "match": "first_moment"})
+    values = tagged.to_dict()
+    assert (values["matched_to"], values["match"]) == ("gdro_prompt", "first_moment")
+    assert SimConfig.from_dict(json.loads(json.dumps(values))) == tagged
+    assert arena.fingerprint(plain) != arena.fingerprint(tagged)
+    with pytest.raises(ValueError, match="tags"):
+        SimConfig(method="grpo", batch=16, world=world, tags={"seed": "3"})

@@ -1,0 +1,23 @@
+"""The LM arena's held-out halves: disjoint, together the whole held-out split, alternating within
+each skill in drawn order, each half its own benchmark per skill (the trainer groups by source)."""
+
+from __future__ import annotations
+
+from real_runs.lmstudy import arena, study, tasks
+
+
+def test_val_and_test_halves_alternate_within_each_skill() -> None:
+    cfg = study.QUICK
+    records = arena.eval_records(cfg)
+    heldout = tasks.heldout_split(cfg.task_config())
+    skills = sorted({p.source for p in heldout})
+    assert sorted(records) == sorted(f"{s}/{half}" for s in skills for half in ("val", "test"))
+    assert arena.skills(cfg) == skills
+    for skill in skills:
+        drawn = [p.id for p in heldout if p.source == skill]  # by hand: even positions val, odd test
+        assert [p.id for p in records[f"{skill}/val"]] == drawn[0::2]
+        assert [p.id for p in records[f"{skill}/test"]] == drawn[1::2]
+        assert all(p.source == f"{skill}/val" for p in records[f"{skill}/val"])
+    val = {p.id for name, ps in records.items() if name.endswith("/val") for p in ps}
+    test = {p.id for name, ps in records.items() if name.endswith("/test") for p in ps}
+    assert not val & test and val | test == {p.id for p in heldout}
