@@ -192,6 +192,9 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
     gain_rows, stat_rows, decision = [], [], [f"arena decision (LM study, {setting}: held-out test half vs tuned GRPO, "
                                               f"{len(seeds)} paired seeds, 95% intervals, pp):"]
     gains: dict[str, Any] = {}
+    decision_rows = [f"    {'method':<26} {'Δ mean acc (pp)':>16} {'Δ worst-group (pp)':>20} {'zero-var share':>15} "
+                     f"{'rollouts':>9} {'tokens ÷ GRPO':>14} {'s/step':>7}   (per step, lr 1; equal rollouts, "
+                     "tokens differ)"]
     for m, (label, _) in METHODS.items():
         base = {k: series("grpo", 1.0, k) for k in ("compute/tokens_generated",)}
         row = [label]
@@ -206,9 +209,13 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
                                                      "compute/rollouts_trained", "compute/tokens_generated",
                                                      "time/step", "time/controllers")}
         tokens_ratio = mean_ci(series(m, 1.0, "compute/tokens_generated") / base["compute/tokens_generated"])
+        decision_rows.append(f"    {label:<26} {_fmt(*gains[m]['accuracy'], 100):>16} {_fmt(*gains[m]['worst_group_accuracy'], 100):>20} "
+                             f"{_fmt(*s['zero_variance_frac'], 1, 3):>15} {s['compute/rollouts_generated'][0]:>9.0f} "
+                             f"{_fmt(*tokens_ratio, 1, 3):>14} {s['time/step'][0]:>7.2f}")
         stat_rows.append([label, _fmt(*s["zero_variance_frac"], 1, 3), f"{s['compute/rollouts_generated'][0]:.0f}",
                           f"{s['compute/rollouts_trained'][0]:.0f}", f"{s['compute/tokens_generated'][0]:.0f}",
                           _fmt(*tokens_ratio, 1, 3), f"{s['time/step'][0]:.2f}", f"{1000 * s['time/controllers'][0]:.1f}"])
+    decision += decision_rows
     for metric, label in (("worst_group_accuracy", "worst-group held-out acc"), ("accuracy", "mean held-out acc")):
         above = [METHODS[m][0] for m in METHODS if m != "grpo" and gains[m][metric][0] - gains[m][metric][1] > 0]
         below = [METHODS[m][0] for m in METHODS if m != "grpo" and gains[m][metric][0] + gains[m][metric][1] < 0]
@@ -251,6 +258,7 @@ def main_arena(out: Path, quick: bool = False, jobs: int = 2, log: Callable[[str
         setting += f", {cfg.seeds} seeds instead of {base.seeds}"
     summary = summarize(cfg, result["runs"], setting)
     summary["seconds"] = result["seconds"]
+    summary["seeds"], summary["default_seeds"] = cfg.seeds, base.seeds
     path = out / "lm-arena.json"
     path.write_text(json.dumps(summary, indent=1, default=float), encoding="utf-8")
     return path

@@ -131,8 +131,31 @@ def world_section(name: str, world: dict[str, Any]) -> tuple[list[str], dict[str
     return lines, {"stats": stats, "decision": result, "selector_matched": matched_summary}
 
 
+def world_rows(world: str, entry: dict[str, Any]) -> list[str]:
+    """The decision's per-method lines of one world: SE-proxy reduction ÷ the oracle's, Δ mean and worst-group
+    held-out accuracy vs tuned GRPO, zero-variance share and time per step, at the same rollouts (and tokens)."""
+    stats, gains = entry.get("stats", {}), entry["decision"]["gains"]
+    if not stats:
+        return []
+    rollouts = sorted({f"{e['rollouts_generated_per_step'][0]:.0f}" for e in stats.values()})
+    lines = [f"  {world}: every run generated {' / '.join(rollouts)} rollouts per step (equal rollouts; a simulated "
+             "rollout has no length, so also equal generated tokens)",
+             f"    {'method':<34} {'Eq.28 red. ÷ oracle':>20} {'Δ mean acc vs tuned':>20} {'Δ worst-group vs tuned':>23} "
+             f"{'zero-var share':>15} {'ms/step (ctrl)':>15}"]
+    worst, mean = GAIN_METRICS[0][0], GAIN_METRICS[1][0]
+    for m, e in stats.items():
+        g = gains.get(m)
+        delta = [fmt(*g[k]["vs_tuned"], 1, 100) if g else ("(is GRPO)" if m == "grpo" else "(SE only)") for k in (mean, worst)]
+        lines.append(f"    {METHODS[m].label:<34} {fmt(*e['var_fraction_of_oracle'], 2):>20} {delta[0]:>20} {delta[1]:>23} "
+                     f"{fmt(*e['zero_variance_share'], 3):>15} {e['step_ms'][0]:>8.1f} ({e['controller_ms_per_step'][0]:.2f})")
+    return lines
+
+
 def decision_lines(summary: dict[str, Any]) -> list[str]:
-    lines = ["arena decision (simulator: held-out test split vs tuned GRPO, paired seeds, 95% intervals, pp):"]
+    lines = ["arena decision (simulator: held-out test split vs tuned GRPO, every method at its own tuned lr, paired "
+             "seeds, 95% intervals, pp; times provisional, measured under load):"]
+    for world, entry in summary["worlds"].items():
+        lines += world_rows(world, entry)
     for world, entry in summary["worlds"].items():
         gains = entry["decision"]["gains"]
         for metric, label in GAIN_METRICS:
@@ -144,6 +167,11 @@ def decision_lines(summary: dict[str, Any]) -> list[str]:
             mean, half = matched["gains"][GAIN_METRICS[1][0]]
             lines.append(f"  {world:<11} {METHODS[m].label} vs GRPO with its step (x{matched['factor']:.2f} shared/group): "
                          f"mean held-out acc {fmt(mean, half, 1, 100)} pp")
+    if any(entry.get("selector_matched") for entry in summary["worlds"].values()):
+        lines.append("  (selectors: the simulator's learner divides its shared and group steps by the prompts trained on, "
+                     "not its prompt-skill step; a selector's gain over tuned GRPO that turns into a loss against GRPO "
+                     "with the selector's step comes from that normalisation, not from the selection: this assumption "
+                     "decides the selectors' verdict, and a token-mean LM loss has a different one)")
     for label, stats in (("bimodal world", summary["worlds"].get("bimodal", {}).get("stats", {})),
                          ("bimodal world at the sqrt-law scale", summary.get("paper_scale", {}))):
         if "gdro_prompt" not in stats:
@@ -213,7 +241,7 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
         f"{first['n_max']}]. Learning rate tuned per method: each method on its own grid starting at scales "
         f"{{{start}}} (sqrt(2) steps, gdro_lab/lrgrid.py), extended by sqrt(2) while its best point on the val "
         f"split for any tuned metric was an end (at most {settings.lr_extend} steps beyond each end); the grids "
-        f"as run are listed per world. The runs took {run_seconds:,.0f} s in all (this invocation {wall:.0f} s: "
+        f"as run are listed per world. The grid and reference runs took {run_seconds:,.0f} s (this invocation {wall:.0f} s: "
         "unchanged runs are read from their digests) on a shared 2-core machine under load (times are provisional).",
         "", setting, "",
         "**Equal compute.** Every method generates exactly batch × n̄ rollouts per step (the column "
@@ -234,7 +262,8 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
     command = ["gdro arena"] + [f"--{k.replace('_', '-')} {getattr(settings, k)}" for k in
                                 ("seeds", "steps", "prompts", "batch") if getattr(settings, k) != DEFAULTS[k]]
     command += [f"--worlds {','.join(worlds)}"] * (len(worlds) < len(WORLDS)) + ["--no-paper-scale"] * (not paper_scale)
-    command += [] if summary.get("lm") else ["--sim-only"]
+    lm = summary.get("lm") or {}
+    command += ["--sim-only"] if not lm else [f"--lm-seeds {lm['seeds']}"] * (lm.get("seeds", 0) < lm.get("default_seeds", 0))
     lines += ["## Reproduce", "", f"`nice -n 10 {' '.join(command)} --update-reports` (this report; every run whose "
               "config is unchanged is read from its digest under the output folder, so a rerun redoes only what "
               "changed).", ""]

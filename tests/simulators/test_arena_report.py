@@ -49,8 +49,17 @@ def test_fraction_of_the_oracle_is_the_ratio_of_means_after_the_first_pass() -> 
 def test_target_verdict_uses_the_lower_end_of_the_interval() -> None:
     def decision(frac: float, half: float) -> str:
         stats_ = {"gdro_prompt": {"var_fraction_of_oracle": [frac, half]}}
-        lines = arena_report.decision_lines({"worlds": {"bimodal": {"decision": {"gains": {}}, "stats": stats_}}})
+        lines = arena_report.decision_lines({"worlds": {}, "paper_scale": stats_})
         return lines[-1]
     assert "91.0 ± 0.5% of the per-prompt oracle's" in decision(0.91, 0.005) and ": reached" in decision(0.91, 0.005)
     assert "NOT reached" in decision(0.91, 0.02)
     assert "NOT reached" in decision(0.75, 0.01)
+
+
+def test_why_not_names_the_bayes_reference_when_it_is_below_the_target_too() -> None:
+    def lines(bayes: float) -> list[str]:
+        stats_ = {"gdro_prompt": {"var_fraction_of_oracle": [0.75, 0.01]},
+                  "prompt_bayes": {"var_fraction_of_oracle": [bayes, 0.01]}}
+        return arena_report.decision_lines({"worlds": {}, "paper_scale": stats_})
+    assert "why not: the Bayes reference (73.0%)" in lines(0.73)[-1]
+    assert not any("why not" in line for line in lines(0.95))  # then the allocator's rule is to blame: no excuse
