@@ -209,7 +209,8 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
                                                      "compute/rollouts_trained", "compute/tokens_generated",
                                                      "time/step", "time/controllers")}
         tokens_ratio = mean_ci(series(m, 1.0, "compute/tokens_generated") / base["compute/tokens_generated"])
-        decision_rows.append(f"    {label:<26} {_fmt(*gains[m]['accuracy'], 100):>16} {_fmt(*gains[m]['worst_group_accuracy'], 100):>20} "
+        acc, worst = gains[m]["accuracy"], gains[m]["worst_group_accuracy"]
+        decision_rows.append(f"    {label:<26} {_fmt(acc[0], acc[1], 100):>16} {_fmt(worst[0], worst[1], 100):>20} "
                              f"{_fmt(*s['zero_variance_frac'], 1, 3):>15} {s['compute/rollouts_generated'][0]:>9.0f} "
                              f"{_fmt(*tokens_ratio, 1, 3):>14} {s['time/step'][0]:>7.2f}")
         stat_rows.append([label, _fmt(*s["zero_variance_frac"], 1, 3), f"{s['compute/rollouts_generated'][0]:.0f}",
