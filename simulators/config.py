@@ -17,6 +17,11 @@ def even_edges(num_bins: int) -> tuple[float, ...]:
     return tuple(round(b / num_bins, 10) for b in range(1, num_bins))
 
 
+#: Values of SimConfig.match: "" (not a derived baseline) or the moment a step-matched run matches
+#: ("selector_step": the arena's GRPO with a selector's shared and group steps, simulators/studies/arena.py).
+MATCHES = ("", "first_moment", "second_moment", "selector_step")
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """One simulated training run."""
@@ -45,6 +50,12 @@ class SimConfig:
     """k of the exact pass@k evaluation."""
     lr_scale: float = 1.0
     """Multiplies all three learning rates of the learner (the tuned and step-matched baselines vary it)."""
+    matched_to: str = ""
+    """A derived baseline's method (step-matched GRPO: the method whose multipliers set its lr_scale); "" for
+    any other run. config.json carries it (top level, for the app's run names) only when set."""
+    match: str = ""
+    """With ``matched_to``: which moment of the method's multipliers was matched, "first_moment" (E[m]) or
+    "second_moment" (sqrt E[m^2]; gdro_lab.stepmatch); "" otherwise."""
     log_every: int = 1
     """Steps between step records in steps.jsonl (and the last step); larger = less bookkeeping."""
     ppo_minibatches: int = 1
@@ -61,9 +72,6 @@ class SimConfig:
     """Overrides of the allocator's config (gdro_lab AllocatorConfig, KnapsackConfig, ...) on top of the method's."""
     selector: Mapping[str, Any] = field(default_factory=dict)
     """Overrides of gdro_lab SelectorConfig on top of the method's."""
-    tags: Mapping[str, str] = field(default_factory=dict)
-    """Labels written as top-level string keys of config.json (the app names runs by them), e.g. a
-    step-matched GRPO's ``{"matched_to": "prompt_gdro", "match": "first_moment"}``; no effect on the run."""
 
     def __post_init__(self) -> None:
         owner = "SimConfig"
@@ -84,8 +92,12 @@ class SimConfig:
                 self.lr_scale, "a number in (0, 1000]")
         require(isinstance(self.snapshot_every, int) and self.snapshot_every >= -1, owner, "snapshot_every",
                 self.snapshot_every, "an integer >= -1 (0 = only at the end, -1 = never)")
-        require(all(isinstance(k, str) and isinstance(v, str) and k not in _FIELDS for k, v in self.tags.items()),
-                owner, "tags", dict(self.tags), "string labels whose names are not config fields")
+        require(self.match in MATCHES, owner, "match", self.match, "one of " + ", ".join(map(repr, MATCHES)))
+        require(isinstance(self.matched_to, str), owner, "matched_to", self.matched_to, "a method name or \"\"")
+        if self.matched_to:
+            get_method(self.matched_to)
+        require(bool(self.match) == bool(self.matched_to), owner, "matched_to", self.matched_to,
+                "a method name exactly when `match` is set (a step-matched baseline)")
         require(self.batch <= self.world.num_prompts, owner, "batch", self.batch,
                 f"at most the number of prompts ({self.world.num_prompts})")
 
@@ -94,14 +106,15 @@ class SimConfig:
         out["world"] = self.world.to_dict()
         for name in ("classifier", "weighter", "allocator", "selector"):
             out[name] = dict(getattr(self, name))
-        out.update(out.pop("tags"))  # top-level labels; absent when there are none (old configs unchanged)
+        for name in ("matched_to", "match"):
+            if not out[name]:
+                del out[name]  # only derived baselines carry the marker (the app names them by it)
         return out
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "SimConfig":
         known = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in values.items() if k in known and k != "tags"}
-        kwargs["tags"] = {k: v for k, v in values.items() if k not in known and isinstance(v, str)}
+        kwargs = {k: v for k, v in values.items() if k in known}
         if "world" in kwargs:
             kwargs["world"] = WorldConfig(**kwargs["world"])
         return cls(**kwargs)
@@ -116,6 +129,3 @@ class SimConfig:
                      **dict(spec.allocator_overrides), **dict(self.allocator)}
         selector = {**dict(spec.selector_overrides), **dict(self.selector)}
         return {"classifier": classifier, "weighter": weighter, "allocator": allocator, "selector": selector}
-
-
-_FIELDS = frozenset(f.name for f in dataclasses.fields(SimConfig))

@@ -85,7 +85,7 @@ def run(settings: StudySettings, worlds_only: Sequence[str] | None = None, paper
         world_settings = replace(settings, world={**overrides, **settings.world})
         grid = run_cached_grid(world_settings, methods, settings.out, name)
         references = run_cached_grid(replace(world_settings, lr_grid=(1.0,)), SE_ONLY, settings.out, name)
-        matched, factors = run_matched(world_settings, grid, methods, settings.out / "runs" / name, cached_job)
+        matched, factors = run_matched(world_settings, grid, methods, settings.out / "runs" / name)
         worlds[name] = {"overrides": overrides, "grid": grid, "references": references,
                         "decision": decision(grid, matched, factors, methods), "methods": methods,
                         "selector_matched": run_selector_matched(world_settings, grid, methods, settings.out, name)}
@@ -153,7 +153,7 @@ def run_selector_matched(settings: StudySettings, grid: Grid, methods: Sequence[
             base = sim_config(settings, "grpo", s)
             config = replace(base, world=replace(base.world, lr_shared=base.world.lr_shared * factor,
                                                  lr_group=base.world.lr_group * factor),
-                             tags={"matched_to": m, "match": "selector_shared_group_step"})
+                             matched_to=m, match="selector_step")
             jobs.append(job(replace(settings, snapshot_seeds=0), config,
                             out / "runs" / world / f"grpo_stepmatched_{m}" / f"seed{s}"))
             keys.append(m)

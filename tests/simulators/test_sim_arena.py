@@ -44,7 +44,7 @@ def test_arena_writes_the_table_and_reuses_unchanged_runs(tmp_path: Path, one_wo
             if best == max(grid):
                 assert max(grid) == pytest.approx(2 ** 0.5), (m, metric, grid)
     matched = json.loads((out / "runs" / "bimodal" / "grpo_stepmatched_greso" / "seed0" / "config.json").read_text())
-    assert (matched["method"], matched["matched_to"], matched["match"]) == ("grpo", "greso", "selector_shared_group_step")
+    assert (matched["method"], matched["matched_to"], matched["match"]) == ("grpo", "greso", "selector_step")
     digests = sorted((out / "digests").rglob("*.json"))
     stamps = {p: p.stat().st_mtime_ns for p in digests}
     assert cli.main(ARGS + ["--out", str(out)]) == 0
@@ -60,17 +60,3 @@ def test_a_changed_config_reruns_only_its_runs(tmp_path: Path, one_world):
     changed = {p for p in stamps if p.stat().st_mtime_ns != stamps[p]}
     assert changed and all("gdro_prompt" in str(p) for p in changed)
 
-
-def test_tags_are_top_level_config_keys_and_leave_untagged_configs_unchanged() -> None:
-    from simulators.config import SimConfig
-    from simulators.world import WorldConfig
-    world = WorldConfig(num_prompts=200)
-    plain = SimConfig(method="grpo", batch=16, world=world)
-    assert "tags" not in plain.to_dict() and "matched_to" not in plain.to_dict()
-    tagged = SimConfig(method="grpo", batch=16, world=world, tags={"matched_to": "gdro_prompt", "match": "first_moment"})
-    values = tagged.to_dict()
-    assert (values["matched_to"], values["match"]) == ("gdro_prompt", "first_moment")
-    assert SimConfig.from_dict(json.loads(json.dumps(values))) == tagged
-    assert arena.fingerprint(plain) != arena.fingerprint(tagged)
-    with pytest.raises(ValueError, match="tags"):
-        SimConfig(method="grpo", batch=16, world=world, tags={"seed": "3"})
