@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run; numbers are not evidence)")
     parser.add_argument("--sim-only", action="store_true", help="skip the LM study (the report says so)")
     parser.add_argument("--lm-seeds", type=int, help="seeds of the LM part (default 3; fewer is stated in the report)")
+    parser.add_argument("--lm-reuse-only", action="store_true",
+                        help="LM part from its finished runs only (a method keeps the seeds finished at every lr "
+                             "scale; the report says which have fewer seeds)")
     parser.add_argument("--update-reports", action="store_true", help="copy the report into reports/arena")
     parser.add_argument("--worlds", help="comma-separated simulator worlds (default: all five: default, "
                         "paper-1.7b, paper-4b, paper-8b, bimodal)")
@@ -87,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.sim_only:
         from real_runs.lmstudy.arena import main_arena
         try:
-            path = main_arena(args.out, quick=args.quick, jobs=args.jobs, seeds=args.lm_seeds)
+            path = main_arena(args.out, quick=args.quick, jobs=args.jobs, seeds=args.lm_seeds, reuse_only=args.lm_reuse_only)
         except (ValueError, OSError) as err:
             print(f"gdro arena: LM study: {err}", file=sys.stderr)
             return 2

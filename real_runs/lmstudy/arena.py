@@ -102,10 +102,8 @@ def run_one(cfg: study.StudyConfig, method: str, seed: int, lr_scale: float, out
 
     config = trainer_config(cfg, method, seed, out, lr_scale)
     target = out / run_name(method, lr_scale, seed)
-    if study.finished(target):
-        if same_experiment(json.loads((target / "config.json").read_text()), json.loads(json.dumps(config_to_dict(config)))):
-            return str(target)
-        raise FileExistsError(f"{target} holds a finished run of another config: delete it to rerun")
+    if finished_run(cfg, method, seed, lr_scale, out) is not None:
+        return str(target)
     if target.exists():
         raise FileExistsError(f"{target} holds an unfinished run: resume it with `gdro train --resume {target}` "
                               "or delete it, then run the arena again")
@@ -114,6 +112,19 @@ def run_one(cfg: study.StudyConfig, method: str, seed: int, lr_scale: float, out
         run_dir = train_main(config, model=model, tokenizer=tokenizer, train_records=tasks.train_split(cfg.task_config()),
                              eval_records=eval_records(cfg), reward=reward)
     return str(run_dir)
+
+
+def finished_run(cfg: study.StudyConfig, method: str, seed: int, lr_scale: float, out: Path) -> Path | None:
+    """The finished run directory of this (method, seed, lr scale) under ``out``, None when there is none;
+    FileExistsError when a finished run there has another config."""
+    from real_runs.config import config_to_dict
+    target = out / run_name(method, lr_scale, seed)
+    if not study.finished(target):
+        return None
+    wanted = json.loads(json.dumps(config_to_dict(trainer_config(cfg, method, seed, out, lr_scale))))
+    if same_experiment(json.loads((target / "config.json").read_text()), wanted):
+        return target
+    raise FileExistsError(f"{target} holds a finished run of another config: delete it to rerun")
 
 
 def same_experiment(saved: dict[str, Any], wanted: dict[str, Any]) -> bool:
@@ -126,8 +137,19 @@ def same_experiment(saved: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return True
 
 
-def run_arena(cfg: study.StudyConfig, out: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Warm start, then every (method, lr scale, seed) in a pool of cfg.jobs single-thread processes."""
+def run_arena(cfg: study.StudyConfig, out: Path, log: Callable[[str], None] = print,
+              reuse_only: bool = False) -> dict[str, Any]:
+    """Warm start, then every (method, lr scale, seed) in a pool of cfg.jobs single-thread processes;
+    ``reuse_only``: no new run, only the finished ones (a method keeps the seeds finished at every lr scale)."""
+    if reuse_only:
+        keys = [(m, lr, s) for s in range(cfg.seeds) for m in METHODS for lr in LR_SCALES]
+        found = {key: finished_run(cfg, key[0], key[2], key[1], out / "runs") for key in keys}
+        runs = {key: path for key, path in found.items() if path is not None
+                and all(found[(key[0], lr, key[2])] is not None for lr in LR_SCALES)}
+        if not any(m == "grpo" for m, _, _ in runs):
+            raise ValueError(f"--lm-reuse-only: no finished GRPO seed at every lr scale under {out / 'runs'}")
+        log(f"lm arena: reusing {len(runs)} finished runs, running none")
+        return {"runs": runs, "seconds": 0.0, "config": dataclasses.asdict(cfg)}
     import torch
 
     from real_runs.lmstudy.warmstart import warm_start
@@ -183,24 +205,34 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
     """Tuned-lr gains on the test half, compute and time per step: markdown and decision lines."""
     digests = {key: run_digest(path, cfg) for key, path in runs.items()}
     seeds = sorted({s for _, _, s in digests})
+    have = {m: [s for s in seeds if all((m, lr, s) in digests for lr in LR_SCALES)] for m in METHODS}
+    common = {m: [s for s in have[m] if s in have["grpo"]] for m in METHODS}
+    missing = [f"{label} ({len(common[m])} seed{'s' * (len(common[m]) != 1)})" for m, (label, _) in METHODS.items()
+               if len(common[m]) < len(seeds)]
+    if any(not common[m] for m in METHODS):
+        raise ValueError("LM arena: " + ", ".join(METHODS[m][0] for m in METHODS if not common[m])
+                         + " has no finished seed shared with GRPO at every lr scale")
 
-    def series(method: str, lr: float, name: str) -> np.ndarray:
-        return np.array([digests[(method, lr, s)][name] for s in seeds])
+    def series(method: str, lr: float, name: str, of: str | None = None) -> np.ndarray:
+        """Per seed (the seeds ``of``'s method shares with GRPO; default ``method``'s own)."""
+        return np.array([digests[(method, lr, s)][name] for s in common[of or method]])
 
     tuned = {metric: {m: max(sorted(LR_SCALES), key=lambda lr: (np.nanmean(series(m, lr, f"val/{metric}")), -lr))
                       for m in METHODS} for metric in ("accuracy", "worst_group_accuracy")}
+    fewer = f"; fewer seeds: {', '.join(missing)}" if missing else ""
     gain_rows, stat_rows, decision = [], [], [f"arena decision (LM study, {setting}: held-out test half vs tuned GRPO, "
-                                              f"{len(seeds)} paired seeds, 95% intervals, pp):"]
+                                              f"{len(seeds)} paired seeds{fewer}, 95% intervals, pp):"]
     gains: dict[str, Any] = {}
     decision_rows = [f"    {'method':<26} {'Δ mean acc (pp)':>16} {'Δ worst-group (pp)':>20} {'zero-var share':>15} "
                      f"{'rollouts':>9} {'tokens ÷ GRPO':>14} {'s/step':>7}   (per step, lr 1; equal rollouts, "
                      "tokens differ)"]
     for m, (label, _) in METHODS.items():
-        base = {k: series("grpo", 1.0, k) for k in ("compute/tokens_generated",)}
+        base = {k: series("grpo", 1.0, k, of=m) for k in ("compute/tokens_generated",)}
         row = [label]
         gains[m] = {}
         for metric in ("accuracy", "worst_group_accuracy"):
-            diff = series(m, tuned[metric][m], f"test/{metric}") - series("grpo", tuned[metric]["grpo"], f"test/{metric}")
+            diff = (series(m, tuned[metric][m], f"test/{metric}", of=m)
+                    - series("grpo", tuned[metric]["grpo"], f"test/{metric}", of=m))
             mean, half = gains[m][metric] = mean_ci(diff)
             row.append(_fmt(mean, half, 100))
         row.append(f"{tuned['accuracy'][m]:g} / {tuned['accuracy']['grpo']:g}")
@@ -208,7 +240,7 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
         s = {k: mean_ci(series(m, 1.0, k)) for k in ("zero_variance_frac", "compute/rollouts_generated",
                                                      "compute/rollouts_trained", "compute/tokens_generated",
                                                      "time/step", "time/controllers")}
-        tokens_ratio = mean_ci(series(m, 1.0, "compute/tokens_generated") / base["compute/tokens_generated"])
+        tokens_ratio = mean_ci(series(m, 1.0, "compute/tokens_generated", of=m) / base["compute/tokens_generated"])
         acc, worst = gains[m]["accuracy"], gains[m]["worst_group_accuracy"]
         decision_rows.append(f"    {label:<26} {_fmt(acc[0], acc[1], 100):>16} {_fmt(worst[0], worst[1], 100):>20} "
                              f"{_fmt(*s['zero_variance_frac'], 1, 3):>15} {s['compute/rollouts_generated'][0]:>9.0f} "
@@ -225,7 +257,7 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
     markdown = [f"## LM study ({setting})", "",
                 f"{len(METHODS)} methods × lr scales {{{', '.join(f'{v:g}' for v in LR_SCALES)}}} (steps of 2x, coarser "
                 "than the sqrt(2) grids of the simulator part: reduced for CPU) "
-                f"× {len(seeds)} seeds "
+                f"× {len(seeds)} seeds{fewer} "
                 f"through the real trainer (`gdro train`'s loop, the CPU LM study's warm-started 0.5 M-parameter Qwen3 "
                 f"on synthetic arithmetic): {cfg.steps} steps × {cfg.prompts_per_step} prompts over a "
                 f"{cfg.train_size}-prompt pool (the first {cfg.train_size // cfg.prompts_per_step} steps are a pass "
@@ -248,18 +280,20 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
 
 
 def main_arena(out: Path, quick: bool = False, jobs: int = 2, log: Callable[[str], None] = print,
-               seeds: int | None = None) -> Path:
+               seeds: int | None = None, reuse_only: bool = False) -> Path:
     """Run (or reuse) the LM arena under ``out/lm`` and write ``out/lm-arena.json``; returns its path.
     ``seeds`` overrides the setting's number of seeds (fewer: a further reduced setting, stated)."""
     base = QUICK if quick else ARENA
     cfg = dataclasses.replace(base, jobs=jobs, seeds=seeds or base.seeds)
-    result = run_arena(cfg, out / "lm", log=log)
+    result = run_arena(cfg, out / "lm", log=log, reuse_only=reuse_only)
     setting = "QUICK setting, not evidence" if quick else "reduced setting"
     if cfg.seeds < base.seeds:
         setting += f", {cfg.seeds} seeds instead of {base.seeds}"
+    if reuse_only:
+        setting += ", finished runs only"
     summary = summarize(cfg, result["runs"], setting)
     summary["seconds"] = result["seconds"]
-    summary["seeds"], summary["default_seeds"] = cfg.seeds, base.seeds
+    summary["seeds"], summary["default_seeds"], summary["reuse_only"] = cfg.seeds, base.seeds, reuse_only
     path = out / "lm-arena.json"
     path.write_text(json.dumps(summary, indent=1, default=float), encoding="utf-8")
     return path

@@ -264,6 +264,7 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
     command += [f"--worlds {','.join(worlds)}"] * (len(worlds) < len(WORLDS)) + ["--no-paper-scale"] * (not paper_scale)
     lm = summary.get("lm") or {}
     command += ["--sim-only"] if not lm else [f"--lm-seeds {lm['seeds']}"] * (lm.get("seeds", 0) < lm.get("default_seeds", 0))
+    command += ["--lm-reuse-only"] if lm.get("reuse_only") else []
     lines += ["## Reproduce", "", f"`nice -n 10 {' '.join(command)} --update-reports` (this report; every run whose "
               "config is unchanged is read from its digest under the output folder, so a rerun redoes only what "
               "changed).", ""]

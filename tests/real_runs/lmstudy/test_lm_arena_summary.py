@@ -1,0 +1,46 @@
+"""The LM arena's summary against a hand computation on synthetic run digests: the lr chosen on the
+val half, the gain on the test half paired by seed with GRPO at its own tuned lr, and a method with
+fewer finished seeds compared on the seeds it shares with GRPO (and said so)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from real_runs.lmstudy import arena, study
+
+
+def digest(val: float, test: float, tokens: float = 100.0) -> dict[str, float]:
+    return {"val/accuracy": val, "val/worst_group_accuracy": val / 2, "test/accuracy": test,
+            "test/worst_group_accuracy": test / 2, "zero_variance_frac": 0.5, "compute/rollouts_generated": 64.0,
+            "compute/rollouts_trained": 64.0, "compute/tokens_generated": tokens, "time/step": 1.0,
+            "time/controllers": 0.001}
+
+
+def test_gains_are_paired_over_the_seeds_a_method_shares_with_grpo(monkeypatch) -> None:
+    monkeypatch.setattr(arena, "LR_SCALES", (0.5, 1.0))
+    monkeypatch.setattr(arena, "METHODS", {"grpo": ("GRPO", {}), "knapsack": ("Knapsack-RL", {"allocator": "knapsack"})})
+    table = {}
+    for s, (g_test, k_test) in enumerate([(0.30, 0.36), (0.40, 0.41), (0.20, 0.0)]):
+        table[("grpo", 0.5, s)] = digest(0.1, 0.0)          # GRPO's val is best at lr 1
+        table[("grpo", 1.0, s)] = digest(0.5, g_test)
+        if s < 2:                                            # knapsack: seeds 0 and 1 only
+            table[("knapsack", 0.5, s)] = digest(0.6, k_test, tokens=90.0)   # best on val at lr 0.5
+            table[("knapsack", 1.0, s)] = digest(0.2, 0.0, tokens=90.0)
+    monkeypatch.setattr(arena, "run_digest", lambda path, cfg: table[path])
+    runs = {key: key for key in table}
+    out = arena.summarize(study.QUICK, runs, "test")  # type: ignore[arg-type]
+    assert out["tuned_lr"]["accuracy"] == {"grpo": 1.0, "knapsack": 0.5}
+    diff = np.array([0.36 - 0.30, 0.41 - 0.40])              # seeds 0, 1 only (seed 2 has no knapsack run)
+    half = stats.t.ppf(0.975, 1) * diff.std(ddof=1) / np.sqrt(2)
+    assert out["gains"]["knapsack"]["accuracy"] == pytest.approx((diff.mean(), half))
+    assert "fewer seeds: Knapsack-RL (2 seeds)" in out["decision"][0]
+    assert any("Knapsack-RL" in line and "0.900" in line for line in out["decision"])  # tokens ÷ GRPO's at lr 1
+
+
+def test_reuse_only_needs_a_finished_grpo(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no finished GRPO"):
+        arena.run_arena(study.QUICK, tmp_path, log=lambda _: None, reuse_only=True)
