@@ -294,6 +294,7 @@ def main_arena(out: Path, quick: bool = False, jobs: int = 2, log: Callable[[str
     summary = summarize(cfg, result["runs"], setting)
     summary["seconds"] = result["seconds"]
     summary["seeds"], summary["default_seeds"], summary["reuse_only"] = cfg.seeds, base.seeds, reuse_only
+    summary["setting"] = setting
     path = out / "lm-arena.json"
     path.write_text(json.dumps(summary, indent=1, default=float), encoding="utf-8")
     return path

@@ -229,9 +229,13 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
     reduced = [f"{k} {getattr(settings, k)} (default {DEFAULTS[k]})" for k in ("seeds", "steps", "prompts", "batch")
                if getattr(settings, k) != DEFAULTS[k]]
     missing = [w for w in WORLDS if w not in worlds] + ([] if paper_scale else ["the paper-scale SE check"])
-    setting = ("**Setting: the full arena.**" if not reduced and not missing else
-               "**Setting: REDUCED** (" + "; ".join(reduced + [f"not run: {', '.join(missing)}"] * bool(missing))
-               + "): the numbers below are of this setting only.")
+    setting = ("**Setting: the simulator part in full.**" if not reduced and not missing else
+               "**Setting: simulator part REDUCED** (" + "; ".join(reduced + [f"not run: {', '.join(missing)}"] * bool(missing))
+               + "): its numbers are of this setting only.")
+    lm_file = out / LM_FILE
+    lm_part = json.loads(lm_file.read_text(encoding="utf-8")) if lm_file.is_file() else {}
+    setting += (f" **LM part: {lm_part['setting']}** (see its section)." if lm_part.get("setting") else
+                " LM part: see its section." if lm_part else " **LM part: not run.**")
     start = ", ".join(f"{v:.3g}" for v in sorted(set(settings.lr_grid) | {1.0}))
     lines = [
         "# Study `arena`: rollout allocation and prompt selection at equal compute", "",
@@ -267,7 +271,8 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
     command += ["--lm-reuse-only"] if lm.get("reuse_only") else []
     lines += ["## Reproduce", "", f"`nice -n 10 {' '.join(command)} --update-reports` (this report; every run whose "
               "config is unchanged is read from its digest under the output folder, so a rerun redoes only what "
-              "changed).", ""]
+              "changed" + ("; `--lm-reuse-only` summarises the LM runs already finished in the output folder: "
+                           "without it the command runs the missing ones" if lm.get("reuse_only") else "") + ").", ""]
     write_json(out / "summary.json", summary)
     (out / "decision.txt").write_text("\n".join(decision) + "\n", encoding="utf-8")
     path = out / "report.md"
