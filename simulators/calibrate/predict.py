@@ -186,8 +186,11 @@ def run_all(settings: Settings, worlds: list[dict[str, Any]], max_extension: int
         summaries.update(zip(keys, _run(_jobs(settings, worlds, keys), settings, "predict: GRPO grid extended")))
     matched = {}
     for j in range(D):
-        factors = match_factors([summaries[("prompt_gdro", j, s, 1.0)].scalars for s in range(S)])
-        matched[j] = {"grpo_matched_c1": factors.first, "grpo_matched_c2": factors.second}
+        try:
+            factors = match_factors([summaries[("prompt_gdro", j, s, 1.0)].scalars for s in range(S)])
+            matched[j] = {"grpo_matched_c1": factors.first, "grpo_matched_c2": factors.second}
+        except ValueError:  # no step carried a multiplier (a run shorter than a pass over the pool): factor 1
+            matched[j] = {"grpo_matched_c1": 1.0, "grpo_matched_c2": 1.0}
     extra = [(label, j, s, c) for j in matched for label, c in matched[j].items() for s in range(S)]
     if settings.optimizer == "sgd":
         jobs = [(sim_config(settings, worlds[j], "grpo", s, settings.lr_scale * c),
