@@ -8,7 +8,7 @@ sampled success each step and, every ``eval_every`` steps, each held-out group's
 estimated from k samples per held-out prompt (with its standard error). ``write_as_real`` writes
 them in the files ``gdro calibrate`` reads (a samples file, ``gdro train``-style run directories).
 
-    python -m simulators.calibrate.recovery --out /tmp/recovery --reps 6      # the docs' table
+    python -m simulators.calibrate.recovery --out reports/calibration/recovery --reps 3 --update-docs   # the docs' table
 
 For every parameter: the estimate's error against the truth and whether the 95% interval covers it;
 coverage over worlds and seeds is compared with the nominal 95% (docs/calibration.md).
@@ -203,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + reps - 1")
     parser.add_argument("--stage1-only", action="store_true", help="only the difficulty fit (many replicates cheaply)")
     parser.add_argument("--summarize-only", action="store_true", help="no fits: summarize OUT/rows.json")
+    parser.add_argument("--update-docs", action="store_true",
+                        help="also put the table into docs/calibration.md (between its recovery markers)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
@@ -223,6 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                          + " ".join(argv or sys.argv[1:])}, indent=1))
     (args.out / "coverage.md").write_text(coverage_markdown(table) + "\n", encoding="utf-8")
     print(coverage_markdown(table))
+    if args.update_docs:
+        from simulators.calibrate.report import ROOT, update_between
+
+        update_between(ROOT / "docs" / "calibration.md", "recovery", coverage_markdown(table))
     return 0
 
 
