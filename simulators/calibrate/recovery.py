@@ -217,12 +217,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"recovery: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
             (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
     table = coverage_table(rows)
-    seconds = time.perf_counter() - started
-    if args.summarize_only and (args.out / "coverage.json").is_file():
-        seconds = json.loads((args.out / "coverage.json").read_text()).get("seconds", seconds)
-    (args.out / "coverage.json").write_text(json.dumps({"table": table, "seconds": seconds,
-                                                         "command": "python -m simulators.calibrate.recovery "
-                                                         + " ".join(argv or sys.argv[1:])}, indent=1))
+    seconds, commands = time.perf_counter() - started, []
+    previous = args.out / "coverage.json"
+    if (args.summarize_only or args.first_seed) and previous.is_file():  # the fits' time and commands so far
+        before = json.loads(previous.read_text())
+        commands = before.get("commands", [before["command"]] if "command" in before else [])
+        seconds = before.get("seconds", 0.0) + (0.0 if args.summarize_only else seconds)
+    if not args.summarize_only:
+        commands.append("python -m simulators.calibrate.recovery " + " ".join(argv or sys.argv[1:]))
+    (args.out / "coverage.json").write_text(json.dumps({"table": table, "seconds": seconds, "commands": commands},
+                                                       indent=1))
     (args.out / "coverage.md").write_text(coverage_markdown(table) + "\n", encoding="utf-8")
     print(coverage_markdown(table))
     if args.update_docs:
