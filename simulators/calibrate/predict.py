@@ -1,6 +1,6 @@
 """`gdro predict WORLD.toml`: each method's gain in a calibrated world, with the fit's uncertainty.
 
-For each of ``--draws`` worlds drawn from the calibration's bootstrap (difficulty and dynamics
+For each of ``--draws`` worlds drawn from the calibration's posterior draws (difficulty and dynamics
 draws paired by index; ``fit.json`` next to the world file) and each of ``--seeds`` seeds (paired
 across methods: same world instance and batch order), the simulator runs, at the planned run's
 size (``fit.json``'s plan; ``--steps`` / ``--batch`` / ``--lr`` change it):
@@ -90,7 +90,7 @@ def load(path: Path) -> Calibrated:
 
 
 def world_draws(cal: Calibrated, count: int) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
-    """``count`` world-override dicts drawn from the fit's bootstrap, and the drawn values per parameter."""
+    """``count`` world-override dicts drawn from the fit's posterior draws, and the drawn values per parameter."""
     base = dict(cal.overrides["world"])
     if cal.fit is None:
         return [base], {}

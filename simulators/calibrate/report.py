@@ -125,7 +125,7 @@ def write_report(record: dict[str, Any], out: Path, command: str) -> Path:
                             parameter_rows(record)), ""]
     weak = [n for n, note in record["identification"].items() if note.startswith("weak")]
     lines += [f"**Weakly identified by these data**: {', '.join(f'`{n}`' for n in weak) or 'none'}. A prediction that "
-              "depends on them is only as good as the range the bootstrap draws from (`gdro predict` says which "
+              "depends on them is only as good as the range the posterior draws cover (`gdro predict` says which "
               "parameter its verdict is most sensitive to).", "",
               "## Stage 1: pass rates", "", f"![pass rates]({passrate_figure(record, out)})", ""]
     if record["dynamics"]:
