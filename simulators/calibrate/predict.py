@@ -189,7 +189,7 @@ def run_all(settings: Settings, worlds: list[dict[str, Any]], max_extension: int
         try:
             factors = match_factors([summaries[("prompt_gdro", j, s, 1.0)].scalars for s in range(S)])
             matched[j] = {"grpo_matched_c1": factors.first, "grpo_matched_c2": factors.second}
-        except ValueError:  # no step carried a multiplier (a run shorter than a pass over the pool): factor 1
+        except ValueError:  # no step had a prompt carrying an advantage (every group all-equal): factor 1
             matched[j] = {"grpo_matched_c1": 1.0, "grpo_matched_c2": 1.0}
     extra = [(label, j, s, c) for j in matched for label, c in matched[j].items() for s in range(S)]
     if settings.optimizer == "sgd":

@@ -119,3 +119,15 @@ def test_lm_comparison_end_to_end(calibrated: Path, tmp_path: Path, capsys: pyte
     for row in rows:  # the error is measured - predicted, its interval both intervals combined
         assert row["error"][0] == pytest.approx(row["measured"][0] - row["predicted"][0])
         assert row["error"][1] == pytest.approx(np.hypot(*np.nan_to_num([row["predicted"][1], row["measured"][1]])))
+
+
+def test_predict_without_any_multiplier_matches_at_factor_one(tmp_path: Path) -> None:
+    """When no prompt carries an advantage in any step (every group all-wrong: the quick LM study's calibrated world,
+    4 steps), Prompt-GDRO's runs log no multiplier moment; step matching then falls back to factor 1 instead of failing."""
+    from simulators.calibrate import predict
+
+    settings = predict.Settings(draws=1, seeds=1, steps=2, batch=8, lr_scale=1.0, optimizer="sgd", workers=1,
+                                out=tmp_path, n_bar=4, n_min=2, n_max=12)
+    table = predict.run_all(settings, [{"num_prompts": 16, "num_groups": 2, "difficulty_offset": 20.0}], max_extension=0)
+    assert table["matched_c1"].tolist() == [1.0] and table["matched_c2"].tolist() == [1.0]
+    np.testing.assert_array_equal(table["grpo_matched_c1|test/accuracy"], table["grpo@1|test/accuracy"])
