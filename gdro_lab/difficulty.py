@@ -66,17 +66,20 @@ class _History:
     """Ring buffers of the last H visits, one row per prompt index (rows grow by doubling).
 
     One int64 buffer holds a prompt's whole row, so a visit touches one contiguous stretch of
-    memory: [visits, bin, mark, pass@k of the H slots (float64 bits), (n << 32) | c of the H slots].
-    ``visits[i]`` counts prompt i's visits ever: its ring position is visits mod H and its window
-    holds min(visits, H) of them. ``bins`` is -1 for a prompt never visited; a visited prompt
-    always has a bin >= 0, so ``bins >= 0`` marks the tracked prompts. ``mark`` is scratch space
-    for the duplicate check. ``visits``, ``bins``, ``passk``, ``successes`` and ``rollouts`` are
-    views of the buffer (n = 0 marks an empty slot).
+    memory: [visits, bin, mark, window sum of pass@k (float64 bits), pass@k of the H slots (float64
+    bits), (n << 32) | c of the H slots]. ``visits[i]`` counts prompt i's visits ever: its ring
+    position is visits mod H and its window holds min(visits, H) of them. ``bins`` is -1 for a
+    prompt never visited; a visited prompt always has a bin >= 0, so ``bins >= 0`` marks the
+    tracked prompts. ``mark`` is scratch space for the duplicate check. ``sums`` is the running
+    sum of the window's pass@k, updated per visit as sum + (new - evicted) (O(1) per visit instead
+    of re-adding H slots; it differs from a fresh sum of the slots by rounding only, ~1e-15, and
+    is saved in the state so a resumed run continues bit for bit). ``visits``, ``bins``, ``sums``,
+    ``passk``, ``successes`` and ``rollouts`` are views of the buffer (n = 0 marks an empty slot).
     """
 
     def __init__(self, window: int, rows: int = 0):
         self.window = window
-        self.width = 3 + 2 * window
+        self.width = 4 + 2 * window
         self._allocate(rows)
 
     def _allocate(self, rows: int, old: np.ndarray | None = None) -> None:
@@ -90,11 +93,12 @@ class _History:
         self.visits = buffer[:, 0]
         self.bins = buffer[:, 1]
         self.mark = buffer[:, 2]
-        self.passk = buffer[:, 3: 3 + self.window].view(np.float64)
+        self.sums = buffer[:, 3].view(np.float64)
+        self.passk = buffer[:, 4: 4 + self.window].view(np.float64)
 
     def slots(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(c, n) of each slot of the given rows (n = 0: an empty slot), int32, shape (len(rows), H)."""
-        packed = self.buffer[rows, 3 + self.window:]
+        packed = self.buffer[rows, 4 + self.window:]
         return (packed & 0xFFFFFFFF).astype(np.int32), (packed >> 32).astype(np.int32)
 
     @property
@@ -114,22 +118,27 @@ class _History:
 
     def set_slots(self, rows: np.ndarray, passk_RH: np.ndarray, successes_RH: np.ndarray,
                   rollouts_RH: np.ndarray) -> None:
-        """Write whole windows (slot order) of the given rows."""
+        """Write whole windows (slot order) of the given rows (their sums: call ``set_sums``)."""
         window = self.window
         self.passk[rows] = passk_RH
-        self.buffer[rows, 3 + window:] = (rollouts_RH.astype(np.int64) << 32) | successes_RH.astype(np.int64)
+        self.buffer[rows, 4 + window:] = (rollouts_RH.astype(np.int64) << 32) | successes_RH.astype(np.int64)
 
-    def record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """Write one visit for each of ``rows`` (distinct) into the ring buffers; returns the new lengths."""
+    def record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Write one visit for each of ``rows`` (distinct) into the ring buffers; returns the new
+        (lengths, window sums). An empty slot holds 0.0, so the first H visits evict nothing."""
         window = self.window
+        flat_passk = self.flat_passk
         start = rows * self.width
         visits = self.flat.take(start)
-        slot = start + 3 + visits % window
-        self.flat_passk[slot] = passk
+        slot = start + 4 + visits % window
+        sums = flat_passk.take(start + 3) + (passk - flat_passk.take(slot))
+        flat_passk[slot] = passk
+        flat_passk[start + 3] = sums
         self.flat[slot + window] = (counts << 32) | successes
         visits += 1
         self.flat[start] = visits
-        return np.minimum(visits, window)
+        return np.minimum(visits, window), sums
 
     def has_duplicates(self, rows: np.ndarray) -> bool:
         """Whether an index occurs twice in ``rows``."""
@@ -199,13 +208,14 @@ class DifficultyClassifier(PerPromptState):
         seen = rows >= 0
         seen[seen] = hist.bins[rows[seen]] >= 0
         seen_rows = rows[seen]
-        out[seen] = self._band(seen_rows, hist.length[seen_rows])[0]
+        out[seen] = self._band(seen_rows, hist.length[seen_rows], hist.sums[seen_rows])[0]
         return out
 
-    def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(center, low, high) of the window estimate (``length`` visits in each window, >= 1);
-        hysteresis band estimate -/+ delta."""
-        mean = np.add.reduce(self._history.passk[rows], axis=1) / length
+    def _band(self, rows: np.ndarray, length: np.ndarray, sums: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(center, low, high) of the window estimate (``length`` visits in each window, >= 1, whose
+        pass@k sum to ``sums``); hysteresis band estimate -/+ delta."""
+        mean = sums / length
         delta = self.config.hysteresis
         return mean, mean - delta, mean + delta
 
@@ -226,7 +236,7 @@ class DifficultyClassifier(PerPromptState):
         hist = self._capacity()
         if not hist.has_duplicates(rows):
             unique_rows = rows
-            length = hist.record(rows, passk, successes, counts)
+            length, sums = hist.record(rows, passk, successes, counts)
         else:  # a prompt seen twice in one batch: write its visits one pass at a time, in order
             unique_rows = np.unique(rows)
             pending = np.arange(rows.size)
@@ -235,10 +245,10 @@ class DifficultyClassifier(PerPromptState):
                 take = pending[first]
                 hist.record(rows[take], passk[take], successes[take], counts[take])
                 pending = np.setdiff1d(pending, take, assume_unique=True)
-            length = hist.length[unique_rows]
+            length, sums = hist.length[unique_rows], hist.sums[unique_rows]
         previous = hist.bins[unique_rows]
         smallest = int(np.minimum.reduce(previous))
-        center, low, high = self._band(unique_rows, length)
+        center, low, high = self._band(unique_rows, length, sums)
         new = hysteresis_bins(previous, center, low, high, self._edges, smallest)
         hist.bins[unique_rows] = new
         fresh = int(np.count_nonzero(previous < 0)) if smallest < 0 else 0
@@ -250,7 +260,7 @@ class DifficultyClassifier(PerPromptState):
                 "classifier/mean_passk": float(np.add.reduce(center) / center.size) if center.size else float("nan")}
 
     def state_dict(self) -> dict[str, Any]:
-        """The tracked prompts' ids (index order) and their windows; keys as before interning."""
+        """The tracked prompts' ids (index order), their windows and window sums of pass@k."""
         hist = self._history
         rows = np.flatnonzero(hist.bins >= 0)
         visits = hist.visits[rows]
@@ -258,7 +268,7 @@ class DifficultyClassifier(PerPromptState):
         return {"ids": self.prompts.ids_of(rows), "successes": successes,
                 "failures": rollouts - successes, "length": np.minimum(visits, hist.window),
                 "position": visits % hist.window, "bins": hist.bins[rows],
-                "rng": self.rng.bit_generator.state}
+                "passk_sum": hist.sums[rows], "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state_dict (also one written before interning): ids are interned into ``self.prompts``."""
@@ -270,6 +280,7 @@ class DifficultyClassifier(PerPromptState):
             failures = np.asarray(state["failures"], np.int32).reshape(n, window)
             length, position, bins = (np.asarray(state[key], np.int64).reshape(n)
                                       for key in ("length", "position", "bins"))
+            sums = None if state.get("passk_sum") is None else np.asarray(state["passk_sum"], float).reshape(n)
         except (KeyError, TypeError, ValueError) as err:
             raise ConfigError(f"classifier state is invalid ({type(err).__name__}: {err}): it must come from "
                               f"state_dict() of a classifier with window={window}") from None
@@ -281,6 +292,8 @@ class DifficultyClassifier(PerPromptState):
         passk = np.zeros((n, window))
         passk[filled] = pass_at_k(visits[filled], successes[filled], self.config.k)
         hist.set_slots(rows, passk, successes, visits)
+        # the running sums as saved (bit for bit); a state written before they were kept: summed afresh
+        hist.sums[rows] = np.add.reduce(passk, axis=1) if sums is None else sums
         # a window not yet full has position = length; a full one any visit count with that position
         hist.visits[rows] = np.where(length < window, length, window + position)
         hist.bins[rows] = bins
@@ -297,7 +310,8 @@ class BayesDifficultyClassifier(DifficultyClassifier):
     ``credible`` interval of pass@k lies wholly beyond an edge (replaces the fixed margin).
     """
 
-    def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _band(self, rows: np.ndarray, length: np.ndarray, sums: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         hist = self._history
         cfg = self.config
         successes_RH, rollouts_RH = hist.slots(rows)
