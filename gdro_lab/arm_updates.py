@@ -24,6 +24,18 @@ from bisect import bisect_left
 
 import numpy as np
 
+from gdro_lab.rows import row_max, row_sum
+
+
+def probabilities_and_log_softmax(logits_GA: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    """(EXP3P's p_b = (1 - gamma) softmax(L_b) + gamma / A, exactly as ``exp3p_probabilities``; log softmax(L_b)
+    = (L_b - max L_b) - log sum exp(L_b - max L_b)) of a non-empty (G, A) table, sharing the exponentials."""
+    shifted = logits_GA - row_max(logits_GA)
+    soft = np.exp(shifted)
+    sums = row_sum(soft)[:, None]
+    soft /= sums
+    return (1.0 - gamma) * soft + gamma / logits_GA.shape[1], shifted - np.log(sums)
+
 
 def sample_arms(probs_GA: np.ndarray, draws_G: np.ndarray, n_min: int) -> list[int]:
     """Arm value per bin drawn from p_b with uniform draws u_b: n_min + #(cumsum(p_b) < u_b), at most the last arm."""
@@ -73,7 +85,7 @@ def bandit_step(logits_GA: np.ndarray, probs_GA: np.ndarray, relative_G: list[fl
         cost = v * n_bar / arm + mu * arm / n_bar  # = arm_costs at the sampled arm
         new.append(value - eta * (cost / p))        # = importance_weighted_cost, mirror_descent_step
     moved[rows, arms] = new
-    moved -= np.maximum.reduce(moved, axis=1, keepdims=True)
+    moved -= row_max(moved)
     return moved
 
 
@@ -82,5 +94,5 @@ def full_step(logits_GA: np.ndarray, relative_G: list[float], arms_A: np.ndarray
     """New logits after the mirror step on every arm's cost (every bin present), re-centred to max 0."""
     cost = (np.array(relative_G) * n_bar)[:, None] / arms_A + mu * arms_A / n_bar  # = arm_costs
     moved = (logits_GA if decay == 0.0 else (1.0 - decay) * logits_GA) - eta * cost
-    moved -= np.maximum.reduce(moved, axis=1, keepdims=True)
+    moved -= row_max(moved)
     return moved
