@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from itertools import accumulate
 
 import numpy as np
 
@@ -38,10 +39,11 @@ def probabilities_and_log_softmax(logits_GA: np.ndarray, gamma: float) -> tuple[
 
 
 def sample_arms(probs_GA: np.ndarray, draws_G: np.ndarray, n_min: int) -> list[int]:
-    """Arm value per bin drawn from p_b with uniform draws u_b: n_min + #(cumsum(p_b) < u_b), at most the last arm."""
+    """Arm value per bin drawn from p_b with uniform draws u_b: n_min + #(cumsum(p_b) < u_b), at most the last arm.
+    (The cumulative sums are taken left to right on Python floats: numpy's cumsum adds the same way.)"""
     last = probs_GA.shape[1] - 1
-    return [n_min + min(bisect_left(row, u), last)
-            for row, u in zip(probs_GA.cumsum(axis=1).tolist(), draws_G.tolist())]
+    return [n_min + min(bisect_left(list(accumulate(row)), u), last)
+            for row, u in zip(probs_GA.tolist(), draws_G.tolist())]
 
 
 def relative_variance(variance_G: np.ndarray, share_G: np.ndarray, floor: float) -> np.ndarray:
@@ -75,16 +77,13 @@ def bandit_step(logits_GA: np.ndarray, probs_GA: np.ndarray, relative_G: list[fl
                 n_min: int, mu: float, n_bar: int, eta: float, decay: float) -> np.ndarray:
     """New logits after the EXP3P mirror step on the sampled arms (every bin present), re-centred to max 0."""
     moved = logits_GA.copy() if decay == 0.0 else (1.0 - decay) * logits_GA
-    rows = range(len(sampled))
-    arms = [n - n_min for n in sampled]
-    probs = probs_GA[rows, arms].tolist()
-    old = moved[rows, arms].tolist()
-    new = []
-    for value, v, n, p in zip(old, relative_G, sampled, probs):
+    flat = moved.reshape(-1)  # a view of the fresh array
+    num_arms = moved.shape[1]
+    for g, (v, n) in enumerate(zip(relative_G, sampled)):
+        at = g * num_arms + n - n_min
         arm = float(n)
-        cost = v * n_bar / arm + mu * arm / n_bar  # = arm_costs at the sampled arm
-        new.append(value - eta * (cost / p))        # = importance_weighted_cost, mirror_descent_step
-    moved[rows, arms] = new
+        cost = v * n_bar / arm + mu * arm / n_bar                         # = arm_costs at the sampled arm
+        flat[at] = flat.item(at) - eta * (cost / probs_GA.item(at))      # = importance_weighted_cost, mirror_descent_step
     moved -= row_max(moved)
     return moved
 
