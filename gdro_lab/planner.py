@@ -78,16 +78,18 @@ def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: i
     return plan_values(values, bins, int(total), n_min)
 
 
-def plan_values(values: np.ndarray, bins: np.ndarray, total: int, n_min: int) -> np.ndarray:
+def plan_values(values: np.ndarray, bins: np.ndarray, total: int, n_min: int, try_concave: bool = True) -> np.ndarray:
     """:func:`exact_plan` on checked inputs: tie-broken values (G, A), bins in [0, G), at least one
-    prompt, a total within [P n_min, P (n_min + A - 1)] (unchecked; Rollout-GDRO's plan calls this)."""
+    prompt, a total within [P n_min, P (n_min + A - 1)] (unchecked; Rollout-GDRO's plan calls this).
+    ``try_concave=False`` skips the log-concavity test (Rollout-GDRO under bandit feedback, whose
+    spiky rows are not concave): the general path is exact for any values."""
     num_bins, num_arms = values.shape
     size = bins.size
     need = total - size * n_min
     scale = float(np.maximum.reduce(np.abs(values), axis=None))
     all_finite = math.isfinite(scale)  # a NaN or inf anywhere makes the max non-finite
     counts_all = np.bincount(bins, minlength=num_bins)
-    if num_arms > 2 and all_finite:
+    if num_arms > 2 and all_finite and try_concave:
         second = values[:, 2:] - 2.0 * values[:, 1:-1] + values[:, :-2]
         if np.maximum.reduce(second, axis=None) <= 0.0:  # log-concave rows: the greedy is the exact separable optimum
             return _place(bins, _descending_arms(num_arms, num_bins, n_min).repeat(

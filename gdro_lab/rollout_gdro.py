@@ -101,7 +101,8 @@ class RolloutGDRO(UniformAllocator):
         if cfg.planner_name == "exact":
             # log softmax(L_b) without the gamma floor: the floor makes every off-mode arm equally
             # unlikely, so it cannot tell a move of one arm from a move of ten (see module doc).
-            plan = plan_values(log_soft - self._tie_penalty, placed, total, cfg.n_min)
+            plan = plan_values(log_soft - self._tie_penalty, placed, total, cfg.n_min,
+                               try_concave=cfg.feedback == "full")  # bandit rows are spiky, not concave
         else:
             plan = self._dp_plan(probs, placed, total)
         if assigned is None:
