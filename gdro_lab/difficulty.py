@@ -14,7 +14,6 @@ inner edges with bin 0 the hardest (Eq. 11), and a hysteresis margin delta. Depa
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -24,6 +23,7 @@ from gdro_lab._validate import ConfigError, require_edges, require_int, require_
 from gdro_lab.estimators import PASSK_TABLE_LIMIT, beta_passk_posterior, hysteresis_bins, pass_at_k, passk_table
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.prompts import PerPromptState, is_index_array
+from gdro_lab.visit_history import History
 
 DEFAULT_EDGES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -62,100 +62,6 @@ class ClassifierConfig:
         return len(self.edges) + 1
 
 
-class _History:
-    """Ring buffers of the last H visits, one row per prompt index (rows grow by doubling).
-
-    One int64 buffer holds a prompt's whole row, so a visit touches one contiguous stretch of
-    memory: [visits, bin, mark, window sum of pass@k (float64 bits), pass@k of the H slots (float64
-    bits), (n << 32) | c of the H slots]. ``visits[i]`` counts prompt i's visits ever: its ring
-    position is visits mod H and its window holds min(visits, H) of them. ``bins`` is -1 for a
-    prompt never visited; a visited prompt always has a bin >= 0, so ``bins >= 0`` marks the
-    tracked prompts. ``mark`` is scratch space for the duplicate check. ``sums`` is the running
-    sum of the window's pass@k, updated per visit as sum + (new - evicted) (O(1) per visit instead
-    of re-adding H slots; it differs from a fresh sum of the slots by rounding only, ~1e-15, and
-    is saved in the state so a resumed run continues bit for bit). ``visits``, ``bins``, ``sums``,
-    ``passk``, ``successes`` and ``rollouts`` are views of the buffer (n = 0 marks an empty slot).
-    """
-
-    def __init__(self, window: int, rows: int = 0):
-        self.window = window
-        self.width = 4 + 2 * window
-        self._allocate(rows)
-
-    def _allocate(self, rows: int, old: np.ndarray | None = None) -> None:
-        buffer = np.zeros((rows, self.width), np.int64)
-        buffer[:, 1] = -1
-        if old is not None:
-            buffer[: old.shape[0]] = old
-        self.buffer = buffer
-        self.flat = buffer.reshape(-1)
-        self.flat_passk = buffer.view(np.float64).reshape(-1)
-        self.visits = buffer[:, 0]
-        self.bins = buffer[:, 1]
-        self.mark = buffer[:, 2]
-        self.sums = buffer[:, 3].view(np.float64)
-        self.passk = buffer[:, 4: 4 + self.window].view(np.float64)
-
-    def slots(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(c, n) of each slot of the given rows (n = 0: an empty slot), int32, shape (len(rows), H)."""
-        packed = self.buffer[rows, 4 + self.window:]
-        return (packed & 0xFFFFFFFF).astype(np.int32), (packed >> 32).astype(np.int32)
-
-    @property
-    def length(self) -> np.ndarray:
-        """Visits in each prompt's window, min(visits, H)."""
-        return np.minimum(self.visits, self.window)
-
-    @property
-    def position(self) -> np.ndarray:
-        """Next slot of each prompt's ring buffer, visits mod H."""
-        return self.visits % self.window
-
-    def grow(self, rows: int) -> None:
-        capacity = self.buffer.shape[0]
-        if rows > capacity:
-            self._allocate(max(rows, 2 * capacity, 256), self.buffer)
-
-    def set_slots(self, rows: np.ndarray, passk_RH: np.ndarray, successes_RH: np.ndarray,
-                  rollouts_RH: np.ndarray) -> None:
-        """Write whole windows (slot order) of the given rows (their sums: call ``set_sums``)."""
-        window = self.window
-        self.passk[rows] = passk_RH
-        self.buffer[rows, 4 + window:] = (rollouts_RH.astype(np.int64) << 32) | successes_RH.astype(np.int64)
-
-    def record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Write one visit for each of ``rows`` (distinct) into the ring buffers; returns the new
-        (lengths, window sums). An empty slot holds 0.0, so the first H visits evict nothing."""
-        window = self.window
-        flat_passk = self.flat_passk
-        start = rows * self.width
-        visits = self.flat.take(start)
-        slot = start + 4 + visits % window
-        sums = flat_passk.take(start + 3) + (passk - flat_passk.take(slot))
-        flat_passk[slot] = passk
-        flat_passk[start + 3] = sums
-        self.flat[slot + window] = (counts << 32) | successes
-        visits += 1
-        self.flat[start] = visits
-        return np.minimum(visits, window), sums
-
-    def has_duplicates(self, rows: np.ndarray) -> bool:
-        """Whether an index occurs twice in ``rows``."""
-        if rows.size < 2:
-            return False
-        order = _arange(rows.size)
-        self.mark[rows] = order
-        return bool(np.logical_or.reduce(self.mark[rows] != order))
-
-
-@functools.lru_cache(maxsize=8)
-def _arange(size: int) -> np.ndarray:
-    out = np.arange(size)
-    out.flags.writeable = False
-    return out
-
-
 class DifficultyClassifier(PerPromptState):
     """Window-mean pass@k with margin hysteresis (registry name ``window``).
 
@@ -171,7 +77,7 @@ class DifficultyClassifier(PerPromptState):
         self.config = config or ClassifierConfig()
         self.rng = np.random.default_rng(seed)  # unused by the rule; kept so every controller checkpoints one
         self._init_prompts()
-        self._history = _History(self.config.window)
+        self._history = History(self.config.window)
         self._edges = np.asarray(self.config.edges)
         self._tracked = 0
 
@@ -182,7 +88,7 @@ class DifficultyClassifier(PerPromptState):
     def _tracks_prompts(self) -> bool:
         return self._tracked > 0
 
-    def _capacity(self) -> _History:
+    def _capacity(self) -> History:
         """The history, grown to one row per index entry."""
         hist = self._history
         if len(self.prompts) > hist.bins.size:
@@ -285,7 +191,7 @@ class DifficultyClassifier(PerPromptState):
             raise ConfigError(f"classifier state is invalid ({type(err).__name__}: {err}): it must come from "
                               f"state_dict() of a classifier with window={window}") from None
         rows = self.prompts.intern(ids)
-        hist = _History(window, len(self.prompts))
+        hist = History(window, len(self.prompts))
         visits = successes + failures
         # per-visit pass@k is a function of the visit's (n, c); empty slots (n = 0) stay 0
         filled = visits > 0
