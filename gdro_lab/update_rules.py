@@ -95,11 +95,12 @@ def entropic_weights(score_G: np.ndarray, eta: float, gamma: float, clip: float)
 def exp3p_probabilities(logits_GA: np.ndarray, gamma: float) -> np.ndarray:
     """EXP3P sampling distribution per bin: p_b = (1 - gamma) softmax(L_b) + gamma / A."""
     logits = np.asarray(logits_GA, float)
-    if not (logits.ndim == 2 and logits.size):
-        soft = np.exp(logits - np.maximum.reduce(logits, axis=1, keepdims=True))  # numpy's error or empty
-        return (1.0 - gamma) * soft / np.add.reduce(soft, axis=1, keepdims=True) + gamma / logits.shape[1]
-    soft = np.exp(logits - row_max(logits))
-    soft /= row_sum(soft)[:, None]  # each row added left to right (gdro_lab.rows)
+    if logits.ndim == 2 and logits.size:
+        soft = np.exp(logits - row_max(logits))
+        soft /= row_sum(soft)[:, None]  # each row added left to right (gdro_lab.rows)
+    else:  # empty, or not (G, A): numpy's own reductions (and errors)
+        soft = np.exp(logits - np.maximum.reduce(logits, axis=1, keepdims=True))
+        soft /= np.add.reduce(soft, axis=1, keepdims=True)
     return (1.0 - gamma) * soft + gamma / logits.shape[1]
 
 
