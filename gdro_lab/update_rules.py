@@ -97,7 +97,7 @@ def exp3p_probabilities(logits_GA: np.ndarray, gamma: float) -> np.ndarray:
     logits = np.asarray(logits_GA, float)
     if logits.ndim == 2 and logits.size:
         soft = np.exp(logits - row_max(logits))
-        soft /= row_sum(soft)[:, None]  # each row added left to right (gdro_lab.rows)
+        soft /= row_sum(soft)[:, None]  # per-row reduceat (gdro_lab.rows)
     else:  # empty, or not (G, A): numpy's own reductions (and errors)
         soft = np.exp(logits - np.maximum.reduce(logits, axis=1, keepdims=True))
         soft /= np.add.reduce(soft, axis=1, keepdims=True)
