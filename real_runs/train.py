@@ -15,8 +15,9 @@ One step, top to bottom (style: nanochat ``chat_rl.py``, CleanRL ``ppo.py``):
   6. PPO epochs over mini-batches, micro-batches by token budget (sorted by length), loss of
      ``real_runs.loss`` (Eq. 4-6), gradient clipping, AdamW with linear warm-up;
   7. weights to the engine (a no-op when the hf engine shares the module);
-  8. ``step_record`` + losses, timings (``time/*``), tokens/s, memory -> steps.jsonl (and sinks);
-     evaluation and checkpoint on schedule.
+  8. ``step_record`` + losses, timings (``time/*``; ``time/elapsed`` = wall-clock seconds since the
+     run started, start-up, evaluation and checkpoints included, continued across a resume), tokens/s,
+     memory -> steps.jsonl (and sinks); evaluation and checkpoint on schedule.
 
 Before anything loads, :mod:`real_runs.preflight` checks the output folder, the device and the
 model source; the run directory is held under an exclusive lock (``gdro_lab.runlog.RunLock``) by the
@@ -62,7 +63,7 @@ from real_runs import loss as L
 from real_runs import preflight
 from real_runs.batching import DataOrder, RolloutBatch, Timer, micro_batches, peak_memory_gb, response_logprobs  # noqa: F401
 from real_runs.config import TrainConfig, config_from_dict, config_to_dict
-from real_runs.overhead import RunTimes
+from real_runs.overhead import RunClock, RunTimes, logged_elapsed
 from real_runs.preflight import TrainError
 from real_runs.sinks import Sinks, check_sinks
 from real_runs.types import Problem, Reward, SamplingParams
@@ -263,6 +264,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
     ``stop_after`` ends the process after that step with a checkpoint and status "stopped" (a
     planned interruption: ``--rehearse`` resumes from it).
     """
+    started = time.perf_counter()  # time/elapsed counts from here (start-up included)
     lock = None
     if resume is not None:
         run_dir = check_resumable(resume)
@@ -275,7 +277,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
         preflight.check_device(cfg)
         return _train(cfg, run_dir, lock, resume is not None, model=model, tokenizer=tokenizer,
                       train_records=train_records, eval_records=eval_records, reward=reward, engine=engine,
-                      stop_after=stop_after)
+                      stop_after=stop_after, started=started)
     finally:
         if lock is not None:
             lock.release()
@@ -283,7 +285,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
 
 def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool, *, model: Any, tokenizer: Any,
            train_records: Sequence[Problem] | None, eval_records: dict[str, list[Problem]] | None,
-           reward: Reward | None, engine: Any, stop_after: int | None) -> Path:
+           reward: Reward | None, engine: Any, stop_after: int | None, started: float | None = None) -> Path:
     tc, lc, mc = cfg.train, cfg.loss, cfg.method
     check_sinks(cfg.log.tensorboard, cfg.log.wandb)
     if tc.deterministic:
@@ -361,7 +363,8 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
         return _loop(cfg, writer, start, stop_after, policy=policy, tokenizer=tokenizer, reference=reference,
                      engine=engine, optimizer=optimizer, scheduler=scheduler, controllers=controllers, order=order,
                      records=records, prompt_texts=prompt_texts, eval_problems=eval_problems, reward=reward,
-                     autocast=autocast, device=device, pad_id=pad_id, prompts=prompts, record_index=record_index)
+                     autocast=autocast, device=device, pad_id=pad_id, prompts=prompts, record_index=record_index,
+                     clock=RunClock(started, logged_elapsed(run_dir, start)))
     finally:
         if not resuming and lock is not None:
             lock.release()
@@ -370,7 +373,8 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
 def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | None, *, policy: Any, tokenizer: Any,
           reference: Any, engine: Any, optimizer: Any, scheduler: Any, controllers: dict[str, Any], order: DataOrder,
           records: list[Problem], prompt_texts: list[str], eval_problems: list[Problem], reward: Reward | None,
-          autocast: Any, device: torch.device, pad_id: int, prompts: PromptIndex, record_index: np.ndarray) -> Path:
+          autocast: Any, device: torch.device, pad_id: int, prompts: PromptIndex, record_index: np.ndarray,
+          clock: RunClock | None = None) -> Path:
     """Steps ``start + 1 .. train.steps`` (or ``stop_after``): the numbered phases of the module docstring."""
     tc, lc, mc = cfg.train, cfg.loss, cfg.method
     classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
@@ -389,6 +393,7 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
     on_policy = on_policy_update(cfg, policy)
     budget = tc.prompts_per_step * mc.n_bar
     times = RunTimes()
+    clock = clock or RunClock()
     last = tc.steps if stop_after is None else min(tc.steps, stop_after)
     try:
         for step in range(start + 1, last + 1):
@@ -497,6 +502,7 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
                     eval_metrics = evaluate(cfg, engine, tokenizer, eval_problems, eval_reward, step)
                 scalars["time/eval"] = timer.seconds["time/eval"]
                 times.add("eval", timer.seconds["time/eval"])
+            scalars["time/elapsed"] = clock.elapsed()
             log_start = time.perf_counter()
             if "time/eval" in scalars:
                 writer.log_eval(step, eval_metrics)

@@ -403,3 +403,52 @@ def test_ppo_update_micro_batches_sum_to_verls_loss_with_an_empty_response(tmp_p
     assert float(want) == pytest.approx(float(L.aggregate(-torch.as_tensor(batch.advantages)[:, None].expand_as(mask),
                                                             mask, agg, norm_length=float(cfg.rollout.max_new_tokens))),
                                         rel=1e-5)  # ratio 1: the loss is -A aggregated
+
+
+def test_time_elapsed_counts_start_up_eval_and_continues_after_a_resume(tmp_path: Path):
+    """``time/elapsed`` (the app's wall-clock axis): in every record, increasing, at least the sum of
+    the step and evaluation times (start-up and checkpoints count too), and after a resume it
+    continues from the resumed step's value instead of restarting at 0."""
+    import time
+    torch.set_num_threads(1)
+    cfg = tiny_config(tmp_path, "train.run_name=r", "train.save_every=0", "eval.every=2", "eval.limit=1")
+    first_start = time.perf_counter()
+    run_dir = train.main(cfg, stop_after=2)
+    first_wall = time.perf_counter() - first_start
+    before = read_run(run_dir)
+    assert before.meta["status"] == "stopped" and before.steps.tolist() == [1, 2]
+    second_start = time.perf_counter()
+    train.main(None, resume=str(run_dir))
+    second_wall = time.perf_counter() - second_start
+    run = read_run(run_dir)
+    elapsed = run.scalars["time/elapsed"]
+    assert run.steps.tolist() == [1, 2, 3, 4] and np.all(np.isfinite(elapsed))
+    assert np.all(np.diff(elapsed) > 0), elapsed
+    np.testing.assert_array_equal(elapsed[:2], before.scalars["time/elapsed"])  # the resume kept steps 1-2
+    step_and_eval = run.scalars["time/step"] + np.nan_to_num(run.scalars.get("time/eval", np.zeros(4)))
+    assert elapsed[0] >= step_and_eval[0] and elapsed[1] >= step_and_eval[:2].sum()
+    assert elapsed[1] <= first_wall
+    # the resumed process adds its own time to step 2's value (not a restart at 0, not a double count)
+    assert elapsed[2] >= elapsed[1] + step_and_eval[2]
+    assert elapsed[3] - elapsed[1] <= second_wall
+    assert elapsed[3] >= elapsed[1] + step_and_eval[2:].sum()
+
+
+def test_logged_elapsed_of_a_run_without_it_sums_step_and_eval_times(tmp_path: Path):
+    from gdro_lab.runlog import RunWriter
+    from real_runs.overhead import RunClock, logged_elapsed
+    with RunWriter(tmp_path / "old", {}, 1, "gdro train") as writer:
+        for step, (seconds, evals) in enumerate([(1.0, None), (2.0, 0.5), (4.0, None)], start=1):
+            scalars = {"time/step": seconds, **({"time/eval": evals} if evals else {})}
+            writer.log_step(step, scalars, {})
+    assert logged_elapsed(tmp_path / "old", 0) == 0.0
+    assert logged_elapsed(tmp_path / "old", 2) == pytest.approx(3.5)
+    assert logged_elapsed(tmp_path / "old", 3) == pytest.approx(7.5)
+    with RunWriter(tmp_path / "new", {}, 1, "gdro train") as writer:
+        for step, value in enumerate([5.0, 9.0, 12.0], start=1):
+            writer.log_step(step, {"time/step": 1.0, "time/elapsed": value}, {})
+    assert logged_elapsed(tmp_path / "new", 2) == 9.0
+    import time
+    low = time.perf_counter()
+    value = RunClock(started=low - 2.0, before=9.0).elapsed()
+    assert 11.0 <= value <= 11.0 + (time.perf_counter() - low)
