@@ -111,8 +111,10 @@ class RolloutConfig:
     ``toy`` (tiny-cpu: NOT a task; prompt i succeeds with a known probability p_i, see
     ``real_runs.rewards.toy``, so the difficulty bins spread and the controllers act on a model
     that cannot solve anything). Evaluation always uses the math reward."""
-    reward_workers: int = 2
-    """Worker processes of the math reward (math-verify under a hard timeout)."""
+    reward_workers: int | None = None
+    """Worker processes of the math reward (math-verify under a hard timeout): an integer >= 1, or
+    None (the default; leave the key out, TOML has no null) = one per usable core
+    (``real_runs.reward.MathReward``; scoring is CPU-bound)."""
     reward_timeout_s: float = 5.0
     """Hard wall-clock limit to score one response; a timeout scores -1 and is counted."""
 
@@ -123,7 +125,9 @@ class RolloutConfig:
         require_int("rollout", "max_new_tokens", self.max_new_tokens, 1)
         require_int("rollout", "max_prompt_tokens", self.max_prompt_tokens, 1)
         require_choice("rollout", "reward", self.reward, ("math", "toy"))
-        require_int("rollout", "reward_workers", self.reward_workers, 1)
+        workers = self.reward_workers  # None: one worker per usable core
+        require(workers is None or (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1),
+                "rollout", "reward_workers", workers, "an integer >= 1, or left out for one worker per usable core")
         require_range("rollout", "reward_timeout_s", self.reward_timeout_s, 0.0, lo_open=True)
 
 

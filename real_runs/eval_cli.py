@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-prompts", type=int, default=64, help="prompts per generate call")
     parser.add_argument("--max-batch-tokens", type=int, default=None,
                         help="hf engine: KV-cache budget per generate call, rows x (prompt + new tokens)")
-    parser.add_argument("--reward-workers", type=int, default=2)
+    parser.add_argument("--reward-workers", type=int, default=None,
+                        help="math reward worker processes (default: one per usable core)")
     parser.add_argument("--reward-timeout", type=float, default=5.0, help="seconds per response")
     parser.add_argument("--num-boot", type=int, default=1000, help="bootstrap replicates")
     parser.add_argument("--save-samples", action="store_true",

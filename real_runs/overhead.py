@@ -11,13 +11,23 @@ Evaluation is reported apart (it is generation and scoring again, on a schedule)
 
 The printed shares are of the loop; issue #23 asks that the trainer's overhead stay under 5% or be
 explained (docs/benchmarks.md, "Trainer overhead").
+
+``time/elapsed`` (:class:`RunClock`), logged in every step record, is wall-clock seconds since the
+run started: start-up, steps, evaluation, logging and checkpoints of this process, plus, after a
+resume, the ``time/elapsed`` of the step it resumes after (the time between that step's record
+and the previous process's end is not counted). The app's wall-clock axis reads it.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Mapping
+
+import numpy as np
+
+from gdro_lab.runlog import read_run
 
 COMPUTE = ("generate", "logprobs", "update", "sync")
 OVERHEAD = ("plan", "reward", "controllers", "record", "other", "log", "checkpoint")
@@ -70,3 +80,35 @@ class RunTimes:
     def write(self, run_dir: str | Path) -> None:
         """``RUN_DIR/timing.json``: the summary of the last process that wrote the run."""
         Path(run_dir, "timing.json").write_text(json.dumps(self.summary(), indent=1), encoding="utf-8")
+
+
+class RunClock:
+    """Wall-clock seconds since the run started (``time/elapsed``), cumulative across resumes.
+
+    ``started``: this process's start (``time.perf_counter()``); ``before``: the seconds the run
+    had logged when this process took it over (0 for a new run; :func:`logged_elapsed`)."""
+
+    def __init__(self, started: float | None = None, before: float = 0.0) -> None:
+        self.started = time.perf_counter() if started is None else float(started)
+        self.before = float(before)
+
+    def elapsed(self) -> float:
+        return self.before + (time.perf_counter() - self.started)
+
+
+def logged_elapsed(run_dir: str | Path, step: int) -> float:
+    """The ``time/elapsed`` of ``step``'s record in ``RUN_DIR/steps.jsonl`` (the step a resume
+    continues after); 0.0 for step 0. A run written before ``time/elapsed`` existed gets the sum of
+    its records' ``time/step`` + ``time/eval`` up to ``step`` (start-up and checkpoints not counted)."""
+    if step <= 0:
+        return 0.0
+    run = read_run(run_dir)
+    kept = run.steps <= step
+    logged = run.scalars.get("time/elapsed", np.full(run.steps.shape, np.nan))[kept]
+    if np.isfinite(logged).any():
+        return float(logged[np.isfinite(logged)][-1])
+    total = np.zeros(int(kept.sum()))
+    for name in ("time/step", "time/eval"):
+        if name in run.scalars:
+            total += np.nan_to_num(run.scalars[name][kept])
+    return float(total.sum())

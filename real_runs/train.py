@@ -15,8 +15,9 @@ One step, top to bottom (style: nanochat ``chat_rl.py``, CleanRL ``ppo.py``):
   6. PPO epochs over mini-batches, micro-batches by token budget (sorted by length), loss of
      ``real_runs.loss`` (Eq. 4-6), gradient clipping, AdamW with linear warm-up;
   7. weights to the engine (a no-op when the hf engine shares the module);
-  8. ``step_record`` + losses, timings (``time/*``), tokens/s, memory -> steps.jsonl (and sinks);
-     evaluation and checkpoint on schedule.
+  8. ``step_record`` + losses, timings (``time/*``; ``time/elapsed`` = wall-clock seconds since the
+     run started, start-up, evaluation and checkpoints included, continued across a resume), tokens/s,
+     memory -> steps.jsonl (and sinks); evaluation and checkpoint on schedule.
 
 Before anything loads, :mod:`real_runs.preflight` checks the output folder, the device and the
 model source; the run directory is held under an exclusive lock (``gdro_lab.runlog.RunLock``) by the
@@ -62,7 +63,7 @@ from real_runs import loss as L
 from real_runs import preflight
 from real_runs.batching import DataOrder, RolloutBatch, Timer, micro_batches, peak_memory_gb, response_logprobs  # noqa: F401
 from real_runs.config import TrainConfig, config_from_dict, config_to_dict
-from real_runs.overhead import RunTimes
+from real_runs.overhead import RunClock, RunTimes, logged_elapsed
 from real_runs.preflight import TrainError
 from real_runs.sinks import Sinks, check_sinks
 from real_runs.types import Problem, Reward, SamplingParams
@@ -263,6 +264,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
     ``stop_after`` ends the process after that step with a checkpoint and status "stopped" (a
     planned interruption: ``--rehearse`` resumes from it).
     """
+    started = time.perf_counter()  # time/elapsed counts from here (start-up included)
     lock = None
     if resume is not None:
         run_dir = check_resumable(resume)
@@ -275,7 +277,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
         preflight.check_device(cfg)
         return _train(cfg, run_dir, lock, resume is not None, model=model, tokenizer=tokenizer,
                       train_records=train_records, eval_records=eval_records, reward=reward, engine=engine,
-                      stop_after=stop_after)
+                      stop_after=stop_after, started=started)
     finally:
         if lock is not None:
             lock.release()
@@ -283,7 +285,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
 
 def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool, *, model: Any, tokenizer: Any,
            train_records: Sequence[Problem] | None, eval_records: dict[str, list[Problem]] | None,
-           reward: Reward | None, engine: Any, stop_after: int | None) -> Path:
+           reward: Reward | None, engine: Any, stop_after: int | None, started: float | None = None) -> Path:
     tc, lc, mc = cfg.train, cfg.loss, cfg.method
     check_sinks(cfg.log.tensorboard, cfg.log.wandb)
     if tc.deterministic:
@@ -361,7 +363,8 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
         return _loop(cfg, writer, start, stop_after, policy=policy, tokenizer=tokenizer, reference=reference,
                      engine=engine, optimizer=optimizer, scheduler=scheduler, controllers=controllers, order=order,
                      records=records, prompt_texts=prompt_texts, eval_problems=eval_problems, reward=reward,
-                     autocast=autocast, device=device, pad_id=pad_id, prompts=prompts, record_index=record_index)
+                     autocast=autocast, device=device, pad_id=pad_id, prompts=prompts, record_index=record_index,
+                     clock=RunClock(started, logged_elapsed(run_dir, start)))
     finally:
         if not resuming and lock is not None:
             lock.release()
@@ -370,9 +373,10 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
 def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | None, *, policy: Any, tokenizer: Any,
           reference: Any, engine: Any, optimizer: Any, scheduler: Any, controllers: dict[str, Any], order: DataOrder,
           records: list[Problem], prompt_texts: list[str], eval_problems: list[Problem], reward: Reward | None,
-          autocast: Any, device: torch.device, pad_id: int, prompts: PromptIndex, record_index: np.ndarray) -> Path:
+          autocast: Any, device: torch.device, pad_id: int, prompts: PromptIndex, record_index: np.ndarray,
+          clock: RunClock | None = None) -> Path:
     """Steps ``start + 1 .. train.steps`` (or ``stop_after``): the numbered phases of the module docstring."""
-    tc, lc, mc = cfg.train, cfg.loss, cfg.method
+    tc, mc = cfg.train, cfg.method
     classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
     selector = controllers.get("selector") or build("selector", "none", {}, seed=tc.seed + 3)
     names = mc.controller_names()
@@ -389,6 +393,7 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
     on_policy = on_policy_update(cfg, policy)
     budget = tc.prompts_per_step * mc.n_bar
     times = RunTimes()
+    clock = clock or RunClock()
     last = tc.steps if stop_after is None else min(tc.steps, stop_after)
     try:
         for step in range(start + 1, last + 1):
@@ -429,9 +434,8 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
                 metrics: dict[str, float] = {}
                 for controller in (classifier, weighter, allocator, selector):
                     metrics.update(controller.update(feedback))
-                advantages_R, adv_metrics = feedback.advantages(std=lc.adv_std, clip=lc.adv_clip)
                 multipliers_P = weighter.multipliers(bins_P)
-                advantages_R = advantages_R * np.repeat(multipliers_P, counts_P) * lc.adv_scale
+                advantages_R, adv_metrics = weighted_advantages(feedback, multipliers_P, cfg)
             metrics.update({f"grpo/{k}": v for k, v in adv_metrics.items()})
             metrics.update(compute_metrics(feedback, train_P, tokens_R=rollouts.lengths_R))
 
@@ -439,7 +443,6 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
             #    the update takes more than one optimizer step: on-policy they are the update's own)
             with timer("record"):
                 generated_R = RolloutBatch.from_rollouts(rollouts, advantages_R, pad_id)
-                prompts_R, real_R, lengths_R = generated_R.prompts, generated_R.real_lengths, generated_R.lengths
                 batch_R, engine_logprobs = trained_rows(generated_R, rollouts.logprobs, np.repeat(train_P, counts_P))
             sums: dict[str, float] = {}
             losses, grad_norms, engine_gap = [0.0], [0.0], []
@@ -468,24 +471,14 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
                 scalars, per_bin = step_record(feedback, mc.num_bins, n_bar=mc.n_bar, n_min=mc.n_min, n_max=mc.n_max,
                                                weights_G=weighter.bin_weights(), multipliers_P=multipliers_P,
                                                sigma_G=np.sqrt(allocator.variance_G), mu=allocator.mu)
-                all_tokens = float(batch_R.real_lengths.sum()) * tc.ppo_epochs
                 scalars.update(metrics)
-                scalars.update({f"actor/{k}": v / all_tokens if all_tokens else 0.0 for k, v in sums.items()})
-                scalars.update({"actor/loss": float(np.mean(losses)), "actor/grad_norm": float(np.mean(grad_norms)),
-                                "actor/lr": float(scheduler.get_last_lr()[0]),
-                                "response/length_mean": float(real_R.mean()), "response/length_max": float(real_R.max()),
-                                "response/length_min": float(real_R.min()),
-                                "response/truncated_frac": float(np.mean([r == "length" for r in rollouts.finish_reasons])),
-                                "prompt/length_mean": float(np.mean([len(p) for p in prompts_R]))})
+                scalars.update(actor_scalars(batch_R, sums, losses, grad_norms, tc.ppo_epochs, engine_gap))
+                scalars.update(rollout_scalars(generated_R, rollouts.finish_reasons))
+                scalars["actor/lr"] = float(scheduler.get_last_lr()[0])
                 scalars.update({k: float(v) for k, v in scored.metrics.items()})
-                scalars["actor/engine_logprob_gap_max"] = max(engine_gap, default=0.0)
             timer.seconds["time/step"] = time.perf_counter() - step_start
             scalars.update(timer.seconds)
-            scalars["time/controllers_share"] = timer.seconds["time/controllers"] / timer.seconds["time/step"]
-            scalars["perf/tokens_per_s"] = float(lengths_R.sum()) / timer.seconds["time/step"]
-            scalars["perf/gen_tokens_per_s"] = float(real_R.sum()) / max(timer.seconds["time/generate"], 1e-9)
-            scalars["perf/train_tokens_per_s"] = (float(batch_R.lengths.sum()) * tc.ppo_epochs
-                                                  / max(timer.seconds["time/update"], 1e-9))
+            scalars.update(perf_scalars(timer.seconds, generated_R, batch_R, tc.ppo_epochs))
             scalars["perf/peak_memory_gb"] = peak_memory_gb(device)
             times.add_step(timer.seconds)
             if cfg.eval.every and (step % cfg.eval.every == 0 or step == tc.steps):
@@ -497,6 +490,7 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
                     eval_metrics = evaluate(cfg, engine, tokenizer, eval_problems, eval_reward, step)
                 scalars["time/eval"] = timer.seconds["time/eval"]
                 times.add("eval", timer.seconds["time/eval"])
+            scalars["time/elapsed"] = clock.elapsed()
             log_start = time.perf_counter()
             if "time/eval" in scalars:
                 writer.log_eval(step, eval_metrics)
@@ -530,6 +524,48 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
         times.write(run_dir)
         print("\n".join(f"gdro train: {line}" for line in times.lines()), file=sys.stderr)
     return run_dir
+
+
+def weighted_advantages(feedback: StepFeedback, multipliers_P: np.ndarray, cfg: TrainConfig
+                        ) -> tuple[np.ndarray, dict[str, float]]:
+    """Eq. 16 on Eq. 3: A_ij = m_i x clip((r_ij - mean_i) / (std_i + 1e-6), +-adv_clip) x adv_scale,
+    response j of prompt i (rows grouped by prompt, ``feedback.counts_P`` each). -> (A_R, GRPO metrics)."""
+    lc = cfg.loss
+    advantages_R, metrics = feedback.advantages(std=lc.adv_std, clip=lc.adv_clip)
+    return advantages_R * np.repeat(multipliers_P, feedback.counts_P) * lc.adv_scale, metrics
+
+
+def actor_scalars(batch: RolloutBatch, sums: dict[str, float], losses: Sequence[float], grad_norms: Sequence[float],
+                  ppo_epochs: int, engine_gap: Sequence[float]) -> dict[str, float]:
+    """The update's step scalars: ``actor/<k>`` = token sum of k / (trained response tokens x epochs)
+    (clip fractions, KL, entropy: per-token means over every pass), the mean loss and gradient norm
+    over the mini-batches, and the largest trainer-vs-engine log-prob gap (0 when nothing was trained)."""
+    all_tokens = float(batch.real_lengths.sum()) * ppo_epochs
+    out = {f"actor/{k}": v / all_tokens if all_tokens else 0.0 for k, v in sums.items()}
+    out.update({"actor/loss": float(np.mean(losses)), "actor/grad_norm": float(np.mean(grad_norms)),
+                "actor/engine_logprob_gap_max": max(engine_gap, default=0.0)})
+    return out
+
+
+def rollout_scalars(generated: RolloutBatch, finish_reasons: Sequence[str]) -> dict[str, float]:
+    """Lengths of the step's generated responses (real tokens) and prompts (tokens), and the share
+    of responses cut at ``max_new_tokens`` (finish reason "length"); every generated row counts."""
+    real = generated.real_lengths
+    return {"response/length_mean": float(real.mean()), "response/length_max": float(real.max()),
+            "response/length_min": float(real.min()),
+            "response/truncated_frac": float(np.mean([r == "length" for r in finish_reasons])),
+            "prompt/length_mean": float(np.mean([len(p) for p in generated.prompts]))}
+
+
+def perf_scalars(seconds: dict[str, float], generated: RolloutBatch, trained: RolloutBatch,
+                 ppo_epochs: int) -> dict[str, float]:
+    """Throughputs and the controllers' share of the step, from the step's ``time/*`` seconds:
+    tokens/s = (prompt + response tokens generated) / time/step; gen = real response tokens /
+    time/generate; train = (prompt + response tokens trained) x epochs / time/update."""
+    return {"time/controllers_share": seconds["time/controllers"] / seconds["time/step"],
+            "perf/tokens_per_s": float(generated.lengths.sum()) / seconds["time/step"],
+            "perf/gen_tokens_per_s": float(generated.real_lengths.sum()) / max(seconds["time/generate"], 1e-9),
+            "perf/train_tokens_per_s": float(trained.lengths.sum()) * ppo_epochs / max(seconds["time/update"], 1e-9)}
 
 
 def trained_rows(batch: RolloutBatch, engine_logprobs: Sequence[np.ndarray], keep_R: np.ndarray

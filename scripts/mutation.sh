@@ -6,14 +6,23 @@
 #   bash scripts/mutation.sh real_runs/loss.py show NAME  # the diff of one mutant (mutmut show)
 #   bash scripts/mutation.sh real_runs/loss.py survivors  # the changed line of every surviving mutant
 #   bash scripts/mutation.sh real_runs/train.py 'real_runs.train.x_ppo_update*'   # only these mutants (fnmatch)
+#   MUTATION_TESTS="tests/a.py tests/b.py::test_x" bash scripts/mutation.sh FILE ...  # other tests than below
+#
+# train.py's record numbers, as measured in docs/benchmarks.md (unit tests only; the end-to-end runs
+# would cost minutes per mutant):
+#   MUTATION_TESTS="$(bash scripts/mutation.sh real_runs/train.py units)" bash scripts/mutation.sh real_runs/train.py \
+#     'real_runs.train.x_ppo_update*' 'real_runs.train.x_recompute_logprobs*' 'real_runs.train.x_engine_gaps*' \
+#     'real_runs.train.x_weighted_advantages*' 'real_runs.train.x_actor_scalars*' 'real_runs.train.x_rollout_scalars*' \
+#     'real_runs.train.x_perf_scalars*' 'real_runs.train.x_trained_rows*' 'real_runs.train.x_on_policy_update*'
 #
 # Files and the tests each is run against (only the tests that reach a mutated function run):
 #   gdro_lab/update_rules.py   tests/test_update_rules.py, test_update_rules_edges.py, test_prompt_gdro.py, test_rollout_gdro.py
-#   real_runs/loss.py          tests/real_runs/test_loss.py + test_silent_bugs.py's update tests
+#   real_runs/loss.py          tests/real_runs/test_loss.py, test_loss_edges.py + test_silent_bugs.py's update tests
 #   real_runs/batching.py      tests/real_runs/test_silent_bugs.py's update/mask tests + test_train.py's unit tests
 #   real_runs/train.py         tests/real_runs/test_silent_bugs.py + test_train.py's short runs
 #   real_runs/engines/hf.py    tests/real_runs/test_engine_hf.py, test_silent_bugs.py
 #   real_runs/reward.py        tests/real_runs/test_reward.py (its 10,000-response stress test excluded)
+#   real_runs/rewards/verdicts.py   the same (the parent-side numeric verdicts and the verdict cache)
 #
 # The repository (tracked + untracked, not ignored files) is copied to $MUTATION_DIR/<file stem>
 # (default /tmp/gdro-mutation) and mutmut runs there, so the work tree gets no mutants/ folder.
@@ -30,7 +39,7 @@ case "$target" in
   gdro_lab/update_rules.py)
     tests=(tests/test_update_rules.py tests/test_update_rules_edges.py tests/test_prompt_gdro.py tests/test_rollout_gdro.py) ;;
   real_runs/loss.py)
-    tests=("$T/test_loss.py" "$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
+    tests=("$T/test_loss.py" "$T/test_loss_edges.py" "$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
            "$T/test_silent_bugs.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one") ;;
   real_runs/batching.py)
     tests=("$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
@@ -48,10 +57,19 @@ case "$target" in
            "$T/test_train.py::test_gradient_checkpointing_and_micro_batching_do_not_change_the_run") ;;
   real_runs/engines/hf.py)
     tests=("$T/test_engine_hf.py" "$T/test_silent_bugs.py::test_hf_engine_samples_follow_softmax_of_logits_over_temperature") ;;
-  real_runs/reward.py)
+  real_runs/reward.py|real_runs/rewards/verdicts.py)
     tests=("$T/test_reward.py" "--deselect" "$T/test_reward.py::test_ten_thousand_responses_without_a_hang") ;;
   *) echo "mutation.sh: no test selection for $target: add one to scripts/mutation.sh" >&2; exit 2 ;;
 esac
+train_units=("$T/test_train_scalars.py"
+             "$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
+             "$T/test_silent_bugs.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one"
+             "$T/test_train.py::test_on_policy_update_only_with_one_optimizer_step_per_batch_and_no_dropout"
+             "$T/test_train.py::test_on_policy_update_equals_the_update_with_recomputed_old_logprobs"
+             "$T/test_train.py::test_ppo_update_without_old_logprobs_refuses_several_optimizer_steps"
+             "$T/test_train.py::test_ppo_update_micro_batches_sum_to_verls_loss_with_an_empty_response")
+if [ "${1:-}" = "units" ]; then echo "${train_units[*]}"; exit 0; fi   # train.py's unit tests (see the top)
+if [ -n "${MUTATION_TESTS:-}" ]; then read -r -a tests <<< "$MUTATION_TESTS"; fi
 
 stem=$(basename "$target" .py)
 work=${MUTATION_DIR:-/tmp/gdro-mutation}/$stem

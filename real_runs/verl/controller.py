@@ -10,6 +10,9 @@ Per step, in the simulator's order (``simulators/loop.py``):
     classifier.update(fb); weighter.update(fb); m = weighter.multipliers(bins); allocator.update(fb);
     selector.update(fb)
     advantages *= m[prompt of row]; step_record(...) -> run directory and verl's tracker
+    (with ``time/elapsed``: wall-clock seconds since the controller was built in the trainer's
+    ``__init__``, read when the step is observed, before verl's actor update; continued across a
+    resume from the resumed step's record; Ray's start before the trainer is not counted)
     the actor update sees only the kept groups (:meth:`GDROController.trained_rows_only`)
 Metrics go to verl's tracker under ``gdro/*`` (controllers, per-bin weights and success) and
 ``rollout_alloc/*`` (the allocator, per-bin rollouts and shares, as the released code names them).
@@ -35,6 +38,7 @@ from gdro_lab.registry import REGISTRY, build, make_config
 from gdro_lab.runlog import META_FILE, RunWriter
 from gdro_lab.selection import compute_metrics, fill_batch
 from gdro_lab.signals import SIGNALS
+from real_runs.overhead import RunClock, logged_elapsed
 from real_runs.verl import VerlPluginError
 from real_runs.verl import batch as vb
 from real_runs.verl.state import LOCK_FILE, RunLock
@@ -119,6 +123,7 @@ class GDROController:
         self.last_plan: dict[str, int] = {}
         self.writer: RunWriter | None = None
         self._lock: RunLock | None = None
+        self._clock = RunClock()  # time/elapsed; a resume adds the run's earlier seconds (open_run)
 
     # ------------------------------------------------------------------ per step
 
@@ -171,6 +176,7 @@ class GDROController:
             multipliers_P=multipliers, signal_P=SIGNALS[self.weighter.config.signal](feedback),
             score_G=self.weighter.score_G, sigma_G=np.sqrt(self.allocator.variance_G), mu=self.allocator.mu)
         scalars.update(metrics)
+        scalars["time/elapsed"] = self._clock.elapsed()
         if self.writer is not None:
             self.writer.log_step(step, scalars, bins)
         return tracker_metrics(scalars, bins)
@@ -226,6 +232,7 @@ class GDROController:
         try:
             if resume_step is not None and (path / META_FILE).exists():
                 self.writer = RunWriter.resume(path, resume_step, lock=self._lock)
+                self._clock.before = logged_elapsed(path, resume_step)
             else:
                 labels = [f"bin_{b}" for b in range(self.num_bins)]
                 self.writer = RunWriter(path, self._run_config, self.num_bins, "verl", labels, lock=self._lock)

@@ -87,6 +87,11 @@ def test_file_extends_a_preset(tmp_path):
     ("train.keep_optimizer_last=-1", "train.keep_optimizer_last=-1 is invalid"),
     ("rollout.reward=verify", "rollout.reward='verify' is invalid: must be one of 'math', 'toy'"),
     ("model.autocast=fp8", "model.autocast='fp8' is invalid"),
+    ("rollout.reward_workers=0", "rollout.reward_workers=0 is invalid: must be an integer >= 1, or left out"),
+    ("rollout.reward_workers=-2", "rollout.reward_workers=-2 is invalid"),
+    ("rollout.reward_workers=1.5", "rollout.reward_workers=1.5 is invalid"),
+    ("rollout.reward_workers=true", "rollout.reward_workers=True is invalid"),
+    ("rollout.reward_workers=auto", "rollout.reward_workers='auto' is invalid"),
 ])
 def test_bad_values_are_one_line_errors(override, needle):
     with pytest.raises(ConfigError) as info:
@@ -103,3 +108,27 @@ def test_missing_and_broken_files(tmp_path):
     bad.write_text("[train\nsteps=")
     with pytest.raises(ConfigError, match="not valid TOML"):
         C.load_config(str(bad))
+
+
+def test_reward_workers_default_to_one_per_usable_core(monkeypatch):
+    """rollout.reward_workers: None (the default) reaches MathReward, which then starts one worker per
+    usable core; an integer is passed through; None survives config.json."""
+    import json
+
+    from real_runs import reward as R
+    from real_runs import train
+    cfg = C.load_config("tiny-cpu", ["rollout.reward=math"])
+    assert cfg.rollout.reward_workers is None
+    assert C.config_from_dict(json.loads(json.dumps(C.config_to_dict(cfg)))).rollout.reward_workers is None
+    assert C.load_config("tiny-cpu", ["rollout.reward_workers=3"]).rollout.reward_workers == 3
+    pools = []
+
+    class FakePool:
+        def __init__(self, task, workers, timeout_s):
+            pools.append(workers)
+
+    monkeypatch.setattr(R, "TimedPool", FakePool)
+    monkeypatch.setattr(R, "available_cores", lambda: 7)
+    train._rewards(cfg, None)
+    train._rewards(C.load_config("tiny-cpu", ["rollout.reward=math", "rollout.reward_workers=3"]), None)
+    assert pools == [7, 3]

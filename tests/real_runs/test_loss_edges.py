@@ -77,3 +77,38 @@ def test_policy_loss_applies_its_arguments_and_defaults():
     assert kl_sums["kl"].item() == pytest.approx(float((k3 * mask).sum()))
     assert with_kl.item() == pytest.approx(plain.item() + 0.1 * float((k3 * mask).sum()) / 3)
     assert L.aggregate(entropy, mask).item() == pytest.approx(4.0 / 3)   # token-mean by default
+
+
+def test_a_ratio_exactly_on_a_clip_boundary_is_not_counted_as_clipped():
+    """clip_frac_high / clip_frac_low / dual_clip_frac count ratios strictly beyond their bound
+    (verl's strict comparisons): rho = 1 exactly (log-ratio 0) with eps_high = eps_low = 0 and a
+    dual cap c = 1 sits on all three boundaries and is counted by none; a hair beyond is."""
+    adv = torch.tensor([[1.0, -1.0]])
+    zero = torch.zeros(1, 2)
+    loss, ind = L.clipped_surrogate(zero, zero, adv, 0.0, 0.0, clip_ratio_c=1.0)
+    assert loss.tolist() == [[-1.0, 1.0]]
+    assert ind["clip_frac_high"].tolist() == [[0.0, 0.0]] and ind["clip_frac_low"].tolist() == [[0.0, 0.0]]
+    assert ind["dual_clip_frac"].tolist() == [[0.0, 0.0]]
+    beyond = torch.tensor([[1e-3, -1e-3]])
+    _, ind = L.clipped_surrogate(beyond, zero, adv, 0.0, 0.0, clip_ratio_c=1.0)
+    assert ind["clip_frac_high"].tolist() == [[1.0, 0.0]] and ind["clip_frac_low"].tolist() == [[0.0, 1.0]]
+    _, ind = L.clipped_surrogate(-beyond, zero, adv, 0.0, 0.0, clip_ratio_c=0.99)
+    assert ind["dual_clip_frac"].tolist() == [[0.0, 1.0]]              # A < 0, rho = e^1e-3: loss > 0.99
+
+
+@pytest.mark.parametrize("mode", L.AGG_MODES)
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.int64, torch.float64])
+def test_the_loss_keeps_the_log_probs_dtype_whatever_the_mask_and_advantage_dtypes(mode, mask_dtype):
+    """float32 log-probs give a float32 loss with a bool / int / float64 mask and float64 advantages
+    (numpy's default, as the trainer passes them), equal to the all-float32 loss."""
+    values = torch.tensor([[0.5, -1.5, 2.0], [3.0, 0.25, -0.75]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    reference = L.aggregate(values, mask.float(), mode, norm_length=4.0)
+    got = L.aggregate(values, mask.to(mask_dtype), mode, norm_length=4.0)
+    assert got.dtype == torch.float32 and got.item() == reference.item()
+    logp = torch.log(torch.tensor([[0.5, 0.25, 0.125], [0.75, 0.5, 0.5]]))
+    old = logp - 0.1
+    kwargs = dict(clip_low=0.2, clip_high=0.28, clip_ratio_c=3.0, agg=mode, norm_length=4.0)
+    want, _ = L.policy_loss(logp, old, torch.tensor([1.0, -2.0]), mask.float(), **kwargs)
+    loss, _ = L.policy_loss(logp, old, torch.tensor([1.0, -2.0], dtype=torch.float64), mask.to(mask_dtype), **kwargs)
+    assert loss.dtype == torch.float32 and loss.item() == want.item()

@@ -254,6 +254,20 @@ def test_choice_reward() -> None:
     assert extract_choice("ANSWER: A then \\boxed{C}") == "C"
 
 
+def test_choice_reward_letters_tail_and_metrics() -> None:
+    """Only A-D count by default (an "X" is no answer), a ChoiceReward's own letters reach the
+    extraction, only the last 2,000 characters are searched, and the metrics are exactly these."""
+    assert extract_choice("ANSWER: X") is None and extract_choice("ANSWER: E") is None
+    assert extract_choice("ANSWER: E", letters="ABCDE") == "E"
+    tail = "x" * 1992
+    assert extract_choice("\\boxed{B}" + tail) is None               # the box starts 2,001 characters from the end
+    assert extract_choice("\\boxed{B}" + tail[1:]) == "B"            # exactly 2,000: found
+    five = ChoiceReward(letters="ABCDE").score(["\\boxed{E}", "ANSWER: X", "\\boxed{A}"], ["E) five", "A) one", "B) two"])
+    assert five.successes_R.tolist() == [True, False, False] and five.rewards_R.tolist() == [1.0, -1.0, -1.0]
+    assert five.metrics == {"reward/timeouts": 0.0, "reward/errors": 0.0, "reward/no_answer": 1.0,
+                            "reward/mean": pytest.approx(-1 / 3)}
+
+
 def test_pool_interrupted_call_leaves_no_stale_answers(monkeypatch) -> None:
     """A call aborted mid-way (e.g. Ctrl-C) replaces its busy workers; the next call is clean."""
     with TimedPool("real_runs.rewards.pool:probe", num_workers=2, timeout_s=5.0) as pool:

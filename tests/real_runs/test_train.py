@@ -220,6 +220,50 @@ def test_gpu_check_script_is_valid_bash():
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
 
 
+def _gpu_check(tmp_path: Path, bench_sleep: int, **env: str):
+    """scripts/gpu_check.sh with a fake interpreter that reports a GPU, records its arguments and
+    sleeps ``bench_sleep`` s in the bench stage (verl: no interpreter, so "skipped")."""
+    import os
+    import subprocess
+    tmp_path.mkdir(exist_ok=True)
+    fake = tmp_path / "python"
+    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$CALLS"\n'
+                    'if [ "$1" = "-" ]; then cat >/dev/null; echo "cuda 12.4 available True H200"; fi\n'
+                    f'case "$*" in *bench_train.py*) sleep {bench_sleep};; esac\nexit 0\n')
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
+    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "OUT": str(out), "PYTHON": str(fake), "CALLS": str(tmp_path / "calls"),
+                                 "VERL_PY": str(tmp_path / "no_python"), **env})
+    calls = (tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() else []
+    return result, (out / "summary.md").read_text(), calls
+
+
+def test_gpu_check_runs_the_rehearsal_stage_within_the_device_window(tmp_path: Path):
+    result, summary, calls = _gpu_check(tmp_path, bench_sleep=0)
+    assert result.returncode == 0, result.stdout[-2000:]
+    for stage in ("env", "bench", "trainer"):
+        assert f"| {stage} | passed |" in summary, summary
+    assert "| verl | skipped:" in summary
+    assert f"-m gdro_cli train paper-qwen3-1.7b --rehearse --out {tmp_path / 'out' / 'rehearsal'}" in calls
+    assert "gpu_check: trainer (limit 420 s)" in result.stdout
+
+
+def test_gpu_check_never_runs_past_its_window(tmp_path: Path):
+    # 60 s window: env and bench (12 s) run, the stages after them have < 30 s left and are not run
+    result, summary, calls = _gpu_check(tmp_path, bench_sleep=12, WINDOW_S="60")
+    assert result.returncode == 1
+    import re
+    limit = int(re.search(r"gpu_check: bench \(limit (\d+) s\)", result.stdout).group(1))
+    assert 35 <= limit <= 40   # the cap 240 cut to the window (60 s - 20 s grace - env's time)
+    assert "| trainer | NOT RUN: device window spent (WINDOW_S=60) |" in summary
+    assert "| verl | NOT RUN: device window spent" in summary
+    assert not any("--rehearse" in c for c in calls)
+    result, summary, _ = _gpu_check(tmp_path / "none", bench_sleep=0, WINDOW_S="0")
+    assert result.returncode == 2 and "| env | NOT RUN" in summary
+
+
 def test_gradient_checkpointing_and_micro_batching_do_not_change_the_run(tmp_path: Path):
     """Recomputing activations and splitting the update into 1-sample micro-batches give the same
     per-step metrics as one micro-batch without checkpointing (the denominators are the mini-batch's)."""
@@ -403,3 +447,52 @@ def test_ppo_update_micro_batches_sum_to_verls_loss_with_an_empty_response(tmp_p
     assert float(want) == pytest.approx(float(L.aggregate(-torch.as_tensor(batch.advantages)[:, None].expand_as(mask),
                                                             mask, agg, norm_length=float(cfg.rollout.max_new_tokens))),
                                         rel=1e-5)  # ratio 1: the loss is -A aggregated
+
+
+def test_time_elapsed_counts_start_up_eval_and_continues_after_a_resume(tmp_path: Path):
+    """``time/elapsed`` (the app's wall-clock axis): in every record, increasing, at least the sum of
+    the step and evaluation times (start-up and checkpoints count too), and after a resume it
+    continues from the resumed step's value instead of restarting at 0."""
+    import time
+    torch.set_num_threads(1)
+    cfg = tiny_config(tmp_path, "train.run_name=r", "train.save_every=0", "eval.every=2", "eval.limit=1")
+    first_start = time.perf_counter()
+    run_dir = train.main(cfg, stop_after=2)
+    first_wall = time.perf_counter() - first_start
+    before = read_run(run_dir)
+    assert before.meta["status"] == "stopped" and before.steps.tolist() == [1, 2]
+    second_start = time.perf_counter()
+    train.main(None, resume=str(run_dir))
+    second_wall = time.perf_counter() - second_start
+    run = read_run(run_dir)
+    elapsed = run.scalars["time/elapsed"]
+    assert run.steps.tolist() == [1, 2, 3, 4] and np.all(np.isfinite(elapsed))
+    assert np.all(np.diff(elapsed) > 0), elapsed
+    np.testing.assert_array_equal(elapsed[:2], before.scalars["time/elapsed"])  # the resume kept steps 1-2
+    step_and_eval = run.scalars["time/step"] + np.nan_to_num(run.scalars.get("time/eval", np.zeros(4)))
+    assert elapsed[0] >= step_and_eval[0] and elapsed[1] >= step_and_eval[:2].sum()
+    assert elapsed[1] <= first_wall
+    # the resumed process adds its own time to step 2's value (not a restart at 0, not a double count)
+    assert elapsed[2] >= elapsed[1] + step_and_eval[2]
+    assert elapsed[3] - elapsed[1] <= second_wall
+    assert elapsed[3] >= elapsed[1] + step_and_eval[2:].sum()
+
+
+def test_logged_elapsed_of_a_run_without_it_sums_step_and_eval_times(tmp_path: Path):
+    from gdro_lab.runlog import RunWriter
+    from real_runs.overhead import RunClock, logged_elapsed
+    with RunWriter(tmp_path / "old", {}, 1, "gdro train") as writer:
+        for step, (seconds, evals) in enumerate([(1.0, None), (2.0, 0.5), (4.0, None)], start=1):
+            scalars = {"time/step": seconds, **({"time/eval": evals} if evals else {})}
+            writer.log_step(step, scalars, {})
+    assert logged_elapsed(tmp_path / "old", 0) == 0.0
+    assert logged_elapsed(tmp_path / "old", 2) == pytest.approx(3.5)
+    assert logged_elapsed(tmp_path / "old", 3) == pytest.approx(7.5)
+    with RunWriter(tmp_path / "new", {}, 1, "gdro train") as writer:
+        for step, value in enumerate([5.0, 9.0, 12.0], start=1):
+            writer.log_step(step, {"time/step": 1.0, "time/elapsed": value}, {})
+    assert logged_elapsed(tmp_path / "new", 2) == 9.0
+    import time
+    low = time.perf_counter()
+    value = RunClock(started=low - 2.0, before=9.0).elapsed()
+    assert 11.0 <= value <= 11.0 + (time.perf_counter() - low)

@@ -158,7 +158,12 @@ def test_checkpoint_round_trip_continues_exactly(tmp_path, stub_actor, monkeypat
         assert torch.equal(a1, a2)  # same multipliers
     assert any(np.ptp(c) > 0 for c in plans)  # fresh controllers would plan uniform n here
     resumed.gdro.close()
-    assert read_run(tmp_path / "run").steps.tolist() == list(range(1, 10))  # the dead step 6 was dropped
+    run = read_run(tmp_path / "run")
+    assert run.steps.tolist() == list(range(1, 10))  # the dead step 6 was dropped
+    # time/elapsed (the app's wall-clock axis) continues from step 5's value after the resume
+    elapsed = run.scalars["time/elapsed"]
+    assert np.all(np.isfinite(elapsed)) and np.all(np.diff(elapsed) > 0), elapsed
+    assert resumed.gdro._clock.before == elapsed[4]
 
 
 def test_controller_state_file_errors(tmp_path):
