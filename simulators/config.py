@@ -17,6 +17,10 @@ def even_edges(num_bins: int) -> tuple[float, ...]:
     return tuple(round(b / num_bins, 10) for b in range(1, num_bins))
 
 
+#: Values of SimConfig.match: "" (not a derived baseline) or the moment a step-matched run matches.
+MATCHES = ("", "first_moment", "second_moment")
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """One simulated training run."""
@@ -45,6 +49,12 @@ class SimConfig:
     """k of the exact pass@k evaluation."""
     lr_scale: float = 1.0
     """Multiplies all three learning rates of the learner (the tuned and step-matched baselines vary it)."""
+    matched_to: str = ""
+    """A derived baseline's method (step-matched GRPO: the method whose multipliers set its lr_scale); "" for
+    any other run. config.json carries it (top level, for the app's run names) only when set."""
+    match: str = ""
+    """With ``matched_to``: which moment of the method's multipliers was matched, "first_moment" (E[m]) or
+    "second_moment" (sqrt E[m^2]; gdro_lab.stepmatch); "" otherwise."""
     log_every: int = 1
     """Steps between step records in steps.jsonl (and the last step); larger = less bookkeeping."""
     ppo_minibatches: int = 1
@@ -81,6 +91,12 @@ class SimConfig:
                 self.lr_scale, "a number in (0, 1000]")
         require(isinstance(self.snapshot_every, int) and self.snapshot_every >= -1, owner, "snapshot_every",
                 self.snapshot_every, "an integer >= -1 (0 = only at the end, -1 = never)")
+        require(self.match in MATCHES, owner, "match", self.match, "one of " + ", ".join(map(repr, MATCHES)))
+        require(isinstance(self.matched_to, str), owner, "matched_to", self.matched_to, "a method name or \"\"")
+        if self.matched_to:
+            get_method(self.matched_to)
+        require(bool(self.match) == bool(self.matched_to), owner, "matched_to", self.matched_to,
+                "a method name exactly when `match` is set (a step-matched baseline)")
         require(self.batch <= self.world.num_prompts, owner, "batch", self.batch,
                 f"at most the number of prompts ({self.world.num_prompts})")
 
@@ -89,6 +105,9 @@ class SimConfig:
         out["world"] = self.world.to_dict()
         for name in ("classifier", "weighter", "allocator", "selector"):
             out[name] = dict(getattr(self, name))
+        for name in ("matched_to", "match"):
+            if not out[name]:
+                del out[name]  # only derived baselines carry the marker (the app names them by it)
         return out
 
     @classmethod
