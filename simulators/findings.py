@@ -95,7 +95,7 @@ def dispersion_rows(reports: Path) -> str:
 #: (report folder, sqrt-law world or "", column title) of the claims map.
 MAP_COLUMNS = (("curriculum", "", "curriculum (quick)"), ("curriculum-full", "", "curriculum `--full`"),
                ("sqrt-law", "base", "sqrt-law (base)"), ("ablation", "", "ablation"), ("surrogate", "", "surrogate"),
-               ("lm-study", "", "LM study (CPU)"))
+)
 
 
 def claims_map(reports: Path) -> str:
