@@ -61,6 +61,8 @@ def answer_table(reports: Path) -> str:
             if method not in result["gains"]:
                 continue
             gains = result["gains"][method]
+            if any(key not in gains[metric] for key in BASES for metric, _ in METRICS):
+                continue  # a report of the previous protocol (one step match): regenerate it to list it
             cells = [fmt(*gains[metric][key], 1, 100) for key in BASES for metric, _ in METRICS]
             lrs = " / ".join(f"{result['tuned_lr'][metric][method]:g}" for metric, _ in METRICS)
             rows.append([_link(folder, label), get_method(method).label, *cells, lrs])
