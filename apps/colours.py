@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import colorsys
 import hashlib
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-if TYPE_CHECKING:
-    from apps.identity import Group, Grouping
+from apps.groups import Group, Grouping
 
 #: Fixed colours of the paper's methods (so a method looks the same in every study and page).
 METHOD_COLOURS = {"grpo": "#7f7f7f", "prompt_gdro": "#ff7f0e", "rollout_gdro": "#2ca02c", "joint": "#d62728",

@@ -29,9 +29,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from apps.groups import Group, Grouping  # noqa: F401  (re-exported: identity.Group, identity.Grouping)
 from apps.colours import (LIGHTNESS, METHOD_COLOURS, METHOD_PALETTE, group_colours, method_hues,  # noqa: F401
                           order_key, run_colours, shade)
 
@@ -224,39 +224,6 @@ def key_text(short: str, value_text: str) -> str:
     if short in ("lr_scale", "optim.lr_scale"):
         return f"lr×{value_text}"
     return f"{short}={value_text}"
-
-
-@dataclass(frozen=True)
-class Group:
-    """Runs that share the values of the grouping keys: seeds of one variant of one method."""
-
-    label: str
-    method: str
-    values: tuple[Any, ...]
-    members: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Grouping:
-    """Every listed run's group, the keys that define the groups, and whether they were chosen
-    automatically (:func:`auto_keys`) or by the user."""
-
-    keys: tuple[str, ...]
-    automatic: bool
-    groups: tuple[Group, ...]
-    group_of: Mapping[str, str]
-    seed_of: Mapping[str, Any]
-    method_of: Mapping[str, str]
-
-    def display(self, run_label: str) -> str:
-        """A run's name for people: ``grpo lr×1.58 · seed 0``."""
-        group = self.group_of.get(run_label, run_label)
-        seed = self.seed_of.get(run_label)
-        return group if seed is None else f"{group} · seed {seed}"
-
-    def colours(self) -> dict[str, str]:
-        """Colour of each group label and of each run label (see :func:`apps.colours.group_colours`)."""
-        return group_colours(self)
 
 
 def group_runs(configs: Mapping[str, Mapping[str, Any]], keys: Sequence[str] | None = None) -> Grouping:

@@ -15,7 +15,8 @@
   :func:`apps.data.run_signature` (mtime and size of each file), so a run that is still being
   written is re-read as soon as it grows and an unchanged run is read once per server.
 
-Chart elements are in :mod:`apps.uicharts`. Read errors are shown with ``st.error`` in the page,
+The page frame (run and baseline side by side) is :func:`apps.pages.views`; chart elements are in
+:mod:`apps.uicharts`. Read errors are shown with ``st.error`` in the page,
 never as a traceback.
 """
 
@@ -31,8 +32,8 @@ from apps import data, identity, listing
 from apps.urlstate import url_begin, url_end, url_seed, url_sync  # noqa: F401  (the pages' URL helpers)
 from gdro_lab.runlog import RunData
 
-if TYPE_CHECKING:  # apps.interactive / uicharts import altair: only chart pages need them
-    from apps import interactive, uicharts
+if TYPE_CHECKING:  # apps.interactive imports altair: only chart pages need it
+    from apps import interactive
 
 NO_BASELINE = "(none)"
 LIVE_INTERVALS = (2, 5, 10, 30)
@@ -105,7 +106,7 @@ def interaction() -> interactive.Interaction:
 
 def group_colours() -> dict[str, str]:
     """Colours of every group and run the app lists (:func:`apps.identity.group_colours`)."""
-    return selection().grouping.colours()
+    return identity.group_colours(selection().grouping)
 
 
 def run_colours(labels: list[str]) -> dict[str, str]:
@@ -146,96 +147,6 @@ def run_caption(run: RunData) -> None:
     for note in data.torn_notes(run):
         text += f" · {note}"
     st.caption(text)
-
-
-def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, caption: str) -> None:
-    """Page frame: title, then the run and the baseline side by side.
-
-    ``render(run, key)`` draws what belongs in the run's column (``key`` is ``run`` or
-    ``baseline``: the prefix of its widgets' keys) and returns the rest as
-    :class:`apps.uicharts.Parts`: heatmaps (drawn for both runs as one element), content between
-    them and the time series, the time-series charts (one linked view: zoom and crosshair act
-    on both columns, each row has one y-range), and content after them. The body is a fragment
-    that reruns every few seconds while live refresh is on.
-    """
-    chosen = selection()
-    st.title(title)
-    st.caption(caption)
-    if chosen.primary is None:
-        if chosen.entries:
-            st.info("No run chosen: pick one in the sidebar.", icon=":material/arrow_back:")
-        else:
-            no_runs_message(chosen)
-        return
-
-    def body() -> None:
-        from apps import uicharts
-
-        shown = chosen.shown
-        columns = st.columns(len(shown)) if len(shown) > 1 else [st.container()]
-        drawn: list[tuple[Any, str, RunData, uicharts.Parts]] = []
-        for column, (role, entry) in zip(columns, shown):
-            with column:
-                st.subheader(f"{role}: {chosen.name(entry.label)}")
-                if chosen.name(entry.label) != entry.label:
-                    st.caption(f"folder `{entry.label}`")
-                run = try_run(entry)
-                if run is None:
-                    continue
-                run_caption(run)
-                if run.steps.size == 0:
-                    st.info("No steps logged yet: this run has just started.", icon=":material/hourglass_empty:")
-                    continue
-                parts = render(run, role.lower())
-                if parts is not None:
-                    drawn.append((column, entry.label, run, parts))
-        _draw_parts(drawn, title, len(shown))
-
-    live_fragment(body, chosen)()
-
-
-def _draw_parts(drawn: list[tuple[Any, str, RunData, uicharts.Parts]], title: str, shown: int) -> None:
-    """Heatmaps, middle content, linked time series and bottom content of the shown runs."""
-    if not drawn:  # e.g. the Config page: no chart, no chart code imported
-        return
-    from apps import uicharts
-
-    key = title.lower().replace(" ", "-")
-    if any(parts.heatmaps for *_, parts in drawn):
-        uicharts.heatmap_pair([uicharts.HeatmapColumn(run, parts.heatmaps, parts.selected_step)
-                               for _, _, run, parts in drawn], key)
-    _in_columns([parts.middle for *_, parts in drawn], shown)
-    series = [_clocked(list(parts.series), run, label) for _, label, run, parts in drawn]
-    if any(series):
-        uicharts.linked_pair(series, key=f"{key}-charts", labels=[label for _, label, _, _ in drawn])
-    _in_columns([parts.bottom for *_, parts in drawn], shown)
-
-
-def _in_columns(callables: list[Callable[[], None] | None], shown: int) -> None:
-    """Draw each callable in its run's column (a new row of columns), when any is given."""
-    if not any(callables):
-        return
-    columns = st.columns(shown) if shown > 1 else [st.container()]
-    for column, draw in zip(columns, callables):
-        if draw is not None:
-            with column:
-                draw()
-
-
-def _clocked(items: list[uicharts.Series], run: RunData, label: str) -> list[uicharts.Series]:
-    """The run's charts on the wall clock when the sidebar asks for it and the run logs step times."""
-    from apps import uicharts
-
-    if not wall_clock():
-        return items
-    from apps.realrun import elapsed_seconds
-
-    seconds = elapsed_seconds(run)
-    if seconds is None:
-        st.caption(f"**{label}** logs no step times (`time/step`): its charts stay on steps.")
-        return items
-    clock = {label: (run.steps.astype(float), seconds)}
-    return [uicharts.on_wall_clock(item, clock) for item in items]
 
 
 def live_fragment(body: Callable[[], None], chosen: Selection) -> Callable[[], None]:

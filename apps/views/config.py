@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import data, ui
+from apps import data, pages
 from gdro_lab.runlog import RunData
 
 TITLE = "Config"
@@ -29,5 +29,5 @@ def render(run: RunData, key: str) -> None:
         st.dataframe(data.config_rows(run.config), hide_index=True, width="stretch")
 
 
-ui.views(render, TITLE, "The producer's resolved config (config.json, the one source of truth) and the "
+pages.views(render, TITLE, "The producer's resolved config (config.json, the one source of truth) and the "
          "run's metadata.")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import realrun, ui, uicharts
+from apps import pages, realrun, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Evaluations"
@@ -48,5 +48,5 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
     return uicharts.Parts(series=items, bottom=bottom)
 
 
-ui.views(render, TITLE, "Per-benchmark evaluation of a real run (`gdro eval`, the trainer): mean@k and "
+pages.views(render, TITLE, "Per-benchmark evaluation of a real run (`gdro eval`, the trainer): mean@k and "
          "pass@k with 95% bootstrap intervals, pooled, worst group and worst benchmark.")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import data, ui, uicharts
+from apps import data, pages, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Lead-lag"
@@ -47,6 +47,6 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
                         "mean bin index", bounds=index_range)])
 
 
-ui.views(render, TITLE, "Eq. 32: Δμ(t) = Σ_b b·ŵ_t(b) − Σ_b b·q_t(b). Positive early, decaying later, "
+pages.views(render, TITLE, "Eq. 32: Δμ(t) = Σ_b b·ŵ_t(b) − Σ_b b·q_t(b). Positive early, decaying later, "
          "means the adversary leads the data toward more solvable bins. Drag or scroll a chart to zoom "
          "both columns; hover for every series' value. Run and baseline share each chart's y-range.")

@@ -14,7 +14,7 @@ import math
 
 import streamlit as st
 
-from apps import data, scales, ui, uicharts
+from apps import data, pages, scales, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Outcomes"
@@ -72,5 +72,5 @@ def render(run: RunData, key: str) -> uicharts.Parts:
     return uicharts.Parts(series=items, bottom=lambda: _more(run, key))
 
 
-ui.views(render, TITLE, "Mean and worst-group success during training, the effective support of the "
+pages.views(render, TITLE, "Mean and worst-group success during training, the effective support of the "
          "adversary's weights, and evaluation results (pass@k, accuracy, with their intervals when logged).")

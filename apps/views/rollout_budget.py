@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import charts, data, ui, uicharts
+from apps import charts, data, pages, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Rollout budget"
@@ -77,5 +77,5 @@ def render(run: RunData, key: str) -> uicharts.Parts:
                           series=items + ([budget] if budget is not None else []))
 
 
-ui.views(render, TITLE, "Fig. 7-9: how Rollout-GDRO spends a fixed mean budget n̄ across bins. "
+pages.views(render, TITLE, "Fig. 7-9: how Rollout-GDRO spends a fixed mean budget n̄ across bins. "
          "Rollouts per prompt form a staircase; the frontier shows rollout share against prompt share.")

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import streamlit as st
 
-from apps import data, ui, uicharts
+from apps import data, pages, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "SE proxy"
@@ -51,5 +51,5 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
                         zero_rule=True, bounds=(-math.inf, 100.0))])
 
 
-ui.views(render, TITLE, "Eq. 33: WSE(t) = Σ_b q_t(b) σ̂_b / √n_b(t). Compared with the uniform budget of the "
+pages.views(render, TITLE, "Eq. 33: WSE(t) = Σ_b q_t(b) σ̂_b / √n_b(t). Compared with the uniform budget of the "
          "same compute and with the square-root (Neyman) optimum of Thm 4.2.")

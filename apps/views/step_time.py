@@ -13,7 +13,7 @@ import math
 
 import streamlit as st
 
-from apps import data, realrun, ui, uicharts
+from apps import data, pages, realrun, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Step time"
@@ -45,5 +45,5 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
     return uicharts.Parts(series=items, bottom=table)
 
 
-ui.views(render, TITLE, "A real run's cost per step by phase (`time/*`), so it can be read next to its "
+pages.views(render, TITLE, "A real run's cost per step by phase (`time/*`), so it can be read next to its "
          "curriculum.")

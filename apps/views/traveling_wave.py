@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from apps import charts, data, ui, uicharts
+from apps import charts, data, pages, ui, uicharts
 from gdro_lab.runlog import RunData
 
 TITLE = "Traveling wave"
@@ -62,5 +62,5 @@ def render(run: RunData, key: str) -> uicharts.Parts:
     return uicharts.Parts(heatmaps=shown, selected_step=selected_step, bottom=bars if panels else None)
 
 
-ui.views(render, TITLE, "Fig. 3/5 of the paper: how the prompt mass, the adversary's weights and the "
+pages.views(render, TITLE, "Fig. 3/5 of the paper: how the prompt mass, the adversary's weights and the "
          "reward move across difficulty bins over training. Bin 0 is the hardest bin.")

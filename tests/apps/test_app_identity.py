@@ -60,7 +60,7 @@ def test_default_study_is_named_by_method_and_lr_scale_not_by_hash() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("simulators") is None, reason="the simulator is not installed")
 def test_colours_hue_per_method_lightness_per_variant() -> None:
     grouping = identity.group_runs(_simulator_configs())
-    colours = grouping.colours()
+    colours = identity.group_colours(grouping)
     for method in ("grpo", "prompt_gdro", "rollout_gdro"):
         groups = [group for group in grouping.groups if group.method == method]
         shades = [colours[group.label] for group in groups]

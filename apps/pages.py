@@ -1,0 +1,108 @@
+"""The page frame every chart page uses: title, then the run and the baseline side by side.
+
+Apart from :mod:`apps.ui` (the glue the chart elements also read), so that imports point one way:
+pages -> ui, pages -> uicharts -> ui. :mod:`apps.uicharts` (altair) is imported only when a page
+draws a chart, so the first page does not load it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import streamlit as st
+
+from apps.ui import live_fragment, no_runs_message, run_caption, selection, try_run, wall_clock
+from gdro_lab.runlog import RunData
+
+if TYPE_CHECKING:  # apps.uicharts imports altair: only chart pages need it
+    from apps import uicharts
+
+
+def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, caption: str) -> None:
+    """Page frame: title, then the run and the baseline side by side.
+
+    ``render(run, key)`` draws what belongs in the run's column (``key`` is ``run`` or
+    ``baseline``: the prefix of its widgets' keys) and returns the rest as
+    :class:`apps.uicharts.Parts`: heatmaps (drawn for both runs as one element), content between
+    them and the time series, the time-series charts (one linked view: zoom and crosshair act
+    on both columns, each row has one y-range), and content after them. The body is a fragment
+    that reruns every few seconds while live refresh is on.
+    """
+    chosen = selection()
+    st.title(title)
+    st.caption(caption)
+    if chosen.primary is None:
+        if chosen.entries:
+            st.info("No run chosen: pick one in the sidebar.", icon=":material/arrow_back:")
+        else:
+            no_runs_message(chosen)
+        return
+
+    def body() -> None:
+        from apps import uicharts
+
+        shown = chosen.shown
+        columns = st.columns(len(shown)) if len(shown) > 1 else [st.container()]
+        drawn: list[tuple[Any, str, RunData, uicharts.Parts]] = []
+        for column, (role, entry) in zip(columns, shown):
+            with column:
+                st.subheader(f"{role}: {chosen.name(entry.label)}")
+                if chosen.name(entry.label) != entry.label:
+                    st.caption(f"folder `{entry.label}`")
+                run = try_run(entry)
+                if run is None:
+                    continue
+                run_caption(run)
+                if run.steps.size == 0:
+                    st.info("No steps logged yet: this run has just started.", icon=":material/hourglass_empty:")
+                    continue
+                parts = render(run, role.lower())
+                if parts is not None:
+                    drawn.append((column, entry.label, run, parts))
+        _draw_parts(drawn, title, len(shown))
+
+    live_fragment(body, chosen)()
+
+
+def _draw_parts(drawn: list[tuple[Any, str, RunData, uicharts.Parts]], title: str, shown: int) -> None:
+    """Heatmaps, middle content, linked time series and bottom content of the shown runs."""
+    if not drawn:  # e.g. the Config page: no chart, no chart code imported
+        return
+    from apps import uicharts
+
+    key = title.lower().replace(" ", "-")
+    if any(parts.heatmaps for *_, parts in drawn):
+        uicharts.heatmap_pair([uicharts.HeatmapColumn(run, parts.heatmaps, parts.selected_step)
+                               for _, _, run, parts in drawn], key)
+    _in_columns([parts.middle for *_, parts in drawn], shown)
+    series = [_clocked(list(parts.series), run, label) for _, label, run, parts in drawn]
+    if any(series):
+        uicharts.linked_pair(series, key=f"{key}-charts", labels=[label for _, label, _, _ in drawn])
+    _in_columns([parts.bottom for *_, parts in drawn], shown)
+
+
+def _in_columns(callables: list[Callable[[], None] | None], shown: int) -> None:
+    """Draw each callable in its run's column (a new row of columns), when any is given."""
+    if not any(callables):
+        return
+    columns = st.columns(shown) if shown > 1 else [st.container()]
+    for column, draw in zip(columns, callables):
+        if draw is not None:
+            with column:
+                draw()
+
+
+def _clocked(items: list[uicharts.Series], run: RunData, label: str) -> list[uicharts.Series]:
+    """The run's charts on the wall clock when the sidebar asks for it and the run logs step times."""
+    from apps import uicharts
+
+    if not wall_clock():
+        return items
+    from apps.realrun import elapsed_seconds
+
+    seconds = elapsed_seconds(run)
+    if seconds is None:
+        st.caption(f"**{label}** logs no step times (`time/step`): its charts stay on steps.")
+        return items
+    clock = {label: (run.steps.astype(float), seconds)}
+    return [uicharts.on_wall_clock(item, clock) for item in items]
