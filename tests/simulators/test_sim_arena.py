@@ -11,7 +11,7 @@ import pytest
 from simulators import cli
 from simulators.studies import arena
 
-ARGS = ["arena", "--seeds", "2", "--steps", "20", "--prompts", "400", "--batch", "32", "--lr-grid", "0.5,1",
+ARGS = ["arena", "--seeds", "2", "--steps", "20", "--prompts", "400", "--batch", "32", "--lr-grid", "0.707107,1",
         "--methods", "grpo,gdro_prompt,greso,prompt_oracle", "--workers", "1", "--no-progress"]
 
 
