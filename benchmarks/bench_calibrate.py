@@ -1,6 +1,7 @@
 """Benchmark of `gdro calibrate` + `gdro predict` at their default settings, on data of the LM study's size.
 
     python benchmarks/bench_calibrate.py            # synthetic data like the LM study's, then both commands
+    python benchmarks/bench_calibrate.py --lm-data runs/calib-data   # + the LM study's eval and sweep times
 
 The data (made once, not timed) are those of a known simulator world the size of the CPU LM study
 (``simulators.calibrate.recovery``): 3,200 training prompts in 5 groups sampled 8 times each, and a
@@ -47,8 +48,25 @@ def timed(command: list[str]) -> tuple[float, float]:
     return time.perf_counter() - start, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def data_costs(folder: Path) -> list[str]:
+    """Rows for the eval and the sweep from `gdro study lm --calibration-data`'s calibration-data.json."""
+    import json
+
+    record = json.loads((folder / "calibration-data.json").read_text(encoding="utf-8"))
+    eval_s, total = float(record["eval_seconds"]), float(record["seconds"])
+    return [f"| eval of the warm start ({record['pool_size']} prompts x 8 samples; incl. warm start if not cached) "
+            f"| {eval_s:.0f} | - |",
+            f"| GRPO sweep ({len(record['lrs'])} lrs x {record['steps']} steps) | {total - eval_s:.0f} | - |"]
+
+
 def main() -> int:
-    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lm-data", type=Path, help="also report the eval and sweep times recorded in this "
+                                                      "`gdro study lm --calibration-data` folder")
+    parser.add_argument("--keep", type=Path, help="copy the calibration's outputs (world, fit, report, figures, "
+                                                   "prediction report; not the simulated runs) into this folder")
+    args = parser.parse_args()
+    extra = data_costs(args.lm_data) if args.lm_data else []
     with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as tmp:
         folder = Path(tmp)
         samples, runs = make_data(folder / "data")
@@ -58,11 +76,16 @@ def main() -> int:
                             "--steps", "200", "--out", str(folder / "cal")])
         pred = timed(gdro + ["predict", str(folder / "cal" / "world.toml")])
         load = max(load, os.getloadavg()[0])
+        if args.keep:
+            import shutil
+
+            shutil.copytree(folder / "cal", args.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("runs"))
     print("| command (defaults; LM-study-sized data) | wall s | CPU s |")
     print("|---|---|---|")
     print(f"| gdro calibrate | {cal[0]:.0f} | {cal[1]:.0f} |")
     print(f"| gdro predict (12 worlds x 2 seeds, 200 steps x 64 prompts) | {pred[0]:.0f} | {pred[1]:.0f} |")
     print(f"| both | {cal[0] + pred[0]:.0f} | {cal[1] + pred[1]:.0f} |")
+    print("\n".join(extra))
     print(f"load average (1 min, highest seen): {load:.1f} on {os.cpu_count()} cores")
     return 0
 

@@ -21,15 +21,29 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from itertools import accumulate
 
 import numpy as np
 
+from gdro_lab.rows import row_max, row_sum
+
+
+def probabilities_and_log_softmax(logits_GA: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    """(EXP3P's p_b = (1 - gamma) softmax(L_b) + gamma / A, exactly as ``exp3p_probabilities``; log softmax(L_b)
+    = (L_b - max L_b) - log sum exp(L_b - max L_b)) of a non-empty (G, A) table, sharing the exponentials."""
+    shifted = logits_GA - row_max(logits_GA)
+    soft = np.exp(shifted)
+    sums = row_sum(soft)[:, None]
+    soft /= sums
+    return (1.0 - gamma) * soft + gamma / logits_GA.shape[1], shifted - np.log(sums)
+
 
 def sample_arms(probs_GA: np.ndarray, draws_G: np.ndarray, n_min: int) -> list[int]:
-    """Arm value per bin drawn from p_b with uniform draws u_b: n_min + #(cumsum(p_b) < u_b), at most the last arm."""
+    """Arm value per bin drawn from p_b with uniform draws u_b: n_min + #(cumsum(p_b) < u_b), at most the last arm.
+    (The cumulative sums are taken left to right on Python floats: numpy's cumsum adds the same way.)"""
     last = probs_GA.shape[1] - 1
-    return [n_min + min(bisect_left(row, u), last)
-            for row, u in zip(probs_GA.cumsum(axis=1).tolist(), draws_G.tolist())]
+    return [n_min + min(bisect_left(list(accumulate(row)), u), last)
+            for row, u in zip(probs_GA.tolist(), draws_G.tolist())]
 
 
 def relative_variance(variance_G: np.ndarray, share_G: np.ndarray, floor: float) -> np.ndarray:
@@ -63,17 +77,14 @@ def bandit_step(logits_GA: np.ndarray, probs_GA: np.ndarray, relative_G: list[fl
                 n_min: int, mu: float, n_bar: int, eta: float, decay: float) -> np.ndarray:
     """New logits after the EXP3P mirror step on the sampled arms (every bin present), re-centred to max 0."""
     moved = logits_GA.copy() if decay == 0.0 else (1.0 - decay) * logits_GA
-    rows = range(len(sampled))
-    arms = [n - n_min for n in sampled]
-    probs = probs_GA[rows, arms].tolist()
-    old = moved[rows, arms].tolist()
-    new = []
-    for value, v, n, p in zip(old, relative_G, sampled, probs):
+    flat = moved.reshape(-1)  # a view of the fresh array
+    num_arms = moved.shape[1]
+    for g, (v, n) in enumerate(zip(relative_G, sampled)):
+        at = g * num_arms + n - n_min
         arm = float(n)
-        cost = v * n_bar / arm + mu * arm / n_bar  # = arm_costs at the sampled arm
-        new.append(value - eta * (cost / p))        # = importance_weighted_cost, mirror_descent_step
-    moved[rows, arms] = new
-    moved -= np.maximum.reduce(moved, axis=1, keepdims=True)
+        cost = v * n_bar / arm + mu * arm / n_bar                         # = arm_costs at the sampled arm
+        flat[at] = flat.item(at) - eta * (cost / probs_GA.item(at))      # = importance_weighted_cost, mirror_descent_step
+    moved -= row_max(moved)
     return moved
 
 
@@ -82,5 +93,5 @@ def full_step(logits_GA: np.ndarray, relative_G: list[float], arms_A: np.ndarray
     """New logits after the mirror step on every arm's cost (every bin present), re-centred to max 0."""
     cost = (np.array(relative_G) * n_bar)[:, None] / arms_A + mu * arms_A / n_bar  # = arm_costs
     moved = (logits_GA if decay == 0.0 else (1.0 - decay) * logits_GA) - eta * cost
-    moved -= np.maximum.reduce(moved, axis=1, keepdims=True)
+    moved -= row_max(moved)
     return moved

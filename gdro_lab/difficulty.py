@@ -14,7 +14,6 @@ inner edges with bin 0 the hardest (Eq. 11), and a hysteresis margin delta. Depa
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -24,6 +23,7 @@ from gdro_lab._validate import ConfigError, require_edges, require_int, require_
 from gdro_lab.estimators import PASSK_TABLE_LIMIT, beta_passk_posterior, hysteresis_bins, pass_at_k, passk_table
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.prompts import PerPromptState, is_index_array
+from gdro_lab.visit_history import History
 
 DEFAULT_EDGES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -62,91 +62,6 @@ class ClassifierConfig:
         return len(self.edges) + 1
 
 
-class _History:
-    """Ring buffers of the last H visits, one row per prompt index (rows grow by doubling).
-
-    One int64 buffer holds a prompt's whole row, so a visit touches one contiguous stretch of
-    memory: [visits, bin, mark, pass@k of the H slots (float64 bits), (n << 32) | c of the H slots].
-    ``visits[i]`` counts prompt i's visits ever: its ring position is visits mod H and its window
-    holds min(visits, H) of them. ``bins`` is -1 for a prompt never visited; a visited prompt
-    always has a bin >= 0, so ``bins >= 0`` marks the tracked prompts. ``mark`` is scratch space
-    for the duplicate check. ``visits``, ``bins``, ``passk``, ``successes`` and ``rollouts`` are
-    views of the buffer (n = 0 marks an empty slot).
-    """
-
-    def __init__(self, window: int, rows: int = 0):
-        self.window = window
-        self.width = 3 + 2 * window
-        self._allocate(rows)
-
-    def _allocate(self, rows: int, old: np.ndarray | None = None) -> None:
-        buffer = np.zeros((rows, self.width), np.int64)
-        buffer[:, 1] = -1
-        if old is not None:
-            buffer[: old.shape[0]] = old
-        self.buffer = buffer
-        self.flat = buffer.reshape(-1)
-        self.flat_passk = buffer.view(np.float64).reshape(-1)
-        self.visits = buffer[:, 0]
-        self.bins = buffer[:, 1]
-        self.mark = buffer[:, 2]
-        self.passk = buffer[:, 3: 3 + self.window].view(np.float64)
-
-    def slots(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(c, n) of each slot of the given rows (n = 0: an empty slot), int32, shape (len(rows), H)."""
-        packed = self.buffer[rows, 3 + self.window:]
-        return (packed & 0xFFFFFFFF).astype(np.int32), (packed >> 32).astype(np.int32)
-
-    @property
-    def length(self) -> np.ndarray:
-        """Visits in each prompt's window, min(visits, H)."""
-        return np.minimum(self.visits, self.window)
-
-    @property
-    def position(self) -> np.ndarray:
-        """Next slot of each prompt's ring buffer, visits mod H."""
-        return self.visits % self.window
-
-    def grow(self, rows: int) -> None:
-        capacity = self.buffer.shape[0]
-        if rows > capacity:
-            self._allocate(max(rows, 2 * capacity, 256), self.buffer)
-
-    def set_slots(self, rows: np.ndarray, passk_RH: np.ndarray, successes_RH: np.ndarray,
-                  rollouts_RH: np.ndarray) -> None:
-        """Write whole windows (slot order) of the given rows."""
-        window = self.window
-        self.passk[rows] = passk_RH
-        self.buffer[rows, 3 + window:] = (rollouts_RH.astype(np.int64) << 32) | successes_RH.astype(np.int64)
-
-    def record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """Write one visit for each of ``rows`` (distinct) into the ring buffers; returns the new lengths."""
-        window = self.window
-        start = rows * self.width
-        visits = self.flat.take(start)
-        slot = start + 3 + visits % window
-        self.flat_passk[slot] = passk
-        self.flat[slot + window] = (counts << 32) | successes
-        visits += 1
-        self.flat[start] = visits
-        return np.minimum(visits, window)
-
-    def has_duplicates(self, rows: np.ndarray) -> bool:
-        """Whether an index occurs twice in ``rows``."""
-        if rows.size < 2:
-            return False
-        order = _arange(rows.size)
-        self.mark[rows] = order
-        return bool(np.logical_or.reduce(self.mark[rows] != order))
-
-
-@functools.lru_cache(maxsize=8)
-def _arange(size: int) -> np.ndarray:
-    out = np.arange(size)
-    out.flags.writeable = False
-    return out
-
-
 class DifficultyClassifier(PerPromptState):
     """Window-mean pass@k with margin hysteresis (registry name ``window``).
 
@@ -162,7 +77,7 @@ class DifficultyClassifier(PerPromptState):
         self.config = config or ClassifierConfig()
         self.rng = np.random.default_rng(seed)  # unused by the rule; kept so every controller checkpoints one
         self._init_prompts()
-        self._history = _History(self.config.window)
+        self._history = History(self.config.window)
         self._edges = np.asarray(self.config.edges)
         self._tracked = 0
 
@@ -173,7 +88,7 @@ class DifficultyClassifier(PerPromptState):
     def _tracks_prompts(self) -> bool:
         return self._tracked > 0
 
-    def _capacity(self) -> _History:
+    def _capacity(self) -> History:
         """The history, grown to one row per index entry."""
         hist = self._history
         if len(self.prompts) > hist.bins.size:
@@ -199,13 +114,14 @@ class DifficultyClassifier(PerPromptState):
         seen = rows >= 0
         seen[seen] = hist.bins[rows[seen]] >= 0
         seen_rows = rows[seen]
-        out[seen] = self._band(seen_rows, hist.length[seen_rows])[0]
+        out[seen] = self._band(seen_rows, hist.length[seen_rows], hist.sums[seen_rows])[0]
         return out
 
-    def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(center, low, high) of the window estimate (``length`` visits in each window, >= 1);
-        hysteresis band estimate -/+ delta."""
-        mean = np.add.reduce(self._history.passk[rows], axis=1) / length
+    def _band(self, rows: np.ndarray, length: np.ndarray, sums: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(center, low, high) of the window estimate (``length`` visits in each window, >= 1, whose
+        pass@k sum to ``sums``); hysteresis band estimate -/+ delta."""
+        mean = sums / length
         delta = self.config.hysteresis
         return mean, mean - delta, mean + delta
 
@@ -226,7 +142,7 @@ class DifficultyClassifier(PerPromptState):
         hist = self._capacity()
         if not hist.has_duplicates(rows):
             unique_rows = rows
-            length = hist.record(rows, passk, successes, counts)
+            length, sums = hist.record(rows, passk, successes, counts)
         else:  # a prompt seen twice in one batch: write its visits one pass at a time, in order
             unique_rows = np.unique(rows)
             pending = np.arange(rows.size)
@@ -235,10 +151,10 @@ class DifficultyClassifier(PerPromptState):
                 take = pending[first]
                 hist.record(rows[take], passk[take], successes[take], counts[take])
                 pending = np.setdiff1d(pending, take, assume_unique=True)
-            length = hist.length[unique_rows]
+            length, sums = hist.length[unique_rows], hist.sums[unique_rows]
         previous = hist.bins[unique_rows]
         smallest = int(np.minimum.reduce(previous))
-        center, low, high = self._band(unique_rows, length)
+        center, low, high = self._band(unique_rows, length, sums)
         new = hysteresis_bins(previous, center, low, high, self._edges, smallest)
         hist.bins[unique_rows] = new
         fresh = int(np.count_nonzero(previous < 0)) if smallest < 0 else 0
@@ -250,7 +166,7 @@ class DifficultyClassifier(PerPromptState):
                 "classifier/mean_passk": float(np.add.reduce(center) / center.size) if center.size else float("nan")}
 
     def state_dict(self) -> dict[str, Any]:
-        """The tracked prompts' ids (index order) and their windows; keys as before interning."""
+        """The tracked prompts' ids (index order), their windows and window sums of pass@k."""
         hist = self._history
         rows = np.flatnonzero(hist.bins >= 0)
         visits = hist.visits[rows]
@@ -258,7 +174,7 @@ class DifficultyClassifier(PerPromptState):
         return {"ids": self.prompts.ids_of(rows), "successes": successes,
                 "failures": rollouts - successes, "length": np.minimum(visits, hist.window),
                 "position": visits % hist.window, "bins": hist.bins[rows],
-                "rng": self.rng.bit_generator.state}
+                "passk_sum": hist.sums[rows], "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state_dict (also one written before interning): ids are interned into ``self.prompts``."""
@@ -270,17 +186,20 @@ class DifficultyClassifier(PerPromptState):
             failures = np.asarray(state["failures"], np.int32).reshape(n, window)
             length, position, bins = (np.asarray(state[key], np.int64).reshape(n)
                                       for key in ("length", "position", "bins"))
+            sums = None if state.get("passk_sum") is None else np.asarray(state["passk_sum"], float).reshape(n)
         except (KeyError, TypeError, ValueError) as err:
             raise ConfigError(f"classifier state is invalid ({type(err).__name__}: {err}): it must come from "
                               f"state_dict() of a classifier with window={window}") from None
         rows = self.prompts.intern(ids)
-        hist = _History(window, len(self.prompts))
+        hist = History(window, len(self.prompts))
         visits = successes + failures
         # per-visit pass@k is a function of the visit's (n, c); empty slots (n = 0) stay 0
         filled = visits > 0
         passk = np.zeros((n, window))
         passk[filled] = pass_at_k(visits[filled], successes[filled], self.config.k)
         hist.set_slots(rows, passk, successes, visits)
+        # the running sums as saved (bit for bit); a state written before they were kept: summed afresh
+        hist.sums[rows] = np.add.reduce(passk, axis=1) if sums is None else sums
         # a window not yet full has position = length; a full one any visit count with that position
         hist.visits[rows] = np.where(length < window, length, window + position)
         hist.bins[rows] = bins
@@ -297,7 +216,8 @@ class BayesDifficultyClassifier(DifficultyClassifier):
     ``credible`` interval of pass@k lies wholly beyond an edge (replaces the fixed margin).
     """
 
-    def _band(self, rows: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _band(self, rows: np.ndarray, length: np.ndarray, sums: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         hist = self._history
         cfg = self.config
         successes_RH, rollouts_RH = hist.slots(rows)

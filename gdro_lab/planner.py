@@ -54,6 +54,7 @@ from gdro_lab.bin_plans import forbidden_floor, tie_broken
 from gdro_lab.checks import check_bins, check_log_prob, check_total
 from gdro_lab.planner_dp import deviation_dp
 from gdro_lab.planner_relax import feasible_plan, relaxed_plan, relaxed_plan_lists
+from gdro_lab.rows import row_max
 
 
 def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: int, *,
@@ -77,19 +78,22 @@ def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: i
     return plan_values(values, bins, int(total), n_min)
 
 
-def plan_values(values: np.ndarray, bins: np.ndarray, total: int, n_min: int) -> np.ndarray:
+def plan_values(values: np.ndarray, bins: np.ndarray, total: int, n_min: int, try_concave: bool = True) -> np.ndarray:
     """:func:`exact_plan` on checked inputs: tie-broken values (G, A), bins in [0, G), at least one
-    prompt, a total within [P n_min, P (n_min + A - 1)] (unchecked; Rollout-GDRO's plan calls this)."""
+    prompt, a total within [P n_min, P (n_min + A - 1)] (unchecked; Rollout-GDRO's plan calls this).
+    ``try_concave=False`` skips the log-concavity test (Rollout-GDRO under bandit feedback, whose
+    spiky rows are not concave): the general path is exact for any values."""
     num_bins, num_arms = values.shape
     size = bins.size
     need = total - size * n_min
     scale = float(np.maximum.reduce(np.abs(values), axis=None))
     all_finite = math.isfinite(scale)  # a NaN or inf anywhere makes the max non-finite
     counts_all = np.bincount(bins, minlength=num_bins)
-    if num_arms > 2 and all_finite:
+    if num_arms > 2 and all_finite and try_concave:
         second = values[:, 2:] - 2.0 * values[:, 1:-1] + values[:, :-2]
         if np.maximum.reduce(second, axis=None) <= 0.0:  # log-concave rows: the greedy is the exact separable optimum
-            return n_min + _concave_greedy(values, bins, counts_all, need)
+            return _place(bins, _descending_arms(num_arms, num_bins, n_min).repeat(
+                _concave_greedy(values, counts_all, need)), num_bins)
     every_bin = bool(np.minimum.reduce(counts_all) > 0)
     present = _arange(num_bins) if every_bin else np.flatnonzero(counts_all)
     if all_finite:
@@ -101,8 +105,7 @@ def plan_values(values: np.ndarray, bins: np.ndarray, total: int, n_min: int) ->
         f_GA, forbidden = forbidden_floor(values[present], size)
     # x_GA[g, a]: prompts of present bin g at arm a; earlier prompts of a bin get the larger arms
     x_GA = _solve(f_GA, counts_all if every_bin else counts_all[present], need, scale)
-    n_P = np.empty(size, np.int64)
-    n_P[bins.argsort(kind="stable")] = _descending_arms(num_arms, present.size, n_min).repeat(x_GA[:, ::-1].ravel())
+    n_P = _place(bins, _descending_arms(num_arms, present.size, n_min).repeat(x_GA[:, ::-1].ravel()), num_bins)
     used = forbidden & (x_GA > 0) if forbidden is not None else None
     if used is not None and used.any():
         raise ValueError(f"exact_plan: no plan with total {total} avoids arms of probability 0 "
@@ -118,40 +121,49 @@ def _descending_arms(num_arms: int, num_bins: int, n_min: int) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=16)
-def _segments(num_bins: int, num_arms: int) -> tuple[np.ndarray, np.ndarray]:
-    """(bin, arm) of each increment a -> a + 1, flattened bin-major: shapes (G (A - 1),)."""
-    return np.repeat(np.arange(num_bins), num_arms - 1), np.tile(np.arange(num_arms - 1), num_bins)
+def _place(bins: np.ndarray, arms_sorted: np.ndarray, num_bins: int) -> np.ndarray:
+    """n_P from the arms of the prompts in bin order (stable: batch order within a bin); bins in [0, num_bins)."""
+    n_P = np.empty(bins.size, np.int64)
+    # the same stable order on int8 (radix sort) when the bins fit: half the cost of sorting int64
+    n_P[(bins.astype(np.int8) if num_bins <= 127 else bins).argsort(kind="stable")] = arms_sorted
+    return n_P
 
 
-def _concave_greedy(values: np.ndarray, bins: np.ndarray, counts: np.ndarray, need: int) -> np.ndarray:
-    """Arm offsets a_i of allocation.concave_budget_plan on rows already concave (same result, unchecked).
+def _concave_greedy(values: np.ndarray, counts: np.ndarray, need: int) -> list[int]:
+    """Prompts per (bin, arm) of allocation.concave_budget_plan on rows already concave (same result,
+    unchecked), flat in the layout of ``_descending_arms`` (bin-major, arms descending).
 
     Grants the ``need`` increments with the largest gains values[b, a + 1] - values[b, a] (ties: lower
     arm, then lower bin), each bin's increment taken by all its prompts; within a bin the first
-    ``extra`` prompts in batch order go one arm higher.
+    ``extra`` prompts in batch order go one arm higher (``_place`` gives earlier prompts the larger arms).
     """
     num_bins, num_arms = values.shape
-    seg_bin, seg_arm = _segments(num_bins, num_arms)
     gains = values[:, 1:] - values[:, :-1]
-    order = np.lexsort((seg_arm, -gains.ravel()))
+    # arm-major increments, stably sorted by gain: ties resolve to the lower arm, then the lower bin
+    # (the order of lexsort((arm, -gain)) on the bin-major layout, at half its cost)
+    order = (-gains.T.ravel()).argsort(kind="stable")
     # grant the increments in that order, each to every prompt of its bin, until `need` are granted
     # (a handful of segments: a plain loop beats the numpy calls of a cumulative sum)
     per_bin = counts.tolist()
     increments = [0] * num_bins
     left = need
-    for b in seg_bin[order].tolist():
+    for b in (order % num_bins).tolist():
         if left <= 0:
             break
         taken = min(per_bin[b], left)
         increments[b] += taken
         left -= taken
-    base = [inc // c if c else 0 for inc, c in zip(increments, per_bin)]
-    offset = np.array(base)[bins]
-    for b, (inc, c, low) in enumerate(zip(increments, per_bin, base)):
-        if inc != low * c:  # the first (inc - low c) prompts of the bin, in batch order, go one arm higher
-            offset[np.flatnonzero(bins == b)[:inc - low * c]] += 1
-    return offset
+    top = num_arms - 1
+    flat = [0] * (num_bins * num_arms)
+    for b, (inc, c) in enumerate(zip(increments, per_bin)):
+        if c:
+            low = inc // c
+            extra = inc - low * c
+            at = b * num_arms + top - low  # slot of arm `low`; arm low + 1 is the slot before it
+            flat[at] = c - extra
+            if extra:
+                flat[at - 1] = extra
+    return flat
 
 
 def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.ndarray:
@@ -165,7 +177,7 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.nda
         return c_G[:, None].copy()
     lam = _dual(f_GA, c_G, need)
     adjusted = f_GA - lam * _arange(num_arms)
-    r_GA = np.maximum(np.maximum.reduce(adjusted, axis=1, keepdims=True) - adjusted, 0.0)
+    r_GA = np.maximum(row_max(adjusted) - adjusted, 0.0)
     tol = 1e-12 * (1.0 + scale + abs(lam) * num_arms)
     quick = relaxed_plan_lists(r_GA.tolist(), c_G.tolist(), need, tol)
     if quick is not None:

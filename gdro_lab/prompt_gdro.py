@@ -130,15 +130,20 @@ class UniformWeighter:
         counts = feedback.bin_count_list(G)
         assigned = feedback.num_assigned
         score, seen = self.score_G.tolist(), self.seen_G.tolist()
+        first_seen = False
         for b, count in enumerate(counts):
             if count:  # absent bins keep their score
                 x = sums[b] / count                                            # Eq. 13
                 if cfg.share_normalize:
                     x = debiased_value(x, count / assigned, G, cfg.share_floor)
-                score[b] = ema_value(score[b] if seen[b] else math.nan, x, cfg.ema_beta)  # Eq. 12
-                seen[b] = True
+                if seen[b]:
+                    score[b] = ema_value(score[b], x, cfg.ema_beta)           # Eq. 12
+                else:
+                    score[b] = ema_value(math.nan, x, cfg.ema_beta)
+                    seen[b] = first_seen = True
         self.score_G = np.array(score)
-        self.seen_G = np.array(seen)
+        if first_seen:  # seen_G changes only while bins are still being seen for the first time
+            self.seen_G = np.array(seen)
         weights = self._weights()
         signal_sum = float(np.add.reduce(signal_P))
         signal_mean = signal_sum / signal_P.size if math.isfinite(signal_sum) else float(np.nanmean(signal_P))

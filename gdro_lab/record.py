@@ -17,7 +17,6 @@ from gdro_lab import diagnostics as diag
 from gdro_lab._validate import ConfigError
 from gdro_lab.allocation import check_box
 from gdro_lab.feedback import StepFeedback
-from gdro_lab.stepmatch import moments
 
 
 def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: float, n_max: float,
@@ -90,7 +89,7 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
     }
     if multipliers_P is not None:
         active_P = np.where(feedback.constant_P, 0.0, feedback.counts_P)
-        scalars["multiplier_mean"], scalars["multiplier_sq_mean"] = moments(multipliers_P, active_P)
+        scalars["multiplier_mean"], scalars["multiplier_sq_mean"] = _moments(rows[3], active_P)
     if assigned:
         n_G = [n_bar if math.isnan(r) else r for r in rollouts_G.tolist()]
         scalars.update(_se(share_G, sigma, n_G, n_bar, n_min, n_max))
@@ -112,6 +111,14 @@ def _weights(weights_G: np.ndarray) -> np.ndarray:
         if math.isfinite(total) and total > 0 and np.minimum.reduce(w) >= 0:  # a NaN or inf makes the sum non-finite
             return w / total
     return diag.normalized(weights_G)
+
+
+def _moments(m: np.ndarray, a: np.ndarray) -> tuple[float, float]:
+    """stepmatch.moments(m, a) on float64 arrays of one non-zero size (the same reductions, without numpy's
+    Python wrappers): (sum m / P, sum a m^2 / sum a), NaN when sum a = 0."""
+    total = float(np.add.reduce(a))
+    second = float(np.add.reduce(a * m * m)) / total if total > 0 else float("nan")
+    return float(np.add.reduce(m)) / m.size, second
 
 
 def _per_prompt(feedback: StepFeedback, name: str, values_P: np.ndarray) -> np.ndarray:

@@ -51,11 +51,13 @@ import numpy as np
 
 from gdro_lab.allocation import adjust_to_total
 from gdro_lab.allocators import PLANNER_ALIASES, PLANNERS, AllocatorConfig, SqrtAllocator, UniformAllocator
-from gdro_lab.arm_updates import bandit_step, full_step, relative_variance_list, sample_arms
+from gdro_lab.arm_updates import (bandit_step, full_step, probabilities_and_log_softmax, relative_variance_list,
+                                  sample_arms)
 from gdro_lab.bin_plans import exact_budget_plan
 from gdro_lab.diagnostics import bin_counts
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.planner import plan_values
+from gdro_lab.rows import row_sum
 from gdro_lab.update_rules import (arm_costs, dual_step, exp3p_probabilities,
                                    importance_weighted_cost, mirror_descent_step)
 
@@ -84,7 +86,7 @@ class RolloutGDRO(UniformAllocator):
     def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
         bins, smallest = self._checked_bins(bins_P, prompt_ids)
-        probs = self.arm_probabilities()
+        probs, log_soft = probabilities_and_log_softmax(self.logits_GA, cfg.gamma)  # probs = arm_probabilities()
         self._plan_probs = (self.logits_GA, probs)  # update() reuses them (logits_GA is replaced, never mutated)
         self._sampled = sample_arms(probs, self.rng.random(self.num_bins), cfg.n_min)
         self._sampled_G = np.array(self._sampled, np.int64)
@@ -99,8 +101,8 @@ class RolloutGDRO(UniformAllocator):
         if cfg.planner_name == "exact":
             # log softmax(L_b) without the gamma floor: the floor makes every off-mode arm equally
             # unlikely, so it cannot tell a move of one arm from a move of ten (see module doc).
-            log_soft = self.logits_GA - np.logaddexp.reduce(self.logits_GA, axis=1, keepdims=True)
-            plan = plan_values(log_soft - self._tie_penalty, placed, total, cfg.n_min)
+            plan = plan_values(log_soft - self._tie_penalty, placed, total, cfg.n_min,
+                               try_concave=cfg.feedback == "full")  # bandit rows are spiky, not concave
         else:
             plan = self._dp_plan(probs, placed, total)
         if assigned is None:
@@ -154,7 +156,7 @@ class RolloutGDRO(UniformAllocator):
         violation = (sampled_mean - cfg.n_bar) / cfg.n_bar
         self.mu = dual_step(self.mu, sampled_mean, cfg.n_bar, cfg.dual_lr)   # Eq. 21
         self._sampled_G = self._sampled = None
-        entropy = -np.add.reduce(probs * np.log(probs), axis=1)
+        entropy = -row_sum(probs * np.log(probs))
         metrics.update({"rollout/mu": self.mu, "rollout/sampled_mean_n": sampled_mean,
                         "rollout/budget_violation": violation,
                         "rollout/arm_entropy": float(np.add.reduce(entropy) / entropy.size if every_bin else entropy[present].mean())})

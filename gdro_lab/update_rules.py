@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from gdro_lab.rows import row_max, row_sum
+
 
 def ema_from_first(previous_G: np.ndarray, observed_G: np.ndarray, beta: float) -> np.ndarray:
     """Eq. 12 with the released code's start: S = x at a bin's first observation, then
@@ -93,8 +95,12 @@ def entropic_weights(score_G: np.ndarray, eta: float, gamma: float, clip: float)
 def exp3p_probabilities(logits_GA: np.ndarray, gamma: float) -> np.ndarray:
     """EXP3P sampling distribution per bin: p_b = (1 - gamma) softmax(L_b) + gamma / A."""
     logits = np.asarray(logits_GA, float)
-    soft = np.exp(logits - np.maximum.reduce(logits, axis=1, keepdims=True))
-    soft /= np.add.reduce(soft, axis=1, keepdims=True)
+    if logits.ndim == 2 and logits.size:
+        soft = np.exp(logits - row_max(logits))
+        soft /= row_sum(soft)[:, None]  # per-row reduceat (gdro_lab.rows)
+    else:  # empty, or not (G, A): numpy's own reductions (and errors)
+        soft = np.exp(logits - np.maximum.reduce(logits, axis=1, keepdims=True))
+        soft /= np.add.reduce(soft, axis=1, keepdims=True)
     return (1.0 - gamma) * soft + gamma / logits.shape[1]
 
 
@@ -123,7 +129,7 @@ def mirror_descent_step(logits_GA: np.ndarray, estimate_GA: np.ndarray, present_
     present = np.asarray(present_G, bool)
     if present.all():  # the usual step: every row moves (1.0 * L = L exactly, so decay 0 skips the product)
         moved = (logits if decay == 0.0 else (1.0 - decay) * logits) - eta * estimate
-        return moved - moved.max(axis=1, keepdims=True)
+        return moved - (row_max(moved) if moved.size else moved.max(axis=1, keepdims=True))
     logits = logits.copy()
     moved = (1.0 - decay) * logits[present] - eta * estimate[present]
     logits[present] = moved - moved.max(axis=1, keepdims=True)

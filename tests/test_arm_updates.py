@@ -60,3 +60,34 @@ def test_relative_variance_unknown_bins_and_no_share() -> None:
     assert relative_variance(np.full(3, np.nan), np.ones(3) / 3, 1e-3).tolist() == [1.0] * 3
     no_share = relative_variance(np.array([0.1, 0.3]), np.zeros(2), 1e-3)
     assert no_share.tolist() == np.maximum(np.array([0.1, 0.3]) / 0.2, 1e-3).tolist()
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (10, 11), (3, 40), (7, 2)])
+def test_row_reductions_equal_a_plain_loop(shape: tuple[int, int]) -> None:
+    """rows.row_max is the row maximum bit for bit; rows.row_sum is each row's sum (a Python loop: exactly for
+    rows of up to 8, where numpy adds in order; to rounding beyond, where numpy adds pairwise)."""
+    from gdro_lab.rows import row_max, row_sum
+
+    values = np.random.default_rng(sum(shape)).standard_normal(shape) * 10.0 ** np.arange(shape[1])
+    assert row_max(values).shape == (shape[0], 1)
+    assert row_max(values).ravel().tolist() == [max(row) for row in values.tolist()]
+    expected = []
+    for row in values.tolist():
+        total = 0.0
+        for value in row:
+            total += value
+        expected.append(total)
+    np.testing.assert_allclose(row_sum(values), expected, rtol=1e-13, atol=0)
+    if shape[1] <= 8:
+        assert row_sum(values).tolist() == expected
+    assert row_max(values[:, ::-1]).ravel().tolist() == [max(row) for row in values.tolist()]  # non-contiguous
+
+
+def test_probabilities_and_log_softmax_match_exp3p_and_logaddexp() -> None:
+    from gdro_lab.arm_updates import probabilities_and_log_softmax
+
+    logits, _, _, _ = _state(3, spiky=True)
+    probs, log_soft = probabilities_and_log_softmax(logits, 0.01)
+    assert probs.tobytes() == exp3p_probabilities(logits, 0.01).tobytes()
+    np.testing.assert_allclose(log_soft, logits - np.logaddexp.reduce(logits, axis=1, keepdims=True),
+                               rtol=0, atol=1e-12)

@@ -37,6 +37,38 @@ def test_window_estimate_equals_naive_mean_of_passk():
         assert clf.bins(["x"])[0] == int(np.searchsorted(cfg.edges, expected, side="right"))
 
 
+def test_running_window_sum_tracks_a_fresh_mean_and_resumes_bit_for_bit():
+    """The window sum is kept as sum + (new - evicted): after 400 visits (windows wrapped many times, duplicates
+    in a batch) every estimate still equals the naive mean of the last H pass@k; the sums survive state_dict
+    through JSON bit for bit, and a state without them (older runs) is summed afresh."""
+    import json
+
+    from gdro_lab.runlog import decode_state, encode_state
+
+    cfg = ClassifierConfig(window=4, k=2, hysteresis=0.0)
+    clf = DifficultyClassifier(cfg, seed=0)
+    rng = np.random.default_rng(3)
+    history: dict[str, list[float]] = {}
+    ids = [f"p{i}" for i in range(6)]
+    for _ in range(400):
+        pick = [ids[i] for i in rng.integers(0, 6, 3)]  # repeats within a batch happen
+        counts = rng.integers(2, 9, 3)
+        succ = [int(rng.integers(0, n + 1)) for n in counts]
+        clf.update(_visit(pick, counts, succ))
+        for pid, n, c in zip(pick, counts, succ):
+            history.setdefault(pid, []).append(1 - math.comb(n - c, 2) / math.comb(n, 2))
+    naive = [float(np.mean(history[pid][-4:])) for pid in ids]
+    np.testing.assert_allclose(clf.estimates(ids), naive, rtol=1e-12, atol=1e-15)
+    state = decode_state(json.loads(json.dumps(encode_state(clf.state_dict()))))
+    resumed = DifficultyClassifier(cfg, seed=1)
+    resumed.load_state_dict(state)
+    assert resumed.estimates(ids).tobytes() == clf.estimates(ids).tobytes()
+    state.pop("passk_sum")
+    fresh = DifficultyClassifier(cfg, seed=1)
+    fresh.load_state_dict(state)
+    np.testing.assert_allclose(fresh.estimates(ids), naive, rtol=1e-12, atol=1e-15)
+
+
 def test_duplicate_prompt_in_a_batch_counts_twice():
     clf = DifficultyClassifier(ClassifierConfig(window=5, hysteresis=0.0), seed=0)
     clf.update(_visit(["x", "x"], [4, 4], [4, 0]))

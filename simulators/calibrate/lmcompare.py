@@ -2,7 +2,7 @@
 what the study measured.
 
     python -m simulators.calibrate.lmcompare --calibration CAL_DIR --study reports/lm-study/summary.json \\
-        --out reports/calibration/lm-study
+        --out reports/calibration/lm-study --update-docs
 
 CAL_DIR is ``gdro calibrate``'s output for the LM study's warm start and GRPO sweep
 (``gdro study lm --calibration-data``). The prediction mirrors the study's design, read from its
@@ -110,7 +110,7 @@ def write_report(args: argparse.Namespace, settings: predict.Settings, rows: lis
     lines = ["# The CPU LM study: predicted vs measured", "",
              f"Prediction: `python -m simulators.calibrate.lmcompare --calibration {args.calibration} --study {args.study} "
              f"--out {args.out} --draws {settings.draws} --seeds {settings.seeds}` ({seconds:.0f} s): the world calibrated "
-             f"to the study's seed-0 warm start and a 4-lr x 60-step GRPO sweep ([fit report]({_relative(args)})), "
+             f"to the study's seed-0 warm start and {_sweep_words(args.calibration)} ([fit report]({_relative(args)})), "
              f"{settings.draws} worlds drawn from the fit x {settings.seeds} seeds, at the study's design "
              f"({settings.steps} steps x {settings.batch} prompts, n̄ = {settings.n_bar} in [{settings.n_min}, "
              f"{settings.n_max}], every method at the study's lr, optimizer adam). Measured: the study's per-seed "
@@ -128,6 +128,14 @@ def write_report(args: argparse.Namespace, settings: predict.Settings, rows: lis
     (args.out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _sweep_words(calibration: Path) -> str:
+    """'a 4-lr x 60-step GRPO sweep' from the fit record (what the calibration actually saw)."""
+    dyn = (predict.load(calibration).fit or {}).get("dynamics") or {}
+    if not dyn:
+        return "no GRPO sweep (difficulty only)"
+    return f"a {len(dyn['lrs'])}-lr x {dyn['steps']}-step GRPO sweep (lr {', '.join(f'{x:g}' for x in dyn['lrs'])})"
+
+
 def _relative(args: argparse.Namespace) -> str:
     import os
 
@@ -142,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=12)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--update-docs", action="store_true",
+                        help="also put the table into README.md and docs/calibration.md (between their markers)")
     parser.add_argument("--work", type=Path, help="folder for the simulated runs (default: a temporary folder; they "
                                                   "are not part of the report)")
     args = parser.parse_args(argv)
@@ -163,11 +173,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lmcompare: error: {err}", file=sys.stderr)
         return 2
     rows = comparison_rows(predicted, measured(summary))
+    args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "comparison.json", {"rows": rows, "predicted": predicted, "seconds": seconds,
                                               "study": str(args.study), "calibration": str(args.calibration)})
     table = markdown(rows)
     (args.out / "table.md").write_text(table + "\n", encoding="utf-8")
     write_report(args, settings, rows, table, seconds)
+    if args.update_docs:
+        from simulators.calibrate.report import ROOT, update_between
+
+        try:
+            for doc in (ROOT / "README.md", ROOT / "docs" / "calibration.md"):
+                update_between(doc, "lm-study", table)
+        except ConfigError as err:
+            print(f"lmcompare: error: {err}", file=sys.stderr)
+            return 2
     print(table)
     print(f"{sum(r['consistent'] for r in rows)}/{len(rows)} predictions consistent with the measurement ({seconds:.0f} s)")
     return 0

@@ -1,6 +1,6 @@
 """`gdro predict WORLD.toml`: each method's gain in a calibrated world, with the fit's uncertainty.
 
-For each of ``--draws`` worlds drawn from the calibration's bootstrap (difficulty and dynamics
+For each of ``--draws`` worlds drawn from the calibration's posterior draws (difficulty and dynamics
 draws paired by index; ``fit.json`` next to the world file) and each of ``--seeds`` seeds (paired
 across methods: same world instance and batch order), the simulator runs, at the planned run's
 size (``fit.json``'s plan; ``--steps`` / ``--batch`` / ``--lr`` change it):
@@ -90,7 +90,7 @@ def load(path: Path) -> Calibrated:
 
 
 def world_draws(cal: Calibrated, count: int) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
-    """``count`` world-override dicts drawn from the fit's bootstrap, and the drawn values per parameter."""
+    """``count`` world-override dicts drawn from the fit's posterior draws, and the drawn values per parameter."""
     base = dict(cal.overrides["world"])
     if cal.fit is None:
         return [base], {}
@@ -186,8 +186,11 @@ def run_all(settings: Settings, worlds: list[dict[str, Any]], max_extension: int
         summaries.update(zip(keys, _run(_jobs(settings, worlds, keys), settings, "predict: GRPO grid extended")))
     matched = {}
     for j in range(D):
-        factors = match_factors([summaries[("prompt_gdro", j, s, 1.0)].scalars for s in range(S)])
-        matched[j] = {"grpo_matched_c1": factors.first, "grpo_matched_c2": factors.second}
+        try:
+            factors = match_factors([summaries[("prompt_gdro", j, s, 1.0)].scalars for s in range(S)])
+            matched[j] = {"grpo_matched_c1": factors.first, "grpo_matched_c2": factors.second}
+        except ValueError:  # no step had a prompt carrying an advantage (every group all-equal): factor 1
+            matched[j] = {"grpo_matched_c1": 1.0, "grpo_matched_c2": 1.0}
     extra = [(label, j, s, c) for j in matched for label, c in matched[j].items() for s in range(S)]
     if settings.optimizer == "sgd":
         jobs = [(sim_config(settings, worlds[j], "grpo", s, settings.lr_scale * c),

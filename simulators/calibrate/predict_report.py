@@ -26,14 +26,16 @@ def screen(summary: dict[str, Any], settings: Settings, cal: Calibrated, seconds
     lines = [f"gdro predict: {settings.draws} worlds drawn from the fit x {settings.seeds} seeds, "
              f"{settings.steps} steps x {settings.batch} prompts, lr x{settings.lr_scale:g} of the reference "
              f"({seconds:.0f} s)",
-             f"predicted gain in held-out accuracy, percentage points, 95% interval over the fit's uncertainty:",
-             f"  {'method':<32} {'vs GRPO (same lr)':>18} {'vs tuned GRPO':>16} {'SE-proxy cut %':>15}  most sensitive to"]
+             "predicted gain in held-out accuracy, percentage points (95% interval: the fit's uncertainty and seed noise):",
+             f"  {'method':<32} {'vs GRPO (same lr)':>18} {'vs tuned GRPO':>16} {'SE-proxy cut %':>15}  "
+             "gain vs tuned GRPO most sensitive to"]
     for label, row in summary["methods"].items():
         se = row["se_reduction_pct"]
         shown = label in ("rollout_gdro", "joint") and math.isfinite(se[0])  # the allocators' own diagnostic
         se_text = (f"{se[0]:.1f} ± {se[1]:.1f}" if math.isfinite(se[1]) else f"{se[0]:.1f}") if shown else "-"
         sens = row["sensitive_to"]
-        sens_text = f"{sens['parameter']} (rho {sens['spearman']:+.2f})" if sens["parameter"] else "-"
+        sens_text = (f"{PLAIN.get(sens['parameter'], sens['parameter'])} (rho {sens['spearman']:+.2f})"
+                     if sens["parameter"] else "-")
         lines.append(f"  {LABELS[label]:<32} {_pp(row[metric]['vs_grpo']):>18} {_pp(row[metric]['vs_tuned']):>16} "
                      f"{se_text:>15}  {sens_text}")
     grid = summary["grid"]
@@ -43,14 +45,25 @@ def screen(summary: dict[str, Any], settings: Settings, cal: Calibrated, seconds
     if settings.optimizer == "adam":
         lines.append("  optimizer adam: a constant advantage scale cancels, so step-matched GRPO equals GRPO here and "
                      "Prompt-GDRO's multipliers act as mean-1 weights")
-    lines.append("In plain words: " + plain_words(summary, metric))
+    lines.append("In plain words:")
+    lines += [f"  {part}" for part in plain_words(summary, metric)]
     if cal.fit is None:
         lines.append("  note: no fit.json next to the world file: one world, no parameter uncertainty in the intervals")
     return "\n".join(lines)
 
 
-def plain_words(summary: dict[str, Any], metric: str) -> str:
-    """One sentence per GDRO method: does the calibrated world predict a gain over tuned GRPO?"""
+PLAIN = {"lr_group": "learning speed lr_group", "lr_prompt": "memorisation lr_prompt", "curvature": "price of a step curvature",
+         "score_noise": "score noise tau", "transfer": "transfer", "update_noise": "update noise",
+         "difficulty_offset": "difficulty offset", "unsolvable_frac": "never-solved share",
+         "always_solved_frac": "always-solved share", "group_difficulty_scale": "group hardness scale",
+         "group_difficulty_tail": "group hardness tail", "prompt_difficulty_scale": "prompt hardness scale",
+         "prompt_difficulty_tail": "prompt hardness tail"}
+"""The fitted parameters in words (the screen's sensitivity column)."""
+
+
+def plain_words(summary: dict[str, Any], metric: str) -> list[str]:
+    """One sentence per GDRO method: does the calibrated world predict a gain over tuned GRPO, and on what does
+    that turn?"""
     parts = []
     for label in METHODS:
         mean, half = summary["methods"][label][metric]["vs_tuned"]
@@ -62,8 +75,11 @@ def plain_words(summary: dict[str, Any], metric: str) -> str:
             verdict = "predicted to lose to tuned GRPO"
         else:
             verdict = "not predicted to differ from tuned GRPO beyond the fit's uncertainty"
-        parts.append(f"{LABELS[label]} {verdict} ({_pp((mean, half))} pp)")
-    return "; ".join(parts) + "."
+        sens = summary["methods"][label]["sensitive_to"]
+        turns = (f"; it turns most on the {PLAIN.get(sens['parameter'], sens['parameter'])}" if sens["parameter"]
+                 and abs(sens["spearman"]) >= 0.5 else "")
+        parts.append(f"{LABELS[label]} {verdict} ({_pp((mean, half))} pp){turns}.")
+    return parts
 
 
 def write_report(summary: dict[str, Any], settings: Settings, screen: str, out: Path) -> Path:

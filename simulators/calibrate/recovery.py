@@ -8,7 +8,7 @@ sampled success each step and, every ``eval_every`` steps, each held-out group's
 estimated from k samples per held-out prompt (with its standard error). ``write_as_real`` writes
 them in the files ``gdro calibrate`` reads (a samples file, ``gdro train``-style run directories).
 
-    python -m simulators.calibrate.recovery --out /tmp/recovery --reps 6      # the docs' table
+    python -m simulators.calibrate.recovery --out reports/calibration/recovery --reps 3 --update-docs   # the docs' table
 
 For every parameter: the estimate's error against the truth and whether the 95% interval covers it;
 coverage over worlds and seeds is compared with the nominal 95% (docs/calibration.md).
@@ -203,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + reps - 1")
     parser.add_argument("--stage1-only", action="store_true", help="only the difficulty fit (many replicates cheaply)")
     parser.add_argument("--summarize-only", action="store_true", help="no fits: summarize OUT/rows.json")
+    parser.add_argument("--update-docs", action="store_true",
+                        help="also put the table into docs/calibration.md (between its recovery markers)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
@@ -215,14 +217,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"recovery: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
             (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
     table = coverage_table(rows)
-    seconds = time.perf_counter() - started
-    if args.summarize_only and (args.out / "coverage.json").is_file():
-        seconds = json.loads((args.out / "coverage.json").read_text()).get("seconds", seconds)
-    (args.out / "coverage.json").write_text(json.dumps({"table": table, "seconds": seconds,
-                                                         "command": "python -m simulators.calibrate.recovery "
-                                                         + " ".join(argv or sys.argv[1:])}, indent=1))
+    seconds, commands = time.perf_counter() - started, []
+    previous = args.out / "coverage.json"
+    if (args.summarize_only or args.first_seed) and previous.is_file():  # the fits' time and commands so far
+        before = json.loads(previous.read_text())
+        commands = before.get("commands", [before["command"]] if "command" in before else [])
+        seconds = before.get("seconds", 0.0) + (0.0 if args.summarize_only else seconds)
+    if not args.summarize_only:
+        commands.append("python -m simulators.calibrate.recovery " + " ".join(argv or sys.argv[1:]))
+    (args.out / "coverage.json").write_text(json.dumps({"table": table, "seconds": seconds, "commands": commands},
+                                                       indent=1))
     (args.out / "coverage.md").write_text(coverage_markdown(table) + "\n", encoding="utf-8")
     print(coverage_markdown(table))
+    if args.update_docs:
+        from simulators.calibrate.report import ROOT, update_between
+
+        update_between(ROOT / "docs" / "calibration.md", "recovery", coverage_markdown(table))
     return 0
 
 

@@ -125,7 +125,7 @@ def write_report(record: dict[str, Any], out: Path, command: str) -> Path:
                             parameter_rows(record)), ""]
     weak = [n for n, note in record["identification"].items() if note.startswith("weak")]
     lines += [f"**Weakly identified by these data**: {', '.join(f'`{n}`' for n in weak) or 'none'}. A prediction that "
-              "depends on them is only as good as the range the bootstrap draws from (`gdro predict` says which "
+              "depends on them is only as good as the range the posterior draws cover (`gdro predict` says which "
               "parameter its verdict is most sensitive to).", "",
               "## Stage 1: pass rates", "", f"![pass rates]({passrate_figure(record, out)})", ""]
     if record["dynamics"]:
@@ -140,3 +140,23 @@ def write_report(record: dict[str, Any], out: Path, command: str) -> Path:
     path = out / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def update_between(path: Path, name: str, text: str) -> None:
+    """Replace what lies between ``<!-- calibration:NAME -->`` and ``<!-- /calibration:NAME -->`` in ``path``.
+
+    The generated tables live in the docs between these markers, so the docs cannot drift from the
+    reports (tests/simulators/test_sim_calibrate_docs.py). A file without the markers is a ConfigError.
+    """
+    from gdro_lab import ConfigError
+
+    start, end = f"<!-- calibration:{name} -->", f"<!-- /calibration:{name} -->"
+    content = path.read_text(encoding="utf-8")
+    if content.count(start) != 1 or content.count(end) != 1 or content.index(start) > content.index(end):
+        raise ConfigError(f"{path}: needs one '{start}' ... '{end}' pair to update (restore it from git)")
+    head, rest = content.split(start)
+    _, tail = rest.split(end)
+    path.write_text(f"{head}{start}\n{text.strip()}\n{end}{tail}", encoding="utf-8")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simulators import knobs
@@ -53,7 +54,23 @@ def test_predict_prints_one_screen_and_the_report(calibrated: Path, capsys: pyte
     for label in ("Prompt-GDRO", "Rollout-GDRO", "joint", "step-matched GRPO", "vs tuned GRPO", "In plain words"):
         assert label in out
     assert out.strip().splitlines()[-1].startswith("report: ")
+    assert len(out.strip().splitlines()) <= 20  # one screen
     assert (calibrated / "predict" / "summary.json").is_file()
+
+
+def test_plain_words_say_the_verdict_and_what_it_turns_on() -> None:
+    from simulators.calibrate.predict_report import plain_words
+
+    metric = "test/accuracy"
+    methods = {"prompt_gdro": ((0.03, 0.01), ("curvature", -0.8)), "rollout_gdro": ((-0.02, 0.01), ("transfer", 0.3)),
+               "joint": ((0.01, 0.02), ("", 0.0))}
+    summary = {"methods": {m: {metric: {"vs_tuned": gain}, "sensitive_to": {"parameter": p, "spearman": rho}}
+                           for m, (gain, (p, rho)) in methods.items()}}
+    prompt, rollout, joint = plain_words(summary, metric)
+    assert prompt == ("Prompt-GDRO predicted to beat tuned GRPO (+3.0 ± 1.0 pp); it turns most on the price of a "
+                      "step curvature.")
+    assert rollout == "Rollout-GDRO predicted to lose to tuned GRPO (-2.0 ± 1.0 pp)."  # |rho| < 0.5: not named
+    assert "not predicted to differ" in joint
 
 
 @pytest.mark.parametrize("args,message", [(["--samples", "/nonexistent"], "no such file"),
@@ -80,8 +97,10 @@ def test_lm_comparison_end_to_end(calibrated: Path, tmp_path: Path, capsys: pyte
     from simulators.calibrate import lmcompare
 
     final = {m: {"pass@1": [0.30 + d, 0.31 + d], "pass@8": [0.50, 0.49 + d]} for m, d in
-             (("grpo", 0.0), ("grpo_matched", 0.01), ("prompt_gdro", 0.02), ("rollout_gdro", -0.01), ("joint", 0.0))}
+             (("grpo", 0.0), ("grpo_matched_first", 0.01), ("grpo_matched_second", 0.01), ("prompt_gdro", 0.02),
+              ("rollout_gdro", -0.01), ("joint", 0.0))}
     summary = {"final": final, "initial": {"pass@1": [0.25, 0.26], "pass@8": [0.5, 0.5]},
+               "tuned_grpo": {"final": {"pass@1": [0.33, 0.32], "pass@8": [0.5, 0.5]}},
                "config": {"steps": 8, "prompts_per_step": 32, "n_bar": 4, "n_min": 2, "n_max": 12, "lr": 1.0}}
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     code = lmcompare.main(["--calibration", str(calibrated), "--study", str(tmp_path / "summary.json"), "--out",
@@ -93,3 +112,22 @@ def test_lm_comparison_end_to_end(calibrated: Path, tmp_path: Path, capsys: pyte
     rows = json.loads((tmp_path / "out" / "comparison.json").read_text())["rows"]
     prompt = next(r for r in rows if r["comparison"] == "Prompt-GDRO − GRPO" and r["metric"] == "pass@1")
     assert prompt["measured"][0] == pytest.approx(0.02)
+    tuned = next(r for r in rows if r["comparison"] == "Prompt-GDRO − tuned GRPO" and r["metric"] == "pass@1")
+    assert tuned["measured"][0] == pytest.approx(np.mean([0.32 - 0.33, 0.33 - 0.32]))  # paired by seed
+    second = next(r for r in rows if r["comparison"].startswith("step-matched GRPO (c2") and r["metric"] == "pass@8")
+    assert second["measured"][0] == pytest.approx(0.005)
+    for row in rows:  # the error is measured - predicted, its interval both intervals combined
+        assert row["error"][0] == pytest.approx(row["measured"][0] - row["predicted"][0])
+        assert row["error"][1] == pytest.approx(np.hypot(*np.nan_to_num([row["predicted"][1], row["measured"][1]])))
+
+
+def test_predict_without_any_multiplier_matches_at_factor_one(tmp_path: Path) -> None:
+    """When no prompt carries an advantage in any step (every group all-wrong: the quick LM study's calibrated world,
+    4 steps), Prompt-GDRO's runs log no multiplier moment; step matching then falls back to factor 1 instead of failing."""
+    from simulators.calibrate import predict
+
+    settings = predict.Settings(draws=1, seeds=1, steps=2, batch=8, lr_scale=1.0, optimizer="sgd", workers=1,
+                                out=tmp_path, n_bar=4, n_min=2, n_max=12)
+    table = predict.run_all(settings, [{"num_prompts": 16, "num_groups": 2, "difficulty_offset": 20.0}], max_extension=0)
+    assert table["matched_c1"].tolist() == [1.0] and table["matched_c2"].tolist() == [1.0]
+    np.testing.assert_array_equal(table["grpo_matched_c1|test/accuracy"], table["grpo@1|test/accuracy"])

@@ -1,0 +1,37 @@
+"""Per-row reductions of small (G, A) tables, faster than numpy's reduce along axis 1 (issue 23).
+
+numpy reduces a short last axis row by row (one inner-loop call per row): on Rollout-GDRO's
+(10, 11) logits ``np.maximum.reduce(x, axis=1)`` costs ~6 us, ``np.maximum.reduceat`` over the flat
+rows ~1.5 us. The maximum is exact in any order, so :func:`row_max` equals the reduce bit for bit.
+:func:`row_sum` is ``np.add.reduceat`` over the rows (each row's first element plus numpy's sum of the
+rest), whose rounding may differ in the last bits from ``np.add.reduce(x, axis=1)``; it is used where
+no earlier value must be reproduced exactly (EXP3P's probabilities, the entropy metric, the planner's
+log-softmax).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+__all__ = ["row_max", "row_sum"]
+
+
+@functools.lru_cache(maxsize=32)
+def _starts(rows: int, width: int) -> np.ndarray:
+    out = np.arange(0, rows * width, width)
+    out.flags.writeable = False
+    return out
+
+
+def row_max(values_GA: np.ndarray) -> np.ndarray:
+    """max over each row of a 2-D float array (rows >= 1, width >= 1), shape (G, 1)."""
+    rows, width = values_GA.shape
+    return np.maximum.reduceat(values_GA.ravel(), _starts(rows, width))[:, None]
+
+
+def row_sum(values_GA: np.ndarray) -> np.ndarray:
+    """Sum of each row of a 2-D float array (rows >= 1, width >= 1) by reduceat, shape (G,)."""
+    rows, width = values_GA.shape
+    return np.add.reduceat(values_GA.ravel(), _starts(rows, width))
