@@ -181,7 +181,9 @@ def test_tiny_ablation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert len(find_runs(out / "runs")) == 64 * 2 + len(summary["grpo_lr_grid"]) * 2  # GRPO on its own lr grid
     assert len(summary["grpo_lr_grid"]) >= 5
     fair = summary["fair_baselines"]
-    assert len(fair) == 64 and all(e["rms_multiplier"] >= e["mean_multiplier"] > 0 for e in fair)
+    # E[m] is over every trained prompt, √E[m²] over the rollouts that carry an advantage (gdro_lab.stepmatch),
+    # so √E[m²] may fall below E[m] (mean-1 cells: 1.00 / 0.98); both are positive and finite
+    assert len(fair) == 64 and all(0 < e["mean_multiplier"] < 20 and 0 < e["rms_multiplier"] < 20 for e in fair)
     entry = fair[0]["test/worst_group_accuracy"]
     assert set(entry) == {"vs_grpo", "vs_matched_first", "vs_matched_second", "vs_tuned", "tuned_grpo_lr"}
     assert {c["key"]: c["verdict"] for c in summary["claims"]}["six_bins"].startswith("direction only")
