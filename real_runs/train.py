@@ -224,9 +224,14 @@ def check_resumable(resume: str | os.PathLike[str]) -> Path:
     return run_dir
 
 
+#: Top-level config.json keys that label a run for the app (real_runs.lmstudy.study.label_matched).
+LABEL_KEYS = frozenset({"matched_to", "match"})
+
+
 def load_run_config(run_dir: str | os.PathLike[str]) -> TrainConfig:
-    """The resolved config a run was started with (its config.json)."""
-    return config_from_dict(read_run(run_dir).config)
+    """The resolved config a run was started with (its config.json), without the labels a study adds for
+    the app (:data:`LABEL_KEYS`: a step-matched baseline's ``matched_to`` / ``match``; not trainer settings)."""
+    return config_from_dict({k: v for k, v in read_run(run_dir).config.items() if k not in LABEL_KEYS})
 
 
 def _rewards(cfg: TrainConfig, reward: Reward | None) -> tuple[Reward, Reward | None, list[Any]]:

@@ -85,3 +85,17 @@ def test_budget_statistics_by_hand() -> None:
     measured = cm.mechanism_measurements([], [], [run, run], G, 4.0, "a toy world")
     assert set(measured) == {"economics", "budget_shift"}  # no se_reduction_pct logged: wse left untested
     assert measured["economics"].metric == BY_KEY["economics"].metric
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.key)
+def test_no_claim_is_decided_off_the_papers_metric_or_scale(claim) -> None:
+    """Whatever the size, a measurement on another metric, or on the paper's metric in another setting
+    (a toy world), is only ever "direction only"; on the paper's metric and scale it is decided."""
+    inside = claim.null + claim.sign * 10.0 if claim.low is None else (claim.low + claim.high) / 2
+    for metric, evidence in (("held-out pass@1 gain (pp)", claim.evidence), (claim.metric, "a toy world")):
+        if claim.evidence == MATH and metric == claim.metric:
+            continue  # a theorem: any instance is the paper's setting, only the metric can differ
+        for mean in (inside, claim.null - claim.sign * 10.0):
+            got = verdict(claim, Measurement(claim.key, mean, 0.01, metric, evidence, "x"))
+            assert got.startswith("direction only, "), (metric, evidence, mean, got)
+    assert verdict(claim, Measurement(claim.key, inside, 0.01, claim.metric, claim.evidence, "x")) == "reproduced"

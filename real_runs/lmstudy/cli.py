@@ -79,5 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as err:
         print(f"gdro study lm: {err}", file=sys.stderr)
         return 2
+    decision = path.parent / "decision.txt"
+    if decision.is_file():
+        print(decision.read_text(encoding="utf-8"), end="")
     print(f"report: {path}")
     return 0

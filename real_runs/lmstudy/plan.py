@@ -31,8 +31,8 @@ from gdro_lab import lrgrid
 from gdro_lab.stepmatch import MatchFactors, match_factors
 from real_runs.lmstudy import tasks
 from real_runs.lmstudy.metrics import final_metrics
-from real_runs.lmstudy.study import (MATCHED, METHODS, StudyConfig, finished, grid_name, initial_eval, run_name,
-                                     run_one, warm_config)
+from real_runs.lmstudy.study import (MATCHED, METHODS, StudyConfig, finished, grid_name, initial_eval,
+                                     label_matched, run_name, run_one, warm_config)
 
 #: Val metrics GRPO's learning rate is tuned on (each picks its own best point).
 TUNED = ("pass@1", "pass@8", "worst-group pass@1")
@@ -191,6 +191,9 @@ def finished_study(cfg: StudyConfig, out: Path) -> dict[str, Any]:
     for name, kind in MATCHED.items():
         if factors is not None and abs(getattr(factors, kind) - 1.0) <= 0.02:
             found[name] = dict(found.get("grpo", {}))
+        else:
+            for path in found.get(name, {}).values():
+                label_matched(path)  # runs of a study made before the labels existed get them here
     grid_names = sorted(n for n in found if n == "grpo" or n.startswith("grpo_lr"))
     complete = [s for s in range(cfg.seeds) if s in initial and all(s in found.get(m, {}) for m in METHODS)
                 and all(s in found[n] for n in grid_names)]

@@ -28,6 +28,13 @@ from real_runs.lmstudy.verdicts import BASELINES, claims, gains, tuned_grpo
 
 __all__ = ["METHOD_LABELS", "collect", "write_report"]
 
+#: What the intervals cover (every seed has its own warm start: study.warm_config).
+INTERVALS = ("Intervals: 95% Student t across seeds. **Every seed starts from its own warm start** "
+             "(supervised seed + study seed), so an interval on a method's result covers the warm start's variation "
+             "as well as RL's sampling noise. Gains are paired by seed: what the methods of a seed share (its warm "
+             "start, data order and sampler seed) cancels, and a gain's interval covers how the gain itself varies "
+             "from one warm start (and its RL noise) to the next.")
+
 
 def collect(runs: dict[str, dict[int, Path]], groups: Sequence[str], initial: dict[int, Path]) -> dict[str, Any]:
     """Test-half metrics per method and seed: ``final[method][metric]`` (S,), ``curves``, ``initial``.
@@ -92,8 +99,36 @@ def results_markdown(data: dict[str, Any], tuned: dict[str, Any], result: dict[s
         parts += ["", f"Step matching (gdro_lab.stepmatch): Prompt-GDRO's multipliers over every trained prompt of "
                   f"its seeds had E[m] = {factors['first']:.3f} and √E[m²] = {factors['second']:.3f}; the step-matched "
                   "GRPO runs multiply every advantage by these (`loss.adv_scale`; under AdamW this is not the same "
-                  "as scaling the learning rate)."]
+                  "as scaling the learning rate); their config.json names them (`matched_to`, `match`)."]
     return "\n".join(parts)
+
+
+DECISION_METRICS = ("pass@1", "pass@8", "worst-group pass@1")
+
+
+def decision_text(table: dict[str, Any], tuned: dict[str, Any], factors: dict[str, float] | None,
+                  seeds: Sequence[int], rows: Sequence[dict[str, str]]) -> str:
+    """The plain-text decision (decision.txt, printed by ``gdro study lm``): every method's paired gain over
+    GRPO, both step-matched GRPOs and tuned GRPO, the matching factors, tuned GRPO's lr, every paper claim."""
+    lines = [f"decision (held-out test half; paired over {len(seeds)} seed(s), each from its own warm start; "
+             "95% intervals, pp):"]
+    for method in ("prompt_gdro", "rollout_gdro", "joint"):
+        for metric in DECISION_METRICS if method in table else ():
+            lines.append(f"  {METHOD_LABELS[method]:<24} {metric:<19} " + " | ".join(
+                f"{label} {fmt(*table[method][key][metric], 1, 100)}" for key, label in BASELINES
+                if key in table[method]))
+    if factors:
+        lines.append(f"  step matching: Prompt-GDRO's multipliers E[m] = {factors['first']:.3f}, "
+                     f"√E[m²] = {factors['second']:.3f}; the step-matched GRPOs scale every advantage by them "
+                     "(loss.adv_scale)")
+    grid = ", ".join(f"{x:g}" for x in tuned["grid"])
+    lines.append(f"  tuned GRPO: lr × {{{grid}}} (√2 steps, extended at the edges), chosen on the val half: "
+                 + ", ".join(f"{m} × {tuned['lr_scale'][m]:g}" for m in DECISION_METRICS)
+                 + (f"; still at the grid's edge for {', '.join(tuned['at_edge'])}" if tuned["at_edge"] else ""))
+    lines.append("paper claims (reproduced / refuted only on the paper's own metric and scale; otherwise direction "
+                 "only, with the size next to the paper's; untested where not measured):")
+    lines.append(claims_text(rows))
+    return "\n".join(lines)
 
 
 def discussion(data: dict[str, Any]) -> list[str]:
@@ -122,8 +157,7 @@ def discussion(data: dict[str, Any]) -> list[str]:
                          "all-equal rewards (`zero_variance_frac`), so they carried no gradient for any method.")
     seeds = len(next(iter(final.values()))["pass@1"]) if final else 0
     lines.append(f"- Intervals over {seeds} seeds use Student t with {max(seeds - 1, 1)} degrees of freedom "
-                 "(4.30 for 3 seeds): only large or very consistent effects exclude 0. Each seed has its own warm "
-                 "start, so the intervals include the warm start's variation, not only RL's sampling noise.")
+                 "(4.30 for 3 seeds): only large or very consistent effects exclude 0. " + INTERVALS)
     return lines
 
 
@@ -161,8 +195,7 @@ def write_report(study: dict[str, Any], groups: Sequence[str], report_dir: Path,
             f"{cfg.get('threads', 1)} thread(s), {cfg['jobs']} at a time) on a demonstrator whose answers slip in "
             f"{100 * cfg['warm'].get('slip_rate', 0.0):.0f}% of cases (a skill's systematic bug: no carry, "
             f"smaller-from-larger, sign, quotient). Wall time {study['seconds'] / 60:.1f} min (warm starts that were not "
-            f"cached, and RL) with {cfg['jobs']} parallel processes of {cfg.get('threads', 1)} thread(s) each. Intervals: 95% Student t across seeds (warm "
-            "start and RL noise both vary); gains paired by seed.", "",
+            f"cached, and RL) with {cfg['jobs']} parallel processes of {cfg.get('threads', 1)} thread(s) each. " + INTERVALS, "",
             "## Warm starts (held-out, per skill)", "",
             markdown_table(["skill", "greedy exact match, whole held-out split, seed mean (%)",
                             "sampled pass@1 at step 0, test half, seed mean (%)"], warm_rows),
@@ -179,9 +212,8 @@ def write_report(study: dict[str, Any], groups: Sequence[str], report_dir: Path,
             "(right, seed 0).", "", f"![staircase]({figures['staircase']})", ""]
     path = report_dir / "report.md"
     path.write_text("\n".join(text), encoding="utf-8")
-    (report_dir / "decision.txt").write_text("paper claims (reproduced / refuted only on the paper's own metric and "
-                                             "scale; otherwise direction only):\n" + claims_text(rows) + "\n",
-                                             encoding="utf-8")
+    (report_dir / "decision.txt").write_text(decision_text(gains(data["final"], tuned), tuned, study.get("factors"),
+                                                           seeds, rows) + "\n", encoding="utf-8")
     write_json(report_dir / "summary.json", {
         "final": data["final"], "initial": data["initial"], "per_group_final_pass@1": data["per_group"],
         "tuned_grpo": tuned, "gains": gains(data["final"], tuned), "claims": rows, "factors": study.get("factors"),

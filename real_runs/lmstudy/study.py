@@ -49,6 +49,9 @@ SLIP_RATE = 0.3
 METHODS = ("grpo", "grpo_matched_first", "grpo_matched_second", "prompt_gdro", "rollout_gdro", "joint")
 #: step-matched GRPO runs -> which moment of Prompt-GDRO's multipliers scales their advantages
 MATCHED = {"grpo_matched_first": "first", "grpo_matched_second": "second"}
+#: The top-level keys a step-matched run's config.json gets (the app names runs by top-level string keys).
+MATCH_LABELS = {"grpo_matched_first": {"matched_to": "prompt_gdro", "match": "first_moment"},
+                "grpo_matched_second": {"matched_to": "prompt_gdro", "match": "second_moment"}}
 EVAL_K = 8  # samples per held-out problem: mean@8 (pass@1) and pass@8, as in the paper
 
 
@@ -150,6 +153,27 @@ def trainer_config(cfg: StudyConfig, method: str, seed: int, out: Path, lr_scale
     })
 
 
+def label_matched(run_dir: Path) -> bool:
+    """Give a finished step-matched run's config.json its top-level ``matched_to`` / ``match`` keys
+    (:data:`MATCH_LABELS`, by the run's name ``<name>-s<seed>``), so that the app names it
+    "grpo matched_to=prompt_gdro match=second_moment" rather than by its ``adv_scale``. The trainer's
+    config has no such keys (``real_runs.train.load_run_config`` ignores them); idempotent, atomic
+    (a temporary file renamed over config.json). True when it wrote."""
+    import os
+
+    labels = MATCH_LABELS.get(run_dir.name.rsplit("-s", 1)[0])
+    path = run_dir / "config.json"
+    if labels is None or not finished(run_dir) or not path.is_file():
+        return False
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if all(config.get(k) == v for k, v in labels.items()):
+        return False
+    tmp = path.with_name("config.json.tmp")
+    tmp.write_text(json.dumps({**config, **labels}, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+    return True
+
+
 def run_name(name: str, seed: int) -> str:
     return f"{name}-s{seed}"
 
@@ -184,6 +208,7 @@ def run_one(cfg: StudyConfig, name: str, seed: int, out: Path, warm_path: Path, 
 
     target = out / run_name(name, seed)
     if finished(target):
+        label_matched(target)
         return str(target)
     if target.exists():
         raise FileExistsError(f"{target} holds an unfinished run: resume it with `gdro train --resume {target}` "
@@ -194,6 +219,7 @@ def run_one(cfg: StudyConfig, name: str, seed: int, out: Path, warm_path: Path, 
         run_dir = train_main(trainer_config(cfg, method, seed, out, lr_scale, adv_scale, name), model=model,
                              tokenizer=tokenizer, train_records=tasks.train_split(cfg.task_config()),
                              eval_records=eval_records(cfg), reward=reward)
+    label_matched(Path(run_dir))
     return str(run_dir)
 
 

@@ -20,7 +20,7 @@ from gdro_lab.lrgrid import sqrt2_grid
 from simulators.methods import DEFAULT_METHODS, METHODS
 from simulators.parallel import RunSummary
 from simulators.reporting import fmt, markdown_table, mean_ci, prepare_output, write_json
-from simulators.studies.baselines import (decision, decision_markdown, decision_text, matching_markdown,
+from simulators.studies.baselines import (assumptions_line, decision, decision_markdown, decision_text, matching_markdown,
                                           run_matched)
 from simulators.studies.common import StudySettings, final_eval
 from simulators.studies.curriculum_plots import figures, lr_figure
@@ -130,7 +130,7 @@ def write_report(grid: Grid, matched: Any, factors: Any, methods: Sequence[str],
     figs["lr"] = lr_figure(grid, methods, out)
     seeds = min(len(r) for r in grouped.values())
     first = next(iter(grouped.values()))[0].config
-    text = decision_text(result, claims_text(claim_rows))
+    text = decision_text(result, claims_text(claim_rows), first["world"])
     write_json(out / "summary.json", {"study": "curriculum", "seeds": seeds, "wall_s": wall, "metrics": stats,
                                       "paired_vs_grpo": paired, "decision": result,
                                       "step_match_factor": {m: f.as_dict() for m, f in factors.items()},
@@ -171,6 +171,8 @@ def write_report(grid: Grid, matched: Any, factors: Any, methods: Sequence[str],
         "less:",
         "",
         matching_markdown(result),
+        "",
+        "**What decides it**" + assumptions_line(w).strip().removeprefix("what decides it") + ".",
         "",
         "Paper claims (every claim of the paper's §4-5; *reproduced / refuted* only on the paper's own metric "
         "and scale, which a toy world never is, so the gains are *direction only*, the size next to the paper's):",
@@ -225,7 +227,8 @@ def write_report(grid: Grid, matched: Any, factors: Any, methods: Sequence[str],
         lines += ["Rollout staircase: mean rollouts per prompt by bin over steps.", "",
                   f"![staircase]({figs['staircase']})", ""]
     lines += ["## Run directories", "",
-              f"`runs/<method>/lr<scale>/seed<k>/` and `runs/grpo_matched_<method>/seed<k>/` (gdro run format; "
+              f"`runs/<method>/lr<scale>/seed<k>/` and `runs/grpo_matched_<method>_<first|second>/seed<k>/` (gdro run "
+              "format; the step-matched runs' config.json names them: `matched_to`, `match`; "
               f"steps.jsonl every {first['log_every']} steps, eval.jsonl every {first['eval_every']} steps, a "
               "snapshot of every controller at the end of seed 0 at lr 1) are written next to the report "
               "and not committed.", "",

@@ -96,6 +96,10 @@ def _variance_proxy_reduction(runs: Sequence[RunSummary], n_bar: float) -> np.nd
         return np.where(uniform > 0, 100 * (1 - actual / uniform), np.nan)
 
 
+def _world_config(world: World) -> dict[str, Any]:
+    return dict(next(iter(world.grouped.values()))[0].config["world"])
+
+
 def write_report(worlds: list[World], settings: StudySettings, wall: float) -> Path:
     out = settings.out
     first = next(iter(worlds[0].grouped.values()))[0].config
@@ -134,7 +138,8 @@ def write_report(worlds: list[World], settings: StudySettings, wall: float) -> P
         section_lines, section_summary = _section(world, out)
         lines += section_lines
         summary["worlds"][world.name] = section_summary
-        texts.append(f"sqrt-law, world `{world.name}`:\n" + decision_text(world.result, claims_text(world.claims)))
+        texts.append(f"sqrt-law, world `{world.name}`:\n" + decision_text(world.result, claims_text(world.claims),
+                                                                                    _world_config(world)))
     lines += ["## Run directories", "",
               "`runs/<world>/<method>/lr<scale>/seed<k>/` in the gdro run format (not committed; regenerate "
               "with `gdro simulate sqrt-law`).", "",

@@ -47,7 +47,20 @@ def test_tiny_curriculum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     from gdro_lab.claims import CLAIMS
     assert len(claim_lines) == len(CLAIMS)  # every claim of the paper, tested or not
     assert all(line.split()[0] in ("direction", "untested") for line in claim_lines)  # a toy world never reproduces
-    assert any(line.startswith("  untested") and "traveling" not in line for line in claim_lines)
+    # every claim the study does not test is printed as untested, by name (the wave's end profiles, the
+    # controllers' cost, the theorems the surrogate study tests), and nothing is "reproduced" in a toy world
+    printed = {c.key: line for c, line in zip(CLAIMS, claim_lines)}
+    assert all(c.text in printed[c.key] and c.paper in printed[c.key] for c in CLAIMS)
+    for key in ("wave_profiles", "weight_entropy", "overhead", "lemma41", "eq27", "thm42", "six_bins", "wse"):
+        assert printed[key].startswith("  untested"), key
+    for key in ("pgdro_pass8", "pgdro_mean8", "toy_wg_gain", "wave", "toy_ema_vs_class"):
+        assert printed[key].startswith("  direction only, "), key  # measured, but never on the paper's scale
+    assert "relative held-out pass@8" in printed["pgdro_pass8"] and "+8.96 to +13.13%" in printed["pgdro_pass8"]
+    assert "reproduced" not in claims_part.replace("reproduced / refuted", "")
+    tuned = [line for line in gains_part.splitlines() if line.startswith("  tuned lr scales")]
+    assert len(tuned) == 1 and "√2 steps" in tuned[0] and "EMA-debiased Prompt-GDRO" in tuned[0]
+    assert any(line.startswith("  what decides it") and "world.curvature = 0.15" in line
+               and "world.score_noise" in line for line in gains_part.splitlines())
     summary = check_report(out, 6)
     assert set(summary["metrics"]) == {"grpo", "class_gdro", "prompt_gdro", "joint"}
     assert set(summary["decision"]["gains"]) == {"class_gdro", "prompt_gdro", "joint"}
@@ -70,6 +83,13 @@ def test_tiny_curriculum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         at_default = path.parent.name == "lr1"
         assert run.snapshot_steps == ([40] if path.name == "seed0" and at_default else [])
     assert_seeds_share_config(runs)
+    for path in matched:  # a derived baseline names what it is matched to (the app labels it by these keys)
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        method, kind = path.parent.name.removeprefix("grpo_matched_").rsplit("_", 1)
+        assert config["method"] == "grpo" and config["matched_to"] == method and config["match"] == f"{kind}_moment"
+        factor = summary["step_match_factor"][method][kind]
+        assert config["lr_scale"] == pytest.approx(factor, abs=1e-4)
+    assert all("matched_to" not in json.loads((p / "config.json").read_text()) for p in runs if p not in matched)
     # Running again into the same folder replaces the simulator's own runs.
     assert run_cli(["curriculum", "--out", str(out), "--steps", "10", "--methods", "grpo", "--lr-grid", "1",
                     *TINY], capsys)[0] == 0
@@ -161,7 +181,9 @@ def test_tiny_ablation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert len(find_runs(out / "runs")) == 64 * 2 + len(summary["grpo_lr_grid"]) * 2  # GRPO on its own lr grid
     assert len(summary["grpo_lr_grid"]) >= 5
     fair = summary["fair_baselines"]
-    assert len(fair) == 64 and all(e["rms_multiplier"] >= e["mean_multiplier"] > 0 for e in fair)
+    # E[m] is over every trained prompt, √E[m²] over the rollouts that carry an advantage (gdro_lab.stepmatch),
+    # so √E[m²] may fall below E[m] (mean-1 cells: 1.00 / 0.98); both are positive and finite
+    assert len(fair) == 64 and all(0 < e["mean_multiplier"] < 20 and 0 < e["rms_multiplier"] < 20 for e in fair)
     entry = fair[0]["test/worst_group_accuracy"]
     assert set(entry) == {"vs_grpo", "vs_matched_first", "vs_matched_second", "vs_tuned", "tuned_grpo_lr"}
     assert {c["key"]: c["verdict"] for c in summary["claims"]}["six_bins"].startswith("direction only")

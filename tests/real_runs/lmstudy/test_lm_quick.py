@@ -49,6 +49,9 @@ def test_quick_study_end_to_end(tmp_path, monkeypatch):
         if abs(getattr(factors, kind) - 1) > 0.02:  # else GRPO's own run stands in
             assert matched["loss"]["adv_scale"] == pytest.approx(getattr(factors, kind), abs=1e-4)
             assert matched["optim"]["lr_scale"] == 1.0
+            assert matched["matched_to"] == "prompt_gdro" and matched["match"] == f"{kind}_moment"  # the app's name
+        else:
+            assert "matched_to" not in matched  # GRPO's own run is not relabelled
     assert sorted(result["grid"]) == [0.707106781187, 1.0, 1.41421356237]  # lr_extend 0: the start only
     text = report.read_text()
     assert "QUICK setting" in text and "warm starts (step 0)" in text

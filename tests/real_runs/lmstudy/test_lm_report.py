@@ -10,7 +10,9 @@ from scipy import stats
 
 from gdro_lab.claims import CLAIMS
 from gdro_lab.runlog import RunWriter
+from gdro_lab.tables import fmt
 from real_runs.lmstudy import report, verdicts
+from real_runs.lmstudy.verdicts import BASELINES
 
 GROUPS = ["add", "sub", "mul"]
 METHODS = ["grpo", "grpo_matched_first", "grpo_matched_second", "prompt_gdro", "rollout_gdro", "joint"]
@@ -120,7 +122,7 @@ def test_write_report_produces_tables_figures_and_summary(study, tmp_path):
     text = path.read_text()
     for needle in ("Paired gains over GRPO (", "Paired gains over step-matched √E[m²]", "Paired gains over tuned GRPO",
                    "warm starts (step 0)", "Rollout-GDRO − GRPO", "- a note", "tuned GRPO (lr × 1.41421",
-                   "E[m] = 1.100 and √E[m²] = 1.300", "each seed warm-started separately", "**test** half",
+                   "E[m] = 1.100 and √E[m²] = 1.300", "each seed warm-started separately", "Every seed starts from its own warm start", "**test** half",
                    "GRPO vs the warm start", "training-batch success 0.000 → 1.000 (first / last 1 steps",
                    "on average 47.7% of GRPO's prompt groups", "**untested**", "direction only"):
         assert needle in text, needle
@@ -129,8 +131,21 @@ def test_write_report_produces_tables_figures_and_summary(study, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["final"]["joint"]["pass@8"]) == 3 and summary["factors"] == {"first": 1.1, "second": 1.3}
     assert len(summary["claims"]) == len(CLAIMS)
-    decision = (out / "decision.txt").read_text().splitlines()
-    assert len(decision) == 1 + len(CLAIMS)
+    decision = (out / "decision.txt").read_text()
+    gains_part, claims_part = decision.split("paper claims")
+    assert gains_part.startswith("decision (held-out test half; paired over 3 seed(s), each from its own warm start")
+    claim_lines = claims_part.splitlines()[1:]
+    assert len(claim_lines) == len(CLAIMS) and all(c.text in line for c, line in zip(CLAIMS, claim_lines))
+    assert all(line.split()[0] in ("direction", "untested") for line in claim_lines)  # never on the paper's scale
+    by_key = dict(zip((c.key for c in CLAIMS), claim_lines))
+    assert by_key["wave_profiles"].split()[0] == "untested" and by_key["overhead"].split()[0] == "untested"
+    # every method x metric against all four baselines, with the summary's numbers
+    lines = [line for line in gains_part.splitlines() if line.startswith("  ") and " | " in line]
+    assert len(lines) == 3 * 3
+    pg = summary["gains"]["prompt_gdro"]
+    expected = " | ".join(f"{label} {fmt(*pg[key]['pass@1'], 1, 100)}" for key, label in BASELINES)
+    assert lines[0].split("pass@1", 1)[1].strip() == expected and "step-matched √E[m²]" in expected
+    assert "E[m] = 1.100, √E[m²] = 1.300" in gains_part and "tuned GRPO: lr × {" in gains_part
 
 
 def test_run_without_evaluations_is_a_clear_error(tmp_path):
