@@ -95,7 +95,8 @@ def run(settings: StudySettings, worlds_only: Sequence[str] | None = None, paper
         sizes = PAPER_SCALE if full else {}  # a reduced arena (tests, smoke runs) keeps its own sizes here
         scale = replace(settings, world={**WORLDS["bimodal"], **settings.world}, lr_grid=(1.0,), **sizes)
         scale_grid = run_cached_grid(scale, PAPER_SCALE_METHODS, settings.out, "bimodal-paper-scale")
-    return arena_report.write(settings, worlds, time.perf_counter() - start, scale_grid)
+    return arena_report.write(settings, worlds, time.perf_counter() - start, scale_grid, defaults=DEFAULTS,
+                             world_names=tuple(WORLDS))
 
 
 def run_cached_grid(settings: StudySettings, methods: Sequence[str], out: Path, world: str) -> Grid:

@@ -198,7 +198,10 @@ def decision_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: float,
-          paper_scale: dict[Any, list[RunSummary]] | None = None) -> Path:
+          paper_scale: dict[Any, list[RunSummary]] | None = None, *, defaults: dict[str, Any],
+          world_names: Sequence[str]) -> Path:
+    """The report. ``defaults`` (the study's full setting) and ``world_names`` (every world it runs)
+    say whether this run was reduced; they are passed in so that this module does not import the study's."""
     out = settings.out
     out.mkdir(parents=True, exist_ok=True)
     first = next(iter(worlds.values()))["grid"][("grpo", 1.0)][0].config
@@ -225,10 +228,9 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
     seeds = min(len(r) for r in next(iter(worlds.values()))["grid"].values())
     run_seconds = sum(r.wall_s for w in worlds.values() for key in ("grid", "references") for runs in w[key].values()
                       for r in runs) + sum(r.wall_s for runs in (paper_scale or {}).values() for r in runs)
-    from simulators.studies.arena import DEFAULTS, WORLDS
-    reduced = [f"{k} {getattr(settings, k)} (default {DEFAULTS[k]})" for k in ("seeds", "steps", "prompts", "batch")
-               if getattr(settings, k) != DEFAULTS[k]]
-    missing = [w for w in WORLDS if w not in worlds] + ([] if paper_scale else ["the paper-scale SE check"])
+    reduced = [f"{k} {getattr(settings, k)} (default {defaults[k]})" for k in ("seeds", "steps", "prompts", "batch")
+               if getattr(settings, k) != defaults[k]]
+    missing = [w for w in world_names if w not in worlds] + ([] if paper_scale else ["the paper-scale SE check"])
     setting = ("**Setting: the simulator part in full.**" if not reduced and not missing else
                "**Setting: simulator part REDUCED** (" + "; ".join(reduced + [f"not run: {', '.join(missing)}"] * bool(missing))
                + "): its numbers are of this setting only.")
@@ -264,8 +266,8 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
     else:
         lines += ["## LM study", "", f"Not run with this report (no {LM_FILE}): `gdro arena` runs it.", ""]
     command = ["gdro arena"] + [f"--{k.replace('_', '-')} {getattr(settings, k)}" for k in
-                                ("seeds", "steps", "prompts", "batch") if getattr(settings, k) != DEFAULTS[k]]
-    command += [f"--worlds {','.join(worlds)}"] * (len(worlds) < len(WORLDS)) + ["--no-paper-scale"] * (not paper_scale)
+                                ("seeds", "steps", "prompts", "batch") if getattr(settings, k) != defaults[k]]
+    command += [f"--worlds {','.join(worlds)}"] * (len(worlds) < len(world_names)) + ["--no-paper-scale"] * (not paper_scale)
     lm = summary.get("lm") or {}
     command += ["--sim-only"] if not lm else [f"--lm-seeds {lm['seeds']}"] * (lm.get("seeds", 0) < lm.get("default_seeds", 0))
     command += ["--lm-reuse-only"] if lm.get("reuse_only") else []
