@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 from gdro_lab import ConfigError, RunFormatError
 
 if TYPE_CHECKING:
+    from simulators.calibrate import predict
     from simulators.calibrate.calibration import Plan
     from simulators.calibrate.difficulty import SuccessCounts
     from simulators.calibrate.observe import Sweep
@@ -115,8 +116,60 @@ def summary_lines(record: dict, seconds: float) -> str:
     return "\n".join(lines)
 
 
-def predict_main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `gdro predict` (simulators/calibrate/predict.py)."""
-    from simulators.calibrate import predict
+def predict_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gdro predict", description="Run GRPO (planned lr and tuned), step-matched GRPO, "
+                     "Prompt-GDRO, Rollout-GDRO and joint in a calibrated world, drawing its parameters from the fit.")
+    parser.add_argument("world", type=Path, help="world.toml written by gdro calibrate (fit.json beside it)")
+    parser.add_argument("--draws", type=int, default=12, help="worlds drawn from the fit's uncertainty (default 12)")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds per world, paired across methods (default 2)")
+    parser.add_argument("--steps", type=int, help="training steps (default: the calibration's plan)")
+    parser.add_argument("--batch", type=int, help="prompts per step (default: the plan's)")
+    parser.add_argument("--lr", type=float, help="learning rate of the planned run (default: the reference lr)")
+    parser.add_argument("--optimizer", choices=("adam", "sgd"), help="default: the calibration's")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--out", type=Path, help="output folder (default: <world folder>/predict)")
+    return parser
 
-    return predict.main(argv)
+
+def _predict_settings(args: argparse.Namespace, cal: predict.Calibrated) -> predict.Settings:
+    from simulators.calibrate import predict  # noqa: F811  (the module, at run time)
+
+    plan = cal.plan
+    values = {"draws": args.draws if cal.fit else 1, "seeds": args.seeds, "steps": args.steps or plan["steps"],
+              "batch": args.batch or plan["batch"], "workers": args.workers}
+    for name, value in values.items():
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"--{name} {value}: must be an integer >= 1")
+    if args.lr is not None and not args.lr > 0:
+        raise ConfigError(f"--lr {args.lr}: must be > 0")
+    lr_scale = (args.lr / plan["lr"]) if args.lr else 1.0
+    return predict.Settings(out=args.out or cal.path.parent / "predict", lr_scale=lr_scale,
+                            optimizer=args.optimizer or plan["optimizer"], n_bar=int(plan["n_bar"]), n_min=int(plan["n_min"]),
+                    n_max=int(plan["n_max"]), **values)
+
+
+def predict_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `gdro predict`: one screen on stdout, then the report path (the work is
+    simulators/calibrate/predict.py, the screen and report predict_report.py)."""
+    from simulators.calibrate import predict
+    from simulators.calibrate.predict_report import screen, write_report
+    from simulators.reporting import prepare_output
+
+    try:
+        args = predict_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        cal = predict.load(args.world)
+        settings = _predict_settings(args, cal)
+        worlds, drawn = predict.world_draws(cal, settings.draws)
+        prepare_output(settings.out)
+        started = time.perf_counter()
+        table = predict.run_all(settings, worlds)
+        summary = predict.summarize(table, drawn)
+        seconds = time.perf_counter() - started
+        text = screen(summary, settings, cal, seconds)
+        report = write_report(summary, settings, text, settings.out)
+    except (ConfigError, RunFormatError) as err:
+        print(f"gdro predict: error: {err}", file=sys.stderr)
+        return 2
+    print(text)
+    print(f"report: {report.resolve()}")
+    return 0
