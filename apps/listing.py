@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from apps.loading import SKIPPED_FOLDERS, RunEntry, discover_runs
+from apps.loading import RunEntry, discover_runs, find_run_dirs
 from gdro_lab import runlog
 from gdro_lab.runlog import CONFIG_FILE, META_FILE, STEPS_FILE, RunFormatError
 
@@ -68,25 +68,9 @@ class Listing:
 def find_candidates(root: Path, max_depth: int = 6, max_folders: int = 20_000) -> tuple[list[Path], bool]:
     """Folders under ``root`` (itself included) that hold a ``meta.json``, sorted; and whether the
     search was cut short. A candidate's own subfolders are not searched; hidden folders and
-    virtual environments are skipped; at most ``max_depth`` levels and ``max_folders`` folders."""
-    found: list[Path] = []
-    visited, truncated = 0, False
-    base_depth = len(root.parts)
-    for folder, subfolders, files in os.walk(root):
-        visited += 1
-        here = Path(folder)
-        if META_FILE in files:
-            found.append(here)
-            subfolders[:] = []
-            continue
-        if visited >= max_folders or len(here.parts) - base_depth >= max_depth:
-            truncated = truncated or bool(subfolders)
-            subfolders[:] = []
-            if visited >= max_folders:
-                break
-            continue
-        subfolders[:] = sorted(name for name in subfolders if not name.startswith(".") and name not in SKIPPED_FOLDERS)
-    return sorted(found), truncated
+    virtual environments are skipped; at most ``max_depth`` levels and ``max_folders`` folders
+    (:func:`apps.loading.find_run_dirs`'s walk, accepting every such folder)."""
+    return find_run_dirs(root, max_depth, max_folders, accept=lambda _folder: True)
 
 
 def _stat(path: Path) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -54,12 +54,15 @@ def run_label(path: Path, root: Path | None, resolved_root: Path | None = None) 
     return path.name or str(path)
 
 
-def find_run_dirs(root: Path, max_depth: int = 6, max_folders: int = 20_000) -> tuple[list[Path], bool]:
+def find_run_dirs(root: Path, max_depth: int = 6, max_folders: int = 20_000,
+                  accept: Callable[[Path], bool] = is_run_dir) -> tuple[list[Path], bool]:
     """Run directories under ``root`` (itself included), sorted; and whether the search was cut short.
 
     Like ``gdro_lab.runlog.find_runs`` but bounded for an interactive app, where a runs folder
     can be typed by hand: at most ``max_depth`` levels and ``max_folders`` folders are visited,
     hidden folders and virtual environments are skipped, and a run's own folder is not searched.
+    A folder with a ``meta.json`` is a run when ``accept(folder)`` (default: a readable run
+    directory; :func:`apps.listing.find_candidates` accepts every such folder).
     """
     found: list[Path] = []
     visited = 0
@@ -68,7 +71,7 @@ def find_run_dirs(root: Path, max_depth: int = 6, max_folders: int = 20_000) -> 
     for folder, subfolders, files in os.walk(root):
         visited += 1
         here = Path(folder)
-        if META_FILE in files and is_run_dir(here):
+        if META_FILE in files and accept(here):
             found.append(here)
             subfolders[:] = []
             continue
