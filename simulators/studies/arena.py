@@ -44,7 +44,7 @@ from simulators.parallel import RunSummary, run_jobs
 from simulators.presets import PRESETS
 from gdro_lab import lrgrid
 from simulators.studies.baselines import decision, run_matched
-from simulators.studies.tuning import TUNED_METRICS, Grid, best_lr, lr_dir, method_grid, start_grid
+from simulators.studies.tuning import Grid, lr_dir, tuned_grid
 from simulators.studies.common import StudySettings, job, sim_config
 from simulators.studies.sqrt_law import WORLDS as SQRT_LAW_WORLDS
 
@@ -103,16 +103,8 @@ def run_cached_grid(settings: StudySettings, methods: Sequence[str], out: Path, 
     """Every method x lr x seed as tuning.run_grid does (each method's own sqrt(2) grid, extended while its
     best val point for any tuned metric is at an edge, at most ``settings.lr_extend`` steps beyond each end),
     each run read from its digest when cached."""
-    start = start_grid(settings)
-    grid = _cached_points(settings, [(m, lr) for m in methods for lr in start], out, world, f"arena ({world})")
-    for round_ in range(1, 2 * settings.lr_extend + 1):
-        todo = [(m, lr) for m in methods
-                for lr in lrgrid.extension(method_grid(grid, m), [best_lr(grid, m, k) for k, _ in TUNED_METRICS],
-                                           start, settings.lr_extend)]
-        if not todo:
-            break
-        grid.update(_cached_points(settings, todo, out, world, f"arena ({world}, lr extension {round_})"))
-    return grid
+    return tuned_grid(settings, methods, lambda points, text: _cached_points(settings, points, out, world, text),
+                      f"arena ({world})")
 
 
 def _cached_points(settings: StudySettings, points: Sequence[tuple[str, float]], out: Path, world: str,

@@ -15,7 +15,7 @@ methods (any registered method name, plug-ins included):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -58,15 +58,23 @@ def _run_points(settings: StudySettings, points: Sequence[tuple[str, float]], ro
 def run_grid(settings: StudySettings, methods: Sequence[str], root: Path, description: str) -> Grid:
     """Every method x its grid x seed into root/<method>/lr<x>/seed<k>, extending each method's grid
     while its best val point is at an edge (see the module docstring)."""
+    return tuned_grid(settings, methods, lambda points, text: _run_points(settings, points, root, text), description)
+
+
+def tuned_grid(settings: StudySettings, methods: Sequence[str],
+               run_points: Callable[[list[tuple[str, float]], str], Grid], description: str) -> Grid:
+    """Each method on the start grid, then one sqrt(2) step beyond an end per round while the method's
+    best val point for any tuned metric is that end (at most ``settings.lr_extend`` steps per side).
+    ``run_points(points, progress_text)`` runs (or reads) every seed of those (method, lr) points."""
     start = start_grid(settings)
-    grid = _run_points(settings, [(m, lr) for m in methods for lr in start], root, description)
+    grid = run_points([(m, lr) for m in methods for lr in start], description)
     for round_ in range(1, 2 * settings.lr_extend + 1):
         todo = [(m, lr) for m in methods
                 for lr in lrgrid.extension(method_grid(grid, m), [best_lr(grid, m, k) for k, _ in TUNED_METRICS],
                                            start, settings.lr_extend)]
         if not todo:
             break
-        grid.update(_run_points(settings, todo, root, f"{description}, lr extension {round_}"))
+        grid.update(run_points(todo, f"{description}, lr extension {round_}"))
     return grid
 
 
