@@ -334,17 +334,23 @@ def to_spec(chart: AnyChart) -> dict[str, Any]:
     return lean(spec)
 
 
+def _view(spec: dict[str, Any], datasets: dict[str, Any], width: int | None) -> dict[str, Any]:
+    """A top-level spec as a view of a compound spec: its datasets moved into ``datasets`` (shared),
+    ``width`` pixels wide when given. The spec itself is not modified."""
+    view = {key: value for key, value in spec.items() if key not in ("$schema", "datasets", "config")}
+    datasets.update(spec.get("datasets", {}))
+    if width is not None:
+        view["width"] = width
+    return view
+
+
 def stack(specs: Sequence[dict[str, Any]], width: int | None = None) -> dict[str, Any]:
     """Top-level specs (from :func:`to_spec`) stacked vertically in one spec: their datasets merged,
     each colour scale and legend kept on its own, each view ``width`` pixels wide."""
     datasets: dict[str, Any] = {}
     views = []
     for spec in specs:
-        view = {key: value for key, value in spec.items() if key not in ("$schema", "datasets", "config")}
-        datasets.update(spec.get("datasets", {}))
-        if width is not None:
-            view["width"] = width
-        views.append(view)
+        views.append(_view(spec, datasets, width))
     stacked = {"vconcat": views, "datasets": datasets,
                "resolve": {"scale": {"color": "independent", "x": "independent"}}}
     return lean(stacked)
@@ -363,10 +369,7 @@ def heatmap_grid(columns: Sequence[Sequence[dict[str, Any]]], width: int | None 
     for specs in columns:
         views = []
         for spec in specs:
-            view = {key: value for key, value in spec.items() if key not in ("$schema", "datasets", "config")}
-            datasets.update(spec.get("datasets", {}))
-            if width is not None:
-                view["width"] = width
+            view = _view(spec, datasets, width)
             if view.get("layer"):
                 name = f"{HEATMAP_ZOOM}_{len(zoomed)}"
                 view["layer"] = [dict(view["layer"][0], name=name), *view["layer"][1:]]
