@@ -56,7 +56,8 @@ case "$target" in
            "$T/test_train.py::test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run"
            "$T/test_train.py::test_gradient_checkpointing_and_micro_batching_do_not_change_the_run") ;;
   real_runs/engines/hf.py)
-    tests=("$T/test_engine_hf.py" "$T/test_silent_bugs.py::test_hf_engine_samples_follow_softmax_of_logits_over_temperature") ;;
+    tests=("$T/test_engine_hf.py" "$T/test_engine_hf_units.py"
+           "$T/test_silent_bugs.py::test_hf_engine_samples_follow_softmax_of_logits_over_temperature") ;;
   real_runs/reward.py|real_runs/rewards/verdicts.py)
     tests=("$T/test_reward.py" "--deselect" "$T/test_reward.py::test_ten_thousand_responses_without_a_hang") ;;
   *) echo "mutation.sh: no test selection for $target: add one to scripts/mutation.sh" >&2; exit 2 ;;
