@@ -20,9 +20,11 @@
 #   real_runs/loss.py          tests/real_runs/test_loss.py, test_loss_edges.py + test_silent_bugs.py's update tests
 #   real_runs/batching.py      tests/real_runs/test_silent_bugs.py's update/mask tests + test_train.py's unit tests
 #   real_runs/train.py         tests/real_runs/test_silent_bugs.py + test_train.py's short runs
-#   real_runs/engines/hf.py    tests/real_runs/test_engine_hf.py, test_silent_bugs.py
+#   real_runs/engines/hf.py    tests/real_runs/test_engine_hf.py, test_engine_hf_units.py, test_silent_bugs.py's temperature test
 #   real_runs/reward.py        tests/real_runs/test_reward.py (its 10,000-response stress test excluded)
-#   real_runs/rewards/verdicts.py   the same (the parent-side numeric verdicts and the verdict cache)
+#   real_runs/rewards/{verdicts,math_task,pool}.py   test_reward_inprocess.py + test_reward.py -m "not slow"
+#                              (math_task and the pool's worker loop run in worker processes, which mutmut's
+#                              call tracing does not see: test_reward_inprocess.py calls them in-process)
 #
 # The repository (tracked + untracked, not ignored files) is copied to $MUTATION_DIR/<file stem>
 # (default /tmp/gdro-mutation) and mutmut runs there, so the work tree gets no mutants/ folder.
@@ -32,7 +34,7 @@ set -euo pipefail
 target=${1:?usage: bash scripts/mutation.sh FILE [show MUTANT | results | survivors]}
 shift
 repo=${REPO:-$(cd "$(dirname "$0")/.." && pwd)}
-python=${PYTHON:-$repo/.venv/bin/python}
+python=${PYTHON:-$repo/.venv/bin/python}     # a worktree without its own .venv: PYTHON=/path/to/venv/bin/python
 [ -x "$python" ] || python=python3
 T=tests/real_runs
 case "$target" in
@@ -58,8 +60,12 @@ case "$target" in
   real_runs/engines/hf.py)
     tests=("$T/test_engine_hf.py" "$T/test_engine_hf_units.py"
            "$T/test_silent_bugs.py::test_hf_engine_samples_follow_softmax_of_logits_over_temperature") ;;
-  real_runs/reward.py|real_runs/rewards/verdicts.py)
+  real_runs/reward.py)
     tests=("$T/test_reward.py" "--deselect" "$T/test_reward.py::test_ten_thousand_responses_without_a_hang") ;;
+  real_runs/rewards/verdicts.py|real_runs/rewards/math_task.py|real_runs/rewards/pool.py)
+    # The in-process tests (math_task and the worker loop run in pytest's main thread, where mutmut traces
+    # them) + test_reward.py without its three slow MATH-500-wide tests (minutes per surviving mutant).
+    tests=("$T/test_reward_inprocess.py" "$T/test_reward.py" "-m" "not slow") ;;
   *) echo "mutation.sh: no test selection for $target: add one to scripts/mutation.sh" >&2; exit 2 ;;
 esac
 train_units=("$T/test_train_scalars.py"
