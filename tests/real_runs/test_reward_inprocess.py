@@ -82,16 +82,26 @@ def test_number_takes_plain_numbers_only() -> None:
 
 
 class _SlowNumber(Expr):
-    """A number whose evaluation takes 30 s (interruptible: time.sleep returns to Python on a signal)."""
+    """A number whose evaluation takes 5 s (interruptible: time.sleep returns to Python on a signal), then is 1."""
 
     def evalf(self, *args, **kwargs):  # type: ignore[override]
-        time.sleep(30)
+        time.sleep(5)
         return Float(1)
 
 
 def test_number_gives_up_at_the_soft_timeout() -> None:
-    """An evaluation that outlasts the soft timeout is "not decided here" (None), not waited for."""
+    """An evaluation that outlasts the soft timeout (1 s) is "not decided here" (None), not waited for, on
+    either side of the shortcut: the pair goes to math-verify's own comparison."""
     assert math_task._number([_SlowNumber(), "slow"], 1) is None
+    assert math_task._clearly_different([_SlowNumber(), "slow"], _parsed("5"), 1) is False
+    assert math_task._clearly_different(_parsed("5"), [_SlowNumber(), "slow"], 1) is False
+
+
+def test_the_soft_timeout_reaches_the_numeric_shortcut(monkeypatch) -> None:
+    seen = []
+    clearly_different = math_task._clearly_different
+    monkeypatch.setattr(math_task, "_clearly_different", lambda g, p, t: seen.append(t) or clearly_different(g, p, t))
+    assert math_task.verify_boxed("7", "8", 3) == 0 and seen == [3]
 
 
 @pytest.mark.parametrize("gold,answer,different", [
@@ -109,12 +119,13 @@ def test_clearly_different_is_relative_to_the_larger_value(gold: str, answer: st
 
 def test_soft_timeouts_while_parsing_and_comparing_raise_verify_timeout(monkeypatch) -> None:
     """math-verify turns its own alarm into a logged warning and "no match"; the worker raises instead, so the
-    pool counts a timeout, and nothing is cached: the same pair is verified normally once parsing is fast."""
+    pool counts a timeout, and nothing is cached: the same pair is verified normally once parsing is fast.
+    The slow steps take 3 s: past the 1 s soft timeout given, within math-verify's default of 5 s."""
     import math_verify.grader
     import math_verify.parser
 
     real_extract = math_verify.parser.extract_target_from_pred
-    monkeypatch.setattr(math_verify.parser, "extract_target_from_pred", lambda *a, **k: time.sleep(30))
+    monkeypatch.setattr(math_verify.parser, "extract_target_from_pred", lambda *a, **k: time.sleep(3))
     math_task._parsed.cache_clear()
     with pytest.raises(math_task.VerifyTimeout, match="parsing the gold answer"):
         math_task.verify_boxed("\\frac{2}{4}", "\\frac{1}{2}", 1)
@@ -122,12 +133,12 @@ def test_soft_timeouts_while_parsing_and_comparing_raise_verify_timeout(monkeypa
         math_task.verify_boxed_uncached("\\frac{2}{4}", "\\frac{1}{2}", 1)
     monkeypatch.setattr(math_verify.parser, "extract_target_from_pred", real_extract)
     math_task._parsed("\\frac{1}{2}", 1)  # the gold parses; the answer times out
-    monkeypatch.setattr(math_verify.parser, "extract_target_from_pred", lambda *a, **k: time.sleep(30))
+    monkeypatch.setattr(math_verify.parser, "extract_target_from_pred", lambda *a, **k: time.sleep(3))
     with pytest.raises(math_task.VerifyTimeout, match="parsing the response"):
         math_task.verify_boxed("\\frac{2}{4}", "\\frac{1}{2}", 1)
     monkeypatch.setattr(math_verify.parser, "extract_target_from_pred", real_extract)
 
-    monkeypatch.setattr(math_verify.grader, "sympy_expr_eq", lambda *a, **k: time.sleep(30))
+    monkeypatch.setattr(math_verify.grader, "sympy_expr_eq", lambda *a, **k: time.sleep(3))
     with pytest.raises(math_task.VerifyTimeout, match="comparing"):
         math_task.verify_boxed("\\frac{2}{4}", "\\frac{1}{2}", 1)
     with pytest.raises(math_task.VerifyTimeout, match="comparing"):
@@ -148,6 +159,22 @@ def test_timeout_flag_fires_on_timeout_warnings_only() -> None:
     finally:
         log.setLevel(level)
         math_task._FLAG.fired = False
+
+
+def test_a_fresh_timeout_flag_is_down_and_ignores_records_below_warning() -> None:
+    flag = math_task._TimeoutFlag()
+    log = logging.getLogger("test_reward_inprocess.flag")
+    log.setLevel(logging.DEBUG)
+    log.addHandler(flag)
+    try:
+        assert flag.fired is False
+        log.debug("timeout")
+        log.info("timeout")
+        assert flag.fired is False
+        log.warning("Timeout during parsing")
+        assert flag.fired is True
+    finally:
+        log.removeHandler(flag)
 
 
 def _check_flag(log: logging.Logger) -> None:
