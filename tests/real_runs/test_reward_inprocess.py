@@ -304,3 +304,11 @@ def test_verdict_cache_refreshes_on_put_and_keeps_the_newest_verdict() -> None:
     assert cache.get(("x", "1")) is None
     cache.clear()
     assert len(cache) == 0 and cache.get(("c", "1")) is None
+
+
+def test_workers_start_from_a_forkserver_on_linux_never_by_fork() -> None:
+    """Plain fork is unsafe once the parent holds torch/CUDA or threads (pool module doc); the forkserver
+    preloads math-verify so a replacement worker starts warm."""
+    import sys
+
+    assert pool._context().get_start_method() == ("forkserver" if sys.platform.startswith("linux") else "spawn")
