@@ -20,7 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab._validate import ConfigError, require_edges, require_int, require_range
-from gdro_lab.estimators import PASSK_TABLE_LIMIT, beta_passk_posterior, hysteresis_bins, pass_at_k, passk_table
+from gdro_lab.estimators import (PASSK_TABLE_LIMIT, beta_passk_posterior, edge_thresholds, hysteresis_bins,
+                                 hysteresis_movers, pass_at_k, passk_table)
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.prompts import PerPromptState, is_index_array
 from gdro_lab.visit_history import History
@@ -79,6 +80,7 @@ class DifficultyClassifier(PerPromptState):
         self._init_prompts()
         self._history = History(self.config.window)
         self._edges = np.asarray(self.config.edges)
+        self._thresholds = edge_thresholds(self._edges)
         self._tracked = 0
 
     @property
@@ -155,11 +157,16 @@ class DifficultyClassifier(PerPromptState):
         previous = hist.bins[unique_rows]
         smallest = int(np.minimum.reduce(previous))
         center, low, high = self._band(unique_rows, length, sums)
-        new = hysteresis_bins(previous, center, low, high, self._edges, smallest)
-        hist.bins[unique_rows] = new
-        fresh = int(np.count_nonzero(previous < 0)) if smallest < 0 else 0
+        if smallest >= 0:  # the usual step: only the few prompts whose band clears an edge of their bin move
+            movers, moved_to = hysteresis_movers(previous, low, high, self._edges, *self._thresholds)
+            hist.bins[unique_rows[movers]] = moved_to
+            fresh, moved = 0, movers.size
+        else:
+            new = hysteresis_bins(previous, center, low, high, self._edges, smallest)
+            hist.bins[unique_rows] = new
+            fresh = int(np.count_nonzero(previous < 0))
+            moved = np.count_nonzero(new != previous) - fresh
         self._tracked += fresh
-        moved = np.count_nonzero(new != previous) - fresh
         return {"classifier/tracked_prompts": float(self._tracked),
                 "classifier/new_prompts": float(fresh),
                 "classifier/moves": float(moved),
