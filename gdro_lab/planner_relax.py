@@ -62,69 +62,6 @@ def relaxed_plan(r_GA: np.ndarray, move_GA: np.ndarray, c_G: np.ndarray, lo_G: n
     return lower, x_GA
 
 
-def relaxed_plan_lists(r_GA: list[list[float]], c_G: list[int], need: int, tol: float) -> np.ndarray | None:
-    """:func:`relaxed_plan` with 12 rounds on the reduced costs as lists (zero-cost arms: r <= tol), for the
-    usual step: the same plan when it succeeds with the relaxation; None when the caller must take the full
-    path (zero-cost arms other than lo_b and hi_b, several critical bins, a multiset that does not fit, or
-    a search longer than :func:`_few_shifts` handles). Python floats: G ~ 10 bins of A ~ 11 arms."""
-    num_arms = len(r_GA[0])
-    mid = num_arms - 1
-    inf = math.inf
-    m = [inf] * (2 * num_arms - 1)
-    payer = [0] * (2 * num_arms - 1)
-    lo_G: list[int] = []
-    hi_G: list[int] = []
-    critical: list[int] = []
-    for g, row in enumerate(r_GA):
-        zeros = [a for a, value in enumerate(row) if value <= tol]
-        lo, hi = zeros[0], zeros[-1]
-        if len(zeros) != (2 if hi > lo else 1) or (hi > lo and critical):
-            return None  # not the simple case (zero cost strictly inside, or a second critical bin)
-        if hi > lo:
-            critical.append(g)
-        lo_G.append(lo)
-        hi_G.append(hi)
-        base = mid - lo
-        for a, value in enumerate(row):  # m(d) = min over bins of r_b(lo_b + d), the first bin on ties
-            if tol < value < m[base + a]:
-                m[base + a] = value
-                payer[base + a] = g
-    start = need - sum(c * lo for c, lo in zip(c_G, lo_G))
-    width = hi_G[critical[0]] - lo_G[critical[0]] if critical else 1
-    h_max = c_G[critical[0]] if critical else 0
-    found = _bounded_few_shifts(m, start, width, h_max, 12)
-    if found is None:
-        return None
-    _, high, moves = found
-    x_GA = [[0] * num_arms for _ in c_G]
-    for arms_row, c, lo in zip(x_GA, c_G, lo_G):
-        arms_row[lo] = c
-    if critical:
-        g = critical[0]
-        x_GA[g][lo_G[g]] -= high
-        x_GA[g][hi_G[g]] += high
-    for d in moves:
-        g = payer[d + mid]
-        at = lo_G[g]
-        if x_GA[g][at] == 0:
-            return None  # the relaxed optimum uses more prompts of bin g than it has
-        x_GA[g][at] -= 1
-        x_GA[g][at + d] += 1
-    return np.array(x_GA, np.int64)
-
-
-def _bounded_few_shifts(m: list[float], start: int, width: int, h_max: int, rounds: int
-                        ) -> tuple[float, int, list[int]] | None:
-    """:func:`_few_shifts` with :func:`_shortest_shift`'s bounds on the partial sums and on h (None: not decided)."""
-    arms = (len(m) + 1) // 2
-    low = max(-(arms - 1) * rounds, min(0, start - width * h_max) - arms + 1)
-    top = min((arms - 1) * rounds, max(0, start) + arms - 1)
-    h_lo, h_hi = max(0, -((top - start) // width)), min(h_max, (start - low) // width)
-    if h_lo > h_hi or top < 0 or low > 0:
-        return None
-    return _few_shifts(m, start, width, h_lo, h_hi, min(m))
-
-
 def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
                     ) -> tuple[float, int, list[int] | None]:
     """Cheapest multiset of shifts d (cost m_D[d + A - 1] each, any number) summing to a target
@@ -133,16 +70,31 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
 
     States are partial sums, kept within [min(0, t) - A + 1, max(0, t) + A - 1] (any multiset can
     be ordered so) and within +-(A - 1) rounds; layer k holds the costs with at most k shifts
-    (Bellman-Ford; layer 1 is m itself around 0, written directly).
+    (Bellman-Ford, :func:`_bellman_ford`; layer 1 is m itself around 0, written directly). The usual bandit
+    step ends within two shifts: :func:`_few_shifts` gives that answer on Python floats first (G ~ 10 bins of
+    A ~ 11 arms: fewer numpy calls), the Bellman-Ford layers run only when it cannot decide.
     """
     start, width, h_max = targets
     arms = (m_D.size + 1) // 2
-    cheapest = float(np.minimum.reduce(m_D))
+    m = m_D.tolist()
+    cheapest = min(m)
     low = max(-(arms - 1) * rounds, min(0, start - width * h_max) - arms + 1)
     top = min((arms - 1) * rounds, max(0, start) + arms - 1)
     h_lo, h_hi = max(0, -((top - start) // width)), min(h_max, (start - low) // width)
     if h_lo > h_hi or top < 0 or low > 0:
         return (rounds + 1) * cheapest, 0, None
+    if rounds >= 2 and (few := _few_shifts(m, start, width, h_lo, h_hi, cheapest)) is not None:
+        return few  # the usual bandit step: decided within two shifts (the same answer)
+    return _bellman_ford(m_D, targets, (low, top, h_lo, h_hi), rounds, cheapest)
+
+
+def _bellman_ford(m_D: np.ndarray, targets: tuple[int, int, int], bounds: tuple[int, int, int, int], rounds: int,
+                  cheapest: float) -> tuple[float, int, list[int] | None]:
+    """:func:`_shortest_shift` by Bellman-Ford layers on arrays, within ``bounds`` = (low, top, h_lo, h_hi) (checked
+    non-empty by the caller); ``cheapest`` = min(m_D)."""
+    start, width, _ = targets
+    low, top, h_lo, h_hi = bounds
+    arms = (m_D.size + 1) // 2
     stop = start - low - width * h_hi - 1
     span = slice(start - low - width * h_lo, stop if stop >= 0 else None, -width)
     size = top - low + 1
@@ -184,7 +136,7 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
 
 def _few_shifts(m: list[float], start: int, width: int, h_lo: int, h_hi: int, cheapest: float
                 ) -> tuple[float, int, list[int]] | None:
-    """:func:`_shortest_shift`'s result when its search ends within two shifts, on Python floats (the same
+    """:func:`_bellman_ford`'s result when its search ends within two shifts, on Python floats (the same
     layers, the same sums, the same ties: the lowest h, then the largest shift); None when it needs more.
 
     Layer k as a function of the shift x (index x + A - 1 of a list over |x| <= A - 1): L0 = 0 at x = 0;
