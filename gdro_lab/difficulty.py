@@ -20,8 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab._validate import ConfigError, require_edges, require_int, require_range
-from gdro_lab.estimators import (PASSK_TABLE_LIMIT, beta_passk_posterior, edge_thresholds, hysteresis_bins,
-                                 hysteresis_movers, pass_at_k, passk_table)
+from gdro_lab.estimators import (PASSK_TABLE_LIMIT, beta_passk_posterior, edge_thresholds, hysteresis_movers,
+                                 pass_at_k, passk_table)
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.prompts import PerPromptState, is_index_array
 from gdro_lab.visit_history import History
@@ -155,18 +155,12 @@ class DifficultyClassifier(PerPromptState):
                 pending = np.setdiff1d(pending, take, assume_unique=True)
             length, sums = hist.length[unique_rows], hist.sums[unique_rows]
         previous = hist.bins[unique_rows]
-        smallest = int(np.minimum.reduce(previous))
         center, low, high = self._band(unique_rows, length, sums)
-        if smallest >= 0:  # the usual step: only the few prompts whose band clears an edge of their bin move
-            movers, moved_to = hysteresis_movers(previous, low, high, self._edges, *self._thresholds)
-            hist.bins[unique_rows[movers]] = moved_to
-            fresh, moved = 0, movers.size
-        else:
-            new = hysteresis_bins(previous, center, low, high, self._edges, smallest)
-            hist.bins[unique_rows] = new
-            fresh = int(np.count_nonzero(previous < 0))
-            moved = np.count_nonzero(new != previous) - fresh
+        # only the prompts whose band clears an edge of their bin (and new prompts) change bin
+        movers, moved_to, fresh = hysteresis_movers(previous, center, low, high, self._edges, *self._thresholds)
+        hist.bins[unique_rows[movers]] = moved_to
         self._tracked += fresh
+        moved = movers.size - fresh
         return {"classifier/tracked_prompts": float(self._tracked),
                 "classifier/new_prompts": float(fresh),
                 "classifier/moves": float(moved),
