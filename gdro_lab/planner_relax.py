@@ -23,6 +23,8 @@ import operator
 
 import numpy as np
 
+from gdro_lab.rows import row_min
+
 
 def relaxed_plan(r_GA: np.ndarray, move_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray,
                  need: int, critical: list[int], rounds: int) -> tuple[float, np.ndarray | None]:
@@ -115,7 +117,7 @@ def _bellman_ford(m_D: np.ndarray, targets: tuple[int, int, int], bounds: tuple[
         else:  # only sums within (k + 1)(A - 1) of 0 can change (the others stay inf)
             reach = slice(max(0, -low - (k + 1) * (arms - 1)), -low + (k + 1) * (arms - 1) + 1)
             old = core[reach]
-            new = np.minimum((window[reach] + reversed_m).min(axis=1), old)
+            new = np.minimum(row_min(window[reach] + reversed_m), old)
             k = k + 1 if np.logical_or.reduce(new < old) else rounds  # a fixed point (new <= core): more rounds change nothing
             core[reach] = new
         layers.append(core.copy())
