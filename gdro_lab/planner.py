@@ -53,7 +53,7 @@ import numpy as np
 from gdro_lab.bin_plans import forbidden_floor, tie_broken
 from gdro_lab.checks import check_bins, check_log_prob, check_total
 from gdro_lab.planner_dp import deviation_dp
-from gdro_lab.planner_relax import feasible_plan, relaxed_plan
+from gdro_lab.planner_relax import feasible_plan, relaxed_plan, relaxed_plan_lists
 from gdro_lab.rows import row_max
 
 
@@ -179,6 +179,9 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.nda
     adjusted = f_GA - lam * _arange(num_arms)
     r_GA = np.maximum(row_max(adjusted) - adjusted, 0.0)
     tol = 1e-12 * (1.0 + scale + abs(lam) * num_arms)
+    quick = relaxed_plan_lists(r_GA.tolist(), c_G.tolist(), need, tol)
+    if quick is not None:
+        return quick  # the relaxation's optimum, from the reduced costs as lists (the usual bandit step)
     zero = r_GA <= tol
     lo_G = zero.argmax(axis=1)
     hi_G = num_arms - 1 - zero[:, ::-1].argmax(axis=1)

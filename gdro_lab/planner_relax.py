@@ -64,7 +64,58 @@ def relaxed_plan(r_GA: np.ndarray, move_GA: np.ndarray, c_G: np.ndarray, lo_G: n
     return lower, x_GA
 
 
-def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
+def relaxed_plan_lists(r_GA: list[list[float]], c_G: list[int], need: int, tol: float) -> np.ndarray | None:
+    """:func:`relaxed_plan` with 12 rounds on the reduced costs as lists (zero-cost arms: r <= tol), for the
+    usual step: the same plan when it succeeds with the relaxation; None when the caller must take the full
+    path (zero-cost arms other than lo_b and hi_b, several critical bins, a multiset that does not fit, or
+    rounds that ran out). Python floats (G ~ 10 bins of A ~ 11 arms); the shift search is
+    :func:`_shortest_shift`, whose Bellman-Ford layers start from this table when two shifts do not decide."""
+    num_arms = len(r_GA[0])
+    mid = num_arms - 1
+    inf = math.inf
+    m = [inf] * (2 * num_arms - 1)
+    payer = [0] * (2 * num_arms - 1)
+    lo_G: list[int] = []
+    hi_G: list[int] = []
+    critical: list[int] = []
+    for g, row in enumerate(r_GA):
+        zeros = [a for a, value in enumerate(row) if value <= tol]
+        lo, hi = zeros[0], zeros[-1]
+        if len(zeros) != (2 if hi > lo else 1) or (hi > lo and critical):
+            return None  # not the simple case (zero cost strictly inside, or a second critical bin)
+        if hi > lo:
+            critical.append(g)
+        lo_G.append(lo)
+        hi_G.append(hi)
+        base = mid - lo
+        for a, value in enumerate(row):  # m(d) = min over bins of r_b(lo_b + d), the first bin on ties
+            if tol < value < m[base + a]:
+                m[base + a] = value
+                payer[base + a] = g
+    start = need - sum(c * lo for c, lo in zip(c_G, lo_G))
+    width = hi_G[critical[0]] - lo_G[critical[0]] if critical else 1
+    h_max = c_G[critical[0]] if critical else 0
+    _, high, moves = _shortest_shift(np.array(m), (start, width, h_max), 12, m)
+    if moves is None:
+        return None
+    x_GA = [[0] * num_arms for _ in c_G]
+    for arms_row, c, lo in zip(x_GA, c_G, lo_G):
+        arms_row[lo] = c
+    if critical:
+        g = critical[0]
+        x_GA[g][lo_G[g]] -= high
+        x_GA[g][hi_G[g]] += high
+    for d in moves:
+        g = payer[d + mid]
+        at = lo_G[g]
+        if x_GA[g][at] == 0:
+            return None  # the relaxed optimum uses more prompts of bin g than it has
+        x_GA[g][at] -= 1
+        x_GA[g][at + d] += 1
+    return np.array(x_GA, np.int64)
+
+
+def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int, m: list[float] | None = None
                     ) -> tuple[float, int, list[int] | None]:
     """Cheapest multiset of shifts d (cost m_D[d + A - 1] each, any number) summing to a target
     t = start - width h, h in 0..h_max, with at most ``rounds`` shifts unless that is proven optimal:
@@ -74,11 +125,13 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
     be ordered so) and within +-(A - 1) rounds; layer k holds the costs with at most k shifts
     (Bellman-Ford, :func:`_bellman_ford`; layer 1 is m itself around 0, written directly). The usual bandit
     step ends within two shifts: :func:`_few_shifts` gives that answer on Python floats first (G ~ 10 bins of
-    A ~ 11 arms: fewer numpy calls), the Bellman-Ford layers run only when it cannot decide.
+    A ~ 11 arms: fewer numpy calls), the Bellman-Ford layers run only when it cannot decide. ``m``: m_D as
+    a list, when the caller has it.
     """
     start, width, h_max = targets
     arms = (m_D.size + 1) // 2
-    m = m_D.tolist()
+    if m is None:
+        m = m_D.tolist()
     cheapest = min(m)
     low = max(-(arms - 1) * rounds, min(0, start - width * h_max) - arms + 1)
     top = min((arms - 1) * rounds, max(0, start) + arms - 1)

@@ -1,5 +1,5 @@
 """The exact planner's relaxation: the two-shift search on Python floats (the usual bandit step) gives the
-Bellman-Ford search's answer, ties included, and so the same plans."""
+Bellman-Ford search's answer, ties included, and the list path (reduced costs as lists) the array path's plans."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ def test_two_shift_path_gives_the_bellman_ford_paths_plan(seed: int, monkeypatch
     slow = [planner.plan_values(values, bins, 1024, 2) for values, bins in cases]
     assert all(np.array_equal(a, b) for a, b in zip(fast, slow))
     assert sum(found is not None for found in used) > 30  # the two-shift search decided many of them
+    monkeypatch.setattr(planner, "relaxed_plan_lists", lambda *a: None)  # the array path only
+    arrays = [planner.plan_values(values, bins, 1024, 2) for values, bins in cases]
+    assert all(np.array_equal(a, b) for a, b in zip(fast, arrays))
 
 
 @pytest.mark.parametrize("seed", range(6))
