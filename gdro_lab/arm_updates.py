@@ -26,10 +26,12 @@ import numpy as np
 from gdro_lab.rows import row_max, row_starts, row_sum
 
 
-def probabilities_and_log_softmax(logits_GA: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+def probabilities_and_log_softmax(logits_GA: np.ndarray, gamma: float, centered: bool = False
+                                  ) -> tuple[np.ndarray, np.ndarray]:
     """(EXP3P's p_b = (1 - gamma) softmax(L_b) + gamma / A, exactly as ``exp3p_probabilities``; log softmax(L_b)
-    = (L_b - max L_b) - log sum exp(L_b - max L_b)) of a non-empty (G, A) table, sharing the exponentials."""
-    shifted = logits_GA - row_max(logits_GA)
+    = (L_b - max L_b) - log sum exp(L_b - max L_b)) of a non-empty (G, A) table, sharing the exponentials.
+    ``centered``: every row's max is already 0.0 (the steps below leave it so), and L - 0.0 = L bit for bit."""
+    shifted = logits_GA if centered else logits_GA - row_max(logits_GA)
     soft = np.exp(shifted)
     sums = row_sum(soft)[:, None]
     soft /= sums
