@@ -6,7 +6,7 @@ same values, bit for bit (every float operation the same, in the same order), wi
 calls, since a step is G ~ 10 bins of A ~ 11 arms and numpy's per-call cost exceeds the arithmetic:
 
 - sampling: one arm per bin by inverse CDF, n_b = n_min + #{a : cumsum(p_b)(a) < u_b} (capped at
-  the last arm), counted by bisection on the rows of the cumulative sum;
+  the last arm), counted per row of the cumulative sum by one reduceat;
 - bandit feedback: the estimate is zero except at the sampled arm a_b, so
   L_b(a) <- (1 - decay) L_b(a) - eta 1{a = a_b} cost_b(a_b) / p_b(a_b) changes one entry per row
   (L - eta * 0 = L exactly); that entry is computed on Python floats, then every row is re-centred;
@@ -20,18 +20,18 @@ against the update_rules forms.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
-from itertools import accumulate
 
 import numpy as np
 
-from gdro_lab.rows import row_max, row_sum
+from gdro_lab.rows import row_max, row_starts, row_sum
 
 
-def probabilities_and_log_softmax(logits_GA: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+def probabilities_and_log_softmax(logits_GA: np.ndarray, gamma: float, centered: bool = False
+                                  ) -> tuple[np.ndarray, np.ndarray]:
     """(EXP3P's p_b = (1 - gamma) softmax(L_b) + gamma / A, exactly as ``exp3p_probabilities``; log softmax(L_b)
-    = (L_b - max L_b) - log sum exp(L_b - max L_b)) of a non-empty (G, A) table, sharing the exponentials."""
-    shifted = logits_GA - row_max(logits_GA)
+    = (L_b - max L_b) - log sum exp(L_b - max L_b)) of a non-empty (G, A) table, sharing the exponentials.
+    ``centered``: every row's max is already 0.0 (the steps below leave it so), and L - 0.0 = L bit for bit."""
+    shifted = logits_GA if centered else logits_GA - row_max(logits_GA)
     soft = np.exp(shifted)
     sums = row_sum(soft)[:, None]
     soft /= sums
@@ -40,10 +40,11 @@ def probabilities_and_log_softmax(logits_GA: np.ndarray, gamma: float) -> tuple[
 
 def sample_arms(probs_GA: np.ndarray, draws_G: np.ndarray, n_min: int) -> list[int]:
     """Arm value per bin drawn from p_b with uniform draws u_b: n_min + #(cumsum(p_b) < u_b), at most the last arm.
-    (The cumulative sums are taken left to right on Python floats: numpy's cumsum adds the same way.)"""
-    last = probs_GA.shape[1] - 1
-    return [n_min + min(bisect_left(list(accumulate(row)), u), last)
-            for row, u in zip(probs_GA.tolist(), draws_G.tolist())]
+    (numpy's cumsum along a row adds left to right, as a sequential sum on Python floats.)"""
+    rows, width = probs_GA.shape
+    below = np.cumsum(probs_GA, axis=1) < draws_G[:, None]
+    counts = np.add.reduceat(below.ravel(), row_starts(rows, width), dtype=np.intp)
+    return (np.minimum(counts, width - 1) + n_min).tolist()
 
 
 def relative_variance(variance_G: np.ndarray, share_G: np.ndarray, floor: float) -> np.ndarray:

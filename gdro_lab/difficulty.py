@@ -20,7 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab._validate import ConfigError, require_edges, require_int, require_range
-from gdro_lab.estimators import PASSK_TABLE_LIMIT, beta_passk_posterior, hysteresis_bins, pass_at_k, passk_table
+from gdro_lab.estimators import (PASSK_TABLE_LIMIT, beta_passk_posterior, edge_thresholds, hysteresis_movers,
+                                 pass_at_k, passk_table)
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.prompts import PerPromptState, is_index_array
 from gdro_lab.visit_history import History
@@ -79,6 +80,7 @@ class DifficultyClassifier(PerPromptState):
         self._init_prompts()
         self._history = History(self.config.window)
         self._edges = np.asarray(self.config.edges)
+        self._thresholds = edge_thresholds(self._edges)
         self._tracked = 0
 
     @property
@@ -153,13 +155,12 @@ class DifficultyClassifier(PerPromptState):
                 pending = np.setdiff1d(pending, take, assume_unique=True)
             length, sums = hist.length[unique_rows], hist.sums[unique_rows]
         previous = hist.bins[unique_rows]
-        smallest = int(np.minimum.reduce(previous))
         center, low, high = self._band(unique_rows, length, sums)
-        new = hysteresis_bins(previous, center, low, high, self._edges, smallest)
-        hist.bins[unique_rows] = new
-        fresh = int(np.count_nonzero(previous < 0)) if smallest < 0 else 0
+        # only the prompts whose band clears an edge of their bin (and new prompts) change bin
+        movers, moved_to, fresh = hysteresis_movers(previous, center, low, high, self._edges, *self._thresholds)
+        hist.bins[unique_rows[movers]] = moved_to
         self._tracked += fresh
-        moved = np.count_nonzero(new != previous) - fresh
+        moved = movers.size - fresh
         return {"classifier/tracked_prompts": float(self._tracked),
                 "classifier/new_prompts": float(fresh),
                 "classifier/moves": float(moved),

@@ -112,3 +112,30 @@ def hysteresis_bins(previous_P: np.ndarray, center_P: np.ndarray, low_P: np.ndar
     if previous.size and (previous.min() if smallest_previous is None else smallest_previous) >= 0:
         return placed
     return np.where(previous < 0, np.searchsorted(edges, center_P, side="right"), placed)
+
+
+def edge_thresholds(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(up, down) for :func:`hysteresis_movers`, indexed by previous bin + 1: a prompt in bin b moves up when
+    low >= up[b + 1] = a_{b+1} (inf for the top bin) and down when high < down[b + 1] = a_b (-inf for bin 0);
+    a new prompt (b = -1) always "moves" (up[0] = -inf)."""
+    inner = np.asarray(edges, float)
+    return np.concatenate([[-np.inf], inner, [np.inf]]), np.concatenate([[np.inf, -np.inf], inner])
+
+
+def hysteresis_movers(previous_P: np.ndarray, center_P: np.ndarray, low_P: np.ndarray, high_P: np.ndarray,
+                      edges: np.ndarray, up: np.ndarray, down: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`hysteresis_bins` as the prompts whose bin changes: (movers, their new bins, how many of them are new
+    prompts); the others keep their bin. Bands must be finite; ``up, down`` = :func:`edge_thresholds` (edges).
+
+    A placed prompt in bin b moves iff low >= a_{b+1} or high < a_b (then bin_of(low) > b, or bin_of(high) < b;
+    otherwise both searches land back on b); a new prompt always gets a bin. Why not search every prompt:
+    searchsorted of 2 x 256 fresh keys costs more than two gathers and compares that find the few movers,
+    after which only they are searched (the classifier's per-step path).
+    """
+    shifted = previous_P + 1
+    movers = ((low_P >= up.take(shifted)) | (high_P < down.take(shifted))).nonzero()[0]
+    if not movers.size:
+        return movers, movers, 0
+    previous = previous_P[movers]
+    new = hysteresis_bins(previous, center_P[movers], low_P[movers], high_P[movers], edges)
+    return movers, new, int(np.count_nonzero(previous < 0))

@@ -181,7 +181,7 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.nda
     tol = 1e-12 * (1.0 + scale + abs(lam) * num_arms)
     quick = relaxed_plan_lists(r_GA.tolist(), c_G.tolist(), need, tol)
     if quick is not None:
-        return quick  # the relaxation's optimum, found within two shifts (the usual bandit step)
+        return quick  # the relaxation's optimum, from the reduced costs as lists (the usual bandit step)
     zero = r_GA <= tol
     lo_G = zero.argmax(axis=1)
     hi_G = num_arms - 1 - zero[:, ::-1].argmax(axis=1)

@@ -23,6 +23,8 @@ import operator
 
 import numpy as np
 
+from gdro_lab.rows import row_min
+
 
 def relaxed_plan(r_GA: np.ndarray, move_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray,
                  need: int, critical: list[int], rounds: int) -> tuple[float, np.ndarray | None]:
@@ -66,7 +68,8 @@ def relaxed_plan_lists(r_GA: list[list[float]], c_G: list[int], need: int, tol: 
     """:func:`relaxed_plan` with 12 rounds on the reduced costs as lists (zero-cost arms: r <= tol), for the
     usual step: the same plan when it succeeds with the relaxation; None when the caller must take the full
     path (zero-cost arms other than lo_b and hi_b, several critical bins, a multiset that does not fit, or
-    a search longer than :func:`_few_shifts` handles). Python floats: G ~ 10 bins of A ~ 11 arms."""
+    rounds that ran out). Python floats (G ~ 10 bins of A ~ 11 arms); the shift search is
+    :func:`_shortest_shift`, whose Bellman-Ford layers start from this table when two shifts do not decide."""
     num_arms = len(r_GA[0])
     mid = num_arms - 1
     inf = math.inf
@@ -92,10 +95,9 @@ def relaxed_plan_lists(r_GA: list[list[float]], c_G: list[int], need: int, tol: 
     start = need - sum(c * lo for c, lo in zip(c_G, lo_G))
     width = hi_G[critical[0]] - lo_G[critical[0]] if critical else 1
     h_max = c_G[critical[0]] if critical else 0
-    found = _bounded_few_shifts(m, start, width, h_max, 12)
-    if found is None:
+    _, high, moves = _shortest_shift(np.array(m), (start, width, h_max), 12, m)
+    if moves is None:
         return None
-    _, high, moves = found
     x_GA = [[0] * num_arms for _ in c_G]
     for arms_row, c, lo in zip(x_GA, c_G, lo_G):
         arms_row[lo] = c
@@ -113,19 +115,7 @@ def relaxed_plan_lists(r_GA: list[list[float]], c_G: list[int], need: int, tol: 
     return np.array(x_GA, np.int64)
 
 
-def _bounded_few_shifts(m: list[float], start: int, width: int, h_max: int, rounds: int
-                        ) -> tuple[float, int, list[int]] | None:
-    """:func:`_few_shifts` with :func:`_shortest_shift`'s bounds on the partial sums and on h (None: not decided)."""
-    arms = (len(m) + 1) // 2
-    low = max(-(arms - 1) * rounds, min(0, start - width * h_max) - arms + 1)
-    top = min((arms - 1) * rounds, max(0, start) + arms - 1)
-    h_lo, h_hi = max(0, -((top - start) // width)), min(h_max, (start - low) // width)
-    if h_lo > h_hi or top < 0 or low > 0:
-        return None
-    return _few_shifts(m, start, width, h_lo, h_hi, min(m))
-
-
-def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
+def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int, m: list[float] | None = None
                     ) -> tuple[float, int, list[int] | None]:
     """Cheapest multiset of shifts d (cost m_D[d + A - 1] each, any number) summing to a target
     t = start - width h, h in 0..h_max, with at most ``rounds`` shifts unless that is proven optimal:
@@ -133,16 +123,33 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
 
     States are partial sums, kept within [min(0, t) - A + 1, max(0, t) + A - 1] (any multiset can
     be ordered so) and within +-(A - 1) rounds; layer k holds the costs with at most k shifts
-    (Bellman-Ford; layer 1 is m itself around 0, written directly).
+    (Bellman-Ford, :func:`_bellman_ford`; layer 1 is m itself around 0, written directly). The usual bandit
+    step ends within two shifts: :func:`_few_shifts` gives that answer on Python floats first (G ~ 10 bins of
+    A ~ 11 arms: fewer numpy calls), the Bellman-Ford layers run only when it cannot decide. ``m``: m_D as
+    a list, when the caller has it.
     """
     start, width, h_max = targets
     arms = (m_D.size + 1) // 2
-    cheapest = float(np.minimum.reduce(m_D))
+    if m is None:
+        m = m_D.tolist()
+    cheapest = min(m)
     low = max(-(arms - 1) * rounds, min(0, start - width * h_max) - arms + 1)
     top = min((arms - 1) * rounds, max(0, start) + arms - 1)
     h_lo, h_hi = max(0, -((top - start) // width)), min(h_max, (start - low) // width)
     if h_lo > h_hi or top < 0 or low > 0:
         return (rounds + 1) * cheapest, 0, None
+    if rounds >= 2 and (few := _few_shifts(m, start, width, h_lo, h_hi, cheapest)) is not None:
+        return few  # the usual bandit step: decided within two shifts (the same answer)
+    return _bellman_ford(m_D, targets, (low, top, h_lo, h_hi), rounds, cheapest)
+
+
+def _bellman_ford(m_D: np.ndarray, targets: tuple[int, int, int], bounds: tuple[int, int, int, int], rounds: int,
+                  cheapest: float) -> tuple[float, int, list[int] | None]:
+    """:func:`_shortest_shift` by Bellman-Ford layers on arrays, within ``bounds`` = (low, top, h_lo, h_hi) (checked
+    non-empty by the caller); ``cheapest`` = min(m_D)."""
+    start, width, _ = targets
+    low, top, h_lo, h_hi = bounds
+    arms = (m_D.size + 1) // 2
     stop = start - low - width * h_hi - 1
     span = slice(start - low - width * h_lo, stop if stop >= 0 else None, -width)
     size = top - low + 1
@@ -163,7 +170,7 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
         else:  # only sums within (k + 1)(A - 1) of 0 can change (the others stay inf)
             reach = slice(max(0, -low - (k + 1) * (arms - 1)), -low + (k + 1) * (arms - 1) + 1)
             old = core[reach]
-            new = np.minimum((window[reach] + reversed_m).min(axis=1), old)
+            new = np.minimum(row_min(window[reach] + reversed_m), old)
             k = k + 1 if np.logical_or.reduce(new < old) else rounds  # a fixed point (new <= core): more rounds change nothing
             core[reach] = new
         layers.append(core.copy())
@@ -184,7 +191,7 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int
 
 def _few_shifts(m: list[float], start: int, width: int, h_lo: int, h_hi: int, cheapest: float
                 ) -> tuple[float, int, list[int]] | None:
-    """:func:`_shortest_shift`'s result when its search ends within two shifts, on Python floats (the same
+    """:func:`_bellman_ford`'s result when its search ends within two shifts, on Python floats (the same
     layers, the same sums, the same ties: the lowest h, then the largest shift); None when it needs more.
 
     Layer k as a function of the shift x (index x + A - 1 of a list over |x| <= A - 1): L0 = 0 at x = 0;

@@ -76,6 +76,7 @@ class RolloutGDRO(UniformAllocator):
         self._arms = self.config.arms
         self._arms_float = self._arms.astype(float)
         self._plan_probs: tuple[np.ndarray, np.ndarray] | None = None  # (logits_GA it came from, p)
+        self._centered: np.ndarray | None = self.logits_GA  # logits_GA when every row's max is 0.0 (update() re-centres)
         # tie_broken's penalty 1e-9 (n - n_bar)^2, computed once (same values as allocation.tie_broken)
         self._tie_penalty = 1e-9 * (self._arms[None, :] - self.config.n_bar) ** 2
 
@@ -86,7 +87,8 @@ class RolloutGDRO(UniformAllocator):
     def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
         bins, smallest = self._checked_bins(bins_P, prompt_ids)
-        probs, log_soft = probabilities_and_log_softmax(self.logits_GA, cfg.gamma)  # probs = arm_probabilities()
+        probs, log_soft = probabilities_and_log_softmax(self.logits_GA, cfg.gamma,  # probs = arm_probabilities()
+                                                        centered=self.logits_GA is self._centered)
         self._plan_probs = (self.logits_GA, probs)  # update() reuses them (logits_GA is replaced, never mutated)
         self._sampled = sample_arms(probs, self.rng.random(self.num_bins), cfg.n_min)
         self._sampled_G = np.array(self._sampled, np.int64)
@@ -148,10 +150,13 @@ class RolloutGDRO(UniformAllocator):
             else:
                 self.logits_GA = full_step(self.logits_GA, relative, self._arms_float, self.mu, cfg.n_bar, cfg.eta,
                                            cfg.score_decay)
+            self._centered = self.logits_GA  # every row re-centred to max 0
         else:
             estimate = importance_weighted_cost(self.arm_costs(share), probs, self._sampled_G - cfg.n_min,
                                                 cfg.feedback)
+            centered = self.logits_GA is self._centered  # absent rows keep their logits, centred or not
             self.logits_GA = mirror_descent_step(self.logits_GA, estimate, present, cfg.eta, cfg.score_decay)
+            self._centered = self.logits_GA if centered else None
         sampled_mean = float(share @ self._sampled_G)
         violation = (sampled_mean - cfg.n_bar) / cfg.n_bar
         self.mu = dual_step(self.mu, sampled_mean, cfg.n_bar, cfg.dual_lr)   # Eq. 21
@@ -174,3 +179,4 @@ class RolloutGDRO(UniformAllocator):
         self._sampled_G = None if state.get("sampled") is None else np.asarray(state["sampled"], np.int64)
         self._sampled = None
         self._plan_probs = None
+        self._centered = None  # loaded logits: plan() takes their row max (0.0 for saved ones: the same values)

@@ -17,8 +17,10 @@ class History:
     """Ring buffers of the last H visits, one row per prompt index (rows grow by doubling).
 
     One int64 buffer holds a prompt's whole row, so a visit touches one contiguous stretch of
-    memory: [visits, bin, mark, window sum of pass@k (float64 bits), pass@k of the H slots (float64
-    bits), (n << 32) | c of the H slots]. ``visits[i]`` counts prompt i's visits ever: its ring
+    memory: [visits, bin, mark, window sum of pass@k (float64 bits), then for each of the H slots
+    its pass@k (float64 bits) next to its (n << 32) | c]. A slot's two words sit side by side so
+    that a visit touches two cache lines of the row (its head and the slot), not three: with
+    thousands of prompts the rows do not stay in cache from one visit of a prompt to the next. ``visits[i]`` counts prompt i's visits ever: its ring
     position is visits mod H and its window holds min(visits, H) of them. ``bins`` is -1 for a
     prompt never visited; a visited prompt always has a bin >= 0, so ``bins >= 0`` marks the
     tracked prompts. ``mark`` is scratch space for the duplicate check. ``sums`` is the running
@@ -45,11 +47,11 @@ class History:
         self.bins = buffer[:, 1]
         self.mark = buffer[:, 2]
         self.sums = buffer[:, 3].view(np.float64)
-        self.passk = buffer[:, 4: 4 + self.window].view(np.float64)
+        self.passk = buffer[:, 4::2].view(np.float64)
 
     def slots(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(c, n) of each slot of the given rows (n = 0: an empty slot), int32, shape (len(rows), H)."""
-        packed = self.buffer[rows, 4 + self.window:]
+        packed = self.buffer[rows, 5::2]
         return (packed & 0xFFFFFFFF).astype(np.int32), (packed >> 32).astype(np.int32)
 
     @property
@@ -70,9 +72,8 @@ class History:
     def set_slots(self, rows: np.ndarray, passk_RH: np.ndarray, successes_RH: np.ndarray,
                   rollouts_RH: np.ndarray) -> None:
         """Write whole windows (slot order) of the given rows (their sums: call ``set_sums``)."""
-        window = self.window
         self.passk[rows] = passk_RH
-        self.buffer[rows, 4 + window:] = (rollouts_RH.astype(np.int64) << 32) | successes_RH.astype(np.int64)
+        self.buffer[rows, 5::2] = (rollouts_RH.astype(np.int64) << 32) | successes_RH.astype(np.int64)
 
     def record(self, rows: np.ndarray, passk: np.ndarray, successes: np.ndarray, counts: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -82,11 +83,11 @@ class History:
         flat_passk = self.flat_passk
         start = rows * self.width
         visits = self.flat.take(start)
-        slot = start + 4 + visits % window
+        slot = visits % window * 2 + start + 4  # the slot's pass@k; its (n, c) follows it
         sums = flat_passk.take(start + 3) + (passk - flat_passk.take(slot))
         flat_passk[slot] = passk
         flat_passk[start + 3] = sums
-        self.flat[slot + window] = (counts << 32) | successes
+        self.flat[slot + 1] = (counts << 32) | successes
         visits += 1
         self.flat[start] = visits
         return np.minimum(visits, window), sums

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 from gdro_lab import ConfigError
-from gdro_lab.estimators import beta_passk_posterior, bin_of, hysteresis_bins, pass_at_k
+from gdro_lab.estimators import (beta_passk_posterior, bin_of, edge_thresholds, hysteresis_bins, hysteresis_movers,
+                                 pass_at_k)
 
 PROPERTY = settings(max_examples=150, deadline=None)
 
@@ -226,6 +227,30 @@ def test_hysteresis_bins_against_naive_loop(edges, data):
     low, high = center - delta, center + delta
     got = hysteresis_bins(previous, center, low, high, np.array(edges))
     assert got.tolist() == hysteresis_naive(previous, center, low, high, edges)
+
+
+@PROPERTY
+@given(edges=edges_strategy, data=st.data())
+def test_hysteresis_movers_equal_hysteresis_bins(edges, data):
+    # the classifier's per-step path: only the prompts whose band clears an edge of their own bin are searched
+    num_bins = len(edges) + 1
+    size = data.draw(st.integers(1, 40), label="P")
+    previous = np.array(data.draw(st.lists(st.integers(-1, num_bins - 1), min_size=size, max_size=size)))
+    center = np.array(data.draw(st.lists(st.floats(0.0, 1.0), min_size=size, max_size=size)))
+    delta = np.array(data.draw(st.lists(st.floats(0.0, 0.3), min_size=size, max_size=size)))
+    snap = data.draw(st.lists(st.integers(-1, 2 * len(edges) - 1), min_size=size, max_size=size))
+    for i, at in enumerate(snap):  # band ends exactly on an edge: the boundary of both comparisons
+        if at >= 0:
+            center[i] = edges[at] + delta[i] if at < len(edges) else edges[at - len(edges)] - delta[i]
+    low, high = center - delta, center + delta
+    edges_array = np.array(edges)
+    movers, moved_to, fresh = hysteresis_movers(previous, center, low, high, edges_array, *edge_thresholds(edges_array))
+    new = previous.copy()
+    new[movers] = moved_to
+    expected = hysteresis_bins(previous, center, low, high, edges_array)
+    assert new.tolist() == expected.tolist()
+    # every mover changes bin, so the classifier's moves metric is len(movers) - fresh
+    assert (moved_to != previous[movers]).all() and fresh == int((previous < 0).sum())
 
 
 def test_hysteresis_margin_rule_by_hand():

@@ -1,5 +1,5 @@
-"""The exact planner's relaxation: the list path (the usual bandit step) gives the array path's plan, and the
-two-shift search gives the Bellman-Ford search's answer, ties included."""
+"""The exact planner's relaxation: the two-shift search on Python floats (the usual bandit step) gives the
+Bellman-Ford search's answer, ties included, and the list path (reduced costs as lists) the array path's plans."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 import gdro_lab.planner as planner
 from gdro_lab import planner_relax
-from gdro_lab.planner_relax import _few_shifts, _shortest_shift
+from gdro_lab.planner_relax import _bellman_ford, _few_shifts
 
 
 def _spiky_values(rng: np.random.Generator, bins: int = 10, arms: int = 11) -> np.ndarray:
@@ -20,7 +20,7 @@ def _spiky_values(rng: np.random.Generator, bins: int = 10, arms: int = 11) -> n
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_list_path_gives_the_array_paths_plan(seed: int, monkeypatch) -> None:
+def test_two_shift_path_gives_the_bellman_ford_paths_plan(seed: int, monkeypatch) -> None:
     rng = np.random.default_rng(seed)
     cases = []
     for _ in range(150):
@@ -28,13 +28,16 @@ def test_list_path_gives_the_array_paths_plan(seed: int, monkeypatch) -> None:
         bins = rng.choice(10, size=256, p=rng.dirichlet(np.full(10, 2.0)))
         cases.append((values, bins))
     used = []
-    lists = planner_relax.relaxed_plan_lists
-    monkeypatch.setattr(planner, "relaxed_plan_lists", lambda *a: used.append(lists(*a)) or used[-1])
+    few = planner_relax._few_shifts
+    monkeypatch.setattr(planner_relax, "_few_shifts", lambda *a: used.append(few(*a)) or used[-1])
     fast = [planner.plan_values(values, bins, 1024, 2) for values, bins in cases]
-    monkeypatch.setattr(planner, "relaxed_plan_lists", lambda *a: None)
+    monkeypatch.setattr(planner_relax, "_few_shifts", lambda *a: None)
     slow = [planner.plan_values(values, bins, 1024, 2) for values, bins in cases]
     assert all(np.array_equal(a, b) for a, b in zip(fast, slow))
-    assert sum(plan is not None for plan in used) > 30  # the list path decided many of them
+    assert sum(found is not None for found in used) > 30  # the two-shift search decided many of them
+    monkeypatch.setattr(planner, "relaxed_plan_lists", lambda *a: None)  # the array path only
+    arrays = [planner.plan_values(values, bins, 1024, 2) for values, bins in cases]
+    assert all(np.array_equal(a, b) for a, b in zip(fast, arrays))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -47,13 +50,13 @@ def test_two_shift_search_equals_bellman_ford(seed: int) -> None:
             else np.where(rng.random(2 * arms - 1) < 0.2, np.inf, rng.exponential(1.0, 2 * arms - 1))
         m[arms - 1] = np.inf  # no cost-free move
         targets = (int(rng.integers(-25, 60)), int(rng.integers(1, arms)), int(rng.integers(0, 30)))
-        reference = _shortest_shift(m, targets, 12)
         start, width, h_max = targets
         low = max(-(arms - 1) * 12, min(0, start - width * h_max) - arms + 1)
         top = min((arms - 1) * 12, max(0, start) + arms - 1)
         h_lo, h_hi = max(0, -((top - start) // width)), min(h_max, (start - low) // width)
         if h_lo > h_hi or top < 0 or low > 0:
             continue
+        reference = _bellman_ford(m, targets, (low, top, h_lo, h_hi), 12, float(m.min()))
         few = _few_shifts(m.tolist(), start, width, h_lo, h_hi, float(m.min()))
         if few is not None:
             decided += 1

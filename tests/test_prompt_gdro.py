@@ -129,3 +129,27 @@ def test_reward_std_signal_peaks_at_half():
     feedback = StepFeedback(list("abc"), np.zeros(3, int), counts, 2.0 * success - 1, success)
     np.testing.assert_allclose(SIGNALS["reward_std"](feedback), [0.0, 1.0, 0.0])
     np.testing.assert_allclose(SIGNALS["failure_rate"](feedback), [1.0, 0.5, 0.0])
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_score_equals_the_array_rules_bit_for_bit(normalize):
+    """update() writes debiased_value and ema_value out on floats: the score is the array rules' (debiased_signal,
+    ema_from_first) bit for bit, absent and first-seen bins included."""
+    from gdro_lab.diagnostics import bin_mean, bin_share
+    from gdro_lab.update_rules import debiased_signal, ema_from_first
+
+    cfg = WeighterConfig(num_bins=6, share_normalize=normalize)
+    controller = PromptGDRO(cfg, seed=0)
+    rng = np.random.default_rng(3)
+    score = np.full(6, np.nan)
+    for step in range(25):
+        bins = rng.choice(np.arange(-1, 2 + min(step, 4)), size=30)  # bins first seen over the steps; bin 5 never
+        feedback = _feedback(rng, np.maximum(bins, 0), np.linspace(0.9, 0.1, 6))
+        feedback = StepFeedback(feedback.prompt_ids, bins, feedback.counts_P, feedback.rewards_R, feedback.successes_R)
+        controller.update(feedback)
+        observed = bin_mean(SIGNALS["failure_rate"](feedback), bins, 6)
+        if normalize:
+            observed = debiased_signal(observed, bin_share(bins, 6), cfg.share_floor)
+        score = ema_from_first(score, observed, cfg.ema_beta)
+        assert controller.score_G.tobytes() == np.where(np.isnan(score), 0.0, score).tobytes()
+        assert controller.seen_G.tolist() == np.isfinite(score).tolist()

@@ -109,3 +109,29 @@ def test_uniform_allocator_is_grpo():
     controller = UniformAllocator(AllocatorConfig(num_bins=6), seed=0)
     _, plans, _ = _run(controller, 3)
     assert np.all(plans == 4)
+
+
+@pytest.mark.parametrize("feedback", ["full", "bandit"])
+def test_plan_skips_the_row_max_only_for_centred_logits(feedback):
+    """plan() takes logits - row max only when it cannot know the max is 0.0; the skipped path gives the same
+    probabilities and log-softmax bit for bit (steps with an absent bin and a reload included)."""
+    from gdro_lab.arm_updates import probabilities_and_log_softmax
+
+    controller = RolloutGDRO(AllocatorConfig(num_bins=4, feedback=feedback), seed=1)
+    rng = np.random.default_rng(2)
+    for step in range(30):
+        bins = rng.integers(0, 3 if step % 5 == 0 else 4, size=32)  # every fifth step leaves bin 3 out
+        if controller._centered is controller.logits_GA:
+            assert controller.logits_GA.max(axis=1).tolist() == [0.0] * 4
+            plain = probabilities_and_log_softmax(controller.logits_GA, 0.01)
+            fast = probabilities_and_log_softmax(controller.logits_GA, 0.01, centered=True)
+            assert all(a.tobytes() == b.tobytes() for a, b in zip(plain, fast))
+        plan = controller.plan(bins)
+        successes = rng.random(int(plan.sum())) < 0.5
+        controller.update(StepFeedback([f"p{i}" for i in range(32)], bins, plan, successes.astype(float), successes))
+        if step == 10:
+            state = controller.state_dict()
+            controller = RolloutGDRO(AllocatorConfig(num_bins=4, feedback=feedback), seed=1)
+            controller.load_state_dict(state)
+            assert controller._centered is None
+    assert controller._centered is controller.logits_GA
