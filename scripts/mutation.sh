@@ -7,6 +7,9 @@
 #   bash scripts/mutation.sh real_runs/loss.py survivors  # the changed line of every surviving mutant
 #   bash scripts/mutation.sh real_runs/train.py 'real_runs.train.x_ppo_update*'   # only these mutants (fnmatch)
 #   MUTATION_TESTS="tests/a.py tests/b.py::test_x" bash scripts/mutation.sh FILE ...  # other tests than below
+#   bash scripts/mutation.sh real_runs/train.py sample 150 2026 'real_runs.train.x__loop__*'   # a random sample:
+#       N mutants drawn uniformly (Python's random.Random(SEED).sample) from the file's mutants whose names
+#       match the patterns, names sorted naturally first; the drawn names go to $work/sample.txt and are run
 #
 # train.py's record numbers, as measured in docs/benchmarks.md (unit tests only; the end-to-end runs
 # would cost minutes per mutant):
@@ -61,7 +64,7 @@ case "$target" in
     tests=("$T/test_reward.py" "--deselect" "$T/test_reward.py::test_ten_thousand_responses_without_a_hang") ;;
   *) echo "mutation.sh: no test selection for $target: add one to scripts/mutation.sh" >&2; exit 2 ;;
 esac
-train_units=("$T/test_train_scalars.py"
+train_units=("$T/test_train_scalars.py" "$T/test_update_reference.py"
              "$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
              "$T/test_silent_bugs.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one"
              "$T/test_train.py::test_on_policy_update_only_with_one_optimizer_step_per_batch_and_no_dropout"
@@ -99,6 +102,28 @@ pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
 pytest_add_cli_args_test_selection = $(toml_list "${tests[@]}")
 EOF
 cd "$work"
+if [ "${1:-}" = "sample" ]; then        # sample N SEED PATTERN...: generate the mutants, draw N of the matching ones
+  n=${2:?usage: mutation.sh FILE sample N SEED PATTERN...}; seed=${3:?usage: mutation.sh FILE sample N SEED PATTERN...}
+  shift 3
+  "$python" - "$target" "$n" "$seed" "$@" > /dev/null <<'PY'
+import fnmatch, json, random, re, sys
+from pathlib import Path
+from mutmut.__main__ import create_file_mutants   # what `mutmut run` does first; it then finds them made
+target, n, seed, patterns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+result = create_file_mutants(Path(target))
+if result.error:
+    raise result.error
+names = json.loads(Path("mutants", target + ".meta").read_text())["exit_code_by_key"]
+def natural(name):
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+pool = sorted((k for k in names if any(fnmatch.fnmatchcase(k, p) for p in patterns)), key=natural)
+drawn = sorted(random.Random(seed).sample(pool, min(n, len(pool))), key=natural)
+Path("sample.txt").write_text("\n".join(drawn) + "\n")
+print(f"== sample: {len(drawn)} of {len(pool)} mutants matching {patterns} (seed {seed}): sample.txt", file=sys.stderr)
+PY
+  mapfile -t sampled < sample.txt
+  set -- "${sampled[@]}"
+fi
 echo "== mutmut run: $target in $work against ${tests[*]}"
 nice -n 10 env OMP_NUM_THREADS=1 GDRO_DATA="${GDRO_DATA:-}" "$python" -m mutmut run --max-children "${MUTATION_CHILDREN:-1}" \
   "$@" || echo "(mutmut run exited $?)"
