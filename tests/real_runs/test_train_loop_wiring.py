@@ -134,15 +134,36 @@ def test_a_stopped_and_resumed_run_continues_as_the_uninterrupted_one(tmp_path: 
                 assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), key
 
 
-def test_evaluation_records_are_logged_at_their_steps(tmp_path: Path):
+def test_evaluation_records_are_logged_at_their_steps_from_chat_template_prompts(tmp_path: Path):
     """eval.every=2 over 3 steps with a reward passed in (it scores the evaluation too): evals at
-    steps 2 and 3 (the last), each with the benchmark's mean@k in [0, 1]."""
+    steps 2 and 3 (the last), each with the benchmark's mean@k in [0, 1]; the tokenizer has a chat
+    template, and every prompt the engine is asked to continue, training and evaluation, is in it."""
+    from real_runs.engines.hf import HFEngine
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner, self.prompts = inner, []
+
+        def generate(self, prompts, counts, sampling):
+            self.prompts += list(prompts)
+            return self.inner.generate(prompts, counts, sampling)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
     torch.set_num_threads(1)
+    model, tokenizer = load_policy("tiny", seed=0)
+    tokenizer.chat_template = "{% for m in messages %}<u>{{ m['content'] }}</u>{% endfor %}<a>"
+    engine = Recording(HFEngine(model, tokenizer))
     problems = [Problem(f"toy:eval:{i}", f"Count to {i}.", str(i), "toy", "toy") for i in range(2)]
     run_dir = train.main(tiny(tmp_path, "train.steps=3", "eval.every=2", "eval.k=2", "eval.max_new_tokens=4"),
-                         train_records=RECORDS, eval_records={"toy": problems}, reward=StartsWithDigit())
+                         model=model, tokenizer=tokenizer, engine=engine, train_records=RECORDS,
+                         eval_records={"toy": problems}, reward=StartsWithDigit())
     evals = read_run(run_dir).evals
     assert [e["step"] for e in evals] == [2, 3]
     for e in evals:
         assert 0.0 <= e["metrics"]["toy/mean@2"] <= 1.0
     assert all("time/eval" in row for row in scalars(run_dir)[1:])
+    asked = [p for p in engine.prompts if "Count to" in p]
+    assert len(asked) == 2 * 2 and len(engine.prompts) > len(asked)
+    assert all(p.startswith("<u>") and p.endswith("</u><a>") for p in engine.prompts), engine.prompts[:2]
