@@ -17,6 +17,13 @@
 #     'real_runs.train.x_ppo_update*' 'real_runs.train.x_recompute_logprobs*' 'real_runs.train.x_engine_gaps*' \
 #     'real_runs.train.x_weighted_advantages*' 'real_runs.train.x_actor_scalars*' 'real_runs.train.x_rollout_scalars*' \
 #     'real_runs.train.x_perf_scalars*' 'real_runs.train.x_trained_rows*' 'real_runs.train.x_on_policy_update*'
+# train.py's step loop (`_loop`, `_train`, `main`: 908 mutants, seconds each end to end): a random sample of 150
+# against the fast in-process runs (none may start the math reward's process pool: mutmut's forked workers
+# cannot, and every mutant reaching such a test is then reported killed):
+#   T=tests/real_runs MUTATION_TESTS="$T/test_silent_bugs.py $T/test_train_arena.py $T/test_train_loop_wiring.py
+#     $T/test_train.py::test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run
+#     $T/test_train.py::test_gradient_checkpointing_and_micro_batching_do_not_change_the_run" \
+#   bash scripts/mutation.sh real_runs/train.py sample 150 2026 'real_runs.train.x__loop__*' 'real_runs.train.x__train__*' 'real_runs.train.x_main__*'
 #
 # Files and the tests each is run against (only the tests that reach a mutated function run):
 #   gdro_lab/update_rules.py   tests/test_update_rules.py, test_update_rules_edges.py, test_prompt_gdro.py, test_rollout_gdro.py
@@ -72,7 +79,7 @@ train_units=("$T/test_train_scalars.py" "$T/test_update_reference.py"
              "$T/test_train.py::test_ppo_update_without_old_logprobs_refuses_several_optimizer_steps"
              "$T/test_train.py::test_ppo_update_micro_batches_sum_to_verls_loss_with_an_empty_response")
 if [ "${1:-}" = "units" ]; then echo "${train_units[*]}"; exit 0; fi   # train.py's unit tests (see the top)
-if [ -n "${MUTATION_TESTS:-}" ]; then read -r -a tests <<< "$MUTATION_TESTS"; fi
+if [ -n "${MUTATION_TESTS:-}" ]; then read -r -d "" -a tests <<< "$MUTATION_TESTS" || true; fi   # words over any lines
 
 stem=$(basename "$target" .py)
 work=${MUTATION_DIR:-/tmp/gdro-mutation}/$stem
