@@ -1,8 +1,8 @@
 """The wiring of `gdro train`'s step loop (real_runs/train.py ``main`` / ``_train`` / ``_loop``) that
 end-to-end comparisons of two runs cannot see, because both runs share the fault: the learning rate
 handed to the optimizer, the model and records handed to ``main``, the step's time record, the
-checkpoint schedule, the status of a failed run, an exact resume, the allocator's prompt ids and
-the evaluation record. Each number is checked against the configuration or the wall clock (no
+checkpoint schedule, the status of a failed run, an exact resume, the allocator's prompt ids, the
+selector's configured settings and the evaluation record. Each number is checked against the configuration or the wall clock (no
 data files, no reward pool: these runs also serve mutation testing, whose forked workers cannot
 start the reward's process pool; docs/benchmarks.md)."""
 
@@ -167,3 +167,15 @@ def test_evaluation_records_are_logged_at_their_steps_from_chat_template_prompts
     asked = [p for p in engine.prompts if "Count to" in p]
     assert len(asked) == 2 * 2 and len(engine.prompts) > len(asked)
     assert all(p.startswith("<u>") and p.endswith("</u><a>") for p in engine.prompts), engine.prompts[:2]
+
+
+def test_the_selector_is_built_with_the_configured_settings(tmp_path: Path):
+    """GRESO with p_easy 0.3, p_hard 0.7 and no adaptation (adapt_step 0): the logged keep-probability
+    bases stay the configured ones every step (its defaults would log 0.5 +- 0.01 per step)."""
+    torch.set_num_threads(1)
+    run_dir = train.main(tiny(tmp_path, "train.steps=2", "method.selector=greso", "method.selector_config.p_easy=0.3",
+                              "method.selector_config.p_hard=0.7", "method.selector_config.adapt_step=0"),
+                         train_records=RECORDS, reward=Mixed())
+    rows = scalars(run_dir)
+    assert len(rows) == 2
+    assert [(row["select/p_easy"], row["select/p_hard"]) for row in rows] == [(0.3, 0.7)] * 2
