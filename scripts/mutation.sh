@@ -7,6 +7,9 @@
 #   bash scripts/mutation.sh real_runs/loss.py survivors  # the changed line of every surviving mutant
 #   bash scripts/mutation.sh real_runs/train.py 'real_runs.train.x_ppo_update*'   # only these mutants (fnmatch)
 #   MUTATION_TESTS="tests/a.py tests/b.py::test_x" bash scripts/mutation.sh FILE ...  # other tests than below
+#   bash scripts/mutation.sh real_runs/train.py sample 150 2026 'real_runs.train.x__loop__*'   # a random sample:
+#       N mutants drawn uniformly (Python's random.Random(SEED).sample) from the file's mutants whose names
+#       match the patterns, names sorted naturally first; the drawn names go to $work/sample.txt and are run
 #
 # train.py's record numbers, as measured in docs/benchmarks.md (unit tests only; the end-to-end runs
 # would cost minutes per mutant):
@@ -14,6 +17,13 @@
 #     'real_runs.train.x_ppo_update*' 'real_runs.train.x_recompute_logprobs*' 'real_runs.train.x_engine_gaps*' \
 #     'real_runs.train.x_weighted_advantages*' 'real_runs.train.x_actor_scalars*' 'real_runs.train.x_rollout_scalars*' \
 #     'real_runs.train.x_perf_scalars*' 'real_runs.train.x_trained_rows*' 'real_runs.train.x_on_policy_update*'
+# train.py's step loop (`_loop`, `_train`, `main`: 908 mutants, seconds each end to end): a random sample of 150
+# against the fast in-process runs (none may start the math reward's process pool: mutmut's forked workers
+# cannot, and every mutant reaching such a test is then reported killed):
+#   T=tests/real_runs MUTATION_TESTS="$T/test_silent_bugs.py $T/test_train_arena.py $T/test_train_loop_wiring.py
+#     $T/test_train.py::test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run
+#     $T/test_train.py::test_gradient_checkpointing_and_micro_batching_do_not_change_the_run" \
+#   bash scripts/mutation.sh real_runs/train.py sample 150 2026 'real_runs.train.x__loop__*' 'real_runs.train.x__train__*' 'real_runs.train.x_main__*'
 #
 # Files and the tests each is run against (only the tests that reach a mutated function run):
 #   gdro_lab/update_rules.py   tests/test_update_rules.py, test_update_rules_edges.py, test_prompt_gdro.py, test_rollout_gdro.py
@@ -68,7 +78,7 @@ case "$target" in
     tests=("$T/test_reward_inprocess.py" "$T/test_reward.py" "-m" "not slow") ;;
   *) echo "mutation.sh: no test selection for $target: add one to scripts/mutation.sh" >&2; exit 2 ;;
 esac
-train_units=("$T/test_train_scalars.py"
+train_units=("$T/test_train_scalars.py" "$T/test_update_reference.py"
              "$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
              "$T/test_silent_bugs.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one"
              "$T/test_train.py::test_on_policy_update_only_with_one_optimizer_step_per_batch_and_no_dropout"
@@ -76,7 +86,7 @@ train_units=("$T/test_train_scalars.py"
              "$T/test_train.py::test_ppo_update_without_old_logprobs_refuses_several_optimizer_steps"
              "$T/test_train.py::test_ppo_update_micro_batches_sum_to_verls_loss_with_an_empty_response")
 if [ "${1:-}" = "units" ]; then echo "${train_units[*]}"; exit 0; fi   # train.py's unit tests (see the top)
-if [ -n "${MUTATION_TESTS:-}" ]; then read -r -a tests <<< "$MUTATION_TESTS"; fi
+if [ -n "${MUTATION_TESTS:-}" ]; then read -r -d "" -a tests <<< "$MUTATION_TESTS" || true; fi   # words over any lines
 
 stem=$(basename "$target" .py)
 work=${MUTATION_DIR:-/tmp/gdro-mutation}/$stem
@@ -106,6 +116,28 @@ pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
 pytest_add_cli_args_test_selection = $(toml_list "${tests[@]}")
 EOF
 cd "$work"
+if [ "${1:-}" = "sample" ]; then        # sample N SEED PATTERN...: generate the mutants, draw N of the matching ones
+  n=${2:?usage: mutation.sh FILE sample N SEED PATTERN...}; seed=${3:?usage: mutation.sh FILE sample N SEED PATTERN...}
+  shift 3
+  "$python" - "$target" "$n" "$seed" "$@" > /dev/null <<'PY'
+import fnmatch, json, random, re, sys
+from pathlib import Path
+from mutmut.__main__ import create_file_mutants   # what `mutmut run` does first; it then finds them made
+target, n, seed, patterns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+result = create_file_mutants(Path(target))
+if result.error:
+    raise result.error
+names = json.loads(Path("mutants", target + ".meta").read_text())["exit_code_by_key"]
+def natural(name):
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+pool = sorted((k for k in names if any(fnmatch.fnmatchcase(k, p) for p in patterns)), key=natural)
+drawn = sorted(random.Random(seed).sample(pool, min(n, len(pool))), key=natural)
+Path("sample.txt").write_text("\n".join(drawn) + "\n")
+print(f"== sample: {len(drawn)} of {len(pool)} mutants matching {patterns} (seed {seed}): sample.txt", file=sys.stderr)
+PY
+  mapfile -t sampled < sample.txt
+  set -- "${sampled[@]}"
+fi
 echo "== mutmut run: $target in $work against ${tests[*]}"
 nice -n 10 env OMP_NUM_THREADS=1 GDRO_DATA="${GDRO_DATA:-}" "$python" -m mutmut run --max-children "${MUTATION_CHILDREN:-1}" \
   "$@" || echo "(mutmut run exited $?)"

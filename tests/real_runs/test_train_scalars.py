@@ -94,3 +94,28 @@ def test_on_policy_update_sees_every_kind_of_dropout():
     assert not train.on_policy_update(cfg, model(0.1))
     for name in ("attention_dropout", "hidden_dropout", "resid_pdrop", "dropout"):
         assert not train.on_policy_update(cfg, model(**{name: 0.1})), name
+
+
+def test_trained_rows_keep_exactly_the_selected_groups_rows_in_order():
+    """The rows the update trains on when the prompt selector drops groups: each kept row's prompt,
+    response, lengths, advantage and engine log-probs, in the original order (a loop over the rows
+    is the reference); keeping every row hands back the batch itself; keeping none gives an empty batch."""
+    batch = _batch([2, 3, 4, 5, 6], [3, 1, 2, 4, 1], [3, 0, 2, 4, 1])
+    batch.prompts = [[10 + r] * len(p) for r, p in enumerate(batch.prompts)]      # every row told apart
+    batch.responses = [[20 + r] * len(t) for r, t in enumerate(batch.responses)]
+    batch.advantages = np.array([0.5, -1.0, 2.0, -0.25, 1.5])
+    batch.pad_id = 3
+    engine = [np.full(n, -0.1 * (r + 1), np.float32) for r, n in enumerate([3, 0, 2, 4, 1])]
+    keep = np.array([False, True, True, False, True])
+    got, got_engine = train.trained_rows(batch, engine, keep)
+    kept = [r for r in range(5) if keep[r]]
+    assert got is not batch and got.pad_id == 3
+    assert got.prompts == [batch.prompts[r] for r in kept]
+    assert got.responses == [batch.responses[r] for r in kept]
+    assert got.real_lengths.tolist() == [0, 2, 1] and got.lengths.tolist() == [4, 6, 7]
+    assert got.advantages.tolist() == [-1.0, 2.0, 1.5]
+    assert len(got_engine) == 3 and all(g is engine[r] for g, r in zip(got_engine, kept))
+    same, same_engine = train.trained_rows(batch, engine, np.ones(5, bool))
+    assert same is batch and same_engine is engine
+    none, none_engine = train.trained_rows(batch, engine, np.zeros(5, bool))
+    assert none.responses == [] and list(none_engine) == [] and len(none.advantages) == 0
