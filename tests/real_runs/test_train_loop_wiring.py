@@ -179,3 +179,80 @@ def test_the_selector_is_built_with_the_configured_settings(tmp_path: Path):
     rows = scalars(run_dir)
     assert len(rows) == 2
     assert [(row["select/p_easy"], row["select/p_hard"]) for row in rows] == [(0.3, 0.7)] * 2
+
+
+class RecordingEngine:
+    """The hf engine, recording every call's sampling settings."""
+
+    def __init__(self, inner):
+        self.inner, self.seeds = inner, []
+
+    def generate(self, prompts, counts, sampling):
+        self.seeds.append(sampling.seed)
+        return self.inner.generate(prompts, counts, sampling)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_every_step_samples_with_its_own_seed_drawn_from_the_runs_seed(tmp_path: Path):
+    """The engine gets a sampling seed each step (vLLM samples unseeded without one), distinct per
+    step, the same for the same train.seed and another for another train.seed."""
+    from real_runs.engines.hf import HFEngine
+
+    torch.set_num_threads(1)
+
+    def seeds(name: str, seed: int) -> list:
+        model, tokenizer = load_policy("tiny", seed=0)
+        engine = RecordingEngine(HFEngine(model, tokenizer))
+        train.main(tiny(tmp_path, "train.steps=3", f"train.run_name={name}", f"train.seed={seed}"), model=model,
+                   tokenizer=tokenizer, engine=engine, train_records=RECORDS, reward=Mixed())
+        return engine.seeds
+
+    first, again, other = seeds("a", 7), seeds("b", 7), seeds("c", 8)
+    assert len(first) == 3 and all(isinstance(s, int) for s in first) and len(set(first)) == 3
+    assert again == first and not set(other) & set(first)
+
+
+def test_a_step_that_trains_nothing_logs_zero_logprob_and_update_times(tmp_path: Path, monkeypatch):
+    """A selector that drops every group: no update, yet every step logs time/logprobs and
+    time/update as 0.0 (so the time shares stay comparable across steps) and the weights stay."""
+    torch.set_num_threads(1)
+    build = train.build
+
+    def dropping_build(family, name, *args, **kwargs):
+        controller = build(family, name, *args, **kwargs)
+        if family == "selector":
+            controller.accept = lambda feedback: np.zeros(len(feedback.counts_P), bool)
+        return controller
+
+    monkeypatch.setattr(train, "build", dropping_build)
+    model, tokenizer = load_policy("tiny", seed=1)
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    run_dir = train.main(tiny(tmp_path, "train.steps=2", "method.selector=greso"), model=model, tokenizer=tokenizer,
+                         train_records=RECORDS, reward=Mixed())
+    rows = scalars(run_dir)
+    assert len(rows) == 2
+    assert [(row["time/logprobs"], row["time/update"]) for row in rows] == [(0.0, 0.0)] * 2
+    assert all(torch.equal(v, initial[k]) for k, v in model.state_dict().items())
+
+
+def test_evaluation_sets_from_the_config_are_cut_at_eval_limit(tmp_path: Path, monkeypatch):
+    """eval.benchmarks loaded by name (no eval_records passed): each is asked for its first
+    eval.limit problems, or all of them for limit 0."""
+    import real_runs.data
+
+    torch.set_num_threads(1)
+    asked: list = []
+
+    def fake_load(name, split=None, limit=None, **kwargs):
+        asked.append((name, limit))
+        return [Problem(f"{name}:test:{i}", f"Count to {i}.", str(i), name, name) for i in range(2)]
+
+    monkeypatch.setattr(real_runs.data, "load_dataset_records", fake_load)
+    for limit, expected in ((5, 5), (0, None)):
+        asked.clear()
+        train.main(tiny(tmp_path, "train.steps=1", f"train.run_name=limit{limit}", "eval.every=1", "eval.k=1",
+                        "eval.max_new_tokens=2", 'eval.benchmarks=["math500", "amc23"]', f"eval.limit={limit}"),
+                   train_records=RECORDS, reward=Mixed())
+        assert asked == [("math500", expected), ("amc23", expected)]
