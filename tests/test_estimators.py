@@ -211,14 +211,19 @@ def test_bin_of_edge_goes_to_upper_bin_and_bin_zero_is_hardest():
     assert bin_of(np.array([0.0, 0.0999, 0.1, 0.4999, 0.5, 0.9, 1.0]), edges).tolist() == [0, 0, 1, 1, 2, 3, 3]
 
 
+def _draw_bins_and_bands(edges, data, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(previous bins in -1..B-1, band centers in [0, 1], half-widths in [0, 0.3], P) for P <= ``most`` prompts."""
+    size = data.draw(st.integers(1, most), label="P")
+    previous = np.array(data.draw(st.lists(st.integers(-1, len(edges)), min_size=size, max_size=size)))
+    center = np.array(data.draw(st.lists(st.floats(0.0, 1.0), min_size=size, max_size=size)))
+    delta = np.array(data.draw(st.lists(st.floats(0.0, 0.3), min_size=size, max_size=size)))
+    return previous, center, delta, size
+
+
 @PROPERTY
 @given(edges=edges_strategy, data=st.data())
 def test_hysteresis_bins_against_naive_loop(edges, data):
-    num_bins = len(edges) + 1
-    size = data.draw(st.integers(1, 25), label="P")
-    previous = np.array(data.draw(st.lists(st.integers(-1, num_bins - 1), min_size=size, max_size=size)))
-    center = np.array(data.draw(st.lists(st.floats(0.0, 1.0), min_size=size, max_size=size)))
-    delta = np.array(data.draw(st.lists(st.floats(0.0, 0.3), min_size=size, max_size=size)))
+    previous, center, delta, size = _draw_bins_and_bands(edges, data, 25)
     # band snapping onto edges is the interesting case: sometimes use an edge exactly
     snap = data.draw(st.lists(st.booleans(), min_size=size, max_size=size))
     for i, flag in enumerate(snap):
@@ -233,11 +238,7 @@ def test_hysteresis_bins_against_naive_loop(edges, data):
 @given(edges=edges_strategy, data=st.data())
 def test_hysteresis_movers_equal_hysteresis_bins(edges, data):
     # the classifier's per-step path: only the prompts whose band clears an edge of their own bin are searched
-    num_bins = len(edges) + 1
-    size = data.draw(st.integers(1, 40), label="P")
-    previous = np.array(data.draw(st.lists(st.integers(-1, num_bins - 1), min_size=size, max_size=size)))
-    center = np.array(data.draw(st.lists(st.floats(0.0, 1.0), min_size=size, max_size=size)))
-    delta = np.array(data.draw(st.lists(st.floats(0.0, 0.3), min_size=size, max_size=size)))
+    previous, center, delta, size = _draw_bins_and_bands(edges, data, 40)
     snap = data.draw(st.lists(st.integers(-1, 2 * len(edges) - 1), min_size=size, max_size=size))
     for i, at in enumerate(snap):  # band ends exactly on an edge: the boundary of both comparisons
         if at >= 0:
