@@ -275,11 +275,12 @@ SAMPLE_METRICS = {"eval/samples", "eval/mean_response_tokens", "eval/truncated",
 
 
 def test_evaluate_samples_each_problem_k_times_with_the_eval_settings_and_logs_the_eval_metrics(capsys):
-    """5 problems (3 math in two benchmarks, 2 multiple choice), k = 3, 2 prompts per chunk: the
-    engine is asked 3 times with the eval sampling, prompts in the chat template, k samples each,
+    """15 problems (13 math in two benchmarks, 2 multiple choice), k = 3, 2 prompts per chunk: the
+    engine is asked 8 times with the eval sampling, prompts in the chat template, k samples each,
     a distinct seed per chunk and per step, the same for the same step; the metrics are those of
     the successes written out by hand (mean@3, pass@3, with bootstrap bounds seeded by
-    train.seed + step), the sample counts and the time; nothing is printed."""
+    train.seed + step: enough prompts that another seed moves some bounds), the sample counts and
+    the time; nothing is printed."""
     from real_runs.data import INSTRUCTION
     from real_runs.evaluate import evaluation_metrics
 
@@ -290,32 +291,38 @@ def test_evaluate_samples_each_problem_k_times_with_the_eval_settings_and_logs_t
                 Problem("g:0", "Pick 1 .", "A) yes", "gpqa", "physics"),
                 Problem("m:2", "Question 3 5", "5", "amc23", "amc23"),
                 Problem("g:1", "Pick 3 .", "A) no", "gpqa", "physics")]
-    successes = np.array([1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1], bool)   # by hand from the script
+    problems += [Problem(f"m:{3 + i}", f"Question {s} {i}", str(i), "math500", ("geometry", "algebra")[i % 2])
+                 for i, s in enumerate([1, 3, 2, 1, 0, 3, 2, 1, 2, 0])]
+    right = [int(p.problem.split()[1]) for p in problems]        # the script: the first s samples are right
+    successes = np.array([r < s for s in right for r in range(3)])
+    assert successes[:15].tolist() == [1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1]
     engine = ScriptedEngine()
     started = time.perf_counter()
     metrics = train.evaluate(cfg, engine, TemplateTokenizer(), problems, BoxedEquals(), step=6)
     wall = time.perf_counter() - started
     assert capsys.readouterr().out == ""
-    assert [len(prompts) for prompts, _, _ in engine.calls] == [2, 2, 1]
+    assert [len(prompts) for prompts, _, _ in engine.calls] == [2] * 7 + [1]
     assert [p for prompts, _, _ in engine.calls for p in prompts] == [f"<u>{p.problem} {INSTRUCTION}</u><a>"
                                                                       for p in problems]
     assert all(counts == [3] * len(prompts) for prompts, counts, _ in engine.calls)
     for _, _, sampling in engine.calls:
         assert (sampling.temperature, sampling.top_p, sampling.top_k, sampling.max_new_tokens) == (0.7, 0.9, 5, 7)
     seeds = [sampling.seed for _, _, sampling in engine.calls]
-    assert all(isinstance(s, int) for s in seeds) and len(set(seeds)) == 3
+    assert all(isinstance(s, int) for s in seeds) and len(set(seeds)) == 8
 
-    expected = evaluation_metrics(successes, np.full(5, 3), [p.source for p in problems],
+    expected = evaluation_metrics(successes, np.full(15, 3), [p.source for p in problems],
                                   [p.group for p in problems], 3, seed=4 + 6)
     assert set(metrics) == set(expected) | SAMPLE_METRICS
     np.testing.assert_equal({k: metrics[k] for k in expected}, expected)   # NaN bounds of 1-prompt benchmarks
-    assert metrics["math500/mean@3"] == pytest.approx((2 / 3 + 0) / 2) and metrics["math500/pass@3"] == 0.5
+    math500 = [s / 3 for p, s in zip(problems, right) if p.source == "math500"]
+    assert metrics["math500/mean@3"] == pytest.approx(np.mean(math500))
+    assert metrics["math500/pass@3"] == pytest.approx(np.mean([m > 0 for m in math500]))
     assert metrics["gpqa/mean@3"] == pytest.approx((1 / 3 + 1) / 2) and metrics["amc23/num_prompts"] == 1.0
     assert metrics["pooled/mean@3"] == pytest.approx(successes.mean())
-    assert metrics["eval/samples"] == 15.0
-    assert metrics["eval/mean_response_tokens"] == pytest.approx(5 * (1 + 2 + 3) / 15)   # r + 1 tokens, r < 3
-    assert metrics["eval/truncated"] == pytest.approx(5 / 15)        # r = 1 of each prompt
-    assert metrics["eval/reward/timeouts"] == 2.0 and metrics["eval/reward/errors"] == 0.0  # 2 chunks hold math
+    assert metrics["eval/samples"] == 45.0
+    assert metrics["eval/mean_response_tokens"] == pytest.approx(15 * (1 + 2 + 3) / 45)   # r + 1 tokens, r < 3
+    assert metrics["eval/truncated"] == pytest.approx(15 / 45)        # r = 1 of each prompt
+    assert metrics["eval/reward/timeouts"] == 8.0 and metrics["eval/reward/errors"] == 0.0  # every chunk holds math
     assert 0.0 < metrics["time/eval"] <= wall
 
     again = ScriptedEngine()
