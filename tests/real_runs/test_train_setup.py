@@ -195,7 +195,7 @@ def test_the_toy_reward_trains_says_so_on_stderr_and_leaves_evaluation_to_the_ma
                    "(real_runs/rewards/toy.py); evaluation uses the math reward\n")
 
 
-def test_the_math_reward_gets_the_configured_timeout_and_workers_and_is_closed_by_the_trainer(monkeypatch):
+def test_the_math_reward_gets_the_configured_timeout_and_workers_and_is_owned_by_the_trainer(monkeypatch):
     import real_runs.reward
 
     made: list = []
