@@ -24,6 +24,14 @@
 #     $T/test_train.py::test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run
 #     $T/test_train.py::test_gradient_checkpointing_and_micro_batching_do_not_change_the_run" \
 #   bash scripts/mutation.sh real_runs/train.py sample 150 2026 'real_runs.train.x__loop__*' 'real_runs.train.x__train__*' 'real_runs.train.x_main__*'
+# train.py's setup functions (evaluate, _load_parts, check_resumable, load_run_config, _new_run, _rewards,
+# _autocast: 189 mutants, about a minute with 2 test processes; the three test_train_cli tests need the data):
+#   T=tests/real_runs MUTATION_TESTS="$T/test_train_setup.py $T/test_train_loop_wiring.py $T/test_silent_bugs.py
+#     $T/test_train_cli.py::test_resume_of_a_foreign_folder $T/test_train_cli.py::test_a_finished_run_is_complete_and_cannot_be_resumed
+#     $T/test_train_cli.py::test_a_second_writer_is_refused_while_the_first_lives_and_welcome_after" MUTATION_CHILDREN=2 \
+#   bash scripts/mutation.sh real_runs/train.py 'real_runs.train.x_evaluate*' 'real_runs.train.x__load_parts*' \
+#     'real_runs.train.x_check_resumable*' 'real_runs.train.x_load_run_config*' 'real_runs.train.x__new_run*' \
+#     'real_runs.train.x__rewards*' 'real_runs.train.x__autocast*'
 #
 # Files and the tests each is run against (only the tests that reach a mutated function run):
 #   gdro_lab/update_rules.py   tests/test_update_rules.py, test_update_rules_edges.py, test_prompt_gdro.py, test_rollout_gdro.py
