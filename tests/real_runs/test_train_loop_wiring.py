@@ -256,3 +256,68 @@ def test_evaluation_sets_from_the_config_are_cut_at_eval_limit(tmp_path: Path, m
                         "eval.max_new_tokens=2", 'eval.benchmarks=["math500", "amc23"]', f"eval.limit={limit}"),
                    train_records=RECORDS, reward=Mixed())
         assert asked == [("math500", expected), ("amc23", expected)]
+
+
+def test_controllers_optimizer_and_schedule_get_the_configured_settings_and_seeds(tmp_path: Path, monkeypatch):
+    """Prompt-GDRO + Rollout-GDRO + GRESO with 6 bins: each controller is built with the run's
+    validated config (method.controller_configs) and seed train.seed + 0..3; AdamW gets the
+    configured betas, eps and weight decay; with warm-up 1 the logged lr is lr x lr_scale from the
+    first step on, never above it."""
+    from real_runs.config import load_config as load
+
+    torch.set_num_threads(1)
+    built: dict = {}
+    build = train.build
+
+    def recording_build(family, name, config=None, seed=None, **kwargs):
+        built[family] = (config, seed)
+        return build(family, name, config, seed=seed, **kwargs)
+
+    made: list = []
+
+    class RecordingAdamW(torch.optim.AdamW):
+        def __init__(self, params, **kwargs):
+            made.append(kwargs)
+            super().__init__(params, **kwargs)
+
+    monkeypatch.setattr(train, "build", recording_build)
+    monkeypatch.setattr(torch.optim, "AdamW", RecordingAdamW)
+    settings = ("train.steps=2", "train.seed=11", "method.name=joint", "method.num_bins=6",
+                "method.classifier_config.edges=[0.2, 0.4, 0.5, 0.6, 0.8]", "method.selector=greso",
+                "optim.lr=1e-2", "optim.lr_scale=0.5", "optim.warmup_steps=1", "optim.beta1=0.8", "optim.beta2=0.95",
+                "optim.eps=1e-6", "optim.weight_decay=0.05")
+    cfg = tiny(tmp_path, *settings)
+    run_dir = train.main(cfg, train_records=RECORDS, reward=Mixed())
+    expected = load("tiny-cpu", [f"train.out={json.dumps(str(tmp_path))}", *settings]).method.controller_configs()
+    for offset, (family, config) in enumerate(zip(("classifier", "weighter", "allocator"), expected)):
+        assert built[family] == (config, 11 + offset), family
+    assert built["selector"][1] == 14
+    assert [(kw["betas"], kw["eps"], kw["weight_decay"]) for kw in made] == [((0.8, 0.95), 1e-6, 0.05)]
+    assert [row["actor/lr"] for row in scalars(run_dir)] == pytest.approx([5e-3, 5e-3], rel=1e-12)
+
+
+def test_data_shuffle_changes_the_order_prompts_are_drawn_in(tmp_path: Path, monkeypatch):
+    """data.shuffle=false draws the records in file order; true in the run's seeded shuffled order; without
+    warm-up (the default) the logged lr is lr x lr_scale from the first step."""
+    torch.set_num_threads(1)
+    planned: list = []
+    build = train.build
+
+    def recording_build(family, name, *args, **kwargs):
+        controller = build(family, name, *args, **kwargs)
+        if family == "allocator":
+            plan = controller.plan
+            controller.plan = lambda bins, ids=None: planned.append(list(ids)) or plan(bins, ids)
+        return controller
+
+    monkeypatch.setattr(train, "build", recording_build)
+    orders = {}
+    for shuffle in ("false", "true"):
+        planned.clear()
+        cfg = tiny(tmp_path, "train.steps=1", f"train.run_name=shuffle_{shuffle}", f"data.shuffle={shuffle}")
+        run_dir = train.main(cfg, train_records=RECORDS, reward=Mixed())
+        orders[shuffle] = planned[0]
+        assert cfg.optim.warmup_steps == 0
+        assert scalars(run_dir)[0]["actor/lr"] == pytest.approx(cfg.optim.lr * cfg.optim.lr_scale, rel=1e-12)
+    assert orders["false"] == sorted(orders["false"])
+    assert orders["true"] != orders["false"]
