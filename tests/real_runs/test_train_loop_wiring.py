@@ -54,14 +54,8 @@ def scalars(run_dir: Path) -> list[dict]:
     return [json.loads(line)["scalars"] for line in (run_dir / "steps.jsonl").read_text().splitlines()]
 
 
-def test_a_run_uses_the_given_model_records_and_learning_rate_and_logs_its_phase_times(tmp_path: Path,
-                                                                                       monkeypatch):
-    """3 steps, lr 1e-2 x lr_scale 0.5 with 4 warm-up steps, one optimizer step per step:
-    actor/lr after step s is 5e-3 x min(1, (s + 1) / 4); the module passed in is the one trained;
-    data.json counts the 6 records passed in; every phase time is >= 0, they add up to at most
-    time/step, which is within the call's wall time, as is time/elapsed (increasing); a checkpoint
-    at step 2 (save_every) and 3 (the last); the allocator is given every prompt's id."""
-    torch.set_num_threads(1)
+def record_planned_ids(monkeypatch) -> list:
+    """Wraps train.build so every allocator records the prompt ids handed to its plan(); returns the list."""
     planned: list = []
     build = train.build
 
@@ -73,6 +67,18 @@ def test_a_run_uses_the_given_model_records_and_learning_rate_and_logs_its_phase
         return controller
 
     monkeypatch.setattr(train, "build", recording_build)
+    return planned
+
+
+def test_a_run_uses_the_given_model_records_and_learning_rate_and_logs_its_phase_times(tmp_path: Path,
+                                                                                       monkeypatch):
+    """3 steps, lr 1e-2 x lr_scale 0.5 with 4 warm-up steps, one optimizer step per step:
+    actor/lr after step s is 5e-3 x min(1, (s + 1) / 4); the module passed in is the one trained;
+    data.json counts the 6 records passed in; every phase time is >= 0, they add up to at most
+    time/step, which is within the call's wall time, as is time/elapsed (increasing); a checkpoint
+    at step 2 (save_every) and 3 (the last); the allocator is given every prompt's id."""
+    torch.set_num_threads(1)
+    planned = record_planned_ids(monkeypatch)
     model, tokenizer = load_policy("tiny", seed=3)
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     cfg = tiny(tmp_path, "train.steps=3", "train.save_every=2", "optim.lr=1e-2", "optim.lr_scale=0.5",
@@ -300,23 +306,13 @@ def test_data_shuffle_changes_the_order_prompts_are_drawn_in(tmp_path: Path, mon
     """data.shuffle=false draws the records in file order; true in the run's seeded shuffled order; without
     warm-up (the default) the logged lr is lr x lr_scale from the first step."""
     torch.set_num_threads(1)
-    planned: list = []
-    build = train.build
-
-    def recording_build(family, name, *args, **kwargs):
-        controller = build(family, name, *args, **kwargs)
-        if family == "allocator":
-            plan = controller.plan
-            controller.plan = lambda bins, ids=None: planned.append(list(ids)) or plan(bins, ids)
-        return controller
-
-    monkeypatch.setattr(train, "build", recording_build)
+    planned = record_planned_ids(monkeypatch)
     orders = {}
     for shuffle in ("false", "true"):
         planned.clear()
         cfg = tiny(tmp_path, "train.steps=1", f"train.run_name=shuffle_{shuffle}", f"data.shuffle={shuffle}")
         run_dir = train.main(cfg, train_records=RECORDS, reward=Mixed())
-        orders[shuffle] = planned[0]
+        orders[shuffle] = list(planned[0])
         assert cfg.optim.warmup_steps == 0
         assert scalars(run_dir)[0]["actor/lr"] == pytest.approx(cfg.optim.lr * cfg.optim.lr_scale, rel=1e-12)
     assert orders["false"] == sorted(orders["false"])
