@@ -38,7 +38,7 @@ from gdro_lab.checks import check_bins_fast
 from gdro_lab.diagnostics import support_of_weights
 from gdro_lab.feedback import StepFeedback
 from gdro_lab.signals import SIGNALS
-from gdro_lab.update_rules import entropic_weights, entropic_weights_list, omega_list
+from gdro_lab.update_rules import debiased_value, ema_value, entropic_weights, entropic_weights_list, omega_list
 
 __all__ = ["PromptGDRO", "UniformWeighter", "WeighterConfig", "entropic_weights"]
 
@@ -85,8 +85,8 @@ class UniformWeighter:
     """GRPO baseline (registry name ``uniform``): every multiplier is 1, bin weights uniform.
 
     Still tracks the EMA scores so the logs show what an adversary would have seen. The per-bin
-    arithmetic runs on Python floats (the operations of ``ema_value`` and ``debiased_value``, written out:
-    the same values as the array rules), since with G ~ 10 bins numpy's per-call cost exceeds it.
+    arithmetic runs on Python floats (``ema_value``, ``debiased_value``: the same values as the array
+    rules), since with G ~ 10 bins numpy's per-call cost exceeds it.
     """
 
     config_class = WeighterConfig
@@ -131,23 +131,15 @@ class UniformWeighter:
         assigned = feedback.num_assigned
         score, seen = self.score_G.tolist(), self.seen_G.tolist()
         first_seen = False
-        beta, normalize, floor = cfg.ema_beta, cfg.share_normalize, cfg.share_floor
-        keep = 1.0 - beta
-        # debiased_value and ema_value written out (the same operations): 2 calls per bin saved
         for b, count in enumerate(counts):
             if count:  # absent bins keep their score
                 x = sums[b] / count                                            # Eq. 13
-                if normalize:
-                    x = x / max(G * (count / assigned), floor)                 # debiasing
-                if not math.isfinite(x):
-                    pass  # a non-finite observation leaves the score (a bin's first: NaN)
-                elif seen[b] and math.isfinite(score[b]):
-                    score[b] = keep * score[b] + beta * x                      # Eq. 12
+                if cfg.share_normalize:
+                    x = debiased_value(x, count / assigned, G, cfg.share_floor)
+                if seen[b]:
+                    score[b] = ema_value(score[b], x, cfg.ema_beta)           # Eq. 12
                 else:
-                    score[b] = x  # the EMA starts at the first observation
-                if not seen[b]:
-                    if not math.isfinite(x):
-                        score[b] = math.nan
+                    score[b] = ema_value(math.nan, x, cfg.ema_beta)
                     seen[b] = first_seen = True
         self.score_G = np.array(score)
         if first_seen:  # seen_G changes only while bins are still being seen for the first time
