@@ -94,14 +94,14 @@ def bin_of(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 
 def hysteresis_bins(previous_P: np.ndarray, center_P: np.ndarray, low_P: np.ndarray,
-                    high_P: np.ndarray, edges: np.ndarray, smallest_previous: int | None = None) -> np.ndarray:
+                    high_P: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Bins with hysteresis: a prompt moves only when its whole band [low, high] clears an edge.
 
     New prompts (previous = -1) take bin_of(center). A placed prompt moves up to bin_of(low)
     when that is above its bin and down to bin_of(high) when that is below; otherwise it stays.
     With low/high = estimate -/+ delta this is the paper's margin rule (move up only if
     acc >= edge + delta, down only if acc < edge - delta); with a credible interval it is the
-    uncertainty-aware rule. ``smallest_previous``: min(previous_P) when the caller has it.
+    uncertainty-aware rule.
     """
     previous = np.asarray(previous_P, np.int64)
     edges = np.asarray(edges, float)
@@ -109,7 +109,7 @@ def hysteresis_bins(previous_P: np.ndarray, center_P: np.ndarray, low_P: np.ndar
     down = edges.searchsorted(high_P, side="right")
     # placed prompts: down if down < previous, else up if up > previous, else previous
     placed = np.where(down < previous, down, np.maximum(up, previous))
-    if previous.size and (previous.min() if smallest_previous is None else smallest_previous) >= 0:
+    if previous.size and previous.min() >= 0:
         return placed
     return np.where(previous < 0, np.searchsorted(edges, center_P, side="right"), placed)
 
