@@ -41,6 +41,7 @@
 #   real_runs/engines/hf.py    tests/real_runs/test_engine_hf.py, test_engine_hf_units.py, test_silent_bugs.py's temperature test
 #   real_runs/reward.py        tests/real_runs/test_reward.py (its 10,000-response stress test excluded)
 #   real_runs/rewards/{verdicts,math_task,pool}.py   test_reward_inprocess.py + test_reward.py -m "not slow"
+#   real_runs/rewards/toy.py   tests/real_runs/test_toy_reward.py, test_train_setup.py (tiny-cpu's toy reward)
 #                              (math_task and the pool's worker loop run in worker processes, which mutmut's
 #                              call tracing does not see: test_reward_inprocess.py calls them in-process)
 #
@@ -84,6 +85,8 @@ case "$target" in
     # The in-process tests (math_task and the worker loop run in pytest's main thread, where mutmut traces
     # them) + test_reward.py without its three slow MATH-500-wide tests (minutes per surviving mutant).
     tests=("$T/test_reward_inprocess.py" "$T/test_reward.py" "-m" "not slow") ;;
+  real_runs/rewards/toy.py)
+    tests=("$T/test_toy_reward.py" "$T/test_train_setup.py") ;;
   *) echo "mutation.sh: no test selection for $target: add one to scripts/mutation.sh" >&2; exit 2 ;;
 esac
 train_units=("$T/test_train_scalars.py" "$T/test_update_reference.py"

@@ -2,7 +2,11 @@
 end-to-end comparisons of two runs cannot see, because both runs share the fault: the learning rate
 handed to the optimizer, the model and records handed to ``main``, the step's time record, the
 checkpoint schedule, the status of a failed run, an exact resume, the allocator's prompt ids, the
-selector's configured settings and the evaluation record. Each number is checked against the configuration or the wall clock (no
+selector's configured settings and screening, the evaluation record and its reward, the run's clock
+across a resume, the metric sinks, the sampling settings and seed, weight sync to an engine that
+holds a copy, the step record's controller values and snapshots, deterministic mode and a bf16
+reference (docs/mutation-train-loop.md lists the mutants each test was written against).
+Each number is checked against the configuration, the controllers or the wall clock (no
 data files, no reward pool: these runs also serve mutation testing, whose forked workers cannot
 start the reward's process pool; docs/benchmarks.md)."""
 
@@ -54,6 +58,11 @@ def scalars(run_dir: Path) -> list[dict]:
     return [json.loads(line)["scalars"] for line in (run_dir / "steps.jsonl").read_text().splitlines()]
 
 
+def jsonable(row: dict) -> dict:
+    """A scalars dict as steps.jsonl stores it (NaN -> null)."""
+    return {k: None if isinstance(v, float) and v != v else v for k, v in row.items()}
+
+
 def record_planned_ids(monkeypatch) -> list:
     """Wraps train.build so every allocator records the prompt ids handed to its plan(); returns the list."""
     planned: list = []
@@ -99,7 +108,8 @@ def test_a_run_uses_the_given_model_records_and_learning_rate_and_logs_its_phase
     elapsed = [row["time/elapsed"] for row in rows]
     assert all(isinstance(e, float) for e in elapsed) and elapsed == sorted(elapsed) and 0 < elapsed[-1] <= wall
     timing = json.loads((run_dir / "timing.json").read_text())
-    assert 0 < timing["seconds/checkpoint"] <= wall and timing["steps"] == 3
+    assert 0 < timing["seconds/checkpoint"] <= wall and 0 <= timing["seconds/log"] <= wall and timing["steps"] == 3
+    assert all(isinstance(row["perf/peak_memory_gb"], float) and row["perf/peak_memory_gb"] > 0 for row in rows)
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("step_*")) == ["step_00000002", "step_00000003"]
     assert len(planned) == 3 and all(ids is not None and len(ids) == 4 for ids in planned)
 
@@ -169,7 +179,8 @@ def test_evaluation_records_are_logged_at_their_steps_from_chat_template_prompts
     assert [e["step"] for e in evals] == [2, 3]
     for e in evals:
         assert 0.0 <= e["metrics"]["toy/mean@2"] <= 1.0
-    assert all("time/eval" in row for row in scalars(run_dir)[1:])
+    rows = scalars(run_dir)
+    assert all(isinstance(row["time/eval"], float) and 0 < row["time/eval"] <= row["time/elapsed"] for row in rows[1:])
     asked = [p for p in engine.prompts if "Count to" in p]
     assert len(asked) == 2 * 2 and len(engine.prompts) > len(asked)
     assert all(p.startswith("<u>") and p.endswith("</u><a>") for p in engine.prompts), engine.prompts[:2]
@@ -240,6 +251,7 @@ def test_a_step_that_trains_nothing_logs_zero_logprob_and_update_times(tmp_path:
     rows = scalars(run_dir)
     assert len(rows) == 2
     assert [(row["time/logprobs"], row["time/update"]) for row in rows] == [(0.0, 0.0)] * 2
+    assert [(row["actor/loss"], row["actor/grad_norm"]) for row in rows] == [(0.0, 0.0)] * 2
     assert all(torch.equal(v, initial[k]) for k, v in model.state_dict().items())
 
 
@@ -317,3 +329,308 @@ def test_data_shuffle_changes_the_order_prompts_are_drawn_in(tmp_path: Path, mon
         assert scalars(run_dir)[0]["actor/lr"] == pytest.approx(cfg.optim.lr * cfg.optim.lr_scale, rel=1e-12)
     assert orders["false"] == sorted(orders["false"])
     assert orders["true"] != orders["false"]
+
+
+# ----------------------------------------------------------------------------- the run's clock
+
+def test_time_elapsed_counts_start_up_and_continues_across_a_resume(tmp_path: Path, monkeypatch):
+    """A start-up that takes 1 s (model and data load): step 1's time/elapsed includes it (>= 1 s +
+    the step's own time); after stop_after=1 and a resume whose start-up is quick, step 2's
+    time/elapsed continues from step 1's (it grows by at least step 2's time/step and at most the
+    resuming call's wall time), it does not restart from 0."""
+    torch.set_num_threads(1)
+    load_parts = train._load_parts
+    pause = {"seconds": 1.0}
+
+    def slow_load_parts(*args, **kwargs):
+        time.sleep(pause["seconds"])
+        return load_parts(*args, **kwargs)
+
+    monkeypatch.setattr(train, "_load_parts", slow_load_parts)
+    run_dir = train.main(tiny(tmp_path, "train.steps=2", "train.run_name=clock"), train_records=RECORDS,
+                         reward=Mixed(), stop_after=1)
+    first = scalars(run_dir)
+    assert len(first) == 1 and first[0]["time/elapsed"] >= 1.0 + first[0]["time/step"]
+    pause["seconds"] = 0.0
+    started = time.perf_counter()
+    train.main(None, resume=str(run_dir), train_records=RECORDS, reward=Mixed())
+    wall = time.perf_counter() - started
+    rows = scalars(run_dir)
+    assert len(rows) == 2 and rows[0] == first[0]
+    grown = rows[1]["time/elapsed"] - rows[0]["time/elapsed"]
+    assert rows[1]["time/step"] <= grown <= wall
+
+
+# ----------------------------------------------------------------------------- sinks
+
+def test_the_sinks_get_the_configured_switches_the_config_and_every_steps_scalars(tmp_path: Path, monkeypatch):
+    """log.tensorboard / log.wandb / log.wandb_project reach the sinks with the run's config and the
+    step a resume starts after (TensorBoard purges the events after it); each step's scalars and
+    each evaluation go to the sinks at their own step (a recording stand-in: wandb is not installed here)."""
+    from real_runs.config import config_to_dict
+
+    torch.set_num_threads(1)
+    made: list = []
+
+    class RecordingSinks:
+        def __init__(self, run_dir, **kwargs):
+            self.kwargs, self.steps, self.evals = kwargs, [], []
+            made.append(self)
+
+        def log(self, step, scalars):
+            self.steps.append((step, dict(scalars)))
+
+        def log_eval(self, step, metrics):
+            self.evals.append((step, dict(metrics)))
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(train, "Sinks", RecordingSinks)
+    monkeypatch.setattr(train, "check_sinks", lambda tensorboard, wandb: None)
+    problems = [Problem(f"toy:eval:{i}", f"Count to {i}.", str(i), "toy", "toy") for i in range(2)]
+    cfg = tiny(tmp_path, "train.steps=3", "train.run_name=sinks", "log.tensorboard=true", "log.wandb=true",
+               "log.wandb_project=my-project", "eval.every=2", "eval.k=1", "eval.max_new_tokens=2")
+    run_dir = train.main(cfg, train_records=RECORDS, eval_records={"toy": problems}, reward=Mixed(), stop_after=2)
+    train.main(None, resume=str(run_dir), train_records=RECORDS, eval_records={"toy": problems}, reward=Mixed())
+    assert len(made) == 2 and all(s.closed for s in made)
+    for sinks, start in zip(made, (0, 2)):
+        assert sinks.kwargs == {"tensorboard": True, "wandb": True, "project": "my-project",
+                                "config": config_to_dict(cfg), "start_step": start}
+    logged = [(step, row) for sinks in made for step, row in sinks.steps]
+    assert [step for step, _ in logged] == [1, 2, 3]
+    for (step, row), written in zip(logged, scalars(run_dir)):
+        assert jsonable(row) == written, step
+    evals = read_run(run_dir).evals
+    assert [(step, jsonable(metrics)) for sinks in made for step, metrics in sinks.evals] == [
+        (e["step"], e["metrics"]) for e in evals]
+    assert [e["step"] for e in evals] == [2, 3]
+
+
+# ----------------------------------------------------------------------------- sampling, screening, sync
+
+def test_rollouts_are_sampled_with_the_configured_temperature_top_p_top_k_and_documented_seed(tmp_path: Path):
+    """rollout.temperature / top_p / top_k / max_new_tokens reach the engine's SamplingParams unchanged,
+    and step s samples with seed train.seed * 1_000_003 + s (README: a step's rollouts can be
+    regenerated outside the trainer from the config and the step number)."""
+    from real_runs.engines.hf import HFEngine
+
+    torch.set_num_threads(1)
+
+    class Recording(RecordingEngine):
+        def generate(self, prompts, counts, sampling):
+            self.seeds.append(sampling)
+            return self.inner.generate(prompts, counts, sampling)
+
+    model, tokenizer = load_policy("tiny", seed=0)
+    engine = Recording(HFEngine(model, tokenizer))
+    train.main(tiny(tmp_path, "train.steps=2", "train.seed=5", "rollout.temperature=0.7", "rollout.top_p=0.9",
+                    "rollout.top_k=7", "rollout.max_new_tokens=3"),
+               model=model, tokenizer=tokenizer, engine=engine, train_records=RECORDS, reward=Mixed())
+    assert [(s.temperature, s.top_p, s.top_k, s.max_new_tokens, s.seed) for s in engine.seeds] == [
+        (0.7, 0.9, 7, 3, 5 * 1_000_003 + step) for step in (1, 2)]
+
+
+def test_prompts_the_selector_screens_out_are_never_generated(tmp_path: Path, monkeypatch):
+    """GRESO whose screen rejects prompt id 0: over 3 steps (12 draws of 6 records, so id 0 would
+    come up) no plan holds id 0 and every plan still has prompts_per_step prompts."""
+    torch.set_num_threads(1)
+    planned = record_planned_ids(monkeypatch)
+    build = train.build
+    screened: list = []
+
+    def screening_build(family, name, *args, **kwargs):
+        controller = build(family, name, *args, **kwargs)
+        if family == "selector":
+            def screen(ids):
+                screened.append(np.asarray(ids).copy())
+                return np.asarray(ids) != 0
+            controller.screen = screen
+        return controller
+
+    monkeypatch.setattr(train, "build", screening_build)
+    train.main(tiny(tmp_path, "train.steps=3", "method.selector=greso", "data.shuffle=false"), train_records=RECORDS,
+               reward=Mixed())
+    assert len(planned) == 3 and all(len(ids) == 4 for ids in planned)
+    assert any(0 in ids for ids in screened)             # id 0 was a candidate ...
+    assert not any(0 in np.asarray(ids) for ids in planned)   # ... and never planned
+
+
+def test_an_engine_around_a_copy_of_the_policy_gets_the_trained_weights_every_step(tmp_path: Path):
+    """main(engine=...) wrapping a copy of the model (as vLLM holds its own): after every step the
+    engine's weights equal the trained policy's; an engine sharing the module is never sent weights."""
+    import copy
+
+    from real_runs.engines.hf import HFEngine
+
+    torch.set_num_threads(1)
+
+    class Syncing:
+        def __init__(self, inner, policy):
+            self.inner, self.policy, self.synced, self.differed = inner, policy, 0, []
+
+        @property
+        def model(self):
+            return self.inner.model
+
+        def generate(self, prompts, counts, sampling):
+            theirs, ours = self.inner.model.state_dict(), self.policy.state_dict()
+            self.differed.append(any(not torch.equal(theirs[k], ours[k]) for k in ours))
+            return self.inner.generate(prompts, counts, sampling)
+
+        def load_weights(self, state):
+            self.synced += 1
+            self.inner.load_weights(state)
+
+    model, tokenizer = load_policy("tiny", seed=2)
+    engine = Syncing(HFEngine(copy.deepcopy(model), tokenizer), model)
+    train.main(tiny(tmp_path, "train.steps=3", "train.run_name=copy", "optim.lr=1e-2"), model=model,
+               tokenizer=tokenizer, engine=engine, train_records=RECORDS, reward=Mixed())
+    assert engine.synced == 3 and engine.differed == [False, False, False]
+    theirs = engine.model.state_dict()
+    assert all(torch.equal(theirs[k], v) for k, v in model.state_dict().items())
+
+    shared = Syncing(HFEngine(model, tokenizer), model)
+    train.main(tiny(tmp_path, "train.steps=1", "train.run_name=shared"), model=model, tokenizer=tokenizer,
+               engine=shared, train_records=RECORDS, reward=Mixed())
+    assert shared.synced == 0
+
+
+# ----------------------------------------------------------------------------- rewards for evaluation
+
+def test_a_reward_passed_in_scores_the_evaluation_and_the_math_reward_gets_the_configured_timeout(
+        tmp_path: Path, monkeypatch):
+    """A reward passed to main scores the evaluation's responses too (it sees the evaluation's
+    answers); with rollout.reward=toy (training only) the evaluation's math reward is built with
+    rollout.reward_timeout_s and rollout.reward_workers and closed at the end."""
+    import real_runs.reward
+
+    torch.set_num_threads(1)
+    problems = [Problem(f"toy:eval:{i}", f"Count to {i}.", f"4{i}", "toy", "toy") for i in range(2)]
+
+    class AnswerRecording(Mixed):
+        def __init__(self):
+            self.answers: list = []
+
+        def score(self, responses, answers):
+            self.answers += list(answers)
+            return super().score(responses, answers)
+
+        def close(self):
+            self.closed = True
+
+    passed = AnswerRecording()
+    train.main(tiny(tmp_path, "train.steps=1", "train.run_name=passed", "eval.every=1", "eval.k=2",
+                    "eval.max_new_tokens=2"), train_records=RECORDS, eval_records={"toy": problems}, reward=passed)
+    assert passed.answers.count("40") == 2 and passed.answers.count("41") == 2
+
+    built: list = []
+
+    class FakeMath(AnswerRecording):
+        def __init__(self, **kwargs):
+            super().__init__()
+            self.kwargs = kwargs
+            built.append(self)
+
+    monkeypatch.setattr(real_runs.reward, "MathReward", FakeMath)
+    train.main(tiny(tmp_path, "train.steps=1", "train.run_name=toy", "rollout.reward=toy", "eval.every=1", "eval.k=1",
+                    "eval.max_new_tokens=2", "rollout.reward_timeout_s=2.5", "rollout.reward_workers=1"),
+               train_records=RECORDS, eval_records={"toy": problems})
+    assert [(b.kwargs, b.answers, getattr(b, "closed", False)) for b in built] == [
+        ({"timeout_s": 2.5, "num_workers": 1}, ["40", "41"], True)]
+
+
+# ----------------------------------------------------------------------------- the step record and snapshots
+
+class ByAnswer:
+    """Prompt with answer a: its k-th rollout succeeds when k % (a + 2) == 0 (pass rates differ by prompt)."""
+
+    def score(self, responses, answers):
+        seen: dict = {}
+        ok = []
+        for answer in answers:
+            k = seen.get(answer, 0)
+            seen[answer] = k + 1
+            ok.append(k % (int(answer) + 2) == 0)
+        ok = np.array(ok)
+        return RewardResult(np.where(ok, 1.0, -1.0), ok, {})
+
+
+def test_the_step_record_logs_the_controllers_own_weights_multipliers_sigma_and_mu(tmp_path: Path, monkeypatch):
+    """Joint Prompt-GDRO + Rollout-GDRO, prompts of different pass rates: each step's per-bin
+    weight is Prompt-GDRO's (normalised) bin weights, sigma the allocator's sqrt(variance EMA),
+    multiplier_mean the mean of the multipliers the advantages were scaled by, mu the allocator's
+    shadow price, all read at the step's end; the last step's snapshot holds every controller's state."""
+    from gdro_lab.runlog import load_snapshot, encode_state
+
+    torch.set_num_threads(1)
+    build = train.build
+    seen: dict = {"weights": [], "sigma": [], "mu": [], "multipliers": []}
+    parts: dict = {}
+
+    def recording_build(family, name, *args, **kwargs):
+        controller = build(family, name, *args, **kwargs)
+        parts[family] = controller
+        if family == "weighter":
+            multipliers = controller.multipliers
+
+            def recorded(bins):
+                out = multipliers(bins)
+                seen["multipliers"].append(np.asarray(out, float).copy())
+                seen["weights"].append(np.asarray(controller.bin_weights(), float).copy())
+                allocator = parts["allocator"]
+                seen["sigma"].append(np.sqrt(allocator.variance_G).copy())
+                seen["mu"].append(float(allocator.mu))
+                return out
+
+            controller.multipliers = recorded
+        return controller
+
+    monkeypatch.setattr(train, "build", recording_build)
+    records = [Problem(f"toy:train:{i}", f"Say something {i}.", str(i % 3), "toy", "toy") for i in range(6)]
+    run_dir = train.main(tiny(tmp_path, "train.steps=3", "method.name=joint", "train.prompts_per_step=6"),
+                         train_records=records, reward=ByAnswer())
+    run = read_run(run_dir)
+    assert len(run.steps) == 3 and len(seen["weights"]) == 3
+    weights = np.array(seen["weights"])
+    assert np.ptp(weights[-1]) > 1e-6                            # not uniform: the check below can fail
+    np.testing.assert_allclose(run.bins["weight"], weights / weights.sum(axis=1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(run.bins["sigma"], np.array(seen["sigma"]), rtol=1e-12)
+    assert np.isfinite(run.bins["sigma"][-1]).sum() >= 2
+    np.testing.assert_allclose(run.scalars["mu"], seen["mu"], rtol=1e-12)
+    assert np.isfinite(run.scalars["mu"]).all()
+    np.testing.assert_allclose(run.scalars["multiplier_mean"], [m.mean() for m in seen["multipliers"]], rtol=1e-12)
+    assert "multiplier" in run.bins and np.isfinite(run.scalars["multiplier_sq_mean"]).all()
+    step, state = load_snapshot(run_dir)
+    assert step == 3 and set(state) == {"classifier", "weighter", "allocator"}
+    for name, controller in parts.items():
+        if name in state:
+            assert json.dumps(encode_state(state[name]), sort_keys=True) == json.dumps(
+                encode_state(controller.state_dict()), sort_keys=True), name
+
+
+def test_deterministic_mode_the_dropped_prompt_count_and_a_bf16_reference(tmp_path: Path, monkeypatch):
+    """train.deterministic=true turns on torch's deterministic algorithms; data.json counts the
+    prompts dropped as longer than rollout.max_prompt_tokens under ``dropped_too_long``; with
+    model.autocast=bf16 and a KL term the frozen reference is held in bf16 (the policy stays fp32)."""
+    torch.set_num_threads(1)
+    dtypes: list = []
+    recompute = train.recompute_logprobs
+
+    def recording(batch, policy, reference, *args, **kwargs):
+        dtypes.append((next(policy.parameters()).dtype, next(reference.parameters()).dtype))
+        return recompute(batch, policy, reference, *args, **kwargs)
+
+    monkeypatch.setattr(train, "recompute_logprobs", recording)
+    records = RECORDS + [Problem(f"toy:train:long{i}", "word " * 200, "0", "toy", "toy") for i in range(2)]
+    was = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(False)
+        run_dir = train.main(tiny(tmp_path, "train.steps=1", "train.deterministic=true", "rollout.max_prompt_tokens=64",
+                                  "model.autocast=bf16", "loss.kl_coef=0.01"), train_records=records, reward=Mixed())
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(was)
+    summary = json.loads((run_dir / "data.json").read_text())
+    assert (summary["dropped_too_long"], summary["prompts"]) == (2, len(RECORDS))
+    assert dtypes == [(torch.float32, torch.bfloat16)]
