@@ -41,9 +41,9 @@
 #   real_runs/engines/hf.py    tests/real_runs/test_engine_hf.py, test_engine_hf_units.py, test_silent_bugs.py's temperature test
 #   real_runs/reward.py        tests/real_runs/test_reward.py (its 10,000-response stress test excluded)
 #   real_runs/rewards/{verdicts,math_task,pool}.py   test_reward_inprocess.py + test_reward.py -m "not slow"
-#   real_runs/rewards/toy.py   tests/real_runs/test_toy_reward.py, test_train_setup.py (tiny-cpu's toy reward)
 #                              (math_task and the pool's worker loop run in worker processes, which mutmut's
 #                              call tracing does not see: test_reward_inprocess.py calls them in-process)
+#   real_runs/rewards/toy.py   tests/real_runs/test_toy_reward.py, test_train_setup.py (tiny-cpu's toy reward)
 #
 # The repository (tracked + untracked, not ignored files) is copied to $MUTATION_DIR/<file stem>
 # (default /tmp/gdro-mutation) and mutmut runs there, so the work tree gets no mutants/ folder.
