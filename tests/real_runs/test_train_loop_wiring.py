@@ -418,8 +418,12 @@ def test_rollouts_are_sampled_with_the_configured_temperature_top_p_top_k_and_do
     torch.set_num_threads(1)
 
     class Recording(RecordingEngine):
+        def __init__(self, inner):
+            super().__init__(inner)
+            self.settings: list = []
+
         def generate(self, prompts, counts, sampling):
-            self.seeds.append(sampling)
+            self.settings.append(sampling)
             return self.inner.generate(prompts, counts, sampling)
 
     model, tokenizer = load_policy("tiny", seed=0)
@@ -427,7 +431,7 @@ def test_rollouts_are_sampled_with_the_configured_temperature_top_p_top_k_and_do
     train.main(tiny(tmp_path, "train.steps=2", "train.seed=5", "rollout.temperature=0.7", "rollout.top_p=0.9",
                     "rollout.top_k=7", "rollout.max_new_tokens=3"),
                model=model, tokenizer=tokenizer, engine=engine, train_records=RECORDS, reward=Mixed())
-    assert [(s.temperature, s.top_p, s.top_k, s.max_new_tokens, s.seed) for s in engine.seeds] == [
+    assert [(s.temperature, s.top_p, s.top_k, s.max_new_tokens, s.seed) for s in engine.settings] == [
         (0.7, 0.9, 7, 3, 5 * 1_000_003 + step) for step in (1, 2)]
 
 
