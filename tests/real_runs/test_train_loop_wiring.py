@@ -79,6 +79,21 @@ def record_planned_ids(monkeypatch) -> list:
     return planned
 
 
+class RecordingEngine:
+    """An engine (the hf one) recording every prompt it is asked to continue and every call's SamplingParams."""
+
+    def __init__(self, inner):
+        self.inner, self.prompts, self.settings = inner, [], []
+
+    def generate(self, prompts, counts, sampling):
+        self.prompts += list(prompts)
+        self.settings.append(sampling)
+        return self.inner.generate(prompts, counts, sampling)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
 def test_a_run_uses_the_given_model_records_and_learning_rate_and_logs_its_phase_times(tmp_path: Path,
                                                                                        monkeypatch):
     """3 steps, lr 1e-2 x lr_scale 0.5 with 4 warm-up steps, one optimizer step per step:
@@ -156,21 +171,10 @@ def test_evaluation_records_are_logged_at_their_steps_from_chat_template_prompts
     template, and every prompt the engine is asked to continue, training and evaluation, is in it."""
     from real_runs.engines.hf import HFEngine
 
-    class Recording:
-        def __init__(self, inner):
-            self.inner, self.prompts = inner, []
-
-        def generate(self, prompts, counts, sampling):
-            self.prompts += list(prompts)
-            return self.inner.generate(prompts, counts, sampling)
-
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
-
     torch.set_num_threads(1)
     model, tokenizer = load_policy("tiny", seed=0)
     tokenizer.chat_template = "{% for m in messages %}<u>{{ m['content'] }}</u>{% endfor %}<a>"
-    engine = Recording(HFEngine(model, tokenizer))
+    engine = RecordingEngine(HFEngine(model, tokenizer))
     problems = [Problem(f"toy:eval:{i}", f"Count to {i}.", str(i), "toy", "toy") for i in range(2)]
     run_dir = train.main(tiny(tmp_path, "train.steps=3", "eval.every=2", "eval.k=2", "eval.max_new_tokens=4"),
                          model=model, tokenizer=tokenizer, engine=engine, train_records=RECORDS,
@@ -198,20 +202,6 @@ def test_the_selector_is_built_with_the_configured_settings(tmp_path: Path):
     assert [(row["select/p_easy"], row["select/p_hard"]) for row in rows] == [(0.3, 0.7)] * 2
 
 
-class RecordingEngine:
-    """The hf engine, recording every call's sampling settings."""
-
-    def __init__(self, inner):
-        self.inner, self.seeds = inner, []
-
-    def generate(self, prompts, counts, sampling):
-        self.seeds.append(sampling.seed)
-        return self.inner.generate(prompts, counts, sampling)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
 def test_every_step_samples_with_its_own_seed_drawn_from_the_runs_seed(tmp_path: Path):
     """The engine gets a sampling seed each step (vLLM samples unseeded without one), distinct per
     step, the same for the same train.seed and another for another train.seed."""
@@ -224,7 +214,7 @@ def test_every_step_samples_with_its_own_seed_drawn_from_the_runs_seed(tmp_path:
         engine = RecordingEngine(HFEngine(model, tokenizer))
         train.main(tiny(tmp_path, "train.steps=3", f"train.run_name={name}", f"train.seed={seed}"), model=model,
                    tokenizer=tokenizer, engine=engine, train_records=RECORDS, reward=Mixed())
-        return engine.seeds
+        return [sampling.seed for sampling in engine.settings]
 
     first, again, other = seeds("a", 7), seeds("b", 7), seeds("c", 8)
     assert len(first) == 3 and all(isinstance(s, int) for s in first) and len(set(first)) == 3
@@ -411,23 +401,13 @@ def test_the_sinks_get_the_configured_switches_the_config_and_every_steps_scalar
 
 def test_rollouts_are_sampled_with_the_configured_temperature_top_p_top_k_and_documented_seed(tmp_path: Path):
     """rollout.temperature / top_p / top_k / max_new_tokens reach the engine's SamplingParams unchanged,
-    and step s samples with seed train.seed * 1_000_003 + s (README: a step's rollouts can be
-    regenerated outside the trainer from the config and the step number)."""
+    and step s samples with seed train.seed * 1_000_003 + s (README, "Checkpoints and resume": a step's
+    sampling depends on the run's seed and the step alone)."""
     from real_runs.engines.hf import HFEngine
 
     torch.set_num_threads(1)
-
-    class Recording(RecordingEngine):
-        def __init__(self, inner):
-            super().__init__(inner)
-            self.settings: list = []
-
-        def generate(self, prompts, counts, sampling):
-            self.settings.append(sampling)
-            return self.inner.generate(prompts, counts, sampling)
-
     model, tokenizer = load_policy("tiny", seed=0)
-    engine = Recording(HFEngine(model, tokenizer))
+    engine = RecordingEngine(HFEngine(model, tokenizer))
     train.main(tiny(tmp_path, "train.steps=2", "train.seed=5", "rollout.temperature=0.7", "rollout.top_p=0.9",
                     "rollout.top_k=7", "rollout.max_new_tokens=3"),
                model=model, tokenizer=tokenizer, engine=engine, train_records=RECORDS, reward=Mixed())
@@ -469,18 +449,15 @@ def test_an_engine_around_a_copy_of_the_policy_gets_the_trained_weights_every_st
 
     torch.set_num_threads(1)
 
-    class Syncing:
+    class Syncing(RecordingEngine):
         def __init__(self, inner, policy):
-            self.inner, self.policy, self.synced, self.differed = inner, policy, 0, []
-
-        @property
-        def model(self):
-            return self.inner.model
+            super().__init__(inner)
+            self.policy, self.synced, self.differed = policy, 0, []
 
         def generate(self, prompts, counts, sampling):
             theirs, ours = self.inner.model.state_dict(), self.policy.state_dict()
             self.differed.append(any(not torch.equal(theirs[k], ours[k]) for k in ours))
-            return self.inner.generate(prompts, counts, sampling)
+            return super().generate(prompts, counts, sampling)
 
         def load_weights(self, state):
             self.synced += 1
