@@ -45,7 +45,7 @@ def relaxed_plan(r_GA: np.ndarray, move_GA: np.ndarray, c_G: np.ndarray, lo_G: n
     m_D = cost[payer, _arange(cost.shape[1])]
     width = int(hi_G[critical[0]] - lo_G[critical[0]]) if critical else 1
     targets = (need - int(c_G @ lo_G), width, int(c_G[critical[0]]) if critical else 0)  # D - width h, h = 0..h_max
-    lower, high, moves = _shortest_shift(m_D, targets, rounds)
+    lower, high, moves = _shortest_shift(m_D.tolist(), targets, rounds)
     if moves is None:
         return lower, None
     x_GA = np.zeros((num_bins, num_arms), np.int64)
@@ -95,7 +95,7 @@ def relaxed_plan_lists(r_GA: list[list[float]], c_G: list[int], need: int, tol: 
     start = need - sum(c * lo for c, lo in zip(c_G, lo_G))
     width = hi_G[critical[0]] - lo_G[critical[0]] if critical else 1
     h_max = c_G[critical[0]] if critical else 0
-    _, high, moves = _shortest_shift(np.array(m), (start, width, h_max), 12, m)
+    _, high, moves = _shortest_shift(m, (start, width, h_max), 12)
     if moves is None:
         return None
     x_GA = [[0] * num_arms for _ in c_G]
@@ -115,9 +115,8 @@ def relaxed_plan_lists(r_GA: list[list[float]], c_G: list[int], need: int, tol: 
     return np.array(x_GA, np.int64)
 
 
-def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int, m: list[float] | None = None
-                    ) -> tuple[float, int, list[int] | None]:
-    """Cheapest multiset of shifts d (cost m_D[d + A - 1] each, any number) summing to a target
+def _shortest_shift(m: list[float], targets: tuple[int, int, int], rounds: int) -> tuple[float, int, list[int] | None]:
+    """Cheapest multiset of shifts d (cost m[d + A - 1] each, any number) summing to a target
     t = start - width h, h in 0..h_max, with at most ``rounds`` shifts unless that is proven optimal:
     (cost, h, shifts); (a lower bound, 0, None) when a cheaper plan could use more shifts.
 
@@ -125,13 +124,10 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int,
     be ordered so) and within +-(A - 1) rounds; layer k holds the costs with at most k shifts
     (Bellman-Ford, :func:`_bellman_ford`; layer 1 is m itself around 0, written directly). The usual bandit
     step ends within two shifts: :func:`_few_shifts` gives that answer on Python floats first (G ~ 10 bins of
-    A ~ 11 arms: fewer numpy calls), the Bellman-Ford layers run only when it cannot decide. ``m``: m_D as
-    a list, when the caller has it.
+    A ~ 11 arms: fewer numpy calls), the Bellman-Ford layers (on an array of m) run only when it cannot decide.
     """
     start, width, h_max = targets
-    arms = (m_D.size + 1) // 2
-    if m is None:
-        m = m_D.tolist()
+    arms = (len(m) + 1) // 2
     cheapest = min(m)
     low = max(-(arms - 1) * rounds, min(0, start - width * h_max) - arms + 1)
     top = min((arms - 1) * rounds, max(0, start) + arms - 1)
@@ -140,7 +136,7 @@ def _shortest_shift(m_D: np.ndarray, targets: tuple[int, int, int], rounds: int,
         return (rounds + 1) * cheapest, 0, None
     if rounds >= 2 and (few := _few_shifts(m, start, width, h_lo, h_hi, cheapest)) is not None:
         return few  # the usual bandit step: decided within two shifts (the same answer)
-    return _bellman_ford(m_D, targets, (low, top, h_lo, h_hi), rounds, cheapest)
+    return _bellman_ford(np.array(m), targets, (low, top, h_lo, h_hi), rounds, cheapest)
 
 
 def _bellman_ford(m_D: np.ndarray, targets: tuple[int, int, int], bounds: tuple[int, int, int, int], rounds: int,
