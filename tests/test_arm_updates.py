@@ -64,8 +64,9 @@ def test_relative_variance_unknown_bins_and_no_share() -> None:
 
 @pytest.mark.parametrize("shape", [(1, 1), (10, 11), (3, 40), (7, 2)])
 def test_row_reductions_equal_a_plain_loop(shape: tuple[int, int]) -> None:
-    """rows.row_max and rows.row_min are the row maximum and minimum bit for bit; rows.row_sum is each row's sum (a Python loop: exactly for
-    rows of up to 8, where numpy adds in order; to rounding beyond, where numpy adds pairwise)."""
+    """rows.row_max and rows.row_min are the row maximum and minimum bit for bit; rows.row_sum is each row's
+    sum (a Python loop: exactly for rows of up to 8, where numpy adds in order; to rounding beyond, where numpy
+    adds pairwise)."""
     from gdro_lab.rows import row_max, row_min, row_sum
 
     values = np.random.default_rng(sum(shape)).standard_normal(shape) * 10.0 ** np.arange(shape[1])

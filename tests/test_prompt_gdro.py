@@ -133,7 +133,7 @@ def test_reward_std_signal_peaks_at_half():
 
 @pytest.mark.parametrize("normalize", [True, False])
 def test_score_equals_the_array_rules_bit_for_bit(normalize):
-    """update() writes debiased_value and ema_value out on floats: the score is the array rules' (debiased_signal,
+    """update() applies debiased_value and ema_value per bin on floats: the score is the array rules' (debiased_signal,
     ema_from_first) bit for bit, absent and first-seen bins included."""
     from gdro_lab.diagnostics import bin_mean, bin_share
     from gdro_lab.update_rules import debiased_signal, ema_from_first
