@@ -61,7 +61,7 @@ def append_flags(text: str, prefix: str, flags: str) -> tuple[str, int]:
     lines, hits = text.split("\n"), 0
     i = 0
     while i < len(lines):
-        if lines[i].lstrip().startswith(prefix):
+        if re.match(r"\s*(?:nice -n \d+ |[A-Z_]+=\S* )*" + re.escape(prefix) + r"(?:\s|$)", lines[i]):
             end = i
             while lines[end].rstrip().endswith("\\") and end + 1 < len(lines):
                 end += 1
