@@ -1,6 +1,6 @@
 """gdro-lab core: online difficulty bins, Prompt-GDRO, Rollout-GDRO, ragged GRPO, diagnostics.
 
-numpy/scipy only; never imports torch or streamlit. See README.md and docs/ for the contracts.
+numpy/scipy only; never imports torch or streamlit. See docs/core.md and docs/run-format.md for the contracts.
 """
 
 from gdro_lab._validate import ConfigError

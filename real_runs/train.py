@@ -28,7 +28,7 @@ Follows the paper (arXiv 2601.19280 §2-3, App. A) in the update rules of the co
 from ``gdro_lab``), the asymmetric clip, the KL loss and the advantage clip. Departs:
 - log-probs are of the raw distribution (temperature 1), as the engines report them; verl divides
   the logits by the sampling temperature (identical at the released scripts' training temperature 1.0);
-- the controllers update before the advantages are weighted (README "The core library"), so the
+- the controllers update before the advantages are weighted (docs/core.md), so the
   weights used at step t already include step t's signal;
 - fp32 master weights with bf16 autocast on GPU (lr 1e-6 updates vanish in bf16 weights);
 - the paper presets train on the English rows of DAPO-Math-17k (14,485 here, the paper's 14.1k)

@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--update-docs", action="store_true",
-                        help="also put the table into README.md and docs/calibration.md (between their markers)")
+                        help="also put the table into docs/calibrate-predict.md and docs/calibration.md (between their markers)")
     parser.add_argument("--work", type=Path, help="folder for the simulated runs (default: a temporary folder; they "
                                                   "are not part of the report)")
     args = parser.parse_args(argv)
@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from simulators.calibrate.report import ROOT, update_between
 
         try:
-            for doc in (ROOT / "README.md", ROOT / "docs" / "calibration.md"):
+            for doc in (ROOT / "docs" / "calibrate-predict.md", ROOT / "docs" / "calibration.md"):
                 update_between(doc, "lm-study", table)
         except ConfigError as err:
             print(f"lmcompare: error: {err}", file=sys.stderr)

@@ -38,7 +38,11 @@ def run_stats(runs: Sequence[RunSummary]) -> dict[str, list[float]]:
         return np.array([fn(r) for r in runs], float)
 
     def ratio(a: str, b: str) -> np.ndarray:
-        return per_seed(lambda r: _after_warmup(r, a) / _after_warmup(r, b))
+        """a / b per seed; undefined (NaN) where the oracle reduces nothing (b = 0, tiny runs)."""
+        def one(r: RunSummary) -> float:
+            den = _after_warmup(r, b)
+            return _after_warmup(r, a) / den if den != 0 else float("nan")
+        return per_seed(one)
 
     batch = runs[0].config["batch"]
     columns = {

@@ -63,3 +63,13 @@ def test_why_not_names_the_bayes_reference_when_it_is_below_the_target_too() -> 
         return arena_report.decision_lines({"worlds": {}, "paper_scale": stats_})
     assert "why not: the Bayes reference (73.0%)" in lines(0.73)[-1]
     assert not any("why not" in line for line in lines(0.95))  # then the allocator's rule is to blame: no excuse
+
+
+def test_fraction_of_the_oracle_is_undefined_not_a_crash_when_the_oracle_reduces_nothing() -> None:
+    """A tiny arena (the docs' fixture-sized `gdro simulate arena`) can have an oracle reduction of
+    exactly 0 after the first pass: that seed's fraction is undefined and left out, the study still reports."""
+    runs = [summary(0, [0.0, 0.0, 5.0, 5.0, 5.0], [0.0, 0.0, 0.0, 0.0, 0.0], [0.5] * 5, [50.0] * 5),
+            summary(1, [0.0, 0.0, 12.0, 18.0, 24.0], [1.0, 1.0, 20.0, 20.0, 20.0], [0.0] * 5, [90.0] * 5)]
+    out = arena_report.run_stats(runs)
+    assert out["var_fraction_of_oracle"][0] == pytest.approx(np.mean([12.0, 18.0, 24.0]) / 20.0)  # seed 1 alone
+    assert out["var_reduction_pct"][0] == pytest.approx(np.mean([5.0, 18.0]))

@@ -1,4 +1,4 @@
-"""The calibration's numbers in README.md and docs/calibration.md are the generated reports' own tables
+"""The calibration's numbers in docs/calibrate-predict.md and docs/calibration.md are the generated reports' own tables
 (written there by `--update-docs` of simulators.calibrate.recovery / simulators.calibrate.lmcompare)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def between(path: Path, name: str) -> str:
 
 def test_lm_study_table_is_the_generated_one() -> None:
     """Before the LM study's comparison has run, both places say so; after, they hold its table."""
-    docs = [ROOT / "README.md", ROOT / "docs" / "calibration.md"]
+    docs = [ROOT / "docs" / "calibrate-predict.md", ROOT / "docs" / "calibration.md"]
     generated = REPORTS / "lm-study" / "table.md"
     if not generated.is_file():
         assert all(PENDING in between(doc, "lm-study") for doc in docs)
