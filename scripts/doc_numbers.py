@@ -13,7 +13,8 @@ brackets (``lr_sweep.grpo.[0.707107].test/accuracy``), ``*`` for every key or it
 - ``fmt=SPEC``  Python format spec of the number (``.1f``, ``+.1f``, ``,.0f``; default ``g``);
 - ``pm``        the value is a pair [mean, half-width]: written ``mean ± half`` (the half-width
                  without a forced sign);
-- ``agg=min|max|mean``  reduce the values a ``*`` path matched (a pair's mean is used for pairs);
+- ``agg=min|max|mean|sum|count``  reduce the values a ``*`` path matched (a pair counts by its mean;
+                 ``sum`` counts true as 1, ``count`` is how many values matched);
 - ``minus=u``   write a negative sign as U+2212 (the typographic minus some pages use).
 
 ``python scripts/doc_numbers.py`` rewrites the text between each marker and its ``<!-- /num -->``
@@ -35,7 +36,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- num: (?P<spec>[^>]*?) -->(?P<text>.*?)<!-- /num -->", re.DOTALL)
-AGGREGATES = {"min": min, "max": max, "mean": lambda xs: sum(xs) / len(xs)}
+AGGREGATES = {"min": min, "max": max, "mean": lambda xs: sum(xs) / len(xs), "sum": sum, "count": len}
 
 
 class MarkerError(ValueError):
@@ -78,12 +79,12 @@ def parse_spec(spec: str) -> Spec:
         elif name == "minus" and value == "u":
             options["unicode_minus"] = True
         else:
-            raise MarkerError(f"marker {spec!r}: unknown option {word!r} (fmt=, scale=, pm, agg=min|max|mean, minus=u)")
+            raise MarkerError(f"marker {spec!r}: unknown option {word!r} (fmt=, scale=, pm, agg=min|max|mean|sum|count, minus=u)")
     keys = tuple(_split_path(path))
     if not keys:
         raise MarkerError(f"marker {spec!r}: empty key path after '#'")
     if "*" in keys and "agg" not in options:
-        raise MarkerError(f"marker {spec!r}: a '*' path needs agg=min|max|mean")
+        raise MarkerError(f"marker {spec!r}: a '*' path needs agg=min|max|mean|sum|count")
     return Spec(source=source, path=keys, **options)
 
 
@@ -127,7 +128,10 @@ def render(spec: Spec, values: list[Any], where: str) -> str:
         if spec.pm:
             raise MarkerError(f"{where}: pm and agg cannot be combined")
         picked = [v[0] if isinstance(v, list) and v else v for v in values]  # a pair: its mean
-        value: Any = AGGREGATES[spec.agg]([_number(v, where) for v in picked])
+        if spec.agg == "count":
+            value: Any = len(picked)
+        else:  # true / false count as 1 / 0 (how many rows are "consistent")
+            value = AGGREGATES[spec.agg]([_number(int(v) if isinstance(v, bool) else v, where) for v in picked])
     else:
         value = values[0]
     if spec.pm:
@@ -154,7 +158,10 @@ def process(text: str, name: str, root: Path, cache: dict[Path, Any]) -> tuple[s
     def fill(match: re.Match[str]) -> str:
         line = text.count("\n", 0, match.start()) + 1
         where = f"{name}:{line}: marker {match.group('spec').strip()!r}"
-        spec = parse_spec(match.group("spec"))
+        try:
+            spec = parse_spec(match.group("spec"))
+        except MarkerError as err:
+            raise MarkerError(f"{name}:{line}: {err}") from None
         path = root / spec.source
         if path not in cache:
             if not path.is_file():
