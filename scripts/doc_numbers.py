@@ -32,11 +32,12 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- num: (?P<spec>[^>]*?) -->(?P<text>.*?)<!-- /num -->", re.DOTALL)
-AGGREGATES = {"min": min, "max": max, "mean": lambda xs: sum(xs) / len(xs), "sum": sum, "count": len}
+AGGREGATES: dict[str, Callable[[list[float]], float]] = {
+    "min": min, "max": max, "mean": lambda xs: sum(xs) / len(xs), "sum": sum, "count": len}
 
 
 class MarkerError(ValueError):
@@ -79,7 +80,8 @@ def parse_spec(spec: str) -> Spec:
         elif name == "minus" and value == "u":
             options["unicode_minus"] = True
         else:
-            raise MarkerError(f"marker {spec!r}: unknown option {word!r} (fmt=, scale=, pm, agg=min|max|mean|sum|count, minus=u)")
+            raise MarkerError(f"marker {spec!r}: unknown option {word!r} "
+                              "(fmt=, scale=, pm, agg=min|max|mean|sum|count, minus=u)")
     keys = tuple(_split_path(path))
     if not keys:
         raise MarkerError(f"marker {spec!r}: empty key path after '#'")

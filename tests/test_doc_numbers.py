@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -59,7 +60,7 @@ def test_marked_numbers_against_the_reports_read_directly() -> None:
 
 def test_fill_writes_the_source_and_check_finds_a_stale_number(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    data = {"a": {"gain": [0.01234, 0.0041], "lr": {"0.707107": 0.52}}, "xs": [3, -7.5, 1]}
+    data: dict[str, Any] = {"a": {"gain": [0.01234, 0.0041], "lr": {"0.707107": 0.52}}, "xs": [3, -7.5, 1]}
     page = _page(tmp_path, "gain <!-- num: reports/s.json#a.gain scale=100 fmt=+.1f pm -->OLD<!-- /num --> pp;\n"
                            "acc <!-- num: reports/s.json#a.lr.[0.707107] fmt=.0% -->52%<!-- /num -->;\n"
                            "low <!-- num: reports/s.json#xs.* agg=min fmt=.1f minus=u -->x<!-- /num -->\n", data)

@@ -84,7 +84,8 @@ def test_machine_paths_are_found(text: str) -> None:
 
 @pytest.mark.parametrize("text", [
     ".venv/bin/python benchmarks/bench_app.py", "../shared/data", "https://example.org/home/alice/x",
-    "~/work/gdro", "runs/lm-study", "PYTHON=/path/to/venv/bin/python", "$TMPDIR/x", "a folder like `$(mktemp -d)`", "the /work folder",
+    "~/work/gdro", "runs/lm-study", "PYTHON=/path/to/venv/bin/python", "$TMPDIR/x",
+    "a folder like `$(mktemp -d)`", "the /work folder",
 ])
 def test_relative_and_generic_paths_are_not_flagged(text: str) -> None:
     assert not MACHINE_PATH.search(text), text
