@@ -11,7 +11,7 @@
 #       N mutants drawn uniformly (Python's random.Random(SEED).sample) from the file's mutants whose names
 #       match the patterns, names sorted naturally first; the drawn names go to $work/sample.txt and are run
 #
-# train.py's record numbers, as measured in docs/benchmarks.md (unit tests only; the end-to-end runs
+# train.py's record numbers, as measured in docs/testing.md (unit tests only; the end-to-end runs
 # would cost minutes per mutant):
 #   MUTATION_TESTS="$(bash scripts/mutation.sh real_runs/train.py units)" bash scripts/mutation.sh real_runs/train.py \
 #     'real_runs.train.x_ppo_update*' 'real_runs.train.x_recompute_logprobs*' 'real_runs.train.x_engine_gaps*' \
@@ -48,7 +48,7 @@
 # The repository (tracked + untracked, not ignored files) is copied to $MUTATION_DIR/<file stem>
 # (default /tmp/gdro-mutation) and mutmut runs there, so the work tree gets no mutants/ folder.
 # Runs under `nice -n 10`, OMP_NUM_THREADS=1, $MUTATION_CHILDREN parallel test processes (default 1).
-# Scores per file and the survivors' justifications: docs/benchmarks.md, "Mutation testing".
+# Scores per file and the survivors' justifications: docs/testing.md, "Mutation testing".
 set -euo pipefail
 target=${1:?usage: bash scripts/mutation.sh FILE [show MUTANT | results | survivors]}
 shift
