@@ -277,12 +277,13 @@ import argparse, sys
 from gdro_cli.main import main
 class Parsed(Exception):
     pass
-def parse_args(self, args=None, namespace=None):
-    ns, extra = self.parse_known_args(args, namespace)
-    if extra and not getattr(self, "_gdro_allows_extra", False):
-        self.error("unrecognized arguments: " + " ".join(extra))
-    raise Parsed()
-argparse.ArgumentParser.parse_args = parse_args
+def stop_after(method):
+    def parse(self, *args, **kwargs):
+        method(self, *args, **kwargs)  # exits 2 with argparse's message on a bad command line
+        raise Parsed()
+    return parse
+for name in ("parse_args", "parse_intermixed_args"):
+    setattr(argparse.ArgumentParser, name, stop_after(getattr(argparse.ArgumentParser, name)))
 try:
     main(sys.argv[1:])
 except Parsed:
@@ -292,10 +293,12 @@ sys.exit(1)
 
 
 def table_commands(path: Path = ROOT / "README.md") -> list[tuple[str, str]]:
-    """The commands of the README's table of jobs: (file:line, command) per inline code span."""
-    out = []
+    """The commands of the README's table of jobs ("## Five jobs"): (file:line, command) per code span."""
+    out, in_table = [], False
     for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
-        if line.startswith("|"):
+        if line.startswith("## "):
+            in_table = line.strip() == "## Five jobs"
+        if in_table and line.startswith("|"):
             for span in re.findall(r"`([^`]+)`", line):
                 if span.startswith(("gdro ", "bash ")):
                     out.append((f"{path.relative_to(ROOT)}:{number}", span))
@@ -303,13 +306,17 @@ def table_commands(path: Path = ROOT / "README.md") -> list[tuple[str, str]]:
 
 
 def check_table_command(where: str, command: str, repo: Path) -> tuple[bool, str]:
-    """Each `gdro ...` part parses with the real CLI; a `bash SCRIPT` exists and is valid bash."""
+    """Each `gdro ...` part parses with the real CLI (`gdro train` also resolves its config and overrides
+    with --print-config); a `bash SCRIPT` exists and is valid bash."""
     for part in command.split("&&"):
         words = shlex.split(part)
         if words[0] == "gdro":
-            env = {**os.environ, "PYTHONPATH": str(repo)}
-            proc = subprocess.run([sys.executable, "-c", PARSE_ONLY, *words[1:]], cwd=repo, env=env,
-                                  capture_output=True, text=True)
+            env = {**os.environ, "PYTHONPATH": str(repo), "GDRO_DATA": str(repo / "tests" / "fixtures" / "data")}
+            if words[1:2] == ["train"]:  # the config and its overrides resolve too; nothing is loaded
+                argv = ["-m", "gdro_cli.main", *words[1:], "--print-config"]
+            else:
+                argv = ["-c", PARSE_ONLY, *words[1:]]
+            proc = subprocess.run([sys.executable, *argv], cwd=repo, env=env, capture_output=True, text=True)
             if proc.returncode != 0:
                 return False, f"{where}: `{part.strip()}` does not parse: {proc.stderr.strip()[-400:]}"
         elif words[0] == "bash":

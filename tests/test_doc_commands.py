@@ -131,3 +131,13 @@ def test_the_paper_page_holds_the_reports_claims_and_the_check_sees_an_edit(tmp_
     monkeypatch.setattr(claims, "PAGE", page_copy)
     assert claims.main(["--check"]) == 1
     assert claims.main([]) == 0 and page_copy.read_text() == text
+
+
+def test_parse_only_stops_before_anything_runs_and_train_overrides_resolve() -> None:
+    ok, message = dc.check_table_command("README.md:1", "gdro train tiny-cpu method.name=rollout_gdro", ROOT)
+    assert ok, message
+    ok, message = dc.check_table_command("README.md:1", "gdro train tiny-cpu method.nosuch=1", ROOT)
+    assert not ok and "method" in message
+    # a parser that parses intermixed arguments is stopped too: `gdro app` would start a server otherwise
+    ok, message = dc.check_table_command("README.md:1", "gdro app gdro-runs/", ROOT)
+    assert ok, message
