@@ -132,3 +132,18 @@ def test_docs_cite_no_issue_numbers_or_commit_hashes() -> None:
     assert pages, "no docs/*.md tracked"
     found = hits(pages, [ISSUE_REF, COMMIT_HASH])
     assert not found, "say what changed instead of citing an issue or a commit:\n" + "\n".join(found)
+
+
+def test_every_relative_link_of_the_readme_and_the_reports_resolves() -> None:
+    """mkdocs build --strict checks the links of docs/; this checks the README (outside the site) and the
+    reports the site shows, whose links are relative to their own folder."""
+    link = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+    broken = []
+    pages = [ROOT / "README.md", *sorted((ROOT / "reports").rglob("*.md"))]
+    for page in pages:
+        for target in link.findall(page.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, "broken links:\n" + "\n".join(broken)
