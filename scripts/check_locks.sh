@@ -37,6 +37,9 @@ fi
 if [ -z "$UV" ]; then
   echo "check_locks: uv not found: install the dev extra (pip install -e '.[dev]') or set UV=/path/to/uv" >&2
   exit 2
+elif ! command -v "$UV" >/dev/null 2>&1; then
+  echo "check_locks: UV=$UV is not an executable: install the dev extra (pip install -e '.[dev]') or fix UV" >&2
+  exit 2
 fi
 
 compile() {  # compile ENV OUTPUT [extra uv args...]: one resolution for the GPU platform

@@ -169,3 +169,37 @@ def test_mention_pattern_catches_the_forms_the_docs_use():
     texts = ["verl 0.9.1", "verl==0.9.1", "verl[vllm]==0.9.1", "vLLM 0.24.0", "vllm==0.33.0", "vLLM 0.33"]
     assert [MENTION.search(t).group(2) for t in texts] == ["0.9.1", "0.9.1", "0.9.1", "0.24.0", "0.33.0", "0.33"]
     assert MENTION.search("verl plugin") is None and MENTION.search("vLLM's") is None
+
+
+def test_docs_install_commands_compose_with_the_locks(tmp_path: Path):
+    """docs/install.md's one command per GPU environment, run with --print (installing needs the GPU
+    machine's platform and several GB): each makes a venv, installs its lock, then the repo, then pip check."""
+    import shlex
+    import subprocess
+
+    lines = [line.split("#")[0].strip() for line in (ROOT / "docs" / "install.md").read_text().splitlines()]
+    commands = sorted({c for line in lines for c in re.findall(r"bash scripts/install_gpu_env\.sh \S+ \S+", line)})
+    assert [shlex.split(c)[2] for c in commands] == ["train", "verl"]
+    for command in commands:
+        _, script, env, folder = shlex.split(command)
+        result = subprocess.run(["bash", script, "--print", env, str(tmp_path / folder)], cwd=ROOT,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        steps = [line.removeprefix("+ ") for line in result.stdout.splitlines()]
+        venv = tmp_path / folder
+        assert steps == [f"python3.11 -m venv {venv}", f"{venv}/bin/python -m pip install -r constraints/gpu-{env}.txt",
+                         f"{venv}/bin/python -m pip install --no-deps -e .", f"{venv}/bin/python -m pip check"]
+        assert not venv.exists()  # --print runs nothing
+    bad = subprocess.run(["bash", "scripts/install_gpu_env.sh", "cuda", str(tmp_path / "x")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown environment 'cuda'" in bad.stderr
+
+
+def test_check_locks_usage_errors_are_one_line(tmp_path: Path):
+    import subprocess
+
+    bad = subprocess.run(["bash", "scripts/check_locks.sh", "--fix"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr == "check_locks: unknown argument '--fix': use no argument (check) or --update\n"
+    no_uv = subprocess.run(["bash", "scripts/check_locks.sh"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                           env={"PATH": "/usr/bin:/bin", "UV": str(tmp_path / "uv")})
+    assert no_uv.returncode == 2 and no_uv.stderr.startswith(f"check_locks: UV={tmp_path / 'uv'} is not an executable")
