@@ -114,7 +114,7 @@ class Block:
     def kind(self) -> str:
         if self.mode == "skip":
             return "skipped"
-        if self.needs and self.validated_by and not self.subs:
+        if self.needs and self.validated_by and not (self.subs or self.appends):
             return f"{self.needs}: validated by a test"
         if self.needs:
             return f"{self.needs}: dry run"
@@ -199,7 +199,7 @@ def blocks_of(path: Path, root: Path = ROOT) -> list[Block]:
 
 
 def validate(block: Block) -> None:
-    if block.needs and block.mode != "skip" and not (block.subs or block.validated_by):
+    if block.needs and block.mode != "skip" and not (block.subs or block.appends or block.validated_by):
         raise DocTestError(f"{block.where}: a {block.needs} block must run as a dry run (sub ...) or name the "
                            "test that composes it (validated-by ...)")
     if block.validated_by:

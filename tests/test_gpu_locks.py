@@ -178,7 +178,7 @@ def test_docs_install_commands_compose_with_the_locks(tmp_path: Path):
     import subprocess
 
     lines = [line.split("#")[0].strip() for line in (ROOT / "docs" / "install.md").read_text().splitlines()]
-    commands = sorted({c for line in lines for c in re.findall(r"bash scripts/install_gpu_env\.sh \S+ \S+", line)})
+    commands = sorted({c for line in lines for c in re.findall(r"bash scripts/install_gpu_env\.sh [^\s`]+ [^\s`]+", line)})
     assert [shlex.split(c)[2] for c in commands] == ["train", "verl"]
     for command in commands:
         _, script, env, folder = shlex.split(command)
