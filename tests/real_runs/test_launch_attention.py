@@ -71,3 +71,11 @@ def test_gdro_train_model_loading_announces_its_choice(flash_present, capsys):
     assert capsys.readouterr().err.splitlines() == ["attention: sdpa (device cpu: flash-attn has CUDA kernels only)"]
     models.load_policy("tiny", device="cpu", attn_implementation="eager")
     assert capsys.readouterr().err.splitlines() == ["attention: eager (asked for)"]
+
+
+def test_every_verl_launch_path_asks_the_same_rule():
+    """The GPU launch scripts get their attention overrides from real_runs.attention (composed and validated in
+    tests/real_runs/verl/test_launch_scripts.py); none hard-codes an implementation."""
+    for path in (ROOT / "real_runs/verl/configs/paper_run.sh", ROOT / "scripts/verl_smoke.sh"):
+        text = path.read_text(encoding="utf-8")
+        assert "-m real_runs.attention --verl" in text and "attn_implementation=" not in text, path
