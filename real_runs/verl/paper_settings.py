@@ -148,7 +148,7 @@ SETTINGS: tuple[Setting, ...] = (
     # ---- difficulty classifier
     S("classifier: sliding-window pass@k", "gdro.classifier", "window", PAPER),
     S("bins", "derived.num_bins", 10, PAPER, preset="method.num_bins",
-      note="BINS=6 / BINS=3: the released scripts' 6- and 3-bin classifiers"),
+      note="BINS=6 / BINS=3: the released scripts' '6-bin' (6 edges: 7 bins) and 3-bin (+ the extremes' class)"),
     S("bin edges", "gdro.classifier_config.edges", TEN_BINS, PAPER),
     S("window H (visits of the prompt)", "gdro.classifier_config.window", 50, RELEASED, preset="classifier.window",
       note="passk_history_len; 100 in the released 6-bin Prompt-GDRO runs"),
@@ -247,10 +247,11 @@ def markdown_table() -> str:
         if (row.what, row.key) in done:
             continue
         done.add((row.what, row.key))
-        both = [s for s in SETTINGS if (s.what, s.key) == (row.what, row.key)]
+        both = sorted((s for s in SETTINGS if (s.what, s.key) == (row.what, row.key)),
+                      key=lambda s: METHODS.index(s.method) if s.method else -1)  # Prompt-GDRO's first
         value = {m: next((_cell(s.value) for s in both if s.method in (None, m)), "-") for m in METHODS}
         source = " / ".join(dict.fromkeys(s.source for s in both))
-        note = " ".join(dict.fromkeys(s.note for s in both if s.note))
+        note = "; ".join(dict.fromkeys(s.note for s in both if s.note))
         key = DERIVED_KEYS.get(row.key, row.key)
         lines.append(f"| {row.what} | {value[PROMPT]} | {value[ROLLOUT]} | `{key}` | {source} | {note} |")
     return "\n".join(lines)
@@ -259,3 +260,7 @@ def markdown_table() -> str:
 def departures_markdown() -> str:
     """:data:`DEPARTURES` as a markdown list."""
     return "\n".join(f"- **{what}**: {why}." for what, why in DEPARTURES)
+
+
+if __name__ == "__main__":  # paste into docs/launch.md when the table changes
+    print(markdown_table(), departures_markdown(), sep="\n\n")

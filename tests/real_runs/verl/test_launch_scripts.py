@@ -247,7 +247,8 @@ def test_table_rows_name_their_source_and_the_docs_print_the_table():
     keys = {(row.key, row.method) for row in ps.SETTINGS}
     assert len(keys) == len(ps.SETTINGS)  # one row per key and method
     docs = (ROOT / "docs" / "launch.md").read_text(encoding="utf-8")
-    assert ps.markdown_table() in docs and ps.departures_markdown() in docs
+    stale = "docs/launch.md's table is stale: paste `python -m real_runs.verl.paper_settings`"
+    assert ps.markdown_table() in docs and ps.departures_markdown() in docs, stale
 
 
 def test_the_old_script_is_retired_and_nothing_points_at_it():
