@@ -44,9 +44,10 @@ def choose_attention(device: str = "cuda") -> tuple[str, str]:
 
 
 def announce(implementation: str, reason: str, stream: TextIO | None = None) -> str:
-    """Print and return the one line that says which attention runs."""
+    """Print (stdout by default, with the run's other progress lines) and return the one line that says
+    which attention runs."""
     line = f"attention: {implementation} ({reason})"
-    print(line, file=stream if stream is not None else sys.stderr, flush=True)
+    print(line, file=stream if stream is not None else sys.stdout, flush=True)
     return line
 
 
@@ -67,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--verl", action="store_true", help="print verl's Hydra overrides on stdout, one per line")
     args = parser.parse_args(argv)
     implementation, reason = choose_attention(args.device)
-    announce(implementation, reason)
+    announce(implementation, reason, sys.stderr)  # stdout carries the overrides
     if args.verl:
         print("\n".join(verl_overrides(implementation)))
     else:

@@ -12,7 +12,7 @@ Precision and attention: bf16 on GPU and fp32 on CPU by default; ``flash_attenti
 ``flash_attn`` imports and the device is CUDA, else PyTorch SDPA (whose fused kernels include
 FlashAttention-2 on Ampere/Hopper, so the fallback is not the slow path): the rule of
 :mod:`real_runs.attention`, shared with the verl launch scripts; ``load_policy`` prints one line
-saying which attention runs.
+(stdout, once the model loaded) saying which attention runs.
 Bad input (a folder without weights, an unknown id offline, CUDA asked for without a GPU) raises
 :class:`ModelError` with a one-line message naming the fix.
 """
@@ -318,7 +318,6 @@ def load_policy(model: str, *, device: str = "cpu", dtype: str = "auto",
     _check_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     attn, reason = (attn_implementation, "asked for") if attn_implementation else choose_attention(device)
-    announce(attn, reason)
     if model in TINY_MODELS:
         tokenizer = qwen_tokenizer() if model == "tiny-qwen" else tiny_tokenizer()
         shape = REHEARSAL_SHAPE if model == "tiny-rehearsal" else {}
@@ -327,4 +326,5 @@ def load_policy(model: str, *, device: str = "cpu", dtype: str = "auto",
         policy, tokenizer = _load_pretrained(model, torch_dtype, attn)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    announce(attn, reason)  # once the model loaded: a load error stays one line
     return policy.to(device=device, dtype=torch_dtype).eval(), tokenizer  # type: ignore[call-arg]

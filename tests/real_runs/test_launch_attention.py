@@ -63,14 +63,15 @@ def test_cli_prints_the_overrides_and_one_line_saying_which():
 
 
 def test_gdro_train_model_loading_announces_its_choice(flash_present, capsys):
+    """On stdout with the run's other progress lines, once the model loaded (a load error stays one line)."""
     pytest.importorskip("transformers")
     from real_runs import models
 
     assert models.default_attention("cuda") == "flash_attention_2"
     models.load_policy("tiny", device="cpu")
-    assert capsys.readouterr().err.splitlines() == ["attention: sdpa (device cpu: flash-attn has CUDA kernels only)"]
+    assert capsys.readouterr().out.splitlines() == ["attention: sdpa (device cpu: flash-attn has CUDA kernels only)"]
     models.load_policy("tiny", device="cpu", attn_implementation="eager")
-    assert capsys.readouterr().err.splitlines() == ["attention: eager (asked for)"]
+    assert capsys.readouterr().out.splitlines() == ["attention: eager (asked for)"]
 
 
 def test_every_verl_launch_path_asks_the_same_rule():
