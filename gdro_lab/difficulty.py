@@ -10,6 +10,15 @@ inner edges with bin 0 the hardest (Eq. 11), and a hysteresis margin delta. Depa
 - an uncertainty-aware variant (the paper's future work): Beta posterior on the per-rollout
   success rate over the window, bin by the posterior mean of pass@k, move only when the
   credible interval clears an edge.
+
+``exclude_extremes`` (the released code's ``passk_exclude_extremes``, used by its 3-bin runs): a
+prompt whose window is all pass@k = 0 (no success in any visit) or all pass@k = 1 (every visit had
+fewer than k failures), i.e. a window estimate of exactly 0 or 1, goes to one extra class, the last
+bin index len(edges) + 1, so weighters and allocators see num_bins = len(edges) + 2 and give it a
+weight like any bin (as the code gives "accbin_excl" an EXP3P weight). The test is on the window's
+exact per-visit values, not on the running sum, so rounding never decides it. Departure: a prompt
+leaving the extra class is re-binned from its estimate as a new prompt is (no hysteresis); the code
+applies hysteresis against the last regular bin it kept for the prompt.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab._validate import ConfigError, require_edges, require_int, require_range
+from gdro_lab._validate import ConfigError, require, require_edges, require_int, require_range
 from gdro_lab.estimators import (PASSK_TABLE_LIMIT, beta_passk_posterior, edge_thresholds, hysteresis_movers,
                                  pass_at_k, passk_table)
 from gdro_lab.feedback import StepFeedback
@@ -47,6 +56,8 @@ class ClassifierConfig:
     """Beta prior failures (uncertainty-aware variant only)."""
     credible: float = 0.8
     """Central credible mass whose interval must clear an edge (uncertainty-aware variant only)."""
+    exclude_extremes: bool = False
+    """Prompts whose window estimate is exactly 0 or 1 go to an extra last bin (module docstring)."""
 
     def __post_init__(self) -> None:
         require_edges("ClassifierConfig", "edges", self.edges)
@@ -57,10 +68,13 @@ class ClassifierConfig:
         require_range("ClassifierConfig", "prior_a", self.prior_a, 0.0, lo_open=True)
         require_range("ClassifierConfig", "prior_b", self.prior_b, 0.0, lo_open=True)
         require_range("ClassifierConfig", "credible", self.credible, 0.0, 1.0, lo_open=True, hi_open=True)
+        require(isinstance(self.exclude_extremes, bool), "ClassifierConfig", "exclude_extremes", self.exclude_extremes,
+                "true or false")
 
     @property
     def num_bins(self) -> int:
-        return len(self.edges) + 1
+        """B = len(edges) + 1, plus the extremes' class when ``exclude_extremes`` is on."""
+        return len(self.edges) + 1 + int(self.exclude_extremes)
 
 
 class DifficultyClassifier(PerPromptState):
@@ -156,15 +170,49 @@ class DifficultyClassifier(PerPromptState):
             length, sums = hist.length[unique_rows], hist.sums[unique_rows]
         previous = hist.bins[unique_rows]
         center, low, high = self._band(unique_rows, length, sums)
-        # only the prompts whose band clears an edge of their bin (and new prompts) change bin
-        movers, moved_to, fresh = hysteresis_movers(previous, center, low, high, self._edges, *self._thresholds)
-        hist.bins[unique_rows[movers]] = moved_to
+        metrics: dict[str, float] = {}
+        if self.config.exclude_extremes:
+            fresh, moved, extreme = self._rebin_with_extremes(unique_rows, previous, center, low, high)
+            metrics["classifier/extreme_prompts"] = float(extreme)
+        else:
+            # only the prompts whose band clears an edge of their bin (and new prompts) change bin
+            movers, moved_to, fresh = hysteresis_movers(previous, center, low, high, self._edges, *self._thresholds)
+            hist.bins[unique_rows[movers]] = moved_to
+            moved = movers.size - fresh
         self._tracked += fresh
-        moved = movers.size - fresh
         return {"classifier/tracked_prompts": float(self._tracked),
                 "classifier/new_prompts": float(fresh),
                 "classifier/moves": float(moved),
-                "classifier/mean_passk": float(np.add.reduce(center) / center.size) if center.size else float("nan")}
+                "classifier/mean_passk": float(np.add.reduce(center) / center.size) if center.size else float("nan"),
+                **metrics}
+
+    def _extremes(self, rows: np.ndarray) -> np.ndarray:
+        """Whether each row's window is all pass@k = 0 or all pass@k = 1 (its filled slots; exact values)."""
+        hist = self._history
+        _, rollouts_RH = hist.slots(rows)
+        passk_RH = hist.passk[rows]
+        filled = rollouts_RH > 0
+        never = ~np.logical_or.reduce(filled & (passk_RH != 0.0), axis=1)
+        always = np.logical_and.reduce(~filled | (passk_RH == 1.0), axis=1)
+        return never | always
+
+    def _rebin_with_extremes(self, rows: np.ndarray, previous: np.ndarray, center: np.ndarray, low: np.ndarray,
+                             high: np.ndarray) -> tuple[int, int, int]:
+        """Re-bin visited ``rows`` with the extremes' class (index num_bins - 1); returns (new prompts,
+        moves of placed prompts, prompts now in the extremes' class). A prompt leaving that class is
+        re-binned like a new one (previous -1 for the hysteresis rule)."""
+        hist = self._history
+        extra = self.config.num_bins - 1
+        regular = np.where(previous == extra, -1, previous)
+        movers, moved_to, _ = hysteresis_movers(regular, center, low, high, self._edges, *self._thresholds)
+        new = regular.copy()
+        new[movers] = moved_to
+        extreme = self._extremes(rows)
+        new[extreme] = extra
+        hist.bins[rows] = new
+        placed = previous >= 0
+        return (int(np.count_nonzero(~placed)), int(np.count_nonzero(placed & (new != previous))),
+                int(np.count_nonzero(extreme)))
 
     def state_dict(self) -> dict[str, Any]:
         """The tracked prompts' ids (index order), their windows and window sums of pass@k."""
@@ -191,6 +239,10 @@ class DifficultyClassifier(PerPromptState):
         except (KeyError, TypeError, ValueError) as err:
             raise ConfigError(f"classifier state is invalid ({type(err).__name__}: {err}): it must come from "
                               f"state_dict() of a classifier with window={window}") from None
+        if n and (bins.min() < 0 or bins.max() >= self.config.num_bins):
+            raise ConfigError(f"classifier state has bins {int(bins.min())}..{int(bins.max())} but this classifier has "
+                              f"{self.config.num_bins} (edges or exclude_extremes differ from the saved run's): "
+                              "load it with the run's classifier settings")
         rows = self.prompts.intern(ids)
         hist = History(window, len(self.prompts))
         visits = successes + failures

@@ -197,7 +197,8 @@ class MethodConfig:
             values = {**base, **dict(extra)}
             configs.append(make_config(REGISTRY[family][name].config_class, values))
         require(configs[0].num_bins == self.num_bins, "method", "classifier_config.edges",
-                configs[0].edges, f"{self.num_bins - 1} edges for method.num_bins = {self.num_bins}")
+                configs[0].edges, f"{self.num_bins - 1 - int(configs[0].exclude_extremes)} edges for method.num_bins = "
+                f"{self.num_bins}" + (" (exclude_extremes adds one class)" if configs[0].exclude_extremes else ""))
         return configs[0], configs[1], configs[2]
 
 

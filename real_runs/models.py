@@ -10,7 +10,9 @@ internet). Both tokenizers carry a ChatML chat template like Qwen's, so ``apply_
 
 Precision and attention: bf16 on GPU and fp32 on CPU by default; ``flash_attention_2`` when
 ``flash_attn`` imports and the device is CUDA, else PyTorch SDPA (whose fused kernels include
-FlashAttention-2 on Ampere/Hopper, so the fallback is not the slow path).
+FlashAttention-2 on Ampere/Hopper, so the fallback is not the slow path): the rule of
+:mod:`real_runs.attention`, shared with the verl launch scripts; ``load_policy`` prints one line
+(stdout, once the model loaded) saying which attention runs.
 Bad input (a folder without weights, an unknown id offline, CUDA asked for without a GPU) raises
 :class:`ModelError` with a one-line message naming the fix.
 """
@@ -27,6 +29,8 @@ import torch
 from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel,
                           PreTrainedTokenizerBase, PreTrainedTokenizerFast, Qwen3Config,
                           Qwen3ForCausalLM)
+
+from real_runs.attention import announce, choose_attention
 
 TINY_MODELS = ("tiny", "tiny-qwen", "tiny-rehearsal")
 #: ``tiny-rehearsal``: the shape ``gdro train PRESET --rehearse`` trains on CPU in place of the
@@ -200,8 +204,7 @@ def resolve_device(setting: str) -> torch.device:
 
 def default_attention(device: str) -> str:
     """``flash_attention_2`` when flash-attn imports and the device is CUDA, else ``sdpa``."""
-    has_flash = importlib.util.find_spec("flash_attn") is not None
-    return "flash_attention_2" if has_flash and device.startswith("cuda") else "sdpa"
+    return choose_attention(device)[0]
 
 
 def _check_device(device: str) -> None:
@@ -314,7 +317,7 @@ def load_policy(model: str, *, device: str = "cpu", dtype: str = "auto",
     """
     _check_device(device)
     torch_dtype = resolve_dtype(dtype, device)
-    attn = attn_implementation or default_attention(device)
+    attn, reason = (attn_implementation, "asked for") if attn_implementation else choose_attention(device)
     if model in TINY_MODELS:
         tokenizer = qwen_tokenizer() if model == "tiny-qwen" else tiny_tokenizer()
         shape = REHEARSAL_SHAPE if model == "tiny-rehearsal" else {}
@@ -323,4 +326,5 @@ def load_policy(model: str, *, device: str = "cpu", dtype: str = "auto",
         policy, tokenizer = _load_pretrained(model, torch_dtype, attn)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    announce(attn, reason)  # once the model loaded: a load error stays one line
     return policy.to(device=device, dtype=torch_dtype).eval(), tokenizer  # type: ignore[call-arg]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# verl smoke run of the GDRO plugin (issue 20.2): a tiny random Qwen3 trained for 3 steps with
+# verl smoke run of the GDRO plugin: a tiny random Qwen3 trained for 3 steps with
 # Prompt-GDRO + Rollout-GDRO through verl 0.9.1's own fit(), then a second job that resumes it to
 # step 5, and checks that tell GDRO from GRPO. NOT RUN ON A GPU YET (no GPU in the sessions so far);
 # DEVICE=cpu runs the same stages on CPU, and was run (see docs/benchmarks.md, verl section).
@@ -19,7 +19,8 @@
 #            steps 1..5 once each, both trackers carry the gdro metrics, controller files in the checkpoints
 #
 # DEVICE=cuda (default when torch sees a GPU): python -m real_runs.verl.main on 1 GPU, vLLM rollout with
-#   tensor parallel 1; SDPA attention when flash-attn is missing. DEVICE=cpu: python -m real_runs.verl.cpu,
+#   tensor parallel 1; flash_attention_2 when flash-attn imports, else SDPA (python -m real_runs.attention,
+#   one line says which). DEVICE=cpu: python -m real_runs.verl.cpu,
 #   2 FSDP ranks over gloo and the hf_cpu rollout (real_runs/verl/cpu.py), no GPU needed.
 #
 # Offline install (the GPU machine has no internet): on a machine WITH internet, the same Python version
@@ -105,10 +106,12 @@ if [ "$DEVICE" = cuda ]; then
   EXTRA=(trainer.n_gpus_per_node=1 trainer.nnodes=1 actor_rollout_ref.rollout.name=vllm
          actor_rollout_ref.rollout.gpu_memory_utilization=0.3 actor_rollout_ref.rollout.enforce_eager=true
          actor_rollout_ref.rollout.agent.num_workers=2 reward.num_workers=2)
-  if ! "$PY" -c "import flash_attn" 2>/dev/null; then
-    EXTRA+=(+actor_rollout_ref.model.override_config.attn_implementation=sdpa actor_rollout_ref.model.use_remove_padding=false)
-  fi
+  # flash_attention_2 when flash-attn imports, else SDPA without packing; one line on stderr says which
+  mapfile -t ATTENTION < <("$PY" -m real_runs.attention --verl)
+  [ "${#ATTENTION[@]}" = 2 ] || { say "python -m real_runs.attention failed"; exit 3; }
+  EXTRA+=("${ATTENTION[@]}")
 else
+  "$PY" -m real_runs.attention --device cpu > /dev/null  # real_runs/verl/cpu.py sets SDPA; say so
   RANKS=2
   LAUNCH=("$PY" -m real_runs.verl.cpu --ranks 2)
   EXTRA=(actor_rollout_ref.rollout.full_determinism=true)

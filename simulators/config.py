@@ -65,7 +65,8 @@ class SimConfig:
     world: WorldConfig = field(default_factory=WorldConfig)
     """The world and learner."""
     classifier: Mapping[str, Any] = field(default_factory=dict)
-    """Overrides of gdro_lab ClassifierConfig (edges come from num_bins)."""
+    """Overrides of gdro_lab ClassifierConfig (edges come from num_bins; with exclude_extremes the last of the
+    num_bins bins is the extremes' class and the edges split [0, 1] into num_bins - 1)."""
     weighter: Mapping[str, Any] = field(default_factory=dict)
     """Overrides of gdro_lab WeighterConfig on top of the method's."""
     allocator: Mapping[str, Any] = field(default_factory=dict)
@@ -123,7 +124,8 @@ class SimConfig:
         """Resolved config mappings of the four controllers (method defaults, then overrides)."""
         spec = get_method(self.method)
         weighter_bins = self.world.num_groups if spec.partition == "groups" else self.num_bins
-        classifier = {"edges": even_edges(self.num_bins), "k": min(2, self.n_min), **dict(self.classifier)}
+        regular = self.num_bins - int(self.classifier.get("exclude_extremes", False) is True)  # + the extremes' class
+        classifier = {"edges": even_edges(regular), "k": min(2, self.n_min), **dict(self.classifier)}
         weighter = {"num_bins": weighter_bins, **dict(spec.weighter_overrides), **dict(self.weighter)}
         allocator = {"num_bins": self.num_bins, "n_bar": self.n_bar, "n_min": self.n_min, "n_max": self.n_max,
                      **dict(spec.allocator_overrides), **dict(self.allocator)}

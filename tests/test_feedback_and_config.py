@@ -70,7 +70,7 @@ BAD_VALUES = {
         ("window", 0), ("window", -3), ("window", 2.5), ("window", "50"),
         ("k", 0), ("k", 1.0), ("k", None),
         ("hysteresis", -0.01), ("hysteresis", 0.5), ("hysteresis", math.nan), ("hysteresis", math.inf),
-        ("hysteresis", "0.1"), ("hysteresis", True),
+        ("hysteresis", "0.1"), ("hysteresis", True), ("exclude_extremes", "yes"), ("exclude_extremes", 1),
         ("prior_a", 0.0), ("prior_a", -1.0), ("prior_a", math.inf),
         ("prior_b", 0.0), ("prior_b", math.nan),
         ("credible", 0.0), ("credible", 1.0), ("credible", 1.5),

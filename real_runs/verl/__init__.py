@@ -18,7 +18,9 @@ extra). Modules:
 - :mod:`real_runs.verl.cpu`: for tests and laptops only, never imported by the above: verl's
   ``fit`` on CPU (``python -m real_runs.verl.cpu``), closing verl 0.9.1's CPU gaps at run time;
 - :mod:`real_runs.verl.smoke`: the smoke run's tiny model, toy data and checks, shared by
-  ``scripts/verl_smoke.sh`` and the CPU ``fit`` test.
+  ``scripts/verl_smoke.sh`` and the CPU ``fit`` test;
+- :mod:`real_runs.verl.paper_settings`: the paper's runs as a table (setting, value, source) that the
+  launch scripts ``configs/paper_*.sh`` are tested against (docs/launch.md).
 """
 
 

@@ -189,3 +189,22 @@ def scaled_advantages(data: DataProto, multipliers_P: np.ndarray, prompt_index_R
                           device=advantages.device)
     return advantages * m_R.unsqueeze(-1)
 
+
+
+def clip_advantages(data: DataProto, bound: float) -> float:
+    """Clip ``advantages`` in place to [-bound, bound] (paper App. A: 5, before Prompt-GDRO's multipliers).
+
+    Returns the fraction of response tokens (``response_mask``; every token without one) whose
+    advantage was clipped. With rewards +-1 and GRPO's std a group of n rollouts has
+    |A| <= (n - 1) / sqrt(n) (verl's Bessel std; sqrt(n - 1) with the population std), so a bound of 5
+    binds only in groups of n >= 27 rollouts (the paper's arms stop at 12): it guards other rewards.
+    """
+    advantages = data.batch["advantages"]
+    over = advantages.abs() > bound
+    if "response_mask" in data.batch.keys():
+        mask = data.batch["response_mask"].bool()
+        frac = float((over & mask).sum()) / max(int(mask.sum()), 1)
+    else:
+        frac = float(over.float().mean()) if over.numel() else 0.0
+    data.batch["advantages"] = advantages.clamp(-bound, bound)
+    return frac

@@ -9,9 +9,11 @@ verl 0.9.1's ``RayPPOTrainer.fit`` is left as it is; five methods it calls are e
   over), and make this step's two ``repeat(rollout.n, interleave=True)`` calls execute it
   (:func:`real_runs.verl.batch.install_planned_repeat`);
 - ``_validate``: validation batches are never planned (verl repeats them by ``val_kwargs.n``);
-- ``_update_actor`` (after verl's ``compute_advantage``): check that the executed rollouts per prompt
-  are the plan, update the controllers from the step's rewards, multiply ``advantages`` by each
-  prompt's Prompt-GDRO multiplier, log the step to our run directory, run verl's update on the groups
+- ``_update_actor`` (after verl's ``compute_advantage``): clip verl's GRPO advantages to
+  [-gdro.adv_clip, gdro.adv_clip] (paper App. A: 5; null = no clip; verl 0.9.1 has no such option),
+  check that the executed rollouts per prompt are the plan, update the controllers from the step's
+  rewards, multiply ``advantages`` by each prompt's Prompt-GDRO multiplier (after the clip, as
+  ``gdro train`` does: A = m_i clip(A_ij, +-5)), log the step to our run directory, run verl's update on the groups
   the selector keeps (the others' response_mask is zero during the update), and return the metrics
   (``gdro/*``, ``rollout_alloc/*``, ``gdro/compute/*``) with the actor's, which ``fit`` passes to
   verl's tracker;
@@ -28,6 +30,7 @@ Not compatible with ``actor.use_prefix_grouper`` (it balances equal-size uid gro
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +55,28 @@ SUPPORTED_ESTIMATORS = ("grpo", "grpo_vectorized")
 LINEAR_LOSS_MODES = ("vanilla", "dppo_tv", "dppo_kl", "gspo", "sapo", "gpg", "geo_mean", "cispo", "bypass_mode")
 
 
+#: ``gdro`` settings the trainer applies itself (not the controllers'): the advantage clip.
+TRAINER_SETTINGS = ("adv_clip",)
+
+
 def settings_from_config(config: Any) -> GDROSettings:
-    """The ``gdro`` section of a verl config as :class:`GDROSettings` (defaults when absent)."""
+    """The ``gdro`` section of a verl config as :class:`GDROSettings` (defaults when absent), less
+    :data:`TRAINER_SETTINGS`."""
     section = config.get("gdro") if hasattr(config, "get") else None
     values = OmegaConf.to_container(section, resolve=True) if section is not None else {}
-    return GDROSettings.from_mapping(values)
+    assert isinstance(values, dict)
+    return GDROSettings.from_mapping({k: v for k, v in values.items() if k not in TRAINER_SETTINGS})
+
+
+def adv_clip_from_config(config: Any) -> float | None:
+    """``gdro.adv_clip``: the bound C of the advantage clip [-C, C] (None = no clip); one-line error when bad."""
+    value = OmegaConf.select(config, "gdro.adv_clip", default=None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise VerlPluginError(f"gdro.adv_clip={value!r} is invalid: use a number > 0 (the paper's 5.0) "
+                              "or null for no clip")
+    return float(value)
 
 
 def check_verl_config(config: Any) -> None:
@@ -74,6 +94,7 @@ def check_verl_config(config: Any) -> None:
         raise VerlPluginError(f"gdro.selector={config.gdro.selector} skips prompts before rollout and takes the next "
                               "ones of the dataloader's batch: set data.gen_batch_size above data.train_batch_size="
                               f"{batch_size} (e.g. +data.gen_batch_size={int(1.5 * batch_size)})")
+    adv_clip_from_config(config)
     if int(config.trainer.get("critic_warmup", 0)) != 0:
         raise VerlPluginError("trainer.critic_warmup must be 0 with the GDRO plugin (GRPO has no critic; "
                               "the controllers update in the actor step)")
@@ -127,7 +148,11 @@ class GDRORayPPOTrainer(RayPPOTrainer):
         return gen_batch
 
     def _update_actor(self, batch: DataProto) -> DataProto:
+        bound = adv_clip_from_config(self.config)
+        clipped = vb.clip_advantages(batch, bound) if bound is not None else None
         metrics = self.gdro.observe(batch, step=int(self.global_steps))
+        if clipped is not None:
+            metrics["gdro/adv_clip_frac"] = clipped
         with self.gdro.trained_rows_only(batch):  # a prompt selector's dropped groups: out of the loss
             output = super()._update_actor(batch)
         output.meta_info.setdefault("metrics", {}).update(metrics)
