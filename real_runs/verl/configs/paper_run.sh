@@ -8,7 +8,7 @@
 #
 # Knobs (environment):
 #   MODEL_SIZE     1.7b (default) | 4b | 8b: Qwen/Qwen3-<size>-Base (MODEL overrides the id or a local folder)
-#   VERL_DATA      folder with the converted parquets: dapo.parquet (train) and one per benchmark,
+#   VERL_DATA      folder with the converted parquets: dapo_train.parquet (train) and one per benchmark,
 #                  aime24 aime25 amc23 math500 minerva olympiadbench gpqa (.parquet); see docs/install.md
 #   NNODES, GPUS_PER_NODE   default 1 and 8 (several nodes: start Ray first, docs/launch.md)
 #   BINS           10 (default, the paper) | 6 | 3: the released scripts' "6-bin" (6 edges: 7 bins) and 3-bin
@@ -112,7 +112,7 @@ mapfile -t ATTENTION < <(cd "$ROOT" && PYTHONPATH="$ROOT" "$PY" -m real_runs.att
 [ "${#ATTENTION[@]}" = 2 ] || die "python -m real_runs.attention failed with $PY: set PYTHON to the interpreter with verl"
 
 CMD=("$PY" -m real_runs.verl.main
-  data.train_files="'$VERL_DATA/dapo.parquet'" data.val_files="[${VAL_FILES%,}]"
+  data.train_files="'$VERL_DATA/dapo_train.parquet'" data.val_files="[${VAL_FILES%,}]"
   data.max_prompt_length=3200 data.max_response_length=4096
   data.filter_overlong_prompts=true data.truncation=error
   actor_rollout_ref.model.path="$MODEL" actor_rollout_ref.model.enable_gradient_checkpointing=true

@@ -227,7 +227,7 @@ def test_missing_data_and_missing_wandb_stop_before_launch(tmp_path):
     run = lambda: subprocess.run(["bash", str(CONFIG_DIR / "paper_prompt_gdro.sh")], env=environ,  # noqa: E731
                                  capture_output=True, text=True, timeout=120)
     result = run()
-    assert result.returncode == 2 and f"{tmp_path}/dapo.parquet is missing" in result.stderr
+    assert result.returncode == 2 and f"{tmp_path}/dapo_train.parquet is missing" in result.stderr
     for name in ("dapo", *ps.VAL_SETS):
         (tmp_path / f"{name}.parquet").write_bytes(b"")
     try:
