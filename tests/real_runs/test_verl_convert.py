@@ -209,3 +209,17 @@ def test_full_data_gives_the_paper_counts(tmp_path: Path, shared_data: Path, cap
     assert convert.main(["--data-dir", str(shared_data), "--out", str(tmp_path / "out"), "paper"]) == 0
     assert check_outputs(tmp_path / "out", shared_data) == FULL_COUNTS
     assert "(English only: 3432 rows with CJK text dropped)" in capsys.readouterr().out
+
+
+def test_the_launch_scripts_read_exactly_the_files_paper_writes():
+    """paper_run.sh checks and reads $VERL_DATA/<name>.parquet for its training set and VAL_SETS: the same
+    file names `convert ... paper` writes (they drifted once: the script read dapo.parquet)."""
+    import re
+
+    script = (Path(__file__).resolve().parents[2] / "real_runs" / "verl" / "configs" / "paper_run.sh").read_text()
+    val_sets = re.search(r"^VAL_SETS=\(([^)]*)\)", script, re.M).group(1).split()
+    checked = re.search(r'for name in (\S+) "\$\{VAL_SETS\[@\]\}"; do', script).group(1)
+    train = re.search(r"data\.train_files=\"'\$VERL_DATA/([\w.]+)'\"", script).group(1)
+    written = sorted(job.filename for job in convert.paper_jobs())
+    assert sorted([f"{checked}.parquet", *(f"{v}.parquet" for v in val_sets)]) == written
+    assert train == convert.TRAIN_FILE

@@ -99,7 +99,7 @@ VAL_SETS=(aime24 aime25 amc23 math500 minerva olympiadbench gpqa)
 VAL_FILES=""
 for name in "${VAL_SETS[@]}"; do VAL_FILES+="'$VERL_DATA/$name.parquet',"; done
 if [ "$PRINT" != 1 ]; then
-  for name in dapo "${VAL_SETS[@]}"; do
+  for name in dapo_train "${VAL_SETS[@]}"; do
     [ -f "$VERL_DATA/$name.parquet" ] || die "$VERL_DATA/$name.parquet is missing: prepare the data first (docs/install.md)"
   done
   case "$LOGGER" in

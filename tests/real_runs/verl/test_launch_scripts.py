@@ -70,7 +70,7 @@ def derived(cfg: Any, name: str) -> Any:
     if name == "model_size":
         return cfg.actor_rollout_ref.model.path
     if name == "train_set":
-        return Path(str(cfg.data.train_files)).stem
+        return Path(str(cfg.data.train_files)).stem.removesuffix("_train")  # convert writes <set>_train.parquet
     if name == "val_sets":
         return tuple(Path(p).stem for p in cfg.data.val_files)
     if name == "mini_batches":
