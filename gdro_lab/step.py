@@ -161,15 +161,18 @@ class MethodStep:
     def record(self, outcome: Outcome) -> tuple[dict[str, float], dict[str, np.ndarray]]:
         """The step record (gdro_lab.record.step_record: weights, multipliers, signal and score per bin,
         the allocator's sigma and mu) with the outcome's metrics. On the latent groups the logged
-        weights are the mean multiplier per difficulty bin and there is no score per bin."""
+        weights are the mean multiplier per difficulty bin and there is no score per bin. A user's
+        weighter without a ``config.signal`` or a ``score_G`` logs no signal or score."""
         feedback = outcome.feedback
         G = self.num_bins
+        weighter = self.weighter
         if self.method.partition == "groups":
             per_bin = np.nan_to_num(diag.bin_mean(outcome.multipliers_P, feedback.bins_P, G))
             weights, score = (per_bin if per_bin.sum() > 0 else None), None
         else:
-            weights, score = self.weighter.bin_weights(), self.weighter.score_G
-        signal = SIGNALS[self.weighter.config.signal](outcome.weighter_feedback)
+            weights, score = weighter.bin_weights(), getattr(weighter, "score_G", None)
+        signal_name = getattr(getattr(weighter, "config", None), "signal", None)
+        signal = None if signal_name is None else SIGNALS[signal_name](outcome.weighter_feedback)
         scalars, rows = step_record(feedback, G, n_bar=self.n_bar, n_min=self.n_min, n_max=self.n_max,
                                     weights_G=weights, multipliers_P=outcome.multipliers_P, signal_P=signal,
                                     score_G=score, sigma_G=np.sqrt(self.allocator.variance_G), mu=self.allocator.mu)

@@ -34,7 +34,9 @@ from gdro_lab.registry import REGISTRY
 from gdro_lab.runlog import encode_state
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "loop_replay.json"
-RECORD = os.environ.get("GDRO_REPLAY_RECORD") == "1"
+RECORD = os.environ.get("GDRO_REPLAY_RECORD", "")
+"""``1``: record whole sections; a stream's name (e.g. ``record.signal_score``): update that stream only,
+after checking that every other one is unchanged (a deliberate change of one logged field)."""
 CALLS = ("bins", "plan", "screen", "accept", "multipliers", "update")
 SIGNAL_ROWS = ("signal", "score")
 
@@ -149,7 +151,7 @@ def environment() -> str:
 def check_section(section: str, runs: dict[str, dict[str, str]]) -> None:
     """Compare ``runs`` with the fixture's section (or, recording, write it)."""
     stored = json.loads(FIXTURE.read_text(encoding="utf-8")) if FIXTURE.exists() else {}
-    if RECORD:
+    if RECORD == "1":
         stored[section] = {"environment": environment(), "runs": runs}
         FIXTURE.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         return
@@ -159,8 +161,13 @@ def check_section(section: str, runs: dict[str, dict[str, str]]) -> None:
     if expected["environment"] != environment():
         pytest.skip(f"{section} replay recorded under {expected['environment']}, this is {environment()}")
     assert sorted(runs) == sorted(expected["runs"])
-    for run, streams in runs.items():
-        assert streams == expected["runs"][run], run
+    changed = {f"{run}: {stream}" for run, streams in runs.items() for stream in set(streams) | set(expected["runs"][run])
+               if streams.get(stream) != expected["runs"][run].get(stream) and stream != RECORD}
+    if RECORD and not changed:
+        for run, streams in runs.items():
+            expected["runs"][run][RECORD] = streams[RECORD]
+        FIXTURE.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    assert not changed, f"{len(changed)} stream(s) differ from the recorded replay: " + ", ".join(sorted(changed))
 
 
 # ----------------------------------------------------------------------------- the simulator
