@@ -91,30 +91,31 @@ class MethodStep:
     """A method's controllers and its controller step (module docstring).
 
     ``configs``: per family a config object or a mapping (a missing selector: its defaults);
-    ``seeds``: one int (the four controllers get seed, seed + 1, seed + 2, seed + 3) or four ints;
+    ``seed``: one int (the four controllers get seed, seed + 1, seed + 2, seed + 3) or four ints;
     ``prompts``: the run's PromptIndex, shared with controllers that keep per-prompt state;
     ``builder``: the loop's controller factory (default ``gdro_lab.registry.build``; the simulator's
     also knows its reference allocators); ``box``: the loop's (n_bar, n_min, n_max), checked against
     the allocator's config (default: the allocator's).
     """
 
-    def __init__(self, method: MethodSpec, configs: Mapping[str, Any], seeds: int | Sequence[int],
+    def __init__(self, method: MethodSpec, configs: Mapping[str, Any], seed: int | Sequence[int],
                  prompts: PromptIndex | None = None, *, builder: Builder | None = None,
                  box: tuple[int, int, int] | None = None):
-        seed_list = [int(seeds) + i for i in range(4)] if isinstance(seeds, (int, np.integer)) else list(seeds)
+        seed_list = [int(seed) + i for i in range(4)] if isinstance(seed, (int, np.integer)) else list(seed)
         if len(seed_list) != len(FAMILIES):
             raise ConfigError(f"MethodStep needs one seed or {len(FAMILIES)} seeds, got {len(seed_list)}")
         make = builder or build
         self.method = method
         self.prompts = prompts
-        built = [make(family, method.controller(family), configs.get(family, {}), seed=seed, prompts=prompts)
-                 for family, seed in zip(FAMILIES, seed_list)]
+        built = [make(family, method.controller(family), configs.get(family, {}), seed=one, prompts=prompts)
+                 for family, one in zip(FAMILIES, seed_list)]
         self.classifier, self.weighter, self.allocator, self.selector = built
         limits = self.allocator.config
         self.n_bar, self.n_min, self.n_max = int(limits.n_bar), int(limits.n_min), int(limits.n_max)
-        if box is not None and tuple(box) != (self.n_bar, self.n_min, self.n_max):
-            raise ConfigError(f"the allocator's config has (n_bar, n_min, n_max) = {(self.n_bar, self.n_min, self.n_max)}"
-                              f" but the run's are {tuple(box)}: set them once, as the run's settings")
+        own = (self.n_bar, self.n_min, self.n_max)
+        if box is not None and tuple(box) != own:
+            raise ConfigError(f"the allocator's config has (n_bar, n_min, n_max) = {own} but the run's are "
+                              f"{tuple(box)}: set them once, as the run's settings")
         k = int(getattr(self.classifier.config, "k", 1))
         if k > self.n_min:
             raise ConfigError(f"classifier k={k} exceeds n_min={self.n_min}: pass@k needs k <= n_min")

@@ -161,7 +161,8 @@ def check_section(section: str, runs: dict[str, dict[str, str]]) -> None:
     if expected["environment"] != environment():
         pytest.skip(f"{section} replay recorded under {expected['environment']}, this is {environment()}")
     assert sorted(runs) == sorted(expected["runs"])
-    changed = {f"{run}: {stream}" for run, streams in runs.items() for stream in set(streams) | set(expected["runs"][run])
+    changed = {f"{run}: {stream}" for run, streams in runs.items()
+               for stream in set(streams) | set(expected["runs"][run])
                if streams.get(stream) != expected["runs"][run].get(stream) and stream != RECORD}
     if RECORD and not changed:
         for run, streams in runs.items():
@@ -173,9 +174,10 @@ def check_section(section: str, runs: dict[str, dict[str, str]]) -> None:
 # ----------------------------------------------------------------------------- the simulator
 
 SIM_STEPS = 200
-SIM_EXTRA = {"rollout_gdro/bandit": ("rollout_gdro", {"allocator": {"feedback": "bandit"}}),
-             "joint/bandit": ("joint", {"allocator": {"feedback": "bandit"}}),
-             "prompt_gdro/surrogate": ("prompt_gdro", {"weighter": {"signal": "surrogate"}, "ppo_minibatches": 2})}
+SIM_EXTRA: dict[str, tuple[str, dict[str, Any]]] = {
+    "rollout_gdro/bandit": ("rollout_gdro", {"allocator": {"feedback": "bandit"}}),
+    "joint/bandit": ("joint", {"allocator": {"feedback": "bandit"}}),
+    "prompt_gdro/surrogate": ("prompt_gdro", {"weighter": {"signal": "surrogate"}, "ppo_minibatches": 2})}
 
 
 def sim_runs() -> dict[str, tuple[str, dict[str, Any]]]:
@@ -204,7 +206,9 @@ def test_simulator_replays_bit_identically(monkeypatch: pytest.MonkeyPatch) -> N
             instrument(patch, recorder, classes)
             sim = Simulation(SimConfig(method=method, steps=SIM_STEPS, batch=16, world=world, **extra))
             for t in range(SIM_STEPS):
-                recorder.add_record("record", *sim.step())
+                result = sim.step()
+                assert result is not None
+                recorder.add_record("record", *result)
                 if (t + 1) % 50 == 0:
                     recorder.add("eval", sim.evaluate())
             recorder.add("saved_state", json.dumps(encode_state(sim.state_dict())))

@@ -145,6 +145,29 @@ def test_a_run_that_raises_is_marked_failed(tmp_path: Path):
     assert read_run(tmp_path / "dies").meta["status"] == "failed"
 
 
+def test_a_plan_off_the_budget_fails_the_run_with_the_method_steps_one_message(tmp_path: Path, monkeypatch):
+    """An allocator that plans one rollout too many: the first step stops the run with
+    gdro_lab.step.MethodStep's one-line budget message (the simulator's and the verl plugin's) at its
+    first plan, before any update, and the run is marked failed."""
+    build = core_step.build
+
+    def overspending_build(family, name, *args, **kwargs):
+        controller = build(family, name, *args, **kwargs)
+        if family == "allocator":
+            plan = controller.plan
+            controller.plan = lambda bins, ids=None: plan(bins, ids) + np.eye(len(bins), dtype=np.int64)[0]
+        return controller
+
+    monkeypatch.setattr(core_step, "build", overspending_build)
+    updates: list = []
+    monkeypatch.setattr(train, "ppo_update", lambda *args, **kwargs: updates.append(1))
+    with pytest.raises(ValueError, match=r"^allocator 'gdro' planned 17 rollouts in \[4, 5\] for 4 prompts, not 16 "
+                                         r"in \[2, 8\] .*every step must spend exactly the budget$"):
+        train.main(tiny(tmp_path, "train.steps=2", "train.run_name=over", "method.name=rollout_gdro"),
+                   train_records=RECORDS, reward=Mixed())
+    assert read_run(tmp_path / "over").meta["status"] == "failed" and not updates
+
+
 def test_a_stopped_and_resumed_run_continues_as_the_uninterrupted_one(tmp_path: Path):
     """stop_after=2 then resume: step 3's record (sampled texts -> rewards, losses) equals that of
     3 steps in one go: each step's sampling seed is the run's, not the process's RNG state."""
