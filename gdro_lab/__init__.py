@@ -6,19 +6,21 @@ numpy/scipy only; never imports torch or streamlit. See docs/core.md and docs/ru
 from gdro_lab._validate import ConfigError
 from gdro_lab.difficulty import BayesDifficultyClassifier, ClassifierConfig, DifficultyClassifier
 from gdro_lab.feedback import StepFeedback
+from gdro_lab.methods import METHODS, MethodSpec
 from gdro_lab.planner import exact_plan
 from gdro_lab.prompt_gdro import PromptGDRO, UniformWeighter, WeighterConfig
 from gdro_lab.prompts import PromptIndex
 from gdro_lab.registry import REGISTRY, build, make_config
 from gdro_lab.rollout_gdro import AllocatorConfig, RolloutGDRO, SqrtAllocator, UniformAllocator
 from gdro_lab.runlog import RunData, RunFormatError, RunWriter, read_run
+from gdro_lab.step import BudgetError, MethodStep
 from gdro_lab.update_rules import log_sum_exp_surrogate
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AllocatorConfig", "BayesDifficultyClassifier", "ClassifierConfig", "ConfigError",
-    "DifficultyClassifier", "PromptGDRO", "PromptIndex", "REGISTRY", "RolloutGDRO", "RunData", "RunFormatError",
-    "RunWriter", "SqrtAllocator", "StepFeedback", "UniformAllocator", "UniformWeighter",
-    "WeighterConfig", "build", "exact_plan", "log_sum_exp_surrogate", "make_config", "read_run",
+    "AllocatorConfig", "BayesDifficultyClassifier", "BudgetError", "ClassifierConfig", "ConfigError",
+    "DifficultyClassifier", "METHODS", "MethodSpec", "MethodStep", "PromptGDRO", "PromptIndex", "REGISTRY",
+    "RolloutGDRO", "RunData", "RunFormatError", "RunWriter", "SqrtAllocator", "StepFeedback", "UniformAllocator",
+    "UniformWeighter", "WeighterConfig", "build", "exact_plan", "log_sum_exp_surrogate", "make_config", "read_run",
 ]

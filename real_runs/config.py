@@ -9,12 +9,14 @@ one-line :class:`gdro_lab.ConfigError` naming it. A file may start from a preset
 ``preset = "tiny-cpu"`` at its top. ``config_to_dict`` gives the resolved config that the run
 directory's ``config.json`` stores (one source of truth).
 
-Methods (``method.name``) set the two controllers as the paper names them: ``grpo`` (uniform
-weights, n = n_bar), ``prompt_gdro`` (weighter ``gdro``), ``rollout_gdro`` (allocator ``gdro``),
-``joint`` (both; the paper never trained them together). ``method.weighter`` /
-``method.allocator`` / ``method.classifier`` override by registry name (``custom``), e.g.
-``method.allocator=knapsack`` (or ``vip``, ``gdro_prompt``); ``method.selector`` picks a prompt
-selector (``none``, ``dynamic_sampling``, ``greso``; gdro_lab/selection.py).
+Methods (``method.name``) are those of the one table, gdro_lab.methods, that need no simulator
+truth: the paper's ``grpo`` (uniform weights, n = n_bar), ``prompt_gdro`` (weighter ``gdro``),
+``rollout_gdro`` (allocator ``gdro``), ``joint`` (both; the paper never trained them together), and
+``prompt_gdro_mean1``, ``knapsack``, ``vip``, ``gdro_prompt``, ``dynamic_sampling``, ``greso``.
+``method.weighter`` / ``method.allocator`` / ``method.classifier`` override by registry name
+(``custom``: GRPO's controllers replaced), e.g. ``method.allocator=knapsack`` (or ``vip``,
+``gdro_prompt``); ``method.selector`` picks a prompt selector (``none`` = the method's,
+``dynamic_sampling``, ``greso``; gdro_lab/selection.py).
 """
 
 from __future__ import annotations
@@ -27,10 +29,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from gdro_lab._validate import ConfigError, require, require_choice, require_int, require_range
+from gdro_lab.methods import MethodSpec, real_methods, resolve_method
 from gdro_lab.registry import REGISTRY, make_config
 
-METHODS = {"grpo": ("uniform", "uniform"), "prompt_gdro": ("gdro", "uniform"),
-           "rollout_gdro": ("uniform", "gdro"), "joint": ("gdro", "gdro")}
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 MAX_LR = 0.1  # AdamW on a language model above this only diverges; the paper uses 1e-6
@@ -136,7 +137,8 @@ class MethodConfig:
     """Which controllers run: a method name or explicit registry names, and their configs."""
 
     name: str = "grpo"
-    """``grpo``, ``prompt_gdro``, ``rollout_gdro``, ``joint`` or ``custom`` (use the three names below)."""
+    """A method of gdro_lab.methods that needs no simulator truth (``grpo``, ``prompt_gdro``,
+    ``rollout_gdro``, ``joint``, ``knapsack``...) or ``custom`` (set weighter and allocator below)."""
     classifier: str = "window"
     """Difficulty classifier by registry name (``window``, ``bayes``)."""
     weighter: str = ""
@@ -158,13 +160,14 @@ class MethodConfig:
     allocator_config: Mapping[str, Any] = field(default_factory=dict)
     """Extra fields of the allocator's config (``AllocatorConfig``: ``dual_lr``, ``planner``...; ``KnapsackConfig``...)."""
     selector: str = "none"
-    """Prompt selector by registry name: ``none``, ``dynamic_sampling`` (DAPO), ``greso``. Every step still
+    """Prompt selector by registry name: ``none`` (the method's: none but for ``dynamic_sampling`` and
+    ``greso``), ``dynamic_sampling`` (DAPO), ``greso``. Every step still
     generates exactly prompts_per_step * n_bar rollouts (gdro_lab/selection.py: the equal-compute rule)."""
     selector_config: Mapping[str, Any] = field(default_factory=dict)
     """Extra ``SelectorConfig`` fields (GRESO's p_easy, p_hard, target_zero_variance...)."""
 
     def __post_init__(self) -> None:
-        require_choice("method", "name", self.name, (*METHODS, "custom"))
+        require_choice("method", "name", self.name, (*real_methods(), "custom"))
         require_choice("method", "classifier", self.classifier, tuple(REGISTRY["classifier"]))
         for family in ("weighter", "allocator"):
             value = getattr(self, family)
@@ -173,33 +176,50 @@ class MethodConfig:
             require(self.name != "custom" or value != "", "method", family, value,
                     "set when method.name = 'custom'")
         require_choice("method", "selector", self.selector, tuple(REGISTRY["selector"]))
-        make_config(REGISTRY["selector"][self.selector].config_class, self.selector_config)
+        method = self.method()
+        make_config(REGISTRY["selector"][method.selector].config_class,
+                    method.config("selector", {}, self.selector_config))
         require_int("method", "num_bins", self.num_bins, 1)
         require_int("method", "n_min", self.n_min, 2)
         require_int("method", "n_max", self.n_max, self.n_min)
         require_int("method", "n_bar", self.n_bar, self.n_min, self.n_max)
         self.controller_configs()  # unknown controller keys fail here, at load time
 
+    def method(self) -> MethodSpec:
+        """The run's method: the table's ``name`` with the registry names set here replacing its own."""
+        return resolve_method(self.name, classifier=self.classifier, weighter=self.weighter, allocator=self.allocator,
+                              selector="" if self.selector == "none" else self.selector)
+
     def controller_names(self) -> tuple[str, str, str]:
         """(classifier, weighter, allocator) registry names after the method's defaults."""
-        weighter, allocator = METHODS.get(self.name, ("uniform", "uniform"))
-        return self.classifier, self.weighter or weighter, self.allocator or allocator
+        method = self.method()
+        return method.classifier, method.weighter, method.allocator
 
     def controller_configs(self) -> tuple[Any, Any, Any]:
-        """Validated config objects of the three controllers."""
-        classifier, weighter, allocator = self.controller_names()
+        """Validated config objects of the three controllers: the run's values, then the method's
+        overrides, then ``<family>_config``'s."""
+        method = self.method()
         shared = {"n_bar": self.n_bar, "n_min": self.n_min, "n_max": self.n_max, "num_bins": self.num_bins}
         configs = []
-        for family, name, extra, base in (
-                ("classifier", classifier, self.classifier_config, {"k": min(2, self.n_min)}),
-                ("weighter", weighter, self.weighter_config, {"num_bins": self.num_bins}),
-                ("allocator", allocator, self.allocator_config, shared)):
-            values = {**base, **dict(extra)}
-            configs.append(make_config(REGISTRY[family][name].config_class, values))
+        for family, extra, base in (
+                ("classifier", self.classifier_config, {"k": min(2, self.n_min)}),
+                ("weighter", self.weighter_config, {"num_bins": self.num_bins}),
+                ("allocator", self.allocator_config, shared)):
+            values = method.config(family, base, extra)
+            configs.append(make_config(REGISTRY[family][method.controller(family)].config_class, values))
         require(configs[0].num_bins == self.num_bins, "method", "classifier_config.edges",
                 configs[0].edges, f"{self.num_bins - 1 - int(configs[0].exclude_extremes)} edges for method.num_bins = "
                 f"{self.num_bins}" + (" (exclude_extremes adds one class)" if configs[0].exclude_extremes else ""))
+        for key in ("n_bar", "n_min", "n_max"):
+            require(getattr(configs[2], key) == getattr(self, key), "method", f"allocator_config.{key}",
+                    getattr(configs[2], key), f"left out (method.{key} = {getattr(self, key)} sets it)")
         return configs[0], configs[1], configs[2]
+
+    def step_configs(self) -> dict[str, Any]:
+        """Configs of the four controllers by family, as gdro_lab.step.MethodStep takes them."""
+        classifier, weighter, allocator = self.controller_configs()
+        selector = self.method().config("selector", {}, self.selector_config)
+        return {"classifier": classifier, "weighter": weighter, "allocator": allocator, "selector": selector}
 
 
 @dataclass(frozen=True)

@@ -54,10 +54,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from gdro_lab import PromptIndex, RunWriter, StepFeedback, build
-from gdro_lab.record import step_record
+from gdro_lab import MethodStep, PromptIndex, RunWriter, StepFeedback
 from gdro_lab.runlog import RunLock, is_run_dir, read_run
-from gdro_lab.selection import compute_metrics, fill_batch
 from real_runs import checkpoint as ckpt
 from real_runs import loss as L
 from real_runs import preflight
@@ -316,17 +314,9 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
         eval_problems = [p for problems in eval_records.values() for p in problems]
         if not eval_problems:
             raise TrainError("eval.every > 0 but the evaluation sets hold no problem: set eval.benchmarks or eval.every=0")
-    classifier_cfg, weighter_cfg, allocator_cfg = mc.controller_configs()
-    names = mc.controller_names()
     prompts = PromptIndex()  # stable ids interned once: record i -> record_index[i]
     record_index = prompts.intern([r.id for r in records])
-    controllers = {"classifier": build("classifier", names[0], classifier_cfg, seed=tc.seed, prompts=prompts),
-                   "weighter": build("weighter", names[1], weighter_cfg, seed=tc.seed + 1, prompts=prompts),
-                   "allocator": build("allocator", names[2], allocator_cfg, seed=tc.seed + 2, prompts=prompts)}
-    if mc.selector != "none":  # runs without a selector keep their checkpoint layout
-        controllers["selector"] = build("selector", mc.selector, dict(mc.selector_config), seed=tc.seed + 3,
-                                        prompts=prompts)
-    classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
+    method = MethodStep(mc.method(), mc.step_configs(), tc.seed, prompts, box=(mc.n_bar, mc.n_min, mc.n_max))
     order = DataOrder(len(records), tc.seed, cfg.data.shuffle)
     autocast = _autocast(cfg, device)
     reference = None
@@ -362,11 +352,11 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
         (run_dir / "data.json").write_text(json.dumps(data_summary, indent=1), encoding="utf-8")
     else:
         start, _ = ckpt.load_checkpoint(run_dir, model=policy, optimizer=optimizer, scheduler=scheduler,
-                                        controllers={**controllers, "data_order": order})
+                                        controllers={**saved_controllers(method), "data_order": order})
         writer = RunWriter.resume(run_dir, start, lock=lock)
     try:
         return _loop(cfg, writer, start, stop_after, policy=policy, tokenizer=tokenizer, reference=reference,
-                     engine=engine, optimizer=optimizer, scheduler=scheduler, controllers=controllers, order=order,
+                     engine=engine, optimizer=optimizer, scheduler=scheduler, method=method, order=order,
                      records=records, prompt_texts=prompt_texts, eval_problems=eval_problems, reward=reward,
                      autocast=autocast, device=device, pad_id=pad_id, prompts=prompts, record_index=record_index,
                      clock=RunClock(started, logged_elapsed(run_dir, start)))
@@ -376,15 +366,13 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
 
 
 def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | None, *, policy: Any, tokenizer: Any,
-          reference: Any, engine: Any, optimizer: Any, scheduler: Any, controllers: dict[str, Any], order: DataOrder,
+          reference: Any, engine: Any, optimizer: Any, scheduler: Any, method: MethodStep, order: DataOrder,
           records: list[Problem], prompt_texts: list[str], eval_problems: list[Problem], reward: Reward | None,
           autocast: Any, device: torch.device, pad_id: int, prompts: PromptIndex, record_index: np.ndarray,
           clock: RunClock | None = None) -> Path:
     """Steps ``start + 1 .. train.steps`` (or ``stop_after``): the numbered phases of the module docstring."""
-    tc, mc = cfg.train, cfg.method
-    classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
-    selector = controllers.get("selector") or build("selector", "none", {}, seed=tc.seed + 3)
-    names = mc.controller_names()
+    tc = cfg.train
+    controllers = saved_controllers(method)
     run_dir = writer.path
     train_reward, eval_reward, owned = _rewards(cfg, reward)
     sinks = Sinks(run_dir, tensorboard=cfg.log.tensorboard, wandb=cfg.log.wandb, project=cfg.log.wandb_project,
@@ -396,7 +384,6 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
 
     answers = [p.answer for p in records]
     on_policy = on_policy_update(cfg, policy)
-    budget = tc.prompts_per_step * mc.n_bar
     times = RunTimes()
     clock = clock or RunClock()
     last = tc.steps if stop_after is None else min(tc.steps, stop_after)
@@ -407,16 +394,11 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
 
-            # 1. prompts, bins, plan (the budget is exact every step)
+            # 1. prompts, bins, plan (the budget is exact every step: MethodStep.plan checks it)
             with timer("plan"):
-                batch = fill_batch(selector, order.take, lambda rows: record_index[rows], tc.prompts_per_step,
-                                   first=order.take(tc.prompts_per_step))
-                ids = record_index[batch]
-                bins_P = classifier.bins(ids)
-                counts_P = np.asarray(allocator.plan(bins_P, ids), np.int64)
-            if int(counts_P.sum()) != budget or counts_P.min() < mc.n_min or counts_P.max() > mc.n_max:
-                raise TrainError(f"allocator {names[2]!r} planned {int(counts_P.sum())} rollouts in "
-                                 f"[{counts_P.min()}, {counts_P.max()}], not {budget} in [{mc.n_min}, {mc.n_max}]")
+                batch = method.choose(order.take(tc.prompts_per_step), order.take, lambda rows: record_index[rows])
+                plan = method.plan(record_index[batch])
+                counts_P = plan.counts_P
 
             # 2. generate and score
             sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
@@ -434,21 +416,16 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
 
             # 3-4. controllers, then weighted GRPO advantages
             with timer("controllers"):
-                feedback = StepFeedback(ids, bins_P, counts_P, rewards_R, successes_R, prompts=prompts)
-                train_P = selector.accept(feedback)
-                metrics: dict[str, float] = {}
-                for controller in (classifier, weighter, allocator, selector):
-                    metrics.update(controller.update(feedback))
-                multipliers_P = weighter.multipliers(bins_P)
-                advantages_R, adv_metrics = weighted_advantages(feedback, multipliers_P, cfg)
-            metrics.update({f"grpo/{k}": v for k, v in adv_metrics.items()})
-            metrics.update(compute_metrics(feedback, train_P, tokens_R=rollouts.lengths_R))
+                feedback = StepFeedback(plan.ids_P, plan.bins_P, counts_P, rewards_R, successes_R, prompts=prompts)
+                outcome = method.observe(feedback, tokens_R=rollouts.lengths_R)
+                advantages_R, adv_metrics = weighted_advantages(feedback, outcome.multipliers_P, cfg)
 
             # 5. old and reference log-probs, recomputed by a teacher-forced pass (old ones only when
             #    the update takes more than one optimizer step: on-policy they are the update's own)
             with timer("record"):
                 generated_R = RolloutBatch.from_rollouts(rollouts, advantages_R, pad_id)
-                batch_R, engine_logprobs = trained_rows(generated_R, rollouts.logprobs, np.repeat(train_P, counts_P))
+                batch_R, engine_logprobs = trained_rows(generated_R, rollouts.logprobs,
+                                                        np.repeat(outcome.train_P, counts_P))
             sums: dict[str, float] = {}
             losses, grad_norms, engine_gap = [0.0], [0.0], []
             if batch_R.responses:  # the selector may drop every group: then no update this step
@@ -473,10 +450,8 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
 
             # 8. the step record: controllers' diagnostics, losses, timings
             with timer("record"):
-                scalars, per_bin = step_record(feedback, mc.num_bins, n_bar=mc.n_bar, n_min=mc.n_min, n_max=mc.n_max,
-                                               weights_G=weighter.bin_weights(), multipliers_P=multipliers_P,
-                                               sigma_G=np.sqrt(allocator.variance_G), mu=allocator.mu)
-                scalars.update(metrics)
+                scalars, per_bin = method.record(outcome)
+                scalars.update({f"grpo/{k}": v for k, v in adv_metrics.items()})
                 scalars.update(actor_scalars(batch_R, sums, losses, grad_norms, tc.ppo_epochs, engine_gap))
                 scalars.update(rollout_scalars(generated_R, rollouts.finish_reasons))
                 scalars["actor/lr"] = float(scheduler.get_last_lr()[0])
@@ -529,6 +504,13 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
         times.write(run_dir)
         print("\n".join(f"gdro train: {line}" for line in times.lines()), file=sys.stderr)
     return run_dir
+
+
+def saved_controllers(method: MethodStep) -> dict[str, Any]:
+    """The controllers a checkpoint and a snapshot hold: all four, the selector only when the method
+    has one (runs without a selector keep the checkpoint layout written before the selector family)."""
+    return {family: controller for family, controller in method.controllers().items()
+            if family != "selector" or method.method.selector != "none"}
 
 
 def weighted_advantages(feedback: StepFeedback, multipliers_P: np.ndarray, cfg: TrainConfig

@@ -1,16 +1,16 @@
 """The simulator's training loop: one (method, seed) run written as a gdro run directory.
 
-Each step follows docs/architecture.md, in this order:
-    ids   = the sampler's next B prompts, those the selector skips replaced by the next ones (fill_batch)
-    bins  = classifier.bins(ids)                 (weighter bins: the same, or the latent groups)
-    n     = allocator.plan(bins, ids)            (exactly B n_bar rollouts; the per-prompt oracle is
-                                                  first handed the batch's true p_i)
+Each step follows docs/architecture.md, in this order (the controllers' part is the method's
+gdro_lab.step.MethodStep, shared with gdro train and the verl plugin):
+    ids   = the sampler's next B prompts, those the selector skips replaced by the next ones (choose)
+            (the per-prompt reference allocators are then handed the batch's true p_i)
+    bins, n = plan(ids)                          (bins, then exactly B n_bar rollouts)
     y     ~ Bernoulli(p_i), n_i per prompt;  r = 2y - 1
     fb    = StepFeedback(ids, bins, n, r, y, variance_G = true per-bin variance, for the oracle)
-    keep  = selector.accept(fb)                  (groups trained on; every generated rollout is spent)
-    classifier.update(fb); weighter.update(fb); m = weighter.multipliers(bins); allocator.update(fb);
-    selector.update(fb)
-    learner step on the kept groups with GRPO advantages * m;  step_record(...) -> writer.log_step
+    keep, m = observe(fb)                        (groups trained on, every generated rollout spent; the
+                                                  controllers' updates; the weighter sees the difficulty
+                                                  bins or the latent groups)
+    learner step on the kept groups with GRPO advantages * m;  record(...) + the truth -> writer.log_step
 Evaluations (exact, over the whole pool) go to eval.jsonl every ``eval_every`` steps, and the
 state of every controller, the learner, the batch order and the rollout RNG goes to a snapshot
 every ``snapshot_every`` steps and at the end, so ``resume_simulation`` continues bit-identically.
@@ -21,7 +21,6 @@ plans the next batch with them (it knows v, not the next batch's bins).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -29,13 +28,11 @@ from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
-from gdro_lab import ConfigError, PromptIndex, RunWriter, StepFeedback
+from gdro_lab import ConfigError, MethodStep, PromptIndex, RunWriter, StepFeedback
 from gdro_lab import diagnostics as diag
 from gdro_lab.prompt_oracle import oracle_plan, prompt_se_report
-from gdro_lab.record import step_record
 from gdro_lab.runlog import load_snapshot
-from gdro_lab.selection import compute_metrics, fill_batch
-from gdro_lab.signals import SIGNALS
+from gdro_lab.step import Outcome
 from simulators.config import SimConfig
 from simulators.methods import build_controller, get_method
 from simulators.ppo_drift import surrogate_losses
@@ -57,14 +54,10 @@ class Simulation:
         self.sampler = BatchSampler(config.world.num_prompts, config.batch, np.random.default_rng(seeds[1]))
         self.rollout_rng = np.random.default_rng(seeds[2])
         c_seeds = [int(s) for s in seeds[3].generate_state(4)]  # the first three as before the selector
-        cfgs = config.controller_configs()
         # prompt ids interned once: index i is world prompt i, so the sampler's indices are the prompts
         self.prompts = PromptIndex(f"p{i:05d}" for i in range(config.world.num_prompts))
-        self.classifier = build_controller("classifier", "window", cfgs["classifier"], c_seeds[0], self.prompts)
-        self.weighter = build_controller("weighter", self.spec.weighter, cfgs["weighter"], c_seeds[1], self.prompts)
-        self.allocator = build_controller("allocator", self.spec.allocator, cfgs["allocator"], c_seeds[2],
-                                          self.prompts)
-        self.selector = build_controller("selector", self.spec.selector, cfgs["selector"], c_seeds[3], self.prompts)
+        self.method_step = MethodStep(self.spec, config.controller_configs(), c_seeds, self.prompts,
+                                      builder=build_controller, box=(config.n_bar, config.n_min, config.n_max))
         self.step_index = 0
         self.rollouts_total = 0
         self.rollouts_trained = 0
@@ -77,27 +70,39 @@ class Simulation:
         self.multiplier_sum_K = np.zeros(K)
         self.visits_K = np.zeros(K)
 
+    @property
+    def classifier(self) -> Any:
+        return self.method_step.classifier
+
+    @property
+    def weighter(self) -> Any:
+        return self.method_step.weighter
+
+    @property
+    def allocator(self) -> Any:
+        return self.method_step.allocator
+
+    @property
+    def selector(self) -> Any:
+        return self.method_step.selector
+
     def step(self, record: bool = True) -> tuple[dict[str, float], dict[str, np.ndarray]] | None:
         """One training step; returns the step record (scalars, per-bin rows), or None when ``record`` is
         False (the record is bookkeeping: skipping it does not change the run)."""
         cfg = self.config
         G = cfg.num_bins
+        method = self.method_step
         clock = time.perf_counter()
-        index = fill_batch(self.selector, self.sampler.take, self._ids_of, cfg.batch, first=self.sampler.next())
-        ids = np.asarray(index, np.int64)
-        bins = self.classifier.bins(ids)
-        groups = self.world.group_P[index]
-        weighter_bins = groups if self.spec.partition == "groups" else bins
+        index = method.choose(self.sampler.next(), self.sampler.take, self._ids_of)
         self.controller_seconds += time.perf_counter() - clock
+        groups = self.world.group_P[index]
         p = self.learner.success_prob(index)
         if hasattr(self.allocator, "observe_truth"):  # the reference allocators' truth (simulator only)
             self.allocator.observe_truth(p, self.learner.success_prob())
         clock = time.perf_counter()
-        counts = self.allocator.plan(bins, ids)
-        if int(counts.sum()) != cfg.batch * cfg.n_bar or counts.min() < cfg.n_min or counts.max() > cfg.n_max:
-            raise ConfigError(f"allocator {self.spec.allocator!r} planned {int(counts.sum())} rollouts in "
-                              f"[{counts.min()}, {counts.max()}], not {cfg.batch * cfg.n_bar} in [{cfg.n_min}, {cfg.n_max}]")
+        plan = method.plan(np.asarray(index, np.int64))
         self.controller_seconds += time.perf_counter() - clock
+        counts = plan.counts_P
         successes = sample_rollouts(self.rollout_rng, p, counts)
         noise = self.rollout_rng.standard_normal(successes.size) if cfg.world.score_noise > 0 else None
         variance_P = 4.0 * p * (1.0 - p)  # true variance of a +-1 reward
@@ -105,20 +110,14 @@ class Simulation:
         if cfg.ppo_minibatches > 1:
             losses = surrogate_losses(self.learner, index, counts, successes, p, noise, cfg.ppo_minibatches,
                                       cfg.ppo_clip, cfg.n_bar)
-        feedback = StepFeedback(ids, bins, counts, 2.0 * successes - 1.0, successes, losses_R=losses,
-                                variance_G=diag.bin_mean(variance_P, bins, G), prompts=self.prompts)
-        weighter_feedback = feedback if weighter_bins is bins else dataclasses.replace(feedback, bins_P=weighter_bins)
+        feedback = StepFeedback(plan.ids_P, plan.bins_P, counts, 2.0 * successes - 1.0, successes, losses_R=losses,
+                                variance_G=diag.bin_mean(variance_P, plan.bins_P, G), prompts=self.prompts)
         clock = time.perf_counter()
-        train = self.selector.accept(feedback)
-        metrics: dict[str, float] = {}
-        metrics.update(self.classifier.update(feedback))
-        metrics.update(self.weighter.update(weighter_feedback))
-        multipliers = self.weighter.multipliers(weighter_bins)
-        metrics.update(self.allocator.update(feedback))
-        metrics.update(self.selector.update(feedback))
+        outcome = method.observe(feedback, weighter_bins=groups if self.spec.partition == "groups" else None)
         self.controller_seconds += time.perf_counter() - clock
-        metrics.update(compute_metrics(feedback, train))
-        t_index, t_counts, update_P, forgetting = self._learn(train, index, counts, successes, p, noise, multipliers)
+        multipliers = outcome.multipliers_P
+        t_index, t_counts, update_P, forgetting = self._learn(outcome.train_P, index, counts, successes, p, noise,
+                                                              multipliers)
         self.step_index += 1
         self.rollouts_total += int(counts.sum())
         self.rollouts_trained += int(t_counts.sum())
@@ -128,8 +127,7 @@ class Simulation:
         self.visits_K += np.bincount(groups, minlength=K)
         if not record:
             return None
-        metrics["sim/forgetting"] = forgetting
-        return self._record(feedback, weighter_feedback, multipliers, variance_P, p, self._delta_shared, metrics)
+        return self._record(outcome, variance_P, p, self._delta_shared, forgetting)
 
     def _learn(self, train: np.ndarray, index: np.ndarray, counts: np.ndarray, successes: np.ndarray, p: np.ndarray,
                noise: np.ndarray | None, multipliers: np.ndarray
@@ -151,23 +149,16 @@ class Simulation:
     def _ids_of(self, index: np.ndarray) -> np.ndarray:
         return np.asarray(index, np.int64)  # the sampler's indices are the PromptIndex's
 
-    def _record(self, feedback: StepFeedback, weighter_feedback: StepFeedback, multipliers: np.ndarray,
-                variance_P: np.ndarray, p: np.ndarray, delta_shared: float, metrics: dict[str, float]
-                ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    def _record(self, outcome: Outcome, variance_P: np.ndarray, p: np.ndarray, delta_shared: float,
+                forgetting: float) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        """The method step's record plus the simulator's truth: the SE of the plan under the true
+        variances (per bin and per prompt, and the per-prompt oracle's), the true success, the step."""
         cfg = self.config
         G = cfg.num_bins
+        feedback = outcome.feedback
         bins = feedback.bins_P
-        if self.spec.partition == "groups":
-            per_bin = np.nan_to_num(diag.bin_mean(multipliers, bins, G))
-            weights, score = (per_bin if per_bin.sum() > 0 else None), None
-        else:
-            weights, score = self.weighter.bin_weights(), self.weighter.score_G
-        signal = SIGNALS[self.weighter.config.signal](weighter_feedback)
-        scalars, rows = step_record(feedback, G, n_bar=cfg.n_bar, n_min=cfg.n_min, n_max=cfg.n_max,
-                                    weights_G=weights, multipliers_P=multipliers, signal_P=signal,
-                                    score_G=score, sigma_G=np.sqrt(self.allocator.variance_G),
-                                    mu=self.allocator.mu)
-        scalars.update(metrics)
+        scalars, rows = self.method_step.record(outcome)
+        scalars["sim/forgetting"] = forgetting
         share = diag.bin_share(bins, G)
         if share.sum() > 0:
             true_sigma = np.sqrt(diag.bin_mean(variance_P, bins, G))
@@ -206,8 +197,7 @@ class Simulation:
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
-        return {"classifier": self.classifier.state_dict(), "weighter": self.weighter.state_dict(),
-                "allocator": self.allocator.state_dict(), "selector": self.selector.state_dict(),
+        return {**self.method_step.state_dict(),
                 "learner": self.learner.state_dict(),
                 "sampler": self.sampler.state_dict(), "rollout_rng": self.rollout_rng.bit_generator.state,
                 "loop": {"step": self.step_index, "rollouts_total": self.rollouts_total,
@@ -220,11 +210,7 @@ class Simulation:
         loop = state["loop"]
         if not np.isclose(float(loop["world_fingerprint"]), float(self.world.difficulty_P.sum()), rtol=0, atol=1e-9):
             raise ConfigError("snapshot does not match this world (seed or world config changed)")
-        self.classifier.load_state_dict(state["classifier"])
-        self.weighter.load_state_dict(state["weighter"])
-        self.allocator.load_state_dict(state["allocator"])
-        if "selector" in state:  # snapshots written before the selector family have none (= 'none')
-            self.selector.load_state_dict(state["selector"])
+        self.method_step.load_state_dict(state)  # snapshots written before the selector family have none
         self.learner.load_state_dict(state["learner"])
         self.sampler.load_state_dict(state["sampler"])
         self.rollout_rng.bit_generator.state = state["rollout_rng"]

@@ -1,15 +1,15 @@
 """The GDRO controllers of one verl run, driven once per training step by the trainer.
 
-Per step, in the simulator's order (``simulators/loop.py``):
+The controllers and their step are the method's gdro_lab.step.MethodStep (the same step as the
+simulator's and gdro train's); this module adapts it to verl's batches. Per step:
     chosen = the first train_batch_size candidates of the dataloader's batch (data.gen_batch_size
-             rows) that the prompt selector keeps (gdro_lab.selection.fill_batch); the other rows get
+             rows) that the prompt selector keeps (MethodStep.choose); the other rows get
              0 rollouts (without a screening selector gen_batch_size = train_batch_size: all are chosen)
-    bins = classifier.bins(ids); n = allocator.plan(bins, ids)     (plan: before generation)
+    bins, n = MethodStep.plan(ids)                                  (plan: before generation, budget checked)
     fb = StepFeedback(...)                                          (after verl's advantages)
-    keep = selector.accept(fb)                                      (groups trained on)
-    classifier.update(fb); weighter.update(fb); m = weighter.multipliers(bins); allocator.update(fb);
-    selector.update(fb)
-    advantages *= m[prompt of row]; step_record(...) -> run directory and verl's tracker
+    keep, m = MethodStep.observe(fb)                                (groups trained on, the controllers'
+                                                                     updates, the multipliers)
+    advantages *= m[prompt of row]; MethodStep.record(...) -> run directory and verl's tracker
     (with ``time/elapsed``: wall-clock seconds since the controller was built in the trainer's
     ``__init__``, read when the step is observed, before verl's actor update; continued across a
     resume from the resumed step's record; Ray's start before the trainer is not counted)
@@ -31,13 +31,11 @@ import numpy as np
 import torch
 from verl import DataProto
 
-from gdro_lab.feedback import StepFeedback
+from gdro_lab.methods import resolve_method
 from gdro_lab.prompts import PromptIndex
-from gdro_lab.record import step_record
-from gdro_lab.registry import REGISTRY, build, make_config
+from gdro_lab.registry import REGISTRY, make_config
 from gdro_lab.runlog import META_FILE, RunWriter
-from gdro_lab.selection import compute_metrics, fill_batch
-from gdro_lab.signals import SIGNALS
+from gdro_lab.step import BudgetError, MethodStep
 from real_runs.overhead import RunClock, logged_elapsed
 from real_runs.verl import VerlPluginError
 from real_runs.verl import batch as vb
@@ -88,7 +86,8 @@ class GDROSettings:
 
 
 class GDROController:
-    """Classifier, weighter and allocator of one run, their step bookkeeping and run directory."""
+    """The method step of one run (classifier, weighter, allocator, selector), its bookkeeping between
+    plan and observe, and the run directory."""
 
     def __init__(self, settings: GDROSettings, n_bar: int, run_config: Mapping[str, Any] | None = None,
                  batch_size: int | None = None):
@@ -108,14 +107,11 @@ class GDROController:
                 raise VerlPluginError(f"gdro.{name}_config.num_bins={values['num_bins']} but the classifier has "
                                       f"{num_bins} bins (len(edges) + 1): drop num_bins")
         self.prompts = PromptIndex()  # stable ids interned on first sight; the controllers' rows
-        self.classifier = build("classifier", settings.classifier, classifier_config, settings.seed, prompts=self.prompts)
-        self.weighter = build("weighter", settings.weighter, weighter_values, settings.seed + 1, prompts=self.prompts)
-        self.allocator = build("allocator", settings.allocator, allocator_values, settings.seed + 2, prompts=self.prompts)
-        self.selector = build("selector", settings.selector, dict(settings.selector_config), settings.seed + 3,
-                              prompts=self.prompts)
-        if classifier_config.k > self.allocator.config.n_min:
-            raise VerlPluginError(f"classifier k={classifier_config.k} exceeds n_min="
-                                  f"{self.allocator.config.n_min}: pass@k needs k <= n_min")
+        method = resolve_method("custom", classifier=settings.classifier, weighter=settings.weighter,
+                                allocator=settings.allocator, selector=settings.selector)
+        configs = {"classifier": classifier_config, "weighter": weighter_values, "allocator": allocator_values,
+                   "selector": dict(settings.selector_config)}
+        self.step = MethodStep(method, configs, settings.seed, self.prompts)  # raises ConfigError (k > n_min...)
         self.num_bins = num_bins
         self._run_config = dict(run_config or {})
         self._step_bins: dict[str, int] = {}
@@ -124,6 +120,22 @@ class GDROController:
         self.writer: RunWriter | None = None
         self._lock: RunLock | None = None
         self._clock = RunClock()  # time/elapsed; a resume adds the run's earlier seconds (open_run)
+
+    @property
+    def classifier(self) -> Any:
+        return self.step.classifier
+
+    @property
+    def weighter(self) -> Any:
+        return self.step.weighter
+
+    @property
+    def allocator(self) -> Any:
+        return self.step.allocator
+
+    @property
+    def selector(self) -> Any:
+        return self.step.selector
 
     # ------------------------------------------------------------------ per step
 
@@ -139,9 +151,12 @@ class GDROController:
             start, position[0] = position[0], min(position[0] + count, len(ids))
             return candidates[start:position[0]]
 
-        chosen = fill_batch(self.selector, draw, lambda rows: index[rows], size, first=candidates[:size])
-        bins = self.classifier.bins(index[chosen])
-        counts = vb.check_plan(self.allocator.plan(bins, index[chosen]), size, self.n_bar, self.allocator.config.n_min)
+        chosen = self.step.choose(candidates[:size], draw, lambda rows: index[rows])
+        try:
+            plan = self.step.plan(index[chosen])
+        except BudgetError as err:
+            raise VerlPluginError(str(err)) from None
+        bins, counts = plan.bins_P, plan.counts_P
         chosen_ids = [ids[r] for r in chosen.tolist()]
         self._step_bins = {i: int(b) for i, b in zip(chosen_ids, bins)}
         self.last_plan = {i: int(n) for i, n in zip(chosen_ids, counts)}  # candidates passed over: not generated
@@ -158,24 +173,12 @@ class GDROController:
             raise VerlPluginError("the batch has no advantages: observe() runs after verl's compute_advantage")
         feedback, prompt_index = vb.feedback_from_batch(data, self._step_bins, self.settings.id_key)
         vb.check_executed(feedback.prompt_ids, feedback.counts_P, self.last_plan)
-        train_P = self.selector.accept(feedback)
-        self._train_rows = train_P[prompt_index]
-        metrics: dict[str, float] = {}
-        metrics.update(self.classifier.update(feedback))
-        metrics.update(self.weighter.update(feedback))
-        multipliers = self.weighter.multipliers(feedback.bins_P)
-        metrics.update(self.allocator.update(feedback))
-        metrics.update(self.selector.update(feedback))
-        metrics.update(compute_metrics(feedback, train_P, tokens_R=vb.response_tokens(data)[np.argsort(prompt_index,
-                                                                                                    kind="stable")]))
-        data.batch["advantages"] = vb.scaled_advantages(data, multipliers, prompt_index)
-        # step_record handles steps whose prompts have no bin yet (lead-lag and SE fields null)
-        scalars, bins = step_record(
-            feedback, self.num_bins, n_bar=self.n_bar, n_min=self.allocator.config.n_min,
-            n_max=self.allocator.config.n_max, weights_G=self.weighter.bin_weights(),
-            multipliers_P=multipliers, signal_P=SIGNALS[self.weighter.config.signal](feedback),
-            score_G=self.weighter.score_G, sigma_G=np.sqrt(self.allocator.variance_G), mu=self.allocator.mu)
-        scalars.update(metrics)
+        tokens_R = vb.response_tokens(data)[np.argsort(prompt_index, kind="stable")]
+        outcome = self.step.observe(feedback, tokens_R=tokens_R)
+        self._train_rows = outcome.train_P[prompt_index]
+        data.batch["advantages"] = vb.scaled_advantages(data, outcome.multipliers_P, prompt_index)
+        # the record handles steps whose prompts have no bin yet (lead-lag and SE fields null)
+        scalars, bins = self.step.record(outcome)
         scalars["time/elapsed"] = self._clock.elapsed()
         if self.writer is not None:
             self.writer.log_step(step, scalars, bins)
@@ -201,9 +204,8 @@ class GDROController:
     # ------------------------------------------------------------------ state and run directory
 
     def state_dict(self) -> dict[str, Any]:
-        return {"classifier": self.classifier.state_dict(), "weighter": self.weighter.state_dict(),
-                "allocator": self.allocator.state_dict(), "selector": self.selector.state_dict(),
-                "prompts": self.prompts.state_dict()}
+        """The method step's state (the four controllers, RNG included) and the run's prompt numbering."""
+        return {**self.step.state_dict(), "prompts": self.prompts.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         missing = {"classifier", "weighter", "allocator"} - set(state)
@@ -211,11 +213,7 @@ class GDROController:
             raise VerlPluginError(f"controller state lacks {', '.join(sorted(missing))}: the file is damaged")
         if "prompts" in state:  # the run's numbering (states written before interning have none)
             self.prompts.load_state_dict(state["prompts"])
-        self.classifier.load_state_dict(state["classifier"])
-        self.weighter.load_state_dict(state["weighter"])
-        self.allocator.load_state_dict(state["allocator"])
-        if "selector" in state:  # checkpoints written before the selector family have none ('none')
-            self.selector.load_state_dict(state["selector"])
+        self.step.load_state_dict(state)  # checkpoints written before the selector family have none ('none')
 
     def open_run(self, resume_step: int | None = None) -> None:
         """Create (or, resuming after ``resume_step``, reopen) the run directory, if configured.

@@ -53,6 +53,38 @@ def test_methods_map_to_controllers():
     assert (allocator.n_bar, allocator.n_max) == (4, 8)
 
 
+def test_every_method_of_the_table_that_needs_no_simulator_truth_is_a_method_name():
+    """method.name takes the rows of gdro_lab.methods (one table for the three loops) that run on a
+    real model, with their selectors and overrides; the simulator-only ones are one-line errors;
+    method.selector=none keeps the method's selector, another replaces it."""
+    from gdro_lab.methods import METHODS, real_methods
+
+    for name in real_methods():
+        method = C.load_config("tiny-cpu", [f"method.name={name}"]).method
+        spec = METHODS[name]
+        assert method.method() == spec
+        assert method.controller_names()[1:] == (spec.weighter, spec.allocator)
+        assert method.step_configs()["selector"] == dict(spec.selector_overrides)
+    mean1 = C.load_config("tiny-cpu", ["method.name=prompt_gdro_mean1"]).method.controller_configs()[1]
+    assert mean1.weight_mode == "mean1"
+    assert C.load_config("tiny-cpu", ["method.name=greso"]).method.method().selector == "greso"
+    both = C.load_config("tiny-cpu", ["method.name=greso", "method.selector=dynamic_sampling"]).method.method()
+    assert both.selector == "dynamic_sampling"
+    for name in ("class_gdro", "sqrt_oracle", "prompt_oracle"):
+        with pytest.raises(ConfigError, match=f"method.name='{name}' is invalid: must be one of") as info:
+            C.load_config("tiny-cpu", [f"method.name={name}"])
+        assert "\n" not in str(info.value)
+
+
+def test_the_allocators_box_is_the_methods():
+    """n_bar, n_min and n_max are set once, under [method]: an allocator_config that sets them
+    otherwise is a one-line error at load time (the budget check and the record use the method's)."""
+    with pytest.raises(ConfigError, match="allocator_config.n_min=3 is invalid: must be left out"):
+        C.load_config("tiny-cpu", ["method.name=rollout_gdro", "method.allocator_config.n_min=3"])
+    cfg = C.load_config("tiny-cpu", ["method.name=rollout_gdro", "method.allocator_config.n_min=2"])
+    assert cfg.method.controller_configs()[2].n_min == 2
+
+
 def test_overrides_are_typed_and_nested():
     cfg = C.load_config("tiny-cpu", ["train.steps=3", "optim.lr=2e-5", "loss.agg=seq-mean-token-mean",
                                      "method.weighter_config.eta=0.3", "eval.benchmarks=[\"aime24\"]",

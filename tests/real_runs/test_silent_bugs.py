@@ -32,6 +32,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 stats = pytest.importorskip("scipy.stats")
 
+from gdro_lab import step as core_step  # noqa: E402
 from real_runs import train  # noqa: E402
 from real_runs.batching import RolloutBatch  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
@@ -126,7 +127,7 @@ def test_prompt_gdro_scales_each_prompts_grpo_advantages_by_its_multiplier(tmp_p
     torch.set_num_threads(1)
     weighters: list[FixedWeighter] = []
     seen: list[np.ndarray] = []
-    build, update = train.build, train.ppo_update
+    build, update = core_step.build, train.ppo_update
     cfg = tiny(tmp_path, "method.name=prompt_gdro", "train.steps=2", "train.mini_batches=1", *extra)
 
     def fake_build(family, name, config=None, seed=None, **kwargs):
@@ -139,7 +140,7 @@ def test_prompt_gdro_scales_each_prompts_grpo_advantages_by_its_multiplier(tmp_p
         seen.append(batch.advantages.copy())
         return update(batch, *args, **kwargs)
 
-    monkeypatch.setattr(train, "build", fake_build)
+    monkeypatch.setattr(core_step, "build", fake_build)
     monkeypatch.setattr(train, "ppo_update", recording_update)
     train.main(cfg, train_records=RECORDS, reward=PatternReward())
     feedback = weighters[0].feedback

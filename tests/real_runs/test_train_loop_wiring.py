@@ -23,6 +23,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from gdro_lab.runlog import read_run  # noqa: E402
+from gdro_lab import step as core_step  # noqa: E402
 from real_runs import train  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
 from real_runs.models import load_policy  # noqa: E402
@@ -64,9 +65,9 @@ def jsonable(row: dict) -> dict:
 
 
 def record_planned_ids(monkeypatch) -> list:
-    """Wraps train.build so every allocator records the prompt ids handed to its plan(); returns the list."""
+    """Wraps core_step.build so every allocator records the prompt ids handed to its plan(); returns the list."""
     planned: list = []
-    build = train.build
+    build = core_step.build
 
     def recording_build(family, name, *args, **kwargs):
         controller = build(family, name, *args, **kwargs)
@@ -75,7 +76,7 @@ def record_planned_ids(monkeypatch) -> list:
             controller.plan = lambda bins, ids=None: planned.append(ids) or plan(bins, ids)
         return controller
 
-    monkeypatch.setattr(train, "build", recording_build)
+    monkeypatch.setattr(core_step, "build", recording_build)
     return planned
 
 
@@ -142,6 +143,29 @@ def test_a_run_that_raises_is_marked_failed(tmp_path: Path):
     with pytest.raises(RuntimeError, match="reward died"):
         train.main(tiny(tmp_path, "train.steps=3", "train.run_name=dies"), train_records=RECORDS, reward=DiesAtStep2())
     assert read_run(tmp_path / "dies").meta["status"] == "failed"
+
+
+def test_a_plan_off_the_budget_fails_the_run_with_the_method_steps_one_message(tmp_path: Path, monkeypatch):
+    """An allocator that plans one rollout too many: the first step stops the run with
+    gdro_lab.step.MethodStep's one-line budget message (the simulator's and the verl plugin's) at its
+    first plan, before any update, and the run is marked failed."""
+    build = core_step.build
+
+    def overspending_build(family, name, *args, **kwargs):
+        controller = build(family, name, *args, **kwargs)
+        if family == "allocator":
+            plan = controller.plan
+            controller.plan = lambda bins, ids=None: plan(bins, ids) + np.eye(len(bins), dtype=np.int64)[0]
+        return controller
+
+    monkeypatch.setattr(core_step, "build", overspending_build)
+    updates: list = []
+    monkeypatch.setattr(train, "ppo_update", lambda *args, **kwargs: updates.append(1))
+    with pytest.raises(ValueError, match=r"^allocator 'gdro' planned 17 rollouts in \[4, 5\] for 4 prompts, not 16 "
+                                         r"in \[2, 8\] .*every step must spend exactly the budget$"):
+        train.main(tiny(tmp_path, "train.steps=2", "train.run_name=over", "method.name=rollout_gdro"),
+                   train_records=RECORDS, reward=Mixed())
+    assert read_run(tmp_path / "over").meta["status"] == "failed" and not updates
 
 
 def test_a_stopped_and_resumed_run_continues_as_the_uninterrupted_one(tmp_path: Path):
@@ -225,7 +249,7 @@ def test_a_step_that_trains_nothing_logs_zero_logprob_and_update_times(tmp_path:
     """A selector that drops every group: no update, yet every step logs time/logprobs and
     time/update as 0.0 (so the time shares stay comparable across steps) and the weights stay."""
     torch.set_num_threads(1)
-    build = train.build
+    build = core_step.build
 
     def dropping_build(family, name, *args, **kwargs):
         controller = build(family, name, *args, **kwargs)
@@ -233,7 +257,7 @@ def test_a_step_that_trains_nothing_logs_zero_logprob_and_update_times(tmp_path:
             controller.accept = lambda feedback: np.zeros(len(feedback.counts_P), bool)
         return controller
 
-    monkeypatch.setattr(train, "build", dropping_build)
+    monkeypatch.setattr(core_step, "build", dropping_build)
     model, tokenizer = load_policy("tiny", seed=1)
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     run_dir = train.main(tiny(tmp_path, "train.steps=2", "method.selector=greso"), model=model, tokenizer=tokenizer,
@@ -275,7 +299,7 @@ def test_controllers_optimizer_and_schedule_get_the_configured_settings_and_seed
 
     torch.set_num_threads(1)
     built: dict = {}
-    build = train.build
+    build = core_step.build
 
     def recording_build(family, name, config=None, seed=None, **kwargs):
         built[family] = (config, seed)
@@ -288,7 +312,7 @@ def test_controllers_optimizer_and_schedule_get_the_configured_settings_and_seed
             made.append(kwargs)
             super().__init__(params, **kwargs)
 
-    monkeypatch.setattr(train, "build", recording_build)
+    monkeypatch.setattr(core_step, "build", recording_build)
     monkeypatch.setattr(torch.optim, "AdamW", RecordingAdamW)
     settings = ("train.steps=2", "train.seed=11", "method.name=joint", "method.num_bins=6",
                 "method.classifier_config.edges=[0.2, 0.4, 0.5, 0.6, 0.8]", "method.selector=greso",
@@ -420,7 +444,7 @@ def test_prompts_the_selector_screens_out_are_never_generated(tmp_path: Path, mo
     come up) no plan holds id 0 and every plan still has prompts_per_step prompts."""
     torch.set_num_threads(1)
     planned = record_planned_ids(monkeypatch)
-    build = train.build
+    build = core_step.build
     screened: list = []
 
     def screening_build(family, name, *args, **kwargs):
@@ -432,7 +456,7 @@ def test_prompts_the_selector_screens_out_are_never_generated(tmp_path: Path, mo
             controller.screen = screen
         return controller
 
-    monkeypatch.setattr(train, "build", screening_build)
+    monkeypatch.setattr(core_step, "build", screening_build)
     train.main(tiny(tmp_path, "train.steps=3", "method.selector=greso", "data.shuffle=false"), train_records=RECORDS,
                reward=Mixed())
     assert len(planned) == 3 and all(len(ids) == 4 for ids in planned)
@@ -541,12 +565,14 @@ def test_the_step_record_logs_the_controllers_own_weights_multipliers_sigma_and_
     """Joint Prompt-GDRO + Rollout-GDRO, prompts of different pass rates: each step's per-bin
     weight is Prompt-GDRO's (normalised) bin weights, sigma the allocator's sqrt(variance EMA),
     multiplier_mean the mean of the multipliers the advantages were scaled by, mu the allocator's
-    shadow price, all read at the step's end; the last step's snapshot holds every controller's state."""
+    shadow price, score Prompt-GDRO's EMA score per bin and signal its failure-rate signal per bin
+    (1 - the bin's mean success; the simulator and the verl plugin logged both, the trainer did not),
+    all read at the step's end; the last step's snapshot holds every controller's state."""
     from gdro_lab.runlog import load_snapshot, encode_state
 
     torch.set_num_threads(1)
-    build = train.build
-    seen: dict = {"weights": [], "sigma": [], "mu": [], "multipliers": []}
+    build = core_step.build
+    seen: dict = {"weights": [], "sigma": [], "mu": [], "multipliers": [], "score": []}
     parts: dict = {}
 
     def recording_build(family, name, *args, **kwargs):
@@ -559,15 +585,23 @@ def test_the_step_record_logs_the_controllers_own_weights_multipliers_sigma_and_
                 out = multipliers(bins)
                 seen["multipliers"].append(np.asarray(out, float).copy())
                 seen["weights"].append(np.asarray(controller.bin_weights(), float).copy())
-                allocator = parts["allocator"]
-                seen["sigma"].append(np.sqrt(allocator.variance_G).copy())
-                seen["mu"].append(float(allocator.mu))
+                seen["score"].append(np.asarray(controller.score_G, float).copy())
                 return out
 
             controller.multipliers = recorded
+        if family == "allocator":  # its update is the allocator's last change in a step
+            update = controller.update
+
+            def updated(feedback):
+                out = update(feedback)
+                seen["sigma"].append(np.sqrt(controller.variance_G).copy())
+                seen["mu"].append(float(controller.mu))
+                return out
+
+            controller.update = updated
         return controller
 
-    monkeypatch.setattr(train, "build", recording_build)
+    monkeypatch.setattr(core_step, "build", recording_build)
     records = [Problem(f"toy:train:{i}", f"Say something {i}.", str(i % 3), "toy", "toy") for i in range(6)]
     run_dir = train.main(tiny(tmp_path, "train.steps=3", "method.name=joint", "train.prompts_per_step=6"),
                          train_records=records, reward=ByAnswer())
@@ -582,6 +616,10 @@ def test_the_step_record_logs_the_controllers_own_weights_multipliers_sigma_and_
     assert np.isfinite(run.scalars["mu"]).all()
     np.testing.assert_allclose(run.scalars["multiplier_mean"], [m.mean() for m in seen["multipliers"]], rtol=1e-12)
     assert "multiplier" in run.bins and np.isfinite(run.scalars["multiplier_sq_mean"]).all()
+    np.testing.assert_allclose(run.bins["score"], np.array(seen["score"]), rtol=1e-12)
+    assert np.ptp(run.bins["score"][-1]) > 1e-6                 # the scores differ by bin
+    np.testing.assert_allclose(run.bins["signal"], 1.0 - run.bins["success"], rtol=1e-12, atol=1e-15)
+    assert np.isfinite(run.bins["signal"][-1]).sum() >= 2
     step, state = load_snapshot(run_dir)
     assert step == 3 and set(state) == {"classifier", "weighter", "allocator"}
     for name, controller in parts.items():

@@ -118,6 +118,28 @@ def test_run_directory_is_complete(tmp_path: Path) -> None:
         write_tiny_run(path)
 
 
+class OneTooMany:
+    """An allocator that plans one rollout over the budget."""
+
+    def __init__(self, inner):
+        self.config = inner.config
+
+    def plan(self, bins_P, prompt_ids=None):
+        counts = np.full(len(bins_P), self.config.n_bar, np.int64)
+        counts[0] += 1
+        return counts
+
+
+def test_a_plan_off_the_budget_stops_the_run_with_the_method_steps_one_message() -> None:
+    """The simulator's plan goes through gdro_lab.step.MethodStep: an allocator off the budget stops
+    the run with its one-line message (the one gdro train and the verl plugin give) and a failed run."""
+    sim = Simulation(small("rollout_gdro"))
+    sim.method_step.allocator = OneTooMany(sim.allocator)
+    with pytest.raises(ConfigError, match=r"^allocator 'gdro' planned 193 rollouts in \[4, 5\] for 48 prompts, "
+                                          r"not 192 in \[2, 12\] .*every step must spend exactly the budget$"):
+        sim.step()
+
+
 def test_bad_sim_config() -> None:
     with pytest.raises(ConfigError, match="method"):
         SimConfig(method="nope")

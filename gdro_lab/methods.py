@@ -1,0 +1,163 @@
+"""The methods: which controllers each one wires together. One table for every training loop (the
+simulator, ``gdro train`` and the verl plugin build a :class:`gdro_lab.step.MethodStep` from it).
+
+A method is data: the registry name of its classifier, weighter, allocator and prompt selector,
+config overrides of each, and which partition the weighter sees ('difficulty' = the classifier's
+online bins, 'groups' = the simulator's latent groups). Methods that need what only a simulator
+knows (the latent groups, the true variances or success probabilities) are marked ``needs_truth``;
+the real-model loops offer the others.
+
+| method        | weighter                                   | allocator                   | selector  |
+|---------------|--------------------------------------------|-----------------------------|-----------|
+| grpo          | uniform                                    | uniform, n = n_bar          | none      |
+| class_gdro    | gdro on latent groups, no EMA, no debias   | uniform                     | none      |
+| prompt_gdro   | gdro on difficulty bins, EMA 0.12, debias  | uniform                     | none      |
+| prompt_gdro_mean1 | the same, multipliers renormalised to mean 1 | uniform                 | none      |
+| rollout_gdro  | uniform                                    | gdro (shadow price + DP)    | none      |
+| sqrt_oracle   | uniform                                    | sqrt, true variances        | none      |
+| joint         | gdro on difficulty bins, EMA 0.12, debias  | gdro                        | none      |
+| knapsack      | uniform                                    | knapsack (Knapsack-RL)      | none      |
+| vip           | uniform                                    | vip (Beta posterior + convex) | none    |
+| gdro_prompt   | uniform                                    | gdro_prompt (per prompt, EB) | none     |
+| prompt_oracle | uniform                                    | per-prompt oracle, true p_i | none      |
+| prompt_bayes  | uniform                                    | Bayes reference, true prior | none      |
+| prompt_stale  | uniform                                    | oracle on p at previous visit | none    |
+| dynamic_sampling | uniform                                 | uniform                     | dynamic_sampling (DAPO) |
+| greso         | uniform                                    | uniform                     | greso     |
+
+Every classifier is ``window`` (the paper's). ``class_gdro``, ``sqrt_oracle`` and the three
+``prompt_*`` references need the simulator's truth (their allocators, but ``sqrt``, live in the
+simulator).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from gdro_lab._validate import ConfigError
+from gdro_lab.registry import REGISTRY
+
+FAMILIES = ("classifier", "weighter", "allocator", "selector")
+"""The four controller families of a method, in the order a step builds (and seeds) them."""
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method: registry names and config overrides of its controllers."""
+
+    name: str
+    label: str
+    weighter: str = "uniform"
+    allocator: str = "uniform"
+    partition: str = "difficulty"
+    """The weighter's partition: 'difficulty' (the classifier's bins) or 'groups' (latent groups, simulator)."""
+    weighter_overrides: Mapping[str, Any] = field(default_factory=dict)
+    allocator_overrides: Mapping[str, Any] = field(default_factory=dict)
+    summary: str = ""
+    selector: str = "none"
+    selector_overrides: Mapping[str, Any] = field(default_factory=dict)
+    classifier: str = "window"
+    classifier_overrides: Mapping[str, Any] = field(default_factory=dict)
+    needs_truth: bool = False
+    """Needs what only a simulator knows (latent groups, true variances or p_i): simulator only."""
+
+    def controller(self, family: str) -> str:
+        """Registry name of the method's controller of ``family``."""
+        return str(getattr(self, family))
+
+    def overrides(self, family: str) -> Mapping[str, Any]:
+        """The method's config overrides of ``family`` (on top of the loop's values, under the user's)."""
+        return getattr(self, f"{family}_overrides")
+
+    def config(self, family: str, base: Mapping[str, Any], user: Mapping[str, Any]) -> dict[str, Any]:
+        """Config values of ``family``: the loop's ``base``, then the method's overrides, then ``user``'s."""
+        return {**dict(base), **dict(self.overrides(family)), **dict(user)}
+
+
+METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
+    MethodSpec("grpo", "GRPO", summary="uniform weights, n = n_bar for every prompt"),
+    MethodSpec("class_gdro", "class-based GDRO", weighter="gdro", partition="groups",
+               weighter_overrides={"ema_beta": 1.0, "share_normalize": False}, needs_truth=True,
+               summary="Prompt-GDRO on the static latent groups, no EMA, no share debiasing"),
+    MethodSpec("prompt_gdro", "EMA-debiased Prompt-GDRO", weighter="gdro",
+               weighter_overrides={"ema_beta": 0.12, "share_normalize": True},
+               summary="Prompt-GDRO on online difficulty bins, EMA beta 0.12, share debiasing"),
+    MethodSpec("prompt_gdro_mean1", "Prompt-GDRO, mean-1 weights", weighter="gdro",
+               weighter_overrides={"ema_beta": 0.12, "share_normalize": True, "weight_mode": "mean1"},
+               summary="EMA-debiased Prompt-GDRO with multipliers renormalised to mean 1 over the batch "
+                       "(the released code's mode): same relative weights, no step-size inflation"),
+    MethodSpec("rollout_gdro", "Rollout-GDRO", allocator="gdro",
+               summary="shadow-price mirror descent over n in [n_min, n_max], exact-budget plan"),
+    MethodSpec("sqrt_oracle", "sqrt oracle", allocator="sqrt", allocator_overrides={"oracle": True}, needs_truth=True,
+               summary="square-root law on the true per-bin variances (the limit of Rollout-GDRO)"),
+    MethodSpec("joint", "joint Prompt+Rollout GDRO", weighter="gdro", allocator="gdro",
+               weighter_overrides={"ema_beta": 0.12, "share_normalize": True},
+               summary="both adversaries at once (not run in the paper)"),
+    MethodSpec("knapsack", "Knapsack-RL", allocator="knapsack",
+               summary="Knapsack-RL (arXiv 2509.25849): per-prompt knapsack on (1-p^n-(1-p)^n) p(1-p)^2"),
+    MethodSpec("vip", "VIP", allocator="vip",
+               summary="VIP (arXiv 2602.01601): Beta posterior per prompt, convex min sum p(1-p)/(n-1)"),
+    MethodSpec("gdro_prompt", "per-prompt Rollout-GDRO", allocator="gdro_prompt",
+               summary="Rollout-GDRO's price per prompt, variances shrunk to the bin by empirical Bayes"),
+    MethodSpec("prompt_oracle", "per-prompt oracle", allocator="prompt_oracle", needs_truth=True,
+               summary="reference: the exact per-prompt square-root law on the true p_i of the batch"),
+    MethodSpec("prompt_bayes", "per-prompt Bayes reference", allocator="prompt_bayes", needs_truth=True,
+               summary="reference: posterior-mean variances under the pool's true p distribution (all history)"),
+    MethodSpec("prompt_stale", "per-prompt oracle, previous visit", allocator="prompt_stale", needs_truth=True,
+               summary="reference: the per-prompt oracle on each prompt's true p at its previous visit"),
+    MethodSpec("dynamic_sampling", "DAPO dynamic sampling", selector="dynamic_sampling",
+               summary="DAPO: train only on groups with mixed rewards (same generated rollouts per step)"),
+    MethodSpec("greso", "GRESO", selector="greso",
+               summary="GRESO (arXiv 2506.02177): skip predicted zero-variance prompts before rollout"),
+)}
+
+
+def real_methods() -> tuple[str, ...]:
+    """Names of the methods a loop on a real model can run (those that need no simulator truth)."""
+    return tuple(name for name, spec in METHODS.items() if not spec.needs_truth)
+
+
+def get_method(name: str) -> MethodSpec:
+    """The method ``name`` of the table; a one-line ConfigError listing the names otherwise."""
+    if name not in METHODS:
+        raise ConfigError(f"unknown method {name!r}: choose from {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+def resolve_method(name: str, **names: str) -> MethodSpec:
+    """The method ``name`` (``custom``: none: GRPO's controllers) with every non-empty family name in
+    ``names`` (classifier=, weighter=, allocator=, selector=) replacing the method's; a replaced
+    family drops the method's overrides (they belong to the method's own controller)."""
+    spec = MethodSpec("custom", "custom") if name == "custom" else get_method(name)
+    unknown = sorted(set(names) - set(FAMILIES))
+    if unknown:
+        raise ConfigError(f"resolve_method: unknown famil{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}: "
+                          f"use {', '.join(FAMILIES)}")
+    changes: dict[str, Any] = {}
+    for family, value in names.items():
+        if value and value != spec.controller(family):
+            changes[family] = value
+            changes[f"{family}_overrides"] = {}
+    return dataclasses.replace(spec, **changes) if changes else spec
+
+
+def register_method(spec: MethodSpec, replace: bool = False,
+                    controllers: Mapping[str, Mapping[str, Any]] | None = None) -> MethodSpec:
+    """Add a user method to the table (a plugin module calls this at import). Its controllers are
+    registry names: register new ones in ``gdro_lab.registry.REGISTRY[family][name]`` first
+    (constructor ``cls(config, seed)`` with a ``config_class``; gdro_lab/registry.py), or pass a
+    loop's own ones in ``controllers`` ({family: {name: class}})."""
+    if spec.name in METHODS and not replace:
+        raise ConfigError(f"method {spec.name!r} already exists: choose another name")
+    local = controllers or {}
+    for family in FAMILIES:
+        name = spec.controller(family)
+        if name not in REGISTRY[family] and name not in local.get(family, {}):
+            raise ConfigError(f"method {spec.name!r}: unknown {family} {name!r}: register it in "
+                              f"gdro_lab.registry.REGISTRY[{family!r}] first")
+    if spec.partition not in ("difficulty", "groups"):
+        raise ConfigError(f"method {spec.name!r}: partition must be 'difficulty' or 'groups'")
+    METHODS[spec.name] = spec
+    return spec

@@ -1,0 +1,48 @@
+"""The verl plugin's GDROController is an adapter around gdro_lab.step.MethodStep: its controllers are
+the step's, a plan off the budget is the step's one-line message (as a VerlPluginError), and its state
+is the step's plus the run's prompt numbering (the gdro_ctrl.json layout)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's own venv runs these)")
+
+from gdro_lab.step import budget_problem  # noqa: E402
+from real_runs.verl import VerlPluginError  # noqa: E402
+from real_runs.verl.controller import GDROController, GDROSettings  # noqa: E402
+
+
+def controller(**values) -> GDROController:
+    settings = GDROSettings.from_mapping({"classifier_config": {"edges": [0.3, 0.7]}, **values})
+    return GDROController(settings, 4, batch_size=6)
+
+
+def test_the_controllers_are_the_method_steps_and_the_state_keeps_its_layout() -> None:
+    """gdro.weighter / allocator / selector name the step's controllers; the state holds the four
+    controllers and the prompt numbering, and a state without selector and prompts still loads."""
+    gdro = controller(allocator="knapsack", selector="dynamic_sampling")
+    assert gdro.step.controllers() == {"classifier": gdro.classifier, "weighter": gdro.weighter,
+                                       "allocator": gdro.allocator, "selector": gdro.selector}
+    assert (type(gdro.allocator).__name__, type(gdro.selector).__name__) == ("KnapsackAllocator", "DynamicSampling")
+    gdro.plan([f"toy:train:{i}" for i in range(6)])
+    state = gdro.state_dict()
+    assert list(state) == ["classifier", "weighter", "allocator", "selector", "prompts"]
+    fresh = controller(allocator="knapsack", selector="dynamic_sampling")
+    fresh.load_state_dict({k: v for k, v in state.items() if k not in ("selector", "prompts")})
+    with pytest.raises(VerlPluginError, match="lacks allocator"):
+        fresh.load_state_dict({"classifier": state["classifier"], "weighter": state["weighter"]})
+
+
+def test_a_plan_off_the_budget_is_the_method_steps_one_message() -> None:
+    """An allocator planning one rollout too many: plan() raises a VerlPluginError whose message is
+    MethodStep's budget line, the one the simulator and gdro train give."""
+    gdro = controller()
+    plan = gdro.allocator.plan
+    gdro.allocator.plan = lambda bins, ids=None: plan(bins, ids) + np.eye(len(bins), dtype=np.int64)[0]
+    with pytest.raises(VerlPluginError) as info:
+        gdro.plan([f"toy:train:{i}" for i in range(6)])
+    counts = np.array([5, 4, 4, 4, 4, 4])
+    assert str(info.value) == budget_problem("gdro", counts, 6, 4, 2, 12)
+    assert str(info.value).startswith("allocator 'gdro' planned 25 rollouts in [4, 5] for 6 prompts, not 24 in [2, 12]")

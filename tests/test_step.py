@@ -1,0 +1,275 @@
+"""gdro_lab.step.MethodStep, the controller step every loop shares, and gdro_lab.methods, its table:
+a state round trip continues identically, the same seed gives the same steps (another seed other
+ones), every plan spends the exact budget, a plan that does not is one error message, and the
+table's methods are built as it says."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+from gdro_lab import ConfigError, PromptIndex, StepFeedback
+from gdro_lab.methods import METHODS, MethodSpec, get_method, real_methods, register_method, resolve_method
+from gdro_lab.registry import REGISTRY
+from gdro_lab.runlog import decode_state, encode_state
+from gdro_lab.step import BudgetError, MethodStep, budget_problem
+
+NUM_PROMPTS, BATCH = 120, 12
+SUCCESS_P = np.random.default_rng(4).beta(0.6, 0.6, size=NUM_PROMPTS)
+BOX = {"n_bar": 4, "n_min": 2, "n_max": 8}
+
+
+def configs(method: MethodSpec, **allocator: Any) -> dict[str, dict[str, Any]]:
+    """The configs a loop would give: 4 bins, the box, the method's overrides."""
+    return {"classifier": method.config("classifier", {"edges": (0.25, 0.5, 0.75), "window": 6}, {}),
+            "weighter": method.config("weighter", {"num_bins": 4}, {}),
+            "allocator": method.config("allocator", {"num_bins": 4, **BOX}, allocator),
+            "selector": method.config("selector", {}, {})}
+
+
+def make(name: str, seed: int = 0, **allocator: Any) -> MethodStep:
+    method = resolve_method(name) if name != "bayes" else resolve_method("joint", classifier="bayes")
+    return MethodStep(method, configs(method, **allocator), seed, PromptIndex(f"p{i}" for i in range(NUM_PROMPTS)))
+
+
+def run(step: MethodStep, first_step: int, steps: int) -> Iterator[tuple[Any, Any, Any]]:
+    """``steps`` steps of a fixed toy world from step ``first_step`` (the world's draws depend on the
+    step number only): yields (plan, outcome, record)."""
+    for t in range(first_step, first_step + steps):
+        rng = np.random.default_rng([9, t])
+        order = rng.permutation(NUM_PROMPTS)
+        position = [BATCH]
+
+        def draw(count: int) -> np.ndarray:
+            start, position[0] = position[0], position[0] + count
+            return order[start:position[0]]
+
+        rows = step.choose(order[:BATCH], draw, lambda r: np.asarray(r, np.int64))
+        plan = step.plan(np.asarray(rows, np.int64))
+        success = rng.random(int(plan.counts_P.sum())) < np.repeat(SUCCESS_P[rows], plan.counts_P)
+        feedback = StepFeedback(plan.ids_P, plan.bins_P, plan.counts_P, 2.0 * success - 1.0, success,
+                                prompts=step.prompts)
+        outcome = step.observe(feedback)
+        yield plan, outcome, step.record(outcome)
+
+
+def trace(step: MethodStep, first_step: int, steps: int) -> list[str]:
+    """Each step's plan, trained mask, multipliers, metrics and record, exactly (floats by their bits)."""
+    out = []
+    for plan, outcome, (scalars, rows) in run(step, first_step, steps):
+        out.append(json.dumps(encode_state({"ids": plan.ids_P, "bins": plan.bins_P, "counts": plan.counts_P,
+                                            "train": outcome.train_P.astype(np.int64), "m": outcome.multipliers_P,
+                                            "metrics": outcome.metrics, "scalars": scalars, "rows": rows}),
+                              sort_keys=True))
+    return out
+
+
+STATEFUL = ("joint", "bayes", "knapsack", "vip", "gdro_prompt", "greso", "dynamic_sampling")
+
+
+@pytest.mark.parametrize("name", STATEFUL)
+def test_a_state_round_trip_continues_identically(name: str) -> None:
+    """30 steps, state_dict through the JSON encoding a run directory stores, into a fresh step built
+    with ANOTHER seed: the next 30 steps equal those of the uninterrupted step (plans, trained masks,
+    multipliers, metrics, records), so the state holds every RNG; a fresh step without the state differs."""
+    straight = make(name)
+    trace(straight, 0, 30)
+    saved = json.loads(json.dumps(encode_state(straight.state_dict())))
+    want = trace(straight, 30, 30)
+    resumed = make(name, seed=77)
+    resumed.load_state_dict(decode_state(saved))
+    assert set(saved) == {"classifier", "weighter", "allocator", "selector"}
+    assert trace(resumed, 30, 30) == want
+    assert trace(make(name, seed=77), 30, 30) != want
+
+
+def test_a_rollout_gdro_state_round_trip_under_bandit_feedback() -> None:
+    """Bandit feedback samples arms from the allocator's RNG: the round trip still continues exactly."""
+    straight = make("rollout_gdro", feedback="bandit")
+    trace(straight, 0, 20)
+    state = straight.state_dict()
+    want = trace(straight, 20, 20)
+    resumed = make("rollout_gdro", seed=5, feedback="bandit")
+    resumed.load_state_dict(state)
+    assert trace(resumed, 20, 20) == want
+
+
+def test_a_state_without_a_selector_loads_and_a_damaged_one_is_one_line() -> None:
+    """States written before the selector family have none: the selector stays fresh; a state
+    missing a controller is a one-line error naming it."""
+    step = make("joint")
+    trace(step, 0, 5)
+    state = step.state_dict()
+    fresh = make("joint")
+    fresh.load_state_dict({k: v for k, v in state.items() if k != "selector"})
+    assert json.dumps(encode_state(fresh.weighter.state_dict())) == json.dumps(encode_state(state["weighter"]))
+    with pytest.raises(ConfigError, match="lacks weighter") as info:
+        fresh.load_state_dict({k: v for k, v in state.items() if k != "weighter"})
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", ("rollout_gdro", "greso"))
+def test_the_same_seed_gives_the_same_steps_and_another_seed_others(name: str) -> None:
+    """Two steps built alike replay each other exactly; another seed changes the run (the methods
+    draw from their RNGs: the allocator's arm sampling, GRESO's screening)."""
+    extra = {"feedback": "bandit"} if name == "rollout_gdro" else {}
+    first, again, other = (trace(make(name, seed, **extra), 0, 25) for seed in (3, 3, 4))
+    assert first == again
+    assert first != other
+
+
+def test_the_default_seeds_are_seed_plus_family_index() -> None:
+    """One seed gives the classifier, weighter, allocator and selector seed, seed+1, seed+2, seed+3
+    (the layout gdro train and the verl plugin always used): the same controllers as four seeds."""
+    one = make("rollout_gdro", seed=10, feedback="bandit")
+    method = resolve_method("rollout_gdro")
+    four = MethodStep(method, configs(method, feedback="bandit"), [10, 11, 12, 13],
+                      PromptIndex(f"p{i}" for i in range(NUM_PROMPTS)))
+    assert trace(one, 0, 10) == trace(four, 0, 10)
+    with pytest.raises(ConfigError, match="one seed or 4 seeds"):
+        MethodStep(method, configs(method), [1, 2, 3])
+
+
+@pytest.mark.parametrize("name", real_methods())
+def test_every_plan_spends_exactly_the_budget(name: str) -> None:
+    """Every method that runs on a real model, 40 steps: each plan spends exactly B n_bar rollouts,
+    every count in [n_min, n_max], int64, one per prompt; the record logs the same total."""
+    for plan, outcome, (scalars, rows) in run(make(name), 0, 40):
+        assert plan.counts_P.dtype == np.int64 and plan.counts_P.shape == (BATCH,)
+        assert plan.counts_P.sum() == BATCH * BOX["n_bar"]
+        assert BOX["n_min"] <= plan.counts_P.min() and plan.counts_P.max() <= BOX["n_max"]
+        assert scalars["total_rollouts"] == BATCH * BOX["n_bar"] == outcome.metrics["compute/rollouts_generated"]
+
+
+class Overspending:
+    """An allocator that plans one rollout too many (or the wrong shape)."""
+
+    def __init__(self, config: Any, extra: int = 1, shape_off: bool = False):
+        self.config, self.extra, self.shape_off = config, extra, shape_off
+
+    def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
+        counts = np.full(len(bins_P) + self.shape_off, self.config.n_bar, np.int64)
+        counts[0] += self.extra
+        return counts
+
+
+@pytest.mark.parametrize("extra,shape_off,got", [
+    (1, False, "planned 49 rollouts in [4, 5] for 12 prompts"),
+    (-3, False, "planned 45 rollouts in [1, 4] for 12 prompts"),
+    (6, False, "planned 54 rollouts in [4, 10] for 12 prompts"),
+    (0, True, "planned an array of shape (13,) and dtype int64 for 12 prompts")])
+def test_a_plan_off_the_budget_is_one_error_message(extra: int, shape_off: bool, got: str) -> None:
+    """A plan off the budget (too many, a count under n_min, one over n_max, one count too many) is
+    a BudgetError (a ConfigError) whose one line names the allocator, what it planned and the budget."""
+    step = make("rollout_gdro")
+    step.allocator = Overspending(step.allocator.config, extra, shape_off)
+    with pytest.raises(BudgetError) as info:
+        step.plan(np.arange(BATCH, dtype=np.int64))
+    message = str(info.value)
+    assert message == (f"allocator 'gdro' {got}, not 48 in [2, 8] (n_bar = 4 per prompt, one integer each): "
+                       "every step must spend exactly the budget")
+    assert isinstance(info.value, ConfigError)
+    assert budget_problem("gdro", np.full(BATCH, 4, np.int64), BATCH, 4, 2, 8) is None
+
+
+def test_construction_checks_the_box_and_pass_at_k() -> None:
+    """A loop's (n_bar, n_min, n_max) that differs from the allocator's config, or a classifier k above
+    n_min, is refused when the step is built, in one line."""
+    method = resolve_method("rollout_gdro")
+    prompts = PromptIndex()
+    MethodStep(method, configs(method), 0, prompts, box=(4, 2, 8))
+    with pytest.raises(ConfigError, match=r"\(n_bar, n_min, n_max\) = \(4, 2, 8\) but the run's are \(4, 3, 8\)"):
+        MethodStep(method, configs(method), 0, prompts, box=(4, 3, 8))
+    bad = configs(method)
+    bad["classifier"]["k"] = 3
+    with pytest.raises(ConfigError, match="classifier k=3 exceeds n_min=2: pass@k needs k <= n_min"):
+        MethodStep(method, bad, 0, prompts)
+
+
+# ----------------------------------------------------------------------------- the table
+
+def test_the_table_builds_what_it_says() -> None:
+    """Each real method's step holds the registry classes its row names, with its overrides applied;
+    the methods that need the simulator's truth name controllers the core has not or the latent groups."""
+    for name in real_methods():
+        method = get_method(name)
+        step = make(name)
+        for family, controller in step.controllers().items():
+            assert type(controller) is REGISTRY[family][method.controller(family)], (name, family)
+        for key, value in method.weighter_overrides.items():
+            assert getattr(step.weighter.config, key) == value, (name, key)
+    truth = {name for name, spec in METHODS.items() if spec.needs_truth}
+    assert truth == {"class_gdro", "sqrt_oracle", "prompt_oracle", "prompt_bayes", "prompt_stale"}
+    assert get_method("class_gdro").partition == "groups" and get_method("sqrt_oracle").allocator_overrides["oracle"]
+    assert set(real_methods()) == set(METHODS) - truth
+    assert {"grpo", "prompt_gdro", "rollout_gdro", "joint"} <= set(real_methods())
+
+
+def test_the_papers_methods_wire_the_papers_controllers() -> None:
+    """grpo: uniform / uniform; prompt_gdro: weighter gdro; rollout_gdro: allocator gdro; joint: both."""
+    wiring = {name: (get_method(name).weighter, get_method(name).allocator, get_method(name).selector)
+              for name in ("grpo", "prompt_gdro", "rollout_gdro", "joint")}
+    assert wiring == {"grpo": ("uniform", "uniform", "none"), "prompt_gdro": ("gdro", "uniform", "none"),
+                      "rollout_gdro": ("uniform", "gdro", "none"), "joint": ("gdro", "gdro", "none")}
+
+
+def test_resolve_method_replaces_a_family_and_drops_its_overrides() -> None:
+    """A registry name set for a family replaces the method's and its overrides (they are the method's
+    controller's); the other families keep theirs; ``custom`` starts from GRPO's controllers."""
+    spec = resolve_method("prompt_gdro_mean1", allocator="knapsack")
+    assert (spec.weighter, spec.allocator) == ("gdro", "knapsack")
+    assert spec.weighter_overrides["weight_mode"] == "mean1"
+    swapped = resolve_method("prompt_gdro_mean1", weighter="uniform")
+    assert swapped.weighter == "uniform" and dict(swapped.weighter_overrides) == {}
+    assert resolve_method("joint", weighter="gdro") is get_method("joint")   # the method's own: unchanged
+    custom = resolve_method("custom", allocator="vip", selector="greso")
+    assert (custom.classifier, custom.weighter, custom.allocator, custom.selector) == ("window", "uniform", "vip",
+                                                                                       "greso")
+    with pytest.raises(ConfigError, match="unknown method 'nope'"):
+        resolve_method("nope")
+    with pytest.raises(ConfigError, match="unknown family planner"):
+        resolve_method("grpo", planner="exact")
+
+
+def test_register_method_checks_its_controllers() -> None:
+    """A user method names registry controllers (or a loop's own, passed in) and a known partition."""
+    with pytest.raises(ConfigError, match="unknown weighter 'nope'"):
+        register_method(MethodSpec("x", "x", weighter="nope"))
+    with pytest.raises(ConfigError, match="already exists"):
+        register_method(MethodSpec("grpo", "again"))
+    with pytest.raises(ConfigError, match="partition must be"):
+        register_method(MethodSpec("x", "x", partition="bins"))
+    try:
+        spec = register_method(MethodSpec("mine", "mine", allocator="local"),
+                               controllers={"allocator": {"local": object}})
+        assert METHODS["mine"] is spec
+    finally:
+        METHODS.pop("mine", None)
+
+
+def test_the_docs_example_runs() -> None:
+    """docs/core-step.md's Python block runs as written (docs are code)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "core-step.md").read_text(encoding="utf-8")
+    blocks = text.split("```python\n")[1:]
+    assert len(blocks) == 1
+    exec(compile(blocks[0].split("```")[0], "docs/core-step.md", "exec"), {})
+
+
+def test_the_docs_method_table_is_the_tables() -> None:
+    """docs/core-step.md lists every method of gdro_lab.methods with its selector and truth mark."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "core-step.md").read_text(encoding="utf-8")
+    table = text[text.index("## The method table"):]
+    rows = {line.split("|")[1].strip(" `"): [cell.strip() for cell in line.split("|")[2:-1]]
+            for line in table.splitlines() if line.startswith("| `")}
+    assert set(rows) == set(METHODS)
+    for name, cells in rows.items():
+        spec = METHODS[name]
+        assert cells[2].split()[0] == spec.selector and (cells[3] == "yes") == spec.needs_truth, name
+        assert cells[1].split()[0].rstrip(":") == spec.allocator, name
