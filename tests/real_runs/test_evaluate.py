@@ -248,3 +248,36 @@ def test_worst_group_interval_matches_a_naive_bootstrap(seed: int) -> None:
     np.testing.assert_allclose([m["worst_group/mean@4_lo"], m["worst_group/mean@4_hi"]], expected, atol=1e-12)
     assert m["worst_group/mean@4"] == pytest.approx(min(
         accuracy_P[[i for i, g in enumerate(groups) if g == group]].mean() for group in set(groups)))
+
+
+def test_summary_lines_name_pooled_worst_and_every_benchmark() -> None:
+    from real_runs.evaluate import summary_lines
+    successes_R, counts_P, benchmarks, groups = _grouped_data(1)
+    m = evaluation_metrics(successes_R, counts_P, benchmarks, groups, k=4, num_boot=100, seed=1)
+    head, cells = summary_lines(m, 6)
+    assert head == (f"eval at step 6: pooled mean@4 {100 * m['pooled/mean@4']:.2f}% [{100 * m['pooled/mean@4_lo']:.2f}, "
+                    f"{100 * m['pooled/mean@4_hi']:.2f}], pass@4 {100 * m['pooled/pass@4']:.2f}%, "
+                    f"{len(groups)} prompts; worst group g0 {100 * m['worst_group/mean@4']:.2f}%, worst benchmark "
+                    f"{worst_names(m, 4)[1]} {100 * m['worst_benchmark/mean@4']:.2f}%")
+    assert cells == (f"  bench_a {100 * m['bench_a/mean@4']:.2f} / {100 * m['bench_a/pass@4']:.2f} | bench_b "
+                     f"{100 * m['bench_b/mean@4']:.2f} / {100 * m['bench_b/pass@4']:.2f}   (mean@4 / pass@4, %)")
+    one = evaluation_metrics(np.array([True, False]), np.array([2]), ["m"], ["g"], k=2, num_boot=10)
+    assert summary_lines(one, 3)[0].startswith("eval at step 3: pooled mean@2 50.00%, pass@2 100.00%, 1 prompts")
+    assert summary_lines({"loss": 0.5}, 2) == ["eval at step 2: loss 0.5"]
+
+
+def test_the_trainer_sinks_print_each_evaluation(tmp_path, capsys) -> None:
+    """The trainer logs each evaluation through ``Sinks.log_eval``: it now prints the summary to
+    stderr (before, only timings were printed); ``console=False`` keeps it quiet."""
+    from real_runs.evaluate import summary_lines
+    from real_runs.sinks import Sinks
+    successes_R, counts_P, benchmarks, groups = _grouped_data(2)
+    m = evaluation_metrics(successes_R, counts_P, benchmarks, groups, k=4, num_boot=100, seed=1)
+    sinks = Sinks(tmp_path)
+    sinks.log_eval(50, m)
+    sinks.close()
+    err = capsys.readouterr().err
+    assert err == "".join(f"gdro train: {line}\n" for line in summary_lines(m, 50))
+    quiet = Sinks(tmp_path, console=False)
+    quiet.log_eval(50, m)
+    assert capsys.readouterr().err == ""
