@@ -12,8 +12,8 @@ Log-probs: ``logprobs=0`` returns the sampled token's log-prob, and the engine i
 ``logprobs_mode="raw_logprobs"`` (vLLM's default in 0.33, set explicitly): log softmax of the raw
 logits before temperature / top-k / top-p, as in the hf engine and a teacher-forced pass.
 Seeds: with ``sampling.seed`` set, every rollout of a call gets its own seed. Prompt i's request
-gets s_i = (b + i S) mod 2^31, with b a 31-bit hash of the seed and the stride S =
-:data:`SEED_STRIDE`; vLLM draws the k-th sample of a request with seed s_i + k (its
+gets s_i = ((b + i) mod 2^31 / S) S, with b a hash of the seed and the stride S =
+:data:`SEED_STRIDE` (so every seed stays below 2^31); vLLM draws the k-th sample of a request with seed s_i + k (its
 ``ParentRequest`` in ``vllm/v1/engine/parallel_sampling.py``: each child request gets
 ``seed + index``), so rollout (i, k) has seed s_i + k, and the blocks [s_i, s_i + S) of different
 prompts are disjoint: no two rollouts of a call share a seed (:func:`rollout_seeds`,
@@ -52,12 +52,14 @@ SEED_STRIDE = 4096
 
 
 def prompt_seeds(seed: int | None, num_prompts: int) -> list[int | None]:
-    """Per-prompt vLLM request seeds s_i = (b + i S) mod 2^31 from one call seed (b: a 31-bit hash of
-    ``seed``; S = :data:`SEED_STRIDE`); None for every prompt when ``seed`` is None (unseeded)."""
+    """Per-prompt vLLM request seeds s_i = ((b + i) mod M) S from one call seed (S =
+    :data:`SEED_STRIDE`, M = 2^31 / S blocks, b a hash of ``seed`` in 0..M-1): block-aligned, so
+    s_i + k < 2^31 for k < S; None for every prompt when ``seed`` is None (unseeded)."""
     if seed is None:
         return [None] * num_prompts
-    base = int(np.random.SeedSequence([seed]).generate_state(1, np.uint32)[0] >> 1)
-    return [(base + i * SEED_STRIDE) % 2**31 for i in range(num_prompts)]
+    blocks = 2**31 // SEED_STRIDE
+    base = int(np.random.SeedSequence([seed]).generate_state(1, np.uint32)[0]) % blocks
+    return [(base + i) % blocks * SEED_STRIDE for i in range(num_prompts)]
 
 
 def rollout_seeds(seed: int | None, counts_P: Sequence[int]) -> list[list[int | None]]:
