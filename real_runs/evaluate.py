@@ -210,4 +210,4 @@ def summary_lines(metrics: dict[str, float], step: int) -> list[str]:
                  f"{percent(f'worst_benchmark/mean@{k}')}")
     benches = [n[:-len("/num_prompts")] for n in metrics if n.endswith("/num_prompts") and n != "pooled/num_prompts"]
     cells = [f"{b} {100 * metrics[f'{b}/mean@{k}']:.2f} / {100 * metrics[f'{b}/pass@{k}']:.2f}" for b in benches]
-    return [head, "  " + " | ".join(cells) + f"   (mean@{k} / pass@{k}, %)"]
+    return [head] + (["  " + " | ".join(cells) + f"   (mean@{k} / pass@{k}, %)"] if cells else [])

@@ -72,8 +72,13 @@ class Sinks:
         """Mirror one evaluation record under ``eval/`` and print its summary (see the module docstring)."""
         if self.console:
             from real_runs.evaluate import summary_lines
-            print("\n".join(f"gdro train: {line}" for line in summary_lines(dict(metrics), step)), file=sys.stderr,
-                  flush=True)
+            text = "\n".join(f"gdro train: {line}" for line in summary_lines(dict(metrics), step))
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                print(text, file=sys.stderr, flush=True)
+            else:  # clears the step progress bar, prints, redraws it (no line glued to the bar)
+                tqdm.write(text, file=sys.stderr)
         self.log(step, {name if name.startswith("eval/") else f"eval/{name}": value for name, value in metrics.items()})
 
     def close(self) -> None:
