@@ -51,20 +51,22 @@ def test_the_run_directory_line_survives_a_kill_with_stdout_in_a_file(tmp_path: 
     assert f"gdro train: run directory {out / 'grpo-tiny-s0'} (steps 1..200)\n" in log.read_text()
 
 
+def _shell_lines(path: Path) -> list[str]:
+    """The lines of a Markdown file's fenced bash/sh blocks."""
+    lines, inside = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("```"):
+            inside = not inside and line.strip().strip("`") in ("bash", "sh", "shell", "console")
+        elif inside:
+            lines.append(line.split("  #")[0].strip())
+    return lines
+
+
 def _docs_command() -> str:
-    """The one `gdro train tiny-cpu` command of docs/train.md's quick start."""
-    text = (REPO / "docs" / "train.md").read_text(encoding="utf-8")
-    commands = [line.split("  #")[0].strip() for line in text.splitlines() if "gdro train tiny-cpu" in line
-                and not line.lstrip().startswith(("`", "#", "-"))]
+    """The one `gdro train tiny-cpu` command of docs/first-run.md's quick start."""
+    commands = [line for line in _shell_lines(REPO / "docs" / "first-run.md") if "gdro train tiny-cpu" in line]
     assert len(commands) == 1, commands
     return commands[0]
-
-
-def _readme_command() -> str:
-    lines = [line for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
-             if "gdro train tiny-cpu" in line and "--out /tmp/gdro-runs" in line]
-    assert len(lines) == 1, lines
-    return lines[0].split("  #")[0].strip()
 
 
 def _copy_repository(target: Path) -> None:
@@ -82,11 +84,11 @@ def _copy_repository(target: Path) -> None:
 
 @pytest.mark.slow
 def test_the_docs_tiny_cpu_quick_start_runs_in_a_bare_clone(tmp_path: Path):
-    """docs/train.md's command, verbatim but for the output folder (a temporary one instead of
-    /tmp/gdro-runs), in a copy of the repository with no ../shared and GDRO_DATA unset, with a
-    `gdro` on PATH that runs the copy: it trains, evaluates and prints both."""
+    """docs/first-run.md's command, verbatim, in a copy of the repository with no ../shared and
+    GDRO_DATA unset, with a `gdro` on PATH that runs the copy: it trains, evaluates and prints both.
+    (The same command without GDRO_DATA, as the README has it, ends in "data file ... is missing".)"""
     command = _docs_command()
-    assert command == "GDRO_DATA=tests/fixtures/data gdro train tiny-cpu method.name=joint --out /tmp/gdro-runs"
+    assert command == "GDRO_DATA=tests/fixtures/data gdro train tiny-cpu method.name=joint --out runs"
     clone = tmp_path / "work" / "gdro-lab"
     clone.mkdir(parents=True)
     _copy_repository(clone)
@@ -95,15 +97,13 @@ def test_the_docs_tiny_cpu_quick_start_runs_in_a_bare_clone(tmp_path: Path):
     bin_dir.mkdir()
     (bin_dir / "gdro").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m gdro_cli.main "$@"\n')
     (bin_dir / "gdro").chmod(0o755)
-    out = tmp_path / "gdro-runs"
-    result = subprocess.run(["bash", "-c", command.replace("/tmp/gdro-runs", str(out))], cwd=clone,
-                            capture_output=True, text=True, timeout=1500,
+    result = subprocess.run(["bash", "-c", command], cwd=clone, capture_output=True, text=True, timeout=1500,
                             env=_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(clone)))
     assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = out / "joint-tiny-s0"
+    run_dir = Path("runs") / "joint-tiny-s0"
     assert f"gdro train: run directory {run_dir} (steps 1..6)" in result.stdout
     from gdro_lab.runlog import read_run
-    run = read_run(run_dir)
+    run = read_run(clone / run_dir)
     assert run.meta["status"] == "finished" and run.steps.tolist() == [1, 2, 3, 4, 5, 6]
     assert [e["step"] for e in run.evals] == [3, 6]
     for step in (3, 6):   # the evaluation's results, printed where they run
@@ -112,7 +112,12 @@ def test_the_docs_tiny_cpu_quick_start_runs_in_a_bare_clone(tmp_path: Path):
                          r"gdro train:   math500 [\d.]+ / [\d.]+   \(mean@2 / pass@2, %\)\n", result.stderr)
 
 
-@pytest.mark.xfail(strict=True, reason="README.md still shows the tiny-cpu command without GDRO_DATA; "
-                   "remove this marker when its quick start takes docs/train.md's command")
-def test_the_readme_quick_start_is_the_docs_command():
-    assert _readme_command() == _docs_command()
+@pytest.mark.xfail(strict=True, reason="README.md still shows `gdro train tiny-cpu` without GDRO_DATA; remove "
+                   "this marker once every quick start names its data as docs/first-run.md does")
+def test_every_tiny_cpu_command_of_the_docs_names_its_data():
+    """A user's clone has no ../shared/data: a `gdro train tiny-cpu` command in README.md or docs/
+    must say where its data is (the repository's fixtures), as docs/first-run.md's does."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    commands = {(page.name, line) for page in pages for line in _shell_lines(page) if "gdro train tiny-cpu" in line}
+    assert ("first-run.md", _docs_command()) in commands
+    assert [c for c in commands if not c[1].startswith("GDRO_DATA=")] == []
