@@ -7,8 +7,10 @@ Default sampling is the paper's validation sampling (temperature 0.6, top-p 0.8,
 paper.md section 3) with the released scripts' 4,096 response tokens. Each prompt gets ``--n``
 samples (default ``--k``); metrics are those of :mod:`real_runs.evaluate`. Results go to
 ``eval.jsonl`` of a new run directory (``--out``, written by ``RunWriter.log_eval``) or are
-appended to an existing trainer run (``--run``) at its latest step (see :func:`append_eval`).
-Bad input is a one-line error and exit code 2.
+appended to an existing trainer run (``--run``) (see :func:`append_eval`). The record's step is
+``--step`` if given, else the checkpoint's step when ``--model`` is a gdro train checkpoint
+(``RUN_DIR/checkpoints/step_00000006`` is step 6; a RUN_DIR means its newest checkpoint), else
+the latest step of ``--run``, else 0. Bad input is a one-line error and exit code 2.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import datetime as _dt
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -59,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, default=None, help="first N problems per benchmark")
     parser.add_argument("--out", default=None, help="new run directory (default runs/eval-<time>)")
     parser.add_argument("--run", default=None, help="existing run directory to append to")
-    parser.add_argument("--step", type=int, default=None, help="step for --run (default: its last)")
+    parser.add_argument("--step", type=int, default=None,
+                        help="step of the record (default: the checkpoint's step, else the last step of --run, else 0)")
     parser.add_argument("--engine", choices=("hf", "vllm"), default="hf")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
@@ -103,8 +107,19 @@ def check_args(args: argparse.Namespace) -> list[str]:
     return names
 
 
+def checkpoint_step(model: str) -> int | None:
+    """The training step of a gdro train checkpoint: ``.../checkpoints/step_00000006`` -> 6, a run
+    directory -> its newest checkpoint's step (as ``--model`` loads it); None for anything else."""
+    from real_runs.models import checkpoint_folder
+    folder = checkpoint_folder(Path(model))
+    match = re.fullmatch(r"step_(\d+)", folder.name)
+    return int(match.group(1)) if match and folder.parent.name == "checkpoints" else None
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
-    """Fail before any compute when the results could not be written."""
+    """Fail before any compute when the results could not be written; settles ``args.step``."""
+    if args.step is None:
+        args.step = checkpoint_step(args.model)
     if args.run:
         try:
             run = read_run(args.run)
@@ -245,7 +260,7 @@ def _write(args: argparse.Namespace, metrics: dict[str, float], samples: list[di
         target, step = Path(args.run), int(args.step)
         append_eval(target, step, metrics)
     else:
-        target, step = Path(args.out), 0
+        target, step = Path(args.out), int(args.step or 0)
         config = {"eval": {key: value for key, value in vars(args).items() if key != "run"}}
         with RunWriter(target, config, num_bins=1, producer="gdro eval", bin_labels=["all"]) as writer:
             writer.log_eval(step, metrics)
@@ -280,7 +295,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
     metrics.update(stats_metrics(stats, len(problems) * args.n, time.perf_counter() - start))
     target = _write(args, metrics, samples)
     print(format_table(metrics, names, args.k))
-    print(f"gdro eval: wrote {target / EVAL_FILE}")
+    print(f"gdro eval: wrote {target / EVAL_FILE} (step {int(args.step or 0)})")
     return metrics
 
 

@@ -179,3 +179,35 @@ def worst_names(metrics: dict[str, float], k: int) -> tuple[str, str]:
                if n.endswith(f"/mean@{k}") and "/" not in n[: -len(f"/mean@{k}")]
                and n.split("/")[0] not in ("pooled", "worst_group", "worst_benchmark")}
     return min(groups, key=groups.__getitem__), min(benches, key=benches.__getitem__)
+
+
+def summary_lines(metrics: dict[str, float], step: int) -> list[str]:
+    """Two short lines of one evaluation for a log (the trainer prints them at each evaluation):
+
+        eval at step 50: pooled mean@8 12.50% [9.10, 16.02], pass@8 30.00%, 112 prompts; worst group
+            number_theory:L5 0.00%, worst benchmark aime24 0.00%
+          math500 20.00 / 45.00 | aime24 0.00 / 0.00 | ...   (mean@8 / pass@8, %)
+
+    k is read from the ``pooled/mean@{k}`` name; an undefined interval (one prompt) prints no
+    bounds. Metrics without a pooled mean@k (not :func:`evaluation_metrics`'s) give one line of
+    names and values.
+    """
+    pooled = [n for n in metrics if n.startswith("pooled/mean@") and not n.endswith(("_lo", "_hi"))]
+    if not pooled:
+        return [f"eval at step {step}: " + ", ".join(f"{n} {v:.4g}" for n, v in sorted(metrics.items()))]
+    k = int(pooled[0][len("pooled/mean@"):])
+
+    def percent(name: str, bounds: bool = False) -> str:
+        lo, hi = metrics.get(f"{name}_lo", float("nan")), metrics.get(f"{name}_hi", float("nan"))
+        interval = f" [{100 * lo:.2f}, {100 * hi:.2f}]" if bounds and lo == lo and hi == hi else ""
+        return f"{100 * metrics[name]:.2f}%{interval}"
+
+    head = (f"eval at step {step}: pooled mean@{k} {percent(f'pooled/mean@{k}', True)}, pass@{k} "
+            f"{percent(f'pooled/pass@{k}')}, {int(metrics['pooled/num_prompts'])} prompts")
+    if f"worst_group/mean@{k}" in metrics:
+        group, bench = worst_names(metrics, k)
+        head += (f"; worst group {group} {percent(f'worst_group/mean@{k}')}, worst benchmark {bench} "
+                 f"{percent(f'worst_benchmark/mean@{k}')}")
+    benches = [n[:-len("/num_prompts")] for n in metrics if n.endswith("/num_prompts") and n != "pooled/num_prompts"]
+    cells = [f"{b} {100 * metrics[f'{b}/mean@{k}']:.2f} / {100 * metrics[f'{b}/pass@{k}']:.2f}" for b in benches]
+    return [head] + (["  " + " | ".join(cells) + f"   (mean@{k} / pass@{k}, %)"] if cells else [])

@@ -18,8 +18,18 @@ model and the lengths shrunk (:data:`SHRINK`, printed as a diff and checked):
 
 Everything else is the preset's: 256 prompts x n_bar 4 = 1,024 rollouts per step with arms 2..12,
 two mini-batches, gradient checkpointing, the micro-batch token budget, the KL reference, the math
-reward in its worker pool, the English DAPO filter. The rehearsal then checks what it ran (exact
-budget, arms in range, every benchmark scored at k, two optimizer steps per step in the checkpoint's
+reward in its worker pool, the English DAPO filter.
+
+The controllers start from a seeded history (:func:`seeded_history`), not from scratch: a fresh
+run sees every prompt for the first time at steps 1 and 2, so every prompt would be unassigned,
+every plan n_bar for all and every multiplier 1, and the GDRO path would never run. Before step 1
+the classifier, the weighter and the allocator are fed :data:`HISTORY_STEPS` synthetic steps
+(their own plans; outcomes drawn at known per-prompt odds, nothing generated or trained), so the
+two real steps plan with assigned bins: Rollout-GDRO's plans go below and above n_bar at the
+exact total, Prompt-GDRO's multipliers differ from 1.
+
+The rehearsal then checks what it ran (exact budget, arms in range, the GDRO path per method
+(:func:`gdro_path`), every benchmark scored at k, two optimizer steps per step in the checkpoint's
 AdamW state, the checkpoint loads with ``AutoModelForCausalLM``), prints the time of each phase
 and the trainer's overhead share, and the projected GPU memory of the real model
 (:mod:`real_runs.memory`). Anything that does not run, or runs differently, is a one-line
@@ -46,6 +56,8 @@ SHRINK: dict[str, dict[str, Any]] = {
     "eval": {"max_new_tokens": 8, "limit": 2},
     "train": {"steps": 2, "progress": False},
 }
+#: Synthetic steps of the seeded history (at least enough to visit every prompt once).
+HISTORY_STEPS = 50
 PHASES = ("plan", "generate", "reward", "controllers", "logprobs", "update", "sync", "record", "step", "eval")
 
 
@@ -71,6 +83,98 @@ def config_diff(a: TrainConfig, b: TrainConfig) -> dict[str, tuple[Any, Any]]:
     return {f"{s}.{k}": (da[s][k], db[s][k]) for s in da for k in da[s] if da[s][k] != db[s][k]}
 
 
+def seeded_history(controllers: dict[str, Any], record_index: np.ndarray, prompts: Any, *, prompts_per_step: int,
+                   seed: int, steps: int = HISTORY_STEPS) -> dict[str, int]:
+    """Feed the fresh controllers ``max(steps, ceil(N / P))`` synthetic steps before step 1.
+
+    Each synthetic step takes the next P = prompts_per_step of the N distinct prompts in a seeded
+    order that cycles through all of them, as the run's own data order does (prompts recur within a
+    step when N < P; every prompt is visited at least once), asks
+    the classifier for their bins and the allocator for its plan n_i (exact total P n_bar), draws
+    response j of prompt i as a success with a known probability p_i from a generator seeded by
+    ``seed``, and passes the ``StepFeedback`` to ``update`` of the classifier, the weighter and
+    the allocator, in the loop's order (a prompt selector, if any, is left as it is). Nothing is
+    generated or trained. Returns counts: steps, prompts, rollouts, prompts with a bin after it.
+
+    The odds are spread evenly whatever N: p_i = (r_i + 1/2) / N with r a seeded permutation of
+    0..N-1, so the prompts fill the difficulty bins and the bins' reward variances 4 p (1 - p)
+    differ (a data set of 5 prompts included), which is what makes Rollout-GDRO's plan ragged.
+    """
+    from gdro_lab import StepFeedback
+    from real_runs.batching import DataOrder
+    ids_N = np.unique(np.asarray(record_index, np.int64))
+    rng = np.random.default_rng([seed, 20_601])
+    odds_N = (rng.permutation(ids_N.size) + 0.5) / ids_N.size
+    steps = max(steps, -(-ids_N.size // prompts_per_step))
+    order = DataOrder(ids_N.size, seed + 20_601, shuffle=True)
+    rollouts = 0
+    classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
+    for _ in range(steps):
+        rows = order.take(prompts_per_step)
+        ids_P = ids_N[rows]
+        bins_P = classifier.bins(ids_P)
+        counts_P = np.asarray(allocator.plan(bins_P, ids_P), np.int64)
+        successes_R = rng.random(int(counts_P.sum())) < np.repeat(odds_N[rows], counts_P)
+        feedback = StepFeedback(ids_P, bins_P, counts_P, np.where(successes_R, 1.0, -1.0), successes_R,
+                                prompts=prompts)
+        for controller in (classifier, weighter, allocator):
+            controller.update(feedback)
+        rollouts += int(counts_P.sum())
+    return {"steps": steps, "prompts": int(ids_N.size), "per_step": prompts_per_step, "rollouts": rollouts,
+            "assigned": int(np.count_nonzero(classifier.bins(ids_N) >= 0))}
+
+
+def gdro_path(run: Any, cfg: TrainConfig, distinct_prompts: int = 0) -> list[str]:
+    """Check that each logged step exercised the method's controllers; returns one line per step.
+
+    Per step, from the per-bin means of steps.jsonl (``rollouts``, ``multiplier``): with the
+    allocator ``uniform`` every bin gets exactly n_bar; with ``gdro`` (Rollout-GDRO) some bin
+    gets fewer and some more than n_bar (the total is checked exactly by :func:`verify`); with the
+    weighter ``uniform`` every multiplier is 1; with ``gdro`` (Prompt-GDRO) some bin's differs
+    from 1. Either GDRO controller needs assigned prompts. Other controllers are reported only.
+    ``distinct_prompts`` (data.json's ``prompts``) adds a hint to a failure when the data set is
+    smaller than a step.
+    """
+    mc = cfg.method
+    _, weighter, allocator = mc.controller_names()
+    size = cfg.train.prompts_per_step
+    hint = "" if not 0 < distinct_prompts < size else (
+        f" (the data set has {distinct_prompts} prompts for {size} per step: each recurs ~{size // distinct_prompts} "
+        "times a step, and step 1's outcomes fill its classifier window; rehearse on the full data set, or lower "
+        "train.prompts_per_step)")
+    lines = []
+
+    def check(condition: bool, message: str) -> None:
+        _check(condition, message + hint)
+
+    for t, step in enumerate(run.steps.tolist()):
+        prompts, unassigned = int(run.scalars["num_prompts"][t]), int(run.scalars["num_unassigned"][t])
+        arms = run.bins["rollouts"][t][np.isfinite(run.bins["rollouts"][t])]
+        multipliers = run.bins["multiplier"][t][np.isfinite(run.bins["multiplier"][t])]
+        where = f"step {step}"
+        if "gdro" in (weighter, allocator):
+            check(unassigned < prompts, f"{where}: all {prompts} prompts unassigned (no bin): the GDRO "
+                  "controllers never acted")
+        if allocator == "uniform":
+            check(bool(np.all(arms == mc.n_bar)), f"{where}: rollouts per bin {np.round(arms, 2).tolist()}, "
+                  f"not n_bar = {mc.n_bar} for all (allocator uniform)")
+        elif allocator == "gdro":
+            check(arms.size > 0 and arms.min() < mc.n_bar < arms.max(),
+                  f"{where}: rollouts per bin {np.round(arms, 2).tolist()}: Rollout-GDRO's plan is not "
+                  f"ragged around n_bar = {mc.n_bar}")
+        if weighter == "uniform":
+            check(bool(np.all(multipliers == 1.0)), f"{where}: multipliers per bin "
+                  f"{np.round(multipliers, 3).tolist()}, not 1 (weighter uniform)")
+        elif weighter == "gdro":
+            check(bool(np.any(multipliers != 1.0)), f"{where}: every Prompt-GDRO multiplier is 1")
+        arm_text = f"{arms.min():.2f}..{arms.max():.2f}" if arms.size else "-"
+        mult_text = f"{multipliers.min():.3f}..{multipliers.max():.3f}" if multipliers.size else "-"
+        lines.append(f"{where}: {prompts - unassigned} of {prompts} prompts in a bin, rollouts per bin (mean) "
+                     f"{arm_text} around n_bar {mc.n_bar}, multipliers per bin {mult_text} "
+                     f"(weighter {weighter}, allocator {allocator})")
+    return lines
+
+
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise RehearsalError(f"rehearsal: {message}")
@@ -93,6 +197,8 @@ def verify(run_dir: Path, cfg: TrainConfig) -> list[str]:
     arms = np.append(arms, mc.n_bar) if np.any(run.scalars["num_unassigned"] > 0) else arms
     _check(arms.min() >= mc.n_min and arms.max() <= mc.n_max, f"rollouts per bin {sorted(set(arms))} outside "
            f"the arms {mc.n_min}..{mc.n_max}")
+    data = json.loads((run_dir / "data.json").read_text(encoding="utf-8")) if (run_dir / "data.json").exists() else {}
+    path_lines = gdro_path(run, cfg, int(data.get("prompts", 0)))
     _check([e["step"] for e in run.evals] == [tc.steps], f"evaluations at steps {[e['step'] for e in run.evals]}")
     scored = run.evals[-1]["metrics"]
     missing = [b for b in ec.benchmarks if not isinstance(scored.get(f"{b}/mean@{ec.k}"), (int, float))
@@ -112,10 +218,10 @@ def verify(run_dir: Path, cfg: TrainConfig) -> list[str]:
     AutoTokenizer.from_pretrained(final, local_files_only=True)
     AutoModelForCausalLM.from_pretrained(final, local_files_only=True)
     hf_logging.enable_progress_bar()
-    return [f"verified: steps 1..{tc.steps} (step 2 after a resume), {budget} rollouts per step in arms "
-            f"{int(arms.min())}..{int(arms.max())}, {optimizer_steps} optimizer steps ({tc.mini_batches} mini-batches "
+    return [f"verified: steps 1..{tc.steps} (step 2 after a resume), {budget} rollouts per step, per-bin "
+            f"means {arms.min():.2f}..{arms.max():.2f} in the arms {mc.n_min}..{mc.n_max}, {optimizer_steps} optimizer steps ({tc.mini_batches} mini-batches "
             f"per step), {len(ec.benchmarks)} benchmarks scored at k={ec.k} ({int(scored['eval/samples'])} samples), "
-            f"checkpoints {steps} loadable by AutoModelForCausalLM"]
+            f"checkpoints {steps} loadable by AutoModelForCausalLM"] + [f"GDRO path, {line}" for line in path_lines]
 
 
 def phase_table(run_dir: Path) -> list[str]:
@@ -129,7 +235,12 @@ def phase_table(run_dir: Path) -> list[str]:
     return lines
 
 
-def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], None] = print) -> Path:
+def _print(line: str) -> None:
+    """One line to stdout, flushed (a cluster log keeps it if the process is killed)."""
+    print(line, flush=True)
+
+
+def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], None] = _print) -> Path:
     """Run the rehearsal of ``preset`` (with the user's ``overrides``); returns the run directory."""
     from real_runs.train import main
     from real_runs.config import parse_override
@@ -146,12 +257,24 @@ def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], No
             f"{memory.human(memory.checkpoint_bytes(shape.parameters)['total'])} (model 4N + optimizer.pt 8N bytes)")
         for line in memory.format_projection(real.model.name, projection, shape.parameters):
             out(line)
+
+    def warm_start(controllers: dict[str, Any], record_index: np.ndarray, prompts: Any, records: Sequence[Any]) -> None:
+        done = seeded_history(controllers, record_index, prompts, prompts_per_step=cfg.train.prompts_per_step,
+                              seed=cfg.train.seed)
+        out(f"rehearsal: seeded history: {done['steps']} synthetic steps of {done['per_step']} prompts "
+            f"(of {done['prompts']:,}; {done['rollouts']:,} rollouts at known per-prompt odds spread over (0, 1); nothing generated or trained) fed to "
+            f"the classifier, weighter and allocator before step 1: {done['assigned']:,} prompts now in a bin")
+
     started, cpu_started = time.perf_counter(), time.process_time()
-    run_dir = main(cfg, stop_after=1)
+    out("rehearsal: step 1 (start-up, data, model, seeded history, step, checkpoint) ...")
+    run_dir = main(cfg, stop_after=1, warm_start=warm_start)
     first = json.loads((run_dir / "timing.json").read_text(encoding="utf-8"))
     resumed = time.perf_counter()
+    out(f"rehearsal: step 1 done in {resumed - started:.1f} s; resuming for step 2 (load, step, evaluation, "
+        "checkpoint) ...")
     main(None, resume=str(run_dir))
     ended = time.perf_counter()
+    out(f"rehearsal: step 2 done in {ended - resumed:.1f} s; checking the run ...")
     second = json.loads((run_dir / "timing.json").read_text(encoding="utf-8"))
     out(f"seconds per phase (steps.jsonl; step 1 before the stop, step 2 after the resume):")
     for line in phase_table(run_dir):

@@ -6,11 +6,14 @@ later with ``wandb sync``) so a run never needs the network. A resumed run purge
 events after the resumed step and re-attaches to the same W&B run id, so neither shows duplicates.
 Evaluation metrics (eval.jsonl) are mirrored too, under ``eval/`` (``math500/mean@8`` ->
 ``eval/math500/mean@8``; names that already start with ``eval/`` are kept), at the step they
-were taken; NaN values (an undefined interval) are not sent.
+were taken; NaN values (an undefined interval) are not sent. Each evaluation is also printed to
+stderr in two short lines (pooled and worst, then each benchmark: ``real_runs.evaluate.summary_lines``;
+``console=False`` silences them).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -31,8 +34,10 @@ class Sinks:
     """Fan out per-step scalars to the enabled sinks."""
 
     def __init__(self, run_dir: str | Path, *, tensorboard: bool = False, wandb: bool = False,
-                 project: str = "gdro-lab", config: Mapping[str, Any] | None = None, start_step: int = 0):
+                 project: str = "gdro-lab", config: Mapping[str, Any] | None = None, start_step: int = 0,
+                 console: bool = True):
         self.run_dir = Path(run_dir)
+        self.console = console
         self._tb = None
         self._wandb = None
         if tensorboard:
@@ -64,7 +69,16 @@ class Sinks:
             self._wandb.log(finite, step=step)
 
     def log_eval(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Mirror one evaluation record under ``eval/`` (see the module docstring)."""
+        """Mirror one evaluation record under ``eval/`` and print its summary (see the module docstring)."""
+        if self.console:
+            from real_runs.evaluate import summary_lines
+            text = "\n".join(f"gdro train: {line}" for line in summary_lines(dict(metrics), step))
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                print(text, file=sys.stderr, flush=True)
+            else:  # clears the step progress bar, prints, redraws it (no line glued to the bar)
+                tqdm.write(text, file=sys.stderr)
         self.log(step, {name if name.startswith("eval/") else f"eval/{name}": value for name, value in metrics.items()})
 
     def close(self) -> None:

@@ -49,7 +49,7 @@ import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -67,6 +67,8 @@ from real_runs.sinks import Sinks, check_sinks
 from real_runs.types import Problem, Reward, SamplingParams
 
 PRODUCER = "gdro train"
+#: ``main(warm_start=...)``: called as f(controllers, record_index, prompts, records) before step 1 of a new run.
+WarmStart = Callable[[dict[str, Any], np.ndarray, PromptIndex, list[Problem]], None]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -259,13 +261,16 @@ def _autocast(cfg: TrainConfig, device: torch.device) -> Any:
 
 def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = None, tokenizer: Any = None,
          train_records: Sequence[Problem] | None = None, eval_records: dict[str, list[Problem]] | None = None,
-         reward: Reward | None = None, engine: Any = None, stop_after: int | None = None) -> Path:
+         reward: Reward | None = None, engine: Any = None, stop_after: int | None = None,
+         warm_start: WarmStart | None = None) -> Path:
     """Train; returns the run directory. ``resume`` continues that run from its last checkpoint.
 
     model/tokenizer/train_records/eval_records/reward/engine replace what the config would load
     (e.g. a custom task suite). ``eval_records`` maps a benchmark name to its problems.
     ``stop_after`` ends the process after that step with a checkpoint and status "stopped" (a
-    planned interruption: ``--rehearse`` resumes from it).
+    planned interruption: ``--rehearse`` resumes from it). ``warm_start(controllers, record_index,
+    prompts, records)`` runs once on the fresh controllers of a new run, before step 1 (the
+    rehearsal's seeded history, :func:`real_runs.rehearse.seeded_history`); a resume loads them instead.
     """
     started = time.perf_counter()  # time/elapsed counts from here (start-up included)
     lock = None
@@ -280,7 +285,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
         preflight.check_device(cfg)
         return _train(cfg, run_dir, lock, resume is not None, model=model, tokenizer=tokenizer,
                       train_records=train_records, eval_records=eval_records, reward=reward, engine=engine,
-                      stop_after=stop_after, started=started)
+                      stop_after=stop_after, started=started, warm_start=warm_start)
     finally:
         if lock is not None:
             lock.release()
@@ -288,7 +293,8 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
 
 def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool, *, model: Any, tokenizer: Any,
            train_records: Sequence[Problem] | None, eval_records: dict[str, list[Problem]] | None,
-           reward: Reward | None, engine: Any, stop_after: int | None, started: float | None = None) -> Path:
+           reward: Reward | None, engine: Any, stop_after: int | None, started: float | None = None,
+           warm_start: WarmStart | None = None) -> Path:
     tc, lc, mc = cfg.train, cfg.loss, cfg.method
     check_sinks(cfg.log.tensorboard, cfg.log.wandb)
     if tc.deterministic:
@@ -317,6 +323,8 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
     prompts = PromptIndex()  # stable ids interned once: record i -> record_index[i]
     record_index = prompts.intern([r.id for r in records])
     method = MethodStep(mc.method(), mc.step_configs(), tc.seed, prompts, box=(mc.n_bar, mc.n_min, mc.n_max))
+    if warm_start is not None and not resuming:
+        warm_start(method.controllers(), record_index, prompts, records)
     order = DataOrder(len(records), tc.seed, cfg.data.shuffle)
     autocast = _autocast(cfg, device)
     reference = None
@@ -354,6 +362,8 @@ def _train(cfg: TrainConfig, run_dir: Path, lock: RunLock | None, resuming: bool
         start, _ = ckpt.load_checkpoint(run_dir, model=policy, optimizer=optimizer, scheduler=scheduler,
                                         controllers={**saved_controllers(method), "data_order": order})
         writer = RunWriter.resume(run_dir, start, lock=lock)
+    # flushed now: a cluster log (stdout to a file, block-buffered) keeps it when the process is killed
+    print(f"gdro train: run directory {run_dir} (steps {start + 1}..{tc.steps})", flush=True)
     try:
         return _loop(cfg, writer, start, stop_after, policy=policy, tokenizer=tokenizer, reference=reference,
                      engine=engine, optimizer=optimizer, scheduler=scheduler, method=method, order=order,

@@ -11,8 +11,16 @@ prompt, prompts with a zero count left out) and :func:`unpack_outputs` (``Reques
 Log-probs: ``logprobs=0`` returns the sampled token's log-prob, and the engine is built with
 ``logprobs_mode="raw_logprobs"`` (vLLM's default in 0.33, set explicitly): log softmax of the raw
 logits before temperature / top-k / top-p, as in the hf engine and a teacher-forced pass.
-Seeds: with ``sampling.seed`` set, prompt i gets seed ``SeedSequence([seed, i])`` (vLLM gives its
-k-th child seed + k), so samples do not depend on how vLLM schedules the batch.
+Seeds: with ``sampling.seed`` set, every rollout of a call gets its own seed. Prompt i's request
+gets s_i = ((b + i) mod 2^31 / S) S, with b a hash of the seed and the stride S =
+:data:`SEED_STRIDE` (so every seed stays below 2^31); vLLM draws the k-th sample of a request with seed s_i + k (its
+``ParentRequest`` in ``vllm/v1/engine/parallel_sampling.py``: each child request gets
+``seed + index``), so rollout (i, k) has seed s_i + k, and the blocks [s_i, s_i + S) of different
+prompts are disjoint: no two rollouts of a call share a seed (:func:`rollout_seeds`,
+:func:`check_rollout_seeds`, which :func:`build_requests` enforces). Seeding every request alike
+would make a group's rollouts identical and every GRPO advantage 0; ``gdro train`` with
+``train.deterministic=true`` relies on this rule. Samples do not depend on how vLLM schedules the
+batch.
 
 Training (colocated, one GPU, tensor parallel 1): the engine runs in-process
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, as TRL's colocate mode and verl's in-process sync do), so
@@ -39,12 +47,42 @@ from real_runs.engines.hf import check_counts, check_sampling, encode_prompt, eo
 from real_runs.types import Rollouts, SamplingParams
 
 
+#: Seeds reserved per prompt: prompt i's rollouts use s_i .. s_i + count - 1 (counts above it are refused).
+SEED_STRIDE = 4096
+
+
 def prompt_seeds(seed: int | None, num_prompts: int) -> list[int | None]:
-    """Per-prompt vLLM seeds from one run seed (31-bit, distinct with overwhelming probability)."""
+    """Per-prompt vLLM request seeds s_i = ((b + i) mod M) S from one call seed (S =
+    :data:`SEED_STRIDE`, M = 2^31 / S blocks, b a hash of ``seed`` in 0..M-1): block-aligned, so
+    s_i + k < 2^31 for k < S; None for every prompt when ``seed`` is None (unseeded)."""
     if seed is None:
         return [None] * num_prompts
-    return [int(np.random.SeedSequence([seed, i]).generate_state(1, np.uint32)[0] >> 1)
-            for i in range(num_prompts)]
+    blocks = 2**31 // SEED_STRIDE
+    base = int(np.random.SeedSequence([seed]).generate_state(1, np.uint32)[0]) % blocks
+    return [(base + i) % blocks * SEED_STRIDE for i in range(num_prompts)]
+
+
+def rollout_seeds(seed: int | None, counts_P: Sequence[int]) -> list[list[int | None]]:
+    """The seed of every rollout: prompt i's k-th sample is drawn by vLLM with s_i + k (see the
+    module docstring), or None (unseeded) for all when ``seed`` is None."""
+    return [[None if s is None else s + k for k in range(int(n))]
+            for s, n in zip(prompt_seeds(seed, len(counts_P)), counts_P)]
+
+
+def check_rollout_seeds(seed: int | None, counts_P: Sequence[int]) -> None:
+    """Refuse a seeded call in which two rollouts would share a seed (identical rollouts: a group's
+    advantages all 0): a prompt with more than :data:`SEED_STRIDE` samples, or more prompts than
+    2^31 / SEED_STRIDE."""
+    if seed is None:
+        return
+    if len(counts_P) > 2**31 // SEED_STRIDE or (len(counts_P) and max(int(n) for n in counts_P) > SEED_STRIDE):
+        raise ValueError(f"vLLM seeds: {len(counts_P)} prompts with up to {max(int(n) for n in counts_P)} samples "
+                         f"each would share seeds (at most {SEED_STRIDE} samples per prompt and "
+                         f"{2**31 // SEED_STRIDE} prompts per call): split the call")
+    seeds = [s for group in rollout_seeds(seed, counts_P) for s in group]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError("vLLM seeds: two rollouts of one call share a seed: every rollout needs its own "
+                         "(identical seeds give identical rollouts and zero advantages)")
 
 
 def build_requests(prompt_token_ids: Sequence[Sequence[int]], counts_P: np.ndarray,
@@ -52,12 +90,15 @@ def build_requests(prompt_token_ids: Sequence[Sequence[int]], counts_P: np.ndarr
     """(prompts, sampling params) for ``LLM.generate``: one request per prompt with a count > 0.
 
     Request j is prompt ``np.flatnonzero(counts_P)[j]`` with ``SamplingParams(n=counts_P[i],
-    logprobs=0, stop_token_ids=..., max_tokens=max_new_tokens, ...)``; temperature 0 is greedy.
+    seed=prompt_seeds(...)[i], logprobs=0, stop_token_ids=..., max_tokens=max_new_tokens, ...)``;
+    temperature 0 is greedy. A seeded call whose rollouts would share a seed is refused
+    (:func:`check_rollout_seeds`).
     """
     from vllm import SamplingParams as VSamplingParams
     from vllm.inputs import TokensPrompt
 
     counts_P = np.asarray(counts_P, dtype=np.int64)
+    check_rollout_seeds(sampling.seed, counts_P.tolist())
     seeds = prompt_seeds(sampling.seed, len(counts_P))
     prompts, params = [], []
     for i in (int(j) for j in np.flatnonzero(counts_P)):

@@ -40,6 +40,19 @@ def test_build_requests_one_per_nonzero_prompt_with_its_count():
     assert [p.seed for p in again] == seeds
 
 
+def test_build_requests_give_every_rollout_its_own_seed_under_vllms_child_rule():
+    """vLLM samples child k of a seeded request with seed + k: over a ragged plan, no two rollouts
+    of the call share a seed (so a group's rollouts differ); an oversized group is refused."""
+    from real_runs.engines.vllm import SEED_STRIDE, rollout_seeds
+    counts_P = np.array([12, 2, 0, 7])
+    _, params = build_requests(PROMPTS, counts_P, SamplingParams(temperature=1.0, max_new_tokens=4, seed=3), [0])
+    children = [p.seed + k for p in params for k in range(p.n)]
+    assert len(children) == counts_P.sum() and len(set(children)) == len(children)
+    assert children == [s for group in rollout_seeds(3, counts_P) for s in group]
+    with pytest.raises(ValueError, match="samples per prompt"):
+        build_requests(PROMPTS, np.array([SEED_STRIDE + 1, 1, 1, 1]), SamplingParams(seed=3), [0])
+
+
 def test_build_requests_greedy_and_unseeded_are_valid_vllm_params():
     _, params = build_requests(PROMPTS, np.ones(4, int),
                                SamplingParams(temperature=0, max_new_tokens=5), [0])

@@ -244,3 +244,32 @@ def test_gdro_eval_and_the_trainer_share_one_metric_vocabulary(tmp_path: Path, d
     for name, value in trainer.items():
         if not name.endswith(("_lo", "_hi")) and name != "time/eval":
             assert cli_metrics[name] == pytest.approx(value), name
+
+
+def test_a_checkpoint_is_logged_at_its_own_step(fake_engine, tmp_path: Path, capsys) -> None:
+    """`gdro eval --model RUN/checkpoints/step_00000006` logs its result at step 6 (it logged step 0);
+    a run directory means its newest complete checkpoint; --step still wins; other models stay at 0."""
+    run_dir = tmp_path / "train-run"
+    writer = RunWriter(run_dir, {}, num_bins=1, producer="gdro train")
+    for step in range(1, 9):
+        writer.log_step(step, {"loss": 0.0}, {"count": [1]})
+    writer.close()
+    for step in (4, 6):
+        folder = run_dir / "checkpoints" / f"step_{step:08d}"
+        folder.mkdir(parents=True)
+        (folder / "trainer.pt").write_bytes(b"")
+    base = ["eval", "--benchmarks", "aime24", "--limit", "2", "--k", "1", "--num-boot", "10"]
+    cases = [(["--model", str(run_dir / "checkpoints" / "step_00000006")], 6),
+             (["--model", str(run_dir / "checkpoints" / "step_00000004")], 4),
+             (["--model", str(run_dir)], 6),
+             (["--model", str(run_dir / "checkpoints" / "step_00000004"), "--step", "9"], 9),
+             (["--model", "fake"], 0)]
+    for index, (model, step) in enumerate(cases):
+        out = tmp_path / f"out{index}"
+        assert gdro(base + model + ["--out", str(out)]) == 0
+        assert [e["step"] for e in read_run(out).evals] == [step], model
+        assert f"(step {step})" in capsys.readouterr().out
+    # appended to the training run itself: at the checkpoint's step, not the run's last logged one
+    assert gdro(base + ["--model", str(run_dir / "checkpoints" / "step_00000004"), "--run", str(run_dir)]) == 0
+    assert gdro(base + ["--model", "fake", "--run", str(run_dir)]) == 0
+    assert [e["step"] for e in read_run(run_dir).evals] == [4, 8]

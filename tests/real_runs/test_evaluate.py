@@ -179,3 +179,105 @@ def test_metric_invariants(data) -> None:
     single = {g for g in set(groups) if groups.count(g) == 1}
     for name in [n for n in m if n.startswith("group/") and n.endswith(f"/mean@{k}_lo")]:
         assert np.isnan(m[name]) == (name[len("group/"):-len(f"/mean@{k}_lo")] in single)
+
+
+def _grouped_data(seed: int, one_prompt_groups: bool = True):
+    """Two benchmarks, groups of 2-12 prompts at success rates from 0.05 to 0.95 (and, optionally,
+    two one-prompt groups), 4 samples each: (successes_R, counts_P, benchmarks_P, groups_P)."""
+    rng = np.random.default_rng(seed)
+    benchmarks, groups, rates = [], [], []
+    for g, (bench, rate) in enumerate(zip("aabbab", (0.05, 0.3, 0.5, 0.7, 0.95, 0.6))):
+        size = int(rng.integers(2, 13))
+        benchmarks += [f"bench_{bench}"] * size
+        groups += [f"g{g}"] * size
+        rates += [rate] * size
+    if one_prompt_groups:
+        benchmarks += ["bench_a", "bench_b"]
+        groups += ["lone_a", "lone_b"]
+        rates += [0.5, 0.9]
+    counts_P = np.full(len(groups), 4)
+    successes_R = rng.random(4 * len(groups)) < np.repeat(rates, 4)
+    return successes_R, counts_P, benchmarks, groups
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_worst_interval_never_lies_above_any_group_or_benchmark(seed: int) -> None:
+    """In every bootstrap replicate the worst group's mean is the minimum over the groups, so it lies
+    below each group's replicate: the worst group's bounds can exceed no group's bounds (a one-prompt
+    group enters at its observed value, so no bound can exceed that value); the same for benchmarks.
+    An interval taken over the wrong axis (minima over replicates, percentiles over groups) breaks this."""
+    successes_R, counts_P, benchmarks, groups = _grouped_data(seed)
+    m = evaluation_metrics(successes_R, counts_P, benchmarks, groups, k=4, num_boot=400, seed=seed)
+    lo, hi = m["worst_group/mean@4_lo"], m["worst_group/mean@4_hi"]
+    assert np.isfinite(lo) and lo <= hi
+    for group in sorted(set(groups)):
+        name = f"group/{group}/mean@4"
+        if groups.count(group) == 1:
+            assert np.isnan(m[name + "_hi"]) and hi <= m[name] + 1e-12
+        else:
+            assert hi <= m[name + "_hi"] + 1e-12 and lo <= m[name + "_lo"] + 1e-12, group
+    for bench in sorted(set(benchmarks)):
+        assert m["worst_benchmark/mean@4_hi"] <= m[f"{bench}/mean@4_hi"] + 1e-12
+        assert m["worst_benchmark/mean@4_lo"] <= m[f"{bench}/mean@4_lo"] + 1e-12
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_worst_group_interval_matches_a_naive_bootstrap(seed: int) -> None:
+    """The worst group's 95% interval against a loop written out: per replicate, resample each
+    (benchmark, group) stratum's prompts with replacement (the same generator and draw order as
+    ``bootstrap_stratum_sums``: strata in sorted order, one (num_boot, n_s) block each), take each
+    group's mean accuracy, keep the smallest; then the 2.5 and 97.5 percentiles over replicates."""
+    successes_R, counts_P, benchmarks, groups = _grouped_data(seed, one_prompt_groups=False)
+    num_boot = 200
+    m = evaluation_metrics(successes_R, counts_P, benchmarks, groups, k=4, num_boot=num_boot, seed=seed)
+    accuracy_P = successes_R.reshape(-1, 4).mean(axis=1)
+    strata = sorted(set(zip(benchmarks, groups)))
+    rng = np.random.default_rng(seed)
+    draws = {}
+    for stratum in strata:
+        members = [i for i, pair in enumerate(zip(benchmarks, groups)) if pair == stratum]
+        draws[stratum] = (members, rng.integers(0, len(members), size=(num_boot, len(members))))
+    worst = []
+    for b in range(num_boot):
+        means = []
+        for stratum in strata:
+            members, picks = draws[stratum]
+            means.append(sum(accuracy_P[members[j]] for j in picks[b]) / len(members))
+        worst.append(min(means))
+    expected = np.percentile(worst, [2.5, 97.5])
+    np.testing.assert_allclose([m["worst_group/mean@4_lo"], m["worst_group/mean@4_hi"]], expected, atol=1e-12)
+    assert m["worst_group/mean@4"] == pytest.approx(min(
+        accuracy_P[[i for i, g in enumerate(groups) if g == group]].mean() for group in set(groups)))
+
+
+def test_summary_lines_name_pooled_worst_and_every_benchmark() -> None:
+    from real_runs.evaluate import summary_lines
+    successes_R, counts_P, benchmarks, groups = _grouped_data(1)
+    m = evaluation_metrics(successes_R, counts_P, benchmarks, groups, k=4, num_boot=100, seed=1)
+    head, cells = summary_lines(m, 6)
+    assert head == (f"eval at step 6: pooled mean@4 {100 * m['pooled/mean@4']:.2f}% [{100 * m['pooled/mean@4_lo']:.2f}, "
+                    f"{100 * m['pooled/mean@4_hi']:.2f}], pass@4 {100 * m['pooled/pass@4']:.2f}%, "
+                    f"{len(groups)} prompts; worst group g0 {100 * m['worst_group/mean@4']:.2f}%, worst benchmark "
+                    f"{worst_names(m, 4)[1]} {100 * m['worst_benchmark/mean@4']:.2f}%")
+    assert cells == (f"  bench_a {100 * m['bench_a/mean@4']:.2f} / {100 * m['bench_a/pass@4']:.2f} | bench_b "
+                     f"{100 * m['bench_b/mean@4']:.2f} / {100 * m['bench_b/pass@4']:.2f}   (mean@4 / pass@4, %)")
+    one = evaluation_metrics(np.array([True, False]), np.array([2]), ["m"], ["g"], k=2, num_boot=10)
+    assert summary_lines(one, 3)[0].startswith("eval at step 3: pooled mean@2 50.00%, pass@2 100.00%, 1 prompts")
+    assert summary_lines({"loss": 0.5}, 2) == ["eval at step 2: loss 0.5"]
+
+
+def test_the_trainer_sinks_print_each_evaluation(tmp_path, capsys) -> None:
+    """The trainer logs each evaluation through ``Sinks.log_eval``: it now prints the summary to
+    stderr (before, only timings were printed); ``console=False`` keeps it quiet."""
+    from real_runs.evaluate import summary_lines
+    from real_runs.sinks import Sinks
+    successes_R, counts_P, benchmarks, groups = _grouped_data(2)
+    m = evaluation_metrics(successes_R, counts_P, benchmarks, groups, k=4, num_boot=100, seed=1)
+    sinks = Sinks(tmp_path)
+    sinks.log_eval(50, m)
+    sinks.close()
+    err = capsys.readouterr().err
+    assert err == "".join(f"gdro train: {line}\n" for line in summary_lines(m, 50))
+    quiet = Sinks(tmp_path, console=False)
+    quiet.log_eval(50, m)
+    assert capsys.readouterr().err == ""
