@@ -112,8 +112,6 @@ def test_the_docs_tiny_cpu_quick_start_runs_in_a_bare_clone(tmp_path: Path):
                          r"gdro train:   math500 [\d.]+ / [\d.]+   \(mean@2 / pass@2, %\)\n", result.stderr)
 
 
-@pytest.mark.xfail(strict=True, reason="README.md still shows `gdro train tiny-cpu` without GDRO_DATA; remove "
-                   "this marker once every quick start names its data as docs/first-run.md does")
 def test_every_tiny_cpu_command_of_the_docs_names_its_data():
     """A user's clone has no ../shared/data: a `gdro train tiny-cpu` command in README.md or docs/
     must say where its data is (the repository's fixtures), as docs/first-run.md's does."""
