@@ -22,8 +22,11 @@ from gdro_lab.tables import fmt, markdown_table, write_json
 from simulators.loop import PRODUCER
 from studyplots import band, plt, save_figure
 
-__all__ = ["plt", "mean_ci", "fmt", "markdown_table", "prepare_output", "save_figure", "write_json",
+__all__ = ["plt", "mean_ci", "fmt", "markdown_table", "prepare_output", "claim_output", "save_figure", "write_json",
            "band", "stack"]
+
+#: Written into every output folder a simulator command claims: the folder is ours to rewrite.
+OUTPUT_MARKER = ".gdro-simulator-output"
 
 
 def prepare_output(out_dir: Path) -> Path:
@@ -45,6 +48,40 @@ def prepare_output(out_dir: Path) -> Path:
         if stray:
             raise ConfigError(f"{runs} holds files that are not simulator runs ({stray[0]}): choose another --out")
         shutil.rmtree(runs)
+    return out_dir
+
+
+def output_problem(out_dir: Path) -> str | None:
+    """Why a simulator command must not write into ``out_dir``, or None when it may.
+
+    It may write into a folder that does not exist, an empty one, or one it wrote before (it holds
+    :data:`OUTPUT_MARKER`, or, from before the marker, a ``runs/`` of simulator runs only); never
+    into a file or a folder of someone else's files, whose report.md or summary.json it would replace.
+    """
+    if not out_dir.exists() and not out_dir.is_symlink():
+        return None
+    if not out_dir.is_dir():
+        return "is a file, not a folder"
+    entries = sorted(out_dir.iterdir())
+    if not entries or (out_dir / OUTPUT_MARKER).is_file():
+        return None
+    runs = out_dir / "runs"
+    run_dirs = find_runs(runs) if runs.is_dir() else []
+    if run_dirs and all(read_run(p).meta.get("producer") == PRODUCER for p in run_dirs):
+        return None
+    return f"holds files a simulator command did not write ({entries[0].name}, {len(entries)} entries in all)"
+
+
+def claim_output(out_dir: Path, flag: str = "--out", command: str = "gdro simulate") -> Path:
+    """Check ``out_dir`` (:func:`output_problem`: a one-line ConfigError, nothing written), create it
+    and mark it as written by ``command``."""
+    problem = output_problem(out_dir)
+    if problem is not None:
+        raise ConfigError(f"{flag} {out_dir} {problem}: give a new or empty folder, or one {command} wrote "
+                          "(nothing was written)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / OUTPUT_MARKER).write_text(f"written by {command}: it may replace report.md, summary.json, figures "
+                                         "and runs/ here\n", encoding="utf-8")
     return out_dir
 
 

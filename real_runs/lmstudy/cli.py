@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from gdro_cli.args import OneLineParser
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gdro study",
         description="A learning study on CPU: a small Qwen3 warm-started on a synthetic arithmetic suite, "
                     "then GRPO, step-matched GRPO, Prompt-GDRO, Rollout-GDRO and joint through the real trainer.",
