@@ -38,15 +38,9 @@ def prepare_output(out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = out_dir / "runs"
     if runs.exists():
-        run_dirs = find_runs(runs)
-        foreign = [p for p in run_dirs if read_run(p).meta.get("producer") != PRODUCER]
-        if foreign:
-            raise ConfigError(f"{runs} holds runs not written by the simulator ({foreign[0]}): "
-                              "choose another --out")
-        stray = [p for p in runs.rglob("*") if p.is_file() and not any(
-            _is_inside(p, r) for r in run_dirs)]
-        if stray:
-            raise ConfigError(f"{runs} holds files that are not simulator runs ({stray[0]}): choose another --out")
+        problem = _runs_problem(runs)
+        if problem is not None:
+            raise ConfigError(f"{runs} {problem}: choose another --out")
         shutil.rmtree(runs)
     return out_dir
 
@@ -66,10 +60,25 @@ def output_problem(out_dir: Path) -> str | None:
     if not entries or (out_dir / OUTPUT_MARKER).is_file():
         return None
     runs = out_dir / "runs"
-    run_dirs = find_runs(runs) if runs.is_dir() else []
-    if run_dirs and all(read_run(p).meta.get("producer") == PRODUCER for p in run_dirs):
-        return None
+    if runs.is_dir():
+        problem = _runs_problem(runs)
+        if problem is not None:
+            return problem
+        if find_runs(runs):
+            return None
     return f"holds files a simulator command did not write ({entries[0].name}, {len(entries)} entries in all)"
+
+
+def _runs_problem(runs: Path) -> str | None:
+    """Why ``runs`` is not a folder of simulator runs only (a run of another producer, a stray file), or None."""
+    run_dirs = find_runs(runs)
+    foreign = [p for p in run_dirs if read_run(p).meta.get("producer") != PRODUCER]
+    if foreign:
+        return f"holds runs not written by the simulator ({foreign[0]})"
+    stray = [p for p in runs.rglob("*") if p.is_file() and not any(_is_inside(p, r) for r in run_dirs)]
+    if stray:
+        return f"holds files that are not simulator runs ({stray[0]})"
+    return None
 
 
 def claim_output(out_dir: Path, flag: str = "--out", command: str = "gdro simulate") -> Path:

@@ -196,7 +196,7 @@ def test_a_rerun_into_its_own_folder_and_a_folder_of_its_runs_are_welcome(tmp_pa
     (legacy / "report.md").write_text("an earlier simulator report\n")
     assert output_problem(legacy) is None
     (legacy / "runs" / "stray.txt").write_text("x")
-    assert output_problem(legacy) is None  # prepare_output reports the stray file itself, by name
+    assert output_problem(legacy) == f"holds files that are not simulator runs ({legacy / 'runs' / 'stray.txt'})"
 
 
 def test_simulate_into_a_users_folder_keeps_every_byte(tmp_path: Path, capsys) -> None:
