@@ -427,6 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry of ``gdro report``: 0 when every run was drawn, 1 when some could not be read."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.out.exists() and not args.out.is_dir():
+        print(f"gdro report: --out {args.out} is a file, not a folder: give a folder for the figures", file=sys.stderr)
+        return 2
     entries = data.discover_runs(None, args.run_dirs)
     if any(_inside(args.out, entry.path) for entry in entries if entry.path.is_dir()):
         print(f"gdro report: --out {args.out} is inside a run directory; choose a folder outside the runs",

@@ -96,6 +96,14 @@ CASES: list[Any] = [
      ("--out ", "afile is a file, not a folder"), False),
     ("arena --out a file", lambda t: ["arena", "--sim-only", "--out", setup_file(t)],
      ("--out ", "afile is a file, not a folder"), False),
+    ("report --out a file", lambda t: ["report", str(t), "--out", setup_file(t)],
+     ("--out ", "afile is a file, not a folder"), False),
+    ("predict --out a file", lambda t: ["predict", str(REPO / "reports/calibration/lm-world/world.toml"), "--out",
+                                        setup_file(t)], ("--out ", "afile is a file, not a folder"), False),
+    ("calibrate --out a file", lambda t: ["calibrate", "--samples", str(t), "--out", setup_file(t)],
+     ("--out ", "afile is a file, not a folder"), False),
+    ("study --out a file", lambda t: ["study", "lm", "--quick", "--out", setup_file(t)],
+     ("--out ", "afile is a file, not a folder"), True),
     pytest.param("eval --out a file", lambda t: ["eval", "--model", "tiny", "--out", setup_file(t)],
                  ("--out ", "is a file, not a folder"), True,
                  marks=pytest.mark.xfail(strict=True, reason="real_runs/eval_cli.py still says 'not an empty folder' "
@@ -154,7 +162,7 @@ def test_bad_cli_input_is_one_line_rc2_and_writes_nothing(name, args, needles, n
     err = captured.err.strip()
     assert rc == 2, (rc, err)
     assert "\n" not in err and "Traceback" not in err and "usage:" not in err, err
-    assert err.startswith(f"gdro {argv[0]}: "), err
+    assert re.match(rf"gdro {argv[0]}( lm)?: ", err), err
     for needle in needles:
         assert needle in err, (needle, err)
     assert snapshot(scratch) == before, "something was written"

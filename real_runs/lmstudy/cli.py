@@ -61,6 +61,10 @@ def _rate(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    for flag, path in (("--out", args.out), ("--report", args.report), ("--calibration-data", args.calibration_data)):
+        if path is not None and path.exists() and not path.is_dir():
+            print(f"gdro study lm: {flag} {path} is a file, not a folder: give a folder", file=sys.stderr)
+            return 2
     from real_runs.lmstudy import pipeline, study
 
     cfg, name = ((study.QUICK, "quick") if args.quick else (study.SMALL, "small") if args.small

@@ -82,6 +82,7 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         args = calibrate_parser().parse_args(args_list)
+        check_out_folder(args.out)
         from simulators.calibrate import calibration, observe
 
         started = time.perf_counter()
@@ -148,6 +149,12 @@ def _predict_settings(args: argparse.Namespace, cal: predict.Calibrated) -> pred
                     n_max=int(plan["n_max"]), **values)
 
 
+def check_out_folder(out: Path) -> None:
+    """``--out`` must be a folder (new or existing): a file is a one-line ConfigError before any work."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a folder: give a folder for the outputs")
+
+
 def check_world(world: Path) -> None:
     """``gdro predict WORLD``: an existing world.toml, or a folder holding one (one-line ConfigError)."""
     if world.is_dir() and not (world / "world.toml").is_file():
@@ -170,6 +177,7 @@ def predict_main(argv: Sequence[str] | None = None) -> int:
         check_world(args.world)
         cal = predict.load(args.world)
         settings = _predict_settings(args, cal)
+        check_out_folder(settings.out)
         worlds, drawn = predict.world_draws(cal, settings.draws)
         prepare_output(settings.out)
         started = time.perf_counter()
