@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from apps.settings import DEFAULT_ROOT, ROOT_ENV, RUNS_ENV
+from gdro_cli.args import OneLineParser, folder_problem
 
 APP_SCRIPT = Path(__file__).resolve().parent / "streamlit_app.py"
 DEFAULT_ADDRESS = "127.0.0.1"
@@ -28,14 +30,14 @@ LOCAL_ADDRESSES = ("127.0.0.1", "localhost", "::1")
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``gdro app``."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gdro app", description="Open run directories (simulated or real, finished or running) "
         "in the Streamlit app: traveling waves, lead-lag, rollout budget, SE proxy, outcomes.",
         epilog=f"Without --root the app also reads ${ROOT_ENV}; ${RUNS_ENV} lists extra runs.")
     parser.add_argument("run_dirs", nargs="*", type=Path, metavar="RUN_DIR",
                         help="run directories to list in addition to those found under --root")
-    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT,
-                        help="folder scanned recursively for run directories (default: ./runs)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help=f"folder scanned recursively for run directories (default: ${ROOT_ENV} or ./{DEFAULT_ROOT})")
     parser.add_argument("--address", default=DEFAULT_ADDRESS,
                         help="address to bind (default: 127.0.0.1, this machine only; 0.0.0.0 exposes the app)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
@@ -75,11 +77,34 @@ def _run_child(command: list[str]) -> int:
             signal.signal(sig, handler)
 
 
+def root_problem(root: Path | None, environ: Mapping[str, str]) -> tuple[Path, str | None]:
+    """The root to scan (``--root``, else ``$GDRO_APP_ROOT``, else ./runs) and why it cannot be one, or None.
+
+    A root that is a file, or one the user named that does not exist, is refused before the server
+    starts; the default ./runs may be missing (the app then lists the RUN_DIRs given, or none)."""
+    if root is not None:
+        path, named, label = root, True, f"--root {root}"
+    elif environ.get(ROOT_ENV):
+        path, named, label = Path(environ[ROOT_ENV]), True, f"{ROOT_ENV}={environ[ROOT_ENV]}"
+    else:
+        path, named, label = DEFAULT_ROOT, False, f"the default root ./{DEFAULT_ROOT}"
+    problem = folder_problem(path)
+    if problem is None or (not named and problem == "does not exist"):
+        return path, None
+    fix = ("create it, or give the folder your runs are written under" if problem == "does not exist"
+           else "give the folder that holds your run directories")
+    return path, f"{label} {problem}: {fix}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry of ``gdro app``; returns the process exit code."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     if not 0 < args.port < 65536:
         print(f"gdro app: --port {args.port} is not a port: give a number in 1..65535", file=sys.stderr)
+        return 2
+    args.root, problem = root_problem(args.root, os.environ)
+    if problem is not None:
+        print(f"gdro app: {problem}", file=sys.stderr)
         return 2
     if importlib.util.find_spec("streamlit") is None:
         print("gdro app: streamlit is not installed: pip install -e '.[app]'", file=sys.stderr)

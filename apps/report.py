@@ -33,6 +33,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from apps import data, identity, realrun, scales  # noqa: E402
+from gdro_cli.args import OneLineParser  # noqa: E402
 from gdro_lab.runlog import RunData  # noqa: E402
 
 DEFAULT_OUT = Path("reports")
@@ -412,7 +413,7 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``gdro report``."""
-    parser = argparse.ArgumentParser(prog="gdro report", description="Static PNG figures of run directories.")
+    parser = OneLineParser(prog="gdro report", description="Static PNG figures of run directories.")
     parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to draw")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="output folder; each run gets <out>/<method>_seed<seed>/ (default: reports)")
@@ -426,6 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry of ``gdro report``: 0 when every run was drawn, 1 when some could not be read."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.out.exists() and not args.out.is_dir():
+        print(f"gdro report: --out {args.out} is a file, not a folder: give a folder for the figures", file=sys.stderr)
+        return 2
     entries = data.discover_runs(None, args.run_dirs)
     if any(_inside(args.out, entry.path) for entry in entries if entry.path.is_dir()):
         print(f"gdro report: --out {args.out} is inside a run directory; choose a folder outside the runs",

@@ -21,11 +21,13 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from gdro_cli.args import OneLineParser
+
 QUICK_SIM = ["--seeds", "2", "--steps", "30", "--prompts", "600", "--batch", "48", "--lr-grid", "0.707107,1", "--lr-extend", "1"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gdro arena", description=__doc__,
+    parser = OneLineParser(prog="gdro arena", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("gdro-runs") / "arena", help="runs and report folder")
     parser.add_argument("--workers", type=int, default=2, help="simulator worker processes (default 2)")
@@ -85,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.workers < 1 or args.jobs < 1 or (args.lm_seeds is not None and args.lm_seeds < 1):
         print("gdro arena: --workers, --jobs and --lm-seeds must be >= 1", file=sys.stderr)
+        return 2
+    if args.out.exists() and not args.out.is_dir():
+        print(f"gdro arena: --out {args.out} is a file, not a folder: give a folder for the runs and the report",
+              file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.sim_only:

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from gdro_cli.args import OneLineParser, new_folder_problem
 from real_runs.checkpoint import TRAINING_FILES, checkpoint_steps, restore_model, step_folder
 
 
@@ -47,8 +48,9 @@ def find_checkpoint(source: str | os.PathLike[str]) -> Path:
 
 
 def _check_out(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ExportError(f"{out} exists and is not an empty folder: choose a new OUT (nothing was touched)")
+    problem = new_folder_problem(out)
+    if problem is not None:
+        raise ExportError(f"OUT {out} {problem}: choose a new folder for the model (nothing was touched)")
 
 
 def _rebuild(checkpoint: Path, target: Path, dtype: str | None) -> None:
@@ -101,7 +103,7 @@ def export(source: str | os.PathLike[str], out: str | os.PathLike[str], dtype: s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gdro export", description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser = OneLineParser(prog="gdro export", description=__doc__.splitlines()[0].split(": ", 1)[1])
     parser.add_argument("source", help="RUN_DIR (its newest checkpoint) or RUN_DIR/checkpoints/step_N")
     parser.add_argument("out", help="new folder for the Hugging Face model")
     parser.add_argument("--dtype", default=None, help="float32 (as trained, default), bfloat16 or float16")

@@ -9,13 +9,22 @@ Evaluation metrics (eval.jsonl) are mirrored too, under ``eval/`` (``math500/mea
 were taken; NaN values (an undefined interval) are not sent. Each evaluation is also printed to
 stderr in two short lines (pooled and worst, then each benchmark: ``real_runs.evaluate.summary_lines``;
 ``console=False`` silences them).
+
+Per-bin arrays (the step record's ``bins``: share, weight, rollouts, success, ...) go to TensorBoard
+as histograms over the bin index, ``bins/<name>``: bucket b (edges b - 1/2, b + 1/2) holds the
+bin's value, so the Histograms tab stacks the steps and shows the traveling wave of ``bins/share``.
+An empty bin (NaN) is a bucket of height 0. A signed array cannot be a histogram: the mean reward
+(in [-1, 1]) and any array from the first step it has a negative value are sent as one scalar per
+bin instead, ``bins/<name>/<b>``.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 from gdro_lab._validate import ConfigError
 
@@ -40,6 +49,7 @@ class Sinks:
         self.console = console
         self._tb = None
         self._wandb = None
+        self._signed = {"bins/reward"}   # per-bin arrays sent as scalars (signed, or had a negative value)
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -57,8 +67,12 @@ class Sinks:
                                             id=self.run_dir.name, name=self.run_dir.name, resume="allow",
                                             config=dict(config or {}))
 
-    def log(self, step: int, scalars: Mapping[str, float]) -> None:
-        """Write one step's finite scalars to every enabled sink."""
+    def log(self, step: int, scalars: Mapping[str, float],
+            per_bin: Mapping[str, Sequence[float] | np.ndarray] | None = None) -> None:
+        """Write one step's finite scalars to every enabled sink (and its per-bin arrays to TensorBoard)."""
+        if per_bin and self._tb is not None:
+            for name, values in per_bin.items():
+                self._log_bins(step, f"bins/{name}", np.asarray(values, float))
         finite = {k: float(v) for k, v in scalars.items()
                   if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")}
         if self._tb is not None:
@@ -67,6 +81,24 @@ class Sinks:
             self._tb.flush()
         if self._wandb is not None:
             self._wandb.log(finite, step=step)
+
+    def _log_bins(self, step: int, tag: str, values_G: np.ndarray) -> None:
+        """One per-bin array: a histogram over the bin index, or per-bin scalars once it was signed."""
+        assert self._tb is not None
+        if tag in self._signed or (values_G < 0).any():
+            self._signed.add(tag)
+            for b, value in enumerate(values_G):
+                if np.isfinite(value):
+                    self._tb.add_scalar(f"{tag}/{b}", float(value), step)
+            return
+        counts_G = np.where(np.isfinite(values_G), values_G, 0.0)
+        index_G = np.arange(counts_G.size, dtype=float)
+        if counts_G.size == 0 or counts_G.sum() <= 0 or not np.isfinite(counts_G.sum()):
+            return  # nothing to draw (every bin empty)
+        self._tb.add_histogram_raw(tag, min=-0.5, max=counts_G.size - 0.5, num=float(counts_G.sum()),
+                                   sum=float(index_G @ counts_G), sum_squares=float(index_G ** 2 @ counts_G),
+                                   bucket_limits=(index_G + 0.5).tolist(), bucket_counts=counts_G.tolist(),
+                                   global_step=step)
 
     def log_eval(self, step: int, metrics: Mapping[str, float]) -> None:
         """Mirror one evaluation record under ``eval/`` and print its summary (see the module docstring)."""

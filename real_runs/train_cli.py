@@ -16,9 +16,11 @@ import os
 import sys
 from typing import Sequence
 
+from gdro_cli.args import OneLineParser, folder_problem
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gdro train", description="GRPO / Prompt-GDRO / Rollout-GDRO / joint training of a language model.",
         epilog="examples: gdro train tiny-cpu method.name=joint  |  gdro train paper-qwen3-1.7b method.name=rollout_gdro "
                "--out runs  |  gdro train --resume runs/joint-tiny-s0")
@@ -35,6 +37,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_resume_target(resume: str) -> None:
+    """What ``--resume RUN_DIR`` must be before the trainer looks inside: an existing folder that no
+    other process is writing. The lock comes before every check of the run's contents, so a live
+    run (before its first checkpoint, say) is reported as live, never as broken."""
+    from gdro_lab.runlog import RunLock, RunLockedError
+    from real_runs.preflight import TrainError
+    problem = folder_problem(resume, "run directory")
+    if problem == "does not exist":
+        raise TrainError(f"--resume {resume} does not exist: pass the run directory gdro train printed "
+                         "(train.out/train.run_name)")
+    if problem is not None:
+        raise TrainError(f"--resume {resume} {problem}: pass the run directory gdro train printed")
+    try:
+        RunLock.check(resume)
+    except RunLockedError as err:
+        raise TrainError(f"--resume {err}") from None
+
+
 def run(args: argparse.Namespace) -> str:
     """Validate the arguments, train, return the run directory."""
     from real_runs.config import config_to_dict, load_config
@@ -42,6 +62,7 @@ def run(args: argparse.Namespace) -> str:
     if args.resume:
         if args.config or args.overrides or args.out:
             raise TrainError("--resume continues a run with its own saved config: give no CONFIG, overrides or --out")
+        check_resume_target(args.resume)
         return str(main(None, resume=args.resume))
     if not args.config:
         raise TrainError("give a CONFIG (a preset such as tiny-cpu, or a TOML file) or --resume RUN_DIR")

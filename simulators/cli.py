@@ -35,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad argument in one line and never exits the interpreter."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise ConfigError(message)
+        raise ConfigError(f"{message} (see {self.prog} --help)")
 
     def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
         if message:
@@ -223,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = _settings(args, module)
         settings.validate()
         settings.world_config()
+        from simulators.reporting import claim_output
+        claim_output(settings.out)
         print(f"gdro simulate {args.study}: writing to {settings.out.resolve()}", file=sys.stderr, flush=True)
         report = module.run(settings)
         name = report_name(args.study, args.full, args.preset or "")

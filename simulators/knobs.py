@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from gdro_cli.args import did_you_mean, suggest
 from gdro_lab import ConfigError
 from gdro_lab.registry import REGISTRY, make_config
 from simulators.world import WorldConfig
@@ -67,15 +68,27 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def add(overrides: Overrides, key: str, value: Any) -> Overrides:
-    """Check ``namespace.field`` and store ``value`` under it (one-line ConfigError otherwise)."""
+def all_keys() -> list[str]:
+    """Every ``namespace.field`` a knob can name."""
+    return [f"{namespace}.{name}" for namespace in NAMESPACES for name in _fields(namespace)]
+
+
+def add(overrides: Overrides, key: str, value: Any, flag: str = "--set") -> Overrides:
+    """Check ``namespace.field`` and store ``value`` under it (one-line ConfigError otherwise).
+
+    ``flag`` is how the user gave the key (``--set``, ``--grid``, ``--config FILE``): the message
+    names it, with the closest known keys (difflib) when the key is unknown."""
     namespace, _, name = key.partition(".")
     if namespace not in NAMESPACES or not name:
-        raise ConfigError(f"--set {key}: the key must be NAMESPACE.FIELD with NAMESPACE one of "
-                          f"{', '.join(NAMESPACES)} (e.g. world.transfer=0.5)")
+        same_field = [k for k in all_keys() if not name and k.endswith("." + key)]  # a field without its namespace
+        hint = suggest(same_field) or did_you_mean(key, all_keys()) or did_you_mean(namespace, NAMESPACES)
+        raise ConfigError(f"{flag} {key}: unknown key: {hint + ' ' if hint else ''}a key is NAMESPACE.FIELD with "
+                          f"NAMESPACE one of {', '.join(NAMESPACES)} (e.g. world.transfer)")
     allowed = _fields(namespace)
     if name not in allowed:
-        raise ConfigError(f"--set {key}: {namespace} has no field {name!r}: allowed are {', '.join(allowed)}")
+        hint = did_you_mean(name, allowed)
+        raise ConfigError(f"{flag} {key}: {namespace} has no field {name!r}: {hint + ' ' if hint else ''}"
+                          f"allowed are {', '.join(allowed)}")
     overrides.setdefault(namespace, {})[name] = value
     return overrides
 
@@ -105,7 +118,7 @@ def load_toml(path: Path, overrides: Overrides | None = None) -> Overrides:
             raise ConfigError(f"--config {path}: top-level key {namespace!r} must be a table "
                               f"([{NAMESPACES[0]}], ...), one of {', '.join(NAMESPACES)}")
         for name, value in table.items():
-            add(out, f"{namespace}.{name}", value)
+            add(out, f"{namespace}.{name}", value, flag=f"--config {path}:")
     return out
 
 

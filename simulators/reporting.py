@@ -22,8 +22,11 @@ from gdro_lab.tables import fmt, markdown_table, write_json
 from simulators.loop import PRODUCER
 from studyplots import band, plt, save_figure
 
-__all__ = ["plt", "mean_ci", "fmt", "markdown_table", "prepare_output", "save_figure", "write_json",
+__all__ = ["plt", "mean_ci", "fmt", "markdown_table", "prepare_output", "claim_output", "save_figure", "write_json",
            "band", "stack"]
+
+#: Written into every output folder a simulator command claims: the folder is ours to rewrite.
+OUTPUT_MARKER = ".gdro-simulator-output"
 
 
 def prepare_output(out_dir: Path) -> Path:
@@ -35,16 +38,59 @@ def prepare_output(out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = out_dir / "runs"
     if runs.exists():
-        run_dirs = find_runs(runs)
-        foreign = [p for p in run_dirs if read_run(p).meta.get("producer") != PRODUCER]
-        if foreign:
-            raise ConfigError(f"{runs} holds runs not written by the simulator ({foreign[0]}): "
-                              "choose another --out")
-        stray = [p for p in runs.rglob("*") if p.is_file() and not any(
-            _is_inside(p, r) for r in run_dirs)]
-        if stray:
-            raise ConfigError(f"{runs} holds files that are not simulator runs ({stray[0]}): choose another --out")
+        problem = _runs_problem(runs)
+        if problem is not None:
+            raise ConfigError(f"{runs} {problem}: choose another --out")
         shutil.rmtree(runs)
+    return out_dir
+
+
+def output_problem(out_dir: Path) -> str | None:
+    """Why a simulator command must not write into ``out_dir``, or None when it may.
+
+    It may write into a folder that does not exist, an empty one, or one it wrote before (it holds
+    :data:`OUTPUT_MARKER`, or, from before the marker, a ``runs/`` of simulator runs only); never
+    into a file or a folder of someone else's files, whose report.md or summary.json it would replace.
+    """
+    if not out_dir.exists() and not out_dir.is_symlink():
+        return None
+    if not out_dir.is_dir():
+        return "is a file, not a folder"
+    entries = sorted(out_dir.iterdir())
+    if not entries or (out_dir / OUTPUT_MARKER).is_file():
+        return None
+    runs = out_dir / "runs"
+    if runs.is_dir():
+        problem = _runs_problem(runs)
+        if problem is not None:
+            return problem
+        if find_runs(runs):
+            return None
+    return f"holds files a simulator command did not write ({entries[0].name}, {len(entries)} entries in all)"
+
+
+def _runs_problem(runs: Path) -> str | None:
+    """Why ``runs`` is not a folder of simulator runs only (a run of another producer, a stray file), or None."""
+    run_dirs = find_runs(runs)
+    foreign = [p for p in run_dirs if read_run(p).meta.get("producer") != PRODUCER]
+    if foreign:
+        return f"holds runs not written by the simulator ({foreign[0]})"
+    stray = [p for p in runs.rglob("*") if p.is_file() and not any(_is_inside(p, r) for r in run_dirs)]
+    if stray:
+        return f"holds files that are not simulator runs ({stray[0]})"
+    return None
+
+
+def claim_output(out_dir: Path, flag: str = "--out", command: str = "gdro simulate") -> Path:
+    """Check ``out_dir`` (:func:`output_problem`: a one-line ConfigError, nothing written), create it
+    and mark it as written by ``command``."""
+    problem = output_problem(out_dir)
+    if problem is not None:
+        raise ConfigError(f"{flag} {out_dir} {problem}: give a new or empty folder, or one {command} wrote "
+                          "(nothing was written)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / OUTPUT_MARKER).write_text(f"written by {command}: it may replace report.md, summary.json, figures "
+                                         "and runs/ here\n", encoding="utf-8")
     return out_dir
 
 

@@ -32,7 +32,7 @@ def parse_grid(items: Sequence[str]) -> list[tuple[str, list[Any]]]:
         values = [knobs.parse_value(v.strip()) for v in text.split(",") if v.strip()]
         if not sep or not values:
             raise ConfigError(f"--grid {item!r}: write KEY=V1,V2,..., e.g. world.transfer=0,0.5,1")
-        knobs.add({}, key.strip(), values[0])
+        knobs.add({}, key.strip(), values[0], flag="--grid")
         out.append((key.strip(), values))
     if not out:
         raise ConfigError("give at least one --grid KEY=V1,V2,...")
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> tuple[Path, str]:
     from simulators.cli import _load_plugins
     from simulators.methods import METHODS, get_method
     from simulators.parallel import run_jobs
-    from simulators.reporting import fmt, markdown_table, mean_ci, prepare_output, write_json
+    from simulators.reporting import claim_output, fmt, markdown_table, mean_ci, prepare_output, write_json
     from simulators.studies.common import StudySettings, final_eval, sim_config
     _load_plugins(args.plugin)
     grid = parse_grid(args.grid)
@@ -102,6 +102,7 @@ def run(args: argparse.Namespace) -> tuple[Path, str]:
             knobs.add(overrides, key, value)
         knobs.validate(overrides)
         cell_overrides.append(overrides)
+    claim_output(settings.out, command="gdro sweep")
     prepare_output(settings.out)
     keys = [(c, m, s) for c in range(len(combos)) for m in methods for s in range(settings.seeds)]
     from dataclasses import replace

@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from gdro_cli.args import OneLineParser
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gdro study",
         description="A learning study on CPU: a small Qwen3 warm-started on a synthetic arithmetic suite, "
                     "then GRPO, step-matched GRPO, Prompt-GDRO, Rollout-GDRO and joint through the real trainer.",
@@ -59,6 +61,10 @@ def _rate(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    for flag, path in (("--out", args.out), ("--report", args.report), ("--calibration-data", args.calibration_data)):
+        if path is not None and path.exists() and not path.is_dir():
+            print(f"gdro study lm: {flag} {path} is a file, not a folder: give a folder", file=sys.stderr)
+            return 2
     from real_runs.lmstudy import pipeline, study
 
     cfg, name = ((study.QUICK, "quick") if args.quick else (study.SMALL, "small") if args.small

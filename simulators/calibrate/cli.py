@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise ConfigError(message)
+        raise ConfigError(f"{message} (see {self.prog} --help)")
 
 
 def calibrate_parser() -> argparse.ArgumentParser:
@@ -82,6 +82,7 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         args = calibrate_parser().parse_args(args_list)
+        check_out_folder(args.out)
         from simulators.calibrate import calibration, observe
 
         started = time.perf_counter()
@@ -119,7 +120,7 @@ def summary_lines(record: dict, seconds: float) -> str:
 def predict_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gdro predict", description="Run GRPO (planned lr and tuned), step-matched GRPO, "
                      "Prompt-GDRO, Rollout-GDRO and joint in a calibrated world, drawing its parameters from the fit.")
-    parser.add_argument("world", type=Path, help="world.toml written by gdro calibrate (fit.json beside it)")
+    parser.add_argument("world", type=Path, metavar="WORLD", help="world.toml written by gdro calibrate (fit.json beside it)")
     parser.add_argument("--draws", type=int, default=12, help="worlds drawn from the fit's uncertainty (default 12)")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per world, paired across methods (default 2)")
     parser.add_argument("--steps", type=int, help="training steps (default: the calibration's plan)")
@@ -148,6 +149,22 @@ def _predict_settings(args: argparse.Namespace, cal: predict.Calibrated) -> pred
                     n_max=int(plan["n_max"]), **values)
 
 
+def check_out_folder(out: Path) -> None:
+    """``--out`` must be a folder (new or existing): a file is a one-line ConfigError before any work."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a folder: give a folder for the outputs")
+
+
+def check_world(world: Path) -> None:
+    """``gdro predict WORLD``: an existing world.toml, or a folder holding one (one-line ConfigError)."""
+    if world.is_dir() and not (world / "world.toml").is_file():
+        raise ConfigError(f"WORLD {world} is a folder without world.toml: give the world.toml gdro calibrate wrote "
+                          "(gdro calibrate --out DIR writes DIR/world.toml)")
+    if not world.exists():
+        raise ConfigError(f"WORLD {world} does not exist: give the world.toml gdro calibrate wrote "
+                          "(gdro calibrate --out DIR writes DIR/world.toml)")
+
+
 def predict_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `gdro predict`: one screen on stdout, then the report path (the work is
     simulators/calibrate/predict.py, the screen and report predict_report.py)."""
@@ -157,8 +174,10 @@ def predict_main(argv: Sequence[str] | None = None) -> int:
 
     try:
         args = predict_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        check_world(args.world)
         cal = predict.load(args.world)
         settings = _predict_settings(args, cal)
+        check_out_folder(settings.out)
         worlds, drawn = predict.world_draws(cal, settings.draws)
         prepare_output(settings.out)
         started = time.perf_counter()

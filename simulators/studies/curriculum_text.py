@@ -68,6 +68,9 @@ def lead_lag_line(grouped: dict[str, list[RunSummary]]) -> list[str]:
     if "prompt_gdro" not in grouped:
         return []
     parts = lead_lag_parts(grouped["prompt_gdro"])
+    if not np.isfinite(parts["gap"]).any():
+        return ["- **Lead-lag gap (Eq. 32), second half of the run**: undefined: no step of the second half had "
+                "a binned prompt (a prompt's bin comes from its earlier visits: the run is too short for revisits)."]
     gap, uniform, adversary = (fmt(*mean_ci(parts[k]), 2) for k in ("gap", "uniform", "adversary"))
     return [f"- **Lead-lag gap (Eq. 32), second half of the run**: {gap} bins = {uniform} that uniform weights "
             f"would show on the same data (where the data sits) + {adversary} from the adversary's own weights; "

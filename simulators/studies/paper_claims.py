@@ -115,14 +115,21 @@ def lead_lag_parts(runs: Sequence[RunSummary]) -> dict[str, np.ndarray]:
     """Eq. 32's gap split per seed (second half of the run): gap = ((G-1)/2 - mu_data) + (mu_weight - (G-1)/2).
 
     The first part is the gap uniform weights would show on the same data (negative whenever the data
-    mass sits above the middle bin); the second is what the adversary's weights add.
+    mass sits above the middle bin); the second is what the adversary's weights add. A seed whose
+    second half has no binned prompt (too short a run for revisits) gives NaN: undefined.
     """
     out: dict[str, list[float]] = {"gap": [], "uniform": [], "adversary": []}
     for r in runs:
         mid = (r.config["num_bins"] - 1) / 2.0
-        w, d = (r.scalars.get(k, np.array([np.nan])) for k in ("mu_weight", "mu_data"))
+        w, d = (np.asarray(r.scalars.get(k, np.array([np.nan])), float) for k in ("mu_weight", "mu_data"))
         w, d = w[w.size // 2:], d[d.size // 2:]
-        out["gap"].append(float(np.nanmean(w - d)))
-        out["uniform"].append(float(np.nanmean(mid - d)))
-        out["adversary"].append(float(np.nanmean(w - mid)))
+        out["gap"].append(_finite_mean(w - d))
+        out["uniform"].append(_finite_mean(mid - d))
+        out["adversary"].append(_finite_mean(w - mid))
     return {k: np.array(v) for k, v in out.items()}
+
+
+def _finite_mean(values: np.ndarray) -> float:
+    """Mean of the finite values; NaN (undefined, no warning) when there are none."""
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else float("nan")

@@ -52,7 +52,8 @@ def figures(grouped: dict[str, list[RunSummary]], out: Path, start: int, name: s
         ax.axvline(start, color="grey", lw=0.6, ls=":")
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # the μ panel is empty without a Rollout-GDRO method
+            ax.legend(fontsize=7)
     figs["wse"] = save_figure(fig, out / f"fig_wse_{name}.png")
 
     alloc = [m for m in grouped if METHODS[m].allocator != "uniform"]

@@ -40,6 +40,24 @@ def test_address_flag_and_bad_port(capsys: pytest.CaptureFixture[str]) -> None:
     assert "not a port" in capsys.readouterr().err
 
 
+def test_the_root_comes_from_the_flag_or_the_environment_and_must_be_a_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """gdro app reads $GDRO_APP_ROOT when --root is not given (it used to pass ./runs, which hid it), and
+    refuses a root that is a file, or one the user named that does not exist, before any server starts."""
+    (tmp_path / "env-root").mkdir()
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("GDRO_APP_ROOT", str(tmp_path / "env-root"))
+    assert launch.main(["--print-command"]) == 0
+    assert f"--root {(tmp_path / 'env-root').resolve()}" in capsys.readouterr().out
+    monkeypatch.setenv("GDRO_APP_ROOT", str(tmp_path / "a-file"))
+    assert launch.main(["--print-command"]) == 2
+    assert capsys.readouterr().err.strip() == (f"gdro app: GDRO_APP_ROOT={tmp_path / 'a-file'} is a file, not a "
+                                               "folder: give the folder that holds your run directories")
+    monkeypatch.delenv("GDRO_APP_ROOT")
+    monkeypatch.chdir(tmp_path)  # no ./runs here: the default root may be missing
+    assert launch.main(["--print-command"]) == 0 and f"--root {tmp_path / 'runs'}" in capsys.readouterr().out
+
+
 def test_gdro_cli_dispatches_app_and_report() -> None:
     result = subprocess.run([sys.executable, "-m", "gdro_cli", "app", "--print-command", "some/run"],
                             capture_output=True, text=True, timeout=60, check=False)

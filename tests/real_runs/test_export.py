@@ -79,7 +79,7 @@ def test_export_of_a_step_in_bfloat16_and_eval_takes_a_checkpoint(trained_run: P
 def test_export_refuses_bad_input_in_one_line(trained_run: Path, tmp_path: Path, capsys):
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "mine.txt").write_text("x")
-    for args, needle in (([str(trained_run), str(tmp_path / "taken")], "exists and is not an empty folder"),
+    for args, needle in (([str(trained_run), str(tmp_path / "taken")], "is a folder that is not empty"),
                          ([str(tmp_path), str(tmp_path / "o")], "neither a gdro train run"),
                          ([str(tmp_path / "nope"), str(tmp_path / "o")], "does not exist"),
                          ([str(trained_run), str(tmp_path / "o"), "--dtype", "int8"], "--dtype int8")):

@@ -291,3 +291,39 @@ def test_the_trainer_holds_the_lock_while_it_writes(tmp_path: Path):
     train.main(cfg, reward=Probe())
     assert len(seen) == 1 and "is being written by pid" in seen[0]
     RunLock(run_dir).acquire().release()
+
+
+def test_resume_of_a_live_run_before_its_first_checkpoint_names_the_writer(tmp_path: Path):
+    """A first-run defect: `gdro train --resume RUN` while RUN's trainer is still in its first step (no
+    checkpoint yet) answered "no complete checkpoint yet: delete the folder and start the run again".
+    The lock is checked first: the answer names the writer and never advises deleting a live run."""
+    import contextlib
+    import io
+    import os
+
+    import numpy as np
+
+    from real_runs import train
+    from real_runs.config import load_config
+    from real_runs.types import RewardResult
+    run_dir = tmp_path / "live"
+    answers: list[tuple[int, str, bool]] = []
+
+    class ResumeWhileLive:
+        """The reward of step 1 tries a resume, as a user in a second shell would."""
+
+        def score(self, responses, answers_R):
+            if not answers:
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    rc = train_cli.main(["--resume", str(run_dir)])
+                answers.append((rc, err.getvalue(), (run_dir / "checkpoints").exists()))
+            return RewardResult(-np.ones(len(responses)), np.zeros(len(responses), bool), {})
+
+    cfg = load_config("tiny-cpu", [*FAST, "train.run_name=live", f"train.out={json.dumps(str(tmp_path))}"])
+    train.main(cfg, reward=ResumeWhileLive())
+    [(rc, err, had_checkpoint)] = answers
+    assert not had_checkpoint, "the resume must be tried before the first checkpoint"
+    assert rc == 2 and err.count("\n") == 1, err
+    assert f"--resume {run_dir} is being written by pid {os.getpid()}" in err, err
+    assert "delete" not in err and "checkpoint" not in err, err

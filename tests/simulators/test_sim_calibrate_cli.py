@@ -87,7 +87,7 @@ def test_bad_predict_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     err = capsys.readouterr().err.strip()
     assert err.startswith("gdro predict: error:") and len(err.splitlines()) == 1
     assert predict_main([str(tmp_path / "missing.toml")]) == 2
-    assert "no such file" in capsys.readouterr().err
+    assert f"WORLD {tmp_path / 'missing.toml'} does not exist" in capsys.readouterr().err
 
 
 def test_lm_comparison_end_to_end(calibrated: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
