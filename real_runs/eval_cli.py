@@ -136,8 +136,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise EvalError(f"{args.out} already holds a run: choose another --out, or pass it "
                             "as --run to append (nothing was overwritten)")
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise EvalError(f"--out {args.out} exists and is not an empty folder: gdro eval writes only into new "
-                            "or empty folders; choose another --out (nothing was touched)")
+            what = "is a folder that is not empty" if out.is_dir() else "is a file, not a folder"
+            raise EvalError(f"--out {args.out} {what}: gdro eval writes only into new or empty folders; "
+                            "choose another --out (nothing was touched)")
 
 
 def _check_tail(path: Path) -> None:

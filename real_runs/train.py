@@ -486,7 +486,7 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
                 writer.log_eval(step, eval_metrics)
                 sinks.log_eval(step, eval_metrics)
             writer.log_step(step, scalars, per_bin)
-            sinks.log(step, scalars)
+            sinks.log(step, scalars, per_bin)
             times.add("log", time.perf_counter() - log_start)
             if step == last or (tc.save_every and step % tc.save_every == 0):
                 save_start = time.perf_counter()

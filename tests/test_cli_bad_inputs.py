@@ -104,10 +104,8 @@ CASES: list[Any] = [
      ("--out ", "afile is a file, not a folder"), False),
     ("study --out a file", lambda t: ["study", "lm", "--quick", "--out", setup_file(t)],
      ("--out ", "afile is a file, not a folder"), True),
-    pytest.param("eval --out a file", lambda t: ["eval", "--model", "tiny", "--out", setup_file(t)],
-                 ("--out ", "is a file, not a folder"), True,
-                 marks=pytest.mark.xfail(strict=True, reason="real_runs/eval_cli.py still says 'not an empty folder' "
-                                                             "for a file: wire gdro_cli.args.new_folder_problem there")),
+    ("eval --out a file", lambda t: ["eval", "--model", "tiny", "--out", setup_file(t)],
+     ("--out ", "is a file, not a folder"), True),
     # someone else's files
     ("simulate --out a user's folder", lambda t: ["simulate", "--steps", "5", "--out", setup_foreign(t)],
      ("--out ", "did not write (report.md", "nothing was written"), False),

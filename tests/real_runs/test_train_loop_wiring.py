@@ -388,11 +388,12 @@ def test_the_sinks_get_the_configured_switches_the_config_and_every_steps_scalar
 
     class RecordingSinks:
         def __init__(self, run_dir, **kwargs):
-            self.kwargs, self.steps, self.evals = kwargs, [], []
+            self.kwargs, self.steps, self.evals, self.bins = kwargs, [], [], []
             made.append(self)
 
-        def log(self, step, scalars):
+        def log(self, step, scalars, per_bin=None):
             self.steps.append((step, dict(scalars)))
+            self.bins.append((step, dict(per_bin or {})))
 
         def log_eval(self, step, metrics):
             self.evals.append((step, dict(metrics)))
@@ -413,6 +414,11 @@ def test_the_sinks_get_the_configured_switches_the_config_and_every_steps_scalar
                                 "config": config_to_dict(cfg), "start_step": start}
     logged = [(step, row) for sinks in made for step, row in sinks.steps]
     assert [step for step, _ in logged] == [1, 2, 3]
+    run = read_run(run_dir)  # each step's per-bin arrays reach the sinks too (TensorBoard histograms)
+    sent = [(step, bins) for sinks in made for step, bins in sinks.bins]
+    assert [step for step, _ in sent] == [1, 2, 3] and all("share" in bins for _, bins in sent)
+    for (step, bins), i in zip(sent, range(3)):
+        np.testing.assert_allclose(np.asarray(bins["share"], float), run.bins["share"][i], equal_nan=True)
     for (step, row), written in zip(logged, scalars(run_dir)):
         assert jsonable(row) == written, step
     evals = read_run(run_dir).evals
