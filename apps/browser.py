@@ -38,8 +38,8 @@ CHARTLESS = frozenset({"Config", "Runs", "Evaluations", "Step time", "config", "
 CHART_SELECTOR = '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks'
 ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RUNNING_SELECTOR = '[data-testid="stStatusWidget"]'
-#: A cell of the landing page's run table (a Markdown table: apps/views/runs.py).
-RUN_TABLE_SELECTOR = '[data-testid="stMain"] [data-testid="stMarkdownContainer"] table td'
+#: The landing page's run table (an interactive data grid: apps/views/runs.py), once drawn.
+RUN_TABLE_SELECTOR = '[data-testid="stMain"] [data-testid="stDataFrame"] canvas'
 
 
 def free_port() -> int:

@@ -44,7 +44,8 @@ def _step_domain(frame: pd.DataFrame) -> list[float]:
 
 
 def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | None = None,
-            domain: Sequence[float] | None = None, num_bins: int | None = None) -> AnyChart:
+            domain: Sequence[float] | None = None, num_bins: int | None = None,
+            legend_title: str | None = None) -> AnyChart:
     """Steps x bins heatmap of a long frame (step, step_end, bin, label, value); optional step rule.
 
     Every bin is labelled on the y axis (bin 0, the hardest, at the bottom). Null cells (e.g. the
@@ -64,7 +65,8 @@ def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | 
     valued = valued.assign(text=[f"{value:.3f}" for value in valued["value"]])
     cells = alt.Chart(valued).mark_rect(clip=True).encode(
         x=x, x2="step_end:Q", y=y,
-        color=alt.Color("value:Q", title=field, scale=scale, legend=alt.Legend(format=".4~g", labelLimit=0)),
+        color=alt.Color("value:Q", title=legend_title or field, scale=scale,
+                        legend=alt.Legend(format=".4~g", labelLimit=0, titleLimit=0)),
         tooltip=[alt.Tooltip("step:N"), alt.Tooltip("label:N", title="bin"), alt.Tooltip("text:N", title=field)],
     )
     layers: list[alt.Chart] = [cells]

@@ -181,20 +181,21 @@ def find_view(app: AppTest, wanted: str) -> tuple[Any, dict[str, Any]]:
     raise AssertionError(f"no chart titled {wanted!r}: {view_titles(app)}")
 
 
-def markdown_tables(app: AppTest) -> list[list[list[str]]]:
-    """Every Markdown table the page shows (``apps.runtable.markdown_table``), read back: rows of
-    cells (the header first, the separator dropped), Markdown backslash escapes undone. Parsed
-    here independently of the writer: cells are separated by " | ", a literal "|" is escaped."""
-    import re
-
+def data_tables(app: AppTest) -> list[list[list[str]]]:
+    """Every table (``st.dataframe``) the page shows, read back: rows of cells as text (the header
+    first), in the frame's column order; a missing value is ""."""
     tables = []
-    for element in app.markdown:
-        lines = element.value.splitlines()
-        if len(lines) < 2 or not lines[0].startswith("| ") or not re.fullmatch(r"\|(-{3}:?\|)+", lines[1]):
-            continue
-        tables.append([[re.sub(r"\\(.)", r"\1", cell) for cell in line[2:-2].split(" | ")]
-                       for line in [lines[0], *lines[2:]]])
+    for element in app.dataframe:
+        frame = element.value
+        rows = [[str(column) for column in frame.columns]]
+        rows += [["" if value is None or (isinstance(value, float) and value != value) else str(value)
+                  for value in row] for row in frame.itertuples(index=False)]
+        tables.append(rows)
     return tables
+
+
+#: The run table was a Markdown table; tests written for it read the data frames the same way.
+markdown_tables = data_tables
 
 
 def series_layer(view: dict[str, Any]) -> dict[str, Any]:

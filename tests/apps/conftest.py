@@ -212,3 +212,15 @@ def root100(tmp_path_factory: pytest.TempPathFactory) -> Root100:
     from root100 import build_root
 
     return build_root(tmp_path_factory.mktemp("root100"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def app_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The app's state folder (pinned names, the run index) in a temporary folder for every test,
+    app servers started by the browser tests included (they inherit the environment)."""
+    from apps.pins import STATE_ENV
+
+    folder = tmp_path_factory.mktemp("app-state")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_ENV, str(folder))
+        yield folder

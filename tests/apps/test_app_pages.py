@@ -82,7 +82,8 @@ def test_baseline_is_shown_side_by_side(runs_root: Path, monkeypatch: pytest.Mon
     app.selectbox(key="run").select("study/prompt_gdro")
     app.selectbox(key="baseline").select("study/grpo").run()
     assert_clean(app)
-    assert [element.value for element in app.subheader] == ["Run: prompt_gdro · seed 1", "Baseline: grpo · seed 0"]
+    assert [element.value for element in app.subheader] == ["Run: study: prompt_gdro · seed 1",
+                                                            "Baseline: study: grpo · seed 0"]
     assert "folder `study/prompt_gdro`" in [element.value for element in app.caption]
     assert len(heatmaps(app)) == 6
     assert len({id(chart) for chart, _ in heatmap_views(app)}) == 1, "both runs' heatmaps in one element"
