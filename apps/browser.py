@@ -28,6 +28,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 #: (url path, file name, title) of every view, in navigation order (see apps/streamlit_app.py);
 #: the default view is served at the root URL.
 VIEWS = (("", "runs", "Runs"), ("traveling-wave", "traveling-wave", "Traveling wave"), ("study", "study", "Study"),
+         ("sweep", "sweep", "Sweep"),
          ("lead-lag", "lead-lag", "Lead-lag"),
          ("rollout-budget", "rollout-budget", "Rollout budget"), ("se-proxy", "se-proxy", "SE proxy"),
          ("outcomes", "outcomes", "Outcomes"), ("compare", "compare", "Compare"),

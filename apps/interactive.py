@@ -146,9 +146,8 @@ class Interaction:
 #: Legend entries shown one per series up to this many; beyond, the caller summarises them by
 #: group or method (:class:`Legend`), so a legend never outgrows the plot beside it.
 LEGEND_MAX = 12
-#: Width of the legend column to the right of a plot (pixels; labels longer than this are cut
-#: with an ellipsis and shown in full in the tooltip).
-LEGEND_PX = 270
+#: Width left for the legend column to the right of a row of plots (pixels).
+LEGEND_PX = 300
 #: Opacity of series whose legend entry is not the one clicked (click an entry to isolate it,
 #: shift-click to add another, double-click the plot or click empty legend space to show all).
 DIMMED = 0.07
@@ -210,8 +209,9 @@ def _y_scale(frame: pd.DataFrame, log_y: bool, domain: Sequence[float] | None) -
 
 def _legend(areas: bool = False, title: str | None = None) -> alt.Legend:
     """A legend in its own column right of the plot (it never takes the plot's room), one entry per
-    row, labels cut at :data:`LEGEND_PX`; line strokes, or filled squares for stacked areas."""
-    common: dict[str, Any] = {"orient": "right", "columns": 1, "labelLimit": LEGEND_PX - 40, "symbolLimit": 0,
+    row, labels never cut (the charts leave :data:`LEGEND_PX` for it); line strokes, or filled
+    squares for stacked areas."""
+    common: dict[str, Any] = {"orient": "right", "columns": 1, "labelLimit": 0, "symbolLimit": 0,
                               "title": title, "titleLimit": LEGEND_PX, "titleFontSize": 10, "titleFontWeight": "normal"}
     if areas:
         return alt.Legend(symbolType="square", symbolOpacity=1.0, **common)
@@ -414,9 +414,10 @@ def to_spec(chart: AnyChart) -> dict[str, Any]:
             marked = str(part.get("description", ""))
             if marked.startswith(MARKER):
                 del part["description"]
-                part["name"] = f"view_{counter[0]}"
+                kinds = marked[len(MARKER):].split("|")
+                part["name"] = f"{kinds[0].partition('@')[0]}_{counter[0]}"  # zoom_0, hover_1...
                 counter[0] += 1
-                for kind in marked[len(MARKER):].split("|"):
+                for kind in kinds:
                     if kind == "zoom" or kind.startswith("zoom@"):
                         zooms.setdefault(kind.partition("@")[2], []).append(part["name"])
                     elif kind in views:

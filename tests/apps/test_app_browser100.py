@@ -83,8 +83,22 @@ def _line_opacities(page: Any) -> list[tuple[str, str]]:
 
 def _download(page: Any, index: int = 0) -> list[dict[str, str]]:
     with page.expect_download(timeout=60_000) as download:
-        page.get_by_text("Chart data (CSV)").nth(index).click()
+        page.get_by_role("button", name="Chart data (CSV)").nth(index).click()
     return list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
+
+
+def _settle(page: Any, charts: int = 0) -> None:
+    """Wait until the rerun that a click started has finished and the page stopped changing."""
+    page.wait_for_timeout(500)
+    browser.wait_for_view(page, min_charts=charts, timeout_s=TIMEOUT_S)
+
+
+def _choose(page: Any, label: str, option: str) -> None:
+    """Pick ``option`` in the select box labelled ``label`` (as a user does: open it, click the option)."""
+    box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
+    box.locator('[data-baseweb="select"]').click()
+    page.get_by_role("option", name=option, exact=True).click()
+    _settle(page)
 
 
 def _steps(root: Path, label: str) -> list[dict[str, Any]]:
@@ -106,8 +120,8 @@ def test_table_filtering_drives_the_charts(app_url: str, root100: Root100, page:
     browser.open_view_from_sidebar(page, "Compare", timeout_s=TIMEOUT_S)
     expected = sorted(label for label in root100.sweep if label.startswith(SWEEP_CELL))
     assert len(expected) == 4
-    legend = _legend_labels(page)
-    assert len(legend) == 4 and all("transfer=0.5" in text for text in legend), legend
+    legend = set(_legend_labels(page))  # one legend per row of charts
+    assert len(legend) == 4 and all(text.startswith("sweep: ") and "transfer=0.5" in text for text in legend), legend
     assert "?" in page.url and _query("pick", expected[:1]).split("=")[1] in page.url, "the picks are in the URL"
     shown = page.evaluate("""(selector) => document.querySelectorAll(selector).length""",
                           f'{CHART} g.mark-line path')
@@ -132,7 +146,7 @@ def test_a_damaged_run_is_flagged_and_never_the_default(app_url: str, root100: R
     _open(page, app_url, "Runs", charts=0)
     text = _main(page)
     assert "1 run looks damaged" in text and "truncated: stops at step 30 of 60" in text
-    assert "damaged: prompt_gdro · seed 0 ⚠ damaged" in text
+    assert "damaged: prompt_gdro · seed 0 (damaged/truncated)" in text
     _open(page, f"{app_url}/lead-lag", "Lead-lag")
     assert "Run: study: grpo lr×0.354 · seed 0" in _main(page), "the first healthy run, not the damaged one"
     _open(page, f"{app_url}/lead-lag?run={quote(root100.truncated, safe='')}", "Lead-lag")
@@ -145,7 +159,10 @@ OVERLAPS = """(selector) => {
         .filter(box => box.width > 0 && box.height > 0);
     const out = [];
     for (const chart of document.querySelectorAll(selector)) {
-        const plots = boxes(chart, 'path.background'), legends = boxes(chart, 'g.role-legend');
+        const plots = Array.from(chart.querySelectorAll('g.role-scope > g > path.background'))
+            .filter(node => !node.closest('g.role-legend')).map(node => node.getBoundingClientRect())
+            .filter(box => box.width > 0 && box.height > 0);
+        const legends = boxes(chart, 'g.role-legend');
         for (const legend of legends) for (const plot of plots) {
             const w = Math.min(legend.right, plot.right) - Math.max(legend.left, plot.left);
             const h = Math.min(legend.bottom, plot.bottom) - Math.max(legend.top, plot.top);
@@ -160,8 +177,8 @@ def test_no_legend_overlaps_a_plot_at_100_runs(app_url: str, root100: Root100, p
     _open(page, f"{app_url}/study", "Study")
     assert "20 groups of 5 seeds" in _main(page)
     assert page.evaluate(OVERLAPS, CHART) == []
-    legend = _legend_labels(page)
-    assert legend == ["grpo", "prompt_gdro", "rollout_gdro"], "20 groups: one legend entry per method"
+    legend = set(_legend_labels(page))
+    assert legend == {"grpo", "prompt_gdro", "rollout_gdro"}, "20 groups: one legend entry per method"
     everything = list(root100.readable)
     _open(page, f"{app_url}/compare?{_query('pick', everything)}", "Compare")
     assert page.evaluate(OVERLAPS, CHART) == []
@@ -178,11 +195,13 @@ def test_traveling_wave_csv_follows_every_selector(app_url: str, root100: Root10
     run = "study/runs/prompt_gdro/lr1/seed1"
     _open(page, f"{app_url}/traveling-wave?run={quote(run, safe='')}", "Traveling wave", charts=2)
     page.get_by_text("Prompt-GDRO weight q(b)").last.click()  # "Snapshots of": the second field
-    slider = page.get_by_role("slider").first  # the step slider: one step back from the last
+    page.wait_for_function("() => window.location.search.includes('run-snapshots')")
+    _settle(page, 2)
+    slider = page.get_by_test_id("stMain").get_by_role("slider").first  # the step: one logged step back
     slider.focus()
     slider.press("ArrowLeft")
-    browser.wait_for_view(page, min_charts=2)
-    page.wait_for_function("() => window.location.search.includes('run-snapshots')")
+    page.wait_for_function("() => window.location.search.includes('run-step')")
+    _settle(page, 2)
     rows = _download(page, 1)  # the second CSV: the snapshot bars (the first: the heatmaps)
     charts = {row["chart"] for row in rows}
     assert charts == {"Prompt-GDRO weight q(b): snapshots and tail average"}, charts
@@ -200,13 +219,13 @@ def test_traveling_wave_csv_follows_every_selector(app_url: str, root100: Root10
 def test_compare_csv_follows_every_selector(app_url: str, root100: Root100, page: Any) -> None:
     picks = [label for label in root100.study if "/prompt_gdro/lr1/" in label]  # 5 seeds of one group
     _open(page, f"{app_url}/compare?{_query('pick', picks)}", "Compare")
-    page.get_by_text("Group seeds").click()
-    browser.wait_for_view(page)
+    page.get_by_test_id("stMain").get_by_text("Group seeds").click()
+    page.get_by_text("Group line").first.wait_for()
+    _settle(page, 1)
     for label, option in (("Group line", "median"), ("Band", "min–max")):
-        page.get_by_label(label).first.click()
-        page.get_by_role("option", name=option, exact=True).click()
-        browser.wait_for_view(page)
+        _choose(page, label, option)
     page.wait_for_function("() => window.location.search.includes('compare-interval')")
+    _settle(page, 1)
     rows = [row for row in _download(page, 0) if row["chart"] == "mean_success"]
     values_TS = np.array([[record["scalars"]["mean_success"] for record in _steps(root100.root, label)]
                           for label in picks]).T

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from app_helpers import (all_views, assert_clean, charts, find_view, heatmaps, markdown_tables, open_app,
                          series_layer, spec, view_table, view_titles, visit)
 
-from apps import identity, runtable, study
+from apps import data, identity, runtable, study
 
 
 def _layer_marks(view: dict[str, Any]) -> list[str]:
@@ -189,15 +190,28 @@ def test_every_bin_is_labelled(synthetic_run: Path, monkeypatch: pytest.MonkeyPa
         assert axis["values"] == list(range(6)) and axis["labelOverlap"] is False
 
 
-def test_run_and_baseline_heatmaps_share_natural_colour_scales(runs_root: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_and_baseline_heatmaps_share_colour_scales_auto_or_natural(runs_root: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_app(monkeypatch, runs_root)
     app.selectbox(key="run").select("study/prompt_gdro")
     app.selectbox(key="baseline").select("study/grpo").run()
     assert_clean(app)
+    runs = [data.load_run(runs_root / "study" / name) for name in ("prompt_gdro", "grpo")]
+    expected = []
+    for field in ("share", "weight", "reward"):
+        values = np.concatenate([run.bins[field].reshape(-1) for run in runs])
+        expected.append([float(np.nanmin(values)), float(np.nanmax(values))])
+    domains = [view["layer"][0]["encoding"]["color"]["scale"].get("domain") for view in heatmaps(app)]
+    assert np.allclose(domains, expected * 2), "auto: each field's range over both runs, one scale for both"
+    titles = [view["layer"][0]["encoding"]["color"]["title"] for view in heatmaps(app)]
+    assert titles[0].startswith("share · auto "), titles
+    app.selectbox(key="colours").select("natural range").run()
+    assert_clean(app)
     domains = [view["layer"][0]["encoding"]["color"]["scale"].get("domain") for view in heatmaps(app)]
     assert domains == [[0.0, 1.0], [0.0, 1.0], [-1.0, 1.0]] * 2, \
-        "share and weight on [0, 1], reward on [-1, 1], for both runs: not min-max (0.099 vs 0.106 = both ends)"
+        "natural: share and weight on [0, 1], reward on [-1, 1], for both runs"
+    titles = [view["layer"][0]["encoding"]["color"]["title"] for view in heatmaps(app)]
+    assert titles[:3] == ["share · natural 0–1", "weight · natural 0–1", "reward · natural -1–1"], titles
     params = {param["name"]: param for param in spec(charts(app)[0])["params"]}
     assert params["stepzoom"]["bind"] == "scales" and len(params["stepzoom"]["views"]) == 6, \
         "one step zoom for the six heatmaps of both columns"
