@@ -96,7 +96,7 @@ def _settle(page: Any, charts: int = 0) -> None:
 def _choose(page: Any, label: str, option: str) -> None:
     """Pick ``option`` in the select box labelled ``label`` (as a user does: open it, click the option)."""
     box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
-    box.locator('[data-baseweb="select"]').click()
+    box.get_by_role("combobox").click()
     page.get_by_role("option", name=option, exact=True).click()
     _settle(page)
 
