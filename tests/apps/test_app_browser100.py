@@ -93,10 +93,10 @@ def _settle(page: Any, charts: int = 0) -> None:
     browser.wait_for_view(page, min_charts=charts, timeout_s=TIMEOUT_S)
 
 
-def _choose(page: Any, label: str, option: str, url_key: str) -> None:
+def _choose(page: Any, label: str, option: str, shown: str) -> None:
     """Pick ``option`` in the select box labelled ``label`` (as a user does: open it, click the
-    option), then wait until the URL says so (``url_key``); tried again when a rerun replaced the
-    box while it was open."""
+    option), then wait until the page shows the text ``shown``; tried again when a rerun replaced
+    the box while it was open."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     for attempt in range(3):
@@ -104,7 +104,7 @@ def _choose(page: Any, label: str, option: str, url_key: str) -> None:
         box.get_by_role("combobox").click()
         try:
             page.get_by_role("option", name=option, exact=True).click(timeout=30_000)
-            page.wait_for_function("(key) => window.location.search.includes(key)", arg=url_key, timeout=60_000)
+            page.get_by_text(shown, exact=False).first.wait_for(timeout=60_000)
             break
         except PlaywrightTimeout:
             if attempt == 2:
@@ -235,9 +235,9 @@ def test_compare_csv_follows_every_selector(app_url: str, root100: Root100, page
     page.get_by_test_id("stMain").get_by_text("Group seeds").click()
     page.get_by_text("Group line").first.wait_for()
     _settle(page, 1)
-    _choose(page, "Group line", "median", "compare-centre=median")
-    _choose(page, "Band", "IQR (25–75%)", "compare-interval=IQR")
-    _choose(page, "Band", "min–max", "compare-interval=min")
+    _choose(page, "Group line", "median", "lines: median over seeds")
+    _choose(page, "Band", "IQR (25–75%)", "bands: IQR (25–75%)")
+    _choose(page, "Band", "min–max", "bands: min–max")
     rows = [row for row in _download(page, 0) if row["chart"] == "mean_success"]
     values_TS = np.array([[record["scalars"]["mean_success"] for record in _steps(root100.root, label)]
                           for label in picks]).T
