@@ -38,7 +38,7 @@ def _problems(chosen: ui.Selection) -> None:
     count = len(chosen.problems)
     st.warning(f"{count} run folder{'s' * (count != 1)} under `{chosen.root}` cannot be read and "
                f"{'are' if count != 1 else 'is'} not listed above:", icon=":material/warning:")
-    st.dataframe(runtable.problem_table(chosen.problems), hide_index=True, width="stretch", key="runs-problems")
+    st.markdown(runtable.markdown_table(runtable.problem_table(chosen.problems)))  # long reasons wrap
 
 
 def _on_pick(table_key: str, labels: tuple[str, ...], damaged: tuple[str, ...]) -> None:

@@ -194,8 +194,26 @@ def data_tables(app: AppTest) -> list[list[list[str]]]:
     return tables
 
 
-#: The run table was a Markdown table; tests written for it read the data frames the same way.
-markdown_tables = data_tables
+def markdown_only(app: AppTest) -> list[list[list[str]]]:
+    """Every Markdown table the page shows (``apps.runtable.markdown_table``: the unreadable run
+    folders), read back: rows of cells (the header first, the separator dropped), Markdown
+    backslash escapes undone. Parsed here independently of the writer."""
+    import re
+
+    tables = []
+    for element in app.markdown:
+        lines = element.value.splitlines()
+        if len(lines) < 2 or not lines[0].startswith("| ") or not re.fullmatch(r"\|(-{3}:?\|)+", lines[1]):
+            continue
+        tables.append([[re.sub(r"\\(.)", r"\1", cell) for cell in line[2:-2].split(" | ")]
+                       for line in [lines[0], *lines[2:]]])
+    return tables
+
+
+def markdown_tables(app: AppTest) -> list[list[list[str]]]:
+    """Every table of the page read back as text: the data frames (the run table, the config
+    diff), then the Markdown tables (the unreadable run folders)."""
+    return data_tables(app) + markdown_only(app)
 
 
 def series_layer(view: dict[str, Any]) -> dict[str, Any]:
