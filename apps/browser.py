@@ -28,6 +28,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 #: (url path, file name, title) of every view, in navigation order (see apps/streamlit_app.py);
 #: the default view is served at the root URL.
 VIEWS = (("", "runs", "Runs"), ("traveling-wave", "traveling-wave", "Traveling wave"), ("study", "study", "Study"),
+         ("sweep", "sweep", "Sweep"),
          ("lead-lag", "lead-lag", "Lead-lag"),
          ("rollout-budget", "rollout-budget", "Rollout budget"), ("se-proxy", "se-proxy", "SE proxy"),
          ("outcomes", "outcomes", "Outcomes"), ("compare", "compare", "Compare"),
@@ -38,8 +39,8 @@ CHARTLESS = frozenset({"Config", "Runs", "Evaluations", "Step time", "config", "
 CHART_SELECTOR = '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks'
 ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RUNNING_SELECTOR = '[data-testid="stStatusWidget"]'
-#: A cell of the landing page's run table (a Markdown table: apps/views/runs.py).
-RUN_TABLE_SELECTOR = '[data-testid="stMain"] [data-testid="stMarkdownContainer"] table td'
+#: The landing page's run table (an interactive data grid: apps/views/runs.py), once drawn.
+RUN_TABLE_SELECTOR = '[data-testid="stMain"] [data-testid="stDataFrame"] canvas'
 
 
 def free_port() -> int:

@@ -44,7 +44,8 @@ def _step_domain(frame: pd.DataFrame) -> list[float]:
 
 
 def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | None = None,
-            domain: Sequence[float] | None = None, num_bins: int | None = None) -> AnyChart:
+            domain: Sequence[float] | None = None, num_bins: int | None = None,
+            legend_title: str | None = None) -> AnyChart:
     """Steps x bins heatmap of a long frame (step, step_end, bin, label, value); optional step rule.
 
     Every bin is labelled on the y axis (bin 0, the hardest, at the bottom). Null cells (e.g. the
@@ -64,7 +65,8 @@ def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | 
     valued = valued.assign(text=[f"{value:.3f}" for value in valued["value"]])
     cells = alt.Chart(valued).mark_rect(clip=True).encode(
         x=x, x2="step_end:Q", y=y,
-        color=alt.Color("value:Q", title=field, scale=scale, legend=alt.Legend(format=".4~g", labelLimit=0)),
+        color=alt.Color("value:Q", title=legend_title or field, scale=scale,
+                        legend=alt.Legend(format=".4~g", labelLimit=0, titleLimit=0)),
         tooltip=[alt.Tooltip("step:N"), alt.Tooltip("label:N", title="bin"), alt.Tooltip("text:N", title=field)],
     )
     layers: list[alt.Chart] = [cells]
@@ -114,3 +116,42 @@ def points(frame: pd.DataFrame, title: str, y_title: str, color_field: str = "me
                         scale=scale),
         tooltip=[alt.Tooltip("step:Q"), alt.Tooltip(f"{color_field}:N"), alt.Tooltip("value:Q", format=".4f")],
     ).properties(title=title, height=CHART_HEIGHT)
+
+
+def sweep_lines(frame: pd.DataFrame, key: str, metric: str, colours: Mapping[str, str], log_x: bool) -> AnyChart:
+    """A final metric against one swept key (frame: value_of_key, method, value, lo, hi, n): a line
+    with points per method and its 95% interval as error bars (where it has one); a log x-axis for
+    learning-rate scales. The legend sits right of the plot."""
+    names = list(dict.fromkeys(str(name) for name in frame["method"]))
+    scale = alt.Scale(domain=names, range=[colours.get(name, "#1f77b4") for name in names])
+    numeric = pd.api.types.is_numeric_dtype(frame["value_of_key"])
+    x = alt.X("value_of_key:Q" if numeric else "value_of_key:O", title=key,
+              scale=alt.Scale(type="log" if log_x and numeric else "linear", zero=False, nice=False)
+              if numeric else alt.Undefined)
+    colour = alt.Color("method:N", title=None, scale=scale, sort=names,
+                       legend=alt.Legend(orient="right", labelLimit=0, symbolType="stroke", symbolStrokeWidth=3))
+    tooltip = [alt.Tooltip("method:N"), alt.Tooltip("value_of_key", title=key), alt.Tooltip("value:Q", format=".4~g"),
+               alt.Tooltip("lo:Q", format=".4~g"), alt.Tooltip("hi:Q", format=".4~g"), alt.Tooltip("n:Q", title="runs")]
+    base = alt.Chart(frame)
+    lines = base.mark_line(point=True, strokeWidth=2).encode(x=x, y=alt.Y("value:Q", title=metric,
+                                                                          scale=alt.Scale(zero=False)),
+                                                             color=colour, tooltip=tooltip)
+    bars = base.transform_filter("isValid(datum.lo) && isValid(datum.hi)").mark_errorbar(ticks=True).encode(
+        x=x, y=alt.Y("lo:Q", title=metric), y2="hi:Q", color=colour)
+    return alt.layer(bars, lines).properties(title=f"{metric} against {key}", height=CHART_HEIGHT, width=560)
+
+
+def parallel_coordinates(frame: pd.DataFrame, axes: Sequence[str], colours: Mapping[str, str]) -> AnyChart:
+    """Parallel coordinates of a sweep (frame: run, method, axis, raw, position): one polyline per
+    run across the swept keys and the metric, coloured by method; hover a line for its values."""
+    names = list(dict.fromkeys(str(name) for name in frame["method"]))
+    scale = alt.Scale(domain=names, range=[colours.get(name, "#1f77b4") for name in names])
+    x = alt.X("axis:N", sort=list(axes), title=None, axis=alt.Axis(labelAngle=0, labelLimit=0, grid=True))
+    y = alt.Y("position:Q", title="position on each axis (min to max)", scale=alt.Scale(domain=[0, 1]))
+    colour = alt.Color("method:N", title=None, scale=scale, sort=names, legend=alt.Legend(orient="right", labelLimit=0))
+    lines = alt.Chart(frame).mark_line(opacity=0.45, strokeWidth=1.5).encode(
+        x=x, y=y, color=colour, detail="run:N", tooltip=[alt.Tooltip("run:N"), alt.Tooltip("axis:N"),
+                                                          alt.Tooltip("raw:N", title="value")])
+    ticks = alt.Chart(frame).mark_text(dx=4, align="left", fontSize=9, color="#555555").encode(
+        x=x, y=y, text="raw:N").transform_filter("datum.position == 0 || datum.position == 1")
+    return alt.layer(lines, ticks).properties(title="Parallel coordinates of the sweep", height=CHART_HEIGHT, width=820)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 
@@ -28,6 +28,10 @@ class Grouping:
     group_of: Mapping[str, str]
     seed_of: Mapping[str, Any]
     method_of: Mapping[str, str]
+    #: Run label -> its study (automatic grouping: :func:`apps.identity.study_families`), and the
+    #: keys that name each study's runs.
+    family_of: Mapping[str, str] = field(default_factory=dict)
+    family_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def display(self, run_label: str) -> str:
         """A run's name for people: ``grpo lr×1.58 · seed 0``."""

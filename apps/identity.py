@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from apps.groups import Group, Grouping  # noqa: F401  (re-exported: identity.Group, identity.Grouping)
@@ -172,7 +173,7 @@ def auto_keys(identities: Sequence[Mapping[str, Any]]) -> list[str]:
             split = _classes(identities, [*chosen, key])
             if split <= count:
                 continue
-            absent = sum(key not in flat for flat in identities)
+            absent = sum(key not in flat or is_empty(flat[key]) for flat in identities)
             rank = (_categorical(identities, key), -absent, split, -key.count("."), [-ord(c) for c in key])
             if best is None or rank > best[0]:
                 best = (rank, key, split)
@@ -226,42 +227,127 @@ def key_text(short: str, value_text: str) -> str:
     return f"{short}={value_text}"
 
 
-def group_runs(configs: Mapping[str, Mapping[str, Any]], keys: Sequence[str] | None = None) -> Grouping:
-    """Group runs (run label -> config) by ``keys`` (default: :func:`auto_keys`).
+def is_empty(value: Any) -> bool:
+    """True for a value that says nothing: ``""``, ``None``, an empty section or list (``{}``, ``[]``)."""
+    return value is None or (isinstance(value, str) and value.strip() in ("", "{}", "[]"))
 
-    A group's label is the method (when a grouping key holds it) and ``name=value`` for each
-    other key (``lr×value`` for a learning-rate scale); a group's method is its runs' common
-    method ("" when the chosen keys put several methods in one group). Runs that share a group label but also a seed (e.g. two copies of one config in
-    different folders) cannot be seeds of one group: they are told apart by their folder.
+
+# ----------------------------------------------------------------------------- studies
+
+#: Folder levels that a producer adds below its study folder: ``runs``, ``seed<k>``, ``s<k>``,
+#: ``lr<scale>``, ``cell<i>`` (and folders named after the run's method: ``grpo``,
+#: ``grpo_matched_prompt_gdro_first``, ``grpo-tiny-s0``).
+LAYOUT_LEVEL = re.compile(r"^(runs|seed\d+|s\d+|lr[0-9.eE+-]+|cell\d+)$")
+
+
+def study_folder(label: str, method: str = "") -> str:
+    """The study (or sweep) folder of a run, from its folder label: the run's parent folder without
+    the levels its producer adds (:data:`LAYOUT_LEVEL`, the method's own folders); "" at the root.
+
+    ``study/runs/grpo/lr1/seed0`` -> ``study``; ``sweep/runs/cell2/grpo/seed1`` -> ``sweep``;
+    ``train/grpo-tiny-s0`` -> ``train``; ``grpo/lr1/seed0`` (a root that is one study) -> "".
     """
-    flats = {label: flatten(config) for label, config in configs.items()}
+    parts = [part for part in label.split("/") if part][:-1]
+    while parts and (LAYOUT_LEVEL.match(parts[-1]) or (method and parts[-1].startswith(method))):
+        parts.pop()
+    return "/".join(parts)
+
+
+#: The study of the runs directly in the runs folder (their names get no study prefix).
+ROOT_STUDY = "(root)"
+
+
+def study_families(configs: Mapping[str, Mapping[str, Any]], producers: Mapping[str, str] | None = None
+                   ) -> dict[str, list[str]]:
+    """Runs (labels, in order) per study: same study folder (:func:`study_folder`) and same producer.
+    A study's name is its folder (``(root)`` at the top), with the producer added when one folder
+    holds the runs of several producers."""
+    producers = producers or {}
+    keyed: dict[tuple[str, str], list[str]] = {}
+    for label, config in configs.items():
+        folder = study_folder(label, method_of(config, fallback=""))
+        keyed.setdefault((folder, producers.get(label, "")), []).append(label)
+    folders: dict[str, int] = {}
+    for folder, _ in keyed:
+        folders[folder] = folders.get(folder, 0) + 1
+    out: dict[str, list[str]] = {}
+    for (folder, producer), members in keyed.items():
+        name = folder or ROOT_STUDY
+        out[f"{name} · {producer}" if folders[folder] > 1 and producer else name] = members
+    return out
+
+
+# ----------------------------------------------------------------------------- grouping
+
+@dataclass(frozen=True)
+class _Labels:
+    """Group labels of some runs by some keys (one study, or every run by the user's keys)."""
+
+    keys: tuple[str, ...]
+    labels: dict[str, str]
+    values: dict[str, tuple[Any, ...]]
+
+
+def _label_runs(flats: Mapping[str, Mapping[str, Any]], methods: Mapping[str, str], seeds: Mapping[str, Any],
+                keys: Sequence[str] | None) -> _Labels:
+    """Group labels of runs (label -> flat config) by ``keys`` (default :func:`auto_keys` over them)."""
     identities = {label: _identity_of(flat) for label, flat in flats.items()}
-    automatic = keys is None
     chosen = list(auto_keys(list(identities.values())) if keys is None else keys)
     texts = {key: format_values(flat.get(key, MISSING) for flat in identities.values()) for key in chosen}
     shorts = short_names(chosen)
-    methods = {label: _method_in(flat, fallback=_folder_method(label)) for label, flat in flats.items()}
-    seeds = {label: _seed_in(flat) for label, flat in flats.items()}
     labels: dict[str, str] = {}
     values: dict[str, tuple[Any, ...]] = {}
     for label, flat in identities.items():
         parts = []
         for key in chosen:
-            if key not in flat and key not in METHOD_KEYS:
-                continue  # a key this run lacks (e.g. a marker only derived baselines carry): nothing to say
+            if key not in METHOD_KEYS and (key not in flat or is_empty(flat[key])):
+                continue  # a key this run lacks or leaves empty (e.g. a marker only derived baselines carry)
             text = texts[key][_hashable(flat.get(key, MISSING))]
             parts.append(text if key in METHOD_KEYS else key_text(shorts[key], text))
-        if not any(key in METHOD_KEYS for key in chosen) and len(set(methods.values())) == 1 and methods[label]:
+        if not any(key in METHOD_KEYS for key in chosen) and len({methods[run] for run in flats}) == 1 \
+                and methods[label]:
             parts.insert(0, methods[label])  # every run has this method: naming it misleads no one
         labels[label] = " ".join(parts) or "all runs"
         values[label] = tuple(_hashable(flat.get(key, MISSING)) for key in chosen)
-    if automatic:  # automatic keys separate every distinct config: a repeated seed is a copy
+    if keys is None:  # automatic keys separate every distinct config: a repeated seed is a copy
         labels = _split_duplicate_seeds(labels, seeds)
+    return _Labels(tuple(chosen), labels, values)
+
+
+def group_runs(configs: Mapping[str, Mapping[str, Any]], keys: Sequence[str] | None = None,
+               producers: Mapping[str, str] | None = None) -> Grouping:
+    """Group runs (run label -> config; ``producers``: run label -> meta.json's producer) by ``keys``.
+
+    Automatic (``keys`` None): each study (:func:`study_families`: one study folder, one producer)
+    is labelled on its own, by the keys that differ *within it* (:func:`auto_keys`), after its
+    study's name when the study is not the runs folder itself (``study: grpo lr×1``,
+    ``train: grpo``), so that a run's name never changes when runs of another study are added
+    and two studies never share a name. Chosen ``keys`` group every run together. A group's label is the method (when a grouping key holds it) and ``name=value``
+    for each other key (``lr×value`` for a learning-rate scale), leaving out keys a run lacks or
+    leaves empty; a group's method is its runs' common method ("" when the chosen keys put
+    several methods in one group). Runs that share a group label but also a seed (e.g. two
+    copies of one config in different folders) cannot be seeds of one group: they are told
+    apart by their folder.
+    """
+    flats = {label: flatten(config) for label, config in configs.items()}
+    methods = {label: _method_in(flat, fallback=_folder_method(label)) for label, flat in flats.items()}
+    seeds = {label: _seed_in(flat) for label, flat in flats.items()}
+    automatic = keys is None
+    families = study_families(configs, producers) if automatic else {"": list(configs)}
+    family_of = {run: family for family, members in families.items() for run in members}
+    parts = {family: _label_runs({run: flats[run] for run in members}, methods, seeds, keys)
+             for family, members in families.items()}
+    labels = {run: part.labels[run] for part in parts.values() for run in part.labels}
+    values = {run: part.values[run] for part in parts.values() for run in part.values}
+    labels = {run: label if family_of[run] in ("", ROOT_STUDY) else f"{family_of[run]}: {label}"
+              for run, label in labels.items()}
+    chosen = list(dict.fromkeys(key for part in parts.values() for key in part.keys))
     order: dict[str, list[str]] = {}
     for label in configs:
         order.setdefault(labels[label], []).append(label)
     first_seen = {method: index for index, method in reversed(list(enumerate(methods[label] for label in configs)))}
     first_seen[""] = len(configs)
+
     def common_method(members: list[str]) -> str:
         found = {methods[member] for member in members}
         return found.pop() if len(found) == 1 else ""
@@ -269,7 +355,8 @@ def group_runs(configs: Mapping[str, Mapping[str, Any]], keys: Sequence[str] | N
     groups = tuple(sorted((Group(name, common_method(members), values[members[0]], tuple(members))
                            for name, members in order.items()),
                           key=lambda group: (first_seen[group.method], order_key(group.values), group.label)))
-    return Grouping(tuple(chosen), automatic, groups, labels, seeds, methods)
+    return Grouping(tuple(chosen), automatic, groups, labels, seeds, methods,
+                    family_of=family_of, family_keys={family: part.keys for family, part in parts.items()})
 
 
 def _folder_method(label: str) -> str:

@@ -143,16 +143,51 @@ class Interaction:
     log_y: bool = False
 
 
-def _parameters(zoom_views: list[str], hover_views: list[str]) -> list[dict[str, Any]]:
-    """The two top-level selection parameters with the views that carry them."""
-    params = []
-    if zoom_views:
-        params.append({"name": ZOOM, "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales",
-                       "views": zoom_views})
+#: Legend entries shown one per series up to this many; beyond, the caller summarises them by
+#: group or method (:class:`Legend`), so a legend never outgrows the plot beside it.
+LEGEND_MAX = 12
+#: Width left for the legend column to the right of a row of plots (pixels).
+LEGEND_PX = 300
+#: Opacity of series whose legend entry is not the one clicked (click an entry to isolate it,
+#: shift-click to add another, double-click the plot or click empty legend space to show all).
+DIMMED = 0.07
+ISOLATE, HIGHLIGHT = "isolate", "highlight"
+#: Columns every time-series frame gets: the legend entry a series belongs to, and its own name.
+LEGEND_FIELD, LINE_FIELD = "legend", "line"
+
+
+@dataclass(frozen=True)
+class Legend:
+    """What a chart's legend lists: ``entries`` (in order) with their colours, and the entry of
+    each series (``entry_of``; a series missing from it is its own entry). ``note`` says how the
+    legend summarises the series (e.g. "one entry per group: 26 runs")."""
+
+    entries: tuple[str, ...]
+    colours: tuple[str, ...]
+    entry_of: Mapping[str, str]
+    note: str = ""
+
+
+def _parameters(zoom_views: Mapping[str, list[str]], hover_views: list[str], legend_views: list[str],
+                line_views: list[str]) -> list[dict[str, Any]]:
+    """The top-level parameters with the views that carry them: one x-zoom per zoom group (charts
+    whose x ranges belong together: one producer's steps, one clock), the step crosshair, the
+    legend isolation and the hovered line."""
+    params: list[dict[str, Any]] = []
+    for group, views in zoom_views.items():
+        if views:
+            params.append({"name": ZOOM if not group else f"{ZOOM}_{group}", "select": {"type": "interval",
+                           "encodings": ["x"]}, "bind": "scales", "views": views})
     if hover_views:
         params.append({"name": CROSSHAIR, "select": {"type": "point", "nearest": True, "on": "pointerover",
                                                      "fields": ["step"], "clear": "pointerout"},
                        "views": hover_views})
+    if legend_views:
+        params.append({"name": ISOLATE, "select": {"type": "point", "fields": [LEGEND_FIELD]}, "bind": "legend",
+                       "views": legend_views})
+    if line_views:
+        params.append({"name": HIGHLIGHT, "select": {"type": "point", "fields": [LINE_FIELD], "on": "pointerover",
+                                                     "clear": "pointerout"}, "views": line_views})
     return params
 
 
@@ -172,86 +207,143 @@ def _y_scale(frame: pd.DataFrame, log_y: bool, domain: Sequence[float] | None) -
     return alt.Scale(**options)
 
 
-def _legend(columns: int = 4, areas: bool = False) -> alt.Legend:
-    """A legend under the chart whose labels are never cut (``labelLimit`` 0: no limit); line
-    strokes, or filled squares for stacked areas."""
+def _legend(areas: bool = False, title: str | None = None) -> alt.Legend:
+    """A legend in its own column right of the plot (it never takes the plot's room), one entry per
+    row, labels never cut (the charts leave :data:`LEGEND_PX` for it); line strokes, or filled
+    squares for stacked areas."""
+    common: dict[str, Any] = {"orient": "right", "columns": 1, "labelLimit": 0, "symbolLimit": 0,
+                              "title": title, "titleLimit": LEGEND_PX, "titleFontSize": 10, "titleFontWeight": "normal"}
     if areas:
-        return alt.Legend(orient="bottom", columns=columns, labelLimit=0, symbolType="square", symbolOpacity=1.0)
-    return alt.Legend(orient="bottom", columns=columns, labelLimit=0, symbolType="stroke", symbolStrokeWidth=3,
-                      symbolOpacity=1.0)
+        return alt.Legend(symbolType="square", symbolOpacity=1.0, **common)
+    return alt.Legend(symbolType="stroke", symbolStrokeWidth=3, symbolOpacity=1.0, **common)
+
+
+def default_legend(names: Sequence[str], colours: Mapping[str, str]) -> Legend:
+    """A legend with one entry per series (its own colour, or a distinct categorical one)."""
+    fallback = series_colours(names)
+    return Legend(tuple(names), tuple(colours.get(name, fallback[name]) for name in names), {})
+
+
+def step_axis(x_title: str) -> alt.Axis:
+    """The x axis: integer ticks for steps (never 1.5, 2.5), 4 significant digits for clocks."""
+    if x_title == "step":
+        return alt.Axis(tickMinStep=1, format="d")
+    return alt.Axis(format=".4~g")
 
 
 def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, interaction: Interaction,
            colours: Mapping[str, str], color_field: str = "series", dashed: Sequence[str] = (),
            zero_rule: bool = False, y_domain: Sequence[float] | None = None, width: int | None = None,
-           x_title: str = "step", stacked: bool = False) -> AnyChart:
+           x_title: str = "step", stacked: bool = False, legend: Legend | None = None,
+           x_domain: Sequence[float] | None = None, zoom_group: str = "") -> AnyChart:
     """One interactive time-series chart of a long frame (step, <color_field>, value[, raw, lo, hi]).
 
     Layers: faint raw lines (when ``raw`` differs from ``value``), shaded ``lo``–``hi`` bands,
     the lines (``dashed`` series drawn dashed, on top) or, when ``stacked``, areas stacked in the
     order of the series; then the crosshair (:func:`_crosshair`). ``y_domain`` fixes the y-range
-    (:func:`apps.scales.y_domain`); the x field is ``step`` whatever ``x_title`` says (the wall
-    clock replaces the steps by hours before the chart is built).
+    (:func:`apps.scales.y_domain`), ``x_domain`` the x-range (run and baseline on one clock); the
+    x field is ``step`` whatever ``x_title`` says (the wall clock replaces the steps by seconds,
+    minutes or hours before the chart is built).
+
+    The legend sits right of the plot, one entry per series, or per group or method when
+    ``legend`` summarises many series (each series keeps its line; colours are the entries').
+    Clicking an entry isolates its series (the others fade; shift-click adds entries), hovering
+    a line draws it thicker and names it. Charts of one ``zoom_group`` zoom together.
     """
     names = [str(name) for name in pd.unique(frame[color_field])] if not frame.empty else []
-    fallback = series_colours(names)
-    scale = alt.Scale(domain=names, range=[colours.get(name, fallback[name]) for name in names])
-    colour = alt.Color(f"{color_field}:N", title=None, legend=_legend(areas=stacked), scale=scale, sort=names)
-    x = alt.X("step:Q", title=x_title, scale=alt.Scale(zero=False, nice=False))
+    legend = legend or default_legend(names, colours)
+    keep = [column for column in ("step", color_field, "value", "raw", "lo", "hi") if column in frame]
+    frame = frame[keep].assign(**{LEGEND_FIELD: [legend.entry_of.get(str(name), str(name))
+                                                 for name in frame[color_field]],
+                                  LINE_FIELD: frame[color_field].astype(str)})
+    scale = alt.Scale(domain=list(legend.entries), range=list(legend.colours))
+    colour = alt.Color(f"{LEGEND_FIELD}:N", legend=_legend(areas=stacked, title=legend.note or None), scale=scale,
+                       sort=list(legend.entries))
+    x_scale = alt.Scale(zero=False, nice=False)
+    if x_domain:
+        x_scale.domain = list(x_domain)
+    x = alt.X("step:Q", title=x_title, axis=step_axis(x_title), scale=x_scale)
     domain = None if interaction.log_y else y_domain
     y_scale = _y_scale(frame, interaction.log_y, domain)
     y = alt.Y("value:Q", title=y_title, scale=y_scale, axis=alt.Axis(format=".4~g"),
               stack="zero" if stacked else None)
-    keep = [column for column in ("step", color_field, "value", "raw", "lo", "hi") if column in frame]
-    frame = frame[keep]
+    isolated = alt.condition(alt.ParameterPredicate(param=ISOLATE), alt.value(1.0), alt.value(DIMMED))
+    zoom = f"{MARKER}zoom" + (f"@{zoom_group}" if zoom_group else "")
     base = alt.Chart()  # every layer reads the chart's one dataset (passed to alt.layer below)
     layers: list[Any] = []
     if stacked:
         order = alt.Order("series_order:Q")
         layers.append(base.transform_calculate(series_order=f"indexof({names!r}, datum['{color_field}'])")
-                      .mark_area(clip=True, opacity=0.85).encode(x=x, y=y, color=colour, order=order)
-                      .properties(description=f"{MARKER}zoom"))
+                      .mark_area(clip=True).encode(x=x, y=y, color=colour, order=order, detail=f"{LINE_FIELD}:N",
+                                                   opacity=alt.condition(alt.ParameterPredicate(param=ISOLATE),
+                                                                         alt.value(0.85), alt.value(DIMMED)))
+                      .properties(description=f"{zoom}|legend"))
     else:
+        faint = RAW_OPACITY
         if "raw" in frame and not np.allclose(frame["raw"].to_numpy(dtype=float),
                                               frame["value"].to_numpy(dtype=float), equal_nan=True):
-            layers.append(base.mark_line(clip=True, strokeWidth=1, opacity=RAW_OPACITY).encode(
-                x=x, y=alt.Y("raw:Q", scale=y_scale), color=colour, detail=f"{color_field}:N"))
+            layers.append(base.mark_line(clip=True, strokeWidth=1).encode(
+                x=x, y=alt.Y("raw:Q", scale=y_scale), color=colour, detail=f"{LINE_FIELD}:N",
+                opacity=alt.condition(alt.ParameterPredicate(param=ISOLATE), alt.value(faint), alt.value(DIMMED / 2))))
         if "lo" in frame and frame["lo"].notna().any():
-            layers.append(base.transform_filter("isValid(datum.lo) && isValid(datum.hi)").mark_area(
-                clip=True, opacity=BAND_OPACITY).encode(x=x, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour))
+            layers.append(base.transform_filter("isValid(datum.lo) && isValid(datum.hi)").mark_area(clip=True).encode(
+                x=x, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour, detail=f"{LINE_FIELD}:N",
+                opacity=alt.condition(alt.ParameterPredicate(param=ISOLATE), alt.value(BAND_OPACITY),
+                                      alt.value(DIMMED / 3))))
         solid = [name for name in names if name not in dashed]
-        line = base.mark_line(clip=True, strokeWidth=2).encode(x=x, y=y, color=colour)
+        width_when = alt.condition(alt.ParameterPredicate(param=HIGHLIGHT, empty=False), alt.value(4.0),
+                                   alt.value(2.0))
+        line = base.mark_line(clip=True).encode(x=x, y=y, color=colour, detail=f"{LINE_FIELD}:N", opacity=isolated,
+                                                strokeWidth=width_when,
+                                                tooltip=[alt.Tooltip(f"{LINE_FIELD}:N", title=_tip_title(color_field)),
+                                                         alt.Tooltip(f"{LEGEND_FIELD}:N", title="legend")])
         layers.append(line.transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=solid))
-                      .properties(description=f"{MARKER}zoom"))
+                      .properties(description=f"{zoom}|legend|line"))
         if dashed:
-            layers.append(base.mark_line(clip=True, strokeWidth=3, strokeDash=[6, 4]).encode(x=x, y=y, color=colour)
-                          .transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=list(dashed))))
+            layers.append(base.mark_line(clip=True, strokeWidth=3, strokeDash=[6, 4]).encode(
+                x=x, y=y, color=colour, detail=f"{LINE_FIELD}:N", opacity=isolated)
+                .transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=list(dashed))))
     if zero_rule:  # under the series: a series at 0 (e.g. no reduction at all) stays visible on it
         layers.insert(0, alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0.0)))
-    layers += _crosshair(base, frame, names, color_field, x, y, colour, x_title, labelled=not stacked)
+    layers += _crosshair(base, frame, names, color_field, x, y, colour, x_title,
+                         labelled=not stacked and len(names) <= LEGEND_MAX)
     chart = alt.LayerChart(layer=layers, data=frame, title=title, height=CHART_HEIGHT)
     if width is not None:
         chart.width = width
     return chart
 
 
+def _tip_title(color_field: str) -> str:
+    return {"run": "run", "method": "group", "series": "series"}.get(color_field, color_field)
+
+
 #: Crosshair labels: one row per series, this many pixels apart, from this many pixels below the top.
 LABEL_ROW_PX, LABEL_TOP_PX = 13, 10
+#: What the tooltip says for a series that logs no value at the hovered step (it ended, or
+#: logs less often).
+NO_VALUE = "—"
 
 
 def _crosshair(base: alt.Chart, frame: pd.DataFrame, names: list[str], color_field: str, x: alt.X, y: alt.Y,
                colour: alt.Color, x_title: str = "step", labelled: bool = True) -> list[Any]:
-    """Invisible hover targets carrying the tooltip (every series' value at the nearest step), the
-    rule, dots on the series, and one label row per series (highest value on top)."""
+    """Invisible hover targets carrying the tooltip (every series' value at the nearest step, "—"
+    for a series without one; with more than :data:`LEGEND_MAX` series only the step: hovering a
+    line names it), the rule, dots on the series, and one label row per series (highest value on
+    top) when ``labelled``."""
     if frame.empty:
         return []
     # One invisible target per step (not per step and series): the nearest-step search and the
     # DOM stay small on long runs. Vega-Lite's nearest-point search gives every target a Voronoi
     # cell over the whole plot, and the cell shows the target's tooltip: hovering anywhere shows
     # every series' value at that step.
-    per_step = base.transform_pivot(color_field, value="value", groupby=["step"])
-    tooltip = [alt.Tooltip("step:Q", title=x_title, format=".4~g")] + [
-        alt.Tooltip(f"{_field_name(name)}:Q", title=name, format=".4~g") for name in names]
+    tooltip = [alt.Tooltip("step:Q", title=x_title, format=".4~g")]
+    if len(names) <= LEGEND_MAX:
+        per_step = base.transform_pivot(color_field, value="value", groupby=["step"]).transform_calculate(
+            **{f"tip_{index}": f"isValid(datum[{name!r}]) && isFinite(datum[{name!r}]) ? "
+                               f"format(datum[{name!r}], '.4~g') : '{NO_VALUE}'" for index, name in enumerate(names)})
+        tooltip += [alt.Tooltip(f"tip_{index}:N", title=name) for index, name in enumerate(names)]
+    else:
+        per_step = base.transform_aggregate(groupby=["step"])
     targets = per_step.mark_point(opacity=0, size=40).encode(x=x, y=alt.value(0), tooltip=tooltip).properties(
         description=f"{MARKER}hover")
     rule = per_step.mark_rule(color="#555555", strokeWidth=1).encode(x=x, tooltip=tooltip).transform_filter(HOVERED)
@@ -267,10 +359,10 @@ def _crosshair(base: alt.Chart, frame: pd.DataFrame, names: list[str], color_fie
         label_y=f"{LABEL_TOP_PX} + {LABEL_ROW_PX} * (datum.label_row - 1)")
     label_y = alt.Y("label_y:Q", scale=None)
     left = rows.transform_filter(f"datum.step <= {middle!r}").mark_text(
-        align="left", dx=7, fontSize=11, fontWeight="bold", baseline="middle").encode(
+        align="left", dx=7, fontSize=11, fontWeight="bold", baseline="middle", limit=260).encode(
         x=x, y=label_y, text="crosshair_label:N", color=colour)
     right = rows.transform_filter(f"datum.step > {middle!r}").mark_text(
-        align="right", dx=-7, fontSize=11, fontWeight="bold", baseline="middle").encode(
+        align="right", dx=-7, fontSize=11, fontWeight="bold", baseline="middle", limit=260).encode(
         x=x, y=label_y, text="crosshair_label:N", color=colour)
     return [targets, rule, dots, left, right]
 
@@ -313,22 +405,31 @@ def to_spec(chart: AnyChart) -> dict[str, Any]:
     """
     with alt.data_transformers.disable_max_rows(), alt.theme.enable("none"):
         spec = chart.to_dict(validate=False)
-    views: dict[str, list[str]] = {"zoom": [], "hover": []}
+    zooms: dict[str, list[str]] = {}
+    views: dict[str, list[str]] = {"hover": [], "legend": [], "line": []}
+    counter = [0]
 
     def walk(part: Any) -> None:
         if isinstance(part, dict):
             marked = str(part.get("description", ""))
-            if marked.startswith(MARKER) and marked[len(MARKER):] in views:
-                kind = marked[len(MARKER):]
+            if marked.startswith(MARKER):
                 del part["description"]
-                part["name"] = f"{kind}_{len(views[kind])}"
-                views[kind].append(part["name"])
+                kinds = marked[len(MARKER):].split("|")
+                part["name"] = f"{kinds[0].partition('@')[0]}_{counter[0]}"  # zoom_0, hover_1...
+                counter[0] += 1
+                for kind in kinds:
+                    if kind == "zoom" or kind.startswith("zoom@"):
+                        zooms.setdefault(kind.partition("@")[2], []).append(part["name"])
+                    elif kind in views:
+                        views[kind].append(part["name"])
             for key in ("layer", "hconcat", "vconcat", "concat"):
                 for child in part.get(key, []):
                     walk(child)
 
     walk(spec)
-    params = [*spec.get("params", []), *_parameters(views["zoom"], views["hover"])]
+    groups = {group: index for index, group in enumerate(sorted(zooms))}
+    zoom_views = {("" if not group else str(groups[group])): names for group, names in zooms.items()}
+    params = [*spec.get("params", []), *_parameters(zoom_views, views["hover"], views["legend"], views["line"])]
     if params:
         spec["params"] = params
     return lean(spec)

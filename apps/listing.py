@@ -46,10 +46,34 @@ class RunInfo:
     problem: str | None = None
     last_step: int | None = None
     last_scalars: dict[str, Any] = field(default_factory=dict)
+    #: steps.jsonl ends in a cut line (no final newline, or a last line that is not a JSON object).
+    torn_tail: bool = False
 
     @property
     def label(self) -> str:
         return self.entry.label
+
+    @property
+    def producer(self) -> str:
+        return str(self.meta.get("producer", "")) if self.problem is None else ""
+
+    @property
+    def damage(self) -> str | None:
+        """Why a readable run's files look damaged (one line), or None: a torn last line of a run
+        that is not running, or a finished run that stops well before the steps its config asks
+        for (:func:`expected_last_step`)."""
+        if self.problem is not None or self.status == "running":
+            return None
+        notes = []
+        expected = expected_last_step(self.config)
+        if self.status == "finished" and expected is not None and self.last_step is not None \
+                and self.last_step < expected - log_every(self.config):
+            notes.append(f"truncated: stops at step {self.last_step} of {expected}")
+        elif self.status == "finished" and expected is not None and expected > 0 and self.last_step is None:
+            notes.append(f"truncated: no step logged of {expected}")
+        if self.torn_tail:
+            notes.append("steps.jsonl ends in a cut line")
+        return "; ".join(notes) or None
 
     @property
     def status(self) -> str:
@@ -63,6 +87,35 @@ class Listing:
     runs: tuple[RunInfo, ...]
     problems: tuple[RunInfo, ...]
     truncated: bool
+
+
+def expected_last_step(config: dict[str, Any]) -> int | None:
+    """The last step a finished run should have logged: the config's ``steps`` (the simulator) or
+    ``train.steps`` (the trainer); None when it says neither."""
+    for value in (config.get("steps"), (config.get("train") or {}).get("steps")
+                  if isinstance(config.get("train"), dict) else None):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def log_every(config: dict[str, Any]) -> int:
+    """Steps between logged records (the simulator's ``log_every``; 1 otherwise)."""
+    value = config.get("log_every")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def tail_is_torn(steps_file: Path) -> bool:
+    """True when a non-empty steps.jsonl does not end with a newline (its last line is cut)."""
+    try:
+        with open(steps_file, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return False
+            handle.seek(size - 1)
+            return handle.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def find_candidates(root: Path, max_depth: int = 6, max_folders: int = 20_000) -> tuple[list[Path], bool]:
@@ -138,7 +191,7 @@ def read_info(entry: RunEntry) -> RunInfo:
         last_step = int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else None
         raw = record.get("scalars")
         scalars = dict(raw) if isinstance(raw, dict) else {}
-    return RunInfo(entry, meta, config, None, last_step, scalars)
+    return RunInfo(entry, meta, config, None, last_step, scalars, tail_is_torn(path / STEPS_FILE))
 
 
 class InfoCache:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
 import streamlit as st
 
 from apps.ui import live_fragment, no_runs_message, run_caption, selection, try_run, wall_clock
@@ -52,6 +53,9 @@ def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, c
                 run = try_run(entry)
                 if run is None:
                     continue
+                if entry.label in chosen.damaged:
+                    st.warning(f"This run looks damaged: {chosen.damaged[entry.label]}. Its charts show what "
+                               "could be read.", icon=":material/warning:")
                 run_caption(run)
                 if run.steps.size == 0:
                     st.info("No steps logged yet: this run has just started.", icon=":material/hourglass_empty:")
@@ -75,7 +79,8 @@ def _draw_parts(drawn: list[tuple[Any, str, RunData, uicharts.Parts]], title: st
         uicharts.heatmap_pair([uicharts.HeatmapColumn(run, parts.heatmaps, parts.selected_step)
                                for _, _, run, parts in drawn], key)
     _in_columns([parts.middle for *_, parts in drawn], shown)
-    series = [_clocked(list(parts.series), run, label) for _, label, run, parts in drawn]
+    longest = _longest_clock([run for _, _, run, _ in drawn])
+    series = [_clocked(list(parts.series), run, label, longest) for _, label, run, parts in drawn]
     if any(series):
         uicharts.linked_pair(series, key=f"{key}-charts", labels=[label for _, label, _, _ in drawn])
     _in_columns([parts.bottom for *_, parts in drawn], shown)
@@ -92,8 +97,18 @@ def _in_columns(callables: list[Callable[[], None] | None], shown: int) -> None:
                 draw()
 
 
-def _clocked(items: list[uicharts.Series], run: RunData, label: str) -> list[uicharts.Series]:
-    """The run's charts on the wall clock when the sidebar asks for it and the run logs step times."""
+def _longest_clock(runs: list[RunData]) -> float | None:
+    """The longest wall clock (seconds) of the shown runs, so that run and baseline share one range."""
+    from apps.realrun import elapsed_seconds
+
+    ends = [float(np.nanmax(seconds)) for run in runs if (seconds := elapsed_seconds(run)) is not None and seconds.size]
+    return max(ends) if ends else None
+
+
+def _clocked(items: list[uicharts.Series], run: RunData, label: str, longest: float | None = None
+             ) -> list[uicharts.Series]:
+    """The run's charts on the wall clock when the sidebar asks for it and the run logs step times,
+    on the range [0, ``longest``] shared with the other shown run."""
     from apps import uicharts
 
     if not wall_clock():
@@ -105,4 +120,4 @@ def _clocked(items: list[uicharts.Series], run: RunData, label: str) -> list[uic
         st.caption(f"**{label}** logs no step times (`time/step`): its charts stay on steps.")
         return items
     clock = {label: (run.steps.astype(float), seconds)}
-    return [uicharts.on_wall_clock(item, clock) for item in items]
+    return [uicharts.on_wall_clock(item, clock, longest_s=longest) for item in items]

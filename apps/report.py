@@ -18,6 +18,7 @@ read is reported on one line and skipped; nothing is written into run directorie
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -29,10 +30,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the non-interactive backend)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from apps import data, identity, realrun, scales  # noqa: E402
+from apps import data, identity, realrun, scales, study  # noqa: E402
 from gdro_cli.args import OneLineParser  # noqa: E402
 from gdro_lab.runlog import RunData  # noqa: E402
 
@@ -343,19 +345,78 @@ def step_time_figure(run: RunData) -> Figure:
     return figure
 
 
-def compare_figure(runs: dict[str, RunData]) -> Figure:
-    """Key scalars of several runs overlaid, one panel per metric."""
-    metrics = [name for name in (*data.COMPARE_DEFAULTS, *data.COMPARE_NEXT[:2])
-               if not data.compare_frame(runs, name).empty] or ["mean_success"]
+def compare_figure(runs: dict[str, RunData], groups: Sequence[study.Method] | None = None,
+                   colours: Mapping[str, str] | None = None) -> Figure:
+    """Key scalars of several runs, one panel per metric: one line per run, or, for a study
+    (``groups``: seeds grouped as the app groups them), one mean line per group with its 95%
+    Student-t band over seeds (groups of at least 3 seeds, as in the app). One legend for the
+    figure, outside the panels on the right (constrained layout: nothing is cut or covered)."""
+    names = list(runs)
+    frames = {name: data.compare_frame(runs, name) for name in (*data.COMPARE_DEFAULTS, *data.COMPARE_NEXT[:2])}
+    metrics = [name for name, frame in frames.items() if not frame.empty] or ["mean_success"]
     columns = min(3, len(metrics))
     rows = -(-len(metrics) // columns)
-    figure, axes = _figure(rows, columns, "Compare: " + " vs ".join(runs))
+    if groups:
+        seeds = sorted({group.seeds for group in groups})
+        title = (f"Study: {len(groups)} groups of {', '.join(map(str, seeds))} seeds (mean; 95% interval over "
+                 f"seeds, groups of {study.MIN_BAND_SEEDS}+ seeds)")
+    else:
+        title = f"Compare: {len(names)} runs"
+    figure, axes = _figure(rows, columns, title)
+    palette = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
+    handles: dict[str, Artist] = {}
     for axis, metric in zip(axes.flat, metrics):
-        _lines(axis, data.compare_frame(runs, metric), metric, metric, metric, color_field="run",
-               zero_rule=metric == "lead_lag_gap")
+        if groups:
+            band = study.band_frame(groups, metric)
+            for position, group in enumerate(groups):
+                part = band[band["method"] == group.label]
+                colour = (colours or {}).get(group.label, palette(position % palette.N))
+                (line,) = axis.plot(part["step"], part["value"], color=colour, linewidth=1.4, label=group.label)
+                handles.setdefault(group.label, line)
+                shown = part["lo"].notna() & part["hi"].notna()
+                if shown.any():
+                    axis.fill_between(part["step"][shown], part["lo"][shown], part["hi"][shown], color=colour,
+                                      alpha=0.18, linewidth=0)
+        else:
+            frame = data.compare_frame(runs, metric)
+            for position, (name, part) in enumerate(frame.groupby("run", sort=False)):
+                (line,) = axis.plot(part["step"], part["value"], linewidth=1.4, label=str(name),
+                                    color=(colours or {}).get(str(name), palette(position % palette.N)))
+                handles.setdefault(str(name), line)
+        if metric == "lead_lag_gap":
+            axis.axhline(0.0, color="gray", linewidth=0.8)
+        axis.set_title(metric)
+        axis.set_xlabel("step")
+        axis.set_ylabel(metric)
     for axis in list(axes.flat)[len(metrics):]:
         axis.set_axis_off()
+    if handles:
+        figure.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize="x-small",
+                      ncol=1 if len(handles) <= 24 else 2, frameon=False)
     return figure
+
+
+def report_names(runs: Mapping[Path, RunData]) -> dict[Path, str]:
+    """Each run's report folder: the app's name of the run (:func:`apps.identity.group_runs` over the
+    given runs, labelled by their folders relative to their common parent) as ``<group>_seed<k>``,
+    in letters, digits, ``.``, ``-`` and ``_`` (``study: grpo lr×1`` -> ``study-grpo_lrx1``)."""
+    grouping, labels = _grouping(runs)
+    out = {}
+    for path, label in labels.items():
+        seed = grouping.seed_of.get(label)
+        group = grouping.group_of.get(label, label).replace("×", "x").replace(": ", "-")
+        out[path] = safe_name(group if seed is None else f"{group}_seed{seed}")
+    return out
+
+
+def _grouping(runs: Mapping[Path, RunData]) -> tuple[identity.Grouping, dict[Path, str]]:
+    """The app's grouping of the runs, and each run's label (its folder relative to the runs' common parent)."""
+    paths = [path.resolve() for path in runs]
+    base = Path(os.path.commonpath([str(path.parent) for path in paths])) if paths else Path(".")
+    labels = {path: resolved.relative_to(base).as_posix() for path, resolved in zip(runs, paths)}
+    grouping = identity.group_runs({labels[path]: run.config for path, run in runs.items()},
+                                   producers={labels[path]: str(run.meta.get("producer", "")) for path, run in runs.items()})
+    return grouping, labels
 
 
 # ----------------------------------------------------------------------------- command line
@@ -435,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gdro report: --out {args.out} is inside a run directory; choose a folder outside the runs",
               file=sys.stderr)
         return 2
-    loaded: dict[str, RunData] = {}
+    readable: dict[Path, RunData] = {}
     failed = 0
     for entry in entries:
         try:
@@ -448,7 +509,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"gdro report: skipped: {entry.path} has no steps logged yet", file=sys.stderr)
             failed += 1
             continue
-        loaded[unique_name(safe_name(report_name(run)), loaded)] = run
+        readable[entry.path] = run
+    names = report_names(readable)
+    loaded: dict[str, RunData] = {}
+    for path, run in readable.items():
+        loaded[unique_name(names[path], loaded)] = run
     targets = {name: args.out / name for name in loaded}
     if len(loaded) >= 2:
         targets["compare.png"] = args.out / "compare.png"
@@ -461,7 +526,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         files = write_report(run, targets[name], args.step)
         print(f"{run.path}: {len(files)} figures in {targets[name]}")
     if len(loaded) >= 2:
-        figure = compare_figure(loaded)  # keyed by report name: method_seedN
+        grouping, labels = _grouping(readable)
+        by_label = {labels[path]: run for path, run in readable.items()}
+        groups = study.group_runs(by_label, grouping)
+        study_like = any(group.seeds >= 2 for group in groups)
+        figure = compare_figure(loaded, groups, identity.group_colours(grouping)) if study_like \
+            else compare_figure(loaded)  # keyed by report name
         args.out.mkdir(parents=True, exist_ok=True)
         figure.savefig(args.out / "compare.png", dpi=110)
         plt.close(figure)

@@ -14,7 +14,8 @@ import pandas as pd
 from apps import identity
 from apps.listing import RunInfo
 
-BASE_COLUMNS = ["run", "name", "group", "method", "seed", "status", "last step", "mean_success (last step)"]
+BASE_COLUMNS = ["run", "name", "study", "group", "method", "seed", "producer", "status", "damage", "last step",
+                "mean_success (last step)"]
 TAIL_COLUMN = "mean_success (tail)"
 MISSING = "(absent)"
 #: Characters that Streamlit's Markdown could read as markup in a table cell: emphasis, code,
@@ -29,34 +30,78 @@ def flat_config(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def run_table(infos: Sequence[RunInfo], grouping: identity.Grouping, all_config: bool = False,
-              tails: Mapping[str, float] | None = None, names: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """One row per run: folder label, name (``names``, else the grouping's group and seed), group
-    (as ``grouping`` groups it), method, seed, status, last logged step,
-    ``mean_success`` at that step, the tail average when ``tails`` gives it (run label -> value),
-    and config columns: the dotted keys whose values differ between the runs (every key when
-    ``all_config``), seeds included."""
+              tails: Mapping[str, float] | None = None, names: Mapping[str, str] | None = None,
+              producer: str | None = None, tags: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+    """One row per run: folder label, name (``names``, else the grouping's group and seed), study,
+    group (as ``grouping`` groups it), method, seed, producer, status, damage (why its files look
+    damaged: :attr:`apps.listing.RunInfo.damage`), last logged step, ``mean_success`` at that
+    step, the tail average when ``tails`` gives it (run label -> value), the user's tags, and
+    config columns.
+
+    Config columns are those of one producer (``producer``; None: every run's keys): the dotted
+    keys whose values differ between that producer's runs (every key of its runs when
+    ``all_config``), seeds included; other producers' runs are blank there. Simulator and
+    trainer configs share almost no key, so all of them side by side would be mostly blank."""
     flats = {info.label: flat_config(info.config) for info in infos}
-    keys: list[str] = []
-    for flat in flats.values():
-        keys += [key for key in flat if key not in keys]
-    if not all_config:
-        keys = [key for key in keys if len({flat.get(key, MISSING) for flat in flats.values()}) > 1]
-    columns = BASE_COLUMNS + ([TAIL_COLUMN] if tails is not None else [])
+    keys = config_keys(infos, producer, all_config, flats)
+    columns = BASE_COLUMNS + ([TAIL_COLUMN] if tails is not None else []) + ["tags"]
     rows = []
     for info in infos:
         seed = grouping.seed_of.get(info.label, identity.seed_of(info.config))
         latest = info.last_scalars.get("mean_success")
         row: dict[str, Any] = {
             "run": info.label, "name": (names or {}).get(info.label, grouping.display(info.label)),
-            "group": grouping.group_of.get(info.label, ""),
+            "study": grouping.family_of.get(info.label, ""), "group": grouping.group_of.get(info.label, ""),
             "method": grouping.method_of.get(info.label) or identity.method_of(info.config),
-            "seed": "" if seed is None else str(seed), "status": info.status, "last step": info.last_step,
+            "seed": "" if seed is None else str(seed), "producer": info.producer,
+            "status": f"{info.status} ⚠ damaged" if info.damage else info.status,
+            "damage": info.damage or "", "last step": info.last_step,
             "mean_success (last step)": float(latest) if isinstance(latest, (int, float)) else np.nan}
         if tails is not None:
             row[TAIL_COLUMN] = tails.get(info.label, np.nan)
-        row.update({f"config.{key}": flats[info.label].get(key, MISSING) for key in keys})
+        row["tags"] = ", ".join((tags or {}).get(info.label, ()))
+        mine = producer is None or info.producer == producer
+        row.update({f"config.{key}": flats[info.label].get(key, MISSING) if mine else None for key in keys})
         rows.append(row)
     return pd.DataFrame(rows, columns=columns + [f"config.{key}" for key in keys])
+
+
+def config_keys(infos: Sequence[RunInfo], producer: str | None = None, all_config: bool = False,
+                flats: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
+    """Dotted config keys of ``producer``'s runs (None: every run) in first-seen order: those whose
+    values differ between them, or all of them (``all_config``)."""
+    flats = flats if flats is not None else {info.label: flat_config(info.config) for info in infos}
+    mine = [flats[info.label] for info in infos if producer is None or info.producer == producer]
+    keys: list[str] = []
+    seen: set[str] = set()
+    for flat in mine:
+        for key in flat:
+            if key not in seen:
+                seen.add(key)
+                keys.append(key)
+    if not all_config:
+        keys = [key for key in keys if len({flat.get(key, MISSING) for flat in mine}) > 1]
+    return keys
+
+
+def producers(infos: Sequence[RunInfo]) -> list[str]:
+    """The producers of the runs, most runs first."""
+    counts: dict[str, int] = {}
+    for info in infos:
+        counts[info.producer] = counts.get(info.producer, 0) + 1
+    return sorted(counts, key=lambda name: (-counts[name], name))
+
+
+def filter_table(table: pd.DataFrame, producers_shown: Sequence[str] | None = None, key: str | None = None,
+                 values: Sequence[str] = (), text: str = "") -> pd.DataFrame:
+    """Rows of ``producers_shown`` (None: all), whose config ``key`` has one of ``values`` (none
+    given: any), and that contain every word of ``text`` (:func:`search`)."""
+    keep = np.ones(len(table), dtype=bool)
+    if producers_shown is not None:
+        keep &= table["producer"].isin(list(producers_shown)).to_numpy()
+    if key and values and f"config.{key}" in table:
+        keep &= table[f"config.{key}"].astype(str).isin([str(value) for value in values]).to_numpy()
+    return search(table[keep].reset_index(drop=True), text)
 
 
 def problem_table(problems: Sequence[RunInfo]) -> pd.DataFrame:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from apps import data, identity, listing
+from apps import data, identity, listing, pins
 from apps.settings import AppSettings
-from apps.ui import (BASELINE_KEY, EMA_KEY, GROUP_KEY, LIVE_INTERVALS, LOG_KEY, NO_BASELINE, RUN_KEY, SELECTION_KEY,
+from apps.ui import (AUTO_COLOURS, BASELINE_KEY, COLOUR_KEY, DAMAGED_MARK, EMA_KEY, NATURAL_COLOURS, PICKED_KEY, GROUP_KEY, LIVE_INTERVALS, LOG_KEY, NO_BASELINE, RUN_KEY, SELECTION_KEY,
                      STEP_AXIS, WALL_AXIS, X_KEY, Selection)
 from apps.urlstate import url_problem, url_seed, url_sync, url_value
 
@@ -39,8 +39,13 @@ def sidebar(settings: AppSettings, chart_options: bool = True) -> Selection:
     grouping, automatic = _group_picker(listed)
     # Runs keep their automatic names whatever the grouping: a picker's shown names never go stale.
     names = _display_names(automatic, labels)
-    primary_label = _run_picker(labels, names, problems, root)
-    baseline_label = _baseline_picker(labels, names, problems, root)
+    pinned = _pins(listed)
+    names.update({label: pin.name for label, pin in pinned.items() if pin.name})
+    damaged = {info.label: info.damage for info in listed.runs if info.damage}
+    shown = {label: f"{name} {DAMAGED_MARK}" if label in damaged else name for label, name in names.items()}
+    picked = _picked(labels)
+    primary_label = _run_picker(labels, shown, problems, root, [*picked, *labels], damaged)
+    baseline_label = _baseline_picker(labels, shown, problems, root)
     entries = tuple(info.entry for info in listed.runs)
     primary = infos[primary_label].entry if primary_label in infos else None
     baseline = infos[baseline_label].entry if baseline_label in infos else None
@@ -54,7 +59,8 @@ def sidebar(settings: AppSettings, chart_options: bool = True) -> Selection:
         _chart_options()
     _folder_notes(root, listed)
     selection = Selection(root, entries, primary, baseline, bool(live), float(interval), grouping,
-                          listed.problems, listed.runs, names)
+                          listed.problems, listed.runs, names, damaged,
+                          {label: pin.tags for label, pin in pinned.items() if pin.tags}, picked)
     st.session_state[SELECTION_KEY] = selection
     if live:
         _watch_new_runs(str(root), tuple(str(path) for path in found), float(interval))
@@ -71,12 +77,34 @@ def _display_names(grouping: identity.Grouping, labels: list[str]) -> dict[str, 
             for label, name in names.items()}
 
 
-def _run_picker(labels: list[str], names: dict[str, str], problems: dict[str, str], root: Path) -> str | None:
+def _pins(listed: listing.Listing) -> dict[str, pins.Pin]:
+    """Run label -> the name and tags the user pinned to it (:mod:`apps.pins`)."""
+    stored = pins.load_pins(pins.pins_path())
+    if not stored:
+        return {}
+    return {info.label: stored[key] for info in listed.runs if (key := pins.pin_key(info.entry.path)) in stored}
+
+
+def _picked(labels: list[str]) -> tuple[str, ...]:
+    """Runs picked in the Runs page's table (kept in the URL as ``pick``), those still listed."""
+    if PICKED_KEY not in st.session_state:
+        st.session_state[PICKED_KEY] = tuple(str(value) for value in st.query_params.get_all(PICKED_KEY))
+    known = set(labels)
+    picked = tuple(label for label in st.session_state[PICKED_KEY] if label in known)
+    url_sync(PICKED_KEY, list(picked), [])
+    return picked
+
+
+def _run_picker(labels: list[str], names: dict[str, str], problems: dict[str, str], root: Path,
+                preferred: list[str], damaged: dict[str, str]) -> str | None:
+    """The run of the per-run pages; by default the first picked (else listed) run that is not
+    damaged: a damaged run is shown only when asked for."""
     wanted = url_value(RUN_KEY)
     for unknown in url_seed(RUN_KEY, labels):
         st.warning(url_problem("run", unknown, labels, problems, root), icon=":material/link_off:")
     if wanted is None and RUN_KEY not in st.session_state and labels:
-        st.session_state[RUN_KEY] = labels[0]
+        healthy = [label for label in preferred if label not in damaged]
+        st.session_state[RUN_KEY] = healthy[0] if healthy else None
     if st.session_state.get(RUN_KEY) not in (None, *labels):
         st.session_state[RUN_KEY] = None  # the run's folder is gone
     chosen = st.sidebar.selectbox("Run", labels, index=None, key=RUN_KEY,
@@ -101,9 +129,9 @@ def _baseline_picker(labels: list[str], names: dict[str, str], problems: dict[st
 
 def _group_picker(listed: listing.Listing) -> tuple[identity.Grouping, identity.Grouping]:
     """"Group runs by": config keys (automatic when none is picked); the grouping of every listed
-    run, and the automatic one (which names the runs)."""
+    run, and the automatic one (which names the runs: within each study, :func:`apps.identity.group_runs`)."""
     configs = {info.label: info.config for info in listed.runs if info.problem is None}
-    automatic = identity.group_runs(configs)
+    automatic = identity.group_runs(configs, producers={info.label: info.producer for info in listed.runs})
     keys: list[str] = []
     for config in configs.values():
         keys += [key for key in identity.identity(config) if key not in keys]
@@ -113,12 +141,14 @@ def _group_picker(listed: listing.Listing) -> tuple[identity.Grouping, identity.
     if unknown:
         st.warning(f"No listed run's config has the key(s) {', '.join(f'**{key}**' for key in unknown)} named in "
                    "the URL's `group`: they are left out.", icon=":material/link_off:")
-    hint = ", ".join(automatic.keys) or "method"
+    hint = "; ".join(f"{family}: {', '.join(keys) or 'method'}" for family, keys in automatic.family_keys.items()) \
+        or "method"
     chosen = st.sidebar.multiselect("Group runs by", keys, default=[], key=GROUP_KEY, bind="query-params",
-                                    placeholder=f"automatic: {hint}",
+                                    placeholder="automatic: the keys that differ in each study",
                                     help="Config keys whose values name and group the runs (seeds of one group "
-                                         "are averaged on Study and Compare). Empty: the keys that differ "
-                                         f"between the listed runs ({hint}).")
+                                         "are averaged on Study and Compare). Empty: in each study (a study "
+                                         "folder and producer), the keys that differ between its runs "
+                                         f"({hint}).")
     return (identity.group_runs(configs, chosen) if chosen else automatic), automatic
 
 
@@ -147,10 +177,16 @@ def _chart_options() -> None:
                        "visible as faint lines. 0 = raw values.")
         st.toggle("Log y-scale", value=False, key=LOG_KEY, persist_state="session", bind="query-params",
                   help="Logarithmic y axes on time-series charts (symmetric log when values reach 0 or below).")
+        st.selectbox("Heatmap colours", (AUTO_COLOURS, NATURAL_COLOURS), index=0, key=COLOUR_KEY,
+                     persist_state="session", bind="query-params",
+                     help="Auto: each field's colour scale spans the values of the runs shown (10 weights near 0.1 "
+                          "stay apart). Natural: the field's fixed natural range (shares and weights 0-1, rollouts "
+                          "n_min-n_max). The legend says which.")
         st.selectbox("x axis", (STEP_AXIS, WALL_AXIS), index=0, key=X_KEY, persist_state="session",
                      bind="query-params",
-                     help="Training steps, or hours since the run started (the sum of its logged step "
-                          "times `time/step` and `time/eval`; runs that log none stay on steps).")
+                     help="Training steps, or the time since the run started (the sum of its logged step "
+                          "times `time/step` and `time/eval`; runs that log none stay on steps), in seconds, "
+                          "minutes or hours as the longest run shown needs, on one range for every run shown.")
 
 
 def _watch_new_runs(root_text: str, known: tuple[str, ...], interval_s: float) -> None:

@@ -31,6 +31,7 @@ PAGES = (
     ("runs.py", "Runs", ":material/table_rows:", "runs", False),
     ("traveling_wave.py", "Traveling wave", ":material/waves:", "traveling-wave", True),
     ("study.py", "Study", ":material/stacked_line_chart:", "study", True),
+    ("sweep.py", "Sweep", ":material/tune:", "sweep", True),
     ("lead_lag.py", "Lead-lag", ":material/timeline:", "lead-lag", True),
     ("rollout_budget.py", "Rollout budget", ":material/stairs:", "rollout-budget", True),
     ("se_proxy.py", "SE proxy", ":material/functions:", "se-proxy", True),

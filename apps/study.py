@@ -109,13 +109,26 @@ def t_interval(values_S: np.ndarray) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def band_frame(methods: Sequence[Method], metric: str) -> pd.DataFrame:
-    """Per group and step: mean, lo, hi over seeds and the number of seeds ``n``.
+#: Fewest seeds a band is drawn for: with 2 seeds the 95% t-quantile is 12.7 and the band fills the
+#: metric's whole range, saying nothing.
+MIN_BAND_SEEDS = 3
+#: Centres of a group's line, and the intervals offered with each (SE and t-interval are the mean's).
+CENTRES = ("mean", "median")
+INTERVALS = {"mean": ("95% CI", "± 1 SE", "min–max", "none"), "median": ("min–max", "IQR (25–75%)", "none")}
 
-    Columns: step, method (the group's label), value (the mean), lo, hi (the t-interval clipped
-    to the metric's natural range), n. Steps logged by only some seeds use those seeds (``n``
-    says how many).
+
+def band_frame(methods: Sequence[Method], metric: str, centre: str = "mean", interval: str = "95% CI",
+               min_seeds: int = MIN_BAND_SEEDS) -> pd.DataFrame:
+    """Per group and step: the centre over seeds, its interval and the number of seeds ``n``.
+
+    ``centre`` is ``mean`` or ``median``; ``interval`` one of :data:`INTERVALS` for it: ``95% CI``
+    (mean ± t_{0.975,n-1} sd/√n), ``± 1 SE`` (mean ± sd/√n), ``min–max``, ``IQR (25–75%)`` or
+    ``none``; the interval is clipped to the metric's natural range and drawn only where at least
+    ``min_seeds`` seeds log the step (NaN elsewhere). Columns: step, method (the group's label),
+    value, lo, hi, n. Steps logged by only some seeds use those seeds (``n`` says how many).
     """
+    if interval not in INTERVALS.get(centre, ()):
+        raise ValueError(f"interval {interval!r} does not go with the {centre}: choose one of {INTERVALS.get(centre)}")
     columns = ["step", "method", "value", "lo", "hi", "n"]
     parts = []
     for method in methods:
@@ -128,20 +141,47 @@ def band_frame(methods: Sequence[Method], metric: str) -> pd.DataFrame:
         for column, (steps, values) in enumerate(pairs):
             values_TS[np.searchsorted(steps_T, steps), column] = values
         count_T = np.isfinite(values_TS).sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=RuntimeWarning)
-            mean_T = np.nanmean(values_TS, axis=1)
-            sd_T = np.nanstd(values_TS, axis=1, ddof=1)
-        quantile_T = t_quantile(np.maximum(count_T - 1, 1))
-        half_T = np.where(count_T >= 2, quantile_T * sd_T / np.sqrt(np.maximum(count_T, 1)), np.nan)
+        centre_T, lo_T, hi_T = _centre_and_interval(values_TS, count_T, centre, interval)
+        shown_T = count_T >= max(min_seeds, 2)
+        lo_T, hi_T = np.where(shown_T, lo_T, np.nan), np.where(shown_T, hi_T, np.nan)
         num_bins = max(run.num_bins for _, run in method.runs)
-        lo_T, hi_T = scales.clip_band(mean_T - half_T, mean_T + half_T,
-                                      scales.natural_range(metric, num_bins, values_TS.reshape(-1)))
+        lo_T, hi_T = scales.clip_band(lo_T, hi_T, scales.natural_range(metric, num_bins, values_TS.reshape(-1)))
         parts.append(pd.DataFrame({"step": steps_T, "method": method.label,
-                                   "value": mean_T, "lo": lo_T, "hi": hi_T, "n": count_T}))
+                                   "value": centre_T, "lo": lo_T, "hi": hi_T, "n": count_T}))
     if not parts:
         return pd.DataFrame(columns=columns)
     return pd.concat(parts, ignore_index=True)[columns].dropna(subset=["value"]).reset_index(drop=True)
+
+
+def _centre_and_interval(values_TS: np.ndarray, count_T: np.ndarray, centre: str, interval: str
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(centre, lo, hi) per step over the seeds' finite values (NaN where undefined)."""
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        mean_T = np.nanmean(values_TS, axis=1)
+        centre_T = mean_T if centre == "mean" else np.nanmedian(values_TS, axis=1)
+        if interval in ("95% CI", "± 1 SE"):
+            se_T = np.nanstd(values_TS, axis=1, ddof=1) / np.sqrt(np.maximum(count_T, 1))
+            factor_T = t_quantile(np.maximum(count_T - 1, 1)) if interval == "95% CI" else np.ones_like(se_T)
+            half_T = np.where(count_T >= 2, factor_T * se_T, np.nan)
+            return centre_T, mean_T - half_T, mean_T + half_T
+        if interval == "min–max":
+            return centre_T, np.nanmin(values_TS, axis=1), np.nanmax(values_TS, axis=1)
+        if interval == "IQR (25–75%)":
+            return centre_T, np.nanpercentile(values_TS, 25, axis=1), np.nanpercentile(values_TS, 75, axis=1)
+    nan_T = np.full(centre_T.shape, np.nan)
+    return centre_T, nan_T, nan_T
+
+
+def band_note(methods: Sequence[Method], centre: str, interval: str, min_seeds: int = MIN_BAND_SEEDS) -> str:
+    """What the bands show, and which groups have too few seeds for one."""
+    few = [method.label for method in methods if method.seeds < min_seeds]
+    what = f"lines: {centre} over seeds; bands: {interval}" if interval != "none" else f"lines: {centre} over seeds"
+    if interval == "none" or not few:
+        return what + "."
+    listed = ", ".join(few[:5]) + (f" and {len(few) - 5} more" if len(few) > 5 else "")
+    return (f"{what}, only for groups of at least {min_seeds} seeds: {len(few)} group{'s' * (len(few) != 1)} "
+            f"with fewer get no band ({listed}).")
 
 
 def _tail(values: np.ndarray) -> float:

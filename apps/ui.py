@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import streamlit as st
 
@@ -36,11 +36,14 @@ if TYPE_CHECKING:  # apps.interactive imports altair: only chart pages need it
     from apps import interactive
 
 NO_BASELINE = "(none)"
+#: Added to the name of a run whose files look damaged, wherever the name appears.
+DAMAGED_MARK = "⚠ damaged"
 LIVE_INTERVALS = (2, 5, 10, 30)
 SELECTION_KEY = "_gdro_selection"
-RUN_KEY, BASELINE_KEY, GROUP_KEY = "run", "baseline", "group"
+RUN_KEY, BASELINE_KEY, GROUP_KEY, PICKED_KEY = "run", "baseline", "group", "pick"
 EMA_KEY, LOG_KEY, X_KEY = "ema", "log_y", "x"
-STEP_AXIS, WALL_AXIS = "step", "wall clock (h)"
+STEP_AXIS, WALL_AXIS = "step", "wall clock"
+COLOUR_KEY, AUTO_COLOURS, NATURAL_COLOURS = "colours", "auto range", "natural range"
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,12 @@ class Selection:
     problems: tuple[listing.RunInfo, ...] = ()
     infos: tuple[listing.RunInfo, ...] = ()
     names: Mapping[str, str] = field(default_factory=dict)
+    #: Run label -> why its files look damaged (:attr:`apps.listing.RunInfo.damage`).
+    damaged: Mapping[str, str] = field(default_factory=dict)
+    #: Run label -> the tags the user pinned to it (:mod:`apps.pins`).
+    tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Runs picked in the Runs page's table (in table order): what Compare and Study show.
+    picked: tuple[str, ...] = ()
 
     @property
     def shown(self) -> list[tuple[str, data.RunEntry]]:
@@ -69,8 +78,21 @@ class Selection:
 
     def name(self, label: str) -> str:
         """A run's name for people (``grpo lr×1.58 · seed 0``: the automatic keys, whatever the
-        grouping chosen, so that a name never changes under a picker)."""
-        return self.names.get(label, self.grouping.display(label))
+        grouping chosen, so that a name never changes under a picker; or the name the user
+        pinned), flagged ``⚠ damaged`` when its files look damaged."""
+        name = self.names.get(label, self.grouping.display(label))
+        return f"{name} {DAMAGED_MARK}" if label in self.damaged else name
+
+    def producer(self, label: str) -> str:
+        """The producer (meta.json) of a listed run ("" when unknown)."""
+        for info in self.infos:
+            if info.label == label:
+                return info.producer
+        return ""
+
+    def healthy(self, labels: Sequence[str]) -> list[str]:
+        """``labels`` without the damaged runs."""
+        return [label for label in labels if label not in self.damaged]
 
 
 def get_run(path: Path) -> RunData:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -29,20 +29,25 @@ import pandas as pd
 import streamlit as st
 
 from apps import charts, data, interactive, scales
-from apps.ui import LOG_KEY, ema_weight, get_run, selection, shown_runs
+from apps.ui import COLOUR_KEY, LOG_KEY, NATURAL_COLOURS, ema_weight, get_run, selection, shown_runs
 from gdro_lab.runlog import RunData
 
 #: Heatmap cells per chart: one run alone, and each of two runs side by side. A browser draws
 #: every cell (about 0.1 ms each on a small machine), so long runs are averaged over step blocks.
 HEATMAP_CELLS = {1: 2000, 2: 1000}
 #: Width of each chart of a linked view (pixels; Vega-Lite cannot stretch concatenated charts to
-#: their container): by charts per row, and for one per row by the runs shown side by side.
-CONCAT_WIDTH = {2: 450, 3: 300}
-SINGLE_WIDTH = {1: 1040, 2: 470}
-#: Width of each chart when run and baseline charts share one view (two columns in the page's width).
-PAIR_WIDTH = {1: 1040, 2: 420}
+#: their container): a row of charts and its one legend (:data:`apps.interactive.LEGEND_PX`, right
+#: of the row: the charts of a row share their colours) fit in :data:`ROW_PX`; by charts per row,
+#: and for one per row by the runs shown side by side.
+ROW_PX = 1100
+CONCAT_WIDTH = {2: (ROW_PX - interactive.LEGEND_PX) // 2, 3: (ROW_PX - interactive.LEGEND_PX) // 3}
+SINGLE_WIDTH = {1: ROW_PX - interactive.LEGEND_PX, 2: ROW_PX // 2 - interactive.LEGEND_PX}
+#: Width of each chart when run and baseline charts share one view (a column per run, one legend per row).
+PAIR_WIDTH = {1: ROW_PX - interactive.LEGEND_PX, 2: (ROW_PX - interactive.LEGEND_PX) // 2}
 #: Room left for a legend on the right of a stacked chart (colour gradient, or symbols and names).
 LEGEND_WIDTH = {"gradient": 60, "symbols": 140}
+#: Width of each heatmap column (run, or run and baseline), its colour legend included.
+HEATMAP_WIDTH = {1: 1040, 2: 420}
 
 
 # ----------------------------------------------------------------------------- CSV export
@@ -111,7 +116,7 @@ def heatmap_pair(columns: Sequence[HeatmapColumn], key: str) -> None:
     if not columns:
         return
     shown = len(columns)
-    width = PAIR_WIDTH[min(2, shown)] - LEGEND_WIDTH["gradient"]
+    width = HEATMAP_WIDTH[min(2, shown)] - LEGEND_WIDTH["gradient"]
     grid = [[_one_heatmap(column.run, field, title, column.selected_step, shown, [c.run for c in columns])
              for field, title in column.panels] for column in columns]
     st.vega_lite_chart(interactive.heatmap_grid(grid, width), width="content")
@@ -120,23 +125,33 @@ def heatmap_pair(columns: Sequence[HeatmapColumn], key: str) -> None:
     export_button(frames, f"{key}-heatmaps", f"{key}-heatmaps")
 
 
-def colour_domain(field: str, runs: Sequence[RunData]) -> list[float] | None:
-    """A heatmap field's colour scale, the same for the run and its baseline: its natural range
-    (:func:`apps.scales.colour_domain`), else [min, max] over both runs when two are shown; else
-    None (the run's own min–max)."""
+def colour_domain(field: str, runs: Sequence[RunData], mode: str = "auto") -> list[float] | None:
+    """A heatmap field's colour scale, the same for the run and its baseline: ``auto`` (default)
+    [min, max] over both runs' values, so that 10 weights near 0.1 are not one block of a [0, 1]
+    scale; ``natural`` the field's natural range (:func:`apps.scales.colour_domain`: shares and
+    weights [0, 1], rollouts [n_min, n_max]...), else auto. None when there is no finite value."""
     logging = [run for run in runs if data.has_bins(run, field)]
     if not logging:
         return None
     values = np.concatenate([run.bins[field].reshape(-1) for run in logging])
-    settings = data.rollout_settings(logging[0])
-    natural = scales.colour_domain(field, values, (settings.n_min, settings.n_max))
-    if natural is not None:
-        return natural
-    if len(logging) >= 2:
-        finite = values[np.isfinite(values)]
-        if finite.size and finite.max() > finite.min():
-            return [float(finite.min()), float(finite.max())]
-    return None
+    if mode == "natural":
+        settings = data.rollout_settings(logging[0])
+        natural = scales.colour_domain(field, values, (settings.n_min, settings.n_max))
+        if natural is not None:
+            return natural
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return None
+    low, high = float(finite.min()), float(finite.max())
+    return [low, high] if high > low else [low - 0.5, high + 0.5]
+
+
+def colour_note(field: str, domain: Sequence[float] | None, mode: str) -> str:
+    """The heatmap legend's title: the field and which scale it uses."""
+    if domain is None:
+        return field
+    low, high = domain
+    return f"{field} · {'natural' if mode == 'natural' else 'auto'} {low:.3g}–{high:.3g}"
 
 
 def _one_heatmap(run: RunData, field: str, title: str, selected_step: float | None, shown: int,
@@ -145,18 +160,20 @@ def _one_heatmap(run: RunData, field: str, title: str, selected_step: float | No
     block = data.heatmap_block(run.steps.size, columns)
     if block > 1:
         title = f"{title} · means of {block}-step blocks"
-    domain = colour_domain(field, runs)
+    mode = colour_mode()
+    domain = colour_domain(field, runs, mode)
     return _heatmap_spec(str(run.path), data.run_signature(run.path), field, columns, title, selected_step,
-                         tuple(domain) if domain is not None else None)
+                         tuple(domain) if domain is not None else None, colour_note(field, domain, mode))
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def _heatmap_spec(path_text: str, signature: tuple[tuple[str, int, int], ...], field: str, columns: int, title: str,
-                  selected_step: float | None, domain: tuple[float, ...] | None) -> dict[str, object]:
+                  selected_step: float | None, domain: tuple[float, ...] | None, legend_title: str = ""
+                  ) -> dict[str, object]:
     """A heatmap's Vega-Lite spec, cached on the run's files and the view's options."""
     run = get_run(Path(path_text))
     figure = charts.heatmap(data.heatmap_frame(run, field, columns), field, title, selected_step, domain=domain,
-                            num_bins=run.num_bins)
+                            num_bins=run.num_bins, legend_title=legend_title or None)
     return interactive.to_spec(figure)
 
 
@@ -183,6 +200,12 @@ class Series:
     colours: Mapping[str, str] | None = None
     stacked: bool = False
     x_title: str = "step"
+    #: What the legend lists when it summarises many series (:func:`legend_for`); None: one entry each.
+    legend: interactive.Legend | None = None
+    #: A fixed x-range (run and baseline on one clock); None: the data's.
+    x_domain: tuple[float, float] | None = None
+    #: Charts of one zoom group zoom together (one producer's steps); others keep their own range.
+    zoom_group: str = ""
 
 
 def _values(frames: Sequence[pd.DataFrame], stacked: bool = False) -> np.ndarray:
@@ -228,7 +251,7 @@ Cell = tuple[object, ...]
 
 def _cell(item: Series, domain: tuple[float, float] | None, colours: Mapping[str, str]) -> Cell:
     return ("chart", item.title, item.y_title, item.color_field, item.dashed, item.zero_rule, domain, item.smooth,
-            tuple(sorted(colours.items())), item.stacked, item.x_title)
+            tuple(sorted(colours.items())), item.stacked, item.x_title, item.legend, item.x_domain, item.zoom_group)
 
 
 def linked_series(items: Sequence[Series], columns: int = 1, key: str | None = None, export: str | None = None) -> None:
@@ -299,7 +322,8 @@ def _grid_spec(frames: list[pd.DataFrame], layout: tuple[tuple[Cell, ...], ...],
             if cell[0] == "placeholder":
                 built.append(interactive.placeholder(str(cell[1]), width))
                 continue
-            (_, title, y_title, color_field, dashed, zero_rule, domain, smooth, palette, stacked, x_title) = cell
+            (_, title, y_title, color_field, dashed, zero_rule, domain, smooth, palette, stacked, x_title, legend,
+             x_domain, zoom_group) = cell
             smoothed = interactive.smooth_frame(frame, weight if smooth and not stacked else 0.0, str(color_field))
             thinned, stride = interactive.thin_steps(smoothed, interactive.max_points(width))
             heading: str | alt.TitleParams = str(title)
@@ -311,31 +335,57 @@ def _grid_spec(frames: list[pd.DataFrame], layout: tuple[tuple[Cell, ...], ...],
                                             dict(palette),  # type: ignore[call-overload]
                                             color_field=str(color_field), dashed=tuple(dashed),  # type: ignore[arg-type]
                                             zero_rule=bool(zero_rule), y_domain=domain,  # type: ignore[arg-type]
-                                            width=width, x_title=str(x_title), stacked=bool(stacked)))
+                                            width=width, x_title=str(x_title), stacked=bool(stacked),
+                                            legend=legend, x_domain=x_domain,  # type: ignore[arg-type]
+                                            zoom_group=str(zoom_group)))
         rows.append(built)
     return interactive.to_spec(interactive.linked_rows(rows))
 
 
 # ----------------------------------------------------------------------------- wall clock
 
-def on_wall_clock(item: Series, clocks: Mapping[str, tuple[np.ndarray, np.ndarray]], run_field: str | None = None
-                  ) -> Series:
-    """``item`` with its steps replaced by hours since the run started (``clocks``: run label ->
-    (logged steps, elapsed seconds)); rows of a run without a clock are dropped. ``run_field``
-    names the column that says which run a row belongs to (None: every row is ``clocks``' only run)."""
+#: Wall-clock units: (name, seconds per unit, the longest clock, in seconds, drawn in this unit).
+CLOCK_UNITS = (("s", 1.0, 120.0), ("min", 60.0, 2 * 3600.0), ("h", 3600.0, math.inf))
+
+
+def clock_unit(longest_s: float) -> tuple[str, float]:
+    """(unit, seconds per unit) for clocks up to ``longest_s`` seconds: seconds up to 2 minutes,
+    minutes up to 2 hours, then hours (a 2-minute run reads "0-120 s", not "0.008 h")."""
+    for name, factor, limit in CLOCK_UNITS:
+        if longest_s <= limit:
+            return name, factor
+    return CLOCK_UNITS[-1][0], CLOCK_UNITS[-1][1]
+
+
+def longest_clock(clocks: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> float:
+    """The longest elapsed time (seconds) among ``clocks`` (0 when none)."""
+    ends = [float(np.nanmax(seconds)) for _, seconds in clocks.values() if np.size(seconds)]
+    return max(ends, default=0.0)
+
+
+def on_wall_clock(item: Series, clocks: Mapping[str, tuple[np.ndarray, np.ndarray]], run_field: str | None = None,
+                  longest_s: float | None = None) -> Series:
+    """``item`` with its steps replaced by the time since the run started (``clocks``: run label ->
+    (logged steps, elapsed seconds)), in the unit :func:`clock_unit` picks for the longest clock,
+    on the shared range [0, longest] (``longest_s``: the longest clock of every chart that shares
+    the range, e.g. run and baseline; default: of ``clocks``). Rows of a run without a clock are
+    dropped. ``run_field`` names the column that says which run a row belongs to (None: every
+    row is ``clocks``' only run)."""
     frame = item.frame.copy()
     if frame.empty:
         return item
-    hours = np.full(len(frame), np.nan)
+    longest = longest_clock(clocks) if longest_s is None else longest_s
+    unit, factor = clock_unit(longest)
+    elapsed = np.full(len(frame), np.nan)
     owners = frame[run_field].astype(str).to_numpy() if run_field else np.array([next(iter(clocks), "")] * len(frame))
     for owner, (steps, seconds) in clocks.items():
         mask = owners == owner
         if mask.any():
-            hours[mask] = np.interp(frame["step"].to_numpy(dtype=float)[mask], steps, seconds) / 3600.0
-    frame["step"] = hours
-    frame = frame[np.isfinite(hours)].reset_index(drop=True)
-    return Series(frame, item.title, item.y_title, item.color_field, item.dashed, item.zero_rule, item.y_domain,
-                  item.smooth, item.bounds, item.colours, item.stacked, "wall clock (h)")
+            elapsed[mask] = np.interp(frame["step"].to_numpy(dtype=float)[mask], steps, seconds) / factor
+    frame["step"] = elapsed
+    frame = frame[np.isfinite(elapsed)].reset_index(drop=True)
+    return replace(item, frame=frame, x_title=f"wall clock ({unit})", x_domain=(0.0, max(longest / factor, 1e-9)),
+                   zoom_group=f"clock {item.zoom_group}".strip())
 
 
 def bounds_for(metric: str, runs: Sequence[RunData], frame: pd.DataFrame | None = None) -> tuple[float, float]:
@@ -375,4 +425,49 @@ def bar_domain(field_name: str) -> tuple[float, float] | None:
 
 def shown_domain(field_name: str) -> list[float] | None:
     """The colour scale of a per-bin field over the shown runs (:func:`colour_domain`)."""
-    return colour_domain(field_name, shown_runs())
+    return colour_domain(field_name, shown_runs(), colour_mode())
+
+
+def colour_mode() -> str:
+    """The sidebar's heatmap colour scale: ``auto`` (the data's range) or ``natural``."""
+    return "natural" if st.session_state.get(COLOUR_KEY) == NATURAL_COLOURS else "auto"
+
+
+# ----------------------------------------------------------------------------- many series
+
+def legend_for(names: Sequence[str], colours: Mapping[str, str], group_of: Mapping[str, str],
+               method_of: Mapping[str, str], group_colours: Mapping[str, str]) -> interactive.Legend | None:
+    """The legend of a chart of ``names`` (runs or groups): None (one entry per series) up to
+    :data:`apps.interactive.LEGEND_MAX` series; else one entry per group (``group_of``, coloured
+    by ``group_colours``) when that is few enough, else one per method (``method_of``, the
+    method's hue). ``colours`` are the series' own colours (kept when nothing is summarised)."""
+    from apps import identity
+
+    if len(names) <= interactive.LEGEND_MAX:
+        return None
+    groups = list(dict.fromkeys(group_of.get(name, name) for name in names))
+    if len(groups) <= interactive.LEGEND_MAX and len(groups) < len(names):
+        return interactive.Legend(tuple(groups), tuple(group_colours.get(group, colours.get(group, "#7f7f7f"))
+                                                       for group in groups),
+                                  {name: group_of.get(name, name) for name in names},
+                                  f"{len(names)} runs: one entry per group (click to isolate)")
+    methods = list(dict.fromkeys(method_of.get(name, "") or name for name in names))
+    hues = identity.method_hues(methods)
+    return interactive.Legend(tuple(methods), tuple(hues[method] for method in methods),
+                              {name: method_of.get(name, "") or name for name in names},
+                              f"{len(names)} series: one entry per method (click to isolate)")
+
+
+def split_by_producer(item: Series, producer_of: Mapping[str, str], field_name: str) -> list[Series]:
+    """``item`` as one chart per producer of its series (``producer_of``: series name -> producer),
+    each on its own x-range and zoom: a trainer's 6 steps are never squeezed beside a simulator's
+    400. One producer: ``item`` itself."""
+    if item.frame.empty:
+        return [item]
+    owners = item.frame[field_name].astype(str).map(lambda name: producer_of.get(name, ""))
+    producers = list(dict.fromkeys(owners))
+    if len(producers) <= 1:
+        return [item]
+    return [replace(item, frame=item.frame[(owners == producer).to_numpy()].reset_index(drop=True),
+                    title=f"{item.title} · {producer or 'unknown producer'}", zoom_group=producer or "unknown")
+            for producer in producers]

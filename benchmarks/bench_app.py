@@ -19,12 +19,18 @@ the simulator's ``<method>/lr<scale>/seed<k>`` layout, ``--many-steps`` steps ea
 (the run table) from the request: the script alone (AppTest, cold and warm) and in the browser
 after a fresh start (issue 21: <= 3 s from the request on a quiet machine).
 
+Then, on a user-like root (tests/apps/root100.py: a 100-run ``gdro simulate`` study, a 12-run
+``gdro sweep``, 3 trainer-layout runs, a truncated run, a newer-format run and a folder that is not
+a run), the Runs page and the Study view: the first visit of a fresh server and a second visit
+(another tab), on a quiet machine and under ``--load`` busy processes.
+
 Targets (issue 11): every page <= 2 s on the first visit and <= 1 s later on 3 x 1,000-step runs;
 the Study view on 5 seeds x 4 methods <= 3 s; the first page after start <= 3 s. This is a
 benchmark that prints tables, not a test: nothing asserts on the numbers.
 
     python benchmarks/bench_app.py [--steps 1000] [--bins 10] [--seeds 5] [--starts 5] [--no-browser]
     python benchmarks/bench_app.py --only many [--many 100] [--many-steps 400]   # the 100-run root alone
+    python benchmarks/bench_app.py --only root100 [--starts 3] [--load 2]       # first and second visit, 116 runs
 """
 
 from __future__ import annotations
@@ -32,10 +38,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -196,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--starts", type=int, default=5, help="fresh servers timed for the first page after start")
     parser.add_argument("--many", type=int, default=100, help="runs under the root of the many-runs part")
     parser.add_argument("--many-steps", type=int, default=400, help="steps of each run of the many-runs part")
-    parser.add_argument("--only", choices=("views", "study", "many"), default=None,
+    parser.add_argument("--root100", default=None, help="an existing root100 folder to time (default: build one)")
+    parser.add_argument("--load", type=int, default=2, help="busy processes of the loaded root100 measurement")
+    parser.add_argument("--only", choices=("views", "study", "many", "root100"), default=None,
                         help="run only the per-view part (3 runs), the Study part (4 methods x seeds) or the "
                              "first page on a root of --many runs")
     args = parser.parse_args(argv)
@@ -206,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         study_part(args)
     if args.only in (None, "many"):
         many_part(args)
+    if args.only in (None, "root100"):
+        root100_part(args)
     return 0
 
 
@@ -297,8 +309,7 @@ def landing_script_times(root: Path, repeats: int = 3) -> tuple[float, float, in
     problems = [element.value for element in [*app.exception, *app.error]]
     if problems:
         raise RuntimeError(f"landing page on many runs: {problems}")
-    rows = max((len(element.value.splitlines()) - 2 for element in app.markdown
-                if element.value.startswith("| run |")), default=0)
+    rows = max((len(element.value) for element in app.dataframe), default=0)
     return cold, statistics.median(warm), rows
 
 
@@ -318,6 +329,63 @@ def many_part(args: argparse.Namespace) -> None:
             print(f"First page after start on {args.many} runs ({args.starts} fresh servers; median, then each): "
                   f"{_median_of(starts, 1)} s from the first request until the run table is on screen; "
                   f"{_median_of(starts, 0)} s from starting `gdro app`")
+
+
+def _busy(count: int) -> list[subprocess.Popen[bytes]]:
+    """``count`` processes that keep a CPU core busy (a loaded machine), until stopped."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+def two_visits(root: Path, path: str = "", min_charts: int = 0) -> tuple[float, float]:
+    """(first visit s, second visit s) from the request until the page at ``path`` is drawn, on a
+    freshly started server: the first in a browser that has never opened the app, the second after
+    leaving the app and opening it again (a new session of the same server, the browser's cache warm)."""
+
+    def visit(page: Any, url: str) -> float:
+        start = time.monotonic()
+        page.goto(f"{url}/{path}", wait_until="domcontentloaded")
+        if min_charts:
+            done = time.monotonic() + browser.wait_for_view(page, min_charts=min_charts, timeout_s=180)
+        else:
+            page.wait_for_selector(browser.RUN_TABLE_SELECTOR, timeout=180_000)
+            done = time.monotonic()
+            browser.wait_for_run_table(page, timeout_s=180)
+        problems = browser.error_texts(page)
+        if problems:
+            raise RuntimeError(f"{path or 'runs'}: the page shows an error: {problems}")
+        return done - start
+
+    with browser.chromium_page(width=1600, height=1200) as page, browser.running_app([], root, timeout_s=180) as url:
+        first = visit(page, url)
+        page.goto("about:blank")  # leave the app: the next visit is a new session
+        second = visit(page, url)
+    return first, second
+
+
+def root100_part(args: argparse.Namespace) -> None:
+    """The first and second visit of the Runs page (and of Study) on a user-like root of 116 runs
+    (tests/apps/root100.py), on a quiet machine and under ``args.load`` busy processes."""
+    from root100 import build_root
+
+    with tempfile.TemporaryDirectory(prefix="bench-root100-") as folder:
+        root = Path(args.root100) if args.root100 else Path(folder) / "root"
+        if not args.root100:
+            start = time.perf_counter()
+            built = build_root(root)
+            print(f"\nroot of {len(built.readable)} runs (tests/apps/root100.py), built in "
+                  f"{time.perf_counter() - start:.1f} s; cpus: {os.cpu_count()}; load average before: "
+                  f"{', '.join(f'{value:.1f}' for value in os.getloadavg())}")
+        for load in (0, args.load):
+            busy = _busy(load)
+            try:
+                for path, charts, name in (("", 0, "Runs (landing page)"), ("study", 1, "Study (first study)")):
+                    pairs = [two_visits(root, path, charts) for _ in range(args.starts)]
+                    print(f"{name}, {load} busy processes ({args.starts} fresh servers; median, then each): first "
+                          f"visit {_median_of(pairs, 0)} s, second visit {_median_of(pairs, 1)} s from the request")
+            finally:
+                for process in busy:
+                    process.kill()
+                    process.wait()
 
 
 if __name__ == "__main__":

@@ -15,14 +15,18 @@ import streamlit as st
 from apps import data, realrun, study, ui, uicharts
 from gdro_lab.runlog import RunData
 
+MANY_RUNS = 8  #: more picked runs than this: their picker folds into an expander
 TITLE = "Compare"
 MAX_DEFAULT_RUNS = 4
 
 
 def _default_labels(chosen: ui.Selection) -> list[str]:
-    """The run and its baseline first, then other listed runs, up to MAX_DEFAULT_RUNS."""
+    """The runs picked on the Runs page; else the run and its baseline, then other healthy runs,
+    up to MAX_DEFAULT_RUNS (a damaged run only when picked)."""
+    if chosen.picked:
+        return list(chosen.picked)
     labels = [entry.label for _, entry in chosen.shown]
-    labels += [entry.label for entry in chosen.entries if entry.label not in labels]
+    labels += chosen.healthy([entry.label for entry in chosen.entries if entry.label not in labels])
     return labels[:MAX_DEFAULT_RUNS]
 
 
@@ -32,7 +36,8 @@ def _named(frame: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
 
 
 def _clocked(items: list[uicharts.Series], runs: dict[str, RunData], names: dict[str, str]) -> list[uicharts.Series]:
-    """Per-run charts on the wall clock (when asked): each run's steps to its own hours."""
+    """Per-run charts on the wall clock (when asked): each run's steps to its own elapsed time, on
+    one range for every run (:func:`apps.uicharts.on_wall_clock`)."""
     if not ui.wall_clock():
         return items
     clocks = {}
@@ -45,7 +50,58 @@ def _clocked(items: list[uicharts.Series], runs: dict[str, RunData], names: dict
     return [uicharts.on_wall_clock(item, clocks, run_field="run") for item in items]
 
 
-def _evaluations(runs: dict[str, RunData], names: dict[str, str], colours: dict[str, str]) -> None:
+def _aggregate_pickers() -> tuple[str, str]:
+    """The centre of a group's line and its interval (the interval's options follow the centre)."""
+    left, right = st.columns(2)
+    centre = left.selectbox("Group line", study.CENTRES, index=0, key="compare-centre", bind="query-params",
+                            help="The mean or the median over a group's seeds at each step.")
+    options = study.INTERVALS[str(centre)]
+    if st.session_state.get("compare-interval") not in options:
+        st.session_state["compare-interval"] = options[0]
+    interval = right.selectbox("Band", options, key="compare-interval", bind="query-params",
+                               help=f"Drawn for groups of at least {study.MIN_BAND_SEEDS} seeds.")
+    return str(centre), str(interval)
+
+
+def _run_items(runs: dict[str, RunData], names: dict[str, str], metrics: list[str], chosen: ui.Selection
+               ) -> list[uicharts.Series]:
+    """One line per run for each metric, a legend per run (or per group / method at many runs),
+    one chart per producer."""
+    colours = {names[label]: colour for label, colour in ui.run_colours(list(runs)).items()}
+    group_colours = ui.group_colours()
+    group_of = {names[label]: chosen.grouping.group_of.get(label, names[label]) for label in runs}
+    method_of = {names[label]: chosen.grouping.method_of.get(label, "") for label in runs}
+    producer_of = {names[label]: chosen.producer(label) for label in runs}
+    legend = uicharts.legend_for(list(group_of), colours, group_of, method_of, group_colours)
+    values = list(runs.values())
+    items = []
+    for metric in metrics:
+        frame = _named(data.compare_frame(runs, metric), names)
+        item = uicharts.Series(frame, metric, metric, color_field="run", zero_rule=metric == "lead_lag_gap",
+                               bounds=uicharts.bounds_for(metric, values, frame), colours=colours, legend=legend)
+        items += uicharts.split_by_producer(item, producer_of, "run")
+    return _clocked(items, runs, names)
+
+
+def _group_items(groups: list[study.Method], metrics: list[str], runs: dict[str, RunData], chosen: ui.Selection,
+                 centre: str, interval: str) -> list[uicharts.Series]:
+    """One line per group (its centre over seeds, its band) for each metric, one chart per producer."""
+    colours = ui.group_colours()
+    labels = [group.label for group in groups]
+    methods = {group.label: chosen.grouping.method_of.get(group.runs[0][0], "") for group in groups}
+    producer_of = {group.label: chosen.producer(group.runs[0][0]) for group in groups}
+    legend = uicharts.legend_for(labels, colours, {label: label for label in labels}, methods, colours)
+    values = list(runs.values())
+    items = []
+    for metric in metrics:
+        frame = study.band_frame(groups, metric, centre, interval)
+        item = uicharts.Series(frame, metric, metric, color_field="method", zero_rule=metric == "lead_lag_gap",
+                               bounds=uicharts.bounds_for(metric, values, frame), colours=colours, legend=legend)
+        items += uicharts.split_by_producer(item, producer_of, "method")
+    return items
+
+
+def _evaluations(runs: dict[str, RunData], names: dict[str, str], chosen: ui.Selection) -> None:
     """One evaluation metric over steps, one line per run, with its interval as a band when logged."""
     frames = {label: data.evals_frame(run) for label, run in runs.items()}
     metrics = data.headline_metrics(name for frame in frames.values() for name in frame["metric"])
@@ -56,28 +112,48 @@ def _evaluations(runs: dict[str, RunData], names: dict[str, str], colours: dict[
     parts = [data.with_bounds(frame, [metric], series="run").assign(run=names[label])
              for label, frame in frames.items()]
     frame = pd.concat(parts, ignore_index=True)
+    colours = {names[label]: colour for label, colour in ui.run_colours(list(runs)).items()}
+    group_of = {names[label]: chosen.grouping.group_of.get(label, names[label]) for label in runs}
+    method_of = {names[label]: chosen.grouping.method_of.get(label, "") for label in runs}
+    shown = [name for name in group_of if name in set(frame["run"])]
     item = uicharts.Series(frame, f"Evaluation: {metric}", metric, color_field="run", smooth=False,
-                           bounds=uicharts.bounds_for(metric, list(runs.values()), frame), colours=colours)
-    uicharts.linked_series(_clocked([item], runs, names), key="compare-eval-charts", export="compare-evaluation")
+                           bounds=uicharts.bounds_for(metric, list(runs.values()), frame), colours=colours,
+                           legend=uicharts.legend_for(shown, colours, group_of, method_of, ui.group_colours()))
+    items = uicharts.split_by_producer(item, {names[label]: chosen.producer(label) for label in runs}, "run")
+    uicharts.linked_series(_clocked(items, runs, names), key="compare-eval-charts", export="compare-evaluation")
+
+
+def _runs_picker(chosen: ui.Selection, by_label: dict[str, data.RunEntry]) -> list[str]:
+    """The runs compared: the Runs page's picks (this picker follows them), or the user's choice here."""
+    unknown = ui.url_seed("compare-runs", list(by_label), multiple=True)
+    if unknown:
+        st.warning("The URL names runs that are not listed: " + ", ".join(f"**{label}**" for label in unknown),
+                   icon=":material/link_off:")
+    if st.session_state.get("compare-picked") != chosen.picked:  # new picks on the Runs page: follow them
+        st.session_state["compare-picked"] = chosen.picked
+        if chosen.picked:
+            st.session_state["compare-runs"] = list(chosen.picked)
+    default = None if "compare-runs" in st.session_state else _default_labels(chosen)
+    count = len(st.session_state.get("compare-runs", default or []))
+    where = st.expander(f"Runs ({count}: {'picked on the Runs page' if chosen.picked else 'default'})",
+                        icon=":material/checklist:") if count > MANY_RUNS else st.container()
+    labels = where.multiselect("Runs", list(by_label), default=default, key="compare-runs", format_func=chosen.name,
+                            help="Pick runs here, or tick them in the Runs page's table.")
+    ui.url_sync("compare-runs", labels, _default_labels(chosen))
+    return list(labels)
 
 
 def page() -> None:
     """Pick runs and metrics; draw one overlay chart per metric (linked)."""
     chosen = ui.selection()
     st.title(TITLE)
-    st.caption("Runs overlaid on the same axes: pick two or more, e.g. GRPO, Prompt-GDRO and Rollout-GDRO "
-               "of one study. Drag or scroll a chart to zoom all of them; hover for every run's value.")
+    st.caption("Runs overlaid on the same axes: the runs picked on the Runs page, or pick them here. Click a legend "
+               "entry to isolate it (shift-click adds one), hover a line to name it; drag or scroll to zoom.")
     if not chosen.entries:
         ui.no_runs_message(chosen)
         return
     by_label = {entry.label: entry for entry in chosen.entries}
-    unknown = ui.url_seed("compare-runs", list(by_label), multiple=True)
-    if unknown:
-        st.warning("The URL names runs that are not listed: " + ", ".join(f"**{label}**" for label in unknown),
-                   icon=":material/link_off:")
-    default = None if "compare-runs" in st.session_state else _default_labels(chosen)
-    labels = st.multiselect("Runs", list(by_label), default=default, key="compare-runs", format_func=chosen.name)
-    ui.url_sync("compare-runs", labels, _default_labels(chosen))
+    labels = _runs_picker(chosen, by_label)
 
     def body() -> None:
         runs = dict(ui.iter_loaded([by_label[label] for label in labels]))
@@ -94,27 +170,19 @@ def page() -> None:
         metrics = picked.multiselect("Metrics", metrics_list, default=defaults or metrics_list[:3],
                                      key="compare-metrics", bind="query-params")
         grouped = grouping.toggle("Group seeds", value=False, key="compare-group", bind="query-params",
-                                  help="One mean line per group (runs that differ only in their seed) with its 95% band.")
-        values = list(runs.values())
+                                  help="One line per group (runs that differ only in their seed) with its band.")
+        groups: list[study.Method] = []
         if grouped:
+            centre, interval = _aggregate_pickers()
             groups = study.group_runs(runs, chosen.grouping)
-            colours = ui.group_colours()
-            items = []
-            for metric in metrics:
-                frame = study.band_frame(groups, metric)
-                items.append(uicharts.Series(frame, metric, metric, color_field="method",
-                                             zero_rule=metric == "lead_lag_gap",
-                                             bounds=uicharts.bounds_for(metric, values, frame), colours=colours))
+            items = _group_items(groups, metrics, runs, chosen, centre, interval)
+            st.caption(study.band_note(groups, centre, interval))
+            if ui.wall_clock():
+                st.caption("Groups are drawn against steps (their seeds' clocks differ).")
         else:
-            colours = {names[label]: colour for label, colour in ui.run_colours(list(runs)).items()}
-            items = []
-            for metric in metrics:
-                frame = _named(data.compare_frame(runs, metric), names)
-                items.append(uicharts.Series(frame, metric, metric, color_field="run", zero_rule=metric == "lead_lag_gap",
-                                             bounds=uicharts.bounds_for(metric, values, frame), colours=colours))
-            items = _clocked(items, runs, names)
+            items = _run_items(runs, names, metrics, chosen)
         uicharts.linked_series(items, columns=2, key="compare-charts", export="compare")
-        _evaluations(runs, names, {names[label]: colour for label, colour in ui.run_colours(list(runs)).items()})
+        _evaluations(runs, names, chosen)
         if metrics and grouped:
             st.caption("Final results per group: mean [95% interval] over seeds")
             table = study.final_table(groups, metrics)

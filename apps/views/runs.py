@@ -1,26 +1,34 @@
-"""Runs: every run listed in one table (search, config columns), every run folder that cannot be
-read with its reason, and the config diff of two runs.
+"""Runs: every run in one interactive table that picks the runs every other view shows.
 
-This is the landing page, so it is kept light for the server and the browser: the table is
-built from each run's small files (meta.json, config.json and the last line of steps.jsonl:
-:mod:`apps.listing`), so a root of 100 runs costs no more than reading 300 small files; the
-tail averages, which need every step of every run, come on request. Both tables are Markdown
-tables (``st.markdown``, cells escaped: :func:`apps.runtable.markdown_table`) with the page's
-own search box, not interactive data grids (about 1.2 MB more JavaScript) nor ``st.table`` (its
-Arrow formatting code, about 1 MB), which a fresh browser would load and compile before the
-first page appears (docs/benchmarks.md)."""
+The table (``st.dataframe`` with row selection) has one row per run, built from each run's small
+files (meta.json, config.json and the last line of steps.jsonl: :mod:`apps.listing`): name,
+status, a damage column (a truncated or torn run is flagged, here and wherever its name appears),
+study, method, seed, last step, latest success, the user's tags, and the config columns of one
+producer at a time (simulator and trainer configs share almost no key). Click a column header to
+sort; filter by producer, by a config value, or by words; tick rows to pick runs. The picked runs
+are what Compare and Study show; the first healthy one is the Run of the per-run pages and the
+second its baseline. Picks stay in the URL (``pick``). Below: the run folders that cannot be read,
+names and tags to pin to picked runs (kept beside the app, never in a run folder: :mod:`apps.pins`),
+and the config diff of two runs.
+"""
 
 from __future__ import annotations
 
+import functools
+from typing import Any, Literal, Sequence
+
+import pandas as pd
 import streamlit as st
 
-from apps import runtable, study, ui
+from apps import pins, runtable, study, ui
 
 TITLE = "Runs"
-#: Markdown tables scroll sideways inside the page's column instead of spilling past it (a wide
-#: table: many config columns).
-TABLE_STYLE = ('<style>[data-testid="stMain"] [data-testid="stMarkdownContainer"] table '
-               "{display: block; overflow-x: auto; max-width: 100%;}</style>")
+TABLE_KEY = "runs-table"
+#: Columns first in the table (the rest follow in :func:`apps.runtable.run_table`'s order).
+FIRST_COLUMNS = ("name", "status", "damage", "study", "method", "seed", "last step", "mean_success (last step)",
+                 runtable.TAIL_COLUMN, "tags")
+ALL_PRODUCERS = "every producer"
+TABLE_HEIGHT_PX = 420
 
 
 def _problems(chosen: ui.Selection) -> None:
@@ -30,59 +38,185 @@ def _problems(chosen: ui.Selection) -> None:
     count = len(chosen.problems)
     st.warning(f"{count} run folder{'s' * (count != 1)} under `{chosen.root}` cannot be read and "
                f"{'are' if count != 1 else 'is'} not listed above:", icon=":material/warning:")
-    st.markdown(runtable.markdown_table(runtable.problem_table(chosen.problems)))
+    st.markdown(runtable.markdown_table(runtable.problem_table(chosen.problems)))  # long reasons wrap
+
+
+def _on_pick(table_key: str, labels: tuple[str, ...], damaged: tuple[str, ...]) -> None:
+    """The table's selection changed: the picked runs are those ticked among the rows shown plus
+    those picked earlier and filtered out now; the Run of the per-run pages becomes the first
+    healthy pick (a damaged one only when nothing else is picked) and the baseline the second."""
+    state = st.session_state.get(table_key)
+    rows = sorted(state["selection"]["rows"]) if state is not None else []
+    shown = set(labels)
+    picked = [label for label in st.session_state.get(ui.PICKED_KEY, ()) if label not in shown]
+    picked += [labels[row] for row in rows if 0 <= row < len(labels)]
+    st.session_state[ui.PICKED_KEY] = tuple(picked)
+    ordered = [label for label in picked if label not in damaged] + [label for label in picked if label in damaged]
+    if ordered:
+        st.session_state[ui.RUN_KEY] = ordered[0]
+        st.session_state[ui.BASELINE_KEY] = ordered[1] if len(ordered) > 1 else ui.NO_BASELINE
+
+
+def _producer_picker(producers: list[str], where: Any) -> str | None:
+    """The producer whose runs (and config columns) the table shows; None: every producer."""
+    options = [*producers, ALL_PRODUCERS] if len(producers) > 1 else producers
+    if not options:
+        return None
+    chosen = where.selectbox("Producer", options, index=0, key="runs-producer", bind="query-params",
+                          help="Runs of this producer, with its config keys as columns (simulator and trainer "
+                               "configs share almost no key).")
+    return None if chosen in (None, ALL_PRODUCERS) else str(chosen)
+
+
+def _row_filters(table: pd.DataFrame, producer: str | None, key_box: Any, value_box: Any, search_box: Any
+                 ) -> pd.DataFrame:
+    """A config-value filter and a search over the producer's runs; returns the rows shown."""
+    config_columns = [column[len("config."):] for column in table.columns if column.startswith("config.")]
+    key = key_box.selectbox("Filter by config key", config_columns, index=None, key="runs-filter-key",
+                            placeholder="any config", help="Keep the runs whose config has one of the chosen values.")
+    values: list[str] = []
+    if key:
+        distinct = sorted({str(value) for value in table[f"config.{key}"].dropna()}, key=_natural)
+        values = value_box.multiselect(f"Values of {key}", distinct, default=[], key=f"runs-filter-{key}")
+    text = search_box.text_input("Search runs", key="runs-search", placeholder="words in any cell, e.g. lr×1 keep",
+                                 bind="query-params")
+    return runtable.filter_table(table, None if producer is None else [producer], key, values, text)
+
+
+def _natural(text: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(text), text)
+    except ValueError:
+        return (1, 0.0, text)
+
+
+def _table(rows: pd.DataFrame, chosen: ui.Selection) -> None:
+    """The interactive table; ticking rows picks runs (:func:`_on_pick`)."""
+    labels = tuple(str(label) for label in rows["run"])
+    picked = set(chosen.picked)
+    key = f"{TABLE_KEY}-{abs(hash(labels)) % 10**8}"  # a new filter: a new table, ticked as picked
+    order = [column for column in FIRST_COLUMNS if column in rows] + \
+        [column for column in rows.columns if column not in FIRST_COLUMNS]
+    height: int | Literal["auto"] = TABLE_HEIGHT_PX if len(rows) > 10 else "auto"
+    st.dataframe(rows, hide_index=True, width="stretch", height=height, key=key, column_order=order,
+                 on_select=functools.partial(_on_pick, key, labels, tuple(chosen.damaged)), selection_mode="multi-row",
+                 selection_default={"selection": {"rows": [i for i, label in enumerate(labels) if label in picked]}},
+                 placeholder="", column_config=_column_config(rows))
+
+
+def _column_config(rows: pd.DataFrame) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "name": st.column_config.TextColumn("name", pinned=True, help="Named by the config keys that differ within "
+                                            "its study (or the name you pinned); ⚠ damaged: see the damage column"),
+        "damage": st.column_config.TextColumn("damage", help="Why the run's files look damaged: a finished run that "
+                                              "stops before its configured steps, or a cut last line"),
+        "mean_success (last step)": st.column_config.NumberColumn(format="%.4g"),
+        "run": st.column_config.TextColumn("folder")}
+    if runtable.TAIL_COLUMN in rows:
+        config[runtable.TAIL_COLUMN] = st.column_config.NumberColumn(format="%.4g")
+    return config
+
+
+def _picked_caption(chosen: ui.Selection) -> None:
+    if not chosen.picked:
+        st.caption("Tick rows to pick runs: Compare and Study show the picked runs, and the first is the Run of "
+                   "the per-run pages (the second its baseline).")
+        return
+    names = ", ".join(f"**{chosen.name(label)}**" for label in chosen.picked[:6])
+    more = f" and {len(chosen.picked) - 6} more" if len(chosen.picked) > 6 else ""
+    st.caption(f"{len(chosen.picked)} picked: {names}{more}. Compare and Study show them; the per-run pages "
+               "show the first (and the second as baseline).")
+
+
+def _damaged(chosen: ui.Selection) -> None:
+    if not chosen.damaged:
+        return
+    lines = "; ".join(f"**{chosen.names.get(label, label)}** (`{label}`): {why}" for label, why in chosen.damaged.items())
+    st.warning(f"{len(chosen.damaged)} run{'s' * (len(chosen.damaged) != 1)} look{'s' * (len(chosen.damaged) == 1)} "
+               f"damaged and {'are' if len(chosen.damaged) != 1 else 'is'} never shown unless picked: {lines}",
+               icon=":material/warning:")
+
+
+def _pin_editor(chosen: ui.Selection, infos: Sequence[Any]) -> None:
+    """Pin a display name and tags to a picked run (stored beside the app: :mod:`apps.pins`)."""
+    with st.expander("Name or tag a picked run", icon=":material/sell:"):
+        if not chosen.picked:
+            st.caption("Pick a run in the table first.")
+            return
+        by_label = {info.label: info for info in infos}
+        label = st.selectbox("Run", list(chosen.picked), key="pin-run", format_func=chosen.name)
+        if label not in by_label:
+            return
+        current = pins.load_pins(pins.pins_path()).get(pins.pin_key(by_label[label].entry.path), pins.Pin())
+        name = st.text_input("Display name (empty: the automatic name)", value=current.name, key=f"pin-name-{label}")
+        tags = st.text_input("Tags (comma-separated)", value=", ".join(current.tags), key=f"pin-tags-{label}")
+        st.caption(f"Saved in `{pins.pins_path()}`, never in the run folder.")
+        if st.button("Save", key="pin-save", icon=":material/save:"):
+            try:
+                pins.save_pin(pins.pins_path(), by_label[label].entry.path, pins.Pin(name.strip(), pins.tags_from_text(tags)))
+            except pins.PinError as err:
+                st.error(str(err), icon=":material/error:")
+                return
+            st.rerun()
+
+
+def _diff(chosen: ui.Selection, infos: Sequence[Any]) -> None:
+    configs = {info.label: info.config for info in infos}
+    labels = list(configs)
+    if len(labels) < 2:
+        return
+    st.subheader("Config diff")
+    first_two = [label for label in chosen.picked if label in configs][:2]
+    defaults = first_two + [label for label in labels if label not in first_two]
+    left, right = st.columns(2)
+    first = left.selectbox("Run A", labels, index=labels.index(defaults[0]), key="diff-a", format_func=chosen.name)
+    second = right.selectbox("Run B", labels, index=labels.index(defaults[1]), key="diff-b", format_func=chosen.name)
+    if first == second:
+        st.info("Pick two different runs.", icon=":material/info:")
+        return
+    diff = runtable.config_diff(configs[first], configs[second], (first, second))
+    if diff.empty:
+        st.success("The two configs are identical.", icon=":material/check_circle:")
+    else:
+        st.caption(f"{len(diff)} key differs" if len(diff) == 1 else f"{len(diff)} keys differ")
+        st.dataframe(diff, hide_index=True, width="stretch", key="runs-diff")
 
 
 def page() -> None:
-    """The searchable run table, the unreadable run folders, then the diff of two chosen runs' configs."""
+    """The run table (filters, picks), damaged and unreadable runs, pins, then a config diff."""
     chosen = ui.selection()
-    st.html(TABLE_STYLE)
     st.title(TITLE)
-    st.caption("Every run found, named by the config keys that differ between runs (see *Group runs by* in the "
-               "sidebar): status, last step, latest success and the differing config keys. Type words to filter; "
-               "pick two runs to diff their configs.")
+    st.caption("Every run found, named by the config keys that differ within its study. Sort by a column header, "
+               "filter, and tick rows to pick the runs the other views show.")
     if not chosen.entries:
         ui.no_runs_message(chosen)
         _problems(chosen)
         return
 
     def body() -> None:
+        if tuple(st.session_state.get(ui.PICKED_KEY, ())) != chosen.picked:
+            st.rerun(scope="app")  # the table (in this fragment) picked runs: every view follows
         infos = [info for info in chosen.infos if info.problem is None]
-        query, every, tail = st.columns([3, 1, 1])
-        text = query.text_input("Search runs", key="runs-search", placeholder="e.g. prompt_gdro running",
-                                bind="query-params")
-        all_config = every.toggle("All config keys", value=False, key="runs-all-config", bind="query-params")
-        with_tails = tail.toggle("Tail averages", value=False, key="runs-tails", bind="query-params",
-                                 help="Mean success over the last 40% of each run's steps: reads every run's steps "
-                                      "(slower on a large runs folder).")
+        with_tails = st.toggle("Tail averages", value=False, key="runs-tails", bind="query-params",
+                               help="Mean success over the last 40% of each run's steps: reads every run's steps "
+                                    "(slower on a large runs folder).")
         tails = None
         if with_tails:
             loaded = dict(ui.iter_loaded([info.entry for info in infos]))
             tails = {label: study.final_value(run, "mean_success") for label, run in loaded.items()}
-        table = runtable.search(runtable.run_table(infos, chosen.grouping, all_config=all_config, tails=tails,
-                                                   names=chosen.names), text)
-        keys = ", ".join(chosen.grouping.keys) or "none differ"
-        how = "automatic" if chosen.grouping.automatic else "chosen in the sidebar"
-        st.caption(f"{len(table)} of {len(infos)} runs · named by {keys} ({how})")
-        st.markdown(runtable.markdown_table(table))
+        producer_box, search_box, key_box, value_box = st.columns([2, 3, 2, 2])
+        producer = _producer_picker(runtable.producers(infos), producer_box)
+        names = {info.label: chosen.name(info.label) for info in infos}
+        table = runtable.run_table(infos, chosen.grouping, tails=tails, names=names, producer=producer,
+                                   tags=chosen.tags)
+        rows = _row_filters(table, producer, key_box, value_box, search_box)
+        _damaged(chosen)
+        st.caption(f"{len(rows)} of {len(infos)} runs shown")
+        _table(rows, chosen)
+        _picked_caption(chosen)
         _problems(chosen)
-        configs = {info.label: info.config for info in infos}
-        labels = list(configs)
-        if len(labels) < 2:
-            return
-        st.subheader("Config diff")
-        left, right = st.columns(2)
-        first = left.selectbox("Run A", labels, index=0, key="diff-a", bind="query-params")
-        second = right.selectbox("Run B", labels, index=1, key="diff-b", bind="query-params")
-        if first == second:
-            st.info("Pick two different runs.", icon=":material/info:")
-            return
-        diff = runtable.config_diff(configs[first], configs[second], (first, second))
-        if diff.empty:
-            st.success("The two configs are identical.", icon=":material/check_circle:")
-        else:
-            st.caption(f"{len(diff)} key differs" if len(diff) == 1 else f"{len(diff)} keys differ")
-            st.markdown(runtable.markdown_table(diff))
+        _pin_editor(chosen, infos)
+        _diff(chosen, infos)
 
     ui.live_fragment(body, chosen)()
 

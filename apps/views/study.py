@@ -1,42 +1,72 @@
-"""Study: seeds grouped (by the config keys that differ, or those picked in the sidebar), mean ±
-95% interval bands over seeds, and the final results.
+"""Study: seeds grouped (by the config keys that differ within each study, or those picked in the
+sidebar), a line per group with a band over seeds, and the final results.
 
 Runs whose configs differ only in their seed are one group (``apps.study``), named by the keys
-that tell the groups apart ("grpo lr×1.58"). Every chart shows, per group, the mean over seeds
-with a shaded 95% Student-t band (mean ± t_{0.975,S-1} sd/√S, as in the study reports, clipped
-to the metric's range); the table gives each group's final result (tail average ≥60th
-percentile of steps, or the last evaluation) as mean [lo, hi] over seeds, worst group included.
-Colours: a hue per method, a lightness per variant.
+that tell the groups apart ("study: grpo lr×1.58"). Every chart shows, per group, the mean (or
+median) over seeds with a shaded band: the 95% Student-t interval (mean ± t_{0.975,S-1} sd/√S,
+as in the study reports), ± 1 SE, min–max or the IQR, clipped to the metric's range, and only
+for groups of at least 3 seeds (with 2 the t-quantile is 12.7: the band says nothing). Runs of
+different producers are drawn in separate charts (their step counts differ). The table gives
+each group's final result (tail average ≥60th percentile of steps, or the last evaluation) as
+mean [lo, hi] over seeds, worst group included. Colours: a hue per method, a lightness per
+variant; at many groups the legend lists methods (click one to isolate it).
 """
 
 from __future__ import annotations
+
+from typing import Mapping
 
 import streamlit as st
 
 from apps import data, study, ui, uicharts
 
+MANY_RUNS = 8  #: more picked runs than this: their picker folds into an expander
 TITLE = "Study"
 DEFAULT_METRICS = ("mean_success", "worst_bin_success", "lead_lag_gap", "se_reduction_pct")
 
 
-def page() -> None:
-    """Pick runs (default: every run listed); draw bands per metric and the final-results table."""
-    chosen = ui.selection()
-    st.title(TITLE)
-    st.caption("Seeds grouped by the config keys that differ between runs (or those chosen under *Group runs by*): "
-               "mean over seeds with a shaded 95% interval (Student t) for every series, and the final results "
-               "with intervals. Drag or scroll a chart to zoom every chart; hover for every group's value at a step.")
-    if not chosen.entries:
-        ui.no_runs_message(chosen)
-        return
-    by_label = {entry.label: entry for entry in chosen.entries}
+def _default_labels(chosen: ui.Selection) -> list[str]:
+    """The runs picked on the Runs page; else every healthy run of the first run's study."""
+    if chosen.picked:
+        return list(chosen.picked)
+    healthy = chosen.healthy([entry.label for entry in chosen.entries])
+    if not healthy:
+        return []
+    family = chosen.grouping.family_of.get(healthy[0])
+    return [label for label in healthy if chosen.grouping.family_of.get(label) == family]
+
+
+def _runs_picker(chosen: ui.Selection, by_label: Mapping[str, object]) -> list[str]:
     unknown = ui.url_seed("study-runs", list(by_label), multiple=True)
     if unknown:
         st.warning("The URL names runs that are not listed: " + ", ".join(f"**{label}**" for label in unknown),
                    icon=":material/link_off:")
-    default = None if "study-runs" in st.session_state else list(by_label)
-    labels = st.multiselect("Runs", list(by_label), default=default, key="study-runs", format_func=chosen.name)
-    ui.url_sync("study-runs", labels, list(by_label))
+    if st.session_state.get("study-picked") != chosen.picked:  # new picks on the Runs page: follow them
+        st.session_state["study-picked"] = chosen.picked
+        if chosen.picked:
+            st.session_state["study-runs"] = list(chosen.picked)
+    default = None if "study-runs" in st.session_state else _default_labels(chosen)
+    count = len(st.session_state.get("study-runs", default or []))
+    where = st.expander(f"Runs ({count}: {'picked on the Runs page' if chosen.picked else 'default'})",
+                        icon=":material/checklist:") if count > MANY_RUNS else st.container()
+    labels = where.multiselect("Runs", list(by_label), default=default, key="study-runs", format_func=chosen.name,
+                            help="Default: the runs picked on the Runs page, else the first study's runs.")
+    ui.url_sync("study-runs", labels, _default_labels(chosen))
+    return list(labels)
+
+
+def page() -> None:
+    """Pick runs (default: the picks, else the first study); draw bands per metric and the final table."""
+    chosen = ui.selection()
+    st.title(TITLE)
+    st.caption("Seeds grouped by the config keys that differ within each study (or those chosen under *Group runs "
+               "by*): a line per group over its seeds, with a band, and the final results with intervals. Click a "
+               "legend entry to isolate it; drag or scroll a chart to zoom.")
+    if not chosen.entries:
+        ui.no_runs_message(chosen)
+        return
+    by_label = {entry.label: entry for entry in chosen.entries}
+    labels = _runs_picker(chosen, by_label)
 
     def body() -> None:
         runs = dict(ui.iter_loaded([by_label[label] for label in labels]))
@@ -44,25 +74,42 @@ def page() -> None:
             st.info("Pick runs that can be read.", icon=":material/info:")
             return
         groups = study.group_runs(runs, chosen.grouping)
-        st.caption(" · ".join(f"**{group.label}**: {group.seeds} seed{'s' * (group.seeds != 1)}" for group in groups))
+        listing = " · ".join(f"**{group.label}**: {group.seeds} seed{'s' * (group.seeds != 1)}" for group in groups)
+        if len(groups) > MANY_RUNS:
+            seeds = sorted({group.seeds for group in groups})
+            with st.expander(f"{len(groups)} groups of {', '.join(map(str, seeds))} seeds", icon=":material/groups:"):
+                st.caption(listing)
+        else:
+            st.caption(listing)
         names = data.scalar_names(runs.values())
         if "lead_lag_gap" not in names:
             names.insert(0, "lead_lag_gap")
-        metrics = st.multiselect("Metrics", names, default=[name for name in DEFAULT_METRICS if name in names],
-                                 key="study-metrics", bind="query-params")
+        metric_box, centre_box, interval_box = st.columns([3, 1, 1])
+        metrics = metric_box.multiselect("Metrics", names, default=[name for name in DEFAULT_METRICS if name in names],
+                                         key="study-metrics", bind="query-params")
+        centre = str(centre_box.selectbox("Group line", study.CENTRES, key="study-centre", bind="query-params"))
+        options = study.INTERVALS[centre]
+        if st.session_state.get("study-interval") not in options:
+            st.session_state["study-interval"] = options[0]
+        interval = str(interval_box.selectbox("Band", options, key="study-interval", bind="query-params",
+                                              help=f"Drawn for groups of at least {study.MIN_BAND_SEEDS} seeds."))
         colours = ui.group_colours()
+        labels_shown = [group.label for group in groups]
+        methods = {group.label: chosen.grouping.method_of.get(group.runs[0][0], "") for group in groups}
+        legend = uicharts.legend_for(labels_shown, colours, {label: label for label in labels_shown}, methods, colours)
+        producer_of = {group.label: chosen.producer(group.runs[0][0]) for group in groups}
         items = []
         for metric in metrics:
-            frame = study.band_frame(groups, metric)
-            items.append(uicharts.Series(frame, metric, metric, color_field="method", zero_rule=metric == "lead_lag_gap",
-                                         bounds=uicharts.bounds_for(metric, list(runs.values()), frame),
-                                         colours=colours))
+            frame = study.band_frame(groups, metric, centre, interval)
+            item = uicharts.Series(frame, metric, metric, color_field="method", zero_rule=metric == "lead_lag_gap",
+                                   bounds=uicharts.bounds_for(metric, list(runs.values()), frame), colours=colours,
+                                   legend=legend)
+            items += uicharts.split_by_producer(item, producer_of, "method")
+        st.caption(study.band_note(groups, centre, interval))
         uicharts.linked_series(items, columns=2, key="study-charts", export="study")
         if ui.wall_clock():
             st.caption("Bands over seeds are drawn against steps (the seeds' clocks differ); the per-run pages "
                        "and Compare draw the wall clock.")
-        if any(group.seeds < 2 for group in groups):
-            st.caption("Groups with one seed have no interval (no band).")
         st.subheader("Final results (mean [95% interval] over seeds)")
         table = study.final_table(groups, study.final_metrics(groups))
         shown = [column for column in table.columns if not column.endswith((" mean", " lo", " hi"))]

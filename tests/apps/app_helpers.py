@@ -181,10 +181,23 @@ def find_view(app: AppTest, wanted: str) -> tuple[Any, dict[str, Any]]:
     raise AssertionError(f"no chart titled {wanted!r}: {view_titles(app)}")
 
 
-def markdown_tables(app: AppTest) -> list[list[list[str]]]:
-    """Every Markdown table the page shows (``apps.runtable.markdown_table``), read back: rows of
-    cells (the header first, the separator dropped), Markdown backslash escapes undone. Parsed
-    here independently of the writer: cells are separated by " | ", a literal "|" is escaped."""
+def data_tables(app: AppTest) -> list[list[list[str]]]:
+    """Every table (``st.dataframe``) the page shows, read back: rows of cells as text (the header
+    first), in the frame's column order; a missing value is ""."""
+    tables = []
+    for element in app.dataframe:
+        frame = element.value
+        rows = [[str(column) for column in frame.columns]]
+        rows += [["" if value is None or (isinstance(value, float) and value != value) else str(value)
+                  for value in row] for row in frame.itertuples(index=False)]
+        tables.append(rows)
+    return tables
+
+
+def markdown_only(app: AppTest) -> list[list[list[str]]]:
+    """Every Markdown table the page shows (``apps.runtable.markdown_table``: the unreadable run
+    folders), read back: rows of cells (the header first, the separator dropped), Markdown
+    backslash escapes undone. Parsed here independently of the writer."""
     import re
 
     tables = []
@@ -195,6 +208,12 @@ def markdown_tables(app: AppTest) -> list[list[list[str]]]:
         tables.append([[re.sub(r"\\(.)", r"\1", cell) for cell in line[2:-2].split(" | ")]
                        for line in [lines[0], *lines[2:]]])
     return tables
+
+
+def markdown_tables(app: AppTest) -> list[list[list[str]]]:
+    """Every table of the page read back as text: the data frames (the run table, the config
+    diff), then the Markdown tables (the unreadable run folders)."""
+    return data_tables(app) + markdown_only(app)
 
 
 def series_layer(view: dict[str, Any]) -> dict[str, Any]:

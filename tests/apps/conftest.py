@@ -16,6 +16,7 @@ from typing import Callable, Iterator
 import pytest
 
 from gdro_app_synthetic import SyntheticCurriculum, log_steps, open_synthetic_run, write_synthetic_run
+from root100 import Root100
 
 APP_SCRIPT = Path(__file__).resolve().parents[2] / "apps" / "streamlit_app.py"
 
@@ -201,3 +202,25 @@ def warmup_run(tmp_path: Path) -> Path:
     log_steps(writer, curriculum, range(6))
     writer.close("running")
     return tmp_path / "warming"
+
+
+@pytest.fixture(scope="session")
+def root100(tmp_path_factory: pytest.TempPathFactory) -> Root100:
+    """A runs folder of 117 run candidates like a user's (``root100.build_root``): 100 runs of one
+    ``gdro simulate`` study, 12 of a ``gdro sweep``, 3 trainer-style runs, a truncated run, a run of
+    a newer format, and a folder that is not a run. Built once per test session (about 15 s)."""
+    from root100 import build_root
+
+    return build_root(tmp_path_factory.mktemp("root100"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def app_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The app's state folder (pinned names, the run index) in a temporary folder for every test,
+    app servers started by the browser tests included (they inherit the environment)."""
+    from apps.pins import STATE_ENV
+
+    folder = tmp_path_factory.mktemp("app-state")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_ENV, str(folder))
+        yield folder

@@ -60,19 +60,19 @@ def test_unknown_baseline_in_the_url_says_so(runs_root: Path, monkeypatch: pytes
     assert any("**nope**" in element.value and "baseline" in element.value for element in app.warning)
     app = visit(app, "lead_lag")
     assert_clean(app)
-    assert [element.value for element in app.subheader] == ["Run: grpo · seed 0"]
+    assert [element.value for element in app.subheader] == ["Run: study: grpo · seed 0"]
 
 
 def test_the_url_sets_the_view(lr_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     query = {"run": "prompt_gdro/lr2/seed1", "baseline": "grpo/lr0.5/seed0", "group": ["method", "lr_scale"],
-             "ema": "0.5", "log_y": "true", "x": "wall clock (h)", "run-step": "7"}
+             "ema": "0.5", "log_y": "true", "x": "wall clock", "run-step": "7"}
     app = open_app(monkeypatch, lr_root, query=query)
     assert_clean(app)
     assert app.selectbox(key="run").value == "prompt_gdro/lr2/seed1"
     assert app.selectbox(key="baseline").value == "grpo/lr0.5/seed0"
     assert app.multiselect(key="group").value == ["method", "lr_scale"]
     assert app.slider(key="ema").value == 0.5 and app.toggle(key="log_y").value is True
-    assert app.selectbox(key="x").value == "wall clock (h)"
+    assert app.selectbox(key="x").value == "wall clock"
     assert app.slider(key="run-step").value == 7
     assert [element.value for element in app.subheader] == ["Run: prompt_gdro lr×2 · seed 1",
                                                             "Baseline: grpo lr×0.5 · seed 0"]
@@ -292,16 +292,16 @@ def test_csv_holds_every_chart_and_row() -> None:
 # ----------------------------------------------------------------------------- wall clock
 
 def test_wall_clock_axis(real_run: Path, synthetic_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    app = visit(open_app(monkeypatch, real_run.parent, query={"x": "wall clock (h)"}), "outcomes")
+    app = visit(open_app(monkeypatch, real_run.parent, query={"x": "wall clock"}), "outcomes")
     assert_clean(app)
     chart, view = find_view(app, "Training success: mean and worst group")
-    assert series_layer(view)["encoding"]["x"]["title"] == "wall clock (h)"
+    assert series_layer(view)["encoding"]["x"]["title"] == "wall clock (min)", "a 7-minute run in minutes"
     run = data.load_run(real_run)
     seconds = np.cumsum(np.nan_to_num(run.scalars["time/step"]) + np.nan_to_num(run.scalars.get("time/eval", 0.0)))
     table = view_table(chart, view).to_pandas()
     mean = table[table["series"] == "mean over prompts"]
-    assert mean["step"].to_numpy() == pytest.approx(seconds / 3600), "hours since the start at each logged step"
-    plain = visit(open_app(monkeypatch, synthetic_run.parent, query={"x": "wall clock (h)"}), "outcomes")
+    assert mean["step"].to_numpy() == pytest.approx(seconds / 60), "minutes since the start at each logged step"
+    plain = visit(open_app(monkeypatch, synthetic_run.parent, query={"x": "wall clock"}), "outcomes")
     assert any("logs no step times" in element.value for element in plain.caption)
     _, view = find_view(plain, "Training success: mean and worst group")
     assert series_layer(view)["encoding"]["x"]["title"] == "step"

@@ -128,19 +128,27 @@ def test_numbers_get_the_digits_that_keep_them_apart() -> None:
 def test_categorical_keys_name_a_variant_before_numbers() -> None:
     configs = {f"{method}/lr{lr}/seed0": {"method": method, "lr_scale": lr, "seed": 0}
                for method in ("grpo", "prompt_gdro") for lr in (1.0, 2.0)}
-    configs["matched/seed0"] = {"method": "grpo", "lr_scale": 1.63, "matched_to": "prompt_gdro", "seed": 0}
+    # in the study's folder, as the simulator writes it (grpo_matched_<target>/seed<k>)
+    configs["grpo_matched_prompt_gdro/seed0"] = {"method": "grpo", "lr_scale": 1.63, "matched_to": "prompt_gdro",
+                                                 "seed": 0}
     grouping = identity.group_runs(configs)
     assert grouping.keys == ("method", "matched_to", "lr_scale")
-    assert grouping.group_of["matched/seed0"] == "grpo matched_to=prompt_gdro lr×1.63"
+    assert grouping.group_of["grpo_matched_prompt_gdro/seed0"] == "grpo matched_to=prompt_gdro lr×1.63"
     assert grouping.group_of["grpo/lr2.0/seed0"] == "grpo lr×2", "a key the run lacks is left out of its name"
 
 
 def test_two_copies_of_one_seed_are_not_seeds_of_one_group() -> None:
+    # in two study folders: each named after its study
     configs = {"a/seed0": {"method": "grpo", "seed": 0}, "b/seed0": {"method": "grpo", "seed": 0},
                "a/seed1": {"method": "grpo", "seed": 1}}
     grouping = identity.group_runs(configs)
-    assert grouping.group_of["a/seed0"] != grouping.group_of["b/seed0"]
-    assert "(b)" in grouping.group_of["b/seed0"]
+    assert grouping.group_of["a/seed0"] == grouping.group_of["a/seed1"] == "a: grpo"
+    assert grouping.group_of["b/seed0"] == "b: grpo"
+    # in one study: told apart by their folder
+    configs = {"grpo/seed0": {"method": "grpo", "seed": 0}, "grpo_copy/seed0": {"method": "grpo", "seed": 0}}
+    grouping = identity.group_runs(configs)
+    assert grouping.group_of["grpo/seed0"] != grouping.group_of["grpo_copy/seed0"]
+    assert "(grpo_copy)" in grouping.group_of["grpo_copy/seed0"]
 
 
 def test_run_colours_tell_seeds_of_one_group_apart() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Any
+
 import matplotlib.colors
 import matplotlib.image
 import matplotlib.pyplot as plt
@@ -189,3 +191,44 @@ def test_report_heatmaps_use_natural_colour_scales(synthetic_run: Path) -> None:
     plt.close(figure)
     assert limits == {"Prompt share [share]": (0.0, 1.0), "Prompt-GDRO weight [weight]": (0.0, 1.0),
                       "Realized reward [reward]": (-1.0, 1.0)}
+
+
+def test_a_study_report_has_bands_over_seeds_the_apps_names_and_nothing_cut(root100: Any, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    from matplotlib.collections import PolyCollection
+
+    picks = [root100.root / label for label in root100.study if "/lr1/" in label]  # 3 methods x 5 seeds
+
+    def folder_only(run: object, out_dir: Path, step: object = None) -> list[Path]:
+        out_dir.mkdir(parents=True)  # the per-run figures are tested above
+        return []
+
+    figures = []
+
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        figures.append(original(*args, **kwargs))
+        return figures[-1]
+
+    original = report.compare_figure
+    monkeypatch.setattr(report, "write_report", folder_only)
+    monkeypatch.setattr(report, "compare_figure", keep)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. matplotlib's "constrained layout not applied"
+        assert report.main([*map(str, picks), "--out", str(tmp_path / "out")]) == 0
+    folders = sorted(path.name for path in (tmp_path / "out").iterdir() if path.is_dir())
+    assert folders == sorted(f"{method}_seed{seed}" for method in ("grpo", "prompt_gdro", "rollout_gdro")
+                             for seed in range(5)), "the app's names of these runs: method and seed"
+    figure = figures[0]
+    figure.canvas.draw()
+    panels = [axis for axis in figure.axes if axis.axison]
+    bands = {axis.get_title(): sum(isinstance(item, PolyCollection) for item in axis.collections) for axis in panels}
+    assert bands["mean_success"] == 3 and bands["lead_lag_gap"] == 3, f"a band over 5 seeds per group: {bands}"
+    assert bands["mu"] == 1, "only Rollout-GDRO logs the shadow price"
+    legend = figure.legends[0].get_window_extent()
+    assert legend.x0 >= max(axis.get_window_extent().x1 for axis in panels), "the legend is outside the panels"
+    title = figure._suptitle.get_window_extent()
+    assert 0 <= title.x0 and title.x1 <= figure.bbox.x1, "the title is not cut"
+    assert figure._suptitle.get_text().startswith("Study: 3 groups of 5 seeds")
+    plt.close(figure)

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from app_helpers import (all_views, assert_clean, charts, find_view, heatmaps, markdown_tables, open_app,
                          series_layer, spec, view_table, view_titles, visit)
 
-from apps import identity, runtable, study
+from apps import data, identity, runtable, study
 
 
 def _layer_marks(view: dict[str, Any]) -> list[str]:
@@ -81,11 +82,11 @@ def test_method_colours_do_not_change_with_the_selection(runs_root: Path, monkey
         return dict(zip(scale["domain"], scale["range"]))[run]
 
     app = visit(open_app(monkeypatch, runs_root), "compare")
-    first = colour_of(app, "rollout_gdro · seed 2")
+    first = colour_of(app, "study: rollout_gdro · seed 2")
     assert first == identity.METHOD_COLOURS["rollout_gdro"], "one run of its method: the method's own colour"
     app.multiselect(key="compare-runs").set_value(["study/rollout_gdro", "study/prompt_gdro"]).run()
-    assert colour_of(app, "rollout_gdro · seed 2") == first
-    assert colour_of(app, "prompt_gdro · seed 1") == identity.METHOD_COLOURS["prompt_gdro"]
+    assert colour_of(app, "study: rollout_gdro · seed 2") == first
+    assert colour_of(app, "study: prompt_gdro · seed 1") == identity.METHOD_COLOURS["prompt_gdro"]
 
 
 def test_evaluations_view_shows_benchmarks_with_intervals(real_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,9 +119,8 @@ def test_step_time_view(real_run: Path, synthetic_run: Path, monkeypatch: pytest
 def test_run_table_search_and_config_diff(seeds_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = visit(open_app(monkeypatch, seeds_root), "runs")
     assert_clean(app)
-    header, *rows = markdown_tables(app)[0]  # Markdown tables: cells and headers read back unescaped
+    header, *rows = markdown_tables(app)[0]
     assert len(rows) == 6 and "config.prompt_gdro.enabled" in header
-    assert app.dataframe.len == 0 and app.table.len == 0, "the landing page loads no data grid, no Arrow table"
     app.text_input(key="runs-search").input("prompt_gdro seed1").run()
     header, *rows = markdown_tables(app)[0]
     assert [row[header.index("run")] for row in rows] == ["prompt_gdro/seed1"]
@@ -143,12 +143,12 @@ def test_chart_options_only_on_chart_pages_and_kept_across_pages(runs_root: Path
     app = visit(app, "lead_lag")
     app.slider(key="ema").set_value(0.6)
     app.toggle(key="log_y").set_value(True)
-    app.selectbox(key="x").select("wall clock (h)").run()
+    app.selectbox(key="x").select("wall clock").run()
     app = visit(visit(app, "config"), "lead_lag")
     assert_clean(app)
     assert not app.warning, [element.value for element in app.warning]
     assert app.slider(key="ema").value == 0.6
-    assert app.toggle(key="log_y").value is True and app.selectbox(key="x").value == "wall clock (h)"
+    assert app.toggle(key="log_y").value is True and app.selectbox(key="x").value == "wall clock"
     assert app.selectbox(key="live_interval").value == 5
 
 
@@ -190,15 +190,28 @@ def test_every_bin_is_labelled(synthetic_run: Path, monkeypatch: pytest.MonkeyPa
         assert axis["values"] == list(range(6)) and axis["labelOverlap"] is False
 
 
-def test_run_and_baseline_heatmaps_share_natural_colour_scales(runs_root: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_and_baseline_heatmaps_share_colour_scales_auto_or_natural(runs_root: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_app(monkeypatch, runs_root)
     app.selectbox(key="run").select("study/prompt_gdro")
     app.selectbox(key="baseline").select("study/grpo").run()
     assert_clean(app)
+    runs = [data.load_run(runs_root / "study" / name) for name in ("prompt_gdro", "grpo")]
+    expected = []
+    for field in ("share", "weight", "reward"):
+        values = np.concatenate([run.bins[field].reshape(-1) for run in runs])
+        expected.append([float(np.nanmin(values)), float(np.nanmax(values))])
+    domains = [view["layer"][0]["encoding"]["color"]["scale"].get("domain") for view in heatmaps(app)]
+    assert np.allclose(domains, expected * 2), "auto: each field's range over both runs, one scale for both"
+    titles = [view["layer"][0]["encoding"]["color"]["title"] for view in heatmaps(app)]
+    assert titles[0].startswith("share · auto "), titles
+    app.selectbox(key="colours").select("natural range").run()
+    assert_clean(app)
     domains = [view["layer"][0]["encoding"]["color"]["scale"].get("domain") for view in heatmaps(app)]
     assert domains == [[0.0, 1.0], [0.0, 1.0], [-1.0, 1.0]] * 2, \
-        "share and weight on [0, 1], reward on [-1, 1], for both runs: not min-max (0.099 vs 0.106 = both ends)"
+        "natural: share and weight on [0, 1], reward on [-1, 1], for both runs"
+    titles = [view["layer"][0]["encoding"]["color"]["title"] for view in heatmaps(app)]
+    assert titles[:3] == ["share · natural 0–1", "weight · natural 0–1", "reward · natural -1–1"], titles
     params = {param["name"]: param for param in spec(charts(app)[0])["params"]}
     assert params["stepzoom"]["bind"] == "scales" and len(params["stepzoom"]["views"]) == 6, \
         "one step zoom for the six heatmaps of both columns"

@@ -1,0 +1,43 @@
+"""docs/app.md is code: its commands run, and the numbers it states are the app's."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from apps import interactive, launch, pins, study
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "app.md"
+
+
+def _commands() -> list[str]:
+    blocks = re.findall(r"```\n(.*?)```", DOC.read_text(), flags=re.S)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_app_command_of_the_docs_runs(capsys: object) -> None:
+    commands = _commands()
+    assert commands == ["gdro app --root gdro-runs"], commands
+    for command in commands:
+        assert launch.main([*command.split()[2:], "--print-command"]) == 0
+
+
+def test_the_benchmark_command_of_the_docs_is_valid() -> None:
+    """The speed section's command (a benchmark of minutes, not run here): its options exist."""
+    text = DOC.read_text()
+    assert "`benchmarks/bench_app.py --only root100`" in text
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_app.py"
+    shown = subprocess.run([sys.executable, str(bench), "--help"], capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0 and "root100" in shown.stdout and "--load" in shown.stdout
+
+
+def test_the_numbers_the_docs_state_are_the_apps() -> None:
+    text = DOC.read_text()
+    assert f"Up to {interactive.LEGEND_MAX} series" in text and f"more than {interactive.LEGEND_MAX}" in text
+    assert f"**Bands\nneed at least {study.MIN_BAND_SEEDS} seeds.**" in text or \
+        f"need at least {study.MIN_BAND_SEEDS} seeds" in text
+    assert "`~/.local/state/gdro-lab/pins.json`" in text
+    assert pins.pins_path({"HOME": "/h"}).name == "pins.json"
+    assert str(pins.state_dir({})).endswith(".local/state/gdro-lab")
