@@ -116,7 +116,8 @@ def alive_nodes() -> list[Node]:
     """The cluster's alive nodes, from ``ray.nodes()``."""
     import ray
 
-    return [Node(n["NodeID"], f"{n.get('NodeManagerAddress', '?')} ({n.get('NodeManagerHostname', '?')})")
+    return [Node(n["NodeID"], f"{n.get('NodeManagerAddress', '?')} ({n.get('NodeManagerHostname', '?')}, "
+                              f"node {n['NodeID'][:8]})")
             for n in ray.nodes() if n.get("Alive")]
 
 

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # GDRO on verl across several nodes (Ray cluster): Qwen3-8B-Base, NNODES x 8 GPUs, FSDP actor,
 # vLLM rollouts with tensor parallelism 2. NOT RUN YET (see README "Scaling out with verl").
-# 1. Start Ray: on the head node   `ray start --head --port=6379`
-#               on every other node `ray start --address=<head-ip>:6379`
-# 2. On the head node, from this repository (installed with `pip install --no-deps -e .` on every
-#    node, same path, or shipped with ray's runtime_env working_dir), run this script.
-# The controllers run on the driver only (a few ms per step); their state is saved with every
-# checkpoint in $CKPT/global_step_N/gdro_ctrl.json, so CKPT must be on storage the head node keeps.
+# Every node: the same Python environment and this repository at the same path (e.g. on the shared
+# filesystem). Then (docs/verl-cluster.md), from the repository root:
+# 1. head node:        scripts/ray_cluster.sh head
+#    every other node: scripts/ray_cluster.sh worker <head-ip>:6379
+#    head node:        scripts/ray_cluster.sh check "$CKPT" "$RUN_DIR"
+# 2. head node: this script. It joins the running cluster (RAY_ADDRESS=auto: no cluster, no launch) and
+#    passes PYTHONPATH, HF_*, WANDB_* and GDRO_* to every worker through Ray's runtime_env.
+# CKPT and RUN_DIR must be one shared filesystem mounted at the same path on every node: every FSDP rank
+# writes its own shard of each checkpoint into CKPT (the controllers' gdro_ctrl.json goes there too) and
+# verl's task runner, on whichever node Ray places it, writes RUN_DIR. The launch checks this first.
 set -euo pipefail
+export RAY_ADDRESS=${RAY_ADDRESS:-auto}
 DATA=${DATA:?set DATA to the folder with the converted parquets}
 NNODES=${NNODES:-4}
 MODEL=${MODEL:-Qwen/Qwen3-8B-Base}
