@@ -77,3 +77,18 @@ def test_the_passed_variables_table_is_what_the_code_passes():
     row = next(line for line in DOC.splitlines() if line.startswith("| Hugging Face |"))
     assert re.findall(r"`(\w+)`", row) == list(cluster.PASSED_ENV)
     assert f"`{cluster.EXTRA_ENV}`" in DOC and all(f"`{p}*`" in DOC for p in cluster.PASSED_PREFIXES)
+
+
+def test_the_overhead_command_parses(tmp_path):
+    """The documented benchmark command with an unknown arm added: its options parse, it stops at once."""
+    import os
+    import subprocess
+    import sys
+
+    command = next(c for c in _commands() if "bench_verl_plugin.py" in c)
+    words = shlex.split(command)
+    assert words[0] == "OMP_NUM_THREADS=1" and words[2] == "benchmarks/bench_verl_plugin.py"
+    result = subprocess.run([sys.executable, *words[2:], "--arms", "nope"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == (
+        "unknown arm 'nope': choose from verl, plugin-uniform, plugin-gdro")

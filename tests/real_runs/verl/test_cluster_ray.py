@@ -126,3 +126,30 @@ def test_a_relative_folder_is_not_shared_and_fails_naming_the_node(two_nodes):
     assert "cannot see the marker file" in last
     assert (f"working directory {base / 'head'}" in last) or (f"working directory {base / 'worker'}" in last)
     assert list((base / "driver" / "ckpt_rel").iterdir()) == []
+
+
+def test_a_plugin_error_raised_on_the_cluster_ends_the_launcher_in_one_line(two_nodes):
+    """What the launcher does when the task runner's check fails: Ray's task error is a
+    VerlPluginError, and the launcher prints its message alone and exits 2."""
+    code = f"""
+import ray
+from real_runs.verl import VerlPluginError
+from real_runs.verl.main import _fail
+
+ray.init(address={two_nodes['address']!r}, log_to_driver=False)
+
+@ray.remote(num_cpus=0)
+def check():
+    raise VerlPluginError("trainer.default_local_dir=/x is not one shared filesystem: fix it")
+
+try:
+    ray.get(check.remote())
+except VerlPluginError as err:
+    _fail(err)
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_TMPDIR": str(two_nodes["base"] / "t")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env=env)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == \
+        "error: trainer.default_local_dir=/x is not one shared filesystem: fix it"
