@@ -10,14 +10,26 @@
 #   scripts/ray_cluster.sh stop                                    stop Ray on this node (`ray stop`)
 #
 # Environment: RAY (the ray command, default `ray`), RAY_PORT (the head's port, default 6379), PYTHON (for
-# check, default `python`). Workers inherit the environment of the shell that ran `ray start` on their
-# node; the launcher also passes PYTHONPATH, HF_*, WANDB_* and GDRO_* from the launching shell through
-# Ray's runtime_env. Exit codes: 2 on a usage error or a failed check, else ray's own.
+# check, default `python`), RAY_AUTH_MODE (default token). Workers inherit the environment of the shell
+# that ran `ray start` on their node; the launcher also passes PYTHONPATH, HF_*, WANDB_* and GDRO_* from
+# the launching shell through Ray's runtime_env. Exit codes: 2 on a usage error, a missing token or a
+# failed check, else ray's own.
+#
+# Token authentication (Ray 2.60, as verl 0.9.1 installs it here): a head started while ~/.ray/auth_token exists (any earlier local
+# `ray.init()` of this user writes one) requires it from every node, and a worker started without
+# RAY_AUTH_MODE=token cannot join. So one mode for all: head and worker run with RAY_AUTH_MODE=token
+# unless it is set; the head creates ~/.ray/auth_token if missing; every worker needs the same token
+# (a shared home, RAY_AUTH_TOKEN_PATH, or RAY_AUTH_TOKEN="$(ray get-auth-token)" printed on the head).
+# RAY_AUTH_MODE=disabled on every node turns it off.
 set -euo pipefail
 
 RAY=${RAY:-ray}
+export RAY_AUTH_MODE=${RAY_AUTH_MODE:-token}
 usage() {
   sed -n '4,10p' "$0" | sed 's/^# \{0,1\}//' >&2
+}
+has_token() {
+  [ -n "${RAY_AUTH_TOKEN:-}" ] || [ -s "${RAY_AUTH_TOKEN_PATH:-$HOME/.ray/auth_token}" ]
 }
 
 command=${1:-}
@@ -26,7 +38,14 @@ case "$command" in
   head)
     port=${RAY_PORT:-6379}
     ip=$(hostname -I 2>/dev/null | awk '{print $1}') || true
+    if [ "$RAY_AUTH_MODE" = token ] && ! has_token; then
+      "$RAY" get-auth-token --generate > /dev/null 2>&1 || {  # writes ~/.ray/auth_token
+        echo "ray_cluster: could not create the Ray auth token (ray get-auth-token --generate)" >&2
+        exit 2
+      }
+    fi
     echo "ray_cluster: starting the head on port $port; then, on every other node: scripts/ray_cluster.sh worker ${ip:-<head-ip>}:$port"
+    [ "$RAY_AUTH_MODE" = token ] && echo "ray_cluster: token authentication is on: every node needs this node's token (a shared home, or RAY_AUTH_TOKEN=\"\$(ray get-auth-token)\" from here)"
     exec "$RAY" start --head --port="$port" "$@"
     ;;
   worker)
@@ -36,6 +55,10 @@ case "$command" in
     fi
     address=$1
     shift
+    if [ "$RAY_AUTH_MODE" = token ] && ! has_token; then
+      echo "ray_cluster: no Ray auth token on this node: export RAY_AUTH_TOKEN=<the output of \`ray get-auth-token\` on the head> (or share ~/.ray/auth_token), or set RAY_AUTH_MODE=disabled on every node" >&2
+      exit 2
+    fi
     exec "$RAY" start --address="$address" "$@"
     ;;
   check)

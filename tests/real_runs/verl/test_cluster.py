@@ -218,21 +218,45 @@ def test_ray_cluster_script_is_valid_bash_and_answers_usage_errors_with_exit_2()
 
 
 def test_ray_cluster_script_composes_the_ray_start_commands(tmp_path):
-    """The exact `ray start` lines (a fake `ray` records them; test_cluster_ray.py runs the real one)."""
-    fake = tmp_path / "ray"
-    fake.write_text('#!/usr/bin/env bash\necho "ray $*"\n')
+    """The exact `ray` lines (a fake `ray` records them; test_cluster_ray.py runs the real one)."""
+    fake, calls = tmp_path / "ray", tmp_path / "calls.txt"
+    fake.write_text(f'#!/usr/bin/env bash\necho "ray $* (auth $RAY_AUTH_MODE)" | tee -a {calls}\n')
     fake.chmod(0o755)
-    head = _script("head", "--num-gpus=8", RAY=str(fake))
+    home = tmp_path / "home"  # no ~/.ray/auth_token yet
+    home.mkdir()
+    head = _script("head", "--num-gpus=8", RAY=str(fake), HOME=str(home))
     assert head.returncode == 0
     lines = head.stdout.strip().splitlines()
     assert lines[0].startswith("ray_cluster: starting the head on port 6379; then, on every other node: "
                                "scripts/ray_cluster.sh worker ")
-    assert lines[-1] == "ray start --head --port=6379 --num-gpus=8"
-    assert _script("head", RAY=str(fake), RAY_PORT="7000").stdout.strip().splitlines()[-1] == \
-        "ray start --head --port=7000"
-    assert _script("worker", "10.0.0.1:6379", RAY=str(fake)).stdout.strip() == "ray start --address=10.0.0.1:6379"
-    assert _script("stop", RAY=str(fake)).stdout.strip() == "ray stop"
-    assert _script("status", RAY=str(fake)).stdout.strip() == "ray status"
+    assert lines[1].startswith("ray_cluster: token authentication is on: every node needs this node's token")
+    assert calls.read_text().splitlines() == ["ray get-auth-token --generate (auth token)",
+                                              "ray start --head --port=6379 --num-gpus=8 (auth token)"]
+    calls.unlink()
+    (home / ".ray").mkdir()
+    (home / ".ray" / "auth_token").write_text("t" * 32)  # a token exists: none generated
+    assert _script("head", RAY=str(fake), RAY_PORT="7000", HOME=str(home)).stdout.strip().splitlines()[-1] == \
+        "ray start --head --port=7000 (auth token)"
+    assert calls.read_text().splitlines() == ["ray start --head --port=7000 (auth token)"]
+    assert _script("worker", "10.0.0.1:6379", RAY=str(fake), HOME=str(home)).stdout.strip() == \
+        "ray start --address=10.0.0.1:6379 (auth token)"
+    assert _script("stop", RAY=str(fake)).stdout.strip() == "ray stop (auth token)"
+    assert _script("status", RAY=str(fake)).stdout.strip() == "ray status (auth token)"
+
+
+def test_a_worker_without_the_heads_token_is_stopped_in_one_line(tmp_path):
+    fake = tmp_path / "ray"
+    fake.write_text('#!/usr/bin/env bash\necho "ray $*"\n')
+    fake.chmod(0o755)
+    env = {"RAY": str(fake), "HOME": str(tmp_path), "RAY_AUTH_TOKEN": ""}
+    result = _script("worker", "10.0.0.1:6379", **env)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "ray_cluster: no Ray auth token on this node: export RAY_AUTH_TOKEN=<the output of `ray get-auth-token` "
+        "on the head> (or share ~/.ray/auth_token), or set RAY_AUTH_MODE=disabled on every node"]
+    assert _script("worker", "10.0.0.1:6379", **{**env, "RAY_AUTH_TOKEN": "abc"}).stdout.strip() == \
+        "ray start --address=10.0.0.1:6379"
+    assert _script("worker", "10.0.0.1:6379", **env, RAY_AUTH_MODE="disabled").returncode == 0
 
 
 def test_multi_node_script_joins_a_running_cluster_and_says_what_must_be_shared():

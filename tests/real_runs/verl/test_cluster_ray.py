@@ -4,8 +4,9 @@ say (`head`, then `worker HEAD_IP:PORT`), and the shared-filesystem check run ag
 
 Both nodes share this machine's disk, so an absolute folder passes; a relative one fails, as on a
 real cluster, because each node resolves it against the directory its `ray start` ran in. The
-cluster lives in its own RAY_TMPDIR and port (other Ray instances on the machine are not touched)
-and is stopped by killing the two `ray start --block` process groups this test started.
+cluster lives in its own RAY_TMPDIR, port and home (so its own Ray auth token; other Ray instances
+on the machine are not touched) and is stopped by killing the two `ray start --block` process groups
+this test started.
 Runtime: about 1-2 minutes of CPU.
 """
 
@@ -54,8 +55,10 @@ def two_nodes():
     base = Path(tempfile.mkdtemp(prefix="gdro-ray-", dir="/tmp"))  # short: Ray's socket paths have a limit
     env = {**os.environ, "RAY": str(RAY), "RAY_TMPDIR": str(base / "t"), "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_PORT": str(_free_port()), "PYTHON": sys.executable, "PYTHONPATH": str(ROOT),
-           "OMP_NUM_THREADS": "1"}
-    env.pop("RAY_ADDRESS", None)
+           "OMP_NUM_THREADS": "1", "HOME": str(base / "home")}  # a home both nodes share: one auth token
+    for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        env.pop(name, None)
+    (base / "home").mkdir()
     procs = []
 
     def start(name: str, *args: str) -> subprocess.Popen:
@@ -77,8 +80,19 @@ def two_nodes():
             return subprocess.run(["bash", str(ROOT / "scripts" / "ray_cluster.sh"), "check", *folders],
                                   cwd=base / "driver", env=env, capture_output=True, text=True, timeout=300)
 
-        _wait_for(lambda: "all 2 node(s)" in check(str(base / "probe")).stdout, 240, "the worker to join")
-        yield {"base": base, "check": check, "address": address}
+        last: list[subprocess.CompletedProcess] = []
+
+        def joined() -> bool:
+            last[:] = [check(str(base / "probe"))]
+            return "all 2 node(s)" in last[0].stdout
+
+        try:
+            _wait_for(joined, 240, "the worker to join")
+        except AssertionError as err:
+            logs = {name: (base / f"{name}.log").read_text()[-1500:] for name in ("head", "worker")}
+            raise AssertionError(f"{err}; last check: {last[0].stdout[-500:]} {last[0].stderr[-1500:]}; "
+                                 f"logs: {logs}") from None
+        yield {"base": base, "check": check, "address": address, "env": env}
     finally:
         for proc in procs:  # only the process groups this fixture started
             with_group = proc.pid
@@ -100,10 +114,11 @@ def two_nodes():
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_head_printed_the_worker_command(two_nodes):
+def test_head_printed_the_worker_command_and_made_the_token(two_nodes):
     first = (two_nodes["base"] / "head.log").read_text().splitlines()[0]
     port = two_nodes["address"].rsplit(":", 1)[1]
     assert first.startswith("ray_cluster: starting the head on port ") and first.endswith(f":{port}")
+    assert (two_nodes["base"] / "home" / ".ray" / "auth_token").stat().st_size > 0  # both nodes joined with it
 
 
 def test_every_node_sees_a_shared_absolute_folder(two_nodes):
@@ -147,9 +162,8 @@ try:
 except VerlPluginError as err:
     _fail(err)
 """
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_TMPDIR": str(two_nodes["base"] / "t")}
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env=env)
+                            env={**two_nodes["env"], "RAY_AUTH_MODE": "token"})
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == \
         "error: trainer.default_local_dir=/x is not one shared filesystem: fix it"
