@@ -25,9 +25,11 @@ class HFCPUServer:
     ``generate`` has the signature verl's ``LLMServerClient`` calls on vLLM's server and returns
     verl's ``TokenOutput`` (response ids, their log-probs under the sampling distribution, the stop
     reason). Sampling: temperature / top-p / top-k from the request (temperature 0 = greedy), at
-    most ``response_length`` new tokens, stopping at the model's EOS ids. With
-    ``rollout.full_determinism=true`` verl names each request after its row (``det-<row>``) and
-    the draw is seeded by (rollout.seed, weight version, request id); otherwise by a counter.
+    most ``response_length`` new tokens, stopping at the model's EOS ids. The draw is seeded by the
+    request's own ``seed`` when its sampling params carry one (as vLLM does; see
+    :mod:`real_runs.verl.seeding`); otherwise, with ``rollout.full_determinism=true`` (verl names each
+    request after its row, ``det-<row>``), by (rollout.seed, weight version, request id), so every
+    request of a step has its own seed; otherwise by a counter.
     ``update_weights`` loads the actor's full state dict (the weight version is the training step).
     """
 
@@ -43,6 +45,7 @@ class HFCPUServer:
         self.eos_ids = [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos]) if e is not None]
         self.version = 0
         self.requests = 0
+        self.seeded_requests = 0  # requests that carried their own sampling seed
         self.weight_updates = 0
         self._lock = asyncio.Lock()
 
@@ -63,8 +66,7 @@ class HFCPUServer:
         temperature = float(params.get("temperature", 1.0))
         top_p, top_k = float(params.get("top_p", 1.0)), int(params.get("top_k", -1))
         self.requests += 1
-        key = request_id if request_id.startswith("det-") else f"n{self.requests}"
-        generator = torch.Generator().manual_seed(_seed(int(self.config.seed), self.version, key))
+        generator = torch.Generator().manual_seed(self._request_seed(params.get("seed"), request_id))
         ids = torch.tensor([prompt_ids], dtype=torch.long)
         past, tokens, logprobs = None, [], []
         for _ in range(limit):
@@ -78,6 +80,16 @@ class HFCPUServer:
                 return tokens, logprobs, True
             ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
         return tokens, logprobs, False
+
+    def _request_seed(self, seed: Any, request_id: str) -> int:
+        """The request's own seed if it has one, else one derived from its id (or a counter)."""
+        if seed is not None:
+            self.seeded_requests += 1
+            if self.seeded_requests == 1:
+                print(f"hf_cpu: replica {self.replica_rank} samples with the requests' own seeds", flush=True)
+            return int(seed) % 2**63
+        key = request_id if request_id.startswith("det-") else f"n{self.requests}"
+        return _seed(int(self.config.seed), self.version, key)
 
     async def update_weights(self, state: dict[str, torch.Tensor], global_steps: int | None) -> int:
         """Load the actor's weights (names as in the HF model); returns the number of tensors."""
@@ -101,7 +113,8 @@ class HFCPUServer:
         return len(state)
 
     async def stats(self) -> dict[str, int]:
-        return {"requests": self.requests, "weight_updates": self.weight_updates, "version": self.version}
+        return {"requests": self.requests, "seeded_requests": self.seeded_requests,
+                "weight_updates": self.weight_updates, "version": self.version}
 
     async def _noop(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         return {}
@@ -114,8 +127,6 @@ class HFCPUServer:
 
 
 def _seed(base: int, version: int, key: str) -> int:
-    import zlib
-
     return (zlib.crc32(f"{base}:{version}:{key}".encode()) * 2654435761 + base) % (2**63)
 
 

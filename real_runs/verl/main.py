@@ -6,12 +6,18 @@ override works as with ``python -m verl.trainer.main_ppo``; add ``gdro.*=...`` f
 e.g. ``gdro.allocator=uniform`` (Prompt-GDRO only) or ``gdro.weighter=uniform`` (Rollout-GDRO only).
 The task runner is verl's legacy one (``trainer.use_v1=false``) with the trainer class swapped
 for :class:`real_runs.verl.trainer.GDRORayPPOTrainer`.
+
+Before Ray starts, :func:`check_launch_config` refuses what the plugin cannot run (one line, exit
+code 2), and the launcher adds the environment every node needs to Ray's runtime_env
+(:func:`real_runs.verl.cluster.add_runtime_env`). The task runner first checks that every node sees
+the checkpoint folder and the run directory (:func:`real_runs.verl.cluster.check_cluster`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 import hydra
 import ray
@@ -22,7 +28,15 @@ from real_runs.verl import VerlPluginError
 
 
 class _GDROTaskRunner(BaseTaskRunner):
-    """verl's legacy TaskRunner flow (workers, datasets, sampler) building GDRORayPPOTrainer."""
+    """verl's legacy TaskRunner flow (workers, datasets, sampler) building GDRORayPPOTrainer.
+
+    ``secrets_env`` (W&B / Hugging Face tokens from the launching shell) goes into this process's
+    environment: the trainer here is what logs to W&B.
+    """
+
+    def __init__(self, secrets_env: Mapping[str, str] | None = None):
+        super().__init__()
+        os.environ.update(secrets_env or {})
 
     def run(self, config: Any) -> None:
         from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler, need_critic, need_reference_policy
@@ -30,7 +44,10 @@ class _GDROTaskRunner(BaseTaskRunner):
         from verl.utils.dataset.rl_dataset import collate_fn
         from verl.workers.config import HFModelConfig
 
+        from real_runs.verl.cluster import check_cluster
+
         OmegaConf.resolve(config)
+        print(check_cluster(config), flush=True)  # before any worker starts
         _, ray_worker_group_cls = self.add_actor_rollout_worker(config)
         self.add_critic_worker(config)
         self.add_reward_model_resource_pool(config)
@@ -72,7 +89,9 @@ def check_launch_config(config: Any) -> None:
 
     Builds the controllers (so gdro settings that do not fit ``rollout.n`` fail here), checks the
     checkpoint verl will resume (it must carry ``gdro_ctrl.json``) and the run directory (not locked
-    by a running job, and continued only with a checkpoint; see :func:`run_dir_problem`).
+    by a running job, and continued only with a checkpoint; see :func:`run_dir_problem`), and
+    refuses full determinism with the vLLM rollout unless every request gets its own seed
+    (:func:`determinism_problem`).
     """
     from pathlib import Path
 
@@ -83,6 +102,9 @@ def check_launch_config(config: Any) -> None:
     if config.trainer.get("use_v1", False):
         raise VerlPluginError("trainer.use_v1=true selects verl's V1 (TransferQueue) trainer, which the GDRO "
                               "plugin does not extend: set trainer.use_v1=false")
+    problem = determinism_problem(config)
+    if problem:
+        raise VerlPluginError(problem)
     settings = controller_from_config(config).settings
     folder = resume_folder(config.trainer)
     if folder is not None and not (folder / CTRL_FILE).exists() and not settings.resume_without_state:
@@ -96,18 +118,65 @@ def check_launch_config(config: Any) -> None:
             raise VerlPluginError(problem)
 
 
+def determinism_problem(config: Any) -> str | None:
+    """Why this launch's full determinism would make a group's rollouts identical; None if it would not.
+
+    verl 0.9.1's vLLM server seeds every request it serves with rollout.seed + its replica rank
+    when ``full_determinism`` is on, unless the request carries a seed: refused unless the agent
+    loop manager is :class:`real_runs.verl.seeding.SeededAgentLoopManager` (or a subclass), which
+    gives each request its own. Other rollouts (``hf_cpu`` seeds by request id; SGLang gets no seed)
+    are not affected.
+    """
+    def setting(key: str) -> Any:
+        return OmegaConf.select(config, f"actor_rollout_ref.rollout.{key}", default=None, throw_on_missing=False)
+
+    if not setting("full_determinism") or setting("name") != "vllm":
+        return None
+    manager = setting("agent.agent_loop_manager_class")
+    if manager:
+        from verl.utils.import_utils import load_class_from_fqn
+
+        from real_runs.verl.seeding import SeededAgentLoopManager
+
+        try:
+            manager_class = load_class_from_fqn(manager, "AgentLoopManager")
+        except (ImportError, AttributeError, ValueError) as err:
+            return (f"actor_rollout_ref.rollout.agent.agent_loop_manager_class={manager} cannot be loaded "
+                    f"({type(err).__name__}: {err}): give the class's full module path")
+        if isinstance(manager_class, type) and issubclass(manager_class, SeededAgentLoopManager):
+            return None
+    from real_runs.verl.seeding import MANAGER
+
+    return ("actor_rollout_ref.rollout.full_determinism=true with the vLLM rollout gives every request of a replica "
+            "the same sampling seed (rollout.seed + replica rank), so the rollouts of a group come out identical "
+            f"and every GRPO advantage is 0: add +actor_rollout_ref.rollout.agent.agent_loop_manager_class={MANAGER} "
+            "(one seed per request, still reproducible) or set actor_rollout_ref.rollout.full_determinism=false")
+
+
+def _fail(err: BaseException) -> None:
+    """Exit with code 2 and the error's one line (the original error of a Ray task error)."""
+    print(f"error: {getattr(err, 'cause', None) or err}", file=sys.stderr)
+    sys.exit(2)
+
+
 @hydra.main(config_path="configs", config_name="gdro_trainer", version_base=None)
 def main(config: Any) -> None:
-    """Validate the config, then run verl's PPO driver with the GDRO task runner."""
+    """Validate the config, pass the environment to Ray, run verl's PPO driver with the GDRO task runner."""
     from verl.trainer.main_ppo import run_ppo
     from verl.utils.device import auto_set_device
+
+    from real_runs.verl.cluster import SecretsRunner, add_runtime_env, task_runner_secrets
 
     auto_set_device(config)
     try:
         check_launch_config(config)
     except (VerlPluginError, ValueError) as err:
-        sys.exit(f"error: {err}")
-    run_ppo(config, task_runner_class=GDROTaskRunner)
+        _fail(err)
+    add_runtime_env(config, os.environ)
+    try:
+        run_ppo(config, task_runner_class=SecretsRunner(GDROTaskRunner, task_runner_secrets(os.environ)))
+    except VerlPluginError as err:  # raised in the task runner: Ray's task error is also a VerlPluginError
+        _fail(err)
 
 
 if __name__ == "__main__":

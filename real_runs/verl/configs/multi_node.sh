@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # The paper's runs across several nodes (a Ray cluster): NNODES x 8 GPUs, Qwen3-8B-Base by default.
 #   METHOD=rollout_gdro|prompt_gdro NNODES=4 MODEL_SIZE=8b VERL_DATA=... bash real_runs/verl/configs/multi_node.sh
-# Start Ray first (docs/launch.md): on the head node `ray start --head --port=6379`, on every other node
-# `ray start --address=<head-ip>:6379`; then run this script on the head node. The repository, VERL_DATA
-# and CKPT must be at the same paths on every node (CKPT on one shared filesystem: every FSDP rank writes
-# its own shard). Same settings as one node (paper_run.sh); only the GPU count differs.
+# Every node: the same Python environment and this repository at the same path. Then
+# (docs/verl-cluster.md), from the repository root:
+# 1. head node:        scripts/ray_cluster.sh head
+#    every other node: scripts/ray_cluster.sh worker <head-ip>:6379
+#    head node:        scripts/ray_cluster.sh check "$CKPT" "$RUN_DIR"
+# 2. head node: this script. It joins the running cluster (RAY_ADDRESS=auto: no cluster, no launch) and
+#    passes PYTHONPATH, HF_*, WANDB_* and GDRO_* to every worker through Ray's runtime_env.
+# VERL_DATA, CKPT and RUN_DIR must be one shared filesystem mounted at the same path on every node:
+# every FSDP rank writes its own shard of each checkpoint into CKPT (the controllers' gdro_ctrl.json
+# goes there too) and verl's task runner, on whichever node Ray places it, writes RUN_DIR. The launch
+# checks this first. Same settings as one node (paper_run.sh); only the GPU count differs.
+export RAY_ADDRESS=${RAY_ADDRESS:-auto}
 export NNODES=${NNODES:-4} GPUS_PER_NODE=${GPUS_PER_NODE:-8} MODEL_SIZE=${MODEL_SIZE:-8b}
 exec "$(dirname "${BASH_SOURCE[0]}")/paper_run.sh" "${METHOD:-rollout_gdro}" "$@"
