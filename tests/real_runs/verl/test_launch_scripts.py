@@ -228,7 +228,7 @@ def test_missing_data_and_missing_wandb_stop_before_launch(tmp_path):
                                  capture_output=True, text=True, timeout=120)
     result = run()
     assert result.returncode == 2 and f"{tmp_path}/dapo_train.parquet is missing" in result.stderr
-    for name in ("dapo", *ps.VAL_SETS):
+    for name in ("dapo_train", *ps.VAL_SETS):
         (tmp_path / f"{name}.parquet").write_bytes(b"")
     try:
         import wandb  # noqa: F401
