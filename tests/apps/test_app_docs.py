@@ -13,13 +13,17 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "app.md"
 
 
 def _commands() -> list[str]:
-    blocks = re.findall(r"```\n(.*?)```", DOC.read_text(), flags=re.S)
+    blocks = re.findall(r"```(?:bash)?\n(.*?)```", DOC.read_text(), flags=re.S)
     return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
 
 
-def test_the_app_command_of_the_docs_runs(capsys: object) -> None:
+def test_the_app_command_of_the_docs_runs(tmp_path: Path, monkeypatch) -> None:
+    """Run where the docs' earlier commands left their runs (./gdro-runs); a missing root is refused."""
     commands = _commands()
     assert commands == ["gdro app --root gdro-runs"], commands
+    monkeypatch.chdir(tmp_path)
+    assert launch.main([*commands[0].split()[2:], "--print-command"]) == 2
+    (tmp_path / "gdro-runs").mkdir()
     for command in commands:
         assert launch.main([*command.split()[2:], "--print-command"]) == 0
 
