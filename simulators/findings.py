@@ -45,7 +45,7 @@ def _summary(reports: Path, folder: str, world: str) -> dict[str, Any] | None:
 
 
 def _link(folder: str, label: str) -> str:
-    return f"[{label}](../reports/{folder}/report.md)"
+    return f"[{label}](reports/{folder}/report.md)"
 
 
 def answer_table(reports: Path) -> str:

@@ -27,7 +27,7 @@ def test_answer_table_formats_the_reports_gains(tmp_path: Path) -> None:
     table = answer_table(tmp_path).splitlines()
     assert len(table) == 2 + 3  # header, rule, curriculum + the two sqrt-law worlds; missing reports skipped
     # pp with one decimal: 0.0123 ± 0.004 -> 1.2 ± 0.4; then GRPO matched on √E[m²] (its negative), then on E[m].
-    assert table[2].startswith("| [default world, quick](../reports/curriculum/report.md) | EMA-debiased Prompt-GDRO |")
+    assert table[2].startswith("| [default world, quick](reports/curriculum/report.md) | EMA-debiased Prompt-GDRO |")
     assert table[2].endswith("| 1.2 ± 0.4 | 1.2 ± 0.4 | -1.2 ± 0.4 | -1.2 ± 0.4 | 2.5 ± 0.4 | 2.5 ± 0.4 | 0.25 / 0.25 |")
     assert "sqrt-law, base world" in table[3] and "| -3.1 ± 1.1 |" in table[3]
     assert "sqrt-law, bimodal world" in table[4] and "| 0.0 ± 0.0 |" in table[4]
@@ -46,7 +46,7 @@ def test_claims_and_dispersion_tables_quote_the_reports(tmp_path: Path) -> None:
         {"target_pct": 22.6, "zero_variance_share": 0.5714, "sigma_ratio_equal_shares": None},
         {"target_pct": 5.0, "zero_variance_share": 0.18, "sigma_ratio_equal_shares": 2.96}]}))
     lead = claims_table(tmp_path, "leadlag_early").splitlines()
-    assert lead[2:] == ["| [paper-8b (easy)](../reports/curriculum-paper-8b/report.md) | **direction only, opposite** "
+    assert lead[2:] == ["| [paper-8b (easy)](reports/curriculum-paper-8b/report.md) | **direction only, opposite** "
                         "| -3.19 ± 0.24 bins |"]
     assert claims_table(tmp_path, "wse").splitlines()[2].endswith("| **direction only, agrees** | 0.6 ± 0.1% |")
     assert claims_table(tmp_path, "rgdro_pass8").splitlines()[2:] == []  # untested rows are left out

@@ -69,7 +69,7 @@ def test_the_runtime_env_override_in_the_text_composes():
 
 def test_the_example_error_is_the_checks_line():
     example = re.search(r"\n```\n(error: .*?)\n```", DOC).group(1)
-    node = cluster.Node("3f2a9c1e" + "0" * 48, "10.0.0.2 (gpu-2, node 3f2a9c1e)")
+    node = cluster.Node("feedface" + "0" * 48, "10.0.0.2 (gpu-2, node feedface)")
     line = cluster._not_shared("trainer.default_local_dir", "/scratch/ckpt", node, {"cwd": "/"}, "gpu-1")
     assert example == f"error: {line}"
 
