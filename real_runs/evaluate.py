@@ -178,7 +178,8 @@ def worst_names(metrics: dict[str, float], k: int) -> tuple[str, str]:
     benches = {n[: -len(f"/mean@{k}")]: v for n, v in metrics.items()
                if n.endswith(f"/mean@{k}") and "/" not in n[: -len(f"/mean@{k}")]
                and n.split("/")[0] not in ("pooled", "worst_group", "worst_benchmark")}
-    return min(groups, key=groups.__getitem__), min(benches, key=benches.__getitem__)
+    # a producer with other metric names (the LM study's skills) has none of them: "-", never a crash
+    return (min(groups, key=groups.__getitem__, default="-"), min(benches, key=benches.__getitem__, default="-"))
 
 
 def summary_lines(metrics: dict[str, float], step: int) -> list[str]:

@@ -281,3 +281,14 @@ def test_the_trainer_sinks_print_each_evaluation(tmp_path, capsys) -> None:
     quiet = Sinks(tmp_path, console=False)
     quiet.log_eval(50, m)
     assert capsys.readouterr().err == ""
+
+
+def test_summary_lines_never_fail_on_metrics_without_group_or_benchmark_names():
+    """The LM study logs a worst group under other names: the printed line says "-" for what it cannot
+    name (it crashed the quick LM arena once: printing must never stop a run)."""
+    from real_runs.evaluate import summary_lines
+
+    metrics = {"pooled/mean@2": 0.5, "pooled/pass@2": 0.75, "pooled/num_prompts": 4.0,
+               "worst_group/mean@2": 0.25, "worst_benchmark/mean@2": 0.25, "skill/add/mean@2": 0.25}
+    head = summary_lines(metrics, 3)[0]
+    assert "worst group - 25.00%" in head and "worst benchmark - 25.00%" in head
