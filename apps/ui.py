@@ -94,6 +94,16 @@ class Selection:
         """``labels`` without the damaged runs."""
         return [label for label in labels if label not in self.damaged]
 
+    def picked_or_first_study(self) -> list[str]:
+        """The runs picked on the Runs page; else every healthy run of the first run's study."""
+        if self.picked:
+            return list(self.picked)
+        healthy = self.healthy([entry.label for entry in self.entries])
+        if not healthy:
+            return []
+        family = self.grouping.family_of.get(healthy[0])
+        return [label for label in healthy if self.grouping.family_of.get(label) == family]
+
 
 def get_run(path: Path) -> RunData:
     """The run at ``path``, re-read only when its files changed; raises :class:`apps.data.RunLoadError`."""
@@ -228,3 +238,30 @@ def iter_loaded(entries: list[data.RunEntry]) -> Iterator[tuple[str, RunData]]:
             st.error(f"Cannot show **{entry.label}**: {run}", icon=":material/error:")
         else:
             yield entry.label, run
+
+
+#: More picked runs than this: a page's run picker folds into an expander.
+MANY_RUNS = 8
+
+
+def runs_picker(chosen: Selection, by_label: Mapping[str, Any], key: str, default_labels: list[str],
+                help_text: str) -> list[str]:
+    """A page's multiselect of runs (``key``, kept in the URL) that follows the Runs page's picks:
+    new picks there replace the choice here; otherwise ``default_labels`` until the user picks."""
+    unknown = url_seed(key, list(by_label), multiple=True)
+    if unknown:
+        st.warning("The URL names runs that are not listed: " + ", ".join(f"**{label}**" for label in unknown),
+                   icon=":material/link_off:")
+    picked_key = key.replace("-runs", "-picked")
+    if st.session_state.get(picked_key) != chosen.picked:  # new picks on the Runs page: follow them
+        st.session_state[picked_key] = chosen.picked
+        if chosen.picked:
+            st.session_state[key] = list(chosen.picked)
+    default = None if key in st.session_state else default_labels
+    count = len(st.session_state.get(key, default or []))
+    where = st.expander(f"Runs ({count}: {'picked on the Runs page' if chosen.picked else 'default'})",
+                        icon=":material/checklist:") if count > MANY_RUNS else st.container()
+    labels = where.multiselect("Runs", list(by_label), default=default, key=key, format_func=chosen.name,
+                               help=help_text)
+    url_sync(key, labels, default_labels)
+    return list(labels)

@@ -15,7 +15,6 @@ import streamlit as st
 from apps import data, realrun, study, ui, uicharts
 from gdro_lab.runlog import RunData
 
-MANY_RUNS = 8  #: more picked runs than this: their picker folds into an expander
 TITLE = "Compare"
 MAX_DEFAULT_RUNS = 4
 
@@ -123,26 +122,6 @@ def _evaluations(runs: dict[str, RunData], names: dict[str, str], chosen: ui.Sel
     uicharts.linked_series(_clocked(items, runs, names), key="compare-eval-charts", export="compare-evaluation")
 
 
-def _runs_picker(chosen: ui.Selection, by_label: dict[str, data.RunEntry]) -> list[str]:
-    """The runs compared: the Runs page's picks (this picker follows them), or the user's choice here."""
-    unknown = ui.url_seed("compare-runs", list(by_label), multiple=True)
-    if unknown:
-        st.warning("The URL names runs that are not listed: " + ", ".join(f"**{label}**" for label in unknown),
-                   icon=":material/link_off:")
-    if st.session_state.get("compare-picked") != chosen.picked:  # new picks on the Runs page: follow them
-        st.session_state["compare-picked"] = chosen.picked
-        if chosen.picked:
-            st.session_state["compare-runs"] = list(chosen.picked)
-    default = None if "compare-runs" in st.session_state else _default_labels(chosen)
-    count = len(st.session_state.get("compare-runs", default or []))
-    where = st.expander(f"Runs ({count}: {'picked on the Runs page' if chosen.picked else 'default'})",
-                        icon=":material/checklist:") if count > MANY_RUNS else st.container()
-    labels = where.multiselect("Runs", list(by_label), default=default, key="compare-runs", format_func=chosen.name,
-                            help="Pick runs here, or tick them in the Runs page's table.")
-    ui.url_sync("compare-runs", labels, _default_labels(chosen))
-    return list(labels)
-
-
 def page() -> None:
     """Pick runs and metrics; draw one overlay chart per metric (linked)."""
     chosen = ui.selection()
@@ -153,7 +132,8 @@ def page() -> None:
         ui.no_runs_message(chosen)
         return
     by_label = {entry.label: entry for entry in chosen.entries}
-    labels = _runs_picker(chosen, by_label)
+    labels = ui.runs_picker(chosen, by_label, "compare-runs", _default_labels(chosen),
+                            "Pick runs here, or tick them in the Runs page's table.")
 
     def body() -> None:
         runs = dict(ui.iter_loaded([by_label[label] for label in labels]))

@@ -14,45 +14,13 @@ variant; at many groups the legend lists methods (click one to isolate it).
 
 from __future__ import annotations
 
-from typing import Mapping
 
 import streamlit as st
 
 from apps import data, study, ui, uicharts
 
-MANY_RUNS = 8  #: more picked runs than this: their picker folds into an expander
 TITLE = "Study"
 DEFAULT_METRICS = ("mean_success", "worst_bin_success", "lead_lag_gap", "se_reduction_pct")
-
-
-def _default_labels(chosen: ui.Selection) -> list[str]:
-    """The runs picked on the Runs page; else every healthy run of the first run's study."""
-    if chosen.picked:
-        return list(chosen.picked)
-    healthy = chosen.healthy([entry.label for entry in chosen.entries])
-    if not healthy:
-        return []
-    family = chosen.grouping.family_of.get(healthy[0])
-    return [label for label in healthy if chosen.grouping.family_of.get(label) == family]
-
-
-def _runs_picker(chosen: ui.Selection, by_label: Mapping[str, object]) -> list[str]:
-    unknown = ui.url_seed("study-runs", list(by_label), multiple=True)
-    if unknown:
-        st.warning("The URL names runs that are not listed: " + ", ".join(f"**{label}**" for label in unknown),
-                   icon=":material/link_off:")
-    if st.session_state.get("study-picked") != chosen.picked:  # new picks on the Runs page: follow them
-        st.session_state["study-picked"] = chosen.picked
-        if chosen.picked:
-            st.session_state["study-runs"] = list(chosen.picked)
-    default = None if "study-runs" in st.session_state else _default_labels(chosen)
-    count = len(st.session_state.get("study-runs", default or []))
-    where = st.expander(f"Runs ({count}: {'picked on the Runs page' if chosen.picked else 'default'})",
-                        icon=":material/checklist:") if count > MANY_RUNS else st.container()
-    labels = where.multiselect("Runs", list(by_label), default=default, key="study-runs", format_func=chosen.name,
-                            help="Default: the runs picked on the Runs page, else the first study's runs.")
-    ui.url_sync("study-runs", labels, _default_labels(chosen))
-    return list(labels)
 
 
 def page() -> None:
@@ -66,7 +34,8 @@ def page() -> None:
         ui.no_runs_message(chosen)
         return
     by_label = {entry.label: entry for entry in chosen.entries}
-    labels = _runs_picker(chosen, by_label)
+    labels = ui.runs_picker(chosen, by_label, "study-runs", chosen.picked_or_first_study(),
+                            "Default: the runs picked on the Runs page, else the first study's runs.")
 
     def body() -> None:
         runs = dict(ui.iter_loaded([by_label[label] for label in labels]))
@@ -75,7 +44,7 @@ def page() -> None:
             return
         groups = study.group_runs(runs, chosen.grouping)
         listing = " · ".join(f"**{group.label}**: {group.seeds} seed{'s' * (group.seeds != 1)}" for group in groups)
-        if len(groups) > MANY_RUNS:
+        if len(groups) > ui.MANY_RUNS:
             seeds = sorted({group.seeds for group in groups})
             with st.expander(f"{len(groups)} groups of {', '.join(map(str, seeds))} seeds", icon=":material/groups:"):
                 st.caption(listing)

@@ -15,17 +15,6 @@ from apps import charts, identity, study, sweep, ui, uicharts
 TITLE = "Sweep"
 
 
-def _default_labels(chosen: ui.Selection) -> list[str]:
-    """The runs picked on the Runs page, else every healthy run of the first run's study."""
-    if chosen.picked:
-        return list(chosen.picked)
-    healthy = chosen.healthy([entry.label for entry in chosen.entries])
-    if not healthy:
-        return []
-    family = chosen.grouping.family_of.get(healthy[0])
-    return [label for label in healthy if chosen.grouping.family_of.get(label) == family]
-
-
 def page() -> None:
     """Metric, final value and keys; a chart per swept key; parallel coordinates."""
     chosen = ui.selection()
@@ -36,7 +25,7 @@ def page() -> None:
         ui.no_runs_message(chosen)
         return
     by_label = {entry.label: entry for entry in chosen.entries}
-    labels = [label for label in _default_labels(chosen) if label in by_label]
+    labels = [label for label in chosen.picked_or_first_study() if label in by_label]
 
     def body() -> None:
         runs = dict(ui.iter_loaded([by_label[label] for label in labels]))
