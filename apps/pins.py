@@ -98,20 +98,12 @@ def load_pins(path: Path) -> dict[str, Pin]:
     return out
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder.resolve())
-        return True
-    except ValueError:
-        return False
-
-
 def save_pin(path: Path, run_path: Path, pin: Pin) -> dict[str, Pin]:
     """Pin ``pin`` to the run at ``run_path`` (an empty pin removes it); returns every pin.
 
     Raises :class:`PinError` when the state folder lies inside the run folder or the file
     cannot be written, or when an existing pins file cannot be read (it is left as it is)."""
-    if _inside(path, run_path):
+    if path.resolve().is_relative_to(run_path.resolve()):
         raise PinError(f"the app's state folder {path.parent} is inside the run folder {run_path}: "
                        f"set {STATE_ENV} to a folder outside the runs")
     raw = _read(path)

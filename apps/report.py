@@ -464,14 +464,6 @@ def write_report(run: RunData, out_dir: Path, step: int | None = None) -> list[P
     return written
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder.resolve())
-        return True
-    except ValueError:
-        return False
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``gdro report``."""
     parser = OneLineParser(prog="gdro report", description="Static PNG figures of run directories.")
@@ -492,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gdro report: --out {args.out} is a file, not a folder: give a folder for the figures", file=sys.stderr)
         return 2
     entries = data.discover_runs(None, args.run_dirs)
-    if any(_inside(args.out, entry.path) for entry in entries if entry.path.is_dir()):
+    if any(Path(args.out).resolve().is_relative_to(entry.path.resolve()) for entry in entries if entry.path.is_dir()):
         print(f"gdro report: --out {args.out} is inside a run directory; choose a folder outside the runs",
               file=sys.stderr)
         return 2
