@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
     parser.add_argument("--dry-run", action="store_true",
                         help="check config, output folder, device, model source and data; print the plan; load no model")
+    parser.add_argument("--stop-after", type=int, metavar="STEP",
+                        help="end after this step with a checkpoint and status 'stopped' (for time-limited jobs); "
+                             "continue with --resume")
     parser.add_argument("--rehearse", action="store_true",
                         help="run the config's whole path for 2 steps on CPU with a shrunk model (real_runs/rehearse.py)")
     return parser
@@ -59,11 +62,13 @@ def run(args: argparse.Namespace) -> str:
     """Validate the arguments, train, return the run directory."""
     from real_runs.config import config_to_dict, load_config
     from real_runs.train import TrainError, main
+    if args.stop_after is not None and args.stop_after < 1:
+        raise TrainError(f"--stop-after {args.stop_after}: give a step number of at least 1")
     if args.resume:
         if args.config or args.overrides or args.out:
             raise TrainError("--resume continues a run with its own saved config: give no CONFIG, overrides or --out")
         check_resume_target(args.resume)
-        return str(main(None, resume=args.resume))
+        return str(main(None, resume=args.resume, stop_after=args.stop_after))
     if not args.config:
         raise TrainError("give a CONFIG (a preset such as tiny-cpu, or a TOML file) or --resume RUN_DIR")
     overrides = list(args.overrides) + ([f"train.out={json.dumps(args.out)}"] if args.out else [])
@@ -81,7 +86,7 @@ def run(args: argparse.Namespace) -> str:
             raise TrainError(f"dry run found {len(problems)} problem(s): " + "; ".join(problems))
         print("gdro train: dry run ok: nothing was written")
         return ""
-    return str(main(cfg))
+    return str(main(cfg, stop_after=args.stop_after))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -58,6 +58,17 @@ def test_a_new_run_never_overwrites_an_existing_one(finished_run: Path, capsys: 
                    "already holds a run")
     assert digest(finished_run) == before
 
+def test_stop_after_ends_with_a_checkpoint_and_resume_finishes(tmp_path: Path):
+    fast = ["train.steps=2", "data.limit=8", "eval.every=0", "train.progress=false", "train.save_every=5"]
+    assert gdro(["train", "tiny-cpu", *fast, "train.run_name=cut", "--stop-after", "1", "--out", str(tmp_path)]) == 0
+    run = tmp_path / "cut"
+    assert json.loads((run / "meta.json").read_text())["status"] == "stopped"
+    assert [json.loads(line)["step"] for line in (run / "steps.jsonl").read_text().splitlines()] == [1]
+    assert [p.name for p in (run / "checkpoints").iterdir()] == ["step_00000001"]  # saved at the stop
+    assert gdro(["train", "--resume", str(run)]) == 0
+    assert json.loads((run / "meta.json").read_text())["status"] == "finished"
+    assert [json.loads(line)["step"] for line in (run / "steps.jsonl").read_text().splitlines()] == [1, 2]
+
 
 def test_resume_of_a_foreign_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     one_line_error(capsys, ["--resume", str(tmp_path)], "not a gdro run directory")
@@ -76,6 +87,7 @@ def test_resume_of_a_foreign_folder(tmp_path: Path, capsys: pytest.CaptureFixtur
     (["tiny-gpu"], "neither a TOML file nor a preset"),
     ([], "give a CONFIG"),
     (["tiny-cpu", "--resume", "somewhere"], "--resume continues a run with its own saved config"),
+    (["tiny-cpu", "--stop-after", "0"], "--stop-after 0"),
     (["tiny-cpu", "model.name=/no/such/model"], "model folder /no/such/model does not exist"),
     (["tiny-cpu", "data.train=/no/such/data.parquet"], "data.parquet"),
     (["tiny-cpu", "eval.benchmarks=[\"math5000\"]"], "math5000"),
