@@ -3,7 +3,7 @@
 Modules:
   data            plain pandas views of a run (no Streamlit): what every page and report plots;
                   re-exports loading (finding, reading and caching runs), curriculum, budget, results
-  fastread        steps.jsonl read with pyarrow (falls back to gdro_lab.runlog.read_run)
+  fastread        steps.jsonl read with pyarrow (falls back to gdro_lab.runformat.runlog.read_run)
   charts          altair chart builders (pure: frames in, charts out)
   settings        where the app looks for runs (command line after ``--``, environment, default)
   ui              the Streamlit glue: runs from the cache keyed on file stats, sidebar, live refresh
@@ -14,7 +14,7 @@ Modules:
   report          ``gdro report``: the same figures as static PNGs with matplotlib
   browser         headless-Chromium helpers: serve the app, screenshot every view
 
-The app reads run directories through ``gdro_lab.runlog.read_run`` and computes the paper's
-diagnostics with ``gdro_lab.diagnostics``; it imports no training code and never writes into a
+The app reads run directories through ``gdro_lab.runformat.runlog.read_run`` and computes the paper's
+diagnostics with ``gdro_lab.functional.diagnostics``; it imports no training code and never writes into a
 run directory.
 """

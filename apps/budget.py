@@ -2,7 +2,7 @@
 
 The mean budget n_bar and the arm bounds come from the run's config (any depth) or the paper's
 defaults (App. A: 4, 2, 12); the SE proxy is the logged ``se_*`` scalars or
-``gdro_lab.diagnostics.se_report`` recomputed from the bins. No Streamlit here.
+``gdro_lab.functional.diagnostics.se_report`` recomputed from the bins. No Streamlit here.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from apps.curriculum import bin_labels, has_bins, has_scalar
-from gdro_lab import diagnostics
-from gdro_lab.runlog import RunData
+from gdro_lab.functional import diagnostics
+from gdro_lab.runformat.runlog import RunData
 
 #: Paper defaults for Rollout-GDRO (App. A) when a run's config does not say.
 PAPER_ROLLOUTS = {"n_bar": 4.0, "n_min": 2.0, "n_max": 12.0}

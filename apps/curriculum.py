@@ -3,7 +3,7 @@
 Conventions: per-bin arrays of a run have shape (T, G), scalars (T,); bin 0 is the hardest bin.
 Long frames (one row per step and series) are returned for charts; a field a run does not log
 gives an empty frame, never an exception. The paper's diagnostics (Eq. 32 lead-lag gap, Fig. 1
-tail averages, Fig. 5 snapshots) come from ``gdro_lab.diagnostics``. No Streamlit here.
+tail averages, Fig. 5 snapshots) come from ``gdro_lab.functional.diagnostics``. No Streamlit here.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from gdro_lab import diagnostics
-from gdro_lab.runlog import RunData
+from gdro_lab.functional import diagnostics
+from gdro_lab.runformat.runlog import RunData
 
 #: Heatmaps of longer runs average blocks of consecutive steps down to this many columns
 #: (the app asks for fewer, see ``apps.ui.heatmap_columns``: browsers draw every cell).

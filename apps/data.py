@@ -10,9 +10,9 @@ names of four cohesive modules, so pages, reports and tests can keep writing ``d
 * :mod:`apps.budget`     rollout budget, budget frontier (Fig. 7-9) and SE proxy (Eq. 33);
 * :mod:`apps.results`    outcomes, evaluations, comparisons across runs, flat configs.
 
-Runs are read with ``gdro_lab.runlog``'s format and the paper's diagnostics (§5: Eq. 32
+Runs are read with ``gdro_lab.runformat.runlog``'s format and the paper's diagnostics (§5: Eq. 32
 lead-lag gap, Eq. 33 SE proxy, Fig. 1 tail averages, Fig. 5 snapshots, effective support,
-worst group) come from ``gdro_lab.diagnostics``, the same pure functions the producers use.
+worst group) come from ``gdro_lab.functional.diagnostics``, the same pure functions the producers use.
 """
 
 from __future__ import annotations

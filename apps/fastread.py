@@ -1,17 +1,17 @@
 """A faster reader of run directories for the app: ``steps.jsonl`` parsed by pyarrow's JSON reader.
 
-``gdro_lab.runlog.read_run`` parses every line with ``json.loads`` and builds the arrays in
+``gdro_lab.runformat.runlog.read_run`` parses every line with ``json.loads`` and builds the arrays in
 Python loops (about 0.1 s per 1,000-step run on a small machine; a 20-run study takes seconds).
 :func:`read_run_fast` parses ``steps.jsonl`` with ``pyarrow.json`` (C++, releases the GIL, so
 several runs can be read in parallel threads) and converts its columns to the same
-:class:`~gdro_lab.runlog.RunData`: ``steps`` int64 (T,), ``scalars[name]`` float (T,),
+:class:`~gdro_lab.runformat.runlog.RunData`: ``steps`` int64 (T,), ``scalars[name]`` float (T,),
 ``bins[name]`` float (T, G), missing values NaN, a bin row of the wrong length NaN, a torn
 last line (no final newline) dropped and flagged.
 
 Anything this fast path does not handle exactly like the reference reader (a corrupt or
 unparseable line, a blank line, a value that is not a number, a field whose type changes
 between lines, booleans, nested objects, a missing step) makes it fall back to
-``gdro_lab.runlog.read_run``, which reads the run or raises its one-line ``RunFormatError``.
+``gdro_lab.runformat.runlog.read_run``, which reads the run or raises its one-line ``RunFormatError``.
 ``tests/apps/test_app_fastread.py`` checks that both readers give identical runs.
 """
 
@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from gdro_lab import runlog
-from gdro_lab.runlog import CONFIG_FILE, EVAL_FILE, SNAPSHOT_DIR, STEPS_FILE, RunData, read_run
+from gdro_lab.runformat import runlog
+from gdro_lab.runformat.runlog import CONFIG_FILE, EVAL_FILE, SNAPSHOT_DIR, STEPS_FILE, RunData, read_run
 
 #: Larger blocks than pyarrow's 1 MB default: fewer chunks, one type inference for most runs.
 BLOCK_BYTES = 16 << 20
@@ -38,7 +38,7 @@ class _Unsupported(Exception):
 
 
 def read_run_fast(path: str | os.PathLike[str]) -> RunData:
-    """Read a run directory like ``gdro_lab.runlog.read_run``, parsing ``steps.jsonl`` with pyarrow.
+    """Read a run directory like ``gdro_lab.runformat.runlog.read_run``, parsing ``steps.jsonl`` with pyarrow.
 
     Falls back to ``read_run`` (same result, or its ``RunFormatError``) on any line the fast path
     cannot mirror exactly.

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from apps.loading import RunEntry, discover_runs, find_run_dirs
-from gdro_lab import runlog
-from gdro_lab.runlog import CONFIG_FILE, META_FILE, STEPS_FILE, RunFormatError
+from gdro_lab.runformat import runlog
+from gdro_lab.runformat.runlog import CONFIG_FILE, META_FILE, STEPS_FILE, RunFormatError
 
 #: Bytes read from the end of steps.jsonl to find its last complete line (read again, larger,
 #: when one line is longer).

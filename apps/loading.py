@@ -1,7 +1,7 @@
 """Finding run directories and reading them for the app: one-line errors, a shared run cache.
 
 Runs are read with :func:`apps.fastread.read_run_fast` (pyarrow's JSON reader, falling back to
-``gdro_lab.runlog.read_run`` for anything unusual, so both give the same :class:`RunData` and the
+``gdro_lab.runformat.runlog.read_run`` for anything unusual, so both give the same :class:`RunData` and the
 same errors) and kept in :data:`RUN_CACHE`, keyed on the folder and :func:`run_signature` (mtime
 and size of every file a reader looks at): a run that is still being written is read again as
 soon as it grows, an unchanged run is read once per server, and many runs are read in parallel
@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from apps.fastread import read_run_fast
-from gdro_lab.runlog import (CONFIG_FILE, EVAL_FILE, META_FILE, SNAPSHOT_DIR, STEPS_FILE, RunData,
+from gdro_lab.runformat.runlog import (CONFIG_FILE, EVAL_FILE, META_FILE, SNAPSHOT_DIR, STEPS_FILE, RunData,
                              RunFormatError, is_run_dir)
 
 #: Folders never searched for runs (besides hidden ones).
@@ -58,7 +58,7 @@ def find_run_dirs(root: Path, max_depth: int = 6, max_folders: int = 20_000,
                   accept: Callable[[Path], bool] = is_run_dir) -> tuple[list[Path], bool]:
     """Run directories under ``root`` (itself included), sorted; and whether the search was cut short.
 
-    Like ``gdro_lab.runlog.find_runs`` but bounded for an interactive app, where a runs folder
+    Like ``gdro_lab.runformat.runlog.find_runs`` but bounded for an interactive app, where a runs folder
     can be typed by hand: at most ``max_depth`` levels and ``max_folders`` folders are visited,
     hidden folders and virtual environments are skipped, and a run's own folder is not searched.
     A folder with a ``meta.json`` is a run when ``accept(folder)`` (default: a readable run

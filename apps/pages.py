@@ -13,7 +13,7 @@ import numpy as np
 import streamlit as st
 
 from apps.ui import live_fragment, no_runs_message, run_caption, selection, try_run, wall_clock
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 if TYPE_CHECKING:  # apps.uicharts imports altair: only chart pages need it
     from apps import uicharts

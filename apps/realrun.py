@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from apps import data
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 #: ``{scope...}/{stat}@{k}`` with an optional ``_lo`` / ``_hi`` bound.
 METRIC_PATTERN = re.compile(r"^(?P<scope>.+)/(?P<stat>mean|pass)@(?P<k>\d+)(?P<bound>_lo|_hi)?$")

@@ -36,7 +36,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from apps import data, identity, realrun, scales, study  # noqa: E402
 from gdro_cli.args import OneLineParser  # noqa: E402
-from gdro_lab.runlog import RunData  # noqa: E402
+from gdro_lab.runformat.runlog import RunData  # noqa: E402
 
 DEFAULT_OUT = Path("reports")
 PANEL_SIZE = (5.0, 3.4)

@@ -1,6 +1,6 @@
 """Outcomes, evaluations, comparisons across runs and the flat config of a run, as frames.
 
-Training outcomes (mean and worst-group success, effective support: ``gdro_lab.diagnostics``),
+Training outcomes (mean and worst-group success, effective support: ``gdro_lab.functional.diagnostics``),
 evaluation records, one scalar over several runs (the lead-lag gap recomputed by Eq. 32), final
 values and tail averages, and the resolved config flattened to dotted keys. No Streamlit here.
 """
@@ -15,8 +15,8 @@ import pandas as pd
 
 from apps.budget import prompt_counts
 from apps.curriculum import TAIL_QUANTILE, has_bins, has_scalar, lead_lag_frame
-from gdro_lab import diagnostics
-from gdro_lab.runlog import RunData
+from gdro_lab.functional import diagnostics
+from gdro_lab.runformat.runlog import RunData
 
 #: Scalars the Compare page shows by default, then those it offers next (then all others).
 COMPARE_DEFAULTS = ("mean_success", "worst_bin_success", "lead_lag_gap", "se_reduction_pct")

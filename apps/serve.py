@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 #: Imported ahead of the first session: what the landing page (the run table) needs, slowest first.
-LANDING = ("pandas", "pyarrow", "numpy", "gdro_lab", "gdro_lab.runlog", "gdro_lab.diagnostics", "apps.fastread",
+LANDING = ("pandas", "pyarrow", "numpy", "gdro_lab", "gdro_lab.runformat.runlog", "gdro_lab.functional.diagnostics", "apps.fastread",
            "apps.data", "apps.identity", "apps.listing", "apps.scales", "apps.study", "apps.runtable", "apps.ui", "apps.urlstate",
            "apps.sidebar")
 #: Imported once the first page has been sent: what the chart pages add.

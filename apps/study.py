@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from apps import data, identity, scales
-from gdro_lab import diagnostics
-from gdro_lab.runlog import RunData
+from gdro_lab.functional import diagnostics
+from gdro_lab.runformat.runlog import RunData
 
 #: Keys dropped from a config to find its group (any depth): seeds and bookkeeping (see
 #: :data:`apps.identity.BOOKKEEPING`).

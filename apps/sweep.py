@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from apps import data, identity, study
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 FINALS = ("tail mean", "last value")
 LR_KEYS = ("lr_scale", "optim.lr_scale")

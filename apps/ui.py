@@ -30,7 +30,7 @@ import streamlit as st
 
 from apps import data, identity, listing
 from apps.urlstate import url_begin, url_end, url_seed, url_sync  # noqa: F401  (the pages' URL helpers)
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 if TYPE_CHECKING:  # apps.interactive imports altair: only chart pages need it
     from apps import interactive

@@ -30,7 +30,7 @@ import streamlit as st
 
 from apps import charts, data, interactive, scales
 from apps.ui import COLOUR_KEY, LOG_KEY, NATURAL_COLOURS, ema_weight, get_run, selection, shown_runs
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 #: Heatmap cells per chart: one run alone, and each of two runs side by side. A browser draws
 #: every cell (about 0.1 ms each on a small machine), so long runs are averaged over step blocks.

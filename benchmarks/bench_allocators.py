@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from gdro_lab.feedback import StepFeedback
-from gdro_lab.prompts import PromptIndex
-from gdro_lab.registry import build
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.controllers.prompts import PromptIndex
+from gdro_lab.controllers.registry import build
 
 ALLOCATORS = ("uniform", "gdro", "gdro_prompt", "knapsack", "vip")
 SELECTORS = ("dynamic_sampling", "greso")

@@ -50,12 +50,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def make_step(prompts: int, batch: int, seed: int, feedback_mode: str, planner: str, clock: str):
     """A closure running one timed step of the tree on sys.path; returns {part: seconds}."""
     import gdro_lab
-    from gdro_lab.feedback import StepFeedback
-    from gdro_lab.record import step_record
-    from gdro_lab.registry import build
-    from gdro_lab.signals import SIGNALS
+    from gdro_lab.controllers.feedback import StepFeedback
+    from gdro_lab.runformat.record import step_record
+    from gdro_lab.controllers.registry import build
+    from gdro_lab.controllers.signals import SIGNALS
 
-    # a file of the tree itself: an editable install's finder would find main's gdro_lab.prompts
+    # a file of the tree itself: an editable install's finder would find main's gdro_lab.controllers.prompts
     interned = (Path(gdro_lab.__file__).parent / "prompts.py").exists()
     now = time.perf_counter if clock == "wall" else time.process_time
     rng = np.random.default_rng(seed)
@@ -63,14 +63,14 @@ def make_step(prompts: int, batch: int, seed: int, feedback_mode: str, planner: 
     success = rng.beta(0.5, 0.5, size=prompts)
     index = None
     if interned:  # the run interns its ids once, at data loading
-        from gdro_lab.prompts import PromptIndex
+        from gdro_lab.controllers.prompts import PromptIndex
         index = PromptIndex(names)
     classifier = build("classifier", "window", {}, seed, **({"prompts": index} if interned else {}))
     weighter = build("weighter", "gdro", {"num_bins": 10}, seed)
     allocator = build("allocator", "gdro", {"num_bins": 10, "feedback": feedback_mode, "planner": planner}, seed)
     signal = SIGNALS[weighter.config.signal]
     if not interned:
-        from gdro_lab.grpo import grpo_advantages
+        from gdro_lab.functional.grpo import grpo_advantages
 
     def step() -> dict[str, float]:
         chosen = rng.choice(prompts, size=batch, replace=False)

@@ -63,7 +63,7 @@ def build_model(shape: str, device: str):
 def bench_method(method: str, args: argparse.Namespace, out: Path) -> dict[str, float]:
     import torch
 
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
     from real_runs import train
     from real_runs.config import load_config
     from real_runs.data import load_dataset_records

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gdro_lab._validate import ConfigError
-from gdro_lab.registry import REGISTRY
+from gdro_lab.controllers.registry import REGISTRY
 
 FAMILIES = ("classifier", "weighter", "allocator", "selector")
 """The four controller families of a method, in the order a step builds (and seeds) them."""
@@ -146,8 +146,8 @@ def resolve_method(name: str, **names: str) -> MethodSpec:
 def register_method(spec: MethodSpec, replace: bool = False,
                     controllers: Mapping[str, Mapping[str, Any]] | None = None) -> MethodSpec:
     """Add a user method to the table (a plugin module calls this at import). Its controllers are
-    registry names: register new ones in ``gdro_lab.registry.REGISTRY[family][name]`` first
-    (constructor ``cls(config, seed)`` with a ``config_class``; gdro_lab/registry.py), or pass a
+    registry names: register new ones in ``gdro_lab.controllers.registry.REGISTRY[family][name]`` first
+    (constructor ``cls(config, seed)`` with a ``config_class``; gdro_lab/controllers/registry.py), or pass a
     loop's own ones in ``controllers`` ({family: {name: class}})."""
     if spec.name in METHODS and not replace:
         raise ConfigError(f"method {spec.name!r} already exists: choose another name")
@@ -156,7 +156,7 @@ def register_method(spec: MethodSpec, replace: bool = False,
         name = spec.controller(family)
         if name not in REGISTRY[family] and name not in local.get(family, {}):
             raise ConfigError(f"method {spec.name!r}: unknown {family} {name!r}: register it in "
-                              f"gdro_lab.registry.REGISTRY[{family!r}] first")
+                              f"gdro_lab.controllers.registry.REGISTRY[{family!r}] first")
     if spec.partition not in ("difficulty", "groups"):
         raise ConfigError(f"method {spec.name!r}: partition must be 'difficulty' or 'groups'")
     METHODS[spec.name] = spec

@@ -14,7 +14,7 @@ draws prompts, generates and scores rollouts and trains; the step does the rest,
                                               weighter.update(fb); m = weighter.multipliers(bins);
                                               allocator.update(fb); selector.update(fb); compute/* metrics
     ...   the loop trains on the groups in out.train_P, advantages x out.multipliers_P ...
-    scalars, rows = record(out)               the step record (gdro_lab.record.step_record) + metrics
+    scalars, rows = record(out)               the step record (gdro_lab.runformat.record.step_record) + metrics
 
 ``state_dict`` / ``load_state_dict`` save and restore the four controllers (RNG included) as
 ``{"classifier", "weighter", "allocator", "selector"}``; a state without ``selector`` (written before
@@ -29,18 +29,18 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from gdro_lab import diagnostics as diag
+from gdro_lab.functional import diagnostics as diag
 from gdro_lab._validate import ConfigError
-from gdro_lab.feedback import StepFeedback
+from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.methods import FAMILIES, MethodSpec
-from gdro_lab.prompts import PromptIndex
-from gdro_lab.record import step_record
-from gdro_lab.registry import build
-from gdro_lab.selection import compute_metrics, fill_batch
-from gdro_lab.signals import SIGNALS
+from gdro_lab.controllers.prompts import PromptIndex
+from gdro_lab.runformat.record import step_record
+from gdro_lab.controllers.registry import build
+from gdro_lab.controllers.selection import compute_metrics, fill_batch
+from gdro_lab.controllers.signals import SIGNALS
 
 Builder = Callable[..., Any]
-"""``builder(family, name, config, seed=..., prompts=...)`` -> controller (``gdro_lab.registry.build``)."""
+"""``builder(family, name, config, seed=..., prompts=...)`` -> controller (``gdro_lab.controllers.registry.build``)."""
 
 
 class BudgetError(ConfigError):
@@ -93,7 +93,7 @@ class MethodStep:
     ``configs``: per family a config object or a mapping (a missing selector: its defaults);
     ``seed``: one int (the four controllers get seed, seed + 1, seed + 2, seed + 3) or four ints;
     ``prompts``: the run's PromptIndex, shared with controllers that keep per-prompt state;
-    ``builder``: the loop's controller factory (default ``gdro_lab.registry.build``; the simulator's
+    ``builder``: the loop's controller factory (default ``gdro_lab.controllers.registry.build``; the simulator's
     also knows its reference allocators); ``box``: the loop's (n_bar, n_min, n_max), checked against
     the allocator's config (default: the allocator's).
     """
@@ -160,7 +160,7 @@ class MethodStep:
         return Outcome(feedback, weighter_feedback, train_P, multipliers_P, metrics)
 
     def record(self, outcome: Outcome) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-        """The step record (gdro_lab.record.step_record: weights, multipliers, signal and score per bin,
+        """The step record (gdro_lab.runformat.record.step_record: weights, multipliers, signal and score per bin,
         the allocator's sigma and mu) with the outcome's metrics. On the latent groups the logged
         weights are the mean multiplier per difficulty bin and there is no score per bin. A user's
         weighter without a ``config.signal`` or a ``score_G`` logs no signal or score."""

@@ -10,7 +10,7 @@ Layout inside the run directory::
                         copies it out (vLLM wants only these files)
         optimizer.pt    AdamW state (two fp32 moments: twice the fp32 model)
         trainer.pt      scheduler, data-order position, step, RNG states (python, numpy, torch, CUDA)
-        controllers.json  every controller's state_dict (gdro_lab.runlog.encode_state: exact, RNG included)
+        controllers.json  every controller's state_dict (gdro_lab.runformat.runlog.encode_state: exact, RNG included)
 
 A model that is not a transformers ``PreTrainedModel`` (a user's module) is saved as ``model.pt``
 (its ``state_dict``), as every checkpoint was before; both are read back.
@@ -34,7 +34,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from gdro_lab.runlog import decode_state, encode_state
+from gdro_lab.runformat.runlog import decode_state, encode_state
 
 CHECKPOINT_DIR = "checkpoints"
 TRAINING_FILES = ("optimizer.pt", "trainer.pt", "controllers.json", "model.pt")

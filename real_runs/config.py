@@ -16,7 +16,7 @@ truth: the paper's ``grpo`` (uniform weights, n = n_bar), ``prompt_gdro`` (weigh
 ``method.weighter`` / ``method.allocator`` / ``method.classifier`` override by registry name
 (``custom``: GRPO's controllers replaced), e.g. ``method.allocator=knapsack`` (or ``vip``,
 ``gdro_prompt``); ``method.selector`` picks a prompt selector (``none`` = the method's,
-``dynamic_sampling``, ``greso``; gdro_lab/selection.py).
+``dynamic_sampling``, ``greso``; gdro_lab/controllers/selection.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 from gdro_lab._validate import ConfigError, require, require_choice, require_int, require_range
 from gdro_lab.methods import MethodSpec, real_methods, resolve_method
-from gdro_lab.registry import REGISTRY, make_config
+from gdro_lab.controllers.registry import REGISTRY, make_config
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
@@ -162,7 +162,7 @@ class MethodConfig:
     selector: str = "none"
     """Prompt selector by registry name: ``none`` (the method's: none but for ``dynamic_sampling`` and
     ``greso``), ``dynamic_sampling`` (DAPO), ``greso``. Every step still
-    generates exactly prompts_per_step * n_bar rollouts (gdro_lab/selection.py: the equal-compute rule)."""
+    generates exactly prompts_per_step * n_bar rollouts (gdro_lab/controllers/selection.py: the equal-compute rule)."""
     selector_config: Mapping[str, Any] = field(default_factory=dict)
     """Extra ``SelectorConfig`` fields (GRESO's p_easy, p_hard, target_zero_variance...)."""
 

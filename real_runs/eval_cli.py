@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import math_verify  # noqa: F401  (imported here so a missing one gets the `train` extra hint)
 import numpy as np
 
-from gdro_lab.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable
+from gdro_lab.runformat.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable
 from real_runs.data import BENCHMARKS, DataError, format_prompt, load_dataset_records
 from real_runs.engines import make_engine
 from real_runs.evaluate import evaluation_metrics, sample_metrics, worst_names

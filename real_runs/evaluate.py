@@ -3,7 +3,7 @@
 Per prompt i with n_i samples of which c_i are correct:
     mean@k_i = c_i / n_i                      (average accuracy; with n_i = k it is exactly the
                                                paper's mean@k, with n_i > k an unbiased estimate)
-    pass@k_i = 1 - C(n_i - c_i, k) / C(n_i, k)  (unbiased, Chen et al. 2021; gdro_lab.estimators)
+    pass@k_i = 1 - C(n_i - c_i, k) / C(n_i, k)  (unbiased, Chen et al. 2021; gdro_lab.functional.estimators)
 A benchmark's metric is the mean over its prompts; ``pooled`` is the mean over all prompts (the
 paper's code pools pass@k over every validation prompt, paper.md section 6); a group's metric
 is the mean over the prompts of one (benchmark, group) stratum; ``worst_group`` and
@@ -35,7 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gdro_lab.estimators import pass_at_k
+from gdro_lab.functional.estimators import pass_at_k
 
 
 def per_prompt_scores(successes_R: np.ndarray, counts_P: np.ndarray, k: int) -> np.ndarray:

@@ -27,7 +27,7 @@ from typing import Mapping
 
 import numpy as np
 
-from gdro_lab.runlog import read_run
+from gdro_lab.runformat.runlog import read_run
 
 COMPUTE = ("generate", "logprobs", "update", "sync")
 OVERHEAD = ("plan", "reward", "controllers", "record", "other", "log", "checkpoint")

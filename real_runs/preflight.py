@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gdro_lab.runlog import LOCK_FILE, RunLock, is_run_dir
+from gdro_lab.runformat.runlog import LOCK_FILE, RunLock, is_run_dir
 from real_runs.config import TrainConfig
 
 

@@ -184,7 +184,7 @@ def verify(run_dir: Path, cfg: TrainConfig) -> list[str]:
     """Check the rehearsal ran the preset's path; returns the lines of what was verified."""
     import torch
 
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
     from real_runs.checkpoint import checkpoint_steps, step_folder
     run = read_run(run_dir)
     tc, mc, ec = cfg.train, cfg.method, cfg.eval
@@ -226,7 +226,7 @@ def verify(run_dir: Path, cfg: TrainConfig) -> list[str]:
 
 def phase_table(run_dir: Path) -> list[str]:
     """Seconds of each phase per step (steps.jsonl ``time/*``)."""
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
     run = read_run(run_dir)
     lines = ["| step | " + " | ".join(PHASES) + " |", "|---|" + "---:|" * len(PHASES)]
     for index, step in enumerate(run.steps):

@@ -1,6 +1,6 @@
 """Optional metric sinks next to steps.jsonl: TensorBoard (torch.utils.tensorboard) and W&B offline.
 
-steps.jsonl (gdro_lab.runlog) stays the source of truth; sinks mirror the scalars for people
+steps.jsonl (gdro_lab.runformat.runlog) stays the source of truth; sinks mirror the scalars for people
 who already watch TensorBoard or W&B. W&B runs in offline mode (files under RUN_DIR/wandb, sent
 later with ``wandb sync``) so a run never needs the network. A resumed run purges TensorBoard
 events after the resumed step and re-attaches to the same W&B run id, so neither shows duplicates.

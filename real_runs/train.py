@@ -20,7 +20,7 @@ One step, top to bottom (style: nanochat ``chat_rl.py``, CleanRL ``ppo.py``):
      memory -> steps.jsonl (and sinks); evaluation and checkpoint on schedule.
 
 Before anything loads, :mod:`real_runs.preflight` checks the output folder, the device and the
-model source; the run directory is held under an exclusive lock (``gdro_lab.runlog.RunLock``) by the
+model source; the run directory is held under an exclusive lock (``gdro_lab.runformat.runlog.RunLock``) by the
 one process that writes it. At the end the share of time outside generate / forward / backward is
 printed (:mod:`real_runs.overhead`) and kept in ``timing.json``.
 
@@ -55,7 +55,7 @@ import numpy as np
 import torch
 
 from gdro_lab import MethodStep, PromptIndex, RunWriter, StepFeedback
-from gdro_lab.runlog import RunLock, is_run_dir, read_run
+from gdro_lab.runformat.runlog import RunLock, is_run_dir, read_run
 from real_runs import checkpoint as ckpt
 from real_runs import loss as L
 from real_runs import preflight

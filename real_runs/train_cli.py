@@ -44,7 +44,7 @@ def check_resume_target(resume: str) -> None:
     """What ``--resume RUN_DIR`` must be before the trainer looks inside: an existing folder that no
     other process is writing. The lock comes before every check of the run's contents, so a live
     run (before its first checkpoint, say) is reported as live, never as broken."""
-    from gdro_lab.runlog import RunLock, RunLockedError
+    from gdro_lab.runformat.runlog import RunLock, RunLockedError
     from real_runs.preflight import TrainError
     problem = folder_problem(resume, "run directory")
     if problem == "does not exist":

@@ -55,7 +55,7 @@ def verify(run_dir: Path, args: argparse.Namespace, cfg: Any,
     """The checks of the module docstring on the finished run; returns (numbers, failures)."""
     import numpy as np
 
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
 
     run = read_run(run_dir)
     mc, failures = cfg.method, list[str]()

@@ -1,7 +1,7 @@
 """Fill docs/paper.md's claim tables from the committed reports' summary.json files.
 
 Every study that judges the paper's claims writes them into its ``summary.json`` (``claims``: one
-entry per claim of ``gdro_lab.claims``, with the verdict and the study's number). This script puts
+entry per claim of ``studykit.claims``, with the verdict and the study's number). This script puts
 them side by side, one section per claim, between the markers ``<!-- paper-claims -->`` and
 ``<!-- /paper-claims -->`` of docs/paper.md, so a verdict on the page can never differ from the
 report it came from::

@@ -66,7 +66,7 @@ _nonnegative = _integer_at_least(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from simulators.methods import METHODS
+    from gdro_lab.methods import METHODS
     studies = "\n".join(f"  {name:<11} {STUDY_HELP[name]}" for name in STUDIES)
     studies += "\n\nmethods (--methods):\n" + "\n".join(f"  {m:<18} {spec.summary}" for m, spec in METHODS.items())
     parser = _Parser(
@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="TOML file with [world], [run], [classifier], [prompt_gdro], "
                                                     "[rollout_gdro], ... tables, one per --set namespace (--set wins)")
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                        help="import MODULE first: it registers controllers in gdro_lab.registry.REGISTRY and "
+                        help="import MODULE first: it registers controllers in gdro_lab.controllers.registry.REGISTRY and "
                              "methods with simulators.methods.register_method (repeatable)")
     parser.add_argument("--preset", help="world preset of a paper regime: paper-1.7b, paper-4b, paper-8b "
                                           "(applied before --config and --set)")
@@ -134,7 +134,7 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
 
 def _settings(args: argparse.Namespace, module: Any) -> Any:
     from simulators import knobs
-    from simulators.methods import METHODS
+    from gdro_lab.methods import METHODS
     from simulators.studies.common import StudySettings
     defaults = dict(module.DEFAULTS)
     if args.full:
@@ -162,7 +162,7 @@ def _settings(args: argparse.Namespace, module: Any) -> Any:
     pick = lambda name: getattr(args, name) if getattr(args, name) is not None else defaults[name]  # noqa: E731
     snapshot_seeds = pick("snapshot_seeds") if "snapshot_seeds" in defaults or args.snapshot_seeds is not None else 1
     lr_grid = _floats(args.lr_grid, "--lr-grid") if args.lr_grid else tuple(defaults.get("lr_grid", (1.0,)))
-    from gdro_lab.lrgrid import check_grid
+    from studykit.lrgrid import check_grid
     lr_grid = check_grid(lr_grid + (1.0,), "--lr-grid")
     return StudySettings(out=args.out or Path(RUNS_ROOT) / report_name(args.study, args.full, args.preset or ""), seeds=pick("seeds"), steps=pick("steps"),
                          prompts=pick("prompts"), batch=pick("batch"), workers=args.workers, methods=methods,

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from gdro_lab._validate import require
-from simulators.methods import get_method
+from gdro_lab.methods import get_method
 from simulators.world import WorldConfig
 
 
@@ -55,7 +55,7 @@ class SimConfig:
     any other run. config.json carries it (top level, for the app's run names) only when set."""
     match: str = ""
     """With ``matched_to``: which moment of the method's multipliers was matched, "first_moment" (E[m]) or
-    "second_moment" (sqrt E[m^2]; gdro_lab.stepmatch); "" otherwise."""
+    "second_moment" (sqrt E[m^2]; studykit.stepmatch); "" otherwise."""
     log_every: int = 1
     """Steps between step records in steps.jsonl (and the last step); larger = less bookkeeping."""
     ppo_minibatches: int = 1

@@ -3,7 +3,7 @@
 "Does Prompt-GDRO / Rollout-GDRO / joint beat *tuned* GRPO at equal compute?" is answered in the
 docs by a table whose every number comes from a report's decision (``summary.json`` →
 ``decision.gains``); the paper's claims (lead-lag, SE proxy, ...) are quoted from the reports'
-claim rows (``summary.json`` → ``claims``, by the claim's key in gdro_lab.claims),
+claim rows (``summary.json`` → ``claims``, by the claim's key in studykit.claims),
 and the SE-dispersion numbers from the sqrt-law report. tests/simulators/test_sim_findings.py
 checks that the docs contain exactly :func:`tables` of the committed reports, so the docs
 cannot drift from them. Print them with ``python -m simulators.findings`` after ``--update-reports``.
@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gdro_lab.tables import fmt, markdown_table
-from simulators.methods import get_method
+from studykit.tables import fmt, markdown_table
+from gdro_lab.methods import get_method
 
 ALL = ("prompt_gdro", "rollout_gdro", "joint")
 #: (report folder, sqrt-law world or "", what the row is called, methods shown) in table order.
@@ -72,7 +72,7 @@ def answer_table(reports: Path) -> str:
 
 
 def claims_table(reports: Path, key: str) -> str:
-    """Markdown: the verdict and number of claim ``key`` (gdro_lab.claims) in every report that tests it."""
+    """Markdown: the verdict and number of claim ``key`` (studykit.claims) in every report that tests it."""
     rows = []
     for folder, world, label, _ in ROWS:
         summary = _summary(reports, folder, world)
@@ -101,8 +101,8 @@ MAP_COLUMNS = (("curriculum", "", "curriculum (quick)"), ("curriculum-full", "",
 
 
 def claims_map(reports: Path) -> str:
-    """Markdown: every paper claim (gdro_lab.claims) against every study: its verdict there, or 'untested'."""
-    from gdro_lab.claims import CLAIMS
+    """Markdown: every paper claim (studykit.claims) against every study: its verdict there, or 'untested'."""
+    from studykit.claims import CLAIMS
     verdicts: dict[str, dict[str, str]] = {}
     for folder, world, title in MAP_COLUMNS:
         summary = _summary(reports, folder, world)

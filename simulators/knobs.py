@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping
 
 from gdro_cli.args import did_you_mean, suggest
 from gdro_lab import ConfigError
-from gdro_lab.registry import REGISTRY, make_config
+from gdro_lab.controllers.registry import REGISTRY, make_config
 from simulators.world import WorldConfig
 
 Overrides = dict[str, dict[str, Any]]
@@ -124,7 +124,7 @@ def load_toml(path: Path, overrides: Overrides | None = None) -> Overrides:
 
 def apply(config: Any, overrides: Mapping[str, Mapping[str, Any]]) -> Any:
     """A SimConfig with the overrides applied (Prompt-/Rollout-GDRO ones only where the method uses them)."""
-    from simulators.methods import get_method
+    from gdro_lab.methods import get_method
     spec = get_method(config.method)
     changes: dict[str, Any] = dict(overrides.get("run", {}))
     if overrides.get("world"):
@@ -154,7 +154,7 @@ def _world(world: WorldConfig, values: Mapping[str, Any]) -> WorldConfig:
 def validate(overrides: Mapping[str, Mapping[str, Any]]) -> None:
     """Build every overridden config once so a bad value fails before any run starts."""
     from simulators.loop import SimConfig
-    from simulators.methods import get_method
+    from gdro_lab.methods import get_method
     for method in ("joint", "gdro_prompt", "knapsack", "vip"):
         config = apply(SimConfig(method=method), overrides)
         cfgs = config.controller_configs()

@@ -10,7 +10,7 @@ Learner (the parameters a step changes)::
 
 Update (GRPO-style score-function estimate, paper Eq. 3 and 7)::
 
-    A_ij  = gdro_lab.grpo.grpo_advantages(r, n)                (group-normalised, ragged)
+    A_ij  = gdro_lab.functional.grpo.grpo_advantages(r, n)                (group-normalised, ragged)
     g_i   = (1/n_i) sum_j A_ij (y_ij - p_i + tau xi_ij),  xi_ij ~ N(0, 1)
     u_i   = m_i a_i g_i   (m_i: Prompt-GDRO multiplier; a_i = 1, or n_i / n_bar for 'rollout')
     s0   += lr_shared (1/B) sum_i u_i
@@ -56,7 +56,7 @@ import numpy as np
 from scipy.special import expit, gammaln
 
 from gdro_lab import ConfigError
-from gdro_lab.grpo import group_mean, grpo_advantages
+from gdro_lab.functional.grpo import group_mean, grpo_advantages
 from simulators.world import WorldConfig, WorldInstance
 
 

@@ -16,11 +16,10 @@ from typing import Any, Mapping
 
 from gdro_lab import PromptIndex, build
 from gdro_lab import methods as core
-from gdro_lab.methods import METHODS, MethodSpec, get_method
+from gdro_lab.methods import MethodSpec
 from simulators.oracle import PromptBayesAllocator, PromptOracleAllocator, PromptStaleAllocator
 
-__all__ = ["ARENA_METHODS", "DEFAULT_METHODS", "LOCAL_CONTROLLERS", "METHODS", "MethodSpec", "build_controller",
-           "get_method", "register_method"]
+__all__ = ["ARENA_METHODS", "DEFAULT_METHODS", "LOCAL_CONTROLLERS", "build_controller", "register_method"]
 
 #: Controllers that live in the simulator (references that need the world's truth), looked up before
 #: gdro_lab's registry.
@@ -38,8 +37,8 @@ ARENA_METHODS = ("grpo", "rollout_gdro", "gdro_prompt", "knapsack", "vip", "dyna
 def register_method(spec: MethodSpec, replace: bool = False) -> MethodSpec:
     """Add a user method (a ``--plugin`` module calls this at import) to gdro_lab's table. Its weighter,
     allocator and selector are registry names: register new controllers in
-    ``gdro_lab.registry.REGISTRY[family][name]`` first (constructor ``cls(config, seed)`` with a
-    ``config_class``; see gdro_lab/registry.py); the simulator's references are known too."""
+    ``gdro_lab.controllers.registry.REGISTRY[family][name]`` first (constructor ``cls(config, seed)`` with a
+    ``config_class``; see gdro_lab/controllers/registry.py); the simulator's references are known too."""
     return core.register_method(spec, replace, controllers=LOCAL_CONTROLLERS)
 
 
@@ -49,6 +48,6 @@ def build_controller(family: str, name: str, config: Mapping[str, Any], seed: in
     local = LOCAL_CONTROLLERS.get(family, {})
     if name in local:
         cls = local[name]
-        from gdro_lab.registry import bind_prompts, make_config
+        from gdro_lab.controllers.registry import bind_prompts, make_config
         return bind_prompts(cls(make_config(cls.config_class, config), seed), prompts)
     return build(family, name, dict(config), seed, prompts=prompts)

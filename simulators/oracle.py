@@ -6,7 +6,7 @@ probabilities and the whole pool's (``observe_truth(p_P, pool_p)``).
 
 - ``prompt_oracle`` (:class:`PromptOracleAllocator`): the exact integer minimiser of Eq. 28 per
   prompt, sum_i v_i / n_i with v_i = 4 p_i (1 - p_i), under the exact budget and the box
-  (:func:`gdro_lab.prompt_oracle.oracle_plan`). No allocator can do better on that proxy; the
+  (:func:`gdro_lab.allocation.prompt_oracle.oracle_plan`). No allocator can do better on that proxy; the
   arena reports every allocator's reduction as a fraction of this one's on the same batches.
 - ``prompt_bayes`` (:class:`PromptBayesAllocator`): what an allocator that learns from rollouts
   can reach at best with a perfect prior: v_i is the posterior mean of 4 p (1 - p) given ALL of
@@ -26,8 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab import ConfigError
-from gdro_lab.peer_allocators import BoxConfig, _PerPromptAllocator
-from gdro_lab.prompt_oracle import oracle_plan
+from gdro_lab.controllers.peer_allocators import BoxConfig, _PerPromptAllocator
+from gdro_lab.allocation.prompt_oracle import oracle_plan
 
 
 class PromptOracleAllocator(_PerPromptAllocator):

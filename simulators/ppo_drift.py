@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from gdro_lab.grpo import grpo_advantages
+from gdro_lab.functional.grpo import grpo_advantages
 from simulators.learner import Learner
 
 

@@ -1,8 +1,8 @@
 """Output folders and series helpers of the simulator's study reports.
 
-The statistics (95% Student-t intervals over seeds, paired gains: ``gdro_lab.stats``), the text
-helpers (``gdro_lab.tables``) and the figure helpers (``studyplots``) are shared with the real-run
-studies and live there; they are re-exported here for the studies' imports. Paired differences
+The statistics (95% Student-t intervals over seeds, paired gains: ``studykit.stats``), the text
+helpers (``studykit.tables``) and the figure helpers (``studykit.plots``) are shared with the real-run
+studies and live there. Paired differences
 use the same seeds (the same world instance and batch order) for both methods, which removes the
 world-to-world variance.
 """
@@ -16,14 +16,10 @@ from typing import Sequence
 import numpy as np
 
 from gdro_lab import ConfigError
-from gdro_lab.runlog import find_runs, read_run
-from gdro_lab.stats import mean_ci
-from gdro_lab.tables import fmt, markdown_table, write_json
+from gdro_lab.runformat.runlog import find_runs, read_run
 from simulators.loop import PRODUCER
-from studyplots import band, plt, save_figure
 
-__all__ = ["plt", "mean_ci", "fmt", "markdown_table", "prepare_output", "claim_output", "save_figure", "write_json",
-           "band", "stack"]
+__all__ = ["prepare_output", "claim_output", "stack"]
 
 #: Written into every output folder a simulator command claims: the folder is ours to rewrite.
 OUTPUT_MARKER = ".gdro-simulator-output"

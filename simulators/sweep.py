@@ -79,9 +79,11 @@ def _parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> tuple[Path, str]:
     from simulators import knobs
     from simulators.cli import _load_plugins
-    from simulators.methods import METHODS, get_method
+    from gdro_lab.methods import METHODS, get_method
     from simulators.parallel import run_jobs
-    from simulators.reporting import claim_output, fmt, markdown_table, mean_ci, prepare_output, write_json
+    from simulators.reporting import claim_output, prepare_output
+    from studykit.tables import fmt, markdown_table, write_json
+    from studykit.stats import mean_ci
     from simulators.studies.common import StudySettings, final_eval, sim_config
     _load_plugins(args.plugin)
     grid = parse_grid(args.grid)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gdro_lab.feedback import StepFeedback
+from gdro_lab.controllers.feedback import StepFeedback
 
 
 @dataclass

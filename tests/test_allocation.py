@@ -1,4 +1,4 @@
-"""Tests of gdro_lab.allocation against scipy, brute-force enumeration and naive references."""
+"""Tests of gdro_lab.allocation.sqrt_law against scipy, brute-force enumeration and naive references."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import Bounds, LinearConstraint, minimize
 
-from gdro_lab.allocation import (adjust_to_total, concave_budget_plan, concave_envelope, exact_budget_plan,
-                                 round_to_budget, sqrt_allocation, sqrt_allocation_unclipped)
+from gdro_lab.allocation.bin_plans import concave_budget_plan, concave_envelope, exact_budget_plan
+from gdro_lab.allocation.sqrt_law import adjust_to_total, round_to_budget, sqrt_allocation, sqrt_allocation_unclipped
 
 PROPERTY = settings(max_examples=120, deadline=None)
 
@@ -505,7 +505,7 @@ def test_sqrt_allocation_half_boxed_is_kkt_correct(n_min, n_max):
 
 
 def test_se_report_is_honest_with_an_unbounded_box():
-    from gdro_lab.diagnostics import se_report
+    from gdro_lab.functional.diagnostics import se_report
     q = np.array([0.5, 0.3, 0.2])
     sigma = np.array([1.0, 0.5, 0.1])
     report = se_report(q, sigma, np.full(3, 4.0), 4, 0, math.inf)
@@ -517,7 +517,7 @@ def test_se_report_is_honest_with_an_unbounded_box():
 
 def test_sqrt_law_list_equals_sqrt_law():
     """The plain-Python walk over the budget's knots against the numpy interpolation, boxed and unboxed."""
-    from gdro_lab.allocation import sqrt_law, sqrt_law_list
+    from gdro_lab.allocation.sqrt_law import sqrt_law, sqrt_law_list
 
     rng = np.random.default_rng(7)
     for _ in range(3000):

@@ -1,4 +1,4 @@
-"""gdro_lab.claims (the verdict rule and the untested lines) and gdro_lab.claim_measures (against naive loops)."""
+"""studykit.claims (the verdict rule and the untested lines) and studykit.claim_measures (against naive loops)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from gdro_lab import claim_measures as cm
-from gdro_lab.claims import BY_KEY, CLAIMS, MATH, PAPER_RUNS, Measurement, claim_rows, claims_text, verdict
+from studykit import claim_measures as cm
+from studykit.claims import BY_KEY, CLAIMS, MATH, PAPER_RUNS, Measurement, claim_rows, claims_text, verdict
 
 
 def _m(key: str, mean: float, half: float, metric: str | None = None, evidence: str = PAPER_RUNS) -> Measurement:

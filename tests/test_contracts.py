@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from gdro_lab.registry import REGISTRY, build
-from gdro_lab.runlog import decode_state, encode_state
+from gdro_lab.controllers.registry import REGISTRY, build
+from gdro_lab.runformat.runlog import decode_state, encode_state
 
 NUM_BINS = 10
 BATCH = 64

@@ -1,4 +1,4 @@
-"""Tests of gdro_lab.diagnostics (paper §4, Eq. 28, 32, 33) against loops and hand computations."""
+"""Tests of gdro_lab.functional.diagnostics (paper §4, Eq. 28, 32, 33) against loops and hand computations."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from gdro_lab.allocation import sqrt_allocation
-from gdro_lab.diagnostics import (bin_counts, bin_mean, bin_share, effective_support, lead_lag_gap, normalized,
+from gdro_lab.allocation.sqrt_law import sqrt_allocation
+from gdro_lab.functional.diagnostics import (bin_counts, bin_mean, bin_share, effective_support, lead_lag_gap, normalized,
                                   se_proxy, se_report, snapshot_steps, tail_average, variance_proxy, worst_group)
 
 PROPERTY = settings(max_examples=120, deadline=None)
@@ -210,7 +210,7 @@ def test_snapshot_steps(num_steps, want):
 
 
 def test_se_terms_list_equals_se_report():
-    from gdro_lab.diagnostics import se_report, se_terms_list
+    from gdro_lab.functional.diagnostics import se_report, se_terms_list
 
     rng = np.random.default_rng(2)
     for _ in range(500):

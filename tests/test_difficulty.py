@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from gdro_lab.difficulty import BayesDifficultyClassifier, ClassifierConfig, DifficultyClassifier
-from gdro_lab.feedback import StepFeedback
+from gdro_lab.controllers.difficulty import BayesDifficultyClassifier, ClassifierConfig, DifficultyClassifier
+from gdro_lab.controllers.feedback import StepFeedback
 
 
 def _visit(ids, counts, successes):
@@ -43,7 +43,7 @@ def test_running_window_sum_tracks_a_fresh_mean_and_resumes_bit_for_bit():
     through JSON bit for bit, and a state without them (older runs) is summed afresh."""
     import json
 
-    from gdro_lab.runlog import decode_state, encode_state
+    from gdro_lab.runformat.runlog import decode_state, encode_state
 
     cfg = ClassifierConfig(window=4, k=2, hysteresis=0.0)
     clf = DifficultyClassifier(cfg, seed=0)
@@ -218,7 +218,7 @@ def test_exclude_extremes_reaches_the_simulator_and_gdro_train_configs(tmp_path)
     import pytest
 
     from gdro_lab import ConfigError
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
     from real_runs.config import MethodConfig
     from simulators.api import tiny_config
     from simulators.loop import run_simulation

@@ -1,4 +1,4 @@
-"""Tests of gdro_lab.estimators against independent references (math.comb, scipy, naive loops)."""
+"""Tests of gdro_lab.functional.estimators against independent references (math.comb, scipy, naive loops)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 from gdro_lab import ConfigError
-from gdro_lab.estimators import (beta_passk_posterior, bin_of, edge_thresholds, hysteresis_bins, hysteresis_movers,
+from gdro_lab.functional.estimators import (beta_passk_posterior, bin_of, edge_thresholds, hysteresis_bins, hysteresis_movers,
                                  pass_at_k)
 
 PROPERTY = settings(max_examples=150, deadline=None)

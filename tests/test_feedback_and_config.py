@@ -134,7 +134,7 @@ def test_every_numeric_config_field_has_a_bad_value_case():
     (WeighterConfig, {"num_bins": 1, "eta": 0.0, "gamma": 1.0, "ema_beta": 1.0, "share_floor": 1.0,
                       "max_weight": 1.0, "weight_mode": "mean1", "signal": "reward_std"}),
     (AllocatorConfig, {"n_min": 2, "n_max": 2, "n_bar": 2, "gamma": 0.0, "mu_init": 0.0, "feedback": "bandit",
-                       "planner": "paper", "variance_ema": 1.0}),
+                       "planner": "dp_bin", "variance_ema": 1.0}),
 ])
 def test_config_accepts_boundary_values(config_class, values):
     config = config_class(**values)
@@ -215,8 +215,8 @@ def _ragged(seed: int, singletons: bool):
 @pytest.mark.parametrize("singletons", [False, True])
 def test_cached_statistics_equal_the_functions_they_replace(singletons):
     """Each cached per-step quantity equals the grpo / diagnostics function computed from scratch, bit for bit."""
-    from gdro_lab import diagnostics as diag
-    from gdro_lab.grpo import group_is_constant, group_mean, group_sum, group_variance, grpo_advantages
+    from gdro_lab.functional import diagnostics as diag
+    from gdro_lab.functional.grpo import group_is_constant, group_mean, group_sum, group_variance, grpo_advantages
 
     feedback, bins, counts, rewards = _ragged(3, singletons)
     success = rewards > 0

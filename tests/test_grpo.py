@@ -1,4 +1,4 @@
-"""Tests of gdro_lab.grpo (ragged GRPO advantages) against naive per-group Python loops."""
+"""Tests of gdro_lab.functional.grpo (ragged GRPO advantages) against naive per-group Python loops."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gdro_lab import ConfigError
-from gdro_lab.grpo import group_index, group_mean, group_sum, group_variance, grpo_advantages
+from gdro_lab.functional.grpo import group_index, group_mean, group_sum, group_variance, grpo_advantages
 
 PROPERTY = settings(max_examples=150, deadline=None)
 

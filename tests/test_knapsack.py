@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gdro_lab.knapsack import _knapsack_extra, knapsack_cost, knapsack_plan, knapsack_value, spread
+from gdro_lab.allocation.knapsack import _knapsack_extra, knapsack_cost, knapsack_plan, knapsack_value, spread
 
 
 @pytest.mark.parametrize("p,n,expected", [
@@ -96,7 +96,7 @@ def test_plan_is_always_exact_and_boxed(seed, size, n_bar, n_max):
 
 
 def test_value_table_equals_the_value():
-    from gdro_lab.knapsack import _value_table
+    from gdro_lab.allocation.knapsack import _value_table
     p = np.array([0.0, 0.03, 0.5, 0.97, 1.0])
     np.testing.assert_allclose(_value_table(p, 2, 10), knapsack_value(p[:, None], np.arange(2, 13)[None, :]),
                                rtol=1e-12, atol=1e-15)

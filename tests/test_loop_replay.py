@@ -30,8 +30,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pytest
 
-from gdro_lab.registry import REGISTRY
-from gdro_lab.runlog import encode_state
+from gdro_lab.controllers.registry import REGISTRY
+from gdro_lab.runformat.runlog import encode_state
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "loop_replay.json"
 RECORD = os.environ.get("GDRO_REPLAY_RECORD", "")
@@ -181,7 +181,7 @@ SIM_EXTRA: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def sim_runs() -> dict[str, tuple[str, dict[str, Any]]]:
-    from simulators.methods import METHODS
+    from gdro_lab.methods import METHODS
 
     runs: dict[str, tuple[str, dict[str, Any]]] = {f"{m}/full": (m, {}) for m in METHODS}
     runs.update(SIM_EXTRA)

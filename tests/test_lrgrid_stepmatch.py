@@ -1,4 +1,4 @@
-"""gdro_lab.lrgrid (sqrt(2) grids and their extension) and gdro_lab.stepmatch (the two moments)."""
+"""studykit.lrgrid (sqrt(2) grids and their extension) and studykit.stepmatch (the two moments)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gdro_lab import ConfigError, lrgrid
-from gdro_lab.stepmatch import match_factors, moments
+from studykit.stepmatch import match_factors, moments
 
 
 def test_sqrt2_grid_and_check() -> None:
@@ -78,7 +78,7 @@ def test_points_snap_to_the_sqrt2_lattice() -> None:
 def test_step_record_logs_the_moments_over_advantage_carrying_rollouts() -> None:
     """multiplier_sq_mean weights m_i^2 by the rollouts of prompt i with an advantage (n_i, or 0 for all-equal rewards)."""
     from gdro_lab import StepFeedback
-    from gdro_lab.record import step_record
+    from gdro_lab.runformat.record import step_record
 
     counts = np.array([4, 2, 6])
     rewards = np.array([1, -1, 1, 1,  1, 1,  -1, 1, -1, -1, 1, 1], float)  # prompt 1 all-equal: A = 0

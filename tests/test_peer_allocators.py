@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from gdro_lab import build
-from gdro_lab.feedback import StepFeedback
-from gdro_lab.knapsack import knapsack_plan
-from gdro_lab.separable import separable_plan
-from gdro_lab.vip import convex_plan
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.allocation.knapsack import knapsack_plan
+from gdro_lab.allocation.separable import separable_plan
+from gdro_lab.allocation.vip import convex_plan
 
 
 def visit(controller, ids, counts, successes, bins):
@@ -86,7 +86,7 @@ def test_int_indices_of_a_shared_index_act_as_string_ids_and_states_cross_number
     """A controller bound to a run's PromptIndex (indices, another numbering) acts exactly as one fed string
     ids, and either's state continues in the other (states carry the prompts' ids)."""
     from gdro_lab import PromptIndex
-    from gdro_lab.runlog import decode_state, encode_state
+    from gdro_lab.runformat.runlog import decode_state, encode_state
     import json
     rng = np.random.default_rng(5)
     pool = [f"q{i}" for i in range(40)]

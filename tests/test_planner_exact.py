@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from gdro_lab.allocation import exact_budget_plan
-from gdro_lab.feedback import StepFeedback
-from gdro_lab.planner import exact_plan
-from gdro_lab.rollout_gdro import AllocatorConfig, RolloutGDRO
+from gdro_lab.allocation.bin_plans import exact_budget_plan
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.allocation.planner.exact import exact_plan
+from gdro_lab.controllers.rollout_gdro import RolloutGDRO
+from gdro_lab.controllers.allocators import AllocatorConfig
 
 
 def brute_force(log_prob, bins, total, n_min):
@@ -204,7 +205,7 @@ def test_exact_plan_equals_milp_on_bandit_rollout_gdro_at_paper_scale():
 def test_exact_plan_near_ties_long_relaxation_and_dp_fallback_equal_milp(monkeypatch):
     """Bandit steps whose relaxation runs out of rounds (a near-tied arm) take the longer
     relaxation or the bounded-deviation DP; those plans equal the MILP optimum too."""
-    import gdro_lab.planner as planner
+    import gdro_lab.allocation.planner.exact as planner
 
     used: list[str] = []
     relaxed, fallback = planner.relaxed_plan, planner.deviation_dp

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import gdro_lab.planner as planner
-from gdro_lab import planner_relax
-from gdro_lab.planner_relax import _bellman_ford, _few_shifts
+import gdro_lab.allocation.planner.exact as planner
+from gdro_lab.allocation.planner import relax as planner_relax
+from gdro_lab.allocation.planner.relax import _bellman_ford, _few_shifts
 
 
 def _spiky_values(rng: np.random.Generator, bins: int = 10, arms: int = 11) -> np.ndarray:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gdro_lab.feedback import StepFeedback
-from gdro_lab.prompt_gdro import PromptGDRO, UniformWeighter, WeighterConfig
-from gdro_lab.signals import SIGNALS
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.controllers.prompt_gdro import PromptGDRO, UniformWeighter, WeighterConfig
+from gdro_lab.controllers.signals import SIGNALS
 
 
 def _feedback(rng, bins_P, fail_G, n=4):
@@ -135,8 +135,8 @@ def test_reward_std_signal_peaks_at_half():
 def test_score_equals_the_array_rules_bit_for_bit(normalize):
     """update() applies debiased_value and ema_value per bin on floats: the score is the array rules' (debiased_signal,
     ema_from_first) bit for bit, absent and first-seen bins included."""
-    from gdro_lab.diagnostics import bin_mean, bin_share
-    from gdro_lab.update_rules import debiased_signal, ema_from_first
+    from gdro_lab.functional.diagnostics import bin_mean, bin_share
+    from gdro_lab.functional.update_rules import debiased_signal, ema_from_first
 
     cfg = WeighterConfig(num_bins=6, share_normalize=normalize)
     controller = PromptGDRO(cfg, seed=0)

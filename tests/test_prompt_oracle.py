@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from gdro_lab.prompt_oracle import oracle_plan, prompt_se_report
+from gdro_lab.allocation.prompt_oracle import oracle_plan, prompt_se_report
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -8,9 +8,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from gdro_lab.feedback import StepFeedback
-from gdro_lab.prompt_stats import PromptStats
-from gdro_lab.runlog import decode_state, encode_state
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.controllers.prompt_stats import PromptStats
+from gdro_lab.runformat.runlog import decode_state, encode_state
 
 
 def random_steps(seed, steps=30, pool=12, batch=6, duplicates=False):

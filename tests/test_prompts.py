@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from gdro_lab import ConfigError, PromptIndex, StepFeedback, build
-from gdro_lab.difficulty import ClassifierConfig, DifficultyClassifier
-from gdro_lab.runlog import RunWriter, load_snapshot
+from gdro_lab.controllers.difficulty import ClassifierConfig, DifficultyClassifier
+from gdro_lab.runformat.runlog import RunWriter, load_snapshot
 
 FIXTURE = Path(__file__).parent / "fixtures" / "classifier_state_1b2c5da.json"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gdro_lab.feedback import StepFeedback
-from gdro_lab.record import step_record
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.runformat.record import step_record
 
 
 def test_step_record_fields():

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gdro_lab.allocation import sqrt_allocation
-from gdro_lab.diagnostics import bin_share, se_proxy
-from gdro_lab.feedback import StepFeedback
-from gdro_lab.rollout_gdro import AllocatorConfig, RolloutGDRO, SqrtAllocator, UniformAllocator
+from gdro_lab.allocation.sqrt_law import sqrt_allocation
+from gdro_lab.functional.diagnostics import bin_share, se_proxy
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.controllers.rollout_gdro import RolloutGDRO
+from gdro_lab.controllers.allocators import AllocatorConfig, SqrtAllocator, UniformAllocator
 
 SUCCESS_G = np.array([0.02, 0.15, 0.35, 0.5, 0.7, 0.95])
 SHARE = np.array([0.3, 0.2, 0.1, 0.1, 0.1, 0.2])
@@ -77,16 +78,16 @@ def test_shadow_price_settles_where_budget_binds():
     assert 0.5 * mu_star < np.mean(mus) < 2 * mu_star
 
 
-def test_concave_planner_tracks_modes_where_paper_dp_jumps():
-    """Same arm distributions, two planners: the paper DP closes a budget gap with wild jumps."""
+def test_exact_planner_tracks_modes_where_released_dp_jumps():
+    """Same arm distributions, two planners: the released code's DP closes a budget gap with wild jumps."""
     results = {}
-    for planner in ("concave", "paper"):
+    for planner in ("exact", "dp_bin"):
         controller = RolloutGDRO(AllocatorConfig(num_bins=6, planner=planner), seed=1)
         bins, plans, _ = _run(controller, 400)
         results[planner] = (_per_bin(bins, plans[-1]), controller.arm_probabilities() @ controller.config.arms)
-    concave_plan, concave_mean = results["concave"]
-    assert np.max(np.abs(concave_plan - concave_mean)) <= 1.0
-    assert np.all(np.isin(results["paper"][0], np.arange(2, 13)))
+    exact_plan, exact_mean = results["exact"]
+    assert np.max(np.abs(exact_plan - exact_mean)) <= 1.0
+    assert np.all(np.isin(results["dp_bin"][0], np.arange(2, 13)))
 
 
 def test_unassigned_prompts_get_baseline_and_first_plan_is_uniform():
@@ -115,7 +116,7 @@ def test_uniform_allocator_is_grpo():
 def test_plan_skips_the_row_max_only_for_centred_logits(feedback):
     """plan() takes logits - row max only when it cannot know the max is 0.0; the skipped path gives the same
     probabilities and log-softmax bit for bit (steps with an absent bin and a reload included)."""
-    from gdro_lab.arm_updates import probabilities_and_log_softmax
+    from gdro_lab.controllers.arm_updates import probabilities_and_log_softmax
 
     controller = RolloutGDRO(AllocatorConfig(num_bins=4, feedback=feedback), seed=1)
     rng = np.random.default_rng(2)

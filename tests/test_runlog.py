@@ -1,4 +1,4 @@
-"""Tests of gdro_lab.runlog: the run directory format (docs/run-format.md)."""
+"""Tests of gdro_lab.runformat.runlog: the run directory format (docs/run-format.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gdro_lab.runlog import (FORMAT_VERSION, RunFormatError, RunWriter, find_runs, is_run_dir, load_snapshot,
+from gdro_lab.runformat.runlog import (FORMAT_VERSION, RunFormatError, RunWriter, find_runs, is_run_dir, load_snapshot,
                              read_run)
 
 NUM_BINS = 3
@@ -365,7 +365,7 @@ def test_find_runs_and_is_run_dir(tmp_path):
 def test_a_writer_holds_the_run_lock_until_close(tmp_path):
     """A second writer (another open file description, as another process has) is refused in one
     line and touches nothing while the first writes; after close it may resume."""
-    from gdro_lab.runlog import LOCK_FILE, RunLock, RunLockedError
+    from gdro_lab.runformat.runlog import LOCK_FILE, RunLock, RunLockedError
     run_dir = tmp_path / "run"
     writer = write_run(run_dir, steps=range(3), close=False)
     before = tree_bytes(run_dir)
@@ -384,7 +384,7 @@ def test_a_writer_holds_the_run_lock_until_close(tmp_path):
 
 
 def test_a_held_lock_is_the_callers(tmp_path):
-    from gdro_lab.runlog import RunLock, RunLockedError
+    from gdro_lab.runformat.runlog import RunLock, RunLockedError
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     lock = RunLock(run_dir).acquire()
@@ -406,9 +406,9 @@ def test_the_lock_dies_with_its_process(tmp_path):
     import subprocess
     import sys
 
-    from gdro_lab.runlog import RunLock, RunLockedError
+    from gdro_lab.runformat.runlog import RunLock, RunLockedError
     run_dir = tmp_path / "run"
-    code = ("import sys, time; from gdro_lab.runlog import RunWriter; "
+    code = ("import sys, time; from gdro_lab.runformat.runlog import RunWriter; "
             "w = RunWriter(sys.argv[1], {}, 3, 'test'); print('writing', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True)
     try:

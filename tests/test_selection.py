@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from gdro_lab import build
-from gdro_lab.feedback import StepFeedback
-from gdro_lab.selection import compute_metrics, fill_batch, greso_keep_probability
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.controllers.selection import compute_metrics, fill_batch, greso_keep_probability
 
 
 def feedback(ids, counts, successes, bins=None):

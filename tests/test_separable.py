@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gdro_lab.separable import plan_value, separable_plan
+from gdro_lab.allocation.separable import plan_value, separable_plan
 
 
 def brute_force(values_PA: np.ndarray, total: int, n_min: int) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gdro_lab.shrinkage import beta_prior, bin_rate_moments, shrunk_variance
+from gdro_lab.allocation.shrinkage import beta_prior, bin_rate_moments, shrunk_variance
 
 
 def naive_moments(s, n, bins, num_bins):

@@ -1,4 +1,4 @@
-"""gdro_lab.stats against scipy and naive loops; gdro_lab.tables formatting."""
+"""studykit.stats against scipy and naive loops; studykit.tables formatting."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from gdro_lab.stats import bootstrap_ci, excludes_zero, mean_ci, paired_ci, relative_gain_ci
-from gdro_lab.tables import fmt, markdown_table, write_json
+from studykit.stats import bootstrap_ci, excludes_zero, mean_ci, paired_ci, relative_gain_ci
+from studykit.tables import fmt, markdown_table, write_json
 
 
 def test_mean_ci_is_scipys_t_interval() -> None:

@@ -13,8 +13,8 @@ import pytest
 
 from gdro_lab import ConfigError, PromptIndex, StepFeedback
 from gdro_lab.methods import METHODS, MethodSpec, get_method, real_methods, register_method, resolve_method
-from gdro_lab.registry import REGISTRY
-from gdro_lab.runlog import decode_state, encode_state
+from gdro_lab.controllers.registry import REGISTRY
+from gdro_lab.runformat.runlog import decode_state, encode_state
 from gdro_lab.step import BudgetError, MethodStep, budget_problem
 
 NUM_PROMPTS, BATCH = 120, 12

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("gdro_lab", "simulators", "real_runs", "apps", "studyplots", "gdro_cli")
+PACKAGES = ("gdro_lab", "simulators", "real_runs", "apps", "studykit", "gdro_cli")
 #: Circles that exist today, by owner; a new circle, or one of these growing, fails the test.
 KNOWN_CIRCLES: tuple[frozenset[str], ...] = ()
 BROKEN_CIRCLES = (("simulators/learner.py", "simulators/world.py"),
@@ -27,7 +27,7 @@ BROKEN_CIRCLES = (("simulators/learner.py", "simulators/world.py"),
                   ("simulators/calibrate/cli.py", "simulators/calibrate/predict.py"),
                   ("simulators/studies/arena.py", "simulators/studies/arena_report.py"))
 FORBIDDEN = {"real_runs": ("simulators",), "simulators": ("real_runs",),
-             "gdro_lab": ("simulators", "real_runs", "apps", "studyplots", "gdro_cli", "torch", "matplotlib",
+             "gdro_lab": ("simulators", "real_runs", "apps", "studykit", "gdro_cli", "torch", "matplotlib",
                           "streamlit", "transformers", "pandas")}
 
 

@@ -12,10 +12,11 @@ import math
 import numpy as np
 import pytest
 
-from gdro_lab.feedback import StepFeedback
-from gdro_lab.prompt_gdro import PromptGDRO, WeighterConfig
-from gdro_lab.rollout_gdro import AllocatorConfig, RolloutGDRO, UniformAllocator
-from gdro_lab.update_rules import (arm_costs, debiased_signal, dual_step, ema_from_first, entropic_weights,
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.controllers.prompt_gdro import PromptGDRO, WeighterConfig
+from gdro_lab.controllers.rollout_gdro import RolloutGDRO
+from gdro_lab.controllers.allocators import AllocatorConfig, UniformAllocator
+from gdro_lab.functional.update_rules import (arm_costs, debiased_signal, dual_step, ema_from_first, entropic_weights,
                                    exp3p_probabilities, importance_weighted_cost, log_sum_exp_surrogate,
                                    mirror_descent_step, omega)
 
@@ -203,7 +204,7 @@ def test_absent_bin_logits_untouched_over_many_steps(mode):
 # ----------------------------------------------------------------------------- the per-bin (list) forms
 
 def test_scalar_and_list_forms_equal_the_array_rules():
-    from gdro_lab.update_rules import debiased_value, ema_value, entropic_weights_list, omega_list
+    from gdro_lab.functional.update_rules import debiased_value, ema_value, entropic_weights_list, omega_list
 
     rng = np.random.default_rng(4)
     previous = np.where(rng.random(12) < 0.3, NAN, rng.normal(size=12))

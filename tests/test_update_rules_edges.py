@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from gdro_lab.update_rules import (ema_from_first, entropic_weights, exp3p_probabilities, importance_weighted_cost,
+from gdro_lab.functional.update_rules import (ema_from_first, entropic_weights, exp3p_probabilities, importance_weighted_cost,
                                    log_sum_exp_surrogate, mirror_descent_step, omega)
 
 

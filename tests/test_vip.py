@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from gdro_lab.separable import separable_plan
-from gdro_lab.vip import beta_expected_variance, convex_plan, round_relaxed, sqrt_law_relaxed
+from gdro_lab.allocation.separable import separable_plan
+from gdro_lab.allocation.vip import beta_expected_variance, convex_plan, round_relaxed, sqrt_law_relaxed
 
 
 def objective(w, n, offset):

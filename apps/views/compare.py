@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from apps import data, realrun, study, ui, uicharts
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Compare"
 MAX_DEFAULT_RUNS = 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from apps import data, pages
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Config"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from apps import pages, realrun, ui, uicharts
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Evaluations"
 

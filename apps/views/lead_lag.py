@@ -13,7 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from apps import data, pages, ui, uicharts
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Lead-lag"
 GAP_NAMES = {"gap": "Δμ = μ_weight − μ_data"}

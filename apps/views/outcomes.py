@@ -15,7 +15,7 @@ import math
 import streamlit as st
 
 from apps import data, pages, scales, ui, uicharts
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Outcomes"
 SUCCESS_NAMES = {"mean_success": "mean over prompts", "worst_bin_success": "worst bin"}

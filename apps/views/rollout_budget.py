@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from apps import charts, data, pages, ui, uicharts
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Rollout budget"
 

@@ -15,7 +15,7 @@ import numpy as np
 import streamlit as st
 
 from apps import data, pages, ui, uicharts
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 TITLE = "SE proxy"
 UNIFORM = "uniform n̄ (dashed, on top)"

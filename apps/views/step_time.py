@@ -14,7 +14,7 @@ import math
 import streamlit as st
 
 from apps import data, pages, realrun, ui, uicharts
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Step time"
 

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from apps import charts, data, pages, ui, uicharts
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Traveling wave"
 PANELS = (("share", "Prompt share q̂(b)"), ("weight", "Prompt-GDRO weight q(b)"), (None, "Realized reward"))

@@ -168,7 +168,7 @@ def run_arena(cfg: study.StudyConfig, out: Path, log: Callable[[str], None] = pr
 
 def run_digest(run_dir: Path, cfg: study.StudyConfig) -> dict[str, float]:
     """Final held-out metrics (val/test mean and worst skill of mean@8) and per-step compute and time."""
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
 
     run = read_run(run_dir)
     final = run.evals[-1]["metrics"]

@@ -45,7 +45,7 @@ def eval_table(evals: Sequence[dict[str, Any]], groups: Sequence[str], half: str
 
 def final_metrics(path: Path, groups: Sequence[str], half: str) -> dict[str, float]:
     """The METRICS of a run's last evaluation on one half (read from its eval.jsonl)."""
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
 
     evals = read_run(path).evals
     if not evals:

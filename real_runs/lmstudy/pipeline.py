@@ -39,7 +39,7 @@ def study_and_report(cfg: StudyConfig, out: Path, report_dir: Path, setting: str
 
     ``report_only``: no training; report the seeds of ``out`` whose runs all finished.
     """
-    from gdro_lab.tables import write_json
+    from studykit.tables import write_json
     from real_runs.lmstudy import slips
     from real_runs.lmstudy.plan import finished_study, run_study
     from real_runs.lmstudy.report import METHOD_LABELS, write_report

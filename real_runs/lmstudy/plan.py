@@ -5,10 +5,10 @@ per seed), then, seed by seed as its warm start is ready, the warm start's evalu
 Prompt-GDRO, GRPO, Rollout-GDRO, joint and GRPO at the other points of its learning-rate grid; then
 
 - **step-matched GRPO** once Prompt-GDRO has finished on every seed (its factors c1 = E[m] and
-  c2 = sqrt(E[m^2]) pool all seeds: ``gdro_lab.stepmatch``; a factor within 2% of 1 reuses GRPO);
+  c2 = sqrt(E[m^2]) pool all seeds: ``studykit.stepmatch``; a factor within 2% of 1 reuses GRPO);
 - **grid extensions** once every grid point has finished on every seed: while GRPO's best point
   on the val half (for pass@1, pass@8 or worst-group pass@1, seed means) is an end of its grid,
-  one more sqrt(2) step there (``gdro_lab.lrgrid``, at most ``cfg.lr_extend`` per side).
+  one more sqrt(2) step there (``studykit.lrgrid``, at most ``cfg.lr_extend`` per side).
 
 A run directory that finished is reused, so an interrupted study continues where it stopped.
 """
@@ -27,8 +27,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gdro_lab import lrgrid
-from gdro_lab.stepmatch import MatchFactors, match_factors
+from studykit import lrgrid
+from studykit.stepmatch import MatchFactors, match_factors
 from real_runs.lmstudy import tasks
 from real_runs.lmstudy.metrics import final_metrics
 from real_runs.lmstudy.study import (MATCHED, METHODS, StudyConfig, finished, grid_name, initial_eval,
@@ -120,7 +120,7 @@ class Plan:
 
 
 def read_scalars(path: Path) -> dict[str, np.ndarray]:
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
 
     return read_run(path).scalars
 

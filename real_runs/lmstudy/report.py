@@ -1,8 +1,8 @@
 """The study report: tables with 95% intervals, paired gains over three baselines, the paper's claims, figures.
 
-Reads only run directories (``gdro_lab.runlog.read_run``) and the warm starts' evaluations, so a
+Reads only run directories (``gdro_lab.runformat.runlog.read_run``) and the warm starts' evaluations, so a
 report can be rebuilt from a finished study without re-running it. Intervals are across seeds
-(Student t, ``gdro_lab.stats``); gains are paired by seed (each seed: its own warm start, data
+(Student t, ``studykit.stats``); gains are paired by seed (each seed: its own warm start, data
 order and sampler seed, shared by every method of that seed), which removes the variation the
 methods of a seed share. Held-out metrics are those of the **test** half (:mod:`.metrics`); the
 **val** half only chooses tuned GRPO's learning rate (:mod:`.verdicts`). The step-0 point of
@@ -17,10 +17,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab.claims import claims_markdown, claims_text
-from gdro_lab.runlog import read_run
-from gdro_lab.stats import mean_ci
-from gdro_lab.tables import fmt, markdown_table, write_json
+from studykit.claims import claims_markdown, claims_text
+from gdro_lab.runformat.runlog import read_run
+from studykit.stats import mean_ci
+from studykit.tables import fmt, markdown_table, write_json
 from real_runs.lmstudy.labels import METHOD_LABELS
 from real_runs.lmstudy.metrics import METRICS, eval_table
 from real_runs.lmstudy.report_figures import figure_curves, figure_groups, figure_staircase, figure_wave
@@ -96,7 +96,7 @@ def results_markdown(data: dict[str, Any], tuned: dict[str, Any], result: dict[s
                                  else "") + "."]
     factors = result.get("factors")
     if factors:
-        parts += ["", f"Step matching (gdro_lab.stepmatch): Prompt-GDRO's multipliers over every trained prompt of "
+        parts += ["", f"Step matching (studykit.stepmatch): Prompt-GDRO's multipliers over every trained prompt of "
                   f"its seeds had E[m] = {factors['first']:.3f} and √E[m²] = {factors['second']:.3f}; the step-matched "
                   "GRPO runs multiply every advantage by these (`loss.adv_scale`; under AdamW this is not the same "
                   "as scaling the learning rate); their config.json names them (`matched_to`, `match`)."]

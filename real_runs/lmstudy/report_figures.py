@@ -1,7 +1,7 @@
 """Figures of the CPU learning study's report: learning curves, per-skill results, traveling wave, staircase.
 
-Read from the run directories (``gdro_lab.runlog.read_run``); seed means with 95% t-intervals
-(``studyplots.band``). Held-out curves are of the **test** half.
+Read from the run directories (``gdro_lab.runformat.runlog.read_run``); seed means with 95% t-intervals
+(``studykit.plots.band``). Held-out curves are of the **test** half.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab.runlog import RunData, read_run
-from gdro_lab.stats import mean_ci
+from gdro_lab.runformat.runlog import RunData, read_run
+from studykit.stats import mean_ci
 from real_runs.lmstudy.labels import METHOD_LABELS
-from studyplots import band, plt, save_figure
+from studykit.plots import band, plt, save_figure
 
 
 def figure_curves(data: dict[str, Any], path: Path) -> str:

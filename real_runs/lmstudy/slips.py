@@ -93,8 +93,8 @@ def pooled(table: dict[str, dict[str, float]], key: str) -> float:
 def markdown(measured: dict[str, Any], labels: dict[str, str]) -> list[str]:
     """The report's section: pooled right / slip shares per method (95% t-intervals over seeds) and
     the paired change in slip share against GRPO."""
-    from gdro_lab.stats import mean_ci
-    from gdro_lab.tables import fmt, markdown_table
+    from studykit.stats import mean_ci
+    from studykit.tables import fmt, markdown_table
 
     warm = {k: np.array([pooled(t, k) for _, t in sorted(measured["warm"].items())]) for k in ("right", "slip")}
     rows = [["warm starts", fmt(*mean_ci(warm["right"]), 1, 100), fmt(*mean_ci(warm["slip"]), 1, 100), ""]]

@@ -10,7 +10,7 @@ starts from the same weights and spends exactly the same rollouts (``prompts_per
 Baselines (the same definitions as the simulator's studies):
 
 - **GRPO** at the study's learning rate, as the paper compares;
-- **step-matched GRPO** (``gdro_lab.stepmatch``): GRPO with every advantage multiplied by
+- **step-matched GRPO** (``studykit.stepmatch``): GRPO with every advantage multiplied by
   Prompt-GDRO's measured c1 = E[m] (``grpo_matched_first``) or c2 = sqrt(E[m^2])
   (``grpo_matched_second``), over every trained prompt of all its seeds, through
   ``loss.adv_scale``. Under AdamW that is NOT the same as scaling the learning rate: Adam divides

@@ -2,11 +2,11 @@
 
 - **Tuned GRPO**, per metric: the point of GRPO's learning-rate grid whose seed mean on the **val**
   half is highest; its runs' **test** half is the baseline (the same rule as the simulator's
-  studies, ``gdro_lab.lrgrid``).
+  studies, ``studykit.lrgrid``).
 - **Paired gains** of every method over GRPO (same lr), the two step-matched GRPOs and tuned GRPO,
   by seed (each seed: its own warm start, data order and sampler seed): mean ± 95% t-interval
-  (``gdro_lab.stats``).
-- **Claims** (``gdro_lab.claims``): a 0.5 M-parameter model on synthetic arithmetic is not the
+  (``studykit.stats``).
+- **Claims** (``studykit.claims``): a 0.5 M-parameter model on synthetic arithmetic is not the
   paper's models and benchmarks, so every measured claim is "direction only", its size printed
   next to the paper's; the rest are printed as "untested" with the reason.
 """
@@ -18,12 +18,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab import lrgrid
-from gdro_lab.claim_measures import mechanism_measurements
-from gdro_lab.claims import Measurement, claim_rows
-from gdro_lab.runlog import read_run
-from gdro_lab.stats import paired_ci, relative_gain_ci
-from gdro_lab.tables import fmt
+from studykit import lrgrid
+from studykit.claim_measures import mechanism_measurements
+from studykit.claims import Measurement, claim_rows
+from gdro_lab.runformat.runlog import read_run
+from studykit.stats import paired_ci, relative_gain_ci
+from studykit.tables import fmt
 from real_runs.lmstudy.metrics import METRICS, final_metrics
 
 EVIDENCE = "a 0.5 M-parameter Qwen3 on synthetic arithmetic"
@@ -94,7 +94,7 @@ def _gain_claim(final: dict[str, dict[str, np.ndarray]], tuned: dict[str, Any], 
 
 def claims(final: dict[str, dict[str, np.ndarray]], tuned: dict[str, Any], runs: dict[str, dict[int, Path]],
            num_bins: int, n_bar: float) -> list[dict[str, str]]:
-    """One row per paper claim (gdro_lab.claims.CLAIMS)."""
+    """One row per paper claim (studykit.claims.CLAIMS)."""
     measured: dict[str, Measurement] = {}
     for method, pass8, mean8 in (("prompt_gdro", "pgdro_pass8", "pgdro_mean8"),
                                  ("rollout_gdro", "rgdro_pass8", "rgdro_mean8")):

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from verl import DataProto
 
-from gdro_lab.feedback import StepFeedback
+from gdro_lab.controllers.feedback import StepFeedback
 from real_runs.verl import VerlPluginError
 
 ID_KEY = "index"

@@ -32,9 +32,9 @@ import torch
 from verl import DataProto
 
 from gdro_lab.methods import resolve_method
-from gdro_lab.prompts import PromptIndex
-from gdro_lab.registry import REGISTRY, make_config
-from gdro_lab.runlog import META_FILE, RunWriter
+from gdro_lab.controllers.prompts import PromptIndex
+from gdro_lab.controllers.registry import REGISTRY, make_config
+from gdro_lab.runformat.runlog import META_FILE, RunWriter
 from gdro_lab.step import BudgetError, MethodStep
 from real_runs.overhead import RunClock, logged_elapsed
 from real_runs.verl import VerlPluginError

@@ -101,7 +101,7 @@ def verify(out: str | Path, total_steps: int, resumed_from: int, batch: int = BA
     logger) carry the gdro metrics of their steps; the checkpoints the second job resumed from and
     wrote carry the controller state.
     """
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
     from real_runs.verl.state import load_controller_state
 
     out = Path(out)

@@ -4,7 +4,7 @@ the checkpoint a launch will resume, and the one-writer lock on our run director
 verl's ``_save_checkpoint`` writes ``global_step_N/{actor,data.pt}``; the plugin adds its method
 step's state next to them (``gdro_lab.step.MethodStep.state_dict``: the classifier, weighter,
 allocator and selector ``state_dict()``s, RNG included) and the run's prompt numbering, encoded
-losslessly by :func:`gdro_lab.runlog.encode_state`, so a resumed run continues exactly as an
+losslessly by :func:`gdro_lab.runformat.runlog.encode_state`, so a resumed run continues exactly as an
 uninterrupted one. The released code keeps this state in module-level dicts and loses it on resume.
 """
 
@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from gdro_lab.runlog import LOCK_FILE, RunLockedError, decode_state, encode_state, lock_holder
-from gdro_lab.runlog import RunLock as CoreRunLock
+from gdro_lab.runformat.runlog import LOCK_FILE, RunLockedError, decode_state, encode_state, lock_holder
+from gdro_lab.runformat.runlog import RunLock as CoreRunLock
 from real_runs.verl import VerlPluginError
 
 CTRL_FILE = "gdro_ctrl.json"
@@ -63,7 +63,7 @@ def load_controller_state(folder: str | os.PathLike[str]) -> tuple[int, dict[str
 
 
 class RunLock(CoreRunLock):
-    """The run's one-writer lock (:class:`gdro_lab.runlog.RunLock`, ``run_dir/.writer.lock``),
+    """The run's one-writer lock (:class:`gdro_lab.runformat.runlog.RunLock`, ``run_dir/.writer.lock``),
     taken at construction after creating the folder; a refusal is a :class:`VerlPluginError`.
 
     The trainer process holds it from before it opens the run until :meth:`release`; the OS drops

@@ -39,7 +39,7 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
 from gdro_lab import ConfigError
-from gdro_lab.registry import REGISTRY
+from gdro_lab.controllers.registry import REGISTRY
 from real_runs.verl import VerlPluginError
 from real_runs.verl import batch as vb
 from real_runs.verl.controller import GDROController, GDROSettings

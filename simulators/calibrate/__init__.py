@@ -7,6 +7,6 @@ learning-rate sweep (``gdro train`` run directories) gives the learning speed, t
 step, the score noise and the transfer (:mod:`.dynamics`, fitted by simulation with
 :mod:`.fastsim`). ``gdro predict`` (:mod:`.predict`) runs the methods in the fitted world, drawing
 its parameters from the fit's uncertainty. Real outputs are read through the run format
-(``gdro_lab.runlog``) and the samples file (plain JSON lines) only: nothing here imports
+(``gdro_lab.runformat.runlog``) and the samples file (plain JSON lines) only: nothing here imports
 ``real_runs``.
 """

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gdro_lab.runlog import to_jsonable
+from gdro_lab.runformat.runlog import to_jsonable
 from simulators.calibrate import difficulty as stage1
 from simulators.calibrate import dynamics as stage2
 from simulators.calibrate.difficulty import DifficultyFit, SuccessCounts

@@ -5,7 +5,7 @@
   ``"group"`` / ``"source"`` (the prompt's label and benchmark; older files have neither, then
   every prompt is in one group). Responses are counted per ``id``: c successes of n samples.
 - **Sweep** (``gdro train`` run directories, plain GRPO at a few learning rates): read with
-  ``gdro_lab.runlog.read_run``. ``config.json`` gives lr (``optim.lr`` x ``optim.lr_scale``),
+  ``gdro_lab.runformat.runlog.read_run``. ``config.json`` gives lr (``optim.lr`` x ``optim.lr_scale``),
   prompts per step, n_bar, steps, the loss aggregation and the eval k; ``steps.jsonl`` gives the
   training batch's ``mean_success`` per step; ``eval.jsonl`` gives the held-out accuracy per
   group (``group/<name>/mean@k``, with its bootstrap bounds ``_lo`` / ``_hi``) or pooled
@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab import ConfigError, RunFormatError
-from gdro_lab.runlog import read_run
+from gdro_lab.runformat.runlog import read_run
 from simulators.calibrate.difficulty import SuccessCounts
 
 #: gdro train's loss aggregations -> the world's (token-mean weighs every rollout alike).

@@ -6,10 +6,10 @@ across methods: same world instance and batch order), the simulator runs, at the
 size (``fit.json``'s plan; ``--steps`` / ``--batch`` / ``--lr`` change it):
 
 - GRPO at the planned lr, and on a sqrt(2)-step lr grid (x0.5 .. x2, extended while a draw's best
-  point sits at an edge, ``gdro_lab.lrgrid``) to find tuned GRPO (best seed-mean val accuracy per
+  point sits at an edge, ``studykit.lrgrid``) to find tuned GRPO (best seed-mean val accuracy per
   draw, reported on the test split);
 - Prompt-GDRO, Rollout-GDRO and joint at the planned lr;
-- step-matched GRPO (``gdro_lab.stepmatch``, the project's one definition): GRPO with every
+- step-matched GRPO (``studykit.stepmatch``, the project's one definition): GRPO with every
   advantage scaled by Prompt-GDRO's mean multiplier (first moment c1 = E[m]) and by its root mean
   square (second moment c2 = sqrt(E[m^2]), what the world's price of a step grows with), measured
   per draw on Prompt-GDRO's runs. In the world a constant advantage scale is an lr scale. Under ``--optimizer adam`` (the trainer's AdamW) a
@@ -37,7 +37,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab import ConfigError, RunFormatError
+from gdro_lab import ConfigError
 
 METRICS = (("test/accuracy", "held-out accuracy"), ("test/pass@8", "held-out pass@8"),
            ("test/worst_group_accuracy", "held-out worst-group accuracy"))
@@ -129,7 +129,7 @@ class Settings:
 def sim_config(settings: Settings, world: dict[str, Any], method: str, seed: int, lr_scale: float) -> Any:
     """One simulated run of the prediction (Adam: Prompt-GDRO's weights renormalised to mean 1 per batch)."""
     from simulators.config import SimConfig
-    from simulators.methods import get_method
+    from gdro_lab.methods import get_method
     from simulators.world import WorldConfig
 
     values = dict(world)
@@ -165,11 +165,11 @@ def _grid_values(summaries: dict[tuple[str, int, int, float], Any], draws: int, 
 def run_all(settings: Settings, worlds: list[dict[str, Any]], max_extension: int = 4) -> dict[str, np.ndarray]:
     """Final metrics (draws, seeds) per run label: 'grpo@x' on the grid, the methods, step-matched GRPO.
 
-    GRPO's grid starts at x0.5..x2 (sqrt(2) steps) and is extended (``gdro_lab.lrgrid.extension``, at most
+    GRPO's grid starts at x0.5..x2 (sqrt(2) steps) and is extended (``studykit.lrgrid.extension``, at most
     ``max_extension`` steps per side) while the best val point of some draw sits at its edge.
     """
-    from gdro_lab.lrgrid import best, extension
-    from gdro_lab.stepmatch import match_factors
+    from studykit.lrgrid import best, extension
+    from studykit.stepmatch import match_factors
 
     D, S = len(worlds), settings.seeds
     keys = [(f"grpo@{g:g}", j, s, g) for j in range(D) for s in range(S) for g in GRID]
@@ -230,7 +230,7 @@ def gains(table: dict[str, np.ndarray]) -> dict[str, Any]:
     """Per method and metric: per-draw seed-mean gains over GRPO at the planned lr and over tuned GRPO."""
     grid = grid_points(table)
     grid_val = np.stack([table[f"grpo@{g:g}|val/accuracy"].mean(axis=1) for g in grid])  # (grid, draws)
-    best = np.argmax(grid_val, axis=0)  # ties: the first (smaller) lr, as gdro_lab.lrgrid.best
+    best = np.argmax(grid_val, axis=0)  # ties: the first (smaller) lr, as studykit.lrgrid.best
     out: dict[str, Any] = {"tuned_scale": [grid[b] for b in best], "grid": grid, "per_draw": {}}
     for label in ("grpo_matched_c1", "grpo_matched_c2", *METHODS):
         entry = {}

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from simulators.calibrate.predict import LABELS, METHODS, METRICS, Calibrated, Settings
-from simulators.reporting import markdown_table, write_json
+from studykit.tables import markdown_table, write_json
 
 
 def _pp(entry: tuple[float, float]) -> str:

@@ -186,7 +186,7 @@ def coverage_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def coverage_markdown(table: list[dict[str, Any]]) -> str:
     """The docs' table: per parameter, coverage of the 95% intervals and the median relative error."""
-    from simulators.reporting import markdown_table
+    from studykit.tables import markdown_table
 
     rows = [[f"`{r['parameter']}`", r["stage"], f"{r['covered']}/{r['replicates']}",
              f"{100 * r['coverage']:.0f}% [{100 * r['coverage_lo']:.0f}, {100 * r['coverage_hi']:.0f}]",

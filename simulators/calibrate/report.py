@@ -10,7 +10,8 @@ import numpy as np
 
 from simulators.calibrate import difficulty as stage1
 from simulators.calibrate import dynamics as stage2
-from simulators.reporting import markdown_table, plt, save_figure
+from studykit.tables import markdown_table
+from studykit.plots import plt, save_figure
 
 MEANING = {
     "difficulty_offset": "d0: logit difficulty of the easiest prompts",

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gdro_lab.prompt_gdro import UniformWeighter
-from gdro_lab.registry import REGISTRY
-from simulators.methods import MethodSpec, register_method
+from gdro_lab.controllers.prompt_gdro import UniformWeighter
+from gdro_lab.controllers.registry import REGISTRY
+from simulators.methods import register_method
+from gdro_lab.methods import MethodSpec
 
 
 class HardBinWeighter(UniformWeighter):

@@ -27,12 +27,15 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from gdro_lab.claims import Measurement, claim_rows, claims_markdown, claims_text
-from gdro_lab.lrgrid import sqrt2_grid
-from gdro_lab.stepmatch import match_factors
+from studykit.claims import Measurement, claim_rows, claims_markdown, claims_text
+from studykit.lrgrid import sqrt2_grid
+from studykit.stepmatch import match_factors
 from simulators.loop import SimConfig
 from simulators.parallel import RunSummary, run_jobs
-from simulators.reporting import fmt, markdown_table, mean_ci, plt, prepare_output, save_figure, write_json
+from simulators.reporting import prepare_output
+from studykit.tables import fmt, markdown_table, write_json
+from studykit.stats import mean_ci
+from studykit.plots import plt, save_figure
 from simulators.studies.common import StudySettings, final_eval, sim_config
 from simulators.studies.tuning import best_lr, method_grid, run_grid
 
@@ -89,7 +92,7 @@ def cell_baselines(design: list[tuple[dict[str, Any], int]], results: list[RunSu
                    grpo: dict[float, list[RunSummary]]) -> list[dict[str, Any]]:
     """Per cell and held-out metric: gains over GRPO (lr 1), step-matched GRPO and tuned GRPO, paired by seed.
 
-    Step-matched (gdro_lab.stepmatch): each seed's GRPO metric interpolated linearly in log lr over
+    Step-matched (studykit.stepmatch): each seed's GRPO metric interpolated linearly in log lr over
     GRPO's grid at the cell's measured c1 = E[m] and c2 = sqrt(E[m^2]) (not a separate run per cell:
     64 cells x 5 seeds would double the study). Tuned: GRPO at its best grid lr on the val groups
     (seed mean), per metric.
@@ -215,7 +218,7 @@ def write_report(out: Path, design: list[tuple[dict[str, Any], int]], results: l
         "",
         f"GRPO was also run at lr scales {', '.join(f'{v:g}' for v in sorted(grpo))} (√2 steps, extended while "
         "its best val point was at an edge). *Step-matched*: each seed's GRPO metric interpolated in log lr at the "
-        "cell's measured E[m] or √E[m²] (gdro_lab.stepmatch); *tuned*: GRPO at its best lr on the val groups. "
+        "cell's measured E[m] or √E[m²] (studykit.stepmatch); *tuned*: GRPO at its best lr on the val groups. "
         f"The cells themselves run at lr 1 (not tuned). **{beats} of {len(fair)} cells** beat tuned "
         "GRPO in held-out worst-group accuracy with a 95% interval above 0. Best 6 and worst 3 cells by that gain:",
         "",

@@ -7,10 +7,10 @@ the three paper presets (simulators/presets.py) and the sqrt-law study's bimodal
 
 Equal compute: every method generates exactly batch x n_bar rollouts per step (the allocators'
 exact budget; a selector's skipped prompts are replaced before generation and its dropped groups
-count as generated, gdro_lab/selection.py), so equal steps are equal rollouts; the simulator's
+count as generated, gdro_lab/controllers/selection.py), so equal steps are equal rollouts; the simulator's
 rollouts have no length, so equal rollouts are also equal generated tokens. Per world and method:
 
-- the SE proxies per prompt (Eq. 28 and 33 with the true v_i, gdro_lab/prompt_oracle.py): the
+- the SE proxies per prompt (Eq. 28 and 33 with the true v_i, gdro_lab/allocation/prompt_oracle.py): the
   reduction against uniform n_bar and its fraction of the per-prompt oracle's on the same batches
   (mean over the steps after the first pass over the pool, when every allocator is uniform);
 - held-out mean and worst-group accuracy against tuned GRPO: every method at its own best
@@ -38,11 +38,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab.runlog import is_run_dir, read_run
+from gdro_lab.runformat.runlog import is_run_dir, read_run
 from simulators.methods import ARENA_METHODS
 from simulators.parallel import RunSummary, run_jobs
 from simulators.presets import PRESETS
-from gdro_lab import lrgrid
+from studykit import lrgrid
 from simulators.studies.baselines import decision, run_matched
 from simulators.studies.tuning import Grid, lr_dir, tuned_grid
 from simulators.studies.common import StudySettings, job, sim_config
@@ -135,7 +135,7 @@ def run_selector_matched(settings: StudySettings, grid: Grid, methods: Sequence[
     but not the prompt-skill step (simulators/learner.py), so training on fewer prompts is not a
     uniform rescaling there and an lr grid on GRPO cannot reproduce it; this baseline can.
     """
-    from simulators.methods import get_method
+    from gdro_lab.methods import get_method
     selectors = [m for m in methods if get_method(m).selector != "none"]
     out_runs: dict[str, dict[str, Any]] = {}
     jobs, keys = [], []

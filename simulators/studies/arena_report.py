@@ -10,9 +10,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from simulators.methods import METHODS
+from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
-from simulators.reporting import fmt, markdown_table, mean_ci, write_json
+from studykit.tables import fmt, markdown_table, write_json
+from studykit.stats import mean_ci
 from simulators.studies.baselines import GAIN_METRICS
 from simulators.studies.common import StudySettings, final_eval
 
@@ -249,7 +250,7 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
         f"({', '.join(worlds)}) × {seeds} seeds; {first['steps']} steps, {first['batch']} prompts per step, "
         f"{first['world']['num_prompts']:,} training prompts, n̄ = {first['n_bar']} in [{first['n_min']}, "
         f"{first['n_max']}]. Learning rate tuned per method: each method on its own grid starting at scales "
-        f"{{{start}}} (sqrt(2) steps, gdro_lab/lrgrid.py), extended by sqrt(2) while its best point on the val "
+        f"{{{start}}} (sqrt(2) steps, studykit/lrgrid.py), extended by sqrt(2) while its best point on the val "
         f"split for any tuned metric was an end (at most {settings.lr_extend} steps beyond each end); the grids "
         f"as run are listed per world. The grid and reference runs took {run_seconds:,.0f} s (this invocation {wall:.0f} s: "
         "unchanged runs are read from their digests) on a shared 2-core machine under load (times are provisional).",
@@ -260,7 +261,7 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
         "The simulator's rollouts have no length, so equal rollouts are equal generated tokens here; the LM "
         "section compares both. Selectors train on fewer prompts per step (trained share), which makes their "
         "update larger per prompt: the tuned-lr comparison is the one that removes a step-size effect.", "",
-        "**SE proxy per prompt** (gdro_lab/prompt_oracle.py): Eq. 28 = Σ v_i / n_i and Eq. 33 = Σ σ_i / √n_i with "
+        "**SE proxy per prompt** (gdro_lab/allocation/prompt_oracle.py): Eq. 28 = Σ v_i / n_i and Eq. 33 = Σ σ_i / √n_i with "
         "the true v_i = 4 p_i (1 − p_i); reductions against uniform n̄; the per-prompt oracle is the exact "
         "integer minimiser of Eq. 28 on the true p_i; the Bayes reference uses the pool's true distribution of p "
         "as its prior and each prompt's whole history (what rollouts can tell at best).", "",

@@ -2,7 +2,7 @@
 
 - **GRPO at the default learning rate**: every method at lr scale 1 (the calibrated GRPO step),
   as the paper compares them.
-- **Step-matched GRPO** (``gdro_lab.stepmatch``, one definition for every study): GRPO with every
+- **Step-matched GRPO** (``studykit.stepmatch``, one definition for every study): GRPO with every
   advantage multiplied by a constant c, here lr x c (the learner is plain SGD), measured on the
   method's own runs at lr 1 over every trained prompt and all seeds: c1 = E[m] (the same mean
   step) and c2 = sqrt(E[m^2]) (the same mean squared step: the world charges curvature x mean dz^2
@@ -21,11 +21,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from gdro_lab.stats import paired_ci
-from gdro_lab.stepmatch import MatchFactors, match_factors
-from simulators.methods import get_method
+from studykit.stats import paired_ci
+from studykit.stepmatch import MatchFactors, match_factors
+from gdro_lab.methods import get_method
 from simulators.parallel import RunSummary, run_jobs
-from simulators.reporting import fmt, markdown_table
+from studykit.tables import fmt, markdown_table
 from simulators.studies.common import StudySettings, final_eval, job, sim_config
 from simulators.studies.tuning import TUNED_METRICS, Grid, best_lr, edge_notes, method_grid
 

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab import ConfigError
-from gdro_lab.lrgrid import sqrt2_grid
+from studykit.lrgrid import sqrt2_grid
 from simulators.loop import SimConfig
 from simulators.parallel import Job, RunSummary, run_jobs
 from simulators.world import WorldConfig
@@ -35,7 +35,7 @@ class StudySettings:
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     """--set / --config overrides by namespace (simulators.knobs)."""
     lr_grid: tuple[float, ...] = sqrt2_grid(0.5, 2.0)
-    """Starting learning-rate scales of the tuned baselines (sqrt(2) steps at most; gdro_lab.lrgrid):
+    """Starting learning-rate scales of the tuned baselines (sqrt(2) steps at most; studykit.lrgrid):
     each method at its best one on the val split, its grid extended while that is an edge."""
     lr_extend: int = 8
     """Most sqrt(2) steps a method's grid is extended beyond each end of ``lr_grid``."""
@@ -53,7 +53,7 @@ class StudySettings:
                 raise ConfigError(f"--{name.replace('_', '-')}={value!r} is invalid: must be an integer >= 1")
         if not isinstance(self.lr_extend, int) or self.lr_extend < 0:
             raise ConfigError(f"--lr-extend={self.lr_extend!r} is invalid: must be an integer >= 0")
-        from gdro_lab.lrgrid import check_grid
+        from studykit.lrgrid import check_grid
         check_grid(tuple(self.lr_grid) + (1.0,))
         if self.batch > self.prompts:
             raise ConfigError(f"--batch={self.batch} is invalid: must be at most --prompts={self.prompts}")

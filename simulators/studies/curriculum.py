@@ -15,11 +15,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab.claims import claims_markdown, claims_text
-from gdro_lab.lrgrid import sqrt2_grid
-from simulators.methods import DEFAULT_METHODS, METHODS
+from studykit.claims import claims_markdown, claims_text
+from studykit.lrgrid import sqrt2_grid
+from simulators.methods import DEFAULT_METHODS
+from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
-from simulators.reporting import fmt, markdown_table, mean_ci, prepare_output, write_json
+from simulators.reporting import prepare_output
+from studykit.tables import fmt, markdown_table, write_json
+from studykit.stats import mean_ci
 from simulators.studies.baselines import (assumptions_line, decision, decision_markdown, decision_text, matching_markdown,
                                           run_matched)
 from simulators.studies.common import StudySettings, final_eval
@@ -54,7 +57,7 @@ def run(settings: StudySettings) -> Path:
 
 
 def _mean_multiplier(runs: Sequence[RunSummary]) -> np.ndarray:
-    """Mean advantage multiplier per seed over the logged steps, every trained prompt (gdro_lab.stepmatch)."""
+    """Mean advantage multiplier per seed over the logged steps, every trained prompt (studykit.stepmatch)."""
     return np.array([np.nanmean(r.scalars.get("multiplier_mean", np.array([np.nan]))) for r in runs])
 
 
@@ -158,7 +161,7 @@ def write_report(grid: Grid, matched: Any, factors: Any, methods: Sequence[str],
         "the default learning rate; *vs step-matched GRPO*: GRPO with every advantage multiplied by a constant "
         "(here: its learning rates, the learner being plain SGD), measured on the method's own runs over every "
         "trained prompt, either the mean multiplier E[m] (the same mean step) or √E[m²] (the same mean squared "
-        "step, what this world's step price charges; gdro_lab.stepmatch); *vs tuned GRPO*: each at its own best "
+        "step, what this world's step price charges; studykit.stepmatch); *vs tuned GRPO*: each at its own best "
         "learning-rate scale on the val groups, chosen per metric on a grid of √2 steps extended while the best "
         "point is at an edge.",
         "",

@@ -8,9 +8,10 @@ from typing import Sequence
 
 import numpy as np
 
-from simulators.methods import METHODS
+from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
-from simulators.reporting import band, mean_ci, plt, save_figure
+from studykit.plots import band, plt, save_figure
+from studykit.stats import mean_ci
 from simulators.studies.tuning import TUNED_METRICS as GAIN_METRICS, Grid
 from simulators.studies.common import bins_series, blocks, eval_series, final_eval, scalar_series, seed_mean, smooth
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulators.methods import METHODS
+from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
-from simulators.reporting import fmt, mean_ci
+from studykit.tables import fmt
+from studykit.stats import mean_ci
 from simulators.studies.paper_claims import lead_lag_parts
 
 

@@ -1,10 +1,10 @@
-"""The paper's claims as the simulator's curriculum and sqrt-law studies measure them (gdro_lab.claims).
+"""The paper's claims as the simulator's curriculum and sqrt-law studies measure them (studykit.claims).
 
 Gains are measured against **tuned** GRPO (each side at its best lr on the val groups, per
 metric; the test groups report), with the same-lr and step-matched numbers alongside. Every
 measurement is on the simulator's toy world, not on the paper's models and benchmarks, so the
 verdicts can only be "direction only" (the size printed next to the paper's). The mechanism
-claims (wave, lead-lag, frontier, SE proxy, budget) come from gdro_lab.claim_measures on the
+claims (wave, lead-lag, frontier, SE proxy, budget) come from studykit.claim_measures on the
 runs at the default learning rate.
 """
 
@@ -14,10 +14,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab.claim_measures import mechanism_measurements
-from gdro_lab.claims import BY_KEY, Measurement, claim_rows
-from gdro_lab.stats import mean_ci, paired_ci, relative_gain_ci
-from gdro_lab.tables import fmt
+from studykit.claim_measures import mechanism_measurements
+from studykit.claims import BY_KEY, Measurement, claim_rows
+from studykit.stats import mean_ci, paired_ci, relative_gain_ci
+from studykit.tables import fmt
 from simulators.parallel import RunSummary
 from simulators.studies.common import final_eval
 from simulators.studies.tuning import Grid
@@ -98,7 +98,7 @@ def measurements(grid: Grid, result: dict[str, Any], methods: Sequence[str]) -> 
 
 
 def claims(grid: Grid, result: dict[str, Any], methods: Sequence[str]) -> list[dict[str, str]]:
-    """One row per paper claim (gdro_lab.claims.CLAIMS): verdict, number, the paper's number."""
+    """One row per paper claim (studykit.claims.CLAIMS): verdict, number, the paper's number."""
     untested = dict(UNTESTED)
     if "class_gdro" not in methods:
         for key in ("toy_ema_vs_class", "toy_support"):

@@ -2,7 +2,7 @@
 
 With n in [n_min, n_max] and a mean budget n_bar, the best reduction of
 WSE = sum_b q_b sigma_b / sqrt(n_b) against uniform n_bar depends only on how unequal the per-bin
-sigma_b are. Both tables use gdro_lab.diagnostics.se_report's box-constrained square-root optimum
+sigma_b are. Both tables use gdro_lab.functional.diagnostics.se_report's box-constrained square-root optimum
 (Thm 4.2), the same one the runs are scored against:
 
 - ``headroom_table``: a share f of the batch at sigma ~ 0, the rest at sigma 1;
@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from simulators.reporting import markdown_table
+from studykit.tables import markdown_table
 
 #: The paper's reported WSE reductions (22.6-37.1%, with 33.4% in between) and two small references.
 TARGETS = (5.0, 10.0, 22.6, 33.4, 37.1)
@@ -24,7 +24,7 @@ TARGETS = (5.0, 10.0, 22.6, 33.4, 37.1)
 
 def best_reduction(share_zero: float, ratio: float, n_bar: int = 4, n_min: int = 2, n_max: int = 12) -> float:
     """Best WSE reduction (%) of a two-bin batch: share ``share_zero`` at sigma 1/ratio, the rest at sigma 1."""
-    from gdro_lab.diagnostics import se_report
+    from gdro_lab.functional.diagnostics import se_report
     share = np.array([share_zero, 1 - share_zero])
     sigma = np.array([1.0 / ratio, 1.0])
     return float(se_report(share, sigma, np.full(2, float(n_bar)), n_bar, n_min, n_max)["se_sqrt_reduction_pct"])

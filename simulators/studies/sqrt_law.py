@@ -20,12 +20,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gdro_lab.claims import claims_markdown, claims_text
-from gdro_lab.lrgrid import sqrt2_grid
-from gdro_lab.stepmatch import MatchFactors
-from simulators.methods import METHODS
+from studykit.claims import claims_markdown, claims_text
+from studykit.lrgrid import sqrt2_grid
+from studykit.stepmatch import MatchFactors
+from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
-from simulators.reporting import fmt, markdown_table, mean_ci, prepare_output, write_json
+from simulators.reporting import prepare_output
+from studykit.tables import fmt, markdown_table, write_json
+from studykit.stats import mean_ci
 from simulators.studies import se_dispersion
 from simulators.studies.baselines import Matched, decision, decision_markdown, decision_text, run_matched
 from simulators.studies.common import StudySettings, bins_series, final_eval, scalar_series

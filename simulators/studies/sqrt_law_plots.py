@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simulators.methods import METHODS
+from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
-from simulators.reporting import band, plt, save_figure
+from studykit.plots import band, plt, save_figure
 from simulators.studies.common import bins_series, blocks, scalar_series, seed_mean, smooth
 
 

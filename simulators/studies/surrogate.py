@@ -9,7 +9,7 @@ Part 2 (game): f(theta, q) = sum_b q_b L_b(theta) with L_b(theta) = mean_{i in b
 p_i = sigmoid(s0 + s_b - d_i), theta in the box [-R, R]^(B+1) (convex-concave, as Eq. 27 needs).
 The learner runs projected SGD with step alpha_0 / sqrt(t) on *sampled* Bernoulli rollouts
 (unbiased: d(-log p)/dz = -(1 - p), estimated by -(1 - y)); the adversary runs exponential weights
-on the exact cumulative group losses with eta_0 / sqrt(t) via ``gdro_lab.prompt_gdro.entropic_weights``.
+on the exact cumulative group losses with eta_0 / sqrt(t) via ``gdro_lab.functional.update_rules.entropic_weights``.
 The duality gap of the averaged iterates, max_q f(theta_bar, q) - min_theta f(theta, q_bar), is
 computed exactly (inner min by L-BFGS-B) and checked against (Reg_theta + Reg_q) / T.
 """
@@ -26,12 +26,15 @@ from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
 from gdro_lab import RunWriter, StepFeedback
-from gdro_lab.claims import MATH, Measurement, claim_rows, claims_markdown, claims_text
-from gdro_lab.prompt_gdro import entropic_weights
-from gdro_lab.update_rules import log_sum_exp_surrogate
-from gdro_lab.record import step_record
+from studykit.claims import MATH, Measurement, claim_rows, claims_markdown, claims_text
+from gdro_lab.functional.update_rules import entropic_weights
+from gdro_lab.functional.update_rules import log_sum_exp_surrogate
+from gdro_lab.runformat.record import step_record
 from simulators.parallel import run_jobs
-from simulators.reporting import fmt, markdown_table, mean_ci, plt, prepare_output, save_figure, write_json
+from simulators.reporting import prepare_output
+from studykit.tables import fmt, markdown_table, write_json
+from studykit.stats import mean_ci
+from studykit.plots import plt, save_figure
 from simulators.studies.common import StudySettings
 from simulators.world import WorldConfig, make_world
 

@@ -1,6 +1,6 @@
 """Tuned baselines: every method on a learning-rate grid of sqrt(2) steps, extended while its best point is at an edge.
 
-Each method (GRPO included) runs every seed at every point of its own grid (``gdro_lab.lrgrid``):
+Each method (GRPO included) runs every seed at every point of its own grid (``studykit.lrgrid``):
 the study's starting grid (lr scale 1 always included), then, round by round, one sqrt(2) step
 beyond an end of the method's grid whenever its best point on the **val** split, for any tuned
 metric, is that end (at most ``settings.lr_extend`` steps beyond the starting grid). The best
@@ -19,10 +19,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from gdro_lab import lrgrid
-from simulators.methods import METHODS
+from studykit import lrgrid
+from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary, run_jobs
-from simulators.reporting import fmt, markdown_table, mean_ci
+from studykit.tables import fmt, markdown_table
+from studykit.stats import mean_ci
 from simulators.studies.common import StudySettings, final_eval, job, sim_config
 
 #: Metrics each method is tuned on (val split) and compared on (test split).

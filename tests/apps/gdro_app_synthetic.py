@@ -1,4 +1,4 @@
-"""Synthetic run directories for the app's tests and benchmark (written with gdro_lab.runlog.RunWriter).
+"""Synthetic run directories for the app's tests and benchmark (written with gdro_lab.runformat.runlog.RunWriter).
 
 A curriculum that looks like the paper's: the prompt share drifts from the hard bins (bin 0)
 toward higher bins over training (the traveling wave), Prompt-GDRO weights lead the data early
@@ -9,7 +9,7 @@ weights), "rollout_gdro" (staircase and shadow price mu), "both" (all of it: the
 every panel of the app has something to show).
 
 This is test data, not a simulator: nothing here learns. Diagnostic scalars are computed with
-``gdro_lab.diagnostics`` as a producer would.
+``gdro_lab.functional.diagnostics`` as a producer would.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from gdro_lab import diagnostics
-from gdro_lab.runlog import RunWriter
+from gdro_lab.functional import diagnostics
+from gdro_lab.runformat.runlog import RunWriter
 
 N_BAR, N_MIN, N_MAX = 4, 2, 12
 METHODS = ("grpo", "prompt_gdro", "rollout_gdro", "both")

@@ -9,7 +9,7 @@
   (``sweep/runs/cell<i>/<method>/seed<k>``);
 * ``train/``  3 runs in ``gdro train``'s layout (``train/<method>-tiny-s0``): the trainer's own
   resolved config of the ``tiny-cpu`` preset (``real_runs.config``), :data:`TRAIN_STEPS` steps
-  with step times and agreed-name evaluations (written with ``gdro_lab.runlog.RunWriter``: a real
+  with step times and agreed-name evaluations (written with ``gdro_lab.runformat.runlog.RunWriter``: a real
   ``gdro train tiny-cpu`` takes 15 s a run);
 * ``damaged/truncated``  a copy of a study run whose ``steps.jsonl`` was cut in the middle of a
   line (status still "finished": a crash or a full disk);
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gdro_app_synthetic import SyntheticCurriculum, trainer_config
-from gdro_lab.runlog import RunWriter
+from gdro_lab.runformat.runlog import RunWriter
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_STEPS, SIM_SEEDS, TRAIN_STEPS = 60, 5, 6

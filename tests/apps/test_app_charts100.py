@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from apps import interactive, study, uicharts
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 
 def _run(name: str, values: list[float], method: str = "m") -> RunData:

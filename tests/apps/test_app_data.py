@@ -13,8 +13,8 @@ from gdro_app_synthetic import write_synthetic_run
 
 from apps import data
 from apps.settings import AppSettings, resolve_settings, script_arguments
-from gdro_lab import diagnostics
-from gdro_lab.runlog import RunData
+from gdro_lab.functional import diagnostics
+from gdro_lab.runformat.runlog import RunData
 
 
 @pytest.fixture(scope="module")

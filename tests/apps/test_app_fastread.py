@@ -1,4 +1,4 @@
-"""The app's fast run reader (pyarrow) against the reference reader (``gdro_lab.runlog.read_run``),
+"""The app's fast run reader (pyarrow) against the reference reader (``gdro_lab.runformat.runlog.read_run``),
 and the shared run cache: same runs, same errors, re-read when a run grows, parallel reads."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from apps import fastread, loading
 from gdro_app_synthetic import write_synthetic_run
-from gdro_lab.runlog import RunData, RunFormatError, read_run
+from gdro_lab.runformat.runlog import RunData, RunFormatError, read_run
 
 
 def assert_same_run(fast: RunData, reference: RunData) -> None:

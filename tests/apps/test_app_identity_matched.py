@@ -64,7 +64,7 @@ def test_lm_study_step_matched_runs_are_labelled_and_still_load(tmp_path: Path) 
     from real_runs.lmstudy.study import QUICK, label_matched, run_name, trainer_config
     from real_runs.train import load_run_config
 
-    from gdro_lab.runlog import RunWriter
+    from gdro_lab.runformat.runlog import RunWriter
 
     configs = {}
     for name, adv_scale in (("grpo", 1.0), ("grpo_matched_first", 1.2), ("grpo_matched_second", 1.4),

@@ -93,7 +93,7 @@ print(sorted(name for name in ("altair", "apps.interactive", "apps.charts", "app
 
 def test_landing_page_imports_no_chart_module(runs_root: Path) -> None:
     """The warm-up's first stage and the landing page (the run table) import no altair and no
-    scipy.special (0.3 s, pulled in by gdro_lab.estimators and apps.study on first use): those
+    scipy.special (0.3 s, pulled in by gdro_lab.functional.estimators and apps.study on first use): those
     imports wait until the first page has been sent (a fresh process, as at server start)."""
     env = {**os.environ, "GDRO_APP_ROOT": str(runs_root), "PYTHONPATH": str(REPO)}
     env.pop("GDRO_APP_RUNS", None)

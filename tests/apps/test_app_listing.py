@@ -11,7 +11,7 @@ from app_helpers import assert_clean, markdown_tables, open_app
 from gdro_app_synthetic import write_synthetic_run
 
 from apps import listing
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 
 @pytest.fixture

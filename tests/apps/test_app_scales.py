@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from apps import scales, study
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 
 def _run(name: str, values: list[float], num_bins: int = 10) -> RunData:

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from apps import data, identity, interactive, listing, realrun, runtable, study
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 
 def _runs(root: Path) -> dict[str, RunData]:

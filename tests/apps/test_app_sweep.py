@@ -12,7 +12,7 @@ from root100 import Root100
 from scipy import stats
 
 from apps import data, sweep
-from gdro_lab.runlog import RunData
+from gdro_lab.runformat.runlog import RunData
 
 
 def _runs(root: Path, labels: list[str]) -> dict[str, RunData]:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gdro_cli.main import main as gdro
-from gdro_lab.runlog import RunWriter, read_run
+from gdro_lab.runformat.runlog import RunWriter, read_run
 from real_runs import eval_cli
 from real_runs.data import format_prompt, load_dataset_records
 from real_runs.types import Rollouts, SamplingParams

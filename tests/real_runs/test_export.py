@@ -108,7 +108,7 @@ def test_an_older_model_pt_checkpoint_is_rebuilt_from_the_run(trained_run: Path,
 
 
 def test_gdro_eval_runs_on_a_checkpoint_folder(trained_run: Path, tmp_path: Path, data_dir):
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
     step = ckpt.step_folder(trained_run, 2)
     assert gdro(["eval", "--model", str(step), "--benchmarks", "aime24", "--limit", "2", "--k", "1",
                  "--max-new-tokens", "4", "--num-boot", "10", "--reward-workers", "1", "--out", str(tmp_path / "ev")]) == 0

@@ -102,7 +102,7 @@ def test_the_docs_tiny_cpu_quick_start_runs_in_a_bare_clone(tmp_path: Path):
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path("runs") / "joint-tiny-s0"
     assert f"gdro train: run directory {run_dir} (steps 1..6)" in result.stdout
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
     run = read_run(clone / run_dir)
     assert run.meta["status"] == "finished" and run.steps.tolist() == [1, 2, 3, 4, 5, 6]
     assert [e["step"] for e in run.evals] == [3, 6]

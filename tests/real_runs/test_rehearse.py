@@ -78,7 +78,7 @@ def test_verify_refuses_a_run_that_did_not_follow_the_preset(tmp_path: Path):
     """A run whose budget or evaluation differs from the preset's is a RehearsalError."""
     import numpy as np
 
-    from gdro_lab.runlog import RunWriter
+    from gdro_lab.runformat.runlog import RunWriter
     from real_runs.rehearse import RehearsalError, verify
     cfg = rehearsal_config(load_config("paper-qwen3-1.7b"), "paper-qwen3-1.7b")
     writer = RunWriter(tmp_path / "run", {}, num_bins=10, producer="gdro train")
@@ -170,7 +170,7 @@ def test_the_seeded_history_is_seeded_and_visits_every_prompt():
 def _run(tmp_path: Path, method: str, rollouts_G: list[list[float]], multipliers_G: list[list[float]],
          unassigned: int = 0) -> tuple[Path, object]:
     """A two-step run directory with the given per-bin mean rollouts and multipliers (256 prompts)."""
-    from gdro_lab.runlog import RunWriter, read_run
+    from gdro_lab.runformat.runlog import RunWriter, read_run
     writer = RunWriter(tmp_path / method, {}, num_bins=3, producer="gdro train")
     for step, (rollouts, multipliers) in enumerate(zip(rollouts_G, multipliers_G), start=1):
         writer.log_step(step, {"total_rollouts": 1024, "num_prompts": 256, "num_unassigned": unassigned},
@@ -231,7 +231,7 @@ def test_the_rehearsal_exercises_each_method_end_to_end(method: str, tmp_path: P
     own check: every prompt has a bin at both steps; the per-bin mean rollouts straddle n_bar with
     Rollout-GDRO and equal it otherwise; Prompt-GDRO's per-bin multipliers differ from 1, the
     others' equal 1. The rehearsal before the seeded history passed with none of this."""
-    from gdro_lab.runlog import read_run
+    from gdro_lab.runformat.runlog import read_run
     torch.set_num_threads(2)
     argv = ["paper-qwen3-1.7b", "--rehearse", f"method.name={method}", "train.prompts_per_step=32",
             "--out", str(tmp_path)]

@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from gdro_lab.runlog import read_run  # noqa: E402
+from gdro_lab.runformat.runlog import read_run  # noqa: E402
 from real_runs import checkpoint as ckpt  # noqa: E402
 from real_runs import train  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
@@ -429,7 +429,7 @@ def test_time_elapsed_counts_start_up_eval_and_continues_after_a_resume(tmp_path
 
 
 def test_logged_elapsed_of_a_run_without_it_sums_step_and_eval_times(tmp_path: Path):
-    from gdro_lab.runlog import RunWriter
+    from gdro_lab.runformat.runlog import RunWriter
     from real_runs.overhead import RunClock, logged_elapsed
     with RunWriter(tmp_path / "old", {}, 1, "gdro train") as writer:
         for step, (seconds, evals) in enumerate([(1.0, None), (2.0, 0.5), (4.0, None)], start=1):

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from gdro_lab.runlog import read_run  # noqa: E402
+from gdro_lab.runformat.runlog import read_run  # noqa: E402
 from real_runs import train  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
 from real_runs.types import Problem, RewardResult  # noqa: E402

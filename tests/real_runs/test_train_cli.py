@@ -262,7 +262,7 @@ def test_a_second_writer_is_refused_while_the_first_lives_and_welcome_after(stop
     that process is gone (killed: the kernel drops its flock) the resume runs."""
     import subprocess
     import sys
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from gdro_lab.runlog import RunLock; "
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from gdro_lab.runformat.runlog import RunLock; "
                                f"RunLock({str(stopped_run)!r}).acquire(); print('locked', flush=True); time.sleep(600)"],
                               stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
     try:
@@ -285,7 +285,7 @@ def test_the_trainer_holds_the_lock_while_it_writes(tmp_path: Path):
 
     from real_runs import train
     from real_runs.config import load_config
-    from gdro_lab.runlog import RunLock, RunLockedError
+    from gdro_lab.runformat.runlog import RunLock, RunLockedError
     from real_runs.types import RewardResult
     run_dir = tmp_path / "locked"
     seen = []

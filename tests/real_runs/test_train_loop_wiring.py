@@ -22,7 +22,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from gdro_lab.runlog import read_run  # noqa: E402
+from gdro_lab.runformat.runlog import read_run  # noqa: E402
 from gdro_lab import step as core_step  # noqa: E402
 from real_runs import train  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
@@ -574,7 +574,7 @@ def test_the_step_record_logs_the_controllers_own_weights_multipliers_sigma_and_
     shadow price, score Prompt-GDRO's EMA score per bin and signal its failure-rate signal per bin
     (1 - the bin's mean success; the simulator and the verl plugin logged both, the trainer did not),
     all read at the step's end; the last step's snapshot holds every controller's state."""
-    from gdro_lab.runlog import load_snapshot, encode_state
+    from gdro_lab.runformat.runlog import load_snapshot, encode_state
 
     torch.set_num_threads(1)
     build = core_step.build

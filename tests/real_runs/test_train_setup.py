@@ -22,7 +22,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from gdro_lab.runlog import RunLock, RunWriter, read_run  # noqa: E402
+from gdro_lab.runformat.runlog import RunLock, RunWriter, read_run  # noqa: E402
 from real_runs import preflight, train  # noqa: E402
 from real_runs.config import config_to_dict, load_config  # noqa: E402
 from real_runs.preflight import TrainError  # noqa: E402

@@ -61,7 +61,7 @@ def test_docs_findings_tables_match_the_committed_reports() -> None:
 
 
 def test_claims_map_lists_every_claim_against_every_study(tmp_path: Path) -> None:
-    from gdro_lab.claims import CLAIMS
+    from studykit.claims import CLAIMS
     from simulators.findings import claims_map
     (tmp_path / "surrogate").mkdir()
     (tmp_path / "surrogate" / "summary.json").write_text(json.dumps({"claims": [

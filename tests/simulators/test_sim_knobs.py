@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from gdro_lab import ConfigError
-from gdro_lab.registry import REGISTRY
+from gdro_lab.controllers.registry import REGISTRY
 from simulators import cli, knobs
 from simulators.loop import SimConfig
-from simulators.methods import METHODS
+from gdro_lab.methods import METHODS
 from simulators.studies.tuning import best_lr
 
 
@@ -64,8 +64,8 @@ def test_toml_file(tmp_path: Path) -> None:
 PLUGIN = textwrap.dedent('''
     """A user's own weighter: Prompt-GDRO with a fixed double weight on the hardest bin."""
     import numpy as np
-    from gdro_lab.prompt_gdro import UniformWeighter
-    from gdro_lab.registry import REGISTRY
+    from gdro_lab.controllers.prompt_gdro import UniformWeighter
+    from gdro_lab.controllers.registry import REGISTRY
     from simulators.methods import MethodSpec, register_method
 
     class HardBinWeighter(UniformWeighter):
@@ -96,7 +96,8 @@ def test_plugin_registers_a_user_method(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_register_method_refuses_unknown_controllers() -> None:
-    from simulators.methods import MethodSpec, register_method
+    from simulators.methods import register_method
+    from gdro_lab.methods import MethodSpec
     with pytest.raises(ConfigError, match="unknown weighter"):
         register_method(MethodSpec("x", "x", weighter="nope"))
     with pytest.raises(ConfigError, match="already exists"):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from gdro_lab.grpo import group_mean, grpo_advantages
+from gdro_lab.functional.grpo import group_mean, grpo_advantages
 from simulators.loop import SimConfig, Simulation
 from simulators.ppo_drift import surrogate_losses
 from simulators.learner import Learner

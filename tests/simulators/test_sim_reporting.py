@@ -1,5 +1,4 @@
-"""Report statistics: the simulator's re-exported CI is the core's (tested against scipy in tests/test_stats.py),
-factorial effects against naive means."""
+"""Report statistics: the studies' CI against scipy, factorial effects against naive means."""
 
 from __future__ import annotations
 
@@ -7,15 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from simulators.reporting import mean_ci
+from studykit.stats import mean_ci
 from simulators.studies import ablation
-
-
-def test_reporting_reexports_the_core_statistics() -> None:
-    import gdro_lab.stats
-    import gdro_lab.tables
-    from simulators import reporting
-    assert reporting.mean_ci is gdro_lab.stats.mean_ci and reporting.fmt is gdro_lab.tables.fmt
 
 
 def test_mean_ci_matches_scipy() -> None:

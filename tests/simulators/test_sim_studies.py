@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gdro_lab import read_run
-from gdro_lab.runlog import find_runs
+from gdro_lab.runformat.runlog import find_runs
 from simulators import cli
 from simulators.studies import curriculum
 
@@ -44,7 +44,7 @@ def test_tiny_curriculum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert sum("tuned GRPO" in line and "step-matched √E[m²]" in line for line in gains_part.splitlines()) == 9
     assert sum(line.startswith("  step matching, ") for line in gains_part.splitlines()) == 3
     claim_lines = claims_part.strip().splitlines()[1:-1]
-    from gdro_lab.claims import CLAIMS
+    from studykit.claims import CLAIMS
     assert len(claim_lines) == len(CLAIMS)  # every claim of the paper, tested or not
     assert all(line.split()[0] in ("direction", "untested") for line in claim_lines)  # a toy world never reproduces
     # every claim the study does not test is printed as untested, by name (the wave's end profiles, the
@@ -181,7 +181,7 @@ def test_tiny_ablation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert len(find_runs(out / "runs")) == 64 * 2 + len(summary["grpo_lr_grid"]) * 2  # GRPO on its own lr grid
     assert len(summary["grpo_lr_grid"]) >= 5
     fair = summary["fair_baselines"]
-    # E[m] is over every trained prompt, √E[m²] over the rollouts that carry an advantage (gdro_lab.stepmatch),
+    # E[m] is over every trained prompt, √E[m²] over the rollouts that carry an advantage (studykit.stepmatch),
     # so √E[m²] may fall below E[m] (mean-1 cells: 1.00 / 0.98); both are positive and finite
     assert len(fair) == 64 and all(0 < e["mean_multiplier"] < 20 and 0 < e["rms_multiplier"] < 20 for e in fair)
     entry = fair[0]["test/worst_group_accuracy"]

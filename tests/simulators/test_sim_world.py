@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from gdro_lab import ConfigError
-from gdro_lab.grpo import grpo_advantages
+from gdro_lab.functional.grpo import grpo_advantages
 from simulators.learner import Learner, expected_gradient
 from simulators.world import BatchSampler, WorldConfig, group_sizes, make_world, sample_rollouts
 

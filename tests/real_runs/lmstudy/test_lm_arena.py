@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from gdro_lab.runlog import read_run
+from gdro_lab.runformat.runlog import read_run
 from real_runs.lmstudy import arena, study
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from gdro_lab.runlog import read_run
+from gdro_lab.runformat.runlog import read_run
 from real_runs.lmstudy import calibration_data, study, tasks
 from real_runs.lmstudy.warmstart import WarmStartConfig
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from gdro_lab.runlog import read_run
+from gdro_lab.runformat.runlog import read_run
 from real_runs.lmstudy import pipeline, study
 from real_runs.lmstudy.plan import finished_study
 from real_runs.lmstudy.warmstart import load_warm_start
@@ -42,7 +42,7 @@ def test_quick_study_end_to_end(tmp_path, monkeypatch):
         from real_runs.checkpoint import read_model_state   # checkpoints are Hugging Face folders
         trained = read_model_state(path / "checkpoints" / f"step_{cfg.steps:08d}")
         assert any(k in trained and not torch.equal(trained[k], v) for k, v in warm_state.items()), f"{method}: no change"
-    from gdro_lab.stepmatch import match_factors
+    from studykit.stepmatch import match_factors
     factors = match_factors([read_run(result["runs"]["prompt_gdro"][0]).scalars])
     for name, kind in study.MATCHED.items():
         matched = json.loads((result["runs"][name][0] / "config.json").read_text())

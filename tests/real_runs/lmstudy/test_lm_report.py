@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gdro_lab.claims import CLAIMS
-from gdro_lab.runlog import RunWriter
-from gdro_lab.tables import fmt
+from studykit.claims import CLAIMS
+from gdro_lab.runformat.runlog import RunWriter
+from studykit.tables import fmt
 from real_runs.lmstudy import report, verdicts
 from real_runs.lmstudy.verdicts import BASELINES
 

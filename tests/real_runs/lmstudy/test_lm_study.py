@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gdro_lab.runlog import RunWriter
+from gdro_lab.runformat.runlog import RunWriter
 from real_runs.lmstudy import study
 from real_runs.lmstudy.cli import main as cli_main
 

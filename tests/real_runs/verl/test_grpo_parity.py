@@ -1,4 +1,4 @@
-"""gdro_lab.grpo.grpo_advantages against the installed verl's compute_grpo_outcome_advantage."""
+"""gdro_lab.functional.grpo.grpo_advantages against the installed verl's compute_grpo_outcome_advantage."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's
 import torch  # noqa: E402
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage  # noqa: E402
 
-from gdro_lab.grpo import grpo_advantages  # noqa: E402
+from gdro_lab.functional.grpo import grpo_advantages  # noqa: E402
 
 HAS_SINGLETON = "singleton" in inspect.signature(grpo_advantages).parameters
 
@@ -46,7 +46,7 @@ def test_bessel_groups_of_two_or_more_match_verl(normalize_std):
     assert checked >= 10
 
 
-@pytest.mark.skipif(not HAS_SINGLETON, reason="gdro_lab.grpo.grpo_advantages has no singleton parameter yet")
+@pytest.mark.skipif(not HAS_SINGLETON, reason="gdro_lab.functional.grpo.grpo_advantages has no singleton parameter yet")
 @pytest.mark.parametrize("normalize_std", [True, False])
 def test_singleton_verl_matches_verl_on_ragged_groups_with_singletons(normalize_std):
     singles = 0
@@ -58,7 +58,7 @@ def test_singleton_verl_matches_verl_on_ragged_groups_with_singletons(normalize_
     assert singles > 10
 
 
-@pytest.mark.skipif(not HAS_SINGLETON, reason="gdro_lab.grpo.grpo_advantages has no singleton parameter yet")
+@pytest.mark.skipif(not HAS_SINGLETON, reason="gdro_lab.functional.grpo.grpo_advantages has no singleton parameter yet")
 def test_zero_singleton_differs_from_verl_where_expected():
     counts, rewards = np.array([1, 3]), np.array([1.0, 1.0, -1.0, 1.0])
     ours, _ = grpo_advantages(rewards, counts, std="bessel", singleton="zero")

@@ -12,7 +12,7 @@ from tensordict import TensorDict  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo import ray_trainer  # noqa: E402
 
-from gdro_lab.grpo import group_is_constant  # noqa: E402
+from gdro_lab.functional.grpo import group_is_constant  # noqa: E402
 from real_runs.verl import batch as vb  # noqa: E402
 from real_runs.verl.trainer import GDRORayPPOTrainer, controller_from_config  # noqa: E402
 from verl_helpers import compose_config, prompt_batch, with_rewards  # noqa: E402

@@ -9,7 +9,7 @@ pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's
 import torch  # noqa: E402
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage  # noqa: E402
 
-from gdro_lab.prompt_gdro import PromptGDRO, WeighterConfig  # noqa: E402
+from gdro_lab.controllers.prompt_gdro import PromptGDRO, WeighterConfig  # noqa: E402
 from real_runs.verl import VerlPluginError  # noqa: E402
 from real_runs.verl import batch as vb  # noqa: E402
 from verl_helpers import prompt_batch, with_rewards  # noqa: E402

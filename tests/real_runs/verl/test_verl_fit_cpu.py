@@ -38,7 +38,7 @@ import torch  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage  # noqa: E402
 
-from gdro_lab.runlog import encode_state, load_snapshot, read_run  # noqa: E402
+from gdro_lab.runformat.runlog import encode_state, load_snapshot, read_run  # noqa: E402
 from real_runs.verl import smoke  # noqa: E402
 from real_runs.verl.state import load_controller_state  # noqa: E402
 

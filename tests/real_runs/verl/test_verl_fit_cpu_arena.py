@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's own venv runs these)")
 
-from gdro_lab.runlog import read_run  # noqa: E402
+from gdro_lab.runformat.runlog import read_run  # noqa: E402
 from real_runs.verl import smoke  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -42,7 +42,7 @@ def _fake_smoke_run(out: Path, rollouts_G, multiplier_G, steps=5, resumed_from=3
     """A run directory, trackers and checkpoints shaped like a smoke run's, with given per-bin plans."""
     import json
 
-    from gdro_lab.runlog import RunWriter
+    from gdro_lab.runformat.runlog import RunWriter
     from real_runs.verl.state import save_controller_state
 
     with RunWriter(out / "run", {}, 3, "verl") as writer:

@@ -15,7 +15,7 @@ from tensordict import TensorDict  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo import ray_trainer  # noqa: E402
 
-from gdro_lab.runlog import read_run  # noqa: E402
+from gdro_lab.runformat.runlog import read_run  # noqa: E402
 from real_runs.verl import VerlPluginError  # noqa: E402
 from real_runs.verl import batch as vb  # noqa: E402
 from real_runs.verl.main import check_launch_config  # noqa: E402

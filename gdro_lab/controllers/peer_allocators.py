@@ -1,0 +1,229 @@
+"""Published per-prompt rollout allocators as registry controllers: Knapsack-RL and VIP.
+
+Both share the allocator interface (``plan(bins_P, prompt_ids=None) -> n_P`` with sum exactly
+P n_bar in [n_min, n_max], ``update(feedback)``, state dicts with the RNG) and keep a per-prompt
+outcome history (:class:`gdro_lab.controllers.prompt_stats.PromptStats`). The math is in pure modules:
+:mod:`gdro_lab.allocation.knapsack` (value, cost, the plan) and :mod:`gdro_lab.allocation.vip` (the convex program).
+
+- ``knapsack`` (:class:`KnapsackAllocator`), arXiv 2509.25849, code liziniu/KnapsackRL. Success
+  estimate as the code's reward buffer: the mean of the prompt's most recent 16 rollouts, trusted
+  once the prompt has min_history (8) rollouts (the code's min_buffer_length); untrusted or unseen
+  prompts get n_bar (the code's n). Bins are not used.
+- ``vip`` (:class:`VIPAllocator`), arXiv 2602.01601. Per-prompt Beta posterior
+  Beta(kappa0 m + s_i, kappa0 (1 - m) + n_i - s_i) with the running batch success rate m (EMA) as
+  the prior mean, strength kappa0 = prior_strength, and the prompt's counts discounted by
+  history_decay per visit ("recent rollouts"); weights w_i = E[p (1 - p)] under it; plan =
+  the exact integer optimum of min sum_i w_i / (n_i - 1) (VIP's RLOO variance; ``form='sqrt'``:
+  w_i / n_i). Departs from VIP: no Gaussian process over prompt embeddings, so an unseen prompt
+  gets the prior (VIP's GP would borrow from similar prompts) and prompts share nothing but m.
+Without ``prompt_ids`` both plan n_bar for every prompt (no history to read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
+from gdro_lab.checks import check_bins
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.allocation.knapsack import knapsack_plan
+from gdro_lab.controllers.prompt_stats import PromptStats
+from gdro_lab.functional.update_rules import ema_from_first
+from gdro_lab.allocation.vip import convex_plan
+
+
+@dataclass(frozen=True)
+class BoxConfig:
+    """The fields every allocator takes from its loop: bins and the rollout box."""
+
+    num_bins: int = 10
+    """B: number of difficulty bins (for the per-bin variance log)."""
+    n_min: int = 2
+    """Smallest rollout count."""
+    n_max: int = 12
+    """Largest rollout count."""
+    n_bar: int = 4
+    """Mean rollouts per prompt; every plan spends exactly P n_bar rollouts."""
+    variance_ema: float = 0.1
+    """Weight of the newest per-bin variance estimate in the logged EMA (sigma per bin)."""
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        require_int(owner, "num_bins", self.num_bins, 1)
+        require_int(owner, "n_min", self.n_min, 2)
+        require_int(owner, "n_max", self.n_max, self.n_min)
+        require_int(owner, "n_bar", self.n_bar, self.n_min, self.n_max)
+        require_range(owner, "variance_ema", self.variance_ema, 0.0, 1.0, lo_open=True)
+
+
+@dataclass(frozen=True)
+class KnapsackConfig(BoxConfig):
+    """Knapsack-RL (liziniu/KnapsackRL's defaults)."""
+
+    alpha: float = 0.9
+    """Confidence of the cost estimate log(1 - alpha) / log(max(p, 1 - p)) (the code's alpha)."""
+    min_history: int = 8
+    """Rollouts of a prompt seen before its estimate is trusted (the code's min_buffer_length)."""
+    fallback: bool = True
+    """Give the budget the effective prompts cannot use to the p = 0 prompts (the code's allow_fallback)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_range("KnapsackConfig", "alpha", self.alpha, 0.0, 1.0, lo_open=True, hi_open=True)
+        require_int("KnapsackConfig", "min_history", self.min_history, 1)
+
+
+@dataclass(frozen=True)
+class VIPConfig(BoxConfig):
+    """VIP with a Beta posterior per prompt."""
+
+    prior_strength: float = 2.0
+    """kappa0: pseudo-rollouts of the prior Beta(kappa0 m, kappa0 (1 - m)), m = running success rate."""
+    history_decay: float = 0.7
+    """Discount of a prompt's past counts at each new visit (1 = all history counts equally)."""
+    success_ema: float = 0.1
+    """Weight of the newest batch success rate in the prior mean m."""
+    form: str = "rloo"
+    """Variance per prompt: 'rloo' = w / (n - 1) (VIP's RLOO analysis) or 'sqrt' = w / n (Eq. 28)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_range("VIPConfig", "prior_strength", self.prior_strength, 0.0, lo_open=True)
+        require_range("VIPConfig", "history_decay", self.history_decay, 0.0, 1.0)
+        require_range("VIPConfig", "success_ema", self.success_ema, 0.0, 1.0, lo_open=True)
+        require_choice("VIPConfig", "form", self.form, ("rloo", "sqrt"))
+
+
+class _PerPromptAllocator:
+    """Shared plumbing: the per-prompt history, the per-bin variance log, state with the history and RNG."""
+
+    config_class: Any = BoxConfig
+
+    def __init__(self, config: Any = None, seed: int | None = None, decay: float = 1.0,
+                 track: tuple[str, ...] = ("counts",)):
+        self.config = config or self.config_class()
+        self.rng = np.random.default_rng(seed)  # unused by the rules here; kept in the state
+        self.variance_G = np.full(self.config.num_bins, np.nan)
+        self.mu = float("nan")  # no shadow price
+        self.stats = PromptStats(decay=decay, track=track)
+
+    @property
+    def num_bins(self) -> int:
+        return int(self.config.num_bins)
+
+    @property
+    def prompts(self) -> Any:
+        """The PromptIndex the history is indexed by (gdro_lab.controllers.prompts)."""
+        return self.stats.prompts
+
+    def bind_prompts(self, prompts: Any) -> None:
+        """Share the run's PromptIndex (before the first update)."""
+        self.stats.bind_prompts(prompts)
+
+    def _check_plan_inputs(self, bins_P: np.ndarray, prompt_ids: Any) -> np.ndarray:
+        bins = check_bins(type(self).__name__ + ".plan", "bins_P", bins_P, self.num_bins)
+        if prompt_ids is not None and len(prompt_ids) != bins.size:
+            raise ConfigError(f"{type(self).__name__}.plan: prompt_ids has {len(prompt_ids)} entries: "
+                              f"must have one per prompt of bins_P ({bins.size})")
+        return bins
+
+    def _track_variance(self, feedback: StepFeedback) -> None:
+        """EMA of the mean within-prompt reward variance (Bessel) per bin, as UniformAllocator logs it."""
+        feedback.check_num_bins(self.num_bins)
+        observed = feedback.variance_by_bin(self.num_bins, copy=False)
+        self.variance_G = ema_from_first(self.variance_G, observed, self.config.variance_ema)
+
+    def _rows(self, size: int, prompt_ids: Any) -> np.ndarray:
+        """Rows of the plan's prompts (-1 without ids); ``self.stats.seen(rows)`` says which have a history."""
+        return self.stats.rows(prompt_ids) if prompt_ids is not None else np.full(size, -1, np.int64)
+
+    def update(self, feedback: StepFeedback) -> dict[str, float]:
+        self._track_variance(feedback)
+        rows = self._updated_rows = self.stats.record(feedback)
+        return {"rollout/mean_n": float(np.mean(feedback.counts_P)), "rollout/mu": self.mu,
+                "rollout/prompts_tracked": float(len(self.stats)),
+                "rollout/prompts_first_visit": float(np.mean(self.stats.arrays["visits"][rows] == 1))}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"variance": self.variance_G.copy(), "rng": self.rng.bit_generator.state,
+                "prompts": self.stats.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.variance_G = np.asarray(state["variance"], float).copy()
+        self.rng.bit_generator.state = state["rng"]
+        self.stats.load_state_dict(state["prompts"])
+
+
+class KnapsackAllocator(_PerPromptAllocator):
+    """Knapsack-RL (registry ``knapsack``); see the module docstring and gdro_lab.allocation.knapsack."""
+
+    config_class = KnapsackConfig
+
+    def __init__(self, config: KnapsackConfig | None = None, seed: int | None = None):
+        super().__init__(config, seed, track=("recent",))
+
+    def estimates(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(p_P, valid_P): mean of the last 16 rollouts, trusted once min_history rollouts are seen."""
+        p = self.stats.recent_rate(rows)
+        valid = self.stats.take("total", rows) >= self.config.min_history
+        return np.where(valid, p, 0.5), valid
+
+    def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
+        cfg = self.config
+        bins = self._check_plan_inputs(bins_P, prompt_ids)
+        p, valid = self.estimates(self._rows(bins.size, prompt_ids))
+        return knapsack_plan(p, valid, bins.size * cfg.n_bar, cfg.n_min, cfg.n_max, cfg.n_bar, cfg.alpha,
+                             cfg.fallback)
+
+
+class VIPAllocator(_PerPromptAllocator):
+    """VIP with a Beta posterior (registry ``vip``); see the module docstring and gdro_lab.allocation.vip."""
+
+    config_class = VIPConfig
+
+    def __init__(self, config: VIPConfig | None = None, seed: int | None = None):
+        config = config or VIPConfig()
+        super().__init__(config, seed, decay=config.history_decay)
+        self.success_mean = float("nan")
+
+    def weights(self, rows: np.ndarray) -> np.ndarray:
+        """w_i = E[p (1 - p)] under the prompt's Beta posterior (module docstring), shape (P,)."""
+        cfg = self.config
+        m = min(max(self.success_mean if np.isfinite(self.success_mean) else 0.5, 1e-3), 1 - 1e-3)
+        s = self.stats.take("successes", rows)
+        n = self.stats.take("trials", rows)
+        a = cfg.prior_strength * m + s
+        b = cfg.prior_strength * (1.0 - m) + n - s
+        return a * b / ((a + b) * (a + b + 1.0))
+
+    def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
+        cfg = self.config
+        bins = self._check_plan_inputs(bins_P, prompt_ids)
+        rows = self._rows(bins.size, prompt_ids)
+        n_P = np.full(bins.size, cfg.n_bar, np.int64)
+        seen = self.stats.seen(rows)
+        if seen.any():
+            offset = 1.0 if cfg.form == "rloo" else 0.0
+            n_P[seen], _ = convex_plan(self.weights(rows[seen]), int(seen.sum()) * cfg.n_bar, cfg.n_min,
+                                       cfg.n_max, offset)
+        return n_P
+
+    def update(self, feedback: StepFeedback) -> dict[str, float]:
+        metrics = super().update(feedback)
+        rate = float(np.mean(np.asarray(feedback.successes_R, float)))
+        self.success_mean = float(ema_from_first(np.array([self.success_mean]), np.array([rate]),
+                                                 self.config.success_ema)[0])
+        metrics["rollout/prior_success"] = self.success_mean
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["success_mean"] = self.success_mean
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.success_mean = float(state["success_mean"])

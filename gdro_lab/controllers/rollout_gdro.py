@@ -1,0 +1,180 @@
+"""Rollout-GDRO: a shadow-price controller choosing rollouts per bin at a fixed mean budget (§3.3).
+
+Per bin b a distribution p_b over arms n in {n_min..n_max}, p_b = (1 - gamma) softmax(L_b) + gamma / A.
+Each step, with realized shares q_hat and the per-bin variance proxy v_b (EMA of the mean
+within-prompt reward variance, Bessel, in the bin):
+    cost_b(n) = v~_b n_bar / n + mu n / n_bar,   v~_b = v_b / sum_j q_hat_j v_j
+    L_b      <- (1 - decay) L_b - eta cost_hat_b                         (entropic mirror descent)
+    mu       <- max(0, mu + alpha (sum_b q_hat_b n_b^sampled - n_bar) / n_bar)   (Eq. 21)
+where n^sampled draws one arm per bin from p_b. ``feedback='full'`` uses cost_hat = cost for all
+arms (the cost of every arm is known once v_b is estimated); ``'bandit'`` is EXP3P's
+importance-weighted cost of the sampled arm only, cost_b(a) 1{a sampled} / p_b(a).
+The executed plan meets sum_i n_i = P n_bar exactly, unassigned prompts getting n_bar. Planners:
+- ``exact`` (default): the exact argmax of the joint per-prompt probability
+  sum_i log p_b(i)(n_i) of the exploitation distribution softmax(L_b) (without the gamma floor,
+  which only serves sampling) under the exact budget, for any arm distributions
+  (:func:`gdro_lab.allocation.planner.exact.exact_plan`). Under bandit feedback the distributions are not
+  log-concave; the earlier concave-envelope greedy then executed plans up to hundreds of nats
+  below the optimum (a bin with p(2) = 0.62 sent 23 prompts to n = 10 where p ~ 0).
+  (Planning on the gamma-mixed p instead measured a bin with sigma 0.91 sent from its mode 6
+  to 2 in the simulator, because every off-mode arm sat on the same floor.)
+- ``dp_count``: the paper's DP (one arm per bin, §3.3) on the paper's "joint probability"
+  sum_b c_b log p_b(n_b); ``dp_bin``: the same DP on the released code's sum_b log p_b(n_b).
+  Both use the gamma-mixed p as the code does; single prompts move by +-1 in the rare case no
+  one-arm-per-bin plan hits the total. Once the p_b concentrate, every off-mode arm has the
+  same floor probability gamma / A, so closing a small budget gap costs the same whether a bin
+  moves by 1 or by 10: measured on a stationary 6-bin world ``dp_bin`` executed
+  (2, 4, 12, 2, 6, 3) where the distributions' modes were (2, 5, 6, 7, 6, 3).
+The names ``concave`` and ``paper`` of earlier versions are accepted as aliases of ``exact``
+and ``dp_bin``.
+
+Every rule is a pure function in :mod:`gdro_lab.functional.update_rules` (EMA from first observation,
+EXP3P probabilities, importance-weighted cost, mirror-descent step, dual step); bins absent
+from a step keep their arm logits and variance estimate bit-for-bit.
+
+Sign convention: we *minimise* cost = variance proxy v_b / n (Thm 4.2, Eq. 28) plus the price
+of compute. Its best response at price mu is n = n_bar sqrt(v~_b / mu) (Eq. 31), and the dual
+equilibrium sum q n = n_bar gives the square-root law. The released code instead adds the bin
+loss (rewarding arms with high loss) and never runs its update; the paper's Eq. 19-20 are a
+utility maximisation whose utility is unspecified. Costs are measured relative to the batch's
+mean variance and n relative to n_bar so mu is dimensionless: mu = 1 makes n_bar optimal when all
+bins are alike (the default start); positive rescaling of v or mu leaves the optimum unchanged.
+Unlike the code, the dual step uses the *sampled* plan, whose mean varies; the executed DP plan
+always meets the budget, so using it would freeze mu (the code's mu never moves).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from gdro_lab.allocation.sqrt_law import adjust_to_total
+from gdro_lab.controllers.allocators import AllocatorConfig, UniformAllocator
+from gdro_lab.controllers.arm_updates import (bandit_step, full_step, probabilities_and_log_softmax, relative_variance_list,
+                                  sample_arms)
+from gdro_lab.allocation.bin_plans import exact_budget_plan
+from gdro_lab.functional.diagnostics import bin_counts
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.allocation.planner.exact import plan_values
+from gdro_lab.functional.rows import row_sum
+from gdro_lab.functional.update_rules import (arm_costs, dual_step, exp3p_probabilities,
+                                   importance_weighted_cost, mirror_descent_step)
+
+
+class RolloutGDRO(UniformAllocator):
+    """Shadow-price mirror-descent allocator with an exact-budget planner (registry ``gdro``)."""
+
+    def __init__(self, config: AllocatorConfig | None = None, seed: int | None = None):
+        super().__init__(config, seed)
+        self.mu = float(self.config.mu_init)
+        self.logits_GA = np.zeros((self.num_bins, self.config.arms.size))
+        self._sampled_G: np.ndarray | None = None
+        self._sampled: list[int] | None = None  # the same arms as a list (this step's plan)
+        self._arms = self.config.arms
+        self._arms_float = self._arms.astype(float)
+        self._plan_probs: tuple[np.ndarray, np.ndarray] | None = None  # (logits_GA it came from, p)
+        self._centered: np.ndarray | None = self.logits_GA  # logits_GA when every row's max is 0.0 (update() re-centres)
+        # tie_broken's penalty 1e-9 (n - n_bar)^2, computed once (same values as allocation.tie_broken)
+        self._tie_penalty = 1e-9 * (self._arms[None, :] - self.config.n_bar) ** 2
+
+    def arm_probabilities(self) -> np.ndarray:
+        """p_b over arms, shape (G, A): (1 - gamma) softmax(L_b) + gamma / A."""
+        return exp3p_probabilities(self.logits_GA, self.config.gamma)
+
+    def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
+        cfg = self.config
+        bins, smallest = self._checked_bins(bins_P, prompt_ids)
+        probs, log_soft = probabilities_and_log_softmax(self.logits_GA, cfg.gamma,  # probs = arm_probabilities()
+                                                        centered=self.logits_GA is self._centered)
+        self._plan_probs = (self.logits_GA, probs)  # update() reuses them (logits_GA is replaced, never mutated)
+        self._sampled = sample_arms(probs, self.rng.random(self.num_bins), cfg.n_min)
+        self._sampled_G = np.array(self._sampled, np.int64)
+        if smallest >= 0:  # the usual step: every prompt has a bin
+            assigned, placed = None, bins
+        else:
+            assigned = bins >= 0
+            placed = bins[assigned]
+        if not placed.size:
+            return np.full(bins.size, cfg.n_bar, np.int64)
+        total = placed.size * cfg.n_bar
+        if cfg.planner == "exact":
+            # log softmax(L_b) without the gamma floor: the floor makes every off-mode arm equally
+            # unlikely, so it cannot tell a move of one arm from a move of ten (see module doc).
+            plan = plan_values(log_soft - self._tie_penalty, placed, total, cfg.n_min,
+                               try_concave=cfg.feedback == "full")  # bandit rows are spiky, not concave
+        else:
+            plan = self._dp_plan(probs, placed, total)
+        if assigned is None:
+            return plan
+        n_P = np.full(bins.size, cfg.n_bar, np.int64)
+        n_P[assigned] = plan
+        return n_P
+
+    def _dp_plan(self, probs: np.ndarray, placed: np.ndarray, total: int) -> np.ndarray:
+        """The paper's one-arm-per-bin DP ('dp_count' or 'dp_bin'), fixed up by +-1 per prompt if needed."""
+        cfg = self.config
+        counts = bin_counts(placed, self.num_bins).astype(np.int64)
+        weight = "count" if cfg.planner == "dp_count" else "bin"
+        n_G, exact = exact_budget_plan(np.log(probs), counts, total, cfg.n_min, tie_center=cfg.n_bar, weight=weight)
+        plan = n_G[placed]
+        if not exact:
+            preference = (probs @ self._arms)[placed] - plan
+            plan = adjust_to_total(plan, total, cfg.n_min, cfg.n_max, preference)
+        return plan
+
+    def arm_costs(self, share_G: np.ndarray) -> np.ndarray:
+        """cost_b(n) = v~_b n_bar / n + mu n / n_bar, shape (G, A)."""
+        return arm_costs(self._relative_variance(share_G), self.mu, self._arms_float, self.config.n_bar)
+
+    def update(self, feedback: StepFeedback) -> dict[str, float]:
+        cfg = self.config
+        self._track_variance(feedback)
+        metrics = {"rollout/mean_n": feedback.total / feedback.num_prompts, "rollout/mu": self.mu}
+        if self._sampled_G is None or feedback.num_assigned == 0:
+            return metrics
+        share = feedback.bin_share(self.num_bins)
+        present = feedback.bin_nonempty(self.num_bins)  # = share > 0
+        cached = self._plan_probs
+        probs = cached[1] if cached is not None and cached[0] is self.logits_GA else self.arm_probabilities()
+        self._plan_probs = None
+        sampled = self._sampled if self._sampled is not None else self._sampled_G.tolist()
+        every_bin = 0 not in feedback.bin_count_list(self.num_bins)
+        if every_bin:  # every bin moves: the lean forms of gdro_lab.controllers.arm_updates
+            relative = relative_variance_list(self.variance_G, share, cfg.variance_floor)
+            if cfg.feedback == "bandit":
+                self.logits_GA = bandit_step(self.logits_GA, probs, relative, sampled, cfg.n_min, self.mu,
+                                             cfg.n_bar, cfg.eta, cfg.score_decay)
+            else:
+                self.logits_GA = full_step(self.logits_GA, relative, self._arms_float, self.mu, cfg.n_bar, cfg.eta,
+                                           cfg.score_decay)
+            self._centered = self.logits_GA  # every row re-centred to max 0
+        else:
+            estimate = importance_weighted_cost(self.arm_costs(share), probs, self._sampled_G - cfg.n_min,
+                                                cfg.feedback)
+            centered = self.logits_GA is self._centered  # absent rows keep their logits, centred or not
+            self.logits_GA = mirror_descent_step(self.logits_GA, estimate, present, cfg.eta, cfg.score_decay)
+            self._centered = self.logits_GA if centered else None
+        sampled_mean = float(share @ self._sampled_G)
+        violation = (sampled_mean - cfg.n_bar) / cfg.n_bar
+        self.mu = dual_step(self.mu, sampled_mean, cfg.n_bar, cfg.dual_lr)   # Eq. 21
+        self._sampled_G = self._sampled = None
+        entropy = -row_sum(probs * np.log(probs))
+        metrics.update({"rollout/mu": self.mu, "rollout/sampled_mean_n": sampled_mean,
+                        "rollout/budget_violation": violation,
+                        "rollout/arm_entropy": float(np.add.reduce(entropy) / entropy.size if every_bin else entropy[present].mean())})
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["logits"] = self.logits_GA.copy()
+        state["sampled"] = None if self._sampled_G is None else self._sampled_G.copy()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.logits_GA = np.asarray(state["logits"], float).copy()
+        self._sampled_G = None if state.get("sampled") is None else np.asarray(state["sampled"], np.int64)
+        self._sampled = None
+        self._plan_probs = None
+        self._centered = None  # loaded logits: plan() takes their row max (0.0 for saved ones: the same values)

@@ -1,0 +1,92 @@
+"""Step matching: the GRPO baseline that takes a reweighting method's larger step without its reweighting.
+
+Prompt-GDRO multiplies prompt i's advantages by m_i (Eq. 16; the paper's raw ω = exp(ηS) ≥ 1
+when S ≥ 0, capped at 15), so part of any gain can be a larger step rather than a better
+allocation of it. The project uses ONE definition of the baseline everywhere (the simulator's
+studies, the CPU learning study, calibration):
+
+    step-matched GRPO = GRPO with every advantage multiplied by one constant c.
+
+In the simulator's learner (plain SGD) that is exactly GRPO at lr x c. Under AdamW (the CPU
+learning study, real runs) it is NOT the same as lr x c: Adam divides the gradient by its running
+RMS, so a uniform advantage scale changes the update mostly through its balance with the KL term,
+the clip and eps, which is exactly what Prompt-GDRO's multipliers do to the overall scale; the
+baseline therefore scales the advantages (``loss.adv_scale``), never the learning rate.
+
+The constant is measured on the method's own runs, pooled over all its seeds and logged steps t::
+
+    first moment   c1 = mean_t E_i[m_i]                                  (the same mean step)
+    second moment  c2 = sqrt(mean_t sum_i a_i m_i^2 / sum_i a_i)         (the same mean squared step)
+
+E_i runs over every prompt the method trained on (a prompt without a bin yet counts with the
+multiplier it got, 1); a_i = n_i if prompt i's rewards are not all equal, else 0: the rollouts of
+prompt i that carry an advantage (a group of all-equal rewards has A = 0, so its multiplier moves
+nothing and costs nothing). c2 matches what a price on the step charges when the price grows with
+the step squared: in the simulator the learner pays curvature * mean_i dz_i^2 per step, and
+dz_i = lr (lr_prompt m_i g_i + shared and group terms), dominated by the prompt term, with
+E[g_i^2] proportional to sum_j A_ij^2 = a_i (population-std advantages), so at fixed gradients
+the price scales with sum_i a_i m_i^2, not with E[m]^2. Weighting by a_i matters: Prompt-GDRO's
+largest multipliers go to hard bins, where most groups are all-wrong and pay nothing (the plain
+E[m^2] overshoots the price 1.6x in the easy paper-8b world). The per-step moments come from the
+step record (``multiplier_mean``, ``multiplier_sq_mean``; gdro_lab.runformat.record).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+MEAN_KEY = "multiplier_mean"
+SQUARE_KEY = "multiplier_sq_mean"
+
+
+@dataclass(frozen=True)
+class MatchFactors:
+    """The two step-matching constants of one method (1.0 and 1.0 for a method that does not reweight)."""
+
+    first: float
+    """c1 = E[m]: GRPO's advantages (simulator: lr) times c1 takes the same mean step."""
+    second: float
+    """c2 = sqrt(E_a[m^2]) over the advantage-carrying rollouts: the same mean squared step (what a price
+    ~ step^2 charges)."""
+
+    def as_dict(self) -> dict[str, float]:
+        return {"first": self.first, "second": self.second}
+
+
+def moments(multipliers_P: Any, active_P: Any | None = None) -> tuple[float, float]:
+    """(E_i[m_i], sum_i a_i m_i^2 / sum_i a_i) of one step (the step record's two scalars).
+
+    ``active_P`` = a_i, the rollouts of prompt i that carry an advantage (n_i, or 0 for a group of
+    all-equal rewards); None weights every prompt equally. NaN second moment when no prompt carries one.
+    """
+    m = np.asarray(multipliers_P, float)
+    if m.size == 0:
+        return float("nan"), float("nan")
+    a = np.ones(m.size) if active_P is None else np.asarray(active_P, float)
+    second = float(np.sum(a * m * m) / a.sum()) if a.sum() > 0 else float("nan")
+    return float(m.mean()), second
+
+
+def match_factors(runs_scalars: Sequence[Mapping[str, Any]]) -> MatchFactors:
+    """c1 and c2 of a method from its runs' step scalars (one mapping name -> per-step array per run).
+
+    Every logged step of every run counts once (each step trains the same number of prompts).
+    A run without the two scalars is an error: its log predates them, so the factor is unknown.
+    """
+    first: list[np.ndarray] = []
+    second: list[np.ndarray] = []
+    for index, scalars in enumerate(runs_scalars):
+        if MEAN_KEY not in scalars or SQUARE_KEY not in scalars:
+            raise ValueError(f"run {index} logs no {MEAN_KEY}/{SQUARE_KEY}: it was written before step matching "
+                             "measured both moments; rerun it")
+        first.append(np.asarray(scalars[MEAN_KEY], float))
+        second.append(np.asarray(scalars[SQUARE_KEY], float))
+    if not first:
+        raise ValueError("step matching needs at least one run of the method")
+    m1, m2 = np.concatenate(first), np.concatenate(second)
+    if not np.isfinite(m1).any() or not np.isfinite(m2).any():
+        raise ValueError("step matching found no logged step with a multiplier")
+    return MatchFactors(first=float(np.nanmean(m1)), second=float(np.sqrt(np.nanmean(m2))))
