@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import platform
 import time
-
 from typing import Any
 
 import numpy as np

@@ -51,9 +51,9 @@ def make_step(prompts: int, batch: int, seed: int, feedback_mode: str, planner: 
     """A closure running one timed step of the tree on sys.path; returns {part: seconds}."""
     import gdro_lab
     from gdro_lab.controllers.feedback import StepFeedback
-    from gdro_lab.runformat.record import step_record
     from gdro_lab.controllers.registry import build
     from gdro_lab.controllers.signals import SIGNALS
+    from gdro_lab.runformat.record import step_record
 
     # a file of the tree itself: an editable install's finder would find main's gdro_lab.controllers.prompts
     interned = (Path(gdro_lab.__file__).parent / "prompts.py").exists()

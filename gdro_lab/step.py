@@ -29,15 +29,15 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from gdro_lab.functional import diagnostics as diag
 from gdro_lab._validate import ConfigError
 from gdro_lab.controllers.feedback import StepFeedback
-from gdro_lab.methods import FAMILIES, MethodSpec
 from gdro_lab.controllers.prompts import PromptIndex
-from gdro_lab.runformat.record import step_record
 from gdro_lab.controllers.registry import build
 from gdro_lab.controllers.selection import compute_metrics, fill_batch
 from gdro_lab.controllers.signals import SIGNALS
+from gdro_lab.functional import diagnostics as diag
+from gdro_lab.methods import FAMILIES, MethodSpec
+from gdro_lab.runformat.record import step_record
 
 Builder = Callable[..., Any]
 """``builder(family, name, config, seed=..., prompts=...)`` -> controller (``gdro_lab.controllers.registry.build``)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pathlib
 
-from simulators.loop import SimConfig, run_simulation
+from simulators.config import SimConfig
+from simulators.loop import run_simulation
 from simulators.world import WorldConfig
 
 

@@ -133,8 +133,8 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
 
 
 def _settings(args: argparse.Namespace, module: Any) -> Any:
-    from simulators import knobs
     from gdro_lab.methods import METHODS
+    from simulators import knobs
     from simulators.studies.common import StudySettings
     defaults = dict(module.DEFAULTS)
     if args.full:

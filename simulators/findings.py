@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from studykit.tables import fmt, markdown_table
 from gdro_lab.methods import get_method
+from studykit.tables import fmt, markdown_table
 
 ALL = ("prompt_gdro", "rollout_gdro", "joint")
 #: (report folder, sqrt-law world or "", what the row is called, methods shown) in table order.

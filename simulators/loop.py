@@ -29,15 +29,15 @@ from typing import Any, Callable, Mapping, Protocol
 import numpy as np
 
 from gdro_lab import ConfigError, MethodStep, PromptIndex, RunWriter, StepFeedback
-from gdro_lab.functional import diagnostics as diag
 from gdro_lab.allocation.prompt_oracle import oracle_plan, prompt_se_report
+from gdro_lab.functional import diagnostics as diag
+from gdro_lab.methods import get_method
 from gdro_lab.runformat.runlog import load_snapshot
 from gdro_lab.step import Outcome
 from simulators.config import SimConfig
-from simulators.methods import build_controller
-from gdro_lab.methods import get_method
-from simulators.ppo_drift import surrogate_losses
 from simulators.learner import Learner
+from simulators.methods import build_controller
+from simulators.ppo_drift import surrogate_losses
 from simulators.world import BatchSampler, make_world, sample_rollouts
 
 PRODUCER = "gdro-lab simulator"

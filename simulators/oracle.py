@@ -26,8 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab import ConfigError
-from gdro_lab.controllers.peer_allocators import BoxConfig, _PerPromptAllocator
 from gdro_lab.allocation.prompt_oracle import oracle_plan
+from gdro_lab.controllers.peer_allocators import BoxConfig, _PerPromptAllocator
 
 
 class PromptOracleAllocator(_PerPromptAllocator):

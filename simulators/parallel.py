@@ -20,7 +20,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from gdro_lab import read_run
-from simulators.loop import SimConfig, run_simulation
+from simulators.config import SimConfig
+from simulators.loop import run_simulation
 
 #: Step scalars kept in summaries (the rest stay in the run directory).
 SUMMARY_SCALARS = (

@@ -77,14 +77,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> tuple[Path, str]:
+    from gdro_lab.methods import METHODS, get_method
     from simulators import knobs
     from simulators.cli import _load_plugins
-    from gdro_lab.methods import METHODS, get_method
     from simulators.parallel import run_jobs
     from simulators.reporting import claim_output, prepare_output
-    from studykit.tables import fmt, markdown_table, write_json
-    from studykit.stats import mean_ci
     from simulators.studies.common import StudySettings, final_eval, sim_config
+    from studykit.stats import mean_ci
+    from studykit.tables import fmt, markdown_table, write_json
     _load_plugins(args.plugin)
     grid = parse_grid(args.grid)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from gdro_lab.controllers.arm_updates import (bandit_step, full_step, relative_variance, relative_variance_list,
-                                  sample_arms)
+                                              sample_arms)
 from gdro_lab.functional.update_rules import (arm_costs, exp3p_probabilities, importance_weighted_cost,
-                                   mirror_descent_step)
+                                              mirror_descent_step)
 
 ARMS = np.arange(2, 13)
 
@@ -67,7 +67,7 @@ def test_row_reductions_equal_a_plain_loop(shape: tuple[int, int]) -> None:
     """rows.row_max and rows.row_min are the row maximum and minimum bit for bit; rows.row_sum is each row's
     sum (a Python loop: exactly for rows of up to 8, where numpy adds in order; to rounding beyond, where numpy
     adds pairwise)."""
-    from gdro_lab.functional.rows import row_max, row_min, row_sum
+    from gdro_lab._rows import row_max, row_min, row_sum
 
     values = np.random.default_rng(sum(shape)).standard_normal(shape) * 10.0 ** np.arange(shape[1])
     assert row_max(values).shape == (shape[0], 1)

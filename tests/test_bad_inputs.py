@@ -13,15 +13,16 @@ import pytest
 
 from gdro_lab import ConfigError
 from gdro_lab.allocation.bin_plans import concave_budget_plan, exact_budget_plan
-from gdro_lab.allocation.sqrt_law import adjust_to_total, round_to_budget, sqrt_allocation, sqrt_allocation_unclipped
-from gdro_lab.functional.diagnostics import bin_counts, bin_mean, bin_share, lead_lag_gap, normalized, se_proxy, se_report
-from gdro_lab.functional.estimators import pass_at_k
-from gdro_lab.controllers.feedback import StepFeedback
-from gdro_lab.functional.grpo import grpo_advantages
 from gdro_lab.allocation.planner.exact import exact_plan
+from gdro_lab.allocation.sqrt_law import adjust_to_total, round_to_budget, sqrt_allocation, sqrt_allocation_unclipped
+from gdro_lab.controllers.allocators import AllocatorConfig, SqrtAllocator
+from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.prompt_gdro import PromptGDRO, WeighterConfig
 from gdro_lab.controllers.rollout_gdro import RolloutGDRO
-from gdro_lab.controllers.allocators import AllocatorConfig, SqrtAllocator
+from gdro_lab.functional.diagnostics import (bin_counts, bin_mean, bin_share, lead_lag_gap, normalized, se_proxy,
+                                             se_report)
+from gdro_lab.functional.estimators import pass_at_k
+from gdro_lab.functional.grpo import grpo_advantages
 
 NAN, INF = float("nan"), float("inf")
 IDS = ["a", "b"]

@@ -10,8 +10,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gdro_lab.allocation.sqrt_law import sqrt_allocation
-from gdro_lab.functional.diagnostics import (bin_counts, bin_mean, bin_share, effective_support, lead_lag_gap, normalized,
-                                  se_proxy, se_report, snapshot_steps, tail_average, variance_proxy, worst_group)
+from gdro_lab.functional.diagnostics import (bin_counts, bin_mean, bin_share, effective_support, lead_lag_gap,
+                                             normalized, se_proxy, se_report, snapshot_steps, tail_average,
+                                             variance_proxy, worst_group)
 
 PROPERTY = settings(max_examples=120, deadline=None)
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 from gdro_lab import ConfigError
-from gdro_lab.functional.estimators import (beta_passk_posterior, bin_of, edge_thresholds, hysteresis_bins, hysteresis_movers,
-                                 pass_at_k)
+from gdro_lab.functional.estimators import (beta_passk_posterior, bin_of, edge_thresholds, hysteresis_bins,
+                                            hysteresis_movers, pass_at_k)
 
 PROPERTY = settings(max_examples=150, deadline=None)
 

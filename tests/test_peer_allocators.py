@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from gdro_lab import build
-from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.allocation.knapsack import knapsack_plan
 from gdro_lab.allocation.separable import separable_plan
 from gdro_lab.allocation.vip import convex_plan
+from gdro_lab.controllers.feedback import StepFeedback
 
 
 def visit(controller, ids, counts, successes, bins):
@@ -85,9 +85,10 @@ def test_gdro_prompt_moves_the_price_toward_the_budget():
 def test_int_indices_of_a_shared_index_act_as_string_ids_and_states_cross_numberings(family, name):
     """A controller bound to a run's PromptIndex (indices, another numbering) acts exactly as one fed string
     ids, and either's state continues in the other (states carry the prompts' ids)."""
+    import json
+
     from gdro_lab import PromptIndex
     from gdro_lab.runformat.runlog import decode_state, encode_state
-    import json
     rng = np.random.default_rng(5)
     pool = [f"q{i}" for i in range(40)]
     p = rng.beta(0.5, 0.5, 40)

@@ -13,10 +13,10 @@ import pytest
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from gdro_lab.allocation.bin_plans import exact_budget_plan
-from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.allocation.planner.exact import exact_plan
-from gdro_lab.controllers.rollout_gdro import RolloutGDRO
 from gdro_lab.controllers.allocators import AllocatorConfig
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.controllers.rollout_gdro import RolloutGDRO
 
 
 def brute_force(log_prob, bins, total, n_min):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from gdro_lab.allocation.sqrt_law import sqrt_allocation
-from gdro_lab.functional.diagnostics import bin_share, se_proxy
+from gdro_lab.controllers.allocators import AllocatorConfig, SqrtAllocator, UniformAllocator
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.rollout_gdro import RolloutGDRO
-from gdro_lab.controllers.allocators import AllocatorConfig, SqrtAllocator, UniformAllocator
+from gdro_lab.functional.diagnostics import bin_share, se_proxy
 
 SUCCESS_G = np.array([0.02, 0.15, 0.35, 0.5, 0.7, 0.95])
 SHARE = np.array([0.3, 0.2, 0.1, 0.1, 0.1, 0.2])

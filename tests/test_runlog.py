@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gdro_lab.runformat.runlog import (FORMAT_VERSION, RunFormatError, RunWriter, find_runs, is_run_dir, load_snapshot,
-                             read_run)
+                                       read_run)
 
 NUM_BINS = 3
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from gdro_lab import ConfigError, PromptIndex, StepFeedback
-from gdro_lab.methods import METHODS, MethodSpec, get_method, real_methods, register_method, resolve_method
 from gdro_lab.controllers.registry import REGISTRY
+from gdro_lab.methods import METHODS, MethodSpec, get_method, real_methods, register_method, resolve_method
 from gdro_lab.runformat.runlog import decode_state, encode_state
 from gdro_lab.step import BudgetError, MethodStep, budget_problem
 

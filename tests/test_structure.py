@@ -4,6 +4,14 @@ importing it: every ``import`` and ``from ... import`` at any depth (inside func
 - ``real_runs/`` never imports ``simulators/``, and ``simulators/`` never imports ``real_runs/``
   (the calibration reads real outputs through the run format);
 - ``gdro_lab/`` (the core) imports no other part of the project and no torch / matplotlib / streamlit;
+  ``studykit/`` (what the studies share) imports the core only;
+- inside the core, each layer of :data:`CORE_LAYERS` imports only its own layer and the ones below;
+- no re-export shim: no module (but the core's public API, ``gdro_lab/__init__.py``) imports a project
+  name it never uses or lists in ``__all__`` a name defined elsewhere, and no module imports a name
+  through a module that only imports it;
+- no library module imports an entry point (:func:`cli_modules`: a module a ``gdro`` command runs, a
+  ``cli.py``, ``*_cli.py`` or ``__main__.py``); ``gdro_cli/args.py``, the stdlib-only argument
+  helpers every part's parsers share, is a library;
 - no import circle between modules, except the ones listed in :data:`KNOWN_CIRCLES` (each with its
   owner); the circles already broken (:data:`BROKEN_CIRCLES`: issue 19's simulators/learner.py <->
   world.py and real_runs/lmstudy/slips.py <-> warmstart.py, and the app's two) must never return.
@@ -18,6 +26,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("gdro_lab", "simulators", "real_runs", "apps", "studykit", "gdro_cli")
+#: The core's layers, lowest first: a file imports only from its own layer and the ones below (a path
+#: ending in "/" is a folder). The shared math sits above allocation because the diagnostics compare
+#: with the square-root law; the run format above the controllers because the record takes their feedback.
+CORE_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("gdro_lab/_validate.py", "gdro_lab/checks.py", "gdro_lab/_rows.py"),
+    ("gdro_lab/allocation/",),
+    ("gdro_lab/functional/",),
+    ("gdro_lab/controllers/",),
+    ("gdro_lab/runformat/",),
+    ("gdro_lab/methods.py",),
+    ("gdro_lab/step.py",),
+    ("gdro_lab/__init__.py",),
+)
+#: The one module allowed to re-export: the core's public API.
+PUBLIC_API = "gdro_lab/__init__.py"
 #: Circles that exist today, by owner; a new circle, or one of these growing, fails the test.
 KNOWN_CIRCLES: tuple[frozenset[str], ...] = ()
 BROKEN_CIRCLES = (("simulators/learner.py", "simulators/world.py"),
@@ -27,6 +50,7 @@ BROKEN_CIRCLES = (("simulators/learner.py", "simulators/world.py"),
                   ("simulators/calibrate/cli.py", "simulators/calibrate/predict.py"),
                   ("simulators/studies/arena.py", "simulators/studies/arena_report.py"))
 FORBIDDEN = {"real_runs": ("simulators",), "simulators": ("real_runs",),
+             "studykit": ("simulators", "real_runs", "apps", "gdro_cli", "torch", "streamlit"),
              "gdro_lab": ("simulators", "real_runs", "apps", "studykit", "gdro_cli", "torch", "matplotlib",
                           "streamlit", "transformers", "pandas")}
 
@@ -170,3 +194,188 @@ def test_the_scan_sees_function_level_relative_and_circular_imports(tmp_path: Pa
 ])
 def test_circles_against_hand_worked_graphs(graph: dict[str, set[str]], expected: list[frozenset[str]]) -> None:
     assert sorted(circles(graph), key=sorted) == sorted(expected, key=sorted)
+
+
+# ----------------------------------------------------------------------------- core layers
+
+def core_layer(path: str) -> int | None:
+    """The index in :data:`CORE_LAYERS` of a core file, None outside the core."""
+    for index, layer in enumerate(CORE_LAYERS):
+        if any(path == entry or (entry.endswith("/") and path.startswith(entry)) for entry in layer):
+            return index
+    return None
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """'a imports b' for every core file that imports a core file of a higher layer."""
+    found = []
+    for path, targets in graph.items():
+        own = core_layer(path)
+        if own is None:
+            continue
+        for target in sorted(targets):
+            other = core_layer(target)
+            if other is not None and other > own:
+                found.append(f"{path} imports {target}")
+    return found
+
+
+def test_the_core_is_layered() -> None:
+    graph, _ = import_graph(ROOT, ("gdro_lab",))
+    unplaced = [p for p in graph if core_layer(p) is None and not p.endswith("/__init__.py")]
+    assert unplaced == [], "place every core file in a layer of CORE_LAYERS"
+    assert layer_violations(graph) == []
+
+
+# ----------------------------------------------------------------------------- shims
+
+def _defined_names(tree: ast.Module) -> set[str]:
+    """Names a module defines at its top level (functions, classes, assignments), not the ones it imports."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.If, ast.Try)):   # definitions under a guard still count
+            inner = [*node.body, *node.orelse, *getattr(node, "finalbody", []),
+                     *(stmt for handler in getattr(node, "handlers", []) for stmt in handler.body)]
+            names |= _defined_names(ast.Module(body=inner, type_ignores=[]))
+    return names
+
+
+def _project_imports(tree: ast.Module, rel: Path, packages: tuple[str, ...]) -> list[tuple[int, str, str, str]]:
+    """(line, bound name, source module, imported name) for every ``from <project module> import name``
+    and ``import <project module> as name`` of a module, at any depth."""
+    out = []
+    package = list(rel.parent.parts)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            if module.split(".")[0] in packages:
+                out += [(node.lineno, a.asname or a.name, module, a.name) for a in node.names if a.name != "*"]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.asname, a.name, "") for a in node.names
+                    if a.asname and a.name.split(".")[0] in packages]
+    return out
+
+
+def reexports(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    """Re-export shims: a project name a module imports and never uses, or lists in ``__all__``
+    (strings count as uses: a name in a docstring or a string annotation is read there)."""
+    found = []
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root)
+            if rel.as_posix() == PUBLIC_API:
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            used: set[str] = set()
+            exported: set[str] = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name):
+                    used.add(node.id)
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    used.update(node.value.replace(".", " ").replace("[", " ").replace("]", " ").split())
+            for node in tree.body:
+                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
+                                                        for t in node.targets):
+                    exported = {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
+            for line, name, module, _ in _project_imports(tree, rel, packages):
+                if name not in used or name in exported:
+                    found.append(f"{rel.as_posix()}:{line} re-exports {module}.{name}")
+    return found
+
+
+def through_imports(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    """``from A import X`` where A only imports X (X is defined elsewhere): import it from where it lives.
+    ``from gdro_lab import X`` (the public API) and a submodule of a package are fine."""
+    trees: dict[str, ast.Module] = {}
+    found = []
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root)
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for line, _, module, name in _project_imports(tree, rel, packages):
+                if not name or module == "gdro_lab":
+                    continue
+                target = _module_file(root, module)
+                if target is None or _module_file(root, f"{module}.{name}") is not None:
+                    continue
+                if target not in trees:
+                    trees[target] = ast.parse((root / target).read_text(encoding="utf-8"))
+                if name not in _defined_names(trees[target]):
+                    found.append(f"{rel.as_posix()}:{line} imports {name} through {module}")
+    return found
+
+
+def test_no_reexport_shims() -> None:
+    assert reexports(ROOT) == []
+    assert through_imports(ROOT) == []
+
+
+# ----------------------------------------------------------------------------- entry points
+
+def cli_modules(root: Path) -> set[str]:
+    """Files of entry points: every module a ``gdro`` command runs (gdro_cli/main.py's COMMANDS), every
+    ``cli.py``, ``*_cli.py`` and ``__main__.py``, and gdro_cli/ but its shared argument helpers (args.py)."""
+    tree = ast.parse((root / "gdro_cli" / "main.py").read_text(encoding="utf-8"))
+    commands = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in node.targets))
+    assert isinstance(commands, ast.Dict)
+    modules = {value.elts[0].value for value in commands.values if isinstance(value, ast.Tuple)
+               and isinstance(value.elts[0], ast.Constant)}
+    files = {f for f in (_module_file(root, m) for m in modules) if f is not None}
+    for package in PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            rel = path.relative_to(root).as_posix()
+            if path.name in ("cli.py", "__main__.py") or path.stem.endswith("_cli") or \
+                    (rel.startswith("gdro_cli/") and path.name not in ("args.py", "__init__.py")):
+                files.add(rel)
+    return files
+
+
+def library_imports_of_cli(root: Path) -> list[str]:
+    graph, _ = import_graph(root)
+    cli = cli_modules(root)
+    return sorted(f"{path} imports {target}" for path, targets in graph.items() if path not in cli
+                  for target in targets if target in cli)
+
+
+def test_no_library_module_imports_an_entry_point() -> None:
+    assert {"simulators/cli.py", "apps/launch.py", "gdro_cli/main.py"} <= cli_modules(ROOT)
+    assert library_imports_of_cli(ROOT) == []
+
+
+def test_the_shim_layer_and_cli_checks_can_fail(tmp_path: Path) -> None:
+    """A planted tree with each kind of violation: every check names it."""
+    files = {
+        "gdro_cli/__init__.py": "",
+        "gdro_cli/main.py": 'COMMANDS = {"go": ("simulators.run", "main", "help")}\n',
+        "gdro_cli/args.py": "def did_you_mean(x):\n    return x\n",
+        "simulators/__init__.py": "",
+        "simulators/run.py": "def main():\n    return 0\n",
+        "simulators/lib.py": "from simulators.run import main\nfrom gdro_cli.args import did_you_mean\n"
+                             "VALUE = main() + len(did_you_mean('a'))\n",
+        "simulators/shim.py": "from simulators.lib import VALUE  # noqa: F401\n",
+        "simulators/exported.py": "from simulators.lib import VALUE\n__all__ = ['VALUE']\n",
+        "simulators/user.py": "from simulators.exported import VALUE\nprint(VALUE)\n",
+        "gdro_lab/__init__.py": "",
+        "gdro_lab/controllers/__init__.py": "",
+        "gdro_lab/controllers/c.py": "X = 1\n",
+        "gdro_lab/allocation/__init__.py": "",
+        "gdro_lab/allocation/a.py": "from gdro_lab.controllers.c import X\nY = X\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    packages = ("gdro_lab", "simulators", "gdro_cli")
+    assert reexports(tmp_path, packages) == ["simulators/exported.py:1 re-exports simulators.lib.VALUE",
+                                             "simulators/shim.py:1 re-exports simulators.lib.VALUE"]
+    assert through_imports(tmp_path, packages) == ["simulators/user.py:1 imports VALUE through simulators.exported"]
+    graph, _ = import_graph(tmp_path, packages)
+    assert layer_violations(graph) == ["gdro_lab/allocation/a.py imports gdro_lab/controllers/c.py"]
+    assert cli_modules(tmp_path) == {"gdro_cli/main.py", "simulators/run.py"}

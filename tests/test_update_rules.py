@@ -12,13 +12,13 @@ import math
 import numpy as np
 import pytest
 
+from gdro_lab.controllers.allocators import AllocatorConfig, UniformAllocator
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.prompt_gdro import PromptGDRO, WeighterConfig
 from gdro_lab.controllers.rollout_gdro import RolloutGDRO
-from gdro_lab.controllers.allocators import AllocatorConfig, UniformAllocator
 from gdro_lab.functional.update_rules import (arm_costs, debiased_signal, dual_step, ema_from_first, entropic_weights,
-                                   exp3p_probabilities, importance_weighted_cost, log_sum_exp_surrogate,
-                                   mirror_descent_step, omega)
+                                              exp3p_probabilities, importance_weighted_cost, log_sum_exp_surrogate,
+                                              mirror_descent_step, omega)
 
 NAN = float("nan")
 

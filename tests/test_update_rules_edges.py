@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from gdro_lab.functional.update_rules import (ema_from_first, entropic_weights, exp3p_probabilities, importance_weighted_cost,
-                                   log_sum_exp_surrogate, mirror_descent_step, omega)
+from gdro_lab.functional.update_rules import (ema_from_first, entropic_weights, exp3p_probabilities,
+                                              importance_weighted_cost, log_sum_exp_surrogate, mirror_descent_step,
+                                              omega)
 
 
 def test_integer_and_list_inputs_give_the_float_results_of_float_arrays():

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gdro_lab.checks import as_float_array, check_total
 from gdro_lab.allocation.separable import separable_plan
+from gdro_lab.checks import as_float_array, check_total
 
 
 def knapsack_value(p: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gdro_lab.checks import as_float_array
 from gdro_lab.allocation.separable import separable_plan
+from gdro_lab.checks import as_float_array
 
 
 def oracle_plan(variance_P: np.ndarray, total: int, n_min: int, n_max: int) -> np.ndarray:

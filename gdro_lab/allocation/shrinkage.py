@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gdro_lab.checks import check_bins
 from gdro_lab.allocation.vip import beta_expected_variance
+from gdro_lab.checks import check_bins
 
 
 def bin_rate_moments(successes_P: np.ndarray, trials_P: np.ndarray, bins_P: np.ndarray, num_bins: int,

@@ -20,10 +20,10 @@ import numpy as np
 
 from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
 from gdro_lab.allocation.sqrt_law import round_to_budget, sqrt_allocation
-from gdro_lab.controllers.arm_updates import relative_variance
 from gdro_lab.checks import check_bins
-from gdro_lab.functional.diagnostics import bin_share
+from gdro_lab.controllers.arm_updates import relative_variance
 from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.functional.diagnostics import bin_share
 from gdro_lab.functional.update_rules import ema_value
 
 PLANNERS = ("exact", "dp_count", "dp_bin")

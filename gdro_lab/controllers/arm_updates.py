@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from gdro_lab.functional.rows import row_max, row_starts, row_sum
+from gdro_lab._rows import row_max, row_starts, row_sum
 
 
 def probabilities_and_log_softmax(logits_GA: np.ndarray, gamma: float, centered: bool = False

@@ -29,11 +29,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab._validate import ConfigError, require, require_edges, require_int, require_range
-from gdro_lab.functional.estimators import (PASSK_TABLE_LIMIT, beta_passk_posterior, edge_thresholds, hysteresis_movers,
-                                 pass_at_k, passk_table)
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.prompts import PerPromptState, is_index_array
 from gdro_lab.controllers.visit_history import History
+from gdro_lab.functional.estimators import (PASSK_TABLE_LIMIT, beta_passk_posterior, edge_thresholds, hysteresis_movers,
+                                            pass_at_k, passk_table)
 
 DEFAULT_EDGES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 

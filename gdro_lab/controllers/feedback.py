@@ -29,10 +29,9 @@ import numpy as np
 
 from gdro_lab._validate import ConfigError
 from gdro_lab.checks import as_float_array, as_int_array, check_bins
+from gdro_lab.controllers.prompts import PromptIndex, is_index_array
 from gdro_lab.functional.diagnostics import bin_mean
 from gdro_lab.functional.grpo import RewardGroups, advantages_from_stats, check_advantage_options, computed_once
-from gdro_lab.controllers.prompts import PromptIndex, is_index_array
-
 
 
 @functools.lru_cache(maxsize=16)

@@ -27,12 +27,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
+from gdro_lab.allocation.knapsack import knapsack_plan
+from gdro_lab.allocation.vip import convex_plan
 from gdro_lab.checks import check_bins
 from gdro_lab.controllers.feedback import StepFeedback
-from gdro_lab.allocation.knapsack import knapsack_plan
 from gdro_lab.controllers.prompt_stats import PromptStats
 from gdro_lab.functional.update_rules import ema_from_first
-from gdro_lab.allocation.vip import convex_plan
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,9 @@ import numpy as np
 
 from gdro_lab._validate import require_choice, require_int, require_range
 from gdro_lab.checks import check_bins_fast
-from gdro_lab.functional.diagnostics import support_of_weights
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.signals import SIGNALS
+from gdro_lab.functional.diagnostics import support_of_weights
 from gdro_lab.functional.update_rules import debiased_value, ema_value, entropic_weights_list, omega_list
 
 __all__ = ["PromptGDRO", "UniformWeighter", "WeighterConfig"]

@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 
 from gdro_lab._validate import require_range
-from gdro_lab.controllers.feedback import StepFeedback
-from gdro_lab.controllers.peer_allocators import BoxConfig, _PerPromptAllocator
 from gdro_lab.allocation.separable import separable_plan
 from gdro_lab.allocation.shrinkage import beta_prior, bin_rate_moments, shrunk_variance
+from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.controllers.peer_allocators import BoxConfig, _PerPromptAllocator
 from gdro_lab.functional.update_rules import dual_step, ema_from_first
 
 

@@ -22,13 +22,13 @@ import dataclasses
 from typing import Any, Mapping
 
 from gdro_lab._validate import ConfigError
+from gdro_lab.controllers.allocators import SqrtAllocator, UniformAllocator
 from gdro_lab.controllers.difficulty import BayesDifficultyClassifier, DifficultyClassifier
 from gdro_lab.controllers.peer_allocators import KnapsackAllocator, VIPAllocator
 from gdro_lab.controllers.prompt_gdro import PromptGDRO, UniformWeighter
 from gdro_lab.controllers.prompt_rollout_gdro import PromptRolloutGDRO
 from gdro_lab.controllers.prompts import PromptIndex
 from gdro_lab.controllers.rollout_gdro import RolloutGDRO
-from gdro_lab.controllers.allocators import SqrtAllocator, UniformAllocator
 from gdro_lab.controllers.selection import GRESO, DynamicSampling, NoSelector
 
 REGISTRY: dict[str, dict[str, Any]] = {

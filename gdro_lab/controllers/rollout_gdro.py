@@ -49,17 +49,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from gdro_lab._rows import row_sum
+from gdro_lab.allocation.bin_plans import exact_budget_plan
+from gdro_lab.allocation.planner.exact import plan_values
 from gdro_lab.allocation.sqrt_law import adjust_to_total
 from gdro_lab.controllers.allocators import AllocatorConfig, UniformAllocator
-from gdro_lab.controllers.arm_updates import (bandit_step, full_step, probabilities_and_log_softmax, relative_variance_list,
-                                  sample_arms)
-from gdro_lab.allocation.bin_plans import exact_budget_plan
-from gdro_lab.functional.diagnostics import bin_counts
+from gdro_lab.controllers.arm_updates import (bandit_step, full_step, probabilities_and_log_softmax,
+                                              relative_variance_list, sample_arms)
 from gdro_lab.controllers.feedback import StepFeedback
-from gdro_lab.allocation.planner.exact import plan_values
-from gdro_lab.functional.rows import row_sum
-from gdro_lab.functional.update_rules import (arm_costs, dual_step, exp3p_probabilities,
-                                   importance_weighted_cost, mirror_descent_step)
+from gdro_lab.functional.diagnostics import bin_counts
+from gdro_lab.functional.update_rules import (arm_costs, dual_step, exp3p_probabilities, importance_weighted_cost,
+                                              mirror_descent_step)
 
 
 class RolloutGDRO(UniformAllocator):

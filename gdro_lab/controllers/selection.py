@@ -41,8 +41,8 @@ import numpy as np
 
 from gdro_lab._validate import require_int, require_range
 from gdro_lab.controllers.feedback import StepFeedback
-from gdro_lab.functional.grpo import group_is_constant, group_sum
 from gdro_lab.controllers.prompt_stats import PromptStats
+from gdro_lab.functional.grpo import group_is_constant, group_sum
 
 
 @dataclass(frozen=True)

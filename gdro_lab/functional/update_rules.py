@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from gdro_lab.functional.rows import row_max, row_sum
+from gdro_lab._rows import row_max, row_sum
 
 
 def ema_from_first(previous_G: np.ndarray, observed_G: np.ndarray, beta: float) -> np.ndarray:
@@ -97,7 +97,7 @@ def exp3p_probabilities(logits_GA: np.ndarray, gamma: float) -> np.ndarray:
     logits = np.asarray(logits_GA, float)
     if logits.ndim == 2 and logits.size:
         soft = np.exp(logits - row_max(logits))
-        soft /= row_sum(soft)[:, None]  # per-row reduceat (gdro_lab.functional.rows)
+        soft /= row_sum(soft)[:, None]  # per-row reduceat (gdro_lab._rows)
     else:  # empty, or not (G, A): numpy's own reductions (and errors)
         soft = np.exp(logits - np.maximum.reduce(logits, axis=1, keepdims=True))
         soft /= np.add.reduce(soft, axis=1, keepdims=True)

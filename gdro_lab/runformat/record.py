@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from gdro_lab.functional import diagnostics as diag
 from gdro_lab._validate import ConfigError
 from gdro_lab.allocation.sqrt_law import check_box
 from gdro_lab.controllers.feedback import StepFeedback
+from gdro_lab.functional import diagnostics as diag
 
 
 def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: float, n_max: float,

@@ -10,12 +10,13 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from gdro_lab.runformat.runlog import RunData, read_run
-from studykit.stats import mean_ci
 from real_runs.lmstudy.labels import METHOD_LABELS
-from studykit.plots import band, plt, save_figure
+from studykit.plots import band, save_figure
+from studykit.stats import mean_ci
 
 
 def figure_curves(data: dict[str, Any], path: Path) -> str:

@@ -28,8 +28,8 @@ import numpy as np
 
 from gdro_lab import ConfigError
 from simulators.calibrate import predict
-from studykit.tables import markdown_table, write_json
 from studykit.stats import mean_ci
+from studykit.tables import markdown_table, write_json
 
 PAIRS = (("test/accuracy", "pass@1"), ("test/pass@8", "pass@8"))
 #: The study's run labels -> the prediction's (step-matched GRPO under the study's own definition).

@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from simulators.calibrate import difficulty as stage1
 from simulators.calibrate import dynamics as stage2
+from studykit.plots import save_figure
 from studykit.tables import markdown_table
-from studykit.plots import plt, save_figure
 
 MEANING = {
     "difficulty_offset": "d0: logit difficulty of the easiest prompts",

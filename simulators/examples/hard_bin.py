@@ -12,8 +12,8 @@ import numpy as np
 
 from gdro_lab.controllers.prompt_gdro import UniformWeighter
 from gdro_lab.controllers.registry import REGISTRY
-from simulators.methods import register_method
 from gdro_lab.methods import MethodSpec
+from simulators.methods import register_method
 
 
 class HardBinWeighter(UniformWeighter):

@@ -24,20 +24,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 from scipy import stats as sps
 
-from studykit.claims import Measurement, claim_rows, claims_markdown, claims_text
-from studykit.lrgrid import sqrt2_grid
-from studykit.stepmatch import match_factors
-from simulators.loop import SimConfig
+from simulators.config import SimConfig
 from simulators.parallel import RunSummary, run_jobs
 from simulators.reporting import prepare_output
-from studykit.tables import fmt, markdown_table, write_json
-from studykit.stats import mean_ci
-from studykit.plots import plt, save_figure
 from simulators.studies.common import StudySettings, final_eval, sim_config
 from simulators.studies.tuning import best_lr, method_grid, run_grid
+from studykit.claims import Measurement, claim_rows, claims_markdown, claims_text
+from studykit.lrgrid import sqrt2_grid
+from studykit.plots import save_figure
+from studykit.stats import mean_ci
+from studykit.stepmatch import match_factors
+from studykit.tables import fmt, markdown_table, write_json
 
 DEFAULTS: dict[str, Any] = {"seeds": 5, "steps": 400, "prompts": 4000, "batch": 128, "methods": (), "snapshot_seeds": 0,
                             "lr_grid": sqrt2_grid(0.5, 2.0)}

@@ -42,11 +42,11 @@ from gdro_lab.runformat.runlog import is_run_dir, read_run
 from simulators.methods import ARENA_METHODS
 from simulators.parallel import RunSummary, run_jobs
 from simulators.presets import PRESETS
-from studykit import lrgrid
 from simulators.studies.baselines import decision, run_matched
-from simulators.studies.tuning import Grid, lr_dir, tuned_grid
 from simulators.studies.common import StudySettings, job, sim_config
 from simulators.studies.sqrt_law import WORLDS as SQRT_LAW_WORLDS
+from simulators.studies.tuning import Grid, lr_dir, tuned_grid
+from studykit import lrgrid
 
 CACHE_VERSION = 1
 """Bump when a change of code (not of config) changes what a run produces: every digest is stale."""

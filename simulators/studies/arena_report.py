@@ -12,10 +12,10 @@ import numpy as np
 
 from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
-from studykit.tables import fmt, markdown_table, write_json
-from studykit.stats import mean_ci
 from simulators.studies.baselines import GAIN_METRICS
 from simulators.studies.common import StudySettings, final_eval
+from studykit.stats import mean_ci
+from studykit.tables import fmt, markdown_table, write_json
 
 TARGET_FRACTION = 0.9
 """Issue 22: per-prompt Rollout-GDRO should reach 90% of the oracle's SE-proxy reduction in the bimodal world."""

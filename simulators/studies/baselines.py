@@ -21,13 +21,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from studykit.stats import paired_ci
-from studykit.stepmatch import MatchFactors, match_factors
 from gdro_lab.methods import get_method
 from simulators.parallel import RunSummary, run_jobs
-from studykit.tables import fmt, markdown_table
 from simulators.studies.common import StudySettings, final_eval, job, sim_config
 from simulators.studies.tuning import TUNED_METRICS, Grid, best_lr, edge_notes, method_grid
+from studykit.stats import paired_ci
+from studykit.stepmatch import MatchFactors, match_factors
+from studykit.tables import fmt, markdown_table
 
 #: Metrics of the decision (each tuned on val, reported on test).
 GAIN_METRICS = TUNED_METRICS

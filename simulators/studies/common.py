@@ -10,10 +10,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab import ConfigError
-from studykit.lrgrid import sqrt2_grid
-from simulators.loop import SimConfig
+from simulators.config import SimConfig
 from simulators.parallel import Job, RunSummary, run_jobs
 from simulators.world import WorldConfig
+from studykit.lrgrid import sqrt2_grid
 
 
 @dataclass(frozen=True)

@@ -15,21 +15,21 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from studykit.claims import claims_markdown, claims_text
-from studykit.lrgrid import sqrt2_grid
-from simulators.methods import DEFAULT_METHODS
 from gdro_lab.methods import METHODS
+from simulators.methods import DEFAULT_METHODS
 from simulators.parallel import RunSummary
 from simulators.reporting import prepare_output
-from studykit.tables import fmt, markdown_table, write_json
-from studykit.stats import mean_ci
-from simulators.studies.baselines import (assumptions_line, decision, decision_markdown, decision_text, matching_markdown,
-                                          run_matched)
+from simulators.studies.baselines import (assumptions_line, decision, decision_markdown, decision_text,
+                                          matching_markdown, run_matched)
 from simulators.studies.common import StudySettings, final_eval
 from simulators.studies.curriculum_plots import figures, lr_figure
 from simulators.studies.curriculum_text import discussion, lead_lag_line
 from simulators.studies.paper_claims import claims
 from simulators.studies.tuning import Grid, lr_table, run_grid
+from studykit.claims import claims_markdown, claims_text
+from studykit.lrgrid import sqrt2_grid
+from studykit.stats import mean_ci
+from studykit.tables import fmt, markdown_table, write_json
 
 #: The quick default (the README's first command: about a minute of runs on 2 cores). The lr grid is
 #: where each method's search starts (sqrt(2) steps); it is extended while a best point is at an edge.

@@ -6,14 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
-from studykit.plots import band, plt, save_figure
-from studykit.stats import mean_ci
-from simulators.studies.tuning import TUNED_METRICS as GAIN_METRICS, Grid
 from simulators.studies.common import bins_series, blocks, eval_series, final_eval, scalar_series, seed_mean, smooth
+from simulators.studies.tuning import TUNED_METRICS as GAIN_METRICS
+from simulators.studies.tuning import Grid
+from studykit.plots import band, save_figure
+from studykit.stats import mean_ci
 
 #: Curves of the first panels (the curriculum study's METRICS[:3]).
 CURVES = (("test/accuracy", "held-out acc"), ("test/worst_group_accuracy", "held-out worst-group"),

@@ -7,9 +7,9 @@ import numpy as np
 
 from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
-from studykit.tables import fmt
-from studykit.stats import mean_ci
 from simulators.studies.paper_claims import lead_lag_parts
+from studykit.stats import mean_ci
+from studykit.tables import fmt
 
 
 def discussion(stats: dict[str, dict[str, list[float]]], paired: dict[str, dict[str, list[float]]]) -> list[str]:

@@ -14,13 +14,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from simulators.parallel import RunSummary
+from simulators.studies.common import final_eval
+from simulators.studies.tuning import Grid
 from studykit.claim_measures import mechanism_measurements
 from studykit.claims import BY_KEY, Measurement, claim_rows
 from studykit.stats import mean_ci, paired_ci, relative_gain_ci
 from studykit.tables import fmt
-from simulators.parallel import RunSummary
-from simulators.studies.common import final_eval
-from simulators.studies.tuning import Grid
 
 EVIDENCE = "the simulator's toy world"
 UNTESTED = {

@@ -20,20 +20,20 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from studykit.claims import claims_markdown, claims_text
-from studykit.lrgrid import sqrt2_grid
-from studykit.stepmatch import MatchFactors
 from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
 from simulators.reporting import prepare_output
-from studykit.tables import fmt, markdown_table, write_json
-from studykit.stats import mean_ci
 from simulators.studies import se_dispersion
 from simulators.studies.baselines import Matched, decision, decision_markdown, decision_text, run_matched
 from simulators.studies.common import StudySettings, bins_series, final_eval, scalar_series
 from simulators.studies.paper_claims import claims
 from simulators.studies.sqrt_law_plots import economics, figures
 from simulators.studies.tuning import Grid, lr_table, run_grid
+from studykit.claims import claims_markdown, claims_text
+from studykit.lrgrid import sqrt2_grid
+from studykit.stats import mean_ci
+from studykit.stepmatch import MatchFactors
+from studykit.tables import fmt, markdown_table, write_json
 
 DEFAULTS: dict[str, Any] = {"seeds": 5, "steps": 1000, "prompts": 14116, "batch": 256,
             "methods": ("grpo", "rollout_gdro", "sqrt_oracle", "knapsack"), "lr_grid": sqrt2_grid(0.5, 2.0)}

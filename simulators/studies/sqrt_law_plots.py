@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
-from studykit.plots import band, plt, save_figure
 from simulators.studies.common import bins_series, blocks, scalar_series, seed_mean, smooth
+from studykit.plots import band, save_figure
 
 
 def economics(grouped: dict[str, list[RunSummary]], start: int) -> dict[str, dict[str, float]]:

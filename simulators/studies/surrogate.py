@@ -21,22 +21,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
 from gdro_lab import RunWriter, StepFeedback
-from studykit.claims import MATH, Measurement, claim_rows, claims_markdown, claims_text
-from gdro_lab.functional.update_rules import entropic_weights
-from gdro_lab.functional.update_rules import log_sum_exp_surrogate
+from gdro_lab.functional.update_rules import entropic_weights, log_sum_exp_surrogate
 from gdro_lab.runformat.record import step_record
 from simulators.parallel import run_jobs
 from simulators.reporting import prepare_output
-from studykit.tables import fmt, markdown_table, write_json
-from studykit.stats import mean_ci
-from studykit.plots import plt, save_figure
 from simulators.studies.common import StudySettings
 from simulators.world import WorldConfig, make_world
+from studykit.claims import MATH, Measurement, claim_rows, claims_markdown, claims_text
+from studykit.plots import save_figure
+from studykit.stats import mean_ci
+from studykit.tables import fmt, markdown_table, write_json
 
 DEFAULTS: dict[str, Any] = {"seeds": 5, "steps": 3000, "prompts": 2000, "batch": 80, "methods": ()}
 GROUPS = 10

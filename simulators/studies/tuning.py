@@ -19,12 +19,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from studykit import lrgrid
 from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary, run_jobs
-from studykit.tables import fmt, markdown_table
-from studykit.stats import mean_ci
 from simulators.studies.common import StudySettings, final_eval, job, sim_config
+from studykit import lrgrid
+from studykit.stats import mean_ci
+from studykit.tables import fmt, markdown_table
 
 #: Metrics each method is tuned on (val split) and compared on (test split).
 TUNED_METRICS = (("test/worst_group_accuracy", "worst-group held-out acc"), ("test/accuracy", "mean held-out acc"),

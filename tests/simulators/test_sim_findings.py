@@ -61,8 +61,8 @@ def test_docs_findings_tables_match_the_committed_reports() -> None:
 
 
 def test_claims_map_lists_every_claim_against_every_study(tmp_path: Path) -> None:
-    from studykit.claims import CLAIMS
     from simulators.findings import claims_map
+    from studykit.claims import CLAIMS
     (tmp_path / "surrogate").mkdir()
     (tmp_path / "surrogate" / "summary.json").write_text(json.dumps({"claims": [
         {"key": "lemma41", "verdict": "reproduced"}, {"key": "wse", "verdict": "untested"}]}))

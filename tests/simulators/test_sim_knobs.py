@@ -11,9 +11,9 @@ import pytest
 
 from gdro_lab import ConfigError
 from gdro_lab.controllers.registry import REGISTRY
-from simulators import cli, knobs
-from simulators.loop import SimConfig
 from gdro_lab.methods import METHODS
+from simulators import cli, knobs
+from simulators.config import SimConfig
 from simulators.studies.tuning import best_lr
 
 
@@ -96,8 +96,8 @@ def test_plugin_registers_a_user_method(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_register_method_refuses_unknown_controllers() -> None:
-    from simulators.methods import register_method
     from gdro_lab.methods import MethodSpec
+    from simulators.methods import register_method
     with pytest.raises(ConfigError, match="unknown weighter"):
         register_method(MethodSpec("x", "x", weighter="nope"))
     with pytest.raises(ConfigError, match="already exists"):
@@ -131,8 +131,8 @@ def test_presets_set_the_world_and_name_the_report(monkeypatch: pytest.MonkeyPat
 
 def test_preset_mass_profiles_are_ordered() -> None:
     """1.7b leaves the most never-solved prompts and 8b the fewest, before any training."""
-    from simulators.presets import PRESETS
     from simulators.learner import Learner
+    from simulators.presets import PRESETS
     from simulators.world import WorldConfig, make_world
     hopeless = []
     for name in ("paper-1.7b", "paper-4b", "paper-8b"):
@@ -145,7 +145,8 @@ def test_preset_mass_profiles_are_ordered() -> None:
 def test_se_dispersion_table_matches_the_closed_form() -> None:
     """Two bins, one at sigma ~ 0 with share f: the optimum gives it n_min = 2 and the other bin the rest,
     n = (4 - 2 f) / (1 - f) capped at 12, so the reduction is 1 - 2 / sqrt(n) (WSE ~ (1 - f) / sqrt(n))."""
-    from simulators.studies.se_dispersion import best_reduction as _best_reduction, dispersion_table
+    from simulators.studies.se_dispersion import best_reduction as _best_reduction
+    from simulators.studies.se_dispersion import dispersion_table
     for f in (0.25, 0.5, 0.6):
         n = min((4 - 2 * f) / (1 - f), 12)
         assert _best_reduction(f, 1e6, 4, 2, 12) == pytest.approx(100 * (1 - 2 / np.sqrt(n)), abs=0.05)

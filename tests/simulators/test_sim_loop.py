@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from gdro_lab import ConfigError, read_run
+from gdro_lab.methods import METHODS
 from gdro_lab.runformat.runlog import load_snapshot
 from simulators.api import write_tiny_run
-from simulators.loop import SimConfig, Simulation, resume_simulation, run_simulation
+from simulators.config import SimConfig
+from simulators.loop import Simulation, resume_simulation, run_simulation
 from simulators.methods import DEFAULT_METHODS
-from gdro_lab.methods import METHODS
 from simulators.world import WorldConfig
 
 SMALL = WorldConfig(num_prompts=600, num_groups=8)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from studykit.stats import mean_ci
 from simulators.studies import ablation
+from studykit.stats import mean_ci
 
 
 def test_mean_ci_matches_scipy() -> None:

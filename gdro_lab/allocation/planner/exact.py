@@ -50,11 +50,11 @@ import math
 
 import numpy as np
 
+from gdro_lab._rows import row_max
 from gdro_lab.allocation.bin_plans import forbidden_floor, tie_broken
-from gdro_lab.checks import check_bins, check_log_prob, check_total
 from gdro_lab.allocation.planner.dp import deviation_dp
 from gdro_lab.allocation.planner.relax import feasible_plan, relaxed_plan, relaxed_plan_lists
-from gdro_lab.functional.rows import row_max
+from gdro_lab.checks import check_bins, check_log_prob, check_total
 
 
 def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: int, *,

@@ -23,7 +23,7 @@ import operator
 
 import numpy as np
 
-from gdro_lab.functional.rows import row_min
+from gdro_lab._rows import row_min
 
 
 def relaxed_plan(r_GA: np.ndarray, move_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray,
