@@ -34,7 +34,7 @@
 #     'real_runs.train.x__rewards*' 'real_runs.train.x__autocast*'
 #
 # Files and the tests each is run against (only the tests that reach a mutated function run):
-#   gdro_lab/functional/update_rules.py   tests/test_update_rules.py, test_update_rules_edges.py, test_prompt_gdro.py, test_rollout_gdro.py
+#   gdro_lab/functional/update_rules.py   tests/gdro_lab/functional/test_update_rules.py, test_update_rules_edges.py, test_prompt_gdro.py, test_rollout_gdro.py
 #   real_runs/loss.py          tests/real_runs/test_loss.py, test_loss_edges.py + test_silent_bugs.py's update tests
 #   real_runs/batching.py      tests/real_runs/test_silent_bugs.py's update/mask tests + test_train.py's unit tests
 #   real_runs/train.py         tests/real_runs/test_silent_bugs.py + test_train.py's short runs
@@ -58,7 +58,7 @@ python=${PYTHON:-$repo/.venv/bin/python}     # a worktree without its own .venv:
 T=tests/real_runs
 case "$target" in
   gdro_lab/functional/update_rules.py)
-    tests=(tests/test_update_rules.py tests/test_update_rules_edges.py tests/test_prompt_gdro.py tests/test_rollout_gdro.py) ;;
+    tests=(tests/gdro_lab/functional/test_update_rules.py tests/gdro_lab/functional/test_update_rules_edges.py tests/gdro_lab/controllers/test_prompt_gdro.py tests/gdro_lab/controllers/test_rollout_gdro.py) ;;
   real_runs/loss.py)
     tests=("$T/test_loss.py" "$T/test_loss_edges.py" "$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
            "$T/test_silent_bugs.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one") ;;

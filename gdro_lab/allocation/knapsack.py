@@ -21,7 +21,7 @@ non-zero gradient with probability alpha is log(1 - alpha) / log(max(p, 1 - p)).
    prompt left at n_min is credited 0, not value(n_min); that objective is concave in k_i (first
    increment value(n_min + 1), then the increments of value, which decrease), so the greedy on
    marginal gains (:func:`gdro_lab.allocation.separable.separable_plan`) is its exact optimum and spends
-   min(R, the prompts' room) as the code's DP does (tests/test_knapsack.py checks both against a
+   min(R, the prompts' room) as the code's DP does (tests/gdro_lab/allocation/test_knapsack.py checks both against a
    brute-force DP);
 4. budget still left (every effective prompt at n_max) is spread in equal shares.
 

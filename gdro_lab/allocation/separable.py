@@ -14,7 +14,7 @@ Ties resolve toward the lower increment index k, then the earlier prompt (a stab
 k-major flattening), so a plan is deterministic.
 
 Used by the per-prompt allocators (Knapsack-RL's value, VIP's variance, per-prompt Rollout-GDRO's
-cost, the simulator's per-prompt oracle); tested against brute force (tests/test_separable.py).
+cost, the simulator's per-prompt oracle); tested against brute force (tests/gdro_lab/allocation/test_separable.py).
 """
 
 from __future__ import annotations

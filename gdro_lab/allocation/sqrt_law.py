@@ -102,7 +102,7 @@ def sqrt_law_list(v_G: list[float], q_G: list[float], n_bar: float, n_min: float
     The same piecewise-linear budget f(s) = sum_b q_b clip(sqrt(v_b) s, n_min, n_max) / sum_b q_b, walked
     through its knots in increasing order (a bin enters the linear part at n_min / sqrt(v_b) and leaves it
     at n_max / sqrt(v_b)) until it passes n_bar, then interpolated on that piece as np.interp does; equal
-    to :func:`sqrt_law` up to rounding (tests/test_allocation.py)."""
+    to :func:`sqrt_law` up to rounding (tests/gdro_lab/allocation/test_sqrt_law.py)."""
     total_q = sum(q_G)
     root = [math.sqrt(v) for v in v_G]
     live = [q > 0 and r > 0 for q, r in zip(q_G, root)]

@@ -13,7 +13,7 @@ calls, since a step is G ~ 10 bins of A ~ 11 arms and numpy's per-call cost exce
 - full feedback: cost_b(n) = v~_b n_bar / n + mu n / n_bar for every arm, one (G, A) table.
 
 Both steps assume every bin is present this step (the usual step); otherwise the caller uses the
-update_rules forms, which leave absent rows unchanged. tests/test_rollout_gdro.py checks these
+update_rules forms, which leave absent rows unchanged. tests/gdro_lab/controllers/test_rollout_gdro.py checks these
 against the update_rules forms.
 """
 

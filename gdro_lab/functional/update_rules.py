@@ -12,7 +12,7 @@ and short lists (``ema_value``, ``debiased_value``, ``omega_list``, ``entropic_w
 with G ~ 10 bins numpy's per-call cost is larger than the arithmetic, so the controllers' per-step
 path uses these. ``ema_value`` and ``debiased_value`` give bit-for-bit the array forms' values;
 the two list forms may differ from them in the last bits (math.exp and a sequential sum against
-numpy's exp and pairwise sum); tests/test_update_rules.py checks both.
+numpy's exp and pairwise sum); tests/gdro_lab/functional/test_update_rules.py checks both.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ UNTESTED = {
     "overhead": "docs/benchmarks.md times the trainer's whole step, not the paper's advantage stage",
     "lemma41": "a theorem: the simulator's surrogate study tests it",
     "eq27": "a bound: the simulator's surrogate study tests it",
-    "thm42": "a theorem: tests/test_allocation.py checks the square-root allocator against scipy.optimize",
+    "thm42": "a theorem: tests/gdro_lab/allocation/test_sqrt_law.py checks the square-root allocator against scipy.optimize",
 }
 
 

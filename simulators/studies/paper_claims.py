@@ -30,7 +30,7 @@ UNTESTED = {
     "overhead": "benchmarks/bench_controllers.py times a controller step on CPU, not the paper's advantage stage",
     "lemma41": "the surrogate study tests it",
     "eq27": "the surrogate study tests it",
-    "thm42": "a theorem: tests/test_allocation.py checks the square-root allocator against scipy.optimize",
+    "thm42": "a theorem: tests/gdro_lab/allocation/test_sqrt_law.py checks the square-root allocator against scipy.optimize",
 }
 
 

@@ -37,7 +37,7 @@ Everything is vectorised with numpy. Measured at the paper's scale (256 prompts,
 docs/benchmarks.md): full feedback costs what the greedy costs (about 0.15 ms); bandit feedback
 about 0.3-0.5 ms median (the relaxation), a few ms in the rare steps that need the DP or a long
 shortest path. Tested against brute force and scipy.optimize.milp, paper scale and real bandit
-runs included (tests/test_planner_exact.py).
+runs included (tests/gdro_lab/allocation/planner/test_planner_exact.py).
 
 Departs from the paper: the paper's DP chooses one arm per bin (``allocation.exact_budget_plan``,
 offered with both objectives); this planner maximises the joint probability over prompts.

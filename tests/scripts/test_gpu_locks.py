@@ -18,7 +18,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENVS = ("verl", "train")
 #: The `train` extra's pins that vLLM's own pins replace in the train lock (pyproject says why).
 TRAIN_PINS_VLLM_DECIDES = {"torch", "transformers"}

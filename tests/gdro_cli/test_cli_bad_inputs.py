@@ -28,7 +28,7 @@ import pytest
 from gdro_cli.args import did_you_mean, folder_problem, new_folder_problem
 from gdro_cli.main import main as gdro
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HAS_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None
 
 

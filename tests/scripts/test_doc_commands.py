@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load(name: str):  # the scripts are not a package
@@ -76,7 +76,7 @@ def test_an_unlabelled_fence_is_a_command_only_when_it_reads_like_one(tmp_path: 
     ('<!-- doc-test: append "gdro eval" "x" -->', "no command starts with 'gdro eval'"),
     ('<!-- doc-test: gpu -->', "a gpu block must run as a dry run"),
     ('<!-- doc-test: cluster validated-by "tests/nope.py::test_x" -->', "tests/nope.py, which does not exist"),
-    ('<!-- doc-test: gpu validated-by "tests/test_doc_commands.py::test_nope" -->', "test_nope, which does not exist"),
+    ('<!-- doc-test: gpu validated-by "tests/scripts/test_doc_commands.py::test_nope" -->', "test_nope, which does not exist"),
     ('<!-- doc-test: sub "only-one" -->', "`sub` needs 2 argument(s)"),
     ('<!-- doc-test: env NOEQUALS -->', "env wants K=V"),
 ])
@@ -87,7 +87,7 @@ def test_a_bad_directive_names_the_file_line_and_the_problem(tmp_path: Path, dir
 
 def test_a_gpu_block_validated_by_an_existing_test_is_counted_apart(tmp_path: Path) -> None:
     (block,) = page(tmp_path, '<!-- doc-test: cluster validated-by '
-                              '"tests/test_doc_commands.py::test_pip_install_becomes_a_dry_run" -->\n'
+                              '"tests/scripts/test_doc_commands.py::test_pip_install_becomes_a_dry_run" -->\n'
                               "```bash\nbash real_runs/verl/configs/x.sh\n```\n")
     assert block.kind == "cluster: validated by a test"
     assert dc.counts([block]) == {"run": 0, "dry": 0, "validated": 1, "skipped": 0}

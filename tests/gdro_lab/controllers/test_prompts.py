@@ -12,7 +12,7 @@ from gdro_lab import ConfigError, PromptIndex, StepFeedback, build
 from gdro_lab.controllers.difficulty import ClassifierConfig, DifficultyClassifier
 from gdro_lab.runformat.runlog import RunWriter, load_snapshot
 
-FIXTURE = Path(__file__).parent / "fixtures" / "classifier_state_1b2c5da.json"
+FIXTURE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "classifier_state_1b2c5da.json"
 
 
 def test_index_interns_once_and_maps_back():

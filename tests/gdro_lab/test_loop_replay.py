@@ -13,7 +13,7 @@ plugin) and the state each loop saves (its on-disk format). The hashes must equa
 
 Hashes are of exact float bits: a machine whose numpy computes differently (another numpy, other
 SIMD paths) cannot compare them, and its section is skipped with that reason. To record a section:
-``GDRO_REPLAY_RECORD=1 pytest tests/test_loop_replay.py`` (the plugin's section in the verl venv).
+``GDRO_REPLAY_RECORD=1 pytest tests/gdro_lab/test_loop_replay.py`` (the plugin's section in the verl venv).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pytest
 from gdro_lab.controllers.registry import REGISTRY
 from gdro_lab.runformat.runlog import encode_state
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "loop_replay.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "loop_replay.json"
 RECORD = os.environ.get("GDRO_REPLAY_RECORD", "")
 """``1``: record whole sections; a stream's name (e.g. ``record.signal_score``): update that stream only,
 after checking that every other one is unchanged (a deliberate change of one logged field)."""

@@ -254,7 +254,7 @@ def test_the_docs_example_runs() -> None:
     """docs/core-step.md's Python block runs as written (docs are code)."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "core-step.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "core-step.md").read_text(encoding="utf-8")
     blocks = text.split("```python\n")[1:]
     assert len(blocks) == 1
     exec(compile(blocks[0].split("```")[0], "docs/core-step.md", "exec"), {})
@@ -264,7 +264,7 @@ def test_the_docs_method_table_is_the_tables() -> None:
     """docs/core-step.md lists every method of gdro_lab.methods with its selector and truth mark."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "core-step.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "core-step.md").read_text(encoding="utf-8")
     table = text[text.index("## The method table"):]
     rows = {line.split("|")[1].strip(" `"): [cell.strip() for cell in line.split("|")[2:-1]]
             for line in table.splitlines() if line.startswith("| `")}

@@ -79,7 +79,7 @@ def test_lead_lag_gap_against_loop(data):
 
 
 def test_normalized_zero_weights_is_an_error_not_uniform():
-    """Zero-sum weights used to become uniform silently; now a one-line error (tests/test_bad_inputs.py)."""
+    """Zero-sum weights used to become uniform silently; now a one-line error (tests/gdro_lab/test_bad_inputs.py)."""
     with pytest.raises(ValueError, match="weights_G"):
         normalized(np.zeros(4))
     np.testing.assert_allclose(normalized(np.array([2.0, 6.0])), [0.25, 0.75])
@@ -104,7 +104,7 @@ def test_se_proxy_against_loop(data):
     share = data.draw(st.lists(st.floats(0.0, 1.0), min_size=num_bins, max_size=num_bins))
     sigma = data.draw(st.lists(st.floats(0.0, 3.0) | st.just(math.nan), min_size=num_bins, max_size=num_bins))
     n = data.draw(st.lists(st.integers(0, 12), min_size=num_bins, max_size=num_bins))
-    # active bins need a sigma and rollouts (tests/test_bad_inputs.py); inactive ones may lack both
+    # active bins need a sigma and rollouts (tests/gdro_lab/test_bad_inputs.py); inactive ones may lack both
     sigma = [s if q == 0 or math.isfinite(s) else 1.0 for q, s in zip(share, sigma)]
     n = [m if q == 0 or m > 0 else 1 for q, m in zip(share, n)]
     want_se = sum(q * s / math.sqrt(m) for q, s, m in zip(share, sigma, n) if q > 0 and math.isfinite(s) and m > 0)
