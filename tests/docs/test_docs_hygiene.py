@@ -147,3 +147,39 @@ def test_every_relative_link_of_the_readme_and_the_reports_resolves() -> None:
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+#: A path of this repository written in code or prose: a tracked folder, then a file with a suffix.
+REPO_PATH = re.compile(r"(?<![\w./~$-])((?:gdro_lab|studykit|simulators|real_runs|apps|gdro_cli|tests|scripts|"
+                       r"benchmarks|docs|constraints|reports|\.ci)/[\w./-]*\.(?:py|md|sh|toml|txt|json|in|yml))\b")
+
+
+#: A placeholder, not a file: ``gpu-ENV.txt``, ``tests/pkg/sub/test_mod.py``, ``tests/...py``, ``tests/a.py``.
+PLACEHOLDER = re.compile(r"[A-Z]{3}|/pkg/|\.\.\.|/[a-z]\.py$")
+
+
+def stale_paths(files: list[Path], root: Path) -> list[str]:
+    """'file:line: path' for every repository path cited in ``files`` that does not exist under ``root``."""
+    found = []
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for cited in REPO_PATH.findall(line):
+                if not PLACEHOLDER.search(cited) and not (root / cited).exists():
+                    found.append(f"{path.relative_to(root)}:{number}: {cited}")
+    return found
+
+
+def test_every_repository_path_cited_in_code_and_docs_exists() -> None:
+    """A moved or renamed file leaves no stale citation behind (the changelog is history and keeps them;
+    the tests plant paths of their own)."""
+    files = [p for p in tracked_files() if p.suffix in {".py", ".md", ".sh", ".toml", ".yml", ".txt", ".in"}
+             and p.name != "changelog.md" and p.relative_to(ROOT).parts[0] != "tests" or p == ROOT / "tests" / "README.md"]
+    found = stale_paths(files, ROOT)
+    assert not found, "cited paths that do not exist:\n" + "\n".join(found)
+
+
+def test_the_path_check_sees_a_stale_citation(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "here.md").write_text("see docs/here.md and docs/gone.md, not https://x/docs/a.md "
+                                               "nor constraints/gpu-ENV.txt\n")
+    assert stale_paths([tmp_path / "docs" / "here.md"], tmp_path) == ["docs/here.md:1: docs/gone.md"]
