@@ -22,7 +22,7 @@ PACKAGES = ("gdro_lab", "simulators", "real_runs", "apps", "studyplots", "gdro_c
 KNOWN_CIRCLES: tuple[frozenset[str], ...] = ()
 BROKEN_CIRCLES = (("simulators/learner.py", "simulators/world.py"),
                   ("real_runs/lmstudy/slips.py", "real_runs/lmstudy/warmstart.py"),
-                  ("apps/colours.py", "apps/identity.py"), ("apps/ui.py", "apps/uicharts.py"),
+                  ("apps/data/colours.py", "apps/data/identity.py"), ("apps/views/ui.py", "apps/views/uicharts.py"),
                   ("simulators/calibrate/predict.py", "simulators/calibrate/predict_report.py"),
                   ("simulators/calibrate/cli.py", "simulators/calibrate/predict.py"),
                   ("simulators/studies/arena.py", "simulators/studies/arena_report.py"))
