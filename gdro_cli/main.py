@@ -23,7 +23,7 @@ COMMANDS = {
     "simulate": ("simulators.cli", "main", "toy studies in the synthetic bandit world"),
     "sweep": ("simulators.sweep", "main", "grid x seeds sweep of simulator knobs, gains over GRPO"),
     "app": ("apps.launch", "main", "Streamlit app for run directories"),
-    "report": ("apps.report.figures", "main", "static PNG figures for run directories"),
+    "report": ("apps.report.cli", "main", "static PNG figures for run directories"),
     "eval": ("real_runs.eval_cli", "main", "mean@k / pass@k / worst group of a model on math benchmarks"),
     "train": ("real_runs.train_cli", "main", "train a model: GRPO, Prompt-GDRO, Rollout-GDRO, joint"),
     "export": ("real_runs.export", "main", "a run's checkpoint as a Hugging Face folder (eval, vLLM)"),

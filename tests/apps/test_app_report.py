@@ -14,7 +14,7 @@ import pytest
 from gdro_app_synthetic import tree_digest
 
 from apps.data import loading
-from apps.report import figures
+from apps.report import cli, figures
 
 FIGURES = {"traveling_wave.png", "lead_lag.png", "rollout_budget.png", "se_proxy.png", "outcomes.png",
            "evaluations.png", "step_time.png"}
@@ -31,7 +31,7 @@ def test_report_writes_every_figure_per_run_and_a_comparison(runs_root: Path, tm
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     before = tree_digest(runs_root)
     runs = [runs_root / "study" / name for name in ("grpo", "rollout_gdro")]
-    assert figures.main([str(path) for path in runs] + ["--out", str(tmp_path / "out")]) == 0
+    assert cli.main([str(path) for path in runs] + ["--out", str(tmp_path / "out")]) == 0
     for name in ("grpo_seed0", "rollout_gdro_seed2"):  # <method>_seed<seed>, from the configs
         written = {file.name for file in (tmp_path / "out" / name).iterdir()}
         assert written == FIGURES
@@ -43,7 +43,7 @@ def test_report_writes_every_figure_per_run_and_a_comparison(runs_root: Path, tm
 
 def test_report_skips_bad_runs_with_one_line_and_fails(synthetic_run: Path, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    code = figures.main([str(tmp_path / "missing"), str(synthetic_run), "--out", str(tmp_path / "out")])
+    code = cli.main([str(tmp_path / "missing"), str(synthetic_run), "--out", str(tmp_path / "out")])
     assert code == 1
     assert "skipped:" in capsys.readouterr().err
     assert {file.name for file in (tmp_path / "out" / "both_seed3").iterdir()} == FIGURES
@@ -52,7 +52,7 @@ def test_report_skips_bad_runs_with_one_line_and_fails(synthetic_run: Path, tmp_
 
 def test_report_refuses_to_write_inside_a_run(synthetic_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = tree_digest(synthetic_run)
-    assert figures.main([str(synthetic_run), "--out", str(synthetic_run / "figures")]) == 2
+    assert cli.main([str(synthetic_run), "--out", str(synthetic_run / "figures")]) == 2
     assert "inside a run directory" in capsys.readouterr().err
     assert tree_digest(synthetic_run) == before
 
@@ -112,15 +112,15 @@ def test_report_folders_are_named_by_method_and_seed_and_never_overwritten(seeds
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
     runs = [str(seeds_root / "grpo" / "seed0"), str(seeds_root / "prompt_gdro" / "seed0")]
     out = tmp_path / "out"
-    assert figures.main([*runs, "--out", str(out)]) == 0
+    assert cli.main([*runs, "--out", str(out)]) == 0
     assert sorted(path.name for path in out.iterdir()) == ["compare.png", "grpo_seed0", "prompt_gdro_seed0"]
     before = tree_digest(out)
     capsys.readouterr()
-    assert figures.main([*runs, "--out", str(out)]) == 2
+    assert cli.main([*runs, "--out", str(out)]) == 2
     error = capsys.readouterr().err
     assert "already holds a report" in error and "--overwrite" in error and error.count("\n") == 1
     assert tree_digest(out) == before, "nothing replaced without --overwrite"
-    assert figures.main([*runs, "--out", str(out), "--overwrite"]) == 0
+    assert cli.main([*runs, "--out", str(out), "--overwrite"]) == 0
     figure = figures.traveling_wave_figure(loading.load_run(seeds_root / "grpo" / "seed1"))
     assert figure.get_suptitle() == "Traveling wave: grpo_seed1", "titled by method and seed, not 'seed1'"
     plt.close(figure)
@@ -178,10 +178,10 @@ def test_trainer_runs_get_method_and_seed_folders(trainer_root: Path, tmp_path: 
         out_dir.mkdir(parents=True)  # the figures themselves are tested above
         return []
 
-    monkeypatch.setattr(figures, "write_report", folder_only)
-    monkeypatch.setattr(figures, "compare_figure", lambda runs: plt.figure())
+    monkeypatch.setattr(cli, "write_report", folder_only)
+    monkeypatch.setattr(cli, "compare_figure", lambda runs: plt.figure())
     runs = [str(trainer_root / "grpo-tiny-s1"), str(trainer_root / "prompt_gdro-tiny-s0")]
-    assert figures.main([*runs, "--out", str(tmp_path / "out")]) == 0
+    assert cli.main([*runs, "--out", str(tmp_path / "out")]) == 0
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["compare.png", "grpo_seed1",
                                                                             "prompt_gdro_seed0"]
 
@@ -213,11 +213,11 @@ def test_a_study_report_has_bands_over_seeds_the_apps_names_and_nothing_cut(root
         return drawn[-1]
 
     original = figures.compare_figure
-    monkeypatch.setattr(figures, "write_report", folder_only)
-    monkeypatch.setattr(figures, "compare_figure", keep)
+    monkeypatch.setattr(cli, "write_report", folder_only)
+    monkeypatch.setattr(cli, "compare_figure", keep)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. matplotlib's "constrained layout not applied"
-        assert figures.main([*map(str, picks), "--out", str(tmp_path / "out")]) == 0
+        assert cli.main([*map(str, picks), "--out", str(tmp_path / "out")]) == 0
     folders = sorted(path.name for path in (tmp_path / "out").iterdir() if path.is_dir())
     assert folders == sorted(f"{method}_seed{seed}" for method in ("grpo", "prompt_gdro", "rollout_gdro")
                              for seed in range(5)), "the app's names of these runs: method and seed"
