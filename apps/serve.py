@@ -47,7 +47,8 @@ LANDING = ("pandas", "pyarrow", "numpy", "gdro_lab", "gdro_lab.runlog", "gdro_la
            "apps.data.listing", "apps.data.scales", "apps.data.study", "apps.data.runtable", "apps.views.ui",
            "apps.views.urlstate", "apps.views.sidebar")
 #: Imported once the first page has been sent: what the chart pages add.
-CHARTS = ("altair", "scipy.special", "apps.views.charts", "apps.views.interactive", "apps.views.uicharts", "apps.data.realrun")
+CHARTS = ("altair", "scipy.special", "apps.views.charts", "apps.views.interactive", "apps.views.uicharts",
+          "apps.data.realrun")
 #: Kept for callers of the single list: every module the warm-up imports, in order.
 PRELOAD = LANDING + CHARTS
 #: How long the thread waits for the server to listen before it preloads anyway.

@@ -115,7 +115,8 @@ def _grouped_bars(axis: Axes, frame: pd.DataFrame, group_field: str, title: str,
 def traveling_wave_figure(run: RunData) -> Figure:
     """Fig. 3/5: share, weight and reward heatmaps over snapshot bars with the tail average."""
     figure, axes = _figure(2, 3, f"Traveling wave: {report_name(run)}")
-    fields = [("share", "Prompt share"), ("weight", "Prompt-GDRO weight"), (curriculum.reward_field(run), "Realized reward")]
+    fields = [("share", "Prompt share"), ("weight", "Prompt-GDRO weight"),
+              (curriculum.reward_field(run), "Realized reward")]
     for column, (field, title) in enumerate(fields):
         _heatmap(axes[0, column], run, field, title)
         snapshots = curriculum.snapshot_frame(run, field) if field else pd.DataFrame()
@@ -343,7 +344,8 @@ def compare_figure(runs: dict[str, RunData], groups: Sequence[study.Method] | No
     Student-t band over seeds (groups of at least 3 seeds, as in the app). One legend for the
     figure, outside the panels on the right (constrained layout: nothing is cut or covered)."""
     names = list(runs)
-    frames = {name: results.compare_frame(runs, name) for name in (*results.COMPARE_DEFAULTS, *results.COMPARE_NEXT[:2])}
+    frames = {name: results.compare_frame(runs, name)
+              for name in (*results.COMPARE_DEFAULTS, *results.COMPARE_NEXT[:2])}
     metrics = [name for name, frame in frames.items() if not frame.empty] or ["mean_success"]
     columns = min(3, len(metrics))
     rows = -(-len(metrics) // columns)

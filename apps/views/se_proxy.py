@@ -52,5 +52,5 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
                         zero_rule=True, bounds=(-math.inf, 100.0))])
 
 
-page_frame.views(render, TITLE, "Eq. 33: WSE(t) = Σ_b q_t(b) σ̂_b / √n_b(t). Compared with the uniform budget of the "
-         "same compute and with the square-root (Neyman) optimum of Thm 4.2.")
+page_frame.views(render, TITLE, "Eq. 33: WSE(t) = Σ_b q_t(b) σ̂_b / √n_b(t). Compared with the uniform budget of "
+         "the same compute and with the square-root (Neyman) optimum of Thm 4.2.")

@@ -33,8 +33,8 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
     phases = realrun.time_frame(run).rename(columns={"phase": "series", "seconds": "value"})
     items = [uicharts.Series(phases, "Seconds per step by phase (stacked)", "seconds per step", stacked=True,
                              smooth=False, bounds=(0.0, math.inf)),
-             uicharts.Series(curriculum.scalars_long(run, {realrun.TIME_TOTAL: "time/step"}), "Total step time", "seconds",
-                             bounds=(0.0, math.inf))]
+             uicharts.Series(curriculum.scalars_long(run, {realrun.TIME_TOTAL: "time/step"}), "Total step time",
+                             "seconds", bounds=(0.0, math.inf))]
     if curriculum.has_scalar(run, realrun.TOKENS_PER_S):
         items.append(uicharts.Series(curriculum.scalars_long(run, {realrun.TOKENS_PER_S: "tokens / s"}), "Throughput",
                                      "tokens per second", bounds=(0.0, math.inf)))

@@ -85,8 +85,8 @@ app = AppTest.from_file(sys.argv[1], default_timeout=120).run()
 assert not app.exception and not app.error, [e.value for e in [*app.exception, *app.error]]
 table = [e.value for e in app.dataframe if "run" in e.value.columns]
 assert len(table) == 1 and len(table[0]) == 3, "the run table lists the three runs"
-print(sorted(name for name in ("altair", "apps.views.interactive", "apps.views.charts", "apps.views.uicharts", "vega_datasets",
-                           "scipy.special", "scipy.stats")
+print(sorted(name for name in ("altair", "apps.views.interactive", "apps.views.charts", "apps.views.uicharts",
+                           "vega_datasets", "scipy.special", "scipy.stats")
              if name in sys.modules))
 """
 

@@ -127,7 +127,8 @@ def test_unassigned_steps_have_null_shares(real_run: Path) -> None:
     assert loading.unassigned_steps(run) == 8
     frame = curriculum.heatmap_frame(run, "share")
     assert frame[frame["step"] < 8]["value"].isna().all()
-    assert np.isfinite(curriculum.lead_lag_frame(run)["gap"]).all() and curriculum.lead_lag_frame(run)["step"].min() == 8
+    gap = curriculum.lead_lag_frame(run)
+    assert np.isfinite(gap["gap"]).all() and gap["step"].min() == 8
 
 
 def test_run_table_search_and_config_diff(seeds_root: Path) -> None:
