@@ -1,7 +1,8 @@
 """Entry point for ``streamlit run apps/streamlit_app.py -- [--root DIR] [RUN_DIR ...]``.
 
 Draws the sidebar (runs folder, run, baseline, live refresh), then runs the chosen view with
-``st.navigation``: one ``st.Page`` per view in ``apps/views/``. Start it with ``gdro app``.
+``st.navigation``: one ``st.Page`` per page script of ``apps/views/`` (:data:`PAGES`). Start it with
+``gdro app``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 
 try:
-    import apps  # noqa: F401  (installed package, editable or not)
+    import apps  # noqa: F401  (only checks that the package imports: installed, editable or not)
 except ImportError:  # a bare checkout: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
