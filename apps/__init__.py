@@ -1,20 +1,18 @@
-"""Streamlit app and static reports for gdro run directories.
+"""Streamlit app and static reports for gdro run directories, laid out by concept.
 
-Modules:
-  data            plain pandas views of a run (no Streamlit): what every page and report plots;
-                  re-exports loading (finding, reading and caching runs), curriculum, budget, results
-  fastread        steps.jsonl read with pyarrow (falls back to gdro_lab.runformat.runlog.read_run)
-  charts          altair chart builders (pure: frames in, charts out)
-  settings        where the app looks for runs (command line after ``--``, environment, default)
-  ui              the Streamlit glue: runs from the cache keyed on file stats, sidebar, live refresh
-  uicharts        chart elements: stacked heatmaps, linked time series, cached lean specs
+  data/           plain pandas views of run directories (no Streamlit, no altair): finding, listing,
+                  reading and caching runs; names, groups and colours; curriculum, budget, results,
+                  studies and sweeps; pins; where the app looks for runs
+  views/          the Streamlit app: one page script per view, and their glue (sidebar, page frame,
+                  URL state, altair chart builders and chart elements)
+  report/         ``gdro report``: the same figures as static PNGs with matplotlib
+  launch          ``gdro app``: starts the server (``apps/serve.py``) on localhost
+  serve           the server process: Streamlit's command line with the app's imports warmed up
   streamlit_app   the entry point for ``streamlit run`` (``st.navigation``, one page per view)
-  views/          one page script per view; pages only plot
-  launch          ``gdro app``: starts Streamlit on localhost
-  report          ``gdro report``: the same figures as static PNGs with matplotlib
-  browser         headless-Chromium helpers: serve the app, screenshot every view
+  static/         files the app serves (its icon)
 
-The app reads run directories through ``gdro_lab.runformat.runlog.read_run`` and computes the paper's
-diagnostics with ``gdro_lab.functional.diagnostics``; it imports no training code and never writes into a
-run directory.
+Arrows point one way: views and report import data, data imports neither (and no Streamlit:
+``tests/test_structure.py``). The app reads run directories through ``gdro_lab.runformat.runlog`` and
+computes the paper's diagnostics with ``gdro_lab.functional.diagnostics``; it imports no training code and
+never writes into a run directory.
 """

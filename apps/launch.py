@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from apps.settings import DEFAULT_ROOT, ROOT_ENV, RUNS_ENV
+from apps.data.settings import DEFAULT_ROOT, ROOT_ENV, RUNS_ENV
 from gdro_cli.args import OneLineParser, folder_problem
 
 APP_SCRIPT = Path(__file__).resolve().parent / "streamlit_app.py"

@@ -13,11 +13,11 @@ interpreter lock), then, in this order:
    thread switch interval is short (:data:`SWITCH_INTERVAL_S`), so that the server's event loop,
    which serves that JavaScript, gets the interpreter lock within a fraction of a millisecond
    instead of Python's default 5 ms per hand-over;
-2. waits until the first script run has finished (:data:`apps.settings.FIRST_RUN_DONE`, at most
+2. waits until the first script run has finished (:data:`apps.data.settings.FIRST_RUN_DONE`, at most
    :data:`CHART_WAIT_S`), then imports the chart modules (:data:`CHARTS`: altair, the chart
    builders, scipy.special for the study intervals), which the landing page does not need, and
    reads the first runs' steps into the app's run cache (:func:`warm`, bounded in runs and bytes
-   by :func:`apps.loading.warm_runs`), while the browser draws that first page, so that they are
+   by :func:`apps.data.loading.warm_runs`), while the browser draws that first page, so that they are
    ready for the first chart page. (Before a root could hold 100 runs the steps were read in
    stage 1; the landing page reads none since the run list comes from the small files.)
    (A chart page opened earlier imports them itself; Python's import lock keeps them from
@@ -42,11 +42,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 #: Imported ahead of the first session: what the landing page (the run table) needs, slowest first.
-LANDING = ("pandas", "pyarrow", "numpy", "gdro_lab", "gdro_lab.runformat.runlog", "gdro_lab.functional.diagnostics", "apps.fastread",
-           "apps.data", "apps.identity", "apps.listing", "apps.scales", "apps.study", "apps.runtable", "apps.ui", "apps.urlstate",
-           "apps.sidebar")
+LANDING = ("pandas", "pyarrow", "numpy", "gdro_lab", "gdro_lab.runformat.runlog", "gdro_lab.functional.diagnostics", "apps.data.fastread",
+           "apps.data.loading", "apps.data.curriculum", "apps.data.budget", "apps.data.results", "apps.data.identity",
+           "apps.data.listing", "apps.data.scales", "apps.data.study", "apps.data.runtable", "apps.views.ui",
+           "apps.views.urlstate", "apps.views.sidebar")
 #: Imported once the first page has been sent: what the chart pages add.
-CHARTS = ("altair", "scipy.special", "apps.charts", "apps.interactive", "apps.uicharts", "apps.realrun")
+CHARTS = ("altair", "scipy.special", "apps.views.charts", "apps.views.interactive", "apps.views.uicharts",
+          "apps.data.realrun")
 #: Kept for callers of the single list: every module the warm-up imports, in order.
 PRELOAD = LANDING + CHARTS
 #: How long the thread waits for the server to listen before it preloads anyway.
@@ -94,7 +96,7 @@ def wait_listening(address: str, port: int, timeout_s: float = LISTEN_WAIT_S) ->
 
 def _script_settings(argv: Sequence[str]) -> tuple[Path, list[Path]]:
     """(root, run folders) the app script gets after ``--``."""
-    from apps.settings import argument_parser
+    from apps.data.settings import argument_parser
 
     script_args = list(argv[argv.index("--") + 1:]) if "--" in argv else []
     parsed, _ = argument_parser().parse_known_args(script_args)
@@ -103,10 +105,10 @@ def _script_settings(argv: Sequence[str]) -> tuple[Path, list[Path]]:
 
 def warm_list(argv: Sequence[str]) -> int:
     """Import the landing page's modules, then list the runs (small files only, into
-    :data:`apps.listing.INFO_CACHE`); returns the runs listed."""
+    :data:`apps.data.listing.INFO_CACHE`); returns the runs listed."""
     preload(LANDING)
     try:
-        from apps import listing
+        from apps.data import listing
 
         root, given = _script_settings(argv)
         listed = listing.list_runs(root if root.is_dir() else None, given)
@@ -118,7 +120,7 @@ def warm_list(argv: Sequence[str]) -> int:
 def warm(argv: Sequence[str]) -> int:
     """Read the steps of the runs the app lists first into the run cache; returns the runs read."""
     try:
-        from apps import loading
+        from apps.data import loading
 
         root, given = _script_settings(argv)
         return loading.warm_runs(root, given)
@@ -134,7 +136,7 @@ def _background(argv: list[str]) -> None:
         warm_list(argv)
     finally:
         sys.setswitchinterval(default_interval)
-    from apps.settings import FIRST_RUN_DONE
+    from apps.data.settings import FIRST_RUN_DONE
 
     FIRST_RUN_DONE.wait(CHART_WAIT_S)
     preload(CHARTS)

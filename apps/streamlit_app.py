@@ -1,7 +1,8 @@
 """Entry point for ``streamlit run apps/streamlit_app.py -- [--root DIR] [RUN_DIR ...]``.
 
 Draws the sidebar (runs folder, run, baseline, live refresh), then runs the chosen view with
-``st.navigation``: one ``st.Page`` per view in ``apps/views/``. Start it with ``gdro app``.
+``st.navigation``: one ``st.Page`` per page script of ``apps/views/`` (:data:`PAGES`). Start it with
+``gdro app``.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ import sys
 from pathlib import Path
 
 try:
-    import apps  # noqa: F401  (installed package, editable or not)
+    import apps  # noqa: F401  (only checks that the package imports: installed, editable or not)
 except ImportError:  # a bare checkout: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import streamlit as st
 
-from apps import sidebar, ui
-from apps.settings import FIRST_RUN_DONE, resolve_settings, script_arguments
+from apps.data.settings import FIRST_RUN_DONE, resolve_settings, script_arguments
+from apps.views import sidebar, urlstate
 
 VIEWS_DIR = Path(__file__).resolve().parent / "views"
 #: The page icon is a local file served by the app itself: no font or emoji host is asked for it.
@@ -51,11 +52,11 @@ def main() -> None:
              for index, (file, title, icon, url_path, _) in enumerate(PAGES)]
     page = st.navigation(pages, position="sidebar")
     charts = {st_page: spec[4] for st_page, spec in zip(pages, PAGES)}
-    ui.url_begin()
+    urlstate.url_begin()
     sidebar.sidebar(settings, chart_options=charts.get(page, True))
     try:
         page.run()
-        ui.url_end()
+        urlstate.url_end()
     finally:
         FIRST_RUN_DONE.set()
 

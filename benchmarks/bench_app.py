@@ -49,11 +49,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "apps"))
 
+import browser  # noqa: E402  (tests/apps/browser.py, on the path above)
 from gdro_app_synthetic import write_synthetic_run  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from apps import browser, data  # noqa: E402
-from apps.settings import ROOT_ENV, RUNS_ENV  # noqa: E402
+from apps.data import loading  # noqa: E402
+from apps.data.settings import ROOT_ENV, RUNS_ENV  # noqa: E402
 
 METHODS = ("grpo", "prompt_gdro", "rollout_gdro")
 VIEW_FILES = {"traveling-wave": "traveling_wave", "study": "study", "lead-lag": "lead_lag",
@@ -147,7 +148,7 @@ def script_times(root: Path) -> dict[str, tuple[float, float, int]]:
         if name == "study":
             app.run()
         st.cache_data.clear()  # cold: the runs are read from disk again, every chart is built again
-        data.RUN_CACHE.clear()
+        loading.RUN_CACHE.clear()
         start = time.perf_counter()
         app.run()
         cold = time.perf_counter() - start
@@ -292,11 +293,11 @@ def landing_script_times(root: Path, repeats: int = 3) -> tuple[float, float, in
     cache cleared (the run list read from disk), warm = a rerun."""
     import streamlit as st
 
-    from apps import listing
+    from apps.data import listing
 
     app = _session(root, query=False)
     st.cache_data.clear()
-    data.RUN_CACHE.clear()
+    loading.RUN_CACHE.clear()
     listing.INFO_CACHE.clear()
     start = time.perf_counter()
     app.run()

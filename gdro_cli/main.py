@@ -3,7 +3,7 @@
 Subcommands:
   gdro simulate [STUDY] [...]   toy studies in the heavy-tailed bandit simulator (simulators/)
   gdro app [RUN_DIR ...]        the Streamlit app for logged curricula (apps/)
-  gdro report RUN_DIR [...]     static PNG figures of run directories (apps/report.py)
+  gdro report RUN_DIR [...]     static PNG figures of run directories (apps/report/)
   gdro eval --model M [...]     mean@k / pass@k / worst group on math benchmarks (real_runs/)
   gdro train CONFIG [k=v ...]   GRPO / Prompt-GDRO / Rollout-GDRO / joint on a language model (real_runs/)
   gdro export RUN_DIR OUT       a run's checkpoint as a Hugging Face folder (real_runs/export.py)
@@ -23,7 +23,7 @@ COMMANDS = {
     "simulate": ("simulators.cli", "main", "toy studies in the synthetic bandit world"),
     "sweep": ("simulators.sweep", "main", "grid x seeds sweep of simulator knobs, gains over GRPO"),
     "app": ("apps.launch", "main", "Streamlit app for run directories"),
-    "report": ("apps.report", "main", "static PNG figures for run directories"),
+    "report": ("apps.report.cli", "main", "static PNG figures for run directories"),
     "eval": ("real_runs.eval_cli", "main", "mean@k / pass@k / worst group of a model on math benchmarks"),
     "train": ("real_runs.train_cli", "main", "train a model: GRPO, Prompt-GDRO, Rollout-GDRO, joint"),
     "export": ("real_runs.export", "main", "a run's checkpoint as a Hugging Face folder (eval, vLLM)"),

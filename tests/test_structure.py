@@ -14,7 +14,9 @@ importing it: every ``import`` and ``from ... import`` at any depth (inside func
   helpers every part's parsers share, is a library;
 - no import circle between modules, except the ones listed in :data:`KNOWN_CIRCLES` (each with its
   owner); the circles already broken (:data:`BROKEN_CIRCLES`: issue 19's simulators/learner.py <->
-  world.py and real_runs/lmstudy/slips.py <-> warmstart.py, and the app's two) must never return.
+  world.py and real_runs/lmstudy/slips.py <-> warmstart.py, and the app's two) must never return;
+- inside ``apps/`` (:data:`APPS_LAYERS`): ``apps/data/`` imports no Streamlit, no altair and neither
+  the views nor the report; ``apps/report/`` imports no Streamlit, no altair and no view.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ PUBLIC_API = "gdro_lab/__init__.py"
 KNOWN_CIRCLES: tuple[frozenset[str], ...] = ()
 BROKEN_CIRCLES = (("simulators/learner.py", "simulators/world.py"),
                   ("real_runs/lmstudy/slips.py", "real_runs/lmstudy/warmstart.py"),
-                  ("apps/colours.py", "apps/identity.py"), ("apps/ui.py", "apps/uicharts.py"),
+                  ("apps/data/colours.py", "apps/data/identity.py"), ("apps/views/ui.py", "apps/views/uicharts.py"),
                   ("simulators/calibrate/predict.py", "simulators/calibrate/predict_report.py"),
                   ("simulators/calibrate/cli.py", "simulators/calibrate/predict.py"),
                   ("simulators/studies/arena.py", "simulators/studies/arena_report.py"))
@@ -53,6 +55,11 @@ FORBIDDEN = {"real_runs": ("simulators",), "simulators": ("real_runs",),
              "studykit": ("simulators", "real_runs", "apps", "gdro_cli", "torch", "streamlit"),
              "gdro_lab": ("simulators", "real_runs", "apps", "studykit", "gdro_cli", "torch", "matplotlib",
                           "streamlit", "transformers", "pandas")}
+
+#: Folders of apps/ (path prefix) -> what their modules must never import: the data layer stays plain
+#: pandas (testable without Streamlit, shared by the app and the report), the report draws with matplotlib.
+APPS_LAYERS = {"apps/data/": ("streamlit", "altair", "apps.views", "apps.report"),
+               "apps/report/": ("streamlit", "altair", "apps.views")}
 
 
 def _module_file(root: Path, dotted: str) -> str | None:
@@ -149,6 +156,20 @@ def forbidden_imports(raw: dict[str, list[str]]) -> list[str]:
     return sorted(set(found))
 
 
+def layer_violations(raw: dict[str, list[str]], layers: dict[str, tuple[str, ...]] = APPS_LAYERS) -> list[str]:
+    """'file imports name' for every import a folder of apps/ must not make (:data:`APPS_LAYERS`)."""
+    found = []
+    for path, names in raw.items():
+        for prefix, banned_names in layers.items():
+            if not path.startswith(prefix):
+                continue
+            for name in names:
+                for banned in banned_names:
+                    if name == banned or name.startswith(banned + "."):
+                        found.append(f"{path} imports {name}")
+    return sorted(set(found))
+
+
 def test_the_arrows_point_one_way() -> None:
     _, raw = import_graph(ROOT)
     assert any(p.startswith("real_runs/lmstudy/") for p in raw) and any(p.startswith("simulators/") for p in raw)
@@ -159,6 +180,7 @@ def test_no_import_circle_but_the_known_ones() -> None:
     graph, _ = import_graph(ROOT)
     found = circles(graph)
     for a, b in BROKEN_CIRCLES:
+        assert (ROOT / a).is_file() and (ROOT / b).is_file(), f"{a} or {b} moved: name its new path here"
         assert not any(a in c and b in c for c in found), f"the circle {a} <-> {b} is back"
     new = [sorted(c) for c in found if c not in KNOWN_CIRCLES]
     assert new == [], "a new import circle: break it (move the shared names to a module both can import)"
@@ -185,6 +207,35 @@ def test_the_scan_sees_function_level_relative_and_circular_imports(tmp_path: Pa
                                       "real_runs/a.py imports simulators.world.W"]
     assert circles(graph) == [frozenset({"real_runs/lm/slips.py", "real_runs/lm/warm.py"})]
     assert graph["real_runs/a.py"] == {"simulators/world.py"}
+
+
+def test_apps_data_and_report_never_import_streamlit_or_the_views() -> None:
+    _, raw = import_graph(ROOT)
+    assert any(p.startswith("apps/data/") for p in raw) and any(p.startswith("apps/report/") for p in raw)
+    assert layer_violations(raw) == []
+
+
+def test_the_apps_layer_check_sees_late_and_dotted_imports(tmp_path: Path) -> None:
+    """The apps check can fail: a planted apps/ tree with a late streamlit import and a view import."""
+    files = {
+        "apps/__init__.py": "",
+        "apps/data/__init__.py": "",
+        "apps/data/loading.py": "def f():\n    import streamlit as st\n",           # late import
+        "apps/data/study.py": "from apps.views import ui\n",                           # data -> views
+        "apps/report/__init__.py": "",
+        "apps/report/figures.py": "from apps.data import loading\nimport matplotlib\n",  # allowed
+        "apps/report/cli.py": "from streamlit.testing.v1 import AppTest\n",
+        "apps/views/__init__.py": "",
+        "apps/views/ui.py": "import streamlit\nfrom apps.data import loading\n",       # views may
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    _, raw = import_graph(tmp_path, ("apps",))
+    assert layer_violations(raw) == ["apps/data/loading.py imports streamlit", "apps/data/study.py imports apps.views",
+                                     "apps/data/study.py imports apps.views.ui",
+                                     "apps/report/cli.py imports streamlit.testing.v1",
+                                     "apps/report/cli.py imports streamlit.testing.v1.AppTest"]
 
 
 @pytest.mark.parametrize("graph, expected", [

@@ -4,7 +4,7 @@ Any logged scalar (the lead-lag gap recomputed by Eq. 32) and any evaluation met
 per run — or, with "Group seeds", one mean line per group with its 95% band over seeds (as on
 the Study page) — plus a table of final values and tail averages (steps at or after the 60th
 percentile). Charts are linked: zoom and crosshair act on all of them. Runs are named and
-coloured as everywhere (:mod:`apps.identity`); the wall-clock axis applies to ungrouped runs.
+coloured as everywhere (:mod:`apps.data.colours`); the wall-clock axis applies to ungrouped runs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from apps import data, realrun, study, ui, uicharts
+from apps.data import curriculum, realrun, results, study
+from apps.views import ui, uicharts
 from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Compare"
@@ -36,7 +37,7 @@ def _named(frame: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
 
 def _clocked(items: list[uicharts.Series], runs: dict[str, RunData], names: dict[str, str]) -> list[uicharts.Series]:
     """Per-run charts on the wall clock (when asked): each run's steps to its own elapsed time, on
-    one range for every run (:func:`apps.uicharts.on_wall_clock`)."""
+    one range for every run (:func:`apps.views.uicharts.on_wall_clock`)."""
     if not ui.wall_clock():
         return items
     clocks = {}
@@ -75,7 +76,7 @@ def _run_items(runs: dict[str, RunData], names: dict[str, str], metrics: list[st
     values = list(runs.values())
     items = []
     for metric in metrics:
-        frame = _named(data.compare_frame(runs, metric), names)
+        frame = _named(results.compare_frame(runs, metric), names)
         item = uicharts.Series(frame, metric, metric, color_field="run", zero_rule=metric == "lead_lag_gap",
                                bounds=uicharts.bounds_for(metric, values, frame), colours=colours, legend=legend)
         items += uicharts.split_by_producer(item, producer_of, "run")
@@ -102,13 +103,13 @@ def _group_items(groups: list[study.Method], metrics: list[str], runs: dict[str,
 
 def _evaluations(runs: dict[str, RunData], names: dict[str, str], chosen: ui.Selection) -> None:
     """One evaluation metric over steps, one line per run, with its interval as a band when logged."""
-    frames = {label: data.evals_frame(run) for label, run in runs.items()}
-    metrics = data.headline_metrics(name for frame in frames.values() for name in frame["metric"])
+    frames = {label: results.evals_frame(run) for label, run in runs.items()}
+    metrics = results.headline_metrics(name for frame in frames.values() for name in frame["metric"])
     if not metrics:
         st.info("None of these runs has evaluation results.", icon=":material/info:")
         return
     metric = st.selectbox("Evaluation metric", metrics, key="compare-eval-metric", bind="query-params")
-    parts = [data.with_bounds(frame, [metric], series="run").assign(run=names[label])
+    parts = [results.with_bounds(frame, [metric], series="run").assign(run=names[label])
              for label, frame in frames.items()]
     frame = pd.concat(parts, ignore_index=True)
     colours = {names[label]: colour for label, colour in ui.run_colours(list(runs)).items()}
@@ -142,10 +143,10 @@ def page() -> None:
             if not runs:
                 return
         names = _unique_names(chosen, list(runs))
-        metrics_list = data.scalar_names(runs.values())
-        if "lead_lag_gap" not in metrics_list and any(not data.lead_lag_frame(r).empty for r in runs.values()):
+        metrics_list = results.scalar_names(runs.values())
+        if "lead_lag_gap" not in metrics_list and any(not curriculum.lead_lag_frame(r).empty for r in runs.values()):
             metrics_list.insert(0, "lead_lag_gap")
-        defaults = [name for name in data.COMPARE_DEFAULTS if name in metrics_list]
+        defaults = [name for name in results.COMPARE_DEFAULTS if name in metrics_list]
         picked, grouping = st.columns([4, 1])
         metrics = picked.multiselect("Metrics", metrics_list, default=defaults or metrics_list[:3],
                                      key="compare-metrics", bind="query-params")
@@ -170,7 +171,7 @@ def page() -> None:
                          hide_index=True, width="stretch")
         elif metrics:
             st.caption("Final value and tail average (steps at or after the 60th percentile) per run")
-            table = data.compare_table(runs, metrics)
+            table = results.compare_table(runs, metrics)
             st.dataframe(table.assign(run=table["run"].map(names)), hide_index=True, width="stretch")
 
     ui.live_fragment(body, chosen)()

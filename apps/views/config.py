@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import data, pages
+from apps.data import curriculum, loading, results
+from apps.views import page_frame
 from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Config"
@@ -13,9 +14,9 @@ TITLE = "Config"
 def render(run: RunData, key: str) -> None:
     """Metadata facts, then the resolved config as JSON and as a flat table (nothing linked)."""
     del key
-    facts = data.summary(run)
+    facts = loading.summary(run)
     facts.update({"format version": run.meta.get("version"), "created": run.meta.get("created"),
-                  "bin labels": ", ".join(data.bin_labels(run)),
+                  "bin labels": ", ".join(curriculum.bin_labels(run)),
                   "snapshot steps": ", ".join(str(step) for step in run.snapshot_steps) or "none",
                   "folder": str(run.path)})
     st.dataframe({"field": list(facts), "value": [str(value) for value in facts.values()]},
@@ -26,8 +27,8 @@ def render(run: RunData, key: str) -> None:
     st.subheader("Resolved config")
     st.json(run.config, expanded=2)
     with st.expander("As a flat table"):
-        st.dataframe(data.config_rows(run.config), hide_index=True, width="stretch")
+        st.dataframe(results.config_rows(run.config), hide_index=True, width="stretch")
 
 
-pages.views(render, TITLE, "The producer's resolved config (config.json, the one source of truth) and the "
+page_frame.views(render, TITLE, "The producer's resolved config (config.json, the one source of truth) and the "
          "run's metadata.")

@@ -1,6 +1,6 @@
 """Evaluations of real runs: per-benchmark mean@k and pass@k with their 95% bootstrap intervals.
 
-Reads the agreed metric names of ``gdro eval`` and the trainer (``apps.realrun``): one line per
+Reads the agreed metric names of ``gdro eval`` and the trainer (``apps.data.realrun``): one line per
 benchmark plus ``pooled``, ``worst group`` and ``worst benchmark``, each with its shaded
 ``_lo``–``_hi`` band; per-group metrics on request; and the latest evaluation as a table of
 ``value [lo, hi]``.
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import pages, realrun, ui, uicharts
+from apps.data import realrun
+from apps.views import page_frame, ui, uicharts
 from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Evaluations"
@@ -48,5 +49,5 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
     return uicharts.Parts(series=items, bottom=bottom)
 
 
-pages.views(render, TITLE, "Per-benchmark evaluation of a real run (`gdro eval`, the trainer): mean@k and "
+page_frame.views(render, TITLE, "Per-benchmark evaluation of a real run (`gdro eval`, the trainer): mean@k and "
          "pass@k with 95% bootstrap intervals, pooled, worst group and worst benchmark.")

@@ -1,14 +1,14 @@
 """Runs: every run in one interactive table that picks the runs every other view shows.
 
 The table (``st.dataframe`` with row selection) has one row per run, built from each run's small
-files (meta.json, config.json and the last line of steps.jsonl: :mod:`apps.listing`): name,
+files (meta.json, config.json and the last line of steps.jsonl: :mod:`apps.data.listing`): name,
 status, a damage column (a truncated or torn run is flagged, here and wherever its name appears),
 study, method, seed, last step, latest success, the user's tags, and the config columns of one
 producer at a time (simulator and trainer configs share almost no key). Click a column header to
 sort; filter by producer, by a config value, or by words; tick rows to pick runs. The picked runs
 are what Compare and Study show; the first healthy one is the Run of the per-run pages and the
 second its baseline. Picks stay in the URL (``pick``). Below: the run folders that cannot be read,
-names and tags to pin to picked runs (kept beside the app, never in a run folder: :mod:`apps.pins`),
+names and tags to pin to picked runs (kept beside the app, never in a run folder: :mod:`apps.data.pins`),
 and the config diff of two runs.
 """
 
@@ -20,11 +20,12 @@ from typing import Any, Literal, Sequence
 import pandas as pd
 import streamlit as st
 
-from apps import pins, runtable, study, ui
+from apps.data import pins, runtable, study
+from apps.views import ui
 
 TITLE = "Runs"
 TABLE_KEY = "runs-table"
-#: Columns first in the table (the rest follow in :func:`apps.runtable.run_table`'s order).
+#: Columns first in the table (the rest follow in :func:`apps.data.runtable.run_table`'s order).
 FIRST_COLUMNS = ("name", "status", "damage", "study", "method", "seed", "last step", "mean_success (last step)",
                  runtable.TAIL_COLUMN, "tags")
 ALL_PRODUCERS = "every producer"
@@ -138,7 +139,7 @@ def _damaged(chosen: ui.Selection) -> None:
 
 
 def _pin_editor(chosen: ui.Selection, infos: Sequence[Any]) -> None:
-    """Pin a display name and tags to a picked run (stored beside the app: :mod:`apps.pins`)."""
+    """Pin a display name and tags to a picked run (stored beside the app: :mod:`apps.data.pins`)."""
     with st.expander("Name or tag a picked run", icon=":material/sell:"):
         if not chosen.picked:
             st.caption("Pick a run in the table first.")

@@ -14,7 +14,8 @@ import math
 import numpy as np
 import streamlit as st
 
-from apps import data, pages, ui, uicharts
+from apps.data import budget, curriculum, results
+from apps.views import page_frame, ui, uicharts
 from gdro_lab.runformat.runlog import RunData
 
 TITLE = "SE proxy"
@@ -30,26 +31,26 @@ def _percent(value: float) -> str:
 def render(run: RunData, key: str) -> uicharts.Parts | None:
     """Reduction metrics (in the column), the three WSE curves and the reduction over steps."""
     del key
-    frame = data.se_frame(run)
+    frame = budget.se_frame(run)
     if frame.empty:
         ui.missing_or_warmup(run, ("share", "sigma", "rollouts"), "the SE scalars `se_*` (nor per-bin `share`, "
                              "`sigma` and `rollouts` to compute them)", "SE proxy")
         return None
     actual, optimum = st.columns(2)
-    actual.metric("Mean reduction, actual", _percent(data.mean_reduction(frame, "se_reduction_pct")))
-    optimum.metric("Mean reduction, √ optimum", _percent(data.mean_reduction(frame, "se_sqrt_reduction_pct")))
+    actual.metric("Mean reduction, actual", _percent(budget.mean_reduction(frame, "se_reduction_pct")))
+    optimum.metric("Mean reduction, √ optimum", _percent(budget.mean_reduction(frame, "se_sqrt_reduction_pct")))
     same = frame[["se_actual", "se_uniform"]].dropna()
     if len(same) and np.allclose(same["se_actual"], same["se_uniform"], rtol=1e-9):
-        allocator = data.allocator_of(run.config)
+        allocator = results.allocator_of(run.config)
         why = f" (its config names the allocator `{allocator}`)" if allocator else ""
         st.caption(f"The actual allocation equals the uniform budget at every step{why}: "
                    "the solid 'actual' line lies under the dashed uniform line.")
     return uicharts.Parts(series=[
-        uicharts.Series(data.to_long(frame, SE_NAMES), "Weighted SE proxy WSE(t)", "WSE", dashed=(UNIFORM,),
+        uicharts.Series(curriculum.to_long(frame, SE_NAMES), "Weighted SE proxy WSE(t)", "WSE", dashed=(UNIFORM,),
                         bounds=(0.0, math.inf)),
-        uicharts.Series(data.to_long(frame, REDUCTION_NAMES), "Reduction against uniform n̄", "reduction (%)",
+        uicharts.Series(curriculum.to_long(frame, REDUCTION_NAMES), "Reduction against uniform n̄", "reduction (%)",
                         zero_rule=True, bounds=(-math.inf, 100.0))])
 
 
-pages.views(render, TITLE, "Eq. 33: WSE(t) = Σ_b q_t(b) σ̂_b / √n_b(t). Compared with the uniform budget of the "
-         "same compute and with the square-root (Neyman) optimum of Thm 4.2.")
+page_frame.views(render, TITLE, "Eq. 33: WSE(t) = Σ_b q_t(b) σ̂_b / √n_b(t). Compared with the uniform budget of "
+         "the same compute and with the square-root (Neyman) optimum of Thm 4.2.")

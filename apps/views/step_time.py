@@ -13,7 +13,8 @@ import math
 
 import streamlit as st
 
-from apps import data, pages, realrun, ui, uicharts
+from apps.data import curriculum, realrun
+from apps.views import page_frame, ui, uicharts
 from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Step time"
@@ -32,10 +33,10 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
     phases = realrun.time_frame(run).rename(columns={"phase": "series", "seconds": "value"})
     items = [uicharts.Series(phases, "Seconds per step by phase (stacked)", "seconds per step", stacked=True,
                              smooth=False, bounds=(0.0, math.inf)),
-             uicharts.Series(data.scalars_long(run, {realrun.TIME_TOTAL: "time/step"}), "Total step time", "seconds",
-                             bounds=(0.0, math.inf))]
-    if data.has_scalar(run, realrun.TOKENS_PER_S):
-        items.append(uicharts.Series(data.scalars_long(run, {realrun.TOKENS_PER_S: "tokens / s"}), "Throughput",
+             uicharts.Series(curriculum.scalars_long(run, {realrun.TIME_TOTAL: "time/step"}), "Total step time",
+                             "seconds", bounds=(0.0, math.inf))]
+    if curriculum.has_scalar(run, realrun.TOKENS_PER_S):
+        items.append(uicharts.Series(curriculum.scalars_long(run, {realrun.TOKENS_PER_S: "tokens / s"}), "Throughput",
                                      "tokens per second", bounds=(0.0, math.inf)))
 
     def table() -> None:
@@ -45,5 +46,5 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
     return uicharts.Parts(series=items, bottom=table)
 
 
-pages.views(render, TITLE, "A real run's cost per step by phase (`time/*`), so it can be read next to its "
+page_frame.views(render, TITLE, "A real run's cost per step by phase (`time/*`), so it can be read next to its "
          "curriculum.")

@@ -1,7 +1,7 @@
 """Study: seeds grouped (by the config keys that differ within each study, or those picked in the
 sidebar), a line per group with a band over seeds, and the final results.
 
-Runs whose configs differ only in their seed are one group (``apps.study``), named by the keys
+Runs whose configs differ only in their seed are one group (``apps.data.study``), named by the keys
 that tell the groups apart ("study: grpo lr×1.58"). Every chart shows, per group, the mean (or
 median) over seeds with a shaded band: the 95% Student-t interval (mean ± t_{0.975,S-1} sd/√S,
 as in the study reports), ± 1 SE, min–max or the IQR, clipped to the metric's range, and only
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps import data, study, ui, uicharts
+from apps.data import results, study
+from apps.views import ui, uicharts
 
 TITLE = "Study"
 DEFAULT_METRICS = ("mean_success", "worst_bin_success", "lead_lag_gap", "se_reduction_pct")
@@ -50,7 +51,7 @@ def page() -> None:
                 st.caption(listing)
         else:
             st.caption(listing)
-        names = data.scalar_names(runs.values())
+        names = results.scalar_names(runs.values())
         if "lead_lag_gap" not in names:
             names.insert(0, "lead_lag_gap")
         metric_box, centre_box, interval_box = st.columns([3, 1, 1])

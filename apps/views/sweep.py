@@ -3,14 +3,16 @@
 the parallel coordinates of the sweep.
 
 The runs are those picked on the Runs page, else the study of the first listed run
-(:func:`apps.sweep.sweep_keys` finds the keys that differ between them).
+(:func:`apps.data.sweep.sweep_keys` finds the keys that differ between them).
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from apps import charts, identity, study, sweep, ui, uicharts
+from apps.data import identity, study, sweep
+from apps.data.colours import method_hues
+from apps.views import charts, ui, uicharts
 
 TITLE = "Sweep"
 
@@ -43,7 +45,7 @@ def page() -> None:
         final = str(final_box.selectbox("Final value", sweep.FINALS, key="sweep-final", bind="query-params",
                                         help="Tail mean: steps at or after the 60th percentile; or the last value."))
         st.caption(f"{len(runs)} runs; swept: {', '.join(keys)}")
-        colours = identity.method_hues(identity.method_of(run.config, run.path.name) for run in runs.values())
+        colours = method_hues(identity.method_of(run.config, run.path.name) for run in runs.values())
         for key in keys:
             frame = sweep.sweep_frame(runs, key, metric, final)
             name = f"{metric} against {key}"

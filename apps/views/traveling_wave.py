@@ -11,7 +11,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from apps import charts, data, pages, ui, uicharts
+from apps.data import curriculum
+from apps.views import charts, page_frame, ui, uicharts
 from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Traveling wave"
@@ -20,15 +21,15 @@ PANELS = (("share", "Prompt share q̂(b)"), ("weight", "Prompt-GDRO weight q(b)"
 
 def _panels(run: RunData) -> list[tuple[str | None, str]]:
     """(field, title) per panel; the reward panel falls back to the success rate."""
-    return [(field if field is not None else data.reward_field(run), title) for field, title in PANELS]
+    return [(field if field is not None else curriculum.reward_field(run), title) for field, title in PANELS]
 
 
 def _snapshot_bars(run: RunData, field: str, index: int) -> pd.DataFrame:
     """Snapshot rows of a field plus the chosen step (unless it is a snapshot), as one grouped-bar frame."""
-    snapshots = data.snapshot_frame(run, field)
+    snapshots = curriculum.snapshot_frame(run, field)
     if snapshots["snapshot"].str.endswith(f"(step {int(run.steps[index])})").any():
         return snapshots
-    chosen = data.bins_at_step(run, [field], index).drop(columns="field")
+    chosen = curriculum.bins_at_step(run, [field], index).drop(columns="field")
     chosen = chosen.assign(snapshot=f"selected (step {int(run.steps[index])})", order=-1)
     return pd.concat([chosen, snapshots], ignore_index=True)
 
@@ -41,11 +42,11 @@ def render(run: RunData, key: str) -> uicharts.Parts:
     for field, title in _panels(run):
         if field is None:
             ui.missing_or_warmup(run, ("success",), "a per-bin reward or success rate", "reward per bin")
-        elif not data.has_bins(run, field):
+        elif not curriculum.has_bins(run, field):
             ui.missing_or_warmup(run, (field,), f"the per-bin field `{field}`", f"`{field}` per bin")
         else:
             shown.append((field, f"{title} [{field}]"))
-    panels = [(field, title) for field, title in _panels(run) if field is not None and data.has_bins(run, field)]
+    panels = [(field, title) for field, title in _panels(run) if field is not None and curriculum.has_bins(run, field)]
 
     def bars() -> None:
         # One field at a time (a choice, not tabs: tabs would send and lay out every field's chart).
@@ -62,5 +63,5 @@ def render(run: RunData, key: str) -> uicharts.Parts:
     return uicharts.Parts(heatmaps=shown, selected_step=selected_step, bottom=bars if panels else None)
 
 
-pages.views(render, TITLE, "Fig. 3/5 of the paper: how the prompt mass, the adversary's weights and the "
+page_frame.views(render, TITLE, "Fig. 3/5 of the paper: how the prompt mass, the adversary's weights and the "
          "reward move across difficulty bins over training. Bin 0 is the hardest bin.")

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apps.settings import ROOT_ENV, RUNS_ENV
+from apps.data.settings import ROOT_ENV, RUNS_ENV
 
 APP_SCRIPT = Path(__file__).resolve().parents[2] / "apps" / "streamlit_app.py"
 PAGES = ("traveling_wave", "lead_lag", "rollout_budget", "se_proxy", "outcomes", "compare", "config")
@@ -195,7 +195,7 @@ def data_tables(app: AppTest) -> list[list[list[str]]]:
 
 
 def markdown_only(app: AppTest) -> list[list[list[str]]]:
-    """Every Markdown table the page shows (``apps.runtable.markdown_table``: the unreadable run
+    """Every Markdown table the page shows (``apps.data.runtable.markdown_table``: the unreadable run
     folders), read back: rows of cells (the header first, the separator dropped), Markdown
     backslash escapes undone. Parsed here independently of the writer."""
     import re

@@ -218,7 +218,7 @@ def root100(tmp_path_factory: pytest.TempPathFactory) -> Root100:
 def app_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The app's state folder (pinned names, the run index) in a temporary folder for every test,
     app servers started by the browser tests included (they inherit the environment)."""
-    from apps.pins import STATE_ENV
+    from apps.data.pins import STATE_ENV
 
     folder = tmp_path_factory.mktemp("app-state")
     with pytest.MonkeyPatch.context() as patch:

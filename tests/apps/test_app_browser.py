@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from apps import browser, interactive
+import browser
+from apps.views import interactive
 from gdro_app_synthetic import write_synthetic_run
 
 pytestmark = [

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 from root100 import Root100
 
-from apps import browser, interactive
+import browser
+from apps.views import interactive
 
 pytestmark = [
     pytest.mark.browser,

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from apps import interactive, study, uicharts
+from apps.data import study
+from apps.views import interactive, uicharts
 from gdro_lab.runformat.runlog import RunData
 
 

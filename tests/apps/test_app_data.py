@@ -11,19 +11,19 @@ import pandas as pd
 import pytest
 from gdro_app_synthetic import write_synthetic_run
 
-from apps import data
-from apps.settings import AppSettings, resolve_settings, script_arguments
+from apps.data import budget, curriculum, loading, results
+from apps.data.settings import AppSettings, resolve_settings, script_arguments
 from gdro_lab.functional import diagnostics
 from gdro_lab.runformat.runlog import RunData
 
 
 @pytest.fixture(scope="module")
 def run(synthetic_run: Path) -> RunData:
-    return data.load_run(synthetic_run)
+    return loading.load_run(synthetic_run)
 
 
 def test_heatmap_frame_has_one_cell_per_step_and_bin(run: RunData) -> None:
-    frame = data.heatmap_frame(run, "share")
+    frame = curriculum.heatmap_frame(run, "share")
     assert len(frame) == run.steps.size * run.num_bins
     for _, row in frame.sample(20, random_state=0).iterrows():
         t = int(np.flatnonzero(run.steps == row["step"])[0])
@@ -33,7 +33,7 @@ def test_heatmap_frame_has_one_cell_per_step_and_bin(run: RunData) -> None:
 
 
 def test_heatmap_frame_averages_blocks_of_a_long_run(run: RunData) -> None:
-    frame = data.heatmap_frame(run, "weight", max_columns=7)
+    frame = curriculum.heatmap_frame(run, "weight", max_columns=7)
     block = 5  # ceil(30 / 7)
     assert frame["step"].nunique() == 6
     first = frame[frame["step"] == 0].sort_values("bin")["value"].to_numpy()
@@ -42,12 +42,12 @@ def test_heatmap_frame_averages_blocks_of_a_long_run(run: RunData) -> None:
 
 
 def test_missing_field_gives_an_empty_frame(run: RunData) -> None:
-    assert data.heatmap_frame(run, "no_such_field").empty
-    assert data.snapshot_frame(run, "no_such_field").empty
+    assert curriculum.heatmap_frame(run, "no_such_field").empty
+    assert curriculum.snapshot_frame(run, "no_such_field").empty
 
 
 def test_snapshots_are_the_papers_four_rows_and_the_tail_average(run: RunData) -> None:
-    frame = data.snapshot_frame(run, "share")
+    frame = curriculum.snapshot_frame(run, "share")
     names = list(frame.drop_duplicates("snapshot").sort_values("order")["snapshot"])
     assert names == ["start (step 0)", "early-mid (step 9)", "late-mid (step 19)", "end (step 29)",
                      "tail average (≥60th pct)"]
@@ -56,7 +56,7 @@ def test_snapshots_are_the_papers_four_rows_and_the_tail_average(run: RunData) -
 
 
 def test_lead_lag_matches_equation_32_by_hand(run: RunData) -> None:
-    frame = data.lead_lag_frame(run)
+    frame = curriculum.lead_lag_frame(run)
     index = np.arange(run.num_bins)
     for t in (0, 11, 29):
         weight = run.bins["weight"][t] / run.bins["weight"][t].sum()
@@ -72,25 +72,25 @@ def test_lead_lag_skips_steps_without_assigned_prompts(run: RunData) -> None:
     bins = dict(run.bins)
     bins["share"] = run.bins["share"].copy()
     bins["share"][:4] = 0.0  # a run's first steps: every prompt is still unassigned
-    frame = data.lead_lag_frame(RunData(run.path, run.meta, run.config, run.steps, run.scalars, bins))
+    frame = curriculum.lead_lag_frame(RunData(run.path, run.meta, run.config, run.steps, run.scalars, bins))
     assert list(frame["step"][:2]) == [4, 5]
 
 
 def test_lead_lag_falls_back_to_logged_scalars(run: RunData) -> None:
     scalars_only = RunData(run.path, run.meta, run.config, run.steps, run.scalars,
                            {k: v for k, v in run.bins.items() if k != "weight"})
-    frame = data.lead_lag_frame(scalars_only)
+    frame = curriculum.lead_lag_frame(scalars_only)
     np.testing.assert_allclose(frame["gap"], run.scalars["lead_lag_gap"])
 
 
 def test_budget_check_holds_and_catches_an_overspend(run: RunData) -> None:
-    check = data.budget_check(run)
+    check = budget.budget_check(run)
     assert check is not None and check.held and check.target == 4.0
     overspent = dict(run.scalars)
     overspent["mean_rollouts"] = run.scalars["mean_rollouts"].copy()
     overspent["mean_rollouts"][12] = 4.5
     broken = RunData(run.path, run.meta, run.config, run.steps, overspent, run.bins)
-    check = data.budget_check(broken)
+    check = budget.budget_check(broken)
     assert check is not None and not check.held
     assert check.worst_step == 12 and check.max_deviation == pytest.approx(0.5)
 
@@ -98,7 +98,7 @@ def test_budget_check_holds_and_catches_an_overspend(run: RunData) -> None:
 def test_budget_check_from_bins_is_the_count_weighted_mean(run: RunData) -> None:
     bins_only = RunData(run.path, run.meta, run.config, run.steps,
                         {k: v for k, v in run.scalars.items() if k != "mean_rollouts"}, run.bins)
-    check = data.budget_check(bins_only)
+    check = budget.budget_check(bins_only)
     assert check is not None
     counts, rollouts = run.bins["count"], np.nan_to_num(run.bins["rollouts"])
     expected = [(counts[t] * rollouts[t]).sum() / counts[t].sum() for t in range(run.steps.size)]
@@ -107,38 +107,38 @@ def test_budget_check_from_bins_is_the_count_weighted_mean(run: RunData) -> None
 
 
 def test_frontier_shares_sum_to_one_and_multiples_match(run: RunData) -> None:
-    frontier = data.frontier_frame(run, 20)
+    frontier = budget.frontier_frame(run, 20)
     assert frontier["prompt_share"].sum() == pytest.approx(1.0)
     assert frontier["rollout_share"].sum() == pytest.approx(1.0)
     live = frontier["prompt_share"] > 0
     np.testing.assert_allclose(frontier.loc[live, "multiple"],
                                np.nan_to_num(run.bins["rollouts"][20])[live] / 4.0)
-    prompts, rollouts = data.frontier_split(frontier, 0)
+    prompts, rollouts = budget.frontier_split(frontier, 0)
     assert (prompts, rollouts) == (pytest.approx(1.0), pytest.approx(1.0))
 
 
 def test_se_frame_recomputed_from_bins_matches_logged_scalars(run: RunData) -> None:
-    logged = data.se_frame(run)
+    logged = budget.se_frame(run)
     no_scalars = RunData(run.path, run.meta, run.config, run.steps,
                          {k: v for k, v in run.scalars.items() if not k.startswith("se_")}, run.bins)
-    recomputed = data.se_frame(no_scalars)
+    recomputed = budget.se_frame(no_scalars)
     pd.testing.assert_frame_equal(logged.reset_index(drop=True), recomputed.reset_index(drop=True),
                                   check_dtype=False)
-    assert data.mean_reduction(logged) == pytest.approx(np.mean(run.scalars["se_reduction_pct"]))
+    assert budget.mean_reduction(logged) == pytest.approx(np.mean(run.scalars["se_reduction_pct"]))
 
 
 def test_rollout_settings_come_from_the_config_or_the_paper(run: RunData) -> None:
-    assert data.rollout_settings(run) == data.RolloutSettings(4.0, 2.0, 12.0, "config")
+    assert budget.rollout_settings(run) == budget.RolloutSettings(4.0, 2.0, 12.0, "config")
     bare = RunData(run.path, run.meta, {"deep": [{"n_max": 8}]}, run.steps, run.scalars, run.bins)
-    settings = data.rollout_settings(bare)
+    settings = budget.rollout_settings(bare)
     assert (settings.n_bar, settings.n_min, settings.n_max) == (4.0, 2.0, 8.0)
     assert "n_bar" in settings.source and "n_max" not in settings.source
 
 
 def test_outcomes_fall_back_to_the_diagnostics(run: RunData) -> None:
-    logged = data.outcomes_frame(run)
+    logged = results.outcomes_frame(run)
     stripped = RunData(run.path, run.meta, run.config, run.steps, {}, run.bins)
-    computed = data.outcomes_frame(stripped)
+    computed = results.outcomes_frame(stripped)
     np.testing.assert_allclose(computed["worst_bin_success"], logged["worst_bin_success"])
     np.testing.assert_allclose(computed["effective_support"], logged["effective_support"])
     np.testing.assert_allclose(computed["mean_success"], logged["mean_success"])
@@ -146,27 +146,27 @@ def test_outcomes_fall_back_to_the_diagnostics(run: RunData) -> None:
 
 
 def test_evaluations_and_pass_at_k(run: RunData) -> None:
-    evals = data.evals_frame(run)
+    evals = results.evals_frame(run)
     assert sorted(evals["step"].unique()) == [0, 10, 20, 29]
-    assert data.pass_at_k_metrics(evals) == ["pass@1", "pass@8"]
-    assert data.accuracy_metrics(evals) == ["accuracy", "worst_group_accuracy"]
-    latest = data.latest_evals(evals)
+    assert results.pass_at_k_metrics(evals) == ["pass@1", "pass@8"]
+    assert results.accuracy_metrics(evals) == ["accuracy", "worst_group_accuracy"]
+    latest = results.latest_evals(evals)
     assert list(latest["metric"]) == ["accuracy", "pass@1", "pass@8", "rollouts_total", "worst_group_accuracy"]
 
 
 def test_compare_frame_and_table(run: RunData) -> None:
-    frame = data.compare_frame({"a": run, "b": run}, "mean_success")
+    frame = results.compare_frame({"a": run, "b": run}, "mean_success")
     assert list(frame["run"].unique()) == ["a", "b"] and len(frame) == 60
-    gap = data.compare_frame({"a": run}, "lead_lag_gap")
-    np.testing.assert_allclose(gap["value"], data.lead_lag_frame(run)["gap"])
-    table = data.compare_table({"a": run}, ["mean_success"])
+    gap = results.compare_frame({"a": run}, "lead_lag_gap")
+    np.testing.assert_allclose(gap["value"], curriculum.lead_lag_frame(run)["gap"])
+    table = results.compare_table({"a": run}, ["mean_success"])
     assert table.loc[0, "mean_success (final)"] == run.scalars["mean_success"][-1]
     assert table.loc[0, "mean_success (tail)"] == pytest.approx(run.scalars["mean_success"][18:].mean())
-    assert data.compare_frame({"a": run}, "no_such_metric").empty
+    assert results.compare_frame({"a": run}, "no_such_metric").empty
 
 
 def test_config_rows_flatten_nested_keys() -> None:
-    rows = data.config_rows({"a": 1, "b": {"c": [1, 2], "d": {}}})
+    rows = results.config_rows({"a": 1, "b": {"c": [1, 2], "d": {}}})
     assert list(rows["key"]) == ["a", "b.c", "b.d"]
     assert list(rows["value"]) == ["1", "[1, 2]", "{}"]
 
@@ -175,27 +175,27 @@ def test_discover_runs_lists_given_runs_first_with_unique_labels(tmp_path: Path)
     first = write_synthetic_run(tmp_path / "a" / "seed0", steps=3)
     second = write_synthetic_run(tmp_path / "b" / "seed0", steps=3)
     outside = tmp_path / "elsewhere" / "missing"
-    entries = data.discover_runs(tmp_path / "a", [outside, second, first])
+    entries = loading.discover_runs(tmp_path / "a", [outside, second, first])
     assert [entry.label for entry in entries] == ["missing", "seed0", "seed0 (a)"]
     assert [entry.path for entry in entries] == [outside, second, first]
 
 
 def test_run_signature_changes_when_a_run_grows(synthetic_run: Path, tmp_path: Path) -> None:
     path = write_synthetic_run(tmp_path / "grow", steps=3)
-    before = data.run_signature(path)
+    before = loading.run_signature(path)
     with open(path / "steps.jsonl", "a", encoding="utf-8") as handle:
         handle.write(json.dumps({"step": 3, "scalars": {}, "bins": {}}) + "\n")
-    assert data.run_signature(path) != before
-    assert data.run_signature(tmp_path / "nothing")[0] == ("meta.json", -1, -1)
+    assert loading.run_signature(path) != before
+    assert loading.run_signature(tmp_path / "nothing")[0] == ("meta.json", -1, -1)
 
 
 def test_load_run_errors_are_one_line(tmp_path: Path) -> None:
-    with pytest.raises(data.RunLoadError, match="does not exist"):
-        data.load_run(tmp_path / "missing")
+    with pytest.raises(loading.RunLoadError, match="does not exist"):
+        loading.load_run(tmp_path / "missing")
     path = write_synthetic_run(tmp_path / "bad", steps=3)
     (path / "steps.jsonl").write_text('{"step": 0, "scalars": {"x": "text"}, "bins": {}}\n')
-    with pytest.raises(data.RunLoadError, match="malformed record") as caught:
-        data.load_run(path)
+    with pytest.raises(loading.RunLoadError, match="malformed record") as caught:
+        loading.load_run(path)
     assert "\n" not in str(caught.value)
 
 
@@ -213,7 +213,7 @@ def test_run_search_is_bounded_and_skips_hidden_folders(tmp_path: Path) -> None:
     shallow = write_synthetic_run(tmp_path / "a", steps=2)
     deep = write_synthetic_run(tmp_path / "b" / "c" / "d", steps=2)
     write_synthetic_run(tmp_path / ".hidden" / "run", steps=2)
-    assert data.find_run_dirs(tmp_path) == ([shallow, deep], False)
-    assert data.find_run_dirs(tmp_path, max_depth=2) == ([shallow], True)
-    assert data.find_run_dirs(shallow) == ([shallow], False)
-    assert data.find_run_dirs(tmp_path / "missing") == ([], False)
+    assert loading.find_run_dirs(tmp_path) == ([shallow, deep], False)
+    assert loading.find_run_dirs(tmp_path, max_depth=2) == ([shallow], True)
+    assert loading.find_run_dirs(shallow) == ([shallow], False)
+    assert loading.find_run_dirs(tmp_path / "missing") == ([], False)

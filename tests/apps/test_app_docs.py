@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from apps import interactive, launch, pins, study
+from apps import launch
+from apps.data import pins, study
+from apps.views import interactive
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "app.md"
 

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from apps import fastread, loading
+from apps.data import fastread, loading
 from gdro_app_synthetic import write_synthetic_run
 from gdro_lab.runformat.runlog import RunData, RunFormatError, read_run
 

@@ -15,7 +15,8 @@ import pytest
 from app_helpers import (all_views, assert_clean, charts, download_buttons, find_view, heatmaps, markdown_tables,
                          open_app, series_layer, spec, view_table, view_titles, visit)
 
-from apps import data, identity, uicharts
+from apps.data import identity, loading
+from apps.views import uicharts
 
 PAIR = {"run": "study/prompt_gdro", "baseline": "study/grpo"}
 
@@ -229,7 +230,7 @@ def test_controllers_share_is_a_fraction_not_seconds(real_run: Path, monkeypatch
     phases = set(view_table(chart, view).column("series").to_pylist())
     assert "controllers" in phases and not any("share" in phase for phase in phases)
     assert not any("share" in phase for phase in app.dataframe[0].value["phase"])
-    run = data.load_run(real_run)
+    run = loading.load_run(real_run)
     share = float(np.nanmean(run.scalars["time/controllers_share"]))
     assert any(f"`time/controllers_share` {100 * share:.2f}%" in element.value for element in app.caption)
 
@@ -296,7 +297,7 @@ def test_wall_clock_axis(real_run: Path, synthetic_run: Path, monkeypatch: pytes
     assert_clean(app)
     chart, view = find_view(app, "Training success: mean and worst group")
     assert series_layer(view)["encoding"]["x"]["title"] == "wall clock (min)", "a 7-minute run in minutes"
-    run = data.load_run(real_run)
+    run = loading.load_run(real_run)
     seconds = np.cumsum(np.nan_to_num(run.scalars["time/step"]) + np.nan_to_num(run.scalars.get("time/eval", 0.0)))
     table = view_table(chart, view).to_pandas()
     mean = table[table["series"] == "mean over prompts"]

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from gdro_app_synthetic import trainer_config
 
-from apps import identity
+from apps.data import identity
+from apps.data.colours import METHOD_COLOURS, group_colours, method_hues, run_colours
 
 HASH = re.compile(r"\b[0-9a-f]{6}\b")
 DEFAULT_GRID = (0.125, 0.25, 0.5, 1.0, 2.0)
@@ -60,7 +61,7 @@ def test_default_study_is_named_by_method_and_lr_scale_not_by_hash() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("simulators") is None, reason="the simulator is not installed")
 def test_colours_hue_per_method_lightness_per_variant() -> None:
     grouping = identity.group_runs(_simulator_configs())
-    colours = identity.group_colours(grouping)
+    colours = group_colours(grouping)
     for method in ("grpo", "prompt_gdro", "rollout_gdro"):
         groups = [group for group in grouping.groups if group.method == method]
         shades = [colours[group.label] for group in groups]
@@ -75,13 +76,13 @@ def test_colours_hue_per_method_lightness_per_variant() -> None:
 
 
 def test_a_new_method_gets_a_stable_colour_of_its_own() -> None:
-    first = identity.method_hues(["grpo", "vip", "greso"])
-    again = identity.method_hues(["greso", "vip", "grpo", "prompt_gdro"])
+    first = method_hues(["grpo", "vip", "greso"])
+    again = method_hues(["greso", "vip", "grpo", "prompt_gdro"])
     assert first["vip"] == again["vip"] and first["greso"] == again["greso"], "independent of order and company"
-    assert first["grpo"] == identity.METHOD_COLOURS["grpo"]
+    assert first["grpo"] == METHOD_COLOURS["grpo"]
     assert len(set(first.values())) == 3
     names = [f"method_{index}" for index in range(12)]
-    assert len(set(identity.method_hues(names).values())) == 12, "distinct slots while the palette lasts"
+    assert len(set(method_hues(names).values())) == 12, "distinct slots while the palette lasts"
 
 
 def test_trainer_runs_show_method_and_seed_and_group_by_them() -> None:
@@ -154,5 +155,5 @@ def test_two_copies_of_one_seed_are_not_seeds_of_one_group() -> None:
 def test_run_colours_tell_seeds_of_one_group_apart() -> None:
     configs = {f"grpo/seed{seed}": {"method": "grpo", "seed": seed} for seed in range(3)}
     grouping = identity.group_runs(configs)
-    colours = identity.run_colours(grouping, list(configs))
+    colours = run_colours(grouping, list(configs))
     assert len(set(colours.values())) == 3

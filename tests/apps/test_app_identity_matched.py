@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from apps import identity
+from apps.data import identity
 
 
 def _sim_payload(**fields: Any) -> dict[str, Any]:

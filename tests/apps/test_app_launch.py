@@ -72,7 +72,7 @@ def test_serve_preloads_the_heavy_modules() -> None:
     from apps import serve
 
     assert serve.preload(("json", "no_such_module_gdro")) == ["no_such_module_gdro"]
-    assert "apps.runtable" in serve.LANDING and "altair" in serve.CHARTS
+    assert "apps.data.runtable" in serve.LANDING and "altair" in serve.CHARTS
     assert "altair" not in serve.LANDING and serve.PRELOAD == serve.LANDING + serve.CHARTS
 
 
@@ -85,15 +85,15 @@ app = AppTest.from_file(sys.argv[1], default_timeout=120).run()
 assert not app.exception and not app.error, [e.value for e in [*app.exception, *app.error]]
 table = [e.value for e in app.dataframe if "run" in e.value.columns]
 assert len(table) == 1 and len(table[0]) == 3, "the run table lists the three runs"
-print(sorted(name for name in ("altair", "apps.interactive", "apps.charts", "apps.uicharts", "vega_datasets",
-                           "scipy.special", "scipy.stats")
+print(sorted(name for name in ("altair", "apps.views.interactive", "apps.views.charts", "apps.views.uicharts",
+                           "vega_datasets", "scipy.special", "scipy.stats")
              if name in sys.modules))
 """
 
 
 def test_landing_page_imports_no_chart_module(runs_root: Path) -> None:
     """The warm-up's first stage and the landing page (the run table) import no altair and no
-    scipy.special (0.3 s, pulled in by gdro_lab.functional.estimators and apps.study on first use): those
+    scipy.special (0.3 s, pulled in by gdro_lab.functional.estimators and apps.data.study on first use): those
     imports wait until the first page has been sent (a fresh process, as at server start)."""
     env = {**os.environ, "GDRO_APP_ROOT": str(runs_root), "PYTHONPATH": str(REPO)}
     env.pop("GDRO_APP_RUNS", None)
@@ -104,7 +104,8 @@ def test_landing_page_imports_no_chart_module(runs_root: Path) -> None:
 
 
 def test_warm_up_imports_chart_modules_after_the_first_script_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from apps import serve, settings
+    from apps import serve
+    from apps.data import settings
 
     calls: list[object] = []
     default_interval = sys.getswitchinterval()
@@ -132,7 +133,8 @@ def test_serve_reads_the_address_and_warms_the_runs_after_the_separator(runs_roo
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 
-    from apps import loading, serve
+    from apps import serve
+    from apps.data import loading
 
     command = launch.streamlit_command([], runs_root, "127.0.0.1", 8600)
     argv = command[command.index("run"):]

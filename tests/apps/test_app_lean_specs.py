@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from app_helpers import all_views, find_view, open_app, view_table, visit
 
-from apps import charts, interactive
+from apps.views import charts, interactive
 from gdro_app_synthetic import write_synthetic_run
 
 

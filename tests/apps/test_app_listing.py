@@ -10,7 +10,7 @@ import pytest
 from app_helpers import assert_clean, markdown_tables, open_app
 from gdro_app_synthetic import write_synthetic_run
 
-from apps import listing
+from apps.data import listing
 from gdro_lab.runformat.runlog import RunData
 
 
@@ -63,7 +63,7 @@ def test_a_url_naming_an_unreadable_run_says_why(mixed_root: Path, monkeypatch: 
 def test_the_run_list_reads_no_steps(mixed_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The landing page lists runs from meta.json, config.json and the last line of steps.jsonl:
     a reader of whole runs that fails makes no difference to it."""
-    from apps import fastread, loading
+    from apps.data import fastread, loading
 
     def refuse(path: object) -> RunData:
         raise AssertionError(f"the run list read every step of {path}")
@@ -98,7 +98,7 @@ def test_run_list_follows_a_growing_run(tmp_path: Path) -> None:
 
 
 def test_run_cache_is_bounded_in_bytes_not_only_in_runs(seeds_root: Path) -> None:
-    from apps import loading
+    from apps.data import loading
 
     paths = sorted(path.parent for path in seeds_root.rglob("meta.json"))
     one = loading.run_bytes(loading.load_run(paths[0]))

@@ -8,7 +8,7 @@ import pytest
 from app_helpers import open_app
 from gdro_app_synthetic import tree_digest
 
-from apps import pins
+from apps.data import pins
 
 
 def test_pins_round_trip_outside_the_run(synthetic_run: Path, tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from gdro_app_synthetic import tree_digest
 
-from apps import data, report
+from apps.data import loading
+from apps.report import cli, figures
 
 FIGURES = {"traveling_wave.png", "lead_lag.png", "rollout_budget.png", "se_proxy.png", "outcomes.png",
            "evaluations.png", "step_time.png"}
@@ -30,7 +31,7 @@ def test_report_writes_every_figure_per_run_and_a_comparison(runs_root: Path, tm
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     before = tree_digest(runs_root)
     runs = [runs_root / "study" / name for name in ("grpo", "rollout_gdro")]
-    assert report.main([str(path) for path in runs] + ["--out", str(tmp_path / "out")]) == 0
+    assert cli.main([str(path) for path in runs] + ["--out", str(tmp_path / "out")]) == 0
     for name in ("grpo_seed0", "rollout_gdro_seed2"):  # <method>_seed<seed>, from the configs
         written = {file.name for file in (tmp_path / "out" / name).iterdir()}
         assert written == FIGURES
@@ -42,7 +43,7 @@ def test_report_writes_every_figure_per_run_and_a_comparison(runs_root: Path, tm
 
 def test_report_skips_bad_runs_with_one_line_and_fails(synthetic_run: Path, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    code = report.main([str(tmp_path / "missing"), str(synthetic_run), "--out", str(tmp_path / "out")])
+    code = cli.main([str(tmp_path / "missing"), str(synthetic_run), "--out", str(tmp_path / "out")])
     assert code == 1
     assert "skipped:" in capsys.readouterr().err
     assert {file.name for file in (tmp_path / "out" / "both_seed3").iterdir()} == FIGURES
@@ -51,7 +52,7 @@ def test_report_skips_bad_runs_with_one_line_and_fails(synthetic_run: Path, tmp_
 
 def test_report_refuses_to_write_inside_a_run(synthetic_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = tree_digest(synthetic_run)
-    assert report.main([str(synthetic_run), "--out", str(synthetic_run / "figures")]) == 2
+    assert cli.main([str(synthetic_run), "--out", str(synthetic_run / "figures")]) == 2
     assert "inside a run directory" in capsys.readouterr().err
     assert tree_digest(synthetic_run) == before
 
@@ -88,8 +89,8 @@ def _line_spans(png: Path, figure, panel_prefix: str) -> dict[str, float]:  # ty
 def test_report_eval_panels_keep_every_metric_readable(real_run: Path, tmp_path: Path) -> None:
     """Read back outcomes.png: a count (rollouts_total ~1e6) gets its own panel, and no rate is
     squashed flat by another metric's scale; colours do not repeat within a panel."""
-    run = data.load_run(real_run)
-    figure = report.outcomes_figure(run)
+    run = loading.load_run(real_run)
+    figure = figures.outcomes_figure(run)
     png = tmp_path / "outcomes.png"
     figure.savefig(png, dpi=100)
     titles = [axis.get_title() for axis in figure.axes if axis.get_title().startswith("Evaluation")]
@@ -111,16 +112,16 @@ def test_report_folders_are_named_by_method_and_seed_and_never_overwritten(seeds
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
     runs = [str(seeds_root / "grpo" / "seed0"), str(seeds_root / "prompt_gdro" / "seed0")]
     out = tmp_path / "out"
-    assert report.main([*runs, "--out", str(out)]) == 0
+    assert cli.main([*runs, "--out", str(out)]) == 0
     assert sorted(path.name for path in out.iterdir()) == ["compare.png", "grpo_seed0", "prompt_gdro_seed0"]
     before = tree_digest(out)
     capsys.readouterr()
-    assert report.main([*runs, "--out", str(out)]) == 2
+    assert cli.main([*runs, "--out", str(out)]) == 2
     error = capsys.readouterr().err
     assert "already holds a report" in error and "--overwrite" in error and error.count("\n") == 1
     assert tree_digest(out) == before, "nothing replaced without --overwrite"
-    assert report.main([*runs, "--out", str(out), "--overwrite"]) == 0
-    figure = report.traveling_wave_figure(data.load_run(seeds_root / "grpo" / "seed1"))
+    assert cli.main([*runs, "--out", str(out), "--overwrite"]) == 0
+    figure = figures.traveling_wave_figure(loading.load_run(seeds_root / "grpo" / "seed1"))
     assert figure.get_suptitle() == "Traveling wave: grpo_seed1", "titled by method and seed, not 'seed1'"
     plt.close(figure)
 
@@ -130,8 +131,8 @@ def _overlaps(first, second) -> bool:  # type: ignore[no-untyped-def]
 
 
 def test_report_legends_never_cover_ticks(real_run: Path) -> None:
-    run = data.load_run(real_run)
-    for make in (report.outcomes_figure, report.evaluations_figure):
+    run = loading.load_run(real_run)
+    for make in (figures.outcomes_figure, figures.evaluations_figure):
         figure = make(run)
         figure.canvas.draw()
         renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
@@ -151,8 +152,8 @@ def test_report_legends_never_cover_ticks(real_run: Path) -> None:
 
 
 def test_report_has_evaluation_interval_and_step_time_figures(real_run: Path) -> None:
-    run = data.load_run(real_run)
-    figure = report.evaluations_figure(run)
+    run = loading.load_run(real_run)
+    figure = figures.evaluations_figure(run)
     titles = [axis.get_title() for axis in figure.axes]
     assert titles[:2] == ["mean@8 per benchmark (95% interval)", "pass@8 per benchmark (95% interval)"]
     assert titles[2].startswith("Latest evaluation"), titles
@@ -161,7 +162,7 @@ def test_report_has_evaluation_interval_and_step_time_figures(real_run: Path) ->
     low, high = first.get_ylim()
     assert 0.0 <= low and high <= 1.0
     plt.close(figure)
-    figure = report.step_time_figure(run)
+    figure = figures.step_time_figure(run)
     stacked = figure.axes[0]
     labels = [text.get_text() for text in stacked.get_legend().get_texts()]
     assert labels[:2] == ["plan", "generate"] and not any("share" in label for label in labels), labels
@@ -177,16 +178,16 @@ def test_trainer_runs_get_method_and_seed_folders(trainer_root: Path, tmp_path: 
         out_dir.mkdir(parents=True)  # the figures themselves are tested above
         return []
 
-    monkeypatch.setattr(report, "write_report", folder_only)
-    monkeypatch.setattr(report, "compare_figure", lambda runs: plt.figure())
+    monkeypatch.setattr(cli, "write_report", folder_only)
+    monkeypatch.setattr(cli, "compare_figure", lambda runs: plt.figure())
     runs = [str(trainer_root / "grpo-tiny-s1"), str(trainer_root / "prompt_gdro-tiny-s0")]
-    assert report.main([*runs, "--out", str(tmp_path / "out")]) == 0
+    assert cli.main([*runs, "--out", str(tmp_path / "out")]) == 0
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["compare.png", "grpo_seed1",
                                                                             "prompt_gdro_seed0"]
 
 
 def test_report_heatmaps_use_natural_colour_scales(synthetic_run: Path) -> None:
-    figure = report.traveling_wave_figure(data.load_run(synthetic_run))
+    figure = figures.traveling_wave_figure(loading.load_run(synthetic_run))
     limits = {axis.get_title(): axis.collections[0].get_clim() for axis in figure.axes[:3]}
     plt.close(figure)
     assert limits == {"Prompt share [share]": (0.0, 1.0), "Prompt-GDRO weight [weight]": (0.0, 1.0),
@@ -205,22 +206,22 @@ def test_a_study_report_has_bands_over_seeds_the_apps_names_and_nothing_cut(root
         out_dir.mkdir(parents=True)  # the per-run figures are tested above
         return []
 
-    figures = []
+    drawn = []
 
     def keep(*args: Any, **kwargs: Any) -> Any:
-        figures.append(original(*args, **kwargs))
-        return figures[-1]
+        drawn.append(original(*args, **kwargs))
+        return drawn[-1]
 
-    original = report.compare_figure
-    monkeypatch.setattr(report, "write_report", folder_only)
-    monkeypatch.setattr(report, "compare_figure", keep)
+    original = figures.compare_figure
+    monkeypatch.setattr(cli, "write_report", folder_only)
+    monkeypatch.setattr(cli, "compare_figure", keep)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. matplotlib's "constrained layout not applied"
-        assert report.main([*map(str, picks), "--out", str(tmp_path / "out")]) == 0
+        assert cli.main([*map(str, picks), "--out", str(tmp_path / "out")]) == 0
     folders = sorted(path.name for path in (tmp_path / "out").iterdir() if path.is_dir())
     assert folders == sorted(f"{method}_seed{seed}" for method in ("grpo", "prompt_gdro", "rollout_gdro")
                              for seed in range(5)), "the app's names of these runs: method and seed"
-    figure = figures[0]
+    figure = drawn[0]
     figure.canvas.draw()
     panels = [axis for axis in figure.axes if axis.axison]
     bands = {axis.get_title(): sum(isinstance(item, PolyCollection) for item in axis.collections) for axis in panels}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from root100 import Root100
 
-from apps import identity, listing
+from apps.data import identity, listing
+from apps.data.groups import Grouping
 
 
 def test_the_generated_root_holds_what_a_user_has(root100: Root100) -> None:
@@ -18,7 +19,7 @@ def test_the_generated_root_holds_what_a_user_has(root100: Root100) -> None:
     assert producers == {"gdro-lab simulator", "gdro train"}, producers
 
 
-def _grouping(infos: list[listing.RunInfo]) -> identity.Grouping:
+def _grouping(infos: list[listing.RunInfo]) -> Grouping:
     return identity.group_runs({info.label: info.config for info in infos},
                                producers={info.label: info.producer for info in infos})
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from apps import scales, study
+from apps.data import scales, study
 from gdro_lab.runformat.runlog import RunData
 
 

@@ -1,4 +1,4 @@
-"""apps.study, apps.realrun, apps.runtable and the null shares: checked against hand computations."""
+"""apps.data.study, apps.data.realrun, apps.data.runtable and the null shares: checked against hand computations."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from apps import data, identity, interactive, listing, realrun, runtable, study
+from apps.data import curriculum, identity, listing, loading, realrun, runtable, study
+from apps.views import interactive
 from gdro_lab.runformat.runlog import RunData
 
 
 def _runs(root: Path) -> dict[str, RunData]:
-    return {data.run_label(path, root): data.load_run(path) for path in data.find_run_dirs(root)[0]}
+    return {loading.run_label(path, root): loading.load_run(path) for path in loading.find_run_dirs(root)[0]}
 
 
 def test_seeds_group_by_config_without_the_seed(seeds_root: Path) -> None:
@@ -90,7 +91,7 @@ def test_series_colours_are_distinct_in_order() -> None:
 
 
 def test_agreed_eval_names_are_parsed_with_their_bounds(real_run: Path) -> None:
-    run = data.load_run(real_run)
+    run = loading.load_run(real_run)
     frame = realrun.eval_metrics(run)
     last = run.evals[-1]["metrics"]
     row = frame[(frame["step"] == run.evals[-1]["step"]) & (frame["name"] == "aime24") & (frame["metric"] == "mean@8")]
@@ -106,7 +107,7 @@ def test_agreed_eval_names_are_parsed_with_their_bounds(real_run: Path) -> None:
 
 
 def test_step_time_breakdown_adds_up_to_the_step(real_run: Path) -> None:
-    run = data.load_run(real_run)
+    run = loading.load_run(real_run)
     frame = realrun.time_frame(run)
     per_step = frame.groupby("step")["seconds"].sum().to_numpy()
     np.testing.assert_allclose(per_step, run.scalars["time/step"])
@@ -120,13 +121,14 @@ def test_step_time_breakdown_adds_up_to_the_step(real_run: Path) -> None:
 
 
 def test_unassigned_steps_have_null_shares(real_run: Path) -> None:
-    run = data.load_run(real_run)
+    run = loading.load_run(real_run)
     assert np.isnan(run.bins["share"][:8]).all(), "no prompt assigned yet: null, not 0"
     assert np.isfinite(run.bins["share"][8:]).all()
-    assert data.unassigned_steps(run) == 8
-    frame = data.heatmap_frame(run, "share")
+    assert loading.unassigned_steps(run) == 8
+    frame = curriculum.heatmap_frame(run, "share")
     assert frame[frame["step"] < 8]["value"].isna().all()
-    assert np.isfinite(data.lead_lag_frame(run)["gap"]).all() and data.lead_lag_frame(run)["step"].min() == 8
+    gap = curriculum.lead_lag_frame(run)
+    assert np.isfinite(gap["gap"]).all() and gap["step"].min() == 8
 
 
 def test_run_table_search_and_config_diff(seeds_root: Path) -> None:
@@ -155,15 +157,15 @@ def test_run_table_search_and_config_diff(seeds_root: Path) -> None:
 
 def test_torn_eval_line_and_folder_problems_are_named(copy_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path = copy_run("torn-eval")
-    assert not data.eval_tail_torn(path)
+    assert not loading.eval_tail_torn(path)
     with open(path / "eval.jsonl", "a", encoding="utf-8") as handle:
         handle.write('{"step": 40, "metrics": {"accu')
-    run = data.load_run(path)
-    notes = data.torn_notes(run)
+    run = loading.load_run(path)
+    notes = loading.torn_notes(run)
     assert notes == ["the last line of eval.jsonl is cut short and was ignored: the run is finished, so the "
                      "file was damaged (e.g. a crash or a full disk)"]
     file = tmp_path / "runs.txt"
     file.write_text("x")
-    assert "is a file, not a folder" in str(data.folder_problem(file))
-    assert "does not exist" in str(data.folder_problem(tmp_path / "nowhere"))
-    assert data.folder_problem(tmp_path) is None
+    assert "is a file, not a folder" in str(loading.folder_problem(file))
+    assert "does not exist" in str(loading.folder_problem(tmp_path / "nowhere"))
+    assert loading.folder_problem(tmp_path) is None

@@ -11,12 +11,12 @@ import pytest
 from root100 import Root100
 from scipy import stats
 
-from apps import data, sweep
+from apps.data import loading, sweep
 from gdro_lab.runformat.runlog import RunData
 
 
 def _runs(root: Path, labels: list[str]) -> dict[str, RunData]:
-    return {label: data.load_run(root / label) for label in labels}
+    return {label: loading.load_run(root / label) for label in labels}
 
 
 def _last(root: Path, label: str, metric: str) -> float:

@@ -11,7 +11,8 @@ import pytest
 from app_helpers import (all_views, assert_clean, charts, find_view, heatmaps, markdown_tables, open_app,
                          series_layer, spec, view_table, view_titles, visit)
 
-from apps import data, identity, runtable, study
+from apps.data import loading, runtable, study
+from apps.data.colours import METHOD_COLOURS
 
 
 def _layer_marks(view: dict[str, Any]) -> list[str]:
@@ -83,10 +84,10 @@ def test_method_colours_do_not_change_with_the_selection(runs_root: Path, monkey
 
     app = visit(open_app(monkeypatch, runs_root), "compare")
     first = colour_of(app, "study: rollout_gdro · seed 2")
-    assert first == identity.METHOD_COLOURS["rollout_gdro"], "one run of its method: the method's own colour"
+    assert first == METHOD_COLOURS["rollout_gdro"], "one run of its method: the method's own colour"
     app.multiselect(key="compare-runs").set_value(["study/rollout_gdro", "study/prompt_gdro"]).run()
     assert colour_of(app, "study: rollout_gdro · seed 2") == first
-    assert colour_of(app, "study: prompt_gdro · seed 1") == identity.METHOD_COLOURS["prompt_gdro"]
+    assert colour_of(app, "study: prompt_gdro · seed 1") == METHOD_COLOURS["prompt_gdro"]
 
 
 def test_evaluations_view_shows_benchmarks_with_intervals(real_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,7 +197,7 @@ def test_run_and_baseline_heatmaps_share_colour_scales_auto_or_natural(runs_root
     app.selectbox(key="run").select("study/prompt_gdro")
     app.selectbox(key="baseline").select("study/grpo").run()
     assert_clean(app)
-    runs = [data.load_run(runs_root / "study" / name) for name in ("prompt_gdro", "grpo")]
+    runs = [loading.load_run(runs_root / "study" / name) for name in ("prompt_gdro", "grpo")]
     expected = []
     for field in ("share", "weight", "reward"):
         values = np.concatenate([run.bins[field].reshape(-1) for run in runs])

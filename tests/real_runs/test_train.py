@@ -102,14 +102,14 @@ def test_weighted_methods_log_multipliers_and_gdro_allocators_a_price(method_run
 
 def test_runs_open_in_the_app_data_layer_and_report(method_runs: dict[str, Path], tmp_path: Path):
     pytest.importorskip("pandas")
-    from apps import data as app_data
-    from apps import report
+    from apps.data import budget, curriculum, loading
+    from apps.report import cli
     for run_dir in method_runs.values():
-        run = app_data.load_run(run_dir)
-        check = app_data.budget_check(run)
+        run = loading.load_run(run_dir)
+        check = budget.budget_check(run)
         assert check is not None and check.held and check.target == 4
-        assert not app_data.se_frame(run).empty and not app_data.heatmap_frame(run, "rollouts").empty
-    assert report.main([str(method_runs["joint"]), "--out", str(tmp_path / "report")]) == 0
+        assert not budget.se_frame(run).empty and not curriculum.heatmap_frame(run, "rollouts").empty
+    assert cli.main([str(method_runs["joint"]), "--out", str(tmp_path / "report")]) == 0
     assert len(list((tmp_path / "report").rglob("*.png"))) >= 5
 
 

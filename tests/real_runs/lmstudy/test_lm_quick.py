@@ -67,7 +67,7 @@ def test_quick_study_end_to_end(tmp_path, monkeypatch):
     warm = json.loads((Path(result["warm_paths"][0]) / "warmstart.json").read_text())
     assert warm["config"]["slip_rate"] == cfg.warm.slip_rate and warm["config"]["seed"] == cfg.warm.seed
     # the app reads every run directory the study wrote
-    from apps import data as app_data
+    from apps.data import loading
 
     for method in study.METHODS:
-        assert app_data.load_run(result["runs"][method][0]).steps.size == 4
+        assert loading.load_run(result["runs"][method][0]).steps.size == 4

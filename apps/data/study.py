@@ -1,4 +1,4 @@
-"""Studies across seeds: runs grouped (by the config keys that differ, :mod:`apps.identity`), mean ± 95% bands.
+"""Studies across seeds: runs grouped (by the config keys that differ, :mod:`apps.data.identity`), mean ± 95% bands.
 
 Runs whose configs differ only in their seeds (and bookkeeping) are seeds of one group, named by
 the keys that tell the groups apart ("grpo lr×1.58"), or by the keys the user chose. For every
@@ -6,7 +6,7 @@ time series the app shows, per group and step, the mean over seeds and the 95% S
 
     mean ± t_{0.975, S-1} · sd / sqrt(S)      (sd with ddof=1, S = seeds logging that step),
 
-clipped to the metric's natural range (:func:`apps.scales.natural_range`: two seeds of a success
+clipped to the metric's natural range (:func:`apps.data.scales.natural_range`: two seeds of a success
 rate can give a t-interval from −0.4 to 1.4, which no success rate can reach),
 
 the same interval as the simulator's study reports (``simulators/reporting.py``); the quantile is
@@ -25,12 +25,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from apps import data, identity, scales
+from apps.data import curriculum, identity, results, scales
+from apps.data.groups import Grouping
 from gdro_lab.functional import diagnostics
 from gdro_lab.runformat.runlog import RunData
 
 #: Keys dropped from a config to find its group (any depth): seeds and bookkeeping (see
-#: :data:`apps.identity.BOOKKEEPING`).
+#: :data:`apps.data.identity.BOOKKEEPING`).
 SEED_KEYS = identity.BOOKKEEPING
 #: Metrics of the final-results table, in order (those a study logs; eval metrics are added).
 FINAL_METRICS = ("mean_success", "worst_bin_success", "lead_lag_gap", "se_reduction_pct", "effective_support")
@@ -65,16 +66,16 @@ def method_key(config: Mapping[str, Any]) -> str:
 
 
 def method_name(config: Mapping[str, Any], fallback: str) -> str:
-    """The config's method (``method``, ``method.name``...: :func:`apps.identity.method_of`), else ``fallback``."""
+    """The config's method (``method``, ``method.name``...: :func:`apps.data.identity.method_of`), else ``fallback``."""
     return identity.method_of(config, fallback)
 
 
 def run_seed(config: Mapping[str, Any]) -> Any:
-    """The run's seed (``seed``, ``train.seed``...: :func:`apps.identity.seed_of`); None without one."""
+    """The run's seed (``seed``, ``train.seed``...: :func:`apps.data.identity.seed_of`); None without one."""
     return identity.seed_of(config)
 
 
-def group_runs(runs: Mapping[str, RunData], grouping: identity.Grouping) -> list[Method]:
+def group_runs(runs: Mapping[str, RunData], grouping: Grouping) -> list[Method]:
     """Runs grouped as ``grouping`` says (run label -> group label), in the grouping's order."""
     order = {group.label: index for index, group in enumerate(grouping.groups)}
     groups: dict[str, list[tuple[str, RunData]]] = {}
@@ -86,7 +87,7 @@ def group_runs(runs: Mapping[str, RunData], grouping: identity.Grouping) -> list
 
 def group_by_method(runs: Mapping[str, RunData], keys: Sequence[str] | None = None) -> list[Method]:
     """Runs grouped by the config keys that differ between them (or ``keys``): seeds of one group
-    together, labelled without hashes (:func:`apps.identity.group_runs`)."""
+    together, labelled without hashes (:func:`apps.data.identity.group_runs`)."""
     return group_runs(runs, identity.group_runs({label: run.config for label, run in runs.items()}, keys))
 
 
@@ -132,7 +133,7 @@ def band_frame(methods: Sequence[Method], metric: str, centre: str = "mean", int
     columns = ["step", "method", "value", "lo", "hi", "n"]
     parts = []
     for method in methods:
-        pairs = [data.metric_series(run, metric) for _, run in method.runs]
+        pairs = [results.metric_series(run, metric) for _, run in method.runs]
         pairs = [(steps, values) for steps, values in pairs if steps.size]
         if not pairs:
             continue
@@ -188,13 +189,13 @@ def _tail(values: np.ndarray) -> float:
     values = values[np.isfinite(values)]
     if values.size == 0:
         return float("nan")
-    return float(diagnostics.tail_average(values[:, None], data.TAIL_QUANTILE)[0])
+    return float(diagnostics.tail_average(values[:, None], curriculum.TAIL_QUANTILE)[0])
 
 
 def final_value(run: RunData, metric: str) -> float:
     """A run's final result for a metric: the tail average (≥60th percentile of its logged steps)
     of a step scalar, or the last evaluation's value of an eval metric."""
-    _, values = data.metric_series(run, metric)
+    _, values = results.metric_series(run, metric)
     if values.size:
         return _tail(values)
     for record in reversed(run.evals):
@@ -207,8 +208,8 @@ def final_value(run: RunData, metric: str) -> float:
 def final_metrics(methods: Sequence[Method]) -> list[str]:
     """Metrics of the final-results table: study scalars, then the worst-group / pooled eval metrics."""
     runs = [run for method in methods for _, run in method.runs]
-    names = [name for name in FINAL_METRICS if any(data.metric_series(run, name)[0].size for run in runs)]
-    evals = sorted({name for run in runs for name in data.evals_frame(run)["metric"]})
+    names = [name for name in FINAL_METRICS if any(results.metric_series(run, name)[0].size for run in runs)]
+    evals = sorted({name for run in runs for name in results.evals_frame(run)["metric"]})
     headline = [name for name in evals if not name.endswith(("_lo", "_hi"))
                 and (name.startswith(("pooled/", "worst_group/", "worst_benchmark/"))
                      or name in ("accuracy", "worst_group_accuracy") or name.startswith(("pass@", "worst_group_pass@")))]

@@ -1,7 +1,7 @@
 """The page frame every chart page uses: title, then the run and the baseline side by side.
 
-Apart from :mod:`apps.ui` (the glue the chart elements also read), so that imports point one way:
-pages -> ui, pages -> uicharts -> ui. :mod:`apps.uicharts` (altair) is imported only when a page
+Apart from :mod:`apps.views.ui` (the glue the chart elements also read), so that imports point one way:
+pages -> ui, pages -> uicharts -> ui. :mod:`apps.views.uicharts` (altair) is imported only when a page
 draws a chart, so the first page does not load it.
 """
 
@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import streamlit as st
 
-from apps.ui import live_fragment, no_runs_message, run_caption, selection, try_run, wall_clock
+from apps.views.ui import live_fragment, no_runs_message, run_caption, selection, try_run, wall_clock
 from gdro_lab.runformat.runlog import RunData
 
-if TYPE_CHECKING:  # apps.uicharts imports altair: only chart pages need it
-    from apps import uicharts
+if TYPE_CHECKING:  # apps.views.uicharts imports altair: only chart pages need it
+    from apps.views import uicharts
 
 
 def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, caption: str) -> None:
@@ -24,7 +24,7 @@ def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, c
 
     ``render(run, key)`` draws what belongs in the run's column (``key`` is ``run`` or
     ``baseline``: the prefix of its widgets' keys) and returns the rest as
-    :class:`apps.uicharts.Parts`: heatmaps (drawn for both runs as one element), content between
+    :class:`apps.views.uicharts.Parts`: heatmaps (drawn for both runs as one element), content between
     them and the time series, the time-series charts (one linked view: zoom and crosshair act
     on both columns, each row has one y-range), and content after them. The body is a fragment
     that reruns every few seconds while live refresh is on.
@@ -40,7 +40,7 @@ def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, c
         return
 
     def body() -> None:
-        from apps import uicharts
+        from apps.views import uicharts
 
         shown = chosen.shown
         columns = st.columns(len(shown)) if len(shown) > 1 else [st.container()]
@@ -72,7 +72,7 @@ def _draw_parts(drawn: list[tuple[Any, str, RunData, uicharts.Parts]], title: st
     """Heatmaps, middle content, linked time series and bottom content of the shown runs."""
     if not drawn:  # e.g. the Config page: no chart, no chart code imported
         return
-    from apps import uicharts
+    from apps.views import uicharts
 
     key = title.lower().replace(" ", "-")
     if any(parts.heatmaps for *_, parts in drawn):
@@ -99,7 +99,7 @@ def _in_columns(callables: list[Callable[[], None] | None], shown: int) -> None:
 
 def _longest_clock(runs: list[RunData]) -> float | None:
     """The longest wall clock (seconds) of the shown runs, so that run and baseline share one range."""
-    from apps.realrun import elapsed_seconds
+    from apps.data.realrun import elapsed_seconds
 
     ends = [float(np.nanmax(seconds)) for run in runs if (seconds := elapsed_seconds(run)) is not None and seconds.size]
     return max(ends) if ends else None
@@ -109,11 +109,11 @@ def _clocked(items: list[uicharts.Series], run: RunData, label: str, longest: fl
              ) -> list[uicharts.Series]:
     """The run's charts on the wall clock when the sidebar asks for it and the run logs step times,
     on the range [0, ``longest``] shared with the other shown run."""
-    from apps import uicharts
+    from apps.views import uicharts
 
     if not wall_clock():
         return items
-    from apps.realrun import elapsed_seconds
+    from apps.data.realrun import elapsed_seconds
 
     seconds = elapsed_seconds(run)
     if seconds is None:

@@ -1,8 +1,9 @@
 """Headless-Chromium helpers: serve the app with ``gdro app``, open it, wait for charts, screenshot views.
 
-Used by the browser test, ``benchmarks/bench_app.py`` and to take the README screenshots::
+A test harness, not part of the app: used by the browser tests (``import browser``: pytest puts
+this folder on the path), ``benchmarks/bench_app.py`` and to take the README screenshots::
 
-    python -m apps.browser --out docs/screenshots --root RUNS_ROOT [RUN_DIR ...]
+    python tests/apps/browser.py --out docs/screenshots --root RUNS_ROOT [RUN_DIR ...]
 
 Needs Debian's ``chromium`` (``/usr/bin/chromium``) and the ``playwright`` Python package
 (imported lazily); every wait is bounded and the server is always stopped.
@@ -234,7 +235,7 @@ def _to_palette(png: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve the app on the given runs and screenshot every view."""
-    parser = argparse.ArgumentParser(prog="python -m apps.browser", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python tests/apps/browser.py", description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", nargs="*", type=Path, metavar="RUN_DIR")
     parser.add_argument("--root", type=Path, default=Path("runs"))
     parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))

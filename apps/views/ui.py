@@ -1,22 +1,22 @@
 """Streamlit glue shared by the pages: the run list, the sidebar, the URL, live refresh, messages.
 
 * **Run list.** The sidebar lists the runs under the runs folder from their small files only
-  (:mod:`apps.listing`: meta.json, config.json, the last line of steps.jsonl), so a root with
+  (:mod:`apps.data.listing`: meta.json, config.json, the last line of steps.jsonl), so a root with
   many runs does not slow the first page; a run folder that cannot be read is listed with its
   reason on the Runs page and counted in the sidebar, never dropped in silence.
-* **Names.** Runs are named by the config keys that differ (:mod:`apps.identity`): the run
+* **Names.** Runs are named by the config keys that differ (:mod:`apps.data.identity`): the run
   picker shows "grpo lr×1.58 · seed 0", the URL keeps the folder label; "Group runs by" lets the
   user choose the keys (automatic by default).
 * **The URL holds the view.** Run, baseline, grouping keys and the chart options are bound to
   query parameters (``bind="query-params"``): they survive navigation between pages and a link
   reopens the same view. A ``?run=`` or ``?baseline=`` that names no listed run says so (and why,
   for a run that cannot be read) instead of showing another run.
-* **Runs** come from :data:`apps.loading.RUN_CACHE`, keyed on the run folder and
-  :func:`apps.data.run_signature` (mtime and size of each file), so a run that is still being
+* **Runs** come from :data:`apps.data.loading.RUN_CACHE`, keyed on the run folder and
+  :func:`apps.data.loading.run_signature` (mtime and size of each file), so a run that is still being
   written is re-read as soon as it grows and an unchanged run is read once per server.
 
-The page frame (run and baseline side by side) is :func:`apps.pages.views`; chart elements are in
-:mod:`apps.uicharts`. Read errors are shown with ``st.error`` in the page,
+The page frame (run and baseline side by side) is :func:`apps.views.page_frame.views`; chart elements are in
+:mod:`apps.views.uicharts`. Read errors are shown with ``st.error`` in the page,
 never as a traceback.
 """
 
@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import streamlit as st
 
-from apps import data, identity, listing
-from apps.urlstate import url_begin, url_end, url_seed, url_sync  # noqa: F401  (the pages' URL helpers)
+from apps.data import colours, curriculum, identity, listing, loading
+from apps.data.groups import Grouping
+from apps.views.urlstate import url_seed, url_sync
 from gdro_lab.runformat.runlog import RunData
 
-if TYPE_CHECKING:  # apps.interactive imports altair: only chart pages need it
-    from apps import interactive
+if TYPE_CHECKING:  # apps.views.interactive imports altair: only chart pages need it
+    from apps.views import interactive
 
 NO_BASELINE = "(none)"
 #: Added to the name of a run whose files look damaged, wherever the name appears.
@@ -52,24 +53,24 @@ class Selection:
     runs are grouped and named."""
 
     root: Path
-    entries: tuple[data.RunEntry, ...]
-    primary: data.RunEntry | None
-    baseline: data.RunEntry | None
+    entries: tuple[loading.RunEntry, ...]
+    primary: loading.RunEntry | None
+    baseline: loading.RunEntry | None
     live: bool
     interval_s: float
-    grouping: identity.Grouping = field(default_factory=lambda: identity.group_runs({}))
+    grouping: Grouping = field(default_factory=lambda: identity.group_runs({}))
     problems: tuple[listing.RunInfo, ...] = ()
     infos: tuple[listing.RunInfo, ...] = ()
     names: Mapping[str, str] = field(default_factory=dict)
-    #: Run label -> why its files look damaged (:attr:`apps.listing.RunInfo.damage`).
+    #: Run label -> why its files look damaged (:attr:`apps.data.listing.RunInfo.damage`).
     damaged: Mapping[str, str] = field(default_factory=dict)
-    #: Run label -> the tags the user pinned to it (:mod:`apps.pins`).
+    #: Run label -> the tags the user pinned to it (:mod:`apps.data.pins`).
     tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Runs picked in the Runs page's table (in table order): what Compare and Study show.
     picked: tuple[str, ...] = ()
 
     @property
-    def shown(self) -> list[tuple[str, data.RunEntry]]:
+    def shown(self) -> list[tuple[str, loading.RunEntry]]:
         """(role, entry) for the run and, when chosen, its baseline, in display order."""
         pairs = [("Run", self.primary)] if self.primary is not None else []
         if self.baseline is not None and self.primary is not None and self.baseline.path != self.primary.path:
@@ -106,15 +107,15 @@ class Selection:
 
 
 def get_run(path: Path) -> RunData:
-    """The run at ``path``, re-read only when its files changed; raises :class:`apps.data.RunLoadError`."""
-    return data.RUN_CACHE.get(path)
+    """The run at ``path``, re-read only when its files changed; raises :class:`apps.data.loading.RunLoadError`."""
+    return loading.RUN_CACHE.get(path)
 
 
-def try_run(entry: data.RunEntry) -> RunData | None:
+def try_run(entry: loading.RunEntry) -> RunData | None:
     """The run, or None after showing why it cannot be read (``st.error``, one line)."""
     try:
         return get_run(entry.path)
-    except data.RunLoadError as err:
+    except loading.RunLoadError as err:
         st.error(f"Cannot show **{entry.label}**: {err}", icon=":material/error:")
         return None
 
@@ -131,19 +132,19 @@ def wall_clock() -> bool:
 
 def interaction() -> interactive.Interaction:
     """A fresh set of linked zoom / crosshair parameters with the sidebar's log-scale choice."""
-    from apps import interactive
+    from apps.views import interactive
 
     return interactive.Interaction(log_y=bool(st.session_state.get(LOG_KEY, False)))
 
 
 def group_colours() -> dict[str, str]:
-    """Colours of every group and run the app lists (:func:`apps.identity.group_colours`)."""
-    return identity.group_colours(selection().grouping)
+    """Colours of every group and run the app lists (:func:`apps.data.colours.group_colours`)."""
+    return colours.group_colours(selection().grouping)
 
 
 def run_colours(labels: list[str]) -> dict[str, str]:
-    """Colours of runs drawn one line each (:func:`apps.identity.run_colours`)."""
-    return identity.run_colours(selection().grouping, labels)
+    """Colours of runs drawn one line each (:func:`apps.data.colours.run_colours`)."""
+    return colours.run_colours(selection().grouping, labels)
 
 
 def selection() -> Selection:
@@ -169,14 +170,14 @@ def no_runs_message(chosen: Selection) -> None:
 
 def run_caption(run: RunData) -> None:
     """Status line of a run: status, producer, steps, bins, and whether a torn last line was dropped."""
-    facts = data.summary(run)
+    facts = loading.summary(run)
     last = f" (last step {facts['last_step']})" if facts["last_step"] is not None else ""
     text = (f"{facts['status']} · {facts['producer'] or 'unknown producer'} · {facts['steps']} steps{last} · "
             f"{facts['bins']} bins · {facts['evals']} evaluations")
     if facts["unassigned_steps"]:
         text += (f" · {facts['unassigned_steps']} steps with no prompt assigned to a bin yet "
                  "(shares shown as null, grey)")
-    for note in data.torn_notes(run):
+    for note in loading.torn_notes(run):
         text += f" · {note}"
     st.caption(text)
 
@@ -193,7 +194,7 @@ def missing(what: str) -> None:
 
 def not_yet(run: RunData, what: str) -> None:
     """Say that a run logs something but has no value yet (the classifier's warm-up)."""
-    unassigned = data.unassigned_steps(run)
+    unassigned = loading.unassigned_steps(run)
     st.info(f"No {what} yet: no prompt has been assigned to a bin in the {unassigned} steps logged so far "
             "(the difficulty classifier's warm-up).", icon=":material/hourglass_empty:")
 
@@ -201,7 +202,7 @@ def not_yet(run: RunData, what: str) -> None:
 def missing_or_warmup(run: RunData, fields: tuple[str, ...], what: str, logged_what: str) -> None:
     """:func:`not_yet` when the run logs ``fields`` but every step so far is in the warm-up, else
     :func:`missing`."""
-    if data.in_warmup(run, fields):
+    if loading.in_warmup(run, fields):
         not_yet(run, logged_what)
     else:
         missing(what)
@@ -213,7 +214,7 @@ def shown_runs() -> list[RunData]:
     for _, entry in selection().shown:
         try:
             loaded.append(get_run(entry.path))
-        except data.RunLoadError:
+        except loading.RunLoadError:
             continue
     return loaded
 
@@ -227,14 +228,14 @@ def step_slider(run: RunData, key: str, label: str = "Step") -> int:
     stride = max(1, int(min(run.steps[1:] - run.steps[:-1])))
     chosen = st.slider(label, min_value=first, max_value=last, value=last, step=stride, key=key,
                        bind="query-params")
-    return data.step_index(run, chosen)
+    return curriculum.step_index(run, chosen)
 
 
-def iter_loaded(entries: list[data.RunEntry]) -> Iterator[tuple[str, RunData]]:
+def iter_loaded(entries: list[loading.RunEntry]) -> Iterator[tuple[str, RunData]]:
     """(label, run) for each entry that loads (runs not read yet are read in parallel); an
     ``st.error`` line for each one that does not."""
-    for entry, run in zip(entries, data.RUN_CACHE.get_many([entry.path for entry in entries])):
-        if isinstance(run, data.RunLoadError):
+    for entry, run in zip(entries, loading.RUN_CACHE.get_many([entry.path for entry in entries])):
+        if isinstance(run, loading.RunLoadError):
             st.error(f"Cannot show **{entry.label}**: {run}", icon=":material/error:")
         else:
             yield entry.label, run

@@ -14,7 +14,7 @@ import colorsys
 import hashlib
 from typing import Any, Iterable, Sequence
 
-from apps.groups import Group, Grouping
+from apps.data.groups import Group, Grouping
 
 #: Fixed colours of the paper's methods (so a method looks the same in every study and page).
 METHOD_COLOURS = {"grpo": "#7f7f7f", "prompt_gdro": "#ff7f0e", "rollout_gdro": "#2ca02c", "joint": "#d62728",

@@ -4,7 +4,7 @@ The landing page and the sidebar need, for every run, its metadata, its config a
 step, not its steps: :func:`run_info` reads ``meta.json``, ``config.json`` and the last line of
 ``steps.jsonl`` (a seek to the end of the file), so a root of 100 runs is listed in a few tens of
 milliseconds, whatever their length. Steps are read later, by the page that draws them
-(:data:`apps.loading.RUN_CACHE`).
+(:data:`apps.data.loading.RUN_CACHE`).
 
 Every folder that holds a ``meta.json`` is a run candidate: one that cannot be read (a corrupt or
 foreign ``meta.json``, a newer format version, a corrupt ``config.json``) is kept with a one-line
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from apps.loading import RunEntry, discover_runs, find_run_dirs
+from apps.data.loading import RunEntry, discover_runs, find_run_dirs
 from gdro_lab.runformat import runlog
 from gdro_lab.runformat.runlog import CONFIG_FILE, META_FILE, STEPS_FILE, RunFormatError
 
@@ -122,7 +122,7 @@ def find_candidates(root: Path, max_depth: int = 6, max_folders: int = 20_000) -
     """Folders under ``root`` (itself included) that hold a ``meta.json``, sorted; and whether the
     search was cut short. A candidate's own subfolders are not searched; hidden folders and
     virtual environments are skipped; at most ``max_depth`` levels and ``max_folders`` folders
-    (:func:`apps.loading.find_run_dirs`'s walk, accepting every such folder)."""
+    (:func:`apps.data.loading.find_run_dirs`'s walk, accepting every such folder)."""
     return find_run_dirs(root, max_depth, max_folders, accept=lambda _folder: True)
 
 

@@ -2,14 +2,14 @@
 side) and plain charts, each with a button that downloads its data as CSV.
 
 Every spec is built once per run signature and set of options (``st.cache_data``) and sent lean
-(:func:`apps.interactive.to_spec`: Arrow datasets, no per-mark ARIA text). Long series are
-thinned for the browser (:func:`apps.interactive.thin_steps`) after smoothing; long heatmaps
+(:func:`apps.views.interactive.to_spec`: Arrow datasets, no per-mark ARIA text). Long series are
+thinned for the browser (:func:`apps.views.interactive.thin_steps`) after smoothing; long heatmaps
 average blocks of steps. The sidebar's choices (EMA weight, log scale, shared colour scale, x
-axis) and the runs shown come from :mod:`apps.ui`.
+axis) and the runs shown come from :mod:`apps.views.ui`.
 
 Run and baseline: the per-run pages draw the time-series charts of both columns as **one**
 Vega view (:func:`linked_pair`): a row per chart, a column per run, so that zooming or hovering
-one column moves the other, and each row has one y-range (:func:`apps.scales.y_domain` over
+one column moves the other, and each row has one y-range (:func:`apps.data.scales.y_domain` over
 both runs' values and bands, inside the metric's natural range). Their heatmaps are one element
 too (:func:`heatmap_pair`), with one colour scale per field and a linked step zoom.
 """
@@ -28,15 +28,16 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from apps import charts, data, interactive, scales
-from apps.ui import COLOUR_KEY, LOG_KEY, NATURAL_COLOURS, ema_weight, get_run, selection, shown_runs
+from apps.data import budget, curriculum, loading, scales
+from apps.views import charts, interactive
+from apps.views.ui import COLOUR_KEY, LOG_KEY, NATURAL_COLOURS, ema_weight, get_run, selection, shown_runs
 from gdro_lab.runformat.runlog import RunData
 
 #: Heatmap cells per chart: one run alone, and each of two runs side by side. A browser draws
 #: every cell (about 0.1 ms each on a small machine), so long runs are averaged over step blocks.
 HEATMAP_CELLS = {1: 2000, 2: 1000}
 #: Width of each chart of a linked view (pixels; Vega-Lite cannot stretch concatenated charts to
-#: their container): a row of charts and its one legend (:data:`apps.interactive.LEGEND_PX`, right
+#: their container): a row of charts and its one legend (:data:`apps.views.interactive.LEGEND_PX`, right
 #: of the row: the charts of a row share their colours) fit in :data:`ROW_PX`; by charts per row,
 #: and for one per row by the runs shown side by side.
 ROW_PX = 1100
@@ -84,7 +85,7 @@ def export_button(frames: Mapping[str, pd.DataFrame], name: str, key: str) -> No
 # ----------------------------------------------------------------------------- plain charts
 
 def chart(figure: charts.AnyChart, csv: Mapping[str, pd.DataFrame] | None = None, key: str | None = None) -> None:
-    """Show an altair chart across the column's width (sent lean: :func:`apps.interactive.to_spec`),
+    """Show an altair chart across the column's width (sent lean: :func:`apps.views.interactive.to_spec`),
     with a CSV button when ``csv`` (title -> frame) is given."""
     st.vega_lite_chart(interactive.to_spec(figure), width="stretch")
     if csv is not None:
@@ -120,7 +121,7 @@ def heatmap_pair(columns: Sequence[HeatmapColumn], key: str) -> None:
     grid = [[_one_heatmap(column.run, field, title, column.selected_step, shown, [c.run for c in columns])
              for field, title in column.panels] for column in columns]
     st.vega_lite_chart(interactive.heatmap_grid(grid, width), width="content")
-    frames = {f"{column.run.path.name} {field}": data.heatmap_frame(column.run, field, len(column.run.steps) or 1)
+    frames = {f"{column.run.path.name} {field}": curriculum.heatmap_frame(column.run, field, len(column.run.steps) or 1)
               for column in columns for field, _ in column.panels}
     export_button(frames, f"{key}-heatmaps", f"{key}-heatmaps")
 
@@ -128,14 +129,14 @@ def heatmap_pair(columns: Sequence[HeatmapColumn], key: str) -> None:
 def colour_domain(field: str, runs: Sequence[RunData], mode: str = "auto") -> list[float] | None:
     """A heatmap field's colour scale, the same for the run and its baseline: ``auto`` (default)
     [min, max] over both runs' values, so that 10 weights near 0.1 are not one block of a [0, 1]
-    scale; ``natural`` the field's natural range (:func:`apps.scales.colour_domain`: shares and
+    scale; ``natural`` the field's natural range (:func:`apps.data.scales.colour_domain`: shares and
     weights [0, 1], rollouts [n_min, n_max]...), else auto. None when there is no finite value."""
-    logging = [run for run in runs if data.has_bins(run, field)]
+    logging = [run for run in runs if curriculum.has_bins(run, field)]
     if not logging:
         return None
     values = np.concatenate([run.bins[field].reshape(-1) for run in logging])
     if mode == "natural":
-        settings = data.rollout_settings(logging[0])
+        settings = budget.rollout_settings(logging[0])
         natural = scales.colour_domain(field, values, (settings.n_min, settings.n_max))
         if natural is not None:
             return natural
@@ -157,12 +158,12 @@ def colour_note(field: str, domain: Sequence[float] | None, mode: str) -> str:
 def _one_heatmap(run: RunData, field: str, title: str, selected_step: float | None, shown: int,
                  runs: Sequence[RunData]) -> dict[str, object]:
     columns = heatmap_columns(run, shown)
-    block = data.heatmap_block(run.steps.size, columns)
+    block = curriculum.heatmap_block(run.steps.size, columns)
     if block > 1:
         title = f"{title} · means of {block}-step blocks"
     mode = colour_mode()
     domain = colour_domain(field, runs, mode)
-    return _heatmap_spec(str(run.path), data.run_signature(run.path), field, columns, title, selected_step,
+    return _heatmap_spec(str(run.path), loading.run_signature(run.path), field, columns, title, selected_step,
                          tuple(domain) if domain is not None else None, colour_note(field, domain, mode))
 
 
@@ -172,7 +173,7 @@ def _heatmap_spec(path_text: str, signature: tuple[tuple[str, int, int], ...], f
                   ) -> dict[str, object]:
     """A heatmap's Vega-Lite spec, cached on the run's files and the view's options."""
     run = get_run(Path(path_text))
-    figure = charts.heatmap(data.heatmap_frame(run, field, columns), field, title, selected_step, domain=domain,
+    figure = charts.heatmap(curriculum.heatmap_frame(run, field, columns), field, title, selected_step, domain=domain,
                             num_bins=run.num_bins, legend_title=legend_title or None)
     return interactive.to_spec(figure)
 
@@ -183,9 +184,9 @@ def _heatmap_spec(path_text: str, signature: tuple[tuple[str, int, int], ...], f
 class Series:
     """One time-series chart: a long frame (step, <color_field>, value[, lo, hi]) and its labels.
 
-    ``bounds`` is the metric's natural range (:func:`apps.scales.natural_range`): the y-axis
+    ``bounds`` is the metric's natural range (:func:`apps.data.scales.natural_range`): the y-axis
     stays inside it. ``colours`` fixes the colour of each name (runs and groups: by
-    :mod:`apps.identity`); without it, names get distinct categorical colours in order.
+    :mod:`apps.data.colours`); without it, names get distinct categorical colours in order.
     """
 
     frame: pd.DataFrame
@@ -236,7 +237,7 @@ def _row_colours(items: Sequence[Series]) -> dict[str, str]:
 
 
 def _domain(items: Sequence[Series]) -> tuple[float, float] | None:
-    """The y-range of a row of charts: given, else :func:`apps.scales.y_domain` over their values."""
+    """The y-range of a row of charts: given, else :func:`apps.data.scales.y_domain` over their values."""
     given = [item.y_domain for item in items if item.y_domain is not None]
     if given:
         return (min(low for low, _ in given), max(high for _, high in given))
@@ -389,7 +390,7 @@ def on_wall_clock(item: Series, clocks: Mapping[str, tuple[np.ndarray, np.ndarra
 
 
 def bounds_for(metric: str, runs: Sequence[RunData], frame: pd.DataFrame | None = None) -> tuple[float, float]:
-    """The natural range of a metric over these runs (:func:`apps.scales.natural_range`)."""
+    """The natural range of a metric over these runs (:func:`apps.data.scales.natural_range`)."""
     values = frame["value"].to_numpy(dtype=float) if frame is not None and "value" in frame else None
     bins = max((run.num_bins for run in runs), default=None)
     return scales.natural_range(metric, bins, values)
@@ -412,7 +413,7 @@ class Parts:
 def bar_domain(field_name: str) -> tuple[float, float] | None:
     """The value axis of a per-bin field's bars, the same for the run and its baseline: from 0 (or
     the lowest value, when negative) to the highest value either run logs at any step."""
-    runs = [run for run in shown_runs() if data.has_bins(run, field_name)]
+    runs = [run for run in shown_runs() if curriculum.has_bins(run, field_name)]
     if not runs:
         return None
     values = np.concatenate([run.bins[field_name].reshape(-1) for run in runs])
@@ -438,10 +439,10 @@ def colour_mode() -> str:
 def legend_for(names: Sequence[str], colours: Mapping[str, str], group_of: Mapping[str, str],
                method_of: Mapping[str, str], group_colours: Mapping[str, str]) -> interactive.Legend | None:
     """The legend of a chart of ``names`` (runs or groups): None (one entry per series) up to
-    :data:`apps.interactive.LEGEND_MAX` series; else one entry per group (``group_of``, coloured
+    :data:`apps.views.interactive.LEGEND_MAX` series; else one entry per group (``group_of``, coloured
     by ``group_colours``) when that is few enough, else one per method (``method_of``, the
     method's hue). ``colours`` are the series' own colours (kept when nothing is summarised)."""
-    from apps import identity
+    from apps.data.colours import method_hues
 
     if len(names) <= interactive.LEGEND_MAX:
         return None
@@ -452,7 +453,7 @@ def legend_for(names: Sequence[str], colours: Mapping[str, str], group_of: Mappi
                                   {name: group_of.get(name, name) for name in names},
                                   f"{len(names)} runs: one entry per group (click to isolate)")
     methods = list(dict.fromkeys(method_of.get(name, "") or name for name in names))
-    hues = identity.method_hues(methods)
+    hues = method_hues(methods)
     return interactive.Legend(tuple(methods), tuple(hues[method] for method in methods),
                               {name: method_of.get(name, "") or name for name in names},
                               f"{len(names)} series: one entry per method (click to isolate)")

@@ -1,6 +1,6 @@
 """Finding run directories and reading them for the app: one-line errors, a shared run cache.
 
-Runs are read with :func:`apps.fastread.read_run_fast` (pyarrow's JSON reader, falling back to
+Runs are read with :func:`apps.data.fastread.read_run_fast` (pyarrow's JSON reader, falling back to
 ``gdro_lab.runformat.runlog.read_run`` for anything unusual, so both give the same :class:`RunData` and the
 same errors) and kept in :data:`RUN_CACHE`, keyed on the folder and :func:`run_signature` (mtime
 and size of every file a reader looks at): a run that is still being written is read again as
@@ -21,9 +21,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from apps.fastread import read_run_fast
+from apps.data.fastread import read_run_fast
 from gdro_lab.runformat.runlog import (CONFIG_FILE, EVAL_FILE, META_FILE, SNAPSHOT_DIR, STEPS_FILE, RunData,
-                             RunFormatError, is_run_dir)
+                                       RunFormatError, is_run_dir)
 
 #: Folders never searched for runs (besides hidden ones).
 SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "snapshots"})
@@ -62,7 +62,7 @@ def find_run_dirs(root: Path, max_depth: int = 6, max_folders: int = 20_000,
     can be typed by hand: at most ``max_depth`` levels and ``max_folders`` folders are visited,
     hidden folders and virtual environments are skipped, and a run's own folder is not searched.
     A folder with a ``meta.json`` is a run when ``accept(folder)`` (default: a readable run
-    directory; :func:`apps.listing.find_candidates` accepts every such folder).
+    directory; :func:`apps.data.listing.find_candidates` accepts every such folder).
     """
     found: list[Path] = []
     visited = 0

@@ -1,28 +1,21 @@
-"""``gdro report RUN_DIR [...]``: the app's figures as static PNGs, drawn with matplotlib.
+"""The app's figures as static PNGs, drawn with matplotlib: one function per figure, a run in, a
+``Figure`` out (``gdro report``, :mod:`apps.report.cli`, writes them).
 
-For each run, ``<out>/<method>_seed<seed>/`` (method and seed from the run's config, simulator
-or trainer layout alike: ``method`` or ``method.name``, ``seed`` or ``train.seed``; the folder
-name only when the config names no method) receives traveling_wave.png, lead_lag.png,
-rollout_budget.png, se_proxy.png, outcomes.png, evaluations.png (per-benchmark mean@k / pass@k
-with their 95% intervals, and the latest evaluation as intervals) and step_time.png (seconds
-per step by phase, stacked; total and throughput; each phase's share); with two or more runs,
-``<out>/compare.png`` overlays them. A report never silently replaces another: when a target
-folder already holds figures, nothing is written unless ``--overwrite``. Evaluation metrics
-are drawn one panel per scale (rates in [0, 1] together, pass@k together, counts such as
-timeouts and errors and every other metric alone: :func:`apps.scales.metric_kind`), with their
-``_lo``/``_hi`` intervals as bands; legends sit under their panel, never over its ticks. ``<out>`` is ``reports`` unless ``--out`` says otherwise. The figures use the
-same frames as the app (:mod:`apps.data`), so both show the same numbers. A run that cannot be
-read is reported on one line and skipped; nothing is written into run directories.
+Per run: traveling wave, lead-lag, rollout budget, SE proxy, outcomes, evaluations (per-benchmark
+mean@k / pass@k with their 95% intervals, and the latest evaluation as intervals) and step time
+(seconds per step by phase, stacked; total and throughput; each phase's share); for several runs,
+:func:`compare_figure` overlays them (a study: one mean line per group with its band over seeds).
+Evaluation metrics are drawn one panel per scale (rates in [0, 1] together, pass@k together,
+counts such as timeouts and errors and every other metric alone:
+:func:`apps.data.scales.metric_kind`), with their ``_lo``/``_hi`` intervals as bands; legends sit
+under their panel, never over its ticks. The figures use the same frames as the app
+(:mod:`apps.data`), so both show the same numbers.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import re
-import sys
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import matplotlib
 
@@ -34,11 +27,9 @@ from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from apps import data, identity, realrun, scales, study  # noqa: E402
-from gdro_cli.args import OneLineParser  # noqa: E402
+from apps.data import budget, curriculum, identity, realrun, results, scales, study  # noqa: E402
 from gdro_lab.runformat.runlog import RunData  # noqa: E402
 
-DEFAULT_OUT = Path("reports")
 PANEL_SIZE = (5.0, 3.4)
 #: A PNG has room for one column per step of a long run (matplotlib draws them as one mesh).
 REPORT_HEATMAP_COLUMNS = 2000
@@ -62,16 +53,16 @@ def _missing(axis: Axes, title: str, what: str) -> None:
 
 def _heatmap(axis: Axes, run: RunData, field: str | None, title: str) -> None:
     """Steps x bins heatmap with bin 0 (hardest) at the bottom."""
-    if field is None or not data.has_bins(run, field):
+    if field is None or not curriculum.has_bins(run, field):
         _missing(axis, title, field or "reward / success bins")
         return
-    frame = data.heatmap_frame(run, field, max_columns=REPORT_HEATMAP_COLUMNS)
+    frame = curriculum.heatmap_frame(run, field, max_columns=REPORT_HEATMAP_COLUMNS)
     table = frame.pivot(index="bin", columns="step", values="value")
     starts = table.columns.to_numpy(dtype=float)
     ends = frame.drop_duplicates("step").set_index("step")["step_end"].reindex(table.columns).to_numpy(dtype=float)
     x_edges = np.append(starts, ends[-1])
     y_edges = np.arange(table.shape[0] + 1) - 0.5
-    settings = data.rollout_settings(run)
+    settings = budget.rollout_settings(run)
     domain = scales.colour_domain(field, run.bins[field], (settings.n_min, settings.n_max))
     low, high = domain if domain is not None else (None, None)  # anchored where the field has a natural scale
     mesh = axis.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(table.to_numpy(dtype=float)),
@@ -124,10 +115,11 @@ def _grouped_bars(axis: Axes, frame: pd.DataFrame, group_field: str, title: str,
 def traveling_wave_figure(run: RunData) -> Figure:
     """Fig. 3/5: share, weight and reward heatmaps over snapshot bars with the tail average."""
     figure, axes = _figure(2, 3, f"Traveling wave: {report_name(run)}")
-    fields = [("share", "Prompt share"), ("weight", "Prompt-GDRO weight"), (data.reward_field(run), "Realized reward")]
+    fields = [("share", "Prompt share"), ("weight", "Prompt-GDRO weight"),
+              (curriculum.reward_field(run), "Realized reward")]
     for column, (field, title) in enumerate(fields):
         _heatmap(axes[0, column], run, field, title)
-        snapshots = data.snapshot_frame(run, field) if field else pd.DataFrame()
+        snapshots = curriculum.snapshot_frame(run, field) if field else pd.DataFrame()
         if snapshots.empty:
             _missing(axes[1, column], f"{title}: snapshots", field or "reward / success bins")
             continue
@@ -139,11 +131,11 @@ def traveling_wave_figure(run: RunData) -> Figure:
 def lead_lag_figure(run: RunData) -> Figure:
     """Eq. 32: the gap and the two mean bin indices."""
     figure, axes = _figure(1, 2, f"Lead-lag: {report_name(run)}")
-    frame = data.lead_lag_frame(run)
+    frame = curriculum.lead_lag_frame(run)
     what = "share and weight bins"
-    gap = data.to_long(frame, {"gap": "Δμ = μ_weight − μ_data"})
+    gap = curriculum.to_long(frame, {"gap": "Δμ = μ_weight − μ_data"})
     _lines(axes[0, 0], gap, "Lead-lag gap Δμ(t)", "Δμ (bins)", what, zero_rule=True)
-    _lines(axes[0, 1], data.to_long(frame, {"mu_weight": "μ_weight (weights)", "mu_data": "μ_data (data)"}),
+    _lines(axes[0, 1], curriculum.to_long(frame, {"mu_weight": "μ_weight (weights)", "mu_data": "μ_data (data)"}),
            "Mean bin index", "mean bin index", what)
     return figure
 
@@ -151,10 +143,10 @@ def lead_lag_figure(run: RunData) -> Figure:
 def rollout_budget_figure(run: RunData, step: int | None = None) -> Figure:
     """Fig. 7-9: staircase heatmap, shadow price, frontier at a step (default: last), budget check."""
     figure, axes = _figure(2, 2, f"Rollout budget: {report_name(run)}")
-    _heatmap(axes[0, 0], run, "rollouts" if data.has_bins(run, "rollouts") else None, "Rollouts per prompt")
-    _lines(axes[0, 1], data.scalars_long(run, {"mu": "μ"}), "Shadow price μ", "μ", "mu")
-    index = data.step_index(run, step if step is not None else int(run.steps[-1]) if run.steps.size else 0)
-    frontier = data.frontier_frame(run, index)
+    _heatmap(axes[0, 0], run, "rollouts" if curriculum.has_bins(run, "rollouts") else None, "Rollouts per prompt")
+    _lines(axes[0, 1], curriculum.scalars_long(run, {"mu": "μ"}), "Shadow price μ", "μ", "mu")
+    index = curriculum.step_index(run, step if step is not None else int(run.steps[-1]) if run.steps.size else 0)
+    frontier = budget.frontier_frame(run, index)
     if frontier.empty:
         _missing(axes[1, 0], "Budget frontier", "rollouts and count/share bins")
     else:
@@ -162,12 +154,12 @@ def rollout_budget_figure(run: RunData, step: int | None = None) -> Figure:
                              var_name="series", value_name="value")
         _grouped_bars(axes[1, 0], bars, "series", f"Budget frontier at step {int(run.steps[index])}", "share",
                       ["prompt_share", "rollout_share"])
-    check = data.budget_check(run)
+    check = budget.budget_check(run)
     if check is None:
         _missing(axes[1, 1], "Mean budget", "rollouts")
     else:
         verdict = "held" if check.held else f"missed (max dev. {check.max_deviation:.3g})"
-        _lines(axes[1, 1], data.to_long(check.frame, {"realized": "realized mean", "target": "budget n̄"}),
+        _lines(axes[1, 1], curriculum.to_long(check.frame, {"realized": "realized mean", "target": "budget n̄"}),
                f"Mean rollouts per prompt: budget {verdict}", "rollouts per prompt", "rollouts",
                dashed=["budget n̄"])
     return figure
@@ -176,13 +168,13 @@ def rollout_budget_figure(run: RunData, step: int | None = None) -> Figure:
 def se_proxy_figure(run: RunData) -> Figure:
     """Eq. 33: WSE actual vs uniform vs square-root optimum, and the reduction in percent."""
     figure, axes = _figure(1, 2, f"SE proxy: {report_name(run)}")
-    frame = data.se_frame(run)
+    frame = budget.se_frame(run)
     what = "se_* scalars or share/sigma/rollouts bins"
-    _lines(axes[0, 0], data.to_long(frame, {"se_actual": "actual", "se_uniform": "uniform n̄",
+    _lines(axes[0, 0], curriculum.to_long(frame, {"se_actual": "actual", "se_uniform": "uniform n̄",
                                             "se_sqrt": "square-root optimum"}), "Weighted SE proxy", "WSE", what,
            dashed=["uniform n̄"])
-    mean = data.mean_reduction(frame)
-    _lines(axes[0, 1], data.to_long(frame, {"se_reduction_pct": "actual vs uniform",
+    mean = budget.mean_reduction(frame)
+    _lines(axes[0, 1], curriculum.to_long(frame, {"se_reduction_pct": "actual vs uniform",
                                             "se_sqrt_reduction_pct": "optimum vs uniform"}),
            f"Reduction (mean {mean:.1f}%)" if np.isfinite(mean) else "Reduction", "reduction (%)", what,
            zero_rule=True)
@@ -197,7 +189,7 @@ def eval_panels(evals: pd.DataFrame) -> list[tuple[str, list[str]]]:
     bands with their metric, not as metrics."""
     if evals.empty:
         return []
-    names = data.headline_metrics(dict.fromkeys(evals["metric"]))
+    names = results.headline_metrics(dict.fromkeys(evals["metric"]))
     values = {name: evals.loc[evals["metric"] == name, "value"].to_numpy(dtype=float) for name in names}
     rates = [name for name in names if scales.metric_kind(name, values[name]) == "rate"]
     passes = [name for name in rates if "pass@" in name]
@@ -233,15 +225,15 @@ def _eval_panel(axis: Axes, evals: pd.DataFrame, title: str, names: list[str]) -
 
 def outcomes_figure(run: RunData, max_panels: int = 9) -> Figure:
     """Mean and worst-group success, effective support, and evaluation metrics, one panel per scale."""
-    evals = data.evals_frame(run)
+    evals = results.evals_frame(run)
     panels = eval_panels(evals)[:max_panels]
     columns = 3
     rows = 1 + -(-max(len(panels) - 1, 0) // columns)
     figure, axes = _figure(rows, columns, f"Outcomes: {report_name(run)}")
-    frame = data.outcomes_frame(run)
-    _lines(axes[0, 0], data.to_long(frame, {"mean_success": "mean", "worst_bin_success": "worst bin"}),
+    frame = results.outcomes_frame(run)
+    _lines(axes[0, 0], curriculum.to_long(frame, {"mean_success": "mean", "worst_bin_success": "worst bin"}),
            "Training success", "success rate", "mean_success / success bins")
-    _lines(axes[0, 1], data.to_long(frame, {"effective_support": "exp(entropy)"}),
+    _lines(axes[0, 1], curriculum.to_long(frame, {"effective_support": "exp(entropy)"}),
            f"Effective support (of {run.num_bins} bins)", "bins", "weight bins")
     slots = [axes[0, 2], *axes[1:].flat]
     if not panels:
@@ -321,13 +313,13 @@ def step_time_figure(run: RunData) -> Figure:
     axis.set_ylabel("seconds per step")
     _legend_below(axis, len(phases))
     axis = axes[0, 1]
-    if data.has_scalar(run, realrun.TIME_TOTAL):
+    if curriculum.has_scalar(run, realrun.TIME_TOTAL):
         axis.plot(run.steps, run.scalars[realrun.TIME_TOTAL], color="#1f77b4", label="time/step")
     axis.set_ylim(bottom=0)
     axis.set_title("Total step time")
     axis.set_xlabel("step")
     axis.set_ylabel("seconds")
-    if data.has_scalar(run, realrun.TOKENS_PER_S):
+    if curriculum.has_scalar(run, realrun.TOKENS_PER_S):
         twin = axis.twinx()
         twin.plot(run.steps, run.scalars[realrun.TOKENS_PER_S], color="#ff7f0e", label="tokens / s")
         twin.set_ylabel("tokens per second")
@@ -352,7 +344,8 @@ def compare_figure(runs: dict[str, RunData], groups: Sequence[study.Method] | No
     Student-t band over seeds (groups of at least 3 seeds, as in the app). One legend for the
     figure, outside the panels on the right (constrained layout: nothing is cut or covered)."""
     names = list(runs)
-    frames = {name: data.compare_frame(runs, name) for name in (*data.COMPARE_DEFAULTS, *data.COMPARE_NEXT[:2])}
+    frames = {name: results.compare_frame(runs, name)
+              for name in (*results.COMPARE_DEFAULTS, *results.COMPARE_NEXT[:2])}
     metrics = [name for name, frame in frames.items() if not frame.empty] or ["mean_success"]
     columns = min(3, len(metrics))
     rows = -(-len(metrics) // columns)
@@ -378,7 +371,7 @@ def compare_figure(runs: dict[str, RunData], groups: Sequence[study.Method] | No
                     axis.fill_between(part["step"][shown], part["lo"][shown], part["hi"][shown], color=colour,
                                       alpha=0.18, linewidth=0)
         else:
-            frame = data.compare_frame(runs, metric)
+            frame = results.compare_frame(runs, metric)
             for position, (name, part) in enumerate(frame.groupby("run", sort=False)):
                 (line,) = axis.plot(part["step"], part["value"], linewidth=1.4, label=str(name),
                                     color=(colours or {}).get(str(name), palette(position % palette.N)))
@@ -396,33 +389,8 @@ def compare_figure(runs: dict[str, RunData], groups: Sequence[study.Method] | No
     return figure
 
 
-def report_names(runs: Mapping[Path, RunData]) -> dict[Path, str]:
-    """Each run's report folder: the app's name of the run (:func:`apps.identity.group_runs` over the
-    given runs, labelled by their folders relative to their common parent) as ``<group>_seed<k>``,
-    in letters, digits, ``.``, ``-`` and ``_`` (``study: grpo lr×1`` -> ``study-grpo_lrx1``)."""
-    grouping, labels = _grouping(runs)
-    out = {}
-    for path, label in labels.items():
-        seed = grouping.seed_of.get(label)
-        group = grouping.group_of.get(label, label).replace("×", "x").replace(": ", "-")
-        out[path] = safe_name(group if seed is None else f"{group}_seed{seed}")
-    return out
-
-
-def _grouping(runs: Mapping[Path, RunData]) -> tuple[identity.Grouping, dict[Path, str]]:
-    """The app's grouping of the runs, and each run's label (its folder relative to the runs' common parent)."""
-    paths = [path.resolve() for path in runs]
-    base = Path(os.path.commonpath([str(path.parent) for path in paths])) if paths else Path(".")
-    labels = {path: resolved.relative_to(base).as_posix() for path, resolved in zip(runs, paths)}
-    grouping = identity.group_runs({labels[path]: run.config for path, run in runs.items()},
-                                   producers={labels[path]: str(run.meta.get("producer", "")) for path, run in runs.items()})
-    return grouping, labels
-
-
-# ----------------------------------------------------------------------------- command line
-
 def report_name(run: RunData) -> str:
-    """A run's name in figures and report folders: ``<method>_seed<seed>`` from its config when it
+    """A run's name in the figures' titles: ``<method>_seed<seed>`` from its config when it
     says both (simulator runs all live in folders named ``seed0``..., trainer runs in folders
     named by their producer), ``<method>_<folder>`` without a seed, else the folder name."""
     method, seed = identity.method_of(run.config), identity.seed_of(run.config)
@@ -433,103 +401,7 @@ def report_name(run: RunData) -> str:
     return run.path.name or str(run.path)
 
 
-def safe_name(label: str) -> str:
-    """A folder name from a run label (letters, digits, dot, dash, underscore)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "run"
-
-
-def unique_name(name: str, taken: Mapping[str, object]) -> str:
-    """``name``, or ``name-2``, ``name-3``... when an earlier run of this report already has it."""
-    candidate, number = name, 2
-    while candidate in taken:
-        candidate, number = f"{name}-{number}", number + 1
-    return candidate
-
-
-def write_report(run: RunData, out_dir: Path, step: int | None = None) -> list[Path]:
-    """Write every per-run figure of ``run`` into ``out_dir``; returns the files written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    figures: dict[str, Callable[[], Figure]] = {
-        "traveling_wave": lambda: traveling_wave_figure(run), "lead_lag": lambda: lead_lag_figure(run),
-        "rollout_budget": lambda: rollout_budget_figure(run, step), "se_proxy": lambda: se_proxy_figure(run),
-        "outcomes": lambda: outcomes_figure(run), "evaluations": lambda: evaluations_figure(run),
-        "step_time": lambda: step_time_figure(run)}
-    written = []
-    for name, make in figures.items():
-        figure = make()
-        target = out_dir / f"{name}.png"
-        figure.savefig(target, dpi=110)
-        plt.close(figure)
-        written.append(target)
-    return written
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Options of ``gdro report``."""
-    parser = OneLineParser(prog="gdro report", description="Static PNG figures of run directories.")
-    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to draw")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="output folder; each run gets <out>/<method>_seed<seed>/ (default: reports)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace figures already in the output folders (without it, existing figures "
-                             "stop the report before anything is written)")
-    parser.add_argument("--step", type=int, default=None, help="step of the budget frontier (default: last)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry of ``gdro report``: 0 when every run was drawn, 1 when some could not be read."""
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    if args.out.exists() and not args.out.is_dir():
-        print(f"gdro report: --out {args.out} is a file, not a folder: give a folder for the figures", file=sys.stderr)
-        return 2
-    entries = data.discover_runs(None, args.run_dirs)
-    if any(Path(args.out).resolve().is_relative_to(entry.path.resolve()) for entry in entries if entry.path.is_dir()):
-        print(f"gdro report: --out {args.out} is inside a run directory; choose a folder outside the runs",
-              file=sys.stderr)
-        return 2
-    readable: dict[Path, RunData] = {}
-    failed = 0
-    for entry in entries:
-        try:
-            run = data.load_run(entry.path)
-        except data.RunLoadError as err:
-            print(f"gdro report: skipped: {err}", file=sys.stderr)
-            failed += 1
-            continue
-        if run.steps.size == 0:
-            print(f"gdro report: skipped: {entry.path} has no steps logged yet", file=sys.stderr)
-            failed += 1
-            continue
-        readable[entry.path] = run
-    names = report_names(readable)
-    loaded: dict[str, RunData] = {}
-    for path, run in readable.items():
-        loaded[unique_name(names[path], loaded)] = run
-    targets = {name: args.out / name for name in loaded}
-    if len(loaded) >= 2:
-        targets["compare.png"] = args.out / "compare.png"
-    existing = [path for path in targets.values() if path.exists() and (path.is_file() or any(path.iterdir()))]
-    if existing and not args.overwrite:
-        print(f"gdro report: {existing[0]} already holds a report ({len(existing)} in all): choose another --out "
-              "or pass --overwrite", file=sys.stderr)
-        return 2
-    for name, run in loaded.items():
-        files = write_report(run, targets[name], args.step)
-        print(f"{run.path}: {len(files)} figures in {targets[name]}")
-    if len(loaded) >= 2:
-        grouping, labels = _grouping(readable)
-        by_label = {labels[path]: run for path, run in readable.items()}
-        groups = study.group_runs(by_label, grouping)
-        study_like = any(group.seeds >= 2 for group in groups)
-        figure = compare_figure(loaded, groups, identity.group_colours(grouping)) if study_like \
-            else compare_figure(loaded)  # keyed by report name
-        args.out.mkdir(parents=True, exist_ok=True)
-        figure.savefig(args.out / "compare.png", dpi=110)
-        plt.close(figure)
-        print(f"compare: {args.out / 'compare.png'}")
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def save_png(figure: Figure, target: Path) -> None:
+    """Write ``figure`` to ``target`` as a PNG (110 dpi) and close it (pyplot keeps every open figure)."""
+    figure.savefig(target, dpi=110)
+    plt.close(figure)

@@ -13,8 +13,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from apps.budget import prompt_counts
-from apps.curriculum import TAIL_QUANTILE, has_bins, has_scalar, lead_lag_frame
+from apps.data.budget import prompt_counts
+from apps.data.curriculum import TAIL_QUANTILE, has_bins, has_scalar, lead_lag_frame
 from gdro_lab.functional import diagnostics
 from gdro_lab.runformat.runlog import RunData
 

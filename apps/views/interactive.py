@@ -23,10 +23,10 @@ Specs are sent lean (:func:`to_spec`): data as Arrow IPC bytes (Streamlit passes
 as they are, instead of converting records on every rerun) and no per-item ARIA descriptions
 on marks (Vega would build a formatted text for every cell and point; axes keep theirs).
 
-Runs and groups of runs are coloured by :mod:`apps.identity` (a hue per method, a lightness
+Runs and groups of runs are coloured by :mod:`apps.data.colours` (a hue per method, a lightness
 per variant); other series (e.g. "actual" and "square-root optimum") get clearly distinct
 categorical colours in the order they are listed (:func:`series_colours`). Y-ranges come from
-:func:`apps.scales.y_domain` (the caller passes them; run and baseline columns share them).
+:func:`apps.data.scales.y_domain` (the caller passes them; run and baseline columns share them).
 Legends never cut their labels. No Streamlit here.
 """
 
@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from apps.charts import CHART_HEIGHT, AnyChart
+from apps.views.charts import CHART_HEIGHT, AnyChart
 
 #: Distinct categorical colours for series that are not runs (tableau10): neighbours in the
 #: list differ in hue, so "actual" / "square-root optimum" or "pooled" / "worst group" never look alike.
@@ -241,7 +241,7 @@ def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, inte
     Layers: faint raw lines (when ``raw`` differs from ``value``), shaded ``lo``–``hi`` bands,
     the lines (``dashed`` series drawn dashed, on top) or, when ``stacked``, areas stacked in the
     order of the series; then the crosshair (:func:`_crosshair`). ``y_domain`` fixes the y-range
-    (:func:`apps.scales.y_domain`), ``x_domain`` the x-range (run and baseline on one clock); the
+    (:func:`apps.data.scales.y_domain`), ``x_domain`` the x-range (run and baseline on one clock); the
     x field is ``step`` whatever ``x_title`` says (the wall clock replaces the steps by seconds,
     minutes or hours before the chart is built).
 

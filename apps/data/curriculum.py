@@ -19,7 +19,7 @@ from gdro_lab.functional import diagnostics
 from gdro_lab.runformat.runlog import RunData
 
 #: Heatmaps of longer runs average blocks of consecutive steps down to this many columns
-#: (the app asks for fewer, see ``apps.ui.heatmap_columns``: browsers draw every cell).
+#: (the app asks for fewer, see ``apps.views.ui.heatmap_columns``: browsers draw every cell).
 HEATMAP_MAX_COLUMNS = 300
 
 

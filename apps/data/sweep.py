@@ -2,10 +2,10 @@
 parallel coordinates of a sweep. No Streamlit here.
 
 The swept keys of some runs are the config keys whose values differ between runs of one method
-(:func:`apps.identity.varying_keys` over their identities: seeds and bookkeeping are never swept,
+(:func:`apps.data.identity.varying_keys` over their identities: seeds and bookkeeping are never swept,
 nor keys that follow from the method), with a learning-rate scale first. For each key and metric, :func:`sweep_frame` gives per method and key value the
 mean of the runs' final values over the runs that share that value, with its 95% Student-t
-interval (``mean ± t_{0.975,n-1} sd/√n``; none with fewer than :data:`apps.study.MIN_BAND_SEEDS`
+interval (``mean ± t_{0.975,n-1} sd/√n``; none with fewer than :data:`apps.data.study.MIN_BAND_SEEDS`
 runs). A run's final value is the tail average of its logged steps (steps at or after the 60th
 percentile, as the study reports) or its last logged value.
 """
@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from apps import data, identity, study
+from apps.data import identity, results, study
 from gdro_lab.runformat.runlog import RunData
 
 FINALS = ("tail mean", "last value")
@@ -25,11 +25,11 @@ LR_KEYS = ("lr_scale", "optim.lr_scale")
 
 
 def run_final(run: RunData, metric: str, final: str = "tail mean") -> float:
-    """A run's final value of a metric: the tail average (:func:`apps.study.final_value`) or the
+    """A run's final value of a metric: the tail average (:func:`apps.data.study.final_value`) or the
     last finite logged value (an evaluation metric: its last evaluation)."""
     if final == "tail mean":
         return study.final_value(run, metric)
-    _, values = data.metric_series(run, metric)
+    _, values = results.metric_series(run, metric)
     if values.size:
         return float(values[-1])
     return study.final_value(run, metric)

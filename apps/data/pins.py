@@ -1,6 +1,6 @@
 """Names and tags a user pins to runs, kept beside the app: never in a run folder.
 
-A run's automatic name comes from its config (:mod:`apps.identity`); a user can pin a display
+A run's automatic name comes from its config (:mod:`apps.data.identity`); a user can pin a display
 name ("baseline for the talk") and tags ("keep", "bad-seed") to it on the Runs page. They are
 stored in one JSON file in the app's state folder, keyed by the run folder's absolute path::
 

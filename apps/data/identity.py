@@ -15,7 +15,7 @@ baseline its own learning rate ("grpo lr×1.63"). The user can name the keys ins
 (:func:`group_runs` with ``keys``). Numbers are printed with as few digits as keep the groups
 apart (:func:`format_values`).
 
-Colours (:mod:`apps.colours`, re-exported here): one hue per method, fixed for the paper's
+Colours (:mod:`apps.data.colours`, which also orders the groups): one hue per method, fixed for the paper's
 methods and a stable hash slot for any other name (a new method gets its own colour without a
 code change), and one lightness per variant of a method (dark to light in the order of the
 variants' values), so that "grpo lr×0.125" and "grpo lr×2" share GRPO's hue but cannot be
@@ -32,9 +32,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from apps.groups import Group, Grouping  # noqa: F401  (re-exported: identity.Group, identity.Grouping)
-from apps.colours import (LIGHTNESS, METHOD_COLOURS, METHOD_PALETTE, group_colours, method_hues,  # noqa: F401
-                          order_key, run_colours, shade)
+from apps.data.colours import order_key
+from apps.data.groups import Group, Grouping
 
 #: Last parts of dotted keys that never make a group: seeds, and bookkeeping that does not change
 #: what is trained (where a run writes, how often it logs or snapshots, progress bars, sinks).

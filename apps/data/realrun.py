@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from apps import data
+from apps.data import curriculum, results
 from gdro_lab.runformat.runlog import RunData
 
 #: ``{scope...}/{stat}@{k}`` with an optional ``_lo`` / ``_hi`` bound.
@@ -49,9 +49,9 @@ def eval_metrics(run: RunData) -> pd.DataFrame:
     Columns: step, kind (``benchmark``, ``pooled``, ``worst_group``, ``worst_benchmark`` or
     ``group``), name (benchmark or group name; the kind for summaries), stat (``mean`` or
     ``pass``), k, metric (e.g. ``mean@8``), value, lo, hi (NaN when no bound is logged).
-    Names that do not follow the convention are left out (see :func:`apps.data.evals_frame`).
+    Names that do not follow the convention are left out (see :func:`apps.data.results.evals_frame`).
     """
-    evals = data.evals_frame(run)
+    evals = results.evals_frame(run)
     if evals.empty:
         return pd.DataFrame(columns=EVAL_COLUMNS)
     rows: dict[tuple[int, str, str, str, int], dict[str, float]] = {}
@@ -110,7 +110,7 @@ def _interval_text(value: float, lo: float, hi: float) -> str:
 
 def has_step_times(run: RunData) -> bool:
     """True when the run logs any ``time/*`` scalar."""
-    return any(name.startswith("time/") and data.has_scalar(run, name) for name in run.scalars)
+    return any(name.startswith("time/") and curriculum.has_scalar(run, name) for name in run.scalars)
 
 
 def time_phases(run: RunData) -> list[str]:
@@ -118,7 +118,7 @@ def time_phases(run: RunData) -> list[str]:
     fractions such as ``time/controllers_share``: see :func:`time_fractions`), the agreed phases
     first in order."""
     logged = [name for name in run.scalars if name.startswith("time/") and name not in (TIME_TOTAL, *TIME_CLOCKS)
-              and not is_fraction(name) and data.has_scalar(run, name)]
+              and not is_fraction(name) and curriculum.has_scalar(run, name)]
     known = [f"time/{phase}" for phase in TIME_PHASES if f"time/{phase}" in logged]
     return known + sorted(set(logged) - set(known))
 
@@ -131,7 +131,7 @@ def is_fraction(name: str) -> bool:
 def time_fractions(run: RunData) -> dict[str, float]:
     """Mean of each logged ``time/*`` fraction (e.g. ``time/controllers_share``) over the run."""
     return {name: float(np.nanmean(run.scalars[name])) for name in sorted(run.scalars)
-            if name.startswith("time/") and is_fraction(name) and data.has_scalar(run, name)}
+            if name.startswith("time/") and is_fraction(name) and curriculum.has_scalar(run, name)}
 
 
 def time_frame(run: RunData) -> pd.DataFrame:
@@ -143,7 +143,7 @@ def time_frame(run: RunData) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     values_TP = np.column_stack([np.nan_to_num(run.scalars[name]) for name in phases])
     names = [name.split("/", 1)[1] for name in phases]
-    if data.has_scalar(run, TIME_TOTAL):
+    if curriculum.has_scalar(run, TIME_TOTAL):
         other_T = np.nan_to_num(run.scalars[TIME_TOTAL]) - values_TP.sum(axis=1)
         if (other_T > 1e-9).any():
             values_TP = np.column_stack([values_TP, np.clip(other_T, 0.0, None)])
@@ -174,9 +174,9 @@ def elapsed_seconds(run: RunData) -> np.ndarray | None:
     (start-up, checkpoints) is not counted.
     """
     for name in ("time/elapsed", "wall_time"):
-        if data.has_scalar(run, name):
+        if curriculum.has_scalar(run, name):
             return np.asarray(run.scalars[name], dtype=float)
-    if not data.has_scalar(run, "time/step"):
+    if not curriculum.has_scalar(run, "time/step"):
         return None
     per_step = np.nan_to_num(run.scalars["time/step"])
     if "time/eval" in run.scalars:

@@ -1,5 +1,5 @@
-"""The groups the app shows runs in: the value types :mod:`apps.identity` builds and
-:mod:`apps.colours` colours (apart from both, so that imports point one way)."""
+"""The groups the app shows runs in: the value types :mod:`apps.data.identity` builds and
+:mod:`apps.data.colours` colours (apart from both, so that imports point one way)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class Grouping:
     group_of: Mapping[str, str]
     seed_of: Mapping[str, Any]
     method_of: Mapping[str, str]
-    #: Run label -> its study (automatic grouping: :func:`apps.identity.study_families`), and the
+    #: Run label -> its study (automatic grouping: :func:`apps.data.identity.study_families`), and the
     #: keys that name each study's runs.
     family_of: Mapping[str, str] = field(default_factory=dict)
     family_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

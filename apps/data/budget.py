@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from apps.curriculum import bin_labels, has_bins, has_scalar
+from apps.data.curriculum import bin_labels, has_bins, has_scalar
 from gdro_lab.functional import diagnostics
 from gdro_lab.runformat.runlog import RunData
 

@@ -1,6 +1,6 @@
 """The run table (one row per run: its name, group, method, seed, status, last step, latest success,
 the config keys that differ) and the config diff between two runs, built from the runs' small
-files only (:class:`apps.listing.RunInfo`); and the table of run folders that cannot be read,
+files only (:class:`apps.data.listing.RunInfo`); and the table of run folders that cannot be read,
 with their reasons. No Streamlit here."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from apps import identity
-from apps.listing import RunInfo
+from apps.data import identity
+from apps.data.groups import Grouping
+from apps.data.listing import RunInfo
 
 BASE_COLUMNS = ["run", "name", "study", "group", "method", "seed", "producer", "status", "damage", "last step",
                 "mean_success (last step)"]
@@ -24,17 +25,17 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`*_~\[\]<>$:|#])")
 
 
 def flat_config(config: Mapping[str, Any]) -> dict[str, str]:
-    """Dotted key -> value as text (:func:`apps.identity.flatten`; lists as JSON text, an empty
+    """Dotted key -> value as text (:func:`apps.data.identity.flatten`; lists as JSON text, an empty
     section as ``{}``), without pandas: the run table flattens every listed run's config."""
     return {key: value if isinstance(value, str) else str(value) for key, value in identity.flatten(config).items()}
 
 
-def run_table(infos: Sequence[RunInfo], grouping: identity.Grouping, all_config: bool = False,
+def run_table(infos: Sequence[RunInfo], grouping: Grouping, all_config: bool = False,
               tails: Mapping[str, float] | None = None, names: Mapping[str, str] | None = None,
               producer: str | None = None, tags: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
     """One row per run: folder label, name (``names``, else the grouping's group and seed), study,
     group (as ``grouping`` groups it), method, seed, producer, status, damage (why its files look
-    damaged: :attr:`apps.listing.RunInfo.damage`), last logged step, ``mean_success`` at that
+    damaged: :attr:`apps.data.listing.RunInfo.damage`), last logged step, ``mean_success`` at that
     step, the tail average when ``tails`` gives it (run label -> value), the user's tags, and
     config columns.
 

@@ -1,9 +1,9 @@
 """The sidebar: runs folder, grouping, run and baseline pickers, live refresh, chart options.
 
-Draws the widgets and leaves the choice in :class:`apps.ui.Selection` for the pages. Runs are
-listed from their small files (:mod:`apps.listing`), named by the automatic keys
-(:mod:`apps.identity`), grouped by the keys the user picks, and every choice is kept in the URL
-(:mod:`apps.urlstate` for the run pickers, Streamlit's ``bind="query-params"`` for the rest).
+Draws the widgets and leaves the choice in :class:`apps.views.ui.Selection` for the pages. Runs are
+listed from their small files (:mod:`apps.data.listing`), named by the automatic keys
+(:mod:`apps.data.identity`), grouped by the keys the user picks, and every choice is kept in the URL
+(:mod:`apps.views.urlstate` for the run pickers, Streamlit's ``bind="query-params"`` for the rest).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from apps import data, identity, listing, pins
-from apps.settings import AppSettings
-from apps.ui import (AUTO_COLOURS, BASELINE_KEY, COLOUR_KEY, DAMAGED_MARK, EMA_KEY, NATURAL_COLOURS, PICKED_KEY, GROUP_KEY, LIVE_INTERVALS, LOG_KEY, NO_BASELINE, RUN_KEY, SELECTION_KEY,
+from apps.data import identity, listing, loading, pins
+from apps.data.groups import Grouping
+from apps.data.settings import AppSettings
+from apps.views.ui import (AUTO_COLOURS, BASELINE_KEY, COLOUR_KEY, DAMAGED_MARK, EMA_KEY, NATURAL_COLOURS, PICKED_KEY, GROUP_KEY, LIVE_INTERVALS, LOG_KEY, NO_BASELINE, RUN_KEY, SELECTION_KEY,
                      STEP_AXIS, WALL_AXIS, X_KEY, Selection)
-from apps.urlstate import url_problem, url_seed, url_sync, url_value
+from apps.views.urlstate import url_problem, url_seed, url_sync, url_value
 
 
 @st.cache_data(ttl=5, max_entries=16, show_spinner=False)
@@ -67,7 +68,7 @@ def sidebar(settings: AppSettings, chart_options: bool = True) -> Selection:
     return selection
 
 
-def _display_names(grouping: identity.Grouping, labels: list[str]) -> dict[str, str]:
+def _display_names(grouping: Grouping, labels: list[str]) -> dict[str, str]:
     """The picker's text per run label: its name, with the folder where two runs share a name."""
     names = {label: grouping.display(label) for label in labels}
     counts: dict[str, int] = {}
@@ -78,7 +79,7 @@ def _display_names(grouping: identity.Grouping, labels: list[str]) -> dict[str, 
 
 
 def _pins(listed: listing.Listing) -> dict[str, pins.Pin]:
-    """Run label -> the name and tags the user pinned to it (:mod:`apps.pins`)."""
+    """Run label -> the name and tags the user pinned to it (:mod:`apps.data.pins`)."""
     stored = pins.load_pins(pins.pins_path())
     if not stored:
         return {}
@@ -127,9 +128,9 @@ def _baseline_picker(labels: list[str], names: dict[str, str], problems: dict[st
     return None if chosen in (None, NO_BASELINE) else str(chosen)
 
 
-def _group_picker(listed: listing.Listing) -> tuple[identity.Grouping, identity.Grouping]:
+def _group_picker(listed: listing.Listing) -> tuple[Grouping, Grouping]:
     """"Group runs by": config keys (automatic when none is picked); the grouping of every listed
-    run, and the automatic one (which names the runs: within each study, :func:`apps.identity.group_runs`)."""
+    run, and the automatic one (which names the runs: within each study, :func:`apps.data.identity.group_runs`)."""
     configs = {info.label: info.config for info in listed.runs if info.problem is None}
     automatic = identity.group_runs(configs, producers={info.label: info.producer for info in listed.runs})
     keys: list[str] = []
@@ -154,7 +155,7 @@ def _group_picker(listed: listing.Listing) -> tuple[identity.Grouping, identity.
 
 def _folder_notes(root: Path, listed: listing.Listing) -> None:
     """Sidebar captions: an unusable runs folder, a search cut short, run folders that cannot be read."""
-    problem = data.folder_problem(root)
+    problem = loading.folder_problem(root)
     if problem is not None:
         st.sidebar.caption(f"Runs folder {problem}.")
     elif listed.truncated:
@@ -169,7 +170,7 @@ def _folder_notes(root: Path, listed: listing.Listing) -> None:
 def _chart_options() -> None:
     """EMA smoothing, log scale and the x axis, for every chart page (sidebar expander); their
     values persist for the session and sit in the URL. (Heatmaps need no option: run and
-    baseline always share each field's colour scale, :func:`apps.uicharts.colour_domain`.)"""
+    baseline always share each field's colour scale, :func:`apps.views.uicharts.colour_domain`.)"""
     with st.sidebar.expander("Chart options", expanded=False):
         st.slider("Smoothing (EMA weight)", 0.0, 0.99, value=0.0, step=0.01, key=EMA_KEY, persist_state="session",
                   bind="query-params",

@@ -1,0 +1,161 @@
+"""``gdro report RUN_DIR [...]``: the app's figures (:mod:`apps.report.figures`) as static PNGs.
+
+For each run, ``<out>/<method>_seed<seed>/`` (method and seed from the run's config, simulator
+or trainer layout alike: ``method`` or ``method.name``, ``seed`` or ``train.seed``; the folder
+name only when the config names no method) receives traveling_wave.png, lead_lag.png,
+rollout_budget.png, se_proxy.png, outcomes.png, evaluations.png (per-benchmark mean@k / pass@k
+with their 95% intervals, and the latest evaluation as intervals) and step_time.png (seconds
+per step by phase, stacked; total and throughput; each phase's share); with two or more runs,
+``<out>/compare.png`` overlays them. A report never silently replaces another: when a target
+folder already holds figures, nothing is written unless ``--overwrite``. ``<out>`` is
+``reports`` unless ``--out`` says otherwise. A run that cannot be read is reported on one line
+and skipped; nothing is written into run directories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from matplotlib.figure import Figure
+
+from apps.data import identity, loading, study
+from apps.data.colours import group_colours
+from apps.data.groups import Grouping
+from apps.report.figures import (compare_figure, evaluations_figure, lead_lag_figure, outcomes_figure,
+                                 rollout_budget_figure, save_png, se_proxy_figure, step_time_figure,
+                                 traveling_wave_figure)
+from gdro_cli.args import OneLineParser
+from gdro_lab.runformat.runlog import RunData
+
+DEFAULT_OUT = Path("reports")
+
+
+# ----------------------------------------------------------------------------- report folders
+
+def report_names(runs: Mapping[Path, RunData]) -> dict[Path, str]:
+    """Each run's report folder: the app's name of the run (:func:`apps.data.identity.group_runs` over the
+    given runs, labelled by their folders relative to their common parent) as ``<group>_seed<k>``,
+    in letters, digits, ``.``, ``-`` and ``_`` (``study: grpo lr×1`` -> ``study-grpo_lrx1``)."""
+    grouping, labels = _grouping(runs)
+    out = {}
+    for path, label in labels.items():
+        seed = grouping.seed_of.get(label)
+        group = grouping.group_of.get(label, label).replace("×", "x").replace(": ", "-")
+        out[path] = safe_name(group if seed is None else f"{group}_seed{seed}")
+    return out
+
+
+def _grouping(runs: Mapping[Path, RunData]) -> tuple[Grouping, dict[Path, str]]:
+    """The app's grouping of the runs, and each run's label (its folder relative to the runs' common parent)."""
+    paths = [path.resolve() for path in runs]
+    base = Path(os.path.commonpath([str(path.parent) for path in paths])) if paths else Path(".")
+    labels = {path: resolved.relative_to(base).as_posix() for path, resolved in zip(runs, paths)}
+    grouping = identity.group_runs({labels[path]: run.config for path, run in runs.items()},
+                                   producers={labels[path]: str(run.meta.get("producer", "")) for path, run in runs.items()})
+    return grouping, labels
+
+
+def safe_name(label: str) -> str:
+    """A folder name from a run label (letters, digits, dot, dash, underscore)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "run"
+
+
+def unique_name(name: str, taken: Mapping[str, object]) -> str:
+    """``name``, or ``name-2``, ``name-3``... when an earlier run of this report already has it."""
+    candidate, number = name, 2
+    while candidate in taken:
+        candidate, number = f"{name}-{number}", number + 1
+    return candidate
+
+
+def write_report(run: RunData, out_dir: Path, step: int | None = None) -> list[Path]:
+    """Write every per-run figure of ``run`` into ``out_dir``; returns the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, Callable[[], Figure]] = {
+        "traveling_wave": lambda: traveling_wave_figure(run), "lead_lag": lambda: lead_lag_figure(run),
+        "rollout_budget": lambda: rollout_budget_figure(run, step), "se_proxy": lambda: se_proxy_figure(run),
+        "outcomes": lambda: outcomes_figure(run), "evaluations": lambda: evaluations_figure(run),
+        "step_time": lambda: step_time_figure(run)}
+    written = []
+    for name, make in figures.items():
+        target = out_dir / f"{name}.png"
+        save_png(make(), target)
+        written.append(target)
+    return written
+
+
+# ----------------------------------------------------------------------------- command line
+
+def build_parser() -> argparse.ArgumentParser:
+    """Options of ``gdro report``."""
+    parser = OneLineParser(prog="gdro report", description="Static PNG figures of run directories.")
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to draw")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="output folder; each run gets <out>/<method>_seed<seed>/ (default: reports)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace figures already in the output folders (without it, existing figures "
+                             "stop the report before anything is written)")
+    parser.add_argument("--step", type=int, default=None, help="step of the budget frontier (default: last)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry of ``gdro report``: 0 when every run was drawn, 1 when some could not be read."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.out.exists() and not args.out.is_dir():
+        print(f"gdro report: --out {args.out} is a file, not a folder: give a folder for the figures", file=sys.stderr)
+        return 2
+    entries = loading.discover_runs(None, args.run_dirs)
+    if any(Path(args.out).resolve().is_relative_to(entry.path.resolve()) for entry in entries if entry.path.is_dir()):
+        print(f"gdro report: --out {args.out} is inside a run directory; choose a folder outside the runs",
+              file=sys.stderr)
+        return 2
+    readable: dict[Path, RunData] = {}
+    failed = 0
+    for entry in entries:
+        try:
+            run = loading.load_run(entry.path)
+        except loading.RunLoadError as err:
+            print(f"gdro report: skipped: {err}", file=sys.stderr)
+            failed += 1
+            continue
+        if run.steps.size == 0:
+            print(f"gdro report: skipped: {entry.path} has no steps logged yet", file=sys.stderr)
+            failed += 1
+            continue
+        readable[entry.path] = run
+    names = report_names(readable)
+    loaded: dict[str, RunData] = {}
+    for path, run in readable.items():
+        loaded[unique_name(names[path], loaded)] = run
+    targets = {name: args.out / name for name in loaded}
+    if len(loaded) >= 2:
+        targets["compare.png"] = args.out / "compare.png"
+    existing = [path for path in targets.values() if path.exists() and (path.is_file() or any(path.iterdir()))]
+    if existing and not args.overwrite:
+        print(f"gdro report: {existing[0]} already holds a report ({len(existing)} in all): choose another --out "
+              "or pass --overwrite", file=sys.stderr)
+        return 2
+    for name, run in loaded.items():
+        files = write_report(run, targets[name], args.step)
+        print(f"{run.path}: {len(files)} figures in {targets[name]}")
+    if len(loaded) >= 2:
+        grouping, labels = _grouping(readable)
+        by_label = {labels[path]: run for path, run in readable.items()}
+        groups = study.group_runs(by_label, grouping)
+        study_like = any(group.seeds >= 2 for group in groups)
+        figure = compare_figure(loaded, groups, group_colours(grouping)) if study_like \
+            else compare_figure(loaded)  # keyed by report name
+        args.out.mkdir(parents=True, exist_ok=True)
+        save_png(figure, args.out / "compare.png")
+        print(f"compare: {args.out / 'compare.png'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
