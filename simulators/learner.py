@@ -185,11 +185,6 @@ class Learner:
             out["memorisation_gap"] = out["accuracy"] - out["test/accuracy"]
         return out
 
-    def group_accuracy(self) -> np.ndarray:
-        w = self.world
-        return np.bincount(w.group_P, weights=self.success_prob(), minlength=self.config.num_groups) / np.maximum(
-            w.sizes_K, 1)
-
     def state_dict(self) -> dict[str, Any]:
         return {"shared": float(self.shared), "group_skill": self.group_skill_K.copy(),
                 "prompt_skill": self.prompt_skill_P.copy()}

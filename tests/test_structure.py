@@ -257,7 +257,7 @@ def core_layer(path: str) -> int | None:
     return None
 
 
-def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+def core_layer_violations(graph: dict[str, set[str]]) -> list[str]:
     """'a imports b' for every core file that imports a core file of a higher layer."""
     found = []
     for path, targets in graph.items():
@@ -275,7 +275,7 @@ def test_the_core_is_layered() -> None:
     graph, _ = import_graph(ROOT, ("gdro_lab",))
     unplaced = [p for p in graph if core_layer(p) is None and not p.endswith("/__init__.py")]
     assert unplaced == [], "place every core file in a layer of CORE_LAYERS"
-    assert layer_violations(graph) == []
+    assert core_layer_violations(graph) == []
 
 
 # ----------------------------------------------------------------------------- shims
@@ -428,5 +428,5 @@ def test_the_shim_layer_and_cli_checks_can_fail(tmp_path: Path) -> None:
                                              "simulators/shim.py:1 re-exports simulators.lib.VALUE"]
     assert through_imports(tmp_path, packages) == ["simulators/user.py:1 imports VALUE through simulators.exported"]
     graph, _ = import_graph(tmp_path, packages)
-    assert layer_violations(graph) == ["gdro_lab/allocation/a.py imports gdro_lab/controllers/c.py"]
+    assert core_layer_violations(graph) == ["gdro_lab/allocation/a.py imports gdro_lab/controllers/c.py"]
     assert cli_modules(tmp_path) == {"gdro_cli/main.py", "simulators/run.py"}

@@ -40,7 +40,6 @@ def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, c
         return
 
     def body() -> None:
-        from apps.views import uicharts
 
         shown = chosen.shown
         columns = st.columns(len(shown)) if len(shown) > 1 else [st.container()]

@@ -22,7 +22,7 @@ Without ``prompt_ids`` both plan n_bar for every prompt (no history to read).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -22,7 +22,7 @@ into any numbering of the same ids.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -35,7 +35,7 @@ the rollouts and tokens generated and those trained on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 

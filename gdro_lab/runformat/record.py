@@ -6,7 +6,6 @@ fields computed by the same diagnostics.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 from typing import Any
@@ -94,13 +93,6 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
         n_G = [n_bar if math.isnan(r) else r for r in rollouts_G.tolist()]
         scalars.update(_se(share_G, sigma, n_G, n_bar, n_min, n_max))
     return scalars, bins_out
-
-
-@functools.lru_cache(maxsize=8)
-def _bin_index(num_bins: int) -> np.ndarray:
-    index = np.arange(num_bins, dtype=float)
-    index.flags.writeable = False
-    return index
 
 
 def _weights(weights_G: np.ndarray) -> np.ndarray:

@@ -226,16 +226,6 @@ def rarity_hardness_corr(sizes_K: np.ndarray, ranks_K: np.ndarray) -> float:
     return float(value) if np.isfinite(value) else 0.0
 
 
-def simulate_counts(values: dict[str, float], ranks_K: np.ndarray, group_P: np.ndarray, samples_P: np.ndarray,
-                    rng: np.random.Generator) -> np.ndarray:
-    """Successes per prompt drawn from the model (synthetic data of a known world)."""
-    e = rng.pareto(values["prompt_difficulty_tail"], group_P.size)
-    d = group_offsets(values, ranks_K)[group_P] + values["prompt_difficulty_scale"] * e
-    draw = rng.random(group_P.size)
-    d = d + SHIFT * (draw < values["unsolvable_frac"]) - SHIFT * (draw >= 1.0 - values["always_solved_frac"])
-    return rng.binomial(samples_P, expit(-d))
-
-
 @dataclass
 class DifficultyFit:
     """Stage-1 result: estimates (world fields), posterior draws, and what the report plots."""

@@ -79,18 +79,6 @@ def read_samples(paths: Sequence[Path]) -> SuccessCounts:
                          np.array([successes[i] for i in ids], np.int64), np.array([samples[i] for i in ids], np.int64))
 
 
-def samples_temperature(paths: Sequence[Path]) -> float | None:
-    """The sampling temperature of the eval that wrote the samples (its config.json), when known."""
-    for given in paths:
-        folder = samples_file(Path(given)).parent
-        try:
-            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-            return float(config["eval"]["temperature"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return None
-
-
 @dataclass
 class SweepRun:
     """One GRPO run of the sweep.

@@ -26,14 +26,11 @@ the per-draw gain and the draw's parameter values).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

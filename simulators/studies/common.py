@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -11,7 +10,7 @@ import numpy as np
 
 from gdro_lab import ConfigError
 from simulators.config import SimConfig
-from simulators.parallel import Job, RunSummary, run_jobs
+from simulators.parallel import Job, RunSummary
 from simulators.world import WorldConfig
 from studykit.lrgrid import sqrt2_grid
 
@@ -80,21 +79,6 @@ def job(settings: StudySettings, config: SimConfig, out_dir: Path, snapshots: bo
     """A run_jobs job: ``config`` into ``out_dir``, writing snapshots only for seeds < snapshot_seeds
     (and only where ``snapshots``); the config itself is the same for every seed."""
     return (config, out_dir, snapshots and config.seed < settings.snapshot_seeds)
-
-
-def run_methods(settings: StudySettings, methods: Sequence[str], description: str, subdir: str = ""
-                ) -> tuple[dict[str, list[RunSummary]], float]:
-    """Run every (method, seed) into out/runs/[subdir/]<method>/seed<k>; results grouped by method, wall time."""
-    root = settings.out / "runs" / subdir if subdir else settings.out / "runs"
-    jobs = [job(settings, sim_config(settings, m, s), root / m / f"seed{s}")
-            for m in methods for s in range(settings.seeds)]
-    start = time.perf_counter()
-    results = run_jobs(jobs, workers=settings.workers, progress=settings.progress, description=description)
-    wall = time.perf_counter() - start
-    grouped: dict[str, list[RunSummary]] = {m: [] for m in methods}
-    for summary in results:
-        grouped[summary.method].append(summary)
-    return grouped, wall
 
 
 def final_eval(runs: Sequence[RunSummary], name: str) -> np.ndarray:
