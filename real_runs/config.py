@@ -115,7 +115,7 @@ class RolloutConfig:
     reward_workers: int | None = None
     """Worker processes of the math reward (math-verify under a hard timeout): an integer >= 1, or
     None (the default; leave the key out, TOML has no null) = one per usable core
-    (``real_runs.reward.MathReward``; scoring is CPU-bound)."""
+    (``real_runs.rewards.math.MathReward``; scoring is CPU-bound)."""
     reward_timeout_s: float = 5.0
     """Hard wall-clock limit to score one response; a timeout scores -1 and is counted."""
 

@@ -33,7 +33,8 @@ from real_runs.data import BENCHMARKS, DataError, format_prompt, load_dataset_re
 from real_runs.engines import make_engine
 from real_runs.evaluate import evaluation_metrics, sample_metrics, worst_names
 from real_runs.models import ModelError, load_policy
-from real_runs.reward import ChoiceReward, MathReward, reward_kind
+from real_runs.rewards.choice import ChoiceReward, reward_kind
+from real_runs.rewards.math import MathReward
 from real_runs.rewards.pool import PoolStartError
 from real_runs.types import Problem, SamplingParams
 

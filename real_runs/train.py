@@ -239,7 +239,7 @@ def _rewards(cfg: TrainConfig, reward: Reward | None) -> tuple[Reward, Reward | 
     objects to close). A reward passed in scores both; ``rollout.reward=toy`` scores training only."""
     if reward is not None:
         return reward, reward, []
-    from real_runs.reward import MathReward
+    from real_runs.rewards.math import MathReward
     if cfg.rollout.reward == "toy":
         from real_runs.rewards.toy import ToyOddsReward
         print("gdro train: rollout.reward=toy: a toy reward with known per-prompt odds, NOT the math reward "
@@ -473,7 +473,7 @@ def _loop(cfg: TrainConfig, writer: RunWriter, start: int, stop_after: int | Non
             times.add_step(timer.seconds)
             if cfg.eval.every and (step % cfg.eval.every == 0 or step == tc.steps):
                 if eval_reward is None:
-                    from real_runs.reward import MathReward
+                    from real_runs.rewards.math import MathReward
                     eval_reward = MathReward(timeout_s=cfg.rollout.reward_timeout_s, num_workers=cfg.rollout.reward_workers)
                     owned.append(eval_reward)
                 with timer("eval"), torch.no_grad(), autocast():
@@ -586,7 +586,7 @@ def evaluate(cfg: TrainConfig, engine: Any, tokenizer: Any, problems: Sequence[P
     """
     from real_runs.eval_cli import generate_and_score, stats_metrics
     from real_runs.evaluate import evaluation_metrics
-    from real_runs.reward import ChoiceReward
+    from real_runs.rewards.choice import ChoiceReward
     ec = cfg.eval
     start = time.perf_counter()
     sampling = SamplingParams(temperature=ec.temperature, top_p=ec.top_p, top_k=ec.top_k,

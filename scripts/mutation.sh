@@ -39,7 +39,7 @@
 #   real_runs/batching.py      tests/real_runs/test_silent_bugs.py's update/mask tests + test_train.py's unit tests
 #   real_runs/train.py         tests/real_runs/test_silent_bugs.py + test_train.py's short runs
 #   real_runs/engines/hf.py    tests/real_runs/test_engine_hf.py, test_engine_hf_units.py, test_silent_bugs.py's temperature test
-#   real_runs/reward.py        tests/real_runs/test_reward.py (its 10,000-response stress test excluded)
+#   real_runs/rewards/{math,choice}.py   tests/real_runs/test_reward.py (its 10,000-response stress test excluded)
 #   real_runs/rewards/{verdicts,math_task,pool}.py   test_reward_inprocess.py + test_reward.py -m "not slow"
 #                              (math_task and the pool's worker loop run in worker processes, which mutmut's
 #                              call tracing does not see: test_reward_inprocess.py calls them in-process)
@@ -79,7 +79,7 @@ case "$target" in
   real_runs/engines/hf.py)
     tests=("$T/test_engine_hf.py" "$T/test_engine_hf_units.py"
            "$T/test_silent_bugs.py::test_hf_engine_samples_follow_softmax_of_logits_over_temperature") ;;
-  real_runs/reward.py)
+  real_runs/rewards/math.py|real_runs/rewards/choice.py)
     tests=("$T/test_reward.py" "--deselect" "$T/test_reward.py::test_ten_thousand_responses_without_a_hang") ;;
   real_runs/rewards/verdicts.py|real_runs/rewards/math_task.py|real_runs/rewards/pool.py)
     # The in-process tests (math_task and the worker loop run in pytest's main thread, where mutmut traces

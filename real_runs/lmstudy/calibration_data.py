@@ -67,7 +67,8 @@ def warm_start_eval(cfg: study.StudyConfig, out: Path, warm_path: Path, k: int =
     from real_runs.eval_cli import generate_and_score
     from real_runs.evaluate import evaluation_metrics
     from real_runs.lmstudy.warmstart import load_warm_start
-    from real_runs.reward import ChoiceReward, MathReward
+    from real_runs.rewards.choice import ChoiceReward
+    from real_runs.rewards.math import MathReward
     from real_runs.types import SamplingParams
 
     target = out / "warmstart-eval"

@@ -203,7 +203,7 @@ def run_one(cfg: StudyConfig, name: str, seed: int, out: Path, warm_path: Path, 
     """One training run in this process (called in a worker): returns its run directory."""
     _worker_setup(cfg)
     from real_runs.lmstudy.warmstart import load_warm_start
-    from real_runs.reward import MathReward
+    from real_runs.rewards.math import MathReward
     from real_runs.train import main as train_main
 
     target = out / run_name(name, seed)
@@ -228,7 +228,7 @@ def initial_eval(cfg: StudyConfig, seed: int, out: Path, warm_path: Path) -> str
     _worker_setup(cfg)
     from real_runs.engines import make_engine
     from real_runs.lmstudy.warmstart import load_warm_start
-    from real_runs.reward import MathReward
+    from real_runs.rewards.math import MathReward
     from real_runs.train import evaluate
 
     target = out / f"initial-s{seed}.json"

@@ -147,7 +147,7 @@ def test_reward_workers_default_to_one_per_usable_core(monkeypatch):
     usable core; an integer is passed through; None survives config.json."""
     import json
 
-    from real_runs import reward as R
+    from real_runs.rewards import math as R
     from real_runs import train
     cfg = C.load_config("tiny-cpu", ["rollout.reward=math"])
     assert cfg.rollout.reward_workers is None

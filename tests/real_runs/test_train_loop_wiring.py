@@ -514,7 +514,7 @@ def test_a_reward_passed_in_scores_the_evaluation_and_the_math_reward_gets_the_c
     """A reward passed to main scores the evaluation's responses too (it sees the evaluation's
     answers); with rollout.reward=toy (training only) the evaluation's math reward is built with
     rollout.reward_timeout_s and rollout.reward_workers and closed at the end."""
-    import real_runs.reward
+    import real_runs.rewards.math
 
     torch.set_num_threads(1)
     problems = [Problem(f"toy:eval:{i}", f"Count to {i}.", f"4{i}", "toy", "toy") for i in range(2)]
@@ -543,7 +543,7 @@ def test_a_reward_passed_in_scores_the_evaluation_and_the_math_reward_gets_the_c
             self.kwargs = kwargs
             built.append(self)
 
-    monkeypatch.setattr(real_runs.reward, "MathReward", FakeMath)
+    monkeypatch.setattr(real_runs.rewards.math, "MathReward", FakeMath)
     train.main(tiny(tmp_path, "train.steps=1", "train.run_name=toy", "rollout.reward=toy", "eval.every=1", "eval.k=1",
                     "eval.max_new_tokens=2", "rollout.reward_timeout_s=2.5", "rollout.reward_workers=1"),
                train_records=RECORDS, eval_records={"toy": problems})

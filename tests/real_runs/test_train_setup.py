@@ -196,7 +196,7 @@ def test_the_toy_reward_trains_says_so_on_stderr_and_leaves_evaluation_to_the_ma
 
 
 def test_the_math_reward_gets_the_configured_timeout_and_workers_and_is_owned_by_the_trainer(monkeypatch):
-    import real_runs.reward
+    import real_runs.rewards.math
 
     made: list = []
 
@@ -204,7 +204,7 @@ def test_the_math_reward_gets_the_configured_timeout_and_workers_and_is_owned_by
         def __init__(self, *args, **kwargs):
             made.append((args, kwargs))
 
-    monkeypatch.setattr(real_runs.reward, "MathReward", RecordingMathReward)   # no worker pool starts
+    monkeypatch.setattr(real_runs.rewards.math, "MathReward", RecordingMathReward)   # no worker pool starts
     training, evaluation, owned = train._rewards(tiny("rollout.reward=math", "rollout.reward_timeout_s=7.5",
                                                       "rollout.reward_workers=3"), None)
     assert made == [((), {"timeout_s": 7.5, "num_workers": 3})]
