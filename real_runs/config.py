@@ -341,7 +341,7 @@ class TrainLoopConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """Periodic evaluation (``real_runs.evaluate``; metrics go to eval.jsonl)."""
+    """Periodic evaluation (``real_runs.eval_scoring.evaluate``; metrics go to eval.jsonl)."""
 
     every: int = 50
     """Evaluate every this many steps and at the end (0 = never)."""

@@ -61,6 +61,7 @@ from real_runs import loss as L
 from real_runs import preflight
 from real_runs.batching import DataOrder, RolloutBatch, Timer, micro_batches, peak_memory_gb, response_logprobs  # noqa: F401
 from real_runs.config import TrainConfig, config_from_dict, config_to_dict
+from real_runs.eval_scoring import evaluate
 from real_runs.overhead import RunClock, RunTimes, logged_elapsed
 from real_runs.preflight import TrainError
 from real_runs.sinks import Sinks, check_sinks
@@ -575,26 +576,3 @@ def trained_rows(batch: RolloutBatch, engine_logprobs: Sequence[np.ndarray], kee
                          batch.lengths[rows], batch.advantages[rows], batch.pad_id),
             [engine_logprobs[r] for r in rows.tolist()])
 
-
-def evaluate(cfg: TrainConfig, engine: Any, tokenizer: Any, problems: Sequence[Problem], reward: Reward,
-             step: int) -> dict[str, float]:
-    """k samples per evaluation problem at the validation sampling; the metrics of ``real_runs.evaluate``
-    (``{bench}/mean@k``, ``{bench}/pass@k``, pooled, worst group / benchmark, 95% bootstrap bounds,
-    and the sample statistics of ``sample_metrics``: the same names and definitions as ``gdro eval``).
-
-    Math problems are scored by ``reward``, multiple-choice ones (GPQA) by ``ChoiceReward``.
-    """
-    from real_runs.eval_cli import generate_and_score, stats_metrics
-    from real_runs.evaluate import evaluation_metrics
-    from real_runs.rewards.choice import ChoiceReward
-    ec = cfg.eval
-    start = time.perf_counter()
-    sampling = SamplingParams(temperature=ec.temperature, top_p=ec.top_p, top_k=ec.top_k,
-                              max_new_tokens=ec.max_new_tokens, seed=cfg.train.seed * 1_000_003 + 500_000 + step)
-    successes_R, stats, _ = generate_and_score(problems, engine, tokenizer, ec.k, sampling,
-                                               batch_prompts=cfg.train.prompts_per_step,
-                                               rewards={"math": reward, "choice": ChoiceReward()}, log=lambda *_: None)
-    metrics = evaluation_metrics(successes_R, np.full(len(problems), ec.k), [p.source for p in problems],
-                                 [p.group for p in problems], ec.k, seed=cfg.train.seed + step)
-    metrics.update(stats_metrics(stats, len(problems) * ec.k, time.perf_counter() - start))
-    return metrics

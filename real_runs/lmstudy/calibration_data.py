@@ -64,8 +64,8 @@ def warm_start_eval(cfg: study.StudyConfig, out: Path, warm_path: Path, k: int =
     from gdro_lab import RunWriter
     from real_runs.data import format_prompt
     from real_runs.engines import make_engine
-    from real_runs.eval_cli import generate_and_score
-    from real_runs.evaluate import evaluation_metrics
+    from real_runs.eval_metrics import evaluation_metrics
+    from real_runs.eval_scoring import generate_and_score
     from real_runs.lmstudy.warmstart import load_warm_start
     from real_runs.rewards.choice import ChoiceReward
     from real_runs.rewards.math import MathReward

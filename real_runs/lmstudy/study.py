@@ -227,9 +227,9 @@ def initial_eval(cfg: StudyConfig, seed: int, out: Path, warm_path: Path) -> str
     """Seed ``seed``'s warm start evaluated on both held-out halves (step 0), with the trainer's evaluator."""
     _worker_setup(cfg)
     from real_runs.engines import make_engine
+    from real_runs.eval_scoring import evaluate
     from real_runs.lmstudy.warmstart import load_warm_start
     from real_runs.rewards.math import MathReward
-    from real_runs.train import evaluate
 
     target = out / f"initial-s{seed}.json"
     if target.is_file():

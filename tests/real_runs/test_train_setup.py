@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from gdro_lab.runlog import RunLock, RunWriter, read_run  # noqa: E402
-from real_runs import preflight, train  # noqa: E402
+from real_runs import eval_scoring, preflight, train  # noqa: E402
 from real_runs.config import config_to_dict, load_config  # noqa: E402
 from real_runs.preflight import TrainError  # noqa: E402
 from real_runs.types import Problem, RewardResult, Rollouts  # noqa: E402
@@ -282,7 +282,7 @@ def test_evaluate_samples_each_problem_k_times_with_the_eval_settings_and_logs_t
     train.seed + step: enough prompts that another seed moves some bounds), the sample counts and
     the time; nothing is printed."""
     from real_runs.data import INSTRUCTION
-    from real_runs.evaluate import evaluation_metrics
+    from real_runs.eval_metrics import evaluation_metrics
 
     cfg = tiny("eval.k=3", "eval.temperature=0.7", "eval.top_p=0.9", "eval.top_k=5", "eval.max_new_tokens=7",
                "train.prompts_per_step=2", "train.seed=4")
@@ -298,7 +298,7 @@ def test_evaluate_samples_each_problem_k_times_with_the_eval_settings_and_logs_t
     assert successes[:15].tolist() == [1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1]
     engine = ScriptedEngine()
     started = time.perf_counter()
-    metrics = train.evaluate(cfg, engine, TemplateTokenizer(), problems, BoxedEquals(), step=6)
+    metrics = eval_scoring.evaluate(cfg, engine, TemplateTokenizer(), problems, BoxedEquals(), step=6)
     wall = time.perf_counter() - started
     assert capsys.readouterr().out == ""
     assert [len(prompts) for prompts, _, _ in engine.calls] == [2] * 7 + [1]
@@ -326,13 +326,13 @@ def test_evaluate_samples_each_problem_k_times_with_the_eval_settings_and_logs_t
     assert 0.0 < metrics["time/eval"] <= wall
 
     again = ScriptedEngine()
-    repeat = train.evaluate(cfg, again, TemplateTokenizer(), problems, BoxedEquals(), step=6)
+    repeat = eval_scoring.evaluate(cfg, again, TemplateTokenizer(), problems, BoxedEquals(), step=6)
     np.testing.assert_equal({k: v for k, v in repeat.items() if k != "time/eval"},
                             {k: v for k, v in metrics.items() if k != "time/eval"})
     assert [s.seed for _, _, s in again.calls] == seeds
     later = ScriptedEngine()
-    train.evaluate(cfg, later, TemplateTokenizer(), problems, BoxedEquals(), step=7)
+    eval_scoring.evaluate(cfg, later, TemplateTokenizer(), problems, BoxedEquals(), step=7)
     assert not {s.seed for _, _, s in later.calls} & set(seeds)
     seed0 = ScriptedEngine()          # train.seed 0 at step 1: a valid seed too (numpy refuses negative ones)
-    train.evaluate(tiny("eval.k=1", "train.seed=0"), seed0, TemplateTokenizer(), problems[:1], BoxedEquals(), step=1)
+    eval_scoring.evaluate(tiny("eval.k=1", "train.seed=0"), seed0, TemplateTokenizer(), problems[:1], BoxedEquals(), step=1)
     assert isinstance(seed0.calls[0][2].seed, int)
