@@ -115,7 +115,7 @@ def fit_child(arm: str, folder: Path, steps: int) -> None:
     import ray
     from verl.trainer.main_ppo import run_ppo
 
-    from real_runs.verl.main import _GDROTaskRunner, check_launch_config
+    from real_runs.verl.runner import _GDROTaskRunner, check_launch_config
 
     config = cpu.compose([*cpu.cpu_overrides(2), *smoke.overrides(folder, steps, save_freq=-1, ranks=2),
                           "trainer.resume_mode=disable", "trainer.logger=[console,file]",

@@ -193,7 +193,7 @@ def test_secrets_runner_keeps_options_run_ppo_adds():
 
 
 def test_the_task_runner_takes_the_secrets_into_its_environment(monkeypatch):
-    from real_runs.verl.main import _GDROTaskRunner
+    from real_runs.verl.runner import _GDROTaskRunner
 
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     _GDROTaskRunner({"WANDB_API_KEY": "k"})

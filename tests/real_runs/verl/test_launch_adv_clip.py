@@ -14,7 +14,7 @@ from verl.trainer.ppo import ray_trainer  # noqa: E402
 
 from real_runs.verl import VerlPluginError  # noqa: E402
 from real_runs.verl import batch as vb  # noqa: E402
-from real_runs.verl.main import check_launch_config  # noqa: E402
+from real_runs.verl.runner import check_launch_config  # noqa: E402
 from real_runs.verl.trainer import GDRORayPPOTrainer, controller_from_config  # noqa: E402
 from verl_helpers import compose_config, prompt_batch, with_rewards  # noqa: E402
 

@@ -19,7 +19,7 @@ from verl.trainer.ppo import core_algos  # noqa: E402
 
 from real_runs import loss as L  # noqa: E402
 from real_runs.verl import VerlPluginError  # noqa: E402
-from real_runs.verl.main import check_launch_config  # noqa: E402
+from real_runs.verl.runner import check_launch_config  # noqa: E402
 from real_runs.verl.trainer import LINEAR_LOSS_MODES  # noqa: E402
 from verl_helpers import compose_config  # noqa: E402
 

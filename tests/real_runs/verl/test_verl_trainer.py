@@ -18,7 +18,7 @@ from verl.trainer.ppo import ray_trainer  # noqa: E402
 from gdro_lab.runlog import read_run  # noqa: E402
 from real_runs.verl import VerlPluginError  # noqa: E402
 from real_runs.verl import batch as vb  # noqa: E402
-from real_runs.verl.main import check_launch_config  # noqa: E402
+from real_runs.verl.runner import check_launch_config  # noqa: E402
 from real_runs.verl.state import (CTRL_FILE, check_unlocked, load_controller_state,  # noqa: E402
                                   save_controller_state)
 from real_runs.verl.trainer import GDRORayPPOTrainer, controller_from_config, restore_controllers  # noqa: E402
