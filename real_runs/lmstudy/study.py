@@ -157,7 +157,7 @@ def label_matched(run_dir: Path) -> bool:
     """Give a finished step-matched run's config.json its top-level ``matched_to`` / ``match`` keys
     (:data:`MATCH_LABELS`, by the run's name ``<name>-s<seed>``), so that the app names it
     "grpo matched_to=prompt_gdro match=second_moment" rather than by its ``adv_scale``. The trainer's
-    config has no such keys (``real_runs.train.load_run_config`` ignores them); idempotent, atomic
+    config has no such keys (``real_runs.train_setup.load_run_config`` ignores them); idempotent, atomic
     (a temporary file renamed over config.json). True when it wrote."""
     import os
 

@@ -148,7 +148,7 @@ def test_reward_workers_default_to_one_per_usable_core(monkeypatch):
     import json
 
     from real_runs.rewards import math as R
-    from real_runs import train
+    from real_runs import train_setup
     cfg = C.load_config("tiny-cpu", ["rollout.reward=math"])
     assert cfg.rollout.reward_workers is None
     assert C.config_from_dict(json.loads(json.dumps(C.config_to_dict(cfg)))).rollout.reward_workers is None
@@ -161,6 +161,6 @@ def test_reward_workers_default_to_one_per_usable_core(monkeypatch):
 
     monkeypatch.setattr(R, "TimedPool", FakePool)
     monkeypatch.setattr(R, "available_cores", lambda: 7)
-    train._rewards(cfg, None)
-    train._rewards(C.load_config("tiny-cpu", ["rollout.reward=math", "rollout.reward_workers=3"]), None)
+    train_setup.make_rewards(cfg, None)
+    train_setup.make_rewards(C.load_config("tiny-cpu", ["rollout.reward=math", "rollout.reward_workers=3"]), None)
     assert pools == [7, 3]
