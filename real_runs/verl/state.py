@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from gdro_lab.runlog import LOCK_FILE, RunLockedError, decode_state, encode_state, lock_holder
+from gdro_lab.runlog import RunLockedError, decode_state, encode_state, lock_holder
 from gdro_lab.runlog import RunLock as CoreRunLock
 from real_runs.verl import VerlPluginError
 
