@@ -93,8 +93,9 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
         run_dir = preflight.check_output(cfg)   # before the model and the data load
     try:
         preflight.check_device(cfg)
-        run = build(cfg, Given(model, tokenizer, train_records, eval_records, reward, engine, warm_start),
-                    resuming=resume is not None)
+        given = Given(model=model, tokenizer=tokenizer, train_records=train_records, eval_records=eval_records,
+                      reward=reward, engine=engine, warm_start=warm_start)
+        run = build(cfg, given, resuming=resume is not None)
         if lock is None:   # a new run: its folder is created and claimed only now that everything loaded
             lock = preflight.claim_run_dir(run_dir)
         open_run_dir(run, run_dir, lock, resuming=resume is not None, started=started)
