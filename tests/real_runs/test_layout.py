@@ -63,7 +63,8 @@ def reexports(root: Path) -> list[str]:
         used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
         rel = path.relative_to(root).as_posix()
         for node in tree.body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
                 found.append(f"{rel}:{node.lineno}: __all__")
             if not isinstance(node, (ast.Import, ast.ImportFrom)) or getattr(node, "module", None) == "__future__":
                 continue
@@ -89,7 +90,7 @@ def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
     files = {
         "real_runs/__init__.py": "",
         "real_runs/train_cli.py": "from gdro_cli.args import OneLineParser\nOneLineParser\n",    # a command: allowed
-        "real_runs/lib.py": "def f():\n    from real_runs.train_cli import run\n    return run\n",  # late import of a CLI
+        "real_runs/lib.py": "def f():\n    from real_runs.train_cli import run\n    return run\n",  # a late CLI import
         "real_runs/verl/__init__.py": "",
         "real_runs/verl/cpu.py": "from . import main\nmain\n",                                # the verl launcher
         "real_runs/shim.py": "from real_runs.lib import f  # noqa: F401\n__all__ = ['f']\n",   # a re-export
