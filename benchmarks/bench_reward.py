@@ -51,7 +51,10 @@ def realistic(prompts: int, seed: int) -> dict[str, list[str]]:
 
 def worker(args: argparse.Namespace) -> None:
     """Read the batches (stdin's first line), then score the batch named on each further line; JSON answers."""
-    from real_runs.reward import MathReward
+    try:
+        from real_runs.rewards.math import MathReward
+    except ImportError:  # a --ref tree from before the rewards package: its MathReward is in real_runs/reward.py
+        from real_runs.reward import MathReward  # type: ignore[no-redef]
 
     batches = json.loads(sys.stdin.readline())
     start = time.perf_counter()
@@ -118,7 +121,7 @@ def checkout(commit: str, into: Path) -> Path:
 def legacy_cases(args: argparse.Namespace) -> list[tuple[str, int, float, dict]]:
     """The earlier table's MATH-500 cases, on this tree."""
     from real_runs.data import data_root, load_dataset_records
-    from real_runs.reward import MathReward
+    from real_runs.rewards.math import MathReward
     from real_runs.rewards.pool import TimedPool
 
     problems = load_dataset_records("math500")

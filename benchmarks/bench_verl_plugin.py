@@ -54,10 +54,10 @@ def main() -> None:
         return fit_benchmark(args.arms.split(","), args.fit_steps, args.rounds, args.out)
     import torch
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+    from verl_helpers import compose_config, prompt_batch, with_rewards
 
     from real_runs.verl import batch as vb
     from real_runs.verl.trainer import controller_from_config
-    from verl_helpers import compose_config, prompt_batch, with_rewards
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -115,7 +115,7 @@ def fit_child(arm: str, folder: Path, steps: int) -> None:
     import ray
     from verl.trainer.main_ppo import run_ppo
 
-    from real_runs.verl.main import _GDROTaskRunner, check_launch_config
+    from real_runs.verl.runner import _GDROTaskRunner, check_launch_config
 
     config = cpu.compose([*cpu.cpu_overrides(2), *smoke.overrides(folder, steps, save_freq=-1, ranks=2),
                           "trainer.resume_mode=disable", "trainer.logger=[console,file]",

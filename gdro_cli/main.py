@@ -6,7 +6,7 @@ Subcommands:
   gdro report RUN_DIR [...]     static PNG figures of run directories (apps/report/)
   gdro eval --model M [...]     mean@k / pass@k / worst group on math benchmarks (real_runs/)
   gdro train CONFIG [k=v ...]   GRPO / Prompt-GDRO / Rollout-GDRO / joint on a language model (real_runs/)
-  gdro export RUN_DIR OUT       a run's checkpoint as a Hugging Face folder (real_runs/export.py)
+  gdro export RUN_DIR OUT       a run's checkpoint as a Hugging Face folder (real_runs/export_cli.py)
   gdro sweep [...]              grid x seeds sweep of simulator knobs (simulators/)
   gdro study lm [--quick]       learning study on CPU: GRPO vs GDRO on a small Qwen3 (real_runs/lmstudy/)
   gdro arena [--update-reports] the allocation arena: simulator worlds + CPU LM study -> reports/arena
@@ -26,7 +26,7 @@ COMMANDS = {
     "report": ("apps.report.cli", "main", "static PNG figures for run directories"),
     "eval": ("real_runs.eval_cli", "main", "mean@k / pass@k / worst group of a model on math benchmarks"),
     "train": ("real_runs.train_cli", "main", "train a model: GRPO, Prompt-GDRO, Rollout-GDRO, joint"),
-    "export": ("real_runs.export", "main", "a run's checkpoint as a Hugging Face folder (eval, vLLM)"),
+    "export": ("real_runs.export_cli", "main", "a run's checkpoint as a Hugging Face folder (eval, vLLM)"),
     "study": ("real_runs.lmstudy.cli", "main", "learning study on CPU: GRPO vs GDRO on a small Qwen3"),
     "arena": ("gdro_cli.arena", "main", "allocation arena: Knapsack-RL, VIP, DAPO, GRESO, per-prompt GDRO vs GRPO"),
     "calibrate": ("simulators.calibrate.cli", "calibrate_main", "fit the simulator world to a real model (eval + lr sweep)"),

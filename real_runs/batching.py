@@ -1,5 +1,6 @@
 """Batching helpers of the trainer: data order, micro-batches by token budget, teacher-forced
-log-probs of responses, the step's rollouts as tensors, phase timers (used by real_runs/train.py).
+log-probs of responses, the step's rollouts as tensors, phase timers (used by real_runs/train.py,
+train_setup.py and ppo.py).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from gdro_lab._validate import ConfigError, require, require_choice, require_int, require_range
-from gdro_lab.methods import MethodSpec, real_methods, resolve_method
 from gdro_lab.controllers.registry import REGISTRY, make_config
+from gdro_lab.methods import MethodSpec, real_methods, resolve_method
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
@@ -115,7 +115,7 @@ class RolloutConfig:
     reward_workers: int | None = None
     """Worker processes of the math reward (math-verify under a hard timeout): an integer >= 1, or
     None (the default; leave the key out, TOML has no null) = one per usable core
-    (``real_runs.reward.MathReward``; scoring is CPU-bound)."""
+    (``real_runs.rewards.math.MathReward``; scoring is CPU-bound)."""
     reward_timeout_s: float = 5.0
     """Hard wall-clock limit to score one response; a timeout scores -1 and is counted."""
 
@@ -341,7 +341,7 @@ class TrainLoopConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """Periodic evaluation (``real_runs.evaluate``; metrics go to eval.jsonl)."""
+    """Periodic evaluation (``real_runs.eval_scoring.evaluate``; metrics go to eval.jsonl)."""
 
     every: int = 50
     """Evaluate every this many steps and at the end (0 = never)."""

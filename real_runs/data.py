@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from real_runs.reward import extract_last_boxed
+from real_runs.rewards.math import extract_last_boxed
 from real_runs.types import Problem
 
 LOG = logging.getLogger("real_runs.data")

@@ -5,9 +5,10 @@
 
 Default sampling is the paper's validation sampling (temperature 0.6, top-p 0.8, top-k 20;
 paper.md section 3) with the released scripts' 4,096 response tokens. Each prompt gets ``--n``
-samples (default ``--k``); metrics are those of :mod:`real_runs.evaluate`. Results go to
-``eval.jsonl`` of a new run directory (``--out``, written by ``RunWriter.log_eval``) or are
-appended to an existing trainer run (``--run``) (see :func:`append_eval`). The record's step is
+samples (default ``--k``), drawn and scored by :mod:`real_runs.eval_scoring`; the metrics are those
+of :mod:`real_runs.eval_metrics`. Results go to ``eval.jsonl`` of a new run directory (``--out``,
+written by ``RunWriter.log_eval``) or are appended to an existing trainer run (``--run``) (see
+:func:`append_eval`). The record's step is
 ``--step`` if given, else the checkpoint's step when ``--model`` is a gdro train checkpoint
 (``RUN_DIR/checkpoints/step_00000006`` is step 6; a RUN_DIR means its newest checkpoint), else
 the latest step of ``--run``, else 0. Bad input is a one-line error and exit code 2.
@@ -25,15 +26,17 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import math_verify  # noqa: F401  (imported here so a missing one gets the `train` extra hint)
+import math_verify  # noqa: F401  (a dependency check: without it gdro eval stops here, with the `train` extra hint)
 import numpy as np
 
 from gdro_lab.runformat.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable
-from real_runs.data import BENCHMARKS, DataError, format_prompt, load_dataset_records
+from real_runs.data import BENCHMARKS, DataError, load_dataset_records
 from real_runs.engines import make_engine
-from real_runs.evaluate import evaluation_metrics, sample_metrics, worst_names
+from real_runs.eval_metrics import evaluation_metrics, worst_names
+from real_runs.eval_scoring import generate_and_score, stats_metrics
 from real_runs.models import ModelError, load_policy
-from real_runs.reward import ChoiceReward, MathReward, reward_kind
+from real_runs.rewards.choice import ChoiceReward, reward_kind
+from real_runs.rewards.math import MathReward
 from real_runs.rewards.pool import PoolStartError
 from real_runs.types import Problem, SamplingParams
 
@@ -177,53 +180,6 @@ def load_problems(names: Sequence[str], limit: int | None) -> list[Problem]:
     if not problems:
         raise EvalError(f"no usable problems in {', '.join(names)}: check the data files")
     return problems
-
-
-def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any, n: int,
-                       sampling: SamplingParams, batch_prompts: int, rewards: dict[str, Any],
-                       log=print, keep_samples: bool = False
-                       ) -> tuple[np.ndarray, dict[str, float], list[dict[str, Any]]]:
-    """Generate n samples per problem in chunks and score them; returns (successes_R, stats, samples).
-
-    ``samples`` (id, sample index, success, text, group label and source per response) is filled only with
-    ``keep_samples`` (``gdro calibrate`` reads the group labels).
-    """
-    successes: list[np.ndarray] = []
-    stats = {"tokens": 0.0, "truncated": 0.0, "reward/timeouts": 0.0, "reward/errors": 0.0}
-    samples: list[dict[str, Any]] = []
-    for chunk, start in enumerate(range(0, len(problems), batch_prompts)):
-        part = problems[start:start + batch_prompts]
-        seed = None if sampling.seed is None else int(
-            np.random.SeedSequence([sampling.seed, chunk]).generate_state(1)[0])
-        chunk_sampling = SamplingParams(sampling.temperature, sampling.top_p, sampling.top_k,
-                                        sampling.max_new_tokens, seed)
-        rollouts = engine.generate([format_prompt(p, tokenizer) for p in part],
-                                   np.full(len(part), n), chunk_sampling)
-        owners = [p for p in part for _ in range(n)]
-        success_R = np.zeros(len(owners), bool)
-        for kind in ("math", "choice"):
-            rows = [r for r, p in enumerate(owners) if reward_kind(p.source) == kind]
-            if rows:
-                result = rewards[kind].score([rollouts.texts[r] for r in rows],
-                                             [owners[r].answer for r in rows])
-                success_R[rows] = result.successes_R
-                for key in ("reward/timeouts", "reward/errors"):
-                    stats[key] += result.metrics.get(key, 0.0)
-        successes.append(success_R)
-        stats["tokens"] += float(rollouts.lengths_R.sum())
-        stats["truncated"] += float(sum(r == "length" for r in rollouts.finish_reasons))
-        if keep_samples:
-            samples += [{"id": p.id, "sample": r % n, "success": bool(s), "text": t, "group": p.group,
-                         "source": p.source}
-                        for r, (p, s, t) in enumerate(zip(owners, success_R, rollouts.texts))]
-        log(f"gdro eval: {min(start + batch_prompts, len(problems))}/{len(problems)} prompts")
-    return np.concatenate(successes), stats, samples
-
-
-def stats_metrics(stats: dict[str, float], num_samples: int, seconds: float) -> dict[str, float]:
-    """:func:`real_runs.evaluate.sample_metrics` of :func:`generate_and_score`'s counters."""
-    return sample_metrics(num_samples, stats["tokens"], stats["truncated"], stats["reward/timeouts"],
-                          stats["reward/errors"], seconds)
 
 
 def format_table(metrics: dict[str, float], names: Sequence[str], k: int) -> str:

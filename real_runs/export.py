@@ -1,4 +1,4 @@
-"""`gdro export RUN_DIR[/checkpoints/step_N] OUT [--dtype bfloat16]`: a trained model as a Hugging Face folder.
+"""A trained model as a Hugging Face folder (``gdro export``, :mod:`real_runs.export_cli`).
 
 OUT holds ``config.json``, ``generation_config.json``, ``model.safetensors`` (or 5 GB shards with
 their index), the tokenizer (``tokenizer.json``, ``tokenizer_config.json``, ``chat_template.jinja``)
@@ -10,20 +10,18 @@ next to its training files: it is copied (exact weights) or, with ``--dtype``, r
 precision (``bfloat16`` halves the fp32 master weights for serving). A checkpoint of an older
 gdro train (``model.pt`` only) is rebuilt from the run's ``model.name`` (the architecture and
 tokenizer must load from there: ``tiny``, a folder, or the hub cache). OUT must not exist or be
-empty; it is written to a temporary folder next to it and renamed when complete.
+empty (``gdro export`` checks it before any work); it is written to a temporary folder next to it
+and renamed when complete, so a folder that holds anything is never overwritten.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from gdro_cli.args import OneLineParser, new_folder_problem
 from real_runs.checkpoint import TRAINING_FILES, checkpoint_steps, restore_model, step_folder
 
 
@@ -45,12 +43,6 @@ def find_checkpoint(source: str | os.PathLike[str]) -> Path:
         raise ExportError(f"{path} does not exist: pass a run directory or RUN_DIR/checkpoints/step_N")
     raise ExportError(f"{path} is neither a gdro train run nor one of its checkpoints: pass RUN_DIR or "
                       "RUN_DIR/checkpoints/step_N")
-
-
-def _check_out(out: Path) -> None:
-    problem = new_folder_problem(out)
-    if problem is not None:
-        raise ExportError(f"OUT {out} {problem}: choose a new folder for the model (nothing was touched)")
 
 
 def _rebuild(checkpoint: Path, target: Path, dtype: str | None) -> None:
@@ -80,7 +72,6 @@ def export(source: str | os.PathLike[str], out: str | os.PathLike[str], dtype: s
     """Write the Hugging Face folder of a run's checkpoint to ``out``; returns ``out``."""
     checkpoint = find_checkpoint(source)
     target = Path(out)
-    _check_out(target)
     if dtype not in (None, "float32", "bfloat16", "float16"):
         raise ExportError(f"--dtype {dtype}: use float32, bfloat16 or float16")
     tmp = target.with_name(f".tmp-{target.name}")
@@ -101,24 +92,3 @@ def export(source: str | os.PathLike[str], out: str | os.PathLike[str], dtype: s
         shutil.rmtree(tmp, ignore_errors=True)
     return target
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog="gdro export", description=__doc__.splitlines()[0].split(": ", 1)[1])
-    parser.add_argument("source", help="RUN_DIR (its newest checkpoint) or RUN_DIR/checkpoints/step_N")
-    parser.add_argument("out", help="new folder for the Hugging Face model")
-    parser.add_argument("--dtype", default=None, help="float32 (as trained, default), bfloat16 or float16")
-    args = parser.parse_args(argv)
-    try:
-        target = export(args.source, args.out, args.dtype)
-    except (ValueError, OSError) as err:
-        if os.environ.get("GDRO_DEBUG"):
-            raise
-        print(f"gdro export: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    print(f"gdro export: wrote {target} (load it with gdro eval --model {target}, "
-          "AutoModelForCausalLM.from_pretrained or vLLM)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

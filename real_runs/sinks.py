@@ -7,7 +7,7 @@ events after the resumed step and re-attaches to the same W&B run id, so neither
 Evaluation metrics (eval.jsonl) are mirrored too, under ``eval/`` (``math500/mean@8`` ->
 ``eval/math500/mean@8``; names that already start with ``eval/`` are kept), at the step they
 were taken; NaN values (an undefined interval) are not sent. Each evaluation is also printed to
-stderr in two short lines (pooled and worst, then each benchmark: ``real_runs.evaluate.summary_lines``;
+stderr in two short lines (pooled and worst, then each benchmark: ``real_runs.eval_metrics.summary_lines``;
 ``console=False`` silences them).
 
 Per-bin arrays (the step record's ``bins``: share, weight, rollouts, success, ...) go to TensorBoard
@@ -103,7 +103,7 @@ class Sinks:
     def log_eval(self, step: int, metrics: Mapping[str, float]) -> None:
         """Mirror one evaluation record under ``eval/`` and print its summary (see the module docstring)."""
         if self.console:
-            from real_runs.evaluate import summary_lines
+            from real_runs.eval_metrics import summary_lines
             text = "\n".join(f"gdro train: {line}" for line in summary_lines(dict(metrics), step))
             try:
                 from tqdm import tqdm

@@ -61,7 +61,8 @@ def check_resume_target(resume: str) -> None:
 def run(args: argparse.Namespace) -> str:
     """Validate the arguments, train, return the run directory."""
     from real_runs.config import config_to_dict, load_config
-    from real_runs.train import TrainError, main
+    from real_runs.preflight import TrainError
+    from real_runs.train import main
     if args.stop_after is not None and args.stop_after < 1:
         raise TrainError(f"--stop-after {args.stop_after}: give a step number of at least 1")
     if args.resume:

@@ -9,7 +9,7 @@ Rollouts are flat and ragged like :class:`gdro_lab.StepFeedback`: prompt i owns 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -109,6 +109,21 @@ class RewardResult:
     rewards_R: np.ndarray
     successes_R: np.ndarray
     metrics: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_successes(cls, successes_R: np.ndarray, counters: Mapping[str, float]) -> "RewardResult":
+        """Reward +1 where ``successes_R`` is true, else -1; ``counters`` as floats plus ``reward/mean``."""
+        rewards_R = np.where(successes_R, 1.0, -1.0)
+        metrics = {name: float(value) for name, value in counters.items()}
+        metrics["reward/mean"] = float(rewards_R.mean()) if rewards_R.size else 0.0
+        return cls(rewards_R, successes_R.astype(bool), metrics)
+
+
+def check_one_answer_each(responses: Sequence[str], answers: Sequence[str]) -> None:
+    """A reward's ``score`` refuses responses and gold answers of different counts."""
+    if len(responses) != len(answers):
+        raise ValueError(f"score() got {len(responses)} responses and {len(answers)} answers: "
+                         "give one gold answer per response")
 
 
 @runtime_checkable

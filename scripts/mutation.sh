@@ -5,41 +5,47 @@
 #   bash scripts/mutation.sh real_runs/loss.py            # mutate, run, print the score + survivors
 #   bash scripts/mutation.sh real_runs/loss.py show NAME  # the diff of one mutant (mutmut show)
 #   bash scripts/mutation.sh real_runs/loss.py survivors  # the changed line of every surviving mutant
-#   bash scripts/mutation.sh real_runs/train.py 'real_runs.train.x_ppo_update*'   # only these mutants (fnmatch)
+#   bash scripts/mutation.sh real_runs/ppo.py 'real_runs.ppo.x_ppo_update*'   # only these mutants (fnmatch)
 #   MUTATION_TESTS="tests/a.py tests/b.py::test_x" bash scripts/mutation.sh FILE ...  # other tests than below
 #   bash scripts/mutation.sh real_runs/train.py sample 150 2026 'real_runs.train.x__loop__*'   # a random sample:
 #       N mutants drawn uniformly (Python's random.Random(SEED).sample) from the file's mutants whose names
 #       match the patterns, names sorted naturally first; the drawn names go to $work/sample.txt and are run
 #
-# train.py's record numbers, as measured in docs/testing.md (unit tests only; the end-to-end runs
-# would cost minutes per mutant):
-#   MUTATION_TESTS="$(bash scripts/mutation.sh real_runs/train.py units)" bash scripts/mutation.sh real_runs/train.py \
-#     'real_runs.train.x_ppo_update*' 'real_runs.train.x_recompute_logprobs*' 'real_runs.train.x_engine_gaps*' \
-#     'real_runs.train.x_weighted_advantages*' 'real_runs.train.x_actor_scalars*' 'real_runs.train.x_rollout_scalars*' \
-#     'real_runs.train.x_perf_scalars*' 'real_runs.train.x_trained_rows*' 'real_runs.train.x_on_policy_update*'
-# train.py's step loop (`_loop`, `_train`, `main`: 908 mutants, seconds each end to end): a random sample of 150
+# The training path's numbers in docs/testing.md were measured on real_runs/train.py before it was split
+# (its functions now live in train.py, train_setup.py, ppo.py, step_scalars.py and eval_scoring.py); the
+# same selections, file by file:
+# the update and the record numbers (unit tests only; the end-to-end runs would cost minutes per mutant):
+#   MUTATION_TESTS="$(bash scripts/mutation.sh real_runs/ppo.py units)" bash scripts/mutation.sh real_runs/ppo.py
+#   MUTATION_TESTS="$(bash scripts/mutation.sh real_runs/ppo.py units)" bash scripts/mutation.sh real_runs/step_scalars.py
+# the step loop (then `_loop`, `_train`, `main`: 908 mutants, seconds each end to end; now train.py's `main`,
+# `_loop`, `_step`, `_update` and train_setup.py's `build`, `open_run_dir`, `_eval_problems`): a random sample
 # against the fast in-process runs (none may start the math reward's process pool: mutmut's forked workers
 # cannot, and every mutant reaching such a test is then reported killed):
 #   T=tests/real_runs MUTATION_TESTS="$T/test_silent_bugs.py $T/test_train_arena.py $T/test_train_loop_wiring.py
 #     $T/test_train.py::test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run
 #     $T/test_train.py::test_gradient_checkpointing_and_micro_batching_do_not_change_the_run" \
-#   bash scripts/mutation.sh real_runs/train.py sample 150 2026 'real_runs.train.x__loop__*' 'real_runs.train.x__train__*' 'real_runs.train.x_main__*'
-# train.py's setup functions (evaluate, _load_parts, check_resumable, load_run_config, _new_run, _rewards,
-# _autocast: 189 mutants, about a minute with 2 test processes; the three test_train_cli tests need the data):
+#   bash scripts/mutation.sh real_runs/train.py sample 150 2026 'real_runs.train.x_*'
+#   (the same MUTATION_TESTS) bash scripts/mutation.sh real_runs/train_setup.py sample 150 2026 \
+#     'real_runs.train_setup.x_build__*' 'real_runs.train_setup.x_open_run_dir__*' 'real_runs.train_setup.x__eval_problems__*'
+# the setup functions (then 189 mutants, about a minute with 2 test processes; the three test_train_cli tests
+# need the data): train_setup.py's _load_parts, check_resumable, load_run_config, _new_run, make_rewards,
+# _autocast, and eval_scoring.py's evaluate:
 #   T=tests/real_runs MUTATION_TESTS="$T/test_train_setup.py $T/test_train_loop_wiring.py $T/test_silent_bugs.py
 #     $T/test_train_cli.py::test_resume_of_a_foreign_folder $T/test_train_cli.py::test_a_finished_run_is_complete_and_cannot_be_resumed
 #     $T/test_train_cli.py::test_a_second_writer_is_refused_while_the_first_lives_and_welcome_after" MUTATION_CHILDREN=2 \
-#   bash scripts/mutation.sh real_runs/train.py 'real_runs.train.x_evaluate*' 'real_runs.train.x__load_parts*' \
-#     'real_runs.train.x_check_resumable*' 'real_runs.train.x_load_run_config*' 'real_runs.train.x__new_run*' \
-#     'real_runs.train.x__rewards*' 'real_runs.train.x__autocast*'
+#   bash scripts/mutation.sh real_runs/train_setup.py 'real_runs.train_setup.x__load_parts*' \
+#     'real_runs.train_setup.x_check_resumable*' 'real_runs.train_setup.x_load_run_config*' 'real_runs.train_setup.x__new_run*' \
+#     'real_runs.train_setup.x_make_rewards*' 'real_runs.train_setup.x__autocast*'
+#   (the same MUTATION_TESTS) bash scripts/mutation.sh real_runs/eval_scoring.py 'real_runs.eval_scoring.x_evaluate*'
 #
 # Files and the tests each is run against (only the tests that reach a mutated function run):
 #   gdro_lab/functional/update_rules.py   tests/gdro_lab/functional/test_update_rules.py, test_update_rules_edges.py, test_prompt_gdro.py, test_rollout_gdro.py
 #   real_runs/loss.py          tests/real_runs/test_loss.py, test_loss_edges.py + test_silent_bugs.py's update tests
 #   real_runs/batching.py      tests/real_runs/test_silent_bugs.py's update/mask tests + test_train.py's unit tests
-#   real_runs/train.py         tests/real_runs/test_silent_bugs.py + test_train.py's short runs
+#   real_runs/{train,train_setup,ppo,step_scalars}.py   tests/real_runs/test_silent_bugs.py + test_train.py's short runs
+#   real_runs/eval_scoring.py  tests/real_runs/test_train_setup.py, test_eval_cli.py
 #   real_runs/engines/hf.py    tests/real_runs/test_engine_hf.py, test_engine_hf_units.py, test_silent_bugs.py's temperature test
-#   real_runs/reward.py        tests/real_runs/test_reward.py (its 10,000-response stress test excluded)
+#   real_runs/rewards/{math,choice}.py   tests/real_runs/test_reward.py (its 10,000-response stress test excluded)
 #   real_runs/rewards/{verdicts,math_task,pool}.py   test_reward_inprocess.py + test_reward.py -m "not slow"
 #                              (math_task and the pool's worker loop run in worker processes, which mutmut's
 #                              call tracing does not see: test_reward_inprocess.py calls them in-process)
@@ -70,16 +76,18 @@ case "$target" in
            "$T/test_train.py::test_micro_batches_respect_the_token_budget_and_cover_every_sample"
            "$T/test_train.py::test_response_logprobs_equal_a_full_forward_pass"
            "$T/test_train.py::test_on_policy_update_equals_the_update_with_recomputed_old_logprobs") ;;
-  real_runs/train.py)
+  real_runs/train.py|real_runs/train_setup.py|real_runs/ppo.py|real_runs/step_scalars.py)
     tests=("$T/test_silent_bugs.py" "$T/test_train.py::test_on_policy_update_only_with_one_optimizer_step_per_batch_and_no_dropout"
            "$T/test_train.py::test_on_policy_update_equals_the_update_with_recomputed_old_logprobs"
            "$T/test_train.py::test_ppo_update_without_old_logprobs_refuses_several_optimizer_steps"
            "$T/test_train.py::test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run"
            "$T/test_train.py::test_gradient_checkpointing_and_micro_batching_do_not_change_the_run") ;;
+  real_runs/eval_scoring.py)
+    tests=("$T/test_train_setup.py" "$T/test_eval_cli.py") ;;
   real_runs/engines/hf.py)
     tests=("$T/test_engine_hf.py" "$T/test_engine_hf_units.py"
            "$T/test_silent_bugs.py::test_hf_engine_samples_follow_softmax_of_logits_over_temperature") ;;
-  real_runs/reward.py)
+  real_runs/rewards/math.py|real_runs/rewards/choice.py)
     tests=("$T/test_reward.py" "--deselect" "$T/test_reward.py::test_ten_thousand_responses_without_a_hang") ;;
   real_runs/rewards/verdicts.py|real_runs/rewards/math_task.py|real_runs/rewards/pool.py)
     # The in-process tests (math_task and the worker loop run in pytest's main thread, where mutmut traces
@@ -96,7 +104,7 @@ train_units=("$T/test_train_scalars.py" "$T/test_update_reference.py"
              "$T/test_train.py::test_on_policy_update_equals_the_update_with_recomputed_old_logprobs"
              "$T/test_train.py::test_ppo_update_without_old_logprobs_refuses_several_optimizer_steps"
              "$T/test_train.py::test_ppo_update_micro_batches_sum_to_verls_loss_with_an_empty_response")
-if [ "${1:-}" = "units" ]; then echo "${train_units[*]}"; exit 0; fi   # train.py's unit tests (see the top)
+if [ "${1:-}" = "units" ]; then echo "${train_units[*]}"; exit 0; fi   # ppo.py's and step_scalars.py's unit tests (see the top)
 if [ -n "${MUTATION_TESTS:-}" ]; then read -r -d "" -a tests <<< "$MUTATION_TESTS" || true; fi   # words over any lines
 
 stem=$(basename "$target" .py)

@@ -95,9 +95,8 @@ def run_name(method: str, lr_scale: float, seed: int) -> str:
 def run_one(cfg: study.StudyConfig, method: str, seed: int, lr_scale: float, out: Path, warm_path: Path) -> str:
     """One run in this (worker) process; a finished run with the same config is reused."""
     study._worker_setup(cfg)
-    from real_runs.config import config_to_dict
     from real_runs.lmstudy.warmstart import load_warm_start
-    from real_runs.reward import MathReward
+    from real_runs.rewards.math import MathReward
     from real_runs.train import main as train_main
 
     config = trainer_config(cfg, method, seed, out, lr_scale)

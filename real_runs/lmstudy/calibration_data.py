@@ -64,10 +64,11 @@ def warm_start_eval(cfg: study.StudyConfig, out: Path, warm_path: Path, k: int =
     from gdro_lab import RunWriter
     from real_runs.data import format_prompt
     from real_runs.engines import make_engine
-    from real_runs.eval_cli import generate_and_score
-    from real_runs.evaluate import evaluation_metrics
+    from real_runs.eval_metrics import evaluation_metrics
+    from real_runs.eval_scoring import generate_and_score
     from real_runs.lmstudy.warmstart import load_warm_start
-    from real_runs.reward import ChoiceReward, MathReward
+    from real_runs.rewards.choice import ChoiceReward
+    from real_runs.rewards.math import MathReward
     from real_runs.types import SamplingParams
 
     target = out / "warmstart-eval"
@@ -107,9 +108,9 @@ def warm_start_eval(cfg: study.StudyConfig, out: Path, warm_path: Path, k: int =
 def calibration_data(cfg: study.StudyConfig, out: Path, lrs: Sequence[float] = SWEEP_LRS, steps: int = SWEEP_STEPS,
                      log: Callable[[str], None] = print) -> dict[str, Any]:
     """Warm start (cached), its training-pool samples, then the sweep runs ``cfg.jobs`` at a time."""
-    from real_runs.lmstudy.warmstart import warm_start
-
     import torch
+
+    from real_runs.lmstudy.warmstart import warm_start
 
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

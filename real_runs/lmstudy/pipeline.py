@@ -39,11 +39,12 @@ def study_and_report(cfg: StudyConfig, out: Path, report_dir: Path, setting: str
 
     ``report_only``: no training; report the seeds of ``out`` whose runs all finished.
     """
-    from studykit.tables import write_json
     from real_runs.lmstudy import slips
+    from real_runs.lmstudy.labels import METHOD_LABELS
     from real_runs.lmstudy.plan import finished_study, run_study
-    from real_runs.lmstudy.report import METHOD_LABELS, write_report
+    from real_runs.lmstudy.report import write_report
     from real_runs.lmstudy.warmstart import load_warm_start
+    from studykit.tables import write_json
 
     result = finished_study(cfg, out) if report_only else run_study(cfg, out, log=log)
     warm = {}

@@ -5,7 +5,7 @@ report can be rebuilt from a finished study without re-running it. Intervals are
 (Student t, ``studykit.stats``); gains are paired by seed (each seed: its own warm start, data
 order and sampler seed, shared by every method of that seed), which removes the variation the
 methods of a seed share. Held-out metrics are those of the **test** half (:mod:`.metrics`); the
-**val** half only chooses tuned GRPO's learning rate (:mod:`.verdicts`). The step-0 point of
+**val** half only chooses tuned GRPO's learning rate (:mod:`.claim_verdicts`). The step-0 point of
 every curve is the seed's warm start evaluated with the same evaluator (``initial-s{seed}.json``).
 """
 
@@ -17,16 +17,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from studykit.claims import claims_markdown, claims_text
 from gdro_lab.runformat.runlog import read_run
-from studykit.stats import mean_ci
-from studykit.tables import fmt, markdown_table, write_json
+from real_runs.lmstudy.claim_verdicts import BASELINES, claims, gains, tuned_grpo
 from real_runs.lmstudy.labels import METHOD_LABELS
 from real_runs.lmstudy.metrics import METRICS, eval_table
 from real_runs.lmstudy.report_figures import figure_curves, figure_groups, figure_staircase, figure_wave
-from real_runs.lmstudy.verdicts import BASELINES, claims, gains, tuned_grpo
-
-__all__ = ["METHOD_LABELS", "collect", "write_report"]
+from studykit.claims import claims_markdown, claims_text
+from studykit.stats import mean_ci
+from studykit.tables import fmt, markdown_table, write_json
 
 #: What the intervals cover (every seed has its own warm start: study.warm_config).
 INTERVALS = ("Intervals: 95% Student t across seeds. **Every seed starts from its own warm start** "

@@ -157,7 +157,7 @@ def label_matched(run_dir: Path) -> bool:
     """Give a finished step-matched run's config.json its top-level ``matched_to`` / ``match`` keys
     (:data:`MATCH_LABELS`, by the run's name ``<name>-s<seed>``), so that the app names it
     "grpo matched_to=prompt_gdro match=second_moment" rather than by its ``adv_scale``. The trainer's
-    config has no such keys (``real_runs.train.load_run_config`` ignores them); idempotent, atomic
+    config has no such keys (``real_runs.train_setup.load_run_config`` ignores them); idempotent, atomic
     (a temporary file renamed over config.json). True when it wrote."""
     import os
 
@@ -203,7 +203,7 @@ def run_one(cfg: StudyConfig, name: str, seed: int, out: Path, warm_path: Path, 
     """One training run in this process (called in a worker): returns its run directory."""
     _worker_setup(cfg)
     from real_runs.lmstudy.warmstart import load_warm_start
-    from real_runs.reward import MathReward
+    from real_runs.rewards.math import MathReward
     from real_runs.train import main as train_main
 
     target = out / run_name(name, seed)
@@ -227,9 +227,9 @@ def initial_eval(cfg: StudyConfig, seed: int, out: Path, warm_path: Path) -> str
     """Seed ``seed``'s warm start evaluated on both held-out halves (step 0), with the trainer's evaluator."""
     _worker_setup(cfg)
     from real_runs.engines import make_engine
+    from real_runs.eval_scoring import evaluate
     from real_runs.lmstudy.warmstart import load_warm_start
-    from real_runs.reward import MathReward
-    from real_runs.train import evaluate
+    from real_runs.rewards.math import MathReward
 
     target = out / f"initial-s{seed}.json"
     if target.is_file():

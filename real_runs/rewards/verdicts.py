@@ -1,6 +1,6 @@
 """Deciding (gold, answer) pairs cheaply without changing a single verdict of math-verify.
 
-Three parts, used by :class:`real_runs.reward.MathReward` (issue 23):
+Three parts, used by :class:`real_runs.rewards.math.MathReward` (issue 23):
 
 1. :func:`decide_numbers`: both sides plain numeric literals (integers, decimals, ``\\frac{a}{b}``
    with ``\\dfrac``/``\\tfrac``, ``\\frac12``, ``a/b``, a sign), the answer possibly decorated

@@ -31,15 +31,15 @@ import numpy as np
 import torch
 from verl import DataProto
 
-from gdro_lab.methods import resolve_method
 from gdro_lab.controllers.prompts import PromptIndex
 from gdro_lab.controllers.registry import REGISTRY, make_config
-from gdro_lab.runformat.runlog import META_FILE, RunWriter
+from gdro_lab.methods import resolve_method
+from gdro_lab.runformat.runlog import LOCK_FILE, META_FILE, RunWriter
 from gdro_lab.step import BudgetError, MethodStep
 from real_runs.overhead import RunClock, logged_elapsed
 from real_runs.verl import VerlPluginError
 from real_runs.verl import batch as vb
-from real_runs.verl.state import LOCK_FILE, RunLock
+from real_runs.verl.state import RunLock
 
 
 @dataclass(frozen=True)

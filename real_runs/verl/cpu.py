@@ -1,7 +1,7 @@
 """verl 0.9.1 on CPU, for tests and laptops: ``python -m real_runs.verl.cpu [--audit DIR] [overrides]``.
 
 NOT for GPU runs: nothing here is imported by the plugin (:mod:`real_runs.verl.trainer`,
-:mod:`real_runs.verl.main`), so a GPU launch behaves exactly as without this module. verl's files
+:mod:`real_runs.verl.runner`, :mod:`real_runs.verl.main`), so a GPU launch behaves exactly as without this module. verl's files
 on disk are never changed; the five gaps between verl 0.9.1 and a CPU-only machine are closed at
 run time, inside our own processes only (the launcher and, through Ray's
 ``worker_process_setup_hook``, each Ray worker it starts):
@@ -304,7 +304,7 @@ def run(overrides: Sequence[str], audit_dir: str | None = None, world_size: int 
     import ray
     from verl.trainer.main_ppo import run_ppo
 
-    from real_runs.verl.main import _GDROTaskRunner, check_launch_config
+    from real_runs.verl.runner import _GDROTaskRunner, check_launch_config
 
     config = compose([*cpu_overrides(world_size), *overrides])
     check_launch_config(config)

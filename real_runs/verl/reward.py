@@ -8,9 +8,9 @@ Plug it in with::
 verl's reward manager (``naive`` by default) calls ``compute_score(data_source, solution_str,
 ground_truth, extra_info)`` once per response from a thread pool; a dict result's ``score`` is the
 reward and its other keys (here ``acc``) become per-sample columns that the plugin reads as the
-success flag. Scoring is :class:`real_runs.reward.MathReward` (math-verify on the last
+success flag. Scoring is :class:`real_runs.rewards.math.MathReward` (math-verify on the last
 ``\\boxed{}``, +1 / -1, paper App. A, hard timeout in a worker process) or
-:class:`real_runs.reward.ChoiceReward` for multiple-choice sources, one shared instance per
+:class:`real_runs.rewards.choice.ChoiceReward` for multiple-choice sources, one shared instance per
 process behind a lock (the pool serves one caller at a time).
 
 :func:`known_odds_score` is a toy reward for smoke runs and CPU tests, NOT a task: a response
@@ -26,7 +26,8 @@ import threading
 import zlib
 from typing import Any
 
-from real_runs.reward import ChoiceReward, MathReward, reward_kind
+from real_runs.rewards.choice import ChoiceReward, reward_kind
+from real_runs.rewards.math import MathReward
 
 _LOCK = threading.Lock()
 _SCORERS: dict[str, Any] = {}

@@ -15,7 +15,7 @@ the server's ``setdefault`` then keeps. Select it with
 (verl's own option). The seed, :func:`request_seed`, is a function of (rollout.seed, training or
 validation, global step, the row's position in the step's batch): distinct for every row of a step,
 new at every step, and the same when the run is repeated or resumed, so full determinism keeps its
-purpose. :func:`real_runs.verl.main.check_launch_config` refuses full determinism with the vLLM
+purpose. :func:`real_runs.verl.runner.check_launch_config` refuses full determinism with the vLLM
 rollout without it.
 """
 

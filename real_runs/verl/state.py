@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from gdro_lab.runformat.runlog import LOCK_FILE, RunLockedError, decode_state, encode_state, lock_holder
 from gdro_lab.runformat.runlog import RunLock as CoreRunLock
+from gdro_lab.runformat.runlog import RunLockedError, decode_state, encode_state, lock_holder
 from real_runs.verl import VerlPluginError
 
 CTRL_FILE = "gdro_ctrl.json"

@@ -273,7 +273,7 @@ def test_trainer_replays_bit_identically(tmp_path: Path, monkeypatch: pytest.Mon
     (timings left out), the snapshots and the last checkpoint's controllers.json hash as recorded."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from real_runs import train
+    from real_runs import ppo, train
     from real_runs.config import load_config
     from real_runs.models import load_policy
     from real_runs.types import Problem
@@ -282,8 +282,8 @@ def test_trainer_replays_bit_identically(tmp_path: Path, monkeypatch: pytest.Mon
     records = [Problem(f"toy:train:{i}", f"Say {i}.", str(i), "toy", "toy") for i in range(NUM_RECORDS)]
     classes = [c for family in REGISTRY.values() for c in family.values()]
     model, tokenizer = load_policy("tiny", seed=0)
-    monkeypatch.setattr(train, "ppo_update", lambda *args, **kwargs: ({}, [0.0], [0.0], []))
-    monkeypatch.setattr(train, "recompute_logprobs", lambda *args, **kwargs: [])
+    monkeypatch.setattr(ppo, "ppo_update", lambda *args, **kwargs: ({}, [0.0], [0.0], []))
+    monkeypatch.setattr(ppo, "recompute_logprobs", lambda *args, **kwargs: [])
     out = {}
     for run, overrides in TRAIN_RUNS.items():
         name = run.replace("/", "-")

@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture(scope="session")
 def math_reward():
     """A MathReward with 2 workers and a 6 s hard timeout, shared by the reward tests."""
-    from real_runs.reward import MathReward
+    from real_runs.rewards.math import MathReward
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     reward = MathReward(timeout_s=6.0, num_workers=2)

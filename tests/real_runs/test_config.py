@@ -147,8 +147,8 @@ def test_reward_workers_default_to_one_per_usable_core(monkeypatch):
     usable core; an integer is passed through; None survives config.json."""
     import json
 
-    from real_runs import reward as R
-    from real_runs import train
+    from real_runs import train_setup
+    from real_runs.rewards import math as R
     cfg = C.load_config("tiny-cpu", ["rollout.reward=math"])
     assert cfg.rollout.reward_workers is None
     assert C.config_from_dict(json.loads(json.dumps(C.config_to_dict(cfg)))).rollout.reward_workers is None
@@ -161,6 +161,6 @@ def test_reward_workers_default_to_one_per_usable_core(monkeypatch):
 
     monkeypatch.setattr(R, "TimedPool", FakePool)
     monkeypatch.setattr(R, "available_cores", lambda: 7)
-    train._rewards(cfg, None)
-    train._rewards(C.load_config("tiny-cpu", ["rollout.reward=math", "rollout.reward_workers=3"]), None)
+    train_setup.make_rewards(cfg, None)
+    train_setup.make_rewards(C.load_config("tiny-cpu", ["rollout.reward=math", "rollout.reward_workers=3"]), None)
     assert pools == [7, 3]

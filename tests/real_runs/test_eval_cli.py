@@ -219,13 +219,13 @@ def test_gdro_eval_and_the_trainer_share_one_metric_vocabulary(tmp_path: Path, d
     """The trainer's evaluation and `gdro eval` on the same problems and samples give the same metric
     names and the same values (bootstrap bounds and time aside): `eval/truncated` is a share in both,
     `eval/mean_response_tokens` and `eval/reward/*` are named alike."""
-    from real_runs import train
+    from real_runs import eval_scoring
     from real_runs.config import load_config
-    from real_runs.reward import MathReward
+    from real_runs.rewards.math import MathReward
     problems = [p for b in ("math500", "aime24", "gpqa") for p in load_dataset_records(b, limit=6)]
     cfg = load_config("tiny-cpu", ["eval.k=2", "train.prompts_per_step=5"])
     with MathReward(timeout_s=5.0, num_workers=1) as reward:
-        trainer = train.evaluate(cfg, FakeEngine(problems), None, problems, reward, step=3)
+        trainer = eval_scoring.evaluate(cfg, FakeEngine(problems), None, problems, reward, step=3)
     out = tmp_path / "cli"
     import real_runs.eval_cli as cli
     original = cli._load_engine

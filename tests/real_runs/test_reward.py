@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from real_runs.data import load_dataset_records
-from real_runs.reward import (ChoiceReward, MathReward, extract_choice, extract_last_boxed,
-                              reward_kind)
+from real_runs.rewards.choice import ChoiceReward, extract_choice, reward_kind
+from real_runs.rewards.math import MathReward, extract_last_boxed
 from real_runs.rewards.pool import PoolStartError, TimedPool
 from real_runs.types import Reward
 
@@ -453,7 +453,7 @@ def test_realistic_batch_is_seeded_and_repeats_like_a_policy(shared_data: Path) 
 
 def _reference_verdicts(pool: TimedPool, responses: list[str], golds: list[str], soft: int) -> list[bool]:
     """The path of commit 1b2c5da, written out: extraction, its two shortcuts, else math-verify on each response."""
-    from real_runs.reward import _shortcut
+    from real_runs.rewards.math import _shortcut
 
     out, tasks, rows = [False] * len(responses), [], []
     for row, (response, gold) in enumerate(zip(responses, golds)):

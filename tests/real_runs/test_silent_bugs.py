@@ -33,7 +33,7 @@ pytest.importorskip("transformers")
 stats = pytest.importorskip("scipy.stats")
 
 from gdro_lab import step as core_step  # noqa: E402
-from real_runs import train  # noqa: E402
+from real_runs import ppo, train  # noqa: E402
 from real_runs.batching import RolloutBatch  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
 from real_runs.engines.hf import HFEngine  # noqa: E402
@@ -127,7 +127,7 @@ def test_prompt_gdro_scales_each_prompts_grpo_advantages_by_its_multiplier(tmp_p
     torch.set_num_threads(1)
     weighters: list[FixedWeighter] = []
     seen: list[np.ndarray] = []
-    build, update = core_step.build, train.ppo_update
+    build, update = core_step.build, ppo.ppo_update
     cfg = tiny(tmp_path, "method.name=prompt_gdro", "train.steps=2", "train.mini_batches=1", *extra)
 
     def fake_build(family, name, config=None, seed=None, **kwargs):
@@ -141,7 +141,7 @@ def test_prompt_gdro_scales_each_prompts_grpo_advantages_by_its_multiplier(tmp_p
         return update(batch, *args, **kwargs)
 
     monkeypatch.setattr(core_step, "build", fake_build)
-    monkeypatch.setattr(train, "ppo_update", recording_update)
+    monkeypatch.setattr(ppo, "ppo_update", recording_update)
     train.main(cfg, train_records=RECORDS, reward=PatternReward())
     feedback = weighters[0].feedback
     assert len(seen) == len(feedback) == 2
@@ -195,11 +195,11 @@ def test_multi_step_ppo_update_uses_the_stored_old_logprobs(tmp_path: Path):
     advantages = 50 * np.array([1.5, -0.5, 0.7, -1.2, 0.3, -0.8, 1.1, -1.6])     # large steps: ratios leave the band
     batch = ragged_batch(0, [3, 1, 4, 2, 5, 1, 3, 2], advantages.tolist())
     with torch.no_grad():
-        train.recompute_logprobs(batch, policy, None, 4096, [np.zeros(n) for n in batch.real_lengths], old=True)
+        ppo.recompute_logprobs(batch, policy, None, 4096, [np.zeros(n) for n in batch.real_lengths], old=True)
     stored = [t.clone() for t in batch.old_logp]
     optimizer = torch.optim.SGD(policy.parameters(), lr=cfg.optim.lr)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
-    sums, losses, _, _ = train.ppo_update(batch, policy, optimizer, scheduler, cfg, 1, nullcontext)
+    sums, losses, _, _ = ppo.ppo_update(batch, policy, optimizer, scheduler, cfg, 1, nullcontext)
     want = reference_ppo(reference_model, batch, stored, cfg, 1)
     assert len(losses) == 4
     np.testing.assert_allclose(losses, want, rtol=1e-4, atol=1e-6)
@@ -240,10 +240,10 @@ def test_every_response_token_gets_its_gradient_including_the_last_and_a_single_
         batch = ragged_batch(2, lengths, advantages)
         if stored_old:
             with torch.no_grad():
-                train.recompute_logprobs(batch, policy, None, 4096, [np.zeros(n) for n in lengths], old=True)
+                ppo.recompute_logprobs(batch, policy, None, 4096, [np.zeros(n) for n in lengths], old=True)
         optimizer = torch.optim.SGD(policy.parameters(), lr=1.0)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
-        _, _, norms, _ = train.ppo_update(batch, policy, optimizer, scheduler, cfg, 1, nullcontext)
+        _, _, norms, _ = ppo.ppo_update(batch, policy, optimizer, scheduler, cfg, 1, nullcontext)
         loss = sum(-a * full_forward_logprobs(reference_model, batch.prompts[r], batch.responses[r][:n]).sum()
                    for r, (n, a) in enumerate(zip(lengths, advantages)) if n) / sum(lengths)
         loss.backward()
@@ -298,7 +298,7 @@ def recorded_run(tmp_path_factory):
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("recorded")
     seen: list[dict] = []
-    update, recompute = train.ppo_update, train.recompute_logprobs
+    update, recompute = ppo.ppo_update, ppo.recompute_logprobs
     references: list = []
 
     def recording_update(batch, policy, *args, **kwargs):
@@ -311,8 +311,8 @@ def recorded_run(tmp_path_factory):
         return recompute(batch, policy, reference, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(train, "ppo_update", recording_update)
-        patch.setattr(train, "recompute_logprobs", recording_recompute)
+        patch.setattr(ppo, "ppo_update", recording_update)
+        patch.setattr(ppo, "recompute_logprobs", recording_recompute)
         cfg = tiny(out, "train.steps=3", "train.mini_batches=2", "train.ppo_epochs=2", "optim.lr=3e-2",
                    "loss.kl_coef=0.05", "train.prompts_per_step=4")
         run_dir = train.main(cfg, train_records=RECORDS, reward=PatternReward())

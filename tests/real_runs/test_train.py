@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from gdro_lab.runformat.runlog import read_run  # noqa: E402
+from real_runs import batching, ppo, train  # noqa: E402
 from real_runs import checkpoint as ckpt  # noqa: E402
-from real_runs import train  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
 from real_runs.models import load_policy  # noqa: E402
 from real_runs.types import Problem, RewardResult  # noqa: E402
@@ -147,12 +147,12 @@ def test_grpo_learns_a_trivially_learnable_reward(tmp_path: Path):
 
 
 def test_data_order_is_seeded_and_resumable():
-    order = train.DataOrder(10, seed=3, shuffle=True)
+    order = batching.DataOrder(10, seed=3, shuffle=True)
     first = np.concatenate([order.take(4) for _ in range(5)])       # two epochs
     assert sorted(first[:10].tolist()) == list(range(10)) and sorted(first[10:].tolist()) == list(range(10))
-    again = train.DataOrder(10, seed=3, shuffle=True)
+    again = batching.DataOrder(10, seed=3, shuffle=True)
     again.take(7)
-    resumed = train.DataOrder(10, seed=3, shuffle=True)
+    resumed = batching.DataOrder(10, seed=3, shuffle=True)
     resumed.load_state_dict(again.state_dict())
     np.testing.assert_array_equal(resumed.take(13), first[7:])
 
@@ -160,7 +160,7 @@ def test_data_order_is_seeded_and_resumable():
 def test_micro_batches_respect_the_token_budget_and_cover_every_sample():
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 50, size=40)
-    batches = train.micro_batches(lengths, budget=100)
+    batches = batching.micro_batches(lengths, budget=100)
     assert sorted(np.concatenate(batches).tolist()) == list(range(40))
     for rows in batches:
         assert len(rows) == 1 or lengths[rows].max() * len(rows) <= 100
@@ -171,7 +171,7 @@ def test_response_logprobs_equal_a_full_forward_pass():
     model, tokenizer = load_policy("tiny", seed=1)
     prompts = [[5, 6, 7, 8], [9, 10]]
     responses = [[11, 12], [13, 14, 15, 16]]
-    logp, mask, entropy = train.response_logprobs(model, prompts, responses, 0, torch.device("cpu"), True)
+    logp, mask, entropy = batching.response_logprobs(model, prompts, responses, 0, torch.device("cpu"), True)
     for row, (p, r) in enumerate(zip(prompts, responses)):
         ids = torch.tensor([p + r])
         full = torch.log_softmax(model(ids).logits[0].double(), -1)
@@ -240,14 +240,14 @@ def test_gradient_checkpointing_and_micro_batching_do_not_change_the_run(tmp_pat
 def test_on_policy_update_only_with_one_optimizer_step_per_batch_and_no_dropout(tmp_path: Path):
     model, _ = load_policy("tiny", seed=0)
     one = tiny_config(tmp_path, "train.mini_batches=1")
-    assert train.on_policy_update(one, model)
-    assert not train.on_policy_update(tiny_config(tmp_path, "train.mini_batches=2"), model)
-    assert not train.on_policy_update(tiny_config(tmp_path, "train.mini_batches=1", "train.ppo_epochs=2"), model)
+    assert ppo.on_policy_update(one, model)
+    assert not ppo.on_policy_update(tiny_config(tmp_path, "train.mini_batches=2"), model)
+    assert not ppo.on_policy_update(tiny_config(tmp_path, "train.mini_batches=1", "train.ppo_epochs=2"), model)
     model.config.attention_dropout = 0.1       # the update's log-probs would be a dropped-out network's
-    assert not train.on_policy_update(one, model)
+    assert not ppo.on_policy_update(one, model)
     model.config.attention_dropout = 0.0
     model.extra = torch.nn.Dropout(0.5)
-    assert not train.on_policy_update(one, model)
+    assert not ppo.on_policy_update(one, model)
 
 
 def _toy_batch(seed: int = 0):
@@ -287,9 +287,9 @@ def test_on_policy_update_equals_the_update_with_recomputed_old_logprobs(tmp_pat
             logp, _, _ = response_logprobs(model, batch.prompts, batch.responses, 0, torch.device("cpu"))
         engine = [logp[i, :len(r)].numpy() + 1e-3 for i, r in enumerate(batch.responses)]
         with torch.no_grad():
-            gaps = train.recompute_logprobs(batch, model, reference, 4096, engine, old=old)
+            gaps = ppo.recompute_logprobs(batch, model, reference, 4096, engine, old=old)
         assert (len(batch.old_logp) == 6) == old and len(batch.ref_logp) == 6
-        sums, losses, norms, update_gaps = train.ppo_update(batch, model, optimizer, scheduler, cfg, 1, nullcontext,
+        sums, losses, norms, update_gaps = ppo.ppo_update(batch, model, optimizer, scheduler, cfg, 1, nullcontext,
                                                             engine)
         assert len(gaps + update_gaps) == 6 and np.allclose(gaps + update_gaps, 1e-3, atol=1e-5)
         assert (gaps == []) != old and (update_gaps == []) == old
@@ -310,7 +310,7 @@ def test_ppo_update_without_old_logprobs_refuses_several_optimizer_steps(tmp_pat
     batch = _toy_batch()
     batch.ref_logp = [torch.zeros(len(r)) for r in batch.responses]
     with pytest.raises(ValueError, match="old log-probs"):
-        train.ppo_update(batch, model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
+        ppo.ppo_update(batch, model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
                          cfg, 1, nullcontext)
 
 
@@ -321,13 +321,13 @@ def test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run
     it recomputes them."""
     torch.set_num_threads(1)
     calls: list[bool] = []
-    original = train.recompute_logprobs
+    original = ppo.recompute_logprobs
 
     def recording(*args, old=True, **kwargs):
         calls.append(old)
         return original(*args, old=old, **kwargs)
 
-    monkeypatch.setattr(train, "recompute_logprobs", recording)
+    monkeypatch.setattr(ppo, "recompute_logprobs", recording)
 
     def metrics(name: str, *extra: str) -> list[dict]:
         records = [Problem(f"toy:train:{i}", f"Say something {i}.", "0", "toy", "toy") for i in range(8)]
@@ -339,7 +339,7 @@ def test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run
 
     reused = metrics("reused", "train.mini_batches=1")
     assert calls == [False, False]
-    monkeypatch.setattr(train, "on_policy_update", lambda cfg, policy: False)
+    monkeypatch.setattr(ppo, "on_policy_update", lambda cfg, policy: False)
     recomputed = metrics("recomputed", "train.mini_batches=1")
     assert calls[2:] == [True, True]
     assert 0 < reused[0]["mean_success"] < 1 and reused[0]["actor/grad_norm"] > 1e-2 and reused[1]["actor/kl"] > 0
@@ -348,7 +348,7 @@ def test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run
         for key in a:
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
     monkeypatch.undo()
-    monkeypatch.setattr(train, "recompute_logprobs", recording)
+    monkeypatch.setattr(ppo, "recompute_logprobs", recording)
     metrics("two-mini-batches", "train.mini_batches=2")
     assert calls[4:] == [True, True]
 
@@ -391,7 +391,7 @@ def test_ppo_update_micro_batches_sum_to_verls_loss_with_an_empty_response(tmp_p
     want = L.policy_loss(logp, logp, torch.as_tensor(batch.advantages), mask, clip_low=0.2, clip_high=0.28,
                          clip_ratio_c=3.0, agg=agg, norm_length=float(cfg.rollout.max_new_tokens))[0]
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    _, losses, _, _ = train.ppo_update(batch, model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
+    _, losses, _, _ = ppo.ppo_update(batch, model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
                                        cfg, 1, nullcontext)
     assert len(losses) == 1 and losses[0] == pytest.approx(float(want), rel=1e-5)
     assert float(want) == pytest.approx(float(L.aggregate(-torch.as_tensor(batch.advantages)[:, None].expand_as(mask),

@@ -1,4 +1,5 @@
-"""The wiring of `gdro train`'s step loop (real_runs/train.py ``main`` / ``_train`` / ``_loop``) that
+"""The wiring of `gdro train`'s step loop (real_runs/train.py ``main`` / ``_loop`` / ``_step``, and
+real_runs/train_setup.py ``build`` / ``open_run_dir``, which were ``_train`` before the split) that
 end-to-end comparisons of two runs cannot see, because both runs share the fault: the learning rate
 handed to the optimizer, the model and records handed to ``main``, the step's time record, the
 checkpoint schedule, the status of a failed run, an exact resume, the allocator's prompt ids, the
@@ -22,9 +23,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from gdro_lab.runformat.runlog import read_run  # noqa: E402
 from gdro_lab import step as core_step  # noqa: E402
-from real_runs import train  # noqa: E402
+from gdro_lab.runformat.runlog import read_run  # noqa: E402
+from real_runs import ppo, train, train_setup  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
 from real_runs.models import load_policy  # noqa: E402
 from real_runs.types import Problem, RewardResult  # noqa: E402
@@ -160,7 +161,7 @@ def test_a_plan_off_the_budget_fails_the_run_with_the_method_steps_one_message(t
 
     monkeypatch.setattr(core_step, "build", overspending_build)
     updates: list = []
-    monkeypatch.setattr(train, "ppo_update", lambda *args, **kwargs: updates.append(1))
+    monkeypatch.setattr(ppo, "ppo_update", lambda *args, **kwargs: updates.append(1))
     with pytest.raises(ValueError, match=r"^allocator 'gdro' planned 17 rollouts in \[4, 5\] for 4 prompts, not 16 "
                                          r"in \[2, 8\] .*every step must spend exactly the budget$"):
         train.main(tiny(tmp_path, "train.steps=2", "train.run_name=over", "method.name=rollout_gdro"),
@@ -353,14 +354,14 @@ def test_time_elapsed_counts_start_up_and_continues_across_a_resume(tmp_path: Pa
     time/elapsed continues from step 1's (it grows by at least step 2's time/step and at most the
     resuming call's wall time), it does not restart from 0."""
     torch.set_num_threads(1)
-    load_parts = train._load_parts
+    load_parts = train_setup._load_parts
     pause = {"seconds": 1.0}
 
     def slow_load_parts(*args, **kwargs):
         time.sleep(pause["seconds"])
         return load_parts(*args, **kwargs)
 
-    monkeypatch.setattr(train, "_load_parts", slow_load_parts)
+    monkeypatch.setattr(train_setup, "_load_parts", slow_load_parts)
     run_dir = train.main(tiny(tmp_path, "train.steps=2", "train.run_name=clock"), train_records=RECORDS,
                          reward=Mixed(), stop_after=1)
     first = scalars(run_dir)
@@ -402,7 +403,7 @@ def test_the_sinks_get_the_configured_switches_the_config_and_every_steps_scalar
             self.closed = True
 
     monkeypatch.setattr(train, "Sinks", RecordingSinks)
-    monkeypatch.setattr(train, "check_sinks", lambda tensorboard, wandb: None)
+    monkeypatch.setattr(train_setup, "check_sinks", lambda tensorboard, wandb: None)
     problems = [Problem(f"toy:eval:{i}", f"Count to {i}.", str(i), "toy", "toy") for i in range(2)]
     cfg = tiny(tmp_path, "train.steps=3", "train.run_name=sinks", "log.tensorboard=true", "log.wandb=true",
                "log.wandb_project=my-project", "eval.every=2", "eval.k=1", "eval.max_new_tokens=2")
@@ -514,7 +515,7 @@ def test_a_reward_passed_in_scores_the_evaluation_and_the_math_reward_gets_the_c
     """A reward passed to main scores the evaluation's responses too (it sees the evaluation's
     answers); with rollout.reward=toy (training only) the evaluation's math reward is built with
     rollout.reward_timeout_s and rollout.reward_workers and closed at the end."""
-    import real_runs.reward
+    import real_runs.rewards.math
 
     torch.set_num_threads(1)
     problems = [Problem(f"toy:eval:{i}", f"Count to {i}.", f"4{i}", "toy", "toy") for i in range(2)]
@@ -543,7 +544,7 @@ def test_a_reward_passed_in_scores_the_evaluation_and_the_math_reward_gets_the_c
             self.kwargs = kwargs
             built.append(self)
 
-    monkeypatch.setattr(real_runs.reward, "MathReward", FakeMath)
+    monkeypatch.setattr(real_runs.rewards.math, "MathReward", FakeMath)
     train.main(tiny(tmp_path, "train.steps=1", "train.run_name=toy", "rollout.reward=toy", "eval.every=1", "eval.k=1",
                     "eval.max_new_tokens=2", "rollout.reward_timeout_s=2.5", "rollout.reward_workers=1"),
                train_records=RECORDS, eval_records={"toy": problems})
@@ -574,7 +575,7 @@ def test_the_step_record_logs_the_controllers_own_weights_multipliers_sigma_and_
     shadow price, score Prompt-GDRO's EMA score per bin and signal its failure-rate signal per bin
     (1 - the bin's mean success; the simulator and the verl plugin logged both, the trainer did not),
     all read at the step's end; the last step's snapshot holds every controller's state."""
-    from gdro_lab.runformat.runlog import load_snapshot, encode_state
+    from gdro_lab.runformat.runlog import encode_state, load_snapshot
 
     torch.set_num_threads(1)
     build = core_step.build
@@ -640,13 +641,13 @@ def test_deterministic_mode_the_dropped_prompt_count_and_a_bf16_reference(tmp_pa
     model.autocast=bf16 and a KL term the frozen reference is held in bf16 (the policy stays fp32)."""
     torch.set_num_threads(1)
     dtypes: list = []
-    recompute = train.recompute_logprobs
+    recompute = ppo.recompute_logprobs
 
     def recording(batch, policy, reference, *args, **kwargs):
         dtypes.append((next(policy.parameters()).dtype, next(reference.parameters()).dtype))
         return recompute(batch, policy, reference, *args, **kwargs)
 
-    monkeypatch.setattr(train, "recompute_logprobs", recording)
+    monkeypatch.setattr(ppo, "recompute_logprobs", recording)
     records = RECORDS + [Problem(f"toy:train:long{i}", "word " * 200, "0", "toy", "toy") for i in range(2)]
     was = torch.are_deterministic_algorithms_enabled()
     try:

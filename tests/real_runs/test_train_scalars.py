@@ -1,7 +1,8 @@
-"""The numbers of a `gdro train` step record that are computed in real_runs/train.py (not by the
-controllers): weighted advantages, the actor's per-token means, response / prompt lengths, and
-throughputs. Each against values written out by hand or a loop over the rows (no model needed;
-these small functions are what mutation testing of train.py covers: docs/benchmarks.md)."""
+"""The numbers of a `gdro train` step record that the trainer computes (not the controllers):
+weighted advantages and the rows trained (real_runs/ppo.py), the actor's per-token means, response /
+prompt lengths and throughputs (real_runs/step_scalars.py). Each against values written out by hand
+or a loop over the rows (no model needed; these small functions are what mutation testing of the
+training path covers: docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 pytest.importorskip("torch")
 
 from gdro_lab import StepFeedback  # noqa: E402
-from real_runs import train  # noqa: E402
+from real_runs import ppo, step_scalars  # noqa: E402
 from real_runs.batching import RolloutBatch  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
 
@@ -33,7 +34,7 @@ def test_weighted_advantages_are_the_multiplier_times_clipped_grpo_times_the_sca
     rewards = np.array([1.0, -1.0, -1.0, 1.0, -1.0, 1.0, 1.0, 1.0, -1.0])
     feedback = StepFeedback(["a", "b", "c"], np.array([0, 1, 2]), counts, rewards, rewards > 0)
     multipliers = np.array([2.0, 0.5, 3.0])
-    got, metrics = train.weighted_advantages(feedback, multipliers, cfg)
+    got, metrics = ppo.weighted_advantages(feedback, multipliers, cfg)
     want, start = [], 0
     for i, n in enumerate(counts):   # Eq. 3 group by group, then Eq. 16's multiplier and the scale
         group = rewards[start:start + n]
@@ -47,29 +48,29 @@ def test_weighted_advantages_are_the_multiplier_times_clipped_grpo_times_the_sca
 def test_actor_scalars_are_per_token_means_over_every_pass():
     batch = _batch([2, 3, 4], [3, 1, 2], [3, 0, 2])       # 5 real response tokens, the middle row empty
     sums = {"clip_frac": 4.0, "kl": 1.5, "entropy": 20.0}
-    got = train.actor_scalars(batch, sums, [1.0, 3.0, 2.0], [0.5, 1.5], ppo_epochs=2, engine_gap=[0.1, 0.3, 0.2])
+    got = step_scalars.actor_scalars(batch, sums, [1.0, 3.0, 2.0], [0.5, 1.5], ppo_epochs=2, engine_gap=[0.1, 0.3, 0.2])
     assert got == {"actor/clip_frac": 0.4, "actor/kl": 0.15, "actor/entropy": 2.0, "actor/loss": 2.0,
                    "actor/grad_norm": 1.0, "actor/engine_logprob_gap_max": 0.3}
-    nothing = train.actor_scalars(_batch([2], [1], [0]), {"kl": 0.0}, [0.0], [0.0], ppo_epochs=1, engine_gap=[])
+    nothing = step_scalars.actor_scalars(_batch([2], [1], [0]), {"kl": 0.0}, [0.0], [0.0], ppo_epochs=1, engine_gap=[])
     assert nothing == {"actor/kl": 0.0, "actor/loss": 0.0, "actor/grad_norm": 0.0, "actor/engine_logprob_gap_max": 0.0}
 
 
 def test_rollout_scalars_count_real_tokens_prompt_tokens_and_truncations():
     batch = _batch([2, 5, 3, 6], [4, 1, 7, 2], [4, 0, 7, 2])
-    got = train.rollout_scalars(batch, ["stop", "stop", "length", "length"])
+    got = step_scalars.rollout_scalars(batch, ["stop", "stop", "length", "length"])
     assert got == {"response/length_mean": 13 / 4, "response/length_max": 7.0, "response/length_min": 0.0,
                    "response/truncated_frac": 0.5, "prompt/length_mean": 4.0}
-    assert train.rollout_scalars(batch, ["length", "stop", "stop", "stop"])["response/truncated_frac"] == 0.25
+    assert step_scalars.rollout_scalars(batch, ["length", "stop", "stop", "stop"])["response/truncated_frac"] == 0.25
 
 
 def test_perf_scalars_are_tokens_over_their_phase_seconds():
     generated = _batch([2, 5, 3], [4, 1, 7], [4, 0, 7])   # 22 tokens in all, 11 real response tokens
     trained = _batch([2, 3], [4, 7], [4, 7])              # 16 tokens trained per epoch
     seconds = {"time/step": 4.0, "time/controllers": 0.5, "time/generate": 2.0, "time/update": 0.5}
-    got = train.perf_scalars(seconds, generated, trained, ppo_epochs=3)
+    got = step_scalars.perf_scalars(seconds, generated, trained, ppo_epochs=3)
     assert got == {"time/controllers_share": 0.125, "perf/tokens_per_s": 5.5, "perf/gen_tokens_per_s": 5.5,
                    "perf/train_tokens_per_s": 96.0}
-    idle = train.perf_scalars({**seconds, "time/generate": 0.0, "time/update": 0.0}, generated, trained, 1)
+    idle = step_scalars.perf_scalars({**seconds, "time/generate": 0.0, "time/update": 0.0}, generated, trained, 1)
     assert idle["perf/gen_tokens_per_s"] == 11 / 1e-9 and idle["perf/train_tokens_per_s"] == 16 / 1e-9
 
 
@@ -89,11 +90,11 @@ def test_on_policy_update_sees_every_kind_of_dropout():
             module.config = types.SimpleNamespace(**config)
         return module
 
-    assert train.on_policy_update(cfg, model())                       # no config attribute at all
-    assert train.on_policy_update(cfg, model(0.0, attention_dropout=None, hidden_dropout=0.0))
-    assert not train.on_policy_update(cfg, model(0.1))
+    assert ppo.on_policy_update(cfg, model())                       # no config attribute at all
+    assert ppo.on_policy_update(cfg, model(0.0, attention_dropout=None, hidden_dropout=0.0))
+    assert not ppo.on_policy_update(cfg, model(0.1))
     for name in ("attention_dropout", "hidden_dropout", "resid_pdrop", "dropout"):
-        assert not train.on_policy_update(cfg, model(**{name: 0.1})), name
+        assert not ppo.on_policy_update(cfg, model(**{name: 0.1})), name
 
 
 def test_trained_rows_keep_exactly_the_selected_groups_rows_in_order():
@@ -107,7 +108,7 @@ def test_trained_rows_keep_exactly_the_selected_groups_rows_in_order():
     batch.pad_id = 3
     engine = [np.full(n, -0.1 * (r + 1), np.float32) for r, n in enumerate([3, 0, 2, 4, 1])]
     keep = np.array([False, True, True, False, True])
-    got, got_engine = train.trained_rows(batch, engine, keep)
+    got, got_engine = ppo.trained_rows(batch, engine, keep)
     kept = [r for r in range(5) if keep[r]]
     assert got is not batch and got.pad_id == 3
     assert got.prompts == [batch.prompts[r] for r in kept]
@@ -115,7 +116,7 @@ def test_trained_rows_keep_exactly_the_selected_groups_rows_in_order():
     assert got.real_lengths.tolist() == [0, 2, 1] and got.lengths.tolist() == [4, 6, 7]
     assert got.advantages.tolist() == [-1.0, 2.0, 1.5]
     assert len(got_engine) == 3 and all(g is engine[r] for g, r in zip(got_engine, kept))
-    same, same_engine = train.trained_rows(batch, engine, np.ones(5, bool))
+    same, same_engine = ppo.trained_rows(batch, engine, np.ones(5, bool))
     assert same is batch and same_engine is engine
-    none, none_engine = train.trained_rows(batch, engine, np.zeros(5, bool))
+    none, none_engine = ppo.trained_rows(batch, engine, np.zeros(5, bool))
     assert none.responses == [] and list(none_engine) == [] and len(none.advantages) == 0

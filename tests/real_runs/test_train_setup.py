@@ -1,7 +1,8 @@
-"""The setup helpers of `gdro train` (real_runs/train.py): which model, tokenizer and records a run
-trains on and how they are loaded (``_load_parts``), the run folder it writes (``_new_run``), which
+"""The setup helpers of `gdro train` (real_runs/train_setup.py): which model, tokenizer and records a
+run trains on and how they are loaded (``_load_parts``), the run folder it writes (``_new_run``), which
 runs can be resumed and with which config (``check_resumable``, ``load_run_config``), the rewards
-(``_rewards``), mixed precision (``_autocast``) and the evaluation call (``evaluate``).
+(``make_rewards``), mixed precision (``_autocast``) and the evaluation call
+(``real_runs.eval_scoring.evaluate``).
 
 End-to-end runs pass the model, records and reward in, so they never see these arguments go
 wrong: each is checked here against the configuration, with stand-ins recording what they are
@@ -23,7 +24,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from gdro_lab.runformat.runlog import RunLock, RunWriter, read_run  # noqa: E402
-from real_runs import preflight, train  # noqa: E402
+from real_runs import eval_scoring, preflight, train_setup  # noqa: E402
 from real_runs.config import config_to_dict, load_config  # noqa: E402
 from real_runs.preflight import TrainError  # noqa: E402
 from real_runs.types import Problem, RewardResult, Rollouts  # noqa: E402
@@ -73,7 +74,7 @@ def loads(monkeypatch):
 ])
 def test_load_parts_loads_the_configured_model_and_data(loads, dtype, attn, expect_dtype, expect_attn):
     cfg = tiny("model.name=tiny-qwen", f"model.dtype={dtype}", f"model.attn_implementation={attn}", "train.seed=11")
-    model, tokenizer, records, summary = train._load_parts(cfg, None, None, None, torch.device("cpu"))
+    model, tokenizer, records, summary = train_setup._load_parts(cfg, None, None, None, torch.device("cpu"))
     assert loads == [("load_policy", ("tiny-qwen",), {"device": "cpu", "dtype": expect_dtype,
                                                       "attn_implementation": expect_attn, "seed": 11}),
                      ("load_train_records", (cfg,), {})]
@@ -85,12 +86,12 @@ def test_load_parts_keeps_what_is_passed_in_and_loads_only_the_rest(loads):
     cfg = tiny()
     device = torch.device("cpu")
     given = FakeModel("given")
-    model, tokenizer, records, summary = train._load_parts(cfg, given, "given tokenizer", tuple(RECORDS), device)
+    model, tokenizer, records, summary = train_setup._load_parts(cfg, given, "given tokenizer", tuple(RECORDS), device)
     assert loads == [] and model is given and tokenizer == "given tokenizer" and given.moved_to == [device]
     assert records == RECORDS and isinstance(records, list) and summary == {}
-    model, tokenizer, _, _ = train._load_parts(cfg, given, None, RECORDS, device)      # the tokenizer only
+    model, tokenizer, _, _ = train_setup._load_parts(cfg, given, None, RECORDS, device)      # the tokenizer only
     assert [c[0] for c in loads] == ["load_policy"] and model is given and tokenizer == "loaded tokenizer"
-    model, tokenizer, _, _ = train._load_parts(cfg, None, "given tokenizer", RECORDS, device)  # the model only
+    model, tokenizer, _, _ = train_setup._load_parts(cfg, None, "given tokenizer", RECORDS, device)  # the model only
     assert [c[0] for c in loads] == ["load_policy"] * 2
     assert model.name == "loaded" and tokenizer == "given tokenizer"
 
@@ -98,7 +99,7 @@ def test_load_parts_keeps_what_is_passed_in_and_loads_only_the_rest(loads):
 def test_load_parts_refuses_a_data_set_without_records(loads):
     cfg = tiny("data.train=/some/answers.jsonl")
     with pytest.raises(TrainError) as err:
-        train._load_parts(cfg, FakeModel("given"), "tok", [], torch.device("cpu"))
+        train_setup._load_parts(cfg, FakeModel("given"), "tok", [], torch.device("cpu"))
     message = str(err.value)
     assert message.startswith("data.train='/some/answers.jsonl' has no usable records (every row lacked a problem")
     assert message.endswith("or an answer): pass a data set with answers")
@@ -112,7 +113,7 @@ def test_new_run_writes_the_config_the_producer_and_one_accuracy_bin_label_per_b
     run_dir.mkdir()
     lock = RunLock(run_dir).acquire()
     try:
-        writer = train._new_run(cfg, run_dir, lock)    # under the caller's lock: a second one would be refused
+        writer = train_setup._new_run(cfg, run_dir, lock)    # under the caller's lock: a second one would be refused
         writer.close("stopped")
     finally:
         lock.release()
@@ -139,8 +140,8 @@ def write_run(run_dir: Path, producer: str = "gdro train", status: str = "stoppe
 
 def test_check_resumable_accepts_a_stopped_train_run_with_a_checkpoint(tmp_path: Path):
     run_dir = write_run(tmp_path / "run")
-    assert train.check_resumable(str(run_dir)) == run_dir
-    assert train.check_resumable(run_dir) == run_dir
+    assert train_setup.check_resumable(str(run_dir)) == run_dir
+    assert train_setup.check_resumable(run_dir) == run_dir
 
 
 @pytest.mark.parametrize("kind,start,end", [
@@ -162,7 +163,7 @@ def test_check_resumable_refuses_each_kind_of_folder_with_its_reason(tmp_path: P
                   checkpoint={"no checkpoint": "none", "finished, no checkpoint": "none",
                               "model-only checkpoint": "model"}.get(kind, "full"))
     with pytest.raises(TrainError) as err:
-        train.check_resumable(str(run_dir))
+        train_setup.check_resumable(str(run_dir))
     message = str(err.value)
     assert message.startswith(f"--resume {run_dir}: {start}") and message.endswith(end), message
 
@@ -173,21 +174,21 @@ def test_load_run_config_is_the_saved_config_without_the_studys_labels(tmp_path:
     labelled = write_run(tmp_path / "labelled", config={**saved, "matched_to": "joint-s5", "match": {"steps": 7}})
     plain = write_run(tmp_path / "plain", config=saved)
     for run_dir in (labelled, plain):
-        assert config_to_dict(train.load_run_config(str(run_dir))) == json.loads(json.dumps(saved))
+        assert config_to_dict(train_setup.load_run_config(str(run_dir))) == json.loads(json.dumps(saved))
 
 
 # ----------------------------------------------------------------------------- _rewards, _autocast
 
 def test_rewards_passed_in_score_training_and_evaluation():
     mine = object()
-    assert train._rewards(tiny("rollout.reward=toy"), mine) == (mine, mine, [])
-    assert train._rewards(tiny("rollout.reward=math"), mine) == (mine, mine, [])
+    assert train_setup.make_rewards(tiny("rollout.reward=toy"), mine) == (mine, mine, [])
+    assert train_setup.make_rewards(tiny("rollout.reward=math"), mine) == (mine, mine, [])
 
 
 def test_the_toy_reward_trains_says_so_on_stderr_and_leaves_evaluation_to_the_math_reward(capsys):
     from real_runs.rewards.toy import ToyOddsReward
 
-    training, evaluation, owned = train._rewards(tiny("rollout.reward=toy"), None)
+    training, evaluation, owned = train_setup.make_rewards(tiny("rollout.reward=toy"), None)
     assert isinstance(training, ToyOddsReward) and evaluation is None and owned == []
     out, err = capsys.readouterr()
     assert out == ""
@@ -196,7 +197,7 @@ def test_the_toy_reward_trains_says_so_on_stderr_and_leaves_evaluation_to_the_ma
 
 
 def test_the_math_reward_gets_the_configured_timeout_and_workers_and_is_owned_by_the_trainer(monkeypatch):
-    import real_runs.reward
+    import real_runs.rewards.math
 
     made: list = []
 
@@ -204,8 +205,8 @@ def test_the_math_reward_gets_the_configured_timeout_and_workers_and_is_owned_by
         def __init__(self, *args, **kwargs):
             made.append((args, kwargs))
 
-    monkeypatch.setattr(real_runs.reward, "MathReward", RecordingMathReward)   # no worker pool starts
-    training, evaluation, owned = train._rewards(tiny("rollout.reward=math", "rollout.reward_timeout_s=7.5",
+    monkeypatch.setattr(real_runs.rewards.math, "MathReward", RecordingMathReward)   # no worker pool starts
+    training, evaluation, owned = train_setup.make_rewards(tiny("rollout.reward=math", "rollout.reward_timeout_s=7.5",
                                                       "rollout.reward_workers=3"), None)
     assert made == [((), {"timeout_s": 7.5, "num_workers": 3})]
     assert isinstance(training, RecordingMathReward) and evaluation is training and owned == [training]
@@ -216,7 +217,7 @@ def test_the_math_reward_gets_the_configured_timeout_and_workers_and_is_owned_by
     ("off", "cpu", None), ("off", "cuda", None),
 ])
 def test_autocast_is_bf16_on_cuda_by_default_on_any_device_with_bf16_and_never_when_off(mode, device, expected):
-    factory = train._autocast(tiny(f"model.autocast={mode}"), torch.device(device))
+    factory = train_setup._autocast(tiny(f"model.autocast={mode}"), torch.device(device))
     if expected is None:
         assert factory is nullcontext
         return
@@ -282,7 +283,7 @@ def test_evaluate_samples_each_problem_k_times_with_the_eval_settings_and_logs_t
     train.seed + step: enough prompts that another seed moves some bounds), the sample counts and
     the time; nothing is printed."""
     from real_runs.data import INSTRUCTION
-    from real_runs.evaluate import evaluation_metrics
+    from real_runs.eval_metrics import evaluation_metrics
 
     cfg = tiny("eval.k=3", "eval.temperature=0.7", "eval.top_p=0.9", "eval.top_k=5", "eval.max_new_tokens=7",
                "train.prompts_per_step=2", "train.seed=4")
@@ -298,7 +299,7 @@ def test_evaluate_samples_each_problem_k_times_with_the_eval_settings_and_logs_t
     assert successes[:15].tolist() == [1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1]
     engine = ScriptedEngine()
     started = time.perf_counter()
-    metrics = train.evaluate(cfg, engine, TemplateTokenizer(), problems, BoxedEquals(), step=6)
+    metrics = eval_scoring.evaluate(cfg, engine, TemplateTokenizer(), problems, BoxedEquals(), step=6)
     wall = time.perf_counter() - started
     assert capsys.readouterr().out == ""
     assert [len(prompts) for prompts, _, _ in engine.calls] == [2] * 7 + [1]
@@ -326,13 +327,13 @@ def test_evaluate_samples_each_problem_k_times_with_the_eval_settings_and_logs_t
     assert 0.0 < metrics["time/eval"] <= wall
 
     again = ScriptedEngine()
-    repeat = train.evaluate(cfg, again, TemplateTokenizer(), problems, BoxedEquals(), step=6)
+    repeat = eval_scoring.evaluate(cfg, again, TemplateTokenizer(), problems, BoxedEquals(), step=6)
     np.testing.assert_equal({k: v for k, v in repeat.items() if k != "time/eval"},
                             {k: v for k, v in metrics.items() if k != "time/eval"})
     assert [s.seed for _, _, s in again.calls] == seeds
     later = ScriptedEngine()
-    train.evaluate(cfg, later, TemplateTokenizer(), problems, BoxedEquals(), step=7)
+    eval_scoring.evaluate(cfg, later, TemplateTokenizer(), problems, BoxedEquals(), step=7)
     assert not {s.seed for _, _, s in later.calls} & set(seeds)
     seed0 = ScriptedEngine()          # train.seed 0 at step 1: a valid seed too (numpy refuses negative ones)
-    train.evaluate(tiny("eval.k=1", "train.seed=0"), seed0, TemplateTokenizer(), problems[:1], BoxedEquals(), step=1)
+    eval_scoring.evaluate(tiny("eval.k=1", "train.seed=0"), seed0, TemplateTokenizer(), problems[:1], BoxedEquals(), step=1)
     assert isinstance(seed0.calls[0][2].seed, int)

@@ -1,4 +1,4 @@
-"""`ppo_update` and `recompute_logprobs` of real_runs/train.py against a per-token reference.
+"""`ppo_update` and `recompute_logprobs` of real_runs/ppo.py against a per-token reference.
 
 The reference is written out here, independent of the code under test: one unpadded forward pass
 of the plain model per [prompt, response] (no padding, no micro-batches, no gathering), the
@@ -6,7 +6,7 @@ clipped surrogate, the KL estimator k2 and the entropy bonus per token in float6
 over the mini-batch, and its gradient by autograd. The update runs with several micro-batches
 (a small token budget) and an empty response, so every number it passes on (token counts, KL
 coefficient and estimator, entropy bonus and its gradient, metric sums, engine gaps) is checked.
-Mutation testing of train.py found these wirings unchecked (docs/benchmarks.md).
+Mutation testing of the update (then in train.py) found these wirings unchecked (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from real_runs import train  # noqa: E402
+from real_runs import ppo  # noqa: E402
 from real_runs.batching import RolloutBatch  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
 from real_runs.models import load_policy  # noqa: E402
@@ -93,7 +93,7 @@ def test_ppo_update_loss_gradient_and_metric_sums_equal_the_per_token_reference(
 
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-    got_sums, losses, norms, gaps = train.ppo_update(batch, model, optimizer,
+    got_sums, losses, norms, gaps = ppo.ppo_update(batch, model, optimizer,
                                                      torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
                                                      cfg, 1, nullcontext)
     assert losses == [pytest.approx(float(want_loss.detach()), rel=1e-5)]
@@ -112,7 +112,7 @@ def test_ppo_update_seq_mean_of_a_mini_batch_with_one_nonempty_response_is_that_
     batch = RolloutBatch([[11, 12], [13, 14, 15]], [[21, 22, 23], [0]], np.array([3, 0]), np.array([5, 4]),
                          np.array([0.8, -2.0]), pad_id=0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    _, losses, _, _ = train.ppo_update(batch, model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
+    _, losses, _, _ = ppo.ppo_update(batch, model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
                                        cfg, 1, nullcontext)
     assert losses == [pytest.approx(-0.8, rel=1e-6)]
 
@@ -136,7 +136,7 @@ def test_on_policy_update_measures_the_engine_gap_of_every_nonempty_response_in_
     batch = _batch()
     engine, want = _engine_logprobs(model, batch)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    _, _, _, gaps = train.ppo_update(batch, model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
+    _, _, _, gaps = ppo.ppo_update(batch, model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
                                      cfg, 1, nullcontext, engine)
     np.testing.assert_allclose(sorted(gaps), want, atol=1e-4)
 
@@ -154,7 +154,7 @@ def test_recompute_logprobs_fills_old_and_reference_logprobs_of_every_row_and_ev
     batch = _batch()
     engine, want_gaps = _engine_logprobs(policy, batch)
     with torch.no_grad():
-        gaps = train.recompute_logprobs(batch, policy, reference, 8, engine)
+        gaps = ppo.recompute_logprobs(batch, policy, reference, 8, engine)
         np.testing.assert_allclose(sorted(gaps), want_gaps, atol=1e-4)
         assert len(batch.old_logp) == len(batch.ref_logp) == len(REAL)
         for r, (p, resp, n) in enumerate(zip(batch.prompts, batch.responses, REAL)):
@@ -164,7 +164,7 @@ def test_recompute_logprobs_fills_old_and_reference_logprobs_of_every_row_and_ev
                                        atol=2e-5, rtol=1e-5)
             assert len(batch.old_logp[r]) == len(batch.ref_logp[r]) == len(resp)
         on_policy = _batch()
-        assert train.recompute_logprobs(on_policy, policy, reference, 8, engine, old=False) == []
+        assert ppo.recompute_logprobs(on_policy, policy, reference, 8, engine, old=False) == []
         assert on_policy.old_logp == [] and len(on_policy.ref_logp) == len(REAL)
         for r, (p, resp, n) in enumerate(zip(on_policy.prompts, on_policy.responses, REAL)):
             assert len(on_policy.ref_logp[r]) == len(resp)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from studykit.claims import CLAIMS
 from gdro_lab.runformat.runlog import RunWriter
+from real_runs.lmstudy import claim_verdicts, report
+from real_runs.lmstudy.claim_verdicts import BASELINES
+from studykit.claims import CLAIMS
 from studykit.tables import fmt
-from real_runs.lmstudy import report, verdicts
-from real_runs.lmstudy.verdicts import BASELINES
 
 GROUPS = ["add", "sub", "mul"]
 METHODS = ["grpo", "grpo_matched_first", "grpo_matched_second", "prompt_gdro", "rollout_gdro", "joint"]
@@ -82,12 +82,12 @@ def test_final_metrics_and_paired_gains_match_hand_computation(study):
         mean1 = np.array([truth[method, s][0].mean() for s in range(3)])
         np.testing.assert_allclose(data["final"][method]["worst-group pass@8"], worst8)
         np.testing.assert_allclose(data["final"][method]["pass@1"], mean1)  # the test half, not the shifted val
-    tuned = verdicts.tuned_grpo(result["grid"], GROUPS, [0, 1, 2])
+    tuned = claim_verdicts.tuned_grpo(result["grid"], GROUPS, [0, 1, 2])
     assert set(tuned["lr_scale"].values()) == {1.41421356237}  # chosen on val ...
     np.testing.assert_allclose(tuned["final"]["pass@8"],  # ... reported on test
                                [truth["grpo_lr1.41421", s][1].mean() for s in range(3)])
     assert tuned["at_edge"] == sorted(tuned["lr_scale"])  # the top of the grid: flagged
-    gains = verdicts.gains(data["final"], tuned)
+    gains = claim_verdicts.gains(data["final"], tuned)
     diff = np.array([truth["joint", s][1].mean() - truth["grpo", s][1].mean() for s in range(3)])
     mean, half = gains["joint"]["grpo"]["pass@8"]
     assert mean == pytest.approx(diff.mean())
@@ -102,8 +102,8 @@ def test_final_metrics_and_paired_gains_match_hand_computation(study):
 def test_claims_are_direction_only_with_the_papers_size(study):
     result, truth = study
     data = report.collect(result["runs"], GROUPS, result["initial"])
-    tuned = verdicts.tuned_grpo(result["grid"], GROUPS, [0, 1, 2])
-    rows = {r["key"]: r for r in verdicts.claims(data["final"], tuned, result["runs"], 3, 4)}
+    tuned = claim_verdicts.tuned_grpo(result["grid"], GROUPS, [0, 1, 2])
+    rows = {r["key"]: r for r in claim_verdicts.claims(data["final"], tuned, result["runs"], 3, 4)}
     assert set(rows) == {c.key for c in CLAIMS}
     rel = [100 * (truth["prompt_gdro", s][1].mean() / truth["grpo_lr1.41421", s][1].mean() - 1) for s in range(3)]
     number = rows["pgdro_pass8"]["number"]

@@ -92,7 +92,7 @@ def test_bad_config_is_a_clear_error():
 
 
 def test_reward_accepts_boxed_gold_and_rejects_wrong(splits):
-    reward = pytest.importorskip("real_runs.reward")
+    reward = pytest.importorskip("real_runs.rewards.math")
     sample = splits[1][::40]
     answers = [p.answer for p in sample]
     good = reward.MathReward().score([tasks.boxed(a) for a in answers], answers)

@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's own venv runs these)")
-from real_runs.verl import VerlPluginError  # noqa: E402
-from real_runs.verl import cluster  # noqa: E402
 from verl_helpers import compose_config  # noqa: E402
+
+from real_runs.verl import (
+    VerlPluginError,  # noqa: E402
+    cluster,  # noqa: E402
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 NODES = [cluster.Node("a" * 56, "10.0.0.1 (head)"), cluster.Node("b" * 56, "10.0.0.2 (gpu-2)")]
@@ -193,7 +196,7 @@ def test_secrets_runner_keeps_options_run_ppo_adds():
 
 
 def test_the_task_runner_takes_the_secrets_into_its_environment(monkeypatch):
-    from real_runs.verl.main import _GDROTaskRunner
+    from real_runs.verl.runner import _GDROTaskRunner
 
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     _GDROTaskRunner({"WANDB_API_KEY": "k"})

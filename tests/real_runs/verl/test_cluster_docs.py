@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's own venv runs these)")
-from real_runs.verl import cluster, seeding  # noqa: E402
-from real_runs.verl.main import check_launch_config, determinism_problem  # noqa: E402
 from verl_helpers import compose_config  # noqa: E402
+
+from real_runs.verl import cluster, seeding  # noqa: E402
+from real_runs.verl.runner import check_launch_config, determinism_problem  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "verl-cluster.md").read_text()

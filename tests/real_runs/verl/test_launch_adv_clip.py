@@ -11,12 +11,12 @@ import torch  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo import ray_trainer  # noqa: E402
+from verl_helpers import compose_config, prompt_batch, with_rewards  # noqa: E402
 
 from real_runs.verl import VerlPluginError  # noqa: E402
 from real_runs.verl import batch as vb  # noqa: E402
-from real_runs.verl.main import check_launch_config  # noqa: E402
+from real_runs.verl.runner import check_launch_config  # noqa: E402
 from real_runs.verl.trainer import GDRORayPPOTrainer, controller_from_config  # noqa: E402
-from verl_helpers import compose_config, prompt_batch, with_rewards  # noqa: E402
 
 N = 30  # a group of 30 with one success has A = 29 / sqrt(30) = 5.29 under verl's Bessel std
 SUCCESSES = [1, 15, 29, 0]  # per prompt, every step: A = +5.29 / mixed / -5.29 / 0

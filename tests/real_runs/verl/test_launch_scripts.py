@@ -22,13 +22,13 @@ import pytest
 
 pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's own venv runs these)")
 from omegaconf import OmegaConf  # noqa: E402
+from verl_helpers import CONFIG_DIR, compose_config  # noqa: E402
 
 from real_runs.attention import choose_attention  # noqa: E402
 from real_runs.verl import VerlPluginError  # noqa: E402
 from real_runs.verl import paper_settings as ps  # noqa: E402
-from real_runs.verl.main import check_launch_config  # noqa: E402
+from real_runs.verl.runner import check_launch_config  # noqa: E402
 from real_runs.verl.trainer import adv_clip_from_config, controller_from_config  # noqa: E402
-from verl_helpers import CONFIG_DIR, compose_config  # noqa: E402
 
 ROOT = CONFIG_DIR.parents[2]
 

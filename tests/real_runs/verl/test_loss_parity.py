@@ -16,12 +16,12 @@ import pytest
 pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's own venv runs these)")
 import torch  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
+from verl_helpers import compose_config  # noqa: E402
 
 from real_runs import loss as L  # noqa: E402
 from real_runs.verl import VerlPluginError  # noqa: E402
-from real_runs.verl.main import check_launch_config  # noqa: E402
+from real_runs.verl.runner import check_launch_config  # noqa: E402
 from real_runs.verl.trainer import LINEAR_LOSS_MODES  # noqa: E402
-from verl_helpers import compose_config  # noqa: E402
 
 
 def ragged(seed: int, batch: int = 9, width: int = 7):

@@ -123,7 +123,7 @@ print("ok")
 def test_a_gpu_launch_never_sees_the_cpu_adaptation():
     code = """
 import sys
-import real_runs.verl.main, real_runs.verl.trainer, real_runs.verl.controller  # what a GPU launch imports
+import real_runs.verl.main, real_runs.verl.runner, real_runs.verl.trainer, real_runs.verl.controller  # what a GPU launch imports
 from verl.plugin.platform import get_platform
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 from verl.workers.engine.base import EngineRegistry

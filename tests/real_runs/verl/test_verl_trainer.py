@@ -14,15 +14,14 @@ import torch  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo import ray_trainer  # noqa: E402
+from verl_helpers import compose_config, prompt_batch, with_rewards  # noqa: E402
 
 from gdro_lab.runformat.runlog import read_run  # noqa: E402
 from real_runs.verl import VerlPluginError  # noqa: E402
 from real_runs.verl import batch as vb  # noqa: E402
-from real_runs.verl.main import check_launch_config  # noqa: E402
-from real_runs.verl.state import (CTRL_FILE, check_unlocked, load_controller_state,  # noqa: E402
-                                  save_controller_state)
+from real_runs.verl.runner import check_launch_config  # noqa: E402
+from real_runs.verl.state import CTRL_FILE, check_unlocked, load_controller_state, save_controller_state  # noqa: E402
 from real_runs.verl.trainer import GDRORayPPOTrainer, controller_from_config, restore_controllers  # noqa: E402
-from verl_helpers import compose_config, prompt_batch, with_rewards  # noqa: E402
 
 P, N = 8, 4
 SUCCESS = np.repeat([0.02, 0.5, 0.98], 8)  # a fixed world: prompt k solves with probability SUCCESS[k]

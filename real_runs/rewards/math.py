@@ -1,4 +1,4 @@
-"""Verifiable rewards that are right on real data and can never hang a run.
+"""The math reward: verifiable, right on real data, and it can never hang a run.
 
 :class:`MathReward`: the response's last ``\\boxed{...}`` against the gold answer, both wrapped as
 ``\\boxed{...}`` and compared by math-verify (raw MATH-500 answers parse correctly only ~78% of
@@ -37,22 +37,20 @@ Departure from the paper: the released code scores with verl's ``math_dapo`` (no
 match of an "Answer:" line); issue 8 asks for math-verify on ``\\boxed{}``, which accepts
 equivalent forms (``\\dfrac``, ``0.5``, intervals, ``x = 5``) that a string match rejects.
 
-:class:`ChoiceReward` (multiple choice, GPQA's "X) text" gold answers) is the worked example of a
-user-defined reward: any object with ``score(responses, answers) -> RewardResult`` fits
-:class:`real_runs.types.Reward`.
+Multiple choice (GPQA) is scored by :class:`real_runs.rewards.choice.ChoiceReward`.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from real_runs.rewards.pool import TimedPool
 from real_runs.rewards.verdicts import VerdictCache, decide_numbers, verdict_key
-from real_runs.types import RewardResult
+from real_runs.types import RewardResult, check_one_answer_each
 
 _BOX_OPENERS = ("\\boxed{", "\\fbox{")
 
@@ -91,19 +89,6 @@ def _shortcut(content: str, gold: str) -> bool | None:
     return None
 
 
-def _results(success_R: np.ndarray, counters: Mapping[str, float]) -> RewardResult:
-    rewards_R = np.where(success_R, 1.0, -1.0)
-    metrics = {name: float(value) for name, value in counters.items()}
-    metrics["reward/mean"] = float(rewards_R.mean()) if rewards_R.size else 0.0
-    return RewardResult(rewards_R, success_R.astype(bool), metrics)
-
-
-def _check_lengths(responses: Sequence[str], answers: Sequence[str]) -> None:
-    if len(responses) != len(answers):
-        raise ValueError(f"score() got {len(responses)} responses and {len(answers)} answers: "
-                         "give one gold answer per response")
-
-
 def available_cores() -> int:
     """Cores this process may run on (the affinity mask where the OS has one)."""
     try:
@@ -140,7 +125,7 @@ class MathReward:
 
     def score(self, responses: Sequence[str], answers: Sequence[str]) -> RewardResult:
         """Score R responses against their gold answers (see the module docstring)."""
-        _check_lengths(responses, answers)
+        check_one_answer_each(responses, answers)
         success_R = np.zeros(len(responses), dtype=bool)
         counters = {"reward/timeouts": 0, "reward/errors": 0, "reward/no_answer": 0,
                     "reward/unparsed": 0, "reward/shortcut": 0, "reward/numeric": 0, "reward/cached": 0,
@@ -182,7 +167,7 @@ class MathReward:
                 counters["reward/unparsed"] += (value == -1) * len(rows)
             else:
                 counters["reward/timeouts" if status == "timeout" else "reward/errors"] += len(rows)
-        return _results(success_R, counters)
+        return RewardResult.from_successes(success_R, counters)
 
     def close(self) -> None:
         """Stop the worker processes."""
@@ -193,61 +178,3 @@ class MathReward:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-_LETTER_PATTERNS = (
-    re.compile(r"\\boxed\{\s*(?:\\text\{\s*)?\(?([A-Z])\)?"),
-    re.compile(r"ANSWER\s*[:：]\s*\(?([A-Z])\b", re.IGNORECASE),
-    re.compile(r"answer is\s*:?\s*\(?([A-Z])\)", re.IGNORECASE),
-)
-
-
-def extract_choice(response: str, letters: str = "ABCD", tail_chars: int = 2000) -> str | None:
-    """The chosen letter: the last ``\\boxed{X}``, else the last ``ANSWER: X``, else "answer is (X)".
-
-    Only the last ``tail_chars`` characters are searched (the answer is at the end; this bounds
-    the regex work on any input). Letters outside ``letters`` do not count.
-    """
-    tail = response[-tail_chars:]
-    for pattern in _LETTER_PATTERNS:
-        found = [m.group(1).upper() for m in pattern.finditer(tail)]
-        found = [f for f in found if f in letters]
-        if found:
-            return found[-1]
-    return None
-
-
-class ChoiceReward:
-    """Multiple choice (GPQA): gold answers look like "X) option text"; the letter decides.
-
-    A user-defined reward needs only this shape: ``score(responses, answers) -> RewardResult``,
-    never raising on model output and bounded in time (here: regexes over a capped tail).
-    """
-
-    def __init__(self, letters: str = "ABCD"):
-        self.letters = letters
-
-    def score(self, responses: Sequence[str], answers: Sequence[str]) -> RewardResult:
-        """+1 when the response's letter equals the gold letter (first character of the answer)."""
-        _check_lengths(responses, answers)
-        success_R = np.zeros(len(responses), dtype=bool)
-        no_answer = 0
-        for row, (response, answer) in enumerate(zip(responses, answers)):
-            gold = str(answer).strip()[:1].upper()
-            chosen = extract_choice(str(response), self.letters)
-            no_answer += chosen is None
-            success_R[row] = chosen is not None and chosen == gold
-        return _results(success_R, {"reward/timeouts": 0, "reward/errors": 0,
-                                    "reward/no_answer": no_answer})
-
-    def close(self) -> None:
-        """Nothing to stop (kept for a uniform interface)."""
-
-
-#: Benchmarks scored by multiple choice; every other source uses :class:`MathReward`.
-CHOICE_SOURCES = frozenset({"gpqa", "gpqa_diamond"})
-
-
-def reward_kind(source: str) -> str:
-    """"choice" for multiple-choice benchmarks, "math" otherwise."""
-    return "choice" if source in CHOICE_SOURCES else "math"

@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from real_runs.evaluate import (bootstrap_stratum_sums, evaluation_metrics, per_prompt_scores,
-                                sample_metrics, worst_names)
+from real_runs.eval_metrics import (bootstrap_stratum_sums, evaluation_metrics, per_prompt_scores, sample_metrics,
+                                    worst_names)
 
 
 def _brute_pass_at_k(outcomes: list[bool], k: int) -> float:
@@ -251,7 +251,7 @@ def test_worst_group_interval_matches_a_naive_bootstrap(seed: int) -> None:
 
 
 def test_summary_lines_name_pooled_worst_and_every_benchmark() -> None:
-    from real_runs.evaluate import summary_lines
+    from real_runs.eval_metrics import summary_lines
     successes_R, counts_P, benchmarks, groups = _grouped_data(1)
     m = evaluation_metrics(successes_R, counts_P, benchmarks, groups, k=4, num_boot=100, seed=1)
     head, cells = summary_lines(m, 6)
@@ -269,7 +269,7 @@ def test_summary_lines_name_pooled_worst_and_every_benchmark() -> None:
 def test_the_trainer_sinks_print_each_evaluation(tmp_path, capsys) -> None:
     """The trainer logs each evaluation through ``Sinks.log_eval``: it now prints the summary to
     stderr (before, only timings were printed); ``console=False`` keeps it quiet."""
-    from real_runs.evaluate import summary_lines
+    from real_runs.eval_metrics import summary_lines
     from real_runs.sinks import Sinks
     successes_R, counts_P, benchmarks, groups = _grouped_data(2)
     m = evaluation_metrics(successes_R, counts_P, benchmarks, groups, k=4, num_boot=100, seed=1)
@@ -286,7 +286,7 @@ def test_the_trainer_sinks_print_each_evaluation(tmp_path, capsys) -> None:
 def test_summary_lines_never_fail_on_metrics_without_group_or_benchmark_names():
     """The LM study logs a worst group under other names: the printed line says "-" for what it cannot
     name (it crashed the quick LM arena once: printing must never stop a run)."""
-    from real_runs.evaluate import summary_lines
+    from real_runs.eval_metrics import summary_lines
 
     metrics = {"pooled/mean@2": 0.5, "pooled/pass@2": 0.75, "pooled/num_prompts": 4.0,
                "worst_group/mean@2": 0.25, "worst_benchmark/mean@2": 0.25, "skill/add/mean@2": 0.25}

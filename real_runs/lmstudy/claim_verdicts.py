@@ -18,13 +18,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from gdro_lab.runformat.runlog import read_run
+from real_runs.lmstudy.metrics import METRICS, final_metrics
 from studykit import lrgrid
 from studykit.claim_measures import mechanism_measurements
 from studykit.claims import Measurement, claim_rows
-from gdro_lab.runformat.runlog import read_run
 from studykit.stats import paired_ci, relative_gain_ci
 from studykit.tables import fmt
-from real_runs.lmstudy.metrics import METRICS, final_metrics
 
 EVIDENCE = "a 0.5 M-parameter Qwen3 on synthetic arithmetic"
 #: (key, label) of the baselines every method is compared with; "tuned" is tuned GRPO.

@@ -1,0 +1,244 @@
+"""The parts of one `gdro train` run, built once before step 1 (:func:`build`), and its run directory,
+new or resumed (:func:`open_run_dir`): everything :mod:`real_runs.train`'s step loop reads, in one
+:class:`TrainRun`.
+
+Order of a start (:func:`real_runs.train.main`): the output folder (or the run to resume) and the
+device are checked first (:mod:`real_runs.preflight`); then the seeds, the model and the data, the
+controllers, the frozen reference, the engine and the optimizer load here; only then is the run
+directory created and claimed, so a run that fails to load leaves nothing behind. A resumed run
+loads its last checkpoint into the same parts (no gap, no duplicate step).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import sys
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from gdro_lab import MethodStep, PromptIndex, RunWriter
+from gdro_lab.runformat.runlog import RunLock, is_run_dir, read_run
+from real_runs import checkpoint as ckpt
+from real_runs import preflight
+from real_runs.batching import DataOrder
+from real_runs.config import TrainConfig, config_from_dict, config_to_dict
+from real_runs.overhead import RunClock, logged_elapsed
+from real_runs.preflight import TrainError
+from real_runs.sinks import check_sinks
+from real_runs.types import Problem, Reward
+
+PRODUCER = "gdro train"
+#: ``main(warm_start=...)``: called as f(controllers, record_index, prompts, records) before step 1 of a new run.
+WarmStart = Callable[[dict[str, Any], np.ndarray, PromptIndex, list[Problem]], None]
+#: Top-level config.json keys that label a run for the app (real_runs.lmstudy.study.label_matched).
+LABEL_KEYS = frozenset({"matched_to", "match"})
+
+
+@dataclass(frozen=True)
+class Given:
+    """What the caller of ``main`` passes instead of what the config would load (None: load it)."""
+
+    model: Any = None
+    tokenizer: Any = None
+    train_records: Sequence[Problem] | None = None
+    eval_records: dict[str, list[Problem]] | None = None  #: benchmark name -> its problems
+    reward: Reward | None = None  #: scores training and evaluation (:func:`make_rewards`)
+    engine: Any = None
+    warm_start: WarmStart | None = None  #: runs once on the fresh controllers of a new run
+
+
+@dataclass
+class TrainRun:
+    """One run's state: the parts :func:`build` loads, then the run directory :func:`open_run_dir` opens."""
+
+    cfg: TrainConfig
+    device: torch.device
+    policy: Any  #: the trained model (fp32 master weights unless model.dtype says otherwise)
+    tokenizer: Any
+    records: list[Problem]  #: the training problems kept (prompts no longer than rollout.max_prompt_tokens)
+    prompt_texts: list[str]  #: their formatted prompts
+    answers: np.ndarray  #: their gold answers (dtype object)
+    data_summary: dict[str, int]  #: counts written to data.json
+    eval_problems: list[Problem]
+    prompts: PromptIndex
+    record_index: np.ndarray  #: record i -> its interned prompt index
+    method: MethodStep  #: the controllers of the method
+    order: DataOrder
+    autocast: Callable[[], Any]
+    reference: Any  #: the frozen policy as loaded (None without a KL term)
+    engine: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    pad_id: int
+    reward: Reward | None  #: the caller's reward (None: from rollout.reward)
+    writer: RunWriter = field(init=False)  #: set by open_run_dir
+    start: int = field(init=False)  #: the last step already done (0 for a new run)
+    clock: RunClock = field(init=False)  #: time/elapsed, start-up included, continued across a resume
+
+
+def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
+    """Seeds, device, model and data, controllers, reference, engine, optimizer (before any run directory)."""
+    tc, lc, mc = cfg.train, cfg.loss, cfg.method
+    check_sinks(cfg.log.tensorboard, cfg.log.wandb)
+    if tc.deterministic:
+        torch.use_deterministic_algorithms(True)
+    from real_runs.models import resolve_device  # transformers, imported when a run starts
+    device = resolve_device(cfg.model.device)
+    random.seed(tc.seed)
+    np.random.seed(tc.seed)
+    torch.manual_seed(tc.seed)
+
+    policy, tokenizer, records, data_summary = _load_parts(cfg, given.model, given.tokenizer, given.train_records,
+                                                           device)
+    records, prompt_texts, too_long = preflight.prompt_texts(records, tokenizer, cfg.rollout.max_prompt_tokens)
+    if too_long:
+        print(f"gdro train: dropped {too_long} of {too_long + len(records)} training prompts longer than "
+              f"rollout.max_prompt_tokens={cfg.rollout.max_prompt_tokens}", file=sys.stderr)
+    data_summary.update({"dropped_too_long": too_long, "prompts": len(records)})
+    eval_problems = _eval_problems(cfg, given.eval_records)
+    prompts = PromptIndex()  # stable ids interned once: record i -> record_index[i]
+    record_index = prompts.intern([r.id for r in records])
+    method = MethodStep(mc.method(), mc.step_configs(), tc.seed, prompts, box=(mc.n_bar, mc.n_min, mc.n_max))
+    if given.warm_start is not None and not resuming:
+        given.warm_start(method.controllers(), record_index, prompts, records)
+    order = DataOrder(len(records), tc.seed, cfg.data.shuffle)
+    autocast = _autocast(cfg, device)
+    reference = None
+    if lc.kl_coef > 0:  # the frozen reference is the policy as loaded, before any checkpoint
+        reference = copy.deepcopy(policy).eval().requires_grad_(False)
+        if autocast is not nullcontext:
+            reference.to(torch.bfloat16)
+    if cfg.model.gradient_checkpointing:
+        enable = getattr(policy, "activation_checkpointing_enable", None) or policy.gradient_checkpointing_enable
+        enable()  # transformers 5 renamed gradient_checkpointing_enable
+    if cfg.model.compile:
+        policy.base_model.compile(dynamic=True)  # the module response_logprobs and generate call
+    engine = given.engine
+    if engine is None:
+        from real_runs.engines import make_engine
+        engine_kwargs = {"dtype": "bfloat16"} if cfg.rollout.engine == "vllm" else {}  # fp32 master weights stay here
+        engine = make_engine(cfg.rollout.engine, policy, tokenizer, **engine_kwargs)
+    optim = cfg.optim
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=optim.lr * optim.lr_scale, betas=(optim.beta1, optim.beta2),
+                                  eps=optim.eps, weight_decay=optim.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / optim.warmup_steps) if optim.warmup_steps else 1.0)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return TrainRun(cfg=cfg, device=device, policy=policy, tokenizer=tokenizer, records=records,
+                    prompt_texts=prompt_texts, answers=np.array([p.answer for p in records], dtype=object),
+                    data_summary=data_summary, eval_problems=eval_problems, prompts=prompts,
+                    record_index=record_index, method=method, order=order, autocast=autocast, reference=reference,
+                    engine=engine, optimizer=optimizer, scheduler=scheduler, pad_id=pad_id, reward=given.reward)
+
+
+def open_run_dir(run: TrainRun, run_dir: Path, lock: RunLock, resuming: bool, started: float) -> None:
+    """A new run directory (``lock`` claimed it) with its data.json, or the resumed one with its last
+    checkpoint loaded into ``run``'s parts; sets ``run.writer``, ``run.start`` and ``run.clock``."""
+    if not resuming:
+        run.start = 0
+        run.writer = _new_run(run.cfg, run_dir, lock)
+        (run_dir / "data.json").write_text(json.dumps(run.data_summary, indent=1), encoding="utf-8")
+    else:
+        run.start, _ = ckpt.load_checkpoint(run_dir, model=run.policy, optimizer=run.optimizer,
+                                            scheduler=run.scheduler,
+                                            controllers={**saved_controllers(run.method), "data_order": run.order})
+        run.writer = RunWriter.resume(run_dir, run.start, lock=lock)
+    run.clock = RunClock(started, logged_elapsed(run_dir, run.start))
+
+
+def _load_parts(cfg: TrainConfig, model: Any, tokenizer: Any, train_records: Any,
+                device: torch.device) -> tuple[Any, Any, list[Problem], dict[str, int]]:
+    summary: dict[str, int] = {}
+    if model is None or tokenizer is None:
+        from real_runs.models import load_policy
+        dtype = "float32" if cfg.model.dtype == "auto" else cfg.model.dtype  # auto: fp32 master weights
+        seed_model, seed_tok = load_policy(cfg.model.name, device=str(device), dtype=dtype,
+                                           attn_implementation=None if cfg.model.attn_implementation == "auto"
+                                           else cfg.model.attn_implementation, seed=cfg.train.seed)
+        model, tokenizer = model or seed_model, tokenizer or seed_tok
+    if train_records is None:
+        train_records, summary = preflight.load_train_records(cfg)
+    if not train_records:
+        raise TrainError(f"data.train={cfg.data.train!r} has no usable records (every row lacked a "
+                         "problem or an answer): pass a data set with answers")
+    return model.to(device), tokenizer, list(train_records), summary
+
+
+def _eval_problems(cfg: TrainConfig, eval_records: dict[str, list[Problem]] | None) -> list[Problem]:
+    """The evaluation problems, every benchmark's in turn (none when ``eval.every`` is 0)."""
+    if not cfg.eval.every:
+        return []
+    if eval_records is None:
+        from real_runs.data import load_dataset_records
+        eval_records = {b: load_dataset_records(b, limit=cfg.eval.limit or None) for b in cfg.eval.benchmarks}
+    problems = [p for group in eval_records.values() for p in group]
+    if not problems:
+        raise TrainError("eval.every > 0 but the evaluation sets hold no problem: set eval.benchmarks or eval.every=0")
+    return problems
+
+
+def _new_run(cfg: TrainConfig, run_dir: Path, lock: RunLock) -> RunWriter:
+    """A fresh run directory (RunWriter refuses a folder that already holds a run), under ``lock``."""
+    return RunWriter(run_dir, config_to_dict(cfg), cfg.method.num_bins, PRODUCER,
+                     bin_labels=[f"accbin_{b}" for b in range(cfg.method.num_bins)], lock=lock)
+
+
+def check_resumable(resume: str | os.PathLike[str]) -> Path:
+    """The run directory to resume, checked: a gdro train run, not finished, with a checkpoint."""
+    run_dir = Path(resume)
+    if not is_run_dir(run_dir):
+        raise TrainError(f"--resume {run_dir}: not a gdro run directory: pass a folder written by gdro train")
+    run = read_run(run_dir)
+    if run.meta.get("producer") != PRODUCER:
+        raise TrainError(f"--resume {run_dir}: written by {run.meta.get('producer')!r}, not gdro train: "
+                         "only gdro train runs can be resumed")
+    if run.meta.get("status") == "finished":
+        raise TrainError(f"--resume {run_dir}: the run already finished: start a new run to train more")
+    if not ckpt.resumable_steps(run_dir):
+        raise TrainError(f"--resume {run_dir}: no complete checkpoint yet: delete the folder and start the run "
+                         "again (or use another train.run_name)")
+    return run_dir
+
+
+def load_run_config(run_dir: str | os.PathLike[str]) -> TrainConfig:
+    """The resolved config a run was started with (its config.json), without the labels a study adds for
+    the app (:data:`LABEL_KEYS`: a step-matched baseline's ``matched_to`` / ``match``; not trainer settings)."""
+    return config_from_dict({k: v for k, v in read_run(run_dir).config.items() if k not in LABEL_KEYS})
+
+
+def make_rewards(cfg: TrainConfig, reward: Reward | None) -> tuple[Reward, Reward | None, list[Any]]:
+    """(training reward, evaluation reward or None = the math reward built on first use, owned
+    objects to close). A reward passed in scores both; ``rollout.reward=toy`` scores training only."""
+    if reward is not None:
+        return reward, reward, []
+    from real_runs.rewards.math import MathReward
+    if cfg.rollout.reward == "toy":
+        from real_runs.rewards.toy import ToyOddsReward
+        print("gdro train: rollout.reward=toy: a toy reward with known per-prompt odds, NOT the math reward "
+              "(real_runs/rewards/toy.py); evaluation uses the math reward", file=sys.stderr)
+        return ToyOddsReward(), None, []
+    math = MathReward(timeout_s=cfg.rollout.reward_timeout_s, num_workers=cfg.rollout.reward_workers)
+    return math, math, [math]
+
+
+def _autocast(cfg: TrainConfig, device: torch.device) -> Any:
+    """bf16 autocast on CUDA (``model.autocast=auto``) or on any device (``bf16``), else none."""
+    mode = cfg.model.autocast
+    if mode == "bf16" or (mode == "auto" and device.type == "cuda"):
+        return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
+    return nullcontext
+
+
+def saved_controllers(method: MethodStep) -> dict[str, Any]:
+    """The controllers a checkpoint and a snapshot hold: all four, the selector only when the method
+    has one (runs without a selector keep the checkpoint layout written before the selector family)."""
+    return {family: controller for family, controller in method.controllers().items()
+            if family != "selector" or method.method.selector != "none"}
