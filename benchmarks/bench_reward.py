@@ -53,7 +53,7 @@ def worker(args: argparse.Namespace) -> None:
     """Read the batches (stdin's first line), then score the batch named on each further line; JSON answers."""
     try:
         from real_runs.rewards.math import MathReward
-    except ImportError:  # a --ref tree from before the rewards package: its MathReward is in real_runs/reward.py
+    except ImportError:  # a --ref tree from before the rewards package: its MathReward is in the module real_runs.reward
         from real_runs.reward import MathReward  # type: ignore[no-redef]
 
     batches = json.loads(sys.stdin.readline())
