@@ -145,6 +145,13 @@ def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return out
 
 
+def plant(root: Path, files: dict[str, str]) -> None:
+    """Write a planted tree (relative path -> source) under ``root`` for a check that must fail on it."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+
+
 def forbidden_imports(raw: dict[str, list[str]]) -> list[str]:
     """'file imports name' for every import that crosses an arrow the wrong way (:data:`FORBIDDEN`)."""
     found = []
@@ -199,9 +206,7 @@ def test_the_scan_sees_function_level_relative_and_circular_imports(tmp_path: Pa
         "gdro_lab/__init__.py": "",
         "gdro_lab/core.py": "if False:\n    import torch.nn as nn\n",
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text, encoding="utf-8")
+    plant(tmp_path, files)
     graph, raw = import_graph(tmp_path, ("gdro_lab", "simulators", "real_runs"))
     assert forbidden_imports(raw) == ["gdro_lab/core.py imports torch.nn", "real_runs/a.py imports simulators.world",
                                       "real_runs/a.py imports simulators.world.W"]
@@ -228,9 +233,7 @@ def test_the_apps_layer_check_sees_late_and_dotted_imports(tmp_path: Path) -> No
         "apps/views/__init__.py": "",
         "apps/views/ui.py": "import streamlit\nfrom apps.data import loading\n",       # views may
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text, encoding="utf-8")
+    plant(tmp_path, files)
     _, raw = import_graph(tmp_path, ("apps",))
     assert layer_violations(raw) == ["apps/data/loading.py imports streamlit", "apps/data/study.py imports apps.views",
                                      "apps/data/study.py imports apps.views.ui",
@@ -420,9 +423,7 @@ def test_the_shim_layer_and_cli_checks_can_fail(tmp_path: Path) -> None:
         "gdro_lab/allocation/__init__.py": "",
         "gdro_lab/allocation/a.py": "from gdro_lab.controllers.c import X\nY = X\n",
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text, encoding="utf-8")
+    plant(tmp_path, files)
     packages = ("gdro_lab", "simulators", "gdro_cli")
     assert reexports(tmp_path, packages) == ["simulators/exported.py:1 re-exports simulators.lib.VALUE",
                                              "simulators/shim.py:1 re-exports simulators.lib.VALUE"]
