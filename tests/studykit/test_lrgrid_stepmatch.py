@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from gdro_lab import ConfigError, lrgrid
+from gdro_lab import ConfigError
+from studykit import lrgrid
 from studykit.stepmatch import match_factors, moments
 
 
