@@ -355,14 +355,14 @@ def summary(blocks: list[Block], failed: int | None = None) -> str:
 
 
 
-def cmd_run(blocks: list[Block], pattern: str | None, timeout_s: float) -> int:
-    chosen = [b for b in blocks if not pattern or pattern in b.where or pattern in b.text]
+def cmd_run(blocks: list[Block], patterns: list[str] | None, timeout_s: float) -> int:
+    chosen = [b for b in blocks if not patterns or any(p in b.where or p in b.text for p in patterns)]
     failed = 0
     with tempfile.TemporaryDirectory(prefix="gdro-doctest-") as tmp:
         repo = scratch_copy(Path(tmp))
         home = Path(tmp) / "home"
         home.mkdir()
-        for where, command in ([] if pattern else table_commands()):
+        for where, command in ([] if patterns else table_commands()):
             ok, message = check_table_command(where, command, repo)
             print(f"{'ok  ' if ok else 'FAIL'}   parse  {where}  {command}", flush=True)
             failed += not ok
@@ -384,7 +384,9 @@ def cmd_run(blocks: list[Block], pattern: str | None, timeout_s: float) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the shell commands of README.md and docs/*.md.")
     parser.add_argument("action", choices=["list", "check", "run"])
-    parser.add_argument("-k", dest="pattern", help="only blocks whose file:line or text contains this")
+    parser.add_argument("-k", dest="patterns", action="append",
+                        help="only blocks whose file:line or text contains this (repeat: any of them, in file "
+                             "order; e.g. -k README.md:4 -k docs/app.md for the app's blocks on the README's runs)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per block")
     args = parser.parse_args(argv)
     try:
@@ -397,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "check":
         print(summary(blocks))
         return 0
-    return cmd_run(blocks, args.pattern, args.timeout)
+    return cmd_run(blocks, args.patterns, args.timeout)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,26 @@
 """``gdro report RUN_DIR [...]``: the app's figures (:mod:`apps.report.figures`) as static PNGs.
 
-For each run, ``<out>/<method>_seed<seed>/`` (method and seed from the run's config, simulator
-or trainer layout alike: ``method`` or ``method.name``, ``seed`` or ``train.seed``; the folder
-name only when the config names no method) receives traveling_wave.png, lead_lag.png,
+For each run, ``<out>/<name>/`` (the app's name of the run among the runs given, e.g.
+``prompt_gdro_lrx1_seed3``: :func:`report_names`) receives traveling_wave.png, lead_lag.png,
 rollout_budget.png, se_proxy.png, outcomes.png, evaluations.png (per-benchmark mean@k / pass@k
 with their 95% intervals, and the latest evaluation as intervals) and step_time.png (seconds
 per step by phase, stacked; total and throughput; each phase's share); with two or more runs,
 ``<out>/compare.png`` overlays them. A report never silently replaces another: when a target
 folder already holds figures, nothing is written unless ``--overwrite``. ``<out>`` is
 ``reports`` unless ``--out`` says otherwise. A run that cannot be read is reported on one line
-and skipped; nothing is written into run directories.
+and skipped; nothing is written into run directories. The runs are drawn by ``--jobs`` worker
+processes (default: one per core, at most one per run); each run's figures are the same bytes
+whatever the number of workers.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import re
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -89,6 +92,26 @@ def write_report(run: RunData, out_dir: Path, step: int | None = None) -> list[P
     return written
 
 
+def _draw(path: Path, out_dir: Path, step: int | None) -> list[Path]:
+    """A worker's task: load the run at ``path`` and write its figures."""
+    return write_report(loading.load_run(path), out_dir, step)
+
+
+def write_reports(jobs: dict[Path, tuple[RunData, Path]], step: int | None, workers: int) -> list[list[Path]]:
+    """Every run's figures ({run folder: (run, out folder)}), drawn by ``workers`` processes (in
+    this process when 1); the files written, in the order of ``jobs``."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [write_report(run, out_dir, step) for run, out_dir in jobs.values()]
+    context = multiprocessing.get_context("spawn")  # a clean matplotlib per worker, whatever the parent holds
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+        return list(pool.map(_draw, list(jobs), [out_dir for _, out_dir in jobs.values()], [step] * len(jobs)))
+
+
+def default_jobs() -> int:
+    """One worker per core this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 # ----------------------------------------------------------------------------- command line
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,17 +119,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="gdro report", description="Static PNG figures of run directories.")
     parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to draw")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="output folder; each run gets <out>/<method>_seed<seed>/ (default: reports)")
+                        help="output folder; each run gets <out>/<name>/, its name in the app (default: reports)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace figures already in the output folders (without it, existing figures "
                              "stop the report before anything is written)")
     parser.add_argument("--step", type=int, default=None, help="step of the budget frontier (default: last)")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="worker processes drawing the runs (default: one per core, at most one per run)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry of ``gdro report``: 0 when every run was drawn, 1 when some could not be read."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.jobs is not None and args.jobs < 1:
+        print(f"gdro report: --jobs {args.jobs} is not a number of workers: give 1 or more", file=sys.stderr)
+        return 2
     if args.out.exists() and not args.out.is_dir():
         print(f"gdro report: --out {args.out} is a file, not a folder: give a folder for the figures", file=sys.stderr)
         return 2
@@ -141,9 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gdro report: {existing[0]} already holds a report ({len(existing)} in all): choose another --out "
               "or pass --overwrite", file=sys.stderr)
         return 2
-    for name, run in loaded.items():
-        files = write_report(run, targets[name], args.step)
-        print(f"{run.path}: {len(files)} figures in {targets[name]}")
+    jobs = {run.path: (run, targets[name]) for name, run in loaded.items()}
+    for (run, out_dir), files in zip(jobs.values(), write_reports(jobs, args.step, args.jobs or default_jobs())):
+        print(f"{run.path}: {len(files)} figures in {out_dir}")
     if len(loaded) >= 2:
         grouping, labels = _grouping(readable)
         by_label = {labels[path]: run for path, run in readable.items()}

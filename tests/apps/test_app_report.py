@@ -233,3 +233,17 @@ def test_a_study_report_has_bands_over_seeds_the_apps_names_and_nothing_cut(root
     assert 0 <= title.x0 and title.x1 <= figure.bbox.x1, "the title is not cut"
     assert figure._suptitle.get_text().startswith("Study: 3 groups of 5 seeds")
     plt.close(figure)
+
+
+def test_report_workers_write_the_same_figures_as_one_process(seeds_root: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [str(seeds_root / method / "seed0") for method in ("grpo", "prompt_gdro")]
+    assert cli.main([*runs, "--out", str(tmp_path / "one"), "--jobs", "1"]) == 0
+    assert cli.main([*runs, "--out", str(tmp_path / "two"), "--jobs", "2"]) == 0
+    one, two = tree_digest(tmp_path / "one"), tree_digest(tmp_path / "two")
+    assert one == two and len(list((tmp_path / "two").rglob("*.png"))) == 2 * 7 + 1, "same bytes, every figure"
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in printed[-3:-1]] == runs, "runs reported in the order given"
+    assert cli.main([*runs, "--out", str(tmp_path / "none"), "--jobs", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "--jobs 0" in error and error.count("\n") == 1 and not (tmp_path / "none").exists()
