@@ -1,9 +1,11 @@
 """Sweeps: a run's final metric against each swept config key, one line per method, and the
 parallel coordinates of a sweep. No Streamlit here.
 
-The swept keys of some runs are the config keys whose values differ between runs of one method
+Each line is a method (:func:`line_of`); a step-matched GRPO baseline (``matched_to`` and ``match``
+in its config) is a line of its own, "grpo (matched to prompt_gdro, first)", not a setting of GRPO.
+The swept keys of some runs are the config keys whose values differ between runs of one line
 (:func:`apps.data.identity.varying_keys` over their identities: seeds and bookkeeping are never swept,
-nor keys that follow from the method), with a learning-rate scale first. For each key and metric, :func:`sweep_frame` gives per method and key value the
+nor keys that follow from the method or the matching), with a learning-rate scale first. For each key and metric, :func:`sweep_frame` gives per method and key value the
 mean of the runs' final values over the runs that share that value, with its 95% Student-t
 interval (``mean ± t_{0.975,n-1} sd/√n``; none with fewer than :data:`apps.data.study.MIN_BAND_SEEDS`
 runs). A run's final value is the tail average of its logged steps (steps at or after the 60th
@@ -22,6 +24,19 @@ from gdro_lab.runformat.runlog import RunData
 
 FINALS = ("tail mean", "last value")
 LR_KEYS = ("lr_scale", "optim.lr_scale")
+#: Keys of a step-matched baseline (the method it is matched to, and which moment): they name its line.
+MATCH_KEYS = ("matched_to", "match")
+
+
+def line_of(config: Mapping[str, Any], fallback: str = "") -> str:
+    """The sweep line of a run: its method, and for a step-matched baseline the method it is
+    matched to and the moment (``first_moment`` -> ``first``)."""
+    method = identity.method_of(config, fallback)
+    matched_to, match = config.get("matched_to"), config.get("match")
+    if identity.is_empty(matched_to):
+        return method
+    moment = str(match).removesuffix("_moment") if not identity.is_empty(match) else "?"
+    return f"{method} (matched to {matched_to}, {moment})"
 
 
 def run_final(run: RunData, metric: str, final: str = "tail mean") -> float:
@@ -40,11 +55,11 @@ def sweep_keys(configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     out), a learning-rate scale first, then numeric keys, then the rest."""
     identities = [identity.identity(config) for config in configs.values()]
     by_method: dict[str, list[dict[str, Any]]] = {}
-    for flat in identities:
-        by_method.setdefault(str(flat.get("method", "")), []).append(flat)
-    # swept: a key that varies within some method (keys that follow from the method, such as its
-    # controllers' resolved settings, are not)
-    keys = [key for key in identity.varying_keys(identities) if key != "method"
+    for config, flat in zip(configs.values(), identities):
+        by_method.setdefault(line_of(config), []).append(flat)
+    # swept: a key that varies within some line (keys that follow from the method, such as its
+    # controllers' resolved settings, or name a matched baseline's line, are not)
+    keys = [key for key in identity.varying_keys(identities) if key != "method" and key not in MATCH_KEYS
             and any(len({identity.MISSING if key not in flat else str(flat[key]) for flat in flats}) > 1
                     for flats in by_method.values())]
 
@@ -67,7 +82,7 @@ def sweep_frame(runs: Mapping[str, RunData], key: str, metric: str, final: str =
     ``value_of_key``: numbers as floats, else text), method, value, lo, hi, n; sorted."""
     rows: dict[tuple[str, Any], list[float]] = {}
     for run in runs.values():
-        method = identity.method_of(run.config, fallback=run.path.name)
+        method = line_of(run.config, fallback=run.path.name)
         rows.setdefault((method, _value(run.config, key)), []).append(run_final(run, metric, final))
     out = []
     for (method, setting), values in rows.items():
@@ -115,7 +130,7 @@ def parallel_frame(runs: Mapping[str, RunData], keys: Sequence[str], metric: str
             order = sorted({str(value) for value in values})
             for label, value in zip(table, values):
                 positions[label][axis] = order.index(str(value)) / max(len(order) - 1, 1)
-    rows = [{"run": (names or {}).get(label, label), "method": identity.method_of(runs[label].config),
+    rows = [{"run": (names or {}).get(label, label), "method": line_of(runs[label].config),
              "axis": axis, "raw": str(table[label][axis]), "position": positions[label][axis]}
             for label in table for axis in axes]
     return pd.DataFrame(rows, columns=["run", "method", "axis", "raw", "position"])

@@ -1,6 +1,6 @@
-"""Sweep: the final (or tail-mean) metric against each swept config key, one line per method with
-95% intervals over the runs that share a setting (a learning-rate scale first, on a log axis), and
-the parallel coordinates of the sweep.
+"""Sweep: the final (or tail-mean) metric against each swept config key, one line per method (a
+step-matched baseline its own line) with 95% intervals over the runs that share a setting (a
+learning-rate scale first, on a log axis), and the parallel coordinates of the sweep.
 
 The runs are those picked on the Runs page, else the study of the first listed run
 (:func:`apps.data.sweep.sweep_keys` finds the keys that differ between them).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from apps.data import identity, study, sweep
+from apps.data import study, sweep
 from apps.data.colours import method_hues
 from apps.views import charts, ui, uicharts
 
@@ -45,7 +45,7 @@ def page() -> None:
         final = str(final_box.selectbox("Final value", sweep.FINALS, key="sweep-final", bind="query-params",
                                         help="Tail mean: steps at or after the 60th percentile; or the last value."))
         st.caption(f"{len(runs)} runs; swept: {', '.join(keys)}")
-        colours = method_hues(identity.method_of(run.config, run.path.name) for run in runs.values())
+        colours = method_hues(sweep.line_of(run.config, run.path.name) for run in runs.values())
         for key in keys:
             frame = sweep.sweep_frame(runs, key, metric, final)
             name = f"{metric} against {key}"

@@ -51,3 +51,19 @@ def test_the_study_sweeps_the_learning_rate_first_with_intervals(root100: Root10
     assert lr["position"].min() == 0 and lr["position"].max() == 1
     middle = lr[lr["raw"] == "1.0"]["position"].iloc[0]
     assert middle == pytest.approx(3 / 5), "lr on a log axis: 1 is 3 of 5 sqrt(2) steps from 2**-1.5"
+
+
+def test_a_step_matched_baseline_is_a_line_of_its_own_not_a_swept_setting(root100: Root100) -> None:
+    runs = _runs(root100.root, list(root100.study))  # with the step-matched GRPO baselines
+    keys = sweep.sweep_keys({label: run.config for label, run in runs.items()})
+    assert keys == ["lr_scale"], "matched_to / match name a line; they are not swept"
+    frame = sweep.sweep_frame(runs, "lr_scale", "mean_success", "last value")
+    matched = [label for label in root100.study if "/grpo_matched_prompt_gdro_first/" in label]
+    line = frame[frame["method"] == "grpo (matched to prompt_gdro, first)"]
+    assert len(line) == 1 and line.iloc[0]["n"] == len(matched) >= 3
+    assert line.iloc[0]["value"] == pytest.approx(np.mean([_last(root100.root, label, "mean_success")
+                                                           for label in matched]))
+    assert set(frame["method"]) == {"grpo", "prompt_gdro", "rollout_gdro", "grpo (matched to prompt_gdro, first)",
+                                    "grpo (matched to prompt_gdro, second)"}
+    grpo = frame[frame["method"] == "grpo"]
+    assert grpo["n"].tolist() == [5] * len(grpo), "the plain GRPO points hold only plain GRPO runs"
