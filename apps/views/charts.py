@@ -141,6 +141,14 @@ def sweep_lines(frame: pd.DataFrame, key: str, metric: str, colours: Mapping[str
     return alt.layer(bars, lines).properties(title=f"{metric} against {key}", height=CHART_HEIGHT, width=560)
 
 
+def _short_number(text: str) -> str:
+    """A number's text with 4 significant digits (``0.8307291666`` -> ``0.8307``); other text as it is."""
+    try:
+        return f"{float(text):.4g}"
+    except ValueError:
+        return text
+
+
 def parallel_coordinates(frame: pd.DataFrame, axes: Sequence[str], colours: Mapping[str, str]) -> AnyChart:
     """Parallel coordinates of a sweep (frame: run, method, axis, raw, position): one polyline per
     run across the swept keys and the metric, coloured by method; hover a line for its values."""
@@ -152,6 +160,7 @@ def parallel_coordinates(frame: pd.DataFrame, axes: Sequence[str], colours: Mapp
     lines = alt.Chart(frame).mark_line(opacity=0.45, strokeWidth=1.5).encode(
         x=x, y=y, color=colour, detail="run:N", tooltip=[alt.Tooltip("run:N"), alt.Tooltip("axis:N"),
                                                           alt.Tooltip("raw:N", title="value")])
-    ticks = alt.Chart(frame).mark_text(dx=4, align="left", fontSize=9, color="#555555").encode(
-        x=x, y=y, text="raw:N").transform_filter("datum.position == 0 || datum.position == 1")
+    ends = frame[frame["position"].isin([0.0, 1.0])].drop_duplicates(["axis", "position"]).assign(
+        label=lambda part: part["raw"].map(_short_number))  # one label per axis end, 4 significant digits
+    ticks = alt.Chart(ends).mark_text(dx=4, align="left", fontSize=9, color="#555555").encode(x=x, y=y, text="label:N")
     return alt.layer(lines, ticks).properties(title="Parallel coordinates of the sweep", height=CHART_HEIGHT, width=820)

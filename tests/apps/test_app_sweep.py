@@ -67,3 +67,16 @@ def test_a_step_matched_baseline_is_a_line_of_its_own_not_a_swept_setting(root10
                                     "grpo (matched to prompt_gdro, second)"}
     grpo = frame[frame["method"] == "grpo"]
     assert grpo["n"].tolist() == [5] * len(grpo), "the plain GRPO points hold only plain GRPO runs"
+
+
+def test_parallel_coordinates_label_each_axis_end_once_in_short_numbers(root100: Root100) -> None:
+    from apps.views import charts
+
+    runs = _runs(root100.root, [label for label in root100.study if "matched" not in label])
+    parallel = sweep.parallel_frame(runs, ["lr_scale"], "mean_success", "last value")
+    spec = charts.parallel_coordinates(parallel, ["lr_scale", "mean_success"], {}).to_dict()
+    labels = [row["label"] for layer in spec["layer"] if "label" in str(layer["encoding"].get("text", ""))
+              for row in spec["datasets"][layer["data"]["name"]]]
+    assert len(labels) == 4, "one label per axis end, not one per run"
+    high = max(_last(root100.root, label, "mean_success") for label in runs)
+    assert f"{high:.4g}" in labels and "2" in labels and all(len(label) <= 6 for label in labels), labels
