@@ -70,11 +70,6 @@ def method_name(config: Mapping[str, Any], fallback: str) -> str:
     return identity.method_of(config, fallback)
 
 
-def run_seed(config: Mapping[str, Any]) -> Any:
-    """The run's seed (``seed``, ``train.seed``...: :func:`apps.data.identity.seed_of`); None without one."""
-    return identity.seed_of(config)
-
-
 def group_runs(runs: Mapping[str, RunData], grouping: Grouping) -> list[Method]:
     """Runs grouped as ``grouping`` says (run label -> group label), in the grouping's order."""
     order = {group.label: index for index, group in enumerate(grouping.groups)}

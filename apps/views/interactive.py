@@ -191,11 +191,6 @@ def _parameters(zoom_views: Mapping[str, list[str]], hover_views: list[str], leg
     return params
 
 
-def _field_name(name: str) -> str:
-    """A data column name as a Vega-Lite field reference (dots and brackets escaped)."""
-    return name.replace("\\", "\\\\").replace(".", "\\.").replace("[", "\\[").replace("]", "\\]")
-
-
 def _y_scale(frame: pd.DataFrame, log_y: bool, domain: Sequence[float] | None) -> alt.Scale:
     options: dict[str, Any] = {"zero": False}
     if log_y:

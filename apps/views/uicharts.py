@@ -424,11 +424,6 @@ def bar_domain(field_name: str) -> tuple[float, float] | None:
     return (low, high) if high > low else None
 
 
-def shown_domain(field_name: str) -> list[float] | None:
-    """The colour scale of a per-bin field over the shown runs (:func:`colour_domain`)."""
-    return colour_domain(field_name, shown_runs(), colour_mode())
-
-
 def colour_mode() -> str:
     """The sidebar's heatmap colour scale: ``auto`` (the data's range) or ``natural``."""
     return "natural" if st.session_state.get(COLOUR_KEY) == NATURAL_COLOURS else "auto"
