@@ -114,7 +114,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("prompt_stale", "per-prompt oracle, previous visit", allocator="prompt_stale", needs_truth=True,
                summary="reference: the per-prompt oracle on each prompt's true p at its previous visit"),
     MethodSpec("dynamic_sampling", "DAPO dynamic sampling", selector="dynamic_sampling",
-               summary="DAPO: train only on groups with mixed rewards (same generated rollouts per step)"),
+               summary="DAPO: train only on groups with mixed successes (same generated rollouts per step)"),
     MethodSpec("greso", "GRESO", selector="greso",
                summary="GRESO (arXiv 2506.02177): skip predicted zero-variance prompts before rollout"),
 )}

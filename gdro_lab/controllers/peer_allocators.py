@@ -16,8 +16,10 @@ outcome history (:class:`gdro_lab.controllers.prompt_stats.PromptStats`). The ma
   the prior mean, strength kappa0 = prior_strength, and the prompt's counts discounted by
   history_decay per visit ("recent rollouts"); weights w_i = E[p (1 - p)] under it; plan =
   the exact integer optimum of min sum_i w_i / (n_i - 1) (VIP's RLOO variance; ``form='sqrt'``:
-  w_i / n_i). Departs from VIP: no Gaussian process over prompt embeddings, so an unseen prompt
-  gets the prior (VIP's GP would borrow from similar prompts) and prompts share nothing but m.
+  w_i / n_i). m is per rollout: each step's observation is the batch's successes over its
+  rollouts (a prompt with more rollouts weighs more), not the mean of the prompts' success rates.
+  Departs from VIP: no Gaussian process over prompt embeddings, so an unseen prompt gets the prior
+  (VIP's GP would borrow from similar prompts) and prompts share nothing but m.
 Without ``prompt_ids`` both plan n_bar for every prompt (no history to read).
 """
 

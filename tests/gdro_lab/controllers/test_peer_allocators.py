@@ -44,6 +44,20 @@ def test_knapsack_plans_with_its_objective(objective):
     assert METHODS["knapsack_code"].allocator == "knapsack"
 
 
+def test_vip_prior_mean_is_the_batch_success_rate_per_rollout():
+    """m's observation is the batch's successes over its rollouts (x: 2 of 2, y: 1 of 6 -> 3/8), not the mean of the
+    prompts' rates ((1 + 1/6) / 2 = 7/12): with unequal counts the two differ, and m sets an unseen prompt's
+    weight kappa0 m (1 - m) / (kappa0 + 1)."""
+    a = build("allocator", "vip", {"num_bins": 1, "prior_strength": 2.0, "success_ema": 0.1}, seed=0)
+    metrics = visit(a, ["x", "y"], [2, 6], [1, 1] + [1, 0, 0, 0, 0, 0], [0, 0])
+    assert a.success_mean == pytest.approx(3 / 8) and metrics["rollout/prior_success"] == pytest.approx(3 / 8)
+    visit(a, ["x", "z"], [6, 2], [1] * 6 + [0, 0], [0, 0])                         # 6 of 8; per prompt 1/2
+    m = 0.9 * 3 / 8 + 0.1 * 6 / 8
+    assert a.success_mean == pytest.approx(m)
+    unseen = a.weights(a.stats.rows(["new"]))
+    assert unseen[0] == pytest.approx(2.0 * m * (1 - m) / 3.0)
+
+
 def test_vip_weights_are_the_beta_posterior_and_unseen_prompts_get_n_bar():
     a = build("allocator", "vip", {"num_bins": 2, "prior_strength": 2.0, "history_decay": 0.5}, seed=0)
     visit(a, ["x", "y"], [4, 4], [1, 1, 1, 0, 0, 0, 0, 0], [0, 1])   # batch rate 3/8
