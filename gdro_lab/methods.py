@@ -16,7 +16,8 @@ the real-model loops offer the others.
 | rollout_gdro  | uniform                                    | gdro (shadow price + DP)    | none      |
 | sqrt_oracle   | uniform                                    | sqrt, true variances        | none      |
 | joint         | gdro on difficulty bins, EMA 0.12, debias  | gdro                        | none      |
-| knapsack      | uniform                                    | knapsack (Knapsack-RL)      | none      |
+| knapsack      | uniform                                    | knapsack, paper's objective | none      |
+| knapsack_code | uniform                                    | knapsack, the code's DP     | none      |
 | vip           | uniform                                    | vip (Beta posterior + convex) | none    |
 | gdro_prompt   | uniform                                    | gdro_prompt (per prompt, EB) | none     |
 | prompt_oracle | uniform                                    | per-prompt oracle, true p_i | none      |
@@ -95,8 +96,13 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("joint", "joint Prompt+Rollout GDRO", weighter="gdro", allocator="gdro",
                weighter_overrides={"ema_beta": 0.12, "share_normalize": True},
                summary="both adversaries at once (not run in the paper)"),
-    MethodSpec("knapsack", "Knapsack-RL", allocator="knapsack",
-               summary="Knapsack-RL (arXiv 2509.25849): per-prompt knapsack on (1-p^n-(1-p)^n) p(1-p)^2"),
+    MethodSpec("knapsack", "Knapsack-RL", allocator="knapsack", allocator_overrides={"objective": "paper"},
+               summary="Knapsack-RL (arXiv 2509.25849): per-prompt knapsack, max sum_i (1-p^n-(1-p)^n) p(1-p)^2 "
+                       "over every prompt (the paper's objective)"),
+    MethodSpec("knapsack_code", "Knapsack-RL (code's DP)", allocator="knapsack",
+               allocator_overrides={"objective": "code"},
+               summary="Knapsack-RL as its released DP (liziniu/KnapsackRL): a prompt left at n_min is credited 0, "
+                       "not its value"),
     MethodSpec("vip", "VIP", allocator="vip",
                summary="VIP (arXiv 2602.01601): Beta posterior per prompt, convex min sum p(1-p)/(n-1)"),
     MethodSpec("gdro_prompt", "per-prompt Rollout-GDRO", allocator="gdro_prompt",
@@ -108,7 +114,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("prompt_stale", "per-prompt oracle, previous visit", allocator="prompt_stale", needs_truth=True,
                summary="reference: the per-prompt oracle on each prompt's true p at its previous visit"),
     MethodSpec("dynamic_sampling", "DAPO dynamic sampling", selector="dynamic_sampling",
-               summary="DAPO: train only on groups with mixed rewards (same generated rollouts per step)"),
+               summary="DAPO: train only on groups with mixed successes (same generated rollouts per step)"),
     MethodSpec("greso", "GRESO", selector="greso",
                summary="GRESO (arXiv 2506.02177): skip predicted zero-variance prompts before rollout"),
 )}

@@ -12,7 +12,8 @@ directory's ``config.json`` stores (one source of truth).
 Methods (``method.name``) are those of the one table, gdro_lab.methods, that need no simulator
 truth: the paper's ``grpo`` (uniform weights, n = n_bar), ``prompt_gdro`` (weighter ``gdro``),
 ``rollout_gdro`` (allocator ``gdro``), ``joint`` (both; the paper never trained them together), and
-``prompt_gdro_mean1``, ``knapsack``, ``vip``, ``gdro_prompt``, ``dynamic_sampling``, ``greso``.
+``prompt_gdro_mean1``, ``knapsack``, ``knapsack_code``, ``vip``, ``gdro_prompt``, ``dynamic_sampling``,
+``greso``.
 ``method.weighter`` / ``method.allocator`` / ``method.classifier`` override by registry name
 (``custom``: GRPO's controllers replaced), e.g. ``method.allocator=knapsack`` (or ``vip``,
 ``gdro_prompt``); ``method.selector`` picks a prompt selector (``none`` = the method's,

@@ -7,7 +7,9 @@ built by ``gdro_lab.step.MethodStep`` through :func:`build_controller`, so the l
 a method's name.
 
 ``knapsack`` was a simulator-only greedy per bin ("Knapsack-style", value p(1-p)) until the arena;
-it is now Knapsack-RL from gdro_lab (reports committed before, e.g. reports/sqrt-law, ran the old one).
+it is now Knapsack-RL from gdro_lab (reports committed before, e.g. reports/sqrt-law, ran the old one),
+on the paper's objective; ``knapsack_code`` is Knapsack-RL as its released DP (reports/arena before the
+two were split ran that one under the name ``knapsack``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ LOCAL_CONTROLLERS: dict[str, dict[str, Any]] = {"allocator": {"prompt_oracle": P
 DEFAULT_METHODS = ("grpo", "class_gdro", "prompt_gdro", "prompt_gdro_mean1", "rollout_gdro", "sqrt_oracle", "joint",
                    "knapsack")
 #: The allocation arena's methods (simulators/studies/arena.py).
-ARENA_METHODS = ("grpo", "rollout_gdro", "gdro_prompt", "knapsack", "vip", "dynamic_sampling", "greso",
-                 "prompt_oracle")
+ARENA_METHODS = ("grpo", "rollout_gdro", "gdro_prompt", "knapsack", "knapsack_code", "vip", "dynamic_sampling",
+                 "greso", "prompt_oracle")
 
 
 def register_method(spec: MethodSpec, replace: bool = False) -> MethodSpec:

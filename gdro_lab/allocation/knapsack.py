@@ -1,8 +1,9 @@
 """Knapsack-RL's rollout budget allocation as pure functions (arXiv 2509.25849).
 
-Follows the released code (liziniu/KnapsackRL, ``verl/trainer/ppo/exploration_utils.py``,
-``sampling_budget_by_knapsack``; read, not copied). A prompt with success rate p given N
-rollouts is worth
+Follows the paper's objective (``objective="paper"``, the default) or its released code's DP
+(``objective="code"``; liziniu/KnapsackRL, ``verl/trainer/ppo/exploration_utils.py``,
+``sampling_budget_by_knapsack`` and ``solve_by_dp``; read, not copied). A prompt with success rate
+p given N rollouts is worth
 
     value(N; p) = (1 - p^N - (1 - p)^N) * p (1 - p)^2
 
@@ -14,29 +15,47 @@ non-zero gradient with probability alpha is log(1 - alpha) / log(max(p, 1 - p)).
    "effective" prompts (0 < p < 1) start at n_min;
 2. the rest R of the budget: with no effective prompt it goes to the p = 0 prompts in equal
    shares (else every prompt gets n_default); otherwise, when the effective prompts' summed cost
-   sum_i int(min(n_max, cost_i)) is below R (the code's fallback), the surplus goes in equal shares
-   to the p = 0 prompts (else to every non-effective prompt) and R shrinks to that cost;
-3. R is spent by the knapsack over the effective prompts: extra rollouts k_i in 0..n_max - n_min,
-   maximising sum_{i: k_i > 0} value(n_min + k_i; p_i) with sum k_i <= R. As in the code's DP a
-   prompt left at n_min is credited 0, not value(n_min); that objective is concave in k_i (first
-   increment value(n_min + 1), then the increments of value, which decrease), so the greedy on
-   marginal gains (:func:`gdro_lab.allocation.separable.separable_plan`) is its exact optimum and spends
-   min(R, the prompts' room) as the code's DP does (tests/gdro_lab/allocation/test_knapsack.py checks both against a
-   brute-force DP);
+   sum_i int(min(n_max, cost_i)) is below R (the code's allow_fallback, the paper's fallback), the surplus
+   goes in equal shares to the valid p = 0 prompts, and only when there is none to every
+   non-effective prompt (p = 1 and not yet valid); R shrinks to that cost;
+3. R is spent over the effective prompts, extra rollouts k_i in 0..n_max - n_min with
+   sum k_i <= R, maximising
+   - ``paper``: sum_i value(n_min + k_i; p_i), the paper's sum over every prompt (p = 0 and 1
+     are worth 0 at any N, so with the fallback off and every estimate valid the plan maximises it
+     over all plans with the exact total in the box; with the fallback on, over the plans that give
+     the effective prompts what the fallback leaves them);
+   - ``code``: sum_{i: k_i > 0} value(n_min + k_i; p_i): the code's DP credits 0 to a prompt left
+     at n_min (its option "don't allocate"), not value(n_min), so it over-rewards moving a prompt
+     off n_min and spreads the budget over more prompts than the paper's optimum. On 60 random
+     instances (2-5 prompts, 15% each at p = 0 and p = 1, n in [2, 12], total 4 P, fallback off) its
+     plan falls short of the paper's optimum on 13 (median 0.8% of the objective, at most 6.2%);
+     with every prompt effective on 22 (median 0.7%, at most 3.3%) (docs/arena.md; the numbers are
+     tests/gdro_lab/allocation/test_knapsack.py's).
+   Both are concave in k_i (increments of value decrease in N; the code's first increment is
+   value(n_min + 1) >= its second), so the greedy on marginal gains
+   (:func:`gdro_lab.allocation.separable.separable_plan`) is the exact optimum of either and spends
+   min(R, the prompts' room) as the code's DP does (tests/gdro_lab/allocation/test_knapsack.py checks
+   the paper's against a brute force over every plan and the code's against a loop of its DP);
 4. budget still left (every effective prompt at n_max) is spread in equal shares.
 
 Departs from the code: every share respects n_max (the code's equal shares and leftovers may
 exceed it; here an amount that does not fit moves on to prompts with room), so the plan always
 spends exactly ``total`` within [n_min, n_max]; the DP is replaced by the equivalent exact greedy
-(the code's DP is O(P R K), ~1.3 M operations at 256 prompts, and needs numba).
+(the code's DP is O(P R K), ~1.3 M operations at 256 prompts, and needs numba); the fallback's
+p = 0 prompts are the valid ones (the code's success-rate array is 0 for a prompt without a valid
+estimate too, so it counts those among its p = 0 prompts).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from gdro_lab._validate import require_choice
 from gdro_lab.allocation.separable import separable_plan
 from gdro_lab.checks import as_float_array, check_total
+
+OBJECTIVES = ("paper", "code")
+"""The knapsack's objective: the paper's sum over every prompt, or the code's DP (module docstring, step 3)."""
 
 
 def knapsack_value(p: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
@@ -72,12 +91,15 @@ def spread(n_P: np.ndarray, members: np.ndarray, amount: int, n_max: int) -> int
 
 
 def knapsack_plan(p_P: np.ndarray, valid_P: np.ndarray, total: int, n_min: int, n_max: int,
-                  n_default: int, alpha: float = 0.9, fallback: bool = True) -> np.ndarray:
+                  n_default: int, alpha: float = 0.9, fallback: bool = True,
+                  objective: str = "paper") -> np.ndarray:
     """Knapsack-RL's plan n_P (int64), sum exactly ``total``, each in [n_min, n_max] (module docstring).
 
-    ``p_P``: success-rate estimates in [0, 1]; ``valid_P``: whether each estimate is trusted yet.
-    Needs P n_min <= total <= P n_max and n_min <= n_default <= n_max.
+    ``p_P``: success-rate estimates in [0, 1]; ``valid_P``: whether each estimate is trusted yet;
+    ``objective``: 'paper' or 'code' (step 3). Needs P n_min <= total <= P n_max and
+    n_min <= n_default <= n_max.
     """
+    require_choice("knapsack_plan", "objective", objective, OBJECTIVES)
     p = as_float_array("knapsack_plan", "p_P", p_P, ndim=1)
     valid = np.asarray(valid_P, bool)
     size = p.size
@@ -103,7 +125,7 @@ def knapsack_plan(p_P: np.ndarray, valid_P: np.ndarray, total: int, n_min: int, 
             left = cost + (spread(n_P, receivers, surplus, n_max) if receivers.size else surplus)
         room = n_max - n_min
         used = min(left, eff.size * room)
-        n_P[eff] = _knapsack_extra(p[eff], used, n_min, room)
+        n_P[eff] = _knapsack_extra(p[eff], used, n_min, room, objective)
         left -= used
     if left > 0:
         left = spread(n_P, eff, left, n_max) if eff.size else left
@@ -122,10 +144,12 @@ def _value_table(p_E: np.ndarray, n_min: int, room: int) -> np.ndarray:
     return (1.0 - up - down) * (p_E * q_E * q_E)[:, None]
 
 
-def _knapsack_extra(p_E: np.ndarray, budget: int, n_min: int, room: int) -> np.ndarray:
-    """n_min + k_i maximising sum_{k_i > 0} value(n_min + k_i; p_i), sum k_i = budget (concave: greedy)."""
+def _knapsack_extra(p_E: np.ndarray, budget: int, n_min: int, room: int, objective: str = "paper") -> np.ndarray:
+    """n_min + k_i maximising sum_i value(n_min + k_i; p_i) ('paper') or sum_{k_i > 0} of it ('code'),
+    sum k_i = budget (both concave in k_i: greedy)."""
     credited = _value_table(p_E, n_min, room)
-    credited[:, 0] = 0.0  # the code's DP: a prompt left at n_min is worth 0
+    if objective == "code":
+        credited[:, 0] = 0.0  # the code's DP: a prompt left at n_min is worth 0
     return separable_plan(np.diff(credited, axis=1), p_E.size * n_min + budget, n_min)
 
 

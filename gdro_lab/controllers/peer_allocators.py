@@ -8,14 +8,18 @@ outcome history (:class:`gdro_lab.controllers.prompt_stats.PromptStats`). The ma
 - ``knapsack`` (:class:`KnapsackAllocator`), arXiv 2509.25849, code liziniu/KnapsackRL. Success
   estimate as the code's reward buffer: the mean of the prompt's most recent 16 rollouts, trusted
   once the prompt has min_history (8) rollouts (the code's min_buffer_length); untrusted or unseen
-  prompts get n_bar (the code's n). Bins are not used.
+  prompts get n_bar (the code's n). Bins are not used. ``objective``: the paper's (sum of value
+  over every prompt, the default) or the code's DP (a prompt left at n_min credited 0; the method
+  ``knapsack_code``); where the two differ is in :mod:`gdro_lab.allocation.knapsack`.
 - ``vip`` (:class:`VIPAllocator`), arXiv 2602.01601. Per-prompt Beta posterior
   Beta(kappa0 m + s_i, kappa0 (1 - m) + n_i - s_i) with the running batch success rate m (EMA) as
   the prior mean, strength kappa0 = prior_strength, and the prompt's counts discounted by
   history_decay per visit ("recent rollouts"); weights w_i = E[p (1 - p)] under it; plan =
   the exact integer optimum of min sum_i w_i / (n_i - 1) (VIP's RLOO variance; ``form='sqrt'``:
-  w_i / n_i). Departs from VIP: no Gaussian process over prompt embeddings, so an unseen prompt
-  gets the prior (VIP's GP would borrow from similar prompts) and prompts share nothing but m.
+  w_i / n_i). m is per rollout: each step's observation is the batch's successes over its
+  rollouts (a prompt with more rollouts weighs more), not the mean of the prompts' success rates.
+  Departs from VIP: no Gaussian process over prompt embeddings, so an unseen prompt gets the prior
+  (VIP's GP would borrow from similar prompts) and prompts share nothing but m.
 Without ``prompt_ids`` both plan n_bar for every prompt (no history to read).
 """
 
@@ -27,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
-from gdro_lab.allocation.knapsack import knapsack_plan
+from gdro_lab.allocation.knapsack import OBJECTIVES, knapsack_plan
 from gdro_lab.allocation.vip import convex_plan
 from gdro_lab.checks import check_bins
 from gdro_lab.controllers.feedback import StepFeedback
@@ -69,11 +73,15 @@ class KnapsackConfig(BoxConfig):
     """Rollouts of a prompt seen before its estimate is trusted (the code's min_buffer_length)."""
     fallback: bool = True
     """Give the budget the effective prompts cannot use to the p = 0 prompts (the code's allow_fallback)."""
+    objective: str = "paper"
+    """The knapsack's objective: 'paper' = sum_i value(n_i; p_i) over every prompt (arXiv 2509.25849) or
+    'code' = the released DP, which credits 0 to a prompt left at n_min (gdro_lab.allocation.knapsack)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require_range("KnapsackConfig", "alpha", self.alpha, 0.0, 1.0, lo_open=True, hi_open=True)
         require_int("KnapsackConfig", "min_history", self.min_history, 1)
+        require_choice("KnapsackConfig", "objective", self.objective, OBJECTIVES)
 
 
 @dataclass(frozen=True)
@@ -176,7 +184,7 @@ class KnapsackAllocator(_PerPromptAllocator):
         bins = self._check_plan_inputs(bins_P, prompt_ids)
         p, valid = self.estimates(self._rows(bins.size, prompt_ids))
         return knapsack_plan(p, valid, bins.size * cfg.n_bar, cfg.n_min, cfg.n_max, cfg.n_bar, cfg.alpha,
-                             cfg.fallback)
+                             cfg.fallback, cfg.objective)
 
 
 class VIPAllocator(_PerPromptAllocator):

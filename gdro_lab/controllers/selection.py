@@ -18,18 +18,24 @@ the rollouts and tokens generated and those trained on.
 
 - ``none``: keep and train on everything (GRPO's batch).
 - ``dynamic_sampling`` (DAPO, arXiv 2503.14476; verl-recipe ``dapo_ray_trainer.py``): train only on
-  groups whose rewards are not all equal (std > 0). Departs from DAPO: at equal generated rollouts
-  per step the dropped groups are not replaced by new generation batches in the same step (DAPO
-  generates until train_batch_size groups survive, up to max_num_gen_batches).
+  groups whose successes are mixed (accuracy neither 0 nor 1). DAPO filters "prompts with the
+  accuracy equal to 1 and 0", and its verl scripts set ``algorithm.filter_groups.metric=acc`` (the
+  reward function's ``acc``, which the verl plugin passes as ``successes_R``; std > 0 of that
+  metric). So a group whose rewards differ but whose successes are all equal (partial credit, DAPO's
+  overlong penalty on some correct answers) is dropped, although its GRPO advantages are not all
+  zero. Departs from DAPO: at equal generated rollouts per step the dropped groups are not replaced
+  by new generation batches in the same step (DAPO generates until train_batch_size groups
+  survive, up to max_num_gen_batches), and the metric is fixed (verl's may be ``score`` or
+  ``seq_reward``, i.e. the rewards).
 - ``greso`` (GRESO, arXiv 2506.02177; Infini-AI-Lab/GRESO ``presampling_selector.py``, read, not
   copied): skip a prompt before rollout with probability 1 - max(p_easy^k_e, 0.01) when its last k_e
   visits were all correct (success rate >= 0.98) or 1 - max(p_hard^k_h, 0.01) when its last k_h
   visits were all wrong (<= 0.11); p_easy and p_hard start at 0.5 and move by 0.01 per step within
   [0.05, 0.95]: down (skip more) when the step's share of all-correct groups is at least
-  target_zero_variance / 3 (all-wrong: 2 target / 3), else up. After rollout it applies DAPO's filter,
-  as GRESO's scripts do (``ttis.type=dynamic_sampling``). Departs: one skip decision per prompt per
-  draw with this controller's own generator; the targets are compared with the step's shares, not
-  with shares accumulated over GRESO's generation rounds.
+  target_zero_variance / 3 (all-wrong: 2 target / 3), else up. After rollout it applies DAPO's filter
+  (on successes, as above), as GRESO's scripts do (``ttis.type=dynamic_sampling``). Departs: one
+  skip decision per prompt per draw with this controller's own generator; the targets are compared
+  with the step's shares, not with shares accumulated over GRESO's generation rounds.
 """
 
 from __future__ import annotations
@@ -124,10 +130,11 @@ class NoSelector:
 
 
 class DynamicSampling(NoSelector):
-    """DAPO's dynamic sampling (registry ``dynamic_sampling``): train only on non-constant groups."""
+    """DAPO's dynamic sampling (registry ``dynamic_sampling``): train only on groups with mixed successes."""
 
     def accept(self, feedback: StepFeedback) -> np.ndarray:
-        return ~group_is_constant(feedback.rewards_R, feedback.counts_P)
+        """True for a group whose successes are not all equal (DAPO's acc metric; the rewards are not read)."""
+        return ~group_is_constant(feedback.successes_R, feedback.counts_P)
 
 
 class GRESO(DynamicSampling):

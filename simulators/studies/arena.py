@@ -1,9 +1,10 @@
 """Study `arena`: the published rollout-allocation and prompt-selection rules on one fair footing.
 
 Methods (simulators/methods.py, ARENA_METHODS): GRPO, Rollout-GDRO, per-prompt Rollout-GDRO,
-Knapsack-RL, VIP, DAPO dynamic sampling, GRESO, and the per-prompt oracle; the per-prompt Bayes
-reference runs at the default learning rate only (for the SE proxy). Worlds: the default world,
-the three paper presets (simulators/presets.py) and the sqrt-law study's bimodal world.
+Knapsack-RL on the paper's objective and as its code's DP, VIP, DAPO dynamic sampling, GRESO, and the
+per-prompt oracle; the per-prompt Bayes reference runs at the default learning rate only (for the SE
+proxy). Worlds: the default world, the three paper presets (simulators/presets.py) and the sqrt-law
+study's bimodal world.
 
 Equal compute: every method generates exactly batch x n_bar rollouts per step (the allocators'
 exact budget; a selector's skipped prompts are replaced before generation and its dropped groups
@@ -61,8 +62,8 @@ SE_ONLY = ("prompt_bayes", "prompt_stale")
 PAPER_SCALE: dict[str, Any] = {"seeds": 3, "steps": 600, "prompts": 14116, "batch": 256}
 """The SE check at the sqrt-law study's scale (where the review measured bin-level Rollout-GDRO at 21.0%
 of Eq. 28 against the per-prompt oracle's 36.1%): the bimodal world, lr 1, allocators only."""
-PAPER_SCALE_METHODS = ("rollout_gdro", "gdro_prompt", "knapsack", "vip", "prompt_oracle", "prompt_bayes",
-                       "prompt_stale")
+PAPER_SCALE_METHODS = ("rollout_gdro", "gdro_prompt", "knapsack", "knapsack_code", "vip", "prompt_oracle",
+                       "prompt_bayes", "prompt_stale")
 
 
 def run(settings: StudySettings, worlds_only: Sequence[str] | None = None, paper_scale: bool = True) -> Path:

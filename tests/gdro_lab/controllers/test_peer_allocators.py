@@ -29,6 +29,35 @@ def test_knapsack_reads_the_last_16_rollouts_after_8():
     np.testing.assert_array_equal(a.plan(np.array([0, 1, 1])), [4, 4, 4])  # no ids: no history
 
 
+@pytest.mark.parametrize("objective", ["paper", "code"])
+def test_knapsack_plans_with_its_objective(objective):
+    """The allocator passes its objective to the plan; the default is the paper's; the method table runs both
+    (``knapsack``: the paper's, ``knapsack_code``: the released DP)."""
+    from gdro_lab.methods import METHODS
+    a = build("allocator", "knapsack", {"num_bins": 1, "n_bar": 3, "min_history": 1, "objective": objective}, seed=0)
+    visit(a, ["x", "y"], [4, 10], [1, 1, 0, 0] + [1] + [0] * 9, [0, 0])   # p = 0.5, 0.1 (test_knapsack's hand case)
+    plan = a.plan(np.array([0, 0]), ["x", "y"])
+    np.testing.assert_array_equal(plan, {"paper": [4, 2], "code": [3, 3]}[objective])
+    assert build("allocator", "knapsack", {}, seed=0).config.objective == "paper"
+    assert dict(METHODS["knapsack"].allocator_overrides) == {"objective": "paper"}
+    assert dict(METHODS["knapsack_code"].allocator_overrides) == {"objective": "code"}
+    assert METHODS["knapsack_code"].allocator == "knapsack"
+
+
+def test_vip_prior_mean_is_the_batch_success_rate_per_rollout():
+    """m's observation is the batch's successes over its rollouts (x: 2 of 2, y: 1 of 6 -> 3/8), not the mean of the
+    prompts' rates ((1 + 1/6) / 2 = 7/12): with unequal counts the two differ, and m sets an unseen prompt's
+    weight kappa0 m (1 - m) / (kappa0 + 1)."""
+    a = build("allocator", "vip", {"num_bins": 1, "prior_strength": 2.0, "success_ema": 0.1}, seed=0)
+    metrics = visit(a, ["x", "y"], [2, 6], [1, 1] + [1, 0, 0, 0, 0, 0], [0, 0])
+    assert a.success_mean == pytest.approx(3 / 8) and metrics["rollout/prior_success"] == pytest.approx(3 / 8)
+    visit(a, ["x", "z"], [6, 2], [1] * 6 + [0, 0], [0, 0])                         # 6 of 8; per prompt 1/2
+    m = 0.9 * 3 / 8 + 0.1 * 6 / 8
+    assert a.success_mean == pytest.approx(m)
+    unseen = a.weights(a.stats.rows(["new"]))
+    assert unseen[0] == pytest.approx(2.0 * m * (1 - m) / 3.0)
+
+
 def test_vip_weights_are_the_beta_posterior_and_unseen_prompts_get_n_bar():
     a = build("allocator", "vip", {"num_bins": 2, "prior_strength": 2.0, "history_decay": 0.5}, seed=0)
     visit(a, ["x", "y"], [4, 4], [1, 1, 1, 0, 0, 0, 0, 0], [0, 1])   # batch rate 3/8
@@ -119,6 +148,7 @@ def test_int_indices_of_a_shared_index_act_as_string_ids_and_states_cross_number
 @pytest.mark.parametrize("family,name,values,message", [
     ("allocator", "knapsack", {"alpha": 1.5}, "alpha"),
     ("allocator", "knapsack", {"min_history": 0}, "min_history"),
+    ("allocator", "knapsack", {"objective": "dp"}, r"objective.*one of 'paper', 'code'"),
     ("allocator", "vip", {"form": "drgrpo"}, "form"),
     ("allocator", "vip", {"eta": 0.5}, "has no field"),
     ("allocator", "gdro_prompt", {"kappa_max": 0.1}, "kappa_max"),

@@ -27,6 +27,17 @@ def test_dynamic_sampling_drops_only_constant_groups():
     np.testing.assert_array_equal(build("selector", "none", {}, 0).accept(fb), [True, True, True])
 
 
+@pytest.mark.parametrize("name", ["dynamic_sampling", "greso"])
+def test_dapo_filters_on_successes_not_on_graded_rewards(name):
+    """DAPO's metric is acc: a group whose rewards differ while its successes are all equal is dropped (all correct,
+    one with a length penalty; all wrong, one with partial credit 0.5), and a group whose successes are mixed is kept
+    even when its rewards are all equal (a reward that ignores the answer)."""
+    y = np.array([1, 1, 1, 0, 0, 0, 1, 0, 1, 1, 0, 0], bool)
+    rewards = np.array([1.0, 1.0, 0.8, -1.0, 0.5, -1.0, 0.0, 0.0, 1.0, 1.0, 0.0, -1.0])
+    fb = StepFeedback(["penalised", "partial", "flat", "plain"], np.zeros(4, np.int64), [3, 3, 2, 4], rewards, y)
+    np.testing.assert_array_equal(build("selector", name, {}, seed=0).accept(fb), [False, False, True, True])
+
+
 def test_greso_streaks_skip_and_adapt():
     selector = build("selector", "greso", {"p_easy": 0.5, "p_hard": 0.5}, seed=1)
     ids = ["easy", "hard"] + [f"mixed{i}" for i in range(5)]
