@@ -120,7 +120,7 @@ if [ "${1:-}" = "survivors" ]; then     # the changed lines of every surviving m
   exit 0
 fi
 rm -rf "$work" && mkdir -p "$work"
-(cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$work")
+(cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 cp -P --parents -t "$work")
 package=${target%%/*}
 toml_list() { local out="" x; for x in "$@"; do out+="\"$x\", "; done; echo "[${out%, }]"; }
 others=()
