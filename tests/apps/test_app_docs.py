@@ -21,8 +21,10 @@ def _commands() -> list[str]:
 
 def test_the_app_command_of_the_docs_runs(tmp_path: Path, monkeypatch) -> None:
     """Run where the docs' earlier commands left their runs (./gdro-runs); a missing root is refused."""
-    commands = _commands()
+    commands = [command for command in _commands() if command.startswith("gdro app")]
     assert commands == ["gdro app --root gdro-runs"], commands
+    assert [command.split()[:2] for command in _commands()] == [["gdro", "app"], ["gdro", "report"]], \
+        "the page's commands: the app, then its static figures (docs/app.md, run by scripts/doc_commands.py)"
     monkeypatch.chdir(tmp_path)
     assert launch.main([*commands[0].split()[2:], "--print-command"]) == 2
     (tmp_path / "gdro-runs").mkdir()
