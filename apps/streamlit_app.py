@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 try:
-    import apps  # noqa: F401  (only checks that the package imports: installed, editable or not)
+    import apps  # noqa: F401  (dependency check: the package imports, installed, editable or not)
 except ImportError:  # a bare checkout: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

@@ -21,7 +21,7 @@
 # `_loop`, `_step`, `_update` and train_setup.py's `build`, `open_run_dir`, `_eval_problems`): a random sample
 # against the fast in-process runs (none may start the math reward's process pool: mutmut's forked workers
 # cannot, and every mutant reaching such a test is then reported killed):
-#   T=tests/real_runs MUTATION_TESTS="$T/test_silent_bugs.py $T/test_train_arena.py $T/test_train_loop_wiring.py
+#   T=tests/real_runs MUTATION_TESTS="$T/test_train_invariants.py $T/test_train_arena.py $T/test_train_loop_wiring.py
 #     $T/test_train.py::test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run
 #     $T/test_train.py::test_gradient_checkpointing_and_micro_batching_do_not_change_the_run" \
 #   bash scripts/mutation.sh real_runs/train.py sample 150 2026 'real_runs.train.x_*'
@@ -30,7 +30,7 @@
 # the setup functions (then 189 mutants, about a minute with 2 test processes; the three test_train_cli tests
 # need the data): train_setup.py's _load_parts, check_resumable, load_run_config, _new_run, make_rewards,
 # _autocast, and eval_scoring.py's evaluate:
-#   T=tests/real_runs MUTATION_TESTS="$T/test_train_setup.py $T/test_train_loop_wiring.py $T/test_silent_bugs.py
+#   T=tests/real_runs MUTATION_TESTS="$T/test_train_setup.py $T/test_train_loop_wiring.py $T/test_train_invariants.py
 #     $T/test_train_cli.py::test_resume_of_a_foreign_folder $T/test_train_cli.py::test_a_finished_run_is_complete_and_cannot_be_resumed
 #     $T/test_train_cli.py::test_a_second_writer_is_refused_while_the_first_lives_and_welcome_after" MUTATION_CHILDREN=2 \
 #   bash scripts/mutation.sh real_runs/train_setup.py 'real_runs.train_setup.x__load_parts*' \
@@ -39,17 +39,17 @@
 #   (the same MUTATION_TESTS) bash scripts/mutation.sh real_runs/eval_scoring.py 'real_runs.eval_scoring.x_evaluate*'
 #
 # Files and the tests each is run against (only the tests that reach a mutated function run):
-#   gdro_lab/functional/update_rules.py   tests/gdro_lab/functional/test_update_rules.py, test_update_rules_edges.py, test_prompt_gdro.py, test_rollout_gdro.py
-#   real_runs/loss.py          tests/real_runs/test_loss.py, test_loss_edges.py + test_silent_bugs.py's update tests
-#   real_runs/batching.py      tests/real_runs/test_silent_bugs.py's update/mask tests + test_train.py's unit tests
-#   real_runs/{train,train_setup,ppo,step_scalars}.py   tests/real_runs/test_silent_bugs.py + test_train.py's short runs
+#   gdro_lab/functional/update_rules.py   tests/gdro_lab/functional/test_update_rules.py, test_prompt_gdro.py, test_rollout_gdro.py
+#   real_runs/loss.py          tests/real_runs/test_loss.py + test_train_invariants.py's update tests
+#   real_runs/batching.py      tests/real_runs/test_train_invariants.py's update/mask tests + test_train.py's unit tests
+#   real_runs/{train,train_setup,ppo,step_scalars}.py   tests/real_runs/test_train_invariants.py + test_train.py's short runs
 #   real_runs/eval_scoring.py  tests/real_runs/test_train_setup.py, test_eval_cli.py
-#   real_runs/engines/hf.py    tests/real_runs/test_engine_hf.py, test_engine_hf_units.py, test_silent_bugs.py's temperature test
-#   real_runs/rewards/{math,choice}.py   tests/real_runs/test_reward.py (its 10,000-response stress test excluded)
+#   real_runs/engines/hf.py    tests/real_runs/engines/test_engine_hf.py, test_engine_hf_units.py, test_train_invariants.py's temperature test
+#   real_runs/rewards/{math,choice}.py   tests/real_runs/rewards/test_reward.py (its 10,000-response stress test excluded)
 #   real_runs/rewards/{verdicts,math_task,pool}.py   test_reward_inprocess.py + test_reward.py -m "not slow"
 #                              (math_task and the pool's worker loop run in worker processes, which mutmut's
 #                              call tracing does not see: test_reward_inprocess.py calls them in-process)
-#   real_runs/rewards/toy.py   tests/real_runs/test_toy_reward.py, test_train_setup.py (tiny-cpu's toy reward)
+#   real_runs/rewards/toy.py   tests/real_runs/rewards/test_toy_reward.py, test_train_setup.py (tiny-cpu's toy reward)
 #
 # The repository (tracked + untracked, not ignored files) is copied to $MUTATION_DIR/<file stem>
 # (default /tmp/gdro-mutation) and mutmut runs there, so the work tree gets no mutants/ folder.
@@ -64,20 +64,20 @@ python=${PYTHON:-$repo/.venv/bin/python}     # a worktree without its own .venv:
 T=tests/real_runs
 case "$target" in
   gdro_lab/functional/update_rules.py)
-    tests=(tests/gdro_lab/functional/test_update_rules.py tests/gdro_lab/functional/test_update_rules_edges.py tests/gdro_lab/controllers/test_prompt_gdro.py tests/gdro_lab/controllers/test_rollout_gdro.py) ;;
+    tests=(tests/gdro_lab/functional/test_update_rules.py tests/gdro_lab/controllers/test_prompt_gdro.py tests/gdro_lab/controllers/test_rollout_gdro.py) ;;
   real_runs/loss.py)
-    tests=("$T/test_loss.py" "$T/test_loss_edges.py" "$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
-           "$T/test_silent_bugs.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one") ;;
+    tests=("$T/test_loss.py" "$T/test_train_invariants.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
+           "$T/test_train_invariants.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one") ;;
   real_runs/batching.py)
-    tests=("$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
-           "$T/test_silent_bugs.py::test_response_mask_covers_exactly_the_generated_tokens_including_a_one_token_response"
-           "$T/test_silent_bugs.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one"
+    tests=("$T/test_train_invariants.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
+           "$T/test_train_invariants.py::test_response_mask_covers_exactly_the_generated_tokens_including_a_one_token_response"
+           "$T/test_train_invariants.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one"
            "$T/test_train.py::test_data_order_is_seeded_and_resumable"
            "$T/test_train.py::test_micro_batches_respect_the_token_budget_and_cover_every_sample"
            "$T/test_train.py::test_response_logprobs_equal_a_full_forward_pass"
            "$T/test_train.py::test_on_policy_update_equals_the_update_with_recomputed_old_logprobs") ;;
   real_runs/train.py|real_runs/train_setup.py|real_runs/ppo.py|real_runs/step_scalars.py)
-    tests=("$T/test_silent_bugs.py" "$T/test_train.py::test_on_policy_update_only_with_one_optimizer_step_per_batch_and_no_dropout"
+    tests=("$T/test_train_invariants.py" "$T/test_train.py::test_on_policy_update_only_with_one_optimizer_step_per_batch_and_no_dropout"
            "$T/test_train.py::test_on_policy_update_equals_the_update_with_recomputed_old_logprobs"
            "$T/test_train.py::test_ppo_update_without_old_logprobs_refuses_several_optimizer_steps"
            "$T/test_train.py::test_trainer_skips_the_old_logprob_pass_only_on_policy_and_logs_the_same_run"
@@ -85,21 +85,21 @@ case "$target" in
   real_runs/eval_scoring.py)
     tests=("$T/test_train_setup.py" "$T/test_eval_cli.py") ;;
   real_runs/engines/hf.py)
-    tests=("$T/test_engine_hf.py" "$T/test_engine_hf_units.py"
-           "$T/test_silent_bugs.py::test_hf_engine_samples_follow_softmax_of_logits_over_temperature") ;;
+    tests=("$T/engines/test_engine_hf.py" "$T/engines/test_engine_hf_units.py"
+           "$T/test_train_invariants.py::test_hf_engine_samples_follow_softmax_of_logits_over_temperature") ;;
   real_runs/rewards/math.py|real_runs/rewards/choice.py)
-    tests=("$T/test_reward.py" "--deselect" "$T/test_reward.py::test_ten_thousand_responses_without_a_hang") ;;
+    tests=("$T/rewards/test_reward.py" "--deselect" "$T/rewards/test_reward.py::test_ten_thousand_responses_without_a_hang") ;;
   real_runs/rewards/verdicts.py|real_runs/rewards/math_task.py|real_runs/rewards/pool.py)
     # The in-process tests (math_task and the worker loop run in pytest's main thread, where mutmut traces
     # them) + test_reward.py without its three slow MATH-500-wide tests (minutes per surviving mutant).
-    tests=("$T/test_reward_inprocess.py" "$T/test_reward.py" "-m" "not slow") ;;
+    tests=("$T/rewards/test_reward_inprocess.py" "$T/rewards/test_reward.py" "-m" "not slow") ;;
   real_runs/rewards/toy.py)
-    tests=("$T/test_toy_reward.py" "$T/test_train_setup.py") ;;
+    tests=("$T/rewards/test_toy_reward.py" "$T/test_train_setup.py") ;;
   *) echo "mutation.sh: no test selection for $target: add one to scripts/mutation.sh" >&2; exit 2 ;;
 esac
 train_units=("$T/test_train_scalars.py" "$T/test_update_reference.py"
-             "$T/test_silent_bugs.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
-             "$T/test_silent_bugs.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one"
+             "$T/test_train_invariants.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
+             "$T/test_train_invariants.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one"
              "$T/test_train.py::test_on_policy_update_only_with_one_optimizer_step_per_batch_and_no_dropout"
              "$T/test_train.py::test_on_policy_update_equals_the_update_with_recomputed_old_logprobs"
              "$T/test_train.py::test_ppo_update_without_old_logprobs_refuses_several_optimizer_steps"

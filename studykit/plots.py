@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 
 from studykit.stats import mean_ci  # noqa: E402
 
-__all__ = ["plt", "band", "save_figure"]
+__all__ = ["band", "save_figure"]
 
 
 def save_figure(fig: Any, path: Path) -> str:

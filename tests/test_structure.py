@@ -6,12 +6,14 @@ importing it: every ``import`` and ``from ... import`` at any depth (inside func
 - ``gdro_lab/`` (the core) imports no other part of the project and no torch / matplotlib / streamlit;
   ``studykit/`` (what the studies share) imports the core only;
 - inside the core, each layer of :data:`CORE_LAYERS` imports only its own layer and the ones below;
-- no re-export shim: no module (but the core's public API, ``gdro_lab/__init__.py``) imports a project
-  name it never uses or lists in ``__all__`` a name defined elsewhere, and no module imports a name
-  through a module that only imports it;
+- no re-export shim (:func:`reexports`): no module but the core's public API (``gdro_lab/__init__.py``)
+  imports a name, ours or a library's, at any depth, that it never uses (a use is a name in its code,
+  not a mention in a string) or lists in ``__all__`` (``__all__`` may list only names the module
+  defines), unless the import's line says "dependency check" (an import kept only to fail early when
+  a dependency is missing); and no module imports a name through a module that only imports it;
 - no library module imports an entry point (:func:`cli_modules`: a module a ``gdro`` command runs, a
-  ``cli.py``, ``*_cli.py`` or ``__main__.py``); ``gdro_cli/args.py``, the stdlib-only argument
-  helpers every part's parsers share, is a library;
+  ``cli.py``, ``*_cli.py``, ``main.py`` or ``__main__.py``, and gdro_cli/); ``gdro_cli/args.py``, the
+  stdlib-only argument helpers every part's parsers share, is a library;
 - no import circle between modules, except the ones listed in :data:`KNOWN_CIRCLES` (each with its
   owner); the circles already broken (:data:`BROKEN_CIRCLES`: issue 19's simulators/learner.py <->
   world.py and real_runs/lmstudy/slips.py <-> warmstart.py, and the app's two) must never return;
@@ -300,6 +302,22 @@ def _defined_names(tree: ast.Module) -> set[str]:
     return names
 
 
+def _imports(tree: ast.Module, rel: Path) -> list[tuple[int, str, str, str]]:
+    """(line, bound name, source module, imported name) for every import of a module at any depth, relative
+    imports resolved, ``__future__`` left out: ``from m import x as y`` gives (line, "y", "m", "x"),
+    ``import a.b`` gives (line, "a", "a.b", "") and ``import a.b as c`` gives (line, "c", "a.b", "")."""
+    out = []
+    package = list(rel.parent.parts)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            out += [(node.lineno, a.asname or a.name, module, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.asname or a.name.split(".")[0], a.name, "") for a in node.names]
+    return out
+
+
 def _project_imports(tree: ast.Module, rel: Path, packages: tuple[str, ...]) -> list[tuple[int, str, str, str]]:
     """(line, bound name, source module, imported name) for every ``from <project module> import name``
     and ``import <project module> as name`` of a module, at any depth."""
@@ -318,29 +336,31 @@ def _project_imports(tree: ast.Module, rel: Path, packages: tuple[str, ...]) -> 
 
 
 def reexports(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
-    """Re-export shims: a project name a module imports and never uses, or lists in ``__all__``
-    (strings count as uses: a name in a docstring or a string annotation is read there)."""
+    """Re-export shims: 'file:line re-exports module.name' for every name a module (but :data:`PUBLIC_API`)
+    imports, ours or a library's, at any depth, and never uses in its code or lists in ``__all__``; a
+    star import always counts. An import whose line says "dependency check" is kept on purpose (it fails
+    early when a dependency is missing). A name mentioned only in a string or docstring is not a use."""
     found = []
     for package in packages:
         for path in sorted((root / package).rglob("*.py")):
             rel = path.relative_to(root)
             if rel.as_posix() == PUBLIC_API:
                 continue
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            used: set[str] = set()
+            text = path.read_text(encoding="utf-8")
+            lines = text.splitlines()
+            tree = ast.parse(text)
+            used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
             exported: set[str] = set()
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Name):
-                    used.add(node.id)
-                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                    used.update(node.value.replace(".", " ").replace("[", " ").replace("]", " ").split())
             for node in tree.body:
                 if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
                                                         for t in node.targets):
                     exported = {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)}
-            for line, name, module, _ in _project_imports(tree, rel, packages):
-                if name not in used or name in exported:
-                    found.append(f"{rel.as_posix()}:{line} re-exports {module}.{name}")
+            for line, name, module, imported in _imports(tree, rel):
+                if "dependency check" in lines[line - 1]:
+                    continue
+                if imported == "*" or name not in used or name in exported:
+                    found.append(f"{rel.as_posix()}:{line} re-exports {module}.{imported}" if imported
+                                 else f"{rel.as_posix()}:{line} re-exports {module}")
     return found
 
 
@@ -374,8 +394,10 @@ def test_no_reexport_shims() -> None:
 # ----------------------------------------------------------------------------- entry points
 
 def cli_modules(root: Path) -> set[str]:
-    """Files of entry points: every module a ``gdro`` command runs (gdro_cli/main.py's COMMANDS), every
-    ``cli.py``, ``*_cli.py`` and ``__main__.py``, and gdro_cli/ but its shared argument helpers (args.py)."""
+    """Files of entry points (what a user or a launch script runs): every module a ``gdro`` command runs
+    (gdro_cli/main.py's COMMANDS), every ``cli.py``, ``*_cli.py``, ``main.py`` (gdro_cli/main.py, the verl
+    launcher real_runs/verl/main.py) and ``__main__.py``, and gdro_cli/ but its package file and its shared
+    argument helpers (args.py: standard library only, imported by the parsers of every part)."""
     tree = ast.parse((root / "gdro_cli" / "main.py").read_text(encoding="utf-8"))
     commands = next(node.value for node in tree.body if isinstance(node, ast.Assign)
                     and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in node.targets))
@@ -386,48 +408,89 @@ def cli_modules(root: Path) -> set[str]:
     for package in PACKAGES:
         for path in (root / package).rglob("*.py"):
             rel = path.relative_to(root).as_posix()
-            if path.name in ("cli.py", "__main__.py") or path.stem.endswith("_cli") or \
+            if path.name in ("cli.py", "main.py", "__main__.py") or path.stem.endswith("_cli") or \
                     (rel.startswith("gdro_cli/") and path.name not in ("args.py", "__init__.py")):
                 files.add(rel)
     return files
 
 
-def library_imports_of_cli(root: Path) -> list[str]:
-    graph, _ = import_graph(root)
+def library_imports_of_cli(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    """'library imports entry point' for every import, at any depth, of an entry point by a module that is none."""
+    graph, _ = import_graph(root, packages)
     cli = cli_modules(root)
     return sorted(f"{path} imports {target}" for path, targets in graph.items() if path not in cli
                   for target in targets if target in cli)
 
 
 def test_no_library_module_imports_an_entry_point() -> None:
-    assert {"simulators/cli.py", "apps/launch.py", "gdro_cli/main.py"} <= cli_modules(ROOT)
+    assert {"simulators/cli.py", "apps/launch.py", "gdro_cli/main.py", "real_runs/verl/main.py",
+            "real_runs/train_cli.py", "simulators/calibrate/cli.py"} <= cli_modules(ROOT)
+    assert "gdro_cli/args.py" not in cli_modules(ROOT)
     assert library_imports_of_cli(ROOT) == []
 
 
-def test_the_shim_layer_and_cli_checks_can_fail(tmp_path: Path) -> None:
-    """A planted tree with each kind of violation: every check names it."""
-    files = {
-        "gdro_cli/__init__.py": "",
-        "gdro_cli/main.py": 'COMMANDS = {"go": ("simulators.run", "main", "help")}\n',
-        "gdro_cli/args.py": "def did_you_mean(x):\n    return x\n",
-        "simulators/__init__.py": "",
-        "simulators/run.py": "def main():\n    return 0\n",
-        "simulators/lib.py": "from simulators.run import main\nfrom gdro_cli.args import did_you_mean\n"
-                             "VALUE = main() + len(did_you_mean('a'))\n",
-        "simulators/shim.py": "from simulators.lib import VALUE  # noqa: F401\n",
-        "simulators/exported.py": "from simulators.lib import VALUE\n__all__ = ['VALUE']\n",
-        "simulators/user.py": "from simulators.exported import VALUE\nprint(VALUE)\n",
-        "gdro_lab/__init__.py": "",
-        "gdro_lab/controllers/__init__.py": "",
-        "gdro_lab/controllers/c.py": "X = 1\n",
-        "gdro_lab/allocation/__init__.py": "",
-        "gdro_lab/allocation/a.py": "from gdro_lab.controllers.c import X\nY = X\n",
-    }
-    plant(tmp_path, files)
-    packages = ("gdro_lab", "simulators", "gdro_cli")
-    assert reexports(tmp_path, packages) == ["simulators/exported.py:1 re-exports simulators.lib.VALUE",
-                                             "simulators/shim.py:1 re-exports simulators.lib.VALUE"]
-    assert through_imports(tmp_path, packages) == ["simulators/user.py:1 imports VALUE through simulators.exported"]
-    graph, _ = import_graph(tmp_path, packages)
+#: A planted tree with each kind of shim, layer and entry-point violation (and the allowed cases beside them).
+PLANTED = {
+    "gdro_cli/__init__.py": "",
+    "gdro_cli/main.py": 'COMMANDS = {"go": ("simulators.run", "main", "help")}\n',
+    "gdro_cli/args.py": "def did_you_mean(x):\n    return x\n",
+    "simulators/__init__.py": "",
+    "simulators/run.py": "def main():\n    return 0\n",
+    "simulators/lib.py": "from simulators.run import main\nfrom gdro_cli.args import did_you_mean\n"
+                         "VALUE = main() + len(did_you_mean('a'))\n",
+    "simulators/shim.py": "from simulators.lib import VALUE  # noqa: F401\n",
+    "simulators/np_shim.py": "import numpy as np\nfrom math import *\n",             # a library's name
+    "simulators/docs.py": "def f():\n    import json\n    return 'json.dumps'\n",     # a string is no use
+    "simulators/check.py": "import math_verify  # noqa: F401  (dependency check)\n",   # allowed
+    "simulators/own.py": "import math\nX = math.pi\n__all__ = ['X']\n",               # allowed
+    "simulators/plots.py": "import matplotlib.pyplot as plt\nplt.figure()\n__all__ = ['plt']\n",
+    "simulators/late.py": "def f():\n    from simulators import run\n    return run\n",  # a late CLI import
+    "real_runs/__init__.py": "",
+    "real_runs/train_cli.py": "from gdro_cli.args import did_you_mean\ndid_you_mean('a')\n",
+    "real_runs/export_cli.py": "from real_runs.train_cli import did_you_mean\n",     # command -> command
+    "real_runs/verl/__init__.py": "",
+    "real_runs/verl/main.py": "X = 1\n",                                             # the verl launcher
+    "real_runs/verl/cpu.py": "from . import main\nY = main.X\n",
+    "simulators/exported.py": "from simulators.lib import VALUE\n__all__ = ['VALUE']\n",
+    "simulators/user.py": "from simulators.exported import VALUE\nprint(VALUE)\n",
+    "gdro_lab/__init__.py": "",
+    "gdro_lab/controllers/__init__.py": "",
+    "gdro_lab/controllers/c.py": "X = 1\n",
+    "gdro_lab/allocation/__init__.py": "",
+    "gdro_lab/allocation/a.py": "from gdro_lab.controllers.c import X\nY = X\n",
+}
+PLANTED_PACKAGES = ("gdro_lab", "simulators", "gdro_cli", "real_runs")
+
+
+def test_the_shim_checks_can_fail(tmp_path: Path) -> None:
+    """Unused imports (ours or a library's, late ones too), ``__all__`` of a name defined elsewhere, a star
+    import, a name imported through a module that only imports it; not a "dependency check" or own names."""
+    plant(tmp_path, PLANTED)
+    assert reexports(tmp_path, PLANTED_PACKAGES) == [
+        "simulators/docs.py:2 re-exports json",
+        "simulators/exported.py:1 re-exports simulators.lib.VALUE",
+        "simulators/np_shim.py:1 re-exports numpy",
+        "simulators/np_shim.py:2 re-exports math.*",
+        "simulators/plots.py:1 re-exports matplotlib.pyplot",
+        "simulators/shim.py:1 re-exports simulators.lib.VALUE",
+        "real_runs/export_cli.py:1 re-exports real_runs.train_cli.did_you_mean"]
+    assert through_imports(tmp_path, PLANTED_PACKAGES) == [
+        "simulators/user.py:1 imports VALUE through simulators.exported",
+        "real_runs/export_cli.py:1 imports did_you_mean through real_runs.train_cli"]
+
+
+def test_the_layer_check_can_fail(tmp_path: Path) -> None:
+    plant(tmp_path, PLANTED)
+    graph, _ = import_graph(tmp_path, PLANTED_PACKAGES)
     assert core_layer_violations(graph) == ["gdro_lab/allocation/a.py imports gdro_lab/controllers/c.py"]
-    assert cli_modules(tmp_path) == {"gdro_cli/main.py", "simulators/run.py"}
+
+
+def test_the_entry_point_check_can_fail(tmp_path: Path) -> None:
+    """A library importing a command's module (at the top or late) or the verl launcher fails; a command
+    importing another command, and anything importing gdro_cli/args.py, does not."""
+    plant(tmp_path, PLANTED)
+    assert cli_modules(tmp_path) == {"gdro_cli/main.py", "simulators/run.py", "real_runs/train_cli.py",
+                                     "real_runs/export_cli.py", "real_runs/verl/main.py"}
+    assert library_imports_of_cli(tmp_path, PLANTED_PACKAGES) == [
+        "real_runs/verl/cpu.py imports real_runs/verl/main.py", "simulators/late.py imports simulators/run.py",
+        "simulators/lib.py imports simulators/run.py"]

@@ -12,7 +12,7 @@ Anything this fast path does not handle exactly like the reference reader (a cor
 unparseable line, a blank line, a value that is not a number, a field whose type changes
 between lines, booleans, nested objects, a missing step) makes it fall back to
 ``gdro_lab.runformat.runlog.read_run``, which reads the run or raises its one-line ``RunFormatError``.
-``tests/apps/test_app_fastread.py`` checks that both readers give identical runs.
+``tests/apps/data/test_app_fastread.py`` checks that both readers give identical runs.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 the time; wrapped, 100%). Reward +1 if equal, -1 otherwise (paper App. A), with a success flag.
 
 What is decided where (issue 23), in order; every verdict is the one math-verify gives the raw
-boxed content (``tests/real_runs/test_reward.py`` checks the whole MATH-500 self-check and a
+boxed content (``tests/real_runs/rewards/test_reward.py`` checks the whole MATH-500 self-check and a
 realistic batch against the per-response math-verify path):
 1. Parent, extraction: the response is only searched, never evaluated: ``rfind`` of the last
    ``\\boxed{`` and a brace match over at most ``max_answer_chars`` characters after it (a 1 MB

@@ -23,7 +23,7 @@ Three parts, used by :class:`real_runs.rewards.math.MathReward` (issue 23):
    ``max_answer_chars`` each, typically a few dozen, so a few MB). Timeouts and worker errors
    are never cached (a later step retries them).
 
-``tests/real_runs/test_reward.py`` checks every verdict against the uncached math-verify path on
+``tests/real_runs/rewards/test_reward.py`` checks every verdict against the uncached math-verify path on
 the whole MATH-500 self-check and on the realistic batch of :mod:`real_runs.rewards.realistic`,
 and every decorated form against math-verify.
 """
@@ -94,7 +94,7 @@ def decide_numbers(content: str, gold: str) -> bool | None:
 #: "or", "percent", "inf"). math-verify drops each of them before it compares (its to_remove_regex drops
 #: "\\$", its units step the trailing \\text{...}, its parser unwraps "x = N" when the gold is not an
 #: equation, and "^\\circ" is not converted: convert_degrees=False), which
-#: tests/real_runs/test_reward.py checks against math-verify on every decorated form here.
+#: tests/real_runs/rewards/test_reward.py checks against math-verify on every decorated form here.
 _UNITS = ("cm|mm|km|m|in|inch|inches|ft|feet|foot|yd|yard|yards|mi|mile|miles|meter|meters|metre|metres|"
           "unit|units|square units|sq units|cubic units|degree|degrees|dollar|dollars|cent|cents|hour|hours|"
           "minute|minutes|second|seconds|day|days|week|weeks|year|years|kg|g|gram|grams|pound|pounds|lb|lbs|"

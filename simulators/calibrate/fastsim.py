@@ -2,7 +2,7 @@
 
 The same world instance, batch order and random draws as ``simulators.loop.Simulation`` with
 method ``grpo`` (uniform weights, n = n_bar for every prompt), so one setting reproduces that
-loop's learner exactly (tests/simulators/test_sim_calibrate_fastsim.py checks it); but M settings
+loop's learner exactly (tests/simulators/calibrate/test_sim_calibrate_fastsim.py checks it); but M settings
 of the learner (step sizes, price of a step, score noise, transfer, lr_scale) advance together as
 arrays of shape (M, ...) and share every random draw (common random numbers), which makes the
 simulated learning curves smooth functions of the settings. Per step (``simulators.learner``)::

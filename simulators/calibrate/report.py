@@ -151,7 +151,7 @@ def update_between(path: Path, name: str, text: str) -> None:
     """Replace what lies between ``<!-- calibration:NAME -->`` and ``<!-- /calibration:NAME -->`` in ``path``.
 
     The generated tables live in the docs between these markers, so the docs cannot drift from the
-    reports (tests/simulators/test_sim_calibrate_docs.py). A file without the markers is a ConfigError.
+    reports (tests/simulators/calibrate/test_sim_calibrate_docs.py). A file without the markers is a ConfigError.
     """
     from gdro_lab import ConfigError
 

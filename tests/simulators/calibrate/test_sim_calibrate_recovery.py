@@ -2,7 +2,7 @@
 
 The full study (both stages, 3 worlds x several seeds) takes an hour on 2 loaded cores; here stage 1 runs on
 each of the study's three known worlds once, and the summary table is checked against hand-computed values.
-The dynamics' own small recovery is tests/simulators/test_sim_calibrate_dynamics.py::test_small_recovery_of_the_dynamics.
+The dynamics' own small recovery is tests/simulators/calibrate/test_sim_calibrate_dynamics.py::test_small_recovery_of_the_dynamics.
 """
 
 from __future__ import annotations

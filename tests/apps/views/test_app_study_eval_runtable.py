@@ -1,5 +1,5 @@
-"""The app's v2 views and fixed details under AppTest: study, evaluations, step time, run table,
-config diff, null shares, bin labels, shared colour scales, equal y-ranges, GRPO's gap, the SE lines."""
+"""The study, evaluations, step-time and run-table views under AppTest, and what they share: config
+diff, null shares, bin labels, shared colour scales, equal y-ranges, GRPO's gap, the SE lines."""
 
 from __future__ import annotations
 
@@ -253,9 +253,9 @@ def test_a_file_typed_as_runs_folder_is_named_as_a_file(tmp_path: Path, monkeypa
 def test_page_icon_is_a_local_file() -> None:
     """The favicon is served by the app (a PNG next to it), not fetched from an icon-font or emoji host;
     the browser test checks that a page load asks no other host."""
-    source = (Path(__file__).resolve().parents[2] / "apps" / "streamlit_app.py").read_text()
+    source = (Path(__file__).resolve().parents[3] / "apps" / "streamlit_app.py").read_text()
     assert "page_icon=str(ICON) if ICON.exists()" in source
-    icon = Path(__file__).resolve().parents[2] / "apps" / "static" / "icon.png"
+    icon = Path(__file__).resolve().parents[3] / "apps" / "static" / "icon.png"
     assert icon.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

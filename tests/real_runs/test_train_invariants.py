@@ -1,4 +1,4 @@
-"""Behaviours of the trainer whose breakage changes results without any error (issue 21).
+"""Invariants of `gdro train` whose breakage changes results without any error.
 
 Each test is named after the behaviour and was checked to FAIL with the matching bug planted:
 

@@ -1,5 +1,5 @@
-"""Issue 21's app fixes under AppTest: URL state, run and baseline as one linked view, tooltips and
-labels, colours, units and captions, CSV export, the wall-clock axis, trainer runs, grouping."""
+"""The app's pages under AppTest: URL state, run and baseline as one linked view, tooltips and labels,
+colours, units and captions, CSV export, the wall-clock axis, trainer runs, grouping."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 from gdro_lab import ConfigError
 from simulators.calibrate.report import update_between
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REPORTS = ROOT / "reports" / "calibration"
 PENDING = "not generated yet"
 
