@@ -39,7 +39,7 @@
 #   (the same MUTATION_TESTS) bash scripts/mutation.sh real_runs/eval_scoring.py 'real_runs.eval_scoring.x_evaluate*'
 #
 # Files and the tests each is run against (only the tests that reach a mutated function run):
-#   gdro_lab/functional/update_rules.py   tests/gdro_lab/functional/test_update_rules.py, test_prompt_gdro.py, test_rollout_gdro.py
+#   gdro_lab/functional/update_rules.py   tests/gdro_lab/functional/test_update_rules.py, test_prompt_gdro.py, test_rollout_gdro.py, test_arm_updates.py
 #   real_runs/loss.py          tests/real_runs/test_loss.py + test_train_invariants.py's update tests
 #   real_runs/batching.py      tests/real_runs/test_train_invariants.py's update/mask tests + test_train.py's unit tests
 #   real_runs/{train,train_setup,ppo,step_scalars}.py   tests/real_runs/test_train_invariants.py + test_train.py's short runs
@@ -64,7 +64,7 @@ python=${PYTHON:-$repo/.venv/bin/python}     # a worktree without its own .venv:
 T=tests/real_runs
 case "$target" in
   gdro_lab/functional/update_rules.py)
-    tests=(tests/gdro_lab/functional/test_update_rules.py tests/gdro_lab/controllers/test_prompt_gdro.py tests/gdro_lab/controllers/test_rollout_gdro.py) ;;
+    tests=(tests/gdro_lab/functional/test_update_rules.py tests/gdro_lab/controllers/test_prompt_gdro.py tests/gdro_lab/controllers/test_rollout_gdro.py tests/gdro_lab/controllers/test_arm_updates.py) ;;
   real_runs/loss.py)
     tests=("$T/test_loss.py" "$T/test_train_invariants.py::test_multi_step_ppo_update_uses_the_stored_old_logprobs"
            "$T/test_train_invariants.py::test_every_response_token_gets_its_gradient_including_the_last_and_a_single_one") ;;

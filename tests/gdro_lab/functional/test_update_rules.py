@@ -270,3 +270,22 @@ def test_mirror_descent_default_decay_is_zero():
 def test_unknown_feedback_is_named_in_the_error():
     with pytest.raises(ValueError, match="feedback='partial' is invalid: must be 'full' or 'bandit'"):
         importance_weighted_cost(np.zeros((1, 2)), np.full((1, 2), 0.5), np.array([0]), "partial")
+
+
+def test_no_bins_and_extra_axes_take_numpys_reductions() -> None:
+    """A step with no bins gives an empty (0, A) result, never an error; (G, A, K) logits are a
+    softmax over the arms (axis 1) for each trailing index: the fallback path of both rules."""
+    empty = exp3p_probabilities(np.zeros((0, 4)), gamma=0.1)
+    assert empty.shape == (0, 4)
+    moved = mirror_descent_step(np.zeros((0, 4)), np.zeros((0, 4)), np.ones(0, bool), eta=0.5)
+    assert moved.shape == (0, 4)
+    logits = np.random.default_rng(3).normal(size=(2, 3, 4))
+    soft = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    assert exp3p_probabilities(logits, gamma=0.1) == pytest.approx(0.9 * soft + 0.1 / 3, abs=1e-15)
+
+
+def test_full_decay_forgets_the_logits() -> None:
+    logits = np.array([[0.0, -3.0, -1.0], [-2.0, 0.0, -5.0]])
+    estimate = np.array([[1.0, 0.0, 2.0], [0.5, 1.5, 0.0]])
+    expected = -0.5 * estimate - (-0.5 * estimate).max(axis=1, keepdims=True)
+    assert mirror_descent_step(logits, estimate, np.ones(2, bool), eta=0.5, decay=1.0) == pytest.approx(expected)
