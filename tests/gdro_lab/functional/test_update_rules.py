@@ -289,3 +289,15 @@ def test_full_decay_forgets_the_logits() -> None:
     estimate = np.array([[1.0, 0.0, 2.0], [0.5, 1.5, 0.0]])
     expected = -0.5 * estimate - (-0.5 * estimate).max(axis=1, keepdims=True)
     assert mirror_descent_step(logits, estimate, np.ones(2, bool), eta=0.5, decay=1.0) == pytest.approx(expected)
+
+
+def test_softmaxes_stay_finite_at_logits_that_overflow_exp() -> None:
+    """The max is subtracted before exp: logits near 800 (exp overflows past ~709) give the softmax
+    of their differences, in the array forms' fallback path and in the list form alike."""
+    from gdro_lab.functional.update_rules import entropic_weights_list
+
+    logits = np.array([[[800.0], [799.0]], [[-5.0], [-5.0]]])  # (G, A, 1): the fallback path
+    expected = np.array([1.0, np.exp(-1.0)]) / (1.0 + np.exp(-1.0))
+    assert exp3p_probabilities(logits, gamma=0.0)[0, :, 0] == pytest.approx(expected, rel=1e-12)
+    weights = entropic_weights_list([800.0, 799.0], eta=1.0, gamma=0.0, clip=1000.0)
+    assert weights == pytest.approx(expected.tolist(), rel=1e-12)
