@@ -229,8 +229,8 @@ def wait_for_svg_text(page: Any, text: str, role: str = "title", count: int = 1)
 
 
 def svg_texts(page: Any, role: str = "title") -> list[str]:
-    """Texts of the drawn charts' titles (``role`` ``title``), axis titles (``axis-title``) or
-    legend titles (``legend-title``)."""
+    """Texts of the drawn charts' titles (``role`` ``title``), axis titles (``axis-title``),
+    legend titles (``legend-title``) or legend entries (``legend-label``)."""
     return list(page.evaluate("""([selector, role]) => Array.from(document.querySelectorAll(
         selector + ' g.role-' + role + ' text')).map(node => node.textContent)""", [CHART, role]))
 
@@ -300,6 +300,7 @@ def rows_of(rows: Sequence[dict[str, str]], chart: str, order: str | None = None
 
 def column(rows: Sequence[dict[str, str]], name: str) -> np.ndarray:
     """A CSV column as floats (blank: NaN)."""
+    assert not rows or name in rows[0], f"the CSV has no column {name!r}: {list(rows[0])}"
     return np.array([float(row[name]) if row[name] != "" else np.nan for row in rows], dtype=float)
 
 

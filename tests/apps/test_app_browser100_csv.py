@@ -7,7 +7,9 @@ options: EMA smoothing, log y-scale, the wall clock as x axis, the heatmaps' col
 downloads the chart's CSV and checks (a) its values against the data recomputed here with
 numpy from the runs' own files (steps.jsonl, eval.jsonl, config.json) for the choices made,
 and (b) that the chart drawn names the same field. Traveling wave and Compare are checked in
-``test_app_browser100.py``; Runs and Config draw no chart and offer no chart CSV.
+``test_app_browser100.py``; Runs and Config draw no chart and offer no chart CSV. The sidebar's
+runs folder and live refresh are no chart selectors and stay as they are; *Group runs by* is
+changed on Study, the one view it regroups (elsewhere it only names runs).
 
 One server serves every test of this module; each test opens its own browser session.
 Skipped without Debian's chromium or the playwright package, like the other browser tests.
@@ -256,6 +258,7 @@ def test_evaluations_csv_follows_every_selector(app_url: str, root100: Root100, 
         for csv_column, expected in (("step", steps_E), ("value", value_E), ("lo", lo_E), ("hi", hi_E)):
             assert_close(column(chosen, csv_column), expected, f"{label} group/{group} {csv_column}")
     assert svg_texts(page).count("mean@8 per group") == 2
+    assert {"geometry", "algebra"} <= set(svg_texts(page, "legend-label")), "the groups chosen are drawn"
 
 
 def test_step_time_csv_follows_every_selector(app_url: str, root100: Root100, page: Any) -> None:
@@ -311,6 +314,7 @@ def test_study_csv_follows_every_selector(app_url: str, root100: Root100, page: 
     for csv_column, quantile in (("lo", 25), ("hi", 75)):
         assert_close(column(chosen, csv_column), ema(np.percentile(values_TS, quantile, axis=1), weight), csv_column)
     assert svg_texts(page) == ["mean_reward"] and "lines: median over seeds; bands: IQR (25–75%)" in main_text(page)
+    assert svg_texts(page, "legend-label") == ["prompt_gdro"], "one group: the runs grouped by method"
 
 
 def test_sweep_csv_follows_every_selector(app_url: str, root100: Root100, page: Any) -> None:
