@@ -1,8 +1,9 @@
 """The app in headless Chromium at a generated root of 117 run candidates (``root100``): the run
 table drives the charts, a legend click isolates a run, a damaged run is flagged and never the
-default, no legend overlaps a plot (from the rendered layout), and per view the CSV download
-follows every selector changed from its default and matches the plotted data, recomputed here
-from the runs' steps.jsonl.
+default, no legend overlaps a plot (from the rendered layout), and on Traveling wave and Compare
+the CSV download follows every selector changed from its default and matches the plotted data,
+recomputed here from the runs' steps.jsonl (the other views: ``test_app_browser100_csv.py``;
+shared helpers: ``browser100.py``).
 
 One server (SVG renderer, so that marks and legends can be read from the DOM) serves every test
 of this module; each test opens its own browser session. Skipped without Debian's chromium or
@@ -11,20 +12,16 @@ the playwright package, like the other browser tests.
 
 from __future__ import annotations
 
-import csv
 import importlib.util
-import io
-import json
-from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote
 
 import numpy as np
 import pytest
+from browser100 import CHART, TIMEOUT_S, choose, download, main_text, new_page, open_view, query, serve, settle, steps
 from root100 import Root100
 
 import browser
-from apps.views import interactive
 
 pytestmark = [
     pytest.mark.browser,
@@ -34,40 +31,19 @@ pytestmark = [
                        reason="the playwright Python package is missing: pip install -e '.[dev]'"),
 ]
 
-CHART = '[data-testid="stVegaLiteChart"]'
-TIMEOUT_S = 180
 SWEEP_CELL = "sweep/runs/cell1"  # world.transfer = 0.5
 
 
 @pytest.fixture(scope="module")
 def app_url(root100: Root100, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    log = tmp_path_factory.mktemp("app100") / "app.log"
-    with browser.running_app([], root100.root, timeout_s=TIMEOUT_S, log_file=log,
-                             env={interactive.RENDERER_ENV: "svg"}) as url:
+    with serve(root100.root, tmp_path_factory.mktemp("app100") / "app.log") as url:
         yield url
 
 
 @pytest.fixture
 def page() -> Iterator[Any]:
-    with browser.chromium_page(width=1600, height=1200) as opened:
-        opened.set_default_timeout(TIMEOUT_S * 1000)
+    with new_page() as opened:
         yield opened
-
-
-def _open(page: Any, url: str, title: str, charts: int = 1) -> None:
-    page.goto(url, wait_until="domcontentloaded")
-    page.wait_for_function("""(title) => { const h = document.querySelector('[data-testid="stMain"] h1');
-                                          return h && h.innerText.trim() === title; }""", arg=title)
-    browser.wait_for_view(page, min_charts=charts, timeout_s=TIMEOUT_S)
-    assert browser.error_texts(page) == []
-
-
-def _main(page: Any) -> str:
-    return str(page.locator('[data-testid="stMain"]').inner_text())
-
-
-def _query(key: str, labels: list[str]) -> str:
-    return "&".join(f"{key}={quote(label, safe='')}" for label in labels)
 
 
 def _legend_labels(page: Any, chart: int = 0) -> list[str]:
@@ -82,46 +58,8 @@ def _line_opacities(page: Any) -> list[tuple[str, str]]:
                                                   CHART)]
 
 
-def _download(page: Any, index: int = 0) -> list[dict[str, str]]:
-    with page.expect_download(timeout=60_000) as download:
-        page.get_by_role("button", name="Chart data (CSV)").nth(index).click()
-    return list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
-
-
-def _settle(page: Any, charts: int = 0) -> None:
-    """Wait until the rerun that a click started has finished and the page stopped changing."""
-    page.wait_for_timeout(500)
-    browser.wait_for_view(page, min_charts=charts, timeout_s=TIMEOUT_S)
-
-
-def _choose(page: Any, label: str, option: str, shown: str) -> None:
-    """Pick ``option`` in the select box labelled ``label`` (as a user does: open it, click the
-    option), then wait until the page shows the text ``shown``; tried again when a rerun replaced
-    the box while it was open."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    for attempt in range(3):
-        box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
-        box.get_by_role("combobox").click()
-        try:
-            page.get_by_role("option", name=option, exact=True).click(timeout=30_000)
-            page.get_by_text(shown, exact=False).first.wait_for(timeout=60_000)
-            break
-        except PlaywrightTimeout:
-            if attempt == 2:
-                raise
-            page.keyboard.press("Escape")
-            _settle(page)
-    _settle(page)
-
-
-def _steps(root: Path, label: str) -> list[dict[str, Any]]:
-    lines = (root / label / "steps.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
-
-
 def test_table_filtering_drives_the_charts(app_url: str, root100: Root100, page: Any) -> None:
-    _open(page, app_url, "Runs", charts=0)
+    open_view(page, app_url, "Runs", charts=0)
     page.wait_for_selector(browser.RUN_TABLE_SELECTOR)
     search = page.get_by_label("Search runs")
     search.fill("sweep transfer=0.5")
@@ -136,7 +74,7 @@ def test_table_filtering_drives_the_charts(app_url: str, root100: Root100, page:
     assert len(expected) == 4
     legend = set(_legend_labels(page))  # one legend per row of charts
     assert len(legend) == 4 and all(text.startswith("sweep: ") and "transfer=0.5" in text for text in legend), legend
-    assert "?" in page.url and _query("pick", expected[:1]).split("=")[1] in page.url, "the picks are in the URL"
+    assert "?" in page.url and query("pick", expected[:1]).split("=")[1] in page.url, "the picks are in the URL"
     shown = page.evaluate("""(selector) => document.querySelectorAll(selector).length""",
                           f'{CHART} g.mark-line path')
     assert shown > 0 and browser.error_texts(page) == []
@@ -144,7 +82,7 @@ def test_table_filtering_drives_the_charts(app_url: str, root100: Root100, page:
 
 def test_a_legend_click_isolates_a_run(app_url: str, root100: Root100, page: Any) -> None:
     picks = sorted(label for label in root100.sweep if label.startswith(SWEEP_CELL))
-    _open(page, f"{app_url}/compare?{_query('pick', picks)}", "Compare")
+    open_view(page, f"{app_url}/compare?{query('pick', picks)}", "Compare")
     before = _line_opacities(page)
     assert before and all(opacity == "1" for _, opacity in before)
     page.locator(f"{CHART} g.role-legend-label text").first.click()
@@ -157,14 +95,14 @@ def test_a_legend_click_isolates_a_run(app_url: str, root100: Root100, page: Any
 
 
 def test_a_damaged_run_is_flagged_and_never_the_default(app_url: str, root100: Root100, page: Any) -> None:
-    _open(page, app_url, "Runs", charts=0)
-    text = _main(page)
+    open_view(page, app_url, "Runs", charts=0)
+    text = main_text(page)
     assert "1 run looks damaged" in text and "truncated: stops at step 30 of 60" in text
     assert "damaged: prompt_gdro · seed 0 (damaged/truncated)" in text
-    _open(page, f"{app_url}/lead-lag", "Lead-lag")
-    assert "Run: study: grpo lr×0.354 · seed 0" in _main(page), "the first healthy run, not the damaged one"
-    _open(page, f"{app_url}/lead-lag?run={quote(root100.truncated, safe='')}", "Lead-lag")
-    text = _main(page)
+    open_view(page, f"{app_url}/lead-lag", "Lead-lag")
+    assert "Run: study: grpo lr×0.354 · seed 0" in main_text(page), "the first healthy run, not the damaged one"
+    open_view(page, f"{app_url}/lead-lag?run={quote(root100.truncated, safe='')}", "Lead-lag")
+    text = main_text(page)
     assert "⚠ damaged" in text and "This run looks damaged: truncated" in text
 
 
@@ -188,13 +126,13 @@ OVERLAPS = """(selector) => {
 
 
 def test_no_legend_overlaps_a_plot_at_100_runs(app_url: str, root100: Root100, page: Any) -> None:
-    _open(page, f"{app_url}/study", "Study")
-    assert "20 groups of 5 seeds" in _main(page)
+    open_view(page, f"{app_url}/study", "Study")
+    assert "20 groups of 5 seeds" in main_text(page)
     assert page.evaluate(OVERLAPS, CHART) == []
     legend = set(_legend_labels(page))
     assert legend == {"grpo", "prompt_gdro", "rollout_gdro"}, "20 groups: one legend entry per method"
     everything = list(root100.readable)
-    _open(page, f"{app_url}/compare?{_query('pick', everything)}", "Compare")
+    open_view(page, f"{app_url}/compare?{query('pick', everything)}", "Compare")
     assert page.evaluate(OVERLAPS, CHART) == []
     titles = page.evaluate("""(selector) => Array.from(document.querySelectorAll(selector + ' g.role-title-text text'))
         .map(node => node.textContent)""", CHART)
@@ -207,19 +145,19 @@ def test_no_legend_overlaps_a_plot_at_100_runs(app_url: str, root100: Root100, p
 
 def test_traveling_wave_csv_follows_every_selector(app_url: str, root100: Root100, page: Any) -> None:
     run = "study/runs/prompt_gdro/lr1/seed1"
-    _open(page, f"{app_url}/traveling-wave?run={quote(run, safe='')}", "Traveling wave", charts=2)
+    open_view(page, f"{app_url}/traveling-wave?run={quote(run, safe='')}", "Traveling wave", charts=2)
     page.get_by_text("Prompt-GDRO weight q(b)").last.click()  # "Snapshots of": the second field
     page.wait_for_function("() => window.location.search.includes('run-snapshots')")
-    _settle(page, 2)
+    settle(page, 2)
     slider = page.get_by_test_id("stMain").get_by_role("slider").first  # the step: one logged step back
     slider.focus()
     slider.press("ArrowLeft")
     page.wait_for_function("() => window.location.search.includes('run-step')")
-    _settle(page, 2)
-    rows = _download(page, 1)  # the second CSV: the snapshot bars (the first: the heatmaps)
+    settle(page, 2)
+    rows = download(page, 1)  # the second CSV: the snapshot bars (the first: the heatmaps)
     charts = {row["chart"] for row in rows}
     assert charts == {"Prompt-GDRO weight q(b): snapshots and tail average"}, charts
-    records = _steps(root100.root, run)
+    records = steps(root100.root, run)
     last = records[-2]["step"]  # the slider moved back one logged step
     chosen = [row for row in rows if row["snapshot"] == f"selected (step {last})"]
     expected = records[-2]["bins"]["weight"]
@@ -232,17 +170,17 @@ def test_traveling_wave_csv_follows_every_selector(app_url: str, root100: Root10
 
 def test_compare_csv_follows_every_selector(app_url: str, root100: Root100, page: Any) -> None:
     picks = [label for label in root100.study if "/prompt_gdro/lr1/" in label]  # 5 seeds of one group
-    _open(page, f"{app_url}/compare?{_query('pick', picks)}", "Compare")
+    open_view(page, f"{app_url}/compare?{query('pick', picks)}", "Compare")
     page.get_by_test_id("stMain").get_by_text("Group seeds").click()
     page.get_by_text("Group line").first.wait_for()
-    _settle(page, 1)
-    _choose(page, "Group line", "median", "lines: median over seeds")
-    _choose(page, "Band", "IQR (25–75%)", "bands: IQR (25–75%)")
-    _choose(page, "Band", "min–max", "bands: min–max")
-    rows = [row for row in _download(page, 0) if row["chart"] == "mean_success"]
-    values_TS = np.array([[record["scalars"]["mean_success"] for record in _steps(root100.root, label)]
+    settle(page, 1)
+    choose(page, "compare-centre", "median", "lines: median over seeds")
+    choose(page, "compare-interval", "IQR (25–75%)", "bands: IQR (25–75%)")
+    choose(page, "compare-interval", "min–max", "bands: min–max")
+    rows = [row for row in download(page, 0) if row["chart"] == "mean_success"]
+    values_TS = np.array([[record["scalars"]["mean_success"] for record in steps(root100.root, label)]
                           for label in picks]).T
     assert [float(row["value"]) for row in rows] == pytest.approx(np.median(values_TS, axis=1), abs=5e-10)
     assert [float(row["lo"]) for row in rows] == pytest.approx(values_TS.min(axis=1), abs=5e-10)
     assert [float(row["hi"]) for row in rows] == pytest.approx(values_TS.max(axis=1), abs=5e-10)
-    assert "lines: median over seeds; bands: min–max" in _main(page)
+    assert "lines: median over seeds; bands: min–max" in main_text(page)
