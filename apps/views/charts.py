@@ -118,10 +118,12 @@ def points(frame: pd.DataFrame, title: str, y_title: str, color_field: str = "me
     ).properties(title=title, height=CHART_HEIGHT)
 
 
-def sweep_lines(frame: pd.DataFrame, key: str, metric: str, colours: Mapping[str, str], log_x: bool) -> AnyChart:
+def sweep_lines(frame: pd.DataFrame, key: str, metric: str, colours: Mapping[str, str], log_x: bool,
+                final: str = "tail mean") -> AnyChart:
     """A final metric against one swept key (frame: value_of_key, method, value, lo, hi, n): a line
     with points per method and its 95% interval as error bars (where it has one); a log x-axis for
-    learning-rate scales. The legend sits right of the plot."""
+    learning-rate scales. The title names the final value (tail mean or last value); the legend sits
+    right of the plot."""
     names = list(dict.fromkeys(str(name) for name in frame["method"]))
     scale = alt.Scale(domain=names, range=[colours.get(name, "#1f77b4") for name in names])
     numeric = pd.api.types.is_numeric_dtype(frame["value_of_key"])
@@ -138,7 +140,8 @@ def sweep_lines(frame: pd.DataFrame, key: str, metric: str, colours: Mapping[str
                                                              color=colour, tooltip=tooltip)
     bars = base.transform_filter("isValid(datum.lo) && isValid(datum.hi)").mark_errorbar(ticks=True).encode(
         x=x, y=alt.Y("lo:Q", title=metric), y2="hi:Q", color=colour)
-    return alt.layer(bars, lines).properties(title=f"{metric} against {key}", height=CHART_HEIGHT, width=560)
+    return alt.layer(bars, lines).properties(title=f"{metric} ({final}) against {key}", height=CHART_HEIGHT,
+                                          width=560)
 
 
 def _short_number(text: str) -> str:

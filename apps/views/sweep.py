@@ -48,8 +48,8 @@ def page() -> None:
         colours = method_hues(sweep.line_of(run.config, run.path.name) for run in runs.values())
         for key in keys:
             frame = sweep.sweep_frame(runs, key, metric, final)
-            name = f"{metric} against {key}"
-            uicharts.chart(charts.sweep_lines(frame, key, metric, colours, log_x=key in sweep.LR_KEYS),
+            name = f"{metric} ({final}) against {key}"
+            uicharts.chart(charts.sweep_lines(frame, key, metric, colours, log_x=key in sweep.LR_KEYS, final=final),
                            csv={name: frame}, key=f"sweep-{key}")
         names = {label: chosen.name(label) for label in runs}
         parallel = sweep.parallel_frame(runs, keys, metric, final, names)

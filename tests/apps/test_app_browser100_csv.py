@@ -329,8 +329,9 @@ def test_sweep_csv_follows_every_selector(app_url: str, root100: Root100, page: 
     open_view(page, f"{app_url}/sweep?{query('pick', labels)}", "Sweep", charts=2)
     assert "30 runs; swept: lr_scale" in main_text(page)
     choose(page, "sweep-metric", "worst_bin_success", "?sweep-metric=worst_bin_success")
-    wait_for_svg_text(page, "worst_bin_success against lr_scale")
+    wait_for_svg_text(page, "worst_bin_success (tail mean) against lr_scale")
     choose(page, "sweep-final", "last value", "?sweep-final=last value")
+    wait_for_svg_text(page, "worst_bin_success (last value) against lr_scale")
     chart_options(page, x_shown="?x=wall clock")
     lines, parallel = download(page, 0), download(page, 1)
     finals = {}
@@ -338,7 +339,7 @@ def test_sweep_csv_follows_every_selector(app_url: str, root100: Root100, page: 
         logged = scalar(steps(root100.root, label), "worst_bin_success")
         finals[label] = logged[np.isfinite(logged)][-1]
     for method in ("prompt_gdro", "rollout_gdro"):
-        chosen = rows_of(lines, "worst_bin_success against lr_scale", order="value_of_key", method=method)
+        chosen = rows_of(lines, "worst_bin_success (last value) against lr_scale", order="value_of_key", method=method)
         assert_close(column(chosen, "value_of_key"), np.array([0.5, 1.0, 2.0]), f"{method}: lr scales")
         values_LS = np.array([[finals[f"study/runs/{method}/lr{lr}/seed{seed}"] for seed in range(5)]
                               for lr in ("0.5", "1", "2")])
@@ -352,4 +353,5 @@ def test_sweep_csv_follows_every_selector(app_url: str, root100: Root100, page: 
     assert_close(column(metric_axis, "raw"), expected, "each run's last value")
     assert_close(column(metric_axis, "position"), (expected - expected.min()) / (expected.max() - expected.min()),
                  "positions: min to max")
-    assert {"worst_bin_success against lr_scale", "Parallel coordinates of the sweep"} <= set(svg_texts(page))
+    drawn = set(svg_texts(page))
+    assert {"worst_bin_success (last value) against lr_scale", "Parallel coordinates of the sweep"} <= drawn
