@@ -179,6 +179,19 @@ def fit_viewport_to_content(page: Any, width: int, tries: int = 5) -> None:
         page.wait_for_timeout(500)
 
 
+def pytest_marks() -> list[Any]:
+    """``pytestmark`` of every browser test module: marked ``browser``, skipped without Debian's
+    chromium or the playwright package (pytest is imported here only, not by the benchmark)."""
+    import importlib.util
+
+    import pytest
+
+    return [pytest.mark.browser,
+            pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is missing: apt-get install -y chromium"),
+            pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
+                               reason="the playwright Python package is missing: pip install -e '.[dev]'")]
+
+
 def error_texts(page: Any) -> list[str]:
     """Texts of exception and error elements on the page."""
     return [element.inner_text() for element in page.query_selector_all(ERROR_SELECTOR)]

@@ -7,25 +7,17 @@ Python package; skipped with the reason when either is missing. The server is st
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
-import pytest
 from PIL import Image
 
 import browser
 from apps.views import interactive
 from gdro_app_synthetic import write_synthetic_run
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not browser.CHROMIUM.exists(),
-                       reason=f"{browser.CHROMIUM} is missing: apt-get install -y chromium"),
-    pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
-                       reason="the playwright Python package is missing: pip install -e '.[dev]'"),
-]
+pytestmark = browser.pytest_marks()
 
 HEATMAP_SELECTOR = '[data-testid="stVegaLiteChart"]'
 

@@ -12,7 +12,6 @@ the playwright package, like the other browser tests.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any, Iterator
 from urllib.parse import quote
 
@@ -23,13 +22,7 @@ from root100 import Root100
 
 import browser
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not browser.CHROMIUM.exists(),
-                       reason=f"{browser.CHROMIUM} is missing: apt-get install -y chromium"),
-    pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
-                       reason="the playwright Python package is missing: pip install -e '.[dev]'"),
-]
+pytestmark = browser.pytest_marks()
 
 SWEEP_CELL = "sweep/runs/cell1"  # world.transfer = 0.5
 

@@ -17,7 +17,6 @@ Skipped without Debian's chromium or the playwright package, like the other brow
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote
@@ -31,13 +30,7 @@ from root100 import Root100
 
 import browser
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not browser.CHROMIUM.exists(),
-                       reason=f"{browser.CHROMIUM} is missing: apt-get install -y chromium"),
-    pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
-                       reason="the playwright Python package is missing: pip install -e '.[dev]'"),
-]
+pytestmark = browser.pytest_marks()
 
 #: Trainer-layout runs of the root: the ones that log step times (the wall clock) and agreed evaluation names.
 TRAIN_PROMPT, TRAIN_GRPO = "train/prompt_gdro-tiny-s0", "train/grpo-tiny-s0"
