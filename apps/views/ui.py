@@ -259,9 +259,11 @@ def runs_picker(chosen: Selection, by_label: Mapping[str, Any], key: str, defaul
         if chosen.picked:
             st.session_state[key] = list(chosen.picked)
     default = None if key in st.session_state else default_labels
-    count = len(st.session_state.get(key, default or []))
-    where = st.expander(f"Runs ({count}: {'picked on the Runs page' if chosen.picked else 'default'})",
-                        icon=":material/checklist:") if count > MANY_RUNS else st.container()
+    current = list(st.session_state.get(key, default or []))
+    source = "picked on the Runs page" if chosen.picked and current == list(chosen.picked) else \
+        "default" if current == list(default_labels) else "chosen here or in the link"
+    where = st.expander(f"Runs ({len(current)}: {source})", icon=":material/checklist:") \
+        if len(current) > MANY_RUNS else st.container()
     labels = where.multiselect("Runs", list(by_label), default=default, key=key, format_func=chosen.name,
                                help=help_text)
     url_sync(key, labels, default_labels)

@@ -272,3 +272,16 @@ def test_landing_page_is_the_run_table(seeds_root: Path, monkeypatch: pytest.Mon
     assert_clean(app)
     assert len(markdown_tables(app)[0]) == 1 + 6   # the header and one row per run
     assert charts(app) == []
+
+
+def test_the_study_run_picker_says_where_its_runs_came_from(root100: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More than 8 runs fold into an expander whose label says why they are shown: the study's
+    default, or runs named in the link (not called the default)."""
+    app = visit(open_app(monkeypatch, root100.root, view=None), "study")
+    assert [element.label for element in app.expander if element.label.startswith("Runs (")] == \
+        ["Runs (100: default)"]
+    labels = [f"study/runs/prompt_gdro/lr{lr}/seed{seed}" for lr in (1, 2) for seed in range(5)]
+    linked = visit(open_app(monkeypatch, root100.root, view=None, query={"study-runs": labels}), "study")
+    assert_clean(linked)
+    assert [element.label for element in linked.expander if element.label.startswith("Runs (")] == \
+        ["Runs (10: chosen here or in the link)"]
