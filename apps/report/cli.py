@@ -92,11 +92,6 @@ def write_report(run: RunData, out_dir: Path, step: int | None = None) -> list[P
     return written
 
 
-def _draw(path: Path, out_dir: Path, step: int | None) -> list[Path]:
-    """A worker's task: load the run at ``path`` and write its figures."""
-    return write_report(loading.load_run(path), out_dir, step)
-
-
 def write_reports(jobs: dict[Path, tuple[RunData, Path]], step: int | None, workers: int) -> list[list[Path]]:
     """Every run's figures ({run folder: (run, out folder)}), drawn by ``workers`` processes (in
     this process when 1); the files written, in the order of ``jobs``."""
@@ -104,7 +99,8 @@ def write_reports(jobs: dict[Path, tuple[RunData, Path]], step: int | None, work
         return [write_report(run, out_dir, step) for run, out_dir in jobs.values()]
     context = multiprocessing.get_context("spawn")  # a clean matplotlib per worker, whatever the parent holds
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
-        return list(pool.map(_draw, list(jobs), [out_dir for _, out_dir in jobs.values()], [step] * len(jobs)))
+        runs, out_dirs = zip(*jobs.values())  # each run goes to its worker as it is (not read again)
+        return list(pool.map(write_report, runs, out_dirs, [step] * len(jobs)))
 
 
 def default_jobs() -> int:
