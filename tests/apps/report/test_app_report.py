@@ -181,7 +181,7 @@ def test_trainer_runs_get_method_and_seed_folders(trainer_root: Path, tmp_path: 
     monkeypatch.setattr(cli, "write_report", folder_only)
     monkeypatch.setattr(cli, "compare_figure", lambda runs: plt.figure())
     runs = [str(trainer_root / "grpo-tiny-s1"), str(trainer_root / "prompt_gdro-tiny-s0")]
-    assert cli.main([*runs, "--out", str(tmp_path / "out")]) == 0
+    assert cli.main([*runs, "--out", str(tmp_path / "out"), "--jobs", "1"]) == 0  # the stand-ins live here
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["compare.png", "grpo_seed1",
                                                                             "prompt_gdro_seed0"]
 
@@ -217,7 +217,7 @@ def test_a_study_report_has_bands_over_seeds_the_apps_names_and_nothing_cut(root
     monkeypatch.setattr(cli, "compare_figure", keep)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. matplotlib's "constrained layout not applied"
-        assert cli.main([*map(str, picks), "--out", str(tmp_path / "out")]) == 0
+        assert cli.main([*map(str, picks), "--out", str(tmp_path / "out"), "--jobs", "1"]) == 0  # stand-ins here
     folders = sorted(path.name for path in (tmp_path / "out").iterdir() if path.is_dir())
     assert folders == sorted(f"{method}_seed{seed}" for method in ("grpo", "prompt_gdro", "rollout_gdro")
                              for seed in range(5)), "the app's names of these runs: method and seed"
