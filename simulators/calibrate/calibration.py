@@ -21,6 +21,7 @@ from simulators.calibrate import difficulty as stage1
 from simulators.calibrate import dynamics as stage2
 from simulators.calibrate.difficulty import DifficultyFit, SuccessCounts
 from simulators.calibrate.observe import Sweep
+from simulators.calibrate.posterior import central_interval
 from simulators.world import WorldConfig
 
 FIT_FORMAT = 1
@@ -52,9 +53,15 @@ def base_world(data: SuccessCounts, plan: Plan, aggregation: str) -> WorldConfig
                        group_shares=tuple(float(s) for s in shares), aggregation=aggregation)
 
 
-def world_from_difficulty(world: WorldConfig, fit: DifficultyFit) -> WorldConfig:
-    """The world with the stage-1 estimates and the data's hardness ranks."""
-    values: dict[str, Any] = {k: fit.values[k] for k in stage1.PARAMS}
+def medians(draws: dict[str, Any], names: tuple[str, ...]) -> dict[str, float]:
+    """Posterior medians of ``names``: the world file's values. A median lies inside its own 95% interval,
+    which the best fit need not (it can sit in a corner of a ridge that the posterior mass avoids)."""
+    return {name: float(np.median(draws[name])) for name in names}
+
+
+def world_from_difficulty(world: WorldConfig, fit: DifficultyFit, values: dict[str, float] | None = None) -> WorldConfig:
+    """The world with the data's hardness ranks and stage-1 ``values`` (default: the posterior medians)."""
+    values = medians(fit.draws, stage1.PARAMS) if values is None else {k: values[k] for k in stage1.PARAMS}
     return replace(world, group_hardness_rank=tuple(int(r) for r in fit.ranks_K), **values)
 
 
@@ -66,7 +73,7 @@ no sign of weak identification, unlike one reaching an arbitrary end of a log-sc
 def identification(draws_x: np.ndarray, lo: np.ndarray, hi: np.ndarray, names: tuple[str, ...]) -> dict[str, str]:
     """Per parameter: 'well identified', or why not (wide interval, at the range's edge, confounded)."""
     out: dict[str, str] = {}
-    q_lo, q_hi = np.percentile(draws_x, [2.5, 97.5], axis=0)
+    q_lo, q_hi = central_interval(draws_x)  # the printed interval's two draws, on the fitting scale
     span = (q_hi - q_lo) / np.maximum(hi - lo, 1e-12)
     with np.errstate(invalid="ignore", divide="ignore"):
         corr = np.corrcoef(draws_x.T) if draws_x.shape[0] > 2 else np.zeros((len(names), len(names)))
@@ -104,22 +111,26 @@ def calibrate(data: SuccessCounts, sweep: Sweep | None, plan: Plan, *, boots: in
     """Fit both stages; returns the fit record (what fit.json holds) with the fitted WorldConfig under "world"."""
     log(f"calibrate: stage 1 (difficulty) on {data.group_P.size} prompts in {data.num_groups} groups")
     diff = stage1.fit_difficulty(data, boots=boots, seed=seed)
-    world = world_from_difficulty(base_world(data, plan, sweep.aggregation if sweep else "rollout"), diff)
-    record: dict[str, Any] = {"format": FIT_FORMAT, "plan": asdict(plan), "difficulty": diff.to_dict(),
+    base = base_world(data, plan, sweep.aggregation if sweep else "rollout")
+    world = world_from_difficulty(base, diff)
+    record: dict[str, Any] = {"format": FIT_FORMAT, "plan": asdict(plan),
+                              "difficulty": {**diff.to_dict(), "medians": medians(diff.draws, stage1.PARAMS)},
                               "identification": _difficulty_identification(diff), "dynamics": None}
     dyn = None
     if sweep is not None:
-        design = stage2.Design(world=replace(world, score_noise=1.0, update_noise=0.05), lrs=sweep.lrs,
+        fitted = world_from_difficulty(base, diff, diff.values)  # stage 2 conditions on stage 1's best fit
+        design = stage2.Design(world=replace(fitted, score_noise=1.0, update_noise=0.05), lrs=sweep.lrs,
                                lr_ref=plan.lr, batch=sweep.batch, n=sweep.n, steps=sweep.steps,
                                eval_steps=_eval_steps(sweep), block=max(1, sweep.steps // 12))
         obs = stage2.observation(sweep, design)
         log(f"calibrate: stage 2 (dynamics) on {len(sweep.runs)} GRPO runs, lr {', '.join(f'{x:g}' for x in sweep.lrs)}")
         dyn = stage2.fit_dynamics(design, obs, sweep.group_names == ("pooled",), boots=boots, pilot=pilot,
                                   seed=seed, log=log)
-        world = stage2.fitted_world(world, dyn.values)
+        world = stage2.fitted_world(world, medians(dyn.draws, stage2.PARAMS))
         lo, hi = stage2.box()
         record["identification"].update(identification(np.array(dyn.extra["draws_x"]), lo, hi, stage2.PARAMS))
-        record["dynamics"] = {"values": dyn.values, "intervals": {n: dyn.interval(n) for n in dyn.draws},
+        record["dynamics"] = {"values": dyn.values, "medians": medians(dyn.draws, stage2.PARAMS),
+                              "intervals": {n: dyn.interval(n) for n in dyn.draws},
                               "draws": {n: v.tolist() for n, v in dyn.draws.items()}, "chi2_red": dyn.chi2_red,
                               "dof": dyn.extra["dof"], "offsets": dyn.h0.tolist(), "groups": list(sweep.group_names),
                               "lrs": sweep.lrs.tolist(), "block": design.block, "steps": design.steps,

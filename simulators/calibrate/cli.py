@@ -121,12 +121,16 @@ def predict_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gdro predict", description="Run GRPO (planned lr and tuned), step-matched GRPO, "
                      "Prompt-GDRO, Rollout-GDRO and joint in a calibrated world, drawing its parameters from the fit.")
     parser.add_argument("world", type=Path, metavar="WORLD", help="world.toml written by gdro calibrate (fit.json beside it)")
-    parser.add_argument("--draws", type=int, default=12, help="worlds drawn from the fit's uncertainty (default 12)")
+    parser.add_argument("--draws", type=int, default=40, help="worlds drawn from the fit's posterior draws (default 40, "
+                        "what gdro calibrate stores; at most as many as it stored)")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per world, paired across methods (default 2)")
     parser.add_argument("--steps", type=int, help="training steps (default: the calibration's plan)")
     parser.add_argument("--batch", type=int, help="prompts per step (default: the plan's)")
     parser.add_argument("--lr", type=float, help="learning rate of the planned run (default: the reference lr)")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), help="default: the calibration's")
+    parser.add_argument("--threshold", type=float, default=1.0, metavar="PP",
+                        help="a practical difference, in percentage points (default 1): the verdicts count the worlds "
+                             "beyond it")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--out", type=Path, help="output folder (default: <world folder>/predict)")
     return parser
@@ -136,17 +140,19 @@ def _predict_settings(args: argparse.Namespace, cal: predict.Calibrated) -> pred
     from simulators.calibrate import predict  # noqa: F811  (the module, at run time)
 
     plan = cal.plan
-    values = {"draws": args.draws if cal.fit else 1, "seeds": args.seeds, "steps": args.steps or plan["steps"],
-              "batch": args.batch or plan["batch"], "workers": args.workers}
+    values = {"draws": min(args.draws, cal.draw_count) if args.draws > 0 else args.draws, "seeds": args.seeds,
+              "steps": args.steps or plan["steps"], "batch": args.batch or plan["batch"], "workers": args.workers}
     for name, value in values.items():
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"--{name} {value}: must be an integer >= 1")
     if args.lr is not None and not args.lr > 0:
         raise ConfigError(f"--lr {args.lr}: must be > 0")
+    if not 0 <= args.threshold < 100:
+        raise ConfigError(f"--threshold {args.threshold}: give percentage points in [0, 100)")
     lr_scale = (args.lr / plan["lr"]) if args.lr else 1.0
     return predict.Settings(out=args.out or cal.path.parent / "predict", lr_scale=lr_scale,
-                            optimizer=args.optimizer or plan["optimizer"], n_bar=int(plan["n_bar"]), n_min=int(plan["n_min"]),
-                    n_max=int(plan["n_max"]), **values)
+                            threshold=args.threshold / 100, optimizer=args.optimizer or plan["optimizer"],
+                            n_bar=int(plan["n_bar"]), n_min=int(plan["n_min"]), n_max=int(plan["n_max"]), **values)
 
 
 def check_out_folder(out: Path) -> None:
@@ -178,11 +184,9 @@ def predict_main(argv: Sequence[str] | None = None) -> int:
         cal = predict.load(args.world)
         settings = _predict_settings(args, cal)
         check_out_folder(settings.out)
-        worlds, drawn = predict.world_draws(cal, settings.draws)
         prepare_output(settings.out)
         started = time.perf_counter()
-        table = predict.run_all(settings, worlds)
-        summary = predict.summarize(table, drawn)
+        summary = predict.predict(cal, settings)
         seconds = time.perf_counter() - started
         text = screen(summary, settings, cal, seconds)
         report = write_report(summary, settings, text, settings.out)

@@ -36,6 +36,7 @@ from scipy.special import expit, gammaln
 from scipy.stats import spearmanr
 
 from gdro_lab import ConfigError
+from simulators.calibrate.posterior import central_interval
 from simulators.world import lomax_quantile
 
 NODES = 128
@@ -239,7 +240,7 @@ class DifficultyFit:
     table: dict[int, np.ndarray] = field(default_factory=dict)
 
     def interval(self, name: str) -> tuple[float, float]:
-        return tuple(float(v) for v in np.percentile(self.draws[name], [2.5, 97.5]))  # type: ignore[return-value]
+        return tuple(float(v) for v in central_interval(self.draws[name]))  # type: ignore[return-value]
 
     def to_dict(self) -> dict[str, Any]:
         return {"values": self.values, "intervals": {n: self.interval(n) for n in self.draws},

@@ -33,7 +33,7 @@ import numpy as np
 
 from simulators.calibrate.fastsim import run_grpo
 from simulators.calibrate.lsq import levenberg_marquardt
-from simulators.calibrate.posterior import metropolis, shrunk_precision
+from simulators.calibrate.posterior import central_interval, metropolis, shrunk_precision
 from simulators.calibrate.observe import Sweep
 from simulators.world import WorldConfig
 
@@ -206,7 +206,7 @@ class DynamicsFit:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def interval(self, name: str) -> tuple[float, float]:
-        return tuple(float(v) for v in np.percentile(self.draws[name], [2.5, 97.5]))  # type: ignore[return-value]
+        return tuple(float(v) for v in central_interval(self.draws[name]))  # type: ignore[return-value]
 
 
 def _fit_one(design: Design, obs: Observation, pooled: bool, pilot: int, rng: np.random.Generator,
@@ -328,6 +328,7 @@ def fit_dynamics(design: Design, obs: Observation, pooled: bool, boots: int = 40
 
 
 def fitted_world(world: WorldConfig, values: dict[str, float]) -> WorldConfig:
-    """The world with the fitted learner settings."""
-    changes: dict[str, Any] = {k: float(values[k]) for k in (*PARAMS, "lr_shared")}
+    """The world with the fitted learner settings (lr_shared = SHARED_RATIO lr_group)."""
+    changes: dict[str, Any] = {k: float(values[k]) for k in PARAMS}
+    changes["lr_shared"] = SHARED_RATIO * changes["lr_group"]
     return replace(world, **changes)

@@ -10,8 +10,10 @@ CAL_DIR is ``gdro calibrate``'s output for the LM study's warm start and GRPO sw
 against GRPO at that lr): ``gdro predict``'s runs (``predict.run_all``) at that size. The measured side
 is the study's own per-seed final held-out metrics in the same file (never copied by hand), paired by
 seed (mean ± Student-t 95%). World metric ↔ study metric: held-out accuracy ↔ pass@1 (mean@8),
-held-out pass@8 ↔ pass@8. The error is measured − predicted, with the two intervals combined
-(sqrt(h_p² + h_m²)); "consistent" when the error's interval contains 0.
+held-out pass@8 ↔ pass@8. The predicted gain is the median over the drawn worlds with their central 95%
+(``gdro predict``'s); the error is measured − predicted median, its half-width the two intervals
+combined (sqrt(h_p² + h_m²), h_p the predicted interval's side towards the measurement); "consistent"
+when the error's interval contains 0.
 """
 
 from __future__ import annotations
@@ -78,22 +80,28 @@ def comparison_rows(predicted: dict[str, Any], observed: dict[str, Any]) -> list
     for label, baseline, name in cases:
         for world_metric, study_metric in PAIRS:
             if label == "grpo_vs_start":
-                pred = predicted["grpo_vs_start"].get(world_metric, (math.nan, math.nan))
+                entry = predicted["grpo_vs_start"].get(world_metric)
                 meas = observed[label].get(study_metric, (math.nan, math.nan))
             else:
-                pred = predicted["methods"][label][world_metric][baseline]
+                entry = predicted["methods"][label][world_metric][baseline]
                 source = observed[label]["vs_tuned"] if baseline == "vs_tuned" else observed[label]
                 meas = source.get(study_metric, (math.nan, math.nan))
+            pred = (entry["median"], entry["lo"], entry["hi"]) if entry else (math.nan,) * 3
             error = meas[0] - pred[0]
-            half = math.sqrt(np.nan_to_num(pred[1]) ** 2 + np.nan_to_num(meas[1]) ** 2)
+            side = pred[2] - pred[0] if error >= 0 else pred[0] - pred[1]  # the interval's half towards the error
+            half = math.hypot(np.nan_to_num(side), np.nan_to_num(meas[1]))
             rows.append({"comparison": name, "metric": study_metric, "predicted": pred, "measured": meas,
                          "error": (error, half), "consistent": bool(abs(error) <= half)})
     return rows
 
 
 def _pp(entry: Sequence[float]) -> str:
-    mean, half = entry
-    return "n/a" if not math.isfinite(mean) else f"{100 * mean:+.1f} ± {100 * half:.1f}"
+    """'mean ± half' (two numbers) or 'median [lo, hi]' (three), in pp."""
+    if not math.isfinite(entry[0]):
+        return "n/a"
+    if len(entry) == 3:
+        return f"{100 * entry[0]:+.1f} [{100 * entry[1]:+.1f}, {100 * entry[2]:+.1f}]"
+    return f"{100 * entry[0]:+.1f} ± {100 * entry[1]:.1f}"
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -148,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calibration", type=Path, required=True, help="gdro calibrate's output folder")
     parser.add_argument("--study", type=Path, required=True, help="the LM study's summary.json")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--draws", type=int, default=12)
+    parser.add_argument("--draws", type=int, default=40)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--update-docs", action="store_true",
@@ -161,14 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         cal = predict.load(args.calibration)
         import tempfile
         work = args.work or Path(tempfile.mkdtemp(prefix="lmcompare-"))
-        settings = study_settings(summary, args.draws, args.seeds, args.workers, work)
-        worlds, drawn = predict.world_draws(cal, settings.draws)
-        # the study's held-out halves are sibling problems of every skill: the world's "prompts" split
-        worlds = [{**world, "heldout_split": "prompts"} for world in worlds]
+        settings = study_settings(summary, min(args.draws, cal.draw_count), args.seeds, args.workers, work)
         from simulators.reporting import prepare_output
         prepare_output(settings.out)
         started = time.perf_counter()
-        predicted = predict.summarize(predict.run_all(settings, worlds), drawn)
+        # the study's held-out halves are sibling problems of every skill: the world's "prompts" split
+        predicted = predict.predict(cal, settings, extra={"heldout_split": "prompts"})
         seconds = time.perf_counter() - started
     except (ConfigError, OSError, KeyError, json.JSONDecodeError) as err:
         print(f"lmcompare: error: {err}", file=sys.stderr)

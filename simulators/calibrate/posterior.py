@@ -20,8 +20,20 @@ from typing import Callable
 
 import numpy as np
 
+INTERVAL_METHOD = "nearest"
+"""Percentiles of draws are order statistics (the draw nearest the percentile's position), never an
+interpolation between two draws: an order statistic commutes with a monotone map, so an interval taken
+on the log scale and one taken on the linear scale are the same two draws (the identification flag and
+the printed interval agree), and an interval's ends are values the posterior actually drew."""
+
 SHRINKAGE = 0.5
 """Weight of the diagonal in the shrunk covariance of the simulated residuals."""
+
+
+def central_interval(draws: np.ndarray, level: float = 0.95, axis: int = 0) -> np.ndarray:
+    """The central ``level`` interval of ``draws`` along ``axis`` (two order statistics; see INTERVAL_METHOD)."""
+    tail = 50 * (1 - level)
+    return np.percentile(draws, [tail, 100 - tail], axis=axis, method=INTERVAL_METHOD)
 
 
 def metropolis(log_post: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, cov0: np.ndarray, lo: np.ndarray,

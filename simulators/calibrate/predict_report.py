@@ -8,36 +8,39 @@ from typing import Any
 
 import numpy as np
 
-from simulators.calibrate.predict import LABELS, METHODS, METRICS, Calibrated, Settings
+from simulators.calibrate.predict import DECISIVE, LABELS, METHODS, METRICS, Calibrated, Settings
 from studykit.tables import markdown_table, write_json
 
 
-def _pp(entry: tuple[float, float]) -> str:
-    mean, half = entry
-    if not math.isfinite(mean):
+def _pp(entry: dict[str, Any] | None) -> str:
+    """'median [lo, hi]' in pp ('n/a' without worlds; the median alone with one world)."""
+    if not entry or not math.isfinite(entry["median"]):
         return "n/a"
-    return f"{100 * mean:+.1f} ± {100 * half:.1f}" if math.isfinite(half) else f"{100 * mean:+.1f}"
+    mid = f"{100 * entry['median']:+.1f}"
+    return f"{mid} [{100 * entry['lo']:+.1f}, {100 * entry['hi']:+.1f}]" if math.isfinite(entry["lo"]) else mid
+
+
+def _counts(entry: dict[str, Any]) -> str:
+    return f"{entry['above_zero']}/{entry['below_zero']}"
 
 
 def screen(summary: dict[str, Any], settings: Settings, cal: Calibrated, seconds: float) -> str:
-    """One screen of plain text: the prediction per method."""
+    """One screen of plain text: the prediction per method, what decides it, the verdicts in words."""
     metric = METRICS[0][0]
     scales = np.array(summary["tuned_scale"])
     lines = [f"gdro predict: {settings.draws} worlds drawn from the fit x {settings.seeds} seeds, "
              f"{settings.steps} steps x {settings.batch} prompts, lr x{settings.lr_scale:g} of the reference "
              f"({seconds:.0f} s)",
-             "predicted gain in held-out accuracy, percentage points (95% interval: the fit's uncertainty and seed noise):",
-             f"  {'method':<32} {'vs GRPO (same lr)':>18} {'vs tuned GRPO':>16} {'SE-proxy cut %':>15}  "
-             "gain vs tuned GRPO most sensitive to"]
+             "predicted gain in held-out accuracy, pp: median over the drawn worlds [central 95% of them]; "
+             "worlds with a gain > 0 / < 0:",
+             f"  {'method':<31} {'vs GRPO (same lr)':>24} {'vs tuned GRPO':>24} {'> 0 / < 0':>9} {'SE-proxy cut %':>15}"]
     for label, row in summary["methods"].items():
         se = row["se_reduction_pct"]
-        shown = label in ("rollout_gdro", "joint") and math.isfinite(se[0])  # the allocators' own diagnostic
-        se_text = (f"{se[0]:.1f} ± {se[1]:.1f}" if math.isfinite(se[1]) else f"{se[0]:.1f}") if shown else "-"
-        sens = row["sensitive_to"]
-        sens_text = (f"{PLAIN.get(sens['parameter'], sens['parameter'])} (rho {sens['spearman']:+.2f})"
-                     if sens["parameter"] else "-")
-        lines.append(f"  {LABELS[label]:<32} {_pp(row[metric]['vs_grpo']):>18} {_pp(row[metric]['vs_tuned']):>16} "
-                     f"{se_text:>15}  {sens_text}")
+        shown = label in ("rollout_gdro", "joint") and se is not None and math.isfinite(se["median"])
+        se_text = (f"{se['median']:.1f}" + (f" [{se['lo']:.1f}, {se['hi']:.1f}]" if math.isfinite(se["lo"]) else "")
+                   if shown else "-")
+        lines.append(f"  {LABELS[label]:<31} {_pp(row[metric]['vs_grpo']):>24} {_pp(row[metric]['vs_tuned']):>24} "
+                     f"{_counts(row[metric]['vs_tuned']):>9} {se_text:>15}")
     grid = summary["grid"]
     lines.append(f"  tuned GRPO's lr: x{np.median(scales):.2g} of the planned lr (median over draws; sqrt(2) grid "
                  f"x{grid[0]:.3g}..x{grid[-1]:.3g}" + (", still at its edge in some draws after extending it)"
@@ -45,10 +48,14 @@ def screen(summary: dict[str, Any], settings: Settings, cal: Calibrated, seconds
     if settings.optimizer == "adam":
         lines.append("  optimizer adam: a constant advantage scale cancels, so step-matched GRPO equals GRPO here and "
                      "Prompt-GDRO's multipliers act as mean-1 weights")
+    if summary["methods"][METHODS[0]]["decided_by"]:
+        lines.append("What decides the gain vs tuned GRPO: each parameter at the low / high end of its 95% interval, "
+                     "the others at their medians (pp):")
+        lines += [f"  {LABELS[label]}: {decided_text(summary, label, metric)}" for label in METHODS]
     lines.append("In plain words:")
     lines += [f"  {part}" for part in plain_words(summary, metric)]
     if cal.fit is None:
-        lines.append("  note: no fit.json next to the world file: one world, no parameter uncertainty in the intervals")
+        lines.append("  note: no fit.json next to the world file: one world, no parameter uncertainty in the verdicts")
     return "\n".join(lines)
 
 
@@ -58,27 +65,51 @@ PLAIN = {"lr_group": "learning speed lr_group", "lr_prompt": "memorisation lr_pr
          "always_solved_frac": "always-solved share", "group_difficulty_scale": "group hardness scale",
          "group_difficulty_tail": "group hardness tail", "prompt_difficulty_scale": "prompt hardness scale",
          "prompt_difficulty_tail": "prompt hardness tail"}
-"""The fitted parameters in words (the screen's sensitivity column)."""
+"""The fitted parameters in words."""
+
+
+def decided_text(summary: dict[str, Any], label: str, metric: str, top: int = 3) -> str:
+    """'(median world -0.3) score noise tau -6.0 / +2.1 (flips), ...': the gain at the low / high end of the
+    ``top`` parameters that move it most."""
+    rows = summary["methods"][label]["decided_by"][metric]["vs_tuned"]
+    parts = [f"{PLAIN.get(r['parameter'], r['parameter'])} " + " / ".join(f"{100 * g:+.1f}" for g in r["gains"])
+             + (" (flips)" if r["flips"] else "") for r in rows[:top]]
+    return f"(median world {100 * rows[0]['median_world']:+.1f}) " + ", ".join(parts) if rows else "-"
+
+
+def verdict(entry: dict[str, Any], threshold: float, decisive: float = DECISIVE) -> str:
+    """The verdict against a baseline from the counts of drawn worlds (``predict.over_worlds``)."""
+    n, t = entry["worlds"], f"{100 * threshold:g} pp"
+    need = decisive * n
+    within = n - entry["above_threshold"] - entry["below_threshold"]
+    if n < 2:
+        return "no verdict (one world: no parameter uncertainty)"
+    if entry["above_threshold"] >= need:
+        return f"better by more than {t} in {entry['above_threshold']} of {n} worlds the data allow"
+    if entry["below_threshold"] >= need:
+        return f"worse by more than {t} in {entry['below_threshold']} of {n} worlds the data allow"
+    if within >= need:
+        return f"within ±{t} in {within} of {n} worlds the data allow"
+    if entry["above_zero"] >= need:
+        return f"better in {entry['above_zero']} of {n} worlds the data allow, by more than {t} in {entry['above_threshold']}"
+    if entry["below_zero"] >= need:
+        return f"worse in {entry['below_zero']} of {n} worlds the data allow, by more than {t} in {entry['below_threshold']}"
+    return f"undecided: better in {entry['above_zero']}, worse in {entry['below_zero']} of {n} worlds the data allow"
 
 
 def plain_words(summary: dict[str, Any], metric: str) -> list[str]:
-    """One sentence per GDRO method: does the calibrated world predict a gain over tuned GRPO, and on what does
-    that turn?"""
+    """One sentence per GDRO method: its verdict against tuned GRPO and the parameter that decides it."""
     parts = []
     for label in METHODS:
-        mean, half = summary["methods"][label][metric]["vs_tuned"]
-        if not math.isfinite(half):
-            verdict = "no interval (one draw)"
-        elif mean - half > 0:
-            verdict = "predicted to beat tuned GRPO"
-        elif mean + half < 0:
-            verdict = "predicted to lose to tuned GRPO"
-        else:
-            verdict = "not predicted to differ from tuned GRPO beyond the fit's uncertainty"
-        sens = summary["methods"][label]["sensitive_to"]
-        turns = (f"; it turns most on the {PLAIN.get(sens['parameter'], sens['parameter'])}" if sens["parameter"]
-                 and abs(sens["spearman"]) >= 0.5 else "")
-        parts.append(f"{LABELS[label]} {verdict} ({_pp((mean, half))} pp){turns}.")
+        entry = summary["methods"][label][metric]["vs_tuned"]
+        text = f"{LABELS[label]} vs tuned GRPO: {verdict(entry, summary['threshold'], summary['decisive'])}"
+        rows = summary["methods"][label]["decided_by"].get(metric, {}).get("vs_tuned", [])
+        if rows and math.isfinite(rows[0]["moves"]):
+            flips = sum(r["flips"] for r in rows[1:])
+            text += (f"; decided most by the {PLAIN.get(rows[0]['parameter'], rows[0]['parameter'])} (moves it "
+                     f"{100 * rows[0]['moves']:.1f} pp across its interval{', flips it' if rows[0]['flips'] else ''})")
+            text += f"; {flips} other parameter{'s' * (flips != 1)} flip{'s' * (flips == 1)} it" if flips else ""
+        parts.append(text + ".")
     return parts
 
 
@@ -86,11 +117,21 @@ def write_report(summary: dict[str, Any], settings: Settings, screen: str, out: 
     """report.md and summary.json into ``out``; returns report.md."""
     lines = ["# Prediction in the calibrated world", "", "```", screen, "```", ""]
     for metric, label in METRICS:
-        rows = [[LABELS[m], _pp(row[metric]["vs_grpo"]), _pp(row[metric]["vs_tuned"])]
+        rows = [[LABELS[m], _pp(row[metric]["vs_grpo"]), _counts(row[metric]["vs_grpo"]), _pp(row[metric]["vs_tuned"]),
+                 _counts(row[metric]["vs_tuned"]), verdict(row[metric]["vs_tuned"], settings.threshold)]
                 for m, row in summary["methods"].items()]
-        lines += [f"## {label} (pp)", "", markdown_table(["method", "vs GRPO at the planned lr", "vs tuned GRPO"], rows), ""]
-    lines += ["Intervals: mean ± 1.96 sd over the drawn worlds of each world's seed-mean gain (parameter uncertainty "
-              "and seed noise together). Runs: `runs/draw<j>/<method>/seed<s>` (gdro run format).", ""]
+        lines += [f"## {label} (pp)", "",
+                  markdown_table(["method", "vs GRPO at the planned lr", "> 0 / < 0", "vs tuned GRPO", "> 0 / < 0",
+                                  "verdict vs tuned GRPO"], rows), ""]
+        if summary["methods"][METHODS[0]]["decided_by"]:
+            lines += ["What decides the gain vs tuned GRPO (gain at the low / high end of each parameter's interval, "
+                      "the others at their medians):", ""]
+            lines += [f"- {LABELS[m]}: {decided_text(summary, m, metric, top=5)}" for m in METHODS] + [""]
+    lines += ["Gains: each drawn world's seed-mean gain (parameter uncertainty and seed noise together); median over "
+              "the worlds and their central 95% (order statistics). Verdicts: the counts of worlds beyond "
+              f"±{100 * settings.threshold:g} pp; {100 * summary['decisive']:.0f}% of the worlds must agree. Runs: "
+              "`runs/draw<j>/<method>/seed<s>` (gdro run format; j past the drawn worlds: the median world, then "
+              "each parameter at its interval's low and high end, in the order of summary.json's decided_by).", ""]
     write_json(out / "summary.json", {"settings": {k: str(v) if isinstance(v, Path) else v
                                                    for k, v in settings.__dict__.items()}, **summary})
     path = out / "report.md"

@@ -38,20 +38,21 @@ def _num(value: float) -> str:
 
 
 def parameter_rows(record: dict[str, Any]) -> list[list[str]]:
+    """Per parameter: meaning, posterior median (world.toml's value), 95% interval, best fit, identification."""
     rows = []
-    diff = record["difficulty"]
     notes = record["identification"]
-    for name, value in diff["values"].items():
-        lo, hi = diff["intervals"][name]
-        rows.append([f"`{name}`", MEANING.get(name, ""), _num(value), f"[{_num(lo)}, {_num(hi)}]", notes.get(name, "")])
+    for stage in ("difficulty", "dynamics"):
+        fit = record[stage] or {"values": {}}
+        for name, best in fit["values"].items():
+            if name not in fit["intervals"] or name == "lr_shared":
+                continue
+            lo, hi = fit["intervals"][name]
+            median = fit.get("medians", {}).get(name)
+            rows.append([f"`{name}`", MEANING.get(name, ""), "-" if median is None else _num(median),
+                         f"[{_num(lo)}, {_num(hi)}]", _num(best), notes.get(name, "")])
     if record["dynamics"]:
-        dyn = record["dynamics"]
-        for name in stage2.PARAMS:
-            lo, hi = dyn["intervals"][name]
-            rows.append([f"`{name}`", MEANING[name], _num(dyn["values"][name]), f"[{_num(lo)}, {_num(hi)}]",
-                         notes.get(name, "")])
-        rows.append(["`lr_shared`", "step size of the shared skill", _num(dyn["values"]["lr_shared"]),
-                     f"= {stage2.SHARED_RATIO} lr_group", "fixed ratio (not identifiable apart from transfer)"])
+        rows.append(["`lr_shared`", "step size of the shared skill", f"= {stage2.SHARED_RATIO} lr_group", "", "",
+                     "fixed ratio (not identifiable apart from transfer)"])
     return rows
 
 
@@ -123,12 +124,15 @@ def write_report(record: dict[str, Any], out: Path, command: str) -> Path:
              "flat prior (stage 1: the exact pass-count likelihood; stage 2: a Gaussian synthetic likelihood of the "
              "learning curves). docs/calibration.md says how well they cover the truth on known worlds.", "",
              "## Parameters", "",
-             markdown_table(["parameter", "meaning", "estimate", "95% interval", "identified by these data?"],
+             markdown_table(["parameter", "meaning", "posterior median (world.toml)", "95% interval", "best fit",
+                             "identified by these data?"],
                             parameter_rows(record)), ""]
     weak = [n for n, note in record["identification"].items() if note.startswith("weak")]
     lines += [f"**Weakly identified by these data**: {', '.join(f'`{n}`' for n in weak) or 'none'}. A prediction that "
-              "depends on them is only as good as the range the posterior draws cover (`gdro predict` says which "
-              "parameter its verdict is most sensitive to).", "",
+              "depends on them is only as good as the range the posterior draws cover (`gdro predict` moves each "
+              "parameter across its interval and says which ones decide its verdict). The world file holds the "
+              "posterior medians; the best fit (highest likelihood) can sit outside its own interval when it lies in "
+              "a corner of a ridge that the posterior mass avoids.", "",
               "## Stage 1: pass rates", "", f"![pass rates]({passrate_figure(record, out)})", ""]
     if record["dynamics"]:
         dyn = record["dynamics"]

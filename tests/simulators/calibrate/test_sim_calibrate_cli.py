@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -51,26 +52,45 @@ def test_predict_prints_one_screen_and_the_report(calibrated: Path, capsys: pyte
                          "--workers", "1"])
     out = capsys.readouterr().out
     assert code == 0
-    for label in ("Prompt-GDRO", "Rollout-GDRO", "joint", "step-matched GRPO", "vs tuned GRPO", "In plain words"):
+    for label in ("Prompt-GDRO", "Rollout-GDRO", "joint", "step-matched GRPO", "vs tuned GRPO", "In plain words",
+                  "What decides the gain", "of 3 worlds the data allow", "(median world"):
         assert label in out
     assert out.strip().splitlines()[-1].startswith("report: ")
     assert len(out.strip().splitlines()) <= 20  # one screen
-    assert (calibrated / "predict" / "summary.json").is_file()
+    import json
+
+    summary = json.loads((calibrated / "predict" / "summary.json").read_text())
+    entry = summary["methods"]["prompt_gdro"]["test/accuracy"]["vs_tuned"]
+    assert entry["worlds"] == 3 and len(entry["per_world"]) == 3
+    moved = summary["methods"]["prompt_gdro"]["decided_by"]["test/accuracy"]["vs_tuned"]
+    fit = json.loads((calibrated / "fit.json").read_text())
+    varying = [n for stage in ("difficulty", "dynamics") for n, v in fit[stage]["draws"].items()
+               if n not in ("size_exponent", "size_difficulty_corr", "lr_shared") and max(v) > min(v)]
+    assert sorted(r["parameter"] for r in moved) == sorted(varying)  # every varying parameter, both ends
+    assert all(len(r["gains"]) == 2 for r in moved) and moved == sorted(moved, key=lambda r: -r["moves"])
+    runs = sorted(p.name for p in (calibrated / "predict" / "runs").iterdir())
+    assert len(runs) == 3 + 1 + 2 * len(varying)  # the drawn worlds, the median world, two ends per parameter
 
 
-def test_plain_words_say_the_verdict_and_what_it_turns_on() -> None:
+def test_plain_words_say_the_verdict_and_what_decides_it() -> None:
+    from simulators.calibrate.predict import decided_by, over_worlds
     from simulators.calibrate.predict_report import plain_words
 
     metric = "test/accuracy"
-    methods = {"prompt_gdro": ((0.03, 0.01), ("curvature", -0.8)), "rollout_gdro": ((-0.02, 0.01), ("transfer", 0.3)),
-               "joint": ((0.01, 0.02), ("", 0.0))}
-    summary = {"methods": {m: {metric: {"vs_tuned": gain}, "sensitive_to": {"parameter": p, "spearman": rho}}
-                           for m, (gain, (p, rho)) in methods.items()}}
+    keys = [("", math.nan), ("curvature", 0.1), ("curvature", 2.0), ("transfer", 0.1), ("transfer", 0.9)]
+    cases = {"prompt_gdro": ([0.03] * 39 + [-0.01], [0.03, 0.035, -0.02, 0.03, 0.028]),
+             "rollout_gdro": ([-0.02] * 40, [-0.02, -0.018, -0.025, -0.02, -0.021]),
+             "joint": ([0.02] * 20 + [-0.02] * 20, [])}
+    summary = {"threshold": 0.01, "decisive": 0.95, "methods": {
+        m: {metric: {"vs_tuned": over_worlds(np.array(worlds), 0.01)},
+            "decided_by": {metric: {"vs_tuned": decided_by(np.array(moved), keys, 0.01)}} if moved else {}}
+        for m, (worlds, moved) in cases.items()}}
     prompt, rollout, joint = plain_words(summary, metric)
-    assert prompt == ("Prompt-GDRO predicted to beat tuned GRPO (+3.0 ± 1.0 pp); it turns most on the price of a "
-                      "step curvature.")
-    assert rollout == "Rollout-GDRO predicted to lose to tuned GRPO (-2.0 ± 1.0 pp)."  # |rho| < 0.5: not named
-    assert "not predicted to differ" in joint
+    assert prompt == ("Prompt-GDRO vs tuned GRPO: better by more than 1 pp in 39 of 40 worlds the data allow; decided "
+                      "most by the price of a step curvature (moves it 5.0 pp across its interval, flips it).")
+    assert rollout == ("Rollout-GDRO vs tuned GRPO: worse by more than 1 pp in 40 of 40 worlds the data allow; decided "
+                       "most by the price of a step curvature (moves it 0.5 pp across its interval).")
+    assert joint == "joint Prompt+Rollout vs tuned GRPO: undecided: better in 20, worse in 20 of 40 worlds the data allow."
 
 
 @pytest.mark.parametrize("args,message", [(["--samples", "/nonexistent"], "no such file"),
@@ -116,9 +136,13 @@ def test_lm_comparison_end_to_end(calibrated: Path, tmp_path: Path, capsys: pyte
     assert tuned["measured"][0] == pytest.approx(np.mean([0.32 - 0.33, 0.33 - 0.32]))  # paired by seed
     second = next(r for r in rows if r["comparison"].startswith("step-matched GRPO (c2") and r["metric"] == "pass@8")
     assert second["measured"][0] == pytest.approx(0.005)
-    for row in rows:  # the error is measured - predicted, its interval both intervals combined
-        assert row["error"][0] == pytest.approx(row["measured"][0] - row["predicted"][0])
-        assert row["error"][1] == pytest.approx(np.hypot(*np.nan_to_num([row["predicted"][1], row["measured"][1]])))
+    for row in rows:  # the error is measured - predicted median; its interval both intervals combined, the
+        median, lo, hi = row["predicted"]  # predicted one's side towards the measurement
+        assert lo <= median <= hi
+        assert row["error"][0] == pytest.approx(row["measured"][0] - median)
+        side = hi - median if row["measured"][0] >= median else median - lo
+        assert row["error"][1] == pytest.approx(np.hypot(side, np.nan_to_num(row["measured"][1])))
+        assert row["consistent"] == (abs(row["error"][0]) <= row["error"][1])
 
 
 def test_predict_without_any_multiplier_matches_at_factor_one(tmp_path: Path) -> None:
