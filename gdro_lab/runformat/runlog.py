@@ -39,10 +39,6 @@ CONFIG_FILE = "config.json"
 SNAPSHOT_DIR = "snapshots"
 LOCK_FILE = ".writer.lock"
 
-#: Per-bin fields that producers write when they have them (all arrays of length num_bins).
-BIN_FIELDS = ("count", "share", "weight", "multiplier", "rollouts", "reward", "success",
-              "signal", "sigma", "score")
-
 
 class RunFormatError(ValueError):
     """A path is not a readable run directory; the message names the problem and the fix."""
