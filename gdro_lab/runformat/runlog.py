@@ -422,9 +422,8 @@ def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], bool]:
     return records, torn
 
 
-def _column(values: list[Any], length: int | None = None) -> np.ndarray:
-    out = np.array([np.nan if v is None else v for v in values], dtype=float)
-    return out if length is None else out.reshape(-1, length)
+def _column(values: list[Any]) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
 def read_run(path: str | os.PathLike[str]) -> RunData:
