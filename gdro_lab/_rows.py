@@ -16,13 +16,21 @@ import functools
 
 import numpy as np
 
-__all__ = ["row_max", "row_min", "row_starts", "row_sum"]
+__all__ = ["cached_arange", "row_max", "row_min", "row_starts", "row_sum"]
 
 
 @functools.lru_cache(maxsize=32)
 def row_starts(rows: int, width: int) -> np.ndarray:
     """arange(0, rows * width, width) (read-only, cached): the flat index of each row's first entry."""
     out = np.arange(0, rows * width, width)
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def cached_arange(size: int) -> np.ndarray:
+    """arange(size) (read-only, cached)."""
+    out = np.arange(size)
     out.flags.writeable = False
     return out
 

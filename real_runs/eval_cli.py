@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import math_verify  # noqa: F401  (a dependency check: without it gdro eval stops here, with the `train` extra hint)
 import numpy as np
 
+from gdro_cli.args import OneLineParser
 from gdro_lab.runformat.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable
 from real_runs.data import BENCHMARKS, DataError, load_dataset_records
 from real_runs.engines import make_engine
@@ -47,15 +48,8 @@ class EvalError(ValueError):
     """Bad input for `gdro eval`; the message names the problem and the fix."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit code 2)."""
-
-    def error(self, message: str) -> Any:
-        self.exit(2, f"gdro eval: {message} (see gdro eval --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="gdro eval", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="gdro eval", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True,
                         help="Hugging Face id, local folder, RUN_DIR[/checkpoints/step_N] of gdro train, or 'tiny'")
     parser.add_argument("--benchmarks", default=DEFAULT_BENCHMARKS,

@@ -25,11 +25,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     "paper-4b": {"unsolvable_frac": 0.08, "difficulty_offset": 0.75, "prompt_difficulty_scale": 0.6},
     "paper-8b": {"unsolvable_frac": 0.0, "difficulty_offset": -1.5},
 }
-DESCRIPTIONS = {
-    "paper-1.7b": "hard: ~45% of the batch never solved (accbin_0) at the end",
-    "paper-4b": "middle: the mass in accbin_5-7",
-    "paper-8b": "easy: accbin_0 nearly empty, the mass in accbin_8-9",
-}
 
 
 def preset_world(name: str) -> dict[str, Any]:

@@ -65,11 +65,6 @@ def method_key(config: Mapping[str, Any]) -> str:
     return json.dumps(without_seeds(config), sort_keys=True, default=str)
 
 
-def method_name(config: Mapping[str, Any], fallback: str) -> str:
-    """The config's method (``method``, ``method.name``...: :func:`apps.data.identity.method_of`), else ``fallback``."""
-    return identity.method_of(config, fallback)
-
-
 def group_runs(runs: Mapping[str, RunData], grouping: Grouping) -> list[Method]:
     """Runs grouped as ``grouping`` says (run label -> group label), in the grouping's order."""
     order = {group.label: index for index, group in enumerate(grouping.groups)}

@@ -12,22 +12,14 @@ concatenated into one Vega-Lite view (:func:`linked`), so that
   never overprint), to the right of the rule in the left half of the x-range and to its left in
   the right half; the tooltip (over the whole plot, through the hover targets) lists every
   series' value at that step;
-* smoothed series (TensorBoard-style debiased EMA, :func:`ema`) are drawn over the raw series,
-  which stay visible as faint lines; mean ± 95% bands (``lo``/``hi`` columns) are shaded areas;
-* long series are thinned for the browser (:func:`thin_steps`): every k-th logged step is sent
-  (first and last always), at most about one point per two pixels of chart width, and the chart's
-  subtitle says so. The points kept are logged values at logged steps (smoothing is computed on
-  every step before thinning), so the crosshair shows exact values at the steps it can snap to.
+* smoothed series (:func:`ema`) are drawn over the raw series, which stay visible as faint lines;
+  mean ± 95% bands (``lo``/``hi`` columns) are shaded areas;
+* long series are thinned for the browser (:func:`thin_steps`, after smoothing), and the chart's
+  subtitle says so: the crosshair shows exact logged values at the steps it can snap to.
 
-Specs are sent lean (:func:`to_spec`): data as Arrow IPC bytes (Streamlit passes them through
-as they are, instead of converting records on every rerun) and no per-item ARIA descriptions
-on marks (Vega would build a formatted text for every cell and point; axes keep theirs).
-
-Runs and groups of runs are coloured by :mod:`apps.data.colours` (a hue per method, a lightness
-per variant); other series (e.g. "actual" and "square-root optimum") get clearly distinct
-categorical colours in the order they are listed (:func:`series_colours`). Y-ranges come from
-:func:`apps.data.scales.y_domain` (the caller passes them; run and baseline columns share them).
-Legends never cut their labels. No Streamlit here.
+Specs are sent lean (:func:`lean`). Runs and groups of runs are coloured by :mod:`apps.data.colours`,
+other series by :func:`series_colours`; y-ranges come from :func:`apps.data.scales.y_domain` (the
+caller passes them). No Streamlit here.
 """
 
 from __future__ import annotations
@@ -444,9 +436,7 @@ def stack(specs: Sequence[dict[str, Any]], width: int | None = None) -> dict[str
     """Top-level specs (from :func:`to_spec`) stacked vertically in one spec: their datasets merged,
     each colour scale and legend kept on its own, each view ``width`` pixels wide."""
     datasets: dict[str, Any] = {}
-    views = []
-    for spec in specs:
-        views.append(_view(spec, datasets, width))
+    views = [_view(spec, datasets, width) for spec in specs]
     stacked = {"vconcat": views, "datasets": datasets,
                "resolve": {"scale": {"color": "independent", "x": "independent"}}}
     return lean(stacked)

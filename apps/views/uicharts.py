@@ -7,11 +7,9 @@ thinned for the browser (:func:`apps.views.interactive.thin_steps`) after smooth
 average blocks of steps. The sidebar's choices (EMA weight, log scale, shared colour scale, x
 axis) and the runs shown come from :mod:`apps.views.ui`.
 
-Run and baseline: the per-run pages draw the time-series charts of both columns as **one**
-Vega view (:func:`linked_pair`): a row per chart, a column per run, so that zooming or hovering
-one column moves the other, and each row has one y-range (:func:`apps.data.scales.y_domain` over
-both runs' values and bands, inside the metric's natural range). Their heatmaps are one element
-too (:func:`heatmap_pair`), with one colour scale per field and a linked step zoom.
+Run and baseline: the per-run pages draw the time-series charts of both columns as **one** Vega
+view (:func:`linked_pair`), so that zooming or hovering one column moves the other; their heatmaps
+are one element too (:func:`heatmap_pair`).
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ gather and a scatter on one int64 buffer; see :class:`History`.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
+
+from gdro_lab._rows import cached_arange
 
 __all__ = ["History"]
 
@@ -96,13 +96,6 @@ class History:
         """Whether an index occurs twice in ``rows``."""
         if rows.size < 2:
             return False
-        order = _arange(rows.size)
+        order = cached_arange(rows.size)
         self.mark[rows] = order
         return bool(np.logical_or.reduce(self.mark[rows] != order))
-
-
-@functools.lru_cache(maxsize=8)
-def _arange(size: int) -> np.ndarray:
-    out = np.arange(size)
-    out.flags.writeable = False
-    return out

@@ -39,10 +39,6 @@ CONFIG_FILE = "config.json"
 SNAPSHOT_DIR = "snapshots"
 LOCK_FILE = ".writer.lock"
 
-#: Per-bin fields that producers write when they have them (all arrays of length num_bins).
-BIN_FIELDS = ("count", "share", "weight", "multiplier", "rollouts", "reward", "success",
-              "signal", "sigma", "score")
-
 
 class RunFormatError(ValueError):
     """A path is not a readable run directory; the message names the problem and the fix."""
@@ -426,9 +422,8 @@ def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], bool]:
     return records, torn
 
 
-def _column(values: list[Any], length: int | None = None) -> np.ndarray:
-    out = np.array([np.nan if v is None else v for v in values], dtype=float)
-    return out if length is None else out.reshape(-1, length)
+def _column(values: list[Any]) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
 def read_run(path: str | os.PathLike[str]) -> RunData:

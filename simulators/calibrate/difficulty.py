@@ -179,12 +179,10 @@ def starts(data: SuccessCounts) -> list[dict[str, float]]:
     rate = float(np.clip(data.successes_P.sum() / data.samples_P.sum(), 0.02, 0.98))
     d_mid = -float(np.log(rate / (1 - rate)))
     base = {"group_difficulty_scale": 0.5, "group_difficulty_tail": 2.5, "prompt_difficulty_tail": 1.5}
-    out = []
-    for scale, offset_shift, u, s in ((1.0, -1.0, 0.05, 0.05), (3.0, -3.0, 0.1, 0.02), (0.5, 0.0, 0.0, 0.0),
-                                      (2.0, -2.0, 0.2, 0.2)):
-        out.append({**base, "difficulty_offset": d_mid + offset_shift, "prompt_difficulty_scale": scale,
-                    "unsolvable_frac": u, "always_solved_frac": s})
-    return out
+    return [{**base, "difficulty_offset": d_mid + offset_shift, "prompt_difficulty_scale": scale,
+             "unsolvable_frac": u, "always_solved_frac": s}
+            for scale, offset_shift, u, s in ((1.0, -1.0, 0.05, 0.05), (3.0, -3.0, 0.1, 0.02), (0.5, 0.0, 0.0, 0.0),
+                                              (2.0, -2.0, 0.2, 0.2))]
 
 
 def fit_mle(ranks_K: np.ndarray, table: dict[int, np.ndarray], initial: list[dict[str, float]]

@@ -50,7 +50,7 @@ import math
 
 import numpy as np
 
-from gdro_lab._rows import row_max
+from gdro_lab._rows import cached_arange, row_max
 from gdro_lab.allocation.bin_plans import forbidden_floor, tie_broken
 from gdro_lab.allocation.planner.dp import deviation_dp
 from gdro_lab.allocation.planner.relax import feasible_plan, relaxed_plan, relaxed_plan_lists
@@ -95,7 +95,7 @@ def plan_values(values: np.ndarray, bins: np.ndarray, total: int, n_min: int, tr
             return _place(bins, _descending_arms(num_arms, num_bins, n_min).repeat(
                 _concave_greedy(values, counts_all, need)), num_bins)
     every_bin = bool(np.minimum.reduce(counts_all) > 0)
-    present = _arange(num_bins) if every_bin else np.flatnonzero(counts_all)
+    present = cached_arange(num_bins) if every_bin else np.flatnonzero(counts_all)
     if all_finite:
         forbidden = None
         f_GA = values if every_bin else values[present]
@@ -176,7 +176,7 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.nda
     if num_arms == 1:
         return c_G[:, None].copy()
     lam = _dual(f_GA, c_G, need)
-    adjusted = f_GA - lam * _arange(num_arms)
+    adjusted = f_GA - lam * cached_arange(num_arms)
     r_GA = np.maximum(row_max(adjusted) - adjusted, 0.0)
     tol = 1e-12 * (1.0 + scale + abs(lam) * num_arms)
     quick = relaxed_plan_lists(r_GA.tolist(), c_G.tolist(), need, tol)
@@ -207,13 +207,6 @@ def _solve(f_GA: np.ndarray, c_G: np.ndarray, need: int, scale: float) -> np.nda
     if heuristic is not None and bound <= lower + slack:
         return heuristic  # its cost meets a lower bound (0, or the relaxation's): optimal
     return deviation_dp(r_GA, c_G, lo_G, hi_G, need, bound, slack, heuristic)
-
-
-@functools.lru_cache(maxsize=16)
-def _arange(size: int) -> np.ndarray:
-    out = np.arange(size)
-    out.flags.writeable = False
-    return out
 
 
 @functools.lru_cache(maxsize=64)

@@ -23,7 +23,7 @@ import operator
 
 import numpy as np
 
-from gdro_lab._rows import row_min
+from gdro_lab._rows import cached_arange, row_min
 
 
 def relaxed_plan(r_GA: np.ndarray, move_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray,
@@ -42,7 +42,7 @@ def relaxed_plan(r_GA: np.ndarray, move_GA: np.ndarray, c_G: np.ndarray, lo_G: n
     rows, shifts = _shift_layout(num_bins, num_arms)
     cost = padded.ravel().take((rows + lo_G)[:, None] + shifts)  # cost[g, d + A - 1] = r_g(lo_g + d), inf: none
     payer = cost.argmin(axis=0)
-    m_D = cost[payer, _arange(cost.shape[1])]
+    m_D = cost[payer, cached_arange(cost.shape[1])]
     width = int(hi_G[critical[0]] - lo_G[critical[0]]) if critical else 1
     targets = (need - int(c_G @ lo_G), width, int(c_G[critical[0]]) if critical else 0)  # D - width h, h = 0..h_max
     lower, high, moves = _shortest_shift(m_D.tolist(), targets, rounds)
@@ -238,13 +238,6 @@ def _shift_layout(num_bins: int, num_arms: int) -> tuple[np.ndarray, np.ndarray]
     shifts = np.arange(2 * num_arms - 1)
     rows.flags.writeable = shifts.flags.writeable = False
     return rows, shifts
-
-
-@functools.lru_cache(maxsize=16)
-def _arange(size: int) -> np.ndarray:
-    out = np.arange(size)
-    out.flags.writeable = False
-    return out
 
 
 def feasible_plan(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.ndarray,
