@@ -107,8 +107,8 @@ def summary_lines(record: dict, seconds: float) -> str:
     dyn = record["dynamics"]
     lines = [f"gdro calibrate: fitted in {seconds:.0f} s"]
     if dyn:
-        v = dyn["values"]
-        lines.append(f"  learning speed lr_group {v['lr_group']:.3g}, memorisation lr_prompt {v['lr_prompt']:.3g}, "
+        v = dyn["medians"]  # world.toml's values
+        lines.append(f"  posterior medians: learning speed lr_group {v['lr_group']:.3g}, memorisation lr_prompt {v['lr_prompt']:.3g}, "
                      f"step price curvature {v['curvature']:.3g}, score noise tau {v['score_noise']:.3g}, "
                      f"transfer {v['transfer']:.2f} (reduced chi2 {dyn['chi2_red']:.2f})")
     else:

@@ -33,14 +33,14 @@ def screen(summary: dict[str, Any], settings: Settings, cal: Calibrated, seconds
              f"({seconds:.0f} s)",
              "predicted gain in held-out accuracy, pp: median over the drawn worlds [central 95% of them]; "
              "worlds with a gain > 0 / < 0:",
-             f"  {'method':<31} {'vs GRPO (same lr)':>24} {'vs tuned GRPO':>24} {'> 0 / < 0':>9} {'SE-proxy cut %':>15}"]
+             f"  {'method':<31} {'vs GRPO (same lr)':>24} {'vs tuned GRPO':>24} {'> 0 / < 0':>11} {'SE-proxy cut %':>15}"]
     for label, row in summary["methods"].items():
         se = row["se_reduction_pct"]
         shown = label in ("rollout_gdro", "joint") and se is not None and math.isfinite(se["median"])
         se_text = (f"{se['median']:.1f}" + (f" [{se['lo']:.1f}, {se['hi']:.1f}]" if math.isfinite(se["lo"]) else "")
                    if shown else "-")
         lines.append(f"  {LABELS[label]:<31} {_pp(row[metric]['vs_grpo']):>24} {_pp(row[metric]['vs_tuned']):>24} "
-                     f"{_counts(row[metric]['vs_tuned']):>9} {se_text:>15}")
+                     f"{_counts(row[metric]['vs_tuned']):>11} {se_text:>15}")
     grid = summary["grid"]
     lines.append(f"  tuned GRPO's lr: x{np.median(scales):.2g} of the planned lr (median over draws; sqrt(2) grid "
                  f"x{grid[0]:.3g}..x{grid[-1]:.3g}" + (", still at its edge in some draws after extending it)"

@@ -55,11 +55,12 @@ WORLDS: dict[str, dict[str, Any]] = {
 LRS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
-def truth_world(name: str, num_prompts: int, num_groups: int, seed: int) -> WorldConfig:
-    """A known world (its hardness ranks drawn once per seed, then explicit: the truth of the ranks)."""
+def truth_world(name: str, num_prompts: int, num_groups: int, seed: int,
+                worlds: dict[str, dict[str, Any]] | None = None) -> WorldConfig:
+    """A known world of ``worlds`` (default WORLDS; its hardness ranks drawn once per seed, then explicit)."""
     ranks = tuple(int(r) for r in np.random.default_rng([seed, 7]).permutation(num_groups))
     return WorldConfig(num_prompts=num_prompts, num_groups=num_groups, group_hardness_rank=ranks,
-                       aggregation="rollout", **WORLDS[name])
+                       aggregation="rollout", **(worlds or WORLDS)[name])
 
 
 def synthetic_data(world: WorldConfig, *, lrs: Sequence[float], batch: int, n: int, steps: int, eval_every: int,

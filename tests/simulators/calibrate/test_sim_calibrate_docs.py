@@ -37,6 +37,12 @@ def test_recovery_table_is_the_generated_one() -> None:
     assert between(ROOT / "docs" / "calibration.md", "recovery") == table
 
 
+def test_gain_recovery_table_is_the_generated_one() -> None:
+    generated = REPORTS / "gain-recovery" / "table.md"
+    docs = between(ROOT / "docs" / "calibration.md", "gain-recovery")
+    assert docs == generated.read_text().strip() if generated.is_file() else PENDING in docs
+
+
 def test_update_between_replaces_only_the_marked_text(tmp_path: Path) -> None:
     doc = tmp_path / "doc.md"
     doc.write_text("a\n<!-- calibration:x -->\nold\n<!-- /calibration:x -->\nb\n")

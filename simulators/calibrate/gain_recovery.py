@@ -1,0 +1,175 @@
+"""Gain-level recovery: does ``gdro predict`` get the *gains* right in worlds whose truth is known?
+
+For each known world and seed: make the calibration data with the simulator's own loop
+(``recovery.synthetic_data``), fit both stages (``calibration.calibrate``), predict each method's gain
+over drawn worlds at a planned run (``predict.run_all`` / ``predict.summarize``, no perturbed worlds),
+then measure the true gain in the true world over ``--truth-seeds`` seeds with the same lr grid and
+step matching. Per (world, seed, method, metric, baseline) a row: the truth with its standard error
+over seeds, the predicted median and central-95% interval, the worlds' counts and the verdict.
+
+Reported over rows: coverage of the true gain by the interval (nominal 95%, with its binomial 95%
+interval), sign accuracy where the truth is clearly non-zero (|gain| > 2 se and > the threshold) and
+the verdict names a sign (95% of the worlds on one side), and the median interval width.
+
+    python -m simulators.calibrate.gain_recovery --out reports/calibration/gain-recovery --update-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from simulators.calibrate import predict
+from simulators.calibrate.calibration import Plan, calibrate
+from simulators.calibrate.recovery import LRS, WORLDS, synthetic_data, truth_world
+
+GAIN_WORLDS: dict[str, dict[str, Any]] = {
+    **WORLDS,
+    "cheap": dict(difficulty_offset=-0.5, group_difficulty_scale=0.8, group_difficulty_tail=2.0,
+                  prompt_difficulty_scale=1.0, prompt_difficulty_tail=2.0, unsolvable_frac=0.4,
+                  always_solved_frac=0.05, lr_group=0.4, lr_shared=0.02, lr_prompt=0.2, curvature=0.02,
+                  score_noise=0.5, transfer=0.5, update_noise=0.05),
+    "costly": dict(difficulty_offset=-1.5, group_difficulty_scale=0.6, group_difficulty_tail=2.5,
+                   prompt_difficulty_scale=1.2, prompt_difficulty_tail=1.5, unsolvable_frac=0.05,
+                   always_solved_frac=0.3, lr_group=0.3, lr_shared=0.015, lr_prompt=0.2, curvature=1.0,
+                   score_noise=6.0, transfer=0.9, update_noise=0.05),
+    "noisy": dict(difficulty_offset=0.0, group_difficulty_scale=1.2, group_difficulty_tail=1.5,
+                  prompt_difficulty_scale=0.8, prompt_difficulty_tail=2.5, unsolvable_frac=0.15,
+                  always_solved_frac=0.1, lr_group=0.5, lr_shared=0.025, lr_prompt=0.3, curvature=0.3,
+                  score_noise=8.0, transfer=0.3, update_noise=0.2),
+}
+"""The parameter study's three worlds plus a cheap-step / low-noise / many never-solved world, a costly /
+high-noise / many always-solved world with high transfer, and a very noisy hard one."""
+
+
+def _settings(out: Path, draws: int, seeds: int, steps: int, batch: int, workers: int) -> predict.Settings:
+    return predict.Settings(draws=draws, seeds=seeds, steps=steps, batch=batch, lr_scale=1.0, optimizer="sgd",
+                            workers=workers, out=out)
+
+
+def true_gains(truth: dict[str, Any], settings: predict.Settings) -> dict[str, Any]:
+    """Per method, metric and baseline: (mean gain over seeds, its standard error) in the true world."""
+    table = predict.run_all(settings, [truth])
+    tuned = predict.gains(table)["tuned_scale"][0]
+    out: dict[str, Any] = {}
+    for label in ("grpo_matched_c1", "grpo_matched_c2", *predict.METHODS):
+        for metric, _ in predict.METRICS:
+            method = table[f"{label}|{metric}"][0]
+            for base, reference in (("vs_grpo", table[f"grpo@1|{metric}"][0]),
+                                    ("vs_tuned", table[f"grpo@{tuned:g}|{metric}"][0])):
+                diff = method - reference
+                out[f"{label}|{metric}|{base}"] = (float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(diff.size)))
+    return out
+
+
+def recover_gains(name: str, seed: int, out: Path, *, draws: int = 40, seeds: int = 2, truth_seeds: int = 18,
+                  num_prompts: int = 1600, steps: int = 100, batch: int = 32, data_steps: int = 60,
+                  workers: int = 2, threshold: float = predict.THRESHOLD) -> list[dict[str, Any]]:
+    """One known world and seed: calibrate, predict, measure the truth; a row per predicted gain."""
+    truth = truth_world(name, num_prompts, 5, seed, GAIN_WORLDS)
+    sample, sweep = synthetic_data(truth, lrs=LRS, batch=64, n=4, steps=data_steps, eval_every=max(1, data_steps // 3),
+                                   k=8, seed=seed)
+    plan = Plan(pool_size=num_prompts, batch=batch, steps=steps, lr=1.0, optimizer="sgd")
+    record = calibrate(sample, sweep, plan, boots=max(draws, 2), pilot=48, seed=seed, log=lambda _: None)
+    record.pop("_objects")
+    cal = predict.Calibrated({"world": record["world"]}, record, out)
+    settings = _settings(out / f"{name}-s{seed}" / "predict", min(draws, cal.draw_count), seeds, steps, batch, workers)
+    summary = predict.summarize(predict.run_all(settings, predict.world_draws(cal, settings.draws)), settings.draws,
+                                [], threshold)
+    true_settings = _settings(out / f"{name}-s{seed}" / "truth", 1, truth_seeds, steps, batch, workers)
+    truth_table = true_gains(truth.to_dict(), true_settings)
+    rows = []
+    for key, (gain, se) in truth_table.items():
+        label, metric, base = key.split("|")
+        entry = summary["methods"][label][metric][base]
+        n = entry["worlds"]
+        sign = 1 if entry["above_zero"] >= predict.DECISIVE * n else -1 if entry["below_zero"] >= predict.DECISIVE * n else 0
+        clear = abs(gain) > max(2 * se, threshold)
+        rows.append({"world": name, "seed": seed, "method": label, "metric": metric, "baseline": base, "truth": gain,
+                     "truth_se": se, "median": entry["median"], "lo": entry["lo"], "hi": entry["hi"],
+                     "covered": bool(entry["lo"] <= gain <= entry["hi"]), "width": entry["hi"] - entry["lo"],
+                     "verdict_sign": sign, "clear": bool(clear), "sign_right": bool(clear and sign == np.sign(gain)),
+                     "sign_wrong": bool(clear and sign == -np.sign(gain))})
+    return rows
+
+
+def summarize_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Coverage (with its binomial 95% interval), sign accuracy and median width, overall and per world."""
+    from scipy.stats import binomtest
+
+    def stats(mine: list[dict[str, Any]]) -> dict[str, Any]:
+        hits = sum(r["covered"] for r in mine)
+        ci = binomtest(hits, len(mine)).proportion_ci(0.95)
+        clear = [r for r in mine if r["clear"]]
+        return {"rows": len(mine), "covered": hits, "coverage": hits / len(mine), "coverage_lo": ci.low,
+                "coverage_hi": ci.high, "clear": len(clear), "sign_right": sum(r["sign_right"] for r in clear),
+                "sign_wrong": sum(r["sign_wrong"] for r in clear),
+                "median_width": float(np.median([r["width"] for r in mine]))}
+
+    worlds = dict.fromkeys(r["world"] for r in rows)
+    return {"all": stats(rows), "worlds": {w: stats([r for r in rows if r["world"] == w]) for w in worlds},
+            "fits": len({(r["world"], r["seed"]) for r in rows})}
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    from studykit.tables import markdown_table
+
+    def row(name: str, s: dict[str, Any]) -> list[str]:
+        return [name, f"{s['covered']}/{s['rows']}", f"{100 * s['coverage']:.0f}% [{100 * s['coverage_lo']:.0f}, "
+                f"{100 * s['coverage_hi']:.0f}]", f"{s['sign_right']} right, {s['sign_wrong']} wrong of {s['clear']}",
+                f"{100 * s['median_width']:.1f}"]
+
+    rows = [row(w, s) for w, s in summary["worlds"].items()] + [row("**all**", summary["all"])]
+    return markdown_table(["world", "true gains inside the interval", "coverage [95% CI] (nominal 95%)",
+                           "sign named by the verdict, where the truth is clearly non-zero", "median width (pp)"],
+                          rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m simulators.calibrate.gain_recovery",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--worlds", default=",".join(GAIN_WORLDS))
+    parser.add_argument("--seeds", default="0", help="fit seeds, comma-separated (default 0)")
+    parser.add_argument("--draws", type=int, default=40)
+    parser.add_argument("--truth-seeds", type=int, default=18)
+    parser.add_argument("--steps", type=int, default=100, help="planned run's steps (default 100)")
+    parser.add_argument("--batch", type=int, default=32, help="planned run's prompts per step (default 32)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--update-docs", action="store_true", help="put the table into docs/calibration.md")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "rows.json"
+    rows = json.loads(path.read_text()) if path.is_file() else []  # more worlds or seeds append
+    started = time.perf_counter()
+    for name in args.worlds.split(","):
+        for seed in map(int, args.seeds.split(",")):
+            rows = [r for r in rows if (r["world"], r["seed"]) != (name, seed)]
+            with tempfile.TemporaryDirectory(prefix="gain-recovery-") as work:  # the simulated runs: not kept
+                rows += recover_gains(name, seed, Path(work), draws=args.draws, truth_seeds=args.truth_seeds,
+                                      steps=args.steps, batch=args.batch, workers=args.workers)
+            path.write_text(json.dumps(rows, indent=1))
+            print(f"gain recovery: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr,
+                  flush=True)
+    summary = summarize_rows(rows)
+    summary["command"] = "python -m simulators.calibrate.gain_recovery " + " ".join(argv or sys.argv[1:])
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    table = markdown(summary)
+    (args.out / "table.md").write_text(table + "\n", encoding="utf-8")
+    print(table)
+    if args.update_docs:
+        from simulators.calibrate.report import ROOT, update_between
+
+        update_between(ROOT / "docs" / "calibration.md", "gain-recovery", table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
