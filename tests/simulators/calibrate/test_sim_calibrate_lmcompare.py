@@ -34,18 +34,25 @@ def test_measured_gains_are_paired_by_seed() -> None:
 
 
 def test_rows_compare_and_flag_inconsistent_predictions() -> None:
-    predicted = {"grpo_vs_start": {"test/accuracy": (0.055, 0.01), "test/pass@8": (0.10, 0.01)},
-                 "methods": {"grpo_matched_c1": {m: {"vs_grpo": (0.0, 0.0), "vs_tuned": (0.0, 0.0)}
+    def entry(median: float, lo: float, hi: float) -> dict[str, float]:  # gdro predict's summary of a gain
+        return {"median": median, "lo": lo, "hi": hi}
+
+    predicted = {"grpo_vs_start": {"test/accuracy": entry(0.055, 0.04, 0.065), "test/pass@8": entry(0.10, 0.09, 0.11)},
+                 "methods": {"grpo_matched_c1": {m: {"vs_grpo": entry(0, 0, 0), "vs_tuned": entry(0, 0, 0)}
                                                  for m in ("test/accuracy", "test/pass@8")},
-                             "prompt_gdro": {m: {"vs_grpo": (0.006, 0.004), "vs_tuned": (-0.01, 0.004)}
+                             "prompt_gdro": {m: {"vs_grpo": entry(0.006, 0.002, 0.01),
+                                                 "vs_tuned": entry(-0.01, -0.014, -0.006)}
                                              for m in ("test/accuracy", "test/pass@8")}}}
     rows = {(r["comparison"], r["metric"]): r for r in comparison_rows(predicted, measured(SUMMARY))}
     start = rows[("GRPO − warm start", "pass@1")]
     meas = hand_ci([0.05, 0.06, 0.06])
     assert start["error"][0] == pytest.approx(meas[0] - 0.055)
-    assert start["error"][1] == pytest.approx(math.hypot(meas[1], 0.01))
+    # measured above the median: the predicted interval's upper side (0.01), not its lower one (0.015)
+    assert meas[0] > 0.055 and start["error"][1] == pytest.approx(math.hypot(meas[1], 0.065 - 0.055))
     assert start["consistent"]
-    assert not rows[("GRPO − warm start", "pass@8")]["consistent"]  # measured -2 pp, predicted +10 pp
+    below = rows[("GRPO − warm start", "pass@8")]
+    assert not below["consistent"]  # measured -2 pp, predicted +10 pp
+    assert below["error"][1] == pytest.approx(math.hypot(below["measured"][1], 0.10 - 0.09))  # the lower side
     assert ("Prompt-GDRO − GRPO", "pass@1") in rows and ("step-matched GRPO (c1 = E[m]) − GRPO", "pass@8") in rows
     tuned = rows[("Prompt-GDRO − tuned GRPO", "pass@1")]
-    assert tuned["predicted"] == (-0.01, 0.004) and tuned["measured"][0] == pytest.approx(-1 / 300)
+    assert tuned["predicted"] == (-0.01, -0.014, -0.006) and tuned["measured"][0] == pytest.approx(-1 / 300)
