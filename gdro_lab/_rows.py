@@ -1,7 +1,8 @@
 """Per-row reductions of small (G, A) tables, faster than numpy's reduce along axis 1.
 
 :func:`row_max` and :func:`row_min` equal the reduce bit for bit; :func:`row_sum` may differ in the
-last bits, so it is used only where no earlier value must be reproduced exactly. Timings: docs/benchmarks.md#gdro_lab-_rows.
+last bits, so it is used only where no earlier value must be reproduced exactly. Timings:
+docs/benchmarks.md#gdro_lab-_rows.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ draws prompts, generates and scores rollouts and trains; the step does the rest,
 ``choose`` (the batch, skips replaced), ``plan`` (bins and an exactly budgeted plan), ``observe``
 (accept, the controllers' updates, the multipliers), ``record`` (the step record). Each call:
 docs/core-step.md. ``state_dict`` / ``load_state_dict`` save and restore the four controllers (RNG
-included); a state without ``selector`` leaves the selector fresh. The step as a diagram: docs/design-notes.md#gdro_lab-step.
+included); a state without ``selector`` leaves the selector fresh. The step as a diagram:
+docs/design-notes.md#gdro_lab-step.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ tensors out, no state. Follows the paper: the ratio rho (Eq. 4), the clipped sur
 asymmetric clip of App. A (0.2, 0.28) (Eq. 5), the KL penalty with beta_KL = 0.001 (Eq. 6).
 Departs (as verl does, and why):
 - dual clip (verl's ``clip_ratio_c`` = 3), so one token whose ratio exploded cannot dominate the update;
-- verl 0.9.1's ``loss_agg_mode`` (default ``token-mean``; ``seq-mean-token-mean`` is the paper's), reproduced exactly, to match verl;
+- verl 0.9.1's ``loss_agg_mode`` (default ``token-mean``; ``seq-mean-token-mean`` is the paper's), reproduced
+  exactly, to match verl;
 - the log-ratio is clamped to [-20, 20] before exp and k3 to [-10, 10] (numerical safety, as verl).
 ``aggregate`` takes the whole mini-batch's denominators, so micro-batch losses sum to the mini-batch
 loss. The aggregation modes: docs/design-notes.md#real_runs-loss.

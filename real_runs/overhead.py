@@ -8,7 +8,8 @@ overhead = plan (classifier bins, allocator plan) + reward (scoring) + controlle
            + log (steps.jsonl and sinks) + checkpoint (snapshots, checkpoints)
 loop     = compute + overhead: every step's ``time/step`` plus logging and checkpoints.
 Evaluation is reported apart. ``time/elapsed`` (:class:`RunClock`) is wall-clock seconds since the run
-started, continued across a resume. Why the shares are printed, and the clock: docs/design-notes.md#real_runs-overhead.
+started, continued across a resume. Why the shares are printed, and the clock:
+docs/design-notes.md#real_runs-overhead.
 """
 
 from __future__ import annotations

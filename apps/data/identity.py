@@ -3,7 +3,8 @@
 A run's **method** is ``method`` or ``method.name`` (else ``name``) of its ``config.json``, its **seed**
 ``seed`` or ``train.seed``; runs that agree on every key but seeds and :data:`BOOKKEEPING` are one
 *group*, labelled by the keys that differ (:func:`auto_keys`, or ``keys`` of :func:`group_runs`), never
-by a hash; colours from :mod:`apps.data.colours`. No Streamlit, no altair. How keys are picked: docs/design-notes.md#apps-data-identity.
+by a hash; colours from :mod:`apps.data.colours`. No Streamlit, no altair. How keys are picked:
+docs/design-notes.md#apps-data-identity.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The charts of a page share one :class:`Interaction` and are concatenated into one Vega-Lite view
 (:func:`linked`): shared x pan/zoom, a crosshair with a label per series, smoothed series (:func:`ema`)
 over faint raw ones, mean ± 95% bands, thinning (:func:`thin_steps`) and lean specs (:func:`lean`).
-y-ranges come from :func:`apps.data.scales.y_domain`. No Streamlit here. Behaviour in full: docs/design-notes.md#apps-views-interactive.
+y-ranges come from :func:`apps.data.scales.y_domain`. No Streamlit here. Behaviour in full:
+docs/design-notes.md#apps-views-interactive.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 side) and plain charts, each with a button that downloads its data as CSV.
 
 Specs are cached per run signature and options and sent lean; run and baseline are one Vega view
-(:func:`linked_pair`, :func:`heatmap_pair`). Options come from :mod:`apps.views.ui`. Detail: docs/design-notes.md#apps-views-uicharts.
+(:func:`linked_pair`, :func:`heatmap_pair`). Options come from :mod:`apps.views.ui`. Detail:
+docs/design-notes.md#apps-views-uicharts.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ inner edges with bin 0 the hardest (Eq. 11), and a hysteresis margin delta. Depa
   success rate over the window, bin by the posterior mean of pass@k, move only when the
   credible interval clears an edge;
 - ``exclude_extremes`` (the code's 3-bin option): a window estimate of exactly 0 or 1 goes to one
-  extra class; a prompt leaving it is re-binned without hysteresis, for simplicity. Detail: docs/design-notes.md#gdro_lab-controllers-difficulty.
+  extra class; a prompt leaving it is re-binned without hysteresis, for simplicity. Detail:
+  docs/design-notes.md#gdro_lab-controllers-difficulty.
 """
 
 from __future__ import annotations

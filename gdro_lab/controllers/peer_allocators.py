@@ -3,7 +3,8 @@
 Both share the allocator interface (sum exactly P n_bar in [n_min, n_max], state dicts with the RNG),
 keep a per-prompt history (:class:`gdro_lab.controllers.prompt_stats.PromptStats`), and plan n_bar for
 every prompt without ``prompt_ids``. The math: :mod:`gdro_lab.allocation.knapsack`, :mod:`gdro_lab.allocation.vip`.
-- ``knapsack`` (arXiv 2509.25849): success estimate = the mean of the last 16 rollouts, trusted after 8, as the code's reward buffer;
+- ``knapsack`` (arXiv 2509.25849): success estimate = the mean of the last 16 rollouts, trusted after 8, as the
+  code's reward buffer;
 - ``vip`` (arXiv 2602.01601): Beta posterior with the running batch success rate as prior mean; departs
   from VIP: no Gaussian process over prompt embeddings, so unseen prompts get the prior.
 Details: docs/design-notes.md#gdro_lab-controllers-peer_allocators.

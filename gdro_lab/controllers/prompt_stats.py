@@ -4,7 +4,8 @@ Arrays indexed by the prompt's row in a :class:`gdro_lab.controllers.prompts.Pro
 doubling: discounted ``successes`` / ``trials`` (s <- decay s + c), the last 16 outcomes as bits
 (``recent``), ``total``, ``visits``, the last ``bin`` and GRESO's ``easy_streak`` / ``hard_streak``.
 Pure bookkeeping, no randomness; ``track`` names the groups a controller reads. The state is a dict
-of the seen prompts' ids and rows, so it loads into any numbering of the same ids. Per field: docs/design-notes.md#gdro_lab-controllers-prompt_stats.
+of the seen prompts' ids and rows, so it loads into any numbering of the same ids. Per field:
+docs/design-notes.md#gdro_lab-controllers-prompt_stats.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ counts what was generated and trained on. Selectors: ``none``; ``dynamic_samplin
 prompts with long all-correct / all-wrong streaks, then DAPO's filter). Departures:
 - dynamic_sampling does not regenerate dropped groups within the step, to keep compute equal;
 - its metric is fixed to successes (verl's ``acc``), not verl's configurable one;
-- greso draws one skip decision per prompt per draw with its own generator, and compares its targets with the step's shares, not shares accumulated over generation rounds.
+- greso draws one skip decision per prompt per draw with its own generator, and compares its targets with the step's
+  shares, not shares accumulated over generation rounds.
 The rules in full: docs/design-notes.md#gdro_lab-controllers-selection.
 """
 

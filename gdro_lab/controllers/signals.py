@@ -2,7 +2,8 @@
 
 Every signal has the same signature ``signal(feedback) -> signal_P`` (higher = more weight); it may
 return a cached array of the feedback, so a caller must not modify it in place.
-- ``surrogate`` (paper Eq. 6-7) from ``feedback.losses_R``: averages to ~0 on-policy, since GRPO advantages sum to zero per group;
+- ``surrogate`` (paper Eq. 6-7) from ``feedback.losses_R``: averages to ~0 on-policy, since GRPO advantages sum to
+  zero per group;
 - ``failure_rate`` (default; departs from the paper's surrogate, which carries no difficulty signal):
   1 - mean success, the group risk L_b of Eq. 8 for the 0/1 loss;
 - ``reward_std``: within-prompt reward std (population). Why: docs/design-notes.md#gdro_lab-controllers-signals.

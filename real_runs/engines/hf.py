@@ -3,7 +3,8 @@
 Prompt i owns the next ``counts_P[i]`` samples; rows are length-sorted and packed under
 ``max_batch_tokens``. ``logprobs[r][t]`` is log softmax of the RAW logits at the sampled token (what a
 teacher-forced pass gives); only the given :class:`~real_runs.types.SamplingParams` apply. With
-``sampling.seed`` set one call is reproducible and the caller's RNG untouched. Detail: docs/design-notes.md#real_runs-engines-hf.
+``sampling.seed`` set one call is reproducible and the caller's RNG untouched. Detail:
+docs/design-notes.md#real_runs-engines-hf.
 """
 
 from __future__ import annotations

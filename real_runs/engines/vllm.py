@@ -6,7 +6,8 @@ token ids as the hf engine's. Log-probs are of the raw logits (``logprobs_mode="
 the hf engine. With ``sampling.seed`` set, rollout (i, k) has seed s_i + k and no two rollouts of a call
 share a seed (:func:`rollout_seeds`, :func:`check_rollout_seeds`). Training: in-process engine,
 ``load_weights`` through ``LLM.apply_model``, ``sleep()`` / ``wake_up()``. NOT RUN HERE: only
-``build_requests`` / ``unpack_outputs`` have been executed (on CPU). Detail: docs/design-notes.md#real_runs-engines-vllm.
+``build_requests`` / ``unpack_outputs`` have been executed (on CPU). Detail:
+docs/design-notes.md#real_runs-engines-vllm.
 """
 
 from __future__ import annotations

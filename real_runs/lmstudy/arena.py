@@ -4,7 +4,8 @@ Same model, warm start, tasks, loss and reward as ``gdro study lm``; each method
 ``method.allocator`` / ``method.selector``. Equal compute (prompts_per_step x n_bar rollouts per step);
 every method at its own best lr scale from LR_SCALES chosen on **val**, reported on **test**, paired by
 seed. Reduced setting ``ARENA``, stated in the report. Writes ``lm-arena.json`` and reuses unchanged
-finished runs. The setting: docs/design-notes.md#real_runs-lmstudy-arena; cost per step: docs/benchmarks.md#real_runs-lmstudy-arena.
+finished runs. The setting: docs/design-notes.md#real_runs-lmstudy-arena; cost per step:
+docs/benchmarks.md#real_runs-lmstudy-arena.
 """
 
 from __future__ import annotations

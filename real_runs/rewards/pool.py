@@ -3,7 +3,8 @@
 A worker that misses its task's deadline is SIGKILLed and replaced, one that dies is replaced; the task
 is reported as ``("timeout", None)`` or ``("error", ...)`` and the tasks queued behind it run on other
 workers. Tasks run in the worker's main thread (so ``signal.alarm`` works); workers start with
-``forkserver`` (Linux) or ``spawn``, never ``fork``. Why not ``ProcessPoolExecutor``, and how: docs/design-notes.md#real_runs-rewards-pool.
+``forkserver`` (Linux) or ``spawn``, never ``fork``. Why not ``ProcessPoolExecutor``, and how:
+docs/design-notes.md#real_runs-rewards-pool.
 """
 
 from __future__ import annotations

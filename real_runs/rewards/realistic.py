@@ -1,7 +1,8 @@
 """A realistic reward batch from MATH-500's answers (seeded): what a policy's rollouts look like to the reward.
 
 4-12 responses per prompt, answers in habitual formats or popular mistakes, 4% cut off. Used by
-``benchmarks/bench_reward.py`` and the reward tests. The model of a batch: docs/design-notes.md#real_runs-rewards-realistic.
+``benchmarks/bench_reward.py`` and the reward tests. The model of a batch:
+docs/design-notes.md#real_runs-rewards-realistic.
 """
 
 from __future__ import annotations

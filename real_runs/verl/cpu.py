@@ -5,7 +5,8 @@ this module. verl's files are never changed; five gaps between verl 0.9.1 and a 
 CPU platform, FSDP engines for cuda/npu only, the process-group backend, flash attention, no CPU
 rollout) are closed at run time in our own processes (the launcher and each Ray worker).
 ``--audit DIR`` runs :class:`AuditedGDROTrainer`, which writes one ``step_N.npz`` per step for tests.
-Every other argument is a hydra override, as for ``real_runs.verl.main``. The five gaps: docs/design-notes.md#real_runs-verl-cpu.
+Every other argument is a hydra override, as for ``real_runs.verl.main``. The five gaps:
+docs/design-notes.md#real_runs-verl-cpu.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Six two-level factors (bins, hysteresis, debias, weights, signal, allocator), every combination, every
 seed (seeds are blocks). Effects by OLS with -1/+1 coding, block effects, main effects and two-way
-interactions, each with a 95% t-interval. The factors and the analysis: docs/design-notes.md#simulators-studies-ablation.
+interactions, each with a 95% t-interval. The factors and the analysis:
+docs/design-notes.md#simulators-studies-ablation.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Reduced costs r_b(a) >= 0 (zero on [lo_b, hi_b], the envelope's zero-cost arms), a feasible plan
 of cost U and a slack come from the planner; this module returns an optimal plan, exactly, by a
 min-plus DP across bins over the total, with per bin at most K_b "free" prompts off lo_b / hi_b
-(two bounded-deviation lemmas) and iterative deepening on K_b. The lemmas and the DP: docs/design-notes.md#gdro_lab-allocation-planner-dp.
+(two bounded-deviation lemmas) and iterative deepening on K_b. The lemmas and the DP:
+docs/design-notes.md#gdro_lab-allocation-planner-dp.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The exact planner's step 2: the relaxation over shifts and a feasible plan (:mod:`gdro_lab.allocation.planner.exact`).
+"""The exact planner's step 2: the relaxation over shifts and a feasible plan
+(:mod:`gdro_lab.allocation.planner.exact`).
 
 Inputs: reduced costs r_b(a) >= 0 (zero exactly on lo_b..hi_b), the prompts per bin c_b and ``need``.
 :func:`relaxed_plan` is a lower bound, the optimum when its multiset fits the bins' counts;
