@@ -1,34 +1,12 @@
 """``python -m apps.serve run apps/streamlit_app.py ...``: Streamlit's own command line, with the
 app's modules imported and its runs read in a background thread once the server listens.
 
-Streamlit imports a page's modules only when the first browser session runs the script, so the
-first page after ``gdro app`` started used to wait for pandas, pyarrow, altair and the app's
-modules, then for the runs to be read. Here a thread waits until the server accepts
-connections (so that it does not slow the server's own start: Python threads share one
-interpreter lock), then, in this order:
-
-1. imports what the landing page (the run table, no chart) needs (:data:`LANDING`) and lists the
-   runs under ``--root`` (:func:`warm_list`: their meta.json, config.json and last step, what the
-   run table shows; no steps), while the browser loads the page's JavaScript. Meanwhile the
-   thread switch interval is short (:data:`SWITCH_INTERVAL_S`), so that the server's event loop,
-   which serves that JavaScript, gets the interpreter lock within a fraction of a millisecond
-   instead of Python's default 5 ms per hand-over;
-2. waits until the first script run has finished (:data:`apps.data.settings.FIRST_RUN_DONE`, at most
-   :data:`CHART_WAIT_S`), then imports the chart modules (:data:`CHARTS`: altair, the chart
-   builders, scipy.special for the study intervals), which the landing page does not need, and
-   reads the first runs' steps into the app's run cache (:func:`warm`, bounded in runs and bytes
-   by :func:`apps.data.loading.warm_runs`), while the browser draws that first page, so that they are
-   ready for the first chart page. (Before a root could hold 100 runs the steps were read in
-   stage 1; the landing page reads none since the run list comes from the small files.)
-   (A chart page opened earlier imports them itself; Python's import lock keeps them from
-   loading twice.) Waiting 1.5 s longer made no difference to the first page that could be
-   told from noise, but cost the Study view's first visit, opened right after, about 0.8 s
-   (docs/benchmarks.md).
-
-One more difference from ``python -m streamlit``: Streamlit's scan of every installed
-distribution's metadata for custom (v2) components, which runs before its server listens, is
-skipped (:func:`skip_component_scan`): the app uses no custom components, and with the training
-extras installed the scan took 0.3 s of the server's 1.0 s start (docs/benchmarks.md).
+Once the server accepts connections, a thread (1) imports the landing page's modules (:data:`LANDING`)
+and lists the runs (:func:`warm_list`) with a short switch interval (:data:`SWITCH_INTERVAL_S`), then
+(2) after the first script run (at most :data:`CHART_WAIT_S`) imports the chart modules (:data:`CHARTS`)
+and reads the first runs' steps (:func:`warm`). Streamlit's component scan is skipped
+(:func:`skip_component_scan`): the app uses no custom components. Why, and history: docs/design-notes.md#apps-serve;
+timings: docs/benchmarks.md#apps-serve.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Per-row reductions of small (G, A) tables, faster than numpy's reduce along axis 1 (issue 23).
+"""Per-row reductions of small (G, A) tables, faster than numpy's reduce along axis 1.
 
-numpy reduces a short last axis row by row (one inner-loop call per row): on Rollout-GDRO's
-(10, 11) logits ``np.maximum.reduce(x, axis=1)`` costs ~6 us, ``np.maximum.reduceat`` over the flat
-rows ~1.5 us. The maximum and minimum are exact in any order, so :func:`row_max` and :func:`row_min`
-equal the reduce bit for bit.
-:func:`row_sum` is ``np.add.reduceat`` over the rows (each row's first element plus numpy's sum of the
-rest), whose rounding may differ in the last bits from ``np.add.reduce(x, axis=1)``; it is used where
-no earlier value must be reproduced exactly (EXP3P's probabilities, the entropy metric, the planner's
-log-softmax).
+:func:`row_max` and :func:`row_min` equal the reduce bit for bit; :func:`row_sum` may differ in the
+last bits, so it is used only where no earlier value must be reproduced exactly. Timings:
+docs/benchmarks.md#gdro_lab-_rows.
 """
 
 from __future__ import annotations

@@ -4,31 +4,8 @@ simulator, ``gdro train`` and the verl plugin build a :class:`gdro_lab.step.Meth
 A method is data: the registry name of its classifier, weighter, allocator and prompt selector,
 config overrides of each, and which partition the weighter sees ('difficulty' = the classifier's
 online bins, 'groups' = the simulator's latent groups). Methods that need what only a simulator
-knows (the latent groups, the true variances or success probabilities) are marked ``needs_truth``;
-the real-model loops offer the others.
-
-| method        | weighter                                   | allocator                   | selector  |
-|---------------|--------------------------------------------|-----------------------------|-----------|
-| grpo          | uniform                                    | uniform, n = n_bar          | none      |
-| class_gdro    | gdro on latent groups, no EMA, no debias   | uniform                     | none      |
-| prompt_gdro   | gdro on difficulty bins, EMA 0.12, debias  | uniform                     | none      |
-| prompt_gdro_mean1 | the same, multipliers renormalised to mean 1 | uniform                 | none      |
-| rollout_gdro  | uniform                                    | gdro (shadow price + DP)    | none      |
-| sqrt_oracle   | uniform                                    | sqrt, true variances        | none      |
-| joint         | gdro on difficulty bins, EMA 0.12, debias  | gdro                        | none      |
-| knapsack      | uniform                                    | knapsack, paper's objective | none      |
-| knapsack_code | uniform                                    | knapsack, the code's DP     | none      |
-| vip           | uniform                                    | vip (Beta posterior + convex) | none    |
-| gdro_prompt   | uniform                                    | gdro_prompt (per prompt, EB) | none     |
-| prompt_oracle | uniform                                    | per-prompt oracle, true p_i | none      |
-| prompt_bayes  | uniform                                    | Bayes reference, true prior | none      |
-| prompt_stale  | uniform                                    | oracle on p at previous visit | none    |
-| dynamic_sampling | uniform                                 | uniform                     | dynamic_sampling (DAPO) |
-| greso         | uniform                                    | uniform                     | greso     |
-
-Every classifier is ``window`` (the paper's). ``class_gdro``, ``sqrt_oracle`` and the three
-``prompt_*`` references need the simulator's truth (their allocators, but ``sqrt``, live in the
-simulator).
+knows are marked ``needs_truth``; the real-model loops offer the others. The table of methods:
+docs/core-step.md#the-method-table-gdro_labmethodsmethods.
 """
 
 from __future__ import annotations

@@ -3,22 +3,12 @@
 A :class:`MethodStep` owns a method's four controllers (classifier, weighter, allocator, prompt
 selector), built from a :class:`~gdro_lab.methods.MethodSpec`, their configs and a seed. Every
 training loop (the simulator, ``gdro train``, the verl plugin) is an adapter around it: the loop
-draws prompts, generates and scores rollouts and trains; the step does the rest, in this order::
-
-    rows  = choose(first, draw, ids_of)       the loop's next B candidates, those the selector skips
-                                              replaced by the next ones (selection.fill_batch)
-    plan  = plan(ids)                         bins = classifier.bins(ids); n = allocator.plan(bins, ids);
-                                              the budget checked: sum n = B n_bar, n_i in [n_min, n_max]
-    ...   the loop generates n_i rollouts per prompt, scores them, builds the StepFeedback fb ...
-    out   = observe(fb)                       train = selector.accept(fb); classifier.update(fb);
-                                              weighter.update(fb); m = weighter.multipliers(bins);
-                                              allocator.update(fb); selector.update(fb); compute/* metrics
-    ...   the loop trains on the groups in out.train_P, advantages x out.multipliers_P ...
-    scalars, rows = record(out)               the step record (gdro_lab.runformat.record.step_record) + metrics
-
-``state_dict`` / ``load_state_dict`` save and restore the four controllers (RNG included) as
-``{"classifier", "weighter", "allocator", "selector"}``; a state without ``selector`` (written before
-the selector family) leaves the selector fresh.
+draws prompts, generates and scores rollouts and trains; the step does the rest, in this order:
+``choose`` (the batch, skips replaced), ``plan`` (bins and an exactly budgeted plan), ``observe``
+(accept, the controllers' updates, the multipliers), ``record`` (the step record). Each call:
+docs/core-step.md. ``state_dict`` / ``load_state_dict`` save and restore the four controllers (RNG
+included); a state without ``selector`` leaves the selector fresh. The step as a diagram:
+docs/design-notes.md#gdro_lab-step.
 """
 
 from __future__ import annotations

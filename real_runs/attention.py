@@ -1,15 +1,9 @@
 """The attention implementation of every launch path: ``flash_attention_2`` when flash-attn imports, else SDPA.
 
-One rule for ``gdro train`` / ``gdro eval`` (:func:`real_runs.models.load_policy`), the verl launch
-scripts (``real_runs/verl/configs/*.sh``) and ``scripts/verl_smoke.sh``: try ``import flash_attn``
-(an installed build that fails to import, e.g. compiled against another torch, counts as absent) and
-say in one line which implementation runs and why. On CPU it is always SDPA (flash-attn has CUDA
-kernels only). PyTorch's SDPA includes FlashAttention-2 kernels on Ampere/Hopper, so the fallback is
-not the slow path; verl's packed sequences (``use_remove_padding``) need flash-attn's varlen kernels,
-so with SDPA the verl overrides turn packing off.
-
-``python -m real_runs.attention --verl`` prints the Hydra overrides for a verl launch, one per line,
-on stdout and the one-line choice on stderr (the launch scripts read the former).
+One rule for ``gdro train`` / ``gdro eval``, the verl launch scripts and ``scripts/verl_smoke.sh``,
+said in one line; always SDPA on CPU; with SDPA the verl overrides turn packing off.
+``python -m real_runs.attention --verl`` prints the Hydra overrides (stdout) and the choice (stderr).
+Why: docs/design-notes.md#real_runs-attention.
 """
 
 from __future__ import annotations

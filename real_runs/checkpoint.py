@@ -1,25 +1,10 @@
 """Checkpoints of a training run: everything a resumed run needs to continue exactly.
 
-Layout inside the run directory::
-
-    RUN_DIR/checkpoints/step_00000040/
-        config.json, generation_config.json, model.safetensors (or shards + index),
-        tokenizer.json, tokenizer_config.json, chat_template.jinja, ...
-                        a Hugging Face folder (``save_pretrained``): ``gdro eval --model`` and
-                        ``AutoModelForCausalLM.from_pretrained`` load it as it is; ``gdro export``
-                        copies it out (vLLM wants only these files)
-        optimizer.pt    AdamW state (two fp32 moments: twice the fp32 model)
-        trainer.pt      scheduler, data-order position, step, RNG states (python, numpy, torch, CUDA)
-        controllers.json  every controller's state_dict (gdro_lab.runformat.runlog.encode_state: exact, RNG included)
-
-A model that is not a transformers ``PreTrainedModel`` (a user's module) is saved as ``model.pt``
-(its ``state_dict``), as every checkpoint was before; both are read back.
-
-A checkpoint is written to ``.tmp-step_…`` and renamed when complete (atomic on POSIX), so a
-process killed while saving leaves the previous checkpoint intact; stale temporaries are
-removed at the next save. Only the newest ``keep_last`` checkpoints are kept, and with
-``keep_optimizer_last = N > 0`` only the newest N keep ``optimizer.pt`` (older ones are
-model-only: evaluable and exportable, not resumable).
+``RUN_DIR/checkpoints/step_XXXXXXXX/``: a Hugging Face folder (``save_pretrained``; ``model.pt`` for a
+module that is not a ``PreTrainedModel``), ``optimizer.pt``, ``trainer.pt`` (scheduler, data position,
+step, RNG states) and ``controllers.json``. Written to a temporary name and renamed (atomic); only the
+newest ``keep_last`` are kept, and only the newest ``keep_optimizer_last`` keep ``optimizer.pt``.
+Layout in full: docs/design-notes.md#real_runs-checkpoint and docs/run-format.md.
 """
 
 from __future__ import annotations

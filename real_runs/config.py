@@ -3,21 +3,9 @@
 A config has one table per section (``[model]``, ``[data]``, ``[rollout]``, ``[method]``,
 ``[loss]``, ``[optim]``, ``[train]``, ``[eval]``, ``[log]``). ``load_config(name_or_path,
 overrides)`` takes a preset name (a TOML file under ``real_runs/presets/``) or a path, applies
-``section.key=value`` overrides (values parsed as TOML, bare words as strings) and returns a
-:class:`TrainConfig`. An unknown section or key, a wrong type or an out-of-range value is a
-one-line :class:`gdro_lab.ConfigError` naming it. A file may start from a preset with
-``preset = "tiny-cpu"`` at its top. ``config_to_dict`` gives the resolved config that the run
-directory's ``config.json`` stores (one source of truth).
-
-Methods (``method.name``) are those of the one table, gdro_lab.methods, that need no simulator
-truth: the paper's ``grpo`` (uniform weights, n = n_bar), ``prompt_gdro`` (weighter ``gdro``),
-``rollout_gdro`` (allocator ``gdro``), ``joint`` (both; the paper never trained them together), and
-``prompt_gdro_mean1``, ``knapsack``, ``knapsack_code``, ``vip``, ``gdro_prompt``, ``dynamic_sampling``,
-``greso``.
-``method.weighter`` / ``method.allocator`` / ``method.classifier`` override by registry name
-(``custom``: GRPO's controllers replaced), e.g. ``method.allocator=knapsack`` (or ``vip``,
-``gdro_prompt``); ``method.selector`` picks a prompt selector (``none`` = the method's,
-``dynamic_sampling``, ``greso``; gdro_lab/controllers/selection.py).
+``section.key=value`` overrides and returns a :class:`TrainConfig`; an unknown or invalid key is a
+one-line :class:`gdro_lab.ConfigError`. ``config_to_dict`` gives the resolved config.json. Methods are
+those of gdro_lab.methods that need no simulator truth. Detail: docs/design-notes.md#real_runs-config.
 """
 
 from __future__ import annotations

@@ -1,34 +1,12 @@
 """Math prompts with stable ids and worst-group labels, and our one prompt template.
 
-Every loader returns :class:`real_runs.types.Problem` records ``{id, problem, answer, source,
-group}``:
-
-- ``id = "{source}:{split}:{row}"`` (the paper's UID ``data_source:split:index``), ``row`` being
-  the 0-based position of the row in its file (or Hugging Face split), so ids are equal across
-  runs and machines for the same file.
-- ``problem`` is the bare question: instruction wrappers that the source files carry (verl's
-  "Let's think step by step ...", DAPO's "Answer: $Answer" frame, GPQA's "ANSWER:" line) are
-  removed, so that :func:`format_prompt` applies one template of ours to every data set.
-- ``group`` is MATH subject x level where the data has them, else the benchmark name.
-
-Where this follows the paper and where it departs:
-
-- Template: the question followed by "Let's think step by step and output the final answer within
-  \\boxed{}." (the released code's training prompt, paper.md section 6), through the tokenizer's
-  chat template when it has one (Qwen3 base models do).
-- Groups: the released code's validation groups are MATH type x level with levels <= 2 merged and
-  Precalculus merged with Prealgebra (paper.md section 4, "Worst-group pass@1"). We merge levels
-  1 and 2 (their MATH-500 cells hold ~6 problems each, too few for a worst-group minimum) but
-  keep Precalculus and Prealgebra apart: they are unrelated subjects, and the merge looks like a
-  3-letter-prefix artefact. Labels look like ``"precalculus:L1-2"`` or ``"number_theory:L5"``.
-- Rows without a usable answer (empty or missing answer, or missing question) are skipped and
-  counted, with one summary line on the ``real_runs.data`` logger; a bad row never crashes a load.
-- English subset: ``english_only=True`` drops rows whose question contains CJK characters (Han
-  ideographs, kana, Hangul; :func:`has_cjk`), as the paper trains on DAPO-Math-17k's English
-  subset. Here that keeps 14,485 of 17,917 rows (3,432 dropped, exactly the rows with Han
-  characters; open-r1's "en" config drops the same rows); the paper says 14.1k, and the shared
-  file's 14,485 English rows hold 14,042 distinct question texts, so the paper's copy was probably
-  also deduplicated by text. We keep the duplicates (ids stay row numbers of the file).
+Loaders return :class:`real_runs.types.Problem` records ``{id, problem, answer, source, group}``:
+``id = "{source}:{split}:{row}"`` (the paper's UID); ``problem`` the bare question (source wrappers
+removed, :func:`format_prompt` applies our one template); ``group`` MATH subject x level, else the
+benchmark. Rows without a usable answer are skipped and counted. Departures from the released code:
+- MATH levels 1 and 2 are merged but Precalculus and Prealgebra kept apart, as unrelated subjects;
+- ``english_only=True`` (CJK rows dropped) keeps duplicate question texts, so ids stay row numbers.
+Why, and the counts: docs/design-notes.md#real_runs-data.
 """
 
 from __future__ import annotations

@@ -4,29 +4,13 @@ Per prompt i with n_i samples of which c_i are correct:
     mean@k_i = c_i / n_i                      (average accuracy; with n_i = k it is exactly the
                                                paper's mean@k, with n_i > k an unbiased estimate)
     pass@k_i = 1 - C(n_i - c_i, k) / C(n_i, k)  (unbiased, Chen et al. 2021; gdro_lab.functional.estimators)
-A benchmark's metric is the mean over its prompts; ``pooled`` is the mean over all prompts (the
-paper's code pools pass@k over every validation prompt, paper.md section 6); a group's metric
-is the mean over the prompts of one (benchmark, group) stratum; ``worst_group`` and
-``worst_benchmark`` are the minima of those means.
-
-Departures: the released code's worst group uses pass@1 = the correctness of the FIRST sample
-(paper.md section 4); we use mean@k, the same quantity in expectation with k times less
-variance. The paper reports no intervals; ours are percentile intervals of a bootstrap that
-resamples prompts with replacement within each (benchmark, group) stratum, so every replicate
-keeps the strata sizes, and recomputes every metric (minima included) on each replicate.
-
-One-prompt groups: a stratum of one prompt resamples to itself, so its bootstrap interval would
-have zero width and claim a certainty the data do not have. Its own interval is therefore
-undefined, reported as NaN (null in eval.jsonl), as is any metric of a single prompt (a benchmark
-or pooled set of one) and the worst group's (benchmark's) interval when it has one prompt. For the
-intervals of benchmarks and the pooled set the one-prompt groups of a benchmark are resampled
-together, as one stratum (widened honestly: they vary as a pool instead of not at all); in the
-worst group's replicates a one-prompt group enters at its observed value.
-
-Metric names (agreed across gdro-lab, the same in ``gdro eval`` and the trainer's evaluation):
-``{bench}/mean@{k}``, ``{bench}/pass@{k}``, ``pooled/...``, ``worst_group/mean@{k}``,
-``worst_benchmark/mean@{k}``, ``group/{group}/mean@{k}``, each with ``_lo`` / ``_hi`` bounds;
-``{bench}/num_prompts``; and the sample statistics of :func:`sample_metrics`.
+A benchmark's metric is the mean over its prompts; ``pooled`` the mean over all prompts;
+``worst_group`` / ``worst_benchmark`` the minima of the stratum means. Names: ``{bench}/mean@{k}``,
+``{bench}/pass@{k}``, ``pooled/...``, ``worst_group/mean@{k}``, ``group/{group}/mean@{k}``, each with
+``_lo`` / ``_hi``. Intervals of one-prompt strata are NaN. Departures:
+- the worst group uses mean@k, not the code's first-sample pass@1: same expectation, k times less variance;
+- intervals (the paper reports none) by a bootstrap over prompts within each (benchmark, group) stratum.
+Detail: docs/design-notes.md#real_runs-eval_metrics.
 """
 
 from __future__ import annotations

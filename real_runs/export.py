@@ -1,17 +1,9 @@
 """A trained model as a Hugging Face folder (``gdro export``, :mod:`real_runs.export_cli`).
 
-OUT holds ``config.json``, ``generation_config.json``, ``model.safetensors`` (or 5 GB shards with
-their index), the tokenizer (``tokenizer.json``, ``tokenizer_config.json``, ``chat_template.jinja``)
-and nothing of the training state, so ``AutoModelForCausalLM.from_pretrained(OUT)``,
-``AutoTokenizer.from_pretrained(OUT)``, ``gdro eval --model OUT`` and vLLM load it.
-
-A run directory means its newest checkpoint. A checkpoint of this version is already such a folder
-next to its training files: it is copied (exact weights) or, with ``--dtype``, re-saved in that
-precision (``bfloat16`` halves the fp32 master weights for serving). A checkpoint of an older
-gdro train (``model.pt`` only) is rebuilt from the run's ``model.name`` (the architecture and
-tokenizer must load from there: ``tiny``, a folder, or the hub cache). OUT must not exist or be
-empty (``gdro export`` checks it before any work); it is written to a temporary folder next to it
-and renamed when complete, so a folder that holds anything is never overwritten.
+OUT holds the model, its configs and the tokenizer, nothing of the training state, so transformers,
+``gdro eval`` and vLLM load it. A run directory means its newest checkpoint; ``--dtype`` re-saves in
+that precision. OUT must not exist or be empty; it is written to a temporary folder and renamed.
+Detail: docs/design-notes.md#real_runs-export.
 """
 
 from __future__ import annotations

@@ -2,28 +2,15 @@
 
 Shapes: ``B`` responses of a (micro-)batch, ``T`` response tokens (right-padded), ``V`` vocabulary.
 ``mask_BT`` is 1 on real response tokens and 0 on padding. Every function is pure: tensors in,
-tensors out, no state.
-
-Follows the paper: the ratio rho = pi_theta / pi_old per token (Eq. 4), the clipped surrogate
-with the asymmetric clip of App. A (epsilon_low 0.2, epsilon_high 0.28) (Eq. 5), the KL penalty
-to the frozen reference added to the per-token loss with beta_KL = 0.001 (Eq. 6).
-
+tensors out, no state. Follows the paper: the ratio rho (Eq. 4), the clipped surrogate with the
+asymmetric clip of App. A (0.2, 0.28) (Eq. 5), the KL penalty with beta_KL = 0.001 (Eq. 6).
 Departs (as verl does, and why):
-- dual clip (verl's ``clip_ratio_c`` = 3): for a negative advantage the token loss is capped at
-  -A c, so one token whose ratio exploded cannot dominate the update; the paper has no dual clip;
-- the aggregation is verl 0.9.1's ``loss_agg_mode`` (``verl/trainer/ppo/core_algos.py``,
-  ``agg_loss``, reproduced exactly and tested against it): ``token-mean`` (DAPO; the default here
-  and in verl) averages over all tokens of the batch; ``seq-mean-token-mean`` is the paper's
-  Eq. 4-5 (1 / L_ij per response) averaged over responses (Eq. 7's 1 / n per prompt when every
-  prompt has the same n); ``seq-mean-token-sum`` averages each response's token sum;
-  ``seq-mean-token-sum-norm`` (Dr. GRPO) is that average divided by a constant length (verl's
-  ``loss_scale_factor``, default the padded width; here the configured ``max_new_tokens``).
-  Responses without tokens are left out of the sequence means, as in verl;
+- dual clip (verl's ``clip_ratio_c`` = 3), so one token whose ratio exploded cannot dominate the update;
+- verl 0.9.1's ``loss_agg_mode`` (default ``token-mean``; ``seq-mean-token-mean`` is the paper's), reproduced
+  exactly, to match verl;
 - the log-ratio is clamped to [-20, 20] before exp and k3 to [-10, 10] (numerical safety, as verl).
-
-Micro-batching: ``aggregate`` takes the denominators of the whole mini-batch (``num_tokens``: its
-response tokens; ``num_seqs``: its non-empty responses) so summing the micro-batch losses gives
-exactly the mini-batch loss.
+``aggregate`` takes the whole mini-batch's denominators, so micro-batch losses sum to the mini-batch
+loss. The aggregation modes: docs/design-notes.md#real_runs-loss.
 """
 
 from __future__ import annotations

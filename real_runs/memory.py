@@ -1,28 +1,9 @@
 """Sizes of a `gdro train` run without a GPU: parameters, checkpoints and projected GPU memory.
 
-Parameters of a Qwen3 decoder (exact; tested against a model built on the meta device):
-    N = V h (embeddings) [+ V h untied LM head] + h (final norm)
-        + L (h h_q + 2 h kv + h_q h  +  3 h I  +  2 h + 2 d)       q/k/v/o, MLP, 2 norms, q/k norms
-with h = hidden size, h_q = heads x head_dim, kv = kv_heads x head_dim, d = head_dim,
-I = MLP width, L = layers, V = vocabulary.
-
-Checkpoint (fp32 master weights): model 4 N bytes, ``optimizer.pt`` 8 N (AdamW's two fp32 moments),
-so one resumable checkpoint is 12 N bytes (1.7B: 20.6 GB; 8B: 98 GB).
-
-Projected peak GPU memory of one `gdro train` process, in bytes (hf engine sharing the policy's
-module; T = ``train.micro_batch_tokens``, G = the engine's KV budget ``max_batch_tokens``):
-    static     = 4N weights + 4N gradients + 8N AdamW moments (+ 2N bf16 reference when kl_coef > 0)
-    update     = 4 L T h                 checkpointed decoder-layer inputs (fp32 residual stream)
-               + T (4 (2h + 3h_q + 2kv + 4I) + 8h)    one layer recomputed, its saved tensors and grads
-               + 18 V T                  LM head on response tokens (<= T): bf16 logits 2V, fp32
-                                         log-softmax kept for backward 4V, the entropy metric's
-                                         log-softmax, exp and product 12V
-               (without gradient checkpointing: L times the one-layer term instead of 4LTh + it)
-    generation = 4 L kv G                bf16 KV cache (keys and values)
-    peak       = static + max(update, generation)
-An estimate: allocator fragmentation, the CUDA context (~1 GB) and temporary copies are not in it,
-so a projection above 80% of a card's memory is reported as "tight". The LM-head term is the
-largest at long micro-batches: 151,936-token vocabularies make logits cost 2.7 MB per token.
+Parameters of a Qwen3 decoder (exact; tested against a model built on the meta device), checkpoint size
+(12 N bytes with AdamW) and the projected peak GPU memory of one process = static + max(update,
+generation), in bytes. An estimate: a projection above 80% of a card is reported as "tight". The
+formulas: docs/design-notes.md#real_runs-memory.
 """
 
 from __future__ import annotations

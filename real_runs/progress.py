@@ -1,18 +1,11 @@
 """Progress of a long phase whose length is not known ahead (a model load, a generation call, an
 evaluation): a line when it starts, a heartbeat line while it runs, its seconds when it ends.
 
-    with phase("rehearsal step 1: data, model, generate 1,024 rollouts, update, checkpoint"):
-        main(cfg, stop_after=1)
+    with phase("rehearsal step 1: ..."):      # gdro: rehearsal step 1: ... started / still running
+        main(cfg, stop_after=1)               # after 30 s / done in 41 s   (stderr, flushed)
 
-prints, on stderr and flushed at once (a cluster log shows it even when the job is killed)::
-
-    gdro: rehearsal step 1: ... started
-    gdro: rehearsal step 1: ... still running after 30 s
-    gdro: rehearsal step 1: ... done in 41 s
-
-Plain lines, no terminal control codes, so logs stay readable; a phase with a known count of
-items keeps its tqdm bar instead. The heartbeat runs in a daemon thread that only sleeps and
-prints, so it costs nothing measurable and stops with the phase.
+Plain lines, no terminal control codes; the heartbeat is a daemon thread. Detail:
+docs/design-notes.md#real_runs-progress.
 """
 
 from __future__ import annotations

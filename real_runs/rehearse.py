@@ -1,39 +1,12 @@
 """`gdro train PRESET --rehearse`: the preset's whole path, on CPU, in minutes, before a GPU is rented.
 
-The rehearsal runs the preset's own settings through the trainer's own code path, with only the
-model and the lengths shrunk (:data:`SHRINK`, printed as a diff and checked):
-
-- model: ``tiny-rehearsal``, a Qwen3 of the same family shrunk in width and depth (hidden 32,
-  2 layers, 1,024-token vocabulary; ``real_runs.models.REHEARSAL_SHAPE``);
-- lengths: 8 new tokens per rollout and per evaluation sample, prompts up to 96 tokens (longer
-  ones are dropped by the preset's own filter: ~1,100 of the 14,485 English DAPO rows remain);
-- evaluation: every benchmark of the preset is loaded and scored at the preset's k, on its first
-  ``eval.limit = 2`` problems (the limit is the only change; GPQA scored as multiple choice);
-- a ``section.key=value`` given on the command line wins over these (e.g. a larger
-  ``rollout.max_prompt_tokens`` on a small data set whose prompts are all longer than 96 tokens);
-- precision: ``model.autocast=bf16``: the preset's bf16 autocast and bf16 reference model, which
-  a CPU run would otherwise skip (``auto`` means bf16 on CUDA only);
-- 2 steps: step 1 in one call that stops with a checkpoint (status "stopped"), step 2 in a
-  ``--resume`` of it, with the preset's evaluation at the last step and its final checkpoint.
-
-Everything else is the preset's: 256 prompts x n_bar 4 = 1,024 rollouts per step with arms 2..12,
-two mini-batches, gradient checkpointing, the micro-batch token budget, the KL reference, the math
-reward in its worker pool, the English DAPO filter.
-
-The controllers start from a seeded history (:func:`seeded_history`), not from scratch: a fresh
-run sees every prompt for the first time at steps 1 and 2, so every prompt would be unassigned,
-every plan n_bar for all and every multiplier 1, and the GDRO path would never run. Before step 1
-the classifier, the weighter and the allocator are fed :data:`HISTORY_STEPS` synthetic steps
-(their own plans; outcomes drawn at known per-prompt odds, nothing generated or trained), so the
-two real steps plan with assigned bins: Rollout-GDRO's plans go below and above n_bar at the
-exact total, Prompt-GDRO's multipliers differ from 1.
-
-The rehearsal then checks what it ran (exact budget, arms in range, the GDRO path per method
-(:func:`gdro_path`), every benchmark scored at k, two optimizer steps per step in the checkpoint's
-AdamW state, the checkpoint loads with ``AutoModelForCausalLM``), prints the time of each phase
-and the trainer's overhead share, and the projected GPU memory of the real model
-(:mod:`real_runs.memory`). Anything that does not run, or runs differently, is a one-line
-:class:`RehearsalError` (exit status 2).
+Runs the preset's own settings through the trainer's code path with only the model and the lengths
+shrunk (:data:`SHRINK`, printed as a diff and checked; ``section.key=value`` on the command line wins),
+2 steps (the second a ``--resume``), the controllers fed :data:`HISTORY_STEPS` synthetic steps first
+(:func:`seeded_history`) so the GDRO path runs; then checks what it ran (:func:`gdro_path`, exact
+budget, every benchmark scored, the checkpoint loads) and prints phase times, overhead and projected
+GPU memory. Anything that does not run, or runs differently, is a one-line :class:`RehearsalError`
+(exit status 2). What is shrunk and why: docs/design-notes.md#real_runs-rehearse.
 """
 
 from __future__ import annotations

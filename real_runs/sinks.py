@@ -1,21 +1,9 @@
 """Optional metric sinks next to steps.jsonl: TensorBoard (torch.utils.tensorboard) and W&B offline.
 
-steps.jsonl (gdro_lab.runformat.runlog) stays the source of truth; sinks mirror the scalars for people
-who already watch TensorBoard or W&B. W&B runs in offline mode (files under RUN_DIR/wandb, sent
-later with ``wandb sync``) so a run never needs the network. A resumed run purges TensorBoard
-events after the resumed step and re-attaches to the same W&B run id, so neither shows duplicates.
-Evaluation metrics (eval.jsonl) are mirrored too, under ``eval/`` (``math500/mean@8`` ->
-``eval/math500/mean@8``; names that already start with ``eval/`` are kept), at the step they
-were taken; NaN values (an undefined interval) are not sent. Each evaluation is also printed to
-stderr in two short lines (pooled and worst, then each benchmark: ``real_runs.eval_metrics.summary_lines``;
-``console=False`` silences them).
-
-Per-bin arrays (the step record's ``bins``: share, weight, rollouts, success, ...) go to TensorBoard
-as histograms over the bin index, ``bins/<name>``: bucket b (edges b - 1/2, b + 1/2) holds the
-bin's value, so the Histograms tab stacks the steps and shows the traveling wave of ``bins/share``.
-An empty bin (NaN) is a bucket of height 0. A signed array cannot be a histogram: the mean reward
-(in [-1, 1]) and any array from the first step it has a negative value are sent as one scalar per
-bin instead, ``bins/<name>/<b>``.
+steps.jsonl stays the source of truth; sinks mirror the scalars, evaluation metrics under ``eval/``
+(NaN not sent) and per-bin arrays as TensorBoard histograms ``bins/<name>`` (signed arrays as scalars
+``bins/<name>/<b>``). W&B runs offline; a resumed run leaves no duplicates in either. Detail:
+docs/design-notes.md#real_runs-sinks.
 """
 
 from __future__ import annotations

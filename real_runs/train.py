@@ -1,47 +1,19 @@
 """`gdro train`: GRPO with Prompt-GDRO and/or Rollout-GDRO on a real language model, one machine.
 
-One step, top to bottom (style: nanochat ``chat_rl.py``, CleanRL ``ppo.py``):
-  1. next P prompts in a seeded order (those the prompt selector skips replaced by the next ones);
-     the classifier gives their bins; the allocator plans n_i (sum exactly P n_bar, checked every step);
-  2. the engine generates n_i responses per prompt; the reward scores them (+1 / -1);
-  3. ``StepFeedback`` -> classifier, Prompt-GDRO, Rollout-GDRO and selector updates; the selector's
-     ``accept`` keeps the groups trained on (the others' rollouts count as generated, compute/*);
-  4. GRPO advantages (Eq. 3, ragged groups, clipped to +-5) x the Prompt-GDRO multipliers (Eq. 16);
-  5. old and reference log-probs recomputed here by a teacher-forced forward pass (the engine's
-     log-probs are not used: with vLLM they come from another kernel and precision); with one
-     optimizer step per batch (one PPO epoch, one mini-batch) the old ones are the update's own
-     log-probs, detached (exactly equal before that step; TRL's GRPOTrainer does the same), so
-     only the reference pass runs here;
-  6. PPO epochs over mini-batches, micro-batches by token budget (sorted by length), loss of
-     ``real_runs.loss`` (Eq. 4-6), gradient clipping, AdamW with linear warm-up;
-  7. weights to the engine (a no-op when the hf engine shares the module);
-  8. ``step_record`` + losses, timings (``time/*``; ``time/elapsed`` = wall-clock seconds since the
-     run started, start-up, evaluation and checkpoints included, continued across a resume), tokens/s,
-     memory -> steps.jsonl (and sinks); evaluation and checkpoint on schedule.
-
-Before anything loads, :mod:`real_runs.preflight` checks the output folder, the device and the
-model source; the run directory is held under an exclusive lock (``gdro_lab.runformat.runlog.RunLock``) by the
-one process that writes it. At the end the share of time outside generate / forward / backward is
-printed (:mod:`real_runs.overhead`) and kept in ``timing.json``.
-
-Follows the paper (arXiv 2601.19280 §2-3, App. A) in the update rules of the controllers (all
-from ``gdro_lab``), the asymmetric clip, the KL loss and the advantage clip. Departs:
+One step: (1) next P prompts, the selector's skips replaced; bins and a plan n_i (sum exactly P n_bar);
+(2) generate and score (+1 / -1); (3) ``StepFeedback`` to the controllers; (4) GRPO advantages (Eq. 3,
+clipped to +-5) x the Prompt-GDRO multipliers (Eq. 16); (5) reference log-probs by a teacher-forced
+pass; (6) PPO over mini-batches, loss of ``real_runs.loss`` (Eq. 4-6); (7) weights to the engine;
+(8) the step record to steps.jsonl, evaluation and checkpoint on schedule. Parts: :func:`main`,
+:func:`_loop`, :func:`_step`; the run is built in :mod:`real_runs.train_setup`. Follows the paper
+(§2-3, App. A) in the controllers' rules, the asymmetric clip, the KL loss and the advantage clip. Departs:
 - log-probs are of the raw distribution (temperature 1), as the engines report them; verl divides
   the logits by the sampling temperature (identical at the released scripts' training temperature 1.0);
 - the controllers update before the advantages are weighted (docs/core.md), so the
   weights used at step t already include step t's signal;
 - fp32 master weights with bf16 autocast on GPU (lr 1e-6 updates vanish in bf16 weights);
-- the paper presets train on the English rows of DAPO-Math-17k (14,485 here, the paper's 14.1k)
-  with the ``hf`` engine (transformers ``generate``), not vLLM (``rollout.engine=vllm`` where
-  vLLM is installed).
-
-Here: :func:`main` (checks, then the run's parts, then its run directory), the step loop
-(:func:`_loop`: evaluation, logs and checkpoints on schedule) and one step (:func:`_step`, the
-phases above). The run's parts and its run directory are built in :mod:`real_runs.train_setup`
-(one :class:`~real_runs.train_setup.TrainRun`), phases 4-6 are :mod:`real_runs.ppo`, the step
-record's own numbers :mod:`real_runs.step_scalars`, the evaluation :mod:`real_runs.eval_scoring`;
-the batching helpers (data order, token-budget micro-batches, teacher-forced log-probs) are in
-:mod:`real_runs.batching`, the loss in :mod:`real_runs.loss`, checkpoints in :mod:`real_runs.checkpoint`.
+- the paper presets use the ``hf`` engine, not vLLM, which is optional (``rollout.engine=vllm``).
+Each phase in detail and where it lives: docs/design-notes.md#real_runs-train.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The parts of one `gdro train` run, built once before step 1 (:func:`build`), and its run directory,
 new or resumed (:func:`open_run_dir`): everything :mod:`real_runs.train`'s step loop reads, in one
-:class:`TrainRun`.
-
-Order of a start (:func:`real_runs.train.main`): the output folder (or the run to resume) and the
-device are checked first (:mod:`real_runs.preflight`); then the seeds, the model and the data, the
-controllers, the frozen reference, the engine and the optimizer load here; only then is the run
-directory created and claimed, so a run that fails to load leaves nothing behind. A resumed run
-loads its last checkpoint into the same parts (no gap, no duplicate step).
+:class:`TrainRun`. The run directory is created only after everything loaded, so a failed start
+leaves nothing behind. The order of a start: docs/design-notes.md#real_runs-train_setup.
 """
 
 from __future__ import annotations

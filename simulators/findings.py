@@ -1,12 +1,8 @@
 """The findings tables of docs/simulator.md, built from the committed reports' summary.json files.
 
-"Does Prompt-GDRO / Rollout-GDRO / joint beat *tuned* GRPO at equal compute?" is answered in the
-docs by a table whose every number comes from a report's decision (``summary.json`` →
-``decision.gains``); the paper's claims (lead-lag, SE proxy, ...) are quoted from the reports'
-claim rows (``summary.json`` → ``claims``, by the claim's key in studykit.claims),
-and the SE-dispersion numbers from the sqrt-law report. tests/simulators/test_sim_findings.py
-checks that the docs contain exactly :func:`tables` of the committed reports, so the docs
-cannot drift from them. Print them with ``python -m simulators.findings`` after ``--update-reports``.
+tests/simulators/test_sim_findings.py checks that the docs contain exactly :func:`tables` of the
+committed reports; print them with ``python -m simulators.findings`` after ``--update-reports``.
+Where each number comes from: docs/design-notes.md#simulators-findings.
 """
 
 from __future__ import annotations

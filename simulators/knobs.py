@@ -1,29 +1,10 @@
 """Every knob of a simulated run, settable from the command line or a TOML file.
 
-``--set world.transfer=0.5 prompt_gdro.eta=0.4`` or ``--config my.toml``::
-
-    [world]
-    transfer = 0.5
-    [prompt_gdro]
-    eta = 0.4
-
-Namespaces (the fields are the frozen config dataclasses' own, so every documented field works):
-
-| namespace      | applies to                                                    | fields of                |
-|----------------|---------------------------------------------------------------|--------------------------|
-| `world`        | the world and the learner of every run                        | `WorldConfig`            |
-| `run`          | every run (n_bar, n_min, n_max, num_bins, pass_k, eval_every, log_every, lr_scale) | `SimConfig` |
-| `classifier`   | the difficulty classifier of every run                        | gdro_lab `ClassifierConfig` |
-| `prompt_gdro`  | the weighter of every method whose weighter is Prompt-GDRO    | gdro_lab `WeighterConfig` |
-| `rollout_gdro` | the allocator of every method whose allocator is Rollout-GDRO | gdro_lab `AllocatorConfig` |
-| `gdro_prompt`  | the allocator of every method whose allocator is per-prompt Rollout-GDRO | gdro_lab `PromptGDROAllocatorConfig` |
-| `knapsack`     | the allocator of every method whose allocator is Knapsack-RL  | gdro_lab `KnapsackConfig` |
-| `vip`          | the allocator of every method whose allocator is VIP          | gdro_lab `VIPConfig`     |
-| `selector`     | the prompt selector of every method (GRESO's fields)          | gdro_lab `SelectorConfig` |
-
-A value is read as a TOML value (``0.5``, ``true``, ``"mean1"``, ``[0.1, 0.5]``); anything that is
-not valid TOML is taken as a bare string (``prompt_gdro.weight_mode=mean1``). Bad keys and bad
-values are one-line ``ConfigError``s naming the key and what is allowed.
+``--set world.transfer=0.5 prompt_gdro.eta=0.4`` or ``--config my.toml`` (``[world]`` / ``transfer =
+0.5``). Namespaces: ``world``, ``run``, ``classifier``, ``prompt_gdro``, ``rollout_gdro``,
+``gdro_prompt``, ``knapsack``, ``vip``, ``selector``; their fields are the config dataclasses' own. A
+value is read as TOML, else as a bare string; bad keys and values are one-line ``ConfigError``s. The
+table of namespaces: docs/design-notes.md#simulators-knobs.
 """
 
 from __future__ import annotations

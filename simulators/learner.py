@@ -3,49 +3,15 @@ the price of a step, and exact evaluation on the training pool and the held-out 
 
 Shapes: ``P`` prompts, ``K`` latent groups, ``B`` prompts in a batch, ``R`` rollouts (flat, ragged).
 
-Learner (the parameters a step changes)::
-
     z_i = s0 + s_g(i) + t_i - d_i,  p_i = sigmoid(z_i)   (logistic IRT: shared + group + prompt skill)
-    y_ij ~ Bernoulli(p_i), j = 1..n_i,  r_ij = 2 y_ij - 1      (rewards +-1 as in the paper)
-
-Update (GRPO-style score-function estimate, paper Eq. 3 and 7)::
-
-    A_ij  = gdro_lab.functional.grpo.grpo_advantages(r, n)                (group-normalised, ragged)
+    y_ij ~ Bernoulli(p_i),  r_ij = 2 y_ij - 1;  A_ij = grpo_advantages(r, n)     (paper Eq. 3 and 7)
     g_i   = (1/n_i) sum_j A_ij (y_ij - p_i + tau xi_ij),  xi_ij ~ N(0, 1)
     u_i   = m_i a_i g_i   (m_i: Prompt-GDRO multiplier; a_i = 1, or n_i / n_bar for 'rollout')
-    s0   += lr_shared (1/B) sum_i u_i
-    s_K  += lr_group M h_K,  h_k = (1/B) sum_{i in k} u_i,  M = (1 + c) I - c 1 1^T,  c = (kappa - T)/(K-1)
-    t_i  += lr_prompt u_i                                      (prompt-specific skill, batch prompts only)
-    (all three step sizes are multiplied by the run's lr_scale)
+    s0 += lr_shared mean_i u_i;  s_K += lr_group M h_K;  t_i += lr_prompt u_i   (all x lr_scale)
 
-The price of a step (world v2; this is what makes each method's learning rate have an optimum)::
-
-    dz_i  = ds0 + ds_g(i) + dt_i                               (the step's change of prompt i's logit)
-    s0   -= curvature * mean_{i in B} dz_i^2                   (second-order loss: forgetting, ~ lr^2)
-    s_K  += update_noise * rms(dz) * zeta_K,  zeta ~ N(0, 1)    (update noise that grows with the step)
-
-so the expected gain of a step grows like lr and its cost like lr^2: accuracy against the
-learning rate is unimodal, and a method whose advantage multipliers average above 1 pays for
-the larger step. T = ``transfer`` is positive cross-group transfer (a gain h on group k raises
-every other group by T h / (K-1)); kappa = ``interference`` is the negative kind.
-
-y - p is d log pi(y)/dz. tau xi is the part of a response's log-prob gradient unrelated to its
-correctness (token-level credit noise): it has mean zero and is independent of y, so it leaves
-the expected update unchanged, but it makes the *sign* of g_i noisy, with variance tau^2 / n_i on
-prompts with mixed outcomes (sum_j A_ij^2 = n_i) -- the v_b / n_b form of the paper's Eq. 28.
-Without it a one-logit Bernoulli model has g_i = sample std of y >= 0, an update that can never
-point the wrong way. The prompt skill t makes the per-prompt signal matter (each prompt is
-visited ~18 times in 1,000 steps), so rollout counts change what is learned, not only the noise.
-
-M is the interference knob: a gain h on group k lowers every other group by c h. Its
-eigenvalues are 1 + c and 1 - kappa, so for kappa <= 1 the step is still an ascent direction
-(a preconditioned gradient) and kappa = 1 makes group learning zero-sum.
-
-The estimate is unbiased for its own expectation, which has a closed form (``expected_gradient``):
-E[g_i] = sum_c Bin(c; n_i, p_i) phi(c, n_i) with phi(c, n) = 2 c (1 - c/n) / (n (2 sd_c + eps)),
-sd_c = sqrt(c/n (1 - c/n)) (population std; 0 when c is 0 or n). It is not the gradient of the
-expected reward, 2 p (1 - p): GRPO's std normalisation turns it into E[sample std of y], and
-n_i changes the *mean* of the update (fewer all-equal groups as n grows) as well as its noise.
+with M = (1 + c) I - c 1 1^T the interference knob and a price of a step (curvature: forgetting ~ lr^2;
+update noise ~ rms(dz)), so accuracy against the learning rate is unimodal. The expected update has a
+closed form (``expected_gradient``). Every term, and why it is there: docs/design-notes.md#simulators-learner.
 """
 
 from __future__ import annotations

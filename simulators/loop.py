@@ -1,22 +1,11 @@
 """The simulator's training loop: one (method, seed) run written as a gdro run directory.
 
-Each step follows docs/architecture.md, in this order (the controllers' part is the method's
-gdro_lab.step.MethodStep, shared with gdro train and the verl plugin):
-    ids   = the sampler's next B prompts, those the selector skips replaced by the next ones (choose)
-            (the per-prompt reference allocators are then handed the batch's true p_i)
-    bins, n = plan(ids)                          (bins, then exactly B n_bar rollouts)
-    y     ~ Bernoulli(p_i), n_i per prompt;  r = 2y - 1
-    fb    = StepFeedback(ids, bins, n, r, y, variance_G = true per-bin variance, for the oracle)
-    keep, m = observe(fb)                        (groups trained on, every generated rollout spent; the
-                                                  controllers' updates; the weighter sees the difficulty
-                                                  bins or the latent groups)
-    learner step on the kept groups with GRPO advantages * m;  record(...) + the truth -> writer.log_step
-Evaluations (exact, over the whole pool) go to eval.jsonl every ``eval_every`` steps, and the
-state of every controller, the learner, the batch order and the rollout RNG goes to a snapshot
-every ``snapshot_every`` steps and at the end, so ``resume_simulation`` continues bit-identically.
-The run's config (SimConfig) is in ``simulators.config``.
-Departure from the paper: the oracle allocator sees the batch's true variances at update time and
-plans the next batch with them (it knows v, not the next batch's bins).
+Each step follows docs/architecture.md: choose, plan, Bernoulli rollouts, observe (the method's
+gdro_lab.step.MethodStep), a learner step on the kept groups, record. Exact evaluations go to eval.jsonl
+every ``eval_every`` steps, snapshots every ``snapshot_every`` steps, so ``resume_simulation`` continues
+bit-identically. Config: ``simulators.config``. Departure from the paper: the oracle allocator plans the
+next batch with the current batch's true variances, since it knows v, not the next batch's bins.
+The step in full: docs/design-notes.md#simulators-loop.
 """
 
 from __future__ import annotations

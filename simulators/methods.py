@@ -1,15 +1,7 @@
 """The simulator's side of the methods: the table itself is gdro_lab.methods (one table for every
 loop, the method list is there); here are the reference allocators that need the world's truth,
-the study method lists, and the lookups that know both.
-
-Every method uses the same four controller families (classifier, weighter, allocator, selector),
-built by ``gdro_lab.step.MethodStep`` through :func:`build_controller`, so the loop never branches on
-a method's name.
-
-``knapsack`` was a simulator-only greedy per bin ("Knapsack-style", value p(1-p)) until the arena;
-it is now Knapsack-RL from gdro_lab (reports committed before, e.g. reports/sqrt-law, ran the old one),
-on the paper's objective; ``knapsack_code`` is Knapsack-RL as its released DP (reports/arena before the
-two were split ran that one under the name ``knapsack``).
+the study method lists, and the lookups that know both, through :func:`build_controller`.
+History of ``knapsack``: docs/design-notes.md#simulators-methods.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """Reference allocators that only a simulator can run: they read the world's truth.
 
-Registry-style controllers (``cls(config, seed)``, ``plan``, ``update``, state dicts). Before each
-plan the loop hands any allocator that has ``observe_truth`` the batch's true success
-probabilities and the whole pool's (``observe_truth(p_P, pool_p)``).
-
-- ``prompt_oracle`` (:class:`PromptOracleAllocator`): the exact integer minimiser of Eq. 28 per
-  prompt, sum_i v_i / n_i with v_i = 4 p_i (1 - p_i), under the exact budget and the box
-  (:func:`gdro_lab.allocation.prompt_oracle.oracle_plan`). No allocator can do better on that proxy; the
-  arena reports every allocator's reduction as a fraction of this one's on the same batches.
-- ``prompt_bayes`` (:class:`PromptBayesAllocator`): what an allocator that learns from rollouts
-  can reach at best with a perfect prior: v_i is the posterior mean of 4 p (1 - p) given ALL of
-  prompt i's past outcomes (s_i successes in m_i rollouts, no forgetting) under the true
-  distribution of p over the pool at this step (a 400-bin histogram, 1e-3 added per bin), then the
-  same exact plan; prompts never seen get n_bar. It ignores that p_i drifts as the model learns;
-  the arena uses it to tell an estimator's shortfall from the information the rollouts carry.
-- ``prompt_stale`` (:class:`PromptStaleAllocator`): the oracle's plan on the true p_i *at the
-  prompt's previous visit* (prompts never seen get n_bar): how much of the oracle's reduction is
-  lost only because p_i moves between visits.
+Registry-style controllers; before each plan the loop calls ``observe_truth(p_P, pool_p)``.
+``prompt_oracle``: the exact minimiser of Eq. 28 per prompt on the true v_i; ``prompt_bayes``: the
+same plan on the posterior mean of v_i under the true prior; ``prompt_stale``: the oracle on p_i at the
+prompt's previous visit. What each tells apart: docs/design-notes.md#simulators-oracle.
 """
 
 from __future__ import annotations

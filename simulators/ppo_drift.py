@@ -1,22 +1,13 @@
 """The paper's surrogate-loss signal (Eq. 6-7) with PPO mini-batch drift, so Prompt-GDRO can run as published.
 
-A trainer updates the policy on M mini-batches of the step's prompts in turn (M optimiser steps
-per batch). Mini-batch 0 is on-policy (rho = 1); the rollouts of mini-batch j are scored by a
-policy that the steps of mini-batches 0..j-1 have already moved. In this world a step moves the
-shared and group skills (and each prompt's own skill, which only its own mini-batch touches), so
-
     dz_i(j) = sum_{j' < j} (ds0(j') + ds_{g(i)}(j'))          (drift of prompt i's logit)
-    rho_ij  = pi'(y_ij) / pi(y_ij) = sigma(z_i + dz_i) / sigma(z_i)  if y_ij = 1, else the (1 - .) ratio
+    rho_ij  = sigma(z_i + dz_i) / sigma(z_i)  if y_ij = 1, else the (1 - .) ratio
     l_ij    = -min(rho_ij A_ij, clip(rho_ij, 1 - eps, 1 + eps) A_ij)  (Eq. 6 with beta KL = 0)
 
-and the signal is l(x_i) = mean_j l_ij (gdro_lab's ``surrogate`` signal reads ``losses_R``). At
-rho = 1 it is exactly 0, since GRPO advantages sum to zero within a group; what is left is the
-drift, which is what the paper's adversary actually sees.
-
-Departure (approximation): the drift is that of the *unweighted* GRPO mini-batch steps, computed
-on a copy (the learner's own step is taken once, after the weighter has been updated), because
-the weighter needs the losses before it produces this step's multipliers. The signal is used
-only when ``prompt_gdro.signal = "surrogate"`` and ``run.ppo_minibatches > 1``.
+l(x_i) = mean_j l_ij, used only when ``prompt_gdro.signal = "surrogate"`` and ``run.ppo_minibatches > 1``.
+Departure (approximation): the drift is that of the unweighted GRPO mini-batch steps, because the
+weighter needs the losses before it produces this step's multipliers. Detail:
+docs/design-notes.md#simulators-ppo_drift.
 """
 
 from __future__ import annotations

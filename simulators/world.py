@@ -2,26 +2,12 @@
 
 Shapes: ``P`` prompts, ``K`` latent groups, ``B`` prompts in a batch, ``R`` rollouts (flat, ragged).
 
-World (fixed per seed)::
-
     group sizes   |D_k| ∝ (k + 1)^(-s)  (Zipf)  or  Pareto(alpha) draws, k = 0..K-1
     difficulty    d_i = d0 + c_g H_g(i) + c_p E_i,   H_k = Lomax(alpha_g) quantile (k+1/2)/K, E_i ~ Lomax(alpha_p)
-                  (Lomax = Pareto II from 0: many easy prompts, a long hard tail); H is matched to
-                  group size rank with correlation rho (rho > 0: rare groups are hard)
 
-Held-out prompts (``heldout_frac``): per group, prompts drawn like the training pool but never
-trained on, z = s0 + s_g - d (no prompt skill). "val" prompts choose learning rates, "test"
-prompts report. With ``heldout_split="groups"`` (the default) the two splits hold different
-latent groups: the groups are paired by size (largest first) and one of each pair, drawn per
-seed, gives all its held-out prompts to val, the other to test, so the test metrics are of
-prompts AND groups the tuning never saw, and a learning rate picked for the val groups' luck
-does not carry it to the test. (``"prompts"``, the v2 split, put alternate prompts of every
-group in both: exact evaluations of the same groups on sibling prompts, which differed by at
-most 0.4 pp and so separated almost nothing.) Held-out accuracy measures generalisation to
-unseen prompts of trained groups; train minus held-out accuracy measures memorisation (the
-prompt skills t_i).
-
-The learner, its update and the price of a step are in ``simulators.learner``.
+Held-out prompts (``heldout_frac``) are never trained on; with ``heldout_split="groups"`` (default) val
+and test hold different latent groups. The learner: ``simulators.learner``. Detail and history of the
+split: docs/design-notes.md#simulators-world.
 """
 
 

@@ -1,19 +1,9 @@
 """Every claim of the paper's results (docs/paper.md §4-5) and how a study's number is judged against it.
 
-A study prints one line per claim of :data:`CLAIMS`, in this order, whether it tests it or not:
-
-- **reproduced / refuted / inconclusive** only when the study measured the claim on the paper's
-  own metric and scale (same quantity, same unit, the same kind of evidence: e.g. relative pass@8
-  of Qwen3 1.7-8B on the math benchmarks; for a theorem, any instance). A claim with a size (a
-  range) is reproduced when the 95% interval overlaps the range and excludes the null value on the
-  paper's side, refuted when the interval lies outside the range; a claim of a direction alone is
-  reproduced (refuted) when the interval excludes the null on the paper's (the other) side.
-- **direction only, agrees / opposite / unresolved** otherwise (a toy world, another metric or
-  unit): only the sign can be compared, and the line puts the study's size next to the paper's.
-- **untested**: the study does not measure it (the line says why where it can).
-
-No study of this project runs the paper's models on its benchmarks, so the paper's benchmark
-gains can only ever be "direction only" here.
+A study prints one line per claim of :data:`CLAIMS`: **reproduced / refuted / inconclusive** only on the
+paper's own metric and scale; **direction only, agrees / opposite / unresolved** otherwise; **untested**
+when not measured. No study here runs the paper's models on its benchmarks, so benchmark gains are
+"direction only" at best. The rules: docs/design-notes.md#studykit-claims.
 """
 
 from __future__ import annotations

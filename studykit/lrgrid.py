@@ -1,19 +1,12 @@
 """Learning-rate grids of tuned baselines: steps no coarser than sqrt(2), extended while the best is at an edge.
 
-A tuned baseline is only as good as its grid. With steps of 2x the best point can sit a
-factor 1.41 from the optimum, and a best point at the edge of the grid says nothing about
-where the optimum is. So every study that tunes (the simulator's studies, the CPU learning
-study, calibration) uses::
-
     grid points   lr_k = base * 2^(k/2)        (consecutive points a factor sqrt(2) apart)
     extension     while a method's best point (on the val split, for any tuned metric) is the
                   lowest (highest) point of its grid, add lowest / sqrt(2) (highest * sqrt(2)),
                   at most ``max_steps`` points beyond each end of the starting grid
 
-and reports a best point still at an edge after the last extension. Points are rounded to 12
-significant digits, so the same point reached from two sides has one key, and a value within
-1e-5 (relative) of a power of sqrt(2) is that power (``0.707107`` typed on a command line is
-2^(-1/2)).
+A best point still at an edge is reported. Points are rounded to 12 significant digits and snapped to
+powers of sqrt(2) within 1e-5. Why: docs/design-notes.md#studykit-lrgrid.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Statistics of study reports: t-intervals over seeds, paired and relative gains, the bootstrap.
 
-Shapes: ``S`` seeds (the axis the intervals run over). Every study of the project (the simulator's,
-the CPU learning study, calibration) reports a number as ``mean ± half`` with
-
-    half = t_{(1 + level)/2, S-1} * sd / sqrt(S)          (Student t, sd with ddof = 1)
-
-over seeds, NaN entries ignored (half is NaN with fewer than two finite values). A *paired*
-gain of method M over baseline B uses the same seeds for both (same world instance or warm
-start, same data order), so the interval is that of the per-seed differences M_s - B_s and the
-seed-to-seed variation the two share drops out. A *relative* gain is 100 (M_s / B_s - 1) per
-seed, then the same interval (the paper's Table 1 reports relative pass@8 gains).
-
-The percentile bootstrap is for statistics without a t-interval (medians, ratios of means):
-resample the S values with replacement ``resamples`` times, take the (1 - level)/2 and
-(1 + level)/2 quantiles of the statistic (Efron's percentile interval; equal to
-``scipy.stats.bootstrap(..., method="percentile")`` for the same draws).
+Shapes: ``S`` seeds. ``mean ± half`` with half = t_{(1 + level)/2, S-1} sd / sqrt(S) (ddof = 1), NaN
+ignored (NaN with fewer than two finite values); *paired* gains over the per-seed differences,
+*relative* gains 100 (M_s / B_s - 1) per seed; the percentile bootstrap for statistics without a
+t-interval (equal to ``scipy.stats.bootstrap(..., method="percentile")`` for the same draws). Detail:
+docs/design-notes.md#studykit-stats.
 """
 
 from __future__ import annotations

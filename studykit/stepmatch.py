@@ -1,34 +1,15 @@
 """Step matching: the GRPO baseline that takes a reweighting method's larger step without its reweighting.
 
-Prompt-GDRO multiplies prompt i's advantages by m_i (Eq. 16; the paper's raw ω = exp(ηS) ≥ 1
-when S ≥ 0, capped at 15), so part of any gain can be a larger step rather than a better
-allocation of it. The project uses ONE definition of the baseline everywhere (the simulator's
-studies, the CPU learning study, calibration):
+One definition everywhere (the simulator's studies, the CPU learning study, calibration)::
 
-    step-matched GRPO = GRPO with every advantage multiplied by one constant c.
-
-In the simulator's learner (plain SGD) that is exactly GRPO at lr x c. Under AdamW (the CPU
-learning study, real runs) it is NOT the same as lr x c: Adam divides the gradient by its running
-RMS, so a uniform advantage scale changes the update mostly through its balance with the KL term,
-the clip and eps, which is exactly what Prompt-GDRO's multipliers do to the overall scale; the
-baseline therefore scales the advantages (``loss.adv_scale``), never the learning rate.
-
-The constant is measured on the method's own runs, pooled over all its seeds and logged steps t::
-
+    step-matched GRPO = GRPO with every advantage multiplied by one constant c
     first moment   c1 = mean_t E_i[m_i]                                  (the same mean step)
     second moment  c2 = sqrt(mean_t sum_i a_i m_i^2 / sum_i a_i)         (the same mean squared step)
 
-E_i runs over every prompt the method trained on (a prompt without a bin yet counts with the
-multiplier it got, 1); a_i = n_i if prompt i's rewards are not all equal, else 0: the rollouts of
-prompt i that carry an advantage (a group of all-equal rewards has A = 0, so its multiplier moves
-nothing and costs nothing). c2 matches what a price on the step charges when the price grows with
-the step squared: in the simulator the learner pays curvature * mean_i dz_i^2 per step, and
-dz_i = lr (lr_prompt m_i g_i + shared and group terms), dominated by the prompt term, with
-E[g_i^2] proportional to sum_j A_ij^2 = a_i (population-std advantages), so at fixed gradients
-the price scales with sum_i a_i m_i^2, not with E[m]^2. Weighting by a_i matters: Prompt-GDRO's
-largest multipliers go to hard bins, where most groups are all-wrong and pay nothing (the plain
-E[m^2] overshoots the price 1.6x in the easy paper-8b world). The per-step moments come from the
-step record (``multiplier_mean``, ``multiplier_sq_mean``; gdro_lab.runformat.record).
+measured on the method's own runs over all seeds and logged steps t; a_i = n_i when prompt i's rewards
+are not all equal, else 0. The baseline scales the advantages (``loss.adv_scale``), never the learning
+rate, which differs under AdamW. The moments come from the step record (``multiplier_mean``,
+``multiplier_sq_mean``). Why these two moments: docs/design-notes.md#studykit-stepmatch.
 """
 
 from __future__ import annotations

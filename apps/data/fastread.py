@@ -1,18 +1,9 @@
 """A faster reader of run directories for the app: ``steps.jsonl`` parsed by pyarrow's JSON reader.
 
-``gdro_lab.runformat.runlog.read_run`` parses every line with ``json.loads`` and builds the arrays in
-Python loops (about 0.1 s per 1,000-step run on a small machine; a 20-run study takes seconds).
-:func:`read_run_fast` parses ``steps.jsonl`` with ``pyarrow.json`` (C++, releases the GIL, so
-several runs can be read in parallel threads) and converts its columns to the same
-:class:`~gdro_lab.runformat.runlog.RunData`: ``steps`` int64 (T,), ``scalars[name]`` float (T,),
-``bins[name]`` float (T, G), missing values NaN, a bin row of the wrong length NaN, a torn
-last line (no final newline) dropped and flagged.
-
-Anything this fast path does not handle exactly like the reference reader (a corrupt or
-unparseable line, a blank line, a value that is not a number, a field whose type changes
-between lines, booleans, nested objects, a missing step) makes it fall back to
-``gdro_lab.runformat.runlog.read_run``, which reads the run or raises its one-line ``RunFormatError``.
-``tests/apps/data/test_app_fastread.py`` checks that both readers give identical runs.
+:func:`read_run_fast` returns the same :class:`~gdro_lab.runformat.runlog.RunData` as
+``gdro_lab.runformat.runlog.read_run`` and falls back to it for anything it does not handle exactly
+alike; ``tests/apps/data/test_app_fastread.py`` checks that both readers give identical runs.
+Detail: docs/design-notes.md#apps-data-fastread; speed: docs/benchmarks.md#apps-data-fastread.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """Who a run is: its method, its seed, and the config keys that tell it apart from the other runs.
 
-A run is known by its resolved ``config.json``. Its **method** is the config's ``method`` (a
-string, as the simulator writes it) or ``method.name`` (a section, as ``gdro train`` writes it),
-else ``name``; its **seed** is ``seed`` or ``train.seed`` (else the first key named ``seed`` at
-any depth). Runs whose configs agree on every key but seeds and bookkeeping
-(:data:`BOOKKEEPING`: output folders, logging, snapshots) are seeds of one *group*.
-
-Groups are labelled by the config keys that differ between the listed runs, never by a hash:
-:func:`auto_keys` picks the method key first, then, greedily, the key that splits the runs into
-more groups (categorical keys such as strings and booleans before numbers, shallower keys
-first), until no key splits them further. On the simulator's default study that gives
-``method`` and ``lr_scale``: "grpo lr×1.58", "prompt_gdro lr×0.5", and the step-matched GRPO
-baseline its own learning rate ("grpo lr×1.63"). The user can name the keys instead
-(:func:`group_runs` with ``keys``). Numbers are printed with as few digits as keep the groups
-apart (:func:`format_values`).
-
-Colours (:mod:`apps.data.colours`, which also orders the groups): one hue per method, fixed for the paper's
-methods and a stable hash slot for any other name (a new method gets its own colour without a
-code change), and one lightness per variant of a method (dark to light in the order of the
-variants' values), so that "grpo lr×0.125" and "grpo lr×2" share GRPO's hue but cannot be
-mistaken for each other.
-
-No Streamlit, no altair here: the run table, the pages and ``gdro report`` use the same names.
+A run's **method** is ``method`` or ``method.name`` (else ``name``) of its ``config.json``, its **seed**
+``seed`` or ``train.seed``; runs that agree on every key but seeds and :data:`BOOKKEEPING` are one
+*group*, labelled by the keys that differ (:func:`auto_keys`, or ``keys`` of :func:`group_runs`), never
+by a hash; colours from :mod:`apps.data.colours`. No Streamlit, no altair. How keys are picked:
+docs/design-notes.md#apps-data-identity.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The list of runs under a folder, from their small files only: every run listed, or a reason.
 
-The landing page and the sidebar need, for every run, its metadata, its config and its latest
-step, not its steps: :func:`run_info` reads ``meta.json``, ``config.json`` and the last line of
-``steps.jsonl`` (a seek to the end of the file), so a root of 100 runs is listed in a few tens of
-milliseconds, whatever their length. Steps are read later, by the page that draws them
-(:data:`apps.data.loading.RUN_CACHE`).
-
-Every folder that holds a ``meta.json`` is a run candidate: one that cannot be read (a corrupt or
-foreign ``meta.json``, a newer format version, a corrupt ``config.json``) is kept with a one-line
-``problem`` (the reference reader's message) instead of being skipped, so nothing under a root
-is hidden without a word. Results are cached on the mtime and size of the three files. No
-Streamlit here.
+:func:`run_info` reads ``meta.json``, ``config.json`` and the last line of ``steps.jsonl``; steps are
+read later by the page that draws them. A folder with a ``meta.json`` that cannot be read is kept with a
+one-line ``problem``, never hidden. Cached on the three files' mtime and size. No Streamlit here.
+Detail: docs/design-notes.md#apps-data-listing; speed: docs/benchmarks.md#apps-data-listing.
 """
 
 from __future__ import annotations

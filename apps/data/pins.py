@@ -1,15 +1,9 @@
 """Names and tags a user pins to runs, kept beside the app: never in a run folder.
 
-A run's automatic name comes from its config (:mod:`apps.data.identity`); a user can pin a display
-name ("baseline for the talk") and tags ("keep", "bad-seed") to it on the Runs page. They are
-stored in one JSON file in the app's state folder, keyed by the run folder's absolute path::
-
-    {"version": 1, "runs": {"/abs/path/to/run": {"name": "...", "tags": ["...", ...]}}}
-
-The state folder is ``$GDRO_APP_STATE`` when set, else ``$XDG_STATE_HOME/gdro-lab``, else
-``~/.local/state/gdro-lab``. Writes replace the file atomically (a crash never leaves half a
-file), a file that cannot be read counts as no pins (and is not overwritten by a later save),
-and a state folder inside a run folder is refused. No Streamlit here.
+One JSON file in the app's state folder (``$GDRO_APP_STATE``, else ``$XDG_STATE_HOME/gdro-lab``,
+else ``~/.local/state/gdro-lab``), keyed by the run folder's absolute path; atomic writes; an
+unreadable file counts as no pins and is not overwritten. No Streamlit here. Format:
+docs/design-notes.md#apps-data-pins.
 """
 
 from __future__ import annotations

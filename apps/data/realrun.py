@@ -1,12 +1,8 @@
 """Real runs: per-benchmark evaluation metrics with their intervals, and the step-time breakdown.
 
-Evaluation names in ``eval.jsonl`` follow the names agreed across gdro-lab's producers
-(``gdro eval`` and the trainer): ``{bench}/mean@{k}``, ``{bench}/pass@{k}`` with 95% bootstrap
-bounds ``{name}_lo`` / ``{name}_hi``; ``pooled/...`` over all prompts; ``worst_group/mean@{k}``,
-``worst_benchmark/mean@{k}``; per group ``group/{group}/mean@{k}``. Step times are the scalars
-``time/plan``, ``time/generate``, ``time/reward``, ``time/controllers``, ``time/logprobs``,
-``time/update``, ``time/sync``, ``time/eval`` and the total ``time/step`` (seconds), plus
-``perf/tokens_per_s``. No Streamlit here.
+Evaluation names are those of :mod:`real_runs.eval_metrics` (``{bench}/mean@{k}``, ... with
+``_lo`` / ``_hi``); step times the ``time/*`` scalars and ``perf/tokens_per_s``. No Streamlit here.
+The names in full: docs/design-notes.md#apps-data-realrun.
 """
 
 from __future__ import annotations

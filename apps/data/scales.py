@@ -1,23 +1,9 @@
 """What a number means, for drawing it honestly: a metric's natural range, its kind, sensible axes.
 
-* :func:`natural_range` — the range a metric cannot leave: rates, accuracies, shares and
-  fractions lie in [0, 1]; the effective support exp(entropy) of G bins in [1, G]; counts and
-  seconds are at least 0; a reduction in percent is at most 100. Seed bands (mean ± t·sd/√S)
-  are clipped to it (:func:`clip_band`): two seeds' success rates can give a t-interval from
-  −0.4 to 1.4, which no success rate can reach.
-* :func:`metric_kind` — ``rate``, ``count``, ``seconds`` or ``other``, from the name (and, for a
-  count, integer values): the report puts rates together and counts alone; a fraction logged
-  under ``time/`` (``time/controllers_share``) is a rate, not seconds.
-* :func:`y_domain` — an axis range that does not turn noise into a cliff: at least
-  :data:`MIN_SPAN` of the metric's natural scale (its natural range, else its magnitude), padded,
-  and never outside the natural range. Effective supports 10, 10, 10, 9.999 of 10 bins are drawn
-  as a flat line near the top of [1, 10], not as a drop across the chart.
-* :func:`colour_domain` — heatmap colour scales anchored where the quantity has a natural scale:
-  shares, weights and success rates on [0, 1], rewards on [−1, 1], rollouts per prompt on
-  [n_min, n_max], multipliers from 0. Min–max scales (which made a weight of 0.099 and one of
-  0.106 the two ends of the colour map) are left to fields without a natural scale.
-
-No Streamlit here.
+:func:`natural_range` (bands clipped to it by :func:`clip_band`), :func:`metric_kind` (``rate``,
+``count``, ``seconds``, ``other``), :func:`y_domain` (at least :data:`MIN_SPAN` of the natural scale,
+never outside the natural range) and :func:`colour_domain` (anchored at natural scales). No Streamlit
+here. Why each: docs/design-notes.md#apps-data-scales.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Studies across seeds: runs grouped (by the config keys that differ, :mod:`apps.data.identity`), mean ± 95% bands.
 
-Runs whose configs differ only in their seeds (and bookkeeping) are seeds of one group, named by
-the keys that tell the groups apart ("grpo lr×1.58"), or by the keys the user chose. For every
-time series the app shows, per group and step, the mean over seeds and the 95% Student-t interval
-
-    mean ± t_{0.975, S-1} · sd / sqrt(S)      (sd with ddof=1, S = seeds logging that step),
-
-clipped to the metric's natural range (:func:`apps.data.scales.natural_range`: two seeds of a success
-rate can give a t-interval from −0.4 to 1.4, which no success rate can reach),
-
-the same interval as the simulator's study reports (``simulators/reporting.py``); the quantile is
-scipy.special.stdtrit (the inverse Student t CDF, as scipy.stats.t.ppf, without importing scipy.stats;
-imported on first use, not with the module: the landing page needs none of it). With one seed
-the interval is undefined (NaN) and no band is drawn. No Streamlit here.
+Per group and step: the mean over seeds ± t_{0.975, S-1} · sd / sqrt(S) (ddof=1, S = seeds logging
+that step), clipped to :func:`apps.data.scales.natural_range`; NaN with one seed. The same interval as
+the simulator's study reports. No Streamlit here. Detail: docs/design-notes.md#apps-data-study.
 """
 
 from __future__ import annotations

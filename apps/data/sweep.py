@@ -1,15 +1,9 @@
 """Sweeps: a run's final metric against each swept config key, one line per method, and the
 parallel coordinates of a sweep. No Streamlit here.
 
-Each line is a method (:func:`line_of`); a step-matched GRPO baseline (``matched_to`` and ``match``
-in its config) is a line of its own, "grpo (matched to prompt_gdro, first)", not a setting of GRPO.
-The swept keys of some runs are the config keys whose values differ between runs of one line
-(:func:`apps.data.identity.varying_keys` over their identities: seeds and bookkeeping are never swept,
-nor keys that follow from the method or the matching), with a learning-rate scale first. For each key and metric, :func:`sweep_frame` gives per method and key value the
-mean of the runs' final values over the runs that share that value, with its 95% Student-t
-interval (``mean ± t_{0.975,n-1} sd/√n``; none with fewer than :data:`apps.data.study.MIN_BAND_SEEDS`
-runs). A run's final value is the tail average of its logged steps (steps at or after the 60th
-percentile, as the study reports) or its last logged value.
+One line per method (:func:`line_of`; step-matched GRPO its own); swept keys from
+:func:`apps.data.identity.varying_keys`; :func:`sweep_frame` gives the mean final value per key value
+with its 95% t-interval. Detail: docs/design-notes.md#apps-data-sweep.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """``gdro report RUN_DIR [...]``: the app's figures (:mod:`apps.report.figures`) as static PNGs.
 
-For each run, ``<out>/<name>/`` (the app's name of the run among the runs given, e.g.
-``prompt_gdro_lrx1_seed3``: :func:`report_names`) receives traveling_wave.png, lead_lag.png,
-rollout_budget.png, se_proxy.png, outcomes.png, evaluations.png (per-benchmark mean@k / pass@k
-with their 95% intervals, and the latest evaluation as intervals) and step_time.png (seconds
-per step by phase, stacked; total and throughput; each phase's share); with two or more runs,
-``<out>/compare.png`` overlays them. A report never silently replaces another: when a target
-folder already holds figures, nothing is written unless ``--overwrite``. ``<out>`` is
-``reports`` unless ``--out`` says otherwise. A run that cannot be read is reported on one line
-and skipped; nothing is written into run directories. The runs are drawn by ``--jobs`` worker
-processes (default: one per core, at most one per run); each run's figures are the same bytes
-whatever the number of workers.
+Per run, ``<out>/<name>/`` (:func:`report_names`) receives the app's figures as PNGs; with two or more
+runs ``<out>/compare.png`` overlays them. Nothing is replaced without ``--overwrite``; ``<out>`` is
+``reports`` unless ``--out``; an unreadable run is reported on one line and skipped; ``--jobs`` workers
+give the same bytes whatever their number. The files: docs/design-notes.md#apps-report-cli.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The app's figures as static PNGs, drawn with matplotlib: one function per figure, a run in, a
 ``Figure`` out (``gdro report``, :mod:`apps.report.cli`, writes them).
 
-Per run: traveling wave, lead-lag, rollout budget, SE proxy, outcomes, evaluations (per-benchmark
-mean@k / pass@k with their 95% intervals, and the latest evaluation as intervals) and step time
-(seconds per step by phase, stacked; total and throughput; each phase's share); for several runs,
-:func:`compare_figure` overlays them (a study: one mean line per group with its band over seeds).
-Evaluation metrics are drawn one panel per scale (rates in [0, 1] together, pass@k together,
-counts such as timeouts and errors and every other metric alone:
-:func:`apps.data.scales.metric_kind`), with their ``_lo``/``_hi`` intervals as bands; legends sit
-under their panel, never over its ticks. The figures use the same frames as the app
-(:mod:`apps.data`), so both show the same numbers.
+Per run the app's per-run figures; :func:`compare_figure` for several runs. The same frames as the app
+(:mod:`apps.data`), so both show the same numbers. The figures: docs/design-notes.md#apps-report-figures.
 """
 
 from __future__ import annotations

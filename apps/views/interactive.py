@@ -1,25 +1,10 @@
 """Interactive time-series charts: linked x-zoom, a crosshair over every run, EMA smoothing, bands.
 
-Every time-series chart of a page is built with one :class:`Interaction` and the charts are
-concatenated into one Vega-Lite view (:func:`linked`), so that
-
-* dragging (pan) or the mouse wheel (zoom) on any chart changes the x-range of every chart on the
-  page (one ``selection_interval(bind="scales", encodings=["x"])`` shared by all); a double
-  click resets it;
-* hovering shows a crosshair on every chart at the nearest step (one ``selection_point`` on the
-  step field, shared): a rule, a dot on every series, and a "name: value" label per series,
-  stacked in rows at the top of the chart in the order of the values (so labels of close values
-  never overprint), to the right of the rule in the left half of the x-range and to its left in
-  the right half; the tooltip (over the whole plot, through the hover targets) lists every
-  series' value at that step;
-* smoothed series (:func:`ema`) are drawn over the raw series, which stay visible as faint lines;
-  mean ± 95% bands (``lo``/``hi`` columns) are shaded areas;
-* long series are thinned for the browser (:func:`thin_steps`, after smoothing), and the chart's
-  subtitle says so: the crosshair shows exact logged values at the steps it can snap to.
-
-Specs are sent lean (:func:`lean`). Runs and groups of runs are coloured by :mod:`apps.data.colours`,
-other series by :func:`series_colours`; y-ranges come from :func:`apps.data.scales.y_domain` (the
-caller passes them). No Streamlit here.
+The charts of a page share one :class:`Interaction` and are concatenated into one Vega-Lite view
+(:func:`linked`): shared x pan/zoom, a crosshair with a label per series, smoothed series (:func:`ema`)
+over faint raw ones, mean ± 95% bands, thinning (:func:`thin_steps`) and lean specs (:func:`lean`).
+y-ranges come from :func:`apps.data.scales.y_domain`. No Streamlit here. Behaviour in full:
+docs/design-notes.md#apps-views-interactive.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Runs: every run in one interactive table that picks the runs every other view shows.
 
-The table (``st.dataframe`` with row selection) has one row per run, built from each run's small
-files (meta.json, config.json and the last line of steps.jsonl: :mod:`apps.data.listing`): name,
-status, a damage column (a truncated or torn run is flagged, here and wherever its name appears),
-study, method, seed, last step, latest success, the user's tags, and the config columns of one
-producer at a time (simulator and trainer configs share almost no key). Click a column header to
-sort; filter by producer, by a config value, or by words; tick rows to pick runs. The picked runs
-are what Compare and Study show; the first healthy one is the Run of the per-run pages and the
-second its baseline. Picks stay in the URL (``pick``). Below: the run folders that cannot be read,
-names and tags to pin to picked runs (kept beside the app, never in a run folder: :mod:`apps.data.pins`),
-and the config diff of two runs.
+One row per run from its small files (:mod:`apps.data.listing`); ticked rows are what Compare and
+Study show, the first healthy one the Run and the second its baseline; picks stay in the URL
+(``pick``). Also: unreadable folders, pins (:mod:`apps.data.pins`) and a config diff. Detail:
+docs/design-notes.md#apps-views-runs.
 """
 
 from __future__ import annotations

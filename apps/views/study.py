@@ -1,15 +1,9 @@
 """Study: seeds grouped (by the config keys that differ within each study, or those picked in the
 sidebar), a line per group with a band over seeds, and the final results.
 
-Runs whose configs differ only in their seed are one group (``apps.data.study``), named by the keys
-that tell the groups apart ("study: grpo lr×1.58"). Every chart shows, per group, the mean (or
-median) over seeds with a shaded band: the 95% Student-t interval (mean ± t_{0.975,S-1} sd/√S,
-as in the study reports), ± 1 SE, min–max or the IQR, clipped to the metric's range, and only
-for groups of at least 3 seeds (with 2 the t-quantile is 12.7: the band says nothing). Runs of
-different producers are drawn in separate charts (their step counts differ). The table gives
-each group's final result (tail average ≥60th percentile of steps, or the last evaluation) as
-mean [lo, hi] over seeds, worst group included. Colours: a hue per method, a lightness per
-variant; at many groups the legend lists methods (click one to isolate it).
+Groups from ``apps.data.study``; bands (95% t, ± 1 SE, min–max or IQR) only for groups of at least 3
+seeds; the table gives each group's final result as mean [lo, hi]. What is drawn, and why:
+docs/design-notes.md#apps-views-study.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Streamlit glue shared by the pages: the run list, the sidebar, the URL, live refresh, messages.
 
-* **Run list.** The sidebar lists the runs under the runs folder from their small files only
-  (:mod:`apps.data.listing`: meta.json, config.json, the last line of steps.jsonl), so a root with
-  many runs does not slow the first page; a run folder that cannot be read is listed with its
-  reason on the Runs page and counted in the sidebar, never dropped in silence.
-* **Names.** Runs are named by the config keys that differ (:mod:`apps.data.identity`): the run
-  picker shows "grpo lr×1.58 · seed 0", the URL keeps the folder label; "Group runs by" lets the
-  user choose the keys (automatic by default).
-* **The URL holds the view.** Run, baseline, grouping keys and the chart options are bound to
-  query parameters (``bind="query-params"``): they survive navigation between pages and a link
-  reopens the same view. A ``?run=`` or ``?baseline=`` that names no listed run says so (and why,
-  for a run that cannot be read) instead of showing another run.
-* **Runs** come from :data:`apps.data.loading.RUN_CACHE`, keyed on the run folder and
-  :func:`apps.data.loading.run_signature` (mtime and size of each file), so a run that is still being
-  written is re-read as soon as it grows and an unchanged run is read once per server.
-
-The page frame (run and baseline side by side) is :func:`apps.views.page_frame.views`; chart elements are in
-:mod:`apps.views.uicharts`. Read errors are shown with ``st.error`` in the page,
-never as a traceback.
+The run list from small files only (:mod:`apps.data.listing`; unreadable runs listed with their
+reason), names by differing config keys (:mod:`apps.data.identity`), the view held in query parameters,
+runs from :data:`apps.data.loading.RUN_CACHE` (re-read when they grow). Page frame:
+:func:`apps.views.page_frame.views`; charts: :mod:`apps.views.uicharts`. Read errors are shown with
+``st.error``, never as a traceback. Detail: docs/design-notes.md#apps-views-ui.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Chart elements of the pages: heatmaps, linked time series (one run, or run and baseline side by
 side) and plain charts, each with a button that downloads its data as CSV.
 
-Every spec is built once per run signature and set of options (``st.cache_data``) and sent lean
-(:func:`apps.views.interactive.to_spec`: Arrow datasets, no per-mark ARIA text). Long series are
-thinned for the browser (:func:`apps.views.interactive.thin_steps`) after smoothing; long heatmaps
-average blocks of steps. The sidebar's choices (EMA weight, log scale, shared colour scale, x
-axis) and the runs shown come from :mod:`apps.views.ui`.
-
-Run and baseline: the per-run pages draw the time-series charts of both columns as **one** Vega
-view (:func:`linked_pair`), so that zooming or hovering one column moves the other; their heatmaps
-are one element too (:func:`heatmap_pair`).
+Specs are cached per run signature and options and sent lean; run and baseline are one Vega view
+(:func:`linked_pair`, :func:`heatmap_pair`). Options come from :mod:`apps.views.ui`. Detail:
+docs/design-notes.md#apps-views-uicharts.
 """
 
 from __future__ import annotations

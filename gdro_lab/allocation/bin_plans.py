@@ -1,16 +1,9 @@
 """Integer plans over per-bin arm distributions with an exact budget (§3.3).
 
-Inputs are log-probabilities ``log_prob_GA[b, a]`` = log p_b(n_min + a) of Rollout-GDRO's arm
-distributions; outputs are rollouts per bin (one arm per bin) or per prompt with sum_i n_i = total:
-
-- :func:`exact_budget_plan`: the paper's DP, one arm per bin, on sum_b c_b log p_b(n_b) (the
-  paper's "joint probability") or sum_b log p_b(n_b) (the released code's objective);
-- :func:`concave_budget_plan`: the greedy on marginal gains of the upper concave envelopes, exact
-  for log-concave distributions (:func:`gdro_lab.allocation.planner.exact.exact_plan` is exact for any);
-- helpers shared with the exact planner: :func:`tie_broken`, :func:`forbidden_floor`,
-  :func:`concave_envelope`.
-
-All functions are pure; shapes: ``G`` bins, ``P`` prompts, ``A`` arms.
+From ``log_prob_GA[b, a]`` = log p_b(n_min + a): :func:`exact_budget_plan` (the paper's DP, one arm per
+bin, on the paper's or the released code's objective) and :func:`concave_budget_plan` (the envelope
+greedy, exact for log-concave distributions), plus helpers shared with the exact planner. All pure;
+shapes: ``G`` bins, ``P`` prompts, ``A`` arms. Detail: docs/design-notes.md#gdro_lab-allocation-bin_plans.
 """
 
 from __future__ import annotations

@@ -1,49 +1,13 @@
 """Knapsack-RL's rollout budget allocation as pure functions (arXiv 2509.25849).
 
-Follows the paper's objective (``objective="paper"``, the default) or its released code's DP
-(``objective="code"``; liziniu/KnapsackRL, ``verl/trainer/ppo/exploration_utils.py``,
-``sampling_budget_by_knapsack`` and ``solve_by_dp``; read, not copied). A prompt with success rate
-p given N rollouts is worth
-
-    value(N; p) = (1 - p^N - (1 - p)^N) * p (1 - p)^2
-
-(P(non-zero GRPO gradient) times the code's information gain p (1 - p)^2), and its cost to reach a
-non-zero gradient with probability alpha is log(1 - alpha) / log(max(p, 1 - p)). A step's plan:
-
-1. prompts whose estimate is not valid yet (too few rollouts seen) get n_default (the code: n);
-   valid prompts with p = 0 or p = 1 get n_min (the code's negative_n = positive_n = min_n);
-   "effective" prompts (0 < p < 1) start at n_min;
-2. the rest R of the budget: with no effective prompt it goes to the p = 0 prompts in equal
-   shares (else every prompt gets n_default); otherwise, when the effective prompts' summed cost
-   sum_i int(min(n_max, cost_i)) is below R (the code's allow_fallback, the paper's fallback), the surplus
-   goes in equal shares to the valid p = 0 prompts, and only when there is none to every
-   non-effective prompt (p = 1 and not yet valid); R shrinks to that cost;
-3. R is spent over the effective prompts, extra rollouts k_i in 0..n_max - n_min with
-   sum k_i <= R, maximising
-   - ``paper``: sum_i value(n_min + k_i; p_i), the paper's sum over every prompt (p = 0 and 1
-     are worth 0 at any N, so with the fallback off and every estimate valid the plan maximises it
-     over all plans with the exact total in the box; with the fallback on, over the plans that give
-     the effective prompts what the fallback leaves them);
-   - ``code``: sum_{i: k_i > 0} value(n_min + k_i; p_i): the code's DP credits 0 to a prompt left
-     at n_min (its option "don't allocate"), not value(n_min), so it over-rewards moving a prompt
-     off n_min and spreads the budget over more prompts than the paper's optimum. On 60 random
-     instances (2-5 prompts, 15% each at p = 0 and p = 1, n in [2, 12], total 4 P, fallback off) its
-     plan falls short of the paper's optimum on 13 (median 0.8% of the objective, at most 6.2%);
-     with every prompt effective on 22 (median 0.7%, at most 3.3%) (docs/arena.md; the numbers are
-     tests/gdro_lab/allocation/test_knapsack.py's).
-   Both are concave in k_i (increments of value decrease in N; the code's first increment is
-   value(n_min + 1) >= its second), so the greedy on marginal gains
-   (:func:`gdro_lab.allocation.separable.separable_plan`) is the exact optimum of either and spends
-   min(R, the prompts' room) as the code's DP does (tests/gdro_lab/allocation/test_knapsack.py checks
-   the paper's against a brute force over every plan and the code's against a loop of its DP);
-4. budget still left (every effective prompt at n_max) is spread in equal shares.
-
-Departs from the code: every share respects n_max (the code's equal shares and leftovers may
-exceed it; here an amount that does not fit moves on to prompts with room), so the plan always
-spends exactly ``total`` within [n_min, n_max]; the DP is replaced by the equivalent exact greedy
-(the code's DP is O(P R K), ~1.3 M operations at 256 prompts, and needs numba); the fallback's
-p = 0 prompts are the valid ones (the code's success-rate array is 0 for a prompt without a valid
-estimate too, so it counts those among its p = 0 prompts).
+A prompt with success rate p given N rollouts is worth value(N; p) = (1 - p^N - (1 - p)^N) p (1 - p)^2;
+the plan maximises the paper's sum of value over every prompt (``objective="paper"``, default) or the
+released code's DP objective (``objective="code"``, a prompt left at n_min credited 0), and always spends
+exactly ``total`` within [n_min, n_max]. Departs from the code (liziniu/KnapsackRL, read, not copied):
+- every share respects n_max (the code's equal shares may exceed it), so the budget is always exact;
+- the DP is replaced by the equivalent exact greedy on marginal gains (the code's DP needs numba);
+- the fallback's p = 0 prompts are the valid ones (the code also counts prompts without an estimate).
+The plan step by step, and how the two objectives differ: docs/design-notes.md#gdro_lab-allocation-knapsack.
 """
 
 from __future__ import annotations

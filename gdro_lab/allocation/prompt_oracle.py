@@ -1,12 +1,9 @@
 """The per-prompt optimum of the variance proxy and the SE proxies per prompt (Eq. 28 and 33 with P bins).
 
-With each prompt its own bin, Eq. 28's variance proxy of a plan is V(n) = (1/P) sum_i v_i / n_i and
-Eq. 33's weighted SE is WSE(n) = (1/P) sum_i sigma_i / sqrt(n_i), sigma_i = sqrt(v_i). The
-per-prompt oracle is the exact integer minimiser of V under the exact budget sum_i n_i = P n_bar and
-the box [n_min, n_max] (the square-root law of Thm 4.2 per prompt; the greedy of
-:mod:`gdro_lab.allocation.separable` is exact since v / n is convex in n). Reductions are
-100 (1 - X(n) / X(n_bar)) as in the paper. A simulator knows v_i = 4 p_i (1 - p_i) exactly; the
-arena compares every allocator's reduction with the oracle's on the same batch.
+V(n) = (1/P) sum_i v_i / n_i and WSE(n) = (1/P) sum_i sigma_i / sqrt(n_i); the oracle is the exact integer
+minimiser of V under sum_i n_i = P n_bar in [n_min, n_max] (Thm 4.2 per prompt, by the greedy of
+:mod:`gdro_lab.allocation.separable`); reductions are 100 (1 - X(n) / X(n_bar)). Detail:
+docs/design-notes.md#gdro_lab-allocation-prompt_oracle.
 """
 
 from __future__ import annotations

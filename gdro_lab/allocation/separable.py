@@ -1,20 +1,10 @@
 """Exact integer plans for separable concave per-prompt objectives under an exact budget.
 
-Problem. P prompts, each with a value f_i(n) of n rollouts, concave in n on the arms
-n_min..n_max (its increments g_i(k) = f_i(n_min + k + 1) - f_i(n_min + k), k = 0..K-1, are
-non-increasing in k). Find
+    max sum_i f_i(n_i)   s.t.   sum_i n_i = total,   n_min <= n_i <= n_max,   f_i concave in n
 
-    max sum_i f_i(n_i)   s.t.   sum_i n_i = total,   n_min <= n_i <= n_max.
-
-The greedy on marginal gains is exact (the classic separable resource allocation result): start
-every prompt at n_min and grant the need = total - P n_min largest increments over all prompts;
-prompt i ends at n_min plus the number of its increments granted. With non-increasing rows the
-granted increments of a row are (in value) a prefix of it, so the counts alone define the plan.
-Ties resolve toward the lower increment index k, then the earlier prompt (a stable sort of the
-k-major flattening), so a plan is deterministic.
-
-Used by the per-prompt allocators (Knapsack-RL's value, VIP's variance, per-prompt Rollout-GDRO's
-cost, the simulator's per-prompt oracle); tested against brute force (tests/gdro_lab/allocation/test_separable.py).
+by the greedy on marginal gains (exact); ties go to the lower increment, then the earlier prompt, so a
+plan is deterministic. Tested against brute force (tests/gdro_lab/allocation/test_separable.py). Why it is
+exact: docs/design-notes.md#gdro_lab-allocation-separable.
 """
 
 from __future__ import annotations

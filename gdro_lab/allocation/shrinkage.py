@@ -1,19 +1,9 @@
 """Empirical-Bayes shrinkage of per-prompt success rates toward their bin (beta-binomial).
 
-Model. Prompt i of bin b has success probability p_i ~ Beta(alpha_b, beta_b); given p_i its s_i
-successes in n_i rollouts are Binomial(n_i, p_i). The prior of each bin is estimated from the
-prompts of the bin by the method of moments on the raw rates r_i = s_i / n_i:
-
-    m_b   = sum_i s_i / sum_i n_i                                   (pooled mean)
-    Var(r) = tau^2 + (m (1 - m) - tau^2) E[1 / n]                    (law of total variance)
-    tau^2 = max(0, (Var(r) - m (1 - m) E[1 / n]) / (1 - E[1 / n]))   (between-prompt variance of p)
-    kappa = alpha + beta = m (1 - m) / tau^2 - 1, clipped to [kappa_min, kappa_max]
-
-(the sample variance and E[1/n] are over the bin's prompts with n_i > 0, unweighted). The posterior
-of a prompt is Beta(alpha_b + s_i, beta_b + n_i - s_i) and its reward variance (rewards +-1) is
-estimated by the posterior mean of 4 p (1 - p) = 4 a b / ((a + b)(a + b + 1)). A prompt with no
-history gets its bin's prior; a large kappa (bins whose prompts look alike) shrinks hard toward the
-bin, a small one trusts the prompt's own counts. Shapes: ``P`` prompts, ``G`` bins.
+Prompt i of bin b has p_i ~ Beta(alpha_b, beta_b) and s_i ~ Binomial(n_i, p_i); the prior is the method
+of moments on the bin's raw rates, the posterior Beta(alpha_b + s_i, beta_b + n_i - s_i), and the
+reward variance (rewards +-1) its posterior mean of 4 p (1 - p). A prompt with no history gets its
+bin's prior. Shapes: ``P`` prompts, ``G`` bins. The estimator: docs/design-notes.md#gdro_lab-allocation-shrinkage.
 """
 
 from __future__ import annotations

@@ -3,11 +3,9 @@
 Paper: Thm 4.2 (Eq. 28-31). Minimise the variance proxy sum_b q_b v_b / n_b subject to
 sum_b q_b n_b = n_bar. Unconstrained solution n_b* = n_bar sqrt(v_b) / sum_j q_j sqrt(v_j);
 with the arm box n_min <= n_b <= n_max the KKT solution is n_b(mu) = clip(sqrt(v_b / mu)),
-with the shadow price mu chosen so that the budget holds. Both are implemented here, plus the
-rounding of real targets to integers with an exact total (sum_i n_i = P n_bar). The integer plans
-over per-bin arm distributions (the paper's one-arm-per-bin DP, the concave-envelope greedy) are in
-:mod:`gdro_lab.allocation.bin_plans` (importable from here too, as before). All functions are pure; shapes:
-``G`` bins, ``P`` prompts, ``A`` arms.
+with the shadow price mu chosen so that the budget holds; plus rounding to an exact integer total.
+Per-bin arm plans: :mod:`gdro_lab.allocation.bin_plans` (importable from here too). Pure; shapes: ``G`` bins, ``P``
+prompts, ``A`` arms.
 """
 
 from __future__ import annotations

@@ -1,29 +1,15 @@
 """Variance-proportional convex allocation (VIP, arXiv 2602.01601) and the square-root law per prompt.
 
-VIP minimises the expected gradient variance of a step under a hard rollout budget. Its analysis
-gives, per prompt with success probability p and n rollouts, Var = 4 sigma_Z^2 p (1 - p) / (n - 1)
-for RLOO and 4 sigma_Z^2 p (1 - p) (n - 1) / n^2 for Dr.GRPO. Both have the form w_i h(n_i) with
-w_i = p_i (1 - p_i); the convex program solved here is
+With w_i = p_i (1 - p_i), the exact integer optimum of
 
     min_n sum_i w_i / (n_i - c)   s.t.   sum_i n_i = total,   n_min <= n_i <= n_max
 
-with c = 1 (VIP's RLOO variance; the Dr.GRPO form is not convex on n in [2, 3], where its second
-derivative (2n - 6) / n^4 is negative, so it is not used) or c = 0 (Eq. 28's v / n: the
-square-root law of Thm 4.2 per prompt, what the per-prompt oracle and per-prompt Rollout-GDRO
-minimise). KKT: n_i = clip(c + sqrt(w_i) s, n_min, n_max) with s = 1 / sqrt(lambda); the budget
-sum_i n_i(s) is piecewise linear and non-decreasing in s with breakpoints (n_min - c) / sqrt(w_i)
-and (n_max - c) / sqrt(w_i), so s is found exactly by interpolation between them
-(:func:`sqrt_law_relaxed`; tested against scipy.optimize). The integer plan
-(:func:`round_relaxed`) starts from the floor of the relaxed solution and grants the remaining
-rollouts by the largest decrease of the objective; for a separable convex objective under one sum
-constraint an integer optimum lies between the floor and the ceiling of the relaxed one, so this
-is the exact integer optimum (tested against brute force and the greedy of
-:mod:`gdro_lab.allocation.separable`).
-
-Departs from VIP: the paper's Gaussian process over prompt embeddings is replaced (in the
-controller, :class:`gdro_lab.controllers.peer_allocators.VIPAllocator`) by a per-prompt Beta posterior; the
-code of the paper is not public (HieuNT91/VIP holds a placeholder), so the program follows the
-paper's text.
+for c = 1 (VIP's RLOO variance) or c = 0 (Eq. 28's v / n: Thm 4.2's square-root law per prompt):
+:func:`sqrt_law_relaxed` solves the KKT conditions exactly, :func:`round_relaxed` rounds to the integer
+optimum. Departs from VIP:
+- the Dr.GRPO variance form is not offered, because it is not convex on n in [2, 3];
+- the controller uses a per-prompt Beta posterior instead of VIP's Gaussian process, because VIP's code is not public.
+Derivation: docs/design-notes.md#gdro_lab-allocation-vip.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Rollout allocators' shared configuration and the two baselines Rollout-GDRO is compared with (§3.3, Thm 4.2).
 
-- :class:`AllocatorConfig`: the configuration of every rollout allocator (arm box, budget n_bar,
-  Rollout-GDRO's step sizes, feedback mode and planner);
-- :class:`UniformAllocator` (registry ``uniform``): GRPO, n_i = n_bar for every prompt; it keeps the
-  per-bin variance EMA that all allocators here share (so its logs carry the same SE terms);
-- :class:`SqrtAllocator` (registry ``sqrt``): the square-root (Neyman) law of Thm 4.2 on the
-  estimated (or, with ``oracle``, the true) per-bin variances, rounded per prompt to the exact budget.
-
-Rollout-GDRO itself, a :class:`UniformAllocator` with arm distributions and a shadow price, is in
-:mod:`gdro_lab.controllers.rollout_gdro` (which re-exports these names).
+:class:`AllocatorConfig` (every allocator's configuration), :class:`UniformAllocator` (``uniform``:
+n_i = n_bar, with the shared per-bin variance EMA) and :class:`SqrtAllocator` (``sqrt``: Thm 4.2's
+square-root law, ``oracle`` for true variances). Rollout-GDRO: :mod:`gdro_lab.controllers.rollout_gdro`
+(which re-exports these names).
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Rollout-GDRO's per-step arm arithmetic: sampling, the cost estimate and the mirror-descent step (§3.3).
 
-The rules are those of :mod:`gdro_lab.functional.update_rules` (``exp3p_probabilities``, ``arm_costs``,
-``importance_weighted_cost``, ``mirror_descent_step``, Eq. 19-20 as a cost); these forms give the
-same values, bit for bit (every float operation the same, in the same order), with fewer numpy
-calls, since a step is G ~ 10 bins of A ~ 11 arms and numpy's per-call cost exceeds the arithmetic:
-
-- sampling: one arm per bin by inverse CDF, n_b = n_min + #{a : cumsum(p_b)(a) < u_b} (capped at
-  the last arm), counted per row of the cumulative sum by one reduceat;
-- bandit feedback: the estimate is zero except at the sampled arm a_b, so
-  L_b(a) <- (1 - decay) L_b(a) - eta 1{a = a_b} cost_b(a_b) / p_b(a_b) changes one entry per row
-  (L - eta * 0 = L exactly); that entry is computed on Python floats, then every row is re-centred;
-- full feedback: cost_b(n) = v~_b n_bar / n + mu n / n_bar for every arm, one (G, A) table.
-
-Both steps assume every bin is present this step (the usual step); otherwise the caller uses the
-update_rules forms, which leave absent rows unchanged. tests/gdro_lab/controllers/test_rollout_gdro.py checks these
-against the update_rules forms.
+The rules of :mod:`gdro_lab.functional.update_rules` in forms that give the same values bit for bit
+with fewer numpy calls (inverse-CDF sampling, the one-entry bandit update, the (G, A) full-feedback
+cost table). They assume every bin is present this step; otherwise the caller uses the update_rules
+forms. Checked against them by tests/gdro_lab/controllers/test_rollout_gdro.py. Detail:
+docs/design-notes.md#gdro_lab-controllers-arm_updates.
 """
 
 from __future__ import annotations

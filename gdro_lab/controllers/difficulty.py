@@ -9,16 +9,10 @@ inner edges with bin 0 the hardest (Eq. 11), and a hysteresis margin delta. Depa
   them accuracy 0, inflating accbin_0 early in training);
 - an uncertainty-aware variant (the paper's future work): Beta posterior on the per-rollout
   success rate over the window, bin by the posterior mean of pass@k, move only when the
-  credible interval clears an edge.
-
-``exclude_extremes`` (the released code's ``passk_exclude_extremes``, used by its 3-bin runs): a
-prompt whose window is all pass@k = 0 (no success in any visit) or all pass@k = 1 (every visit had
-fewer than k failures), i.e. a window estimate of exactly 0 or 1, goes to one extra class, the last
-bin index len(edges) + 1, so weighters and allocators see num_bins = len(edges) + 2 and give it a
-weight like any bin (as the code gives "accbin_excl" an EXP3P weight). The test is on the window's
-exact per-visit values, not on the running sum, so rounding never decides it. Departure: a prompt
-leaving the extra class is re-binned from its estimate as a new prompt is (no hysteresis); the code
-applies hysteresis against the last regular bin it kept for the prompt.
+  credible interval clears an edge;
+- ``exclude_extremes`` (the code's 3-bin option): a window estimate of exactly 0 or 1 goes to one
+  extra class; a prompt leaving it is re-binned without hysteresis, for simplicity. Detail:
+  docs/design-notes.md#gdro_lab-controllers-difficulty.
 """
 
 from __future__ import annotations

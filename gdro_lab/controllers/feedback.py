@@ -3,19 +3,9 @@
 A training loop builds one :class:`StepFeedback` per step after scoring the rollouts and passes
 the same object to the classifier, the prompt weighter and the rollout allocator.
 Rollouts are flat and ragged: prompt i owns the next ``counts_P[i]`` entries of ``rewards_R``.
-Construction checks every field once (gdro_lab.checks): NaN/inf rewards or losses, non-integer
-or zero counts, bins below -1, successes other than 0/1 and an empty batch are one-line errors;
-a controller checks bins < its num_bins when it reads the feedback (``check_num_bins``, O(1)).
-
-Single pass (issue 23): the per-step quantities several consumers need (group offsets,
-successes per prompt, reward mean / variance per prompt, constant groups, prompts per bin,
-per-bin means) are computed once, on first use, and cached on the record (shared arrays);
-the controllers, the signals, the GRPO advantages and the step record read them instead of
-re-validating and recomputing the same arrays. These shared arrays are not copied for each reader:
-read them, never modify them in place (the public methods of the old API, ``successes_P()`` and
-``variance_by_bin()``, still return copies). Each value is computed exactly as the
-corresponding function of gdro_lab.functional.grpo / gdro_lab.functional.diagnostics computes it (same operations in
-the same order), so the cache changes no result.
+Construction checks every field once (gdro_lab.checks); bins < num_bins are checked by the reader.
+Per-step statistics are computed once and cached on the record as shared arrays: read them, never
+modify them in place. Why and how: docs/design-notes.md#gdro_lab-controllers-feedback.
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
 """Published per-prompt rollout allocators as registry controllers: Knapsack-RL and VIP.
 
-Both share the allocator interface (``plan(bins_P, prompt_ids=None) -> n_P`` with sum exactly
-P n_bar in [n_min, n_max], ``update(feedback)``, state dicts with the RNG) and keep a per-prompt
-outcome history (:class:`gdro_lab.controllers.prompt_stats.PromptStats`). The math is in pure modules:
-:mod:`gdro_lab.allocation.knapsack` (value, cost, the plan) and :mod:`gdro_lab.allocation.vip` (the convex program).
-
-- ``knapsack`` (:class:`KnapsackAllocator`), arXiv 2509.25849, code liziniu/KnapsackRL. Success
-  estimate as the code's reward buffer: the mean of the prompt's most recent 16 rollouts, trusted
-  once the prompt has min_history (8) rollouts (the code's min_buffer_length); untrusted or unseen
-  prompts get n_bar (the code's n). Bins are not used. ``objective``: the paper's (sum of value
-  over every prompt, the default) or the code's DP (a prompt left at n_min credited 0; the method
-  ``knapsack_code``); where the two differ is in :mod:`gdro_lab.allocation.knapsack`.
-- ``vip`` (:class:`VIPAllocator`), arXiv 2602.01601. Per-prompt Beta posterior
-  Beta(kappa0 m + s_i, kappa0 (1 - m) + n_i - s_i) with the running batch success rate m (EMA) as
-  the prior mean, strength kappa0 = prior_strength, and the prompt's counts discounted by
-  history_decay per visit ("recent rollouts"); weights w_i = E[p (1 - p)] under it; plan =
-  the exact integer optimum of min sum_i w_i / (n_i - 1) (VIP's RLOO variance; ``form='sqrt'``:
-  w_i / n_i). m is per rollout: each step's observation is the batch's successes over its
-  rollouts (a prompt with more rollouts weighs more), not the mean of the prompts' success rates.
-  Departs from VIP: no Gaussian process over prompt embeddings, so an unseen prompt gets the prior
-  (VIP's GP would borrow from similar prompts) and prompts share nothing but m.
-Without ``prompt_ids`` both plan n_bar for every prompt (no history to read).
+Both share the allocator interface (sum exactly P n_bar in [n_min, n_max], state dicts with the RNG),
+keep a per-prompt history (:class:`gdro_lab.controllers.prompt_stats.PromptStats`), and plan n_bar for
+every prompt without ``prompt_ids``. The math: :mod:`gdro_lab.allocation.knapsack`, :mod:`gdro_lab.allocation.vip`.
+- ``knapsack`` (arXiv 2509.25849): success estimate = the mean of the last 16 rollouts, trusted after 8, as the
+  code's reward buffer;
+- ``vip`` (arXiv 2602.01601): Beta posterior with the running batch success rate as prior mean; departs
+  from VIP: no Gaussian process over prompt embeddings, so unseen prompts get the prior.
+Details: docs/design-notes.md#gdro_lab-controllers-peer_allocators.
 """
 
 from __future__ import annotations

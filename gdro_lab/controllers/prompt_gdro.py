@@ -19,10 +19,7 @@ Departures, and why:
 - The gamma mixing runs over all B bins (the code mixes over bins present in the batch).
 - Unassigned prompts (never seen by the classifier) get multiplier 1 and feed no bin.
 - Default signal is the failure rate (see gdro_lab.controllers.signals for why the surrogate is ~0).
-
-Each rule is a pure function in gdro_lab.functional.update_rules (debiased_signal, ema_from_first,
-omega, entropic_weights), tested against hand-computed values; bins absent from a step keep
-their score bit-for-bit.
+Each rule is a pure function in gdro_lab.functional.update_rules.
 """
 
 from __future__ import annotations

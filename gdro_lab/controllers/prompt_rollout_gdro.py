@@ -1,32 +1,15 @@
 """Per-prompt Rollout-GDRO (registry ``gdro_prompt``): Rollout-GDRO's cost and shadow price per prompt.
 
-Rollout-GDRO (:mod:`gdro_lab.controllers.rollout_gdro`, §3.3) prices an arm n of bin b at
-cost_b(n) = v~_b n_bar / n + mu n / n_bar with v~ the bin's variance relative to the batch. Here
-each prompt gets its own variance estimate and its own cost:
-
-    v_i   = E[4 p (1 - p)] under Beta(alpha_b + s_i, beta_b + n_i - s_i)   (empirical Bayes, below)
+    v_i   = E[4 p (1 - p)] under Beta(alpha_b + s_i, beta_b + n_i - s_i)   (empirical Bayes per bin)
     v~_i  = max(v_i / mean_batch(v), variance_floor)
     cost_i(n) = v~_i n_bar / n + mu n / n_bar,     n in n_min..n_max
     plan  = argmin sum_i cost_i(n_i)  s.t.  sum_i n_i = P n_bar                       (exact)
     mu   <- max(0, mu + dual_lr (mean_i n*_i(mu) - n_bar) / n_bar),  n*_i = clip(n_bar sqrt(v~_i / mu))
 
-The planner is the exact one of Rollout-GDRO for log-concave arm distributions (the greedy on
-marginal gains, :func:`gdro_lab.allocation.separable.separable_plan`; -cost_i is concave in n), so the
-executed plan is the integer minimiser of the variance proxy sum_i v~_i / n_i (Eq. 28 per prompt,
-the square-root law on the estimates). Under the exact budget the mu term adds the same amount to
-every plan, so mu does not move the plan; it is the dual price (Eq. 21) at which the per-prompt best
-responses n*_i spend the budget on average, logged as Rollout-GDRO's is. Departs from Rollout-GDRO:
-no arm distributions and no mirror descent (a prompt is seen every few dozen steps, too rarely to
-learn logits per prompt; with full feedback the mirror-descent limit is this best response).
-
-Empirical Bayes (:mod:`gdro_lab.allocation.shrinkage`): per bin b a Beta(alpha_b, beta_b) prior whose pooled
-mean and between-prompt variance of p are estimated by the method of moments on the step's prompts
-of b (their discounted histories s_i, n_i after the step) and smoothed by an EMA over steps; a
-prompt's counts are discounted by history_decay at each visit. Unseen prompts (no history of their
-own): the prior of their bin (the pooled prior of all prompts while the bin has no estimate); an
-unseen prompt that is also unassigned (bin -1) gets n_bar, as in Rollout-GDRO, and the rest of the
-budget is planned over the others; with nothing observed at all every prompt gets n_bar. Without
-``prompt_ids`` every prompt is "unseen": the bin-level square-root law on the bins' priors.
+The plan is the integer minimiser of sum_i v~_i / n_i (Eq. 28 per prompt); mu is logged, not used by
+the plan. Unseen unassigned prompts get n_bar. Departs from Rollout-GDRO: no arm distributions and no
+mirror descent, because a prompt is seen too rarely to learn logits per prompt. Detail:
+docs/design-notes.md#gdro_lab-controllers-prompt_rollout_gdro.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """Per-prompt outcome history shared by the per-prompt allocators and the prompt selectors.
 
-Arrays indexed by the prompt's row in a :class:`gdro_lab.controllers.prompts.PromptIndex` (the run's, shared
-through ``bind_prompts``, or the history's own), grown by doubling; a prompt is *seen* once a visit
-has been recorded (``visits > 0``). Per row:
-
-- ``successes``, ``trials``: counts discounted by ``decay`` at each new visit,
-  s <- decay s + c, n <- decay n + m (decay 1 = every rollout ever, equally weighted);
-- ``recent``, ``recent_len``: the last 16 rollout outcomes as bits (bit 0 = the newest) and how
-  many there are, so the mean of the most recent rollouts is popcount(recent) / recent_len
-  (Knapsack-RL's reward buffer);
-- ``total``: rollouts ever seen; ``visits``; ``bin``: the bin of the last visit (-1 = unassigned);
-- ``easy_streak`` / ``hard_streak``: consecutive most recent visits whose success rate was
-  >= easy_rate / <= hard_rate (GRESO's reward traces reduced to what its skip rule reads).
-
-Pure bookkeeping, no randomness. A prompt twice in one step counts as two visits in batch order.
-``track`` names the groups a controller reads ("counts", "recent", "streaks"; "total", "visits" and
-"bin" are always kept), so each pays only for its own. The state is a plain dict of the seen
-prompts' ids and their rows of every array (JSON through gdro_lab.runformat.runlog.encode_state), so it loads
-into any numbering of the same ids.
+Arrays indexed by the prompt's row in a :class:`gdro_lab.controllers.prompts.PromptIndex`, grown by
+doubling: discounted ``successes`` / ``trials`` (s <- decay s + c), the last 16 outcomes as bits
+(``recent``), ``total``, ``visits``, the last ``bin`` and GRESO's ``easy_streak`` / ``hard_streak``.
+Pure bookkeeping, no randomness; ``track`` names the groups a controller reads. The state is a dict
+of the seen prompts' ids and rows, so it loads into any numbering of the same ids. Per field:
+docs/design-notes.md#gdro_lab-controllers-prompt_stats.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
-"""Prompt ids interned once to dense integer indices, so per-prompt state is arrays (issue 23).
+"""Prompt ids interned once to dense integer indices, so per-prompt state is arrays.
 
-A run interns its prompts' stable string ids once (at data loading, or on first sight) into a
-:class:`PromptIndex`: id -> index 0..N-1, append-only. Every step then moves int64 arrays:
-``classifier.bins(index_P)``, ``allocator.plan(bins_P, index_P)`` and
-``StepFeedback(index_P, ..., prompts=index)``. Controllers with per-prompt state
-(:class:`PerPromptState`) keep arrays indexed by the index itself, so a step costs a gather and a
-scatter instead of a dictionary lookup per prompt. String ids keep working everywhere: they are
-interned on the fly into the controller's index.
-
-Sharing is a speed-up, never a correctness condition: a controller built with
-``build(..., prompts=index)`` shares the run's index and reads the feedback's indices as they
-are; one that was not interns the feedback's ids into its own (``StepFeedback.index_in``).
-Snapshots stay self-contained: a per-prompt controller saves the ids of the prompts it tracks
-next to their rows, and loading interns them into whatever index it is bound to.
+A :class:`PromptIndex` maps id -> index 0..N-1, append-only; steps move int64 arrays and
+:class:`PerPromptState` keeps arrays indexed by it. String ids keep working (interned on the fly).
+Sharing the run's index (``build(..., prompts=index)``) is a speed-up, never a correctness condition;
+snapshots save ids next to rows, so they load into any index. Detail:
+docs/design-notes.md#gdro_lab-controllers-prompts.
 """
 
 from __future__ import annotations

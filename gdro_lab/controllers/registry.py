@@ -2,18 +2,11 @@
 
 Every controller of a family has the same constructor ``cls(config, seed)``, the same
 ``update(feedback) -> dict[str, float]``, and ``state_dict()`` / ``load_state_dict()`` (RNG
-included), so a training loop never branches on a controller's name:
-
-- ``classifier``: ``bins(prompt_ids) -> bins_P`` (-1 = unassigned), ``update(feedback)``
-- ``weighter``:   ``update(feedback)``, then ``multipliers(bins_P) -> m_P`` and ``bin_weights() -> q_G``
-- ``allocator``:  ``plan(bins_P, prompt_ids=None) -> n_P`` (sum exactly P n_bar; the ids let a
-  per-prompt allocator use a prompt's own history), then ``update(feedback)``
-- ``selector``:   ``screen(prompt_ids) -> keep_P`` before generation, ``accept(feedback) -> train_P``
-  after it, then ``update(feedback)`` (gdro_lab/controllers/selection.py: the equal-compute rule)
-
-Prompts are string ids or int indices of the run's :class:`~gdro_lab.controllers.prompts.PromptIndex`;
-``build(..., prompts=index)`` shares that index with a controller that keeps per-prompt state
-(one with ``bind_prompts``), so the loop's int indices are its rows.
+included), so a training loop never branches on a controller's name. The families ``classifier``,
+``weighter``, ``allocator`` and ``selector`` and their calls: docs/core.md and
+docs/design-notes.md#gdro_lab-controllers-registry.
+``build(..., prompts=index)`` shares the run's :class:`~gdro_lab.controllers.prompts.PromptIndex`
+with a controller that keeps per-prompt state (one with ``bind_prompts``).
 """
 
 from __future__ import annotations

@@ -1,46 +1,21 @@
 """Rollout-GDRO: a shadow-price controller choosing rollouts per bin at a fixed mean budget (§3.3).
 
-Per bin b a distribution p_b over arms n in {n_min..n_max}, p_b = (1 - gamma) softmax(L_b) + gamma / A.
-Each step, with realized shares q_hat and the per-bin variance proxy v_b (EMA of the mean
-within-prompt reward variance, Bessel, in the bin):
+Per bin b a distribution p_b over arms n in {n_min..n_max}, p_b = (1 - gamma) softmax(L_b) + gamma / A;
+each step (v_b: EMA of the bin's mean within-prompt reward variance, Bessel)::
+
     cost_b(n) = v~_b n_bar / n + mu n / n_bar,   v~_b = v_b / sum_j q_hat_j v_j
     L_b      <- (1 - decay) L_b - eta cost_hat_b                         (entropic mirror descent)
     mu       <- max(0, mu + alpha (sum_b q_hat_b n_b^sampled - n_bar) / n_bar)   (Eq. 21)
-where n^sampled draws one arm per bin from p_b. ``feedback='full'`` uses cost_hat = cost for all
-arms (the cost of every arm is known once v_b is estimated); ``'bandit'`` is EXP3P's
-importance-weighted cost of the sampled arm only, cost_b(a) 1{a sampled} / p_b(a).
-The executed plan meets sum_i n_i = P n_bar exactly, unassigned prompts getting n_bar. Planners:
-- ``exact`` (default): the exact argmax of the joint per-prompt probability
-  sum_i log p_b(i)(n_i) of the exploitation distribution softmax(L_b) (without the gamma floor,
-  which only serves sampling) under the exact budget, for any arm distributions
-  (:func:`gdro_lab.allocation.planner.exact.exact_plan`). Under bandit feedback the distributions are not
-  log-concave; the earlier concave-envelope greedy then executed plans up to hundreds of nats
-  below the optimum (a bin with p(2) = 0.62 sent 23 prompts to n = 10 where p ~ 0).
-  (Planning on the gamma-mixed p instead measured a bin with sigma 0.91 sent from its mode 6
-  to 2 in the simulator, because every off-mode arm sat on the same floor.)
-- ``dp_count``: the paper's DP (one arm per bin, §3.3) on the paper's "joint probability"
-  sum_b c_b log p_b(n_b); ``dp_bin``: the same DP on the released code's sum_b log p_b(n_b).
-  Both use the gamma-mixed p as the code does; single prompts move by +-1 in the rare case no
-  one-arm-per-bin plan hits the total. Once the p_b concentrate, every off-mode arm has the
-  same floor probability gamma / A, so closing a small budget gap costs the same whether a bin
-  moves by 1 or by 10: measured on a stationary 6-bin world ``dp_bin`` executed
-  (2, 4, 12, 2, 6, 3) where the distributions' modes were (2, 5, 6, 7, 6, 3).
-The names ``concave`` and ``paper`` of earlier versions are accepted as aliases of ``exact``
-and ``dp_bin``.
 
-Every rule is a pure function in :mod:`gdro_lab.functional.update_rules` (EMA from first observation,
-EXP3P probabilities, importance-weighted cost, mirror-descent step, dual step); bins absent
-from a step keep their arm logits and variance estimate bit-for-bit.
-
-Sign convention: we *minimise* cost = variance proxy v_b / n (Thm 4.2, Eq. 28) plus the price
-of compute. Its best response at price mu is n = n_bar sqrt(v~_b / mu) (Eq. 31), and the dual
-equilibrium sum q n = n_bar gives the square-root law. The released code instead adds the bin
-loss (rewarding arms with high loss) and never runs its update; the paper's Eq. 19-20 are a
-utility maximisation whose utility is unspecified. Costs are measured relative to the batch's
-mean variance and n relative to n_bar so mu is dimensionless: mu = 1 makes n_bar optimal when all
-bins are alike (the default start); positive rescaling of v or mu leaves the optimum unchanged.
-Unlike the code, the dual step uses the *sampled* plan, whose mean varies; the executed DP plan
-always meets the budget, so using it would freeze mu (the code's mu never moves).
+``feedback='full'`` knows every arm's cost, ``'bandit'`` is EXP3P's importance-weighted cost. The
+executed plan meets sum_i n_i = P n_bar exactly (unassigned prompts get n_bar); planners ``exact``
+(default), ``dp_count`` (the paper's DP) and ``dp_bin`` (the code's objective). Departures:
+- we minimise cost (Eq. 28 plus the price of compute; best response Eq. 31), since the code adds the loss and never
+  updates;
+- the dual step uses the sampled plan, because the executed plan always meets the budget and would freeze mu;
+- ``exact`` plans over prompts, not one arm per bin, because the paper's DP jumps between floor arms.
+Rules: :mod:`gdro_lab.functional.update_rules`; absent bins keep their state bit-for-bit. Why:
+docs/design-notes.md#gdro_lab-controllers-rollout_gdro.
 """
 
 from __future__ import annotations

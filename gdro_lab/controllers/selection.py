@@ -1,41 +1,18 @@
 """Prompt selectors (registry family ``selector``): which prompts are rolled out, which are trained on.
 
-Interface (uniform constructor ``cls(config, seed)``, state dicts with the RNG, like every
-controller):
-
-- ``screen(prompt_ids) -> keep_P`` before generation: False = skip the prompt (it costs nothing;
-  the loop draws the next prompts of its data order in its place, :func:`fill_batch`);
-- ``accept(feedback) -> train_P`` after generation: False = the prompt's group is not trained on
-  (its rollouts were generated and are counted as spent);
-- ``update(feedback) -> metrics`` with every generated group (selectors learn from all of them).
-
-Equal compute (the rule every loop applies): a step generates exactly P n_bar rollouts, as
-without a selector; the allocator plans them over the P prompts that passed ``screen``. What
-``accept`` drops is not refilled within the step: an oversampling selector (DAPO's dynamic
-sampling) trains on fewer prompts per step for the same generated rollouts, and its gain, if any,
-shows at equal generated rollouts and steps. ``compute/*`` metrics (:func:`compute_metrics`) count
-the rollouts and tokens generated and those trained on.
-
-- ``none``: keep and train on everything (GRPO's batch).
-- ``dynamic_sampling`` (DAPO, arXiv 2503.14476; verl-recipe ``dapo_ray_trainer.py``): train only on
-  groups whose successes are mixed (accuracy neither 0 nor 1). DAPO filters "prompts with the
-  accuracy equal to 1 and 0", and its verl scripts set ``algorithm.filter_groups.metric=acc`` (the
-  reward function's ``acc``, which the verl plugin passes as ``successes_R``; std > 0 of that
-  metric). So a group whose rewards differ but whose successes are all equal (partial credit, DAPO's
-  overlong penalty on some correct answers) is dropped, although its GRPO advantages are not all
-  zero. Departs from DAPO: at equal generated rollouts per step the dropped groups are not replaced
-  by new generation batches in the same step (DAPO generates until train_batch_size groups
-  survive, up to max_num_gen_batches), and the metric is fixed (verl's may be ``score`` or
-  ``seq_reward``, i.e. the rewards).
-- ``greso`` (GRESO, arXiv 2506.02177; Infini-AI-Lab/GRESO ``presampling_selector.py``, read, not
-  copied): skip a prompt before rollout with probability 1 - max(p_easy^k_e, 0.01) when its last k_e
-  visits were all correct (success rate >= 0.98) or 1 - max(p_hard^k_h, 0.01) when its last k_h
-  visits were all wrong (<= 0.11); p_easy and p_hard start at 0.5 and move by 0.01 per step within
-  [0.05, 0.95]: down (skip more) when the step's share of all-correct groups is at least
-  target_zero_variance / 3 (all-wrong: 2 target / 3), else up. After rollout it applies DAPO's filter
-  (on successes, as above), as GRESO's scripts do (``ttis.type=dynamic_sampling``). Departs: one
-  skip decision per prompt per draw with this controller's own generator; the targets are compared
-  with the step's shares, not with shares accumulated over GRESO's generation rounds.
+Interface (uniform constructor ``cls(config, seed)``, state dicts with the RNG): ``screen(prompt_ids)
+-> keep_P`` before generation (a skipped prompt costs nothing; :func:`fill_batch` draws the next);
+``accept(feedback) -> train_P`` after it (a dropped group's rollouts count as spent);
+``update(feedback) -> metrics`` with every generated group. Equal compute: a step generates exactly
+P n_bar rollouts and what ``accept`` drops is not refilled; ``compute/*`` (:func:`compute_metrics`)
+counts what was generated and trained on. Selectors: ``none``; ``dynamic_sampling`` (DAPO, arXiv
+2503.14476: train only on groups with mixed successes); ``greso`` (GRESO, arXiv 2506.02177: skip
+prompts with long all-correct / all-wrong streaks, then DAPO's filter). Departures:
+- dynamic_sampling does not regenerate dropped groups within the step, to keep compute equal;
+- its metric is fixed to successes (verl's ``acc``), not verl's configurable one;
+- greso draws one skip decision per prompt per draw with its own generator, and compares its targets with the step's
+  shares, not shares accumulated over generation rounds.
+The rules in full: docs/design-notes.md#gdro_lab-controllers-selection.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Difficulty signals: the per-prompt value Prompt-GDRO's adversary maximises (registered by name).
 
-Every signal has the same signature ``signal(feedback) -> signal_P`` (higher = the adversary
-wants more weight there); they read the feedback's cached per-prompt statistics, and may return
-one of them (``failure_rate``: the weighter and the step record share it), so a caller must not
-modify the returned array in place.
-
-- ``surrogate`` (paper Eq. 6-7): l(x_i) = (1/n_i) sum_j l_ij with l_ij = -J^CLIP_ij + beta KL,
-  from per-rollout losses a trainer supplies in ``feedback.losses_R``. **Why it averages to ~0:**
-  on-policy (rho = 1, the first PPO mini-batch) J^CLIP_ij = A_ij, and group-normalised GRPO
-  advantages sum to zero within every group, so l(x_i) = -(1/n) sum_j A_ij + beta KL = beta KL.
-  What is left is the KL term plus the drift of rho across later mini-batches and clipping:
-  small, and unrelated to how hard the prompt is. Without ``losses_R`` this signal returns
-  that on-policy value (-mean_j A_ij = 0), which makes the degeneracy explicit.
-- ``failure_rate`` (default): 1 - mean success. It is the group risk L_b of Eq. 8 for the
-  0/1 loss, the quantity whose worst group GDRO is meant to lift, and it is never degenerate.
-- ``reward_std``: within-prompt reward std (population). Peaks at success 1/2 and is 0 on
-  all-fail / all-pass prompts, whose GRPO advantages are 0 anyway: it steers weight to the
-  "learnable frontier" (Foster et al. 2025) that the paper's adversary ends up favouring.
+Every signal has the same signature ``signal(feedback) -> signal_P`` (higher = more weight); it may
+return a cached array of the feedback, so a caller must not modify it in place.
+- ``surrogate`` (paper Eq. 6-7) from ``feedback.losses_R``: averages to ~0 on-policy, since GRPO advantages sum to
+  zero per group;
+- ``failure_rate`` (default; departs from the paper's surrogate, which carries no difficulty signal):
+  1 - mean success, the group risk L_b of Eq. 8 for the 0/1 loss;
+- ``reward_std``: within-prompt reward std (population). Why: docs/design-notes.md#gdro_lab-controllers-signals.
 """
 
 from __future__ import annotations

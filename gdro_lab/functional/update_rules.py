@@ -2,17 +2,10 @@
 
 The controllers (prompt_gdro.py, rollout_gdro.py) and the simulator's Knapsack baseline call
 these; no rule is written inline anywhere else. Each function returns new arrays and never
-modifies its inputs. Shapes: ``G`` bins, ``A`` arms.
-
-"Absent" bins (no prompt this step) are marked by NaN observations or a False ``present_G``
-mask; every rule leaves their state bit-for-bit unchanged.
-
-The per-bin rules of Prompt-GDRO and the variance proxy also come as plain-Python forms on floats
-and short lists (``ema_value``, ``debiased_value``, ``omega_list``, ``entropic_weights_list``):
-with G ~ 10 bins numpy's per-call cost is larger than the arithmetic, so the controllers' per-step
-path uses these. ``ema_value`` and ``debiased_value`` give bit-for-bit the array forms' values;
-the two list forms may differ from them in the last bits (math.exp and a sequential sum against
-numpy's exp and pairwise sum); tests/gdro_lab/functional/test_update_rules.py checks both.
+modifies its inputs. Shapes: ``G`` bins, ``A`` arms. "Absent" bins (NaN observations or a False
+``present_G``) keep their state bit-for-bit. Plain-Python forms (``ema_value``, ``debiased_value``,
+``omega_list``, ``entropic_weights_list``) serve the per-step path; the list forms may differ in the
+last bits. Why: docs/design-notes.md#gdro_lab-functional-update_rules.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Run directory: the one on-disk format every producer writes and every reader reads.
 
-Layout (format ``gdro-run``, version :data:`FORMAT_VERSION`; see ``docs/run-format.md``)::
-
-    RUN_DIR/
-      meta.json          format, version, producer, num_bins, bin labels, status
-      config.json        the resolved config of the producer (one source of truth)
-      steps.jsonl        one JSON object per line and per step: step, scalars, bins
-      eval.jsonl         optional: one line per evaluation: step, metrics
-      snapshots/step_XXXXXXXX.json   controller state_dicts (numpy arrays and RNG included)
-      .writer.lock       the one-writer lock (:class:`RunLock`)
-
-A step is one line, so a crash can only tear the last line; readers drop a torn
-last line and report a corrupt line anywhere else. JSON files other than the
-``.jsonl`` logs are written to a temporary name and renamed (atomic on POSIX).
+Format ``gdro-run``, version :data:`FORMAT_VERSION` (layout: ``docs/run-format.md``): meta.json,
+config.json, steps.jsonl (one line per step), eval.jsonl, snapshots/ and the one-writer lock
+(:class:`RunLock`). Readers drop a torn last line and report a corrupt line anywhere else; JSON files
+other than the logs are written to a temporary name and renamed (atomic on POSIX).
 """
 
 from __future__ import annotations

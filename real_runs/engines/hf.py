@@ -1,23 +1,10 @@
 """The ``hf`` rollout engine: transformers ``generate`` with per-prompt sample counts.
 
-Prompt i is expanded into ``counts_P[i]`` rows; rows are sorted by prompt length and packed into
-batches under a token budget (rows x (longest prompt + max_new_tokens) <= ``max_batch_tokens``),
-left-padded with explicit attention masks so ``generate`` derives position ids from the mask
-and decodes with its KV cache. Results are put back in prompt order: prompt i owns the next
-``counts_P[i]`` samples (the core's ``StepFeedback`` layout). Generation stops at the model's EOS
-tokens (``generation_config.eos_token_id`` and the tokenizer's eos) or at ``max_new_tokens``.
-
-Log-probs: ``logprobs[r][t]`` is log softmax of the RAW logits (temperature 1, no top-p/top-k)
-at the sampled token, i.e. exactly what a teacher-forced forward pass over prompt + response
-gives, so the trainer's ratio starts at 1 when nothing changed (in fp32; bf16 differs by
-rounding). They are captured by a logits processor that runs before the temperature/top-k/top-p
-warpers; the model's own ``generation_config`` defaults (e.g. Qwen3's top_k=20) are ignored:
-only the :class:`~real_runs.types.SamplingParams` given apply.
-
-Randomness: with ``sampling.seed`` set, batch b samples from ``torch.manual_seed(SeedSequence
-([seed, b]))`` inside ``torch.random.fork_rng`` (the caller's RNG is untouched), so one call with
-the same prompts, counts and seed returns the same samples. With ``seed=None`` the global torch
-RNG is used (and advanced), which a trainer checkpoints with its other RNGs.
+Prompt i owns the next ``counts_P[i]`` samples; rows are length-sorted and packed under
+``max_batch_tokens``. ``logprobs[r][t]`` is log softmax of the RAW logits at the sampled token (what a
+teacher-forced pass gives); only the given :class:`~real_runs.types.SamplingParams` apply. With
+``sampling.seed`` set one call is reproducible and the caller's RNG untouched. Detail:
+docs/design-notes.md#real_runs-engines-hf.
 """
 
 from __future__ import annotations

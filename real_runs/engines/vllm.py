@@ -1,37 +1,13 @@
 """The ``vllm`` rollout engine: offline ``vllm.LLM``, one request with ``n = counts_P[i]`` per prompt.
 
-GPU only, optional extra ``[vllm]`` in its own environment (vLLM 0.33 pins torch 2.14.0 and
-transformers < 5.21). The parts that need no GPU are pure functions tested on CPU against
-vLLM's real classes: :func:`build_requests` (token-id prompts + one ``vllm.SamplingParams`` per
-prompt, prompts with a zero count left out) and :func:`unpack_outputs` (``RequestOutput`` /
-``CompletionOutput`` -> flat :class:`~real_runs.types.Rollouts`, prompt i owning the next
-``counts_P[i]`` samples). Prompts are tokenized by the same rule as the hf engine and sent as
-``prompt_token_ids``, so both engines see identical tokens.
-
-Log-probs: ``logprobs=0`` returns the sampled token's log-prob, and the engine is built with
-``logprobs_mode="raw_logprobs"`` (vLLM's default in 0.33, set explicitly): log softmax of the raw
-logits before temperature / top-k / top-p, as in the hf engine and a teacher-forced pass.
-Seeds: with ``sampling.seed`` set, every rollout of a call gets its own seed. Prompt i's request
-gets s_i = ((b + i) mod 2^31 / S) S, with b a hash of the seed and the stride S =
-:data:`SEED_STRIDE` (so every seed stays below 2^31); vLLM draws the k-th sample of a request with seed s_i + k (its
-``ParentRequest`` in ``vllm/v1/engine/parallel_sampling.py``: each child request gets
-``seed + index``), so rollout (i, k) has seed s_i + k, and the blocks [s_i, s_i + S) of different
-prompts are disjoint: no two rollouts of a call share a seed (:func:`rollout_seeds`,
-:func:`check_rollout_seeds`, which :func:`build_requests` enforces). Seeding every request alike
-would make a group's rollouts identical and every GRPO advantage 0; ``gdro train`` with
-``train.deterministic=true`` relies on this rule. Samples do not depend on how vLLM schedules the
-batch.
-
-Training (colocated, one GPU, tensor parallel 1): the engine runs in-process
-(``VLLM_ENABLE_V1_MULTIPROCESSING=0``, as TRL's colocate mode and verl's in-process sync do), so
-``load_weights(state_dict)`` hands the trainer's tensors straight to vLLM's
-``model.load_weights`` through ``LLM.apply_model`` (vLLM fuses q/k/v and gate/up itself), then
-resets the prefix cache (its KV was computed with the old weights). ``sleep()`` /
-``wake_up()`` wrap ``LLM.sleep(level=1)`` / ``LLM.wake_up()`` (``enable_sleep_mode=True``): weights
-offloaded to CPU and the KV cache freed while the trainer updates.
-
-NOT RUN HERE: nothing in :class:`VLLMEngine` has been executed (no GPU on the development
-machines); only ``build_requests`` / ``unpack_outputs`` are tested, on CPU.
+GPU only, optional extra ``[vllm]`` in its own environment. :func:`build_requests` and
+:func:`unpack_outputs` are pure and tested on CPU against vLLM's classes; prompts are sent as the same
+token ids as the hf engine's. Log-probs are of the raw logits (``logprobs_mode="raw_logprobs"``), as in
+the hf engine. With ``sampling.seed`` set, rollout (i, k) has seed s_i + k and no two rollouts of a call
+share a seed (:func:`rollout_seeds`, :func:`check_rollout_seeds`). Training: in-process engine,
+``load_weights`` through ``LLM.apply_model``, ``sleep()`` / ``wake_up()``. NOT RUN HERE: only
+``build_requests`` / ``unpack_outputs`` have been executed (on CPU). Detail:
+docs/design-notes.md#real_runs-engines-vllm.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """The allocation arena on the CPU LM study: the arena's methods through the real trainer.
 
-Same model, warm start, tasks, loss and reward as ``gdro study lm`` (real_runs/lmstudy/study.py);
-each method is the trainer's ``method.allocator`` / ``method.selector`` by registry name:
-GRPO, Rollout-GDRO, per-prompt Rollout-GDRO (``gdro_prompt``), Knapsack-RL, VIP, DAPO dynamic
-sampling and GRESO. Equal compute: every step generates exactly prompts_per_step x n_bar
-rollouts (the trainer checks the plan every step); their generated tokens differ and are logged
-(``compute/tokens_generated``), so the table gives both.
-
-Fair comparison: every method at its own best learning-rate scale from LR_SCALES (x the study's lr),
-chosen on the **val** half of the held-out problems (every other problem of each skill), reported on
-the **test** half, paired by seed (same warm start, data order and sampler seed), mean ± 95% t-interval.
-
-Reduced setting (stated in the report), sized for the loaded shared 2-core machine: ARENA = a
-shorter warm start (300 steps x 64 problems instead of 2,000 x 128; same model, tasks and slip rate),
-3 seeds x 60 RL steps x 16 prompts over a 320-prompt pool (the first 20 steps are a pass over unseen
-prompts, where every allocator plans n_bar), 100 held-out problems per skill (50 val, 50 test), one
-evaluation at the end (k = 8 samples of each held-out problem). The default LM study's runs cost
-about 0.75 s per step of 64 prompts on a quiet core.
-
-Writes ``lm-arena.json`` (markdown lines and decision lines that the simulator arena report embeds)
-and reuses a finished run directory whose config is unchanged, so a rerun redoes only what changed.
+Same model, warm start, tasks, loss and reward as ``gdro study lm``; each method is the trainer's
+``method.allocator`` / ``method.selector``. Equal compute (prompts_per_step x n_bar rollouts per step);
+every method at its own best lr scale from LR_SCALES chosen on **val**, reported on **test**, paired by
+seed. Reduced setting ``ARENA``, stated in the report. Writes ``lm-arena.json`` and reuses unchanged
+finished runs. The setting: docs/design-notes.md#real_runs-lmstudy-arena; cost per step:
+docs/benchmarks.md#real_runs-lmstudy-arena.
 """
 
 from __future__ import annotations

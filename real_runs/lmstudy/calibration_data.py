@@ -1,18 +1,9 @@
 """``gdro study lm --calibration-data OUT``: what ``gdro calibrate`` needs from the LM study, as plain files.
 
-Two pieces, both from the study's cached warm start, both through the real code path:
-
-1. **Seed 0's warm start on its training pool** (``OUT/warmstart-eval/``): every prompt of the study's
-   training pool sampled ``k`` times at the *training* rollout sampling (temperature 1, no top-p /
-   top-k, the study's 16 new tokens) and scored by the math reward; written like
-   ``gdro eval --out DIR --save-samples`` (a run directory with ``eval.jsonl``, plus
-   ``eval_samples_step0.jsonl``: ``id``, ``sample``, ``success``, ``text``, ``group``, ``source`` per response).
-2. **A short plain-GRPO learning-rate sweep** (``OUT/sweep/grpo-lr<lr>/``): the study's trainer
-   config (``study.trainer_config``: same pool, batch, n̄, loss, held-out evaluation) at a few learning
-   rates for a few tens of steps, seed 0; ordinary ``gdro train`` run directories.
-
-Nothing here imports the simulator: ``gdro calibrate --samples OUT/warmstart-eval --sweep OUT/sweep/*``
-reads these files. Finished pieces are reused when the command is run again.
+Seed 0's warm start sampled on the training pool (``OUT/warmstart-eval/``, as ``gdro eval
+--save-samples``) and a short plain-GRPO learning-rate sweep (``OUT/sweep/grpo-lr<lr>/``), both through
+the real code path; nothing here imports the simulator. Finished pieces are reused. Detail:
+docs/design-notes.md#real_runs-lmstudy-calibration_data.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The CPU learning study's baselines and verdicts: tuned GRPO, paired gains, and the paper's claims.
 
-- **Tuned GRPO**, per metric: the point of GRPO's learning-rate grid whose seed mean on the **val**
-  half is highest; its runs' **test** half is the baseline (the same rule as the simulator's
-  studies, ``studykit.lrgrid``).
-- **Paired gains** of every method over GRPO (same lr), the two step-matched GRPOs and tuned GRPO,
-  by seed (each seed: its own warm start, data order and sampler seed): mean ± 95% t-interval
-  (``studykit.stats``).
-- **Claims** (``studykit.claims``): a 0.5 M-parameter model on synthetic arithmetic is not the
-  paper's models and benchmarks, so every measured claim is "direction only", its size printed
-  next to the paper's; the rest are printed as "untested" with the reason.
+Tuned GRPO per metric (chosen on **val**, ``studykit.lrgrid``), paired gains by seed (``studykit.stats``)
+and the claims (``studykit.claims``: "direction only" or "untested", since the model is not the
+paper's). Detail: docs/design-notes.md#real_runs-lmstudy-claim_verdicts.
 """
 
 from __future__ import annotations

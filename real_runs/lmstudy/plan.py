@@ -1,16 +1,8 @@
 """Which run of the CPU learning study runs when, and what a (possibly interrupted) study folder holds.
 
-Order (``cfg.jobs`` single-thread workers): every seed's warm start first (one worker each; cached
-per seed), then, seed by seed as its warm start is ready, the warm start's evaluation,
-Prompt-GDRO, GRPO, Rollout-GDRO, joint and GRPO at the other points of its learning-rate grid; then
-
-- **step-matched GRPO** once Prompt-GDRO has finished on every seed (its factors c1 = E[m] and
-  c2 = sqrt(E[m^2]) pool all seeds: ``studykit.stepmatch``; a factor within 2% of 1 reuses GRPO);
-- **grid extensions** once every grid point has finished on every seed: while GRPO's best point
-  on the val half (for pass@1, pass@8 or worst-group pass@1, seed means) is an end of its grid,
-  one more sqrt(2) step there (``studykit.lrgrid``, at most ``cfg.lr_extend`` per side).
-
-A run directory that finished is reused, so an interrupted study continues where it stopped.
+Warm starts first, then per seed the evaluation, Prompt-GDRO, GRPO, Rollout-GDRO, joint and GRPO's lr
+grid; step-matched GRPO once Prompt-GDRO finished on every seed; grid extensions once the grid
+finished. A finished run directory is reused. The order in full: docs/design-notes.md#real_runs-lmstudy-plan.
 """
 
 from __future__ import annotations

@@ -1,34 +1,14 @@
 """``gdro study lm``: GRPO (same lr, step-matched, tuned) vs Prompt-GDRO / Rollout-GDRO / joint on CPU.
 
-Every run goes through the real trainer (:func:`real_runs.train.main`) with the real loss,
-engine, sampler and math reward; only the model (a small Qwen3 from :mod:`.warmstart`), the
-tokenizer (:mod:`.tokenizer`) and the data (:mod:`.tasks`) are small. Seed s starts from its own
-warm start (supervised seed ``warm.seed + s``, cached per seed), so the intervals over seeds
-include the warm start's variation as well as RL's sampling noise; within a seed every method
-starts from the same weights and spends exactly the same rollouts (``prompts_per_step * n_bar``).
-
-Baselines (the same definitions as the simulator's studies):
-
-- **GRPO** at the study's learning rate, as the paper compares;
-- **step-matched GRPO** (``studykit.stepmatch``): GRPO with every advantage multiplied by
-  Prompt-GDRO's measured c1 = E[m] (``grpo_matched_first``) or c2 = sqrt(E[m^2])
-  (``grpo_matched_second``), over every trained prompt of all its seeds, through
-  ``loss.adv_scale``. Under AdamW that is NOT the same as scaling the learning rate: Adam divides
-  by the gradient's running RMS, so a uniform advantage scale changes the update only through its
-  balance with the KL term and the clips, which is all Prompt-GDRO's multipliers change about the
-  overall scale; scaling the lr would make the step itself c times larger, which the multipliers do not;
-- **tuned GRPO**: GRPO on a learning-rate grid of sqrt(2) steps around the study's lr, extended
-  while its best point on the held-out **val** half is at an edge (``lr_extend`` steps at most);
-  every gain is reported on the **test** half (other problems; :func:`tasks.heldout_halves`).
-
-The scheduling (which run when) is in :mod:`.plan`, the whole pipeline (runs, slips, report) in
-:mod:`.pipeline`; runs are single-thread processes, and a finished run directory is reused when
-the study is run again with the same settings.
-
-Departures from the paper: a 0.5 M-parameter model on synthetic arithmetic instead of Qwen3
-1.7-8B on DAPO-Math; 64 prompts per step and a few hundred steps instead of 256 and 1,000; the
-held-out groups are the suite's skills (not benchmarks). Everything else (bins, controllers,
-loss, KL, clip, advantage clipping, arms 2..12 with mean 4) is the trainer's paper setting.
+Every run goes through the real trainer (:func:`real_runs.train.main`); only the model
+(:mod:`.warmstart`), the tokenizer (:mod:`.tokenizer`) and the data (:mod:`.tasks`) are small. Within a
+seed every method starts from the same weights and spends exactly the same rollouts. Baselines: GRPO,
+step-matched GRPO (``studykit.stepmatch``) and tuned GRPO (lr grid chosen on **val**, reported on
+**test**). Scheduling: :mod:`.plan`; the pipeline: :mod:`.pipeline`. Departures from the paper:
+- a 0.5 M-parameter model on synthetic arithmetic, because the study must run on CPU;
+- 64 prompts per step and a few hundred steps instead of 256 and 1,000, for the same reason;
+- the held-out groups are the suite's skills, not benchmarks.
+Baselines in full: docs/design-notes.md#real_runs-lmstudy-study.
 """
 
 from __future__ import annotations

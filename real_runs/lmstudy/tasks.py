@@ -1,24 +1,10 @@
 """A synthetic, verifiable arithmetic task suite for the CPU learning study (no downloads).
 
-Five skill groups, each with difficulty levels (``SKILLS``):
-
-- ``add``   a + b with 2, 3 or 4-digit operands;
-- ``sub``   a - b >= 0 with 2, 3 or 4-digit operands and at least one borrow;
-- ``mul``   1-digit x 2-digit, 1-digit x 3-digit, 2-digit x 2-digit;
-- ``chain`` a + b - c with 1 or 2-digit operands (may be negative);
-- ``mod``   a % m with m in 2..9 and a 2 or 3-digit a.
-
-The training pool is heavy-tailed twice over, like a math corpus: group frequencies follow a
-Zipf law (``add`` common, ``mod`` rare) and within each group the easy levels are the common
-ones. The held-out split has a fixed size per group, spread evenly over the levels, so every
-group's accuracy is measured with the same precision (400 problems: SE <= 0.025). Held-out
-problems are drawn first and excluded from the training pool, so the splits are disjoint by
-construction. Everything is a pure function of a seed.
-
-A problem's text is the bare expression (``"123+45="``); the expected response is
-``\\boxed{168}``, scored by the same math reward as the real math path. Each skill is its own
-source (``lmstudy_add``, ...), like the paper's benchmarks, so the evaluator reports mean@k and
-pass@k per skill. Ids are stable and content-derived: ``"lmstudy_{group}:{split}:L{level}:{expression}"``.
+Five skill groups with difficulty levels (``SKILLS``: add, sub, mul, chain, mod); a heavy-tailed
+training pool and a disjoint held-out split of fixed size per group. A problem is the bare expression
+(``"123+45="``), the answer ``\\boxed{168}``, each skill its own source; ids are
+``"lmstudy_{group}:{split}:L{level}:{expression}"``. Everything is a pure function of a seed. The
+suite: docs/design-notes.md#real_runs-lmstudy-tasks.
 """
 
 from __future__ import annotations

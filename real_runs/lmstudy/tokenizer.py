@@ -1,17 +1,8 @@
 """A character-level tokenizer for the arithmetic suite, built locally (no hub download).
 
-One token per character of :data:`ALPHABET` (digits, the operators of :mod:`.tasks`, the
-characters of ``\\boxed{}``, space and newline) plus ``<pad>``, ``<eos>`` and ``<unk>``. It is a
-``tokenizers.Tokenizer`` (WordLevel model over single characters, a ``Fuse`` decoder so decoded
-text has no spaces between tokens) wrapped as a transformers ``PreTrainedTokenizerFast``, so the
-engine, trainer and reward use it exactly like a hub tokenizer. It adds no BOS and no EOS on
-encode; the model learns to emit ``<eos>`` after ``}``.
-
-Its chat template renders a user turn as the bare expression (everything up to the first
-``=``, then ``=``): the project's prompt formatter (:func:`real_runs.data.format_prompt`) appends
-a natural-language instruction that this 30-symbol model neither reads nor needs, and a model's
-chat template is exactly where a prompt format belongs. So the trainer's prompt for
-``"12+3="`` is ``"12+3="``, the same text the warm start trained on.
+One token per character of :data:`ALPHABET` plus ``<pad>``, ``<eos>`` and ``<unk>``, as a transformers
+``PreTrainedTokenizerFast``; no BOS or EOS added on encode. Its chat template renders a user turn as the
+bare expression (up to and including the first ``=``). Why: docs/design-notes.md#real_runs-lmstudy-tokenizer.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Supervised warm start: a small Qwen3 trained from scratch on the suite to partial competence.
 
-RL needs a policy that already solves some prompts, sits on the frontier of others and fails
-the rest, like a base model on DAPO-Math. A short supervised phase (teacher forcing on
-``problem -> \\boxed{answer}<eos>``, loss on the response tokens only, AdamW with linear warm-up
-and cosine decay) on a fresh, heavy-tailed stream of training problems gets the model there.
-The model comes from the real trainer's code (:func:`real_runs.models.build_qwen3`).
-
-The checkpoint is cached on disk under a key derived from every setting
-(``~/.cache/gdro-lab/lmstudy/warmstart-<key>/`` unless ``GDRO_LMSTUDY_CACHE`` or an explicit
-directory says otherwise), so every method and every seed of a study starts from the very same
-weights, and a second study skips the phase. The cache holds ``model/`` (``save_pretrained``),
-``tokenizer/`` and ``warmstart.json`` (settings, loss curve, held-out greedy accuracy per group).
+Teacher forcing on ``problem -> \\boxed{answer}<eos>`` (loss on response tokens, AdamW, warm-up and
+cosine decay); the model is :func:`real_runs.models.build_qwen3`. Cached under a key of every setting
+(``GDRO_LMSTUDY_CACHE`` or an explicit directory), so every method and seed starts from the same
+weights. Why and the cache layout: docs/design-notes.md#real_runs-lmstudy-warmstart.
 """
 
 from __future__ import annotations

@@ -1,43 +1,14 @@
 """The math reward: verifiable, right on real data, and it can never hang a run.
 
 :class:`MathReward`: the response's last ``\\boxed{...}`` against the gold answer, both wrapped as
-``\\boxed{...}`` and compared by math-verify (raw MATH-500 answers parse correctly only ~78% of
-the time; wrapped, 100%). Reward +1 if equal, -1 otherwise (paper App. A), with a success flag.
-
-What is decided where (issue 23), in order; every verdict is the one math-verify gives the raw
-boxed content (``tests/real_runs/rewards/test_reward.py`` checks the whole MATH-500 self-check and a
-realistic batch against the per-response math-verify path):
-1. Parent, extraction: the response is only searched, never evaluated: ``rfind`` of the last
-   ``\\boxed{`` and a brace match over at most ``max_answer_chars`` characters after it (a 1 MB
-   response costs one C-level scan). No box, unbalanced braces or an over-long box: incorrect,
-   counted in ``reward/no_answer``.
-2. Parent, shortcuts (``reward/shortcut``): the same string as the gold answer (after stripping
-   spaces) is correct; two plain integers ("042", "-7"; all of DAPO-Math and AIME) are compared as
-   integers.
-3. Parent, numbers (``reward/numeric``, :mod:`real_runs.rewards.verdicts`): a numeric literal
-   (decimal, fraction), possibly decorated the way models write it ("x = 5", "\\$5", "90^\\circ",
-   "12 \\text{ cm}"), against a numeric-literal gold, wherever math-verify's answer is certain.
-4. Parent, cache (``reward/cached``): each remaining distinct (answer, gold) pair of the call is
-   decided once, keyed by the answer with math-verify's own first rewrites applied (``\\dfrac`` ->
-   ``\\frac``, ``\\left``/``\\right`` dropped); verdicts are kept across steps (least recently
-   used out, ``cache_size`` verdicts).
-5. Workers (``reward/verified``, one per distinct pair; ``reward/unparsed`` when the answer does not
-   parse): :class:`real_runs.rewards.pool.TimedPool` runs math-verify in the workers' main thread
-   (its ``signal.alarm`` soft timeouts work there) under a hard wall-clock timeout per task, tasks
-   sent in small chunks and each pair's gold always to the same worker, which keeps its parses
-   (:mod:`real_runs.rewards.math_task`: a gold is parsed once, call after call; two plain numbers
-   that are clearly different skip math-verify's ``simplify``). A hung worker is killed at its
-   task's own deadline and replaced, a crashed one replaced; either way every response with that
-   pair scores -1 and is counted (``reward/timeouts``, ``reward/errors``), nothing is cached, and
-   the tasks queued behind it run again. The pool has one worker per usable core by default.
-Model output is never evaluated as code: math-verify runs with LaTeX extraction only (its
-plain-expression fallback would pass arithmetic to sympy's ``parse_expr``, i.e. ``eval``).
-
-Departure from the paper: the released code scores with verl's ``math_dapo`` (normalised string
-match of an "Answer:" line); issue 8 asks for math-verify on ``\\boxed{}``, which accepts
-equivalent forms (``\\dfrac``, ``0.5``, intervals, ``x = 5``) that a string match rejects.
-
-Multiple choice (GPQA) is scored by :class:`real_runs.rewards.choice.ChoiceReward`.
+``\\boxed{...}`` and compared by math-verify; reward +1 if equal, -1 otherwise (paper App. A), with a
+success flag. Every verdict is the one math-verify gives the raw boxed content; cheap cases are decided
+in the parent (extraction, shortcuts, numbers, a verdict cache), the rest in a
+:class:`real_runs.rewards.pool.TimedPool` whose hung or crashed tasks score -1 and are counted
+(``reward/*``). Model output is never evaluated as code (LaTeX extraction only). Departs from the
+paper's code (verl's ``math_dapo`` string match on an "Answer:" line): math-verify on ``\\boxed{}``, which
+accepts equivalent forms a string match rejects. Multiple choice: :class:`real_runs.rewards.choice.ChoiceReward`.
+What is decided where: docs/design-notes.md#real_runs-rewards-math.
 """
 
 from __future__ import annotations

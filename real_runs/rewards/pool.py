@@ -1,22 +1,10 @@
 """A pool of worker processes that runs one function per task under a hard wall-clock timeout.
 
-Why not ``concurrent.futures.ProcessPoolExecutor``: it cannot cancel a running call, and a
-worker killed by the OS breaks the whole executor. Here each worker owns a pipe; the parent sends
-it a chunk of tasks at a time and the worker answers each task as soon as it is done, with the
-time it finished, then starts the next one; the next chunk is sent before the worker runs out, so
-a worker never waits for the parent between tasks (on a loaded machine each such wait costs a
-scheduling round trip). Every task still has its own deadline: the task at the head of a worker's
-queue started when the previous answer was sent (or when its chunk was sent to an idle worker),
-and the parent waits with ``multiprocessing.connection.wait`` until the earliest deadline.
-A worker that misses its deadline is SIGKILLed and replaced; one that dies mid-call (segfault,
-OOM kill) is replaced too; the task is reported as ``("timeout", None)`` or ``("error", ...)``
-and the tasks queued behind it, never started, are sent again to the other workers. The task
-function runs in the worker's main thread, so libraries that rely on ``signal.alarm`` (math-verify)
-keep their own soft timeouts.
-
-Workers are started with ``forkserver`` on Linux (the server preloads the task's module once, so
-a replacement starts in milliseconds) and ``spawn`` elsewhere; never plain ``fork``, which is
-unsafe once the parent holds torch/CUDA or threads.
+A worker that misses its task's deadline is SIGKILLed and replaced, one that dies is replaced; the task
+is reported as ``("timeout", None)`` or ``("error", ...)`` and the tasks queued behind it run on other
+workers. Tasks run in the worker's main thread (so ``signal.alarm`` works); workers start with
+``forkserver`` (Linux) or ``spawn``, never ``fork``. Why not ``ProcessPoolExecutor``, and how:
+docs/design-notes.md#real_runs-rewards-pool.
 """
 
 from __future__ import annotations

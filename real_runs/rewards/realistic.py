@@ -1,13 +1,8 @@
 """A realistic reward batch from MATH-500's answers (seeded): what a policy's rollouts look like to the reward.
 
-Each prompt gets 4-12 responses (as Rollout-GDRO plans them). Its final answers repeat as a real
-model's do: a prompt has a success rate drawn from Beta(0.7, 0.7); a right answer is written in one
-of the prompt's one or two habitual formats (mostly the gold string itself, else a variant: spaces,
-``\\dfrac``, ``\\frac12``, ``0.5`` for ``\\frac{1}{2}``, a unit or a degree sign, ``x = ``,
-``\\left( \\right)``); a wrong answer comes from the prompt's own pool of one to three popular
-mistakes (off by one, sign, doubled, inverted fraction, another problem's answer), picked with
-decreasing frequency. Responses end in ``\\boxed{}`` followed by trailing text, and 4% are cut off
-before the box closes. Used by ``benchmarks/bench_reward.py`` and the reward tests.
+4-12 responses per prompt, answers in habitual formats or popular mistakes, 4% cut off. Used by
+``benchmarks/bench_reward.py`` and the reward tests. The model of a batch:
+docs/design-notes.md#real_runs-rewards-realistic.
 """
 
 from __future__ import annotations

@@ -7,13 +7,8 @@ gold answer string a_i) succeeds with a fixed, known probability
 
 and response r of that prompt succeeds iff u("draw", a_i, text_r) < p_i. The draw is a hash of
 the response text, so a verdict is deterministic (a resumed run rescores identically) and
-independent across distinct responses; identical texts of one prompt get one verdict.
-
-Why: the tiny random-weight model of ``tiny-cpu`` never writes the right ``\\boxed{}`` answer, so
-under the math reward every prompt scores -1, lands in bin 0 and gets n_bar rollouts: the
-controllers never act. With known odds spread over [0, 1) the prompts' pass rates spread over the
-difficulty bins and Rollout-GDRO's plan becomes ragged within a few steps, on a model that cannot
-solve anything. Prompts that share a gold answer share their odds.
+independent across distinct responses; identical texts of one prompt get one verdict. Why:
+docs/design-notes.md#real_runs-rewards-toy.
 """
 
 from __future__ import annotations

@@ -1,31 +1,10 @@
 """Deciding (gold, answer) pairs cheaply without changing a single verdict of math-verify.
 
-Three parts, used by :class:`real_runs.rewards.math.MathReward` (issue 23):
-
-1. :func:`decide_numbers`: both sides plain numeric literals (integers, decimals, ``\\frac{a}{b}``
-   with ``\\dfrac``/``\\tfrac``, ``\\frac12``, ``a/b``, a sign), the answer possibly decorated
-   (:func:`decorated_literal`: "x = ", a dollar sign, a degree sign, a unit from a fixed list).
-   math-verify parses them to sympy numbers and compares exactly when both are rational, or after
-   rounding both to 6 decimals when either is a decimal (``grader.sympy_numeric_eq``,
-   ``float_rounding=6``). We decide only where that comparison cannot go the other way: equal
-   rationals are equal; rationals that differ are different unless a decimal is involved and they
-   are within 2e-6 (then rounding could merge them, and math-verify decides). Anything else (a
-   space inside, a percent sign, another unit) is not a literal.
-2. :func:`verdict_key`: the key a verdict is cached by. It applies math-verify's own first rewrites,
-   which it applies anyway before parsing: ``\\left[\\begin{matrix}`` -> ``\\begin{bmatrix}`` (and
-   the closing pair), then ``\\left``/``\\right`` before a delimiter dropped (its
-   ``r_left``/``r_right``), ``\\dfrac``/``\\tfrac``/``\\cfrac`` -> ``\\frac`` (``replace_in_latex``),
-   plus the surrounding whitespace. Nothing else: spaces inside an answer can matter to its regexes.
-   math-verify is given the raw content (the first one seen with that key), so its rewrites run
-   once, as on the uncached path.
-3. :class:`VerdictCache`: verdicts (1 equal, 0 not, -1 unparsed) by (key, gold), least recently
-   used first out, at most ``maxsize`` entries (16,384 by default: keys are at most
-   ``max_answer_chars`` each, typically a few dozen, so a few MB). Timeouts and worker errors
-   are never cached (a later step retries them).
-
-``tests/real_runs/rewards/test_reward.py`` checks every verdict against the uncached math-verify path on
-the whole MATH-500 self-check and on the realistic batch of :mod:`real_runs.rewards.realistic`,
-and every decorated form against math-verify.
+Three parts, used by :class:`real_runs.rewards.math.MathReward`: :func:`decide_numbers` (plain numeric
+literals, decided only where math-verify's comparison cannot go the other way), :func:`verdict_key`
+(math-verify's own first rewrites) and :class:`VerdictCache` (LRU; timeouts and errors never cached).
+Checked against the uncached math-verify path by tests/real_runs/rewards/test_reward.py. Detail:
+docs/design-notes.md#real_runs-rewards-verdicts.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Pure functions on verl ``DataProto`` batches: what the GDRO plugin does to verl's data.
 
-- Stable prompt ids come from ``non_tensor_batch["extra_info"][i]["index"]`` (the converter
-  writes our ``source:split:row`` id there); verl's ``uid`` is a fresh uuid4 every step and only
-  groups one step's rollouts (anchors.md section 2).
-- Rollout-GDRO's plan is executed by expanding a batch row i into ``counts_P[i]`` consecutive
-  rows (``DataProto.sample_level_repeat``): verl's ``repeat(n, interleave=True)`` layout with a
-  per-prompt n. With sum n_i = P n_bar, verl's chunking across agent-loop workers and data-parallel
-  ranks and its ``ppo_mini_batch_size * rollout.n`` arithmetic are unchanged.
-- After ``_balance_batch`` reorders rows, :func:`ragged_layout` regroups them by ``uid``, so
-  feedback and multipliers never depend on row order (as verl's GRPO advantage does not).
-- Prompt-GDRO scales verl's advantages per row by the multiplier of the row's prompt (paper
-  Eq. 16); since m_i > 0, min(r A m, clip(r) A m) = m min(r A, clip(r) A), identical to the
-  released code's per-sample loss weight in ``dp_actor.update_policy`` (anchors.md section 5).
-
-Departure from the released code: it rebuilds prompt ids from ``data_source`` + ``extra_info``
-inside a patched trainer; here the id is one explicit field and a missing one is an error.
+Stable ids from ``extra_info["index"]`` (verl's ``uid`` is new every step); a row expanded into
+``counts_P[i]`` consecutive rows executes the plan; :func:`ragged_layout` regroups rows by ``uid``;
+advantages are scaled per row by the prompt's Prompt-GDRO multiplier (Eq. 16). Departure from the
+released code: the id is one explicit field and a missing one is an error, instead of ids rebuilt
+inside a patched trainer. Detail: docs/design-notes.md#real_runs-verl-batch.
 """
 
 from __future__ import annotations

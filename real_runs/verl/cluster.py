@@ -1,25 +1,10 @@
 """Several nodes: the shared-filesystem check and the environment passed to every Ray worker.
 
-``python -m real_runs.verl.cluster check FOLDER [FOLDER ...]`` runs the check against a running
-Ray cluster (``scripts/ray_cluster.sh check`` before a launch); the launcher runs it by itself at the
-start of every job (:func:`check_cluster`, in verl's task runner, before any worker starts).
-
-- *Shared filesystem.* Every FSDP rank writes its own shard of each checkpoint into
-  ``trainer.default_local_dir/global_step_N`` and the task runner (which Ray may place on any node)
-  writes ``gdro_ctrl.json`` there and the run directory ``gdro.run_dir``: both must be one shared
-  filesystem mounted at the same path on every node. :func:`check_shared_folders` writes a marker
-  file with a random token into each folder and has one Ray task per alive node
-  (``NodeAffinitySchedulingStrategy``) read it back; a node that cannot fails the launch with one
-  line naming it and the fix.
-- *Environment.* A ``ray start``-ed node gives its workers the environment of the shell that ran
-  ``ray start``, not the launching shell's. :func:`runtime_env_vars` is what the launcher adds to
-  ``ray_kwargs.ray_init.runtime_env.env_vars`` (verl's own option, merged over its defaults by
-  ``run_ppo``; entries set there by the user win): ``PYTHONPATH`` with this repository first, the
-  Hugging Face cache and offline settings, ``WANDB_*`` and ``GDRO_*``, and any name listed in
-  ``GDRO_RAY_ENV``. Secrets (``WANDB_API_KEY``, ``HF_TOKEN``) are left out, because verl prints
-  ``ray.init``'s arguments and Ray's dashboard shows a job's runtime_env: :func:`task_runner_secrets`
-  hands them to verl's task runner as constructor arguments (it is the process that logs to W&B).
-  List a secret in ``GDRO_RAY_ENV`` to pass it to every worker anyway.
+``python -m real_runs.verl.cluster check FOLDER [FOLDER ...]`` checks a running Ray cluster; the
+launcher runs :func:`check_cluster` at the start of every job. :func:`check_shared_folders`: every node
+must see the checkpoint and run folders. :func:`runtime_env_vars`: the environment the launcher adds to
+verl's ``runtime_env`` (secrets left out, handed to the task runner by :func:`task_runner_secrets`).
+Why: docs/design-notes.md#real_runs-verl-cluster.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """The GDRO controllers of one verl run, driven once per training step by the trainer.
 
 The controllers and their step are the method's gdro_lab.step.MethodStep (the same step as the
-simulator's and gdro train's); this module adapts it to verl's batches. Per step:
-    chosen = the first train_batch_size candidates of the dataloader's batch (data.gen_batch_size
-             rows) that the prompt selector keeps (MethodStep.choose); the other rows get
-             0 rollouts (without a screening selector gen_batch_size = train_batch_size: all are chosen)
-    bins, n = MethodStep.plan(ids)                                  (plan: before generation, budget checked)
-    fb = StepFeedback(...)                                          (after verl's advantages)
-    keep, m = MethodStep.observe(fb)                                (groups trained on, the controllers'
-                                                                     updates, the multipliers)
-    advantages *= m[prompt of row]; MethodStep.record(...) -> run directory and verl's tracker
-    (with ``time/elapsed``: wall-clock seconds since the controller was built in the trainer's
-    ``__init__``, read when the step is observed, before verl's actor update; continued across a
-    resume from the resumed step's record; Ray's start before the trainer is not counted)
-    the actor update sees only the kept groups (:meth:`GDROController.trained_rows_only`)
-Metrics go to verl's tracker under ``gdro/*`` (controllers, per-bin weights and success) and
-``rollout_alloc/*`` (the allocator, per-bin rollouts and shares, as the released code names them).
+simulator's and gdro train's); this module adapts it to verl's batches: choose and plan before
+generation, observe after verl's advantages, scale the advantages, record, and train only the kept
+groups (:meth:`GDROController.trained_rows_only`). Metrics go to verl's tracker under ``gdro/*`` and
+``rollout_alloc/*`` (the released code's names). The step in full: docs/design-notes.md#real_runs-verl-controller.
 """
 
 from __future__ import annotations

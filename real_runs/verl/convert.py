@@ -1,29 +1,10 @@
 """Our data sets as verl parquet files, every set of a run in one command.
 
-``python -m real_runs.verl.convert --data-dir DATA --out OUT paper`` writes, under OUT, the paper
-preset's training set and its evaluation sets (``paper-qwen3-1.7b``: ``data.train``,
-``data.english_only``, ``eval.benchmarks``):
-
-- ``dapo_train.parquet``: DAPO-Math-17k's English rows (rows whose question has CJK characters are
-  dropped, :func:`real_runs.data.has_cjk`, as ``data.english_only``: 14,485 of 17,917 rows);
-- ``aime24.parquet``, ``aime25.parquet``, ``amc23.parquet``, ``math500.parquet``,
-  ``minerva.parquet``, ``olympiadbench.parquet``, ``gpqa.parquet``: every row of each test split.
-
-Names can also be given one by one (``... --out OUT dapo math500``); ``dapo_math_17k``,
-``minerva_math`` and ``gpqa_diamond`` (the data folders' names) are aliases. The data folder is
-``--data-dir``, else ``$GDRO_DATA``. The single-file form ``python -m real_runs.verl.convert DATASET
-OUT.parquet [--split S] [--limit N] [--english-only]`` converts one data set or .jsonl/.parquet file.
-Nothing is overwritten: when any output exists, nothing is written.
-
-verl's ``RLHFDataset`` reads rows ``{data_source, prompt, ability, reward_model, extra_info}``:
-
-- ``prompt``: a chat list, one user turn with our one template (question + the boxed-answer
-  instruction of :data:`real_runs.data.INSTRUCTION`); verl applies the model's chat template, as
-  :func:`real_runs.data.format_prompt` does for our own engines;
-- ``data_source``: the Problem's source (picks the reward kind in :mod:`real_runs.verl.reward`);
-- ``reward_model.ground_truth``: the gold answer string;
-- ``extra_info.index``: the stable ``source:split:row`` id the GDRO plugin keys its difficulty
-  history on (verl's per-step ``uid`` is random); ``extra_info.group`` the worst-group label.
+``python -m real_runs.verl.convert --data-dir DATA --out OUT paper`` writes the paper preset's training
+set (DAPO-Math-17k's English rows) and evaluation sets under OUT; names can be given one by one, and
+``python -m real_runs.verl.convert DATASET OUT.parquet`` converts one set. Nothing is overwritten. Rows
+are verl's ``{data_source, prompt, ability, reward_model, extra_info}``, with our one template and the
+stable id in ``extra_info.index``. The files and fields: docs/design-notes.md#real_runs-verl-convert.
 """
 
 from __future__ import annotations

@@ -1,37 +1,12 @@
 """verl 0.9.1 on CPU, for tests and laptops: ``python -m real_runs.verl.cpu [--audit DIR] [overrides]``.
 
-NOT for GPU runs: nothing here is imported by the plugin (:mod:`real_runs.verl.trainer`,
-:mod:`real_runs.verl.runner`, :mod:`real_runs.verl.main`), so a GPU launch behaves exactly as without this module. verl's files
-on disk are never changed; the five gaps between verl 0.9.1 and a CPU-only machine are closed at
-run time, inside our own processes only (the launcher and, through Ray's
-``worker_process_setup_hook``, each Ray worker it starts):
-
-1. *No CPU platform* (``single_controller/ray/base.py``: "Total available GPUs 0 is less than total
-   desired GPUs 1"). :class:`PlatformGDROCPU` registers with verl's own ``PlatformRegistry`` as
-   ``gdro_cpu`` (selected by ``VERL_PLATFORM=gdro_cpu``): device ``cpu``, backend ``gloo``. Ray is
-   started with as many *logical* GPUs as FSDP ranks, so verl's placement groups ("GPU": 1 per
-   rank) schedule; nothing runs on a GPU and torch sees none.
-2. *FSDP engines registered only for cuda/npu* (``workers/engine/fsdp/transformer_impl.py``):
-   the same ``FSDPEngineWithLMHead`` is registered for device ``cpu`` through verl's
-   ``EngineRegistry.register``.
-3. *Process-group backend* (``utils/distributed.py``: ``"cpu:gloo,{device}:{backend}"`` becomes
-   ``"cpu:gloo,cpu:gloo"``, which torch rejects): ``initialize_global_process_group_ray`` is
-   wrapped in our processes to pass ``"cpu:gloo"``.
-4. *Flash attention by default*: the launch overrides (:func:`cpu_overrides`) set
-   ``model.override_config.attn_implementation=sdpa`` and ``use_remove_padding=false`` (the
-   packed path needs flash-attn's varlen kernels).
-5. *No CPU rollout* (verl's ``fit`` rolls out only through vLLM/SGLang/TRT-LLM servers): rollout
-   ``hf_cpu`` (:mod:`real_runs.verl.cpu_rollout`: a replica, its server, the worker-side adapter) is
-   registered with verl's ``RolloutReplicaRegistry`` and rollout-class registry. It serves verl's
-   agent loop token-in/token-out like vLLM's server, sampling from the Hugging Face model token by
-   token with its KV cache (what ``generate`` does, plus the log-probs verl asks for), and receives
-   the actor's weights at every ``update_weights`` (verl's ``naive`` checkpoint engine:
-   the FSDP ranks gather full tensors, the replica's leader sends them to its server).
-
-``--audit DIR`` runs :class:`AuditedGDROTrainer`, which writes one ``step_N.npz`` per training step
-(the plan, each row's id, uid, score and response mask, verl's advantages and the scaled ones), so a
-test can re-derive every number independently. ``python -m real_runs.verl.cpu --help`` lists the
-launcher's own options; every other argument is a hydra override, as for ``real_runs.verl.main``.
+NOT for GPU runs: nothing here is imported by the plugin, so a GPU launch behaves exactly as without
+this module. verl's files are never changed; five gaps between verl 0.9.1 and a CPU-only machine (no
+CPU platform, FSDP engines for cuda/npu only, the process-group backend, flash attention, no CPU
+rollout) are closed at run time in our own processes (the launcher and each Ray worker).
+``--audit DIR`` runs :class:`AuditedGDROTrainer`, which writes one ``step_N.npz`` per step for tests.
+Every other argument is a hydra override, as for ``real_runs.verl.main``. The five gaps:
+docs/design-notes.md#real_runs-verl-cpu.
 """
 
 from __future__ import annotations

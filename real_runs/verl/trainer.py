@@ -1,31 +1,13 @@
 """``GDRORayPPOTrainer``: verl's PPO trainer with the GDRO controllers, by narrow overrides.
 
-verl 0.9.1's ``RayPPOTrainer.fit`` is left as it is; five methods it calls are extended:
-
-- ``_get_gen_batch`` (once per training step, right after verl assigns the step's uids): read the
-  stable ids, let the prompt selector choose train_batch_size of the loader's data.gen_batch_size
-  candidates (all of them without a selector that skips), ask the classifier for bins and the
-  allocator for a plan n_i (sum = train_batch_size x rollout.n, n_i >= n_min; 0 for candidates passed
-  over), and make this step's two ``repeat(rollout.n, interleave=True)`` calls execute it
-  (:func:`real_runs.verl.batch.install_planned_repeat`);
-- ``_validate``: validation batches are never planned (verl repeats them by ``val_kwargs.n``);
-- ``_update_actor`` (after verl's ``compute_advantage``): clip verl's GRPO advantages to
-  [-gdro.adv_clip, gdro.adv_clip] (paper App. A: 5; null = no clip; verl 0.9.1 has no such option),
-  check that the executed rollouts per prompt are the plan, update the controllers from the step's
-  rewards, multiply ``advantages`` by each prompt's Prompt-GDRO multiplier (after the clip, as
-  ``gdro train`` does: A = m_i clip(A_ij, +-5)), log the step to our run directory, run verl's update on the groups
-  the selector keeps (the others' response_mask is zero during the update), and return the metrics
-  (``gdro/*``, ``rollout_alloc/*``, ``gdro/compute/*``) with the actor's, which ``fit`` passes to
-  verl's tracker;
-- ``_save_checkpoint`` / ``_load_checkpoint``: ``global_step_N/gdro_ctrl.json`` (written before
-  verl's own files, so ``latest_checkpointed_iteration.txt`` never points at a step without it).
-
-Where it departs from the paper's code (a patch of verl's trainer and actor): no verl file is
-changed; controller state is checkpointed; the difficulty signal is the unbiased pass@k.
-Requires ``algorithm.adv_estimator=grpo`` (or ``grpo_vectorized``), ``trainer.critic_warmup=0``,
-a policy loss linear in the advantage (:data:`LINEAR_LOSS_MODES`) and verl's legacy trainer
-(``trainer.use_v1=false``; the V1 TransferQueue trainer is not supported).
-Not compatible with ``actor.use_prefix_grouper`` (it balances equal-size uid groups).
+verl 0.9.1's ``RayPPOTrainer.fit`` is left as it is; ``_get_gen_batch`` (select, bin and plan),
+``_validate`` (never planned), ``_update_actor`` (clip, controller update, multipliers, our run log)
+and ``_save_checkpoint`` / ``_load_checkpoint`` (``gdro_ctrl.json``) are extended. Requires
+``algorithm.adv_estimator=grpo`` (or ``grpo_vectorized``), ``trainer.critic_warmup=0``, a policy loss
+linear in the advantage (:data:`LINEAR_LOSS_MODES`), ``trainer.use_v1=false``, and no
+``actor.use_prefix_grouper``. Departs from the paper's code (a patch of verl's trainer and actor): no
+verl file is changed; controller state is checkpointed; the difficulty signal is the unbiased pass@k.
+Each override: docs/design-notes.md#real_runs-verl-trainer.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Study `ablation`: a full-factorial sweep of Prompt-GDRO's design choices (the paper ran none).
 
-Six two-level factors, every combination, every seed (seeds are blocks: each seed is one world
-instance and batch order shared by all cells):
-
-    bins        6 | 10            difficulty bins (evenly spaced pass@k edges)
-    hysteresis  0 | 0.03          classifier margin delta
-    debias      off | on          divide the bin signal by its relative share (EMA on in both)
-    weights     paper | mean1     raw capped omega (Eq. 16) | renormalised to batch mean 1 (released code)
-    signal      failure_rate | reward_std
-    allocator   uniform | gdro    Prompt-GDRO alone | joint with Rollout-GDRO
-
-Analysis: ordinary least squares on the final metric with the factors coded -1/+1, a block
-effect per seed, all main effects and all two-way interactions. An effect is the change in the
-metric from the low to the high level (2 beta), averaged over the other factors, with a 95%
-t-interval from the residual variance.
+Six two-level factors (bins, hysteresis, debias, weights, signal, allocator), every combination, every
+seed (seeds are blocks). Effects by OLS with -1/+1 coding, block effects, main effects and two-way
+interactions, each with a 95% t-interval. The factors and the analysis:
+docs/design-notes.md#simulators-studies-ablation.
 """
 
 from __future__ import annotations

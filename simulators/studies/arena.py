@@ -1,30 +1,11 @@
 """Study `arena`: the published rollout-allocation and prompt-selection rules on one fair footing.
 
-Methods (simulators/methods.py, ARENA_METHODS): GRPO, Rollout-GDRO, per-prompt Rollout-GDRO,
-Knapsack-RL on the paper's objective and as its code's DP, VIP, DAPO dynamic sampling, GRESO, and the
-per-prompt oracle; the per-prompt Bayes reference runs at the default learning rate only (for the SE
-proxy). Worlds: the default world, the three paper presets (simulators/presets.py) and the sqrt-law
-study's bimodal world.
-
-Equal compute: every method generates exactly batch x n_bar rollouts per step (the allocators'
-exact budget; a selector's skipped prompts are replaced before generation and its dropped groups
-count as generated, gdro_lab/controllers/selection.py), so equal steps are equal rollouts; the simulator's
-rollouts have no length, so equal rollouts are also equal generated tokens. Per world and method:
-
-- the SE proxies per prompt (Eq. 28 and 33 with the true v_i, gdro_lab/allocation/prompt_oracle.py): the
-  reduction against uniform n_bar and its fraction of the per-prompt oracle's on the same batches
-  (mean over the steps after the first pass over the pool, when every allocator is uniform);
-- held-out mean and worst-group accuracy against tuned GRPO: every method at its own best
-  learning-rate scale chosen on the val split, gains on the test split, paired by seed with 95%
-  t-intervals (simulators/studies/baselines.py's ``decision``);
-- the share of zero-variance groups and of prompts trained on;
-- wall time per step: the controllers' (classifier, weighter, allocator, selector) and the whole
-  simulated step's, measured on the shared machine (provisional under load).
-
-Runs are cached: a run whose resolved config (and CACHE_VERSION) is unchanged is read from its digest
-(``digests/<world>/<method>/lr<x>/seed<k>.json``) instead of being run again, so adding a method or a
-world reruns only what changed. The report (``arena_report``) also reads the LM study's arena
-results (real_runs/lmstudy/arena.py) when given; ``gdro arena`` runs both.
+Methods: ARENA_METHODS (simulators/methods.py); worlds: the default, the three paper presets and the
+sqrt-law study's bimodal world. Equal compute: exactly batch x n_bar rollouts per step for every
+method. Per world and method: the SE proxies per prompt against the oracle's, held-out accuracy
+against tuned GRPO (paired by seed), zero-variance and trained shares, and wall time per step. Runs are
+cached by config digest (``digests/<world>/<method>/lr<x>/seed<k>.json``); ``arena_report`` also reads
+the LM study's arena. Detail: docs/design-notes.md#simulators-studies-arena.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Fair baselines and the decision: GRPO at the same lr, step-matched GRPO (two moments) and tuned GRPO.
 
-- **GRPO at the default learning rate**: every method at lr scale 1 (the calibrated GRPO step),
-  as the paper compares them.
-- **Step-matched GRPO** (``studykit.stepmatch``, one definition for every study): GRPO with every
-  advantage multiplied by a constant c, here lr x c (the learner is plain SGD), measured on the
-  method's own runs at lr 1 over every trained prompt and all seeds: c1 = E[m] (the same mean
-  step) and c2 = sqrt(E[m^2]) (the same mean squared step: the world charges curvature x mean dz^2
-  per step, and dz_i ~ lr lr_prompt m_i g_i, so the price grows with E[m^2]). The report checks the
-  match numerically: the step price (forgetting) GRPO pays at c1 and c2 against the method's.
-- **Tuned**: each method, GRPO included, at its best lr on its own sqrt(2)-step grid, chosen per
-  metric on the **val** groups, reported on the **test** groups (``simulators.studies.tuning``).
-
-Gains are paired by seed (same world instance and batch order): mean ± t_{0.975,S-1} sd/√S.
+GRPO at lr scale 1; step-matched GRPO (``studykit.stepmatch``: advantages x c1 = E[m] or c2 =
+sqrt(E[m^2])); tuned GRPO (lr chosen on **val**, reported on **test**, ``simulators.studies.tuning``).
+Gains are paired by seed: mean ± t_{0.975,S-1} sd/√S. Why two moments:
+docs/design-notes.md#simulators-studies-baselines.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """SE-dispersion analysis: how much of a WSE reduction (Eq. 33) the square-root law can give at all.
 
-With n in [n_min, n_max] and a mean budget n_bar, the best reduction of
-WSE = sum_b q_b sigma_b / sqrt(n_b) against uniform n_bar depends only on how unequal the per-bin
-sigma_b are. Both tables use gdro_lab.functional.diagnostics.se_report's box-constrained square-root optimum
-(Thm 4.2), the same one the runs are scored against:
-
-- ``headroom_table``: a share f of the batch at sigma ~ 0, the rest at sigma 1;
-- ``dispersion_table``: the inverse, solved by bisection: what share of zero-variance prompts, or at
-  equal shares what ratio of the two bins' sigma, a target reduction needs (paper: 22.6-37.1%).
+``headroom_table`` (a share f of the batch at sigma ~ 0, the rest at sigma 1) and ``dispersion_table``
+(the inverse, by bisection), both with se_report's box-constrained square-root optimum (Thm 4.2).
+Detail: docs/design-notes.md#simulators-studies-se_dispersion.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Study `sqrt-law`: uniform n vs Rollout-GDRO vs the square-root optimum at the same mean budget.
 
-Eq. 33: WSE(t) = sum_b q_t(b) sigma_b / sqrt(n_b(t)); the reduction is 100 (1 - WSE / WSE_uniform)
-with the same compute (the paper reports 22.6-37.1% on real runs). Two versions are reported:
-with the controller's own EMA estimate of sigma_b (what a real run can log, as the paper did) and
-with the simulator's true sigma_b (sqrt of the mean of 4 p (1 - p) over the bin's prompts). The
-optimum is the box-constrained square-root law on the true variances (Thm 4.2), and the gap is
-how far each allocation stays from it. Also: Eq. 28's variance proxy, the staircase of rollouts
-by bin over steps, the shadow price, where the budget goes, and whether any of it changes learning:
-held-out accuracy against GRPO, step-matched GRPO and tuned GRPO (simulators/studies/baselines.py),
-with the same decision as the curriculum study, per world.
+Eq. 33: WSE(t) = sum_b q_t(b) sigma_b / sqrt(n_b(t)); the reduction is 100 (1 - WSE / WSE_uniform),
+with the controller's EMA sigma_b and with the true sigma_b, against the box-constrained square-root
+optimum (Thm 4.2); plus the variance proxy, the budget, and held-out accuracy against the baselines
+(simulators/studies/baselines.py). Detail: docs/design-notes.md#simulators-studies-sqrt_law.
 """
 
 from __future__ import annotations

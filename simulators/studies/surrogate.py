@@ -1,17 +1,9 @@
 """Study `surrogate`: the entropic GDRO surrogate (Lemma 4.1) and the no-regret game (Eq. 27).
 
-Part 1 (exact): R_eta = (1/eta) log sum_b exp(eta L_b) against max_b L_b over eta, with the bound
-max_b L_b <= R_eta <= max_b L_b + log(B)/eta, for the per-group losses of sampled worlds; the
-maximiser q_eta = softmax(eta L) is gdro_lab's ``entropic_weights`` (gamma = 0) and
-d R_eta / d L = q_eta (Eq. 26) is checked by finite differences.
-
-Part 2 (game): f(theta, q) = sum_b q_b L_b(theta) with L_b(theta) = mean_{i in b} -log p_i(theta),
-p_i = sigmoid(s0 + s_b - d_i), theta in the box [-R, R]^(B+1) (convex-concave, as Eq. 27 needs).
-The learner runs projected SGD with step alpha_0 / sqrt(t) on *sampled* Bernoulli rollouts
-(unbiased: d(-log p)/dz = -(1 - p), estimated by -(1 - y)); the adversary runs exponential weights
-on the exact cumulative group losses with eta_0 / sqrt(t) via ``gdro_lab.functional.update_rules.entropic_weights``.
-The duality gap of the averaged iterates, max_q f(theta_bar, q) - min_theta f(theta, q_bar), is
-computed exactly (inner min by L-BFGS-B) and checked against (Reg_theta + Reg_q) / T.
+Part 1 (exact): R_eta against max_b L_b and the bound max_b L_b <= R_eta <= max_b L_b + log(B)/eta,
+with d R_eta / d L = q_eta (Eq. 26). Part 2: projected SGD against exponential weights on a
+convex-concave game; the duality gap of the averaged iterates against (Reg_theta + Reg_q) / T.
+Detail: docs/design-notes.md#simulators-studies-surrogate.
 """
 
 from __future__ import annotations

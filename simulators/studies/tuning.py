@@ -1,15 +1,13 @@
-"""Tuned baselines: every method on a learning-rate grid of sqrt(2) steps, extended while its best point is at an edge.
+"""Tuned baselines: every method on a learning-rate grid of sqrt(2) steps, extended while its best point is at an
+edge.
 
-Each method (GRPO included) runs every seed at every point of its own grid (``studykit.lrgrid``):
-the study's starting grid (lr scale 1 always included), then, round by round, one sqrt(2) step
-beyond an end of the method's grid whenever its best point on the **val** split, for any tuned
-metric, is that end (at most ``settings.lr_extend`` steps beyond the starting grid). The best
-point is chosen per metric on the val groups and reported on the **test** groups
-(``WorldConfig.heldout_split``: latent groups the choice never saw). The API is generic over
-methods (any registered method name, plug-ins included):
+Each method runs every seed at every point of its own grid (``studykit.lrgrid``), chosen per metric on
+**val**, reported on **test**; generic over registered methods::
 
     grid = run_grid(settings, methods, root, "study")       # {(method, lr): [RunSummary per seed]}
     best_lr(grid, "prompt_gdro", "test/accuracy")           # chosen on val/accuracy
+
+Detail: docs/design-notes.md#simulators-studies-tuning.
 """
 
 from __future__ import annotations

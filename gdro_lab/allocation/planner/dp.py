@@ -1,25 +1,10 @@
 """Bounded-deviation DP: the exact fallback of :func:`gdro_lab.allocation.planner.exact.exact_plan` (its step 3).
 
 Reduced costs r_b(a) >= 0 (zero on [lo_b, hi_b], the envelope's zero-cost arms), a feasible plan
-of cost U and a slack come from the planner; this module returns an optimal plan, exactly:
-
-1. Bounded deviations (the two lemmas that make this exact). In an optimal plan, per bin:
-   (a) WLOG at most L_b - 1 prompts sit strictly inside (lo_b, hi_b), L_b = hi_b - lo_b: among
-   any L_b interior prompts, a subset of size q <= L_b has offset sum (from lo_b) = m L_b with
-   0 < m < q (prefix sums mod L_b, pigeonhole), and it can be replaced by m prompts at hi_b and
-   q - m at lo_b: same count, same total, reduced cost 0 <= theirs (r is 0 at lo_b and hi_b and
-   >= 0 elsewhere). Each interior prompt also costs >= delta_in_b, so there are at most
-   min(L_b - 1, floor(U / delta_in_b)) of them;
-   (b) every prompt outside [lo_b, hi_b] costs at least delta_out_b = min_{a outside} r_b(a) > 0,
-   so there are at most floor(U / delta_out_b) of them.
-   Hence K_b "free" prompts (that bound, at most c_b) plus c_b - K_b prompts at lo_b or hi_b
-   cover an optimal plan.
-2. Per bin, D_b[s] = min cost of K_b free prompts with arm sum s (a small DP over k <= K_b),
-   R_b(t) = min_y D_b[t - (c_b - K_b) lo_b - y L_b] over y in [0, c_b - K_b]; then a min-plus DP
-   across bins over the total (only totals with R_b(t) <= U and able to reach ``need``).
-3. Iterative deepening: when U is loose, the DP first runs with at most 2 free prompts per bin;
-   its optimum is feasible, so its cost is a tighter U, which certifies optimality when the
-   K_b it implies are within those used, and otherwise sets the K_b of a second (final) round.
+of cost U and a slack come from the planner; this module returns an optimal plan, exactly, by a
+min-plus DP across bins over the total, with per bin at most K_b "free" prompts off lo_b / hi_b
+(two bounded-deviation lemmas) and iterative deepening on K_b. The lemmas and the DP:
+docs/design-notes.md#gdro_lab-allocation-planner-dp.
 """
 
 from __future__ import annotations

@@ -1,46 +1,16 @@
 """Exact per-prompt rollout planner for any arm distributions (§3.3, "joint probability").
 
-Problem. P prompts, prompt i in bin b(i); arms a = 0..A-1 stand for n = n_min + a rollouts and
-f_b(a) = log p_b(n_min + a) (any values: concave or not). Find
+With arms a = 0..A-1 standing for n = n_min + a and f_b(a) = log p_b(n_min + a) (concave or not)::
 
     max sum_i f_b(i)(a_i)   s.t.   sum_i a_i = need := total - P n_min,   0 <= a_i <= A-1.
 
-Prompts of one bin are interchangeable, so this is a grouped resource allocation. The method is
-exact for any f and fast when f is near concave (full feedback) or spiky (bandit feedback):
-
-1. Lagrangian. With the LP dual lambda (the slope of the concave envelope of the f_b at which the
-   greedy on envelope increments stops), reduced costs r_b(a) = phi_b - f_b(a) + lambda a >= 0,
-   phi_b = max_a f_b(a) - lambda a, turn the objective into
-       sum_i f = sum_b c_b phi_b + lambda need - sum_i r_b(i)(a_i),
-   so the task is: minimise sum_i r(a_i) s.t. sum_i a_i = need. Per bin the zero-cost arms
-   form an interval [lo_b, hi_b] of the envelope (lo_b = hi_b for all but the critical bins).
-2. Relaxation (``planner_relax.relaxed_plan``, what almost every step needs). Relative to every prompt at lo_b, a
-   prompt at a costly arm a shifts the total by d = a - lo_b at cost r_b(a); prompts at hi_b of
-   the (usually one) critical bin shift it by L = hi_b - lo_b for free. Forgetting which bin pays,
-   a shift d costs m(d) = min_b r_b(lo_b + d), any number of times: the cheapest multiset of shifts
-   reaching D - h L (D = need - sum_b c_b lo_b, 0 <= h <= c_crit) is a shortest path over the
-   partial sum (Bellman-Ford, one costly prompt per round; any multiset can be ordered so that its
-   partial sums stay within A - 1 of [min(0, t), max(0, t)]; stop when k + 1 times the cheapest
-   m exceeds the best found, or at a fixed point; 12 rounds). It costs at most the optimum, so
-   when its multiset fits the bins' counts it is the optimum (measured: about 98% of bandit steps
-   at the paper's scale); else it is a lower bound (at least 13 times the cheapest m when the
-   rounds ran out). A feasible plan has cost U >= the optimum's: prompts at lo_b, as many at hi_b
-   as fit, and the remainder closed by the cheapest single move of one prompt (``feasible_plan``); U
-   equal to the lower bound is optimal. When the rounds ran out (a near-tied arm) and fewer than
-   64 costly prompts can beat U, the relaxation runs again with that many rounds.
-3. Otherwise (rare, measured: about 2% of bandit steps): an exact bounded-deviation min-plus DP
-   across bins, pruned by U (``gdro_lab.allocation.planner.dp``, whose docstring gives the two lemmas).
-
-When every bin's values are concave in n (full feedback: the logits are minus a sum of convex
-costs), the greedy on marginal gains is exact and is used directly (``concave_budget_plan``).
-Everything is vectorised with numpy. Measured at the paper's scale (256 prompts, 10 bins, 11 arms;
-docs/benchmarks.md): full feedback costs what the greedy costs (about 0.15 ms); bandit feedback
-about 0.3-0.5 ms median (the relaxation), a few ms in the rare steps that need the DP or a long
-shortest path. Tested against brute force and scipy.optimize.milp, paper scale and real bandit
-runs included (tests/gdro_lab/allocation/planner/test_planner_exact.py).
-
-Departs from the paper: the paper's DP chooses one arm per bin (``allocation.exact_budget_plan``,
-offered with both objectives); this planner maximises the joint probability over prompts.
+Lagrangian reduced costs, then a shortest-path relaxation that is optimal whenever its plan fits the
+bins, else the bounded-deviation DP of :mod:`gdro_lab.allocation.planner.dp`; the greedy directly when
+every f_b is concave. Tested against brute force and scipy.optimize.milp
+(tests/gdro_lab/allocation/planner/test_planner_exact.py). Departs from the paper: it maximises the
+joint probability over prompts, where the paper's DP chooses one arm per bin (still offered as
+``allocation.exact_budget_plan``). The method: docs/design-notes.md#gdro_lab-allocation-planner-exact; timings:
+docs/benchmarks.md#gdro_lab-allocation-planner-exact.
 """
 
 from __future__ import annotations

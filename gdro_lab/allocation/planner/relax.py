@@ -1,18 +1,10 @@
-"""The exact planner's step 2: the relaxation over shifts and a feasible plan (:mod:`gdro_lab.allocation.planner.exact`).
+"""The exact planner's step 2: the relaxation over shifts and a feasible plan
+(:mod:`gdro_lab.allocation.planner.exact`).
 
-Inputs are the reduced costs r_b(a) >= 0 of the Lagrangian (zero exactly on the zero-cost arms
-lo_b..hi_b of each bin, positive elsewhere), the prompts per bin c_b and the arm total ``need``.
-
-- :func:`relaxed_plan`: relative to every prompt at lo_b, a prompt at a costly arm a shifts the
-  total by d = a - lo_b at cost r_b(a); prompts at hi_b of the (single) critical bin shift it by
-  L = hi_b - lo_b for free. Forgetting which bin pays, a shift d costs m(d) = min_b r_b(lo_b + d)
-  any number of times, and the cheapest multiset of shifts reaching D - h L (D = need - sum_b c_b
-  lo_b, 0 <= h <= c_crit) is a shortest path over the partial sum (:func:`_shortest_shift`). It
-  costs at most the optimum; when its multiset fits the bins' counts it is the optimum.
-- :func:`feasible_plan`: prompts at lo_b, as many at hi_b of the critical bins as fit, the
-  remainder closed by the cheapest single move; its cost bounds the optimum's from above.
-
-Shapes: ``G`` bins, ``A`` arms; plans are x_GA, the prompts of each bin at each arm.
+Inputs: reduced costs r_b(a) >= 0 (zero exactly on lo_b..hi_b), the prompts per bin c_b and ``need``.
+:func:`relaxed_plan` is a lower bound, the optimum when its multiset fits the bins' counts;
+:func:`feasible_plan` an upper bound. Shapes: ``G`` bins, ``A`` arms; plans are x_GA. The method:
+docs/design-notes.md#gdro_lab-allocation-planner-exact.
 """
 
 from __future__ import annotations
