@@ -22,6 +22,7 @@ from simulators.calibrate import dynamics as stage2
 from simulators.calibrate.difficulty import DifficultyFit, SuccessCounts
 from simulators.calibrate.observe import Sweep
 from simulators.calibrate.posterior import central_interval
+from simulators.calibrate.scaling import sweep_fits
 from simulators.world import WorldConfig
 
 FIT_FORMAT = 1
@@ -135,6 +136,7 @@ def calibrate(data: SuccessCounts, sweep: Sweep | None, plan: Plan, *, boots: in
                               "dof": dyn.extra["dof"], "offsets": dyn.h0.tolist(), "groups": list(sweep.group_names),
                               "lrs": sweep.lrs.tolist(), "block": design.block, "steps": design.steps,
                               "eval_steps": design.eval_steps.tolist(), "batch": sweep.batch, "n": sweep.n}
+        record["scaling"] = sweep_fits(sweep)  # ScaleRL's sigmoid per sweep run: gdro predict shows it
     record["world"] = world.to_dict()
     record["_objects"] = {"difficulty": diff, "dynamics": dyn, "data": data, "sweep": sweep}
     return record

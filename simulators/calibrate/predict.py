@@ -248,10 +248,13 @@ def _table(summaries: dict[tuple[str, int, int, float], Any], draws: int, seeds:
     """label|metric -> (draws, seeds) final values; initial|metric: GRPO's step 0."""
     table: dict[str, np.ndarray] = {}
     for (label, j, s, _), summary in summaries.items():
-        for metric in (*[m for m, _ in METRICS], "val/accuracy", "se_reduction_pct"):
+        for metric in (*[m for m, _ in METRICS], "val/accuracy", "se_reduction_pct", "final_success"):
             if metric == "se_reduction_pct":
                 series = summary.scalars.get(metric, np.array([np.nan]))
                 value = float(np.nanmean(series)) if np.isfinite(series).any() else math.nan
+            elif metric == "final_success":  # the batch success over the run's last tenth
+                series = summary.scalars.get("mean_success", np.array([np.nan]))
+                value = float(np.nanmean(series[-max(1, series.size // 10):]))
             else:
                 value = float(summary.evals[metric][-1]) if metric in summary.evals else math.nan
             table.setdefault(f"{label}|{metric}", np.full((draws, seeds), np.nan))[j, s] = value
@@ -357,4 +360,11 @@ def predict(cal: Calibrated, settings: Settings, extra: dict[str, Any] | None = 
     worlds = world_draws(cal, settings.draws)
     perturbed, keys = perturbed_worlds(cal) if cal.fit is not None else ([], [])
     worlds = [{**world, **(extra or {})} for world in worlds + perturbed]
-    return summarize(run_all(settings, worlds), len(worlds) - len(perturbed), keys, settings.threshold)
+    table = run_all(settings, worlds)
+    summary = summarize(table, len(worlds) - len(perturbed), keys, settings.threshold)
+    from simulators.calibrate.scaling import extrapolate
+
+    summary["grpo_final_success"] = over_worlds(_row_mean(table["grpo@1|final_success"])[:len(worlds) - len(perturbed)])
+    summary["scaling"] = extrapolate((cal.fit or {}).get("scaling", []), cal.plan["lr"] * settings.lr_scale,
+                                     settings.steps * settings.batch * settings.n_bar)
+    return summary

@@ -20,6 +20,11 @@ def _pp(entry: dict[str, Any] | None) -> str:
     return f"{mid} [{100 * entry['lo']:+.1f}, {100 * entry['hi']:+.1f}]" if math.isfinite(entry["lo"]) else mid
 
 
+def _share(entry: dict[str, Any]) -> str:
+    """'0.43 [0.40, 0.46]' (a rate: median [central 95%])."""
+    return f"{entry['median']:.2f}" + (f" [{entry['lo']:.2f}, {entry['hi']:.2f}]" if math.isfinite(entry["lo"]) else "")
+
+
 def _counts(entry: dict[str, Any]) -> str:
     return f"{entry['above_zero']}/{entry['below_zero']}"
 
@@ -48,6 +53,11 @@ def screen(summary: dict[str, Any], settings: Settings, cal: Calibrated, seconds
     if settings.optimizer == "adam":
         lines.append("  optimizer adam: a constant advantage scale cancels, so step-matched GRPO equals GRPO here and "
                      "Prompt-GDRO's multipliers act as mean-1 weights")
+    scaling, world = summary.get("scaling"), summary.get("grpo_final_success")
+    if scaling and world and math.isfinite(world["median"]):
+        lines.append(f"  ScaleRL's sigmoid (arXiv 2510.13786) of the sweep run at lr {scaling['lr']:g}: batch success "
+                     f"{scaling['success']:.2f} at the planned {scaling['rollouts']:,.0f} rollouts (asymptote A "
+                     f"{scaling['A']:.2f}, exponent B {scaling['B']:.2f}); the world: GRPO ends at {_share(world)}")
     if summary["methods"][METHODS[0]]["decided_by"]:
         lines.append("What decides the gain vs tuned GRPO: each parameter at the low / high end of its 95% interval, "
                      "the others at their medians (pp):")

@@ -139,7 +139,12 @@ def write_report(record: dict[str, Any], out: Path, command: str) -> Path:
         lines += ["## Stage 2: learning curves", "",
                   f"Reduced chi² of the curve fit: {dyn['chi2_red']:.2f} on {dyn['dof']} degrees of freedom (1 = the "
                   "world explains the curves up to their noise; larger = systematic misfit, which the intervals "
-                  "absorb as extra noise).", "", f"![curves]({curves_figure(record, out)})", ""]
+                  "absorb as extra noise).", "", f"![curves]({curves_figure(record, out)})", "",
+                  "ScaleRL's sigmoid (arXiv 2510.13786) of each sweep run's batch success against the rollouts "
+                  "consumed, R0 + (A - R0) / (1 + (C_mid / C)^B) (a second opinion beside the world's):", "",
+                  markdown_table(["lr", "R0", "asymptote A", "exponent B", "C_mid (rollouts)", "rmse"],
+                                 [[f"{f['lr']:g}", f"{f['R0']:.3f}", f"{f['A']:.3f}", f"{f['B']:.2f}",
+                                   f"{f['C_mid']:,.0f}", f"{f['rmse']:.3f}"] for f in record.get("scaling", [])]), ""]
     else:
         lines += ["## Stage 2: not fitted", "", "No learning-rate sweep was given (`--sweep`): the learning speed, the "
                   "price of a step, the score noise and the transfer are the simulator's defaults, not measured.", ""]

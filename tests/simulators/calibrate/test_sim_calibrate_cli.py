@@ -53,7 +53,7 @@ def test_predict_prints_one_screen_and_the_report(calibrated: Path, capsys: pyte
     out = capsys.readouterr().out
     assert code == 0
     for label in ("Prompt-GDRO", "Rollout-GDRO", "joint", "step-matched GRPO", "vs tuned GRPO", "In plain words",
-                  "What decides the gain", "of 3 worlds the data allow", "(median world"):
+                  "What decides the gain", "of 3 worlds the data allow", "(median world", "ScaleRL's sigmoid"):
         assert label in out
     assert out.strip().splitlines()[-1].startswith("report: ")
     assert len(out.strip().splitlines()) <= 20  # one screen
@@ -68,6 +68,8 @@ def test_predict_prints_one_screen_and_the_report(calibrated: Path, capsys: pyte
                if n not in ("size_exponent", "size_difficulty_corr", "lr_shared") and max(v) > min(v)]
     assert sorted(r["parameter"] for r in moved) == sorted(varying)  # every varying parameter, both ends
     assert all(len(r["gains"]) == 2 for r in moved) and moved == sorted(moved, key=lambda r: -r["moves"])
+    assert sorted(f["lr"] for f in fit["scaling"]) == [0.5, 1.0, 2.0]  # one sigmoid per sweep run
+    assert summary["scaling"]["lr"] == 1.0 and summary["scaling"]["rollouts"] == 10 * 32 * 4  # planned lr, run
     runs = sorted(p.name for p in (calibrated / "predict" / "runs").iterdir())
     assert len(runs) == 3 + 1 + 2 * len(varying)  # the drawn worlds, the median world, two ends per parameter
 
