@@ -66,13 +66,16 @@ def world_from_difficulty(world: WorldConfig, fit: DifficultyFit, values: dict[s
     return replace(world, group_hardness_rank=tuple(int(r) for r in fit.ranks_K), **values)
 
 
+PILE_UP = (0.02, 0.1)
+"""Draws within 2% of the range of an arbitrary end, when at least 10% of them: flagged weak."""
 NATURAL_EDGES = {"unsolvable_frac": (True, False), "always_solved_frac": (True, False), "transfer": (True, True)}
 """Range ends that are the parameter's own (a fraction at 0, transfer at 0 or 1): an interval reaching them is
 no sign of weak identification, unlike one reaching an arbitrary end of a log-scale range."""
 
 
 def identification(draws_x: np.ndarray, lo: np.ndarray, hi: np.ndarray, names: tuple[str, ...]) -> dict[str, str]:
-    """Per parameter: 'well identified', or why not (wide interval, at the range's edge, confounded)."""
+    """Per parameter: 'well identified', or why not (wide interval, at the range's edge, draws piling up at an
+    end, confounded)."""
     out: dict[str, str] = {}
     q_lo, q_hi = central_interval(draws_x)  # the printed interval's two draws, on the fitting scale
     span = (q_hi - q_lo) / np.maximum(hi - lo, 1e-12)
@@ -87,6 +90,11 @@ def identification(draws_x: np.ndarray, lo: np.ndarray, hi: np.ndarray, names: t
         at_hi = q_hi[j] >= hi[j] - 1e-9 * (hi[j] - lo[j]) and not natural_hi
         if at_lo or at_hi:
             notes.append("reaches the edge of the allowed range")
+        near = PILE_UP[0] * (hi[j] - lo[j])  # draws crowding an arbitrary end: the data allow values beyond it
+        for end, count, natural in (("low", np.sum(draws_x[:, j] <= lo[j] + near), natural_lo),
+                                    ("high", np.sum(draws_x[:, j] >= hi[j] - near), natural_hi)):
+            if not natural and count >= max(2, PILE_UP[1] * draws_x.shape[0]):
+                notes.append(f"{count} of {draws_x.shape[0]} draws pile up at the {end} end of the allowed range")
         partners = [names[i] for i in range(len(names)) if i != j and np.isfinite(corr[j, i]) and abs(corr[j, i]) > 0.9]
         if partners:
             notes.append("moves with " + ", ".join(partners) + " (|correlation| > 0.9)")

@@ -33,10 +33,10 @@ def test_the_counts_over_worlds_are_those_of_a_plain_loop(values: list[float], t
     assert (entry["above_zero"], entry["below_zero"], entry["above_threshold"], entry["below_threshold"]) == \
         (above, below, above_t, below_t)
     assert entry["worlds"] == len(values) and entry["median"] == pytest.approx(float(np.median(values)))
-    # the interval's ends are drawn values, at most 2.5% of the worlds (rounded) outside each end
+    # the interval's ends are drawn values, at most 2.5% of the worlds (rounded up) outside each end
     assert entry["lo"] in values and entry["hi"] in values and entry["lo"] <= entry["median"] <= entry["hi"]
     n = len(values)
-    outside = round(0.025 * (n - 1))
+    outside = math.ceil(0.025 * (n - 1))
     assert sum(v < entry["lo"] for v in values) <= outside and sum(v > entry["hi"] for v in values) <= outside
 
 
@@ -177,3 +177,18 @@ def test_the_world_file_holds_values_inside_their_intervals(tmp_path: Path) -> N
             checked += 1
     assert checked == 13
     assert world["lr_shared"] == pytest.approx(SHARED_RATIO * world["lr_group"], rel=1e-4)
+
+
+def test_draws_piling_up_at_an_arbitrary_end_are_flagged() -> None:
+    """score_noise's range ends are arbitrary: 6 of 40 draws within 2% of its low end flag it weak (a narrow
+    interval inside the range and no edge reached otherwise); transfer's 0 is its own end, never flagged."""
+    lo, hi = np.array([np.log(0.05), 0.0]), np.array([np.log(20.0), 1.0])
+    rng = np.random.default_rng(3)
+    noise = np.concatenate([rng.uniform(lo[0] + 0.005, lo[0] + 0.1, 6), rng.normal(np.log(2.0), 0.1, 34)])
+    transfer = np.concatenate([np.full(6, 0.001), rng.uniform(0.3, 0.4, 34)])
+    notes = identification(np.stack([noise, transfer], axis=1), lo, hi, ("score_noise", "transfer"))
+    assert "6 of 40 draws pile up at the low end of the allowed range" in notes["score_noise"]
+    assert "pile up" not in notes["transfer"]
+    few = identification(noise[2:, None], lo[:1], hi[:1], ("score_noise",))["score_noise"]
+    assert "4 of 38 draws pile up" in few
+    assert "pile up" not in identification(noise[4:, None], lo[:1], hi[:1], ("score_noise",))["score_noise"]  # 2 < 10%
