@@ -1,15 +1,10 @@
 """Gain-level recovery: does ``gdro predict`` get the *gains* right in worlds whose truth is known?
 
-For each known world and seed: make the calibration data with the simulator's own loop
-(``recovery.synthetic_data``), fit both stages (``calibration.calibrate``), predict each method's gain
-over drawn worlds at a planned run (``predict.run_all`` / ``predict.summarize``, no perturbed worlds),
-then measure the true gain in the true world over ``--truth-seeds`` seeds with the same lr grid and
-step matching. Per (world, seed, method, metric, baseline) a row: the truth with its standard error
-over seeds, the predicted median and central-95% interval, the worlds' counts and the verdict.
-
-Reported over rows: coverage of the true gain by the interval (nominal 95%, with its binomial 95%
-interval), sign accuracy where the truth is clearly non-zero (|gain| > 2 se and > the threshold) and
-the verdict names a sign (95% of the worlds on one side), and the median interval width.
+Per known world and seed: the calibration data by the simulator's own loop (``recovery.synthetic_data``),
+both fits, the prediction over drawn worlds at a planned run (no perturbed worlds), and the true gain in
+the true world over ``--truth-seeds`` seeds with the same grid and step matching. Reported: coverage of
+the true gains by the central-95% intervals (with its binomial interval), the sign the verdict names
+where the truth is clearly non-zero (|gain| > 2 se and > the threshold), and the median width.
 
     python -m simulators.calibrate.gain_recovery --out reports/calibration/gain-recovery --update-docs
 """

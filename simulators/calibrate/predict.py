@@ -1,34 +1,19 @@
 """`gdro predict WORLD.toml`: each method's gain in a calibrated world, with the fit's uncertainty.
 
-For each of ``--draws`` worlds drawn from the calibration's posterior draws (difficulty and dynamics
-draws paired by index; ``fit.json`` next to the world file) and each of ``--seeds`` seeds (paired
-across methods: same world instance and batch order), the simulator runs, at the planned run's
-size (``fit.json``'s plan; ``--steps`` / ``--batch`` / ``--lr`` change it):
+For each of ``--draws`` posterior draws of the fit (``fit.json`` beside the world file; stage 1 and 2
+paired by index) and ``--seeds`` seeds (paired across methods), at the planned run's size: GRPO at the
+planned lr and on a sqrt(2)-step grid (x0.5..x2, extended while a world's best point sits at an edge;
+tuned GRPO = best seed-mean val accuracy, reported on test); Prompt-GDRO, Rollout-GDRO and joint at the
+planned lr; step-matched GRPO (``studykit.stepmatch``: advantages x c1 = E[m] and x c2 = sqrt(E[m^2]) of
+Prompt-GDRO's multipliers). Under ``--optimizer adam`` a constant advantage scale cancels, so
+step-matched GRPO is GRPO and Prompt-GDRO's weights act as mean-1 weights (an approximation: Adam
+normalises by a running average, not per batch).
 
-- GRPO at the planned lr, and on a sqrt(2)-step lr grid (x0.5 .. x2, extended while a draw's best
-  point sits at an edge, ``studykit.lrgrid``) to find tuned GRPO (best seed-mean val accuracy per
-  draw, reported on the test split);
-- Prompt-GDRO, Rollout-GDRO and joint at the planned lr;
-- step-matched GRPO (``studykit.stepmatch``, the project's one definition): GRPO with every
-  advantage scaled by Prompt-GDRO's mean multiplier (first moment c1 = E[m]) and by its root mean
-  square (second moment c2 = sqrt(E[m^2]), what the world's price of a step grows with), measured
-  per draw on Prompt-GDRO's runs. In the world a constant advantage scale is an lr scale. Under ``--optimizer adam`` (the trainer's AdamW) a
-  constant scale cancels in the update, so step-matched GRPO *is* GRPO and Prompt-GDRO's weights
-  act as mean-1 weights (``prompt_gdro.weight_mode = mean1``): an approximation (Adam normalises
-  by a running average, not per batch), stated in the report.
-
-The draws are the fit's posterior draws (``--draws``, default all 40 the fit stores). Each
-method's gain is summarised over the drawn worlds (each world's seed-mean gain, so the seeds' noise
-is in it too): the median, the central 95% of the worlds (two order statistics), and how many worlds
-put the gain above / below zero and beyond a practical threshold (``--threshold``, default 1 pp).
-The verdict is read from those counts: "better than tuned GRPO in 39 of 40 worlds the data allow".
-
-What decides a verdict: the posterior-median world is run, then, one parameter at a time, the same
-world with that parameter at the low and at the high end of its 95% interval (the others at their
-medians, seeds paired). The parameters that move the gain most are named, in pp, with a flag when the
-verdict (better by more than the threshold / within it / worse) changes inside the interval. It
-replaces a rank correlation of gain and parameter over the draws, which at 12 draws named a
-different parameter with every fit and never the one that moved the verdict.
+A gain is summarised over the drawn worlds (each world's seed-mean gain): median, central 95% (order
+statistics), and the counts of worlds above / below 0 and beyond +-``--threshold``; the verdict is read
+from the counts. "Decided by": the posterior-median world, then each parameter at the low and the high
+end of its 95% interval (others at their medians, seeds paired); the parameters that move the gain
+most, and whether the verdict flips inside the interval. Detail: docs/calibration.md.
 """
 
 from __future__ import annotations
