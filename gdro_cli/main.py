@@ -1,17 +1,7 @@
 """`gdro` command line: dispatches to each part lazily so `gdro simulate` never loads streamlit.
 
-Subcommands:
-  gdro simulate [STUDY] [...]   toy studies in the heavy-tailed bandit simulator (simulators/)
-  gdro app [RUN_DIR ...]        the Streamlit app for logged curricula (apps/)
-  gdro report RUN_DIR [...]     static PNG figures of run directories (apps/report/)
-  gdro eval --model M [...]     mean@k / pass@k / worst group on math benchmarks (real_runs/)
-  gdro train CONFIG [k=v ...]   GRPO / Prompt-GDRO / Rollout-GDRO / joint on a language model (real_runs/)
-  gdro export RUN_DIR OUT       a run's checkpoint as a Hugging Face folder (real_runs/export_cli.py)
-  gdro sweep [...]              grid x seeds sweep of simulator knobs (simulators/)
-  gdro study lm [--quick]       learning study on CPU: GRPO vs GDRO on a small Qwen3 (real_runs/lmstudy/)
-  gdro arena [--update-reports] the allocation arena: simulator worlds + CPU LM study -> reports/arena
-  gdro calibrate --samples ...  fit the simulator world to a real model's pass rates and lr sweep (simulators/calibrate/)
-  gdro predict WORLD.toml       each method's predicted gain in a calibrated world (simulators/calibrate/)
+The subcommands are :data:`COMMANDS` (``gdro --help`` lists them); each one's synopsis and where it
+lives: docs/design-notes.md#gdro_cli-main.
 """
 
 from __future__ import annotations

@@ -68,11 +68,9 @@ def step_folder(run_dir: str | os.PathLike[str], step: int) -> Path:
 def _save_model(model: Any, tokenizer: Any, folder: Path) -> None:
     """A Hugging Face folder for a ``PreTrainedModel`` (safetensors, 5 GB shards), else model.pt.
 
-    ``save_original_format=False``: transformers 5 otherwise rebuilds its weight-conversion tables
-    (~900 regular expressions, 1.4 s per process measured under load) to undo key conversions that
-    dense decoders (Qwen3, Llama) do not have; for them the files are identical (checked). A model
-    whose keys transformers converts on load (some MoE models) is then saved in transformers'
-    layout, which transformers loads and vLLM may not."""
+    ``save_original_format=False`` (why: docs/design-notes.md#real_runs-checkpoint): a model whose keys
+    transformers converts on load (some MoE models) is saved in transformers' layout, which transformers
+    loads and vLLM may not."""
     if not hasattr(model, "save_pretrained") or getattr(model, "config", None) is None:
         torch.save(model.state_dict(), folder / "model.pt")
         return

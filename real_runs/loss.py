@@ -96,12 +96,8 @@ def aggregate(values_BT: torch.Tensor, mask_BT: torch.Tensor, mode: str = "token
     ``global_batch_size``): pass the mini-batch's totals to split it into micro-batches whose
     losses add up exactly to the mini-batch's. ``norm_length`` is verl's ``loss_scale_factor``;
     None means T, the width of ``values_BT`` (verl's default, which varies with padding: callers
-    pass a constant). Shapes: values_BT, mask_BT (B, T); returns a 0-d tensor.
-
-    verl's data-parallel factor (x dp_size with global denominators, undone by FSDP's gradient
-    average) is 1 here. verl's own PPO trainer passes ``global_batch_size = ppo_mini_batch_size x
-    rollout.n``, which counts empty responses; ``agg_loss``'s default (no global size) does not.
-    The two agree whenever no response is empty (a response holds at least its EOS token).
+    pass a constant). Shapes: values_BT, mask_BT (B, T); returns a 0-d tensor. Against verl's
+    data-parallel and global sizes: docs/design-notes.md#real_runs-loss.
     """
     mask = mask_BT.to(values_BT.dtype)
     if mode == "token-mean":

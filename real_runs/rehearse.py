@@ -68,10 +68,8 @@ def seeded_history(controllers: dict[str, Any], record_index: np.ndarray, prompt
     ``seed``, and passes the ``StepFeedback`` to ``update`` of the classifier, the weighter and
     the allocator, in the loop's order (a prompt selector, if any, is left as it is). Nothing is
     generated or trained. Returns counts: steps, prompts, rollouts, prompts with a bin after it.
-
-    The odds are spread evenly whatever N: p_i = (r_i + 1/2) / N with r a seeded permutation of
-    0..N-1, so the prompts fill the difficulty bins and the bins' reward variances 4 p (1 - p)
-    differ (a data set of 5 prompts included), which is what makes Rollout-GDRO's plan ragged.
+    The odds: p_i = (r_i + 1/2) / N, r a seeded permutation of 0..N-1 (why:
+    docs/design-notes.md#real_runs-rehearse).
     """
     from gdro_lab import StepFeedback
     from real_runs.batching import DataOrder

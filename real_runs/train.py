@@ -1,10 +1,8 @@
 """`gdro train`: GRPO with Prompt-GDRO and/or Rollout-GDRO on a real language model, one machine.
 
-One step: (1) next P prompts, the selector's skips replaced; bins and a plan n_i (sum exactly P n_bar);
-(2) generate and score (+1 / -1); (3) ``StepFeedback`` to the controllers; (4) GRPO advantages (Eq. 3,
-clipped to +-5) x the Prompt-GDRO multipliers (Eq. 16); (5) reference log-probs by a teacher-forced
-pass; (6) PPO over mini-batches, loss of ``real_runs.loss`` (Eq. 4-6); (7) weights to the engine;
-(8) the step record to steps.jsonl, evaluation and checkpoint on schedule. Parts: :func:`main`,
+One step: prompts, bins and a plan n_i (sum exactly P n_bar); generate and score; controllers; GRPO
+advantages (Eq. 3, clipped to +-5) x Prompt-GDRO multipliers (Eq. 16); reference log-probs; PPO with the
+loss of ``real_runs.loss`` (Eq. 4-6); weights to the engine; step record, evaluation, checkpoint. Parts: :func:`main`,
 :func:`_loop`, :func:`_step`; the run is built in :mod:`real_runs.train_setup`. Follows the paper
 (§2-3, App. A) in the controllers' rules, the asymmetric clip, the KL loss and the advantage clip. Departs:
 - log-probs are of the raw distribution (temperature 1), as the engines report them; verl divides

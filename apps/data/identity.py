@@ -300,16 +300,11 @@ def group_runs(configs: Mapping[str, Mapping[str, Any]], keys: Sequence[str] | N
                producers: Mapping[str, str] | None = None) -> Grouping:
     """Group runs (run label -> config; ``producers``: run label -> meta.json's producer) by ``keys``.
 
-    Automatic (``keys`` None): each study (:func:`study_families`: one study folder, one producer)
-    is labelled on its own, by the keys that differ *within it* (:func:`auto_keys`), after its
-    study's name when the study is not the runs folder itself (``study: grpo lr×1``,
-    ``train: grpo``), so that a run's name never changes when runs of another study are added
-    and two studies never share a name. Chosen ``keys`` group every run together. A group's label is the method (when a grouping key holds it) and ``name=value``
-    for each other key (``lr×value`` for a learning-rate scale), leaving out keys a run lacks or
-    leaves empty; a group's method is its runs' common method ("" when the chosen keys put
-    several methods in one group). Runs that share a group label but also a seed (e.g. two
-    copies of one config in different folders) cannot be seeds of one group: they are told
-    apart by their folder.
+    Automatic (``keys`` None): each study (:func:`study_families`) is labelled on its own, by the keys
+    that differ *within it* (:func:`auto_keys`), after its study's name (``study: grpo lr×1``). Chosen
+    ``keys`` group every run together. A group's label is the method and ``name=value`` per other key;
+    its method is its runs' common method ("" if several). Runs sharing a label and a seed are told
+    apart by their folder. The rules in full: docs/design-notes.md#apps-data-identity.
     """
     flats = {label: flatten(config) for label, config in configs.items()}
     methods = {label: _method_in(flat, fallback=_folder_method(label)) for label, flat in flats.items()}

@@ -260,10 +260,9 @@ def run_bytes(run: RunData) -> int:
 class RunCache:
     """Runs read from disk, keyed on (folder, :func:`run_signature`), least recently used first out.
 
-    Shared by every session of a server (runs are never modified after loading). A run whose
-    files changed has a new signature and is read again; read errors are not cached. Bounded in
-    runs and in bytes (:func:`run_bytes`), so that a page over every run of a large root (Study:
-    100 runs by default) keeps them all instead of reading them again on every rerun.
+    Shared by every session of a server (runs are never modified after loading). A run whose files
+    changed has a new signature and is read again; read errors are not cached. Bounded in runs and in
+    bytes (:func:`run_bytes`; the bounds: docs/design-notes.md#apps-data-loading).
     """
 
     def __init__(self, max_entries: int = 512, max_bytes: int = 2 << 30) -> None:

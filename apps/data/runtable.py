@@ -37,12 +37,9 @@ def run_table(infos: Sequence[RunInfo], grouping: Grouping, all_config: bool = F
     group (as ``grouping`` groups it), method, seed, producer, status, damage (why its files look
     damaged: :attr:`apps.data.listing.RunInfo.damage`), last logged step, ``mean_success`` at that
     step, the tail average when ``tails`` gives it (run label -> value), the user's tags, and
-    config columns.
-
-    Config columns are those of one producer (``producer``; None: every run's keys): the dotted
-    keys whose values differ between that producer's runs (every key of its runs when
-    ``all_config``), seeds included; other producers' runs are blank there. Simulator and
-    trainer configs share almost no key, so all of them side by side would be mostly blank."""
+    config columns: the dotted keys of one producer (``producer``; None: every run's keys) whose values
+    differ between its runs (every key when ``all_config``), seeds included; other producers' runs are
+    blank there (why one producer: docs/design-notes.md#apps-data-runtable)."""
     flats = {info.label: flat_config(info.config) for info in infos}
     keys = config_keys(infos, producer, all_config, flats)
     columns = BASE_COLUMNS + ([TAIL_COLUMN] if tails is not None else []) + ["tags"]
@@ -143,11 +140,8 @@ def markdown_text(text: str) -> str:
 def markdown_table(table: pd.DataFrame) -> str:
     """``table`` as a GitHub-flavoured Markdown table for ``st.markdown``: text cells and column
     names escaped (:func:`markdown_text`; a line break becomes a space), floats to 4 significant
-    digits, missing values blank, numeric columns right-aligned.
-
-    The landing page draws its tables this way rather than with ``st.table``, whose Arrow
-    formatting code (about 1 MB of JavaScript) a fresh browser would otherwise load and compile
-    before the first page appears (docs/benchmarks.md)."""
+    digits, missing values blank, numeric columns right-aligned (the landing page's tables; why not
+    ``st.table``: docs/design-notes.md#apps-data-runtable)."""
     def cell(value: Any) -> str:
         if value is None or (np.ndim(value) == 0 and pd.isna(value)):
             return ""

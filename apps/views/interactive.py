@@ -215,12 +215,8 @@ def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, inte
     order of the series; then the crosshair (:func:`_crosshair`). ``y_domain`` fixes the y-range
     (:func:`apps.data.scales.y_domain`), ``x_domain`` the x-range (run and baseline on one clock); the
     x field is ``step`` whatever ``x_title`` says (the wall clock replaces the steps by seconds,
-    minutes or hours before the chart is built).
-
-    The legend sits right of the plot, one entry per series, or per group or method when
-    ``legend`` summarises many series (each series keeps its line; colours are the entries').
-    Clicking an entry isolates its series (the others fade; shift-click adds entries), hovering
-    a line draws it thicker and names it. Charts of one ``zoom_group`` zoom together.
+    minutes or hours before the chart is built). ``legend`` summarises many series by group or method;
+    charts of one ``zoom_group`` zoom together. The legend's behaviour: docs/design-notes.md#apps-views-interactive.
     """
     names = [str(name) for name in pd.unique(frame[color_field])] if not frame.empty else []
     legend = legend or default_legend(names, colours)

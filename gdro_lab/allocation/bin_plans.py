@@ -28,18 +28,13 @@ def exact_budget_plan(log_prob_GA: np.ndarray, count_G: np.ndarray, total: int,
                       weight: str = "bin") -> tuple[np.ndarray, bool]:
     """The paper's DP (§3.3): one arm per bin under the exact sum sum_b c_b n_b = total.
 
-    Two objectives, named by how a bin is weighted:
-    - ``weight="count"``: sum_b c_b log p_b(n_b), the paper's "joint probability" of the plan
-      (every prompt of bin b draws n_b from p_b);
-    - ``weight="bin"`` (default, backward compatible): sum_b log p_b(n_b), the released code's
-      ``rollout_choose_arms`` objective, which counts a bin of 1 prompt like a bin of 100.
-    ``log_prob_GA[b, a]`` is log p_b(n_min + a); ``count_G`` the prompts per bin (bins with 0
-    prompts are ignored). Returns (arm value n_G, exact). When no one-arm-per-bin plan hits
-    ``total`` (possible for unlucky counts), the plan with the reachable sum closest to
-    ``total`` is returned with exact=False and the caller finishes it with
-    :func:`adjust_to_total` on single prompts. ``tie_center`` adds a 1e-9 (n - tie_center)^2
-    penalty so that equally likely plans resolve toward that value instead of arbitrarily.
-    Cost O(G * A * total), vectorised over partial sums.
+    ``weight="count"``: sum_b c_b log p_b(n_b), the paper's "joint probability" of the plan;
+    ``weight="bin"`` (default): sum_b log p_b(n_b), the released code's ``rollout_choose_arms`` objective.
+    ``log_prob_GA[b, a]`` is log p_b(n_min + a); ``count_G`` the prompts per bin (bins with 0 prompts
+    are ignored). Returns (arm value n_G, exact): when no one-arm-per-bin plan hits ``total``, the plan
+    with the closest reachable sum and exact=False, for :func:`adjust_to_total` to finish on single
+    prompts. ``tie_center`` adds a 1e-9 (n - tie_center)^2 penalty so that equally likely plans resolve
+    toward that value. Cost O(G * A * total). Detail: docs/design-notes.md#gdro_lab-allocation-bin_plans.
     """
     if weight not in ("count", "bin"):
         raise ConfigError(f"exact_budget_plan: weight={weight!r} is invalid: must be 'count' or 'bin'")
@@ -102,10 +97,9 @@ def forbidden_floor(values_GA: np.ndarray, size: int) -> tuple[np.ndarray, np.nd
 def concave_envelope(values_GA: np.ndarray) -> np.ndarray:
     """Upper concave envelope of each row over the integer points 0..A-1, shape (G, A).
 
-    Rows that are already concave (second differences <= 1e-12, the usual case under full
-    feedback, where logits are minus a sum of convex costs) are returned as they are; the others
-    get the upper hull by Andrew's monotone chain. -inf entries lie below every hull; outside
-    the finite points the envelope is -inf.
+    Rows that are already concave (second differences <= 1e-12; the usual case under full feedback)
+    are returned as they are, the others get the upper hull by Andrew's monotone chain. -inf entries
+    lie below every hull; outside the finite points the envelope is -inf.
     """
     values = np.asarray(values_GA, float)
     out = values.copy()
@@ -142,15 +136,10 @@ def concave_budget_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int,
                         tie_center: float | None = None) -> np.ndarray:
     """Exact-budget plan maximising the joint per-prompt probability, on the concave envelope.
 
-    Exact only when every log p_b is concave in n; :func:`gdro_lab.allocation.planner.exact.exact_plan` is exact
-    for any distributions and is what Rollout-GDRO executes. Kept as the envelope relaxation.
-
-    Maximises sum_i env_{b(i)}(n_i) subject to sum_i n_i = total, n_i in arms, where env_b is
-    the upper concave envelope of log p_b (= log p_b for log-concave p_b). The problem is a
-    separable concave resource allocation, so the greedy on marginal gains is exact (the DP's
-    closed form): start every prompt at n_min and grant the (total - P n_min) increments with
-    the largest gains env_b(a + 1) - env_b(a). Within a bin prompts end at two adjacent arms.
-    All prompts must be assigned (bins_P >= 0). ``tie_center`` as in exact_budget_plan.
+    Maximises sum_i env_{b(i)}(n_i) subject to sum_i n_i = total, n_i in arms, where env_b is the
+    upper concave envelope of log p_b, by the greedy on marginal gains; so exact only when every log p_b
+    is concave in n. Within a bin prompts end at two adjacent arms. All prompts must be assigned
+    (bins_P >= 0). ``tie_center`` as in exact_budget_plan. Detail: docs/design-notes.md#gdro_lab-allocation-bin_plans.
     """
     log_prob, arms = tie_broken(check_log_prob("concave_budget_plan", log_prob_GA), n_min, tie_center)
     num_bins, num_arms = log_prob.shape

@@ -48,15 +48,10 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
                     n_min: float, n_max: float) -> np.ndarray:
     """Square-root law with the arm box: argmin sum q v / n s.t. sum q n = n_bar, n_min <= n <= n_max.
 
-    KKT: n_b = clip(sqrt(v_b / mu), n_min, n_max). Writing s = 1 / sqrt(mu), the budget
-    f(s) = sum_b q_b clip(sqrt(v_b) s, n_min, n_max) / sum_b q_b is piecewise linear and
-    non-decreasing in s with breakpoints n_min / sqrt(v_b) and n_max / sqrt(v_b), so the s
-    with f(s) = n_bar is found exactly: by linear interpolation between the finite breakpoints,
-    or, past the last one (n_max = inf: unboxed or half-boxed), on the final linear piece.
-    With n_min = 0 and n_max = inf this is exactly the unclipped law. Needs
-    0 <= n_min <= n_bar <= n_max (n_max may be inf). Bins with v_b = 0 (any n is optimal for
-    them) share what the others leave of the budget, which is n_min unless every other bin is
-    at n_max.
+    KKT: n_b = clip(sqrt(v_b / mu), n_min, n_max), mu solved exactly (with n_min = 0 and n_max = inf,
+    the unclipped law). Needs 0 <= n_min <= n_bar <= n_max (n_max may be inf). Bins with v_b = 0 share
+    what the others leave of the budget: n_min unless every other bin is at n_max. The solve:
+    docs/design-notes.md#gdro_lab-allocation-sqrt_law.
     """
     owner = "sqrt_allocation"
     v_G, q_G = _check_law_inputs(owner, variance_G, share_G)
@@ -95,12 +90,8 @@ def sqrt_law(v_G: np.ndarray, q_G: np.ndarray, n_bar: float, n_min: float, n_max
 
 def sqrt_law_list(v_G: list[float], q_G: list[float], n_bar: float, n_min: float, n_max: float) -> list[float]:
     """:func:`sqrt_law` on short lists of floats, in plain Python (the step record's per-step SE optimum,
-    G ~ 10 bins, where numpy's per-call cost exceeds the arithmetic).
-
-    The same piecewise-linear budget f(s) = sum_b q_b clip(sqrt(v_b) s, n_min, n_max) / sum_b q_b, walked
-    through its knots in increasing order (a bin enters the linear part at n_min / sqrt(v_b) and leaves it
-    at n_max / sqrt(v_b)) until it passes n_bar, then interpolated on that piece as np.interp does; equal
-    to :func:`sqrt_law` up to rounding (tests/gdro_lab/allocation/test_sqrt_law.py)."""
+    G ~ 10 bins, where numpy's per-call cost exceeds the arithmetic); equal to it up to rounding
+    (tests/gdro_lab/allocation/test_sqrt_law.py). The walk: docs/design-notes.md#gdro_lab-allocation-sqrt_law."""
     total_q = sum(q_G)
     root = [math.sqrt(v) for v in v_G]
     live = [q > 0 and r > 0 for q, r in zip(q_G, root)]

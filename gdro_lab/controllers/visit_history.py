@@ -16,18 +16,14 @@ __all__ = ["History"]
 class History:
     """Ring buffers of the last H visits, one row per prompt index (rows grow by doubling).
 
-    One int64 buffer holds a prompt's whole row, so a visit touches one contiguous stretch of
-    memory: [visits, bin, mark, window sum of pass@k (float64 bits), then for each of the H slots
-    its pass@k (float64 bits) next to its (n << 32) | c]. A slot's two words sit side by side so
-    that a visit touches two cache lines of the row (its head and the slot), not three: with
-    thousands of prompts the rows do not stay in cache from one visit of a prompt to the next.
+    One int64 buffer holds a prompt's whole row: [visits, bin, mark, window sum of pass@k (float64
+    bits), then for each of the H slots its pass@k (float64 bits) next to its (n << 32) | c].
     ``visits[i]`` counts prompt i's visits ever: its ring position is visits mod H and its window
-    holds min(visits, H) of them. ``bins`` is -1 for a prompt never visited; a visited prompt
-    always has a bin >= 0, so ``bins >= 0`` marks the tracked prompts. ``mark`` is scratch space for the duplicate check. ``sums`` is the running
-    sum of the window's pass@k, updated per visit as sum + (new - evicted) (O(1) per visit instead
-    of re-adding H slots; it differs from a fresh sum of the slots by rounding only, ~1e-15, and
-    is saved in the state so a resumed run continues bit for bit). ``visits``, ``bins``, ``sums``,
-    ``passk``, ``successes`` and ``rollouts`` are views of the buffer (n = 0 marks an empty slot).
+    holds min(visits, H) of them. ``bins`` is -1 for a prompt never visited (``bins >= 0`` marks the
+    tracked prompts). ``mark`` is scratch space for the duplicate check. ``sums`` is the running sum
+    of the window's pass@k, updated per visit as sum + (new - evicted) and saved in the state.
+    ``visits``, ``bins``, ``sums``, ``passk``, ``successes`` and ``rollouts`` are views of the buffer
+    (n = 0 marks an empty slot). Why this layout: docs/design-notes.md#gdro_lab-controllers-visit_history.
     """
 
     def __init__(self, window: int, rows: int = 0):

@@ -128,9 +128,8 @@ def hysteresis_movers(previous_P: np.ndarray, center_P: np.ndarray, low_P: np.nd
     prompts); the others keep their bin. Bands must be finite; ``up, down`` = :func:`edge_thresholds` (edges).
 
     A placed prompt in bin b moves iff low >= a_{b+1} or high < a_b (then bin_of(low) > b, or bin_of(high) < b;
-    otherwise both searches land back on b); a new prompt always gets a bin. Why not search every prompt:
-    searchsorted of 2 x 256 fresh keys costs more than two gathers and compares that find the few movers,
-    after which only they are searched (the classifier's per-step path).
+    otherwise both searches land back on b); a new prompt always gets a bin. Only the movers are searched
+    (the classifier's per-step path; why: docs/design-notes.md#gdro_lab-controllers-difficulty).
     """
     shifted = previous_P + 1
     movers = ((low_P >= up.take(shifted)) | (high_P < down.take(shifted))).nonzero()[0]

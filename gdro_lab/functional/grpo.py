@@ -176,15 +176,12 @@ def grpo_advantages(rewards_R: np.ndarray, counts_P: np.ndarray, *, std: str = "
     """Eq. 3 for ragged groups: A_ij = (r_ij - mean_i) / (std_i + eps), optionally clipped to +-clip.
 
     ``std``: "population" (paper) or "bessel" (verl's torch.std, ddof 1). ``normalize_std=False``
-    gives Dr.GRPO's r - mean. Groups of n >= 2 whose rewards are all equal get A = 0 exactly
-    (verl gives the same whenever its group mean is exact, e.g. for any binary reward) and are
-    counted in the metric ``zero_variance_frac``. ``singleton`` decides a group of one rollout:
-    - "zero" (default): A = 0. One rollout has no baseline, so there is nothing group-relative to
-      learn from it; this keeps every advantage a comparison within the prompt.
-    - "verl": mean 0 and std 1, i.e. A = r / (1 + eps) (r without std normalisation), exactly as
-      verl 0.9.1; with ``std="bessel"`` this reproduces verl's ``compute_grpo_outcome_advantage``.
-    Returns (advantages_R, metrics). ``StepFeedback.advantages`` gives the same from the step's
-    cached statistics.
+    gives Dr.GRPO's r - mean. Groups of n >= 2 whose rewards are all equal get A = 0 exactly and are
+    counted in the metric ``zero_variance_frac``. ``singleton`` decides a group of one rollout: "zero"
+    (default) A = 0, since one rollout has no baseline; "verl" A = r / (1 + eps), exactly as verl 0.9.1
+    (with ``std="bessel"`` this reproduces verl's ``compute_grpo_outcome_advantage``). Returns
+    (advantages_R, metrics); ``StepFeedback.advantages`` gives the same from the step's cached
+    statistics. Detail: docs/design-notes.md#gdro_lab-functional-grpo.
     """
     check_advantage_options(std, eps, clip, singleton)
     rewards = np.asarray(rewards_R, dtype=float) if isinstance(rewards_R, np.ndarray) else None

@@ -114,10 +114,8 @@ class RunLock:
     ``RunLock(run_dir).acquire()`` takes ``fcntl.flock(LOCK_EX | LOCK_NB)`` on
     ``run_dir/.writer.lock`` (created if missing; the folder must exist) and writes
     ``"pid N on HOST"`` into it; a second writer gets :class:`RunLockedError` naming the holder,
-    and nothing of the run is touched. The lock is the kernel's, not the file's: it goes when the
-    holder's descriptor closes (``release``, process exit, a crash, SIGKILL), so a killed job
-    never blocks its resume; the file stays. Local file systems only (flock over NFS may not
-    exclude other machines). Readers never lock.
+    and nothing of the run is touched. It goes when the holder's descriptor closes (a crash included);
+    local file systems only; readers never lock. Detail: docs/design-notes.md#gdro_lab-runformat-runlog.
     """
 
     def __init__(self, run_dir: str | os.PathLike[str]):

@@ -46,8 +46,7 @@ def eval_records(cfg: study.StudyConfig) -> dict[str, list[Any]]:
     skill the held-out problems (``tasks.heldout_split``, in their drawn order) alternate val, test, ...
 
     The trainer's evaluation groups problems by their ``source``, so each half's problems carry it.
-    (The LM study's own halves, ``tasks.heldout_halves``, alternate within (skill, level) instead; the
-    arena keeps its split, so its finished runs stay comparable.)
+    Not ``tasks.heldout_halves``' split: docs/design-notes.md#real_runs-lmstudy-arena.
     """
     by_skill: dict[str, list[Any]] = {}
     for problem in tasks.heldout_split(cfg.task_config()):

@@ -43,19 +43,14 @@ class StudyConfig:
         seed s warm-starts from supervised seed ``warm.seed + s``.
     steps, prompts_per_step: RL steps and prompts per step (>= 1).
     n_bar, n_min, n_max: mean and range of rollouts per prompt (the paper: 4, 2..12).
-    lr: the AdamW learning rate of every method (> 0), and the centre of tuned GRPO's grid.
-        Measured (reports/lm-study/README.md): 2e-4 lowers held-out accuracy within 60 steps;
-        2e-5..5e-5 keeps or slightly raises it; 3e-5 is the default.
+    lr: the AdamW learning rate of every method (> 0), and the centre of tuned GRPO's grid (default
+        3e-5; measured: docs/benchmarks.md#real_runs-lmstudy-study).
     lr_extend: most sqrt(2) steps tuned GRPO's grid {lr/√2, lr, lr√2} grows beyond each end.
     mini_batches: optimizer steps per RL step (1 = one on-policy update of the whole batch).
     eval_every: held-out evaluation period in steps (the trainer also evaluates at the end).
-    train_size, heldout_per_group: sizes of the suite (:class:`tasks.TaskConfig`). The classifier
-        bins a prompt only once it has been seen, so the pool is small enough for several epochs
-        (3,200 prompts / 64 per step = 50 steps per epoch, 4 epochs in 200 steps; the paper
-        makes about 15 passes over DAPO-Math-17k); a smaller pool is memorised (training
-        reward rises, held-out accuracy does not). heldout_per_group must stay the warm
-        start's (400): the warm start excluded exactly those problems from its stream; the
-        study splits them in a val and a test half.
+    train_size, heldout_per_group: sizes of the suite (:class:`tasks.TaskConfig`); the pool allows
+        several epochs, and heldout_per_group must stay the warm start's (400), split in a val and a
+        test half (why: docs/design-notes.md#real_runs-lmstudy-study).
     jobs: runs in parallel (single-thread processes each); threads: torch threads per run.
     warm: the warm start's settings (cached by them; the seed is shifted per study seed).
     """

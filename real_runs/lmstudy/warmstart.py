@@ -39,10 +39,8 @@ class WarmStartConfig:
         to 10% at the last step.
     seed: torch and data seed; task_seed: the suite's seed (:class:`tasks.TaskConfig`).
     heldout_per_group: held-out problems per group (the suite's split, used for the report only).
-    slip_rate: the share of demonstrations (in [0, 1)) whose answer is the skill's systematic
-        slip (:data:`tasks.SLIPS`: no carry, smaller-from-larger, sign or quotient) instead of
-        the right one: the warm start imitates a careless demonstrator, as a base model imitates
-        web text with its errors, and RL has to unlearn the slips from the reward alone.
+    slip_rate: the share of demonstrations (in [0, 1)) whose answer is the skill's systematic slip
+        (:data:`tasks.SLIPS`) instead of the right one (why: docs/design-notes.md#real_runs-lmstudy-warmstart).
     """
 
     hidden_size: int = 128

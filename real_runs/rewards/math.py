@@ -79,9 +79,7 @@ class MathReward:
         math-verify (tests turn it off to check math-verify itself).
     cache_size: verdicts kept across calls (least recently used out; 0 = no cache). Distinct pairs
         of one call are always decided once.
-
-    Workers are separate processes: a script that builds a MathReward at import time needs the
-    usual ``if __name__ == "__main__":`` guard (as for any multiprocessing pool).
+    Workers are processes: build it under ``if __name__ == "__main__":`` in a script.
     """
 
     def __init__(self, timeout_s: float = 5.0, num_workers: int | None = None, max_answer_chars: int = 1000,

@@ -142,10 +142,9 @@ class TimedPool:
             affinity: Sequence[Any] | None = None) -> list[tuple[str, Any]]:
         """Run every task (a tuple of arguments); see the class docstring for the results.
 
-        Tasks go ``chunk`` at a time (default 2; the next chunk is sent while the worker still holds one
-        task, so it never waits, and no worker holds more than 3 while another is idle). ``affinity``: one key per task; tasks with equal keys go to the same worker slot, call
-        after call (a worker keeps what it computed for a key: a parsed gold answer), unless that worker is
-        done and another still has work, which it then takes. Without it, neighbouring tasks stay together.
+        Tasks go ``chunk`` at a time (default 2). ``affinity``: one key per task; tasks with equal keys go
+        to the same worker slot, call after call, unless that worker is done and another still has work.
+        Without it, neighbouring tasks stay together. Why: docs/design-notes.md#real_runs-rewards-pool.
         """
         results: list[tuple[str, Any] | None] = [None] * len(tasks)
         count = len(self._workers)

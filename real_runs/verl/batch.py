@@ -185,9 +185,8 @@ def clip_advantages(data: DataProto, bound: float) -> float:
     """Clip ``advantages`` in place to [-bound, bound] (paper App. A: 5, before Prompt-GDRO's multipliers).
 
     Returns the fraction of response tokens (``response_mask``; every token without one) whose
-    advantage was clipped. With rewards +-1 and GRPO's std a group of n rollouts has
-    |A| <= (n - 1) / sqrt(n) (verl's Bessel std; sqrt(n - 1) with the population std), so a bound of 5
-    binds only in groups of n >= 27 rollouts (the paper's arms stop at 12): it guards other rewards.
+    advantage was clipped. With rewards +-1 it binds only in groups of n >= 27 rollouts
+    (docs/design-notes.md#real_runs-verl-batch).
     """
     advantages = data.batch["advantages"]
     over = advantages.abs() > bound

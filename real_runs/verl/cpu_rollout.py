@@ -25,11 +25,9 @@ class HFCPUServer:
     ``generate`` has the signature verl's ``LLMServerClient`` calls on vLLM's server and returns
     verl's ``TokenOutput`` (response ids, their log-probs under the sampling distribution, the stop
     reason). Sampling: temperature / top-p / top-k from the request (temperature 0 = greedy), at
-    most ``response_length`` new tokens, stopping at the model's EOS ids. The draw is seeded by the
-    request's own ``seed`` when its sampling params carry one (as vLLM does; see
-    :mod:`real_runs.verl.seeding`); otherwise, with ``rollout.full_determinism=true`` (verl names each
-    request after its row, ``det-<row>``), by (rollout.seed, weight version, request id), so every
-    request of a step has its own seed; otherwise by a counter.
+    most ``response_length`` new tokens, stopping at the model's EOS ids. The draw's seed: the
+    request's own, else (rollout.seed, weight version, request id) under full determinism, else a
+    counter (docs/design-notes.md#real_runs-verl-cpu_rollout).
     ``update_weights`` loads the actor's full state dict (the weight version is the training step).
     """
 

@@ -9,20 +9,10 @@ own, ``simulators.world._difficulty`` at the start, when every skill is 0)::
     with probability u: d_i + 12 (never solved); with probability s: d_i - 12 (always solved)
     c_i | p_i ~ Binomial(n_i, p_i)
 
-so P(c | group) = (1-u-s) E_E[Bin(c; n, sigmoid(-(a_g + c_p E)))] + u (...+12) + s (...-12),
-a_g = d0 + c_g H_r(g): a logit-Lomax mixture of binomials (the beta-binomial's heavy-tailed
-cousin) with a never-solved and an always-solved mass. E is integrated by the midpoint rule on
-NODES equal-probability cells of the Lomax. The likelihood depends on the data only through the
-table N[g, n, c] of prompt counts, so a fit takes milliseconds and the intervals come from a
-posterior draws under a flat prior on the
-fitting coordinates (differential-evolution Markov chains; percentile intervals; the recovery study in
-docs/calibration.md measures their coverage).
-
-Group ranks are taken from the data (groups ordered by mean success, the hardest last): the world
-assigns its K stratified hardness values by rank, so the fit does the same. Group sizes: the
-world's Zipf exponent s_z by maximum likelihood on the sorted group counts (|D_k| ∝ (k+1)^-s_z);
-the rarity-hardness correlation rho is the Spearman correlation of size rank and hardness rank.
-Both get intervals from a nonparametric bootstrap over prompts.
+fitted on the table N[g, n, c] of prompt counts (E on NODES equal-probability cells), intervals from
+posterior draws; group ranks from the data (mean success); the Zipf exponent s_z and the
+rarity-hardness correlation rho from the group counts, with bootstrap intervals. Detail:
+docs/design-notes.md#simulators-calibrate-difficulty.
 """
 
 from __future__ import annotations

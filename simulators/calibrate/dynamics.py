@@ -6,22 +6,14 @@ stage-1 world, trained by plain GRPO (:mod:`.fastsim`) with the settings theta::
 
     lr_group, lr_prompt (lr_shared = SHARED_RATIO lr_group), curvature, score_noise (tau), transfer, update_noise
 
-at lr_scale_j = lr_j / lr_ref (a real learning rate scales every simulated step size alike; the
-world's values are those at the reference lr). Discrepancy (a weighted least-squares distance
-between simulated and observed curves, Wood 2010's synthetic-likelihood idea with Gaussian
-summaries)::
+at lr_scale_j = lr_j / lr_ref. Discrepancy (weighted least squares, Wood 2010's synthetic likelihood)::
 
     r_success[j, b] = (mean_seeds sim_success[j, b] - obs_success[j, b]) / sigma_b     (W-step blocks)
     r_heldout[j, e, k] = (h0_k + mean_seeds delta_sim[j, e, k] - obs[j, e, k]) / sigma_e
     delta_sim = held-out accuracy at step t minus at step 0;  h0_k profiled out (weighted mean)
 
-sigma_b^2 and sigma_e^2 are the variance of one real run around its expectation (the spread of
-sampled curves over simulation seeds: batch order, rollouts, the world instance), the simulation
-mean's own error, and the eval's measurement error (its bootstrap bounds). The seeds are common
-to every candidate theta (common random numbers), so the discrepancy is a smooth function of theta
-and a Levenberg-Marquardt fit with forward-difference Jacobians works. Intervals: posterior draws
-from a Gaussian synthetic likelihood whose covariance comes from sweeps simulated at the fit with new
-seeds (:func:`posterior`, ``simulators.calibrate.posterior``).
+minimised by Levenberg-Marquardt on common random numbers; intervals from posterior draws
+(:func:`posterior`). The sigmas and why the fit is smooth: docs/design-notes.md#simulators-calibrate-dynamics.
 """
 
 from __future__ import annotations
@@ -278,10 +270,8 @@ def posterior(design: Design, x: np.ndarray, starts: np.ndarray, obs: Observatio
     """(the synthetic likelihood's mode, draws of theta from it, its misfit scale); simulators.calibrate.posterior.
 
     Sigma comes from 40 sweeps simulated at ``x`` (the weighted least-squares fit). The mode is refitted
-    with whitened residuals from ``x`` and the other local optima ``starts``, and the chains start at all
-    of them: the weighted and the whitened fits can prefer different local optima along a ridge
-    (a high price of a step trades off against little memorisation), which chains started at one
-    optimum would not cross to.
+    with whitened residuals from ``x`` and the other local optima ``starts``; the chains start at all of
+    them (why: docs/design-notes.md#simulators-calibrate-dynamics).
     """
     fitted = simulate(design, x[None], pooled)
     r_data, offsets = residuals(fitted, obs, w)

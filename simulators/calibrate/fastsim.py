@@ -1,11 +1,8 @@
 """Plain GRPO in the simulator world for many learner settings at once (the calibration's inner loop).
 
-The same world instance, batch order and random draws as ``simulators.loop.Simulation`` with
-method ``grpo`` (uniform weights, n = n_bar for every prompt), so one setting reproduces that
-loop's learner exactly (tests/simulators/calibrate/test_sim_calibrate_fastsim.py checks it); but M settings
-of the learner (step sizes, price of a step, score noise, transfer, lr_scale) advance together as
-arrays of shape (M, ...) and share every random draw (common random numbers), which makes the
-simulated learning curves smooth functions of the settings. Per step (``simulators.learner``)::
+Reproduces ``simulators.loop.Simulation``'s learner with method ``grpo`` exactly for one setting; M
+settings advance together as arrays of shape (M, ...) sharing every random draw (common random numbers).
+Per step (``simulators.learner``)::
 
     p_MB = sigmoid(s0_M + s_MK[g_B] + t_MP[i_B] - d_B);  y_MBn = u_Bn < p_MB  (u shared)
     A = GRPO advantages of r = 2y - 1 per prompt;  g_MB = mean_n A (y - p + tau_M xi_Bn)
@@ -13,6 +10,7 @@ simulated learning curves smooth functions of the settings. Per step (``simulato
     t[i_B] += lr_prompt g_MB            (all step sizes times lr_scale_M)
 
 Shapes: M settings, B prompts per step, n rollouts per prompt, K groups, P prompts, E evaluations.
+Detail: docs/design-notes.md#simulators-calibrate-fastsim.
 """
 
 from __future__ import annotations

@@ -4,16 +4,11 @@ what the study measured.
     python -m simulators.calibrate.lmcompare --calibration CAL_DIR --study reports/lm-study/summary.json \\
         --out reports/calibration/lm-study --update-docs
 
-CAL_DIR is ``gdro calibrate``'s output for the LM study's warm start and GRPO sweep
-(``gdro study lm --calibration-data``). The prediction mirrors the study's design, read from its
-``summary.json`` (steps, prompts per step, n̄ and arms, every method at the study's lr, gains paired
-against GRPO at that lr): ``gdro predict``'s runs (``predict.run_all``) at that size. The measured side
-is the study's own per-seed final held-out metrics in the same file (never copied by hand), paired by
-seed (mean ± Student-t 95%). World metric ↔ study metric: held-out accuracy ↔ pass@1 (mean@8),
-held-out pass@8 ↔ pass@8. The predicted gain is the median over the drawn worlds with their central 95%
-(``gdro predict``'s); the error is measured − predicted median, its half-width the two intervals
-combined (sqrt(h_p² + h_m²), h_p the predicted interval's side towards the measurement); "consistent"
-when the error's interval contains 0.
+CAL_DIR is ``gdro calibrate``'s output for the LM study (``gdro study lm --calibration-data``). The
+prediction runs ``predict.run_all`` at the study's design, read from its ``summary.json``; the measured
+side is the study's per-seed final held-out metrics in that file, paired by seed (mean ± Student-t 95%).
+"Consistent" when the interval of measured − predicted median contains 0. The metrics paired and the
+interval's half-width: docs/design-notes.md#simulators-calibrate-lmcompare.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """Posterior draws for the calibration's intervals: differential-evolution Markov chains, all advanced at once.
 
-Both stages draw their parameters this way (a flat prior on the fitting coordinates inside the box):
-stage 1 on the exact pass-count likelihood, stage 2 on a Gaussian synthetic likelihood (Wood 2010)
-of the learning curves,
+Both stages draw under a flat prior on the fitting coordinates inside the box: stage 1 on the exact
+pass-count likelihood, stage 2 on a Gaussian synthetic likelihood (Wood 2010) of the learning curves,
 
     log L(theta) = -1/2 r(theta)' Sigma^-1 r(theta),
 
-r the whitened residuals of the real sweep, Sigma their covariance over sweeps simulated at the
-estimate with new seeds (a run's curve drifts as a whole: its errors are correlated over steps and
-learning rates, which an independent-residual likelihood would ignore), shrunk half-way to its
-diagonal (40 sweeps do not pin a full covariance of ~100 residuals) and scaled by the misfit
-max(1, r'Sigma^-1 r / dof). The chains advance together, so each step costs one batched
-likelihood call (one simulation of all chains' settings in stage 2).
+r the whitened residuals of the real sweep, Sigma their covariance over sweeps simulated at the estimate
+with new seeds, shrunk half-way to its diagonal and scaled by max(1, r'Sigma^-1 r / dof). Each step
+costs one batched likelihood call. Why: docs/design-notes.md#simulators-calibrate-posterior.
 """
 
 from __future__ import annotations
@@ -44,10 +40,8 @@ def metropolis(log_post: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, cov
     Differential-evolution Markov chains (ter Braak 2006): ``chains`` chains start at the rows of ``x0``
     ((p,) or (Q, p), in turn) spread by N(0, ``cov0``); chain i proposes x_i + gamma (x_a - x_b) + e
     with two other chains a, b, gamma = 2.38 / sqrt(2 p) (1 on every tenth step, so chains can jump
-    between modes), e ~ N(0, (1e-4 range)^2). The population's own spread sets the proposal's scale and
-    orientation, which adapts to a ridge and to several optima without estimating a covariance across
-    them. After ``burn`` steps, ``keep`` steps are kept and thinned evenly to ``count`` draws. Proposals
-    outside the box are rejected (a flat prior on the box).
+    between modes), e ~ N(0, (1e-4 range)^2). After ``burn`` steps, ``keep`` steps are kept and thinned
+    evenly to ``count`` draws. Proposals outside the box are rejected (a flat prior on the box).
     """
     start = np.atleast_2d(x0)
     p = start.shape[1]

@@ -1,17 +1,14 @@
 """Recovery study: calibrate from data of simulator worlds with KNOWN parameters and check the fit.
 
-The data are made the way a real model's would be, but by the simulator's own loop
-(``simulators.loop.Simulation``, not the calibration's fastsim): every training prompt of the
-world sampled k times at the start (the stage-1 sample, labelled by latent group), and plain
-GRPO at a few learning rates on the same world instance and batch order, logging the batch's
-sampled success each step and, every ``eval_every`` steps, each held-out group's accuracy
-estimated from k samples per held-out prompt (with its standard error). ``write_as_real`` writes
-them in the files ``gdro calibrate`` reads (a samples file, ``gdro train``-style run directories).
+The data are made by the simulator's own loop (``simulators.loop.Simulation``): a stage-1 sample of
+every training prompt and plain GRPO at a few learning rates, written by ``write_as_real`` in the files
+``gdro calibrate`` reads (a samples file, ``gdro train``-style run directories).
 
-    python -m simulators.calibrate.recovery --out reports/calibration/recovery --reps 3 --update-docs   # the docs' table
+    python -m simulators.calibrate.recovery --out reports/calibration/recovery --reps 3 --update-docs
 
 For every parameter: the estimate's error against the truth and whether the 95% interval covers it;
-coverage over worlds and seeds is compared with the nominal 95% (docs/calibration.md).
+coverage over worlds and seeds is compared with the nominal 95% (docs/calibration.md's table, which the
+command above writes). The data in detail: docs/design-notes.md#simulators-calibrate-recovery.
 """
 
 from __future__ import annotations

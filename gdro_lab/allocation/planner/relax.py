@@ -114,9 +114,8 @@ def _shortest_shift(m: list[float], targets: tuple[int, int, int], rounds: int) 
 
     States are partial sums, kept within [min(0, t) - A + 1, max(0, t) + A - 1] (any multiset can
     be ordered so) and within +-(A - 1) rounds; layer k holds the costs with at most k shifts
-    (Bellman-Ford, :func:`_bellman_ford`; layer 1 is m itself around 0, written directly). The usual bandit
-    step ends within two shifts: :func:`_few_shifts` gives that answer on Python floats first (G ~ 10 bins of
-    A ~ 11 arms: fewer numpy calls), the Bellman-Ford layers (on an array of m) run only when it cannot decide.
+    (Bellman-Ford, :func:`_bellman_ford`; layer 1 is m itself around 0, written directly), after
+    :func:`_few_shifts` when it cannot decide (why: docs/design-notes.md#gdro_lab-allocation-planner-relax).
     """
     start, width, h_max = targets
     arms = (len(m) + 1) // 2
