@@ -70,3 +70,21 @@ def test_the_summary_counts_the_rows(rows: list[dict]) -> None:
         assert s["median_width"] == pytest.approx(float(np.median([r["width"] for r in mine])))
     assert summary["all"]["rows"] == len(rows) + 7 and summary["fits"] == 1 + 1
     assert "| **all** |" in gain_recovery.markdown(summary)
+
+
+def test_interval_kinds_against_a_hand_count() -> None:
+    """Two worlds of two rows: the widening factor is the side-relative distance of the truth from the median,
+    chosen on the other world; the Gaussian interval is mean +- 1.96 sd of the per-world gains."""
+    def row(world: str, truth: float) -> dict:
+        per_world = [-0.01, 0.0, 0.01, 0.02]
+        return {"world": world, "truth": truth, "median": 0.005, "lo": -0.01, "hi": 0.02, "per_world": per_world,
+                "covered": -0.01 <= truth <= 0.02}
+
+    rows = [row("a", 0.005), row("a", 0.035), row("b", 0.0), row("b", -0.04)]
+    assert [gain_recovery.widening(r) for r in rows] == pytest.approx([0.0, 2.0, 1 / 3, 3.0])
+    kinds = gain_recovery.interval_kinds(rows)
+    assert kinds["central"] == 0.5 and kinds["widening"] == pytest.approx(3.0)
+    # leave one world out: world a gets k = 3 (world b's highest) and covers both; b gets k = 2 and covers 1 of 2
+    assert kinds["widened_leave_one_world_out"] == 0.75
+    sd = np.std([-0.01, 0.0, 0.01, 0.02], ddof=1)
+    assert kinds["gaussian"] == np.mean([abs(t - 0.005) <= 1.96 * sd for t in (0.005, 0.035, 0.0, -0.04)])
