@@ -30,11 +30,9 @@ def exact_budget_plan(log_prob_GA: np.ndarray, count_G: np.ndarray, total: int,
 
     ``weight="count"``: sum_b c_b log p_b(n_b), the paper's "joint probability" of the plan;
     ``weight="bin"`` (default): sum_b log p_b(n_b), the released code's ``rollout_choose_arms`` objective.
-    ``log_prob_GA[b, a]`` is log p_b(n_min + a); ``count_G`` the prompts per bin (bins with 0 prompts
-    are ignored). Returns (arm value n_G, exact): when no one-arm-per-bin plan hits ``total``, the plan
-    with the closest reachable sum and exact=False, for :func:`adjust_to_total` to finish on single
-    prompts. ``tie_center`` adds a 1e-9 (n - tie_center)^2 penalty so that equally likely plans resolve
-    toward that value. Cost O(G * A * total). Detail: docs/design-notes.md#gdro_lab-allocation-bin_plans.
+    ``log_prob_GA[b, a]`` is log p_b(n_min + a); ``count_G`` the prompts per bin. Returns (arm value n_G,
+    exact): exact=False with the closest reachable sum when no plan hits ``total``. ``tie_center`` adds
+    1e-9 (n - tie_center)^2. Cost O(G * A * total). Detail: docs/design-notes.md#gdro_lab-allocation-bin_plans.
     """
     if weight not in ("count", "bin"):
         raise ConfigError(f"exact_budget_plan: weight={weight!r} is invalid: must be 'count' or 'bin'")
@@ -80,10 +78,8 @@ def exact_budget_plan(log_prob_GA: np.ndarray, count_G: np.ndarray, total: int,
 def forbidden_floor(values_GA: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """(values with -inf replaced by a finite floor far below every finite value, mask of -inf).
 
-    The floor is min_finite - (size + 1)(range + 1): one such arm costs more than any plan of
-    ``size`` prompts over finite arms can gain, so an optimum over the floored values uses
-    none unless it must.
-    Rows with no finite value are a ValueError.
+    The floor min_finite - (size + 1)(range + 1) is never used by an optimum over ``size`` prompts unless it
+    must be. Rows with no finite value are a ValueError.
     """
     values = np.asarray(values_GA, float)
     forbidden = np.isneginf(values)
@@ -97,9 +93,8 @@ def forbidden_floor(values_GA: np.ndarray, size: int) -> tuple[np.ndarray, np.nd
 def concave_envelope(values_GA: np.ndarray) -> np.ndarray:
     """Upper concave envelope of each row over the integer points 0..A-1, shape (G, A).
 
-    Rows that are already concave (second differences <= 1e-12; the usual case under full feedback)
-    are returned as they are, the others get the upper hull by Andrew's monotone chain. -inf entries
-    lie below every hull; outside the finite points the envelope is -inf.
+    Concave rows come back as they are; -inf entries lie below every hull, and outside the finite points
+    the envelope is -inf (Andrew's monotone chain: docs/design-notes.md#gdro_lab-allocation-bin_plans).
     """
     values = np.asarray(values_GA, float)
     out = values.copy()

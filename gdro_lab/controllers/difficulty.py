@@ -2,17 +2,12 @@
 
 Follows the paper: a sliding window of each prompt's last H observations (Eq. 10), bins by
 inner edges with bin 0 the hardest (Eq. 11), and a hysteresis margin delta. Departs from it:
-- each observation is the *unbiased* pass@k estimate 1 - C(n-c, k)/C(n, k) of one visit with
-  k <= n_min (default k = 2 = n_min), not the code's "any of n_i correct", whose meaning shifts
-  when Rollout-GDRO varies n_i; the window counts visits of the prompt, as the code does;
-- prompts never seen are *unassigned* (bin -1), not silently put in bin 0 (the code gives
-  them accuracy 0, inflating accbin_0 early in training);
-- an uncertainty-aware variant (the paper's future work): Beta posterior on the per-rollout
-  success rate over the window, bin by the posterior mean of pass@k, move only when the
-  credible interval clears an edge;
-- ``exclude_extremes`` (the code's 3-bin option): a window estimate of exactly 0 or 1 goes to one
-  extra class; a prompt leaving it is re-binned without hysteresis, for simplicity. Detail:
-  docs/design-notes.md#gdro_lab-controllers-difficulty.
+- each observation is the *unbiased* pass@k of one visit with k <= n_min (default 2), since the
+  code's "any of n_i correct" shifts meaning when Rollout-GDRO varies n_i;
+- prompts never seen are *unassigned* (bin -1), since the code's accuracy 0 inflates accbin_0 early;
+- an uncertainty-aware variant (the paper's future work): a Beta posterior over the window;
+- ``exclude_extremes`` (the code's 3-bin option): a prompt leaving the extra class is re-binned
+  without hysteresis, for simplicity. Detail: docs/design-notes.md#gdro_lab-controllers-difficulty.
 """
 
 from __future__ import annotations
@@ -74,10 +69,8 @@ class ClassifierConfig:
 class DifficultyClassifier(PerPromptState):
     """Window-mean pass@k with margin hysteresis (registry name ``window``).
 
-    ``bins(prompts)`` gives each prompt's current bin (-1 if never seen); ``update(feedback)``
-    records one visit per prompt and re-bins the visited prompts. Prompts are string ids or int
-    indices of ``self.prompts`` (a :class:`~gdro_lab.controllers.prompts.PromptIndex`, shared with the run by
-    ``build(..., prompts=index)``); the state is arrays indexed by prompt index.
+    ``bins(prompts)`` gives each prompt's current bin (-1 if never seen); ``update(feedback)`` records
+    one visit per prompt and re-bins the visited ones. Prompts are string ids or int indices of ``self.prompts``.
     """
 
     config_class = ClassifierConfig

@@ -11,15 +11,13 @@ and prompt i's advantages are multiplied by m_i (Eq. 16), in one of two named mo
     mean1: m_i = min(q_t(b_i) / mean_j q_t(b_j), cap)        (the released code: mean 1 over the batch)
 
 Departures, and why:
-- Debiasing divides by B q_hat (share relative to uniform), not q_hat as the code does, so the
-  score keeps its scale when shares are uniform and C, eta mean the same with it on or off;
-  the code's eta = 0.65 on l/q_hat equals eta = 0.65 B here. A floor stops rare bins blowing up.
+- Debiasing divides by B q_hat, not q_hat as the code does, so C and eta mean the same with it on or off.
 - The clip at C (absent in the code) is applied; C = 5 by default (the paper gives none).
 - The EMA starts at a bin's first observation (as the code); absent bins keep their score.
 - The gamma mixing runs over all B bins (the code mixes over bins present in the batch).
 - Unassigned prompts (never seen by the classifier) get multiplier 1 and feed no bin.
 - Default signal is the failure rate (see gdro_lab.controllers.signals for why the surrogate is ~0).
-Each rule is a pure function in gdro_lab.functional.update_rules.
+Rules: gdro_lab.functional.update_rules. Detail: docs/design-notes.md#gdro_lab-controllers-prompt_gdro.
 """
 
 from __future__ import annotations
@@ -81,9 +79,8 @@ class WeighterConfig:
 class UniformWeighter:
     """GRPO baseline (registry name ``uniform``): every multiplier is 1, bin weights uniform.
 
-    Still tracks the EMA scores so the logs show what an adversary would have seen. The per-bin
-    arithmetic runs on Python floats (``ema_value``, ``debiased_value``: the same values as the array
-    rules), since with G ~ 10 bins numpy's per-call cost exceeds it.
+    Still tracks the EMA scores so the logs show what an adversary would have seen (on Python floats:
+    docs/design-notes.md#gdro_lab-controllers-prompt_gdro).
     """
 
     config_class = WeighterConfig

@@ -10,12 +10,10 @@ each step (v_b: EMA of the bin's mean within-prompt reward variance, Bessel)::
 ``feedback='full'`` knows every arm's cost, ``'bandit'`` is EXP3P's importance-weighted cost. The
 executed plan meets sum_i n_i = P n_bar exactly (unassigned prompts get n_bar); planners ``exact``
 (default), ``dp_count`` (the paper's DP) and ``dp_bin`` (the code's objective). Departures:
-- we minimise cost (Eq. 28 plus the price of compute; best response Eq. 31), since the code adds the loss and never
-  updates;
+- we minimise cost (Eq. 28 plus the price of compute; best response Eq. 31), since the code adds the loss;
 - the dual step uses the sampled plan, because the executed plan always meets the budget and would freeze mu;
 - ``exact`` plans over prompts, not one arm per bin, because the paper's DP jumps between floor arms.
-Rules: :mod:`gdro_lab.functional.update_rules`; absent bins keep their state bit-for-bit. Why:
-docs/design-notes.md#gdro_lab-controllers-rollout_gdro.
+Rules: update_rules; absent bins keep their state. Why: docs/design-notes.md#gdro_lab-controllers-rollout_gdro.
 """
 
 from __future__ import annotations

@@ -4,15 +4,11 @@ Interface (uniform constructor ``cls(config, seed)``, state dicts with the RNG):
 -> keep_P`` before generation (a skipped prompt costs nothing; :func:`fill_batch` draws the next);
 ``accept(feedback) -> train_P`` after it (a dropped group's rollouts count as spent);
 ``update(feedback) -> metrics`` with every generated group. Equal compute: a step generates exactly
-P n_bar rollouts and what ``accept`` drops is not refilled; ``compute/*`` (:func:`compute_metrics`)
-counts what was generated and trained on. Selectors: ``none``; ``dynamic_sampling`` (DAPO, arXiv
-2503.14476: train only on groups with mixed successes); ``greso`` (GRESO, arXiv 2506.02177: skip
-prompts with long all-correct / all-wrong streaks, then DAPO's filter). Departures:
-- dynamic_sampling does not regenerate dropped groups within the step, to keep compute equal;
-- its metric is fixed to successes (verl's ``acc``), not verl's configurable one;
-- greso draws one skip decision per prompt per draw with its own generator, and compares its targets with the step's
-  shares, not shares accumulated over generation rounds.
-The rules in full: docs/design-notes.md#gdro_lab-controllers-selection.
+P n_bar rollouts and what ``accept`` drops is not refilled (``compute/*``: :func:`compute_metrics`).
+Selectors: ``none``; ``dynamic_sampling`` (DAPO, arXiv 2503.14476: train only on groups with mixed
+successes); ``greso`` (GRESO, arXiv 2506.02177: skip prompts with long all-correct / all-wrong
+streaks, then DAPO's filter). Both depart from their papers to keep compute equal and the step
+self-contained (no regeneration, a fixed metric, per-step targets): docs/design-notes.md#gdro_lab-controllers-selection.
 """
 
 from __future__ import annotations
@@ -171,12 +167,9 @@ def fill_batch(selector: Any, draw: Callable[[int], np.ndarray], ids_of: Callabl
                batch_size: int, first: np.ndarray | None = None) -> np.ndarray:
     """The next ``batch_size`` items of a loop's data order that pass ``selector.screen``.
 
-    ``draw(k)`` returns the next k items (e.g. prompt indices) of the loop's order, ``ids_of``
-    their prompt ids; ``first`` (optional) is an already drawn candidate batch. Skipped items are
-    passed over (they are not generated). After max_draw_factor x batch_size candidates, or when
-    ``draw`` returns nothing (a finite candidate list, as in the verl plugin), the remaining slots
-    take the earliest skipped candidates, so a step always has batch_size prompts.
-    A selector that never screens returns ``first`` (or one draw) unchanged.
+    ``draw(k)`` returns the next k items of the loop's order, ``ids_of`` their prompt ids; ``first``
+    (optional) is an already drawn candidate batch. After max_draw_factor x batch_size candidates, or
+    when ``draw`` returns nothing, the remaining slots take the earliest skipped candidates.
     """
     candidates = draw(batch_size) if first is None else np.asarray(first)
     if not getattr(selector, "screens", False):

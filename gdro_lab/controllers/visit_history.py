@@ -16,14 +16,9 @@ __all__ = ["History"]
 class History:
     """Ring buffers of the last H visits, one row per prompt index (rows grow by doubling).
 
-    One int64 buffer holds a prompt's whole row: [visits, bin, mark, window sum of pass@k (float64
-    bits), then for each of the H slots its pass@k (float64 bits) next to its (n << 32) | c].
-    ``visits[i]`` counts prompt i's visits ever: its ring position is visits mod H and its window
-    holds min(visits, H) of them. ``bins`` is -1 for a prompt never visited (``bins >= 0`` marks the
-    tracked prompts). ``mark`` is scratch space for the duplicate check. ``sums`` is the running sum
-    of the window's pass@k, updated per visit as sum + (new - evicted) and saved in the state.
-    ``visits``, ``bins``, ``sums``, ``passk``, ``successes`` and ``rollouts`` are views of the buffer
-    (n = 0 marks an empty slot). Why this layout: docs/design-notes.md#gdro_lab-controllers-visit_history.
+    ``visits`` (ever; ring position visits mod H), ``bins`` (-1 = never visited), ``sums`` (running window
+    sum of pass@k, saved in the state), ``passk``, ``successes`` and ``rollouts`` (n = 0: empty slot) are
+    views of one int64 buffer. The layout: docs/design-notes.md#gdro_lab-controllers-visit_history.
     """
 
     def __init__(self, window: int, rows: int = 0):

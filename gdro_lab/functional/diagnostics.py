@@ -103,14 +103,11 @@ def variance_proxy(share_G: np.ndarray, variance_G: np.ndarray, n_G: np.ndarray)
 
 def se_report(share_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: float,
               n_min: float, n_max: float) -> dict[str, float]:
-    """WSE for the allocation used, for uniform n_bar, and for the square-root optimum.
+    """WSE for the allocation used, for uniform n_bar, and for the square-root optimum (Thm 4.2, v_b = sigma_b^2).
 
-    The optimum is the box-constrained square-root law of Thm 4.2 with v_b = sigma_b^2 (any box,
-    n_max = inf included): the limit Rollout-GDRO converges to. It minimises the variance proxy
-    (Eq. 28), not WSE itself, so an allocation can score a slightly lower WSE than it. Bins whose
-    sigma is unknown (NaN, e.g. never observed) are left out of all three terms alike, so the
-    three compare allocations of the same bins; when no bin with prompts has a known sigma every
-    value is NaN. ``reduction_pct`` is 100 (1 - WSE_actual / WSE_uniform) as in the paper (22.6-37.1%).
+    Bins whose sigma is unknown (NaN) are left out of all three alike; with none known every value is NaN.
+    ``reduction_pct`` is 100 (1 - WSE_actual / WSE_uniform) as in the paper. Detail:
+    docs/design-notes.md#gdro_lab-functional-diagnostics.
     """
     q = as_float_array("se_report", "share_G", share_G, ndim=1, nonnegative=True)
     sigma = as_float_array("se_report", "sigma_G", sigma_G, ndim=1, allow_nan=True)

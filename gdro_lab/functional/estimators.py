@@ -2,10 +2,7 @@
 
 pass@k from n rollouts with c successes, unbiased (Chen et al. 2021):
     pass@k = 1 - C(n - c, k) / C(n, k),   k <= n.
-This replaces the paper code's "any of n_i correct", whose meaning shifts when Rollout-GDRO
-varies n_i; with a fixed k <= n_min every prompt's estimate means the same thing.
-Each value is the exact rational rounded once (no log-gamma path), so one (n, c, k) has one
-value in any batch, c = 0 gives exactly 0 and c >= n - k + 1 exactly 1.
+Departs from the paper's code ("any of n_i correct"), whose meaning shifts when Rollout-GDRO varies n_i.
 """
 
 from __future__ import annotations
@@ -97,11 +94,9 @@ def hysteresis_bins(previous_P: np.ndarray, center_P: np.ndarray, low_P: np.ndar
                     high_P: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Bins with hysteresis: a prompt moves only when its whole band [low, high] clears an edge.
 
-    New prompts (previous = -1) take bin_of(center). A placed prompt moves up to bin_of(low)
-    when that is above its bin and down to bin_of(high) when that is below; otherwise it stays.
-    With low/high = estimate -/+ delta this is the paper's margin rule (move up only if
-    acc >= edge + delta, down only if acc < edge - delta); with a credible interval it is the
-    uncertainty-aware rule.
+    New prompts (previous = -1) take bin_of(center). With low/high = estimate -/+ delta this is the
+    paper's margin rule; with a credible interval the uncertainty-aware one
+    (docs/design-notes.md#gdro_lab-functional-estimators).
     """
     previous = np.asarray(previous_P, np.int64)
     edges = np.asarray(edges, float)
@@ -126,10 +121,7 @@ def hysteresis_movers(previous_P: np.ndarray, center_P: np.ndarray, low_P: np.nd
                       edges: np.ndarray, up: np.ndarray, down: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """:func:`hysteresis_bins` as the prompts whose bin changes: (movers, their new bins, how many of them are new
     prompts); the others keep their bin. Bands must be finite; ``up, down`` = :func:`edge_thresholds` (edges).
-
-    A placed prompt in bin b moves iff low >= a_{b+1} or high < a_b (then bin_of(low) > b, or bin_of(high) < b;
-    otherwise both searches land back on b); a new prompt always gets a bin. Only the movers are searched
-    (the classifier's per-step path; why: docs/design-notes.md#gdro_lab-controllers-difficulty).
+    Only the movers are searched (why: docs/design-notes.md#gdro_lab-controllers-difficulty).
     """
     shifted = previous_P + 1
     movers = ((low_P >= up.take(shifted)) | (high_P < down.take(shifted))).nonzero()[0]

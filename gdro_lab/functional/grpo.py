@@ -1,11 +1,8 @@
 """GRPO advantages and per-prompt statistics for ragged rollout groups.
 
-Rollouts are stored flat: ``rewards_R`` holds all rollouts, prompt i owns the next
-``counts_P[i]`` entries (the layout a variable-n batch has after generation). Paper Eq. 3:
-A_ij = (r_ij - mean_i) / (std_i + eps), population std by default as in the paper.
-verl 0.9.1 (``compute_grpo_outcome_advantage``) uses the Bessel std (torch.std), eps added
-outside the root, and mean 0 / std 1 for a group of one; ``std="bessel", singleton="verl"``
-reproduces it.
+Rollouts are stored flat: prompt i owns the next ``counts_P[i]`` entries of ``rewards_R``. Paper Eq. 3:
+A_ij = (r_ij - mean_i) / (std_i + eps), population std by default as in the paper;
+``std="bessel", singleton="verl"`` reproduces verl 0.9.1 (docs/design-notes.md#gdro_lab-functional-grpo).
 """
 
 from __future__ import annotations
@@ -175,13 +172,10 @@ def grpo_advantages(rewards_R: np.ndarray, counts_P: np.ndarray, *, std: str = "
                     singleton: str = "zero") -> tuple[np.ndarray, dict[str, float]]:
     """Eq. 3 for ragged groups: A_ij = (r_ij - mean_i) / (std_i + eps), optionally clipped to +-clip.
 
-    ``std``: "population" (paper) or "bessel" (verl's torch.std, ddof 1). ``normalize_std=False``
-    gives Dr.GRPO's r - mean. Groups of n >= 2 whose rewards are all equal get A = 0 exactly and are
-    counted in the metric ``zero_variance_frac``. ``singleton`` decides a group of one rollout: "zero"
-    (default) A = 0, since one rollout has no baseline; "verl" A = r / (1 + eps), exactly as verl 0.9.1
-    (with ``std="bessel"`` this reproduces verl's ``compute_grpo_outcome_advantage``). Returns
-    (advantages_R, metrics); ``StepFeedback.advantages`` gives the same from the step's cached
-    statistics. Detail: docs/design-notes.md#gdro_lab-functional-grpo.
+    ``std``: "population" (paper) or "bessel" (verl's ddof 1). ``normalize_std=False`` gives Dr.GRPO's
+    r - mean. Equal-reward groups get A = 0 (``zero_variance_frac``). ``singleton``: a group of one gets
+    "zero" (default: no baseline) or "verl" r / (1 + eps). Returns (advantages_R, metrics). Detail:
+    docs/design-notes.md#gdro_lab-functional-grpo.
     """
     check_advantage_options(std, eps, clip, singleton)
     rewards = np.asarray(rewards_R, dtype=float) if isinstance(rewards_R, np.ndarray) else None

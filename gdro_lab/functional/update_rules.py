@@ -22,9 +22,7 @@ def ema_from_first(previous_G: np.ndarray, observed_G: np.ndarray, beta: float) 
     S <- (1 - beta) S + beta x.
 
     ``previous_G`` holds NaN for bins never observed; ``observed_G`` holds NaN for bins absent
-    this step (their state is returned unchanged). beta is the weight of the newest value.
-    Used by Prompt-GDRO's score, the per-bin variance proxy and the Knapsack baseline's
-    success rate.
+    this step (their state is returned unchanged).
     """
     previous = np.asarray(previous_G, float)
     observed = np.asarray(observed_G, float)
@@ -62,12 +60,7 @@ def entropic_weights_list(score: list[float], eta: float, gamma: float, clip: fl
 
 
 def debiased_signal(mean_G: np.ndarray, share_G: np.ndarray, floor: float) -> np.ndarray:
-    """Debiasing of Eq. 13 before the EMA: x_b = l_bar_b / max(B q_hat_b, floor).
-
-    B q_hat_b is the share relative to uniform (1 for a bin at its uniform share), so the score
-    keeps its scale; the floor stops a rare bin's signal from blowing up. NaN (absent bins)
-    stays NaN.
-    """
+    """Debiasing of Eq. 13 before the EMA: x_b = l_bar_b / max(B q_hat_b, floor); NaN (absent bins) stays NaN."""
     share = np.asarray(share_G, float)
     return np.asarray(mean_G, float) / np.maximum(share.size * share, floor)
 

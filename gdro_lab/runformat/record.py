@@ -23,16 +23,11 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
                 signal_P: np.ndarray | None = None, score_G: np.ndarray | None = None,
                 sigma_G: np.ndarray | None = None, mu: float = float("nan"),
                 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """Scalars and per-bin arrays of one step.
+    """Scalars and per-bin arrays of one step (the values gdro_lab.functional.diagnostics gives).
 
-    ``sigma_G``: per-bin std for the SE proxy (pass sqrt of the allocator's variance EMA); when
-    None, this step's within-prompt std per bin. ``weights_G``: normalised Prompt-GDRO weights
-    (uniform when None). Reads the feedback's cached per-step statistics; every value is the one
-    the gdro_lab.functional.diagnostics functions give (same arithmetic), the inputs checked as they check them.
-    ``multipliers_P``: the advantage multipliers applied to the step's prompts
-    (unassigned ones included); their mean over prompts and their mean square over the rollouts that
-    carry an advantage are logged for step matching (``multiplier_mean``, ``multiplier_sq_mean``;
-    studykit.stepmatch).
+    ``sigma_G``: per-bin std for the SE proxy (default: this step's within-prompt std per bin);
+    ``weights_G``: normalised Prompt-GDRO weights (default uniform); ``multipliers_P``: the advantage
+    multipliers of the step's prompts, logged for step matching (docs/design-notes.md#gdro_lab-runformat-record).
     """
     G = num_bins
     count_G = feedback.bin_count(G)

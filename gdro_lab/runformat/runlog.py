@@ -187,14 +187,9 @@ def _busy(run_dir: Path) -> str:
 class RunWriter:
     """Append-only writer of a run directory.
 
-    ``RunWriter(path, config, num_bins, producer)`` creates a new run and refuses to touch a
-    folder that already holds one (no data is ever overwritten). ``RunWriter.resume(path, step)``
-    reopens a run for a resumed job: records after ``step`` (written after the snapshot the job
-    resumes from) and a torn last line are dropped, so the resumed log continues seamlessly.
-
-    Both hold the run's :class:`RunLock` while they write: ``lock=`` a lock the caller already
-    holds (it stays the caller's: ``close`` leaves it), otherwise they take their own before
-    writing anything and release it in ``close``. A run another process writes is refused.
+    ``RunWriter(path, config, num_bins, producer)`` creates a new run and refuses a folder that holds one.
+    ``RunWriter.resume(path, step)`` drops records after ``step`` and a torn last line. Both hold the run's
+    :class:`RunLock` while they write (``lock=`` a caller's, which ``close`` leaves; else their own).
     """
 
     def __init__(self, path: str | os.PathLike[str], config: Mapping[str, Any], num_bins: int,

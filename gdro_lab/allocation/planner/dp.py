@@ -17,10 +17,8 @@ def deviation_dp(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.n
                  bound: float, slack: float, heuristic: np.ndarray | None) -> np.ndarray:
     """Prompts per bin and arm x_GA minimising sum_i r(a_i) with sum_i a_i = need (steps 1-3 above).
 
-    ``bound`` is the cost of the feasible plan ``heuristic`` (inf and None when there is none).
-    Iterative deepening on the number of free prompts: solve within the family with K_b free
-    prompts, take the found plan's cost as U, and stop once U certifies (step 1) that no bin
-    needs more free prompts than it was given; else widen and repeat.
+    ``bound`` is the cost of the feasible plan ``heuristic`` (inf and None when there is none). Iterative
+    deepening on the free prompts: docs/design-notes.md#gdro_lab-allocation-planner-dp.
     """
     num_bins, num_arms = r_GA.shape
     arm = np.arange(num_arms)

@@ -31,12 +31,9 @@ def exact_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int, n_min: i
                tie_center: float | None = None) -> np.ndarray:
     """Exact argmax of sum_i log p_b(i)(n_i) s.t. sum_i n_i = total, n_i in n_min..n_min+A-1.
 
-    ``log_prob_GA[b, a]`` = log p_b(n_min + a), finite or -inf (-inf arms are never used; a
-    ValueError if the total cannot be met without them); ``bins_P`` in [0, G) for every prompt.
-    ``tie_center`` adds 1e-9 (n - tie_center)^2 to the cost so that equally likely plans resolve
-    toward that value. Returns n_P (int64). Within a bin prompts are interchangeable; earlier
-    prompts in the batch get the larger arms (as concave_budget_plan). When every bin's values are
-    concave in n (full feedback), the greedy on marginal gains is exact and is used directly.
+    ``log_prob_GA[b, a]`` = log p_b(n_min + a), finite or -inf (never used; a ValueError if the total
+    needs them); ``bins_P`` in [0, G). ``tie_center`` adds 1e-9 (n - tie_center)^2. Returns n_P (int64);
+    earlier prompts of a bin get the larger arms. Concave rows take the greedy (module docstring).
     """
     values, arms = tie_broken(check_log_prob("exact_plan", log_prob_GA), n_min, tie_center)
     num_bins, num_arms = values.shape
@@ -102,10 +99,6 @@ def _place(bins: np.ndarray, arms_sorted: np.ndarray, num_bins: int) -> np.ndarr
 def _concave_greedy(values: np.ndarray, counts: np.ndarray, need: int) -> list[int]:
     """Prompts per (bin, arm) of allocation.concave_budget_plan on rows already concave (same result,
     unchecked), flat in the layout of ``_descending_arms`` (bin-major, arms descending).
-
-    Grants the ``need`` increments with the largest gains values[b, a + 1] - values[b, a] (ties: lower
-    arm, then lower bin), each bin's increment taken by all its prompts; within a bin the first
-    ``extra`` prompts in batch order go one arm higher (``_place`` gives earlier prompts the larger arms).
     """
     num_bins, num_arms = values.shape
     gains = values[:, 1:] - values[:, :-1]

@@ -111,11 +111,7 @@ def _shortest_shift(m: list[float], targets: tuple[int, int, int], rounds: int) 
     """Cheapest multiset of shifts d (cost m[d + A - 1] each, any number) summing to a target
     t = start - width h, h in 0..h_max, with at most ``rounds`` shifts unless that is proven optimal:
     (cost, h, shifts); (a lower bound, 0, None) when a cheaper plan could use more shifts.
-
-    States are partial sums, kept within [min(0, t) - A + 1, max(0, t) + A - 1] (any multiset can
-    be ordered so) and within +-(A - 1) rounds; layer k holds the costs with at most k shifts
-    (Bellman-Ford, :func:`_bellman_ford`; layer 1 is m itself around 0, written directly), after
-    :func:`_few_shifts` when it cannot decide (why: docs/design-notes.md#gdro_lab-allocation-planner-relax).
+    The search: docs/design-notes.md#gdro_lab-allocation-planner-relax.
     """
     start, width, h_max = targets
     arms = (len(m) + 1) // 2
@@ -180,10 +176,6 @@ def _few_shifts(m: list[float], start: int, width: int, h_lo: int, h_hi: int, ch
                 ) -> tuple[float, int, list[int]] | None:
     """:func:`_bellman_ford`'s result when its search ends within two shifts, on Python floats (the same
     layers, the same sums, the same ties: the lowest h, then the largest shift); None when it needs more.
-
-    Layer k as a function of the shift x (index x + A - 1 of a list over |x| <= A - 1): L0 = 0 at x = 0;
-    L1(x) = m(x), 0 at x = 0; L2(x) = min(L1(x), min_d L1(x - d) + m(d)). The search stops at the first k
-    whose cheapest target costs <= (k + 1) cheapest.
     """
     if cheapest == math.inf:
         return None
@@ -235,10 +227,8 @@ def feasible_plan(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.
               need: int) -> tuple[float, np.ndarray | None]:
     """Cost and prompts per arm x_GA of a good feasible plan (its cost bounds the optimum's, step 2).
 
-    Prompts sit at lo_b; the critical bins (hi_b > lo_b) take as many prompts at hi_b as fit.
-    The remainder d is closed by the cheapest single move: one prompt from lo_b or hi_b to that
-    + d in any bin, or one more prompt at hi in a critical bin and one prompt moved down by the
-    overshoot in another bin. (inf, None) when no such plan exists; the DP then runs unpruned.
+    (inf, None) when none is found; the DP then runs unpruned. The construction:
+    docs/design-notes.md#gdro_lab-allocation-planner-relax.
     """
     num_bins, num_arms = r_GA.shape
     width_G = hi_G - lo_G
