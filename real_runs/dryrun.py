@@ -1,12 +1,8 @@
 """`gdro train CONFIG --dry-run`: validate everything a run needs, print its plan, load no model.
 
-Checks (each a line; a failed one is marked ERROR and the command exits 2): the config (already
-validated when it was read), the output folder, the device, the model source (folder with
-weights, the Hugging Face cache, or a reachable hub: no weights are loaded), the training data
-(rows, the English filter, prompts over ``rollout.max_prompt_tokens``, counted on the tokenizer:
-exactly up to 1,000 prompts, else estimated from a seeded sample of 1,000), the evaluation sets.
-Then the plan: steps, prompts, rollouts, the update's shape, evaluations and their sizes,
-checkpoint sizes on disk, projected GPU memory and the output paths.
+Checks (each a line; a failed one is ERROR and exit 2) the config, output folder, device, model
+source, training data and evaluation sets; then prints the plan (steps, rollouts, evaluations,
+checkpoint sizes, projected GPU memory, paths). Detail: docs/design-notes.md#real_runs-dryrun.
 """
 
 from __future__ import annotations

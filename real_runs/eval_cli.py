@@ -3,15 +3,11 @@
     gdro eval --model ID_OR_PATH --benchmarks math500,aime24,aime25,amc23,minerva,olympiadbench,gpqa \\
               --k 8 [--n N] [--limit N] [--out RUN_DIR | --run RUN_DIR [--step S]] [--engine hf|vllm]
 
-Default sampling is the paper's validation sampling (temperature 0.6, top-p 0.8, top-k 20;
-paper.md section 3) with the released scripts' 4,096 response tokens. Each prompt gets ``--n``
-samples (default ``--k``), drawn and scored by :mod:`real_runs.eval_scoring`; the metrics are those
-of :mod:`real_runs.eval_metrics`. Results go to ``eval.jsonl`` of a new run directory (``--out``,
-written by ``RunWriter.log_eval``) or are appended to an existing trainer run (``--run``) (see
-:func:`append_eval`). The record's step is
-``--step`` if given, else the checkpoint's step when ``--model`` is a gdro train checkpoint
-(``RUN_DIR/checkpoints/step_00000006`` is step 6; a RUN_DIR means its newest checkpoint), else
-the latest step of ``--run``, else 0. Bad input is a one-line error and exit code 2.
+Default sampling is the paper's validation sampling (temperature 0.6, top-p 0.8, top-k 20) with the
+released scripts' 4,096 response tokens; ``--n`` samples per prompt (default ``--k``), scored by
+:mod:`real_runs.eval_scoring`, metrics of :mod:`real_runs.eval_metrics`. Results go to ``eval.jsonl`` of
+a new run (``--out``) or an existing trainer run (``--run``, :func:`append_eval`). Bad input is a
+one-line error and exit code 2. The record's step: docs/design-notes.md#real_runs-eval_cli.
 """
 
 from __future__ import annotations

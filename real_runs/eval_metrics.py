@@ -167,15 +167,9 @@ def worst_names(metrics: dict[str, float], k: int) -> tuple[str, str]:
 
 
 def summary_lines(metrics: dict[str, float], step: int) -> list[str]:
-    """Two short lines of one evaluation for a log (the trainer prints them at each evaluation):
-
-        eval at step 50: pooled mean@8 12.50% [9.10, 16.02], pass@8 30.00%, 112 prompts; worst group
-            number_theory:L5 0.00%, worst benchmark aime24 0.00%
-          math500 20.00 / 45.00 | aime24 0.00 / 0.00 | ...   (mean@8 / pass@8, %)
-
-    k is read from the ``pooled/mean@{k}`` name; an undefined interval (one prompt) prints no
-    bounds. Metrics without a pooled mean@k (not :func:`evaluation_metrics`'s) give one line of
-    names and values.
+    """Two short lines of one evaluation for a log: pooled mean@k with interval, pass@k, prompts, worst
+    group and benchmark; then each benchmark's mean@k / pass@k. Metrics without a pooled mean@k give one
+    line of names and values.
     """
     pooled = [n for n in metrics if n.startswith("pooled/mean@") and not n.endswith(("_lo", "_hi"))]
     if not pooled:

@@ -85,19 +85,14 @@ def aggregate(values_BT: torch.Tensor, mask_BT: torch.Tensor, mode: str = "token
               norm_length: float | None = None) -> torch.Tensor:
     """Reduce a per-token loss to a scalar exactly as verl 0.9.1's ``agg_loss`` (one process, dp_size 1).
 
-    With m the mask, S_b = sum_t m_bt v_bt (response b's token sum), n_b = sum_t m_bt its length,
-    N_tok = sum_b n_b and N_seq = #{b : n_b > 0} (responses without tokens are left out of every
-    sequence mean, as verl's ``seq_mask`` does):
+    With m the mask, S_b = sum_t m_bt v_bt, n_b = sum_t m_bt, N_tok = sum_b n_b, N_seq = #{b : n_b > 0}:
         token-mean:              sum_b S_b / N_tok
         seq-mean-token-mean:     (1 / N_seq) sum_{b: n_b > 0} S_b / (n_b + 1e-8)    (paper Eq. 4-5, 7)
         seq-mean-token-sum:      (1 / N_seq) sum_b S_b
         seq-mean-token-sum-norm: (1 / N_seq) sum_b S_b / norm_length               (Dr. GRPO)
-    ``num_tokens`` / ``num_seqs`` replace N_tok / N_seq (verl's ``batch_num_tokens`` /
-    ``global_batch_size``): pass the mini-batch's totals to split it into micro-batches whose
-    losses add up exactly to the mini-batch's. ``norm_length`` is verl's ``loss_scale_factor``;
-    None means T, the width of ``values_BT`` (verl's default, which varies with padding: callers
-    pass a constant). Shapes: values_BT, mask_BT (B, T); returns a 0-d tensor. Against verl's
-    data-parallel and global sizes: docs/design-notes.md#real_runs-loss.
+    ``num_tokens`` / ``num_seqs`` replace N_tok / N_seq (pass the mini-batch's totals); ``norm_length``
+    None means T. Shapes: values_BT, mask_BT (B, T); returns a 0-d tensor. Against verl's names and
+    sizes: docs/design-notes.md#real_runs-loss.
     """
     mask = mask_BT.to(values_BT.dtype)
     if mode == "token-mean":

@@ -138,11 +138,9 @@ def build_qwen3(tokenizer: PreTrainedTokenizerBase, *, seed: int = 0,
                 **config_overrides) -> Qwen3ForCausalLM:
     """A small Qwen3 with seeded random weights (fp32, CPU, eval mode) sized to ``tokenizer``.
 
-    Defaults: hidden 64, 2 layers, 4 heads x 16 dims, 2 KV heads, MLP 256, tied embeddings,
-    SDPA attention, vocab = len(tokenizer), init std 0.1 (at Qwen's 0.02 a 2-layer model with tied
-    embeddings only echoes its last input token under greedy decoding). ``config_overrides`` go to ``Qwen3Config`` (e.g. the
-    Qwen3-0.6B shape: hidden_size=1024, num_hidden_layers=28, num_attention_heads=16,
-    num_key_value_heads=8, head_dim=128, intermediate_size=3072). The global torch RNG is untouched.
+    Defaults: hidden 64, 2 layers, 4 heads x 16 dims, 2 KV heads, MLP 256, tied embeddings, init std 0.1.
+    ``config_overrides`` go to ``Qwen3Config``. The global torch RNG is untouched. Why std 0.1, and the
+    0.6B shape: docs/design-notes.md#real_runs-models.
     """
     eos_id = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
     pad_id = tokenizer.convert_tokens_to_ids(tokenizer.pad_token or tokenizer.eos_token)

@@ -1,15 +1,10 @@
 """Where a `gdro train` process spent its time: compute against the trainer's own overhead.
 
-compute  = generate + logprobs (teacher-forced forward passes) + update (forward, backward,
-           optimizer) + sync (weights to the engine)
-overhead = plan (classifier bins, allocator plan) + reward (scoring) + controllers (updates,
-           GRPO advantages, multipliers) + record (rollout tensors, step record, scalars)
-           + other (the rest of a step: sampling parameters, bookkeeping between phases)
-           + log (steps.jsonl and sinks) + checkpoint (snapshots, checkpoints)
+compute  = generate + logprobs + update + sync (weights to the engine)
+overhead = plan + reward + controllers + record + other + log + checkpoint
 loop     = compute + overhead: every step's ``time/step`` plus logging and checkpoints.
 Evaluation is reported apart. ``time/elapsed`` (:class:`RunClock`) is wall-clock seconds since the run
-started, continued across a resume. Why the shares are printed, and the clock:
-docs/design-notes.md#real_runs-overhead.
+started, continued across a resume. Each phase, the shares and the clock: docs/design-notes.md#real_runs-overhead.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Checks `gdro train` makes before anything heavy loads, and the plan of ``--dry-run``.
 
-Order of a start: the config is validated when it is read; then, here and in seconds, the output
-folder (:func:`check_output`: never write into a folder that is not ours), the device
-(:func:`check_device`), the model source (``real_runs.models.check_model_source``: a folder with
-weights, the hub cache, or a reachable hub; no weights are loaded). Only then does the trainer
-load the model and the data. ``--dry-run`` runs the same checks plus the data (rows, the English
-filter, prompt lengths) and prints the plan (:func:`plan_lines`) without loading a model.
+:func:`check_output` (never write into a folder that is not ours), :func:`check_device` and the model
+source run in seconds, before the model and data load; ``--dry-run`` adds the data and prints
+:func:`plan_lines`. The order of a start: docs/design-notes.md#real_runs-dryrun.
 """
 
 from __future__ import annotations

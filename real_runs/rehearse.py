@@ -60,16 +60,10 @@ def seeded_history(controllers: dict[str, Any], record_index: np.ndarray, prompt
                    seed: int, steps: int = HISTORY_STEPS) -> dict[str, int]:
     """Feed the fresh controllers ``max(steps, ceil(N / P))`` synthetic steps before step 1.
 
-    Each synthetic step takes the next P = prompts_per_step of the N distinct prompts in a seeded
-    order that cycles through all of them, as the run's own data order does (prompts recur within a
-    step when N < P; every prompt is visited at least once), asks
-    the classifier for their bins and the allocator for its plan n_i (exact total P n_bar), draws
-    response j of prompt i as a success with a known probability p_i from a generator seeded by
-    ``seed``, and passes the ``StepFeedback`` to ``update`` of the classifier, the weighter and
-    the allocator, in the loop's order (a prompt selector, if any, is left as it is). Nothing is
-    generated or trained. Returns counts: steps, prompts, rollouts, prompts with a bin after it.
-    The odds: p_i = (r_i + 1/2) / N, r a seeded permutation of 0..N-1 (why:
-    docs/design-notes.md#real_runs-rehearse).
+    Each takes the next P of the N prompts in a seeded cycling order, asks for bins and a plan, draws
+    response j of prompt i a success with known probability p_i = (r_i + 1/2) / N (r a seeded
+    permutation) and updates the classifier, weighter and allocator. Nothing is generated or trained.
+    Returns counts: steps, prompts, rollouts, prompts with a bin. Detail: docs/design-notes.md#real_runs-rehearse.
     """
     from gdro_lab import StepFeedback
     from real_runs.batching import DataOrder
@@ -98,13 +92,9 @@ def seeded_history(controllers: dict[str, Any], record_index: np.ndarray, prompt
 def gdro_path(run: Any, cfg: TrainConfig, distinct_prompts: int = 0) -> list[str]:
     """Check that each logged step exercised the method's controllers; returns one line per step.
 
-    Per step, from the per-bin means of steps.jsonl (``rollouts``, ``multiplier``): with the
-    allocator ``uniform`` every bin gets exactly n_bar; with ``gdro`` (Rollout-GDRO) some bin
-    gets fewer and some more than n_bar (the total is checked exactly by :func:`verify`); with the
-    weighter ``uniform`` every multiplier is 1; with ``gdro`` (Prompt-GDRO) some bin's differs
-    from 1. Either GDRO controller needs assigned prompts. Other controllers are reported only.
-    ``distinct_prompts`` (data.json's ``prompts``) adds a hint to a failure when the data set is
-    smaller than a step.
+    From steps.jsonl's per-bin ``rollouts`` and ``multiplier``: ``uniform`` allocator/weighter give n_bar
+    and 1 everywhere, ``gdro`` ones differ somewhere; other controllers are reported only.
+    ``distinct_prompts`` adds a hint when the data set is smaller than a step.
     """
     mc = cfg.method
     _, weighter, allocator = mc.controller_names()

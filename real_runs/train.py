@@ -45,12 +45,9 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
          warm_start: WarmStart | None = None) -> Path:
     """Train; returns the run directory. ``resume`` continues that run from its last checkpoint.
 
-    model/tokenizer/train_records/eval_records/reward/engine replace what the config would load
-    (e.g. a custom task suite). ``eval_records`` maps a benchmark name to its problems.
-    ``stop_after`` ends the process after that step with a checkpoint and status "stopped" (a
-    planned interruption: ``--rehearse`` resumes from it). ``warm_start(controllers, record_index,
-    prompts, records)`` runs once on the fresh controllers of a new run, before step 1 (the
-    rehearsal's seeded history, :func:`real_runs.rehearse.seeded_history`); a resume loads them instead.
+    model/tokenizer/train_records/eval_records/reward/engine replace what the config would load;
+    ``stop_after`` ends after that step with a checkpoint and status "stopped"; ``warm_start(controllers,
+    record_index, prompts, records)`` runs once on a new run's fresh controllers before step 1.
     """
     started = time.perf_counter()  # time/elapsed counts from here (start-up included)
     lock = None

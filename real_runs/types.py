@@ -50,14 +50,10 @@ class SamplingParams:
 class Rollouts:
     """The samples of one ``generate`` call, flat and ragged (R = sum(counts_P) samples).
 
-    counts_P: samples per prompt, in prompt order.
-    prompt_token_ids: one token-id list per prompt (P lists), as the engine fed them.
-    token_ids: one list of generated token ids per sample (R lists), EOS included if emitted.
-    logprobs: one float32 array per sample: log-prob of each generated token under the sampling
-        policy at temperature 1 (the raw model distribution, before temperature and top-p/top-k),
-        so that it matches a teacher-forced forward pass of the same weights.
-    texts: decoded text per sample (special tokens skipped).
-    finish_reasons: "stop" (EOS or stop string) or "length" per sample.
+    counts_P: samples per prompt; prompt_token_ids: P lists, as fed; token_ids: R lists (EOS included).
+    logprobs: one float32 array per sample, log-probs under the raw model distribution (temperature 1,
+        no top-p/top-k), as a teacher-forced pass gives them.
+    texts: decoded text per sample; finish_reasons: "stop" or "length" per sample.
     """
 
     counts_P: np.ndarray

@@ -1,13 +1,9 @@
 """The ``vllm`` rollout engine: offline ``vllm.LLM``, one request with ``n = counts_P[i]`` per prompt.
 
-GPU only, optional extra ``[vllm]`` in its own environment. :func:`build_requests` and
-:func:`unpack_outputs` are pure and tested on CPU against vLLM's classes; prompts are sent as the same
-token ids as the hf engine's. Log-probs are of the raw logits (``logprobs_mode="raw_logprobs"``), as in
-the hf engine. With ``sampling.seed`` set, rollout (i, k) has seed s_i + k and no two rollouts of a call
-share a seed (:func:`rollout_seeds`, :func:`check_rollout_seeds`). Training: in-process engine,
-``load_weights`` through ``LLM.apply_model``, ``sleep()`` / ``wake_up()``. NOT RUN HERE: only
-``build_requests`` / ``unpack_outputs`` have been executed (on CPU). Detail:
-docs/design-notes.md#real_runs-engines-vllm.
+GPU only, optional extra ``[vllm]``. Prompts are the hf engine's token ids; log-probs are of the raw
+logits (``logprobs_mode="raw_logprobs"``); with ``sampling.seed`` set no two rollouts of a call share a
+seed (:func:`rollout_seeds`). NOT RUN HERE: only the pure :func:`build_requests` / :func:`unpack_outputs`
+have been executed (on CPU). Detail: docs/design-notes.md#real_runs-engines-vllm.
 """
 
 from __future__ import annotations
@@ -65,10 +61,8 @@ def build_requests(prompt_token_ids: Sequence[Sequence[int]], counts_P: np.ndarr
                    sampling: SamplingParams, stop_token_ids: Sequence[int]) -> tuple[list, list]:
     """(prompts, sampling params) for ``LLM.generate``: one request per prompt with a count > 0.
 
-    Request j is prompt ``np.flatnonzero(counts_P)[j]`` with ``SamplingParams(n=counts_P[i],
-    seed=prompt_seeds(...)[i], logprobs=0, stop_token_ids=..., max_tokens=max_new_tokens, ...)``;
-    temperature 0 is greedy. A seeded call whose rollouts would share a seed is refused
-    (:func:`check_rollout_seeds`).
+    Request j is prompt ``np.flatnonzero(counts_P)[j]`` with ``n=counts_P[i]`` and its prompt seed;
+    temperature 0 is greedy. A seeded call whose rollouts would share a seed is refused.
     """
     from vllm import SamplingParams as VSamplingParams
     from vllm.inputs import TokensPrompt

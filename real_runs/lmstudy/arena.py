@@ -42,11 +42,8 @@ SPLITS = ("val", "test")
 
 
 def eval_records(cfg: study.StudyConfig) -> dict[str, list[Any]]:
-    """Held-out problems as benchmarks ``lmstudy_{skill}/val`` and ``lmstudy_{skill}/test``: within each
-    skill the held-out problems (``tasks.heldout_split``, in their drawn order) alternate val, test, ...
-
-    The trainer's evaluation groups problems by their ``source``, so each half's problems carry it.
-    Not ``tasks.heldout_halves``' split: docs/design-notes.md#real_runs-lmstudy-arena.
+    """Held-out problems as benchmarks ``lmstudy_{skill}/val`` and ``lmstudy_{skill}/test``, alternating
+    within each skill. Not ``tasks.heldout_halves``' split: docs/design-notes.md#real_runs-lmstudy-arena.
     """
     by_skill: dict[str, list[Any]] = {}
     for problem in tasks.heldout_split(cfg.task_config()):

@@ -1,12 +1,8 @@
 """The study report: tables with 95% intervals, paired gains over three baselines, the paper's claims, figures.
 
-Reads only run directories (``gdro_lab.runformat.runlog.read_run``) and the warm starts' evaluations, so a
-report can be rebuilt from a finished study without re-running it. Intervals are across seeds
-(Student t, ``studykit.stats``); gains are paired by seed (each seed: its own warm start, data
-order and sampler seed, shared by every method of that seed), which removes the variation the
-methods of a seed share. Held-out metrics are those of the **test** half (:mod:`.metrics`); the
-**val** half only chooses tuned GRPO's learning rate (:mod:`.claim_verdicts`). The step-0 point of
-every curve is the seed's warm start evaluated with the same evaluator (``initial-s{seed}.json``).
+Reads only run directories and the warm starts' evaluations, so a finished study's report can be rebuilt.
+Intervals are across seeds (Student t); gains are paired by seed; held-out metrics are the **test**
+half's. Detail: docs/design-notes.md#real_runs-lmstudy-report.
 """
 
 from __future__ import annotations

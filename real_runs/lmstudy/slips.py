@@ -1,12 +1,8 @@
 """What RL changed: how often a policy gives the right answer, and how often the demonstrator's slip.
 
-The warm start imitates a demonstrator that answers with its skill's systematic slip
-(:data:`tasks.SLIPS`) in a share of cases. A held-out gain of GRPO can be skills learned or slips
-unlearned; this module tells them apart. For each model it decodes every held-out problem
-greedily and counts, per group, the share answered right and, among the problems whose slip
-differs from the right answer, the share answered with the slip. The study measures the warm
-start and the final checkpoint of every run, so the report can show, with intervals over seeds,
-whether each method removed slips and how fast it did so relative to GRPO.
+For each model it decodes every held-out problem greedily and counts, per group, the share answered
+right and, among problems whose slip (:data:`tasks.SLIPS`) differs from the right answer, the share
+answered with the slip. Why: docs/design-notes.md#real_runs-lmstudy-slips.
 """
 
 from __future__ import annotations

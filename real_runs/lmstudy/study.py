@@ -1,14 +1,11 @@
 """``gdro study lm``: GRPO (same lr, step-matched, tuned) vs Prompt-GDRO / Rollout-GDRO / joint on CPU.
 
-Every run goes through the real trainer (:func:`real_runs.train.main`); only the model
-(:mod:`.warmstart`), the tokenizer (:mod:`.tokenizer`) and the data (:mod:`.tasks`) are small. Within a
-seed every method starts from the same weights and spends exactly the same rollouts. Baselines: GRPO,
-step-matched GRPO (``studykit.stepmatch``) and tuned GRPO (lr grid chosen on **val**, reported on
-**test**). Scheduling: :mod:`.plan`; the pipeline: :mod:`.pipeline`. Departures from the paper:
-- a 0.5 M-parameter model on synthetic arithmetic, because the study must run on CPU;
-- 64 prompts per step and a few hundred steps instead of 256 and 1,000, for the same reason;
-- the held-out groups are the suite's skills, not benchmarks.
-Baselines in full: docs/design-notes.md#real_runs-lmstudy-study.
+Every run goes through the real trainer (:func:`real_runs.train.main`); only the model, the tokenizer
+and the data are small. Within a seed every method starts from the same weights and spends exactly the
+same rollouts. Departures from the paper, all because the study must run on CPU:
+- a 0.5 M-parameter model on synthetic arithmetic, whose held-out groups are the suite's skills;
+- 64 prompts per step and a few hundred steps instead of 256 and 1,000.
+Baselines and scheduling: docs/design-notes.md#real_runs-lmstudy-study.
 """
 
 from __future__ import annotations
@@ -39,20 +36,16 @@ EVAL_K = 8  # samples per held-out problem: mean@8 (pass@1) and pass@8, as in th
 class StudyConfig:
     """Settings of one study (the CLI's --quick picks :data:`QUICK`, else :data:`DEFAULT`).
 
-    seeds: seeds per method (>= 1); every method uses seeds 0..seeds-1, paired across methods;
-        seed s warm-starts from supervised seed ``warm.seed + s``.
+    seeds: seeds per method (>= 1), paired across methods; seed s warm-starts from ``warm.seed + s``.
     steps, prompts_per_step: RL steps and prompts per step (>= 1).
     n_bar, n_min, n_max: mean and range of rollouts per prompt (the paper: 4, 2..12).
-    lr: the AdamW learning rate of every method (> 0), and the centre of tuned GRPO's grid (default
-        3e-5; measured: docs/benchmarks.md#real_runs-lmstudy-study).
+    lr: every method's AdamW learning rate (> 0), the centre of tuned GRPO's grid.
     lr_extend: most sqrt(2) steps tuned GRPO's grid {lr/√2, lr, lr√2} grows beyond each end.
-    mini_batches: optimizer steps per RL step (1 = one on-policy update of the whole batch).
-    eval_every: held-out evaluation period in steps (the trainer also evaluates at the end).
-    train_size, heldout_per_group: sizes of the suite (:class:`tasks.TaskConfig`); the pool allows
-        several epochs, and heldout_per_group must stay the warm start's (400), split in a val and a
-        test half (why: docs/design-notes.md#real_runs-lmstudy-study).
-    jobs: runs in parallel (single-thread processes each); threads: torch threads per run.
-    warm: the warm start's settings (cached by them; the seed is shifted per study seed).
+    mini_batches: optimizer steps per RL step; eval_every: held-out evaluation period in steps.
+    train_size, heldout_per_group: sizes of the suite (:class:`tasks.TaskConfig`); heldout_per_group
+        must stay the warm start's (400).
+    jobs: runs in parallel; threads: torch threads per run. warm: the warm start's settings.
+    Why these: docs/design-notes.md#real_runs-lmstudy-study.
     """
 
     seeds: int = 3

@@ -64,11 +64,8 @@ def _mod(n: int) -> Callable[[np.random.Generator], Operands]:
 class Level:
     """One difficulty level of a skill: how to draw operands, render and solve them.
 
-    draw: operands from a generator; template: ``str.format`` pattern of the expression;
-    space: the number of distinct problems, or a lower bound (caps the held-out share at a third
-    and the training share at half of what is left, so drawing distinct problems by rejection
-    stays fast and always ends); weight: its relative
-    frequency in the training pool within the group.
+    draw: operands from a generator; template: ``str.format`` pattern of the expression; space: the
+    number of distinct problems, or a lower bound; weight: its relative frequency in the training pool.
     """
 
     draw: Callable[[np.random.Generator], Operands]

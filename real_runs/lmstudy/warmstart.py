@@ -34,13 +34,11 @@ class WarmStartConfig:
     """Settings of the warm start; all of them enter the cache key.
 
     hidden_size, num_layers, num_heads, intermediate_size: the Qwen3 shape (defaults ~0.5 M params).
-    steps: optimizer steps (>= 1); batch_size: problems per step (>= 1).
-    lr: peak AdamW learning rate (> 0), reached after ``warmup_steps`` and decayed by a cosine
-        to 10% at the last step.
-    seed: torch and data seed; task_seed: the suite's seed (:class:`tasks.TaskConfig`).
-    heldout_per_group: held-out problems per group (the suite's split, used for the report only).
-    slip_rate: the share of demonstrations (in [0, 1)) whose answer is the skill's systematic slip
-        (:data:`tasks.SLIPS`) instead of the right one (why: docs/design-notes.md#real_runs-lmstudy-warmstart).
+    steps, batch_size: optimizer steps and problems per step (>= 1).
+    lr: peak AdamW learning rate (> 0) after ``warmup_steps``, cosine to 10% at the last step.
+    seed: torch and data seed; task_seed: the suite's seed; heldout_per_group: the suite's split.
+    slip_rate: the share of demonstrations in [0, 1) answered with the skill's systematic slip
+        (why: docs/design-notes.md#real_runs-lmstudy-warmstart).
     """
 
     hidden_size: int = 128

@@ -1,14 +1,11 @@
 """The math reward: verifiable, right on real data, and it can never hang a run.
 
-:class:`MathReward`: the response's last ``\\boxed{...}`` against the gold answer, both wrapped as
-``\\boxed{...}`` and compared by math-verify; reward +1 if equal, -1 otherwise (paper App. A), with a
-success flag. Every verdict is the one math-verify gives the raw boxed content; cheap cases are decided
-in the parent (extraction, shortcuts, numbers, a verdict cache), the rest in a
+:class:`MathReward`: the response's last ``\\boxed{...}`` against the gold answer, compared by
+math-verify; reward +1 if equal, -1 otherwise (paper App. A), with a success flag. Every verdict is
+math-verify's on the raw boxed content; cheap cases are decided in the parent, the rest in a
 :class:`real_runs.rewards.pool.TimedPool` whose hung or crashed tasks score -1 and are counted
-(``reward/*``). Model output is never evaluated as code (LaTeX extraction only). Departs from the
-paper's code (verl's ``math_dapo`` string match on an "Answer:" line): math-verify on ``\\boxed{}``, which
-accepts equivalent forms a string match rejects. Multiple choice: :class:`real_runs.rewards.choice.ChoiceReward`.
-What is decided where: docs/design-notes.md#real_runs-rewards-math.
+(``reward/*``). Departs from the paper's code (verl's ``math_dapo`` string match on an "Answer:" line),
+since math-verify accepts equivalent forms. What is decided where: docs/design-notes.md#real_runs-rewards-math.
 """
 
 from __future__ import annotations
@@ -71,14 +68,11 @@ def available_cores() -> int:
 class MathReward:
     """math-verify on ``\\boxed{}`` answers, in a pool of worker processes with a hard timeout.
 
-    timeout_s: hard wall-clock limit per response once a worker holds it (the worker is killed
-        and replaced after it); math-verify's own soft alarms get half of it (>= 1 s).
-    num_workers: worker processes; None = one per usable core (scoring is CPU-bound).
+    timeout_s: hard wall-clock limit per response once a worker holds it (math-verify's soft alarms: half).
+    num_workers: worker processes; None = one per usable core.
     max_answer_chars: longest ``\\boxed{}`` content considered; longer counts as no answer.
-    exact_match_shortcut: decide equal strings, plain integers and plain numeric literals without
-        math-verify (tests turn it off to check math-verify itself).
-    cache_size: verdicts kept across calls (least recently used out; 0 = no cache). Distinct pairs
-        of one call are always decided once.
+    exact_match_shortcut: decide equal strings and plain numbers without math-verify.
+    cache_size: verdicts kept across calls (LRU; 0 = no cache).
     Workers are processes: build it under ``if __name__ == "__main__":`` in a script.
     """
 

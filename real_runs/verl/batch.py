@@ -1,10 +1,8 @@
 """Pure functions on verl ``DataProto`` batches: what the GDRO plugin does to verl's data.
 
-Stable ids from ``extra_info["index"]`` (verl's ``uid`` is new every step); a row expanded into
-``counts_P[i]`` consecutive rows executes the plan; :func:`ragged_layout` regroups rows by ``uid``;
-advantages are scaled per row by the prompt's Prompt-GDRO multiplier (Eq. 16). Departure from the
-released code: the id is one explicit field and a missing one is an error, instead of ids rebuilt
-inside a patched trainer. Detail: docs/design-notes.md#real_runs-verl-batch.
+Stable ids from ``extra_info["index"]``; a row expanded into ``counts_P[i]`` rows executes the plan;
+advantages scaled per row by Eq. 16. Departs from the released code: the id is one explicit field (a
+missing one is an error), not rebuilt inside a patched trainer. Detail: docs/design-notes.md#real_runs-verl-batch.
 """
 
 from __future__ import annotations

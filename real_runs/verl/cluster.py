@@ -1,10 +1,8 @@
 """Several nodes: the shared-filesystem check and the environment passed to every Ray worker.
 
-``python -m real_runs.verl.cluster check FOLDER [FOLDER ...]`` checks a running Ray cluster; the
-launcher runs :func:`check_cluster` at the start of every job. :func:`check_shared_folders`: every node
-must see the checkpoint and run folders. :func:`runtime_env_vars`: the environment the launcher adds to
-verl's ``runtime_env`` (secrets left out, handed to the task runner by :func:`task_runner_secrets`).
-Why: docs/design-notes.md#real_runs-verl-cluster.
+``python -m real_runs.verl.cluster check FOLDER [FOLDER ...]`` checks a running Ray cluster;
+:func:`check_shared_folders` (every node sees the folders), :func:`runtime_env_vars` (secrets left out;
+:func:`task_runner_secrets`). Why: docs/design-notes.md#real_runs-verl-cluster.
 """
 
 from __future__ import annotations

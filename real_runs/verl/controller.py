@@ -1,10 +1,8 @@
 """The GDRO controllers of one verl run, driven once per training step by the trainer.
 
-The controllers and their step are the method's gdro_lab.step.MethodStep (the same step as the
-simulator's and gdro train's); this module adapts it to verl's batches: choose and plan before
-generation, observe after verl's advantages, scale the advantages, record, and train only the kept
-groups (:meth:`GDROController.trained_rows_only`). Metrics go to verl's tracker under ``gdro/*`` and
-``rollout_alloc/*`` (the released code's names). The step in full: docs/design-notes.md#real_runs-verl-controller.
+Adapts the method's gdro_lab.step.MethodStep to verl's batches; metrics go to verl's tracker under
+``gdro/*`` and ``rollout_alloc/*`` (the released code's names). The step in full:
+docs/design-notes.md#real_runs-verl-controller.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Our data sets as verl parquet files, every set of a run in one command.
 
-``python -m real_runs.verl.convert --data-dir DATA --out OUT paper`` writes the paper preset's training
-set (DAPO-Math-17k's English rows) and evaluation sets under OUT; names can be given one by one, and
-``python -m real_runs.verl.convert DATASET OUT.parquet`` converts one set. Nothing is overwritten. Rows
-are verl's ``{data_source, prompt, ability, reward_model, extra_info}``, with our one template and the
-stable id in ``extra_info.index``. The files and fields: docs/design-notes.md#real_runs-verl-convert.
+``python -m real_runs.verl.convert --data-dir DATA --out OUT paper`` writes the paper preset's sets
+under OUT; ``python -m real_runs.verl.convert DATASET OUT.parquet`` converts one. Nothing is
+overwritten. The files and fields: docs/design-notes.md#real_runs-verl-convert.
 """
 
 from __future__ import annotations

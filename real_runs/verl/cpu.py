@@ -1,12 +1,9 @@
 """verl 0.9.1 on CPU, for tests and laptops: ``python -m real_runs.verl.cpu [--audit DIR] [overrides]``.
 
-NOT for GPU runs: nothing here is imported by the plugin, so a GPU launch behaves exactly as without
-this module. verl's files are never changed; five gaps between verl 0.9.1 and a CPU-only machine (no
-CPU platform, FSDP engines for cuda/npu only, the process-group backend, flash attention, no CPU
-rollout) are closed at run time in our own processes (the launcher and each Ray worker).
-``--audit DIR`` runs :class:`AuditedGDROTrainer`, which writes one ``step_N.npz`` per step for tests.
-Every other argument is a hydra override, as for ``real_runs.verl.main``. The five gaps:
-docs/design-notes.md#real_runs-verl-cpu.
+NOT for GPU runs: nothing here is imported by the plugin. verl's files are never changed; five gaps
+between verl 0.9.1 and a CPU-only machine are closed at run time in our own processes. ``--audit DIR``
+writes one ``step_N.npz`` per step for tests; other arguments are hydra overrides, as for
+``real_runs.verl.main``. The five gaps: docs/design-notes.md#real_runs-verl-cpu.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The ``hf_cpu`` rollout for verl 0.9.1 on CPU (tests and laptops; see :mod:`real_runs.verl.cpu`).
 
-verl's ``fit`` generates through rollout *replicas* that serve token-in/token-out requests from
-its agent loop (vLLM's server on GPUs). Here one replica is one :class:`HFCPUServer` Ray actor
-holding the Hugging Face model; :class:`HFCPUReplica` starts it, and :class:`HFCPUServerAdapter`
-is the rollout object inside each FSDP worker, which forwards the actor's weights at each of verl's
-``update_weights`` calls. :func:`real_runs.verl.cpu.install` registers all three with verl.
-Importing this module imports verl's rollout classes: do it after ``install`` has set the platform.
+One rollout replica is one :class:`HFCPUServer` Ray actor holding the Hugging Face model, started by
+:class:`HFCPUReplica`; :class:`HFCPUServerAdapter` forwards the actor's weights. Import this module after
+``real_runs.verl.cpu.install`` has set the platform. Detail: docs/design-notes.md#real_runs-verl-cpu_rollout.
 """
 
 from __future__ import annotations
@@ -22,13 +19,9 @@ SERVER_PREFIX = "gdro_hf_cpu_server_"
 class HFCPUServer:
     """One rollout replica's generation server: the Hugging Face model on CPU, token in, token out.
 
-    ``generate`` has the signature verl's ``LLMServerClient`` calls on vLLM's server and returns
-    verl's ``TokenOutput`` (response ids, their log-probs under the sampling distribution, the stop
-    reason). Sampling: temperature / top-p / top-k from the request (temperature 0 = greedy), at
-    most ``response_length`` new tokens, stopping at the model's EOS ids. The draw's seed: the
-    request's own, else (rollout.seed, weight version, request id) under full determinism, else a
-    counter (docs/design-notes.md#real_runs-verl-cpu_rollout).
-    ``update_weights`` loads the actor's full state dict (the weight version is the training step).
+    ``generate`` has the signature verl's ``LLMServerClient`` calls on vLLM's server and returns verl's
+    ``TokenOutput``; ``update_weights`` loads the actor's full state dict (version = training step).
+    Sampling and seeds: docs/design-notes.md#real_runs-verl-cpu_rollout.
     """
 
     def __init__(self, config: Any, model_config: Any, replica_rank: int):

@@ -1,11 +1,8 @@
 """What a launch of the verl plugin runs: the pre-launch checks and verl's task runner building the GDRO trainer.
 
-:func:`check_launch_config` refuses, before Ray starts, what the plugin cannot run (one line each).
-:class:`_GDROTaskRunner` is verl's legacy task runner (``trainer.use_v1=false``) with the trainer class
-swapped for :class:`real_runs.verl.trainer.GDRORayPPOTrainer`; it first checks that every node sees the
-checkpoint folder and the run directory (:func:`real_runs.verl.cluster.check_cluster`).
-:data:`GDROTaskRunner` is it as a Ray actor. The launchers are :mod:`real_runs.verl.main` (GPU) and
-:mod:`real_runs.verl.cpu` (tests and laptops).
+:func:`check_launch_config` refuses, before Ray starts, what the plugin cannot run (one line each);
+:data:`GDROTaskRunner` is verl's legacy task runner with :class:`real_runs.verl.trainer.GDRORayPPOTrainer`,
+as a Ray actor. Detail: docs/design-notes.md#real_runs-verl-runner.
 """
 
 from __future__ import annotations
@@ -80,11 +77,8 @@ GDROTaskRunner = ray.remote(_GDROTaskRunner)
 def check_launch_config(config: Any) -> None:
     """One-line errors for a launch the plugin cannot run, before Ray starts.
 
-    Builds the controllers (so gdro settings that do not fit ``rollout.n`` fail here), checks the
-    checkpoint verl will resume (it must carry ``gdro_ctrl.json``) and the run directory (not locked
-    by a running job, and continued only with a checkpoint; see :func:`run_dir_problem`), and
-    refuses full determinism with the vLLM rollout unless every request gets its own seed
-    (:func:`determinism_problem`).
+    Checks the controllers against ``rollout.n``, the checkpoint to resume, the run directory
+    (:func:`run_dir_problem`) and full determinism (:func:`determinism_problem`).
     """
     from pathlib import Path
 
@@ -114,11 +108,8 @@ def check_launch_config(config: Any) -> None:
 def determinism_problem(config: Any) -> str | None:
     """Why this launch's full determinism would make a group's rollouts identical; None if it would not.
 
-    verl 0.9.1's vLLM server seeds every request it serves with rollout.seed + its replica rank
-    when ``full_determinism`` is on, unless the request carries a seed: refused unless the agent
-    loop manager is :class:`real_runs.verl.seeding.SeededAgentLoopManager` (or a subclass), which
-    gives each request its own. Other rollouts (``hf_cpu`` seeds by request id; SGLang gets no seed)
-    are not affected.
+    With vLLM, refused unless the agent loop manager is a :class:`real_runs.verl.seeding.SeededAgentLoopManager`
+    (why: docs/design-notes.md#real_runs-verl-seeding).
     """
     def setting(key: str) -> Any:
         return OmegaConf.select(config, f"actor_rollout_ref.rollout.{key}", default=None, throw_on_missing=False)

@@ -1,11 +1,8 @@
 """One sampling seed per rollout request, so ``rollout.full_determinism=true`` is safe with vLLM.
 
-verl 0.9.1's vLLM server under full determinism seeds every request alike, so a group's rollouts come
-out identical and every GRPO advantage is 0. :class:`SeededAgentLoopManager` (select it with
-``+actor_rollout_ref.rollout.agent.agent_loop_manager_class=real_runs.verl.seeding.SeededAgentLoopManager``)
-puts :func:`request_seed` (distinct per row and step, the same on a repeat or resume) into every
-request; :func:`real_runs.verl.runner.check_launch_config` refuses full determinism with vLLM without
-it. Why: docs/design-notes.md#real_runs-verl-seeding.
+Under full determinism verl 0.9.1's vLLM server seeds every request alike (every GRPO advantage 0).
+:class:`SeededAgentLoopManager` puts :func:`request_seed` (distinct per row and step, the same on a
+resume) into every request. How to select it, and why: docs/design-notes.md#real_runs-verl-seeding.
 """
 
 from __future__ import annotations

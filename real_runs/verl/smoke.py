@@ -1,10 +1,8 @@
 """The smoke run's setup, shared by ``scripts/verl_smoke.sh`` (GPU) and the CPU ``fit`` test.
 
-``python -m real_runs.verl.smoke prepare OUT [--tokenizer tiny|tiny-qwen]`` writes, offline, a 2-layer
-random Qwen3 with its tokenizer and toy train / val parquet files; the reward is
-:func:`real_runs.verl.reward.known_odds_score`. :func:`overrides` gives the launch settings;
-``python -m real_runs.verl.smoke verify OUT TOTAL_STEPS RESUMED_FROM`` checks a job and its resumed
-continuation (:func:`verify`). What is written and why: docs/design-notes.md#real_runs-verl-smoke.
+``python -m real_runs.verl.smoke prepare OUT [--tokenizer tiny|tiny-qwen]`` writes a random 2-layer
+Qwen3, its tokenizer and toy parquet files; ``... verify OUT TOTAL_STEPS RESUMED_FROM`` checks a job
+and its resumed continuation. What is written and why: docs/design-notes.md#real_runs-verl-smoke.
 """
 
 from __future__ import annotations
@@ -81,14 +79,7 @@ def overrides(out: str | Path, steps: int, *, save_freq: int = 2, batch: int = B
 
 def verify(out: str | Path, total_steps: int, resumed_from: int, batch: int = BATCH, n_bar: int = N_BAR) -> dict:
     """Check a smoke run (a first job to ``resumed_from``, a second to ``total_steps``); raises
-    AssertionError naming the first failed check.
-
-    Every step spent exactly batch x n_bar rollouts; some step planned non-uniform counts (the
-    prompts recur, so bins are assigned and Rollout-GDRO acts); some multiplier differs from 1
-    (the advantages differ from verl's unscaled ones); the run directory has steps 1..total_steps
-    once each; both jobs' trackers (``tracker_first.jsonl``, ``tracker_resumed.jsonl``, verl's file
-    logger) carry the gdro metrics of their steps; the checkpoints the second job resumed from and
-    wrote carry the controller state.
+    AssertionError naming the first failed check. The checks: docs/design-notes.md#real_runs-verl-smoke.
     """
     from gdro_lab.runformat.runlog import read_run
     from real_runs.verl.state import load_controller_state

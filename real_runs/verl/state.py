@@ -1,11 +1,9 @@
 """Controller state inside verl checkpoints (``<default_local_dir>/global_step_N/gdro_ctrl.json``),
 the checkpoint a launch will resume, and the one-writer lock on our run directory.
 
-verl's ``_save_checkpoint`` writes ``global_step_N/{actor,data.pt}``; the plugin adds its method
-step's state next to them (``gdro_lab.step.MethodStep.state_dict``: the classifier, weighter,
-allocator and selector ``state_dict()``s, RNG included) and the run's prompt numbering, encoded
-losslessly by :func:`gdro_lab.runformat.runlog.encode_state`, so a resumed run continues exactly as an
-uninterrupted one. The released code keeps this state in module-level dicts and loses it on resume.
+The method step's state (RNG included) and the run's prompt numbering go next to verl's
+``global_step_N/{actor,data.pt}``, encoded losslessly, so a resumed run continues exactly as an
+uninterrupted one (departs from the released code, which loses it). Detail: docs/design-notes.md#real_runs-verl-state.
 """
 
 from __future__ import annotations

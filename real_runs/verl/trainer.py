@@ -1,13 +1,11 @@
 """``GDRORayPPOTrainer``: verl's PPO trainer with the GDRO controllers, by narrow overrides.
 
-verl 0.9.1's ``RayPPOTrainer.fit`` is left as it is; ``_get_gen_batch`` (select, bin and plan),
-``_validate`` (never planned), ``_update_actor`` (clip, controller update, multipliers, our run log)
-and ``_save_checkpoint`` / ``_load_checkpoint`` (``gdro_ctrl.json``) are extended. Requires
-``algorithm.adv_estimator=grpo`` (or ``grpo_vectorized``), ``trainer.critic_warmup=0``, a policy loss
-linear in the advantage (:data:`LINEAR_LOSS_MODES`), ``trainer.use_v1=false``, and no
-``actor.use_prefix_grouper``. Departs from the paper's code (a patch of verl's trainer and actor): no
-verl file is changed; controller state is checkpointed; the difficulty signal is the unbiased pass@k.
-Each override: docs/design-notes.md#real_runs-verl-trainer.
+verl 0.9.1's ``RayPPOTrainer.fit`` is left as it is; ``_get_gen_batch``, ``_validate``, ``_update_actor``
+and ``_save_checkpoint`` / ``_load_checkpoint`` are extended. Requires GRPO advantages, no critic
+warm-up, a policy loss linear in the advantage (:data:`LINEAR_LOSS_MODES`), the legacy trainer, no prefix grouper.
+Departs from the paper's code (a patch of verl): no verl file is changed, controller state is
+checkpointed, the difficulty signal is the unbiased pass@k. Each override and requirement:
+docs/design-notes.md#real_runs-verl-trainer.
 """
 
 from __future__ import annotations
