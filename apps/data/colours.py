@@ -1,11 +1,8 @@
 """Colours of runs and groups: a hue per method, a lightness per variant.
 
-Each method has one hue: the paper's methods their fixed colours (:data:`METHOD_COLOURS`), any
-other name a slot of :data:`METHOD_PALETTE` chosen by a hash of the name (the next free slot on a
-collision), so that a new method gets a colour of its own without a code change and keeps it.
-The groups of one method (its variants: learning rates, ...) get one lightness each, dark to
-light in the order of their key values (:func:`group_colours`); runs drawn one line each get one
-lightness per run (:func:`run_colours`). No Streamlit, no altair here.
+The paper's methods have fixed hues (:data:`METHOD_COLOURS`), any other a slot of :data:`METHOD_PALETTE`
+by a hash of its name; a method's groups (:func:`group_colours`) or runs (:func:`run_colours`) get one
+lightness each. No Streamlit, no altair here. Detail: docs/design-notes.md#apps-data-colours.
 """
 
 from __future__ import annotations

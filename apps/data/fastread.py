@@ -92,11 +92,8 @@ def _parse_steps(raw: bytes, num_bins: int) -> tuple[np.ndarray, dict[str, np.nd
 
 
 def _read_table(body: bytes) -> pa.Table:
-    """The lines as an arrow table, checked in full.
-
-    pyarrow 26 can build invalid list offsets for a list field that first appears after some
-    lines (e.g. ``rollouts`` after warm-up steps); such a table fails validation and the lines
-    are parsed again with the inferred schema given up front, which builds it correctly.
+    """The lines as an arrow table, checked in full (pyarrow 26's invalid list offsets:
+    docs/design-notes.md#apps-data-fastread).
     """
     options = pa_json.ReadOptions(use_threads=False, block_size=BLOCK_BYTES)
     table = pa_json.read_json(pa.BufferReader(body), read_options=options)

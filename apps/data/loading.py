@@ -1,11 +1,9 @@
 """Finding run directories and reading them for the app: one-line errors, a shared run cache.
 
-Runs are read with :func:`apps.data.fastread.read_run_fast` (pyarrow's JSON reader, falling back to
-``gdro_lab.runformat.runlog.read_run`` for anything unusual, so both give the same :class:`RunData` and the
-same errors) and kept in :data:`RUN_CACHE`, keyed on the folder and :func:`run_signature` (mtime
-and size of every file a reader looks at): a run that is still being written is read again as
-soon as it grows, an unchanged run is read once per server, and many runs are read in parallel
-(the JSON parsing releases the GIL). No Streamlit here.
+Runs are read with :func:`apps.data.fastread.read_run_fast` (same :class:`RunData` and errors as
+``read_run``) and kept in :data:`RUN_CACHE`, keyed on the folder and :func:`run_signature`, so a growing
+run is read again and an unchanged one once per server. No Streamlit here. Detail:
+docs/design-notes.md#apps-data-loading.
 """
 
 from __future__ import annotations
@@ -58,11 +56,9 @@ def find_run_dirs(root: Path, max_depth: int = 6, max_folders: int = 20_000,
                   accept: Callable[[Path], bool] = is_run_dir) -> tuple[list[Path], bool]:
     """Run directories under ``root`` (itself included), sorted; and whether the search was cut short.
 
-    Like ``gdro_lab.runformat.runlog.find_runs`` but bounded for an interactive app, where a runs folder
-    can be typed by hand: at most ``max_depth`` levels and ``max_folders`` folders are visited,
-    hidden folders and virtual environments are skipped, and a run's own folder is not searched.
-    A folder with a ``meta.json`` is a run when ``accept(folder)`` (default: a readable run
-    directory; :func:`apps.data.listing.find_candidates` accepts every such folder).
+    At most ``max_depth`` levels and ``max_folders`` folders; hidden folders, virtual environments and a
+    run's own folder are skipped. A folder with a ``meta.json`` is a run when ``accept(folder)`` (default:
+    a readable run directory).
     """
     found: list[Path] = []
     visited = 0
@@ -161,9 +157,7 @@ def assigned_counts(run: RunData) -> np.ndarray | None:
 def mask_unassigned(run: RunData) -> RunData:
     """The run with null shares on steps where no prompt is in any bin yet (returns the same object).
 
-    A producer logs share 0 for every bin while the classifier has not assigned any prompt
-    (the first ~50 steps of a simulator run); those zeros are not data, so the app shows them
-    as missing ("unassigned") instead. The run's files are not touched.
+    Those zeros are not data (docs/design-notes.md#apps-data-loading); the run's files are not touched.
     """
     assigned = assigned_counts(run)
     if assigned is None or "share" not in run.bins or run.steps.size == 0:

@@ -164,10 +164,8 @@ def time_table(run: RunData) -> pd.DataFrame:
 def elapsed_seconds(run: RunData) -> np.ndarray | None:
     """Seconds since the run started at each logged step, or None when the run logs no step times.
 
-    ``time/elapsed`` (or ``wall_time``) when a producer logs it; otherwise the running sum of
-    ``time/step`` + ``time/eval`` (a step's time counts every step since the previous logged one,
-    so a run that logs every k-th step is scaled by its step gaps). Time spent outside steps
-    (start-up, checkpoints) is not counted.
+    ``time/elapsed`` (or ``wall_time``) when logged, else the running sum of ``time/step`` + ``time/eval``
+    (docs/design-notes.md#apps-data-realrun).
     """
     for name in ("time/elapsed", "wall_time"):
         if curriculum.has_scalar(run, name):

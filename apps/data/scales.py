@@ -80,11 +80,8 @@ def y_domain(values: np.ndarray, bounds: tuple[float, float] = (-math.inf, math.
              zero: bool = False) -> tuple[float, float] | None:
     """An axis range for ``values`` (every series and band of a chart, all columns that share it).
 
-    span = max(data span, MIN_SPAN × natural scale), where the natural scale is the width of the
-    natural range when it is finite, else the largest magnitude of the data (1 when that is zero
-    up to rounding, so that float noise around 0 is not blown up to fill the chart); the range is padded
-    by :data:`PAD`, centred on the data, shifted to stay inside ``bounds``, and includes 0 when
-    ``zero``. None when there is no finite value.
+    At least :data:`MIN_SPAN` of the natural scale, padded by :data:`PAD`, inside ``bounds``, with 0 when
+    ``zero``; None when there is no finite value. The rule: docs/design-notes.md#apps-data-scales.
     """
     finite = np.asarray(values, dtype=float)
     finite = finite[np.isfinite(finite)]

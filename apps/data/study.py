@@ -102,11 +102,9 @@ def band_frame(methods: Sequence[Method], metric: str, centre: str = "mean", int
                min_seeds: int = MIN_BAND_SEEDS) -> pd.DataFrame:
     """Per group and step: the centre over seeds, its interval and the number of seeds ``n``.
 
-    ``centre`` is ``mean`` or ``median``; ``interval`` one of :data:`INTERVALS` for it: ``95% CI``
-    (mean ± t_{0.975,n-1} sd/√n), ``± 1 SE`` (mean ± sd/√n), ``min–max``, ``IQR (25–75%)`` or
-    ``none``; the interval is clipped to the metric's natural range and drawn only where at least
-    ``min_seeds`` seeds log the step (NaN elsewhere). Columns: step, method (the group's label),
-    value, lo, hi, n. Steps logged by only some seeds use those seeds (``n`` says how many).
+    ``centre``: ``mean`` or ``median``; ``interval``: one of :data:`INTERVALS`, clipped to the metric's
+    natural range, NaN where fewer than ``min_seeds`` seeds log the step. Columns: step, method (the
+    group's label), value, lo, hi, n. The intervals: docs/design-notes.md#apps-data-study.
     """
     if interval not in INTERVALS.get(centre, ()):
         raise ValueError(f"interval {interval!r} does not go with the {centre}: choose one of {INTERVALS.get(centre)}")

@@ -48,9 +48,8 @@ def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | 
             legend_title: str | None = None) -> AnyChart:
     """Steps x bins heatmap of a long frame (step, step_end, bin, label, value); optional step rule.
 
-    Every bin is labelled on the y axis (bin 0, the hardest, at the bottom). Null cells (e.g. the
-    share before any prompt is assigned to a bin) are drawn light grey and named in the tooltip,
-    never as a value. ``domain`` fixes the colour scale (to share it between run and baseline).
+    Bin 0 at the bottom; null cells light grey, named in the tooltip. ``domain`` fixes the colour scale
+    (to share it between run and baseline).
     """
     fixed = list(domain) if domain is not None else DOMAINS.get(field)
     scale = _scale(SCHEMES.get(field, "viridis"), fixed)

@@ -1,10 +1,8 @@
 """Compare: two or more runs overlaid (e.g. GRPO vs Prompt-GDRO vs Rollout-GDRO from one study).
 
-Any logged scalar (the lead-lag gap recomputed by Eq. 32) and any evaluation metric, one line
-per run — or, with "Group seeds", one mean line per group with its 95% band over seeds (as on
-the Study page) — plus a table of final values and tail averages (steps at or after the 60th
-percentile). Charts are linked: zoom and crosshair act on all of them. Runs are named and
-coloured as everywhere (:mod:`apps.data.colours`); the wall-clock axis applies to ungrouped runs.
+Any logged scalar and any evaluation metric, one line per run or, with "Group seeds", one mean line
+per group with its 95% band, plus a table of final values and tail averages. Detail:
+docs/design-notes.md#apps-views-compare.
 """
 
 from __future__ import annotations

@@ -112,9 +112,8 @@ def thinned_note(stride: int, steps: int) -> str:
 class Interaction:
     """What one page's charts share: the log-scale choice, linked x-zoom and the step crosshair.
 
-    Charts only mark the layers that carry the zoom and the crosshair (``description`` =
-    ``gdro-param:zoom`` / ``gdro-param:hover``); :func:`to_spec` numbers those layers and declares both parameters once at the top
-    of the page's view (cheaper than letting altair merge one copy per chart; same Vega-Lite).
+    Charts mark the layers that carry them (``description`` = ``gdro-param:zoom`` / ``gdro-param:hover``);
+    :func:`to_spec` declares both parameters once (docs/design-notes.md#apps-views-interactive).
     """
 
     log_y: bool = False
@@ -210,13 +209,9 @@ def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, inte
            x_domain: Sequence[float] | None = None, zoom_group: str = "") -> AnyChart:
     """One interactive time-series chart of a long frame (step, <color_field>, value[, raw, lo, hi]).
 
-    Layers: faint raw lines (when ``raw`` differs from ``value``), shaded ``lo``–``hi`` bands,
-    the lines (``dashed`` series drawn dashed, on top) or, when ``stacked``, areas stacked in the
-    order of the series; then the crosshair (:func:`_crosshair`). ``y_domain`` fixes the y-range
-    (:func:`apps.data.scales.y_domain`), ``x_domain`` the x-range (run and baseline on one clock); the
-    x field is ``step`` whatever ``x_title`` says (the wall clock replaces the steps by seconds,
-    minutes or hours before the chart is built). ``legend`` summarises many series by group or method;
-    charts of one ``zoom_group`` zoom together. The legend's behaviour: docs/design-notes.md#apps-views-interactive.
+    ``y_domain`` / ``x_domain`` fix the ranges; the x field is ``step`` whatever ``x_title`` says;
+    ``legend`` summarises many series; charts of one ``zoom_group`` zoom together. Layers and the legend:
+    docs/design-notes.md#apps-views-interactive.
     """
     names = [str(name) for name in pd.unique(frame[color_field])] if not frame.empty else []
     legend = legend or default_legend(names, colours)
@@ -367,9 +362,8 @@ def linked_rows(rows: Sequence[Sequence[AnyChart]], renderer: str | None = None)
 def to_spec(chart: AnyChart) -> dict[str, Any]:
     """The page's view as a Vega-Lite dict with the shared zoom and crosshair declared at the top.
 
-    Layers marked by :func:`series` are named and numbered (``zoom_0``...) and listed
-    in the parameters' ``views``. Built without altair's schema validation (slow on large pages;
-    the builders above only produce valid specs and the tests render them); data inlined.
+    Marked layers are numbered (``zoom_0``...); built without altair's schema validation, data inlined
+    (why: docs/design-notes.md#apps-views-interactive).
     """
     with alt.data_transformers.disable_max_rows(), alt.theme.enable("none"):
         spec = chart.to_dict(validate=False)
@@ -452,11 +446,8 @@ def heatmap_grid(columns: Sequence[Sequence[dict[str, Any]]], width: int | None 
 
 
 def lean(spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec with its inline datasets as Arrow IPC bytes and no ARIA descriptions on marks.
-
-    Streamlit sends ``datasets`` given as bytes as they are (records would be converted to Arrow
-    on every rerun); ``config.mark.aria = false`` stops Vega from building a formatted description
-    for every mark item (axes and legends keep their ARIA labels).
+    """The spec with its inline datasets as Arrow IPC bytes and no ARIA descriptions on marks
+    (why: docs/design-notes.md#apps-views-interactive).
     """
     datasets = spec.get("datasets")
     if isinstance(datasets, dict):

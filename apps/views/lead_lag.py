@@ -1,11 +1,8 @@
 """Lead-lag (paper Eq. 32, Fig. 6a): the gap between where the adversary's weights and the data sit.
 
 mu_weight(t) = sum_b b w_hat_t(b) (normalised Prompt-GDRO weights), mu_data(t) = sum_b b q_t(b)
-(empirical prompt share), gap(t) = mu_weight - mu_data. A positive gap means the weights lead
-the data toward higher-index, more solvable bins (the "learnable frontier"). Run and baseline
-columns are one linked view: one y-range per chart, zoom and crosshair on both. Under
-uniform weights (GRPO) mu_weight = (B-1)/2 and the gap only says where the data sits; the page
-says so.
+(empirical prompt share), gap(t) = mu_weight - mu_data. Run and baseline are one linked view. How to
+read it (and GRPO's constant mu_weight): docs/design-notes.md#apps-views-lead_lag.
 """
 
 from __future__ import annotations

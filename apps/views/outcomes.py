@@ -1,11 +1,8 @@
 """Outcomes: mean and worst-group accuracy, pass@k, effective support and evaluation results.
 
-Training-time success (mean over prompts and worst bin, ``diagnostics.worst_group``), the
-effective support exp(entropy) of the Prompt-GDRO weights (``diagnostics.effective_support``)
-and, when the run has evaluations (eval.jsonl), their metrics over steps with their intervals
-(``X_lo``/``X_hi`` drawn as X's band, never as series of their own) and the latest table.
-Success rates stay on [0, 1] and the support on [1, G]: a support of 10, 10, 10, 9.999 of 10
-bins is a flat line, not a cliff.
+Training-time success (``diagnostics.worst_group``), the effective support exp(entropy) of the
+Prompt-GDRO weights and, with eval.jsonl, the evaluation metrics with their bands and the latest
+table. Axes: docs/design-notes.md#apps-views-outcomes.
 """
 
 from __future__ import annotations

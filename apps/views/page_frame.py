@@ -1,8 +1,7 @@
 """The page frame every chart page uses: title, then the run and the baseline side by side.
 
-Apart from :mod:`apps.views.ui` (the glue the chart elements also read), so that imports point one way:
-pages -> ui, pages -> uicharts -> ui. :mod:`apps.views.uicharts` (altair) is imported only when a page
-draws a chart, so the first page does not load it.
+Apart from :mod:`apps.views.ui` so that imports point one way (pages -> ui, pages -> uicharts -> ui);
+altair loads only when a page draws a chart (docs/design-notes.md#apps-views-page_frame).
 """
 
 from __future__ import annotations
@@ -22,12 +21,9 @@ if TYPE_CHECKING:  # apps.views.uicharts imports altair: only chart pages need i
 def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, caption: str) -> None:
     """Page frame: title, then the run and the baseline side by side.
 
-    ``render(run, key)`` draws what belongs in the run's column (``key`` is ``run`` or
-    ``baseline``: the prefix of its widgets' keys) and returns the rest as
-    :class:`apps.views.uicharts.Parts`: heatmaps (drawn for both runs as one element), content between
-    them and the time series, the time-series charts (one linked view: zoom and crosshair act
-    on both columns, each row has one y-range), and content after them. The body is a fragment
-    that reruns every few seconds while live refresh is on.
+    ``render(run, key)`` draws the run's column (``key``: ``run`` or ``baseline``, its widgets' key prefix)
+    and returns the rest as :class:`apps.views.uicharts.Parts`. The layout and live refresh:
+    docs/design-notes.md#apps-views-page_frame.
     """
     chosen = selection()
     st.title(title)

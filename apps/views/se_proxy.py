@@ -1,10 +1,8 @@
 """SE proxy (paper Eq. 33): the weighted standard-error proxy of the allocation actually used.
 
 WSE(t) = sum_b q_t(b) sigma_b / sqrt(n_b(t)) for the rollouts used, for the uniform budget
-n_b = n_bar (same compute) and for the square-root optimum (Thm 4.2), and the reduction
-100 (1 - WSE_actual / WSE_uniform) over steps. The paper reports 22.6-37.1% averaged over the
-plotted horizon. The uniform line is drawn dashed and on top, so it stays visible where the
-curves coincide (a uniform allocation, e.g. GRPO, has actual = uniform).
+n_b = n_bar and for the square-root optimum (Thm 4.2), and the reduction
+100 (1 - WSE_actual / WSE_uniform). Detail: docs/design-notes.md#apps-views-se_proxy.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Step time: where a real run's wall clock goes (``time/*`` scalars), next to its throughput.
 
-Seconds per step by phase stacked (plan, generate, reward, controllers, logprobs, update, sync,
-eval, and ``other`` = time/step − the phases), the total step time and tokens per second, all in
-one linked view with the baseline's; and a table of mean seconds per step and share of the step
-per phase. Fractions logged under ``time/`` (``time/controllers_share``) are shares of a step,
-not seconds: they are reported as percentages, never stacked with the phases.
+Seconds per step by phase stacked (``other`` = time/step − the phases), the total step time and
+tokens per second, linked with the baseline's, and a table per phase. Shares logged under ``time/``
+are never stacked (docs/design-notes.md#apps-views-step_time).
 """
 
 from __future__ import annotations

@@ -359,11 +359,9 @@ def longest_clock(clocks: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> float:
 def on_wall_clock(item: Series, clocks: Mapping[str, tuple[np.ndarray, np.ndarray]], run_field: str | None = None,
                   longest_s: float | None = None) -> Series:
     """``item`` with its steps replaced by the time since the run started (``clocks``: run label ->
-    (logged steps, elapsed seconds)), in the unit :func:`clock_unit` picks for the longest clock,
-    on the shared range [0, longest] (``longest_s``: the longest clock of every chart that shares
-    the range, e.g. run and baseline; default: of ``clocks``). Rows of a run without a clock are
-    dropped. ``run_field`` names the column that says which run a row belongs to (None: every
-    row is ``clocks``' only run)."""
+    (logged steps, elapsed seconds)), on the shared range [0, ``longest_s``] in :func:`clock_unit`'s unit.
+    Rows of a run without a clock are dropped; ``run_field`` names the run column (None: one run).
+    """
     frame = item.frame.copy()
     if frame.empty:
         return item

@@ -1,11 +1,8 @@
 """The view's state in the URL, for widgets whose picker shows a name but whose URL keeps a label.
 
-Streamlit binds a widget to a query parameter itself (``bind="query-params"``), but a widget
-with a ``format_func`` would then keep the formatted text in the URL ("grpo lr×1.58 · seed 0")
-instead of the run's folder label, which is what a shared link must name. These helpers do it by
-hand for such widgets: :func:`url_seed` gives the widget its value from the URL on a session's
-first run (and returns the values that name nothing, to be reported), :func:`url_sync` writes the
-value back after every run, and :func:`url_end` drops the parameters of a page the user has left.
+:func:`url_seed` gives the widget its value from the URL on a session's first run, :func:`url_sync`
+writes it back after every run, :func:`url_end` drops a left page's parameters. Why not Streamlit's
+own binding: docs/design-notes.md#apps-views-urlstate.
 """
 
 from __future__ import annotations
@@ -44,9 +41,6 @@ def url_value(key: str) -> str | None:
 def url_seed(key: str, options: list[str], multiple: bool = False) -> list[str]:
     """Values of ``key`` in the URL that are not among ``options`` (to be reported); the valid
     ones become the widget's value when the widget does not exist yet in this session.
-
-    Widgets that show a formatted name (``format_func``) keep the raw label in the URL this way
-    (Streamlit's own binding would store the formatted text): :func:`url_sync` writes it back.
     """
     if key in st.session_state:
         return []
