@@ -1,10 +1,8 @@
 """The methods: which controllers each one wires together. One table for every training loop (the
 simulator, ``gdro train`` and the verl plugin build a :class:`gdro_lab.step.MethodStep` from it).
 
-A method is data: the registry name of its classifier, weighter, allocator and prompt selector,
-config overrides of each, and which partition the weighter sees ('difficulty' = the classifier's
-online bins, 'groups' = the simulator's latent groups). Methods that need what only a simulator
-knows are marked ``needs_truth``; the real-model loops offer the others. The table of methods:
+A method is data: its four controllers' registry names, their config overrides, the weighter's
+partition ('difficulty' or the simulator's 'groups') and ``needs_truth``. The table:
 docs/core-step.md#the-method-table-gdro_labmethodsmethods.
 """
 

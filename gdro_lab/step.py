@@ -1,14 +1,10 @@
 """One controller step of a method: the part of a training step that *is* the method, written once.
 
 A :class:`MethodStep` owns a method's four controllers (classifier, weighter, allocator, prompt
-selector), built from a :class:`~gdro_lab.methods.MethodSpec`, their configs and a seed. Every
-training loop (the simulator, ``gdro train``, the verl plugin) is an adapter around it: the loop
-draws prompts, generates and scores rollouts and trains; the step does the rest, in this order:
-``choose`` (the batch, skips replaced), ``plan`` (bins and an exactly budgeted plan), ``observe``
-(accept, the controllers' updates, the multipliers), ``record`` (the step record). Each call:
-docs/core-step.md. ``state_dict`` / ``load_state_dict`` save and restore the four controllers (RNG
-included); a state without ``selector`` leaves the selector fresh. The step as a diagram:
-docs/design-notes.md#gdro_lab-step.
+selector); every training loop (the simulator, ``gdro train``, the verl plugin) draws, generates,
+scores and trains around its calls ``choose``, ``plan``, ``observe`` and ``record`` (each:
+docs/core-step.md). ``state_dict`` / ``load_state_dict`` save and restore the four controllers (RNG
+included). The step as a diagram: docs/design-notes.md#gdro_lab-step.
 """
 
 from __future__ import annotations
@@ -80,12 +76,10 @@ def budget_problem(name: str, counts_P: Any, num_prompts: int, n_bar: int, n_min
 class MethodStep:
     """A method's controllers and its controller step (module docstring).
 
-    ``configs``: per family a config object or a mapping (a missing selector: its defaults);
-    ``seed``: one int (the four controllers get seed, seed + 1, seed + 2, seed + 3) or four ints;
-    ``prompts``: the run's PromptIndex, shared with controllers that keep per-prompt state;
-    ``builder``: the loop's controller factory (default ``gdro_lab.controllers.registry.build``; the simulator's
-    also knows its reference allocators); ``box``: the loop's (n_bar, n_min, n_max), checked against
-    the allocator's config (default: the allocator's).
+    ``configs``: per family a config object or a mapping; ``seed``: one int (the controllers get seed ..
+    seed + 3) or four ints; ``prompts``: the run's PromptIndex; ``builder``: the loop's controller factory
+    (default ``gdro_lab.controllers.registry.build``); ``box``: the loop's (n_bar, n_min, n_max), checked
+    against the allocator's config.
     """
 
     def __init__(self, method: MethodSpec, configs: Mapping[str, Any], seed: int | Sequence[int],

@@ -1,11 +1,9 @@
 """`gdro train PRESET --rehearse`: the preset's whole path, on CPU, in minutes, before a GPU is rented.
 
-Runs the preset's own settings through the trainer's code path with only the model and the lengths
-shrunk (:data:`SHRINK`, printed as a diff and checked; ``section.key=value`` on the command line wins),
-2 steps (the second a ``--resume``), the controllers fed :data:`HISTORY_STEPS` synthetic steps first
-(:func:`seeded_history`) so the GDRO path runs; then checks what it ran (:func:`gdro_path`, exact
-budget, every benchmark scored, the checkpoint loads) and prints phase times, overhead and projected
-GPU memory. Anything that does not run, or runs differently, is a one-line :class:`RehearsalError`
+The preset's own settings through the trainer with only the model and lengths shrunk (:data:`SHRINK`,
+printed as a diff), 2 steps (the second a ``--resume``) after :func:`seeded_history`; then it checks
+what ran (:func:`gdro_path`, exact budget, every benchmark scored, the checkpoint loads) and prints
+phase times, overhead and projected GPU memory. Anything else is a one-line :class:`RehearsalError`
 (exit status 2). What is shrunk and why: docs/design-notes.md#real_runs-rehearse.
 """
 

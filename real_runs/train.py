@@ -5,10 +5,8 @@ advantages (Eq. 3, clipped to +-5) x Prompt-GDRO multipliers (Eq. 16); reference
 loss of ``real_runs.loss`` (Eq. 4-6); weights to the engine; step record, evaluation, checkpoint. Parts: :func:`main`,
 :func:`_loop`, :func:`_step`; the run is built in :mod:`real_runs.train_setup`. Follows the paper
 (§2-3, App. A) in the controllers' rules, the asymmetric clip, the KL loss and the advantage clip. Departs:
-- log-probs are of the raw distribution (temperature 1), as the engines report them; verl divides
-  the logits by the sampling temperature (identical at the released scripts' training temperature 1.0);
-- the controllers update before the advantages are weighted (docs/core.md), so the
-  weights used at step t already include step t's signal;
+- log-probs are of the raw distribution (temperature 1), as the engines report them (verl: same at 1.0);
+- the controllers update before the advantages are weighted, so step t's weights include its signal;
 - fp32 master weights with bf16 autocast on GPU (lr 1e-6 updates vanish in bf16 weights);
 - the paper presets use the ``hf`` engine, not vLLM, which is optional (``rollout.engine=vllm``).
 Each phase in detail and where it lives: docs/design-notes.md#real_runs-train.

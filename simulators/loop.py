@@ -265,10 +265,8 @@ def run_simulation(config: SimConfig, out_dir: str | Path, *, progress: Callable
                    stop_after: int | None = None, observer: Observer | None = None, snapshots: bool = True) -> Path:
     """Run ``config`` into a new run directory ``out_dir``; returns it.
 
-    ``stop_after`` ends early (status 'running', as a crashed job would leave it) for resume tests;
-    ``observer`` sees every logged step record and evaluation as it is written; ``snapshots=False``
-    writes none whatever ``config.snapshot_every`` says (studies snapshot only their first seeds
-    without giving the other seeds a different config).
+    ``stop_after`` ends early (status 'running', as a crash leaves it); ``observer`` sees every step record
+    and evaluation as written; ``snapshots=False`` writes none (docs/design-notes.md#simulators-loop).
     """
     sim = Simulation(config)
     path = Path(out_dir)

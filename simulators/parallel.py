@@ -1,10 +1,8 @@
 """Run many (method, seed) simulations over worker processes, with one step-level progress report.
 
-Each job writes its own run directory and returns a compact summary collected in memory while
-the run is written (``MemorySummary``: the same numbers the writer logs, without reading the
-JSON back; ``summarize`` reads a finished run directory into the same form). Workers bump a
-shared step counter; the parent polls it to drive a tqdm bar on a terminal, or prints a plain
-progress line every few seconds when stderr is not a terminal (CI logs, pipes).
+Each job writes its own run directory and returns a compact summary (``MemorySummary``; ``summarize``
+reads a finished run into the same form); progress is a tqdm bar on a terminal, else a plain line
+every few seconds. Detail: docs/design-notes.md#simulators-parallel.
 """
 
 from __future__ import annotations

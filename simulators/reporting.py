@@ -1,10 +1,7 @@
 """Output folders and series helpers of the simulator's study reports.
 
-The statistics (95% Student-t intervals over seeds, paired gains: ``studykit.stats``), the text
-helpers (``studykit.tables``) and the figure helpers (``studykit.plots``) are shared with the real-run
-studies and live there. Paired differences
-use the same seeds (the same world instance and batch order) for both methods, which removes the
-world-to-world variance.
+The statistics, text and figure helpers shared with the real-run studies live in ``studykit``
+(docs/design-notes.md#simulators-reporting).
 """
 
 from __future__ import annotations
@@ -44,9 +41,8 @@ def prepare_output(out_dir: Path) -> Path:
 def output_problem(out_dir: Path) -> str | None:
     """Why a simulator command must not write into ``out_dir``, or None when it may.
 
-    It may write into a folder that does not exist, an empty one, or one it wrote before (it holds
-    :data:`OUTPUT_MARKER`, or, from before the marker, a ``runs/`` of simulator runs only); never
-    into a file or a folder of someone else's files, whose report.md or summary.json it would replace.
+    It may write into a folder that does not exist, an empty one, or one it wrote before (:data:`OUTPUT_MARKER`);
+    the rule in full: docs/design-notes.md#simulators-reporting.
     """
     if not out_dir.exists() and not out_dir.is_symlink():
         return None

@@ -1,8 +1,5 @@
-"""Matplotlib helpers shared by the study reports of the simulator and of the real-run studies.
-
-The statistics and the text tables are in :mod:`studykit.stats` and :mod:`studykit.tables`; this
-module holds the few figure helpers both report writers need, so neither imports the other
-(simulators/ and real_runs/ stay independent; both import gdro_lab and studykit).
+"""Matplotlib helpers shared by the study reports of the simulator and of the real-run studies
+(here so that neither imports the other).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Text helpers of study reports: ``mean ± half`` formatting, markdown tables, summary JSON.
 
-Pure Python (numpy only for the JSON encoding of arrays); the simulator's studies, the CPU
-learning study and calibration all format their numbers with these, so one number reads the
-same everywhere.
+Pure Python (numpy only for the JSON encoding of arrays); every study formats its numbers with these.
 """
 
 from __future__ import annotations

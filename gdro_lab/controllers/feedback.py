@@ -1,11 +1,9 @@
 """The one feedback record every controller's ``update`` takes (uniform signatures).
 
-A training loop builds one :class:`StepFeedback` per step after scoring the rollouts and passes
-the same object to the classifier, the prompt weighter and the rollout allocator.
-Rollouts are flat and ragged: prompt i owns the next ``counts_P[i]`` entries of ``rewards_R``.
-Construction checks every field once (gdro_lab.checks); bins < num_bins are checked by the reader.
-Per-step statistics are computed once and cached on the record as shared arrays: read them, never
-modify them in place. Why and how: docs/design-notes.md#gdro_lab-controllers-feedback.
+A loop builds one :class:`StepFeedback` per step after scoring and passes it to the classifier, the
+weighter and the allocator. Rollouts are flat and ragged; fields are checked once at construction;
+cached per-step statistics are shared arrays: never modify them. Detail:
+docs/design-notes.md#gdro_lab-controllers-feedback.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """One registry at the seam where research varies: controllers by family and name.
 
-Every controller of a family has the same constructor ``cls(config, seed)``, the same
-``update(feedback) -> dict[str, float]``, and ``state_dict()`` / ``load_state_dict()`` (RNG
-included), so a training loop never branches on a controller's name. The families ``classifier``,
-``weighter``, ``allocator`` and ``selector`` and their calls: docs/core.md and
-docs/design-notes.md#gdro_lab-controllers-registry.
-``build(..., prompts=index)`` shares the run's :class:`~gdro_lab.controllers.prompts.PromptIndex`
-with a controller that keeps per-prompt state (one with ``bind_prompts``).
+Every controller of a family has the constructor ``cls(config, seed)``, ``update(feedback) -> dict[str,
+float]`` and ``state_dict()`` / ``load_state_dict()`` (RNG included), so a loop never branches on a name.
+Families and calls: docs/core.md and docs/design-notes.md#gdro_lab-controllers-registry.
+``build(..., prompts=index)`` shares the run's :class:`~gdro_lab.controllers.prompts.PromptIndex`.
 """
 
 from __future__ import annotations

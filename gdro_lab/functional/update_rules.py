@@ -1,11 +1,8 @@
 """Every update rule of the two controllers as a pure function, one per equation (§3.2-3.3, §4).
 
-The controllers (prompt_gdro.py, rollout_gdro.py) and the simulator's Knapsack baseline call
-these; no rule is written inline anywhere else. Each function returns new arrays and never
-modifies its inputs. Shapes: ``G`` bins, ``A`` arms. "Absent" bins (NaN observations or a False
-``present_G``) keep their state bit-for-bit. Plain-Python forms (``ema_value``, ``debiased_value``,
-``omega_list``, ``entropic_weights_list``) serve the per-step path; the list forms may differ in the
-last bits. Why: docs/design-notes.md#gdro_lab-functional-update_rules.
+No rule is written inline anywhere else; each returns new arrays. Shapes: ``G`` bins, ``A`` arms.
+"Absent" bins (NaN observations or a False ``present_G``) keep their state bit-for-bit. Plain-Python
+forms: docs/design-notes.md#gdro_lab-functional-update_rules.
 """
 
 from __future__ import annotations

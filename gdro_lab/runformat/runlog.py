@@ -111,11 +111,9 @@ class RunLockedError(RunFormatError):
 class RunLock:
     """Exclusive advisory lock of a run directory: at most one process writes a run.
 
-    ``RunLock(run_dir).acquire()`` takes ``fcntl.flock(LOCK_EX | LOCK_NB)`` on
-    ``run_dir/.writer.lock`` (created if missing; the folder must exist) and writes
-    ``"pid N on HOST"`` into it; a second writer gets :class:`RunLockedError` naming the holder,
-    and nothing of the run is touched. It goes when the holder's descriptor closes (a crash included);
-    local file systems only; readers never lock. Detail: docs/design-notes.md#gdro_lab-runformat-runlog.
+    ``RunLock(run_dir).acquire()`` takes ``fcntl.flock`` on ``run_dir/.writer.lock`` (the folder must exist);
+    a second writer gets :class:`RunLockedError` naming the holder. Released when the holder's descriptor
+    closes; local file systems only. Detail: docs/design-notes.md#gdro_lab-runformat-runlog.
     """
 
     def __init__(self, run_dir: str | os.PathLike[str]):

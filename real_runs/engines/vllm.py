@@ -124,13 +124,11 @@ def unpack_outputs(outputs: Sequence[Any], counts_P: np.ndarray,
 class VLLMEngine:
     """Rollouts from an offline ``vllm.LLM`` on one GPU (see the module docstring; not run here).
 
-    model: a Hugging Face id / local folder, or a transformers model (saved with the tokenizer to
-        a temporary folder that vLLM loads; later weights arrive through ``load_weights``).
+    model: a Hugging Face id / local folder, or a transformers model (saved to a temporary folder for vLLM).
     tokenizer: the policy's tokenizer (prompt encoding and EOS ids, as in the hf engine).
     gpu_memory_utilization: vLLM's share of GPU memory (weights + KV cache); leave room for training.
-    enable_sleep_mode: allow ``sleep()`` / ``wake_up()``.
-    sleep_level: 1 = weights to CPU and KV freed; 2 = both discarded (cheaper, valid only when
-        ``load_weights`` follows every ``wake_up``, as in the trainer's loop).
+    enable_sleep_mode: allow ``sleep()`` / ``wake_up()``; sleep_level: 1 = weights to CPU and KV freed,
+        2 = both discarded (valid only when ``load_weights`` follows every ``wake_up``).
     llm_kwargs: anything else for ``vllm.LLM`` (max_model_len, enforce_eager, dtype, seed, ...).
     """
 

@@ -1,10 +1,8 @@
 """Held-out metrics of the CPU learning study, per half of the held-out split.
 
-The trainer evaluates every half-group as its own benchmark (``lmstudy_{half}_{group}``, see
-:func:`real_runs.lmstudy.tasks.heldout_halves`): ``/mean@8`` (pass@1 estimated from 8 samples) and
-``/pass@8``. Here they become the study's metrics: the mean over groups (the pooled value: every
-group has the same number of problems) and the worst group (the lowest group in that run at that
-step). The **val** half chooses (GRPO's learning rate); the **test** half reports.
+From the trainer's per-half-group benchmarks (``lmstudy_{half}_{group}``): the mean over groups and the
+worst group of ``/mean@8`` and ``/pass@8``. The **val** half chooses; the **test** half reports
+(docs/design-notes.md#real_runs-lmstudy-metrics).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The math-verify comparison that runs inside a reward worker's main thread.
 
-math-verify bounds its own parsing and each comparison with ``signal.alarm`` (main thread only);
-those soft timeouts make it return "no match" and log "Timeout during ...". We catch that log
-record and raise :class:`VerifyTimeout`, so the pool counts it as a timeout. Anything that an
-alarm cannot interrupt (a long C-level computation such as a huge integer power) is stopped by
-the pool's hard timeout instead.
+math-verify's soft timeouts (``signal.alarm``) only log "Timeout during ..."; we turn that record into
+:class:`VerifyTimeout`, so the pool counts it. What an alarm cannot interrupt meets the pool's hard timeout.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """A plug-in method for ``gdro simulate --plugin simulators.examples.hard_bin --methods grpo,hard_bin``.
 
-It registers a weighter that doubles the advantages of the hardest bin (bin 0) and a method that
-uses it; the method then gets the same baselines (step-matched and tuned GRPO) and decision as the
-built-in ones. Any class with ``cls(config, seed)``, ``config_class``, ``update(feedback)`` and
-``state_dict()`` / ``load_state_dict()`` can be registered this way.
+It registers a weighter that doubles the hardest bin's advantages and a method that uses it (what a
+plug-in gets, and what it must provide: docs/design-notes.md#simulators-examples-hard_bin).
 """
 
 from __future__ import annotations

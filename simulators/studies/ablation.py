@@ -83,10 +83,8 @@ def cell_baselines(design: list[tuple[dict[str, Any], int]], results: list[RunSu
                    grpo: dict[float, list[RunSummary]]) -> list[dict[str, Any]]:
     """Per cell and held-out metric: gains over GRPO (lr 1), step-matched GRPO and tuned GRPO, paired by seed.
 
-    Step-matched (studykit.stepmatch): each seed's GRPO metric interpolated linearly in log lr over
-    GRPO's grid at the cell's measured c1 = E[m] and c2 = sqrt(E[m^2]) (not a separate run per cell:
-    64 cells x 5 seeds would double the study). Tuned: GRPO at its best grid lr on the val groups
-    (seed mean), per metric.
+    Step-matched: GRPO's grid interpolated in log lr at the cell's c1 and c2; tuned: GRPO at its best grid lr
+    on the val groups, per metric. Why interpolated: docs/design-notes.md#simulators-studies-ablation.
     """
     lrs = np.array(sorted(grpo))
     cells_: dict[str, list[tuple[int, RunSummary]]] = {}

@@ -1,11 +1,9 @@
 """Study `arena`: the published rollout-allocation and prompt-selection rules on one fair footing.
 
-Methods: ARENA_METHODS (simulators/methods.py); worlds: the default, the three paper presets and the
-sqrt-law study's bimodal world. Equal compute: exactly batch x n_bar rollouts per step for every
-method. Per world and method: the SE proxies per prompt against the oracle's, held-out accuracy
-against tuned GRPO (paired by seed), zero-variance and trained shares, and wall time per step. Runs are
-cached by config digest (``digests/<world>/<method>/lr<x>/seed<k>.json``); ``arena_report`` also reads
-the LM study's arena. Detail: docs/design-notes.md#simulators-studies-arena.
+Methods: ARENA_METHODS; worlds: the default, the three paper presets and the sqrt-law study's bimodal
+world. Equal compute: exactly batch x n_bar rollouts per step for every method. Per world and method:
+SE proxies against the oracle's, held-out accuracy against tuned GRPO (paired by seed), zero-variance
+and trained shares, wall time per step. Caching and the LM arena: docs/design-notes.md#simulators-studies-arena.
 """
 
 from __future__ import annotations
@@ -111,11 +109,8 @@ def selector_step_factor(runs: Sequence[RunSummary]) -> float:
 def run_selector_matched(settings: StudySettings, grid: Grid, methods: Sequence[str], out: Path, world: str
                          ) -> dict[str, dict[str, Any]]:
     """GRPO whose shared and group steps are those of a selector: lr_shared and lr_group x the selector's
-    mean batch / trained prompts, at lr scale 1 (cached like the grid).
-
-    The simulator's learner divides the shared and group steps by the number of prompts trained on,
-    but not the prompt-skill step (simulators/learner.py), so training on fewer prompts is not a
-    uniform rescaling there and an lr grid on GRPO cannot reproduce it; this baseline can.
+    mean batch / trained prompts, at lr scale 1 (cached like the grid). Why an lr grid cannot stand in:
+    docs/design-notes.md#simulators-studies-arena.
     """
     from gdro_lab.methods import get_method
     selectors = [m for m in methods if get_method(m).selector != "none"]

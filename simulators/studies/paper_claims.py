@@ -1,11 +1,8 @@
 """The paper's claims as the simulator's curriculum and sqrt-law studies measure them (studykit.claims).
 
-Gains are measured against **tuned** GRPO (each side at its best lr on the val groups, per
-metric; the test groups report), with the same-lr and step-matched numbers alongside. Every
-measurement is on the simulator's toy world, not on the paper's models and benchmarks, so the
-verdicts can only be "direction only" (the size printed next to the paper's). The mechanism
-claims (wave, lead-lag, frontier, SE proxy, budget) come from studykit.claim_measures on the
-runs at the default learning rate.
+Gains against **tuned** GRPO (chosen on val, reported on test), with the same-lr and step-matched
+numbers alongside; on the toy world every verdict is "direction only". Mechanism claims come from
+studykit.claim_measures at the default lr. Detail: docs/design-notes.md#simulators-studies-paper_claims.
 """
 
 from __future__ import annotations
@@ -114,9 +111,8 @@ def claims(grid: Grid, result: dict[str, Any], methods: Sequence[str]) -> list[d
 def lead_lag_parts(runs: Sequence[RunSummary]) -> dict[str, np.ndarray]:
     """Eq. 32's gap split per seed (second half of the run): gap = ((G-1)/2 - mu_data) + (mu_weight - (G-1)/2).
 
-    The first part is the gap uniform weights would show on the same data (negative whenever the data
-    mass sits above the middle bin); the second is what the adversary's weights add. A seed whose
-    second half has no binned prompt (too short a run for revisits) gives NaN: undefined.
+    The first part is what uniform weights would show on the same data, the second what the adversary's
+    weights add; NaN for a seed with no binned prompt in its second half.
     """
     out: dict[str, list[float]] = {"gap": [], "uniform": [], "adversary": []}
     for r in runs:

@@ -34,11 +34,9 @@ def headroom_table(n_bar: int = 4, n_min: int = 2, n_max: int = 12) -> str:
 
 def dispersion_table(n_bar: int = 4, n_min: int = 2, n_max: int = 12, targets: Sequence[float] = TARGETS
                      ) -> tuple[list[dict[str, float]], str]:
-    """What a given WSE reduction needs (exact, two-bin batch):
-
-    - the share of the batch in bins of (near) zero reward variance (sigma ratio 10^6), and
-    - at equal shares (50/50), the ratio of the two bins' sigma.
-    Solved by bisection (scipy.optimize.brentq); NaN when even the extreme cannot reach the target.
+    """What a given WSE reduction needs (exact, two-bin batch): the share of the batch at (near) zero
+    reward variance (sigma ratio 10^6), and at 50/50 shares the ratio of the two bins' sigma; by
+    bisection (brentq), NaN when even the extreme cannot reach the target.
     """
     from scipy.optimize import brentq
     rows, data = [], []

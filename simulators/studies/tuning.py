@@ -1,5 +1,4 @@
-"""Tuned baselines: every method on a learning-rate grid of sqrt(2) steps, extended while its best point is at an
-edge.
+"""Tuned baselines: every method on a learning-rate grid of sqrt(2) steps, extended while its best is at an edge.
 
 Each method runs every seed at every point of its own grid (``studykit.lrgrid``), chosen per metric on
 **val**, reported on **test**; generic over registered methods::
