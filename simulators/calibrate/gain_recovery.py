@@ -168,13 +168,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=100, help="planned run's steps (default 100)")
     parser.add_argument("--batch", type=int, default=32, help="planned run's prompts per step (default 32)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--summarize-only", action="store_true", help="no fits: summarize OUT/rows.json")
     parser.add_argument("--update-docs", action="store_true", help="put the table into docs/calibration.md")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "rows.json"
     rows = json.loads(path.read_text()) if path.is_file() else []  # more worlds or seeds append
     started = time.perf_counter()
-    for name in args.worlds.split(","):
+    for name in [] if args.summarize_only else args.worlds.split(","):
         for seed in map(int, args.seeds.split(",")):
             rows = [r for r in rows if (r["world"], r["seed"]) != (name, seed)]
             with tempfile.TemporaryDirectory(prefix="gain-recovery-") as work:  # the simulated runs: not kept
@@ -184,7 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"gain recovery: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr,
                   flush=True)
     summary = summarize_rows(rows)
-    summary["command"] = "python -m simulators.calibrate.gain_recovery " + " ".join(argv or sys.argv[1:])
+    if not args.summarize_only:
+        summary["command"] = "python -m simulators.calibrate.gain_recovery " + " ".join(argv or sys.argv[1:])
+    elif (args.out / "summary.json").is_file():
+        summary["command"] = json.loads((args.out / "summary.json").read_text()).get("command", "")
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     table = markdown(summary)
     (args.out / "table.md").write_text(table + "\n", encoding="utf-8")
