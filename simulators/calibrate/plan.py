@@ -5,6 +5,7 @@ A linear-Gaussian (Laplace) view of the fit and the prediction, with x the stage
     Sigma0 = Cov(posterior draws of x)                       (fit.json)
     g_p    = (gain_hi - gain_lo) / (x_hi - x_lo)             (one parameter at a time: summary.json's decided_by)
     sd^2   = g' Sigma g + floor,  floor = g1' Cov(stage-1 draws) g1   (no sweep informs the difficulty)
+    sd is anchored: x (drawn worlds' 95% width / 3.92) / sd0, so only the linear model's relative change is used
     Sigma1 = (Sigma0^-1 + dI)^-1 = (1 + Sigma0 dI)^-1 Sigma0 (no inverse of a possibly singular Sigma0)
     dI     = J' P J (old + new arms) - J' P J (old arms only), J = d residuals / dx at the posterior median
 
@@ -151,8 +152,14 @@ def make_plan(cal_dir: Path, method: str = "prompt_gdro") -> dict[str, Any]:
     names1 = tuple(n for n in stage1.PARAMS if n in fit["difficulty"]["draws"])
     g1, g, sigma0 = sensitivity(rows, names1), sensitivity(rows, stage2.PARAMS), covariance(dyn["draws"], stage2.PARAMS)
     floor = float(g1 @ covariance(fit["difficulty"]["draws"], names1) @ g1)
-    sd = lambda sigma: float(np.sqrt(max(g @ sigma @ g, 0.0) + floor))  # noqa: E731
-    median, sd0, out = float(entry[METRIC]["vs_tuned"]["median"]), sd(sigma0), []
+    linear = lambda sigma: float(np.sqrt(max(g @ sigma @ g, 0.0) + floor))  # noqa: E731
+    gain = entry[METRIC]["vs_tuned"]
+    drawn = (gain["hi"] - gain["lo"]) / 3.92 if np.isfinite(gain["hi"] - gain["lo"]) else np.nan
+    # anchored: the linearised sd's relative change, applied to the drawn worlds' own spread (the gain is far from
+    # linear over a wide interval: on the LM world the linearised sd was 3x the drawn worlds')
+    anchor = drawn / linear(sigma0) if linear(sigma0) > 0 and np.isfinite(drawn) and drawn > 0 else 1.0
+    sd = lambda sigma: anchor * linear(sigma)  # noqa: E731
+    median, sd0, out = float(gain["median"]), sd(sigma0), []
     for label, lrs, steps in candidates(dyn):
         sigma1 = updated_covariance(sigma0, extra_information(fit, lrs, steps))
         evals = np.count_nonzero(eval_pattern(np.asarray(dyn["eval_steps"]), int(dyn["steps"]), steps) > 0)
@@ -163,7 +170,8 @@ def make_plan(cal_dir: Path, method: str = "prompt_gdro") -> dict[str, Any]:
     pick = next((c for c in out if c["sharp"]), None) or max(out, key=lambda c: (sd0 - c["sd"]) / c["rollouts"])
     now = sharp(median, sd0, threshold)
     return {"method": method, "metric": METRIC, "median": median, "lo": entry[METRIC]["vs_tuned"]["lo"],
-            "hi": entry[METRIC]["vs_tuned"]["hi"], "threshold": threshold, "sd": sd0, "floor_sd": np.sqrt(floor),
+            "hi": entry[METRIC]["vs_tuned"]["hi"], "threshold": threshold, "sd": sd0, "floor_sd": anchor * np.sqrt(floor),
+            "linearised_sd": linear(sigma0), "anchor": anchor,
             "sharp": now, "g": dict(zip(stage2.PARAMS, g.tolist())), "candidates": out,
             "pick": None if now else pick["label"], "command": [] if now else _commands(fit, pick, cal_dir)}
 
@@ -186,7 +194,8 @@ def screen(plan: dict[str, Any]) -> str:
 
     pp = lambda v: f"{100 * v:+.1f}"  # noqa: E731
     lines = [f"gdro calibrate --plan: {LABELS.get(plan['method'], plan['method'])} vs tuned GRPO, {plan['metric']}: "
-             f"median {pp(plan['median'])} pp, linearised sd {100 * plan['sd']:.2f} pp (difficulty floor "
+             f"median {pp(plan['median'])} pp, sd {100 * plan['sd']:.2f} pp (the drawn worlds' 95% / 3.92; linearised "
+             f"{100 * plan['linearised_sd']:.2f}, difficulty floor "
              f"{100 * plan['floor_sd']:.2f}; drawn worlds' 95% [{pp(plan['lo'])}, {pp(plan['hi'])}]); sharp now: "
              + ("yes" if plan["sharp"] else "no"),
              f"  {'extra plain-GRPO runs':<40} {'rollouts':>10} {'evals':>6} {'sd after (pp)':>14}  sharp?"]

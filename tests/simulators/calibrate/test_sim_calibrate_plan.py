@@ -99,6 +99,9 @@ def test_plan_end_to_end(predicted: Path, capsys: pytest.CaptureFixture) -> None
     costs = [c["rollouts"] for c in result["candidates"]]
     assert len(costs) == 9 and costs == sorted(costs) and costs[0] == 12 * 16 * 4 and costs[-1] == 3 * 24 * 16 * 4
     assert all(c["sd"] <= result["sd"] + 1e-12 and c["sd"] >= result["floor_sd"] - 1e-12 for c in result["candidates"])
+    entry = summary["methods"]["prompt_gdro"]["test/accuracy"]["vs_tuned"]  # the sd starts at the drawn worlds' own
+    assert result["sd"] == pytest.approx((entry["hi"] - entry["lo"]) / 3.92)
+    assert result["anchor"] == pytest.approx(result["sd"] / result["linearised_sd"])
     pick = next(c for c in result["candidates"] if c["label"] == result["pick"])
     assert pick == max(result["candidates"], key=lambda c: (result["sd"] - c["sd"]) / c["rollouts"])
     assert f"optim.lr=$lr train.steps={pick['steps']} eval.every=6" in out and "for lr in " in out
