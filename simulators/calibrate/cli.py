@@ -1,6 +1,7 @@
 """`gdro calibrate` and `gdro predict`: fit the simulator world to a real model, then predict each method.
 
     gdro calibrate --samples EVAL_DIR --sweep RUN_DIR [RUN_DIR ...] [--lr LR] [--out DIR]
+    gdro calibrate --plan DIR [--method prompt_gdro]   (after gdro predict: the extra sweep that sharpens it)
     gdro predict DIR/world.toml [--draws N] [--seeds N] [--steps N] [--out DIR]
 
 Bad input is a one-line error and exit status 2 (docs/calibration.md).
@@ -34,7 +35,7 @@ def calibrate_parser() -> argparse.ArgumentParser:
                      "a training sample (gdro eval --save-samples) and a short plain-GRPO lr sweep (gdro train).",
                      epilog="example: gdro calibrate --samples runs/cal-eval --sweep runs/sweep-lr1e-6 runs/sweep-lr3e-6 "
                             "runs/sweep-lr1e-5 --lr 1e-6 --out cal/   (then: gdro predict cal/world.toml)")
-    parser.add_argument("--samples", type=Path, nargs="+", required=True,
+    parser.add_argument("--samples", type=Path, nargs="+",
                         help="eval run directories of `gdro eval --save-samples` (or their eval_samples_step*.jsonl)")
     parser.add_argument("--sweep", type=Path, nargs="*", default=[],
                         help="gdro train run directories: plain GRPO at 2+ learning rates, otherwise alike")
@@ -48,6 +49,11 @@ def calibrate_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pilot", type=int, default=64, help="settings tried before the local fit (default 64)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("gdro-runs") / "calibration", help="output folder")
+    parser.add_argument("--plan", type=Path, metavar="DIR", help="instead of a fit: read DIR/fit.json and "
+                        "DIR/predict/summary.json, print the cheapest extra GRPO sweep that would make the verdict "
+                        "sharp, write DIR/plan.md")
+    parser.add_argument("--method", default="prompt_gdro", help="--plan: whose verdict vs tuned GRPO (default "
+                        "prompt_gdro)")
     return parser
 
 
@@ -82,6 +88,10 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         args = calibrate_parser().parse_args(args_list)
+        if args.plan is not None:
+            return _plan_main(args.plan, args.method)
+        if not args.samples:
+            raise ConfigError("the following arguments are required: --samples (see gdro calibrate --help)")
         check_out_folder(args.out)
         from simulators.calibrate import calibration, observe
 
@@ -98,6 +108,18 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
     print(summary_lines(record, time.perf_counter() - started))
     print(f"world: {(args.out / 'world.toml').resolve()}")
     print(f"report: {report.resolve()}")
+    return 0
+
+
+def _plan_main(cal_dir: Path, method: str) -> int:
+    """`gdro calibrate --plan DIR` (simulators/calibrate/plan.py); ConfigError goes to the caller."""
+    from simulators.calibrate import plan
+
+    result = plan.make_plan(cal_dir, method)
+    text = plan.screen(result)
+    report = plan.write(result, text, cal_dir)
+    print(text)
+    print(f"plan: {report.resolve()}")
     return 0
 
 
