@@ -81,7 +81,7 @@ def comparison_rows(predicted: dict[str, Any], observed: dict[str, Any]) -> list
                 entry = predicted["methods"][label][world_metric][baseline]
                 source = observed[label]["vs_tuned"] if baseline == "vs_tuned" else observed[label]
                 meas = source.get(study_metric, (math.nan, math.nan))
-            pred = (entry["median"], entry["lo"], entry["hi"]) if entry else (math.nan,) * 3
+            pred = (entry["median"], entry["wide_lo"], entry["wide_hi"]) if entry else (math.nan,) * 3
             error = meas[0] - pred[0]
             side = pred[2] - pred[0] if error >= 0 else pred[0] - pred[1]  # the interval's half towards the error
             half = math.hypot(np.nan_to_num(side), np.nan_to_num(meas[1]))

@@ -35,7 +35,7 @@ def test_measured_gains_are_paired_by_seed() -> None:
 
 def test_rows_compare_and_flag_inconsistent_predictions() -> None:
     def entry(median: float, lo: float, hi: float) -> dict[str, float]:  # gdro predict's summary of a gain
-        return {"median": median, "lo": lo, "hi": hi}
+        return {"median": median, "wide_lo": lo, "wide_hi": hi}  # lmcompare reads the printed (widened) interval
 
     predicted = {"grpo_vs_start": {"test/accuracy": entry(0.055, 0.04, 0.065), "test/pass@8": entry(0.10, 0.09, 0.11)},
                  "methods": {"grpo_matched_c1": {m: {"vs_grpo": entry(0, 0, 0), "vs_tuned": entry(0, 0, 0)}

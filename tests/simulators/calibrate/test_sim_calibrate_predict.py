@@ -192,3 +192,17 @@ def test_draws_piling_up_at_an_arbitrary_end_are_flagged() -> None:
     few = identification(noise[2:, None], lo[:1], hi[:1], ("score_noise",))["score_noise"]
     assert "4 of 38 draws pile up" in few
     assert "pile up" not in identification(noise[4:, None], lo[:1], hi[:1], ("score_noise",))["score_noise"]  # 2 < 10%
+
+
+def test_the_printed_interval_is_the_central_one_widened_by_the_recovery_studys_factor() -> None:
+    import json
+
+    from simulators.calibrate.gain_recovery import interval_kinds
+
+    root = Path(__file__).resolve().parents[3] / "reports" / "calibration" / "gain-recovery"
+    rows = json.loads((root / "rows.json").read_text())
+    assert predict.WIDENING == pytest.approx(interval_kinds(rows)["widening"], abs=0.005)  # the committed study's
+    entry = predict.over_worlds(np.array([0.0, 0.01, 0.02, 0.05] * 10), 0.01)
+    assert (entry["lo"], entry["median"], entry["hi"]) == (0.0, 0.015, 0.05)
+    assert entry["wide_lo"] == pytest.approx(0.015 - predict.WIDENING * 0.015)
+    assert entry["wide_hi"] == pytest.approx(0.015 + predict.WIDENING * 0.035)
