@@ -1,10 +1,7 @@
-"""Gain-level recovery: does ``gdro predict`` get the *gains* right in worlds whose truth is known?
-
-Per known world and seed: the calibration data by the simulator's own loop (``recovery.synthetic_data``),
-both fits, the prediction over drawn worlds at a planned run (no perturbed worlds), and the true gain in
-the true world over ``--truth-seeds`` seeds with the same grid and step matching. Reported: coverage of
-the true gains by the central-95% intervals (with its binomial interval), the sign the verdict names
-where the truth is clearly non-zero (|gain| > 2 se and > the threshold), and the median width.
+"""Gain-level recovery: per known world and seed, calibrate from the simulator's own data, predict each
+method's gain over drawn worlds, measure the true gain over ``--truth-seeds`` seeds; report the coverage of
+the true gains, the sign the verdict names where the truth is clear (|gain| > 2 se and > the threshold), the
+median width, and the candidate intervals (docs/calibration.md).
 
     python -m simulators.calibrate.gain_recovery --out reports/calibration/gain-recovery --update-docs
 """

@@ -1,17 +1,9 @@
 """`gdro calibrate --plan CAL_DIR`: the cheapest extra plain-GRPO sweep that would make the current verdict sharp.
 
-A linear-Gaussian (Laplace) view of the fit and the prediction, with x the stage-2 settings in fitting coordinates:
-
-    Sigma0 = Cov(posterior draws of x)                       (fit.json)
-    g_p    = (gain_hi - gain_lo) / (x_hi - x_lo)             (one parameter at a time: summary.json's decided_by)
-    sd^2   = g' Sigma g + floor,  floor = g1' Cov(stage-1 draws) g1   (no sweep informs the difficulty)
-    sd is anchored: x (drawn worlds' 95% width / 3.92) / sd0, so only the linear model's relative change is used
-    Sigma1 = (Sigma0^-1 + dI)^-1 = (1 + Sigma0 dI)^-1 Sigma0 (no inverse of a possibly singular Sigma0)
-    dI     = J' P J (old + new arms) - J' P J (old arms only), J = d residuals / dx at the posterior median
-
-Residuals as the fit's (:mod:`.dynamics`: success level and held-out offsets profiled out, shared by old and new
-arms), synthetic observation = the simulated mean at x, eval standard error 0 (fit.json does not keep it), P the
-fit's shrunk precision from 40 sweeps simulated at x. Detail and limits: docs/calibration.md.
+A linear-Gaussian (Laplace) view: Sigma0 = Cov(stage-2 posterior draws), g = the gain's one-at-a-time secant
+(decided_by), sd^2 = g' Sigma g + the difficulty floor, anchored to the drawn worlds' spread; a candidate's
+information dI = J'PJ (old + new runs) - J'PJ (old runs) at the posterior median; Sigma1 = (1 + Sigma0 dI)^-1 Sigma0.
+Detail and limits: docs/calibration.md.
 """
 
 from __future__ import annotations

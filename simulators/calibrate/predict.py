@@ -1,19 +1,12 @@
 """`gdro predict WORLD.toml`: each method's gain in a calibrated world, with the fit's uncertainty.
 
-For each of ``--draws`` posterior draws of the fit (``fit.json`` beside the world file; stage 1 and 2
-paired by index) and ``--seeds`` seeds (paired across methods), at the planned run's size: GRPO at the
-planned lr and on a sqrt(2)-step grid (x0.5..x2, extended while a world's best point sits at an edge;
-tuned GRPO = best seed-mean val accuracy, reported on test); Prompt-GDRO, Rollout-GDRO and joint at the
-planned lr; step-matched GRPO (``studykit.stepmatch``: advantages x c1 = E[m] and x c2 = sqrt(E[m^2]) of
-Prompt-GDRO's multipliers). Under ``--optimizer adam`` a constant advantage scale cancels, so
-step-matched GRPO is GRPO and Prompt-GDRO's weights act as mean-1 weights (an approximation: Adam
-normalises by a running average, not per batch).
-
-A gain is summarised over the drawn worlds (each world's seed-mean gain): median, central 95% (order
-statistics), and the counts of worlds above / below 0 and beyond +-``--threshold``; the verdict is read
-from the counts. "Decided by": the posterior-median world, then each parameter at the low and the high
-end of its 95% interval (others at their medians, seeds paired); the parameters that move the gain
-most, and whether the verdict flips inside the interval. Detail: docs/calibration.md.
+Per posterior draw of the fit (``fit.json`` beside the world file) and seed (paired across methods), at the
+planned run's size: GRPO at the planned lr and on a sqrt(2)-step grid extended while a world's best point sits
+at an edge (tuned GRPO), Prompt-GDRO, Rollout-GDRO and joint at the planned lr, and step-matched GRPO
+(``studykit.stepmatch``; under Adam a constant advantage scale cancels, so it is GRPO). A gain is summarised
+over the drawn worlds: median, a 95% interval (the central 95% widened by WIDENING) and the counts of worlds
+above / below 0 and beyond +-``--threshold``, which carry the verdict. "Decided by": the posterior-median
+world and each parameter at its interval's ends. Detail: docs/calibration.md.
 """
 
 from __future__ import annotations

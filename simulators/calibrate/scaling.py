@@ -1,14 +1,8 @@
-"""ScaleRL's view beside the world's: a sigmoid of pass rate against RL compute (arXiv 2510.13786),
-
-    R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B),
-
-fitted to each sweep run's training-batch success against the rollouts consumed before it
-(C = (step - 1) x batch x n). A is the asymptote, B the efficiency exponent, C_mid the compute at half the gain; R0
-is the run's first logged success, held fixed. ``gdro calibrate`` stores the fits in ``fit.json``
-(``scaling``); ``gdro predict`` sets the sweep run nearest the planned lr, extrapolated to the
-planned run's compute, beside the world's own prediction of GRPO's final batch success. ScaleRL
-fits held-out pass rate at thousands of GPU-hours; here it is the sweep's batch success over tens
-of steps, so A is an extrapolation far past the data: read it as a second opinion, not a check.
+"""ScaleRL's sigmoid of pass rate against RL compute (arXiv 2510.13786), R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B),
+fitted to each sweep run's batch success against the rollouts consumed before it (C = (step - 1) x batch x n;
+R0 = the first batch's, held fixed). ``gdro predict`` prints it at the planned run's compute beside the world's
+prediction: a second opinion that knows nothing of difficulty, extrapolated far past a short sweep.
+Detail: docs/calibration.md.
 """
 
 from __future__ import annotations
