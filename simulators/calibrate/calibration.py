@@ -60,10 +60,12 @@ def medians(draws: dict[str, Any], names: tuple[str, ...]) -> dict[str, float]:
     return {name: float(np.median(draws[name])) for name in names}
 
 
-def world_from_difficulty(world: WorldConfig, fit: DifficultyFit, values: dict[str, float] | None = None) -> WorldConfig:
+def world_from_difficulty(world: WorldConfig, fit: DifficultyFit,
+                          values: dict[str, float] | None = None) -> WorldConfig:
     """The world with the data's hardness ranks and stage-1 ``values`` (default: the posterior medians)."""
-    values = medians(fit.draws, stage1.PARAMS) if values is None else {k: values[k] for k in stage1.PARAMS}
-    return replace(world, group_hardness_rank=tuple(int(r) for r in fit.ranks_K), **values)
+    chosen: dict[str, Any] = medians(fit.draws, stage1.PARAMS) if values is None else {
+        k: values[k] for k in stage1.PARAMS}
+    return replace(world, group_hardness_rank=tuple(int(r) for r in fit.ranks_K), **chosen)
 
 
 PILE_UP = (0.02, 0.1)

@@ -12,11 +12,11 @@ costs one batched likelihood call. Why: docs/design-notes.md#simulators-calibrat
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Final
 
 import numpy as np
 
-INTERVAL_METHOD = "nearest"
+INTERVAL_METHOD: Final = "nearest"
 """Percentiles of draws are order statistics (the draw nearest the percentile's position), never an
 interpolation between two draws: an order statistic commutes with a monotone map, so an interval taken
 on the log scale and one taken on the linear scale are the same two draws (the identification flag and
