@@ -21,7 +21,7 @@ from simulators.calibrate import difficulty as stage1
 from simulators.calibrate import dynamics as stage2
 from simulators.calibrate.difficulty import DifficultyFit, SuccessCounts
 from simulators.calibrate.observe import Sweep
-from simulators.calibrate.posterior import central_interval
+from simulators.calibrate.posterior import central_interval, medians
 from simulators.calibrate.scaling import sweep_fits
 from simulators.world import WorldConfig
 
@@ -52,12 +52,6 @@ def base_world(data: SuccessCounts, plan: Plan, aggregation: str) -> WorldConfig
     shares = np.bincount(data.group_P, minlength=data.num_groups) / data.group_P.size
     return WorldConfig(num_prompts=plan.pool_size, num_groups=data.num_groups,
                        group_shares=tuple(float(s) for s in shares), aggregation=aggregation)
-
-
-def medians(draws: dict[str, Any], names: tuple[str, ...]) -> dict[str, float]:
-    """Posterior medians of ``names``: the world file's values. A median lies inside its own 95% interval,
-    which the best fit need not (it can sit in a corner of a ridge that the posterior mass avoids)."""
-    return {name: float(np.median(draws[name])) for name in names}
 
 
 def world_from_difficulty(world: WorldConfig, fit: DifficultyFit,

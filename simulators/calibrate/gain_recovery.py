@@ -21,6 +21,7 @@ import numpy as np
 
 from simulators.calibrate import predict
 from simulators.calibrate.calibration import Plan, calibrate
+from simulators.calibrate.posterior import side_towards
 from simulators.calibrate.recovery import LRS, WORLDS, synthetic_data, truth_world
 
 GAIN_WORLDS: dict[str, dict[str, Any]] = {
@@ -115,7 +116,7 @@ def widening(row: dict[str, Any]) -> float:
     """How far the central interval's side towards the truth must be stretched about the median to reach it
     (0 inside the median, inf when that side has no width and the truth lies beyond it)."""
     gap = row["truth"] - row["median"]
-    side = row["hi"] - row["median"] if gap > 0 else row["median"] - row["lo"]
+    side = side_towards(row["truth"], row["median"], row["lo"], row["hi"])
     return 0.0 if gap == 0 else abs(gap) / side if side > 0 else math.inf
 
 

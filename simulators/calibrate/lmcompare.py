@@ -25,6 +25,7 @@ import numpy as np
 
 from gdro_lab import ConfigError
 from simulators.calibrate import predict
+from simulators.calibrate.posterior import side_towards
 from studykit.stats import mean_ci
 from studykit.tables import markdown_table, write_json
 
@@ -83,7 +84,7 @@ def comparison_rows(predicted: dict[str, Any], observed: dict[str, Any]) -> list
                 meas = source.get(study_metric, (math.nan, math.nan))
             pred = (entry["median"], entry["wide_lo"], entry["wide_hi"]) if entry else (math.nan,) * 3
             error = meas[0] - pred[0]
-            side = pred[2] - pred[0] if error >= 0 else pred[0] - pred[1]  # the interval's half towards the error
+            side = side_towards(meas[0], *pred)  # the predicted interval's half towards the measurement
             half = math.hypot(np.nan_to_num(side), np.nan_to_num(meas[1]))
             rows.append({"comparison": name, "metric": study_metric, "predicted": pred, "measured": meas,
                          "error": (error, half), "consistent": bool(abs(error) <= half)})

@@ -12,7 +12,7 @@ costs one batched likelihood call. Why: docs/design-notes.md#simulators-calibrat
 
 from __future__ import annotations
 
-from typing import Callable, Final
+from typing import Any, Callable, Final
 
 import numpy as np
 
@@ -30,6 +30,17 @@ def central_interval(draws: np.ndarray, level: float = 0.95, axis: int = 0) -> n
     """The central ``level`` interval of ``draws`` along ``axis`` (two order statistics; see INTERVAL_METHOD)."""
     tail = 50 * (1 - level)
     return np.percentile(draws, [tail, 100 - tail], axis=axis, method=INTERVAL_METHOD)
+
+
+def medians(draws: dict[str, Any], names: tuple[str, ...]) -> dict[str, float]:
+    """Posterior medians of ``names``: the world file's values. A median lies inside its own 95% interval,
+    which the best fit need not (it can sit in a corner of a ridge that the posterior mass avoids)."""
+    return {name: float(np.median(draws[name])) for name in names}
+
+
+def side_towards(value: float, median: float, lo: float, hi: float) -> float:
+    """The half of the interval [lo, hi] about ``median`` that faces ``value`` (the upper one when they are equal)."""
+    return hi - median if value >= median else median - lo
 
 
 def metropolis(log_post: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, cov0: np.ndarray, lo: np.ndarray,

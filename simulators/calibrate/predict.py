@@ -116,11 +116,11 @@ def perturbed_worlds(cal: Calibrated) -> tuple[list[dict[str, Any]], list[tuple[
     """The posterior-median world, then each drawn parameter at the low and the high end of its 95% interval
     with the others at their medians (parameters whose draws do not vary are left out); and per world
     (parameter, value), ('', nan) for the median world."""
-    from simulators.calibrate.posterior import central_interval
+    from simulators.calibrate.posterior import central_interval, medians as posterior_medians
 
     drawn = drawn_parameters(cal)
     base = dict(cal.overrides["world"])
-    medians = {name: float(np.median(values)) for name, values in drawn.items()}
+    medians = posterior_medians(drawn, tuple(drawn))
     worlds, keys = [_world(base, medians)], [("", math.nan)]
     for name, values in drawn.items():
         lo, hi = (float(v) for v in central_interval(values))
