@@ -12,6 +12,8 @@ the playwright package, like the other browser tests.
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any, Iterator
 from urllib.parse import quote
 
@@ -177,3 +179,29 @@ def test_compare_csv_follows_every_selector(app_url: str, root100: Root100, page
     assert [float(row["lo"]) for row in rows] == pytest.approx(values_TS.min(axis=1), abs=5e-10)
     assert [float(row["hi"]) for row in rows] == pytest.approx(values_TS.max(axis=1), abs=5e-10)
     assert "lines: median over seeds; bands: min–max" in main_text(page)
+
+
+def test_the_landing_page_loads_the_table_code_before_the_table_arrives(app_url: str, page: Any) -> None:
+    """The hidden first element asks for the data grid's code while the server still builds the run table
+    (Streamlit alone asks for it only once the table's message has arrived), and takes no space."""
+    events: list[tuple[float, str]] = []
+
+    def on_socket(socket: Any) -> None:
+        socket.on("framereceived", lambda frame: events.append((time.monotonic(), "table"))
+                  if isinstance(frame, bytes) and SWEEP_CELL.encode() in frame else None)
+
+    page.on("websocket", on_socket)
+    page.on("request", lambda request: events.append((time.monotonic(), "code"))
+            if re.search(r"/static/js/DataFrame\.[^/]*\.js$", request.url) else None)
+    open_view(page, app_url, "Runs", charts=0)
+    page.wait_for_selector(browser.RUN_TABLE_SELECTOR)
+    order = [name for _, name in sorted(events)]
+    assert "code" in order and "table" in order, order
+    assert order.index("code") < order.index("table"), order
+    hidden = page.evaluate("""() => { const block = document.querySelector('.st-key-gdro-preload');
+        return [getComputedStyle(block).display, getComputedStyle(block.parentElement).display]; }""")
+    assert hidden == ["none", "none"]
+    title_top = page.evaluate("""() => document.querySelector('[data-testid="stMain"] h1').getBoundingClientRect().top
+        - document.querySelector('[data-testid="stMainBlockContainer"]').getBoundingClientRect().top""")
+    assert abs(title_top - page.evaluate("""() => parseFloat(getComputedStyle(
+        document.querySelector('[data-testid="stMainBlockContainer"]')).paddingTop)""")) < 2
