@@ -1,13 +1,16 @@
-"""Published per-prompt rollout allocators as registry controllers: Knapsack-RL and VIP.
+"""Published per-prompt rollout allocators as registry controllers: Knapsack-RL, VIP and DUET.
 
-Both share the allocator interface (sum exactly P n_bar in [n_min, n_max], state dicts with the RNG),
-keep a per-prompt history (:class:`gdro_lab.controllers.prompt_stats.PromptStats`), and plan n_bar for
-every prompt without ``prompt_ids``. The math: :mod:`gdro_lab.allocation.knapsack`, :mod:`gdro_lab.allocation.vip`.
+All share the allocator interface (sum exactly P n_bar in [n_min, n_max], state dicts with the RNG) and
+keep a per-prompt history (:class:`gdro_lab.controllers.prompt_stats.PromptStats`). The math:
+:mod:`gdro_lab.allocation.knapsack`, :mod:`gdro_lab.allocation.vip`, :mod:`gdro_lab.allocation.duet`.
 - ``knapsack`` (arXiv 2509.25849): success estimate = the mean of the last 16 rollouts, trusted after 8, as the
   code's reward buffer;
 - ``vip`` (arXiv 2602.01601): Beta posterior with the running batch success rate as prior mean; departs
-  from VIP: no Gaussian process over prompt embeddings, so unseen prompts get the prior.
-Details: docs/design-notes.md#gdro_lab-controllers-peer_allocators.
+  from VIP: no Gaussian process over prompt embeddings, so unseen prompts get the prior;
+- ``duet`` (arXiv 2605.08441): n proportional to the same posterior's E[p (1 - p)], unseen prompts at the
+  prior's value; departs from DUET: its surrogate (not available here) is replaced by the prompt's history.
+Without ``prompt_ids`` each plans n_bar for every prompt. Details:
+docs/design-notes.md#gdro_lab-controllers-peer_allocators.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import numpy as np
 
 from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
 from gdro_lab.allocation.knapsack import OBJECTIVES, knapsack_plan
-from gdro_lab.allocation.vip import convex_plan
+from gdro_lab.allocation.duet import duet_plan
+from gdro_lab.allocation.vip import beta_expected_variance, convex_plan
 from gdro_lab.checks import check_bins
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.prompt_stats import PromptStats
@@ -72,8 +76,8 @@ class KnapsackConfig(BoxConfig):
 
 
 @dataclass(frozen=True)
-class VIPConfig(BoxConfig):
-    """VIP with a Beta posterior per prompt."""
+class BetaPosteriorConfig(BoxConfig):
+    """A Beta posterior per prompt whose prior mean is the running batch success rate (VIP, DUET)."""
 
     prior_strength: float = 2.0
     """kappa0: pseudo-rollouts of the prior Beta(kappa0 m, kappa0 (1 - m)), m = running success rate."""
@@ -81,15 +85,31 @@ class VIPConfig(BoxConfig):
     """Discount of a prompt's past counts at each new visit (1 = all history counts equally)."""
     success_ema: float = 0.1
     """Weight of the newest batch success rate in the prior mean m."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        owner = type(self).__name__
+        require_range(owner, "prior_strength", self.prior_strength, 0.0, lo_open=True)
+        require_range(owner, "history_decay", self.history_decay, 0.0, 1.0)
+        require_range(owner, "success_ema", self.success_ema, 0.0, 1.0, lo_open=True)
+
+
+@dataclass(frozen=True)
+class VIPConfig(BetaPosteriorConfig):
+    """VIP with a Beta posterior per prompt."""
+
     form: str = "rloo"
     """Variance per prompt: 'rloo' = w / (n - 1) (VIP's RLOO analysis) or 'sqrt' = w / n (Eq. 28)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require_range("VIPConfig", "prior_strength", self.prior_strength, 0.0, lo_open=True)
-        require_range("VIPConfig", "history_decay", self.history_decay, 0.0, 1.0)
-        require_range("VIPConfig", "success_ema", self.success_ema, 0.0, 1.0, lo_open=True)
         require_choice("VIPConfig", "form", self.form, ("rloo", "sqrt"))
+
+
+@dataclass(frozen=True)
+class DUETConfig(BetaPosteriorConfig):
+    """DUET's counts; the surrogate's prior_strength, history_decay and success_ema are VIP's defaults (the
+    paper's surrogate and its settings were not available: gdro_lab.allocation.duet)."""
 
 
 class _PerPromptAllocator:
@@ -174,13 +194,11 @@ class KnapsackAllocator(_PerPromptAllocator):
                              cfg.fallback, cfg.objective)
 
 
-class VIPAllocator(_PerPromptAllocator):
-    """VIP with a Beta posterior (registry ``vip``); see the module docstring and gdro_lab.allocation.vip."""
+class _BetaPosteriorAllocator(_PerPromptAllocator):
+    """A Beta posterior per prompt with the running batch success rate (per rollout) as prior mean."""
 
-    config_class = VIPConfig
-
-    def __init__(self, config: VIPConfig | None = None, seed: int | None = None):
-        config = config or VIPConfig()
+    def __init__(self, config: BetaPosteriorConfig | None = None, seed: int | None = None):
+        config = config or self.config_class()
         super().__init__(config, seed, decay=config.history_decay)
         self.success_mean = float("nan")
 
@@ -190,21 +208,7 @@ class VIPAllocator(_PerPromptAllocator):
         m = min(max(self.success_mean if np.isfinite(self.success_mean) else 0.5, 1e-3), 1 - 1e-3)
         s = self.stats.take("successes", rows)
         n = self.stats.take("trials", rows)
-        a = cfg.prior_strength * m + s
-        b = cfg.prior_strength * (1.0 - m) + n - s
-        return a * b / ((a + b) * (a + b + 1.0))
-
-    def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
-        cfg = self.config
-        bins = self._check_plan_inputs(bins_P, prompt_ids)
-        rows = self._rows(bins.size, prompt_ids)
-        n_P = np.full(bins.size, cfg.n_bar, np.int64)
-        seen = self.stats.seen(rows)
-        if seen.any():
-            offset = 1.0 if cfg.form == "rloo" else 0.0
-            n_P[seen], _ = convex_plan(self.weights(rows[seen]), int(seen.sum()) * cfg.n_bar, cfg.n_min,
-                                       cfg.n_max, offset)
-        return n_P
+        return beta_expected_variance(cfg.prior_strength * m + s, cfg.prior_strength * (1.0 - m) + n - s)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         metrics = super().update(feedback)
@@ -222,3 +226,33 @@ class VIPAllocator(_PerPromptAllocator):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.success_mean = float(state["success_mean"])
+
+
+class VIPAllocator(_BetaPosteriorAllocator):
+    """VIP with a Beta posterior (registry ``vip``); see the module docstring and gdro_lab.allocation.vip."""
+
+    config_class = VIPConfig
+
+    def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
+        cfg = self.config
+        bins = self._check_plan_inputs(bins_P, prompt_ids)
+        rows = self._rows(bins.size, prompt_ids)
+        n_P = np.full(bins.size, cfg.n_bar, np.int64)
+        seen = self.stats.seen(rows)
+        if seen.any():
+            offset = 1.0 if cfg.form == "rloo" else 0.0
+            n_P[seen], _ = convex_plan(self.weights(rows[seen]), int(seen.sum()) * cfg.n_bar, cfg.n_min,
+                                       cfg.n_max, offset)
+        return n_P
+
+
+class DUETAllocator(_BetaPosteriorAllocator):
+    """DUET's counts (registry ``duet``): n proportional to the surrogate E[p (1 - p)], every prompt planned."""
+
+    config_class = DUETConfig
+
+    def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
+        cfg = self.config
+        bins = self._check_plan_inputs(bins_P, prompt_ids)
+        score = self.weights(self._rows(bins.size, prompt_ids))  # unseen prompts: the prior's score
+        return duet_plan(score, bins.size * cfg.n_bar, cfg.n_min, cfg.n_max)[0]

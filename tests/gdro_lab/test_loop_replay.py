@@ -231,6 +231,7 @@ TRAIN_RUNS: dict[str, tuple[str, ...]] = {
     "joint/bayes": ("method.name=joint", "method.classifier=bayes"),
     "knapsack": ("method.name=custom", "method.weighter=uniform", "method.allocator=knapsack"),
     "vip": ("method.name=custom", "method.weighter=uniform", "method.allocator=vip"),
+    "duet": ("method.name=custom", "method.weighter=uniform", "method.allocator=duet"),
     "gdro_prompt": ("method.name=custom", "method.weighter=uniform", "method.allocator=gdro_prompt"),
     "sqrt": ("method.name=custom", "method.weighter=gdro", "method.allocator=sqrt"),
     "dynamic_sampling": ("method.name=grpo", "method.selector=dynamic_sampling"),

@@ -1,4 +1,4 @@
-"""`gdro train` with the arena's controllers: method.allocator=knapsack|vip|gdro_prompt and
+"""`gdro train` with the arena's controllers: method.allocator=knapsack|vip|duet|gdro_prompt and
 method.selector=dynamic_sampling|greso run a few CPU steps with the exact budget every step, the
 compute counts, and a resumed run that continues as the uninterrupted one."""
 
@@ -47,7 +47,7 @@ def config(out: Path, *overrides: str):
                                     "rollout.max_new_tokens=2", "train.save_every=2", *overrides])
 
 
-@pytest.mark.parametrize("overrides", [("method.allocator=knapsack",), ("method.allocator=vip",),
+@pytest.mark.parametrize("overrides", [("method.allocator=knapsack",), ("method.allocator=vip",), ("method.allocator=duet",),
                                        ("method.allocator=gdro_prompt",), ("method.selector=dynamic_sampling",),
                                        ("method.selector=greso", "method.selector_config.p_easy=0.05",
                                         "method.selector_config.p_hard=0.05")])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from gdro_lab import build
+from gdro_lab.allocation.duet import duet_plan
 from gdro_lab.allocation.knapsack import knapsack_plan
 from gdro_lab.allocation.separable import separable_plan
 from gdro_lab.allocation.vip import convex_plan
@@ -73,6 +74,26 @@ def test_vip_weights_are_the_beta_posterior_and_unseen_prompts_get_n_bar():
     np.testing.assert_array_equal(plan[:2], expected)
 
 
+def test_duet_plans_every_prompt_in_proportion_to_the_posterior_variance():
+    """DUET's score is VIP's posterior E[p (1 - p)] (hand-computed), an unseen prompt scores the prior's
+    kappa0 m (1 - m) / (kappa0 + 1) and is planned with the others (VIP gives it n_bar); no ids: n_bar."""
+    a = build("allocator", "duet", {"num_bins": 2, "prior_strength": 2.0, "history_decay": 0.5}, seed=0)
+    visit(a, ["x", "y"], [4, 4], [1, 1, 1, 0, 0, 0, 0, 0], [0, 1])   # batch rate 3/8
+    visit(a, ["x"], [2], [1, 1], [0])                                 # x: s = 0.5*3 + 2, n = 0.5*4 + 2
+    m = 0.9 * 3 / 8 + 0.1 * 1.0
+    a_x, b_x = 2 * m + 3.5, 2 * (1 - m) + 0.5                         # x: solved 7 of 8 (discounted)
+    a_y, b_y = 2 * m + 0.0, 2 * (1 - m) + 4.0                         # y: 0 of 4
+    score = [a_x * b_x / ((a_x + b_x) * (a_x + b_x + 1)), a_y * b_y / ((a_y + b_y) * (a_y + b_y + 1)),
+             2 * m * (1 - m) / 3]
+    np.testing.assert_allclose(a.weights(a.stats.rows(["x", "y", "new"])), score)
+    plan = a.plan(np.array([0, 1, -1]), ["x", "y", "new"])
+    np.testing.assert_array_equal(plan, duet_plan(np.array(score), 12, 2, 12)[0])
+    # scores 0.169, 0.107, 0.164: 12 s / sum(s) = 4.61, 2.91, 4.47 (in the box); floors 4, 2, 4 and the two left
+    # to the largest fractions (y, x)
+    np.testing.assert_array_equal(plan, [5, 3, 4])
+    np.testing.assert_array_equal(a.plan(np.array([0, 1, 1])), [4, 4, 4])
+
+
 def test_gdro_prompt_shrinks_toward_the_bin_and_plans_the_square_root_law():
     rng = np.random.default_rng(2)
     a = build("allocator", "gdro_prompt", {"num_bins": 2, "history_decay": 1.0}, seed=0)
@@ -109,7 +130,7 @@ def test_gdro_prompt_moves_the_price_toward_the_budget():
     assert desired > 4 and a.mu == pytest.approx(mu + 0.5 * (desired - 4) / 4)
 
 
-@pytest.mark.parametrize("family,name", [("allocator", "knapsack"), ("allocator", "vip"),
+@pytest.mark.parametrize("family,name", [("allocator", "knapsack"), ("allocator", "vip"), ("allocator", "duet"),
                                          ("allocator", "gdro_prompt"), ("selector", "greso")])
 def test_int_indices_of_a_shared_index_act_as_string_ids_and_states_cross_numberings(family, name):
     """A controller bound to a run's PromptIndex (indices, another numbering) acts exactly as one fed string
@@ -151,6 +172,9 @@ def test_int_indices_of_a_shared_index_act_as_string_ids_and_states_cross_number
     ("allocator", "knapsack", {"objective": "dp"}, r"objective.*one of 'paper', 'code'"),
     ("allocator", "vip", {"form": "drgrpo"}, "form"),
     ("allocator", "vip", {"eta": 0.5}, "has no field"),
+    ("allocator", "duet", {"prior_strength": 0.0}, r"DUETConfig\.prior_strength=0\.0 is invalid"),
+    ("allocator", "duet", {"success_ema": 1.5}, "success_ema"),
+    ("allocator", "duet", {"form": "rloo"}, "DUETConfig has no field"),
     ("allocator", "gdro_prompt", {"kappa_max": 0.1}, "kappa_max"),
     ("allocator", "gdro_prompt", {"n_bar": 20}, "n_bar"),
     ("selector", "greso", {"p_floor": 0.9, "p_ceiling": 0.5}, "p_ceiling"),
@@ -165,7 +189,7 @@ def test_bad_configs_are_one_line_errors(family, name, values, message):
 
 def test_plans_refuse_mismatched_ids_and_bins():
     from gdro_lab import ConfigError
-    for name in ("knapsack", "vip", "gdro_prompt"):
+    for name in ("knapsack", "vip", "duet", "gdro_prompt"):
         allocator = build("allocator", name, {"num_bins": 2}, seed=0)
         with pytest.raises(ConfigError, match="prompt_ids"):
             allocator.plan(np.array([0, 1]), ["a"])
