@@ -80,6 +80,9 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
                        "not its value"),
     MethodSpec("vip", "VIP", allocator="vip",
                summary="VIP (arXiv 2602.01601): Beta posterior per prompt, convex min sum p(1-p)/(n-1)"),
+    MethodSpec("cero", "CERO", allocator="cero",
+               summary="CERO (arXiv 2606.05606): Beta posterior per prompt, Fenchel duals of a saturating utility "
+                       "over epochs by projected OGD, exact budget per step"),
     MethodSpec("gdro_prompt", "per-prompt Rollout-GDRO", allocator="gdro_prompt",
                summary="Rollout-GDRO's price per prompt, variances shrunk to the bin by empirical Bayes"),
     MethodSpec("prompt_oracle", "per-prompt oracle", allocator="prompt_oracle", needs_truth=True,

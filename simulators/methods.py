@@ -24,8 +24,8 @@ LOCAL_CONTROLLERS: dict[str, dict[str, Any]] = {"allocator": {"prompt_oracle": P
 DEFAULT_METHODS = ("grpo", "class_gdro", "prompt_gdro", "prompt_gdro_mean1", "rollout_gdro", "sqrt_oracle", "joint",
                    "knapsack")
 #: The allocation arena's methods (simulators/studies/arena.py).
-ARENA_METHODS = ("grpo", "rollout_gdro", "gdro_prompt", "knapsack", "knapsack_code", "vip", "dynamic_sampling",
-                 "greso", "prompt_oracle")
+ARENA_METHODS = ("grpo", "rollout_gdro", "gdro_prompt", "knapsack", "knapsack_code", "vip", "cero",
+                 "dynamic_sampling", "greso", "prompt_oracle")
 
 
 def register_method(spec: MethodSpec, replace: bool = False) -> MethodSpec:

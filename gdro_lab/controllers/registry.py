@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from gdro_lab._validate import ConfigError
 from gdro_lab.controllers.allocators import SqrtAllocator, UniformAllocator
 from gdro_lab.controllers.difficulty import BayesDifficultyClassifier, DifficultyClassifier
-from gdro_lab.controllers.peer_allocators import KnapsackAllocator, VIPAllocator
+from gdro_lab.controllers.peer_allocators import CEROAllocator, KnapsackAllocator, VIPAllocator
 from gdro_lab.controllers.prompt_gdro import PromptGDRO, UniformWeighter
 from gdro_lab.controllers.prompt_rollout_gdro import PromptRolloutGDRO
 from gdro_lab.controllers.prompts import PromptIndex
@@ -25,7 +25,8 @@ REGISTRY: dict[str, dict[str, Any]] = {
     "classifier": {"window": DifficultyClassifier, "bayes": BayesDifficultyClassifier},
     "weighter": {"uniform": UniformWeighter, "gdro": PromptGDRO},
     "allocator": {"uniform": UniformAllocator, "sqrt": SqrtAllocator, "gdro": RolloutGDRO,
-                  "gdro_prompt": PromptRolloutGDRO, "knapsack": KnapsackAllocator, "vip": VIPAllocator},
+                  "gdro_prompt": PromptRolloutGDRO, "knapsack": KnapsackAllocator, "vip": VIPAllocator,
+                  "cero": CEROAllocator},
     "selector": {"none": NoSelector, "dynamic_sampling": DynamicSampling, "greso": GRESO},
 }
 

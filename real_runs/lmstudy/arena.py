@@ -35,6 +35,7 @@ METHODS: dict[str, tuple[str, dict[str, str]]] = {
     "gdro_prompt": ("per-prompt Rollout-GDRO", {"allocator": "gdro_prompt"}),
     "knapsack": ("Knapsack-RL", {"allocator": "knapsack"}),
     "vip": ("VIP", {"allocator": "vip"}),
+    "cero": ("CERO", {"allocator": "cero"}),
     "dynamic_sampling": ("DAPO dynamic sampling", {"selector": "dynamic_sampling"}),
     "greso": ("GRESO", {"selector": "greso"}),
 }
