@@ -83,6 +83,9 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("duet", "DUET", allocator="duet",
                summary="DUET's counts (arXiv 2605.08441): n proportional to a pre-rollout surrogate, here E[p(1-p)] "
                        "under a Beta posterior per prompt (no early stopping)"),
+    MethodSpec("cero", "CERO", allocator="cero",
+               summary="CERO (arXiv 2606.05606): Beta posterior per prompt, Fenchel duals of a saturating utility "
+                       "over epochs by projected OGD, exact budget per step"),
     MethodSpec("gdro_prompt", "per-prompt Rollout-GDRO", allocator="gdro_prompt",
                summary="Rollout-GDRO's price per prompt, variances shrunk to the bin by empirical Bayes"),
     MethodSpec("prompt_oracle", "per-prompt oracle", allocator="prompt_oracle", needs_truth=True,

@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--set", dest="assignments", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="override any knob, e.g. --set world.transfer=0.5 prompt_gdro.eta=0.4 "
                              "(namespaces: world, run, classifier, prompt_gdro, rollout_gdro, gdro_prompt, "
-                             "knapsack, vip, duet, selector)")
+                             "knapsack, vip, duet, cero, selector)")
     parser.add_argument("--config", type=Path, help="TOML file with [world], [run], [classifier], [prompt_gdro], "
                                                     "[rollout_gdro], ... tables, one per --set namespace (--set wins)")
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",

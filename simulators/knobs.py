@@ -2,7 +2,7 @@
 
 ``--set world.transfer=0.5 prompt_gdro.eta=0.4`` or ``--config my.toml`` (``[world]`` / ``transfer =
 0.5``). Namespaces: ``world``, ``run``, ``classifier``, ``prompt_gdro``, ``rollout_gdro``,
-``gdro_prompt``, ``knapsack``, ``vip``, ``duet``, ``selector``; their fields are the config dataclasses' own. A
+``gdro_prompt``, ``knapsack``, ``vip``, ``duet``, ``cero``, ``selector``; their fields are the config dataclasses' own. A
 value is read as TOML, else as a bare string; bad keys and values are one-line ``ConfigError``s. The
 table of namespaces: docs/design-notes.md#simulators-knobs.
 """
@@ -24,12 +24,13 @@ Overrides = dict[str, dict[str, Any]]
 RUN_FIELDS = ("n_bar", "n_min", "n_max", "num_bins", "pass_k", "eval_every", "log_every", "lr_scale",
               "ppo_minibatches", "ppo_clip")
 NAMESPACES = ("world", "run", "classifier", "prompt_gdro", "rollout_gdro", "gdro_prompt", "knapsack", "vip",
-              "duet", "selector")
+              "duet", "cero", "selector")
 #: Namespaces of controller configs: (family, registry name whose config class holds the fields).
 CONTROLLER_NAMESPACES = {"classifier": ("classifier", "window"), "prompt_gdro": ("weighter", "gdro"),
                          "rollout_gdro": ("allocator", "gdro"), "gdro_prompt": ("allocator", "gdro_prompt"),
                          "knapsack": ("allocator", "knapsack"), "vip": ("allocator", "vip"),
                          "duet": ("allocator", "duet"),
+                         "cero": ("allocator", "cero"),
                          "selector": ("selector", "greso")}
 
 
@@ -115,7 +116,7 @@ def apply(config: Any, overrides: Mapping[str, Mapping[str, Any]]) -> Any:
         changes["classifier"] = {**dict(config.classifier), **overrides["classifier"]}
     if overrides.get("prompt_gdro") and spec.weighter == "gdro":
         changes["weighter"] = {**dict(config.weighter), **overrides["prompt_gdro"]}
-    for namespace in ("rollout_gdro", "gdro_prompt", "knapsack", "vip", "duet"):
+    for namespace in ("rollout_gdro", "gdro_prompt", "knapsack", "vip", "duet", "cero"):
         if overrides.get(namespace) and spec.allocator == CONTROLLER_NAMESPACES[namespace][1]:
             changes["allocator"] = {**dict(config.allocator), **overrides[namespace]}
     if overrides.get("selector"):
@@ -137,7 +138,7 @@ def validate(overrides: Mapping[str, Mapping[str, Any]]) -> None:
     """Build every overridden config once so a bad value fails before any run starts."""
     from gdro_lab.methods import get_method
     from simulators.config import SimConfig
-    for method in ("joint", "gdro_prompt", "knapsack", "vip", "duet"):
+    for method in ("joint", "gdro_prompt", "knapsack", "vip", "duet", "cero"):
         config = apply(SimConfig(method=method), overrides)
         cfgs = config.controller_configs()
         make_config(REGISTRY["classifier"]["window"].config_class, cfgs["classifier"])

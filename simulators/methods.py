@@ -24,7 +24,7 @@ LOCAL_CONTROLLERS: dict[str, dict[str, Any]] = {"allocator": {"prompt_oracle": P
 DEFAULT_METHODS = ("grpo", "class_gdro", "prompt_gdro", "prompt_gdro_mean1", "rollout_gdro", "sqrt_oracle", "joint",
                    "knapsack")
 #: The allocation arena's methods (simulators/studies/arena.py).
-ARENA_METHODS = ("grpo", "rollout_gdro", "gdro_prompt", "knapsack", "knapsack_code", "vip", "duet",
+ARENA_METHODS = ("grpo", "rollout_gdro", "gdro_prompt", "knapsack", "knapsack_code", "vip", "duet", "cero",
                  "dynamic_sampling", "greso", "prompt_oracle")
 
 

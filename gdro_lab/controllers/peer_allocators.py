@@ -1,14 +1,17 @@
-"""Published per-prompt rollout allocators as registry controllers: Knapsack-RL, VIP and DUET.
+"""Published per-prompt rollout allocators as registry controllers: Knapsack-RL, VIP, DUET and CERO.
 
 All share the allocator interface (sum exactly P n_bar in [n_min, n_max], state dicts with the RNG) and
 keep a per-prompt history (:class:`gdro_lab.controllers.prompt_stats.PromptStats`). The math:
-:mod:`gdro_lab.allocation.knapsack`, :mod:`gdro_lab.allocation.vip`, :mod:`gdro_lab.allocation.duet`.
+:mod:`gdro_lab.allocation.knapsack`, :mod:`gdro_lab.allocation.vip`, :mod:`gdro_lab.allocation.duet`,
+:mod:`gdro_lab.allocation.cero`.
 - ``knapsack`` (arXiv 2509.25849): success estimate = the mean of the last 16 rollouts, trusted after 8, as the
   code's reward buffer;
 - ``vip`` (arXiv 2602.01601): Beta posterior with the running batch success rate as prior mean; departs
   from VIP: no Gaussian process over prompt embeddings, so unseen prompts get the prior;
 - ``duet`` (arXiv 2605.08441): n proportional to the same posterior's E[p (1 - p)], unseen prompts at the
-  prior's value; departs from DUET: its surrogate (not available here) is replaced by the prompt's history.
+  prior's value; departs from DUET: its surrogate (not available here) is replaced by the prompt's history;
+- ``cero`` (arXiv 2606.05606): Beta(prior_a + s, prior_b + f) per prompt and the Fenchel duals of
+  gdro_lab.allocation.cero; departs: the exact budget every step (lambda is logged, not planned with).
 Without ``prompt_ids`` each plans n_bar for every prompt. Details:
 docs/design-notes.md#gdro_lab-controllers-peer_allocators.
 """
@@ -21,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
-from gdro_lab.allocation.knapsack import OBJECTIVES, knapsack_plan
+from gdro_lab.allocation.cero import budget_step, dual_step, exact_plan, lagrangian_choice
 from gdro_lab.allocation.duet import duet_plan
+from gdro_lab.allocation.knapsack import OBJECTIVES, knapsack_plan
 from gdro_lab.allocation.vip import beta_expected_variance, convex_plan
 from gdro_lab.checks import check_bins
 from gdro_lab.controllers.feedback import StepFeedback
@@ -110,6 +114,33 @@ class VIPConfig(BetaPosteriorConfig):
 class DUETConfig(BetaPosteriorConfig):
     """DUET's counts; the surrogate's prior_strength, history_decay and success_ema are VIP's defaults (the
     paper's surrogate and its settings were not available: gdro_lab.allocation.duet)."""
+
+
+@dataclass(frozen=True)
+class CEROConfig(BoxConfig):
+    """CERO (gdro_lab.allocation.cero). The paper's defaults were not retrievable (its body was not at hand);
+    each field says what it reconstructs and why its default is ours."""
+
+    prior_a: float = 1.0
+    """Beta prior pseudo-successes of every prompt (default: the uniform prior Beta(1, 1))."""
+    prior_b: float = 1.0
+    """Beta prior pseudo-failures of every prompt."""
+    saturation: float = 4.0
+    """s = c / K: the utility's saturation scale c in rollouts over the K epochs, per epoch; a prompt's share is
+    clip(s log(v / theta), n_min, n_max) (default n_bar: at theta = v / e the share is n_bar)."""
+    dual_lr: float = 0.005
+    """eta: the prompt-level duals' OGD step, eta / sqrt(t) at a prompt's t-th visit (the O(sqrt K) schedule);
+    theta is in units of v (<= 0.25) and its gradient in rollouts."""
+    budget_lr: float = 0.01
+    """eta_lambda: the budget-level dual's OGD step on the relative overspend (S_k - B_k) / B_k (logged only)."""
+    history_decay: float = 1.0
+    """Discount of a prompt's past counts at each new visit (1 = the plain conjugate update)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("prior_a", "prior_b", "saturation", "dual_lr", "budget_lr"):
+            require_range("CEROConfig", name, getattr(self, name), 0.0, lo_open=True)
+        require_range("CEROConfig", "history_decay", self.history_decay, 0.0, 1.0)
 
 
 class _PerPromptAllocator:
@@ -256,3 +287,64 @@ class DUETAllocator(_BetaPosteriorAllocator):
         bins = self._check_plan_inputs(bins_P, prompt_ids)
         score = self.weights(self._rows(bins.size, prompt_ids))  # unseen prompts: the prior's score
         return duet_plan(score, bins.size * cfg.n_bar, cfg.n_min, cfg.n_max)[0]
+
+
+class CEROAllocator(_PerPromptAllocator):
+    """CERO (registry ``cero``); see the module docstring and gdro_lab.allocation.cero. Per prompt: the Beta
+    posterior's counts and the dual theta (``stats`` field ``dual``), theta0 = v0 e^(-n_bar/s) before the first visit
+    (the price at which the prior's share is n_bar). Unseen prompts get n_bar, as in VIP; the seen share the rest."""
+
+    config_class = CEROConfig
+
+    def __init__(self, config: CEROConfig | None = None, seed: int | None = None):
+        config = config or CEROConfig()
+        super().__init__(config, seed)
+        self.stats = PromptStats(decay=config.history_decay, track=("counts",), extra=("dual",))
+        v0 = float(beta_expected_variance(np.array(config.prior_a), np.array(config.prior_b)))
+        self.theta0 = v0 * float(np.exp(-config.n_bar / config.saturation))
+        self.mu = self.theta0  # lambda, the budget-level dual
+
+    def values(self, rows: np.ndarray) -> np.ndarray:
+        """v_i = E[p (1 - p)] under Beta(prior_a + s_i, prior_b + n_i - s_i), shape (P,)."""
+        s, n = self.stats.take("successes", rows), self.stats.take("trials", rows)
+        return beta_expected_variance(self.config.prior_a + s, self.config.prior_b + n - s)
+
+    def duals(self, rows: np.ndarray) -> np.ndarray:
+        """theta_i (theta0 for prompts not seen), shape (P,)."""
+        return self.stats.take("dual", rows, missing=self.theta0)
+
+    def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
+        cfg = self.config
+        bins = self._check_plan_inputs(bins_P, prompt_ids)
+        rows = self._rows(bins.size, prompt_ids)
+        n_P = np.full(bins.size, cfg.n_bar, np.int64)
+        seen = self.stats.seen(rows)
+        if seen.any():
+            n_P[seen] = exact_plan(self.duals(rows[seen]), int(seen.sum()) * cfg.n_bar, cfg.n_min, cfg.n_max)
+        return n_P
+
+    def update(self, feedback: StepFeedback) -> dict[str, float]:
+        """Dual steps at the step's theta and posterior (a prompt twice in a batch: its last step counts), then the
+        posterior update."""
+        cfg = self.config
+        rows = self.stats.rows(feedback.index_in(self.prompts))
+        n = np.asarray(feedback.counts_P, np.int64)
+        theta = self.duals(rows)
+        lr = cfg.dual_lr / np.sqrt(self.stats.take("visits", rows) + 1.0)
+        new_theta = dual_step(theta, n, self.values(rows), lr, cfg.saturation, cfg.n_min, cfg.n_max)
+        spend = float(lagrangian_choice(theta, self.mu, cfg.n_min, cfg.n_max).sum())
+        budget = float(n.size * cfg.n_bar)
+        self.mu = budget_step(self.mu, spend, budget, cfg.budget_lr)
+        metrics = super().update(feedback)
+        self.stats.arrays["dual"][rows] = new_theta
+        metrics.update({"rollout/cero_spend_ratio": spend / budget, "rollout/cero_dual_mean": float(new_theta.mean())})
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["mu"] = self.mu
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.mu = float(state["mu"])

@@ -3,7 +3,8 @@
 Arrays indexed by the prompt's row in a :class:`gdro_lab.controllers.prompts.PromptIndex`, grown by
 doubling: discounted ``successes`` / ``trials`` (s <- decay s + c), the last 16 outcomes as bits
 (``recent``), ``total``, ``visits``, the last ``bin`` and GRESO's ``easy_streak`` / ``hard_streak``.
-Pure bookkeeping, no randomness; ``track`` names the groups a controller reads. The state is a dict
+Pure bookkeeping, no randomness; ``track`` names the groups a controller reads; ``extra`` adds float arrays
+a controller writes itself (grown and saved with the rest). The state is a dict
 of the seen prompts' ids and rows, so it loads into any numbering of the same ids. Per field:
 docs/design-notes.md#gdro_lab-controllers-prompt_stats.
 """
@@ -26,11 +27,11 @@ class PromptStats(PerPromptState):
     """Outcome history of every prompt seen (module docstring)."""
 
     def __init__(self, decay: float = 1.0, easy_rate: float = 0.98, hard_rate: float = 0.11,
-                 track: tuple[str, ...] = ("counts", "recent", "streaks")):
+                 track: tuple[str, ...] = ("counts", "recent", "streaks"), extra: tuple[str, ...] = ()):
         self.decay, self.easy_rate, self.hard_rate = float(decay), float(easy_rate), float(hard_rate)
         self.track = frozenset(track)
         self._init_prompts()
-        self.arrays: dict[str, np.ndarray] = {name: np.zeros(0) for name in _FLOAT}
+        self.arrays: dict[str, np.ndarray] = {name: np.zeros(0) for name in (*_FLOAT, *extra)}
         self.arrays.update({name: np.zeros(0, np.int64) for name in _INT})
 
     def _tracks_prompts(self) -> bool:
@@ -132,10 +133,10 @@ class PromptStats(PerPromptState):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         rows = self.prompts.intern([str(i) for i in state["ids"]])
-        for name in _FLOAT + _INT:
+        for name in self.arrays:
             self.arrays[name] = np.full(0, 0, self.arrays[name].dtype)
         self._grow(len(self.prompts))
-        for name in _FLOAT + _INT:
+        for name in self.arrays:
             self.arrays[name][rows] = np.asarray(state[name], self.arrays[name].dtype)
 
 

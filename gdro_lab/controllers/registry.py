@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from gdro_lab._validate import ConfigError
 from gdro_lab.controllers.allocators import SqrtAllocator, UniformAllocator
 from gdro_lab.controllers.difficulty import BayesDifficultyClassifier, DifficultyClassifier
-from gdro_lab.controllers.peer_allocators import DUETAllocator, KnapsackAllocator, VIPAllocator
+from gdro_lab.controllers.peer_allocators import CEROAllocator, DUETAllocator, KnapsackAllocator, VIPAllocator
 from gdro_lab.controllers.prompt_gdro import PromptGDRO, UniformWeighter
 from gdro_lab.controllers.prompt_rollout_gdro import PromptRolloutGDRO
 from gdro_lab.controllers.prompts import PromptIndex
@@ -26,7 +26,7 @@ REGISTRY: dict[str, dict[str, Any]] = {
     "weighter": {"uniform": UniformWeighter, "gdro": PromptGDRO},
     "allocator": {"uniform": UniformAllocator, "sqrt": SqrtAllocator, "gdro": RolloutGDRO,
                   "gdro_prompt": PromptRolloutGDRO, "knapsack": KnapsackAllocator, "vip": VIPAllocator,
-                  "duet": DUETAllocator},
+                  "duet": DUETAllocator, "cero": CEROAllocator},
     "selector": {"none": NoSelector, "dynamic_sampling": DynamicSampling, "greso": GRESO},
 }
 

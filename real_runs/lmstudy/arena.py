@@ -36,6 +36,7 @@ METHODS: dict[str, tuple[str, dict[str, str]]] = {
     "knapsack": ("Knapsack-RL", {"allocator": "knapsack"}),
     "vip": ("VIP", {"allocator": "vip"}),
     "duet": ("DUET", {"allocator": "duet"}),
+    "cero": ("CERO", {"allocator": "cero"}),
     "dynamic_sampling": ("DAPO dynamic sampling", {"selector": "dynamic_sampling"}),
     "greso": ("GRESO", {"selector": "greso"}),
 }

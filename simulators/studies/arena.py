@@ -41,7 +41,7 @@ SE_ONLY = ("prompt_bayes", "prompt_stale")
 PAPER_SCALE: dict[str, Any] = {"seeds": 3, "steps": 600, "prompts": 14116, "batch": 256}
 """The SE check at the sqrt-law study's scale (where the review measured bin-level Rollout-GDRO at 21.0%
 of Eq. 28 against the per-prompt oracle's 36.1%): the bimodal world, lr 1, allocators only."""
-PAPER_SCALE_METHODS = ("rollout_gdro", "gdro_prompt", "knapsack", "knapsack_code", "vip", "duet", "prompt_oracle",
+PAPER_SCALE_METHODS = ("rollout_gdro", "gdro_prompt", "knapsack", "knapsack_code", "vip", "duet", "cero", "prompt_oracle",
                        "prompt_bayes", "prompt_stale")
 
 

@@ -67,7 +67,7 @@ def trace(step: MethodStep, first_step: int, steps: int) -> list[str]:
     return out
 
 
-STATEFUL = ("joint", "bayes", "knapsack", "vip", "duet", "gdro_prompt", "greso", "dynamic_sampling")
+STATEFUL = ("joint", "bayes", "knapsack", "vip", "duet", "cero", "gdro_prompt", "greso", "dynamic_sampling")
 
 
 @pytest.mark.parametrize("name", STATEFUL)

@@ -149,7 +149,7 @@ def test_bad_sim_config() -> None:
         SimConfig(batch=10_000, world=SMALL)
 
 
-ARENA = ("gdro_prompt", "knapsack", "knapsack_code", "vip", "duet", "prompt_oracle", "prompt_bayes", "prompt_stale",
+ARENA = ("gdro_prompt", "knapsack", "knapsack_code", "vip", "duet", "cero", "prompt_oracle", "prompt_bayes", "prompt_stale",
          "dynamic_sampling", "greso")
 
 

@@ -94,6 +94,75 @@ def test_duet_plans_every_prompt_in_proportion_to_the_posterior_variance():
     np.testing.assert_array_equal(a.plan(np.array([0, 1, 1])), [4, 4, 4])
 
 
+def test_cero_posterior_is_the_prior_plus_the_counts():
+    """Beta(prior_a + s, prior_b + f) with the counts discounted per visit: prior (2, 3); x: 3 of 4, then 1 of 2 at
+    decay 0.5 (s = 0.5 * 3 + 1, f = 0.5 * 1 + 1); an unseen prompt has the prior's v0 = 2 * 3 / (5 * 6)."""
+    a = build("allocator", "cero", {"num_bins": 1, "prior_a": 2.0, "prior_b": 3.0, "history_decay": 0.5}, seed=0)
+    visit(a, ["x"], [4], [1, 1, 0, 1], [0])
+    np.testing.assert_allclose(a.values(a.stats.rows(["x", "new"])), [5 * 4 / (9 * 10), 0.2])
+    visit(a, ["x"], [2], [0, 1], [0])
+    assert a.values(a.stats.rows(["x"]))[0] == pytest.approx(4.5 * 4.5 / (9 * 10))
+
+
+def test_cero_dual_steps_by_hand_and_plans_the_largest_duals():
+    """theta0 = v0 e^(-n_bar / s); a visit moves theta by -eta / sqrt(t) (n - clip(s ln(v / theta), n_min, n_max))
+    with v the posterior before the visit; lambda by eta_lambda (S - B) / B, S = CERO's own spend at the old theta."""
+    import math
+    cfg = {"num_bins": 1, "n_bar": 4, "saturation": 4.0, "dual_lr": 0.01, "budget_lr": 0.1}
+    a = build("allocator", "cero", cfg, seed=0)
+    theta0 = (1 / 6) * math.exp(-1.0)                      # Beta(1, 1): v0 = 1 / 6
+    assert a.theta0 == pytest.approx(theta0) and a.mu == pytest.approx(theta0)
+    np.testing.assert_array_equal(a.plan(np.zeros(3, int), ["x", "y", "z"]), [4, 4, 4])   # unseen: n_bar
+    metrics = visit(a, ["x", "y"], [6, 2], [1, 0, 0, 0, 0, 0] + [1, 0], [0, 0])
+    # first visit: the target at theta0 is n_bar, so theta = theta0 - 0.01 (n - 4); S = 2 + 2 (theta0 = mu: n_min)
+    np.testing.assert_allclose(a.duals(a.stats.rows(["x", "y", "z"])), [theta0 - 0.02, theta0 + 0.02, theta0])
+    mu = theta0 + 0.1 * (4 - 8) / 8
+    assert a.mu == pytest.approx(mu) and metrics["rollout/mu"] == pytest.approx(mu)
+    assert metrics["rollout/cero_spend_ratio"] == pytest.approx(0.5)
+    np.testing.assert_array_equal(a.plan(np.zeros(3, int), ["x", "y", "z"]), [2, 6, 4])    # z unseen: n_bar
+    np.testing.assert_array_equal(a.plan(np.zeros(2, int), ["x", "y"]), [2, 6])
+    np.testing.assert_array_equal(a.plan(np.zeros(2, int), ["x", "x"]), [4, 4])             # equal duals share
+    visit(a, ["y"], [8], [1, 1, 1, 1, 0, 0, 0, 0], [0])
+    theta_y, v_y = theta0 + 0.02, 2 * 2 / (4 * 5)                   # y's posterior after 1 of 2: Beta(2, 2)
+    target = min(max(4 * math.log(v_y / theta_y), 2), 12)
+    expected = max(theta_y - 0.01 / math.sqrt(2) * (8 - target), 0.0)
+    assert a.duals(a.stats.rows(["y"]))[0] == pytest.approx(expected)
+    assert a.mu == pytest.approx(max(mu + 0.1 * (12 - 4) / 4, 0.0))   # y's theta > mu: CERO's own choice n_max
+    np.testing.assert_array_equal(a.plan(np.zeros(2, int)), [4, 4])    # no ids: no history
+
+
+def test_cero_resumes_exactly_from_its_state():
+    """A state round trip mid-run (through the run directory's JSON encoding, into an allocator with another
+    seed) continues with the same plans and metrics; the state holds the duals, lambda and the posterior."""
+    import json
+
+    from gdro_lab.runformat.runlog import decode_state, encode_state
+    rng = np.random.default_rng(3)
+    p = rng.beta(0.5, 0.5, 30)
+    ids = [f"q{i}" for i in range(30)]
+
+    def step(controller, t):
+        pick = np.random.default_rng([t, 1]).choice(30, 12, replace=False)
+        n = controller.plan(np.zeros(12, int), [ids[i] for i in pick])
+        y = np.random.default_rng([t, 2]).random(n.sum()) < np.repeat(p[pick], n)
+        return n, visit(controller, [ids[i] for i in pick], n, y, np.zeros(12, int))
+
+    straight = build("allocator", "cero", {"num_bins": 1}, seed=0)
+    for t in range(15):
+        step(straight, t)
+    state = straight.state_dict()
+    assert {"mu", "prompts", "rng"} <= set(state) and "dual" in state["prompts"]
+    resumed = build("allocator", "cero", {"num_bins": 1}, seed=9)
+    resumed.load_state_dict(decode_state(json.loads(json.dumps(encode_state(state)))))
+    plans = set()
+    for t in range(15, 30):
+        (n_a, m_a), (n_b, m_b) = step(straight, t), step(resumed, t)
+        np.testing.assert_array_equal(n_a, n_b)
+        assert m_a == m_b
+        plans.add(tuple(n_a))
+    assert len(plans) > 1 and max(max(n) for n in plans) > 4   # the plans do move
+
+
 def test_gdro_prompt_shrinks_toward_the_bin_and_plans_the_square_root_law():
     rng = np.random.default_rng(2)
     a = build("allocator", "gdro_prompt", {"num_bins": 2, "history_decay": 1.0}, seed=0)
@@ -131,7 +200,7 @@ def test_gdro_prompt_moves_the_price_toward_the_budget():
 
 
 @pytest.mark.parametrize("family,name", [("allocator", "knapsack"), ("allocator", "vip"), ("allocator", "duet"),
-                                         ("allocator", "gdro_prompt"), ("selector", "greso")])
+                                         ("allocator", "cero"), ("allocator", "gdro_prompt"), ("selector", "greso")])
 def test_int_indices_of_a_shared_index_act_as_string_ids_and_states_cross_numberings(family, name):
     """A controller bound to a run's PromptIndex (indices, another numbering) acts exactly as one fed string
     ids, and either's state continues in the other (states carry the prompts' ids)."""
@@ -175,6 +244,10 @@ def test_int_indices_of_a_shared_index_act_as_string_ids_and_states_cross_number
     ("allocator", "duet", {"prior_strength": 0.0}, r"DUETConfig\.prior_strength=0\.0 is invalid"),
     ("allocator", "duet", {"success_ema": 1.5}, "success_ema"),
     ("allocator", "duet", {"form": "rloo"}, "DUETConfig has no field"),
+    ("allocator", "cero", {"saturation": 0.0}, "saturation"),
+    ("allocator", "cero", {"prior_a": -1.0}, "prior_a"),
+    ("allocator", "cero", {"dual_lr": float("nan")}, "dual_lr"),
+    ("allocator", "cero", {"history_decay": 1.5}, "history_decay"),
     ("allocator", "gdro_prompt", {"kappa_max": 0.1}, "kappa_max"),
     ("allocator", "gdro_prompt", {"n_bar": 20}, "n_bar"),
     ("selector", "greso", {"p_floor": 0.9, "p_ceiling": 0.5}, "p_ceiling"),
@@ -189,7 +262,7 @@ def test_bad_configs_are_one_line_errors(family, name, values, message):
 
 def test_plans_refuse_mismatched_ids_and_bins():
     from gdro_lab import ConfigError
-    for name in ("knapsack", "vip", "duet", "gdro_prompt"):
+    for name in ("knapsack", "vip", "duet", "cero", "gdro_prompt"):
         allocator = build("allocator", name, {"num_bins": 2}, seed=0)
         with pytest.raises(ConfigError, match="prompt_ids"):
             allocator.plan(np.array([0, 1]), ["a"])
