@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run; numbers are not evidence)")
     parser.add_argument("--sim-only", action="store_true", help="skip the LM study (the report says so)")
     parser.add_argument("--lm-seeds", type=int, help="seeds of the LM part (default 3; fewer is stated in the report)")
+    parser.add_argument("--lm-grid", choices=("sqrt2", "coarse"), default="sqrt2",
+                        help="lr scales of the LM part: sqrt2 = {0.5, 0.71, 1, 1.41, 2} (default), coarse = {0.5, 1, 2} "
+                             "(a reduced setting, stated in the report)")
     parser.add_argument("--lm-reuse-only", action="store_true",
                         help="LM part from its finished runs only (a method keeps the seeds finished at every lr "
                              "scale; the report says which have fewer seeds)")
@@ -96,7 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.sim_only:
         from real_runs.lmstudy.arena import main_arena
         try:
-            path = main_arena(args.out, quick=args.quick, jobs=args.jobs, seeds=args.lm_seeds, reuse_only=args.lm_reuse_only)
+            path = main_arena(args.out, quick=args.quick, jobs=args.jobs, seeds=args.lm_seeds, reuse_only=args.lm_reuse_only,
+                              coarse=args.lm_grid == "coarse")
         except (ValueError, OSError) as err:
             print(f"gdro arena: LM study: {err}", file=sys.stderr)
             return 2

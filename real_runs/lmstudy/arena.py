@@ -28,12 +28,16 @@ ARENA = study.StudyConfig(seeds=3, steps=60, prompts_per_step=16, eval_every=60,
                           warm=WarmStartConfig(steps=300, batch_size=64, warmup_steps=20, heldout_per_group=100,
                                                slip_rate=study.SLIP_RATE))
 QUICK = dataclasses.replace(study.QUICK, seeds=2)
-LR_SCALES = (0.5, 1.0, 2.0)
+LR_SCALES = (0.5, 0.707106781187, 1.0, 1.41421356237, 2.0)
+"""The full setting's grid: the simulator part's sqrt(2) steps over [0.5, 2] (studykit.lrgrid.sqrt2_grid)."""
+COARSE_SCALES = (0.5, 1.0, 2.0)
+"""``--lm-grid coarse``: steps of 2x (the committed report's reduced setting)."""
 METHODS: dict[str, tuple[str, dict[str, str]]] = {
     "grpo": ("GRPO", {}),
     "rollout_gdro": ("Rollout-GDRO", {"name": "rollout_gdro"}),
     "gdro_prompt": ("per-prompt Rollout-GDRO", {"allocator": "gdro_prompt"}),
     "knapsack": ("Knapsack-RL", {"allocator": "knapsack"}),
+    "knapsack_code": ("Knapsack-RL (code's DP)", {"name": "knapsack_code"}),
     "vip": ("VIP", {"allocator": "vip"}),
     "duet": ("DUET", {"allocator": "duet"}),
     "cero": ("CERO", {"allocator": "cero"}),
@@ -121,14 +125,15 @@ def same_experiment(saved: dict[str, Any], wanted: dict[str, Any]) -> bool:
 
 
 def run_arena(cfg: study.StudyConfig, out: Path, log: Callable[[str], None] = print,
-              reuse_only: bool = False) -> dict[str, Any]:
+              reuse_only: bool = False, lr_scales: tuple[float, ...] | None = None) -> dict[str, Any]:
     """Warm start, then every (method, lr scale, seed) in a pool of cfg.jobs single-thread processes;
     ``reuse_only``: no new run, only the finished ones (a method keeps the seeds finished at every lr scale)."""
+    scales = lr_scales or LR_SCALES
     if reuse_only:
-        keys = [(m, lr, s) for s in range(cfg.seeds) for m in METHODS for lr in LR_SCALES]
+        keys = [(m, lr, s) for s in range(cfg.seeds) for m in METHODS for lr in scales]
         found = {key: finished_run(cfg, key[0], key[2], key[1], out / "runs") for key in keys}
         runs = {key: path for key, path in found.items() if path is not None
-                and all(found[(key[0], lr, key[2])] is not None for lr in LR_SCALES)}
+                and all(found[(key[0], lr, key[2])] is not None for lr in scales)}
         if not any(m == "grpo" for m, _, _ in runs):
             raise ValueError(f"--lm-reuse-only: no finished GRPO seed at every lr scale under {out / 'runs'}")
         log(f"lm arena: reusing {len(runs)} finished runs, running none")
@@ -141,7 +146,7 @@ def run_arena(cfg: study.StudyConfig, out: Path, log: Callable[[str], None] = pr
     started = time.perf_counter()
     torch.set_num_threads(cfg.jobs * cfg.threads)
     warm_path = warm_start(cfg.warm, log=log)
-    keys = [(m, lr, s) for s in range(cfg.seeds) for m in METHODS for lr in LR_SCALES]
+    keys = [(m, lr, s) for s in range(cfg.seeds) for m in METHODS for lr in scales]
     with ProcessPoolExecutor(max_workers=cfg.jobs, mp_context=get_context("spawn")) as pool:
         futures = {key: pool.submit(run_one, cfg, key[0], key[2], key[1], out / "runs", warm_path) for key in keys}
         runs = {key: Path(f.result()) for key, f in futures.items()}
@@ -184,11 +189,13 @@ def _fmt(mean: float, half: float, scale: float = 1.0, digits: int = 1) -> str:
     return f"{mean * scale:.{digits}f}" + (f" ± {half * scale:.{digits}f}" if np.isfinite(half) else "")
 
 
-def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], setting: str) -> dict[str, Any]:
+def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], setting: str,
+              lr_scales: tuple[float, ...] | None = None) -> dict[str, Any]:
     """Tuned-lr gains on the test half, compute and time per step: markdown and decision lines."""
+    scales = lr_scales or LR_SCALES
     digests = {key: run_digest(path, cfg) for key, path in runs.items()}
     seeds = sorted({s for _, _, s in digests})
-    have = {m: [s for s in seeds if all((m, lr, s) in digests for lr in LR_SCALES)] for m in METHODS}
+    have = {m: [s for s in seeds if all((m, lr, s) in digests for lr in scales)] for m in METHODS}
     common = {m: [s for s in have[m] if s in have["grpo"]] for m in METHODS}
     missing = [f"{label} ({len(common[m])} seed{'s' * (len(common[m]) != 1)})" for m, (label, _) in METHODS.items()
                if len(common[m]) < len(seeds)]
@@ -200,7 +207,7 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
         """Per seed (the seeds ``of``'s method shares with GRPO; default ``method``'s own)."""
         return np.array([digests[(method, lr, s)][name] for s in common[of or method]])
 
-    tuned = {metric: {m: max(sorted(LR_SCALES), key=lambda lr: (np.nanmean(series(m, lr, f"val/{metric}")), -lr))
+    tuned = {metric: {m: max(sorted(scales), key=lambda lr: (np.nanmean(series(m, lr, f"val/{metric}")), -lr))
                       for m in METHODS} for metric in ("accuracy", "worst_group_accuracy")}
     fewer = f"; fewer seeds: {', '.join(missing)}" if missing else ""
     gain_rows, stat_rows, decision = [], [], [f"arena decision (LM study, {setting}: held-out test half vs tuned GRPO, "
@@ -238,8 +245,10 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
         decision.append(f"  LM          {label:<25} above tuned GRPO: {', '.join(above) or 'none'}; "
                         f"below: {', '.join(below) or 'none'}")
     markdown = [f"## LM study ({setting})", "",
-                f"{len(METHODS)} methods × lr scales {{{', '.join(f'{v:g}' for v in LR_SCALES)}}} (steps of 2x, coarser "
-                "than the sqrt(2) grids of the simulator part: reduced for CPU) "
+                f"{len(METHODS)} methods × lr scales {{{', '.join(f'{v:.3g}' for v in scales)}}} "
+                + ("(steps of 2x, coarser than the sqrt(2) grids of the simulator part: reduced for CPU) "
+                   if tuple(scales) == COARSE_SCALES else "(sqrt(2) steps, as the simulator part's grids start) ")
+                + 
                 f"× {len(seeds)} seeds{fewer} "
                 f"through the real trainer (`gdro train`'s loop, the CPU LM study's warm-started 0.5 M-parameter Qwen3 "
                 f"on synthetic arithmetic): {cfg.steps} steps × {cfg.prompts_per_step} prompts over a "
@@ -263,20 +272,23 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
 
 
 def main_arena(out: Path, quick: bool = False, jobs: int = 2, log: Callable[[str], None] = print,
-               seeds: int | None = None, reuse_only: bool = False) -> Path:
+               seeds: int | None = None, reuse_only: bool = False, coarse: bool = False) -> Path:
     """Run (or reuse) the LM arena under ``out/lm`` and write ``out/lm-arena.json``; returns its path.
-    ``seeds`` overrides the setting's number of seeds (fewer: a further reduced setting, stated)."""
+    ``seeds`` overrides the setting's number of seeds, ``coarse`` the grid (COARSE_SCALES): a reduced
+    setting, stated."""
     base = QUICK if quick else ARENA
     cfg = dataclasses.replace(base, jobs=jobs, seeds=seeds or base.seeds)
-    result = run_arena(cfg, out / "lm", log=log, reuse_only=reuse_only)
-    setting = "QUICK setting, not evidence" if quick else "reduced setting"
-    if cfg.seeds < base.seeds:
-        setting += f", {cfg.seeds} seeds instead of {base.seeds}"
+    scales = COARSE_SCALES if coarse else LR_SCALES
+    result = run_arena(cfg, out / "lm", log=log, reuse_only=reuse_only, lr_scales=scales)
+    reduced = [f"{cfg.seeds} seeds instead of {base.seeds}"] * (cfg.seeds < base.seeds) + ["lr steps of 2x"] * coarse
+    setting = "QUICK setting, not evidence" if quick else ("reduced setting" if reduced else "full setting")
+    setting += "".join(f", {part}" for part in reduced)
     if reuse_only:
         setting += ", finished runs only"
-    summary = summarize(cfg, result["runs"], setting)
+    summary = summarize(cfg, result["runs"], setting, lr_scales=scales)
     summary["seconds"] = result["seconds"]
     summary["seeds"], summary["default_seeds"], summary["reuse_only"] = cfg.seeds, base.seeds, reuse_only
+    summary["coarse"] = coarse
     summary["setting"] = setting
     path = out / "lm-arena.json"
     path.write_text(json.dumps(summary, indent=1, default=float), encoding="utf-8")

@@ -275,7 +275,7 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
     command += [f"--worlds {','.join(worlds)}"] * (len(worlds) < len(world_names)) + ["--no-paper-scale"] * (not paper_scale)
     lm = summary.get("lm") or {}
     command += ["--sim-only"] if not lm else [f"--lm-seeds {lm['seeds']}"] * (lm.get("seeds", 0) < lm.get("default_seeds", 0))
-    command += ["--lm-reuse-only"] if lm.get("reuse_only") else []
+    command += ["--lm-grid coarse"] * bool(lm.get("coarse")) + ["--lm-reuse-only"] * bool(lm.get("reuse_only"))
     lines += ["## Reproduce", "", f"`nice -n 10 {' '.join(command)} --update-reports` (this report; every run whose "
               "config is unchanged is read from its digest under the output folder, so a rerun redoes only what "
               "changed" + ("; `--lm-reuse-only` summarises the LM runs already finished in the output folder: "

@@ -44,3 +44,21 @@ def test_gains_are_paired_over_the_seeds_a_method_shares_with_grpo(monkeypatch) 
 def test_reuse_only_needs_a_finished_grpo(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no finished GRPO"):
         arena.run_arena(study.QUICK, tmp_path, log=lambda _: None, reuse_only=True)
+
+
+@pytest.mark.parametrize("coarse,seeds,setting,scales", [
+    (False, None, "full setting", arena.LR_SCALES),
+    (True, None, "reduced setting, lr steps of 2x", arena.COARSE_SCALES),
+    (False, 2, "reduced setting, 2 seeds instead of 3", arena.LR_SCALES)])
+def test_the_full_setting_is_the_sqrt2_grid_and_three_seeds(tmp_path: Path, monkeypatch, coarse, seeds, setting,
+                                                            scales) -> None:
+    """The default grid is the simulator's sqrt(2) steps over [0.5, 2]; `--lm-grid coarse` or fewer seeds is a
+    reduced setting, named in the report, and every run and the summary use the chosen grid."""
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(arena, "run_arena", lambda cfg, out, log, reuse_only, lr_scales: seen.update(
+        run=lr_scales, seeds=cfg.seeds) or {"runs": {}, "seconds": 0.0})
+    monkeypatch.setattr(arena, "summarize", lambda cfg, runs, text, lr_scales: seen.update(
+        summary=lr_scales, setting=text) or {})
+    arena.main_arena(tmp_path, seeds=seeds, coarse=coarse, log=lambda _: None)
+    assert seen == {"run": scales, "summary": scales, "seeds": seeds or 3, "setting": setting}
+    assert arena.LR_SCALES == pytest.approx([2.0 ** (k / 2) for k in range(-2, 3)])
