@@ -38,7 +38,7 @@ def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, c
     def body() -> None:
 
         shown = chosen.shown
-        columns = st.columns(len(shown)) if len(shown) > 1 else [st.container()]
+        columns = st.columns(len(shown))  # columns even for one run: see _in_columns
         drawn: list[tuple[Any, str, RunData, uicharts.Parts]] = []
         for column, (role, entry) in zip(columns, shown):
             with column:
@@ -73,22 +73,28 @@ def _draw_parts(drawn: list[tuple[Any, str, RunData, uicharts.Parts]], title: st
     if any(parts.heatmaps for *_, parts in drawn):
         uicharts.heatmap_pair([uicharts.HeatmapColumn(run, parts.heatmaps, parts.selected_step)
                                for _, _, run, parts in drawn], key)
-    _in_columns([parts.middle for *_, parts in drawn], shown)
     longest = _longest_clock([run for _, _, run, _ in drawn])
-    series = [_clocked(list(parts.series), run, label, longest) for _, label, run, parts in drawn]
+    clocks = [_clock(run, label, longest) for _, label, run, _ in drawn]
+    _in_columns([parts.middle for *_, parts in drawn], shown, clocks)
+    series = [[clock(item) for item in parts.series] for clock, (*_, parts) in zip(clocks, drawn)]
     if any(series):
         uicharts.linked_pair(series, key=f"{key}-charts", labels=[label for _, label, _, _ in drawn])
-    _in_columns([parts.bottom for *_, parts in drawn], shown)
+    _in_columns([parts.bottom for *_, parts in drawn], shown, clocks)
 
 
-def _in_columns(callables: list[Callable[[], None] | None], shown: int) -> None:
-    """Draw each callable in its run's column (a new row of columns), when any is given."""
+def _in_columns(callables: list[Callable[[], None] | None], shown: int,
+                clocks: list[Callable[[uicharts.Series], uicharts.Series]]) -> None:
+    """Draw each callable in its run's column (a new row of columns), when any is given, its time
+    series on the run's x axis (:func:`apps.views.uicharts.x_axis`). Columns even for one run: a
+    baseline picked later must not move the run's widgets into other blocks, or the browser mounts
+    them anew and they stop writing their values into the URL (Streamlit 1.67's frontend)."""
     if not any(callables):
         return
-    columns = st.columns(shown) if shown > 1 else [st.container()]
-    for column, draw in zip(columns, callables):
+    from apps.views import uicharts
+
+    for column, draw, clock in zip(st.columns(shown), callables, clocks):
         if draw is not None:
-            with column:
+            with column, uicharts.x_axis(clock):
                 draw()
 
 
@@ -100,19 +106,16 @@ def _longest_clock(runs: list[RunData]) -> float | None:
     return max(ends) if ends else None
 
 
-def _clocked(items: list[uicharts.Series], run: RunData, label: str, longest: float | None = None
-             ) -> list[uicharts.Series]:
-    """The run's charts on the wall clock when the sidebar asks for it and the run logs step times,
-    on the range [0, ``longest``] shared with the other shown run."""
+def _clock(run: RunData, label: str, longest: float | None) -> Callable[[uicharts.Series], uicharts.Series]:
+    """The run's x axis for its charts: the wall clock when the sidebar asks for it and the run logs
+    step times, on the range [0, ``longest``] shared with the other shown run; else steps."""
+    from apps.data.realrun import elapsed_seconds
     from apps.views import uicharts
 
-    if not wall_clock():
-        return items
-    from apps.data.realrun import elapsed_seconds
-
-    seconds = elapsed_seconds(run)
+    seconds = elapsed_seconds(run) if wall_clock() else None
     if seconds is None:
-        st.caption(f"**{label}** logs no step times (`time/step`): its charts stay on steps.")
-        return items
+        if wall_clock():
+            st.caption(f"**{label}** logs no step times (`time/step`): its charts stay on steps.")
+        return lambda item: item
     clock = {label: (run.steps.astype(float), seconds)}
-    return [uicharts.on_wall_clock(item, clock, longest_s=longest) for item in items]
+    return lambda item: uicharts.on_wall_clock(item, clock, longest_s=longest)

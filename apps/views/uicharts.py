@@ -11,9 +11,11 @@ from __future__ import annotations
 import io
 import math
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import altair as alt
 import numpy as np
@@ -247,11 +249,27 @@ def _cell(item: Series, domain: tuple[float, float] | None, colours: Mapping[str
             tuple(sorted(colours.items())), item.stacked, item.x_title, item.legend, item.x_domain, item.zoom_group)
 
 
+#: The x axis of the run whose column is being drawn (set by the page frame, :func:`x_axis`).
+_X_AXIS: ContextVar[Callable[[Series], Series] | None] = ContextVar("x_axis", default=None)
+
+
+@contextmanager
+def x_axis(clock: Callable[[Series], Series]) -> Iterator[None]:
+    """Within it, :func:`linked_series` draws its charts through ``clock`` (steps to the run's wall
+    clock when the sidebar asks for it), like the page's other charts of that run."""
+    token = _X_AXIS.set(clock)
+    try:
+        yield
+    finally:
+        _X_AXIS.reset(token)
+
+
 def linked_series(items: Sequence[Series], columns: int = 1, key: str | None = None, export: str | None = None) -> None:
     """The page's time-series charts as one linked view (``columns`` per row): shared x-zoom
     (drag / wheel, double-click resets), a crosshair over every series, the sidebar's EMA
-    smoothing (raw faint) and log scale; a CSV button with every chart's data below."""
-    items = [item for item in items if not item.frame.empty]
+    smoothing (raw faint) and log scale, the x axis of :func:`x_axis`; a CSV button with every
+    chart's data below."""
+    items = [item for item in map(_X_AXIS.get() or (lambda item: item), items) if not item.frame.empty]
     if not items:
         return
     width = CONCAT_WIDTH.get(columns) if columns > 1 else SINGLE_WIDTH[min(2, max(1, len(selection().shown)))]

@@ -14,8 +14,8 @@ import csv
 import io
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
-from urllib.parse import quote
+from typing import Any, Callable, Iterator, Mapping, Sequence
+from urllib.parse import parse_qs, quote, urlsplit
 
 import numpy as np
 
@@ -79,6 +79,12 @@ def wait_for_url(page: Any, part: str, timeout_ms: float | None = None) -> None:
     """Wait until the page's URL holds ``part`` (a widget bound to the URL took its new value)."""
     page.wait_for_function("(part) => decodeURIComponent(window.location.search.replace(/\\+/g, ' ')).includes(part)",
                            arg=part, timeout=timeout_ms)
+
+
+def assert_in_url(page: Any, values: Mapping[str, str]) -> None:
+    """The page's URL holds each widget's value (``key``: value), so that a copied link keeps them."""
+    held = {key: ",".join(value) for key, value in parse_qs(urlsplit(page.url).query).items()}
+    assert {key: held.get(key) for key in values} == dict(values), page.url
 
 
 def widget(page: Any, key: str) -> Any:
@@ -171,8 +177,7 @@ def choose_baseline(page: Any, name: str) -> None:
 def move_slider(page: Any, key: str, presses: Sequence[str], shown: Shown | None = None) -> str:
     """Focus the slider ``key`` and press ``presses`` (``ArrowLeft``, ``PageUp``...), then wait
     until the page shows ``shown`` (default: the slider's value in the URL); returns the value the
-    slider shows. (After a baseline is picked in the sidebar, a slider of a per-run view no longer
-    writes its value into the URL; the view follows it all the same.)"""
+    slider shows."""
 
     def act() -> None:
         slider = widget(page, key).get_by_role("slider")

@@ -15,6 +15,8 @@ from PIL import Image
 
 import browser
 from apps.views import interactive
+from browser100 import (add_option, assert_in_url, choose_baseline, move_slider, new_page, open_view, serve, settle,
+                        widget)
 from gdro_app_synthetic import write_synthetic_run
 
 pytestmark = browser.pytest_marks()
@@ -204,6 +206,39 @@ def test_the_url_keeps_the_view_across_pages_and_links(lr_root: Path, tmp_path: 
             page.goto(f"{url}/outcomes?run=nope", wait_until="domcontentloaded")
             page.get_by_text("No run is labelled", exact=False).first.wait_for(timeout=30_000)
             assert "Run: " not in _main_text(page), "no other run is shown in its place"
+
+
+#: Per-run view -> (title, the run's widgets: a slider, a radio's option, or a multiselect's option
+#: added to the one in the URL before the baseline is picked).
+PER_RUN_WIDGETS = {"traveling-wave": ("Traveling wave", {"run-step": "slider",
+                                                          "run-snapshots": "Prompt-GDRO weight q(b)"}),
+                   "rollout-budget": ("Rollout budget", {"run-step": "slider", "run-frontier": "slider"}),
+                   "outcomes": ("Outcomes", {"run-eval-more": ("pooled/mean@8", "worst_benchmark/mean@8")}),
+                   "evaluations": ("Evaluations", {"run-groups": ("algebra", "geometry")})}
+
+
+def test_a_per_run_views_widgets_stay_in_the_url_after_a_baseline_is_picked(trainer_root: Path,
+                                                                            tmp_path: Path) -> None:
+    """After a baseline is picked in the sidebar, every widget of the run's column changed still
+    writes its value into the URL, so a copied link keeps it (was: the chart followed the widget,
+    the URL kept the value from before the pick)."""
+    with serve(trainer_root, tmp_path / "app.log") as url, new_page() as page:
+        for path, (title, changes) in PER_RUN_WIDGETS.items():
+            preset = "".join(f"&{key}={change[0]}" for key, change in changes.items() if isinstance(change, tuple))
+            open_view(page, f"{url}/{path}?run=prompt_gdro-tiny-s0{preset}", title)
+            choose_baseline(page, "grpo · seed 0")
+            wanted = {"baseline": "grpo-tiny-s0"}
+            for key, change in changes.items():
+                if change == "slider":
+                    wanted[key] = move_slider(page, key, ["ArrowLeft"], lambda: None)
+                elif isinstance(change, tuple):
+                    add_option(page, key, change[1], lambda: None)
+                    wanted[key] = ",".join(change)
+                else:
+                    widget(page, key).get_by_text(change).click()
+                    settle(page)
+                    wanted[key] = change
+            assert_in_url(page, wanted)
 
 
 def test_grouping_by_a_config_key_in_the_browser(lr_root: Path, tmp_path: Path) -> None:

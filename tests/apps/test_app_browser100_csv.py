@@ -23,9 +23,9 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from browser100 import (add_option, assert_close, bins, chart_options, choose, choose_baseline, column, config,
-                        download, elapsed, ema, evals, logged_steps, main_text, move_slider, new_page, open_view, query,
-                        rows_of, scalar, serve, steps, svg_texts, wait_for_svg_text)
+from browser100 import (add_option, assert_close, assert_in_url, bins, chart_options, choose, choose_baseline,
+                        column, config, download, elapsed, ema, evals, logged_steps, main_text, move_slider, new_page,
+                        open_view, query, rows_of, scalar, serve, steps, svg_texts, wait_for_svg_text)
 from root100 import Root100
 
 import browser
@@ -106,6 +106,7 @@ def test_rollout_budget_csv_follows_every_selector(app_url: str, root100: Root10
                            lambda: wait_for_svg_text(page, "Budget frontier at step 5", count=count)) == "5"
         assert move_slider(page, f"{key}-frontier", ["ArrowRight"],
                            lambda: page.get_by_text("Prompts in bins ≥ 6").nth(count - 1).wait_for()) == "6"
+    assert_in_url(page, {"run-step": "5", "run-frontier": "6", "baseline-step": "5", "baseline-frontier": "6"})
     heatmaps, run_frontier, base_frontier, series = (download(page, index) for index in range(4))
     text = main_text(page)
     for label, frontier in ((TRAIN_ROLLOUT, run_frontier), (TRAIN_PROMPT, base_frontier)):
@@ -190,6 +191,7 @@ def test_outcomes_csv_follows_every_selector(app_url: str, root100: Root100, pag
     add_option(page, "run-eval-more", "pooled/mean@8", lambda: wait_for_svg_text(page, "Evaluation: pooled/mean@8"))
     add_option(page, "baseline-eval-more", "memorisation_gap",
                lambda: wait_for_svg_text(page, "Evaluation: memorisation_gap"))
+    assert_in_url(page, {"run-eval-more": "pooled/mean@8", "baseline-eval-more": "memorisation_gap"})
     rows, run_more, base_more = (download(page, index) for index in range(3))
     for label, x in ((TRAIN_PROMPT, "wall_clock_(s)"), (baseline, "step")):
         records = steps(root100.root, label)
@@ -213,10 +215,13 @@ def test_outcomes_csv_follows_every_selector(app_url: str, root100: Root100, pag
             assert_close(column(chosen, x), on_x, f"{label} {name}: {x}")
             for csv_column, expected in (("value", value_E), ("lo", lo_E), ("hi", hi_E)):
                 assert_close(column(chosen, csv_column), expected, f"{label} {name} {csv_column}: not smoothed")
-    for label, more, name in ((TRAIN_PROMPT, run_more, "pooled/mean@8"), (baseline, base_more, "memorisation_gap")):
+    for label, more, name, x in ((TRAIN_PROMPT, run_more, "pooled/mean@8", "wall_clock_(s)"),
+                                 (baseline, base_more, "memorisation_gap", "step")):
         steps_E, value_E, lo_E, hi_E = _eval_rows(_eval_table(root100.root, label), name)
-        chosen = rows_of(more, f"Evaluation: {name}", order="step", series=name)
-        for csv_column, expected in (("step", steps_E), ("value", value_E), ("lo", lo_E), ("hi", hi_E)):
+        chosen = rows_of(more, f"Evaluation: {name}", order=x, series=name)
+        records = steps(root100.root, label)
+        on_x = steps_E if x == "step" else np.interp(steps_E, logged_steps(records), elapsed(records))
+        for csv_column, expected in ((x, on_x), ("value", value_E), ("lo", lo_E), ("hi", hi_E)):
             assert_close(column(chosen, csv_column), expected, f"{label} {name} {csv_column}")
     assert {"Evaluation: pooled/mean@8", "Evaluation: memorisation_gap"} <= set(svg_texts(page))
 
@@ -228,6 +233,7 @@ def test_evaluations_csv_follows_every_selector(app_url: str, root100: Root100, 
     _per_run_view(page, f"{app_url}/evaluations", TRAIN_PROMPT, "Evaluations", "train: grpo · seed 0")
     add_option(page, "run-groups", "geometry", lambda: wait_for_svg_text(page, "mean@8 per group"))
     add_option(page, "baseline-groups", "algebra", lambda: wait_for_svg_text(page, "mean@8 per group", count=2))
+    assert_in_url(page, {"run-groups": "geometry", "baseline-groups": "algebra"})
     rows, run_groups, base_groups = (download(page, index) for index in range(3))
     assert "raw" not in rows[0], "evaluations are never smoothed"
     for label, groups, group in ((TRAIN_PROMPT, run_groups, "geometry"), (TRAIN_GRPO, base_groups, "algebra")):
@@ -246,9 +252,10 @@ def test_evaluations_csv_follows_every_selector(app_url: str, root100: Root100, 
                 for csv_column, expected in (("value", value_E), ("lo", lo_E), ("hi", hi_E)):
                     assert_close(column(chosen, csv_column), expected, f"{label} {scope}/{metric} {csv_column}")
         steps_E, value_E, lo_E, hi_E = _eval_rows(table, f"group/{group}/mean@8")
-        chosen = rows_of(groups, "mean@8 per group", order="step", series=group)
+        chosen = rows_of(groups, "mean@8 per group", order="wall_clock_(s)", series=group)
         assert {row["series"] for row in groups} == {group}, "only the group chosen"
-        for csv_column, expected in (("step", steps_E), ("value", value_E), ("lo", lo_E), ("hi", hi_E)):
+        on_clock = np.interp(steps_E, logged_steps(records), elapsed(records))
+        for csv_column, expected in (("wall_clock_(s)", on_clock), ("value", value_E), ("lo", lo_E), ("hi", hi_E)):
             assert_close(column(chosen, csv_column), expected, f"{label} group/{group} {csv_column}")
     assert svg_texts(page).count("mean@8 per group") == 2
     assert {"geometry", "algebra"} <= set(svg_texts(page, "legend-label")), "the groups chosen are drawn"

@@ -101,6 +101,37 @@ def test_view_options_are_bound_to_the_url(lr_root: Path, monkeypatch: pytest.Mo
     assert "study-runs" not in back.query_params, "a page's own parameters leave with it"
 
 
+def _holders(block: Any, key: str, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """The blocks (type, direction) that hold the widget ``key``, from the page's main block down."""
+    for child in block.children.values():
+        if getattr(child, "key", None) == key:
+            return path
+        if not hasattr(child, "children"):
+            continue
+        layout = child.proto.flex_container.direction if child.type == "flex_container" else ""
+        found = _holders(child, key, (*path, f"{child.type} {layout}"))
+        if found is not None:
+            return found
+    return None
+
+
+@pytest.mark.parametrize("page, keys", [("traveling_wave", ["run-step", "run-snapshots"]),
+                                        ("rollout_budget", ["run-step", "run-frontier"]),
+                                        ("outcomes", ["run-eval-more"]), ("evaluations", ["run-groups"])])
+def test_a_baseline_leaves_the_runs_widgets_where_they_are(page: str, keys: list[str], trainer_root: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Picking a baseline must not move the run's widgets into other blocks: the browser would mount
+    them anew, and a widget mounted anew under the same key stops writing its value into the URL
+    (Streamlit 1.67's frontend; the chart still follows it). Checked in Chromium by the browser tests."""
+    app = visit(open_app(monkeypatch, trainer_root, query={"run": "prompt_gdro-tiny-s0"}), page)
+    alone = {key: _holders(app.main, key) for key in keys}
+    assert None not in alone.values(), alone
+    app.selectbox(key="baseline").select("grpo-tiny-s0").run()
+    assert_clean(app)
+    assert [element.value for element in app.subheader][-1] == "Baseline: grpo · seed 0"
+    assert {key: _holders(app.main, key) for key in keys} == alone
+
+
 # ----------------------------------------------------------------------------- grouping and names
 
 def test_group_by_any_config_key(lr_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -306,6 +337,34 @@ def test_wall_clock_axis(real_run: Path, synthetic_run: Path, monkeypatch: pytes
     assert any("logs no step times" in element.value for element in plain.caption)
     _, view = find_view(plain, "Training success: mean and worst group")
     assert series_layer(view)["encoding"]["x"]["title"] == "step"
+
+
+def test_every_chart_of_evaluations_follows_the_wall_clock(real_run: Path, trainer_root: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-group charts below the linked view too: the run's elapsed time at each evaluation, in
+    the top charts' unit and on their range (shared with the baseline's)."""
+    app = visit(open_app(monkeypatch, real_run.parent, query={"x": "wall clock", "run-groups": "algebra"}),
+                "evaluations")
+    assert_clean(app)
+    run = loading.load_run(real_run)
+    seconds = np.cumsum(np.nan_to_num(run.scalars["time/step"]) + np.nan_to_num(run.scalars.get("time/eval", 0.0)))
+    records = [json.loads(line) for line in (real_run / "eval.jsonl").read_text().splitlines() if line.strip()]
+    logged = [record["step"] for record in records if "group/algebra/mean@8" in record["metrics"]]
+    _, top = find_view(app, "mean@8 per benchmark (95% interval)")
+    chart, view = find_view(app, "mean@8 per group")
+    x_axis = series_layer(view)["encoding"]["x"]
+    assert x_axis["title"] == series_layer(top)["encoding"]["x"]["title"] == "wall clock (min)"
+    assert x_axis["scale"]["domain"] == series_layer(top)["encoding"]["x"]["scale"]["domain"]
+    assert view_table(chart, view).to_pandas()["step"].to_numpy() == pytest.approx(
+        np.interp(logged, run.steps, seconds) / 60), "minutes since the start at each evaluation"
+    pair = visit(open_app(monkeypatch, trainer_root, query={"x": "wall clock", "run": "grpo-tiny-s0",
+                                                              "baseline": "prompt_gdro-tiny-s1"}), "evaluations")
+    for key in ("run-groups", "baseline-groups"):
+        pair.multiselect(key=key).set_value(["algebra"]).run()
+    domains = {json.dumps(series_layer(view)["encoding"]["x"]["scale"]["domain"]) for _, view in all_views(pair)}
+    titles = {series_layer(view)["encoding"]["x"]["title"] for _, view in all_views(pair)}
+    assert len(domains) == 1 and titles == {"wall clock (min)"}, (domains, titles)
+    assert view_titles(pair).count("mean@8 per group") == 2
 
 
 def test_heatmaps_of_both_runs_are_one_element(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
