@@ -121,6 +121,7 @@ class RolloutBatch:
     pad_id: int
     old_logp: list[torch.Tensor] = dataclasses.field(default_factory=list)
     ref_logp: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    weights: np.ndarray | None = None    # early stopping's abort weight per sample (its loss x it); None: 1
 
     @classmethod
     def from_rollouts(cls, rollouts: Any, advantages_R: np.ndarray, pad_id: int) -> "RolloutBatch":
@@ -128,7 +129,7 @@ class RolloutBatch:
         responses = [list(t) if len(t) else [pad_id] for t in rollouts.token_ids]
         return cls(prompts, responses, np.array([len(t) for t in rollouts.token_ids], np.int64),
                    np.array([len(p) + len(r) for p, r in zip(prompts, responses)], np.int64),
-                   np.asarray(advantages_R, float), pad_id)
+                   np.asarray(advantages_R, float), pad_id, weights=getattr(rollouts, "weights_R", None))
 
     def forward(self, model: torch.nn.Module, rows: np.ndarray, *, with_entropy: bool = False,
                 entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:

@@ -107,6 +107,14 @@ class RolloutConfig:
     (``real_runs.rewards.math.MathReward``; scoring is CPU-bound)."""
     reward_timeout_s: float = 5.0
     """Hard wall-clock limit to score one response; a timeout scores -1 and is counted."""
+    abort_horizon: int = 0
+    """DUET's early stopping (``gdro_lab.allocation.duet.marker_gated_abort``; 0 = off; hf engine only): a
+    rollout without a complete \\boxed{} by abort_horizon + abort_grace tokens is aborted (no reward, out
+    of the loss) unless kept (probability abort_keep_prob, loss x 1 / abort_keep_prob); see docs/train.md."""
+    abort_grace: int = 0
+    """Tokens a rollout runs on after its \\boxed{} completes (and the grace after the horizon)."""
+    abort_keep_prob: float = 0.05
+    """Probability that a marker-less rollout at the horizon runs on to EOS (DUET's default)."""
 
     def __post_init__(self) -> None:
         require_range("rollout", "temperature", self.temperature, 0.0)
@@ -119,6 +127,11 @@ class RolloutConfig:
         require(workers is None or (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1),
                 "rollout", "reward_workers", workers, "an integer >= 1, or left out for one worker per usable core")
         require_range("rollout", "reward_timeout_s", self.reward_timeout_s, 0.0, lo_open=True)
+        require_int("rollout", "abort_horizon", self.abort_horizon, 0)
+        require_int("rollout", "abort_grace", self.abort_grace, 0)
+        require_range("rollout", "abort_keep_prob", self.abort_keep_prob, 0.0, 1.0, lo_open=True)
+        require(not self.abort_horizon or self.engine == "hf", "rollout", "abort_horizon", self.abort_horizon,
+                "0 with engine = 'vllm': early stopping is supported by the hf engine only (for now)")
 
 
 @dataclass(frozen=True)

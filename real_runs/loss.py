@@ -117,10 +117,12 @@ def policy_loss(logp_BT: torch.Tensor, old_logp_BT: torch.Tensor, advantages_B: 
                 agg: str, ref_logp_BT: torch.Tensor | None = None, kl_coef: float = 0.0,
                 kl_estimator: str = "k3", entropy_BT: torch.Tensor | None = None, entropy_coef: float = 0.0,
                 num_tokens: float | None = None, num_seqs: float | None = None,
-                norm_length: float | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                norm_length: float | None = None, weights_B: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Eq. 6 per token, aggregated: l = -J^CLIP + beta_KL KL(pi || pi_ref) - c_H H.
 
     advantages_B: one (weighted, clipped) advantage per response, broadcast over its tokens.
+    weights_B: a factor per response on its every token's l (early stopping's importance weights; None = 1).
     Returns (loss, sums): ``sums`` holds the masked token sums of each indicator of
     :func:`clipped_surrogate`, of ``kl`` and of ``entropy`` (detached), for the caller to divide
     by the mini-batch's token count.
@@ -138,6 +140,8 @@ def policy_loss(logp_BT: torch.Tensor, old_logp_BT: torch.Tensor, advantages_B: 
         if entropy_coef > 0:
             token_loss_BT = token_loss_BT - entropy_coef * entropy_BT
         sums["entropy"] = (entropy_BT.detach() * mask).sum()
+    if weights_B is not None:
+        token_loss_BT = token_loss_BT * weights_B.to(token_loss_BT.dtype).unsqueeze(-1)
     loss = aggregate(token_loss_BT, mask_BT, agg, num_tokens=num_tokens, num_seqs=num_seqs,
                      norm_length=norm_length)
     return loss, sums

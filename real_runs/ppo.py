@@ -1,7 +1,8 @@
 """The policy update of `gdro train`: steps 4-6 of :mod:`real_runs.train`'s step, between the
 controllers and the optimizer.
 
-4. :func:`weighted_advantages` (Eq. 3 x Eq. 16) and :func:`trained_rows`;
+4. :func:`scored_rows` (early stopping's scored rollouts), :func:`weighted_advantages` (Eq. 3 x Eq. 16) and
+   :func:`trained_rows`;
 5. :func:`recompute_logprobs`: old and reference log-probs by a teacher-forced pass (the engine's are
    not used; :func:`engine_gaps` measures the difference; :func:`on_policy_update`);
 6. :func:`ppo_update`: PPO epochs over mini-batches, the loss of :mod:`real_runs.loss` (Eq. 4-6).
@@ -21,6 +22,18 @@ from real_runs.batching import RolloutBatch, micro_batches
 from real_runs.config import TrainConfig
 
 
+def scored_rows(counts_P: np.ndarray, weights_R: np.ndarray | None, need: int) -> tuple[np.ndarray, np.ndarray]:
+    """(seen_P, rows_R): the prompts with at least ``need`` scored rollouts (abort weight > 0) and their scored
+    rollouts, all that the controllers, the advantages and the loss see; every prompt and rollout when
+    ``weights_R`` is None (no early stopping). A prompt with fewer is left out of the step, as if not drawn."""
+    if weights_R is None:
+        return np.ones(len(counts_P), bool), np.ones(int(np.sum(counts_P)), bool)
+    scored_R = np.asarray(weights_R) > 0
+    owner_R = np.repeat(np.arange(len(counts_P)), counts_P)
+    seen_P = np.bincount(owner_R, weights=scored_R, minlength=len(counts_P)) >= need
+    return seen_P, scored_R & seen_P[owner_R]
+
+
 def weighted_advantages(feedback: StepFeedback, multipliers_P: np.ndarray, cfg: TrainConfig
                         ) -> tuple[np.ndarray, dict[str, float]]:
     """Eq. 16 on Eq. 3: A_ij = m_i x clip((r_ij - mean_i) / (std_i + 1e-6), +-adv_clip) x adv_scale,
@@ -37,7 +50,8 @@ def trained_rows(batch: RolloutBatch, engine_logprobs: Sequence[np.ndarray], kee
         return batch, engine_logprobs
     rows = np.flatnonzero(keep_R)
     return (RolloutBatch([batch.prompts[r] for r in rows], [batch.responses[r] for r in rows], batch.real_lengths[rows],
-                         batch.lengths[rows], batch.advantages[rows], batch.pad_id),
+                         batch.lengths[rows], batch.advantages[rows], batch.pad_id,
+                         weights=None if batch.weights is None else batch.weights[rows]),
             [engine_logprobs[r] for r in rows.tolist()])
 
 
@@ -134,7 +148,8 @@ def ppo_update(batch: RolloutBatch, policy: torch.nn.Module, optimizer: torch.op
                     kl_coef=lc.kl_coef, kl_estimator=lc.kl_estimator, entropy_BT=entropy, entropy_coef=lc.entropy_coef,
                     num_tokens=float(max(batch.real_lengths[mini].sum(), 1)),
                     num_seqs=float(max(int(np.count_nonzero(batch.real_lengths[mini])), 1)),  # verl: non-empty only
-                    norm_length=float(cfg.rollout.max_new_tokens))
+                    norm_length=float(cfg.rollout.max_new_tokens),
+                    weights_B=None if batch.weights is None else torch.as_tensor(batch.weights[rows], device=device))
                 loss.backward()
                 total += float(loss.detach())
                 for key, value in part.items():

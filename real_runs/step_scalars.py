@@ -10,6 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from real_runs.batching import RolloutBatch
+from real_runs.types import Rollouts
 
 
 def actor_scalars(batch: RolloutBatch, sums: dict[str, float], losses: Sequence[float], grad_norms: Sequence[float],
@@ -32,6 +33,21 @@ def rollout_scalars(generated: RolloutBatch, finish_reasons: Sequence[str]) -> d
             "response/length_min": float(real.min()),
             "response/truncated_frac": float(np.mean([r == "length" for r in finish_reasons])),
             "prompt/length_mean": float(np.mean([len(p) for p in generated.prompts]))}
+
+
+def abort_scalars(rollouts: Rollouts, max_new_tokens: int) -> dict[str, float]:
+    """Early stopping's compute/*: prompts, rollouts and tokens generated (all, in place of the controllers' counts
+    of the scored ones), rollouts aborted, stopped after their marker, kept tails (weight > 1), and
+    ``tokens_saved_max`` = sum of max_new_tokens - tokens over the rows the rule stopped: an upper bound (what
+    they would have generated without it is unknown, at most max_new_tokens)."""
+    reasons, lengths = np.asarray(rollouts.finish_reasons), rollouts.lengths_R
+    stopped = np.isin(reasons, ("abort", "marker"))
+    return {"compute/prompts_generated": float(len(rollouts.counts_P)),
+            "compute/rollouts_generated": float(lengths.size), "compute/tokens_generated": float(lengths.sum()),
+            "compute/rollouts_aborted": float(np.sum(reasons == "abort")),
+            "compute/rollouts_marker_stopped": float(np.sum(reasons == "marker")),
+            "compute/rollouts_kept_tail": float(np.sum(np.asarray(rollouts.weights_R) > 1)),
+            "compute/tokens_saved_max": float(np.sum(max_new_tokens - lengths[stopped]))}
 
 
 def perf_scalars(seconds: dict[str, float], generated: RolloutBatch, trained: RolloutBatch,

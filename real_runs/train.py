@@ -31,7 +31,7 @@ from real_runs.config import TrainConfig, config_to_dict
 from real_runs.eval_scoring import evaluate
 from real_runs.overhead import RunTimes
 from real_runs.sinks import Sinks
-from real_runs.step_scalars import actor_scalars, perf_scalars, rollout_scalars
+from real_runs.step_scalars import abort_scalars, actor_scalars, perf_scalars, rollout_scalars
 from real_runs.train_setup import (Given, TrainRun, WarmStart, build, check_resumable, load_run_config, make_rewards,
                                    open_run_dir, saved_controllers)
 from real_runs.types import Problem, Reward, SamplingParams
@@ -119,7 +119,8 @@ def _loop(run: TrainRun, stop_after: int | None) -> Path:
                 times.add("checkpoint", time.perf_counter() - save_start)
             if progress is not None:
                 progress.update(1)
-                progress.set_postfix(reward=f"{scalars['mean_reward']:+.2f}", n=f"{counts_P.min()}-{counts_P.max()}")
+                reward = scalars.get("mean_reward", float("nan"))  # absent when early stopping left nothing scored
+                progress.set_postfix(reward=f"{reward:+.2f}", n=f"{counts_P.min()}-{counts_P.max()}")
     except BaseException:
         writer.close("failed")
         raise
@@ -156,7 +157,8 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
     # 2. generate and score
     sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                               top_k=cfg.rollout.top_k, max_new_tokens=cfg.rollout.max_new_tokens,
-                              seed=tc.seed * 1_000_003 + step)
+                              seed=tc.seed * 1_000_003 + step, abort_horizon=cfg.rollout.abort_horizon,
+                              abort_grace=cfg.rollout.abort_grace, abort_keep_prob=cfg.rollout.abort_keep_prob)
     with timer("generate"), torch.no_grad(), run.autocast():
         rollouts = engine.generate([run.prompt_texts[i] for i in batch], counts_P, sampling)
         if hasattr(engine, "sleep"):
@@ -166,17 +168,24 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
     rewards_R = np.asarray(scored.rewards_R, float)
     successes_R = np.asarray(scored.successes_R, bool)
 
-    # 3-4. controllers, then weighted GRPO advantages
+    # 3-4. controllers, then weighted GRPO advantages, on the scored rollouts (early stopping: ppo.scored_rows)
     with timer("controllers"):
-        feedback = StepFeedback(plan.ids_P, plan.bins_P, counts_P, rewards_R, successes_R, prompts=run.prompts)
-        outcome = method.observe(feedback, tokens_R=rollouts.lengths_R)
-        advantages_R, adv_metrics = ppo.weighted_advantages(feedback, outcome.multipliers_P, cfg)
+        need = max(2, int(getattr(method.classifier.config, "k", 1)))  # scored rollouts a prompt needs
+        seen_P, rows_R = ppo.scored_rows(counts_P, rollouts.weights_R, need)
+        advantages_R, train_R, outcome = np.zeros(rows_R.size), np.zeros(rows_R.size, bool), None
+        adv_metrics: dict[str, float] = {}
+        if seen_P.any():  # else nothing was scored: no controller update, no loss
+            scored_P = np.bincount(rollouts.prompt_index_R()[rows_R], minlength=counts_P.size)[seen_P]
+            feedback = StepFeedback(plan.ids_P[seen_P], plan.bins_P[seen_P], scored_P, rewards_R[rows_R],
+                                    successes_R[rows_R], prompts=run.prompts)
+            outcome = method.observe(feedback, tokens_R=rollouts.lengths_R[rows_R])
+            advantages_R[rows_R], adv_metrics = ppo.weighted_advantages(feedback, outcome.multipliers_P, cfg)
+            train_R[rows_R] = np.repeat(outcome.train_P, scored_P)
 
     # 5-6. log-probs and the PPO update, on the groups the selector keeps
     with timer("record"):
         generated_R = RolloutBatch.from_rollouts(rollouts, advantages_R, run.pad_id)
-        batch_R, engine_logprobs = ppo.trained_rows(generated_R, rollouts.logprobs,
-                                                    np.repeat(outcome.train_P, counts_P))
+        batch_R, engine_logprobs = ppo.trained_rows(generated_R, rollouts.logprobs, train_R)
     sums, losses, grad_norms, engine_gap = _update(run, step, batch_R, engine_logprobs, timer, on_policy)
 
     # 7. weights to the engine (no-op when it shares the module)
@@ -188,12 +197,14 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
 
     # 8. the step record: controllers' diagnostics, losses, timings
     with timer("record"):
-        scalars, per_bin = method.record(outcome)
+        scalars, per_bin = method.record(outcome) if outcome is not None else ({}, {})
         scalars.update({f"grpo/{k}": v for k, v in adv_metrics.items()})
         scalars.update(actor_scalars(batch_R, sums, losses, grad_norms, tc.ppo_epochs, engine_gap))
         scalars.update(rollout_scalars(generated_R, rollouts.finish_reasons))
         scalars["actor/lr"] = float(run.scheduler.get_last_lr()[0])
         scalars.update({k: float(v) for k, v in scored.metrics.items()})
+        if rollouts.weights_R is not None:
+            scalars.update(abort_scalars(rollouts, cfg.rollout.max_new_tokens))
     timer.seconds["time/step"] = time.perf_counter() - step_start
     scalars.update(timer.seconds)
     scalars.update(perf_scalars(timer.seconds, generated_R, batch_R, tc.ppo_epochs))

@@ -36,7 +36,9 @@ class Problem:
 class SamplingParams:
     """How to sample responses (engine-independent; vLLM and transformers map it their way).
 
-    top_k = 0 and top_p = 1.0 disable those filters; temperature = 0 is greedy.
+    top_k = 0 and top_p = 1.0 disable those filters; temperature = 0 is greedy. abort_*: DUET's early
+    stopping (the rule of :func:`gdro_lab.allocation.duet.marker_gated_abort`; horizon 0 = off; the hf
+    engine only, the answer marker a complete ``\\boxed{}``).
     """
 
     temperature: float = 1.0
@@ -44,6 +46,9 @@ class SamplingParams:
     top_k: int = 0
     max_new_tokens: int = 512
     seed: int | None = None
+    abort_horizon: int = 0
+    abort_grace: int = 0
+    abort_keep_prob: float = 0.05
 
 
 @dataclass
@@ -53,7 +58,10 @@ class Rollouts:
     counts_P: samples per prompt; prompt_token_ids: P lists, as fed; token_ids: R lists (EOS included).
     logprobs: one float32 array per sample, log-probs under the raw model distribution (temperature 1,
         no top-p/top-k), as a teacher-forced pass gives them.
-    texts: decoded text per sample; finish_reasons: "stop" or "length" per sample.
+    texts: decoded text per sample; finish_reasons: "stop" or "length" per sample, or with early stopping
+        "marker" (stopped grace tokens after its answer marker) or "abort" (aborted at horizon + grace).
+    weights_R: with early stopping, each sample's abort weight: 1, 0 (aborted: no reward, out of the loss) or
+        1 / keep_prob (a marker-less tail kept to EOS); None without it.
     """
 
     counts_P: np.ndarray
@@ -63,6 +71,7 @@ class Rollouts:
     texts: list[str]
     finish_reasons: list[str]
     metrics: dict[str, float] = field(default_factory=dict)
+    weights_R: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         total = int(np.sum(self.counts_P))

@@ -3,7 +3,8 @@
 Prompt i owns the next ``counts_P[i]`` samples; rows are length-sorted and packed under
 ``max_batch_tokens``. ``logprobs[r][t]`` is log softmax of the RAW logits at the sampled token (what a
 teacher-forced pass gives); only the given :class:`~real_runs.types.SamplingParams` apply. With
-``sampling.seed`` set one call is reproducible and the caller's RNG untouched. Detail:
+``sampling.seed`` set one call is reproducible and the caller's RNG untouched. With ``sampling.abort_horizon``
+> 0, DUET's early stopping stops rows inside ``generate`` (:class:`_AbortRule`). Detail:
 docs/design-notes.md#real_runs-engines-hf.
 """
 
@@ -14,10 +15,12 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
+from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList, StoppingCriteria,
+                          StoppingCriteriaList)
 from transformers.generation.logits_process import (TemperatureLogitsWarper, TopKLogitsWarper,
                                                     TopPLogitsWarper)
 
+from real_runs.rewards.math import first_boxed_end
 from real_runs.types import Rollouts, SamplingParams
 
 
@@ -40,6 +43,56 @@ class _RawLogprobCapture(LogitsProcessor):
             self.logprobs_T.append(self.last_logsoftmax.gather(1, last_tokens[:, None])[:, 0])
             self.last_logsoftmax = None
         return torch.stack(self.logprobs_T, dim=1)
+
+
+class _AbortRule(StoppingCriteria):
+    """DUET's abort rule (:func:`gdro_lab.allocation.duet.marker_gated_abort`) as a per-row stopping criterion.
+
+    A row whose answer marker (:func:`~real_runs.rewards.math.first_boxed_end` of its text) completes at token
+    m <= horizon + grace stops at m + grace; at horizon + grace a row without one stops (aborted) unless
+    ``keep_R`` (its draw u < keep_prob), which then runs to EOS. ``stop_R``: tokens at the rule's stop, -1: none.
+    """
+
+    def __init__(self, tokenizer, width: int, eos: set[int], sampling: SamplingParams, keep_R: np.ndarray,
+                 closes: dict[int, bool]) -> None:
+        self.tokenizer, self.width, self.eos, self.keep_R, self.closes = tokenizer, width, eos, keep_R, closes
+        self.grace, self.check = sampling.abort_grace, sampling.abort_horizon + sampling.abort_grace
+        self.marker_R, self.stop_R = np.full(keep_R.size, -1), np.full(keep_R.size, -1)
+        self.done_R = np.zeros(keep_R.size, bool)
+
+    def _closes(self, token: int) -> bool:
+        """Whether the token's text holds a "}" (only such a token can complete a box; cached per token)."""
+        if token not in self.closes:
+            self.closes[token] = "}" in self.tokenizer.decode([token])
+        return self.closes[token]
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        t = input_ids.shape[1] - self.width  # tokens generated
+        for r, token in enumerate(input_ids[:, -1].tolist()):
+            if self.done_R[r] or token in self.eos:
+                self.done_R[r] = True
+                continue
+            if t <= self.check and self.marker_R[r] < 0 and self._closes(token) and first_boxed_end(
+                    self.tokenizer.decode(input_ids[r, self.width:].tolist(), skip_special_tokens=True)) >= 0:
+                self.marker_R[r] = t
+            m = self.marker_R[r]
+            if (m >= 0 and t == m + self.grace) or (m < 0 and t == self.check and not self.keep_R[r]):
+                self.stop_R[r], self.done_R[r] = t, True
+        return torch.as_tensor(self.stop_R == t, device=input_ids.device)  # type: ignore[return-value]
+
+    def finish(self, rows: list[tuple[list[int], np.ndarray, str]], keep_prob: float
+               ) -> tuple[list[tuple[list[int], np.ndarray, str]], np.ndarray]:
+        """The rows cut at the rule's stops ("marker" or "abort"), and each row's weight: 0 aborted,
+        1 / keep_prob for a kept marker-less row still running at horizon + grace, else 1."""
+        weights = np.ones(len(rows))
+        for r, (toks, lps, reason) in enumerate(rows):
+            stop = int(self.stop_R[r])
+            if stop >= 0:
+                rows[r] = (toks[:stop], lps[:stop], "marker" if self.marker_R[r] >= 0 else "abort")
+                weights[r] = 1.0 if self.marker_R[r] >= 0 else 0.0
+            elif self.keep_R[r] and self.marker_R[r] < 0 and len(toks) > self.check:
+                weights[r] = 1.0 / keep_prob
+        return rows, weights
 
 
 def plan_batches(lengths_R: np.ndarray, max_new_tokens: int, max_batch_tokens: int,
@@ -90,6 +143,7 @@ class HFEngine:
         self.eos_ids = eos_token_ids(getattr(model, "generation_config", None), tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
+        self._closes: dict[int, bool] = {}  # early stopping: token -> its text holds a "}"
 
     # ------------------------------------------------------------------ public API
     def generate(self, prompts: Sequence[str], counts_P: np.ndarray,
@@ -103,6 +157,7 @@ class HFEngine:
         tokens: list[list[int]] = [[] for _ in row_prompt_R]
         logprobs: list[np.ndarray] = [np.zeros(0, np.float32) for _ in row_prompt_R]
         reasons = ["length"] * row_prompt_R.size
+        weights_R = np.ones(row_prompt_R.size) if sampling.abort_horizon > 0 else None
         batches = plan_batches(lengths_R, sampling.max_new_tokens, self.max_batch_tokens,
                                self.max_batch_size)
         start = time.perf_counter()
@@ -111,9 +166,11 @@ class HFEngine:
         try:
             for b, rows in enumerate(batches):
                 batch_prompts = [prompt_ids[row_prompt_R[r]] for r in rows]
-                out = self._generate_batch(batch_prompts, sampling, b)
+                out, weights = self._generate_batch(batch_prompts, sampling, b)
                 for r, (toks, lps, reason) in zip(rows, out):
                     tokens[r], logprobs[r], reasons[r] = toks, lps, reason
+                if weights_R is not None:
+                    weights_R[rows] = weights
         finally:
             self.model.train(was_training)
         seconds = time.perf_counter() - start
@@ -123,7 +180,8 @@ class HFEngine:
                    "engine/tokens_per_s": generated / seconds if seconds > 0 else 0.0,
                    "engine/batches": float(len(batches))}
         return Rollouts(counts_P=counts_P, prompt_token_ids=prompt_ids, token_ids=tokens,
-                        logprobs=logprobs, texts=texts, finish_reasons=reasons, metrics=metrics)
+                        logprobs=logprobs, texts=texts, finish_reasons=reasons, metrics=metrics,
+                        weights_R=weights_R)
 
     def load_weights(self, state_dict: dict) -> None:
         """Copy trained weights into the engine's model.
@@ -150,8 +208,9 @@ class HFEngine:
         """Nothing to restore for the hf engine (API parity with vLLM)."""
 
     # ------------------------------------------------------------------ internals
-    def _generate_batch(self, batch_prompts: list[list[int]], sampling: SamplingParams,
-                        batch_index: int) -> list[tuple[list[int], np.ndarray, str]]:
+    def _generate_batch(self, batch_prompts: list[list[int]], sampling: SamplingParams, batch_index: int
+                        ) -> tuple[list[tuple[list[int], np.ndarray, str]], np.ndarray | None]:
+        """(rows: tokens, log-probs, finish reason; the abort weights, None without early stopping)."""
         device = next(self.model.parameters()).device
         width = max(len(p) for p in batch_prompts)
         input_ids = torch.full((len(batch_prompts), width), self.pad_id, dtype=torch.long)
@@ -172,19 +231,26 @@ class HFEngine:
         self.model.generation_config = GenerationConfig(eos_token_id=self.eos_ids,
                                                         pad_token_id=self.pad_id)
         devices = [device] if device.type == "cuda" else []
+        seed = None if sampling.seed is None else _batch_seed(sampling.seed, batch_index)
+        rule = None
+        if sampling.abort_horizon > 0:  # keep draws from their own generator: sampling's RNG stream is untouched
+            keep_R = np.random.default_rng(seed).random(len(batch_prompts)) < sampling.abort_keep_prob
+            rule = _AbortRule(self.tokenizer, width, set(self.eos_ids), sampling, keep_R, self._closes)
         try:
             with torch.no_grad(), torch.random.fork_rng(devices=devices,
                                                         enabled=sampling.seed is not None):
-                if sampling.seed is not None:
-                    torch.manual_seed(_batch_seed(sampling.seed, batch_index))
+                if seed is not None:
+                    torch.manual_seed(seed)
                 sequences = self.model.generate(
                     input_ids=input_ids.to(device), attention_mask=mask.to(device),
-                    generation_config=config, logits_processor=processors)
+                    generation_config=config, logits_processor=processors,
+                    **({} if rule is None else {"stopping_criteria": StoppingCriteriaList([rule])}))
         finally:
             self.model.generation_config = saved
         new_BT = sequences[:, width:]
         logp_BT = capture.finish(new_BT[:, -1]).float().cpu().numpy()
-        return _cut_at_eos(new_BT.cpu().numpy(), logp_BT, set(self.eos_ids))
+        rows = _cut_at_eos(new_BT.cpu().numpy(), logp_BT, set(self.eos_ids))
+        return (rows, None) if rule is None else rule.finish(rows, sampling.abort_keep_prob)
 
 
 def _warpers(sampling: SamplingParams) -> list[LogitsProcessor]:
@@ -248,3 +314,6 @@ def check_sampling(sampling: SamplingParams) -> None:
     if sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.top_k < 0:
         raise ValueError("sampling needs temperature >= 0, 0 < top_p <= 1 and top_k >= 0, got "
                          f"{sampling.temperature}, {sampling.top_p}, {sampling.top_k}")
+    if min(sampling.abort_horizon, sampling.abort_grace) < 0 or not 0 < sampling.abort_keep_prob <= 1:
+        raise ValueError("sampling needs abort_horizon >= 0, abort_grace >= 0 and 0 < abort_keep_prob <= 1, got "
+                         f"{sampling.abort_horizon}, {sampling.abort_grace}, {sampling.abort_keep_prob}")

@@ -2,8 +2,9 @@
 
 GPU only, optional extra ``[vllm]``. Prompts are the hf engine's token ids; log-probs are of the raw
 logits (``logprobs_mode="raw_logprobs"``); with ``sampling.seed`` set no two rollouts of a call share a
-seed (:func:`rollout_seeds`). NOT RUN HERE: only the pure :func:`build_requests` / :func:`unpack_outputs`
-have been executed (on CPU). Detail: docs/design-notes.md#real_runs-engines-vllm.
+seed (:func:`rollout_seeds`); no early stopping (``abort_horizon`` > 0 is refused). NOT RUN HERE: only the
+pure :func:`build_requests` / :func:`unpack_outputs` have been executed (on CPU). Detail:
+docs/design-notes.md#real_runs-engines-vllm.
 """
 
 from __future__ import annotations
@@ -165,6 +166,8 @@ class VLLMEngine:
         """Exactly ``counts_P[i]`` samples of prompt i, flat in prompt order."""
         counts_P = check_counts(prompts, counts_P)
         check_sampling(sampling)
+        if sampling.abort_horizon:
+            raise ValueError("early stopping (abort_horizon > 0) is supported by the hf engine only (for now)")
         if self.sleeping:
             self.wake_up()
         prompt_ids = [encode_prompt(self.tokenizer, p) for p in prompts]

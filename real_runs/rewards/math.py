@@ -21,6 +21,7 @@ from real_runs.rewards.verdicts import VerdictCache, decide_numbers, verdict_key
 from real_runs.types import RewardResult, check_one_answer_each
 
 _BOX_OPENERS = ("\\boxed{", "\\fbox{")
+_BRACE = re.compile(r"[{}]")
 
 
 def extract_last_boxed(response: str, max_chars: int = 1000) -> str | None:
@@ -42,6 +43,20 @@ def extract_last_boxed(response: str, max_chars: int = 1000) -> str | None:
             if depth == 0:
                 return window[1:pos]
     return None
+
+
+def first_boxed_end(text: str) -> int:
+    """End (exclusive) of the first ``\\boxed{...}``/``\\fbox{...}`` once its braces balance, -1 while it is
+    incomplete or absent: the answer marker of the hf engine's early stopping (a box nested in it is part of it)."""
+    opened = [at for at in (text.find(opener) for opener in _BOX_OPENERS) if at >= 0]
+    if not opened:
+        return -1
+    depth = 0
+    for brace in _BRACE.finditer(text, text.index("{", min(opened))):
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return brace.end()
+    return -1
 
 
 _INTEGER = re.compile(r"[+-]?\d{1,100}")

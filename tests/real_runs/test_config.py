@@ -124,11 +124,26 @@ def test_file_extends_a_preset(tmp_path):
     ("rollout.reward_workers=1.5", "rollout.reward_workers=1.5 is invalid"),
     ("rollout.reward_workers=true", "rollout.reward_workers=True is invalid"),
     ("rollout.reward_workers=auto", "rollout.reward_workers='auto' is invalid"),
+    ("rollout.abort_horizon=-1", "rollout.abort_horizon=-1 is invalid: must be an integer >= 0"),
+    ("rollout.abort_horizon=2.5", "rollout.abort_horizon=2.5 is invalid"),
+    ("rollout.abort_grace=-3", "rollout.abort_grace=-3 is invalid: must be an integer >= 0"),
+    ("rollout.abort_keep_prob=0", "rollout.abort_keep_prob=0.0 is invalid: must be a finite number in (0.0, 1.0]"),
+    ("rollout.abort_keep_prob=1.5", "rollout.abort_keep_prob=1.5 is invalid"),
 ])
 def test_bad_values_are_one_line_errors(override, needle):
     with pytest.raises(ConfigError) as info:
         C.load_config("tiny-cpu", [override])
     assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_early_stopping_is_off_by_default_and_refused_with_vllm():
+    cfg = C.load_config("tiny-cpu")
+    assert (cfg.rollout.abort_horizon, cfg.rollout.abort_grace, cfg.rollout.abort_keep_prob) == (0, 0, 0.05)
+    assert C.load_config("tiny-cpu", ["rollout.engine=vllm", "rollout.abort_grace=5"]).rollout.abort_grace == 5
+    with pytest.raises(ConfigError) as info:
+        C.load_config("tiny-cpu", ["rollout.engine=vllm", "rollout.abort_horizon=64"])
+    assert "rollout.abort_horizon=64 is invalid: must be 0 with engine = 'vllm': early stopping is supported by " \
+        "the hf engine only (for now)" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_missing_and_broken_files(tmp_path):
