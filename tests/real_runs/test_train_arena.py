@@ -1,4 +1,4 @@
-"""`gdro train` with the arena's controllers: method.allocator=knapsack|vip|duet|gdro_prompt and
+"""`gdro train` with the arena's controllers: method.allocator=knapsack|vip|duet|cero|gdro_prompt and
 method.selector=dynamic_sampling|greso run a few CPU steps with the exact budget every step, the
 compute counts, and a resumed run that continues as the uninterrupted one."""
 
@@ -48,7 +48,7 @@ def config(out: Path, *overrides: str):
 
 
 @pytest.mark.parametrize("overrides", [("method.allocator=knapsack",), ("method.allocator=vip",), ("method.allocator=duet",),
-                                       ("method.allocator=gdro_prompt",), ("method.selector=dynamic_sampling",),
+                                       ("method.allocator=cero",), ("method.allocator=gdro_prompt",), ("method.selector=dynamic_sampling",),
                                        ("method.selector=greso", "method.selector_config.p_easy=0.05",
                                         "method.selector_config.p_hard=0.05")])
 def test_arena_controllers_train_with_an_exact_budget(tmp_path: Path, overrides):

@@ -64,7 +64,7 @@ def fit_step(trainer, step, candidates):
     return batch, out.meta_info["metrics"]
 
 
-@pytest.mark.parametrize("allocator", ["knapsack", "vip", "duet", "gdro_prompt"])
+@pytest.mark.parametrize("allocator", ["knapsack", "vip", "duet", "cero", "gdro_prompt"])
 def test_per_prompt_allocators_plan_an_exact_budget_from_the_ids(tmp_path, stub_actor, allocator):
     trainer = make_trainer(tmp_path, [f"gdro.allocator={allocator}", "gdro.weighter=uniform"])
     plans = []
