@@ -27,8 +27,8 @@ def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any,
                        ) -> tuple[np.ndarray, dict[str, float], list[dict[str, Any]]]:
     """Generate n samples per problem in chunks and score them; returns (successes_R, stats, samples).
 
-    ``samples`` (id, sample index, success, text, group label and source per response) is filled only with
-    ``keep_samples`` (``gdro calibrate`` reads the group labels).
+    ``samples`` (id, sample index, success, text, generated tokens, group label and source per response) is
+    filled only with ``keep_samples`` (``gdro calibrate`` reads the labels and the token counts).
     """
     successes: list[np.ndarray] = []
     stats = {"tokens": 0.0, "truncated": 0.0, "reward/timeouts": 0.0, "reward/errors": 0.0}
@@ -55,9 +55,9 @@ def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any,
         stats["tokens"] += float(rollouts.lengths_R.sum())
         stats["truncated"] += float(sum(r == "length" for r in rollouts.finish_reasons))
         if keep_samples:
-            samples += [{"id": p.id, "sample": r % n, "success": bool(s), "text": t, "group": p.group,
-                         "source": p.source}
-                        for r, (p, s, t) in enumerate(zip(owners, success_R, rollouts.texts))]
+            samples += [{"id": p.id, "sample": r % n, "success": bool(s), "text": t, "tokens": int(k),
+                         "group": p.group, "source": p.source}
+                        for r, (p, s, t, k) in enumerate(zip(owners, success_R, rollouts.texts, rollouts.lengths_R))]
         log(f"gdro eval: {min(start + batch_prompts, len(problems))}/{len(problems)} prompts")
     return np.concatenate(successes), stats, samples
 

@@ -1,6 +1,7 @@
 """The simulator's training loop: one (method, seed) run written as a gdro run directory.
 
-Each step follows docs/architecture.md: choose, plan, Bernoulli rollouts, observe (the method's
+Each step follows docs/architecture.md: choose, plan, Bernoulli rollouts (with ``world.lengths``, their
+token counts from a stream of their own), observe (the method's
 gdro_lab.step.MethodStep), a learner step on the kept groups, record. Exact evaluations go to eval.jsonl
 every ``eval_every`` steps, snapshots every ``snapshot_every`` steps, so ``resume_simulation`` continues
 bit-identically. Config: ``simulators.config``. Departure from the paper: the oracle allocator plans the
@@ -27,7 +28,7 @@ from simulators.config import SimConfig
 from simulators.learner import Learner
 from simulators.methods import build_controller
 from simulators.ppo_drift import surrogate_losses
-from simulators.world import BatchSampler, make_world, sample_rollouts
+from simulators.world import BatchSampler, make_world, sample_lengths, sample_rollouts
 
 PRODUCER = "gdro-lab simulator"
 
@@ -38,11 +39,12 @@ class Simulation:
     def __init__(self, config: SimConfig):
         self.config = config
         self.spec = get_method(config.method)
-        seeds = np.random.SeedSequence(config.seed).spawn(4)
+        seeds = np.random.SeedSequence(config.seed).spawn(5)  # the first four as before the lengths
         self.world = make_world(config.world, np.random.default_rng(seeds[0]))
         self.learner = Learner(config.world, self.world, config.lr_scale)
         self.sampler = BatchSampler(config.world.num_prompts, config.batch, np.random.default_rng(seeds[1]))
         self.rollout_rng = np.random.default_rng(seeds[2])
+        self.length_rng = np.random.default_rng(seeds[4])  # its own stream: successes are the same with lengths
         c_seeds = [int(s) for s in seeds[3].generate_state(4)]  # the first three as before the selector
         # prompt ids interned once: index i is world prompt i, so the sampler's indices are the prompts
         self.prompts = PromptIndex(f"p{i:05d}" for i in range(config.world.num_prompts))
@@ -51,6 +53,7 @@ class Simulation:
         self.step_index = 0
         self.rollouts_total = 0
         self.rollouts_trained = 0
+        self.tokens_total = self.tokens_trained = 0
         self.controller_seconds = 0.0  # plan + update time of the controllers (not logged: not deterministic)
         self._reset_accumulators()
 
@@ -95,6 +98,7 @@ class Simulation:
         counts = plan.counts_P
         successes = sample_rollouts(self.rollout_rng, p, counts)
         noise = self.rollout_rng.standard_normal(successes.size) if cfg.world.score_noise > 0 else None
+        tokens = sample_lengths(self.length_rng, p, counts, successes, cfg.world) if cfg.world.lengths else None
         variance_P = 4.0 * p * (1.0 - p)  # true variance of a +-1 reward
         losses = None
         if cfg.ppo_minibatches > 1:
@@ -103,7 +107,8 @@ class Simulation:
         feedback = StepFeedback(plan.ids_P, plan.bins_P, counts, 2.0 * successes - 1.0, successes, losses_R=losses,
                                 variance_G=diag.bin_mean(variance_P, plan.bins_P, G), prompts=self.prompts)
         clock = time.perf_counter()
-        outcome = method.observe(feedback, weighter_bins=groups if self.spec.partition == "groups" else None)
+        outcome = method.observe(feedback, weighter_bins=groups if self.spec.partition == "groups" else None,
+                                 tokens_R=tokens)
         self.controller_seconds += time.perf_counter() - clock
         multipliers = outcome.multipliers_P
         t_index, t_counts, update_P, forgetting = self._learn(outcome.train_P, index, counts, successes, p, noise,
@@ -111,6 +116,9 @@ class Simulation:
         self.step_index += 1
         self.rollouts_total += int(counts.sum())
         self.rollouts_trained += int(t_counts.sum())
+        if tokens is not None:
+            self.tokens_total += int(tokens.sum())
+            self.tokens_trained += int(tokens[np.repeat(outcome.train_P, counts)].sum())
         K = cfg.world.num_groups
         self.signal_mass_K += np.bincount(self.world.group_P[t_index], weights=np.abs(update_P), minlength=K)
         self.multiplier_sum_K += np.bincount(groups, weights=multipliers, minlength=K)
@@ -183,11 +191,15 @@ class Simulation:
         metrics["rollouts_total"] = float(self.rollouts_total)
         metrics["rollouts_trained_total"] = float(self.rollouts_trained)
         metrics["steps"] = float(self.step_index)
+        if self.config.world.lengths:
+            metrics.update(tokens_total=float(self.tokens_total), tokens_trained_total=float(self.tokens_trained))
         self._reset_accumulators()
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.method_step.state_dict(),
+        lengths = ({"length_rng": self.length_rng.bit_generator.state,  # none without lengths: as before them
+                    "tokens": [self.tokens_total, self.tokens_trained]} if self.config.world.lengths else {})
+        return {**self.method_step.state_dict(), **lengths,
                 "learner": self.learner.state_dict(),
                 "sampler": self.sampler.state_dict(), "rollout_rng": self.rollout_rng.bit_generator.state,
                 "loop": {"step": self.step_index, "rollouts_total": self.rollouts_total,
@@ -204,6 +216,9 @@ class Simulation:
         self.learner.load_state_dict(state["learner"])
         self.sampler.load_state_dict(state["sampler"])
         self.rollout_rng.bit_generator.state = state["rollout_rng"]
+        if "length_rng" in state:
+            self.length_rng.bit_generator.state = state["length_rng"]
+            self.tokens_total, self.tokens_trained = (int(v) for v in state["tokens"])
         self.step_index = int(loop["step"])
         self.rollouts_total = int(loop["rollouts_total"])
         self.rollouts_trained = int(loop.get("rollouts_trained", loop["rollouts_total"]))

@@ -30,7 +30,7 @@ SUMMARY_SCALARS = (
     "sim/se_true_sqrt_reduction_pct", "num_unassigned",
     "sim/prompt_var_reduction_pct", "sim/prompt_wse_reduction_pct", "sim/prompt_oracle_var_reduction_pct",
     "sim/prompt_oracle_wse_reduction_pct", "compute/rollouts_generated", "compute/rollouts_trained",
-    "compute/prompts_trained", "select/skipped",
+    "compute/prompts_trained", "compute/tokens_generated", "compute/tokens_trained", "select/skipped",
     "multiplier_mean", "multiplier_sq_mean", "sim/forgetting",
 )
 SUMMARY_BINS = ("share", "weight", "multiplier", "rollouts", "reward", "success", "count", "sigma")

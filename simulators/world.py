@@ -4,10 +4,13 @@ Shapes: ``P`` prompts, ``K`` latent groups, ``B`` prompts in a batch, ``R`` roll
 
     group sizes   |D_k| ∝ (k + 1)^(-s)  (Zipf)  or  Pareto(alpha) draws, k = 0..K-1
     difficulty    d_i = d0 + c_g H_g(i) + c_p E_i,   H_k = Lomax(alpha_g) quantile (k+1/2)/K, E_i ~ Lomax(alpha_p)
+    length        L = min(max(round(e^z), 1), max_new_tokens),  z ~ N(a + b (1 - p) + c (1 - y), s^2)
 
-Held-out prompts (``heldout_frac``) are never trained on; with ``heldout_split="groups"`` (default) val
-and test hold different latent groups. The learner: ``simulators.learner``. Detail and history of the
-split: docs/design-notes.md#simulators-world.
+Lengths (``lengths``, off by default): a rollout's generated tokens, y its success, p its prompt's true
+success probability, from an RNG stream of their own. Held-out prompts (``heldout_frac``) are never
+trained on; with ``heldout_split="groups"`` (default) val and test hold different latent groups. The
+learner: ``simulators.learner``. Detail, the split's history and why this length model:
+docs/design-notes.md#simulators-world.
 """
 
 
@@ -31,7 +34,9 @@ class WorldConfig:
     """The world and the learner.
 
     Defaults were calibrated on GRPO alone (never on a GDRO method) to a base model at ~33% mean
-    accuracy whose worst latent group ends near the paper's GRPO toy level (~30%) after 1,000 steps.
+    accuracy whose worst latent group ends near the paper's GRPO toy level (~30%) after 1,000 steps;
+    the length model's are its maximum-likelihood fit (``simulators.calibrate.lengths``) to the CPU LM
+    study's seed-0 warm start sampled 8 times on its 3,200 training prompts (25,600 responses).
     """
 
     num_prompts: int = 14116
@@ -93,6 +98,19 @@ class WorldConfig:
     group_hardness_rank: tuple[int, ...] = ()
     """Hardness rank of each group (0 = easiest; a permutation of 0..K-1): group k gets the rank's
     stratified Lomax hardness; empty = ranks drawn with ``size_difficulty_corr``."""
+    lengths: bool = False
+    """Draw each rollout's generated tokens (logged as compute/tokens_*); off: rollouts have no length and
+    runs replay those from before the length model bit-identically."""
+    length_log_mean: float = 2.39
+    """a: log tokens of a success on a prompt solved surely (p = 1), before rounding and the cap."""
+    length_hardness: float = 0.103
+    """b: added log tokens per unit of 1 - p (hard prompts get longer answers)."""
+    length_failure: float = -0.0183
+    """c: added log tokens of a failed rollout."""
+    length_log_sd: float = 0.0785
+    """s: std of the log tokens around their mean."""
+    max_new_tokens: int = 16
+    """Cap of a rollout's tokens (generation's max_new_tokens: a longer response is cut there)."""
 
     def __post_init__(self) -> None:
         owner = "WorldConfig"
@@ -122,6 +140,12 @@ class WorldConfig:
         require_range(owner, "score_noise", self.score_noise, 0.0, 100.0)
         require_choice(owner, "aggregation", self.aggregation, ("prompt", "rollout"))
         require_choice(owner, "advantage_std", self.advantage_std, ("population", "bessel"))
+        require(isinstance(self.lengths, bool), owner, "lengths", self.lengths, "true or false")
+        for name in ("length_log_mean", "length_hardness", "length_failure"):
+            require_range(owner, name, getattr(self, name), -20.0, 20.0)
+        require_range(owner, "length_log_sd", self.length_log_sd, 0.0, 10.0)
+        require(isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1, owner, "max_new_tokens",
+                self.max_new_tokens, "an integer >= 1")
         self._check_groups()
 
     def _check_groups(self) -> None:
@@ -283,3 +307,26 @@ def sample_rollouts(rng: np.random.Generator, p_B: np.ndarray, counts_B: np.ndar
     """Flat ragged Bernoulli successes: prompt i owns the next counts_B[i] draws of y ~ Bern(p_i)."""
     return rng.random(int(counts_B.sum())) < np.repeat(p_B, counts_B)
 
+
+
+def sample_lengths(rng: np.random.Generator, p_B: np.ndarray, counts_B: np.ndarray, successes_R: np.ndarray,
+                   config: WorldConfig) -> np.ndarray:
+    """Generated tokens of each rollout (flat, as ``sample_rollouts``): the model of the module docstring."""
+    z = config.length_log_sd * rng.standard_normal(successes_R.size) + length_log_mu(config, np.repeat(p_B, counts_B),
+                                                                                     successes_R)
+    return np.clip(np.rint(np.exp(np.minimum(z, 50.0))), 1, config.max_new_tokens).astype(np.int64)
+
+
+def length_log_mu(config: WorldConfig, p: np.ndarray, success: np.ndarray) -> np.ndarray:
+    """Mean of the log tokens: a + b (1 - p) + c (1 - y)."""
+    return (config.length_log_mean + config.length_hardness * (1.0 - np.asarray(p, float))
+            + config.length_failure * (1.0 - np.asarray(success, float)))
+
+
+def mean_length(config: WorldConfig, p: np.ndarray, success: np.ndarray) -> np.ndarray:
+    """E[min(e^z, cap)] = e^(mu + s^2/2) Phi((log cap - mu - s^2)/s) + cap Phi(-(log cap - mu)/s): the mean
+    tokens before rounding (which moves it by well under a token)."""
+    from scipy.special import ndtr
+
+    mu, s, cap = length_log_mu(config, p, success), max(config.length_log_sd, 1e-12), config.max_new_tokens
+    return (np.exp(mu + s * s / 2) * ndtr((np.log(cap) - mu - s * s) / s) + cap * ndtr((mu - np.log(cap)) / s))

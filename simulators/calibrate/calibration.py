@@ -1,6 +1,7 @@
 """Both stages of the calibration, the world file and the fit record (``gdro calibrate``'s work).
 
-Outputs in OUT: ``world.toml`` (the fitted world: ``gdro simulate --config OUT/world.toml``),
+Outputs in OUT: ``world.toml`` (the fitted world: ``gdro simulate --config OUT/world.toml``; its length
+model fitted when the samples carry token counts, ``simulators.calibrate.lengths``),
 ``fit.json`` (estimates, 95% intervals, posterior draws, the planned run that ``gdro predict``
 simulates, identification notes), ``report.md`` with ``fig_passrate.png`` (pass-rate histogram,
 fitted vs observed) and ``fig_curves.png`` (learning curves per lr, fitted vs observed).
@@ -20,6 +21,7 @@ from gdro_lab.runformat.runlog import to_jsonable
 from simulators.calibrate import difficulty as stage1
 from simulators.calibrate import dynamics as stage2
 from simulators.calibrate.difficulty import DifficultyFit, SuccessCounts
+from simulators.calibrate.lengths import fit_lengths
 from simulators.calibrate.observe import Sweep
 from simulators.calibrate.posterior import central_interval, medians
 from simulators.calibrate.scaling import sweep_fits
@@ -141,6 +143,12 @@ def calibrate(data: SuccessCounts, sweep: Sweep | None, plan: Plan, *, boots: in
                               "lrs": sweep.lrs.tolist(), "block": design.block, "steps": design.steps,
                               "eval_steps": design.eval_steps.tolist(), "batch": sweep.batch, "n": sweep.n}
         record["scaling"] = sweep_fits(sweep)  # ScaleRL's sigmoid per sweep run: gdro predict shows it
+    record["lengths"] = None
+    if data.lengths is not None:  # else the world keeps the default length model (the report says so)
+        fit = fit_lengths(data.lengths)
+        log(f"calibrate: length model on {fit.responses} responses' token counts")
+        world = replace(world, lengths=True, **fit.values)
+        record["lengths"] = fit.to_dict()
     record["world"] = world.to_dict()
     record["_objects"] = {"difficulty": diff, "dynamics": dyn, "data": data, "sweep": sweep}
     return record

@@ -135,6 +135,10 @@ def summary_lines(record: dict, seconds: float) -> str:
                      f"transfer {v['transfer']:.2f} (reduced chi2 {dyn['chi2_red']:.2f})")
     else:
         lines.append("  no --sweep: only the difficulty distribution was fitted; the learning dynamics are defaults")
+    fit = record.get("lengths")
+    lines.append("  length model (a, b, c, s, max_new_tokens): " + ", ".join(f"{v:.3g}" for v in fit["values"].values())
+                 + f" (from {fit['responses']:,} responses' token counts)" if fit else
+                 "  length model: the samples carry no token counts; the world keeps the default (lengths off)")
     lines.append("  weakly identified by these data: " + (", ".join(weak) or "none"))
     return "\n".join(lines)
 

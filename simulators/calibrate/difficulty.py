@@ -26,6 +26,7 @@ from scipy.special import expit, gammaln
 from scipy.stats import spearmanr
 
 from gdro_lab import ConfigError
+from simulators.calibrate.lengths import LengthSamples
 from simulators.calibrate.posterior import central_interval
 from simulators.world import lomax_quantile
 
@@ -44,12 +45,14 @@ LOG_PARAMS = ("group_difficulty_scale", "group_difficulty_tail", "prompt_difficu
 
 @dataclass(frozen=True)
 class SuccessCounts:
-    """Per-prompt successes: ``group_P`` (index into ``group_names``), ``successes_P`` of ``samples_P``."""
+    """Per-prompt successes: ``group_P`` (index into ``group_names``), ``successes_P`` of ``samples_P``;
+    ``lengths``: per-response token counts when the samples carry them (the length fit's data)."""
 
     group_names: tuple[str, ...]
     group_P: np.ndarray
     successes_P: np.ndarray
     samples_P: np.ndarray
+    lengths: LengthSamples | None = None
 
     def __post_init__(self) -> None:
         sizes = {np.asarray(a).shape for a in (self.group_P, self.successes_P, self.samples_P)}

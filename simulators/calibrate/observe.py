@@ -3,7 +3,8 @@
 - **Samples** (``gdro eval --save-samples``): ``eval_samples_step<S>.jsonl`` in an eval run
   directory, one JSON object per response: ``{"id", "sample", "success", "text"}`` plus
   ``"group"`` / ``"source"`` (the prompt's label and benchmark; older files have neither, then
-  every prompt is in one group). Responses are counted per ``id``: c successes of n samples.
+  every prompt is in one group) and ``"tokens"`` (generated tokens; older files have none, then the
+  world keeps its default length model). Responses are counted per ``id``: c successes of n samples.
 - **Sweep** (``gdro train`` run directories, plain GRPO at a few learning rates): read with
   ``gdro_lab.runformat.runlog.read_run``. ``config.json`` gives lr (``optim.lr`` x ``optim.lr_scale``),
   prompts per step, n_bar, steps, the loss aggregation and the eval k; ``steps.jsonl`` gives the
@@ -25,6 +26,7 @@ import numpy as np
 from gdro_lab import ConfigError, RunFormatError
 from gdro_lab.runformat.runlog import read_run
 from simulators.calibrate.difficulty import SuccessCounts
+from simulators.calibrate.lengths import LengthSamples, posterior_pass
 
 #: gdro train's loss aggregations -> the world's (token-mean weighs every rollout alike).
 AGGREGATION = {"token-mean": "rollout", "seq-mean-token-mean": "prompt", "seq-mean-token-sum": "prompt",
@@ -50,6 +52,7 @@ def read_samples(paths: Sequence[Path]) -> SuccessCounts:
     successes: dict[str, int] = {}
     samples: dict[str, int] = {}
     labels: dict[str, str] = {}
+    rows: list[tuple[str, bool, int | None]] = []  # (id, success, tokens) per response, for the length fit
     for given in paths:
         path = samples_file(Path(given))
         with open(path, encoding="utf-8") as handle:
@@ -68,6 +71,7 @@ def read_samples(paths: Sequence[Path]) -> SuccessCounts:
                 if labels.setdefault(key, label) != label:
                     raise ConfigError(f"{path}:{number}: prompt {key!r} has two group labels "
                                       f"({labels[key]!r}, {label!r}): fix the file")
+                rows.append((key, success, record.get("tokens")))
                 successes[key] = successes.get(key, 0) + int(success)
                 samples[key] = samples.get(key, 0) + 1
     if len(samples) < 16:
@@ -75,8 +79,15 @@ def read_samples(paths: Sequence[Path]) -> SuccessCounts:
     names = tuple(sorted(set(labels.values())))
     index = {name: k for k, name in enumerate(names)}
     ids = sorted(samples)
+    lengths = None
+    if all(isinstance(t, int) and not isinstance(t, bool) for _, _, t in rows):
+        pass_P = dict(zip(samples, posterior_pass(np.array([successes[k] for k in samples], float),
+                                                  np.array(list(samples.values()), float))))
+        lengths = LengthSamples(np.array([pass_P[k] for k, _, _ in rows]), np.array([y for _, y, _ in rows]),
+                                np.array([t for _, _, t in rows], np.int64))
     return SuccessCounts(names, np.array([index[labels[i]] for i in ids], np.int64),
-                         np.array([successes[i] for i in ids], np.int64), np.array([samples[i] for i in ids], np.int64))
+                         np.array([successes[i] for i in ids], np.int64), np.array([samples[i] for i in ids], np.int64),
+                         lengths=lengths)
 
 
 @dataclass

@@ -11,6 +11,7 @@ import numpy as np
 
 from simulators.calibrate import difficulty as stage1
 from simulators.calibrate import dynamics as stage2
+from simulators.calibrate import lengths as lengths_fit
 from studykit.plots import save_figure
 from studykit.tables import markdown_table
 
@@ -148,9 +149,26 @@ def write_report(record: dict[str, Any], out: Path, command: str) -> Path:
     else:
         lines += ["## Stage 2: not fitted", "", "No learning-rate sweep was given (`--sweep`): the learning speed, the "
                   "price of a step, the score noise and the transfer are the simulator's defaults, not measured.", ""]
+    lines += length_lines(record)
     path = out / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
+
+
+def length_lines(record: dict[str, Any]) -> list[str]:
+    """The length model's section: the fitted fields with the OLS check, or why the defaults stay."""
+    fit = record.get("lengths")
+    if not fit:
+        return ["## Response lengths: not fitted", "", "The samples carry no token counts (`tokens`, written by "
+                "`gdro eval --save-samples` since the length model): the world keeps the simulator's default length "
+                "model, with `lengths` off as by default.", ""]
+    v, o = fit["values"], fit["ols"]
+    rows = [[f"`{n}`", _num(v[n]), _num(o[n])] for n in lengths_fit.FIELDS]
+    return ["## Response lengths", "", f"Fitted by maximum likelihood to {fit['responses']:,} responses' token counts "
+            f"(log L = a + b (1 - p) + c (1 - y) + s N(0, 1), rounded, cut at max_new_tokens = {v['max_new_tokens']}: "
+            f"{100 * fit['at_cap']:.1f}% of the responses sit there; docs/calibration.md); world.toml turns `lengths` "
+            "on with them. OLS on log tokens ignores the rounding and the cap: a check, close when few are cut.", "",
+            markdown_table(["parameter", "maximum likelihood (world.toml)", "OLS on log tokens"], rows), ""]
 
 
 ROOT = Path(__file__).resolve().parents[2]

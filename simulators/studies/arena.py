@@ -1,9 +1,11 @@
 """Study `arena`: the published rollout-allocation and prompt-selection rules on one fair footing.
 
 Methods: ARENA_METHODS; worlds: the default, the three paper presets and the sqrt-law study's bimodal
-world. Equal compute: exactly batch x n_bar rollouts per step for every method. Per world and method:
-SE proxies against the oracle's, held-out accuracy against tuned GRPO (paired by seed), zero-variance
-and trained shares, wall time per step. Caching and the LM arena: docs/design-notes.md#simulators-studies-arena.
+world, each with the length model on (``world.lengths``). Equal compute: exactly batch x n_bar rollouts per
+step for every method; held-out accuracy against tuned GRPO (paired by seed) at the final step (equal
+rollouts) and at equal generated tokens (``equal_tokens``, docs/arena.md). Per world and method also SE
+proxies against the oracle's, zero-variance and trained shares, tokens and wall time per step. Caching
+and the LM arena: docs/design-notes.md#simulators-studies-arena.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from simulators.studies.common import StudySettings, job, sim_config
 from simulators.studies.sqrt_law import WORLDS as SQRT_LAW_WORLDS
 from simulators.studies.tuning import Grid, lr_dir, tuned_grid
 from studykit import lrgrid
+from studykit.stats import paired_ci
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 """Bump when a change of code (not of config) changes what a run produces: every digest is stale."""
 DEFAULTS: dict[str, Any] = {"seeds": 3, "steps": 300, "prompts": 4000, "batch": 128, "methods": ARENA_METHODS,
                             "lr_grid": lrgrid.sqrt2_grid(0.5, 2.0), "eval_every": 50, "log_every": 5}
@@ -62,21 +65,52 @@ def run(settings: StudySettings, worlds_only: Sequence[str] | None = None, paper
     start = time.perf_counter()
     for name in names:
         overrides = WORLDS[name]
-        world_settings = replace(settings, world={**overrides, **settings.world})
+        world_settings = replace(settings, world={"lengths": True, **overrides, **settings.world})
         grid = run_cached_grid(world_settings, methods, settings.out, name)
         references = run_cached_grid(replace(world_settings, lr_grid=(1.0,)), SE_ONLY, settings.out, name)
         matched, factors = run_matched(world_settings, grid, methods, settings.out / "runs" / name)
+        result = add_equal_tokens(decision(grid, matched, factors, methods), grid)
         worlds[name] = {"overrides": overrides, "grid": grid, "references": references,
-                        "decision": decision(grid, matched, factors, methods), "methods": methods,
+                        "decision": result, "methods": methods,
                         "selector_matched": run_selector_matched(world_settings, grid, methods, settings.out, name)}
     scale_grid = None
     if paper_scale:
         full = all(getattr(settings, k) >= DEFAULTS[k] for k in ("seeds", "steps", "prompts"))
         sizes = PAPER_SCALE if full else {}  # a reduced arena (tests, smoke runs) keeps its own sizes here
-        scale = replace(settings, world={**WORLDS["bimodal"], **settings.world}, lr_grid=(1.0,), **sizes)
+        scale = replace(settings, world={"lengths": True, **WORLDS["bimodal"], **settings.world}, lr_grid=(1.0,),
+                        **sizes)
         scale_grid = run_cached_grid(scale, PAPER_SCALE_METHODS, settings.out, "bimodal-paper-scale")
     return arena_report.write(settings, worlds, time.perf_counter() - start, scale_grid, defaults=DEFAULTS,
                              world_names=tuple(WORLDS))
+
+
+def at_tokens(run: RunSummary, metric: str, budget: float) -> float:
+    """``metric`` of ``run`` where its cumulative generated tokens reach ``budget``: linear in the tokens
+    between the two evaluations around it (``tokens_total`` at each); NaN for a run without lengths."""
+    if "tokens_total" not in run.evals:
+        return float("nan")
+    return float(np.interp(budget, run.evals["tokens_total"], run.evals[metric]))
+
+
+def equal_tokens(a: Sequence[RunSummary], b: Sequence[RunSummary], metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed, ``metric`` of ``a`` and of ``b`` at the same generated tokens: the smaller of the two runs'
+    totals, so the run that spent more is read where it had spent the other's (never extrapolated;
+    equal totals read both finals). Why not longer runs: docs/arena.md."""
+    pairs = []
+    for ra, rb in zip(a, b):
+        budget = min(ra.evals.get("tokens_total", [np.nan])[-1], rb.evals.get("tokens_total", [np.nan])[-1])
+        pairs.append((at_tokens(ra, metric, budget), at_tokens(rb, metric, budget)))
+    return np.array([x for x, _ in pairs]), np.array([y for _, y in pairs])
+
+
+def add_equal_tokens(result: dict[str, Any], grid: Grid) -> dict[str, Any]:
+    """``result`` (baselines.decision's) with each gain's ``vs_tuned_tokens``: the method at its tuned lr
+    against tuned GRPO at equal generated tokens, paired by seed."""
+    for m, entry in result["gains"].items():
+        for metric, values in entry.items():
+            lr_m, lr_g = result["tuned_lr"][metric][m], result["tuned_lr"][metric]["grpo"]
+            values["vs_tuned_tokens"] = list(paired_ci(*equal_tokens(grid[(m, lr_m)], grid[("grpo", lr_g)], metric)))
+    return result
 
 
 def run_cached_grid(settings: StudySettings, methods: Sequence[str], out: Path, world: str) -> Grid:

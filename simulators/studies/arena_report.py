@@ -55,6 +55,7 @@ def run_stats(runs: Sequence[RunSummary]) -> dict[str, list[float]]:
         "zero_variance_share": per_seed(lambda r: _after_warmup(r, "zero_variance_frac")),
         "trained_share": per_seed(lambda r: _after_warmup(r, "compute/prompts_trained") / batch),
         "rollouts_generated_per_step": per_seed(lambda r: _after_warmup(r, "compute/rollouts_generated")),
+        "tokens_generated_per_step": per_seed(lambda r: _after_warmup(r, "compute/tokens_generated")),
         "controller_ms_per_step": per_seed(lambda r: 1000 * r.timing["controller_s"] / r.timing["steps"]
                                            if r.timing else np.nan),
         "step_ms": per_seed(lambda r: 1000 * r.wall_s / r.config["steps"]),
@@ -68,10 +69,12 @@ def se_table(stats: dict[str, dict[str, list[float]]]) -> str:
         rows.append([METHODS[m].label, fmt(*e["var_reduction_pct"], 1), fmt(*e["var_fraction_of_oracle"], 2),
                      fmt(*e["wse_reduction_pct"], 1), fmt(*e["wse_fraction_of_oracle"], 2),
                      fmt(*e["zero_variance_share"], 3), fmt(*e["trained_share"], 2),
-                     f"{e['rollouts_generated_per_step'][0]:.0f}", f"{e['controller_ms_per_step'][0]:.2f}",
+                     f"{e['rollouts_generated_per_step'][0]:.0f}", fmt(e["tokens_generated_per_step"][0], np.nan, 0),
+                     f"{e['controller_ms_per_step'][0]:.2f}",
                      f"{e['step_ms'][0]:.1f}"])
     return markdown_table(["method", "Eq. 28 red. (%)", "÷ oracle", "WSE red. (%)", "÷ oracle",
-                           "zero-var share", "trained share", "rollouts/step", "ctrl ms/step", "step ms"], rows)
+                           "zero-var share", "trained share", "rollouts/step", "tokens/step", "ctrl ms/step",
+                           "step ms"], rows)
 
 
 def gain_table(methods: Sequence[str], result: dict[str, Any]) -> str:
@@ -84,12 +87,14 @@ def gain_table(methods: Sequence[str], result: dict[str, Any]) -> str:
             continue
         entry, match = result["gains"][m], result["step_matching"][m]
         rows.append([METHODS[m].label] + [fmt(*entry[metric]["vs_tuned"], 1, 100) for metric, _ in GAIN_METRICS]
+                    + [fmt(*entry[metric].get("vs_tuned_tokens", [np.nan] * 2), 1, 100) for metric, _ in GAIN_METRICS]
                     + [fmt(*entry[metric]["vs_grpo"], 1, 100) for metric, _ in GAIN_METRICS]
                     + [f"{match['first']:.2f} / {match['second']:.2f}",
                        fmt(*entry[mean_acc]["vs_matched_first"], 1, 100),
                        fmt(*entry[mean_acc]["vs_matched_second"], 1, 100)]
                     + [" / ".join(f"{result['tuned_lr'][metric][x]:g}" for x in (m, "grpo")) for metric, _ in GAIN_METRICS])
     return markdown_table(["method"] + [f"Δ {label} vs tuned GRPO (pp)" for _, label in GAIN_METRICS]
+                          + [f"Δ {label} vs tuned GRPO, equal tokens (pp)" for _, label in GAIN_METRICS]
                           + [f"Δ {label} vs GRPO, same lr (pp)" for _, label in GAIN_METRICS]
                           + ["c1 = E[m] / c2 = √E[m²]", "Δ mean acc vs GRPO at lr × c1 (pp)",
                              "Δ mean acc vs GRPO at lr × c2 (pp)"]
@@ -138,20 +143,26 @@ def world_section(name: str, world: dict[str, Any]) -> tuple[list[str], dict[str
 
 def world_rows(world: str, entry: dict[str, Any]) -> list[str]:
     """The decision's per-method lines of one world: SE-proxy reduction ÷ the oracle's, Δ mean and worst-group
-    held-out accuracy vs tuned GRPO, zero-variance share and time per step, at the same rollouts (and tokens)."""
+    held-out accuracy vs tuned GRPO at equal rollouts and at equal tokens, tokens per step ÷ GRPO's,
+    zero-variance share and time per step."""
     stats, gains = entry.get("stats", {}), entry["decision"]["gains"]
     if not stats:
         return []
     rollouts = sorted({f"{e['rollouts_generated_per_step'][0]:.0f}" for e in stats.values()})
-    lines = [f"  {world}: every run generated {' / '.join(rollouts)} rollouts per step (equal rollouts; a simulated "
-             "rollout has no length, so also equal generated tokens)",
+    base = stats.get("grpo", {}).get("tokens_generated_per_step", [np.nan])[0]
+    lines = [f"  {world}: every run generated {' / '.join(rollouts)} rollouts per step (equal rollouts; the tokens "
+             "differ: equal tokens reads both runs where each had generated the smaller of their totals)",
              f"    {'method':<34} {'Eq.28 red. ÷ oracle':>20} {'Δ mean acc vs tuned':>20} {'Δ worst-group vs tuned':>23} "
-             f"{'zero-var share':>15} {'ms/step (ctrl)':>15}"]
+             f"{'(equal tokens)':>15} {'(equal tokens)':>15} {'tokens ÷ GRPO':>14} {'zero-var share':>15} "
+             f"{'ms/step (ctrl)':>15}"]
     worst, mean = GAIN_METRICS[0][0], GAIN_METRICS[1][0]
     for m, e in stats.items():
         g = gains.get(m)
-        delta = [fmt(*g[k]["vs_tuned"], 1, 100) if g else ("(is GRPO)" if m == "grpo" else "(SE only)") for k in (mean, worst)]
+        delta = [fmt(*g[k][v], 1, 100) if g else ("(is GRPO)" if m == "grpo" else "(SE only)")
+                 for v in ("vs_tuned", "vs_tuned_tokens") for k in (mean, worst)]
+        ratio = fmt(e.get("tokens_generated_per_step", [np.nan])[0] / base, np.nan, 3)
         lines.append(f"    {METHODS[m].label:<34} {fmt(*e['var_fraction_of_oracle'], 2):>20} {delta[0]:>20} {delta[1]:>23} "
+                     f"{delta[2]:>15} {delta[3]:>15} {ratio:>14} "
                      f"{fmt(*e['zero_variance_share'], 3):>15} {e['step_ms'][0]:>8.1f} ({e['controller_ms_per_step'][0]:.2f})")
     return lines
 
@@ -164,10 +175,12 @@ def decision_lines(summary: dict[str, Any]) -> list[str]:
     for world, entry in summary["worlds"].items():
         gains = entry["decision"]["gains"]
         for metric, label in GAIN_METRICS:
-            better = [METHODS[m].label for m, g in gains.items() if g[metric]["vs_tuned"][0] - g[metric]["vs_tuned"][1] > 0]
-            worse = [METHODS[m].label for m, g in gains.items() if g[metric]["vs_tuned"][0] + g[metric]["vs_tuned"][1] < 0]
-            lines.append(f"  {world:<11} {label:<25} above tuned GRPO: {', '.join(better) or 'none'}; "
-                         f"below: {', '.join(worse) or 'none'}")
+            for key, text in (("vs_tuned", ""), ("vs_tuned_tokens", " at equal tokens")):
+                ci = {METHODS[m].label: g[metric].get(key, (np.nan, np.nan)) for m, g in gains.items()}
+                better = [m for m, (mean, half) in ci.items() if mean - half > 0]
+                worse = [m for m, (mean, half) in ci.items() if mean + half < 0]
+                lines.append(f"  {world:<11} {label:<25} above tuned GRPO{text}: {', '.join(better) or 'none'}; "
+                             f"below: {', '.join(worse) or 'none'}")
         for m, matched in entry.get("selector_matched", {}).items():
             mean, half = matched["gains"][GAIN_METRICS[1][0]]
             lines.append(f"  {world:<11} {METHODS[m].label} vs GRPO with its step (x{matched['factor']:.2f} shared/group): "
@@ -258,8 +271,11 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
         "**Equal compute.** Every method generates exactly batch × n̄ rollouts per step (the column "
         "rollouts/step): the allocators spend the exact budget, GRESO replaces the prompts it skips before "
         "generation, and the groups DAPO's filter (also part of GRESO) drops after generation count as generated. "
-        "The simulator's rollouts have no length, so equal rollouts are equal generated tokens here; the LM "
-        "section compares both. Selectors train on fewer prompts per step (trained share), which makes their "
+        "A rollout's length comes from the world's length model (docs/simulator.md: it grows with the prompt's "
+        "difficulty and, where the fit says so, with failure), so a method that moves rollouts between easy and hard "
+        "prompts generates other tokens at the same rollouts (tokens/step): the gains at equal tokens read each method and tuned GRPO where both had "
+        "generated the smaller of their two token totals (interpolated between evaluations; docs/arena.md); the "
+        "LM section compares both too. Selectors train on fewer prompts per step (trained share), which makes their "
         "update larger per prompt: the tuned-lr comparison is the one that removes a step-size effect.", "",
         "**SE proxy per prompt** (gdro_lab/allocation/prompt_oracle.py): Eq. 28 = Σ v_i / n_i and Eq. 33 = Σ σ_i / √n_i with "
         "the true v_i = 4 p_i (1 − p_i); reductions against uniform n̄; the per-prompt oracle is the exact "

@@ -100,8 +100,8 @@ def test_metrics_through_a_fake_engine(fake_engine, tmp_path: Path, capsys) -> N
     assert len(calls) == 8 and len({c.seed for c in calls}) == 8
     samples = (out / "eval_samples_step0.jsonl").read_text().splitlines()
     assert len(samples) == 36 * N
-    first = json.loads(samples[0])  # gdro calibrate reads each prompt's group label and source
-    assert {"group", "source"} <= set(first) and first["source"] in ("math500", "aime24", "gpqa")
+    first = json.loads(samples[0])  # gdro calibrate reads each prompt's group label, source and token count
+    assert {"group", "source", "tokens"} <= set(first) and first["source"] in ("math500", "aime24", "gpqa")
     table = capsys.readouterr().out
     assert "math500" in table and "worst group:" in table and "worst benchmark:" in table
 
@@ -210,6 +210,7 @@ def test_tiny_model_end_to_end(tmp_path: Path, capsys, data_dir) -> None:
     assert 0 < metrics["eval/mean_response_tokens"] <= 24
     samples = [json.loads(line) for line in (out / "eval_samples_step0.jsonl").read_text().splitlines()]
     assert len(samples) == 64 and len({s["id"] for s in samples}) == 32
+    assert sum(s["tokens"] for s in samples) / 64 == pytest.approx(metrics["eval/mean_response_tokens"])
     assert {k: v for k, v in again.items() if k != "time/eval"} == {
         k: v for k, v in metrics.items() if k != "time/eval"}
     assert "pooled" in capsys.readouterr().out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simulators import cli
@@ -33,7 +34,11 @@ def test_arena_writes_the_table_and_reuses_unchanged_runs(tmp_path: Path, one_wo
     assert stats["prompt_oracle"]["var_fraction_of_oracle"][0] == pytest.approx(1.0)
     for entry in stats.values():  # equal compute: every method generated batch x n_bar per step
         assert entry["rollouts_generated_per_step"][0] == 32 * 4
+        assert entry["tokens_generated_per_step"][0] > 32 * 4  # the arena's worlds draw lengths
     decision = summary["worlds"]["bimodal"]["decision"]
+    for gains in decision["gains"].values():  # each gain at equal rollouts and at equal tokens
+        assert all(len(g["vs_tuned_tokens"]) == 2 and np.isfinite(g["vs_tuned_tokens"][0]) for g in gains.values())
+    assert "above tuned GRPO at equal tokens" in printed and "equal tokens (pp)" in text
     for m, grid in decision["lr_grid"].items():  # sqrt(2) steps, extended (once at most) while a best is at an edge
         assert all(b / a == pytest.approx(2 ** 0.5) for a, b in zip(grid, grid[1:])), (m, grid)
         assert {0.707107, 1.0} <= {round(v, 6) for v in grid} and 0.5 - 1e-9 <= min(grid) and max(grid) <= 1.4143
