@@ -3,7 +3,7 @@ app's modules imported and its runs read in a background thread once the server 
 
 Once the server accepts connections, a thread (1) imports the landing page's modules (:data:`LANDING`)
 and lists the runs (:func:`warm_list`) with a short switch interval (:data:`SWITCH_INTERVAL_S`), then
-(2) after the first script run (at most :data:`CHART_WAIT_S`) imports the chart modules (:data:`CHARTS`)
+(2) :data:`CHART_DELAY_S` after the first script run (which it waits for at most :data:`CHART_WAIT_S`) imports the chart modules (:data:`CHARTS`)
 and reads the first runs' steps (:func:`warm`). Streamlit's component scan is skipped
 (:func:`skip_component_scan`): the app uses no custom components. Why, and history: docs/design-notes.md#apps-serve;
 timings: docs/benchmarks.md#apps-serve.
@@ -33,6 +33,9 @@ PRELOAD = LANDING + CHARTS
 LISTEN_WAIT_S = 30.0
 #: How long the chart imports wait for the first script run to finish before they start anyway.
 CHART_WAIT_S = 10.0
+#: How long after the first script run the chart imports wait: the browser is still fetching the page's code
+#: from this process and drawing it (0.65 s less to the first page, median of 6 each, docs/benchmarks.md).
+CHART_DELAY_S = 3.0
 #: Thread switch interval while the landing modules are imported (Python's default is 0.005 s).
 SWITCH_INTERVAL_S = 0.0002
 
@@ -106,6 +109,9 @@ def warm(argv: Sequence[str]) -> int:
         return 0
 
 
+pause = time.sleep
+
+
 def _background(argv: list[str]) -> None:
     wait_listening(*server_address(argv))
     default_interval = sys.getswitchinterval()
@@ -117,6 +123,7 @@ def _background(argv: list[str]) -> None:
     from apps.data.settings import FIRST_RUN_DONE
 
     FIRST_RUN_DONE.wait(CHART_WAIT_S)
+    pause(CHART_DELAY_S)  # the browser is still loading and drawing the first page
     preload(CHARTS)
     warm(argv)
 

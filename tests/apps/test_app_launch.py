@@ -113,6 +113,7 @@ def test_warm_up_imports_chart_modules_after_the_first_script_run(monkeypatch: p
     monkeypatch.setattr(serve, "warm_list", lambda argv: calls.append(("warm", sys.getswitchinterval())) or 0)
     monkeypatch.setattr(serve, "warm", lambda argv: calls.append("steps") or 0)
     monkeypatch.setattr(serve, "preload", lambda modules=serve.PRELOAD: calls.append(modules) or [])
+    monkeypatch.setattr(serve, "pause", lambda seconds: calls.append(("sleep", seconds)))
     first_run_done = threading.Event()
     monkeypatch.setattr(settings, "FIRST_RUN_DONE", first_run_done)
     thread = threading.Thread(target=serve._background, args=(["run", "x.py"],), daemon=True)
@@ -126,7 +127,9 @@ def test_warm_up_imports_chart_modules_after_the_first_script_run(monkeypatch: p
     assert sys.getswitchinterval() == default_interval, "the switch interval is restored after the warm-up"
     first_run_done.set()
     thread.join(timeout=30)
-    assert not thread.is_alive() and calls[-2:] == [serve.CHARTS, "steps"], "chart modules, then the runs' steps"
+    assert not thread.is_alive() and calls[-3:] == [("sleep", serve.CHART_DELAY_S), serve.CHARTS, "steps"], \
+        "a pause while the browser draws the first page, then the chart modules, then the runs' steps"
+    assert serve.CHART_DELAY_S > 0
 
 
 def test_serve_reads_the_address_and_warms_the_runs_after_the_separator(runs_root: Path,
