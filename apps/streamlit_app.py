@@ -19,7 +19,7 @@ except ImportError:  # a bare checkout: make the repository root importable
 import streamlit as st
 
 from apps.data.settings import FIRST_RUN_DONE, resolve_settings, script_arguments
-from apps.views import sidebar, ui, urlstate
+from apps.views import sidebar, urlstate
 
 VIEWS_DIR = Path(__file__).resolve().parent / "views"
 #: The page icon is a local file served by the app itself: no font or emoji host is asked for it.
@@ -52,7 +52,6 @@ def main() -> None:
              for index, (file, title, icon, url_path, _) in enumerate(PAGES)]
     page = st.navigation(pages, position="sidebar")
     charts = {st_page: spec[4] for st_page, spec in zip(pages, PAGES)}
-    ui.preload_code(charts.get(page, True))
     urlstate.url_begin()
     sidebar.sidebar(settings, chart_options=charts.get(page, True))
     try:

@@ -9,7 +9,6 @@ runs from :data:`apps.data.loading.RUN_CACHE` (re-read when they grow). Page fra
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
@@ -256,29 +255,3 @@ def runs_picker(chosen: Selection, by_label: Mapping[str, Any], key: str, defaul
                                help=help_text)
     url_sync(key, labels, default_labels)
     return list(labels)
-
-
-#: Streamlit's code chunks a page needs first (file name prefixes under its static/js): the run table's
-#: data grid on pages without charts, the Vega-Lite chart and its embed library on chart pages.
-PRELOAD_CHUNKS = {False: ("DataFrame",), True: ("ArrowVegaLiteChart", "embed")}
-
-
-@functools.lru_cache(maxsize=None)
-def chunk_files(prefixes: tuple[str, ...], static: Path = Path(st.__file__).parent / "static" / "static" / "js"
-                ) -> tuple[str, ...]:
-    """The file names of this Streamlit's chunks named ``prefix.<hash>.js`` (those it has)."""
-    return tuple(path.name for prefix in prefixes for path in sorted(static.glob(f"{prefix}.*.js"))[:1])
-
-
-def preload_code(charts: bool) -> tuple[str, ...]:
-    """Start the browser loading the page's heaviest code (:data:`PRELOAD_CHUNKS`: about 1.2 MB for the
-    table) with the page's first element, while the server still runs the script; Streamlit asks for
-    it only when the table or chart arrives. A hidden element; returns the chunks asked for."""
-    files = chunk_files(PRELOAD_CHUNKS[charts])
-    if files:
-        imports = "".join(f"import(new URL('{name}',index.src).href).catch(()=>{{}});" for name in files)
-        with st.container(key="gdro-preload"):
-            st.html("<style>:has(>.st-key-gdro-preload),.st-key-gdro-preload{display:none}</style><script>"
-                    "{const index=[...document.scripts].find(s=>s.src.includes('/static/js/index.'));"
-                    f"if(index){{{imports}}}}}</script>", unsafe_allow_javascript=True)
-    return files

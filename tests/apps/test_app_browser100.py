@@ -12,8 +12,6 @@ the playwright package, like the other browser tests.
 
 from __future__ import annotations
 
-import re
-import time
 from typing import Any, Iterator
 from urllib.parse import quote
 
@@ -180,51 +178,3 @@ def test_compare_csv_follows_every_selector(app_url: str, root100: Root100, page
     assert [float(row["hi"]) for row in rows] == pytest.approx(values_TS.max(axis=1), abs=5e-10)
     assert "lines: median over seeds; bands: min–max" in main_text(page)
 
-
-def test_the_landing_page_loads_the_table_code_before_the_table_arrives(app_url: str, page: Any) -> None:
-    """The hidden first element asks for the data grid's code while the server still builds the run table
-    (Streamlit alone asks for it only once the table's message has arrived), and takes no space. The
-    table's message, and every later one, is held back until the code is asked for (or 60 s have passed,
-    then released: the test fails), so the order does not depend on the machine's load."""
-    held: list[Any] = []
-    state: dict[str, Any] = {"code": False, "holding": False}
-
-    def release() -> None:
-        state["holding"] = False
-        for message in held:
-            state["page"].send(message)
-        held.clear()
-
-    def route(socket: Any) -> None:
-        server, state["page"] = socket.connect_to_server(), socket
-
-        def from_server(message: Any) -> None:
-            if not state["code"] and (state["holding"] or isinstance(message, bytes) and SWEEP_CELL.encode() in message):
-                state["holding"] = True
-                held.append(message)
-            else:
-                socket.send(message)
-        server.on_message(from_server)
-
-    def on_request(request: Any) -> None:
-        if re.search(r"/static/js/DataFrame\.[^/]*\.js$", request.url) and not state["code"]:
-            state["code"] = True
-            release()
-
-    page.route_web_socket(re.compile(r"/_stcore/stream"), route)
-    page.on("request", on_request)
-    page.goto(app_url, wait_until="domcontentloaded")
-    deadline = time.monotonic() + 60
-    while not state["code"] and time.monotonic() < deadline:
-        page.wait_for_timeout(100)
-    asked_first = state["code"]
-    release()
-    page.wait_for_selector(browser.RUN_TABLE_SELECTOR)
-    assert asked_first, "the grid's code was asked for only once the table had arrived"
-    hidden = page.evaluate("""() => { const block = document.querySelector('.st-key-gdro-preload');
-        return [getComputedStyle(block).display, getComputedStyle(block.parentElement).display]; }""")
-    assert hidden == ["none", "none"]
-    title_top = page.evaluate("""() => document.querySelector('[data-testid="stMain"] h1').getBoundingClientRect().top
-        - document.querySelector('[data-testid="stMainBlockContainer"]').getBoundingClientRect().top""")
-    assert abs(title_top - page.evaluate("""() => parseFloat(getComputedStyle(
-        document.querySelector('[data-testid="stMainBlockContainer"]')).paddingTop)""")) < 2

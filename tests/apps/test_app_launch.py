@@ -177,14 +177,3 @@ def test_serve_skips_streamlits_scan_for_custom_components(monkeypatch: pytest.M
     monkeypatch.delattr(manifest_scanner, "scan_component_manifests")
     assert serve.skip_component_scan() is False, "a Streamlit without the scanner is left as it is"
 
-
-def test_every_page_preloads_code_this_streamlit_has(tmp_path: Path) -> None:
-    """The preloaded chunks exist in the installed Streamlit (an upgrade that renames them would silently
-    drop the preload), and a Streamlit without them gets no element."""
-    from apps.views import ui
-
-    for charts, prefixes in ui.PRELOAD_CHUNKS.items():
-        files = ui.chunk_files(prefixes)
-        assert [name.split(".")[0] for name in files] == list(prefixes), (charts, files)
-    (tmp_path / "DataFrame.abc123.js").write_text("")
-    assert ui.chunk_files(("DataFrame", "embed"), tmp_path) == ("DataFrame.abc123.js",)
