@@ -74,11 +74,7 @@ class PromptBayesAllocator(_PerPromptAllocator):
         cfg = self.config
         bins = self._check_plan_inputs(bins_P, prompt_ids)
         rows = self._rows(bins.size, prompt_ids)
-        n_P = np.full(bins.size, cfg.n_bar, np.int64)
-        seen = self.stats.seen(rows)
-        if seen.any():
-            n_P[seen] = oracle_plan(self.variances(rows[seen]), int(seen.sum()) * cfg.n_bar, cfg.n_min, cfg.n_max)
-        return n_P
+        return self._plan_seen(rows, lambda seen, total: oracle_plan(self.variances(seen), total, cfg.n_min, cfg.n_max))
 
 
 class PromptStaleAllocator(_PerPromptAllocator):
@@ -103,12 +99,8 @@ class PromptStaleAllocator(_PerPromptAllocator):
         rows = self._rows(bins.size, prompt_ids)
         self._batch = (rows, self._truth)
         self._truth = None
-        n_P = np.full(bins.size, cfg.n_bar, np.int64)
-        seen = self.stats.seen(rows)
-        if seen.any():
-            p = self.last_p[rows[seen]]
-            n_P[seen] = oracle_plan(4.0 * p * (1.0 - p), int(seen.sum()) * cfg.n_bar, cfg.n_min, cfg.n_max)
-        return n_P
+        return self._plan_seen(rows, lambda seen, total: oracle_plan(
+            4.0 * self.last_p[seen] * (1.0 - self.last_p[seen]), total, cfg.n_min, cfg.n_max))
 
     def update(self, feedback: Any) -> dict[str, float]:
         metrics = super().update(feedback)

@@ -19,7 +19,7 @@ docs/design-notes.md#gdro_lab-controllers-peer_allocators.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -147,6 +147,8 @@ class _PerPromptAllocator:
     """Shared plumbing: the per-prompt history, the per-bin variance log, state with the history and RNG."""
 
     config_class: Any = BoxConfig
+    state_floats: tuple[str, ...] = ()
+    """Float attributes of a subclass saved in its state under their own names."""
 
     def __init__(self, config: Any = None, seed: int | None = None, decay: float = 1.0,
                  track: tuple[str, ...] = ("counts",)):
@@ -186,6 +188,14 @@ class _PerPromptAllocator:
         """Rows of the plan's prompts (-1 without ids); ``self.stats.seen(rows)`` says which have a history."""
         return self.stats.rows(prompt_ids) if prompt_ids is not None else np.full(size, -1, np.int64)
 
+    def _plan_seen(self, rows: np.ndarray, planner: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
+        """n_bar for each prompt of ``rows`` without a history; the seen share the rest, ``planner(seen rows, total)``."""
+        n_P = np.full(rows.size, self.config.n_bar, np.int64)
+        seen = self.stats.seen(rows)
+        if seen.any():
+            n_P[seen] = planner(rows[seen], int(seen.sum()) * self.config.n_bar)
+        return n_P
+
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         self._track_variance(feedback)
         rows = self._updated_rows = self.stats.record(feedback)
@@ -195,12 +205,14 @@ class _PerPromptAllocator:
 
     def state_dict(self) -> dict[str, Any]:
         return {"variance": self.variance_G.copy(), "rng": self.rng.bit_generator.state,
-                "prompts": self.stats.state_dict()}
+                "prompts": self.stats.state_dict(), **{name: getattr(self, name) for name in self.state_floats}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.variance_G = np.asarray(state["variance"], float).copy()
         self.rng.bit_generator.state = state["rng"]
         self.stats.load_state_dict(state["prompts"])
+        for name in self.state_floats:
+            setattr(self, name, float(state[name]))
 
 
 class KnapsackAllocator(_PerPromptAllocator):
@@ -228,6 +240,8 @@ class KnapsackAllocator(_PerPromptAllocator):
 class _BetaPosteriorAllocator(_PerPromptAllocator):
     """A Beta posterior per prompt with the running batch success rate (per rollout) as prior mean."""
 
+    state_floats = ("success_mean",)
+
     def __init__(self, config: BetaPosteriorConfig | None = None, seed: int | None = None):
         config = config or self.config_class()
         super().__init__(config, seed, decay=config.history_decay)
@@ -249,15 +263,6 @@ class _BetaPosteriorAllocator(_PerPromptAllocator):
         metrics["rollout/prior_success"] = self.success_mean
         return metrics
 
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
-        state["success_mean"] = self.success_mean
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.success_mean = float(state["success_mean"])
-
 
 class VIPAllocator(_BetaPosteriorAllocator):
     """VIP with a Beta posterior (registry ``vip``); see the module docstring and gdro_lab.allocation.vip."""
@@ -267,14 +272,9 @@ class VIPAllocator(_BetaPosteriorAllocator):
     def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
         cfg = self.config
         bins = self._check_plan_inputs(bins_P, prompt_ids)
-        rows = self._rows(bins.size, prompt_ids)
-        n_P = np.full(bins.size, cfg.n_bar, np.int64)
-        seen = self.stats.seen(rows)
-        if seen.any():
-            offset = 1.0 if cfg.form == "rloo" else 0.0
-            n_P[seen], _ = convex_plan(self.weights(rows[seen]), int(seen.sum()) * cfg.n_bar, cfg.n_min,
-                                       cfg.n_max, offset)
-        return n_P
+        offset = 1.0 if cfg.form == "rloo" else 0.0
+        return self._plan_seen(self._rows(bins.size, prompt_ids), lambda rows, total: convex_plan(
+            self.weights(rows), total, cfg.n_min, cfg.n_max, offset)[0])
 
 
 class DUETAllocator(_BetaPosteriorAllocator):
@@ -295,6 +295,7 @@ class CEROAllocator(_PerPromptAllocator):
     (the price at which the prior's share is n_bar). Unseen prompts get n_bar, as in VIP; the seen share the rest."""
 
     config_class = CEROConfig
+    state_floats = ("mu",)
 
     def __init__(self, config: CEROConfig | None = None, seed: int | None = None):
         config = config or CEROConfig()
@@ -316,12 +317,8 @@ class CEROAllocator(_PerPromptAllocator):
     def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
         cfg = self.config
         bins = self._check_plan_inputs(bins_P, prompt_ids)
-        rows = self._rows(bins.size, prompt_ids)
-        n_P = np.full(bins.size, cfg.n_bar, np.int64)
-        seen = self.stats.seen(rows)
-        if seen.any():
-            n_P[seen] = exact_plan(self.duals(rows[seen]), int(seen.sum()) * cfg.n_bar, cfg.n_min, cfg.n_max)
-        return n_P
+        return self._plan_seen(self._rows(bins.size, prompt_ids), lambda rows, total: exact_plan(
+            self.duals(rows), total, cfg.n_min, cfg.n_max))
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         """Dual steps at the step's theta and posterior (a prompt twice in a batch: its last step counts), then the
@@ -339,12 +336,3 @@ class CEROAllocator(_PerPromptAllocator):
         self.stats.arrays["dual"][rows] = new_theta
         metrics.update({"rollout/cero_spend_ratio": spend / budget, "rollout/cero_dual_mean": float(new_theta.mean())})
         return metrics
-
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
-        state["mu"] = self.mu
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.mu = float(state["mu"])
