@@ -24,6 +24,17 @@ _BOX_OPENERS = ("\\boxed{", "\\fbox{")
 _BRACE = re.compile(r"[{}]")
 
 
+def _closing(text: str, open_at: int, limit: int | None = None) -> int:
+    """End (exclusive) of the "}" that closes the "{" at ``open_at``, looked for within ``limit`` characters
+    (all without); -1 when the braces do not balance there."""
+    depth = 0
+    for brace in _BRACE.finditer(text, open_at, len(text) if limit is None else open_at + limit):
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return brace.end()
+    return -1
+
+
 def extract_last_boxed(response: str, max_chars: int = 1000) -> str | None:
     """Content of the last ``\\boxed{}``/``\\fbox{}``, braces matched within ``max_chars``; else None.
 
@@ -33,30 +44,15 @@ def extract_last_boxed(response: str, max_chars: int = 1000) -> str | None:
     if start < 0:
         return None
     open_at = response.index("{", start)
-    window = response[open_at: open_at + max_chars + 2]
-    depth = 0
-    for pos, char in enumerate(window):
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return window[1:pos]
-    return None
+    end = _closing(response, open_at, max_chars + 2)
+    return None if end < 0 else response[open_at + 1:end - 1]
 
 
 def first_boxed_end(text: str) -> int:
     """End (exclusive) of the first ``\\boxed{...}``/``\\fbox{...}`` once its braces balance, -1 while it is
     incomplete or absent: the answer marker of the hf engine's early stopping (a box nested in it is part of it)."""
     opened = [at for at in (text.find(opener) for opener in _BOX_OPENERS) if at >= 0]
-    if not opened:
-        return -1
-    depth = 0
-    for brace in _BRACE.finditer(text, text.index("{", min(opened))):
-        depth += 1 if brace.group() == "{" else -1
-        if depth == 0:
-            return brace.end()
-    return -1
+    return _closing(text, text.index("{", min(opened))) if opened else -1
 
 
 _INTEGER = re.compile(r"[+-]?\d{1,100}")
