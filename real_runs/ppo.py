@@ -1,7 +1,7 @@
 """The policy update of `gdro train`: steps 4-6 of :mod:`real_runs.train`'s step, between the
 controllers and the optimizer.
 
-4. :func:`scored_rows` (early stopping's scored rollouts), :func:`weighted_advantages` (Eq. 3 x Eq. 16) and
+4. :func:`weighted_advantages` (Eq. 3 x Eq. 16) and
    :func:`trained_rows`;
 5. :func:`recompute_logprobs`: old and reference log-probs by a teacher-forced pass (the engine's are
    not used; :func:`engine_gaps` measures the difference; :func:`on_policy_update`);
@@ -20,18 +20,6 @@ from gdro_lab import StepFeedback
 from real_runs import loss as L
 from real_runs.batching import RolloutBatch, micro_batches
 from real_runs.config import TrainConfig
-
-
-def scored_rows(counts_P: np.ndarray, weights_R: np.ndarray | None, need: int) -> tuple[np.ndarray, np.ndarray]:
-    """(seen_P, rows_R): the prompts with at least ``need`` scored rollouts (abort weight > 0) and their scored
-    rollouts, all that the controllers, the advantages and the loss see; every prompt and rollout when
-    ``weights_R`` is None (no early stopping). A prompt with fewer is left out of the step, as if not drawn."""
-    if weights_R is None:
-        return np.ones(len(counts_P), bool), np.ones(int(np.sum(counts_P)), bool)
-    scored_R = np.asarray(weights_R) > 0
-    owner_R = np.repeat(np.arange(len(counts_P)), counts_P)
-    seen_P = np.bincount(owner_R, weights=scored_R, minlength=len(counts_P)) >= need
-    return seen_P, scored_R & seen_P[owner_R]
 
 
 def weighted_advantages(feedback: StepFeedback, multipliers_P: np.ndarray, cfg: TrainConfig

@@ -9,6 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
+from gdro_lab.allocation import duet
 from real_runs.batching import RolloutBatch
 from real_runs.types import Rollouts
 
@@ -36,17 +37,14 @@ def rollout_scalars(generated: RolloutBatch, finish_reasons: Sequence[str]) -> d
 
 
 def abort_scalars(rollouts: Rollouts, max_new_tokens: int) -> dict[str, float]:
-    """Early stopping's compute/*: prompts, rollouts and tokens generated (all, in place of the controllers' counts
-    of the scored ones), rollouts aborted, stopped after their marker, kept tails (weight > 1), and
-    ``tokens_saved_max`` = sum of max_new_tokens - tokens over the rows the rule stopped: an upper bound (what
-    they would have generated without it is unknown, at most max_new_tokens)."""
+    """Early stopping's compute/* (:func:`gdro_lab.allocation.duet.abort_scalars`: everything generated, rollouts
+    aborted, kept tails), plus rollouts stopped after their marker and ``tokens_saved_max`` = sum of
+    max_new_tokens - tokens over the rows the rule stopped: an upper bound (what they would have generated
+    without it is unknown, at most max_new_tokens)."""
     reasons, lengths = np.asarray(rollouts.finish_reasons), rollouts.lengths_R
     stopped = np.isin(reasons, ("abort", "marker"))
-    return {"compute/prompts_generated": float(len(rollouts.counts_P)),
-            "compute/rollouts_generated": float(lengths.size), "compute/tokens_generated": float(lengths.sum()),
-            "compute/rollouts_aborted": float(np.sum(reasons == "abort")),
+    return {**duet.abort_scalars(rollouts.counts_P, lengths, np.asarray(rollouts.weights_R)),
             "compute/rollouts_marker_stopped": float(np.sum(reasons == "marker")),
-            "compute/rollouts_kept_tail": float(np.sum(np.asarray(rollouts.weights_R) > 1)),
             "compute/tokens_saved_max": float(np.sum(max_new_tokens - lengths[stopped]))}
 
 

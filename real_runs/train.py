@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from gdro_lab import StepFeedback
+from gdro_lab.allocation.duet import min_scored, scored_rows
 from gdro_lab.runformat.runlog import RunLock
 from real_runs import checkpoint as ckpt
 from real_runs import ppo, preflight
@@ -168,10 +169,9 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
     rewards_R = np.asarray(scored.rewards_R, float)
     successes_R = np.asarray(scored.successes_R, bool)
 
-    # 3-4. controllers, then weighted GRPO advantages, on the scored rollouts (early stopping: ppo.scored_rows)
+    # 3-4. controllers, then weighted GRPO advantages, on the scored rollouts (early stopping: duet.scored_rows)
     with timer("controllers"):
-        need = max(2, int(getattr(method.classifier.config, "k", 1)))  # scored rollouts a prompt needs
-        seen_P, rows_R = ppo.scored_rows(counts_P, rollouts.weights_R, need)
+        seen_P, rows_R = scored_rows(counts_P, rollouts.weights_R, min_scored(method.classifier.config))
         advantages_R, train_R, outcome = np.zeros(rows_R.size), np.zeros(rows_R.size, bool), None
         adv_metrics: dict[str, float] = {}
         if seen_P.any():  # else nothing was scored: no controller update, no loss

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from gdro_lab._validate import require
+from gdro_lab._validate import require, require_int, require_range
 from gdro_lab.methods import get_method
 from simulators.world import WorldConfig
 
@@ -62,6 +62,15 @@ class SimConfig:
     """PPO mini-batches per step for the surrogate-loss signal's drift (simulators/ppo_drift.py); 1 = none."""
     ppo_clip: float = 0.2
     """PPO clip epsilon of that surrogate loss."""
+    abort_horizon: int = 0
+    """DUET's early stopping (gdro_lab.allocation.duet.marker_gated_abort), on when > 0 (needs world.lengths):
+    a rollout still running at abort_horizon + abort_grace tokens (its answer, which ends it, not yet written)
+    is aborted there, out of the controllers' feedback and the update, unless kept (probability
+    abort_keep_prob, its update term x 1 / abort_keep_prob). config.json carries the three only when on."""
+    abort_grace: int = 0
+    """Grace tokens after the horizon (and after the answer marker)."""
+    abort_keep_prob: float = 0.05
+    """Probability that a marker-less rollout at the check runs to its end (importance weight 1 / it)."""
     world: WorldConfig = field(default_factory=WorldConfig)
     """The world and learner."""
     classifier: Mapping[str, Any] = field(default_factory=dict)
@@ -99,6 +108,11 @@ class SimConfig:
             get_method(self.matched_to)
         require(bool(self.match) == bool(self.matched_to), owner, "matched_to", self.matched_to,
                 "a method name exactly when `match` is set (a step-matched baseline)")
+        require_int(owner, "abort_horizon", self.abort_horizon, 0)
+        require_int(owner, "abort_grace", self.abort_grace, 0)
+        require_range(owner, "abort_keep_prob", self.abort_keep_prob, 0.0, 1.0, lo_open=True)
+        require(not self.abort_horizon or self.world.lengths, owner, "abort_horizon", self.abort_horizon,
+                "0 unless world.lengths = true (early stopping cuts rollouts by their tokens)")
         require(self.batch <= self.world.num_prompts, owner, "batch", self.batch,
                 f"at most the number of prompts ({self.world.num_prompts})")
 
@@ -110,6 +124,9 @@ class SimConfig:
         for name in ("matched_to", "match"):
             if not out[name]:
                 del out[name]  # only derived baselines carry the marker (the app names them by it)
+        if not self.abort_horizon:
+            for name in ("abort_horizon", "abort_grace", "abort_keep_prob"):
+                del out[name]  # runs without early stopping keep their config (and digests) as before
         return out
 
     @classmethod

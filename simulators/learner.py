@@ -75,10 +75,12 @@ class Learner:
         return expit(self.logits(index_B))
 
     def gradient(self, successes_R: np.ndarray, counts_B: np.ndarray, p_B: np.ndarray,
-                 noise_R: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, float]]:
-        """Per-prompt g_i = (1/n_i) sum_j A_ij (y_ij - p_i + tau xi_ij) with gdro_lab's GRPO advantages.
+                 noise_R: np.ndarray | None = None, weights_R: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, dict[str, float]]:
+        """Per-prompt g_i = (1/n_i) sum_j w_ij A_ij (y_ij - p_i + tau xi_ij) with gdro_lab's GRPO advantages.
 
-        ``noise_R`` are the standard normal xi_ij (None: no score noise).
+        ``noise_R`` are the standard normal xi_ij (None: no score noise); ``weights_R`` the early stopping's
+        importance weights w_ij (None: all 1).
         """
         cfg = self.config
         y = np.asarray(successes_R, float)
@@ -87,6 +89,8 @@ class Learner:
         score = y - np.repeat(p_B, counts_B)
         if noise_R is not None and cfg.score_noise > 0:
             score = score + cfg.score_noise * np.asarray(noise_R, float)
+        if weights_R is not None:
+            score = score * np.asarray(weights_R, float)
         return group_mean(advantages * score, counts_B), metrics
 
     def step_direction(self, index_B: np.ndarray, counts_B: np.ndarray, gradient_B: np.ndarray,

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Protocol
 import numpy as np
 
 from gdro_lab import ConfigError, MethodStep, PromptIndex, RunWriter, StepFeedback
+from gdro_lab.allocation import duet
 from gdro_lab.allocation.prompt_oracle import oracle_plan, prompt_se_report
 from gdro_lab.functional import diagnostics as diag
 from gdro_lab.methods import get_method
@@ -39,12 +40,13 @@ class Simulation:
     def __init__(self, config: SimConfig):
         self.config = config
         self.spec = get_method(config.method)
-        seeds = np.random.SeedSequence(config.seed).spawn(5)  # the first four as before the lengths
+        seeds = np.random.SeedSequence(config.seed).spawn(6)  # the first four as before the lengths, then the aborts
         self.world = make_world(config.world, np.random.default_rng(seeds[0]))
         self.learner = Learner(config.world, self.world, config.lr_scale)
         self.sampler = BatchSampler(config.world.num_prompts, config.batch, np.random.default_rng(seeds[1]))
         self.rollout_rng = np.random.default_rng(seeds[2])
         self.length_rng = np.random.default_rng(seeds[4])  # its own stream: successes are the same with lengths
+        self.abort_rng = np.random.default_rng(seeds[5])  # early stopping's keep draws (abort_horizon > 0)
         c_seeds = [int(s) for s in seeds[3].generate_state(4)]  # the first three as before the selector
         # prompt ids interned once: index i is world prompt i, so the sampler's indices are the prompts
         self.prompts = PromptIndex(f"p{i:05d}" for i in range(config.world.num_prompts))
@@ -54,6 +56,7 @@ class Simulation:
         self.rollouts_total = 0
         self.rollouts_trained = 0
         self.tokens_total = self.tokens_trained = 0
+        self.rollouts_aborted = self.tokens_saved = 0  # early stopping (abort_horizon > 0)
         self.controller_seconds = 0.0  # plan + update time of the controllers (not logged: not deterministic)
         self._reset_accumulators()
 
@@ -99,45 +102,76 @@ class Simulation:
         successes = sample_rollouts(self.rollout_rng, p, counts)
         noise = self.rollout_rng.standard_normal(successes.size) if cfg.world.score_noise > 0 else None
         tokens = sample_lengths(self.length_rng, p, counts, successes, cfg.world) if cfg.world.lengths else None
+        generated, p_batch, (tokens, weights_all) = counts, p, self._early_stop(tokens)
+        # early stopping: the prompts with enough scored rollouts and those rollouts are all the step sees
+        seen, rows = duet.scored_rows(counts, weights_all, duet.min_scored(method.classifier.config))
+        weights = weights_all
+        if weights is not None:
+            index, groups, p = index[seen], groups[seen], p[seen]
+            counts = np.bincount(np.repeat(np.arange(seen.size), generated)[rows], minlength=seen.size)[seen]
+            successes, weights = successes[rows], weights[rows]
+            noise = None if noise is None else noise[rows]
         variance_P = 4.0 * p * (1.0 - p)  # true variance of a +-1 reward
         losses = None
         if cfg.ppo_minibatches > 1:
             losses = surrogate_losses(self.learner, index, counts, successes, p, noise, cfg.ppo_minibatches,
                                       cfg.ppo_clip, cfg.n_bar)
-        feedback = StepFeedback(plan.ids_P, plan.bins_P, counts, 2.0 * successes - 1.0, successes, losses_R=losses,
-                                variance_G=diag.bin_mean(variance_P, plan.bins_P, G), prompts=self.prompts)
+        feedback = StepFeedback(plan.ids_P[seen], plan.bins_P[seen], counts, 2.0 * successes - 1.0, successes,
+                                losses_R=losses, variance_G=diag.bin_mean(variance_P, plan.bins_P[seen], G),
+                                prompts=self.prompts)
         clock = time.perf_counter()
         outcome = method.observe(feedback, weighter_bins=groups if self.spec.partition == "groups" else None,
-                                 tokens_R=tokens)
+                                 tokens_R=None if tokens is None else tokens[rows])
         self.controller_seconds += time.perf_counter() - clock
         multipliers = outcome.multipliers_P
         t_index, t_counts, update_P, forgetting = self._learn(outcome.train_P, index, counts, successes, p, noise,
-                                                              multipliers)
+                                                              multipliers, weights)
         self.step_index += 1
-        self.rollouts_total += int(counts.sum())
+        self.rollouts_total += int(generated.sum())
         self.rollouts_trained += int(t_counts.sum())
         if tokens is not None:
             self.tokens_total += int(tokens.sum())
-            self.tokens_trained += int(tokens[np.repeat(outcome.train_P, counts)].sum())
+            self.tokens_trained += int(tokens[rows][np.repeat(outcome.train_P, counts)].sum())
         K = cfg.world.num_groups
         self.signal_mass_K += np.bincount(self.world.group_P[t_index], weights=np.abs(update_P), minlength=K)
         self.multiplier_sum_K += np.bincount(groups, weights=multipliers, minlength=K)
         self.visits_K += np.bincount(groups, minlength=K)
         if not record:
             return None
-        return self._record(outcome, variance_P, p, self._delta_shared, forgetting)
+        scalars, rows_G = self._record(outcome, variance_P, p_batch, self._delta_shared, forgetting)
+        if weights_all is not None:
+            scalars.update(duet.abort_scalars(generated, tokens, weights_all))
+            scalars["compute/tokens_saved"] = float(self._step_saved)
+        return scalars, rows_G
+
+    def _early_stop(self, lengths: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(tokens, weights) of the step's rollouts under DUET's abort rule (``abort_horizon`` > 0), or (lengths,
+        None) without it. A simulated rollout's answer marker is its last token (the answer ends it), so the rule
+        cuts exactly the rollouts still running at horizon + grace. The draws come from a stream of their own;
+        the tokens saved are exact here (the full lengths are known)."""
+        cfg = self.config
+        if lengths is None or not cfg.abort_horizon:
+            return lengths, None
+        tokens, weights = duet.marker_gated_abort(lengths, lengths,
+                                                  cfg.abort_horizon, cfg.abort_grace,
+                                                  self.abort_rng.random(lengths.size), cfg.abort_keep_prob)
+        self._step_saved = int((lengths - tokens).sum())  # for the step record
+        self.rollouts_aborted += int(np.sum(weights == 0))
+        self.tokens_saved += self._step_saved
+        return tokens, weights
 
     def _learn(self, train: np.ndarray, index: np.ndarray, counts: np.ndarray, successes: np.ndarray, p: np.ndarray,
-               noise: np.ndarray | None, multipliers: np.ndarray
+               noise: np.ndarray | None, multipliers: np.ndarray, weights: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         """The learner step on the groups the selector kept (the dropped ones were generated, not trained
-        on): (trained prompts, their counts, their updates u, forgetting)."""
+        on): (trained prompts, their counts, their updates u, forgetting). ``weights``: early stopping's."""
         cfg = self.config
         if not train.all():
             rows = np.repeat(train, counts)
             index, counts, successes, p = index[train], counts[train], successes[rows], p[train]
             noise, multipliers = (None if noise is None else noise[rows]), multipliers[train]
-        gradient, _ = self.learner.gradient(successes, counts, p, noise)
+            weights = None if weights is None else weights[rows]
+        gradient, _ = self.learner.gradient(successes, counts, p, noise, weights)
         delta_shared, delta_K, update_P = self.learner.step_direction(index, counts, gradient, multipliers, cfg.n_bar)
         noise_K = (self.rollout_rng.standard_normal(cfg.world.num_groups) if cfg.world.update_noise > 0 else None)
         forgetting = self.learner.apply(delta_shared, delta_K, index, update_P, noise_K)
@@ -193,12 +227,17 @@ class Simulation:
         metrics["steps"] = float(self.step_index)
         if self.config.world.lengths:
             metrics.update(tokens_total=float(self.tokens_total), tokens_trained_total=float(self.tokens_trained))
+        if self.config.abort_horizon:
+            metrics.update(rollouts_aborted_total=float(self.rollouts_aborted), tokens_saved_total=float(self.tokens_saved))
         self._reset_accumulators()
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
         lengths = ({"length_rng": self.length_rng.bit_generator.state,  # none without lengths: as before them
                     "tokens": [self.tokens_total, self.tokens_trained]} if self.config.world.lengths else {})
+        if self.config.abort_horizon:
+            lengths.update(abort_rng=self.abort_rng.bit_generator.state,
+                           aborts=[self.rollouts_aborted, self.tokens_saved])
         return {**self.method_step.state_dict(), **lengths,
                 "learner": self.learner.state_dict(),
                 "sampler": self.sampler.state_dict(), "rollout_rng": self.rollout_rng.bit_generator.state,
@@ -219,6 +258,9 @@ class Simulation:
         if "length_rng" in state:
             self.length_rng.bit_generator.state = state["length_rng"]
             self.tokens_total, self.tokens_trained = (int(v) for v in state["tokens"])
+        if "abort_rng" in state:
+            self.abort_rng.bit_generator.state = state["abort_rng"]
+            self.rollouts_aborted, self.tokens_saved = (int(v) for v in state["aborts"])
         self.step_index = int(loop["step"])
         self.rollouts_total = int(loop["rollouts_total"])
         self.rollouts_trained = int(loop.get("rollouts_trained", loop["rollouts_total"]))

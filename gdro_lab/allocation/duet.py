@@ -65,3 +65,33 @@ def marker_gated_abort(marker_R: np.ndarray, length_R: np.ndarray, horizon: int,
     tokens = np.where(marked, np.minimum(marker + grace, length), np.where(tail & ~kept, check, length))
     weight = np.where(tail, np.where(kept, 1.0 / keep_prob, 0.0), 1.0)
     return tokens.astype(np.int64), weight
+
+
+def min_scored(classifier_config: object) -> int:
+    """Scored rollouts a prompt needs to enter a step under early stopping: max(2, k) (a GRPO group needs two;
+    the classifier's pass@k needs k)."""
+    return max(2, int(getattr(classifier_config, "k", 1)))
+
+
+def scored_rows(counts_P: np.ndarray, weights_R: np.ndarray | None, need: int) -> tuple[np.ndarray, np.ndarray]:
+    """(seen_P, rows_R): the prompts with at least ``need`` scored rollouts (abort weight > 0) and their scored
+    rollouts, all that the controllers, the advantages and the loss see; every prompt and rollout when
+    ``weights_R`` is None (no early stopping). A prompt with fewer is left out of the step, as if not drawn
+    (its rollouts were generated: they count as compute)."""
+    if weights_R is None:
+        return np.ones(len(counts_P), bool), np.ones(int(np.sum(counts_P)), bool)
+    scored_R = np.asarray(weights_R) > 0
+    owner_R = np.repeat(np.arange(len(counts_P)), counts_P)
+    seen_P = np.bincount(owner_R, weights=scored_R, minlength=len(counts_P)) >= need
+    return seen_P, scored_R & seen_P[owner_R]
+
+
+def abort_scalars(counts_P: np.ndarray, tokens_R: np.ndarray, weights_R: np.ndarray) -> dict[str, float]:
+    """Early stopping's compute/* of one step, in place of the controllers' counts of the scored rollouts:
+    prompts, rollouts and tokens generated (all of them), rollouts aborted (weight 0) and kept tails
+    (weight > 1)."""
+    weights = np.asarray(weights_R, float)
+    return {"compute/prompts_generated": float(len(counts_P)), "compute/rollouts_generated": float(np.sum(counts_P)),
+            "compute/tokens_generated": float(np.sum(tokens_R)),
+            "compute/rollouts_aborted": float(np.sum(weights == 0)),
+            "compute/rollouts_kept_tail": float(np.sum(weights > 1))}

@@ -39,6 +39,9 @@ DEFAULTS: dict[str, Any] = {"seeds": 3, "steps": 300, "prompts": 4000, "batch": 
 takes --worlds/--seeds/--steps/--prompts/--batch to reduce it, and the report states the setting."""
 WORLDS: dict[str, dict[str, Any]] = {"default": {}, **{name: dict(v) for name, v in PRESETS.items()},
                                      "bimodal": dict(SQRT_LAW_WORLDS["bimodal"])}
+METHOD_SETTINGS: dict[str, dict[str, Any]] = {"duet": {"abort_horizon": 11, "abort_grace": 1}}
+"""Loop settings a method brings to every arena run of it: DUET's early stopping, checked at 12 tokens, about the
+85th-90th percentile of the arena worlds' lengths at the start (no paper value: docs/arena.md)."""
 SE_ONLY = ("prompt_bayes", "prompt_stale")
 """Reference methods run at lr 1 only: they enter the SE table, not the learning comparison."""
 PAPER_SCALE: dict[str, Any] = {"seeds": 3, "steps": 600, "prompts": 14116, "batch": 256}
@@ -124,7 +127,7 @@ def run_cached_grid(settings: StudySettings, methods: Sequence[str], out: Path, 
 def _cached_points(settings: StudySettings, points: Sequence[tuple[str, float]], out: Path, world: str,
                    description: str) -> Grid:
     keys = [(m, lr, s) for m, lr in points for s in range(settings.seeds)]
-    jobs = [job(replace(settings, snapshot_seeds=0), sim_config(settings, m, s, lr_scale=lr),
+    jobs = [job(replace(settings, snapshot_seeds=0), sim_config(settings, m, s, lr_scale=lr, **METHOD_SETTINGS.get(m, {})),
                 out / "runs" / world / m / lr_dir(lr) / f"seed{s}") for m, lr, s in keys]
     results = run_jobs(jobs, workers=settings.workers, progress=settings.progress, description=description,
                        job=cached_job)

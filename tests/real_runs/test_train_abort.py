@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from gdro_lab import step as core_step  # noqa: E402
+from gdro_lab.allocation.duet import scored_rows  # noqa: E402
 from real_runs import loss as L  # noqa: E402
 from real_runs import ppo, train  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
@@ -27,12 +28,12 @@ RECORDS = [Problem(f"toy:train:{i}", f"Say something {i}.", "0", "toy", "toy") f
 
 def test_scored_rows_keep_prompts_with_enough_scored_rollouts():
     counts = np.array([3, 2, 3])
-    seen, rows = ppo.scored_rows(counts, np.array([1, 0, 20, 0, 1, 1, 1, 1.0]), need=2)
+    seen, rows = scored_rows(counts, np.array([1, 0, 20, 0, 1, 1, 1, 1.0]), need=2)
     assert seen.tolist() == [True, False, True]
     assert rows.tolist() == [True, False, True, False, False, True, True, True]
-    seen, rows = ppo.scored_rows(counts, np.array([1, 0, 20, 0, 1, 1, 1, 1.0]), need=3)
+    seen, rows = scored_rows(counts, np.array([1, 0, 20, 0, 1, 1, 1, 1.0]), need=3)
     assert seen.tolist() == [False, False, True] and rows.tolist() == [False] * 5 + [True] * 3
-    seen, rows = ppo.scored_rows(counts, None, need=2)   # no early stopping: everything
+    seen, rows = scored_rows(counts, None, need=2)   # no early stopping: everything
     assert seen.all() and rows.all() and rows.size == 8
 
 
