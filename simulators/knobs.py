@@ -22,7 +22,7 @@ from simulators.world import WorldConfig
 
 Overrides = dict[str, dict[str, Any]]
 RUN_FIELDS = ("n_bar", "n_min", "n_max", "num_bins", "pass_k", "eval_every", "log_every", "lr_scale",
-              "ppo_minibatches", "ppo_clip")
+              "ppo_minibatches", "ppo_clip", "abort_horizon", "abort_grace", "abort_keep_prob")
 NAMESPACES = ("world", "run", "classifier", "prompt_gdro", "rollout_gdro", "gdro_prompt", "knapsack", "vip",
               "duet", "cero", "selector")
 #: Namespaces of controller configs: (family, registry name whose config class holds the fields).

@@ -103,6 +103,7 @@ class Simulation:
         noise = self.rollout_rng.standard_normal(successes.size) if cfg.world.score_noise > 0 else None
         tokens = sample_lengths(self.length_rng, p, counts, successes, cfg.world) if cfg.world.lengths else None
         generated, p_batch, (tokens, weights_all) = counts, p, self._early_stop(tokens)
+        variance_batch = 4.0 * p * (1.0 - p)  # true variance of a +-1 reward
         # early stopping: the prompts with enough scored rollouts and those rollouts are all the step sees
         seen, rows = duet.scored_rows(counts, weights_all, duet.min_scored(method.classifier.config))
         weights = weights_all
@@ -111,7 +112,7 @@ class Simulation:
             counts = np.bincount(np.repeat(np.arange(seen.size), generated)[rows], minlength=seen.size)[seen]
             successes, weights = successes[rows], weights[rows]
             noise = None if noise is None else noise[rows]
-        variance_P = 4.0 * p * (1.0 - p)  # true variance of a +-1 reward
+        variance_P = variance_batch[seen]
         losses = None
         if cfg.ppo_minibatches > 1:
             losses = surrogate_losses(self.learner, index, counts, successes, p, noise, cfg.ppo_minibatches,
@@ -138,7 +139,8 @@ class Simulation:
         self.visits_K += np.bincount(groups, minlength=K)
         if not record:
             return None
-        scalars, rows_G = self._record(outcome, variance_P, p_batch, self._delta_shared, forgetting)
+        scalars, rows_G = self._record(outcome, plan.bins_P, generated, variance_batch, p_batch, self._delta_shared,
+                                       forgetting)
         if weights_all is not None:
             scalars.update(duet.abort_scalars(generated, tokens, weights_all))
             scalars["compute/tokens_saved"] = float(self._step_saved)
@@ -181,23 +183,22 @@ class Simulation:
     def _ids_of(self, index: np.ndarray) -> np.ndarray:
         return np.asarray(index, np.int64)  # the sampler's indices are the PromptIndex's
 
-    def _record(self, outcome: Outcome, variance_P: np.ndarray, p: np.ndarray, delta_shared: float,
-                forgetting: float) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-        """The method step's record plus the simulator's truth: the SE of the plan under the true
-        variances (per bin and per prompt, and the per-prompt oracle's), the true success, the step."""
+    def _record(self, outcome: Outcome, bins: np.ndarray, counts: np.ndarray, variance_P: np.ndarray, p: np.ndarray,
+                delta_shared: float, forgetting: float) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        """The method step's record plus the simulator's truth: the SE of the plan (``bins``, ``counts``: the
+        whole batch's, early stopping's aborts included) under the true variances (per bin and per prompt, and
+        the per-prompt oracle's), the true success, the step."""
         cfg = self.config
         G = cfg.num_bins
-        feedback = outcome.feedback
-        bins = feedback.bins_P
         scalars, rows = self.method_step.record(outcome)
         scalars["sim/forgetting"] = forgetting
         share = diag.bin_share(bins, G)
         if share.sum() > 0:
             true_sigma = np.sqrt(diag.bin_mean(variance_P, bins, G))
-            n_G = np.nan_to_num(diag.bin_mean(feedback.counts_P, bins, G), nan=cfg.n_bar)
+            n_G = np.nan_to_num(diag.bin_mean(counts, bins, G), nan=cfg.n_bar)
             true_se = diag.se_report(share, true_sigma, n_G, cfg.n_bar, cfg.n_min, cfg.n_max)
             scalars.update({f"sim/{k.replace('se_', 'se_true_')}": v for k, v in true_se.items()})
-        scalars.update(self._prompt_se(variance_P, feedback.counts_P))
+        scalars.update(self._prompt_se(variance_P, counts))
         scalars["sim/true_success"] = float(p.mean())
         scalars["sim/delta_shared"] = float(delta_shared)
         return scalars, rows

@@ -23,6 +23,7 @@ from scipy import stats
 
 from real_runs.lmstudy import study, tasks
 from real_runs.lmstudy.warmstart import WarmStartConfig
+from studykit.arena_settings import METHOD_SETTINGS
 
 ARENA = study.StudyConfig(seeds=3, steps=60, prompts_per_step=16, eval_every=60, train_size=320, heldout_per_group=100,
                           warm=WarmStartConfig(steps=300, batch_size=64, warmup_steps=20, heldout_per_group=100,
@@ -71,6 +72,7 @@ def trainer_config(cfg: study.StudyConfig, method: str, seed: int, out: Path, lr
     from real_runs.config import config_from_dict, config_to_dict
     values = config_to_dict(study.trainer_config(cfg, "grpo", seed, out, lr_scale))
     values["method"].update(METHODS[method][1])
+    values["rollout"].update(METHOD_SETTINGS.get(method, {}))  # DUET's early stopping
     values["train"]["run_name"] = run_name(method, lr_scale, seed)
     values["eval"]["benchmarks"] = sorted(eval_records(cfg))
     return config_from_dict(values)

@@ -29,9 +29,10 @@ from simulators.studies.common import StudySettings, job, sim_config
 from simulators.studies.sqrt_law import WORLDS as SQRT_LAW_WORLDS
 from simulators.studies.tuning import Grid, lr_dir, tuned_grid
 from studykit import lrgrid
+from studykit.arena_settings import METHOD_SETTINGS
 from studykit.stats import paired_ci
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 """Bump when a change of code (not of config) changes what a run produces: every digest is stale."""
 DEFAULTS: dict[str, Any] = {"seeds": 3, "steps": 300, "prompts": 4000, "batch": 128, "methods": ARENA_METHODS,
                             "lr_grid": lrgrid.sqrt2_grid(0.5, 2.0), "eval_every": 50, "log_every": 5}
@@ -39,9 +40,6 @@ DEFAULTS: dict[str, Any] = {"seeds": 3, "steps": 300, "prompts": 4000, "batch": 
 takes --worlds/--seeds/--steps/--prompts/--batch to reduce it, and the report states the setting."""
 WORLDS: dict[str, dict[str, Any]] = {"default": {}, **{name: dict(v) for name, v in PRESETS.items()},
                                      "bimodal": dict(SQRT_LAW_WORLDS["bimodal"])}
-METHOD_SETTINGS: dict[str, dict[str, Any]] = {"duet": {"abort_horizon": 11, "abort_grace": 1}}
-"""Loop settings a method brings to every arena run of it: DUET's early stopping, checked at 12 tokens, about the
-85th-90th percentile of the arena worlds' lengths at the start (no paper value: docs/arena.md)."""
 SE_ONLY = ("prompt_bayes", "prompt_stale")
 """Reference methods run at lr 1 only: they enter the SE table, not the learning comparison."""
 PAPER_SCALE: dict[str, Any] = {"seeds": 3, "steps": 600, "prompts": 14116, "batch": 256}
@@ -127,7 +125,7 @@ def run_cached_grid(settings: StudySettings, methods: Sequence[str], out: Path, 
 def _cached_points(settings: StudySettings, points: Sequence[tuple[str, float]], out: Path, world: str,
                    description: str) -> Grid:
     keys = [(m, lr, s) for m, lr in points for s in range(settings.seeds)]
-    jobs = [job(replace(settings, snapshot_seeds=0), sim_config(settings, m, s, lr_scale=lr, **METHOD_SETTINGS.get(m, {})),
+    jobs = [job(replace(settings, snapshot_seeds=0), sim_config(settings, m, s, METHOD_SETTINGS.get(m), lr_scale=lr),
                 out / "runs" / world / m / lr_dir(lr) / f"seed{s}") for m, lr, s in keys]
     results = run_jobs(jobs, workers=settings.workers, progress=settings.progress, description=description,
                        job=cached_job)

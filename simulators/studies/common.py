@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -63,15 +63,17 @@ class StudySettings:
         return WorldConfig(num_prompts=self.prompts, **values)
 
 
-def sim_config(settings: StudySettings, method: str, seed: int, **overrides: Any) -> SimConfig:
+def sim_config(settings: StudySettings, method: str, seed: int, defaults: Mapping[str, Any] | None = None,
+               **overrides: Any) -> SimConfig:
     """SimConfig of one run. Every seed of a method gets the same config except ``seed`` (the app
     groups runs by their config without the seed); which seeds actually write snapshots is decided
-    by :func:`job` (only seeds < snapshot_seeds: about 8 MB each at 14k prompts)."""
+    by :func:`job` (only seeds < snapshot_seeds: about 8 MB each at 14k prompts). ``defaults``: run
+    fields a study gives this method, under the user's ``--set`` knobs; ``overrides``: over them."""
     snapshot_every = settings.snapshot_every if settings.snapshot_seeds > 0 else -1
     from simulators.knobs import apply
     base = SimConfig(method=method, seed=seed, steps=settings.steps, batch=settings.batch,
                      eval_every=min(settings.eval_every, settings.steps), snapshot_every=snapshot_every,
-                     log_every=settings.log_every, world=settings.world_config())
+                     log_every=settings.log_every, world=settings.world_config(), **dict(defaults or {}))
     return replace(apply(base, settings.overrides), **overrides)
 
 

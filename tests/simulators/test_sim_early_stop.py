@@ -124,6 +124,14 @@ def test_feedback_holds_exactly_the_scored_rollouts_of_prompts_with_two(monkeypa
         return gradient(learner, successes_R, counts_B, p_B, noise_R, weights_R)
 
     monkeypatch.setattr(Learner, "gradient", spy_gradient)
+    se_counts: list[np.ndarray] = []
+    prompt_se = Simulation._prompt_se
+
+    def spy_se(sim, variance_P, counts_P):
+        se_counts.append(counts_P)
+        return prompt_se(sim, variance_P, counts_P)
+
+    monkeypatch.setattr(Simulation, "_prompt_se", spy_se)
     cfg = config(seed=5, steps=10, log_every=1)
     sim = Simulation(cfg)
     records = [sim.step() for _ in range(cfg.steps)]
@@ -150,6 +158,8 @@ def test_feedback_holds_exactly_the_scored_rollouts_of_prompts_with_two(monkeypa
         assert w.tolist() == expected_w  # the update weighs kept tails (DUET has no selector: all seen trained)
         assert scalars["compute/tokens_trained"] == tokens
     assert left_out > 0  # some prompt lost its group in these steps
+    # the SE diagnostics judge the allocator's plan (every rollout it asked for), not what the rule left
+    assert [c.tolist() for c in se_counts] == [c.tolist() for c in plans]
 
 
 def test_kept_tails_weigh_their_gradient_terms() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from gdro_lab.runformat.runlog import read_run
 from real_runs.lmstudy import arena, study
+from studykit.arena_settings import METHOD_SETTINGS
 
 pytestmark = pytest.mark.slow
 
@@ -28,13 +29,20 @@ def test_quick_lm_arena_end_to_end(tmp_path, monkeypatch):
     budget = arena.QUICK.prompts_per_step * arena.QUICK.n_bar
     for run_dir in runs:
         run = read_run(run_dir)
-        np.testing.assert_array_equal(run.scalars["total_rollouts"], budget)
-        np.testing.assert_array_equal(run.scalars["compute/rollouts_generated"], budget)
-        assert "lmstudy_add/test/mean@8" in run.evals[-1]["metrics"]
         method = run.config["train"]["run_name"].split("-lr")[0]
+        np.testing.assert_array_equal(run.scalars["compute/rollouts_generated"], budget)
+        if method in METHOD_SETTINGS:  # early stopping: the controllers count the scored rollouts
+            scored = run.scalars["compute/rollouts_generated"] - run.scalars["compute/rollouts_aborted"]
+            assert np.all(run.scalars["total_rollouts"] <= scored)
+        else:
+            np.testing.assert_array_equal(run.scalars["total_rollouts"], budget)
+        assert "lmstudy_add/test/mean@8" in run.evals[-1]["metrics"]
         expected = arena.METHODS[method][1]
         for key, value in expected.items():
             assert run.config["method"][key] == value
+        settings = METHOD_SETTINGS.get(method, {})  # DUET's early stopping, as in the simulator's arena
+        assert {k: run.config["rollout"][k] for k in settings} == settings
+        assert ("compute/rollouts_aborted" in run.scalars) == bool(settings)
     stamps = {p: (p / "steps.jsonl").stat().st_mtime_ns for p in runs}
     arena.main_arena(tmp_path, quick=True, jobs=2, log=lambda _: None)
     assert {p: (p / "steps.jsonl").stat().st_mtime_ns for p in runs} == stamps  # finished runs reused
