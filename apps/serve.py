@@ -86,13 +86,15 @@ def _script_settings(argv: Sequence[str]) -> tuple[Path, list[Path]]:
 
 def warm_list(argv: Sequence[str]) -> int:
     """Import the landing page's modules, then list the runs (small files only, into
-    :data:`apps.data.listing.INFO_CACHE`); returns the runs listed."""
+    :data:`apps.data.listing.INFO_CACHE`) and name them (:func:`apps.data.identity.automatic_grouping`);
+    returns the runs listed."""
     preload(LANDING)
     try:
-        from apps.data import listing
+        from apps.data import identity, listing
 
         root, given = _script_settings(argv)
         listed = listing.list_runs(root if root.is_dir() else None, given)
+        identity.automatic_grouping(listed.runs)
         return len(listed.runs)
     except Exception:  # noqa: BLE001  (a warm-up must never stop the server; pages list runs as usual)
         return 0
@@ -146,9 +148,24 @@ def skip_component_scan() -> bool:
     return True
 
 
+def skip_repl_check() -> bool:
+    """Mark Streamlit's "not run with `streamlit run`" warning as shown: its check walks the script thread's
+    stack with ``inspect.stack()`` (which reads every frame's source file) on the first element of the first
+    session, 40-120 ms of the first page; this process is ``streamlit run``. True when the flag was found."""
+    try:
+        from streamlit import delta_generator
+    except ImportError:
+        return False
+    if not hasattr(delta_generator, "_use_warning_has_been_displayed"):
+        return False
+    delta_generator._use_warning_has_been_displayed = True
+    return True
+
+
 def main() -> int:
     """Start the warm-up thread, then hand the command line to Streamlit."""
     skip_component_scan()
+    skip_repl_check()
     threading.Thread(target=_background, args=(list(sys.argv[1:]),), name="gdro-app-warm", daemon=True).start()
     from streamlit.web.cli import main as streamlit_main
 

@@ -131,12 +131,7 @@ def _baseline_picker(labels: list[str], names: dict[str, str], problems: dict[st
 def _group_picker(listed: listing.Listing) -> tuple[Grouping, Grouping]:
     """"Group runs by": config keys (automatic when none is picked); the grouping of every listed
     run, and the automatic one (which names the runs: within each study, :func:`apps.data.identity.group_runs`)."""
-    configs = {info.label: info.config for info in listed.runs if info.problem is None}
-    automatic = identity.group_runs(configs, producers={info.label: info.producer for info in listed.runs})
-    keys: list[str] = []
-    for config in configs.values():
-        keys += [key for key in identity.identity(config) if key not in keys]
-    keys = sorted(keys)
+    automatic, keys = identity.automatic_grouping(listed.runs)
     wanted = st.query_params.get_all(GROUP_KEY) if GROUP_KEY not in st.session_state else []
     unknown = [key for key in wanted if key not in keys]
     if unknown:
@@ -150,7 +145,10 @@ def _group_picker(listed: listing.Listing) -> tuple[Grouping, Grouping]:
                                          "are averaged on Study and Compare). Empty: in each study (a study "
                                          "folder and producer), the keys that differ between its runs "
                                          f"({hint}).")
-    return (identity.group_runs(configs, chosen) if chosen else automatic), automatic
+    if not chosen:
+        return automatic, automatic
+    return identity.group_runs({info.label: info.config for info in listed.runs if info.problem is None}, chosen), \
+        automatic
 
 
 def _folder_notes(root: Path, listed: listing.Listing) -> None:

@@ -150,8 +150,31 @@ def test_serve_reads_the_address_and_warms_the_runs_after_the_separator(runs_roo
     cache = loading.RunCache()
     monkeypatch.setattr(loading, "RUN_CACHE", cache)
     assert serve.warm_list(argv) == 3, "the three runs under --root are listed before the first request"
+    from apps.data import identity, listing
+    named = identity._LAST_AUTOMATIC[-1][2]  # and named: the first page's sidebar reuses this grouping
+    assert identity.automatic_grouping(listing.list_runs(runs_root).runs)[0] is named
     assert serve.warm(argv) == 3, "and their steps read once the first page is sent"
     assert serve.warm(["run", "x.py", "--", "--root", str(runs_root / "missing")]) == 0
+
+
+def test_serve_skips_streamlits_use_warning_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first element of the first session would walk the stack to ask whether this is a REPL."""
+    import inspect
+
+    from streamlit import delta_generator
+
+    from apps import serve
+
+    monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)
+    assert serve.skip_repl_check() is True
+
+    def no_stack(*args, **kwargs):
+        raise AssertionError("inspect.stack() called")
+
+    monkeypatch.setattr(inspect, "stack", no_stack)
+    delta_generator._maybe_print_use_warning()  # returns at once: the check is marked done
+    monkeypatch.delattr(delta_generator, "_use_warning_has_been_displayed")
+    assert serve.skip_repl_check() is False, "a Streamlit without the flag is left as it is"
 
 
 def test_serve_skips_streamlits_scan_for_custom_components(monkeypatch: pytest.MonkeyPatch) -> None:

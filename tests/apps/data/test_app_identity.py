@@ -157,3 +157,20 @@ def test_run_colours_tell_seeds_of_one_group_apart() -> None:
     grouping = identity.group_runs(configs)
     colours = run_colours(grouping, list(configs))
     assert len(set(colours.values())) == 3
+
+
+def test_automatic_grouping_is_group_runs_and_kept_while_the_entries_are_the_same() -> None:
+    from types import SimpleNamespace
+
+    configs = _simulator_configs()
+    runs = [SimpleNamespace(label=label, config=config, producer="gdro-lab simulator", problem=None)
+            for label, config in configs.items()]
+    broken = SimpleNamespace(label="broken", config={}, producer="", problem="no steps.jsonl")
+    grouping, keys = identity.automatic_grouping([*runs, broken])
+    expected = identity.group_runs(configs, producers={run.label: run.producer for run in runs})
+    assert grouping == expected and "broken" not in grouping.group_of
+    assert keys == sorted({key for config in configs.values() for key in identity.identity(config)})
+    assert identity.automatic_grouping(runs)[0] is grouping  # the same entries: not grouped again
+    changed = [*runs[:-1], SimpleNamespace(**{**vars(runs[-1]), "config": {**runs[-1].config, "lr_scale": 9.0}})]
+    regrouped, _ = identity.automatic_grouping(changed)  # a changed run is a new entry: grouped again
+    assert regrouped is not grouping and regrouped.group_of[runs[-1].label] != grouping.group_of[runs[-1].label]
