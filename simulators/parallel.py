@@ -31,7 +31,8 @@ SUMMARY_SCALARS = (
     "sim/prompt_var_reduction_pct", "sim/prompt_wse_reduction_pct", "sim/prompt_oracle_var_reduction_pct",
     "sim/prompt_oracle_wse_reduction_pct", "compute/rollouts_generated", "compute/rollouts_trained",
     "compute/prompts_trained", "compute/tokens_generated", "compute/tokens_trained", "select/skipped",
-    "multiplier_mean", "multiplier_sq_mean", "sim/forgetting",
+    "multiplier_mean", "multiplier_sq_mean", "sim/forgetting", "compute/rollouts_aborted", "compute/rollouts_kept_tail",
+    "compute/tokens_saved",
 )
 SUMMARY_BINS = ("share", "weight", "multiplier", "rollouts", "reward", "success", "count", "sigma")
 

@@ -32,7 +32,7 @@ from studykit import lrgrid
 from studykit.arena_settings import METHOD_SETTINGS
 from studykit.stats import paired_ci
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 """Bump when a change of code (not of config) changes what a run produces: every digest is stale."""
 DEFAULTS: dict[str, Any] = {"seeds": 3, "steps": 300, "prompts": 4000, "batch": 128, "methods": ARENA_METHODS,
                             "lr_grid": lrgrid.sqrt2_grid(0.5, 2.0), "eval_every": 50, "log_every": 5}

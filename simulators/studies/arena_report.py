@@ -215,6 +215,34 @@ def decision_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def early_stop_lines(worlds: dict[str, dict[str, Any]]) -> list[str]:
+    """One paragraph per early-stopping method (DUET): its loop settings and, per world, the share of rollouts
+    it aborted and of tokens it saved (every step of its lr-1 runs, all seeds)."""
+    from studykit.arena_settings import METHOD_SETTINGS
+
+    lines = []
+    for method, settings in METHOD_SETTINGS.items():
+        parts = []
+        for name, world in worlds.items():
+            runs = world["grid"].get((method, 1.0), [])
+            if not runs or "compute/rollouts_aborted" not in runs[0].scalars:
+                continue
+            aborted = sum(np.nansum(r.scalars["compute/rollouts_aborted"]) for r in runs)
+            generated = sum(np.nansum(r.scalars["compute/rollouts_generated"]) for r in runs)
+            saved = sum(np.nansum(r.scalars["compute/tokens_saved"]) for r in runs)
+            tokens = sum(np.nansum(r.scalars["compute/tokens_generated"]) for r in runs)
+            parts.append(f"{name} {100 * aborted / generated:.1f}% / {100 * saved / (tokens + saved):.1f}%")
+        if parts:
+            label = METHODS[method].label if method in METHODS else method
+            lines += [f"**Early stopping ({label}).** Rollouts still running at {settings['abort_horizon']} + "
+                      f"{settings['abort_grace']} tokens are aborted (out of the feedback and the update) unless kept "
+                      f"with probability {settings['abort_keep_prob']:g} (then weighted 1 / "
+                      f"{settings['abort_keep_prob']:g} in the update; studykit/arena_settings.py). Rollouts aborted / "
+                      f"tokens saved, logged steps of its lr-1 runs: {'; '.join(parts)}. What decides its rows: "
+                      "docs/arena.md.", ""]
+    return lines
+
+
 def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: float,
           paper_scale: dict[Any, list[RunSummary]] | None = None, *, defaults: dict[str, Any],
           world_names: Sequence[str]) -> Path:
@@ -281,7 +309,7 @@ def write(settings: StudySettings, worlds: dict[str, dict[str, Any]], wall: floa
         "the true v_i = 4 p_i (1 − p_i); reductions against uniform n̄; the per-prompt oracle is the exact "
         "integer minimiser of Eq. 28 on the true p_i; the Bayes reference uses the pool's true distribution of p "
         "as its prior and each prompt's whole history (what rollouts can tell at best).", "",
-        "## Decision", "", "```", *decision, "```", "", *scale_lines, *body]
+        *early_stop_lines(worlds), "## Decision", "", "```", *decision, "```", "", *scale_lines, *body]
     if summary.get("lm"):
         lines += summary["lm"].get("markdown", [])
     else:

@@ -96,3 +96,19 @@ def test_equal_tokens_reads_the_bigger_spender_where_it_had_spent_the_others_tot
     diff = np.array([0.3 + 0.2 * 1000 / 1200 - 0.45, 0.1])
     assert gain["vs_tuned_tokens"] == pytest.approx([diff.mean(), stats.t.ppf(0.975, 1) * diff.std(ddof=1) / np.sqrt(2)])
     assert gain["vs_tuned"] == [0.1, 0.0]
+
+
+def test_early_stopping_paragraph_gives_the_aborted_and_saved_shares() -> None:
+    """Pooled over seeds and logged steps: aborted / generated rollouts, saved / (generated + saved) tokens."""
+    def run(seed: int, aborted: list[float], saved: list[float], tokens: list[float]) -> RunSummary:
+        return RunSummary(method="duet", seed=seed, path="", steps=np.array([5, 10]),
+                          scalars={"compute/rollouts_aborted": np.array(aborted),
+                                   "compute/rollouts_generated": np.full(2, 100.0),
+                                   "compute/tokens_saved": np.array(saved), "compute/tokens_generated": np.array(tokens)},
+                          bins={}, eval_steps=np.array([10]), evals={}, config={})
+
+    runs = [run(0, [10, 20], [30, 10], [960, 1000]), run(1, [5, 5], [0, 0], [1000, 1000])]
+    lines = arena_report.early_stop_lines({"w": {"grid": {("duet", 1.0): runs}}, "v": {"grid": {}}})
+    # aborted 40 of 400 = 10.0%; saved 40 of 3,960 + 40 = 1.0%; a world without DUET runs is left out
+    assert len(lines) == 2 and "w 10.0% / 1.0%" in lines[0] and "v " not in lines[0]
+    assert "11 + 1 tokens" in lines[0] and "1 / 0.05" in lines[0]
