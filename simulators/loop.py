@@ -141,7 +141,7 @@ class Simulation:
             return None
         scalars, rows_G = self._record(outcome, plan.bins_P, generated, variance_batch, p_batch, self._delta_shared,
                                        forgetting)
-        if weights_all is not None:
+        if weights_all is not None and tokens is not None:
             scalars.update(duet.abort_scalars(generated, tokens, weights_all))
             scalars["compute/tokens_saved"] = float(self._step_saved)
         return scalars, rows_G
