@@ -5,6 +5,7 @@ the data folders (the full ``../shared/data`` or the small fixtures shipped in `
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +66,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if not os.environ.get("GDRO_DATA") and not (data_root() / "math500" / "test.jsonl").exists():
         os.environ["GDRO_DATA"] = str(FIXTURE_DATA)
+
+
+#: torch's intra-op threads as CI sets them (OMP_NUM_THREADS); None when unset (a developer's machine).
+TORCH_THREADS = int(os.environ["OMP_NUM_THREADS"]) if os.environ.get("OMP_NUM_THREADS", "").isdigit() else None
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    """torch's thread count back to what it was after every test. Code under test sets it (the LM study's and
+    arena's warm start: jobs x threads), and in a pytest-xdist worker the setting outlived the test: with two
+    workers and CI's second core busy, the extra OpenMP threads oversubscribed the machine and every later
+    torch test in that worker ran 5-20 times slower (the paper-preset rehearsal 200 s in CI, 29 s alone)."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else TORCH_THREADS
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and before is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -47,7 +47,6 @@ def test_the_rehearsal_changes_only_the_model_the_lengths_and_the_eval_limit(pre
 
 @pytest.mark.slow
 def test_paper_qwen3_1_7b_rehearses_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    torch.set_num_threads(2)
     _check_data()
     assert train_cli.main(["paper-qwen3-1.7b", "--rehearse", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -232,7 +231,6 @@ def test_the_rehearsal_exercises_each_method_end_to_end(method: str, tmp_path: P
     Rollout-GDRO and equal it otherwise; Prompt-GDRO's per-bin multipliers differ from 1, the
     others' equal 1. The rehearsal before the seeded history passed with none of this."""
     from gdro_lab.runformat.runlog import read_run
-    torch.set_num_threads(2)
     argv = ["paper-qwen3-1.7b", "--rehearse", f"method.name={method}", "train.prompts_per_step=32",
             "--out", str(tmp_path)]
     assert train_cli.main(argv) == 0
