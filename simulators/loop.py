@@ -107,6 +107,8 @@ class Simulation:
         # early stopping: the prompts with enough scored rollouts and those rollouts are all the step sees
         seen, rows = duet.scored_rows(counts, weights_all, duet.min_scored(method.classifier.config))
         weights = weights_all
+        if not seen.any():  # early stopping left no prompt a group: rollouts spent, nothing to learn from
+            return self._empty_step(generated, tokens, weights_all, record)
         if weights is not None:
             index, groups, p = index[seen], groups[seen], p[seen]
             counts = np.bincount(np.repeat(np.arange(seen.size), generated)[rows], minlength=seen.size)[seen]
@@ -145,6 +147,19 @@ class Simulation:
             scalars.update(duet.abort_scalars(generated, tokens, weights_all))
             scalars["compute/tokens_saved"] = float(self._step_saved)
         return scalars, rows_G
+
+    def _empty_step(self, generated: np.ndarray, tokens: np.ndarray | None, weights: np.ndarray | None,
+                    record: bool) -> tuple[dict[str, float], dict[str, np.ndarray]] | None:
+        """A step whose rollouts early stopping left no prompt with enough scored ones (as the trainer: no
+        controller or learner update); its compute is counted and, when recorded, logged alone."""
+        self.step_index += 1
+        self.rollouts_total += int(generated.sum())
+        if tokens is not None:
+            self.tokens_total += int(tokens.sum())
+        if not record or tokens is None or weights is None:
+            return None
+        return {**duet.abort_scalars(generated, tokens, weights), "compute/tokens_saved": float(self._step_saved),
+                "compute/rollouts_trained": 0.0, "compute/prompts_trained": 0.0}, {}
 
     def _early_stop(self, lengths: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
         """(tokens, weights) of the step's rollouts under DUET's abort rule (``abort_horizon`` > 0), or (lengths,

@@ -228,3 +228,19 @@ def test_the_arena_runs_duet_with_early_stopping() -> None:
     by_method = {cfg.method: cfg for cfg, _, _ in jobs}
     assert by_method["duet"].abort_horizon == arena.METHOD_SETTINGS["duet"]["abort_horizon"]
     assert by_method["vip"].abort_horizon == 0
+
+
+def test_a_step_with_nothing_scored_spends_its_rollouts_and_learns_nothing(tmp_path: Path) -> None:
+    """A check at 1 token with keep 0.01 aborts nearly everything: steps where no prompt keeps two rollouts
+    update neither controllers nor learner, yet are logged with their compute and the run ends whole."""
+    cfg = config(steps=6, abort_horizon=1, abort_grace=0, abort_keep_prob=0.01, log_every=1, eval_every=3)
+    run = read_run(run_simulation(cfg, tmp_path / "run"))
+    assert run.steps.tolist() == list(range(1, 7))  # every step logged, the last one too
+    np.testing.assert_array_equal(run.scalars["compute/rollouts_generated"], cfg.batch * cfg.n_bar)
+    assert np.all(run.scalars["compute/rollouts_trained"] == 0)
+    sim = Simulation(cfg)
+    before = sim.learner.prompt_skill_P.copy(), sim.learner.shared
+    for _ in range(cfg.steps):
+        sim.step()
+    np.testing.assert_array_equal(sim.learner.prompt_skill_P, before[0])
+    assert sim.learner.shared == before[1] and sim.rollouts_total == cfg.steps * cfg.batch * cfg.n_bar
