@@ -171,11 +171,10 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
 
     # 3-4. controllers, then weighted GRPO advantages, on the scored rollouts (early stopping: duet.scored_rows)
     with timer("controllers"):
-        seen_P, rows_R = scored_rows(counts_P, rollouts.weights_R, min_scored(method.classifier.config))
+        seen_P, rows_R, scored_P = scored_rows(counts_P, rollouts.weights_R, min_scored(method.classifier.config))
         advantages_R, train_R, outcome = np.zeros(rows_R.size), np.zeros(rows_R.size, bool), None
         adv_metrics: dict[str, float] = {}
         if seen_P.any():  # else nothing was scored: no controller update, no loss
-            scored_P = np.bincount(rollouts.prompt_index_R()[rows_R], minlength=counts_P.size)[seen_P]
             feedback = StepFeedback(plan.ids_P[seen_P], plan.bins_P[seen_P], scored_P, rewards_R[rows_R],
                                     successes_R[rows_R], prompts=run.prompts)
             outcome = method.observe(feedback, tokens_R=rollouts.lengths_R[rows_R])

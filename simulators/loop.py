@@ -102,16 +102,20 @@ class Simulation:
         successes = sample_rollouts(self.rollout_rng, p, counts)
         noise = self.rollout_rng.standard_normal(successes.size) if cfg.world.score_noise > 0 else None
         tokens = sample_lengths(self.length_rng, p, counts, successes, cfg.world) if cfg.world.lengths else None
-        generated, p_batch, (tokens, weights_all) = counts, p, self._early_stop(tokens)
+        generated, p_batch, (tokens, weights, aborts) = counts, p, self._early_stop(tokens, counts)
+        self.step_index += 1  # every rollout generated is spent, whatever early stopping leaves
+        self.rollouts_total += int(generated.sum())
+        if tokens is not None:
+            self.tokens_total += int(tokens.sum())
         variance_batch = 4.0 * p * (1.0 - p)  # true variance of a +-1 reward
         # early stopping: the prompts with enough scored rollouts and those rollouts are all the step sees
-        seen, rows = duet.scored_rows(counts, weights_all, duet.min_scored(method.classifier.config))
-        weights = weights_all
-        if not seen.any():  # early stopping left no prompt a group: rollouts spent, nothing to learn from
-            return self._empty_step(generated, tokens, weights_all, record)
+        seen, rows, scored = duet.scored_rows(counts, weights, duet.min_scored(method.classifier.config))
+        if not seen.any():  # early stopping left no prompt a group (as the trainer: no controller or learner update)
+            return ({**aborts, "compute/rollouts_trained": 0.0, "compute/prompts_trained": 0.0}, {}) \
+                if record and aborts else None
         if weights is not None:
             index, groups, p = index[seen], groups[seen], p[seen]
-            counts = np.bincount(np.repeat(np.arange(seen.size), generated)[rows], minlength=seen.size)[seen]
+            counts = scored
             successes, weights = successes[rows], weights[rows]
             noise = None if noise is None else noise[rows]
         variance_P = variance_batch[seen]
@@ -129,11 +133,8 @@ class Simulation:
         multipliers = outcome.multipliers_P
         t_index, t_counts, update_P, forgetting = self._learn(outcome.train_P, index, counts, successes, p, noise,
                                                               multipliers, weights)
-        self.step_index += 1
-        self.rollouts_total += int(generated.sum())
         self.rollouts_trained += int(t_counts.sum())
         if tokens is not None:
-            self.tokens_total += int(tokens.sum())
             self.tokens_trained += int(tokens[rows][np.repeat(outcome.train_P, counts)].sum())
         K = cfg.world.num_groups
         self.signal_mass_K += np.bincount(self.world.group_P[t_index], weights=np.abs(update_P), minlength=K)
@@ -143,39 +144,25 @@ class Simulation:
             return None
         scalars, rows_G = self._record(outcome, plan.bins_P, generated, variance_batch, p_batch, self._delta_shared,
                                        forgetting)
-        if weights_all is not None and tokens is not None:
-            scalars.update(duet.abort_scalars(generated, tokens, weights_all))
-            scalars["compute/tokens_saved"] = float(self._step_saved)
+        scalars.update(aborts)
         return scalars, rows_G
 
-    def _empty_step(self, generated: np.ndarray, tokens: np.ndarray | None, weights: np.ndarray | None,
-                    record: bool) -> tuple[dict[str, float], dict[str, np.ndarray]] | None:
-        """A step whose rollouts early stopping left no prompt with enough scored ones (as the trainer: no
-        controller or learner update); its compute is counted and, when recorded, logged alone."""
-        self.step_index += 1
-        self.rollouts_total += int(generated.sum())
-        if tokens is not None:
-            self.tokens_total += int(tokens.sum())
-        if not record or tokens is None or weights is None:
-            return None
-        return {**duet.abort_scalars(generated, tokens, weights), "compute/tokens_saved": float(self._step_saved),
-                "compute/rollouts_trained": 0.0, "compute/prompts_trained": 0.0}, {}
-
-    def _early_stop(self, lengths: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """(tokens, weights) of the step's rollouts under DUET's abort rule (``abort_horizon`` > 0), or (lengths,
-        None) without it. A simulated rollout's answer marker is its last token (the answer ends it), so the rule
-        cuts exactly the rollouts still running at horizon + grace. The draws come from a stream of their own;
-        the tokens saved are exact here (the full lengths are known)."""
+    def _early_stop(self, lengths: np.ndarray | None, counts: np.ndarray
+                    ) -> tuple[np.ndarray | None, np.ndarray | None, dict[str, float]]:
+        """(tokens, weights, the step's compute/* of early stopping) of the step's rollouts under DUET's abort rule
+        (``abort_horizon`` > 0), or (lengths, None, {}) without it. A simulated rollout's answer marker is its last
+        token (the answer ends it), so the rule cuts exactly the rollouts still running at horizon + grace. The
+        draws come from a stream of their own; the tokens saved are exact here (the full lengths are known)."""
         cfg = self.config
         if lengths is None or not cfg.abort_horizon:
-            return lengths, None
+            return lengths, None, {}
         tokens, weights = duet.marker_gated_abort(lengths, lengths,
                                                   cfg.abort_horizon, cfg.abort_grace,
                                                   self.abort_rng.random(lengths.size), cfg.abort_keep_prob)
-        self._step_saved = int((lengths - tokens).sum())  # for the step record
+        saved = int((lengths - tokens).sum())
         self.rollouts_aborted += int(np.sum(weights == 0))
-        self.tokens_saved += self._step_saved
-        return tokens, weights
+        self.tokens_saved += saved
+        return tokens, weights, {**duet.abort_scalars(counts, tokens, weights), "compute/tokens_saved": float(saved)}
 
     def _learn(self, train: np.ndarray, index: np.ndarray, counts: np.ndarray, successes: np.ndarray, p: np.ndarray,
                noise: np.ndarray | None, multipliers: np.ndarray, weights: np.ndarray | None = None

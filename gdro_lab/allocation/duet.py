@@ -73,17 +73,20 @@ def min_scored(classifier_config: object) -> int:
     return max(2, int(getattr(classifier_config, "k", 1)))
 
 
-def scored_rows(counts_P: np.ndarray, weights_R: np.ndarray | None, need: int) -> tuple[np.ndarray, np.ndarray]:
-    """(seen_P, rows_R): the prompts with at least ``need`` scored rollouts (abort weight > 0) and their scored
-    rollouts, all that the controllers, the advantages and the loss see; every prompt and rollout when
-    ``weights_R`` is None (no early stopping). A prompt with fewer is left out of the step, as if not drawn
-    (its rollouts were generated: they count as compute)."""
+def scored_rows(counts_P: np.ndarray, weights_R: np.ndarray | None, need: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(seen_P, rows_R, scored counts of the seen prompts): the prompts with at least ``need`` scored rollouts
+    (abort weight > 0), their scored rollouts and how many each has, all that the controllers, the advantages
+    and the loss see; every prompt, rollout and count when ``weights_R`` is None (no early stopping). A prompt
+    with fewer is left out of the step, as if not drawn (its rollouts were generated: they count as compute)."""
+    counts = np.asarray(counts_P, np.int64)
     if weights_R is None:
-        return np.ones(len(counts_P), bool), np.ones(int(np.sum(counts_P)), bool)
+        return np.ones(counts.size, bool), np.ones(int(counts.sum()), bool), counts
     scored_R = np.asarray(weights_R) > 0
-    owner_R = np.repeat(np.arange(len(counts_P)), counts_P)
-    seen_P = np.bincount(owner_R, weights=scored_R, minlength=len(counts_P)) >= need
-    return seen_P, scored_R & seen_P[owner_R]
+    owner_R = np.repeat(np.arange(counts.size), counts)
+    scored_P = np.bincount(owner_R[scored_R], minlength=counts.size)
+    seen_P = scored_P >= need
+    return seen_P, scored_R & seen_P[owner_R], scored_P[seen_P]
 
 
 def abort_scalars(counts_P: np.ndarray, tokens_R: np.ndarray, weights_R: np.ndarray) -> dict[str, float]:

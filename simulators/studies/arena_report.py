@@ -14,6 +14,7 @@ from gdro_lab.methods import METHODS
 from simulators.parallel import RunSummary
 from simulators.studies.baselines import GAIN_METRICS
 from simulators.studies.common import StudySettings, final_eval
+from studykit.arena_settings import METHOD_SETTINGS
 from studykit.stats import mean_ci
 from studykit.tables import fmt, markdown_table, write_json
 
@@ -218,8 +219,6 @@ def decision_lines(summary: dict[str, Any]) -> list[str]:
 def early_stop_lines(worlds: dict[str, dict[str, Any]]) -> list[str]:
     """One paragraph per early-stopping method (DUET): its loop settings and, per world, the share of rollouts
     it aborted and of tokens it saved (every step of its lr-1 runs, all seeds)."""
-    from studykit.arena_settings import METHOD_SETTINGS
-
     lines = []
     for method, settings in METHOD_SETTINGS.items():
         parts = []

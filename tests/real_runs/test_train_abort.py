@@ -28,13 +28,15 @@ RECORDS = [Problem(f"toy:train:{i}", f"Say something {i}.", "0", "toy", "toy") f
 
 def test_scored_rows_keep_prompts_with_enough_scored_rollouts():
     counts = np.array([3, 2, 3])
-    seen, rows = scored_rows(counts, np.array([1, 0, 20, 0, 1, 1, 1, 1.0]), need=2)
+    seen, rows, scored = scored_rows(counts, np.array([1, 0, 20, 0, 1, 1, 1, 1.0]), need=2)
     assert seen.tolist() == [True, False, True]
     assert rows.tolist() == [True, False, True, False, False, True, True, True]
-    seen, rows = scored_rows(counts, np.array([1, 0, 20, 0, 1, 1, 1, 1.0]), need=3)
+    assert scored.tolist() == [2, 3]  # the seen prompts' scored rollouts
+    seen, rows, scored = scored_rows(counts, np.array([1, 0, 20, 0, 1, 1, 1, 1.0]), need=3)
     assert seen.tolist() == [False, False, True] and rows.tolist() == [False] * 5 + [True] * 3
-    seen, rows = scored_rows(counts, None, need=2)   # no early stopping: everything
-    assert seen.all() and rows.all() and rows.size == 8
+    assert scored.tolist() == [3]
+    seen, rows, scored = scored_rows(counts, None, need=2)   # no early stopping: everything
+    assert seen.all() and rows.all() and rows.size == 8 and scored.tolist() == [3, 2, 3]
 
 
 def test_weights_multiply_every_loss_term_of_their_response():
