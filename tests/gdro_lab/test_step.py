@@ -159,11 +159,13 @@ class Overspending:
 @pytest.mark.parametrize("extra,shape_off,got", [
     (1, False, "planned 49 rollouts in [4, 5] for 12 prompts"),
     (-3, False, "planned 45 rollouts in [1, 4] for 12 prompts"),
+    (-1, False, "planned 47 rollouts in [3, 4] for 12 prompts"),  # underspends, every count inside the box
     (6, False, "planned 54 rollouts in [4, 10] for 12 prompts"),
     (0, True, "planned an array of shape (13,) and dtype int64 for 12 prompts")])
 def test_a_plan_off_the_budget_is_one_error_message(extra: int, shape_off: bool, got: str) -> None:
-    """A plan off the budget (too many, a count under n_min, one over n_max, one count too many) is
-    a BudgetError (a ConfigError) whose one line names the allocator, what it planned and the budget."""
+    """A plan off the budget (too many, a count under n_min, too few with every count inside [n_min, n_max]:
+    the budget is exact, not a cap; one over n_max, one count too many) is a BudgetError (a ConfigError)
+    whose one line names the allocator, what it planned and the budget."""
     step = make("rollout_gdro")
     step.allocator = Overspending(step.allocator.config, extra, shape_off)
     with pytest.raises(BudgetError) as info:
@@ -214,6 +216,24 @@ def test_the_papers_methods_wire_the_papers_controllers() -> None:
               for name in ("grpo", "prompt_gdro", "rollout_gdro", "joint")}
     assert wiring == {"grpo": ("uniform", "uniform", "none"), "prompt_gdro": ("gdro", "uniform", "none"),
                       "rollout_gdro": ("uniform", "gdro", "none"), "joint": ("gdro", "gdro", "none")}
+
+
+def test_a_users_value_wins_over_the_methods_override() -> None:
+    """Config values stack as the loop's base, then the method's overrides, then the user's: a user who sets
+    Prompt-GDRO's ema_beta or Knapsack-RL's objective gets that value in the built step, not the method's."""
+    method = get_method("prompt_gdro")
+    values = method.config("weighter", {"num_bins": 4, "ema_beta": 0.3}, {"ema_beta": 0.5})
+    assert values["ema_beta"] == 0.5 and values["share_normalize"] is True and values["num_bins"] == 4
+    assert method.config("weighter", {"num_bins": 4, "ema_beta": 0.3}, {})["ema_beta"] == 0.12
+    built = {}
+    for name, family, user in (("prompt_gdro", "weighter", {"ema_beta": 0.5}),
+                               ("knapsack", "allocator", {"objective": "code"})):
+        spec = get_method(name)
+        chosen = configs(spec)
+        chosen[family] = spec.config(family, {"num_bins": 4, **(BOX if family == "allocator" else {})}, user)
+        step = MethodStep(spec, chosen, 0, PromptIndex())
+        built[name] = getattr(step.controllers()[family].config, next(iter(user)))
+    assert built == {"prompt_gdro": 0.5, "knapsack": "code"}
 
 
 def test_resolve_method_replaces_a_family_and_drops_its_overrides() -> None:

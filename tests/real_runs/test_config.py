@@ -53,6 +53,20 @@ def test_methods_map_to_controllers():
     assert (allocator.n_bar, allocator.n_max) == (4, 8)
 
 
+@pytest.mark.parametrize("method,override,field,value,own", [
+    ("prompt_gdro", "method.weighter_config.ema_beta=0.5", "ema_beta", 0.5, 0.12),
+    ("knapsack", "method.allocator_config.objective=\"code\"", "objective", "code", "paper")])
+def test_a_users_controller_value_wins_over_the_methods_own(method, override, field, value, own):
+    """`gdro train method.name=prompt_gdro method.weighter_config.ema_beta=0.5` trains with EMA beta 0.5, not
+    the method's 0.12; knapsack's objective set to 'code' is 'code', not the method's 'paper'. Without the
+    override the method's own value is used."""
+    family = "weighter" if "weighter" in override else "allocator"
+    cfg = C.load_config("tiny-cpu", [f"method.name={method}", override])
+    assert getattr(cfg.method.step_configs()[family], field) == value
+    plain = C.load_config("tiny-cpu", [f"method.name={method}"])
+    assert getattr(plain.method.step_configs()[family], field) == own
+
+
 def test_every_method_of_the_table_that_needs_no_simulator_truth_is_a_method_name():
     """method.name takes the rows of gdro_lab.methods (one table for the three loops) that run on a
     real model, with their selectors and overrides; the simulator-only ones are one-line errors;
