@@ -124,6 +124,20 @@ def test_aborted_rollouts_are_out_of_the_feedback_the_advantages_and_the_loss(tm
     assert row["compute/rollouts_marker_stopped"] == 0 and row["compute/tokens_generated"] > 0
 
 
+def test_a_prompt_needs_k_scored_rollouts_when_pass_at_k_asks_for_more_than_two(tmp_path: Path, monkeypatch):
+    """Classifier k = 3 (n_min = 3): a prompt enters the step with max(2, k) = 3 scored rollouts. Prompt 0 keeps 3
+    (weights 1, 0, 1, 20) and is trained as in the test above; prompt 1 keeps 2 (1, 0, 1, 0), enough for a GRPO
+    group but not for its pass@3, and is left out of the feedback, the advantages and the loss."""
+    feedbacks, terms, row, changed = _run(tmp_path, monkeypatch, [1, 0, 1, 20, 1, 0, 1, 0],
+                                          [1, -1, 1, -1, 1, -1, -1, -1], "method.n_min=3",
+                                          "method.classifier_config.k=3")
+    (fb,) = feedbacks
+    assert fb.counts_P.tolist() == [3] and fb.rewards_R.tolist() == [1, 1, -1]
+    a = 1 / np.sqrt(2)
+    np.testing.assert_allclose(sorted(terms), sorted([(a, 1.0), (a, 1.0), (-2 * a, 20.0)]), rtol=1e-5)
+    assert changed and row["total_rollouts"] == 3 and row["compute/rollouts_aborted"] == 3
+
+
 def test_abort_scalars_count_the_rule_and_bound_the_tokens_it_saved():
     rollouts = Rollouts(np.array([2, 2]), [[1], [2]], [[5] * 5, [5] * 16, [5] * 3, [5] * 10],
                         [np.zeros(n, np.float32) for n in (5, 16, 3, 10)], ["a"] * 4,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gdro_lab import ConfigError
-from gdro_lab.allocation.duet import KEEP_PROB, duet_plan, marker_gated_abort
+from gdro_lab.allocation.duet import KEEP_PROB, duet_plan, marker_gated_abort, min_scored, scored_rows
 
 
 def reference(score, total, n_min, n_max):
@@ -105,3 +105,15 @@ def test_bad_plan_inputs_are_one_line_errors():
         with pytest.raises(ConfigError, match=message) as info:
             duet_plan(*args)
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("k,need", [(None, 2), (1, 2), (2, 2), (3, 3), (5, 5)])
+def test_early_stopping_keeps_a_prompt_with_max_2_k_scored_rollouts(k, need):
+    """A prompt enters an early-stopped step with max(2, k) scored rollouts (a GRPO group needs two, pass@k needs
+    k; no k: 2): with scored counts 1..5, exactly those with at least that many are seen."""
+    config = type("Classifier", (), {} if k is None else {"k": k})()
+    assert min_scored(config) == need
+    counts = np.full(5, 6)
+    weights = np.concatenate([np.r_[np.ones(m), np.zeros(6 - m)] for m in range(1, 6)])  # prompt i: i + 1 scored
+    seen, _, scored = scored_rows(counts, weights, min_scored(config))
+    assert seen.tolist() == [m >= need for m in range(1, 6)] and scored.tolist() == list(range(need, 6))
