@@ -46,17 +46,32 @@ def write_parquet(problems: Iterable[Problem], path: str | Path) -> int:
     target = Path(path)
     if target.exists():
         raise VerlPluginError(f"{target} already exists: choose another output file (nothing was overwritten)")
+    check_folder(target.parent, "the output file's folder")
     rows = [verl_row(p) for p in problems]
     if not rows:
         raise VerlPluginError("no problems to write: check the data set name, split and --limit")
     ids = [r["extra_info"]["index"] for r in rows]
     if len(set(ids)) != len(ids):
         raise VerlPluginError("duplicate prompt ids: each Problem.id must be unique (source:split:row)")
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
-    pq.write_table(pa.Table.from_pylist(rows), tmp)
-    tmp.replace(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
+        tmp.replace(target)
+    except OSError as err:  # a read-only or full disk: one line, no partial file left
+        tmp.unlink(missing_ok=True)
+        raise VerlPluginError(f"cannot write {target} ({err.strerror or err}): choose a writable output path") from err
     return len(rows)
+
+
+def check_folder(folder: Path, what: str) -> None:
+    """Refuse, in one line, a folder that cannot be made: it, or a folder above it, is a regular file."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise VerlPluginError(f"{what} {folder} cannot be created: {path} is a file, not a folder "
+                                      "(choose another path; nothing was written)")
+            return
 
 
 @dataclass(frozen=True)
@@ -126,6 +141,7 @@ def convert_all(jobs: Sequence[Job], root: Path, out: Path) -> list[str]:
     """Write every job's parquet under ``out``; returns one report line per file.
 
     Checks every input file and output name first, so a missing file or an existing output writes nothing."""
+    check_folder(out, "--out")
     for job in jobs:
         spec = BENCHMARKS[job.name]
         relative = spec.files[job.split or spec.default_split]

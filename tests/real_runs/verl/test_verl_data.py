@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,6 +79,20 @@ def test_converter_refuses_to_overwrite_and_reports_one_line(tmp_path, capsys):
     assert convert.main(["no_such_set", str(tmp_path / "y.parquet")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: unknown data set") and "\n" not in err
+
+
+@pytest.mark.parametrize("form", ["--out", "single file"])
+def test_an_output_under_a_regular_file_is_one_line_and_writes_nothing(tmp_path, capsys, form):
+    """`--out FILE/sub` (or FILE/x.parquet) used to end in NotADirectoryError's traceback."""
+    blocker = tmp_path / "file"
+    blocker.write_text("keep me")
+    fixtures = str(Path(__file__).resolve().parents[2] / "fixtures" / "data")
+    argv = (["--data-dir", fixtures, "--out", str(blocker / "sub"), "math500"] if form == "--out"
+            else ["--data-dir", fixtures, "math500", str(blocker / "x.parquet")])
+    assert convert.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("error: ") and f"{blocker} is a file, not a folder" in err
+    assert blocker.read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def _reward_manager(tmp_path, tokenizer):
