@@ -206,3 +206,21 @@ def test_the_printed_interval_is_the_central_one_widened_by_the_recovery_studys_
     assert (entry["lo"], entry["median"], entry["hi"]) == (0.0, 0.015, 0.05)
     assert entry["wide_lo"] == pytest.approx(0.015 - predict.WIDENING * 0.015)
     assert entry["wide_hi"] == pytest.approx(0.015 + predict.WIDENING * 0.035)
+
+
+def test_the_threshold_decides_every_methods_counts(prediction_table) -> None:
+    """`gdro predict --threshold 5`: every method's counts beyond the threshold, and so its verdict, use 5 pp, not
+    the default 1 pp. Gains of 2..4 pp over GRPO at the planned lr are beyond 1 pp in every world and beyond 5 pp
+    in none; 6..8 pp below tuned GRPO are beyond 5 pp in every world."""
+    gain = np.linspace(0.02, 0.04, 20)
+    summary = predict.summarize(prediction_table(gain, 0.1), 20, [], threshold=0.05)
+    assert summary["threshold"] == 0.05 and summary["tuned_scale"] == [2.0] * 20
+    for label, row in summary["methods"].items():
+        for metric, _ in predict.METRICS:
+            vs_grpo, vs_tuned = row[metric]["vs_grpo"], row[metric]["vs_tuned"]
+            np.testing.assert_allclose(vs_grpo["per_world"], gain)
+            np.testing.assert_allclose(vs_tuned["per_world"], gain - 0.1)
+            counts = [(vs_grpo["above_threshold"], vs_grpo["below_threshold"]),
+                      (vs_tuned["above_threshold"], vs_tuned["below_threshold"])]
+            assert counts == [(int(np.sum(gain > 0.05)), 0), (0, int(np.sum(gain - 0.1 < -0.05)))] == [(0, 0), (0, 20)]
+            assert verdict(vs_grpo, 0.05) == "within ±5 pp in 20 of 20 worlds the data allow", label
