@@ -17,7 +17,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from real_runs.rewards.math import extract_last_boxed
 from real_runs.types import Problem
@@ -67,7 +67,7 @@ class BenchmarkSpec:
     default_split: str
 
 
-#: Known data sets (``../shared/data`` layout). Evaluation sets use their "test" split.
+#: Known data sets (the layout `gdro data fetch` writes). Evaluation sets use their "test" split.
 BENCHMARKS: dict[str, BenchmarkSpec] = {
     "math500": BenchmarkSpec({"test": "math500/test.jsonl"}, "test"),
     "aime24": BenchmarkSpec({"test": "aime24/test.jsonl"}, "test"),
@@ -83,12 +83,33 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
 }
 
 
-def data_root() -> Path:
-    """The data folder: ``$GDRO_DATA`` if set, else ``../shared/data`` next to the repository."""
-    env = os.environ.get("GDRO_DATA")
+def user_data_folder(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's cache folder for data: ``$XDG_CACHE_HOME/gdro-lab/data``, else
+    ``~/.cache/gdro-lab/data`` (where ``gdro data fetch`` writes by default)."""
+    environ = os.environ if environ is None else environ
+    cache = environ.get("XDG_CACHE_HOME")
+    base = Path(cache).expanduser() if cache else Path(environ.get("HOME") or Path.home()).expanduser() / ".cache"
+    return base / "gdro-lab" / "data"
+
+
+def resolve_data_root(environ: Mapping[str, str], package_dir: Path) -> Path:
+    """The data folder, in this order: ``$GDRO_DATA``; ``../shared/data`` beside a clone (the folder
+    holding ``package_dir`` has a ``pyproject.toml`` and is no site-packages) when that folder
+    exists; else :func:`user_data_folder`. An installed wheel never resolves inside its virtualenv."""
+    env = environ.get("GDRO_DATA")
     if env:
         return Path(env).expanduser()
-    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    clone = package_dir.parent
+    shared = clone.parent / "shared" / "data"
+    is_clone = (clone / "pyproject.toml").is_file() and clone.name not in ("site-packages", "dist-packages")
+    if is_clone and shared.is_dir():
+        return shared
+    return user_data_folder(environ)
+
+
+def data_root() -> Path:
+    """The data folder every command reads (:func:`resolve_data_root` of this process)."""
+    return resolve_data_root(os.environ, Path(__file__).resolve().parent)
 
 
 # ----------------------------------------------------------------------------- template
@@ -305,8 +326,8 @@ def load_with_skips(name_or_path: str, split: str | None = None, limit: int | No
 def _registered_path(relative: str) -> Path:
     path = data_root() / relative
     if not path.exists():
-        raise DataError(f"data file {path} is missing: set GDRO_DATA to the folder that holds "
-                        f"{relative} (see ../shared/data/README.md)")
+        raise DataError(f"data file {path} is missing: download the data sets with `gdro data fetch` "
+                        f"or set GDRO_DATA to the folder that holds {relative} (docs/data.md)")
     return path
 
 

@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from real_runs.data import (BENCHMARKS, DataError, INSTRUCTION, data_root, format_prompt,
-                            load_dataset_records, load_with_skips, math_group, strip_wrapper)
+                            load_dataset_records, load_with_skips, math_group, resolve_data_root, strip_wrapper,
+                            user_data_folder)
 from real_runs.types import Problem
 
 #: Rows per (data set, split) in ../shared/data/README.md, and how many lack a usable answer.
@@ -197,7 +198,7 @@ def test_bad_names_and_missing_files_are_one_line_errors(tmp_path: Path, monkeyp
         load_dataset_records("math500", "train")
     monkeypatch.setenv("GDRO_DATA", str(tmp_path))
     assert data_root() == tmp_path
-    with pytest.raises(DataError, match="data file .*math500/test.jsonl is missing: set GDRO_DATA") as err:
+    with pytest.raises(DataError, match="data file .*math500/test.jsonl is missing: download .* `gdro data fetch` or set GDRO_DATA") as err:
         load_dataset_records("math500")
     assert "\n" not in str(err.value)
     bad = tmp_path / "bad.csv"
@@ -237,10 +238,35 @@ def test_dapo_english_subset_counts(shared_data: Path) -> None:
     assert len({r.problem for r in records}) == 14042     # distinct question texts (the paper: 14.1k)
 
 
-def test_data_root_defaults_next_to_the_repository(monkeypatch) -> None:
+def test_data_root_is_gdro_data_then_shared_data_beside_a_clone_then_the_user_cache(tmp_path: Path) -> None:
+    clone = tmp_path / "work" / "gdro-lab"
+    (clone / "real_runs").mkdir(parents=True)
+    (clone / "pyproject.toml").write_text("[project]\n")
+    home = {"HOME": str(tmp_path / "home")}
+    assert resolve_data_root(home, clone / "real_runs") == tmp_path / "home" / ".cache" / "gdro-lab" / "data"
+    xdg = {**home, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    assert resolve_data_root(xdg, clone / "real_runs") == tmp_path / "xdg" / "gdro-lab" / "data"
+    (tmp_path / "work" / "shared" / "data").mkdir(parents=True)
+    assert resolve_data_root(xdg, clone / "real_runs") == tmp_path / "work" / "shared" / "data"
+    assert resolve_data_root({**xdg, "GDRO_DATA": str(tmp_path / "mine")}, clone / "real_runs") == tmp_path / "mine"
+
+
+def test_an_installed_package_never_looks_for_data_inside_its_virtualenv(tmp_path: Path) -> None:
+    """A wheel's real_runs/ sits in site-packages; ``../shared/data`` next to it is inside the venv."""
+    lib = tmp_path / "venv" / "lib" / "python3.11"
+    (lib / "site-packages" / "real_runs").mkdir(parents=True)
+    (lib / "shared" / "data").mkdir(parents=True)
+    (lib / "site-packages" / "pyproject.toml").write_text("")   # even with a stray file there
+    (tmp_path / "venv" / "lib" / "shared" / "data").mkdir(parents=True)
+    found = resolve_data_root({"HOME": str(tmp_path / "home")}, lib / "site-packages" / "real_runs")
+    assert found == tmp_path / "home" / ".cache" / "gdro-lab" / "data"
+
+
+def test_data_root_of_this_checkout(monkeypatch) -> None:
     monkeypatch.delenv("GDRO_DATA", raising=False)
     repo = Path(__file__).resolve().parents[2]
-    assert data_root() == repo.parent / "shared" / "data"
+    shared = repo.parent / "shared" / "data"
+    assert data_root() == (shared if shared.is_dir() else user_data_folder())
 
 
 class _ChatTokenizer:
