@@ -21,6 +21,7 @@ COMMANDS = {
     "arena": ("gdro_cli.arena", "main", "allocation arena: Knapsack-RL, VIP, DAPO, GRESO, per-prompt GDRO vs GRPO"),
     "calibrate": ("simulators.calibrate.cli", "calibrate_main", "fit the simulator world to a real model (eval + lr sweep)"),
     "predict": ("simulators.calibrate.cli", "predict_main", "each method's predicted gain in a calibrated world"),
+    "data": ("real_runs.datafetch", "main", "gdro data fetch: DAPO-Math-17k and the benchmarks, pinned and checked"),
 }
 
 
