@@ -5,7 +5,8 @@ Runs ``python -m apps.serve run apps/streamlit_app.py --server.address ADDRESS -
 imports done while the server starts: ``apps/serve.py``) as a child process and waits for it;
 Ctrl-C or SIGTERM stop the child too. The app binds to 127.0.0.1 unless ``--address`` says
 otherwise. Run folders are made absolute here, so the app does not depend on its working
-directory.
+directory. A folder of runs typed without ``--root`` (``gdro app gdro-runs/``) is the root
+(:func:`apps.data.settings.place_paths`); ``--list-runs`` prints the runs the app would list and exits.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from apps.data.settings import DEFAULT_ROOT, ROOT_ENV, RUNS_ENV
+from apps.data.settings import DEFAULT_ROOT, ROOT_ENV, RUNS_ENV, place_paths
 from gdro_cli.args import OneLineParser, folder_problem
 
 APP_SCRIPT = Path(__file__).resolve().parent / "streamlit_app.py"
@@ -35,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         "in the Streamlit app: traveling waves, lead-lag, rollout budget, SE proxy, outcomes.",
         epilog=f"Without --root the app also reads ${ROOT_ENV}; ${RUNS_ENV} lists extra runs.")
     parser.add_argument("run_dirs", nargs="*", type=Path, metavar="RUN_DIR",
-                        help="run directories to list in addition to those found under --root")
+                        help="run directories to list in addition to those found under --root; a folder of "
+                             "runs (no meta.json) is the root when --root is not given, else its runs are listed")
     parser.add_argument("--root", type=Path, default=None,
                         help=f"folder scanned recursively for run directories (default: ${ROOT_ENV} or ./{DEFAULT_ROOT})")
     parser.add_argument("--address", default=DEFAULT_ADDRESS,
@@ -43,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
     parser.add_argument("--print-command", action="store_true",
                         help="print the streamlit command instead of running it")
+    parser.add_argument("--list-runs", action="store_true",
+                        help="print the runs the app would list (and those it cannot read) and exit")
     return parser
 
 
@@ -96,16 +100,49 @@ def root_problem(root: Path | None, environ: Mapping[str, str]) -> tuple[Path, s
     return path, f"{label} {problem}: {fix}"
 
 
+def _has_runs(root: Path) -> bool:
+    from apps.data.listing import find_candidates  # lazily: numpy is not needed to start the server
+
+    return bool(find_candidates(root)[0])
+
+
+def list_runs(root: Path, run_dirs: Sequence[Path]) -> int:
+    """``--list-runs``: one line per run the app lists (label, folder), one per folder it cannot read
+    (label, reason), then ``N runs listed under ROOT (M cannot be read)``."""
+    from apps.data.listing import list_runs as listed_runs
+
+    listed = listed_runs(root, run_dirs)
+    readable = [info for info in listed.runs if info.problem is None]
+    for info in readable:
+        print(f"{info.label}\t{info.entry.path}")
+    for info in listed.problems:
+        print(f"{info.label}\tcannot be read: {info.problem}")
+    unread = f" ({len(listed.problems)} cannot be read)" if listed.problems else ""
+    print(f"{len(readable)} run{'s' * (len(readable) != 1)} listed under {root}{unread}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry of ``gdro app``; returns the process exit code."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     if not 0 < args.port < 65536:
         print(f"gdro app: --port {args.port} is not a port: give a number in 1..65535", file=sys.stderr)
         return 2
-    args.root, problem = root_problem(args.root, os.environ)
+    placed = place_paths(args.run_dirs, args.root)
+    args.root, problem = root_problem(placed.root, os.environ)
     if problem is not None:
         print(f"gdro app: {problem}", file=sys.stderr)
         return 2
+    args.run_dirs = list(placed.run_dirs)
+    for folder, count in placed.folders:
+        if count == 0:
+            print(f"gdro app: warning: {folder} holds no run directory (no meta.json under it): give a run "
+                  "folder or the folder your runs are written under", file=sys.stderr)
+    if args.list_runs:
+        return list_runs(args.root, args.run_dirs)
+    if args.root.is_dir() and not args.run_dirs and not _has_runs(args.root):
+        print(f"gdro app: {args.root} holds no run directory yet: the app lists runs as they are written there",
+              file=sys.stderr)
     if importlib.util.find_spec("streamlit") is None:
         print("gdro app: streamlit is not installed: pip install -e '.[app]'", file=sys.stderr)
         return 2

@@ -2,8 +2,10 @@
 
 Per run, ``<out>/<name>/`` (:func:`report_names`) receives the app's figures as PNGs; with two or more
 runs ``<out>/compare.png`` overlays them. Nothing is replaced without ``--overwrite``; ``<out>`` is
-``reports`` unless ``--out``; an unreadable run is reported on one line and skipped; ``--jobs`` workers
-give the same bytes whatever their number. The files: docs/design-notes.md#apps-report-cli.
+``gdro-runs/reports`` unless ``--out`` (a new or empty folder, or one gdro report wrote); an unreadable
+run is reported on one line and skipped; ``--jobs`` workers give the same bytes whatever their number.
+A folder of runs (no ``meta.json``: ``gdro report gdro-runs/``) stands for every run folder under it (:func:`expand_folders`); one that holds none stops the report
+on one line. The files: docs/design-notes.md#apps-report-cli.
 """
 
 from __future__ import annotations
@@ -19,16 +21,18 @@ from typing import Callable, Mapping, Sequence
 
 from matplotlib.figure import Figure
 
-from apps.data import identity, loading, study
+from apps.data import identity, listing, loading, study
 from apps.data.colours import group_colours
 from apps.data.groups import Grouping
 from apps.report.figures import (compare_figure, evaluations_figure, lead_lag_figure, outcomes_figure,
                                  rollout_budget_figure, save_png, se_proxy_figure, step_time_figure,
                                  traveling_wave_figure)
 from gdro_cli.args import OneLineParser
-from gdro_lab.runformat.runlog import RunData
+from gdro_lab._validate import ConfigError
+from gdro_lab.runformat.output import claim_output
+from gdro_lab.runformat.runlog import META_FILE, RunData
 
-DEFAULT_OUT = Path("reports")
+DEFAULT_OUT = Path("gdro-runs") / "reports"  # the ignored output folder, never the committed reports/
 
 
 # ----------------------------------------------------------------------------- report folders
@@ -69,6 +73,22 @@ def unique_name(name: str, taken: Mapping[str, object]) -> str:
     return candidate
 
 
+def expand_folders(paths: Sequence[Path]) -> tuple[list[Path], Path | None]:
+    """Each path that is a run folder (or not a folder: it is reported later), and for a folder without
+    a ``meta.json``, the run folders under it (:func:`apps.data.listing.find_candidates`); and the
+    first such folder that holds none, or None."""
+    out: list[Path] = []
+    for path in paths:
+        if (path / META_FILE).exists() or not path.is_dir():
+            out.append(path)
+            continue
+        found, _ = listing.find_candidates(path)
+        if not found:
+            return out, path
+        out.extend(found)
+    return out, None
+
+
 def write_report(run: RunData, out_dir: Path, step: int | None = None) -> list[Path]:
     """Write every per-run figure of ``run`` into ``out_dir``; returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -106,9 +126,10 @@ def default_jobs() -> int:
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``gdro report``."""
     parser = OneLineParser(prog="gdro report", description="Static PNG figures of run directories.")
-    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to draw")
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
+                        help="run directories to draw, or folders of runs (every run folder under them)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="output folder; each run gets <out>/<name>/, its name in the app (default: reports)")
+                        help="output folder; each run gets <out>/<name>/, its name in the app (default: gdro-runs/reports)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace figures already in the output folders (without it, existing figures "
                              "stop the report before anything is written)")
@@ -127,7 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         print(f"gdro report: --out {args.out} is a file, not a folder: give a folder for the figures", file=sys.stderr)
         return 2
-    entries = loading.discover_runs(None, args.run_dirs)
+    run_dirs, empty = expand_folders(args.run_dirs)
+    if empty is not None:
+        print(f"gdro report: {empty} holds no run directory (no meta.json under it): give run folders or the "
+              "folder they are written under", file=sys.stderr)
+        return 2
+    entries = loading.discover_runs(None, run_dirs)
     if any(Path(args.out).resolve().is_relative_to(entry.path.resolve()) for entry in entries if entry.path.is_dir()):
         print(f"gdro report: --out {args.out} is inside a run directory; choose a folder outside the runs",
               file=sys.stderr)
@@ -157,6 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if existing and not args.overwrite:
         print(f"gdro report: {existing[0]} already holds a report ({len(existing)} in all): choose another --out "
               "or pass --overwrite", file=sys.stderr)
+        return 2
+    try:
+        claim_output(args.out, "gdro report")  # never into a folder of the user's files; unwritable: fails here
+    except ConfigError as err:
+        print(f"gdro report: {err}", file=sys.stderr)
         return 2
     jobs = {run.path: (run, targets[name]) for name, run in loaded.items()}
     for (run, out_dir), files in zip(jobs.values(), write_reports(jobs, args.step, args.jobs or default_jobs())):

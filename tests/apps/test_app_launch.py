@@ -200,3 +200,65 @@ def test_serve_skips_streamlits_scan_for_custom_components(monkeypatch: pytest.M
     monkeypatch.delattr(manifest_scanner, "scan_component_manifests")
     assert serve.skip_component_scan() is False, "a Streamlit without the scanner is left as it is"
 
+
+
+# ----------------------------------------------------------------------------- a folder of runs as typed
+
+def test_a_folder_of_runs_typed_without_root_is_the_root(runs_root: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`gdro app gdro-runs/` (the README's form) lists every run under the folder: it used to pass the
+    folder as one run, which the app showed as "0 of 0 runs" and "not a gdro run directory"."""
+    assert launch.main([str(runs_root), "--list-runs"]) == 0
+    lines = capsys.readouterr().out.strip().split("\n")
+    assert lines[-1] == f"3 runs listed under {runs_root}"
+    assert [line.split("\t")[0] for line in lines[:-1]] == ["study/grpo", "study/prompt_gdro", "study/rollout_gdro"]
+    assert launch.main([str(runs_root), "--print-command"]) == 0
+    assert capsys.readouterr().out.split(" -- ")[1].split() == ["--root", str(runs_root.resolve())]
+    run = runs_root / "study" / "grpo"  # a run folder typed stays a run, beside the root
+    assert launch.main([str(run), "--root", str(tmp_path), "--list-runs"]) == 0
+    assert capsys.readouterr().out.strip().split("\n") == [f"grpo\t{run}", f"1 run listed under {tmp_path}"]
+
+
+def test_a_second_folder_of_runs_adds_its_runs_and_an_empty_one_is_named(
+        runs_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert launch.main(["--root", str(empty), str(runs_root / "study"), "--list-runs"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip().split("\n")[-1] == f"3 runs listed under {empty}" and captured.err == ""
+    assert launch.main(["--root", str(runs_root), str(empty), "--list-runs"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (f"gdro app: warning: {empty} holds no run directory (no meta.json under it): "
+                                    "give a run folder or the folder your runs are written under")
+    assert captured.out.strip().split("\n")[-1] == f"3 runs listed under {runs_root} (1 cannot be read)"
+
+
+def test_an_empty_folder_is_said_to_be_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert launch.main([str(tmp_path), "--list-runs"]) == 0
+    assert capsys.readouterr().out.strip() == f"0 runs listed under {tmp_path}"
+    assert launch.main([str(tmp_path), "--print-command"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.split(" -- ")[1].split() == ["--root", str(tmp_path.resolve())]
+    assert captured.err.strip() == (f"gdro app: {tmp_path} holds no run directory yet: the app lists runs as "
+                                    "they are written there")
+
+
+@pytest.mark.parametrize("empty", [False, True])
+def test_the_app_script_opens_a_folder_typed_after_the_separator_as_its_root(
+        empty: bool, runs_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`streamlit run apps/streamlit_app.py -- FOLDER` (what `gdro app FOLDER` amounts to) lists the
+    folder's runs; an empty folder gets the page's message that no run was found there."""
+    from app_helpers import APP_SCRIPT, TIMEOUT_S, run_labels
+    from streamlit.testing.v1 import AppTest
+
+    folder = tmp_path if empty else runs_root
+    monkeypatch.delenv("GDRO_APP_ROOT", raising=False)
+    monkeypatch.delenv("GDRO_APP_RUNS", raising=False)
+    monkeypatch.setattr(sys, "argv", [str(APP_SCRIPT), str(folder)])
+    app = AppTest.from_file(str(APP_SCRIPT), default_timeout=TIMEOUT_S).run()
+    assert not app.exception and not app.error
+    if empty:
+        assert run_labels(app) == [] and f"No run directories found under `{folder}`" in app.info[0].value
+    else:
+        assert run_labels(app) == ["study/grpo", "study/prompt_gdro", "study/rollout_gdro"]
+        assert any(element.value == "3 of 3 runs shown" for element in app.caption)

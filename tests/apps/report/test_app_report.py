@@ -113,7 +113,8 @@ def test_report_folders_are_named_by_method_and_seed_and_never_overwritten(seeds
     runs = [str(seeds_root / "grpo" / "seed0"), str(seeds_root / "prompt_gdro" / "seed0")]
     out = tmp_path / "out"
     assert cli.main([*runs, "--out", str(out)]) == 0
-    assert sorted(path.name for path in out.iterdir()) == ["compare.png", "grpo_seed0", "prompt_gdro_seed0"]
+    assert sorted(path.name for path in out.iterdir()) == [".gdro-output", "compare.png", "grpo_seed0",
+                                                           "prompt_gdro_seed0"]  # the write policy's marker
     before = tree_digest(out)
     capsys.readouterr()
     assert cli.main([*runs, "--out", str(out)]) == 2
@@ -247,3 +248,22 @@ def test_report_workers_write_the_same_figures_as_one_process(seeds_root: Path, 
     assert cli.main([*runs, "--out", str(tmp_path / "none"), "--jobs", "0"]) == 2
     error = capsys.readouterr().err
     assert "--jobs 0" in error and error.count("\n") == 1 and not (tmp_path / "none").exists()
+
+
+def test_a_folder_of_runs_draws_every_run_under_it(runs_root: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`gdro report gdro-runs/` draws the runs under the folder (it used to refuse the folder as a run)."""
+    assert cli.main([str(runs_root), "--out", str(tmp_path / "out"), "--jobs", "1"]) == 0
+    assert {path.name for path in (tmp_path / "out").iterdir()} == {
+        "grpo_seed0", "prompt_gdro_seed1", "rollout_gdro_seed2", "compare.png"}
+    assert capsys.readouterr().err == ""
+
+
+def test_an_empty_folder_stops_the_report_on_one_line(runs_root: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli.main([str(runs_root / "study" / "grpo"), str(empty), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (f"gdro report: {empty} holds no run directory (no meta.json under it): "
+                                       "give run folders or the folder they are written under\n")
+    assert not (tmp_path / "out").exists(), "nothing is written"
