@@ -191,6 +191,53 @@ def test_construction_checks_the_box_and_pass_at_k() -> None:
         MethodStep(method, bad, 0, prompts)
 
 
+def prompt_gdro_by_hand(steps: list[tuple[list[int], list[int]]], n: int = 4, B: int = 4) -> list[dict[str, Any]]:
+    """Prompt-GDRO's paper-mode step written from paper Eq. 12-16 (with this package's departures: debiasing by
+    B q_hat floored at 0.1, the EMA starting at a bin's first value, absent bins keeping their score): per step
+    (bins, successes of n rollouts per prompt), the failure rate per bin (the signal), the scores S_t after this
+    step's update, the weights q_t and each prompt's multiplier min(omega_t(b), 15) from those scores."""
+    eta, gamma, beta, clip, cap = 0.65, 0.01, 0.12, 5.0, 15.0
+    score, seen, out = [0.0] * B, [False] * B, []
+    for bins, wins in steps:
+        failure = [1 - w / n for w in wins]
+        signal = [float(np.mean([f for f, b in zip(failure, bins) if b == g])) if g in bins else np.nan
+                  for g in range(B)]
+        for g in range(B):
+            if g in bins:
+                x = signal[g] / max(B * bins.count(g) / len(bins), 0.1)
+                score[g], seen[g] = ((1 - beta) * score[g] + beta * x) if seen[g] else x, True
+        omega = [np.exp(eta * min(max(v, -clip), clip)) for v in score]
+        weights = [(1 - gamma) * o / sum(omega) + gamma / B for o in omega]
+        out.append({"signal": signal, "score": list(score), "weight": weights,
+                    "multipliers": [min(omega[b], cap) for b in bins]})
+    return out
+
+
+def test_prompt_gdro_multipliers_and_record_follow_the_papers_order_by_hand() -> None:
+    """Step t's multipliers come from the scores AFTER step t's signal entered them (Eq. 12, then Eq. 14, then
+    Eq. 16 with omega_t: the step's own signal reweights its own advantages), never from S_{t-1}; the step
+    record carries that signal, the score S_t and the weights q_t per bin. Two steps by hand, the second with
+    unequal bin shares (debiasing) and the EMA on."""
+    steps = [([0, 0, 1, 1, 2, 2, 3, 3], [0, 1, 2, 2, 3, 4, 4, 4]),
+             ([0, 0, 0, 0, 1, 1, 2, 3], [0, 0, 1, 4, 1, 3, 2, 4])]
+    expected = prompt_gdro_by_hand(steps)
+    step = make("prompt_gdro")
+    for (bins, wins), want in zip(steps, expected):
+        counts = np.full(len(bins), 4, np.int64)
+        successes = np.concatenate([np.arange(4) < w for w in wins])
+        feedback = StepFeedback(np.arange(len(bins)), np.array(bins), counts, 2.0 * successes - 1.0, successes,
+                                prompts=step.prompts)
+        outcome = step.observe(feedback)
+        np.testing.assert_allclose(outcome.multipliers_P, want["multipliers"], rtol=1e-12)
+        _, rows = step.record(outcome)
+        np.testing.assert_allclose(rows["signal"], want["signal"], rtol=1e-12)
+        np.testing.assert_allclose(rows["score"], want["score"], rtol=1e-12)
+        np.testing.assert_allclose(rows["weight"], want["weight"], rtol=1e-12)
+        per_bin = [np.mean([m for m, b in zip(want["multipliers"], bins) if b == g]) for g in range(4)]
+        np.testing.assert_allclose(rows["multiplier"], per_bin, rtol=1e-12)
+    assert len(set(np.round(expected[0]["multipliers"], 9))) == 4  # step 1 already reweights (S_0 = 0 would not)
+
+
 # ----------------------------------------------------------------------------- the table
 
 def test_the_table_builds_what_it_says() -> None:

@@ -190,3 +190,39 @@ def test_greso_skips_before_rollout_and_dapo_trains_on_mixed_groups_only() -> No
         skipped += scalars["select/skipped"]
         assert scalars["compute/prompts_trained"] == pytest.approx(48 * (1 - scalars["zero_variance_frac"]))
     assert skipped > 0
+
+
+@pytest.mark.parametrize("method", ["prompt_gdro", "class_gdro", "joint"])
+def test_only_a_method_on_the_latent_groups_gets_them(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    """The weighter's partition is the latent groups only for a method that asks for it (class_gdro): its
+    weighter sees each prompt's world group, and its multipliers are per group; every other method's weighter
+    sees the classifier's difficulty bins of the plan."""
+    from gdro_lab.controllers.prompt_gdro import PromptGDRO
+    from gdro_lab.step import MethodStep
+
+    plans: list[np.ndarray] = []
+    seen: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    plan, update = MethodStep.plan, PromptGDRO.update
+
+    def spy_plan(step, ids):
+        out = plan(step, ids)
+        plans.append(out.bins_P.copy())
+        return out
+
+    def spy_update(weighter, feedback):
+        seen.append((np.asarray(feedback.prompt_ids).copy(), feedback.bins_P.copy(), plans[-1]))
+        return update(weighter, feedback)
+
+    monkeypatch.setattr(MethodStep, "plan", spy_plan)
+    monkeypatch.setattr(PromptGDRO, "update", spy_update)
+    sim = Simulation(small(method, steps=12))
+    for _ in range(12):
+        sim.step()
+    assert len(seen) == 12
+    groups = METHODS[method].partition == "groups"
+    assert groups == (method == "class_gdro")
+    for ids, bins, planned in seen:
+        expected = sim.world.group_P[ids] if groups else planned
+        np.testing.assert_array_equal(bins, expected)
+    differ = [not np.array_equal(sim.world.group_P[ids], planned) for ids, _, planned in seen]
+    assert any(differ)  # the two partitions differ in these steps, so the test can tell them apart
