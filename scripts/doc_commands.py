@@ -10,7 +10,16 @@ else::
     <!-- doc-test: cluster validated-by "tests/...py::test_x" -->  composed and validated by a test
     <!-- doc-test: server 20 -->                                a server: pass if it is up after 20 s
     <!-- doc-test: env K=V -->                                  an environment variable
+    <!-- doc-test: expect "figures in" -->                      the output must show this text (repeatable)
+    <!-- doc-test: runs 3 -->                                   the commands must show at least 3 runs
     <!-- doc-test: skip "why" -->                               not a command to run (say why)
+
+A command that runs but shows nothing fails. Every block that runs ``gdro app`` or ``gdro report`` must
+show at least one run (``runs N`` asks for N; ``runs 0`` allows none): each ``gdro app`` command is run
+again with ``--list-runs`` (the app's own data layer lists what the app would show, ``N runs listed
+under ROOT``; a server block still has to stay up), and ``gdro report`` counts its ``... figures in ...``
+lines. The fewest runs any of them shows decides. After the blocks, the README's ``gdro app`` example
+(the table of jobs) is run with ``--list-runs`` in the same scratch copy and must list a run.
 
 An unlabelled fence counts as a shell block when its first line starts like a command (``gdro``,
 ``python``, ``bash``, ``pip``). ``pip install`` runs as ``pip install --dry-run`` (CI has installed
@@ -92,6 +101,8 @@ class Block:
     reason: str = ""
     validated_by: str = ""
     server_s: float = 0.0
+    expects: list[str] = field(default_factory=list)
+    min_runs: int | None = None
 
     @property
     def where(self) -> str:
@@ -126,7 +137,7 @@ def parse_directive(text: str, where: str) -> dict[str, object]:
         words = shlex.split(text)
     except ValueError as err:
         raise DocTestError(f"{where}: doc-test directive does not parse ({err})") from None
-    out: dict[str, object] = {"subs": [], "appends": [], "env": {}}
+    out: dict[str, object] = {"subs": [], "appends": [], "env": {}, "expects": []}
     i = 0
     while i < len(words):
         word = words[i]
@@ -165,9 +176,19 @@ def parse_directive(text: str, where: str) -> dict[str, object]:
             (seconds,) = arg()
             out["mode"], out["server_s"] = "server", float(seconds)
             i += 2
+        elif word == "expect":
+            (text,) = arg()
+            out["expects"].append(text)  # type: ignore[union-attr]
+            i += 2
+        elif word == "runs":
+            (count,) = arg()
+            if not count.isdigit():
+                raise DocTestError(f"{where}: doc-test runs wants a number of runs (0 or more), got {count!r}")
+            out["min_runs"] = int(count)
+            i += 2
         else:
             raise DocTestError(f"{where}: unknown doc-test word {word!r} (sub, append, env, gpu, cluster, server, "
-                               "validated-by, skip)")
+                               "expect, runs, validated-by, skip)")
     return out
 
 
@@ -243,12 +264,64 @@ def scratch_copy(dest: Path) -> Path:
     return repo
 
 
-def run_block(block: Block, repo: Path, home: Path, timeout_s: float) -> tuple[bool, str, float]:
+#: A `gdro app` / `gdro report` command at the start of a line (after `nice -n N` or `K=V`).
+APP_COMMAND = re.compile(r"^\s*(?:nice -n \d+ |[A-Z_]+=\S* )*(?:\S*/)?gdro app(?:\s|$)")
+REPORT_COMMAND = re.compile(r"^\s*(?:nice -n \d+ |[A-Z_]+=\S* )*(?:\S*/)?gdro report(?:\s|$)", re.M)
+#: What `gdro app --list-runs` ends with, and each run `gdro report` drew.
+RUN_COUNT = re.compile(r"^(\d+) runs? listed under ", re.M)
+REPORT_RUN = re.compile(r": \d+ figures in ", re.M)
+
+
+def listing_commands(command: str) -> list[str]:
+    """Each `gdro app` command of a block (continued lines joined) with ``--list-runs`` added: what the
+    app would list, from its own data layer, without starting a server."""
+    out, lines, i = [], command.split("\n"), 0
+    while i < len(lines):
+        if APP_COMMAND.match(lines[i]):
+            parts = [lines[i]]
+            while parts[-1].rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                parts.append(lines[i])
+            text = " ".join(part.rstrip().rstrip("\\").strip() for part in parts).partition(" #")[0].strip()
+            out.append(text if "--list-runs" in text.split() else f"{text} --list-runs")
+        i += 1
+    return out
+
+
+def shown_problem(block: Block, out: str) -> str | None:
+    """Why a block that ran shows nothing: an ``expect`` text missing, or fewer runs than ``runs N``
+    (default 1 for a block with a `gdro app` or `gdro report` command); None when it shows enough."""
+    for text in block.expects:
+        if text not in out:
+            return f"the output does not show {text!r} (expect)"
+    command = block.command()
+    reports = REPORT_COMMAND.search(command) is not None
+    need = block.min_runs if block.min_runs is not None else (1 if reports or listing_commands(command) else None)
+    if not need:
+        return None
+    counts = [int(count) for count in RUN_COUNT.findall(out)] + ([len(REPORT_RUN.findall(out))] if reports else [])
+    if not counts:
+        return (f"the output shows no count of runs (runs {need} wants `gdro app ... --list-runs` or "
+                "`gdro report` output)")
+    if min(counts) < need:
+        return f"the output shows {min(counts)} run(s) where at least {need} are expected: the command ran and showed nothing"
+    return None
+
+
+def block_env(repo: Path, home: Path, extra: dict[str, str]) -> dict[str, str]:
+    """The environment every block runs in (the scratch copy's .venv first on PATH, fixtures as data)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "GDRO_"))}
     env.update({"HOME": str(home), "PATH": f"{repo / '.venv' / 'bin'}:{env.get('PATH', '')}",
                 "GDRO_DATA": str(repo / "tests" / "fixtures" / "data"), "PYTHONPATH": str(repo),
                 "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"})
-    env.update(block.env)
+    env.update(extra)
+    return env
+
+
+def run_block(block: Block, repo: Path, home: Path, timeout_s: float) -> tuple[bool, str, float]:
+    """Run a block: it passes when it exits 0 (a server: when it is still up after its wait) and its
+    output shows what it should (:func:`shown_problem`)."""
+    env = block_env(repo, home, block.env)
     script = "set -euo pipefail\n" + block.command() + "\n"
     start = time.monotonic()
     proc = subprocess.Popen(["bash", "-c", script], cwd=repo, env=env, stdout=subprocess.PIPE,
@@ -267,6 +340,15 @@ def run_block(block: Block, repo: Path, home: Path, timeout_s: float) -> tuple[b
         ok = block.mode == "server"  # a server still up after its wait is the pass
         if not ok:
             out += f"\n[doc-test: timed out after {limit:.0f} s]"
+    if ok:
+        for listing in listing_commands(block.command()) if "--list-runs" not in block.command() else []:
+            listed = subprocess.run(["bash", "-c", "set -euo pipefail\n" + listing], cwd=repo, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout_s)
+            out += f"\n[doc-test: $ {listing}]\n{listed.stdout}"
+            ok = ok and listed.returncode == 0
+    problem = shown_problem(block, out) if ok else None
+    if problem is not None:
+        ok, out = False, f"{out}\n[doc-test: {problem}]"
     return ok, out, time.monotonic() - start
 
 
@@ -329,6 +411,19 @@ def check_table_command(where: str, command: str, repo: Path) -> tuple[bool, str
     return True, ""
 
 
+def check_table_app_lists_runs(where: str, command: str, repo: Path, home: Path) -> tuple[bool, str]:
+    """The README's `gdro app` example, run with ``--list-runs`` in the scratch copy after the blocks
+    (which wrote runs there): it must list at least one run."""
+    listing = f"{command} --list-runs"
+    proc = subprocess.run(["bash", "-c", listing], cwd=repo, env=block_env(repo, home, {}), capture_output=True,
+                          text=True, timeout=120)
+    counts = [int(count) for count in RUN_COUNT.findall(proc.stdout)]
+    if proc.returncode != 0 or not counts or min(counts) < 1:
+        shown = (proc.stdout + proc.stderr).strip().split("\n")[-1]
+        return False, f"{where}: `{listing}` lists no run: {shown}"
+    return True, ""
+
+
 def cmd_list(blocks: list[Block]) -> int:
     for block in blocks:
         first = block.text.strip().split("\n")[0][:90]
@@ -362,7 +457,8 @@ def cmd_run(blocks: list[Block], patterns: list[str] | None, timeout_s: float) -
         repo = scratch_copy(Path(tmp))
         home = Path(tmp) / "home"
         home.mkdir()
-        for where, command in ([] if patterns else table_commands()):
+        table = [] if patterns else table_commands()
+        for where, command in table:
             ok, message = check_table_command(where, command, repo)
             print(f"{'ok  ' if ok else 'FAIL'}   parse  {where}  {command}", flush=True)
             failed += not ok
@@ -377,6 +473,13 @@ def cmd_run(blocks: list[Block], patterns: list[str] | None, timeout_s: float) -
                 failed += 1
                 print("    $ " + block.command().strip().replace("\n", "\n    $ "))
                 print("    " + "\n    ".join(out.strip().split("\n")[-25:]), flush=True)
+        for where, command in table:  # after the blocks, which wrote the runs it opens
+            if command.startswith("gdro app"):
+                ok, message = check_table_app_lists_runs(where, command, repo, home)
+                print(f"{'ok  ' if ok else 'FAIL'}   lists  {where}  {command}", flush=True)
+                failed += not ok
+                if not ok:
+                    print("    " + message)
     print(summary(chosen, failed))
     return 1 if failed else 0
 

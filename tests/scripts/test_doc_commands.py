@@ -141,3 +141,80 @@ def test_parse_only_stops_before_anything_runs_and_train_overrides_resolve() -> 
     # a parser that parses intermixed arguments is stopped too: `gdro app` would start a server otherwise
     ok, message = dc.check_table_command("README.md:1", "gdro app gdro-runs/", ROOT)
     assert ok, message
+
+
+# ----------------------------------------------------------------------------- commands that show nothing
+
+def _runs_folder(path: Path, count: int) -> Path:
+    """A folder holding ``count`` run directories (meta and config only: what the app's list reads)."""
+    from gdro_lab.runformat.runlog import RunWriter
+
+    path.mkdir(parents=True, exist_ok=True)
+    for index in range(count):
+        RunWriter(path / f"run{index}", {"method": {"name": "grpo"}, "seed": index}, 4, producer="tests").close()
+    return path
+
+
+def _scratch(tmp_path: Path) -> tuple[Path, Path]:
+    """A scratch repository whose .venv is this checkout's (the real `gdro` on PATH), and a HOME."""
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    repo.mkdir()
+    home.mkdir()
+    (repo / ".venv").symlink_to(ROOT / ".venv")
+    return repo, home
+
+
+def test_a_command_that_shows_too_few_runs_or_lacks_its_expected_text_fails(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def run(text: str, directive: str) -> tuple[bool, str]:
+        (block,) = page(tmp_path, f"{directive}\n```bash\n{text}\n```\n")
+        ok, out, _ = dc.run_block(block, tmp_path, home, timeout_s=20)
+        return ok, out
+
+    assert run('echo "3 runs listed under x"', "<!-- doc-test: runs 3 -->")[0]
+    ok, out = run('echo "0 runs listed under x"', "<!-- doc-test: runs 1 -->")
+    assert not ok and "shows 0 run(s) where at least 1 are expected" in out
+    ok, out = run("echo nothing to count", "<!-- doc-test: runs 1 -->")
+    assert not ok and "shows no count of runs" in out
+    assert run("echo 7 figures in out", '<!-- doc-test: expect "figures in" -->')[0]
+    ok, out = run("echo skipped", '<!-- doc-test: expect "figures in" -->')
+    assert not ok and "does not show 'figures in'" in out
+    with pytest.raises(dc.DocTestError, match="runs wants a number of runs"):
+        page(tmp_path, '<!-- doc-test: runs many -->\n```bash\ngdro app x\n```\n')
+
+
+def test_a_gdro_app_block_fails_when_the_app_would_list_no_run(tmp_path: Path) -> None:
+    """`gdro app FOLDER` starts a server whatever FOLDER holds; the runner lists what the app would show
+    (`--list-runs`, the app's data layer) and fails the block when that is no run."""
+    repo, home = _scratch(tmp_path)
+    _runs_folder(repo / "runs", 2)
+    (repo / "empty").mkdir()
+    assert dc.listing_commands("nice -n 5 gdro app runs \\\n  --port 9  # c\necho\n.venv/bin/gdro app x") == [
+        "nice -n 5 gdro app runs --port 9 --list-runs", ".venv/bin/gdro app x --list-runs"]
+
+    def run(text: str, directive: str = "") -> tuple[bool, str]:
+        (block,) = page(tmp_path, f"{directive}\n```bash\n{text}\n```\n")
+        ok, out, _ = dc.run_block(block, repo, home, timeout_s=120)
+        return ok, out
+
+    assert run("gdro app runs --list-runs")[0]
+    ok, out = run("gdro app empty --list-runs")
+    assert not ok and "0 runs listed under empty" in out and "showed nothing" in out
+    assert not run("gdro app runs --list-runs", "<!-- doc-test: runs 3 -->")[0]
+    ok, out = run("gdro app empty --print-command")  # exits 0 and prints a command: the listing decides
+    assert not ok and "[doc-test: $ gdro app empty --print-command --list-runs]" in out
+    assert run("gdro app runs --print-command")[0]
+    assert run("gdro app empty --print-command", "<!-- doc-test: runs 0 -->")[0]
+
+
+def test_the_readmes_app_example_must_list_runs(tmp_path: Path) -> None:
+    (where, command), = [(w, c) for w, c in dc.table_commands() if c.startswith("gdro app")]
+    assert command == "gdro app gdro-runs/"
+    repo, home = _scratch(tmp_path)
+    (repo / "gdro-runs").mkdir()
+    ok, message = dc.check_table_app_lists_runs(where, command, repo, home)
+    assert not ok and "lists no run: 0 runs listed under gdro-runs" in message
+    _runs_folder(repo / "gdro-runs" / "study", 2)
+    assert dc.check_table_app_lists_runs(where, command, repo, home) == (True, "")
