@@ -137,7 +137,11 @@ def parse_directive(text: str, where: str) -> dict[str, object]:
         words = shlex.split(text)
     except ValueError as err:
         raise DocTestError(f"{where}: doc-test directive does not parse ({err})") from None
-    out: dict[str, object] = {"subs": [], "appends": [], "env": {}, "expects": []}
+    subs: list[tuple[str, str]] = []
+    appends: list[tuple[str, str]] = []
+    env: dict[str, str] = {}
+    expects: list[str] = []
+    out: dict[str, object] = {"subs": subs, "appends": appends, "env": env, "expects": expects}
     i = 0
     while i < len(words):
         word = words[i]
@@ -150,18 +154,18 @@ def parse_directive(text: str, where: str) -> dict[str, object]:
 
         if word == "sub":
             old, new = arg(2)
-            out["subs"].append((old, new))  # type: ignore[union-attr]
+            subs.append((old, new))
             i += 3
         elif word == "append":
             prefix, flags = arg(2)
-            out["appends"].append((prefix, flags))  # type: ignore[union-attr]
+            appends.append((prefix, flags))
             i += 3
         elif word == "env":
             (pair,) = arg()
             if "=" not in pair:
                 raise DocTestError(f"{where}: doc-test env wants K=V, got {pair!r}")
             key, value = pair.split("=", 1)
-            out["env"][key] = value  # type: ignore[index]
+            env[key] = value
             i += 2
         elif word in ("skip", "validated-by"):
             (value,) = arg()
@@ -178,7 +182,7 @@ def parse_directive(text: str, where: str) -> dict[str, object]:
             i += 2
         elif word == "expect":
             (text,) = arg()
-            out["expects"].append(text)  # type: ignore[union-attr]
+            expects.append(text)
             i += 2
         elif word == "runs":
             (count,) = arg()
