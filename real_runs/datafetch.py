@@ -280,10 +280,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="gdro data fetch", description=(
         "Download DAPO-Math-17k and the evaluation sets at pinned commits, check each file's sha256, and "
         "write them in the layout every command reads (docs/data.md)."))
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help=f"data folder to write (default: $GDRO_DATA, else {user_data_folder()})")
-    parser.add_argument("--mirror", type=Path, default=None,
-                        help="read the files from this folder (owner/repo/path, as in a clone) instead of the network")
+    parser.add_argument("--mirror", type=Path, default=None, metavar="DIR",
+                        help="read the files from this folder (OWNER/REPO/PATH as in a clone, or "
+                             "OWNER/REPO/COMMIT/PATH) instead of the network")
     parser.add_argument("--only", action="append", default=[], metavar="NAMES",
                         help="comma-separated data sets (paper = the paper preset's sets; default: all)")
     parser.add_argument("--dry-run", action="store_true", help="print what would be fetched; write nothing")

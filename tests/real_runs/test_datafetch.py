@@ -60,6 +60,18 @@ def test_every_file_a_command_reads_is_pinned_once() -> None:
         assert s.url == f"https://raw.githubusercontent.com/{s.repo}/{s.commit}/{s.path}"
 
 
+def test_the_data_page_names_each_pinned_file_its_source_and_rows() -> None:
+    """docs/data.md's table: one row per data set, each file with its repository, path and row count."""
+    rows = [line.split(" | ") for line in (ROOT / "docs" / "data.md").read_text(encoding="utf-8").splitlines()
+            if re.match(r"\| `[a-z0-9]+` \| `", line)]
+    assert list(dict.fromkeys(r[0].strip("| `") for r in rows)) == list(dict.fromkeys(s.name for s in SOURCES))
+    for s in SOURCES:
+        (files, counts, origin), = [r[1:4] for r in rows if r[0].strip("| `") == s.name and f"`{s.dest}`" in r[1]]
+        assert f"{s.rows:,}" in counts.split(" / "), s.dest
+        folder = s.path.rsplit("/", 1)[0] + "/"
+        assert f"`{s.repo}`" in origin and (f"`{s.path}`" in origin or f"`{folder}`" in origin), s.dest
+
+
 @pytest.mark.parametrize("raw", [False, True], ids=["clone-layout", "raw-url-layout"])
 def test_fetch_from_a_mirror_writes_the_layout_every_loader_reads(tmp_path: Path, raw: bool,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
