@@ -62,7 +62,7 @@ class DataConfig:
     """Training prompts."""
 
     train: str = "dapo"
-    """A known data set name (``dapo`` = DAPO-Math-17k under ../shared/data or $GDRO_DATA), a
+    """A known data set name (``dapo`` = DAPO-Math-17k in the data folder, docs/data.md), a
     .jsonl/.parquet file, or a Hugging Face id (``real_runs.data.load_dataset_records``)."""
     split: str = ""
     """Split for Hugging Face ids and multi-split folders (empty = the loader's default)."""

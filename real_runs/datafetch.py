@@ -186,8 +186,9 @@ def _download(url: str, handle: BinaryIO) -> None:
 def _fetch_one(source: SourceFile, target: Path, mirror: Path | None) -> None:
     """Write ``source`` to ``target`` through a temporary file; keep it only if its sha256 is the pinned one."""
     tmp = target.with_name(target.name + ".part")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    made = [folder for folder in (target.parent, *target.parent.parents) if not folder.exists()]
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         if mirror is not None:
             shutil.copyfile(mirror_file(mirror, source), tmp)
         else:
@@ -214,6 +215,9 @@ def _fetch_one(source: SourceFile, target: Path, mirror: Path | None) -> None:
                          "and a readable --mirror") from None
     finally:
         tmp.unlink(missing_ok=True)
+        for folder in made:         # the folders this call made, when nothing was kept in them
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
 
 
 def existing_conflicts(out: Path, sources: Iterable[SourceFile]) -> list[str]:
@@ -226,6 +230,8 @@ def write_index(out: Path, sources: Sequence[SourceFile] | None = None) -> None:
     """``SHA256SUMS`` (hashed from the files) and ``SOURCES.md`` for every file of the table present in
     ``out``, each rewritten whole."""
     present = [s for s in (SOURCES if sources is None else sources) if (out / s.dest).is_file()]
+    if not present:
+        return
     sums = "".join(f"{sha256_of(out / s.dest)}  {s.dest}\n" for s in present)
     rows = "".join(f"| `{s.dest}` | {s.rows} | github.com/{s.repo} `{s.path}` at {s.commit} | {s.license} |\n"
                    for s in present)

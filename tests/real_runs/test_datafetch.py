@@ -133,7 +133,7 @@ def test_a_file_that_is_not_the_pinned_one_is_refused_and_not_written(tmp_path: 
     assert main(["data", "fetch", "--mirror", str(folder), "--out", str(out), "--only", "math500"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "math500/test.jsonl" in err and "not the pinned" in err
-    assert not (out / "math500").exists() or not any((out / "math500").iterdir())    # no file, no .part
+    assert not out.exists()                   # no file, no .part, no folder
 
 
 def test_a_file_already_there_with_other_content_is_never_overwritten(mirror: Path, tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_an_unreachable_hub_is_one_line_naming_the_mirror(tmp_path: Path) -> Non
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "cannot reach raw.githubusercontent.com" in done.stderr and "--mirror DIR" in done.stderr
-    assert not (out / "amc23" / "test.jsonl").exists()
+    assert not out.exists()                   # no file, no empty folder, no index of nothing
 
 
 def test_hf_offline_asks_for_a_mirror_without_touching_the_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
