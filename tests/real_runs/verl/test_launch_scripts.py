@@ -297,3 +297,60 @@ def test_the_docs_show_every_run():
         for size in ps.MODEL_SIZES:
             assert any(f"MODEL_SIZE={size} " in l and method in l for l in lines), (method, size)
     assert any("single_gpu.sh" in l for l in lines) and any("NNODES=4" in l and "multi_node.sh" in l for l in lines)
+
+
+def _fake_nodes(shared: Path, own_disk: Path):
+    """Two nodes: the head sees every path; the other sees ``shared`` and, elsewhere, a disk of its own."""
+    from real_runs.verl import cluster
+
+    nodes = [cluster.Node("a" * 56, "10.0.0.1 (head)"), cluster.Node("b" * 56, "10.0.0.2 (gpu-2)")]
+
+    def read_all(nodes_, paths):
+        def on_node_2(path: str) -> str:
+            return path if Path(path).is_relative_to(shared) else str(own_disk / Path(path).relative_to("/"))
+        return {nodes[0].node_id: cluster.read_markers(list(paths), wait_s=0.0),
+                nodes[1].node_id: cluster.read_markers([on_node_2(p) for p in paths], wait_s=0.0)}
+
+    return nodes, read_all
+
+
+def test_the_four_node_recipe_puts_every_folder_it_writes_on_the_checked_shared_filesystem(tmp_path):
+    """docs/launch.md's four-node recipe: `ray_cluster.sh check` names the checkpoint AND run folders, each
+    launch's CKPT and RUN_DIR lie under them, and with /shared a folder every node sees, the launch's own
+    shared-filesystem check passes. Left at its default ($HOME: one node's disk) RUN_DIR is refused by
+    multi_node.sh in one line; set off the shared filesystem, the launch's check refuses it."""
+    import shlex
+
+    from real_runs.verl import cluster
+
+    docs = (ROOT / "docs" / "launch.md").read_text(encoding="utf-8")
+    checked = [Path(f) for line in docs.splitlines() if line.startswith("scripts/ray_cluster.sh check")
+               for f in shlex.split(line)[2:]]
+    launches = [line for line in docs_launch_commands() if "multi_node.sh" in line]
+    assert checked and len(launches) == 2
+    shared, own_disk = tmp_path / "shared", tmp_path / "node2_disk"
+    nodes, read_all = _fake_nodes(shared, own_disk)
+    for line in launches:
+        words = shlex.split(line)
+        env = dict(word.split("=", 1) for word in words[:words.index("bash")])
+        for name in ("CKPT", "RUN_DIR"):
+            assert name in env, f"{name} is not set in the documented launch: {line}"
+            assert any(Path(env[name]).is_relative_to(folder) for folder in checked), (name, env[name], checked)
+        env = {name: value.replace("/shared/", f"{shared}/") for name, value in env.items()}
+        cfg = verl_validated(script_overrides("multi_node.sh", tmp_path, **env))
+        assert set(cluster.folders_to_check(cfg)) == {"trainer.default_local_dir", "gdro.run_dir"}
+        assert "gdro.run_dir=" in cluster.check_shared_folders(cluster.folders_to_check(cfg), nodes, read_all)
+
+        off_shared = {**env, "RUN_DIR": str(tmp_path / "home" / "gdro_runs" / "x")}
+        cfg = verl_validated(script_overrides("multi_node.sh", tmp_path, **off_shared))
+        with pytest.raises(VerlPluginError, match=r"gdro.run_dir=.* is not one shared filesystem: node 10.0.0.2"):
+            cluster.check_shared_folders(cluster.folders_to_check(cfg), nodes, read_all)
+
+        environ = {k: v for k, v in os.environ.items() if k not in ("RUN_DIR", "CKPT")}
+        environ.update({**env, "GDRO_PRINT_CMD": "1", "PYTHON": sys.executable})
+        del environ["RUN_DIR"]
+        refused = subprocess.run(["bash", str(CONFIG_DIR / "multi_node.sh")], env=environ, capture_output=True,
+                                 text=True, timeout=120)
+        assert refused.returncode == 2 and not refused.stdout
+        assert refused.stderr.startswith("error: multi_node.sh needs RUN_DIR on the shared filesystem")
+        assert len(refused.stderr.strip().splitlines()) == 1
