@@ -50,6 +50,9 @@
 #                              (math_task and the pool's worker loop run in worker processes, which mutmut's
 #                              call tracing does not see: test_reward_inprocess.py calls them in-process)
 #   real_runs/rewards/toy.py   tests/real_runs/rewards/test_toy_reward.py, test_train_setup.py (tiny-cpu's toy reward)
+#   gdro_lab/**.py (the rest)  tests/gdro_lab without the loop replay (a replay hash catches any change to a
+#                              number but names no behaviour: a mutant must be killed by a test that checks a value)
+#   simulators/calibrate/*.py  tests/simulators/calibrate;  simulators/**.py (the rest): tests/simulators -m "not slow"
 #
 # The repository (tracked + untracked, not ignored files) is copied to $MUTATION_DIR/<file stem>
 # (default /tmp/gdro-mutation) and mutmut runs there, so the work tree gets no mutants/ folder.
@@ -95,6 +98,12 @@ case "$target" in
     tests=("$T/rewards/test_reward_inprocess.py" "$T/rewards/test_reward.py" "-m" "not slow") ;;
   real_runs/rewards/toy.py)
     tests=("$T/rewards/test_toy_reward.py" "$T/test_train_setup.py") ;;
+  gdro_lab/*.py)      # the rest of the core: the whole package's tests (the step, the method table, duet, ...)
+    tests=(tests/gdro_lab "--deselect" tests/gdro_lab/test_loop_replay.py) ;;
+  simulators/calibrate/*.py)   # predict, its report and the other calibrate modules: the calibrate tests
+    tests=(tests/simulators/calibrate) ;;
+  simulators/*.py)
+    tests=(tests/simulators "-m" "not slow") ;;
   *) echo "mutation.sh: no test selection for $target: add one to scripts/mutation.sh" >&2; exit 2 ;;
 esac
 train_units=("$T/test_train_scalars.py" "$T/test_update_reference.py"
