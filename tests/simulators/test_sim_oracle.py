@@ -53,3 +53,31 @@ def test_the_plan_spends_the_budget_on_the_seen_prompts_by_their_variances():
     plan = allocator.plan(np.zeros(3, np.int64), ["a", "b", "unseen"])
     assert plan[2] == allocator.config.n_bar and plan.sum() == 3 * allocator.config.n_bar
     assert plan[0] > plan[1] and v[0] > v[1]
+
+
+def test_the_prompt_oracle_plans_each_batch_on_its_own_true_success_rates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a run, the oracle's plan of every step is the exact per-prompt law on 4 p (1 - p) of the very prompts
+    it plans, at the learner's state of that step (the truth handed over before the plan), by value."""
+    from gdro_lab.allocation.prompt_oracle import oracle_plan
+    from gdro_lab.step import MethodStep
+    from simulators.config import SimConfig
+    from simulators.loop import Simulation
+    from simulators.world import WorldConfig
+
+    cfg = SimConfig(method="prompt_oracle", steps=6, batch=32, eval_every=10,
+                    world=WorldConfig(num_prompts=400, num_groups=8))
+    sim = Simulation(cfg)
+    checked = []
+    plan = MethodStep.plan
+
+    def spy_plan(step, ids):
+        p = sim.learner.success_prob(np.asarray(ids, np.int64))
+        out = plan(step, ids)
+        want = oracle_plan(4.0 * p * (1.0 - p), len(p) * cfg.n_bar, cfg.n_min, cfg.n_max)
+        checked.append(out.counts_P.tolist() == np.asarray(want).tolist())
+        return out
+
+    monkeypatch.setattr(MethodStep, "plan", spy_plan)
+    for _ in range(cfg.steps):
+        sim.step()
+    assert checked == [True] * cfg.steps
