@@ -86,16 +86,38 @@ def run_simulator(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_worlds(worlds: str | None) -> None:
+    """``--worlds`` names only the simulator's worlds (checked before the LM part's hours, not after)."""
+    from gdro_cli.args import did_you_mean
+    from gdro_lab._validate import ConfigError
+    from simulators.studies.arena import WORLDS
+    for name in [w.strip() for w in (worlds or "").split(",") if w.strip()]:
+        if name not in WORLDS:
+            hint = did_you_mean(name, WORLDS)
+            raise ConfigError(f"--worlds: unknown world {name!r}: {hint + ' ' if hint else ''}"
+                              f"choose from {', '.join(WORLDS)}")
+
+
+def claim(out: Path) -> None:
+    """The write policy (gdro_lab.runformat.output) for ``--out``: a new or empty folder, or one the arena
+    or the simulator wrote (its runs are reused); a user's folder or an unwritable one fails at once."""
+    from gdro_lab.runformat.output import claim_output, owners
+    from simulators.reporting import simulator_folder
+    claim_output(out, "gdro arena", accept=lambda f: "gdro simulate" in owners(f) or simulator_folder(f))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.workers < 1 or args.jobs < 1 or (args.lm_seeds is not None and args.lm_seeds < 1):
         print("gdro arena: --workers, --jobs and --lm-seeds must be >= 1", file=sys.stderr)
         return 2
-    if args.out.exists() and not args.out.is_dir():
-        print(f"gdro arena: --out {args.out} is a file, not a folder: give a folder for the runs and the report",
-              file=sys.stderr)
+    from gdro_lab._validate import ConfigError
+    try:
+        check_worlds(args.worlds)
+        claim(args.out)
+    except ConfigError as err:
+        print(f"gdro arena: error: {err}", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
     if not args.sim_only:
         from real_runs.lmstudy.arena import main_arena
         try:

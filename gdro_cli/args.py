@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 from pathlib import Path
 from typing import Iterable, NoReturn, Sequence
 
@@ -23,7 +24,16 @@ class OneLineParser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {with_suggestion(message)} (see {self.prog} --help)\n")
+
+
+def with_suggestion(message: str) -> str:
+    """argparse's ``invalid choice: 'x' (choose from 'a', 'b')`` with the closest choice suggested."""
+    found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if found is None:
+        return message
+    hint = did_you_mean(found.group(1), re.findall(r"'([^']*)'", found.group(2)))
+    return f"{message}: {hint}" if hint else message
 
 
 def closest(name: str, known: Iterable[str], count: int = 3) -> list[str]:

@@ -7,6 +7,7 @@ deep inside an update rule.
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any, Sequence
 
@@ -46,8 +47,10 @@ def require_int(owner: str, field: str, value: Any, lo: int, hi: int | None = No
 
 
 def require_choice(owner: str, field: str, value: str, choices: Sequence[str]) -> None:
-    """Check value is one of choices."""
-    require(value in choices, owner, field, value, "one of " + ", ".join(repr(c) for c in choices))
+    """Check value is one of choices (the closest one suggested first)."""
+    close = difflib.get_close_matches(value, [str(c) for c in choices], n=1) if isinstance(value, str) else []
+    hint = f" (did you mean {close[0]!r}?)" if close and value not in choices else ""
+    require(value in choices, owner, field, value, "one of " + ", ".join(repr(c) for c in choices) + hint)
 
 
 def require_edges(owner: str, field: str, edges: Sequence[float]) -> None:

@@ -9,6 +9,7 @@ docs/core-step.md#the-method-table-gdro_labmethodsmethods.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -109,7 +110,9 @@ def real_methods() -> tuple[str, ...]:
 def get_method(name: str) -> MethodSpec:
     """The method ``name`` of the table; a one-line ConfigError listing the names otherwise."""
     if name not in METHODS:
-        raise ConfigError(f"unknown method {name!r}: choose from {', '.join(METHODS)}")
+        close = difflib.get_close_matches(str(name), list(METHODS), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(f"unknown method {name!r}: {hint}choose from {', '.join(METHODS)}")
     return METHODS[name]
 
 

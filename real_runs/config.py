@@ -435,14 +435,16 @@ def config_from_dict(values: Mapping[str, Any]) -> TrainConfig:
     sections = {}
     for name, table in values.items():
         if name not in SECTIONS:
-            raise ConfigError(f"unknown config section [{name}]: allowed are {', '.join(SECTIONS)}")
+            raise ConfigError(f"unknown config section [{name}]: {_hint(name, SECTIONS)}allowed are "
+                              f"{', '.join(SECTIONS)}")
         require(isinstance(table, Mapping), name, "", table, "a table of keys")
         cls = SECTIONS[name]
         defaults = cls()
         known = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(cls)}
         unknown = sorted(set(table) - set(known))
         if unknown:
-            raise ConfigError(f"unknown config key {name}.{unknown[0]}: [{name}] allows {', '.join(known)}")
+            raise ConfigError(f"unknown config key {name}.{unknown[0]}: {_hint(unknown[0], known, name + '.')}"
+                              f"[{name}] allows {', '.join(known)}")
         sections[name] = cls(**{k: _check_type(name, k, v, known[k]) for k, v in table.items()})
     return TrainConfig(**sections)
 
@@ -458,6 +460,13 @@ def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
     return out
 
 
+def _hint(name: str, known: Sequence[str] | Mapping[str, Any], prefix: str = "") -> str:
+    """``"did you mean 'x'? "`` for the known name closest to ``name`` (``prefix`` before it), or ``""``."""
+    from gdro_cli.args import closest
+    close = closest(name, list(known), 1)
+    return f"did you mean {prefix + close[0]!r}? " if close else ""
+
+
 def preset_names() -> list[str]:
     """Names of the shipped presets (TOML files under real_runs/presets/)."""
     folder = resources.files("real_runs") / "presets"
@@ -470,8 +479,11 @@ def _read_toml(name_or_path: str) -> dict[str, Any]:
         preset = resources.files("real_runs") / "presets" / f"{name_or_path}.toml"
         if not preset.is_file():
             raise ConfigError(f"config {name_or_path!r} is neither a TOML file nor a preset: "
-                              f"presets are {', '.join(preset_names())}")
+                              f"{_hint(name_or_path, preset_names())}presets are {', '.join(preset_names())}")
         text = preset.read_text(encoding="utf-8")
+    elif path.is_dir():
+        raise ConfigError(f"config {path} is a folder, not a TOML file: pass a TOML file or a preset name "
+                          "(to continue a run: gdro train --resume RUN_DIR)")
     elif not path.is_file():
         raise ConfigError(f"config file {path} does not exist: pass a TOML file or a preset name")
     else:

@@ -25,13 +25,16 @@ from typing import Any, Sequence
 import math_verify  # noqa: F401  (a dependency check: without it gdro eval stops here, with the `train` extra hint)
 import numpy as np
 
-from gdro_cli.args import OneLineParser
+from gdro_cli.args import OneLineParser, did_you_mean
+from gdro_lab._validate import ConfigError
+from gdro_lab.runformat.output import claim_output, output_problem
 from gdro_lab.runformat.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable
 from real_runs.data import BENCHMARKS, DataError, load_dataset_records
 from real_runs.engines import make_engine
 from real_runs.eval_metrics import evaluation_metrics, worst_names
 from real_runs.eval_scoring import generate_and_score, stats_metrics
-from real_runs.models import ModelError, load_policy
+from real_runs.export import weights_problem
+from real_runs.models import ModelError, checkpoint_folder, load_policy
 from real_runs.rewards.choice import ChoiceReward, reward_kind
 from real_runs.rewards.math import MathReward
 from real_runs.rewards.pool import PoolStartError
@@ -82,8 +85,9 @@ def check_args(args: argparse.Namespace) -> list[str]:
     names = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
     unknown = [b for b in names if b not in BENCHMARKS]
     if unknown or not names:
+        hint = did_you_mean(unknown[0], BENCHMARKS) if unknown else ""
         raise EvalError(f"unknown benchmark {unknown[0] if unknown else '(none)'!r}: "
-                        f"choose from {', '.join(BENCHMARKS)}")
+                        f"{hint + ' ' if hint else ''}choose from {', '.join(BENCHMARKS)}")
     args.n = args.k if args.n is None else args.n
     if args.k < 1:
         raise EvalError(f"--k {args.k}: use k >= 1")
@@ -97,20 +101,31 @@ def check_args(args: argparse.Namespace) -> list[str]:
             raise EvalError(f"--{name.replace('_', '-')} {value}: use a positive integer")
     if args.out and args.run:
         raise EvalError("give either --out (a new run) or --run (an existing run), not both")
+    if not args.temperature >= 0:
+        raise EvalError(f"--temperature {args.temperature}: use 0 (greedy) or more (the paper's 0.6)")
+    if not 0 < args.top_p <= 1:
+        raise EvalError(f"--top-p {args.top_p}: use a value in (0, 1] (1 turns the filter off; the paper's 0.8)")
+    if args.top_k < 0:
+        raise EvalError(f"--top-k {args.top_k}: use 0 (off) or more (the paper's 20)")
+    if not args.reward_timeout > 0:
+        raise EvalError(f"--reward-timeout {args.reward_timeout}: use a positive number of seconds")
     return names
 
 
 def checkpoint_step(model: str) -> int | None:
     """The training step of a gdro train checkpoint: ``.../checkpoints/step_00000006`` -> 6, a run
     directory -> its newest checkpoint's step (as ``--model`` loads it); None for anything else."""
-    from real_runs.models import checkpoint_folder
     folder = checkpoint_folder(Path(model))
     match = re.fullmatch(r"step_(\d+)", folder.name)
     return int(match.group(1)) if match and folder.parent.name == "checkpoints" else None
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """Fail before any compute when the results could not be written; settles ``args.step``."""
+    """Fail before any compute when the model's weights are damaged or the results could not be written;
+    settles ``args.step``."""
+    damaged = weights_problem(checkpoint_folder(Path(args.model))) if Path(args.model).is_dir() else None
+    if damaged is not None:
+        raise EvalError(f"--model {damaged}: give an intact checkpoint (nothing was written)")
     if args.step is None:
         args.step = checkpoint_step(args.model)
     if args.run:
@@ -118,6 +133,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
             run = read_run(args.run)
         except RunFormatError as err:
             raise EvalError(str(err)) from None
+        producer = str(run.meta.get("producer", ""))
+        if producer and not producer.startswith(("gdro train", "gdro eval")):
+            raise EvalError(f"--run {args.run} is a run of {producer!r}: gdro eval appends only to runs of gdro "
+                            "train or gdro eval; give --out for a new run (nothing was written)")
         if args.step is None:
             args.step = int(run.steps[-1]) if run.steps.size else 0
         _check_tail(Path(args.run) / EVAL_FILE)
@@ -128,9 +147,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
         if (out / "meta.json").exists():
             raise EvalError(f"{args.out} already holds a run: choose another --out, or pass it "
                             "as --run to append (nothing was overwritten)")
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            what = "is a folder that is not empty" if out.is_dir() else "is a file, not a folder"
-            raise EvalError(f"--out {args.out} {what}: gdro eval writes only into new or empty folders; "
+        problem = output_problem(out, "gdro eval")  # new, empty or its own (claimed once the data has loaded)
+        if problem is not None:
+            raise EvalError(f"--out {args.out} {problem}: gdro eval writes only into new or empty folders; "
                             "choose another --out (nothing was touched)")
 
 
@@ -222,6 +241,11 @@ def run(args: argparse.Namespace) -> dict[str, float]:
     names = check_args(args)
     _check_outputs(args)
     problems = load_problems(names, args.limit)
+    if not args.run:
+        try:
+            claim_output(args.out, "gdro eval")  # an unwritable --out fails here, before the model loads
+        except ConfigError as err:
+            raise EvalError(str(err)) from None
     engine, tokenizer = _load_engine(args)
     sampling = SamplingParams(args.temperature, args.top_p, args.top_k, args.max_new_tokens, args.seed)
     start = time.perf_counter()

@@ -21,12 +21,38 @@ class ExportError(ValueError):
     """Bad input for `gdro export`; one line naming the problem and the fix."""
 
 
+def weights_problem(folder: str | os.PathLike[str]) -> str | None:
+    """Why the safetensors weights in ``folder`` are damaged (truncated, or not safetensors), or None.
+
+    Reads only each file's header: 8 bytes of little-endian length N, N bytes of JSON naming every
+    tensor's ``data_offsets``; a whole file is exactly 8 + N + the largest end offset bytes long.
+    """
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        size = path.stat().st_size
+        try:
+            with open(path, "rb") as handle:
+                length = int.from_bytes(handle.read(8), "little")
+                if size < 8 or length > size - 8:
+                    return f"{path} is truncated ({size:,} bytes, shorter than its own header)"
+                header = json.loads(handle.read(length))
+            end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+            return f"{path} is not a safetensors file (its header does not parse)"
+        if size != 8 + length + end:
+            return f"{path} is truncated ({size:,} bytes of the {8 + length + end:,} its header lists)"
+    return None
+
+
 def find_checkpoint(source: str | os.PathLike[str]) -> Path:
     """A checkpoint folder (``.../checkpoints/step_N``) or a run directory's newest checkpoint."""
     path = Path(source)
     if (path / "trainer.pt").exists():
         return path
     if (path / "meta.json").exists():
+        producer = _producer(path)
+        if producer and producer != "gdro train":
+            raise ExportError(f"{path} is a run of {producer!r}, not of gdro train: it holds no model to "
+                              "export; pass a gdro train run directory")
         steps = checkpoint_steps(path)
         if not steps:
             raise ExportError(f"{path} is a run without a complete checkpoint: train until one is saved")
@@ -35,6 +61,14 @@ def find_checkpoint(source: str | os.PathLike[str]) -> Path:
         raise ExportError(f"{path} does not exist: pass a run directory or RUN_DIR/checkpoints/step_N")
     raise ExportError(f"{path} is neither a gdro train run nor one of its checkpoints: pass RUN_DIR or "
                       "RUN_DIR/checkpoints/step_N")
+
+
+def _producer(run_dir: Path) -> str:
+    """The ``producer`` of a run's meta.json ("" when it cannot be read)."""
+    try:
+        return str(json.loads((run_dir / "meta.json").read_text(encoding="utf-8")).get("producer", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 def _rebuild(checkpoint: Path, target: Path, dtype: str | None) -> None:
@@ -66,6 +100,9 @@ def export(source: str | os.PathLike[str], out: str | os.PathLike[str], dtype: s
     target = Path(out)
     if dtype not in (None, "float32", "bfloat16", "float16"):
         raise ExportError(f"--dtype {dtype}: use float32, bfloat16 or float16")
+    damaged = weights_problem(checkpoint)
+    if damaged is not None:
+        raise ExportError(f"{damaged}: export an earlier checkpoint (RUN_DIR/checkpoints/step_N; nothing was written)")
     tmp = target.with_name(f".tmp-{target.name}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from gdro_cli.args import OneLineParser, new_folder_problem
@@ -27,7 +28,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if problem is not None:
             raise ExportError(f"OUT {args.out} {problem}: choose a new folder for the model (nothing was touched)")
         target = export(args.source, args.out, args.dtype)
-    except (ValueError, OSError) as err:
+    except OSError as err:
+        if os.environ.get("GDRO_DEBUG"):
+            raise
+        where = f"OUT {args.out}" if str(err.filename or "").startswith(str(Path(args.out).parent)) else err.filename
+        print(f"gdro export: {where} cannot be written or read ({err.strerror or err}): check the path and its "
+              "permissions (nothing was exported)", file=sys.stderr)
+        return 2
+    except ValueError as err:
         if os.environ.get("GDRO_DEBUG"):
             raise
         print(f"gdro export: {' '.join(str(err).split())}", file=sys.stderr)

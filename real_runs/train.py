@@ -122,8 +122,8 @@ def _loop(run: TrainRun, stop_after: int | None) -> Path:
                 progress.update(1)
                 reward = scalars.get("mean_reward", float("nan"))  # absent when early stopping left nothing scored
                 progress.set_postfix(reward=f"{reward:+.2f}", n=f"{counts_P.min()}-{counts_P.max()}")
-    except BaseException:
-        writer.close("failed")
+    except BaseException as err:
+        writer.close("interrupted" if isinstance(err, KeyboardInterrupt) else "failed")  # both resumable
         raise
     else:
         writer.close("finished" if last == tc.steps else "stopped")

@@ -61,8 +61,10 @@ def check_resume_target(resume: str) -> None:
 def run(args: argparse.Namespace) -> str:
     """Validate the arguments, train, return the run directory."""
     from real_runs.config import config_to_dict, load_config
-    from real_runs.preflight import TrainError
+    from real_runs.preflight import TrainError, run_dir_of
     from real_runs.train import main
+    if args.dry_run and args.rehearse:
+        raise TrainError("--dry-run checks and writes nothing, --rehearse trains on CPU and writes a run: give one")
     if args.stop_after is not None and args.stop_after < 1:
         raise TrainError(f"--stop-after {args.stop_after}: give a step number of at least 1")
     if args.resume:
@@ -77,6 +79,7 @@ def run(args: argparse.Namespace) -> str:
         from real_runs.rehearse import rehearse
         return str(rehearse(args.config, overrides))
     cfg = load_config(args.config, overrides)
+    args.run_dir = str(run_dir_of(cfg))  # what an interrupted run's line names
     if args.print_config:
         print(json.dumps(config_to_dict(cfg), indent=1))
         return ""
@@ -96,10 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from real_runs.config import preset_names
         print("\n".join(preset_names()))
         return 0
+    args.run_dir = args.resume
     try:
         run_dir = run(args)
     except KeyboardInterrupt:
-        print("gdro train: interrupted; continue with gdro train --resume RUN_DIR", file=sys.stderr)
+        where = args.run_dir if args.run_dir and os.path.isdir(args.run_dir) else None
+        print("gdro train: interrupted; " + (f"the run is kept (status 'interrupted'): continue with gdro train "
+              f"--resume {where}" if where else "no run directory was written"), file=sys.stderr)
         return 130
     except (ValueError, OSError) as err:  # ConfigError, DataError, ModelError, RunFormatError, TrainError, ...
         if os.environ.get("GDRO_DEBUG"):

@@ -143,7 +143,7 @@ def open_run_dir(run: TrainRun, run_dir: Path, lock: RunLock, resuming: bool, st
         (run_dir / "data.json").write_text(json.dumps(run.data_summary, indent=1), encoding="utf-8")
     else:
         run.start, _ = ckpt.load_checkpoint(run_dir, model=run.policy, optimizer=run.optimizer,
-                                            scheduler=run.scheduler,
+                                            scheduler=run.scheduler, step=resume_step(run_dir),
                                             controllers={**saved_controllers(run.method), "data_order": run.order})
         run.writer = RunWriter.resume(run_dir, run.start, lock=lock)
     run.clock = RunClock(started, logged_elapsed(run_dir, run.start))
@@ -201,6 +201,32 @@ def check_resumable(resume: str | os.PathLike[str]) -> Path:
         raise TrainError(f"--resume {run_dir}: no complete checkpoint yet: delete the folder and start the run "
                          "again (or use another train.run_name)")
     return run_dir
+
+
+def resume_step(run_dir: Path) -> int:
+    """The checkpoint a resume starts from: the newest one whose steps all have a record in steps.jsonl.
+
+    A crash mid-write leaves a torn last line, which is dropped; resuming from a checkpoint after it would
+    leave a gap in the log (steps 1, 3), so an earlier checkpoint is taken and the steps after it are run
+    again. Without one, the gap is said on stderr, never silent.
+    """
+    steps = ckpt.resumable_steps(run_dir)
+    run = read_run(run_dir)
+    logged = {int(s) for s in run.steps}
+    complete = 0
+    while complete + 1 in logged:
+        complete += 1
+    usable = [s for s in steps if s <= complete]
+    chosen = usable[-1] if usable else steps[-1]
+    torn = "steps.jsonl's torn last line was dropped; " if run.torn_tail else ""
+    if chosen < steps[-1]:
+        print(f"gdro train: {torn}resuming from the checkpoint of step {chosen} (the log has every step up to "
+              f"{complete}, not {steps[-1]}): steps {chosen + 1}..{steps[-1]} are run again", file=sys.stderr)
+    elif chosen > complete:
+        print(f"gdro train: {torn}steps {complete + 1}..{chosen} have no record in steps.jsonl and no earlier "
+              f"checkpoint to rerun them from: the log continues after step {chosen} with that gap",
+              file=sys.stderr)
+    return chosen
 
 
 def load_run_config(run_dir: str | os.PathLike[str]) -> TrainConfig:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from gdro_cli.args import did_you_mean, with_suggestion
 from gdro_lab import ConfigError, RunFormatError
 from simulators.studies import STUDIES
 
@@ -35,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad argument in one line and never exits the interpreter."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise ConfigError(f"{message} (see {self.prog} --help)")
+        raise ConfigError(f"{with_suggestion(message)} (see {self.prog} --help)")
 
     def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
         if message:
@@ -144,8 +145,9 @@ def _settings(args: argparse.Namespace, module: Any) -> Any:
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
         unknown = [m for m in methods if m not in METHODS]
         if unknown or not methods:
+            hint = did_you_mean(unknown[0], METHODS) if unknown else ""
             raise ConfigError(f"--methods: unknown method {unknown[0] if unknown else '(none)'!r}: "
-                              f"choose from {', '.join(METHODS)}")
+                              f"{hint + ' ' if hint else ''}choose from {', '.join(METHODS)}")
     elif args.full:
         methods = tuple(defaults.get("methods", ()))
     overrides: dict[str, dict[str, Any]] = {}
@@ -235,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gdro simulate: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("gdro simulate: interrupted", file=sys.stderr)
+        print("gdro simulate: interrupted: runs finished under --out are kept (a rerun into it starts them again)",
+              file=sys.stderr)
         return 130
     decision = Path(report).parent / "decision.txt"
     if decision.exists():

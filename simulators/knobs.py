@@ -87,21 +87,28 @@ def parse_assignments(items: Iterable[str], overrides: Overrides | None = None) 
     return out
 
 
-def load_toml(path: Path, overrides: Overrides | None = None) -> Overrides:
-    """Tables [world], [run], [classifier], [prompt_gdro], [rollout_gdro] of a TOML file, checked."""
+def load_toml(path: Path, overrides: Overrides | None = None, flag: str = "--config") -> Overrides:
+    """Tables [world], [run], [classifier], [prompt_gdro], [rollout_gdro] of a TOML file, checked; errors
+    name the file as the user gave it (``flag``: ``--config``, or ``WORLD`` for gdro predict)."""
+    if Path(path).is_dir():
+        raise ConfigError(f"{flag} {path} is a folder: give a TOML file")
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"--config {path}: no such file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"--config {path}: not valid TOML ({err}): fix the file") from None
+        raise ConfigError(f"{flag} {path}: no such file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{flag} {path} is not a text file (not UTF-8): give a TOML file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{flag} {path}: not valid TOML ({err}): fix the file") from None
+    except OSError as err:
+        raise ConfigError(f"{flag} {path} cannot be read ({err.strerror}): check the path") from None
     out: Overrides = overrides if overrides is not None else {}
     for namespace, table in data.items():
         if not isinstance(table, dict):
-            raise ConfigError(f"--config {path}: top-level key {namespace!r} must be a table "
+            raise ConfigError(f"{flag} {path}: top-level key {namespace!r} must be a table "
                               f"([{NAMESPACES[0]}], ...), one of {', '.join(NAMESPACES)}")
         for name, value in table.items():
-            add(out, f"{namespace}.{name}", value, flag=f"--config {path}:")
+            add(out, f"{namespace}.{name}", value, flag=f"{flag} {path}:")
     return out
 
 

@@ -8,6 +8,8 @@ The targets: docs/design-notes.md#simulators-presets; the fit: docs/benchmarks.m
 
 from __future__ import annotations
 
+import difflib
+
 from typing import Any
 
 from gdro_lab import ConfigError
@@ -22,5 +24,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 def preset_world(name: str) -> dict[str, Any]:
     """World overrides of preset ``name`` (one-line ConfigError for an unknown name)."""
     if name not in PRESETS:
-        raise ConfigError(f"--preset {name!r}: choose one of {', '.join(PRESETS)}")
+        close = difflib.get_close_matches(name, list(PRESETS), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(f"--preset {name!r}: {hint}choose one of {', '.join(PRESETS)}")
     return dict(PRESETS[name])

@@ -13,13 +13,11 @@ from typing import Sequence
 import numpy as np
 
 from gdro_lab import ConfigError
+from gdro_lab.runformat import output
 from gdro_lab.runformat.runlog import find_runs, read_run
 from simulators.loop import PRODUCER
 
 __all__ = ["prepare_output", "claim_output", "stack"]
-
-#: Written into every output folder a simulator command claims: the folder is ours to rewrite.
-OUTPUT_MARKER = ".gdro-simulator-output"
 
 
 def prepare_output(out_dir: Path) -> Path:
@@ -38,27 +36,11 @@ def prepare_output(out_dir: Path) -> Path:
     return out_dir
 
 
-def output_problem(out_dir: Path) -> str | None:
-    """Why a simulator command must not write into ``out_dir``, or None when it may.
-
-    It may write into a folder that does not exist, an empty one, or one it wrote before (:data:`OUTPUT_MARKER`);
-    the rule in full: docs/design-notes.md#simulators-reporting.
-    """
-    if not out_dir.exists() and not out_dir.is_symlink():
-        return None
-    if not out_dir.is_dir():
-        return "is a file, not a folder"
-    entries = sorted(out_dir.iterdir())
-    if not entries or (out_dir / OUTPUT_MARKER).is_file():
-        return None
+def simulator_folder(out_dir: Path) -> bool:
+    """Whether ``out_dir`` is a simulator output written before the write policy's marker: its ``runs/``
+    holds simulator runs and nothing else (:func:`gdro_lab.runformat.output.claim_output` accepts it)."""
     runs = out_dir / "runs"
-    if runs.is_dir():
-        problem = _runs_problem(runs)
-        if problem is not None:
-            return problem
-        if find_runs(runs):
-            return None
-    return f"holds files a simulator command did not write ({entries[0].name}, {len(entries)} entries in all)"
+    return runs.is_dir() and _runs_problem(runs) is None and bool(find_runs(runs))
 
 
 def _runs_problem(runs: Path) -> str | None:
@@ -74,16 +56,9 @@ def _runs_problem(runs: Path) -> str | None:
 
 
 def claim_output(out_dir: Path, flag: str = "--out", command: str = "gdro simulate") -> Path:
-    """Check ``out_dir`` (:func:`output_problem`: a one-line ConfigError, nothing written), create it
-    and mark it as written by ``command``."""
-    problem = output_problem(out_dir)
-    if problem is not None:
-        raise ConfigError(f"{flag} {out_dir} {problem}: give a new or empty folder, or one {command} wrote "
-                          "(nothing was written)")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / OUTPUT_MARKER).write_text(f"written by {command}: it may replace report.md, summary.json, figures "
-                                         "and runs/ here\n", encoding="utf-8")
-    return out_dir
+    """The write policy (:func:`gdro_lab.runformat.output.claim_output`) for a simulator command: a new or
+    empty folder, one ``command`` claimed, or an earlier simulator output (:func:`simulator_folder`)."""
+    return output.claim_output(out_dir, command, flag, accept=simulator_folder)
 
 
 def _is_inside(path: Path, parent: Path) -> bool:

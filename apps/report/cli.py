@@ -184,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gdro report: {existing[0]} already holds a report ({len(existing)} in all): choose another --out "
               "or pass --overwrite", file=sys.stderr)
         return 2
+    if not loaded:
+        return 1  # every run was skipped, each with its line: nothing to write
     try:
         claim_output(args.out, "gdro report")  # never into a folder of the user's files; unwritable: fails here
     except ConfigError as err:

@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from gdro_cli.args import with_suggestion
 from gdro_lab import ConfigError, RunFormatError
+from gdro_lab.runformat.output import claim_output, output_problem
 
 if TYPE_CHECKING:
     from simulators.calibrate import predict
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise ConfigError(f"{message} (see {self.prog} --help)")
+        raise ConfigError(f"{with_suggestion(message)} (see {self.prog} --help)")
 
 
 def calibrate_parser() -> argparse.ArgumentParser:
@@ -92,18 +94,23 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
             return _plan_main(args.plan, args.method)
         if not args.samples:
             raise ConfigError("the following arguments are required: --samples (see gdro calibrate --help)")
-        check_out_folder(args.out)
+        check_out_folder(args.out, "gdro calibrate")
         from simulators.calibrate import calibration, observe
 
         started = time.perf_counter()
         data = observe.read_samples(args.samples)
         sweep = observe.read_sweep(args.sweep, data.group_names) if args.sweep else None
         plan = _plan(args, data, sweep)
+        claim_output(args.out, "gdro calibrate")  # before the fit's minutes, after the inputs' checks
         record = calibration.calibrate(data, sweep, plan, boots=args.boots, pilot=args.pilot, seed=args.seed,
                                        log=lambda line: print(line, file=sys.stderr, flush=True))
         report = calibration.write_outputs(record, args.out, "gdro calibrate " + shlex.join(args_list))
     except (ConfigError, RunFormatError) as err:
         print(f"gdro calibrate: error: {err}", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError:
+        print("gdro calibrate: error: --samples: a file is not UTF-8 text (a binary file?): give the eval run "
+              "directories of gdro eval --save-samples or their eval_samples_step*.jsonl", file=sys.stderr)
         return 2
     print(summary_lines(record, time.perf_counter() - started))
     print(f"world: {(args.out / 'world.toml').resolve()}")
@@ -181,10 +188,13 @@ def _predict_settings(args: argparse.Namespace, cal: predict.Calibrated) -> pred
                             n_bar=int(plan["n_bar"]), n_min=int(plan["n_min"]), n_max=int(plan["n_max"]), **values)
 
 
-def check_out_folder(out: Path) -> None:
-    """``--out`` must be a folder (new or existing): a file is a one-line ConfigError before any work."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file, not a folder: give a folder for the outputs")
+def check_out_folder(out: Path, command: str) -> None:
+    """``--out`` must be ``command``'s to write (gdro_lab.runformat.output: new, empty or its own): else a
+    one-line ConfigError before any work, nothing written."""
+    problem = output_problem(out, command)
+    if problem is not None:
+        raise ConfigError(f"--out {out} {problem}: give a new or empty folder, or one {command} wrote "
+                          "(nothing was written)")
 
 
 def check_world(world: Path) -> None:
@@ -209,7 +219,8 @@ def predict_main(argv: Sequence[str] | None = None) -> int:
         check_world(args.world)
         cal = predict.load(args.world)
         settings = _predict_settings(args, cal)
-        check_out_folder(settings.out)
+        check_out_folder(settings.out, "gdro predict")
+        claim_output(settings.out, "gdro predict")
         prepare_output(settings.out)
         started = time.perf_counter()
         summary = predict.predict(cal, settings)

@@ -67,7 +67,7 @@ def load(path: Path) -> Calibrated:
         path = path / "world.toml"
     from simulators.world import WorldConfig
 
-    overrides = knobs.load_toml(path)
+    overrides = knobs.load_toml(path, flag="WORLD")
     if "world" not in overrides:
         raise ConfigError(f"{path}: no [world] table: give the world.toml that gdro calibrate wrote")
     try:

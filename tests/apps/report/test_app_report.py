@@ -183,8 +183,8 @@ def test_trainer_runs_get_method_and_seed_folders(trainer_root: Path, tmp_path: 
     monkeypatch.setattr(cli, "compare_figure", lambda runs: plt.figure())
     runs = [str(trainer_root / "grpo-tiny-s1"), str(trainer_root / "prompt_gdro-tiny-s0")]
     assert cli.main([*runs, "--out", str(tmp_path / "out"), "--jobs", "1"]) == 0  # the stand-ins live here
-    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["compare.png", "grpo_seed1",
-                                                                            "prompt_gdro_seed0"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [".gdro-output", "compare.png",
+                                                                            "grpo_seed1", "prompt_gdro_seed0"]
 
 
 def test_report_heatmaps_use_natural_colour_scales(synthetic_run: Path) -> None:
@@ -255,7 +255,7 @@ def test_a_folder_of_runs_draws_every_run_under_it(runs_root: Path, tmp_path: Pa
     """`gdro report gdro-runs/` draws the runs under the folder (it used to refuse the folder as a run)."""
     assert cli.main([str(runs_root), "--out", str(tmp_path / "out"), "--jobs", "1"]) == 0
     assert {path.name for path in (tmp_path / "out").iterdir()} == {
-        "grpo_seed0", "prompt_gdro_seed1", "rollout_gdro_seed2", "compare.png"}
+        "grpo_seed0", "prompt_gdro_seed1", "rollout_gdro_seed2", "compare.png", ".gdro-output"}
     assert capsys.readouterr().err == ""
 
 
