@@ -131,7 +131,7 @@ class RolloutConfig:
         require_int("rollout", "abort_grace", self.abort_grace, 0)
         require_range("rollout", "abort_keep_prob", self.abort_keep_prob, 0.0, 1.0, lo_open=True)
         require(not self.abort_horizon or self.engine == "hf", "rollout", "abort_horizon", self.abort_horizon,
-                "0 with engine = 'vllm': early stopping is supported by the hf engine only (for now)")
+                "0 with engine = 'vllm' (vLLM's offline generate cannot stop a request at the check): early stopping needs engine = 'hf'")
 
 
 @dataclass(frozen=True)

