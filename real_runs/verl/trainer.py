@@ -11,6 +11,7 @@ docs/design-notes.md#real_runs-verl-trainer.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,9 @@ LINEAR_LOSS_MODES = ("vanilla", "dppo_tv", "dppo_kl", "gspo", "sapo", "gpg", "ge
 
 #: ``gdro`` settings the trainer applies itself (not the controllers'): the advantage clip.
 TRAINER_SETTINGS = ("adv_clip",)
+
+#: The tracker key of the plugin's own seconds per training step (its hooks, not verl's work).
+GDRO_TIMING = "timing_s/gdro"
 
 
 def settings_from_config(config: Any) -> GDROSettings:
@@ -105,6 +109,8 @@ def controller_from_config(config: Any) -> GDROController:
 class GDRORayPPOTrainer(RayPPOTrainer):
     """verl's ``RayPPOTrainer`` plus difficulty bins, Prompt-GDRO and Rollout-GDRO."""
 
+    _gdro_seconds: float = 0.0  # the plugin's own seconds in this step so far (timing_s/gdro)
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.gdro = controller_from_config(self.config)
@@ -121,20 +127,40 @@ class GDRORayPPOTrainer(RayPPOTrainer):
         gen_batch = super()._get_gen_batch(batch)
         if self._gdro_validating:
             return gen_batch
+        start = time.perf_counter()
         counts_P = self.gdro.plan(vb.prompt_ids(batch, self.gdro.settings.id_key))
         n_bar = int(self.config.actor_rollout_ref.rollout.n)
-        vb.install_planned_repeat(batch, counts_P, n_bar)
-        vb.install_planned_repeat(gen_batch, counts_P, n_bar)
+        for data in (batch, gen_batch):
+            vb.install_planned_repeat(data, counts_P, n_bar)
+            data.repeat = self._timed(data.repeat)  # verl expands both later, before _update_actor
+        self._gdro_seconds += time.perf_counter() - start
         return gen_batch
 
+    def _timed(self, function: Any) -> Any:
+        """``function``, its seconds added to this step's ``timing_s/gdro``."""
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._gdro_seconds += time.perf_counter() - start
+        return call
+
     def _update_actor(self, batch: DataProto) -> DataProto:
+        start = time.perf_counter()
         bound = adv_clip_from_config(self.config)
         clipped = vb.clip_advantages(batch, bound) if bound is not None else None
         metrics = self.gdro.observe(batch, step=int(self.global_steps))
         if clipped is not None:
             metrics["gdro/adv_clip_frac"] = clipped
         with self.gdro.trained_rows_only(batch):  # a prompt selector's dropped groups: out of the loss
+            verl_start = time.perf_counter()
             output = super()._update_actor(batch)
+            verl_seconds = time.perf_counter() - verl_start
+        # the plugin's own seconds this step: plan, the planned expansions, observe (run directory
+        # included), the clip and the mask; beside verl's timing_s/step in the tracker
+        metrics[GDRO_TIMING] = self._gdro_seconds + time.perf_counter() - start - verl_seconds
+        self._gdro_seconds = 0.0
         output.meta_info.setdefault("metrics", {}).update(metrics)
         return output
 
