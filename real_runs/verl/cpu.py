@@ -1,9 +1,10 @@
 """verl 0.9.1 on CPU, for tests and laptops: ``python -m real_runs.verl.cpu [--audit DIR] [overrides]``.
 
-NOT for GPU runs: nothing here is imported by the plugin. verl's files are never changed; five gaps
-between verl 0.9.1 and a CPU-only machine are closed at run time in our own processes. ``--audit DIR``
+NOT for GPU runs: nothing here is imported by the plugin. verl's files are never changed; six gaps
+between verl 0.9.1 (FSDP1 or FSDP2) and a CPU-only machine are closed at run time in our own
+processes. ``--strategy fsdp`` runs FSDP1 (as the launch scripts), the default FSDP2; ``--audit DIR``
 writes one ``step_N.npz`` per step for tests; other arguments are hydra overrides, as for
-``real_runs.verl.main``. The five gaps: docs/design-notes.md#real_runs-verl-cpu.
+``real_runs.verl.main``. The six gaps: docs/design-notes.md#real_runs-verl-cpu.
 """
 
 from __future__ import annotations
@@ -161,7 +162,50 @@ def install() -> None:
 
     rollout_base._ROLLOUT_REGISTRY[(ROLLOUT, "async")] = "real_runs.verl.cpu_rollout.HFCPUServerAdapter"
     RolloutReplicaRegistry.register(ROLLOUT, lambda: cpu_rollout.HFCPUReplica)
+    _allow_fsdp1_cpu_sync()
     _INSTALLED = True
+
+
+def _allow_fsdp1_cpu_sync() -> None:
+    """Gap 6: FSDP1's ``sync_module_states=True`` (verl always sets it) refuses CPU tensors.
+
+    torch's check (``torch/distributed/fsdp/_init_utils.py``, ``_check_module_states_for_sync_module_states``)
+    exists for NCCL, which broadcasts GPU tensors only; gloo broadcasts CPU tensors. The check is
+    skipped only when the default process group's backend is gloo alone, so it still guards any
+    other backend.
+    """
+    import torch.distributed as dist
+    from torch.distributed.fsdp import _init_utils
+
+    original = getattr(_init_utils, "_check_module_states_for_sync_module_states_original",
+                       _init_utils._check_module_states_for_sync_module_states)
+
+    def check(module_states: list[torch.Tensor]) -> None:
+        if dist.is_initialized() and {part.rpartition(":")[2] for part in str(dist.get_backend()).split(",")} == {"gloo"}:
+            return  # gloo broadcasts the CPU tensors that follow
+        original(module_states)
+
+    setattr(_init_utils, "_check_module_states_for_sync_module_states_original", original)
+    _init_utils._check_module_states_for_sync_module_states = check
+
+    import verl.utils.fsdp_utils as fsdp_utils
+    import verl.workers.engine.fsdp.transformer_impl as fsdp_engine
+
+    load = getattr(fsdp_utils, "_gdro_cpu_original_load", fsdp_utils.load_fsdp_model_to_gpu)
+
+    @functools.wraps(load)
+    def load_to_cpu_index(model: Any) -> None:
+        """verl's FSDP1 branch builds ``f"{device_name}:{device_id}"``: ``cpu:cpu`` here; ``cpu:0`` is valid."""
+        device_id = fsdp_utils.get_device_id
+        fsdp_utils.get_device_id = lambda: 0
+        try:
+            load(model)
+        finally:
+            fsdp_utils.get_device_id = device_id
+
+    setattr(fsdp_utils, "_gdro_cpu_original_load", load)
+    fsdp_utils.load_fsdp_model_to_gpu = load_to_cpu_index
+    fsdp_engine.load_fsdp_model_to_gpu = load_to_cpu_index
 
 
 def worker_setup() -> None:
@@ -212,13 +256,21 @@ def audited_trainer_class() -> type:
 _FP32 = "{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}"  # no bf16 autocast on CPU
 
 
-def cpu_overrides(world_size: int = 2) -> list[str]:
+STRATEGIES = ("fsdp", "fsdp2")
+
+
+def cpu_overrides(world_size: int = 2, strategy: str = "fsdp2") -> list[str]:
     """Hydra overrides that fit verl's PPO loop to ``world_size`` FSDP ranks on CPU (gaps 4 and 5).
 
-    FSDP2 in fp32 without autocast, SDPA attention without the packed (flash-attn) path, the
-    ``hf_cpu`` rollout as one replica over all ranks (one server process), one agent-loop and one
-    reward worker, no dataloader workers. They come before the caller's overrides, which win.
+    ``strategy`` FSDP1 (``fsdp``, verl's default and the launch scripts') or FSDP2 (``fsdp2``) in
+    fp32 without autocast, SDPA attention without the packed (flash-attn) path, the ``hf_cpu``
+    rollout as one replica over all ranks (one server process), one agent-loop and one reward
+    worker, no dataloader workers. They come before the caller's overrides, which win.
     """
+    if strategy not in STRATEGIES:
+        from real_runs.verl import VerlPluginError
+
+        raise VerlPluginError(f"strategy {strategy!r} is unknown: use fsdp (FSDP1) or fsdp2")
     return [
         f"trainer.n_gpus_per_node={world_size}", "trainer.nnodes=1", "trainer.device=cpu",
         f"actor_rollout_ref.rollout.name={ROLLOUT}",
@@ -226,8 +278,8 @@ def cpu_overrides(world_size: int = 2) -> list[str]:
         "actor_rollout_ref.rollout.agent.num_workers=1", "reward.num_workers=1",
         "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
         "actor_rollout_ref.model.use_remove_padding=false",
-        "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.actor.fsdp_config.strategy=fsdp2",
-        "actor_rollout_ref.ref.fsdp_config.strategy=fsdp2",  # FSDP1 asks torch for an accelerator device
+        f"actor_rollout_ref.actor.strategy={strategy}", f"actor_rollout_ref.actor.fsdp_config.strategy={strategy}",
+        f"actor_rollout_ref.ref.fsdp_config.strategy={strategy}",
         "actor_rollout_ref.actor.fsdp_config.model_dtype=fp32", "actor_rollout_ref.ref.fsdp_config.model_dtype=fp32",
         f"+actor_rollout_ref.actor.fsdp_config.mixed_precision={_FP32}",
         f"+actor_rollout_ref.ref.fsdp_config.mixed_precision={_FP32}",
@@ -270,7 +322,7 @@ def compose(overrides: Sequence[str]) -> Any:
 
 
 def run(overrides: Sequence[str], audit_dir: str | None = None, world_size: int = 2,
-        kill_after_step: int = 0) -> None:
+        kill_after_step: int = 0, strategy: str = "fsdp2") -> None:
     """Run verl's ``fit`` with the GDRO trainer on CPU (after :func:`cpu_overrides`)."""
     install()  # before verl's modules ask for the platform
     import ray
@@ -278,7 +330,7 @@ def run(overrides: Sequence[str], audit_dir: str | None = None, world_size: int 
 
     from real_runs.verl.runner import _GDROTaskRunner, check_launch_config
 
-    config = compose([*cpu_overrides(world_size), *overrides])
+    config = compose([*cpu_overrides(world_size, strategy), *overrides])
     check_launch_config(config)
     ray_init(world_size)
 
@@ -301,9 +353,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kill-after-step", type=int, default=0,
                         help="with --audit: SIGKILL the trainer right after this step (resume tests)")
     parser.add_argument("--ranks", type=int, default=2, help="FSDP ranks (CPU processes), default 2")
+    parser.add_argument("--strategy", choices=STRATEGIES, default="fsdp2",
+                        help="verl's FSDP version: fsdp (FSDP1, as the launch scripts) or fsdp2 (default)")
     args, overrides = parser.parse_known_args(argv)
     try:
-        run(overrides, args.audit, args.ranks, args.kill_after_step)
+        run(overrides, args.audit, args.ranks, args.kill_after_step, args.strategy)
     except VerlPluginError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
