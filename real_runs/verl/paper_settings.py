@@ -50,9 +50,15 @@ class Setting:
     preset_value: Any = None
     """The preset's value when it is spelt differently or differs (then the note says why); None = ``value``."""
     note: str = ""
+    paper: Any = None
+    """App. A's value where this row departs from it; None = the row follows the paper or the paper is silent."""
+    departure: str = ""
+    """The title of this row's entry in :data:`DEPARTURES` (required when ``paper`` is set)."""
 
 
 S = Setting
+KEEP_PEAK = "ours: the paper reports each run's peak checkpoint"
+VAL_N_DEPARTURE = "Prompt-GDRO validates with 16 samples per prompt, not App. A's 8"
 SETTINGS: tuple[Setting, ...] = (
     # ---- model and data
     S("policy and reference model", "derived.model_size", "Qwen3-1.7B/4B/8B-Base", PAPER, preset="model.name",
@@ -97,7 +103,7 @@ SETTINGS: tuple[Setting, ...] = (
     S("vLLM tensor parallel size", "actor_rollout_ref.rollout.tensor_model_parallel_size", 1, RELEASED),
     S("rollouts per prompt (mean n_bar)", "actor_rollout_ref.rollout.n", 4, PAPER, preset="method.n_bar"),
     S("training temperature", "actor_rollout_ref.rollout.temperature", 1.0, RELEASED, preset="rollout.temperature",
-      note="App. A says 0.6 (a departure)"),
+      note="App. A says 0.6 (a departure)", paper=0.6, departure="training temperature 1.0"),
     # ---- validation
     S("validation samples", "actor_rollout_ref.rollout.val_kwargs.do_sample", True, PAPER,
       note="pass@8 needs sampling; verl's default is greedy"),
@@ -108,16 +114,26 @@ SETTINGS: tuple[Setting, ...] = (
     S("validation samples per prompt", "actor_rollout_ref.rollout.val_kwargs.n", 8, RELEASED_R, ROLLOUT,
       preset="eval.k"),
     S("validation samples per prompt", "actor_rollout_ref.rollout.val_kwargs.n", 16, RELEASED_P, PROMPT,
-      note="paper: pass@8 / mean@8; 16 samples estimate them too"),
+      note="paper: 8 (pass@8 / mean@8), a departure; val_kwargs.n=8 gives App. A's", paper=8,
+      departure=VAL_N_DEPARTURE),
+    S("validation batch (prompts)", "data.val_batch_size", 128, PAPER,
+      note="the released scripts: 128 (Rollout-GDRO) / 512 (Prompt-GDRO); verl's default (null) is the whole "
+           "pooled set in one batch; the batch size does not change the scores"),
     S("validation every (steps)", "trainer.test_freq", 50, RELEASED_R, ROLLOUT, preset="eval.every"),
     S("validation every (steps)", "trainer.test_freq", 40, RELEASED_P, PROMPT),
     S("validation before training", "trainer.val_before_train", True, RELEASED_R, ROLLOUT),
     S("validation before training", "trainer.val_before_train", False, RELEASED_P, PROMPT),
     # ---- checkpoints
-    S("checkpoint every (steps)", "trainer.save_freq", 50, "ours: a 1000-step run must survive a restart",
-      preset="train.save_every", note="the released scripts set save_freq=0"),
-    S("checkpoints kept (actor)", "trainer.max_actor_ckpt_to_keep", 2, RELEASED, preset="train.keep_last",
-      note="about 20 GB each at 1.7B; verl prunes only checkpoints saved by the running job"),
+    S("checkpoint every (steps)", "trainer.save_freq", 50, KEEP_PEAK, ROLLOUT, preset="train.save_every"),
+    S("checkpoint every (steps)", "trainer.save_freq", 40, KEEP_PEAK, PROMPT, preset="train.save_every",
+      preset_value=50, note="at every validation (= test_freq), so the peak validated step can be recovered; the "
+                            "released scripts set save_freq=0; gdro train's presets evaluate and save every 50 steps "
+                            "for every method (differs)"),
+    S("checkpoints kept (actor)", "trainer.max_actor_ckpt_to_keep", None, KEEP_PEAK, preset="train.keep_last",
+      preset_value=2,
+      note="null = all: 25 (Prompt-GDRO) / 20 (Rollout-GDRO) checkpoints of about 20 GB at 1.7B, 100 GB at 8B; "
+           "trainer.max_actor_ckpt_to_keep=2 caps the disk and loses the peak; gdro train's presets keep the "
+           "last 2 (differs)"),
     S("resume the latest checkpoint", "trainer.resume_mode", "auto", "ours: relaunch = resume"),
     # ---- memory (released; they do not change the update)
     S("actor micro-batch per GPU", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", 16, RELEASED_P, PROMPT),
@@ -152,7 +168,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("exclude_extremes (extra class for pass@k 0 or 1)", "gdro.classifier_config.exclude_extremes", False, RELEASED,
       preset="classifier.exclude_extremes", note="on in the released 3-bin runs (BINS=3)"),
     S("pass@k's k", "gdro.classifier_config.k", 2, "ours: unbiased pass@2 of each visit (k <= n_min)",
-      preset="classifier.k", note="paper k = 8; the code: any of the visit's n rollouts correct"),
+      preset="classifier.k", note="paper k = 8; the code: any of the visit's n rollouts correct", paper=8,
+      departure="difficulty = window mean of the unbiased pass@2 of each visit"),
     # ---- Prompt-GDRO
     S("eta_q", "gdro.weighter_config.eta", 0.65, PAPER, PROMPT, preset="weighter.eta"),
     S("gamma", "gdro.weighter_config.gamma", 0.01, PAPER, PROMPT, preset="weighter.gamma"),
@@ -170,7 +187,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("dual step alpha_mu", "gdro.allocator_config.dual_lr", 0.05, PAPER, ROLLOUT, preset="allocator.dual_lr"),
     S("arm score EMA decay 0.4", "derived.arm_score_decay", 0.0,
       "ours: arm scores are cumulative, as in the released code", ROLLOUT, preset="allocator.score_decay",
-      note="the released 0.4 is its class-loss EMA (gdro_ema_beta), which our allocator does not use"),
+      note="the released 0.4 is its class-loss EMA (gdro_ema_beta), which our allocator does not use", paper=0.4,
+      departure="Rollout-GDRO's arm scores are cumulative"),
 )
 
 #: Where these runs depart from the paper or the released code, and why (docs/launch.md prints them).
@@ -198,8 +216,15 @@ DEPARTURES: tuple[tuple[str, str], ...] = (
      "+-1 and n <= 12 it never binds (|A| <= 3.2)"),
     ("token-mean loss aggregation", "verl's default, as in the released scripts; Eq. 5-7 average per response, "
      "then per prompt (seq-mean-token-mean)"),
-    ("checkpoint every 50 steps, the last 2 kept", "the released scripts save none (save_freq=0); a 1000-step run "
-     "must be resumable"),
+    ("a checkpoint at every validation (every 40 steps for Prompt-GDRO, 50 for Rollout-GDRO), all of them kept",
+     "the released scripts save none (save_freq=0); a 1000-step run must be resumable, and the paper reports each "
+     "run's peak checkpoint (Table 1), which only a checkpoint at every validated step can recover; about 20 GB "
+     "each at 1.7B, 100 GB at 8B (trainer.max_actor_ckpt_to_keep=2 caps the disk and loses the peak)"),
+    (VAL_N_DEPARTURE, "the released run_groupdro.sh validates with 16 (run_rollout_groupdro.sh with 8); verl then "
+     "reports mean@16 and a bootstrapped best@8, not App. A's mean@8 and pass@8 over 8 samples; "
+     "actor_rollout_ref.rollout.val_kwargs.n=8 gives App. A's"),
+    ("Rollout-GDRO's arm scores are cumulative", "App. A gives an arm EMA decay of 0.4; the released code's 0.4 "
+     "(gdro_ema_beta) decays its class losses and its arm scores are cumulative, as ours are"),
     ("the reward is math-verify on the last \\boxed{} (+1 / -1), multiple choice for GPQA",
      "real_runs/verl/reward.py, shared with gdro train; the paper uses verl's math_dapo"),
     ("SDPA attention when flash-attn does not import", "the paper uses FlashAttention 2; SDPA has the same math"),
@@ -224,6 +249,8 @@ def rows_for(method: str) -> tuple[Setting, ...]:
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, tuple):

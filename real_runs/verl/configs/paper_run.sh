@@ -18,6 +18,8 @@
 #   LOGGER         verl's trackers, default [console,wandb] (wandb must import; e.g. LOGGER=[console,file])
 #   PYTHON         the interpreter with verl (default: python)
 #   GDRO_PRINT_CMD=1  print the launch command, one argument per line, and exit (nothing runs, no file checked)
+# Checkpoints: one at every validation (save_freq = test_freq), all kept, so the paper's "peak checkpoint"
+# (the best validated step) can be recovered; override trainer.save_freq with trainer.test_freq.
 # Exit codes: 0 done, 2 a bad knob or a missing prerequisite (one line says which), else verl's own.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
@@ -64,6 +66,7 @@ case "$METHOD" in
     METHOD_ARGS=(
       data.train_batch_size=$BATCH trainer.total_training_steps=$STEPS
       actor_rollout_ref.rollout.val_kwargs.n=16 trainer.test_freq=40 trainer.val_before_train=false
+      trainer.save_freq=40
       actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16
       actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4
       actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4
@@ -78,6 +81,7 @@ case "$METHOD" in
     METHOD_ARGS=(
       data.train_batch_size=256 trainer.total_training_steps=1000
       actor_rollout_ref.rollout.val_kwargs.n=8 trainer.test_freq=50 trainer.val_before_train=true
+      trainer.save_freq=50
       actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4
       actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2
       actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2
@@ -113,7 +117,7 @@ mapfile -t ATTENTION < <(cd "$ROOT" && PYTHONPATH="$ROOT" "$PY" -m real_runs.att
 
 CMD=("$PY" -m real_runs.verl.main
   data.train_files="'$VERL_DATA/dapo_train.parquet'" data.val_files="[${VAL_FILES%,}]"
-  data.max_prompt_length=3200 data.max_response_length=4096
+  data.max_prompt_length=3200 data.max_response_length=4096 data.val_batch_size=128
   data.filter_overlong_prompts=true data.truncation=error
   actor_rollout_ref.model.path="$MODEL" actor_rollout_ref.model.enable_gradient_checkpointing=true
   "${ATTENTION[@]}"
@@ -131,7 +135,7 @@ CMD=("$PY" -m real_runs.verl.main
   actor_rollout_ref.rollout.val_kwargs.top_p=0.8 actor_rollout_ref.rollout.val_kwargs.top_k=20
   reward.custom_reward_function.path="$ROOT/real_runs/verl/reward.py" reward.custom_reward_function.name=compute_score
   trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$GPUS_PER_NODE"
-  trainer.save_freq=50 trainer.max_actor_ckpt_to_keep=2 trainer.resume_mode=auto
+  trainer.max_actor_ckpt_to_keep=null trainer.resume_mode=auto
   trainer.default_local_dir="$CKPT" trainer.logger="$LOGGER"
   trainer.project_name=gdro trainer.experiment_name="$EXP"
   gdro.classifier=window gdro.classifier_config.edges="$EDGES" gdro.classifier_config.window=$WINDOW
