@@ -66,3 +66,22 @@ def test_validation_is_not_counted(tmp_path, clock):
     trainer._gdro_validating = False
     _, _, out = fit_step(trainer, 1)
     assert out.meta_info["metrics"][GDRO_TIMING] == PLAN + 2 * EXPAND + OBSERVE
+
+
+def test_the_documented_overhead_benchmark_command_parses():
+    """docs/verl-cluster.md's command for the in-launch overhead, with too few steps: it parses and stops at once."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    doc = (root / "docs" / "verl-cluster.md").read_text()
+    command = next(line for line in doc.splitlines() if "bench_verl_overhead.py" in line and line.startswith("OMP_"))
+    words = shlex.split(command)
+    assert words[:3] == ["OMP_NUM_THREADS=1", ".venv-verl/bin/python", "benchmarks/bench_verl_overhead.py"]
+    result = subprocess.run([sys.executable, *words[2:], "--steps", "2"], cwd=root, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "PYTHONPATH": str(root)})
+    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == (
+        "--steps 2 is too few: steps 2..N are measured, use 3 or more")
