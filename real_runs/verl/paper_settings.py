@@ -243,6 +243,35 @@ DERIVED_KEYS = {
 }
 
 
+#: Qwen3's vocabulary (every size's ``vocab_size``): the logits' last dimension.
+QWEN3_VOCAB = 151_936
+MAX_PROMPT, MAX_RESPONSE = 3200, 4096
+
+
+def logits_gb(micro_batch: int, seq_len: int = MAX_PROMPT + MAX_RESPONSE, vocab: int = QWEN3_VOCAB,
+              bytes_per_value: int = 2) -> float:
+    """The logits of one actor micro-batch, in GB (1e9 bytes): micro_batch x seq_len x vocab x bytes.
+
+    Assumes every sequence padded to ``max_prompt_length + max_response_length`` (verl's batches are; the
+    SDPA path has no remove-padding), bf16 logits (2 bytes), and counts nothing else: weights, optimizer,
+    activations and any float32 copy the log-softmax makes come on top. flash-attn's remove-padding keeps
+    only the real tokens."""
+    return micro_batch * seq_len * vocab * bytes_per_value / 1e9
+
+
+def single_gpu_memory_markdown() -> str:
+    """The sentence docs/launch.md prints about the single-GPU example's logits (tested to be there)."""
+    micro = {m: next(s.value for s in rows_for(m) if s.key == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+             for m in METHODS}
+    return (f"The largest tensor of a step is the actor's logits: micro-batch x sequence x vocabulary x 2 bytes "
+            f"(bf16) = {micro[PROMPT]} x {MAX_PROMPT + MAX_RESPONSE:,} x {QWEN3_VOCAB:,} x 2 = "
+            f"**{logits_gb(micro[PROMPT]):.1f} GB** for Prompt-GDRO's micro-batch of {micro[PROMPT]}, "
+            f"{logits_gb(micro[ROLLOUT]):.1f} GB for Rollout-GDRO's {micro[ROLLOUT]}, assuming every sequence "
+            f"padded to {MAX_PROMPT:,} prompt + {MAX_RESPONSE:,} response tokens (SDPA: no remove-padding; "
+            "flash-attn keeps only the real tokens), before the weights, the optimizer, the activations and any "
+            "float32 copy the log-softmax makes")
+
+
 def rows_for(method: str) -> tuple[Setting, ...]:
     """The rows that apply to ``method``."""
     return tuple(s for s in SETTINGS if s.method in (None, method))

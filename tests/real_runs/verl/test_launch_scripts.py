@@ -175,12 +175,44 @@ def test_single_gpu_and_four_nodes_validate(tmp_path):
         check_rows(four, method, "8b")
 
 
-def test_single_gpu_keeps_every_paper_setting_but_the_model(tmp_path):
-    one = verl_validated(script_overrides("single_gpu.sh", tmp_path, METHOD="prompt_gdro"))
-    for row in ps.rows_for(ps.PROMPT):
-        if row.key != "derived.model_size" and not row.key.startswith("derived."):
+@pytest.mark.parametrize("method", ps.METHODS)
+def test_single_gpu_keeps_every_paper_setting_but_the_model_and_starts_training_at_once(method, tmp_path):
+    """The single-GPU example must not validate the pooled set (1,745 prompts x 8 samples) before step 1 (was:
+    Rollout-GDRO's val_before_train=true, which trainer.total_training_steps=20 does not skip)."""
+    one = verl_validated(script_overrides("single_gpu.sh", tmp_path, METHOD=method))
+    assert one.trainer.val_before_train is False
+    for row in ps.rows_for(method):
+        if not row.key.startswith("derived.") and row.key != "trainer.val_before_train":
             got = OmegaConf.select(one, row.key)
             assert same(tuple(got) if isinstance(row.value, tuple) else got, row.value), row.what
+    again = verl_validated(script_overrides("single_gpu.sh", tmp_path, "trainer.val_before_train=true", METHOD=method))
+    assert again.trainer.val_before_train is True  # the user's override still wins
+
+
+def test_single_gpu_memory_estimate_is_the_hand_formula_and_the_docs_print_it():
+    from real_runs.memory import QWEN3_SHAPES
+
+    rows = {row.key: row.value for row in ps.SETTINGS if row.method in (None, ps.PROMPT)}
+    assert (ps.MAX_PROMPT, ps.MAX_RESPONSE) == (rows["data.max_prompt_length"], rows["data.max_response_length"])
+    assert all(shape["vocab_size"] == ps.QWEN3_VOCAB for shape in QWEN3_SHAPES.values())
+    micro = rows["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"]
+    assert micro == 16
+    by_hand = 16 * (3200 + 4096) * 151936 * 2 / 1e9  # micro-batch x padded sequence x vocabulary x bf16 bytes
+    assert math.isclose(ps.logits_gb(micro), by_hand, rel_tol=1e-12) and 35 < by_hand < 36
+    assert math.isclose(ps.logits_gb(4, 100, 1000, 4), 4 * 100 * 1000 * 4 / 1e9)
+    docs = (ROOT / "docs" / "launch.md").read_text(encoding="utf-8")
+    assert ps.single_gpu_memory_markdown() in docs, "docs/launch.md's memory sentence is stale"
+    assert f"**{by_hand:.1f} GB**" in docs
+
+
+def test_the_pooled_validation_set_has_the_size_the_docs_give():
+    from real_runs.data import data_root, load_dataset_records
+
+    if not (data_root() / "math500").is_dir() or not (data_root() / "olympiadbench").is_dir():
+        pytest.skip("the full benchmark files are not here (GDRO_DATA / ../shared/data)")
+    total = sum(len(load_dataset_records(name)) for name in ps.VAL_SETS)
+    docs = (ROOT / "docs" / "launch.md").read_text(encoding="utf-8")
+    assert f"{total:,} prompts x 8 samples" in docs and total > 1000
 
 
 @pytest.mark.parametrize("bins", ["6", "3"])
