@@ -132,7 +132,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
         try:
             run = read_run(args.run)
         except RunFormatError as err:
-            raise EvalError(str(err)) from None
+            raise EvalError(f"--run {err}") from None
         producer = str(run.meta.get("producer", ""))
         if producer and not producer.startswith(("gdro train", "gdro eval")):
             raise EvalError(f"--run {args.run} is a run of {producer!r}: gdro eval appends only to runs of gdro "

@@ -107,7 +107,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("gdro train: interrupted; " + (f"the run is kept (status 'interrupted'): continue with gdro train "
               f"--resume {where}" if where else "no run directory was written"), file=sys.stderr)
         return 130
-    except (ValueError, OSError) as err:  # ConfigError, DataError, ModelError, RunFormatError, TrainError, ...
+    except OSError as err:  # a folder it may not write, a full disk
+        if os.environ.get("GDRO_DEBUG"):
+            raise
+        print(f"gdro train: cannot write {err.filename or 'the run'} ({err.strerror or err}): check train.out "
+              "(--out) and its permissions", file=sys.stderr)
+        return 2
+    except ValueError as err:  # ConfigError, DataError, ModelError, RunFormatError, TrainError, ...
         if os.environ.get("GDRO_DEBUG"):
             raise
         message = " ".join(str(err).split()) or err.__class__.__name__

@@ -69,7 +69,7 @@ def load(path: Path) -> Calibrated:
 
     overrides = knobs.load_toml(path, flag="WORLD")
     if "world" not in overrides:
-        raise ConfigError(f"{path}: no [world] table: give the world.toml that gdro calibrate wrote")
+        raise ConfigError(f"WORLD {path}: no [world] table: give the world.toml that gdro calibrate wrote")
     try:
         WorldConfig(**overrides["world"])
     except TypeError as err:
