@@ -15,7 +15,7 @@ from apps.data.settings import ROOT_ENV, RUNS_ENV
 
 APP_SCRIPT = Path(__file__).resolve().parents[2] / "apps" / "streamlit_app.py"
 PAGES = ("traveling_wave", "lead_lag", "rollout_budget", "se_proxy", "outcomes", "compare", "config")
-TIMEOUT_S = 180  # a page run on a loaded 2-core machine can pass 60 s; not a speed check
+TIMEOUT_S = 300  # a page run on a loaded 2-core machine can pass 60 s: a hang guard, not a speed check
 
 
 def open_app(monkeypatch: pytest.MonkeyPatch, root: Path, runs: Sequence[Path] = (),

@@ -42,6 +42,10 @@ ERROR_SELECTOR = '[data-testid="stException"], [data-testid="stAlertContentError
 RUNNING_SELECTOR = '[data-testid="stStatusWidget"]'
 #: The landing page's run table (an interactive data grid: apps/views/runs.py), once drawn.
 RUN_TABLE_SELECTOR = '[data-testid="stMain"] [data-testid="stDataFrame"] canvas'
+#: The limit of every wait here and of every Playwright wait on a page from :func:`chromium_page`: a guard
+#: against a hang, not a speed check (a wait polls for its outcome and ends as soon as it holds; a page on a
+#: loaded 2-core machine can take over a minute). Speed is measured in benchmarks/bench_app.py.
+PATIENCE_S = 300.0
 
 
 def free_port() -> int:
@@ -67,7 +71,7 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) 
 
 
 @contextlib.contextmanager
-def running_app(run_dirs: Sequence[Path], root: Path, timeout_s: float = 60.0,
+def running_app(run_dirs: Sequence[Path], root: Path, timeout_s: float = PATIENCE_S,
                 log_file: Path | None = None, env: Mapping[str, str] | None = None) -> Iterator[str]:
     """Serve the app with ``python -m gdro_cli app`` on a free localhost port; yields its URL.
 
@@ -113,6 +117,7 @@ def chromium_page(width: int = 1600, height: int = 1000) -> Iterator[Any]:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(PATIENCE_S * 1000)
             yield page
         finally:
             browser.close()
@@ -123,7 +128,7 @@ def drawn_charts(page: Any) -> int:
     return int(page.evaluate("(selector) => document.querySelectorAll(selector).length", CHART_SELECTOR))
 
 
-def wait_for_view(page: Any, min_charts: int = 1, timeout_s: float = 60.0, settle_s: float = 0.3) -> float:
+def wait_for_view(page: Any, min_charts: int = 1, timeout_s: float = PATIENCE_S, settle_s: float = 0.3) -> float:
     """Wait until at least ``min_charts`` charts are drawn, the script run has finished and the
     number of drawn charts has not changed for ``settle_s``; returns the seconds until the last
     chart appeared (the render time)."""
@@ -145,13 +150,13 @@ def wait_for_view(page: Any, min_charts: int = 1, timeout_s: float = 60.0, settl
     raise TimeoutError(f"the view did not settle within {timeout_s:.0f} s ({count} charts drawn)")
 
 
-def wait_for_run_table(page: Any, timeout_s: float = 60.0) -> float:
+def wait_for_run_table(page: Any, timeout_s: float = PATIENCE_S) -> float:
     """Wait for the landing page (the run table, no chart) to be drawn and settled; returns seconds."""
     page.wait_for_selector(RUN_TABLE_SELECTOR, timeout=timeout_s * 1000)
     return wait_for_view(page, min_charts=0, timeout_s=timeout_s)
 
 
-def open_view_from_sidebar(page: Any, title: str, timeout_s: float = 60.0) -> float:
+def open_view_from_sidebar(page: Any, title: str, timeout_s: float = PATIENCE_S) -> float:
     """Click a view in the sidebar navigation (as a user does) and wait for it; returns seconds from
     the click until its last chart is drawn."""
     start = time.monotonic()
@@ -209,7 +214,7 @@ def capture_views(url: str, out_dir: Path, width: int = 1600, height: int = 1000
     written = []
     with chromium_page(width, height) as page:
         page.goto(url + (f"?{query}" if query else ""), wait_until="domcontentloaded")
-        page.wait_for_selector('[data-testid="stMain"] h1', timeout=120_000)
+        page.wait_for_selector('[data-testid="stMain"] h1', timeout=PATIENCE_S * 1000)
         wait_for_view(page, min_charts=0)  # the first run (the landing run table) registers every page's URL
         for url_path, name, title in VIEWS:
             if views is not None and name not in views:
@@ -218,7 +223,7 @@ def capture_views(url: str, out_dir: Path, width: int = 1600, height: int = 1000
             page.goto(f"{url}/{url_path}" + (f"?{query}" if query else ""), wait_until="domcontentloaded")
             page.wait_for_function(
                 """(title) => { const h = document.querySelector('[data-testid="stMain"] h1');
-                                 return h && h.innerText.trim() === title; }""", arg=title, timeout=120_000)
+                                 return h && h.innerText.trim() === title; }""", arg=title, timeout=PATIENCE_S * 1000)
             # chartless views (tables only, or a run without evaluations) may still draw charts:
             # wait until nothing new has been drawn for a while before measuring the page
             wait_for_view(page, min_charts=0 if name in CHARTLESS else 1, settle_s=1.5 if name in CHARTLESS else 0.3)

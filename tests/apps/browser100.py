@@ -23,7 +23,7 @@ import browser
 from apps.views import interactive
 
 CHART = '[data-testid="stVegaLiteChart"]'
-TIMEOUT_S = 180
+TIMEOUT_S = browser.PATIENCE_S  # a hang guard, not a speed check (browser.PATIENCE_S)
 #: How close a CSV value must be to the value recomputed from the run's files: the CSV writes 10
 #: significant digits (``%.10g``).
 RTOL = ATOL = 5e-10

@@ -66,7 +66,7 @@ def test_app_renders_heatmaps_in_chromium(runs_root: Path, not_a_run: Path, tmp_
             assert icons and all(href.startswith((url, "data:")) for href in icons), icons
 
             page.goto(f"{url}/traveling-wave?run=not-a-run", wait_until="domcontentloaded")
-            page.wait_for_selector(browser.ERROR_SELECTOR, timeout=30_000)
+            page.wait_for_selector(browser.ERROR_SELECTOR)
             errors = browser.error_texts(page)
             assert any("not a gdro run directory" in text for text in errors), errors
             assert page.query_selector('[data-testid="stException"]') is None, "a message, not a traceback"
@@ -80,16 +80,16 @@ def test_live_run_refreshes_on_its_own(live_run: tuple[Path, Callable[[int], Non
         with browser.chromium_page(width=1400, height=1200) as page:
             page.goto(f"{url}/lead-lag", wait_until="domcontentloaded")
             browser.wait_for_view(page, min_charts=1)
-            page.get_by_text("10 steps", exact=False).first.wait_for(timeout=30_000)
+            page.get_by_text("10 steps", exact=False).first.wait_for()
             append(5)
             # Live refresh is on for a running run and rereads every 5 s: no click, no reload.
-            page.get_by_text("15 steps", exact=False).first.wait_for(timeout=30_000)
+            page.get_by_text("15 steps", exact=False).first.wait_for()
             assert browser.error_texts(page) == []
             page.goto(f"{url}/runs", wait_until="domcontentloaded")
-            page.get_by_text("1 of 1 runs", exact=False).first.wait_for(timeout=30_000)
+            page.get_by_text("1 of 1 runs", exact=False).first.wait_for()
             write_synthetic_run(path.parent / "newer", steps=5, num_bins=6, seed=9)
             # Live mode searches the runs folder again: the new run appears without a click.
-            page.get_by_text("2 of 2 runs", exact=False).first.wait_for(timeout=30_000)
+            page.get_by_text("2 of 2 runs", exact=False).first.wait_for()
             assert browser.error_texts(page) == []
 
 
@@ -111,10 +111,10 @@ def test_study_bands_linked_zoom_and_crosshair(seeds_root: Path, tmp_path: Path)
             browser.wait_for_run_table(page)  # landing: the run table
             page.goto(f"{url}/study", wait_until="domcontentloaded")
             page.wait_for_function("""() => { const h = document.querySelector('[data-testid="stMain"] h1');
-                                              return h && h.innerText.trim() === 'Study'; }""", timeout=60_000)
+                                              return h && h.innerText.trim() === 'Study'; }""")
             browser.wait_for_view(page, min_charts=1)
             page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stVegaLiteChart\"] "
-                                   "g.role-axis').length >= 8", timeout=30_000)
+                                   "g.role-axis').length >= 8")
             assert browser.error_texts(page) == []
             # Bands: every one of the 4 charts shades a 95% interval per method (2 methods).
             bands = page.eval_on_selector_all('[data-testid="stVegaLiteChart"] g.mark-area path',
@@ -127,8 +127,7 @@ def test_study_bands_linked_zoom_and_crosshair(seeds_root: Path, tmp_path: Path)
             # Crosshair: hover inside the first chart; every chart shows a label per method.
             page.mouse.move(chart["x"] + 250, chart["y"] + 150)
             page.wait_for_function("""() => Array.from(document.querySelectorAll(
-                '[data-testid="stVegaLiteChart"] g.mark-text text')).filter(t => t.textContent.includes(': ')).length >= 8""",
-                                   timeout=10_000)
+                '[data-testid="stVegaLiteChart"] g.mark-text text')).filter(t => t.textContent.includes(': ')).length >= 8""")
             texts = page.eval_on_selector_all('[data-testid="stVegaLiteChart"] g.mark-text text',
                                               "nodes => nodes.map(node => node.textContent)")
             labelled = [text for text in texts if ": " in text]
@@ -136,9 +135,11 @@ def test_study_bands_linked_zoom_and_crosshair(seeds_root: Path, tmp_path: Path)
             assert sum(text.startswith("prompt_gdro: ") for text in labelled) == 4, labelled
             page.screenshot(path=str(tmp_path / "crosshair.png"))
             # Zoom: the wheel over the first chart changes the x-range of every chart on the page.
-            page.wait_for_timeout(500)
+            page.wait_for_timeout(500)  # a pause before the action (no verdict depends on it)
             page.mouse.wheel(0, -400)
-            page.wait_for_timeout(1000)
+            page.wait_for_function(f"(before) => {{ const now = ({AXIS_LABELS})(); return now.length === 4 && "
+                                   "now.every((labels, i) => labels !== before[i]) && new Set(now).size === 1; }}",
+                                   arg=before)  # the outcome, however long a loaded machine takes to redraw
             after = page.evaluate(AXIS_LABELS)
             assert len(after) == 4
             assert all(new != old for new, old in zip(after, before)), (before, after)
@@ -148,7 +149,9 @@ def test_study_bands_linked_zoom_and_crosshair(seeds_root: Path, tmp_path: Path)
             page.mouse.down()
             page.mouse.move(chart["x"] + 150, chart["y"] + 150, steps=8)
             page.mouse.up()
-            page.wait_for_timeout(800)
+            page.wait_for_function(f"(after) => {{ const now = ({AXIS_LABELS})(); return now.length === 4 && "
+                                   "now.every((labels, i) => labels !== after[i]) && new Set(now).size === 1; }}",
+                                   arg=after)
             panned = page.evaluate(AXIS_LABELS)
             assert all(new != old for new, old in zip(panned, after)) and len(set(panned)) == 1, (after, panned)
             foreign = [address for address in requested if not address.startswith((url, "data:", "blob:"))]
@@ -175,12 +178,12 @@ def test_unreadable_runs_are_named_not_hidden(runs_root: Path, tmp_path: Path) -
         with browser.chromium_page(width=1400, height=1400) as page:
             page.goto(url, wait_until="domcontentloaded")
             browser.wait_for_run_table(page)
-            page.get_by_text("cannot be read and are not listed above", exact=False).first.wait_for(timeout=30_000)
+            page.get_by_text("cannot be read and are not listed above", exact=False).first.wait_for()
             text = _main_text(page)
             assert "newer than this gdro-lab reads" in text and "meta.json is corrupt" in text
             assert "2 run folders under the runs folder cannot be read" in page.get_by_test_id("stSidebar").inner_text()
             page.goto(f"{url}/lead-lag?run=newer", wait_until="domcontentloaded")
-            page.get_by_text("cannot be read", exact=False).first.wait_for(timeout=30_000)
+            page.get_by_text("cannot be read", exact=False).first.wait_for()
             assert "newer than this gdro-lab reads" in _main_text(page)
             assert browser.error_texts(page) == []
 
@@ -193,7 +196,7 @@ def test_the_url_keeps_the_view_across_pages_and_links(lr_root: Path, tmp_path: 
             browser.wait_for_view(page, min_charts=1)
             assert "Run: prompt_gdro lr×2 · seed 1" in _main_text(page)
             browser.open_view_from_sidebar(page, "Outcomes")
-            page.wait_for_function("() => window.location.search.includes('baseline=')", timeout=30_000)
+            page.wait_for_function("() => window.location.search.includes('baseline=')")
             assert "run=prompt_gdro%2Flr2%2Fseed1" in page.url and "baseline=grpo%2Flr0.5%2Fseed0" in page.url
             assert page.url.split("?")[0].endswith("/outcomes")
             shared = page.url
@@ -204,7 +207,7 @@ def test_the_url_keeps_the_view_across_pages_and_links(lr_root: Path, tmp_path: 
             text = _main_text(page)
             assert "Run: prompt_gdro lr×2 · seed 1" in text and "Baseline: grpo lr×0.5 · seed 0" in text
             page.goto(f"{url}/outcomes?run=nope", wait_until="domcontentloaded")
-            page.get_by_text("No run is labelled", exact=False).first.wait_for(timeout=30_000)
+            page.get_by_text("No run is labelled", exact=False).first.wait_for()
             assert "Run: " not in _main_text(page), "no other run is shown in its place"
 
 
@@ -246,15 +249,15 @@ def test_grouping_by_a_config_key_in_the_browser(lr_root: Path, tmp_path: Path) 
         with browser.chromium_page(width=1400, height=1400) as page:
             page.goto(f"{url}/study", wait_until="domcontentloaded")
             browser.wait_for_view(page, min_charts=1)
-            page.get_by_text("grpo lr×0.5: 2 seeds", exact=False).first.wait_for(timeout=30_000)
+            page.get_by_text("grpo lr×0.5: 2 seeds", exact=False).first.wait_for()
             box = page.get_by_test_id("stSidebar").get_by_test_id("stMultiSelect").first
             box.click()
             page.keyboard.type("lr_scale")
             page.keyboard.press("Enter")
             page.keyboard.press("Escape")
-            page.get_by_text("lr×0.5: 4 seeds", exact=False).first.wait_for(timeout=30_000)
+            page.get_by_text("lr×0.5: 4 seeds", exact=False).first.wait_for()
             assert "grpo lr×0.5: 2 seeds" not in _main_text(page), "grouped by the learning rate alone"
-            page.wait_for_function("() => window.location.search.includes('group=lr_scale')", timeout=30_000)
+            page.wait_for_function("() => window.location.search.includes('group=lr_scale')")
             assert browser.error_texts(page) == []
 
 
@@ -265,7 +268,7 @@ def test_chart_data_downloads_as_csv(seeds_root: Path, tmp_path: Path) -> None:
         with browser.chromium_page(width=1400, height=1400) as page:
             page.goto(f"{url}/lead-lag?run=prompt_gdro%2Fseed0", wait_until="domcontentloaded")
             browser.wait_for_view(page, min_charts=1)
-            with page.expect_download(timeout=30_000) as download:
+            with page.expect_download() as download:
                 page.get_by_text("Chart data (CSV)").first.click()
             target = tmp_path / "lead-lag.csv"
             download.value.save_as(target)
@@ -288,6 +291,6 @@ def test_tooltip_shows_every_series(seeds_root: Path, tmp_path: Path) -> None:
             # the second chart (two series), in its plot area
             page.mouse.move(chart["x"] + 0.3 * chart["width"], chart["y"] + 0.75 * chart["height"])
             page.wait_for_function("() => { const t = document.getElementById('vg-tooltip-element'); "
-                                   "return t && t.classList.contains('visible'); }", timeout=10_000)
+                                   "return t && t.classList.contains('visible'); }")
             tip = page.evaluate("() => document.getElementById('vg-tooltip-element').innerText")
             assert "μ_weight (under weights)" in tip and "μ_data (under data)" in tip and "step" in tip, tip

@@ -77,11 +77,15 @@ def test_entropy_is_returned_only_when_asked_and_carries_a_gradient_only_when_as
 
 
 def test_timer_accumulates_seconds_per_phase():
+    """Two naps of 0.05 s: at least 0.1 s, at most the wall time around them (no fixed upper limit: a loaded
+    machine only makes both larger)."""
     timer = Timer(torch.device("cpu"))
+    started = time.perf_counter()
     for _ in range(2):
         with timer("nap"):
             time.sleep(0.05)
-    assert set(timer.seconds) == {"time/nap"} and 0.1 <= timer.seconds["time/nap"] < 5.0
+    wall = time.perf_counter() - started
+    assert set(timer.seconds) == {"time/nap"} and 0.1 <= timer.seconds["time/nap"] <= wall
 
 
 def test_peak_memory_on_cpu_is_the_peak_resident_set_in_gib():

@@ -188,21 +188,22 @@ def test_sigkill_mid_step_then_resume_matches_an_uninterrupted_run(tmp_path: Pat
     full = _gdro(ARGS + [f"--out={tmp_path / 'full'}"])
     killed = _gdro(ARGS + [f"--out={tmp_path / 'killed'}"])
     steps_file = tmp_path / "killed" / "run" / "steps.jsonl"
-    deadline = time.time() + 400
-    while time.time() < deadline and killed.poll() is None:
+    deadline = time.monotonic() + 1800   # a hang guard: the wait is for step 3's record, however long it takes
+    while time.monotonic() < deadline and killed.poll() is None:
         if steps_file.exists() and len(steps_file.read_text().splitlines()) >= 3:
             break
         time.sleep(0.05)
     assert killed.poll() is None, killed.communicate()[1][-2000:]
+    assert len(steps_file.read_text().splitlines()) >= 3, "no third step within the hang guard"
     time.sleep(0.3)   # inside step 4 (after step 3's eval and log; the last checkpoint is step 2)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     assert json.loads((tmp_path / "killed" / "run" / "meta.json").read_text())["status"] == "running"
     assert ckpt.checkpoint_steps(tmp_path / "killed" / "run")[-1] in (2, 4)
     resumed = _gdro(["train", "--resume", str(tmp_path / "killed" / "run")])
-    _, err = resumed.communicate(timeout=600)
+    _, err = resumed.communicate(timeout=1800)
     assert resumed.returncode == 0, err[-2000:]
-    _, err = full.communicate(timeout=600)
+    _, err = full.communicate(timeout=1800)
     assert full.returncode == 0, err[-2000:]
     want_steps = _records(tmp_path / "full" / "run", "steps.jsonl")
     got_steps = _records(tmp_path / "killed" / "run", "steps.jsonl")

@@ -119,7 +119,7 @@ def test_runs_open_in_the_app(method_runs: dict[str, Path], monkeypatch: pytest.
     script = Path(__file__).resolve().parents[2] / "apps" / "streamlit_app.py"
     monkeypatch.setenv("GDRO_APP_ROOT", str(method_runs["joint"].parent))
     monkeypatch.delenv("GDRO_APP_RUNS", raising=False)
-    app = AppTest.from_file(str(script), default_timeout=60).run()
+    app = AppTest.from_file(str(script), default_timeout=300).run()  # a hang guard, not a speed check
     for page in ("rollout_budget", "outcomes", "se_proxy"):
         app = app.switch_page(f"views/{page}.py").run()
         assert not app.exception, [e.value for e in app.exception]
