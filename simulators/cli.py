@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -205,6 +206,25 @@ def update_reports(out: Path, study: str) -> Path:
     return target / "report.md"
 
 
+def _provenance(study: str, argv: list[str], settings: Any) -> dict[str, Any]:
+    """summary.json's provenance: the code digest of the study's modules, the command (without the
+    machine's --out, --workers and progress flags) and the settings that made the report."""
+    import dataclasses
+    from studykit.provenance import provenance
+    drop = {"--out": 2, "--workers": 2, "--progress": 1, "--no-progress": 1}
+    words, i = [], 0
+    while i < len(argv):
+        flag = argv[i].split("=")[0]
+        if flag in drop:
+            i += 1 if "=" in argv[i] else drop[flag]
+            continue
+        words.append(argv[i])
+        i += 1
+    kept = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("out", "workers", "progress")}
+    return provenance([f"simulators.studies.{MODULES[study]}", "simulators.cli"],
+                      " ".join(["gdro simulate", *words]), json.loads(json.dumps(kept, default=str)))
+
+
 def _load_plugins(names: list[str]) -> None:
     for name in names:
         try:
@@ -228,7 +248,11 @@ def main(argv: list[str] | None = None) -> int:
         from simulators.reporting import claim_output
         claim_output(settings.out)
         print(f"gdro simulate {args.study}: writing to {settings.out.resolve()}", file=sys.stderr, flush=True)
+        made_by = _provenance(args.study, args_list, settings)  # the code as it stood when the run began
         report = module.run(settings)
+        if (settings.out / "summary.json").is_file():
+            from studykit.provenance import add_provenance
+            add_provenance(settings.out / "summary.json", made_by)
         name = report_name(args.study, args.full, args.preset or "")
         copied = update_reports(settings.out, name) if args.update_reports else None
     except _Exit as done:

@@ -193,6 +193,25 @@ def coverage_markdown(table: list[dict[str, Any]]) -> str:
                            "median |error| / truth", "flagged weak"], rows)
 
 
+def _portable(argv: Sequence[str]) -> list[str]:
+    """The arguments as a command anyone can rerun: an --out outside the checkout (a machine's temporary
+    folder) is written OUT, one inside it relative to the checkout's root."""
+    from simulators.calibrate.report import ROOT
+    words = list(argv)
+    for i, word in enumerate(words):
+        value, prefix = (words[i + 1], None) if word == "--out" and i + 1 < len(words) else \
+            (word[len("--out="):], "--out=") if word.startswith("--out=") else (None, None)
+        if value is None:
+            continue
+        path = Path(value).resolve()
+        text = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else "OUT"
+        if prefix:
+            words[i] = prefix + text
+        else:
+            words[i + 1] = text
+    return words
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulators.calibrate.recovery", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -222,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands = before.get("commands", [before["command"]] if "command" in before else [])
         seconds = before.get("seconds", 0.0) + (0.0 if args.summarize_only else seconds)
     if not args.summarize_only:
-        commands.append("python -m simulators.calibrate.recovery " + " ".join(argv or sys.argv[1:]))
+        commands.append("python -m simulators.calibrate.recovery " + " ".join(_portable(argv or sys.argv[1:])))
     (args.out / "coverage.json").write_text(json.dumps({"table": table, "seconds": seconds, "commands": commands},
                                                        indent=1))
     (args.out / "coverage.md").write_text(coverage_markdown(table) + "\n", encoding="utf-8")
