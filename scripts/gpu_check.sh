@@ -189,14 +189,15 @@ else
 fi
 
 # ---- verl: the plugin's smoke run on 1 GPU (exit 3 = missing: no interpreter with verl and vLLM, a failure)
-find_verl_py() {  # the first interpreter that imports verl and vLLM: VERL_PY, $PYTHON, the documented venvs
-  local py
+VERL_PROBE='import importlib.util as u, sys; sys.exit(not (u.find_spec("verl") and u.find_spec("vllm")))'
+find_verl_py() {  # the first interpreter that has verl and vLLM: VERL_PY, $PYTHON, the documented venvs
+  local py  # find_spec, not import: a probe of a fraction of a second, outside every stage's limit
   for py in ${VERL_PY:+"$VERL_PY"} "$PYTHON" "$REPO/.venv-verl-gpu/bin/python" "$REPO/.venv-verl/bin/python"; do
-    if command -v "$py" > /dev/null 2>&1 && "$py" -c "import verl, vllm" 2> /dev/null; then command -v "$py"; return 0; fi
+    if command -v "$py" > /dev/null 2>&1 && timeout 20 "$py" -c "$VERL_PROBE" 2> /dev/null; then command -v "$py"; return 0; fi
   done
   return 1
 }
-VERL_WHY="no interpreter imports verl and vLLM: tried ${VERL_PY:+VERL_PY=$VERL_PY, }$PYTHON, .venv-verl-gpu, .venv-verl; install the verl environment (docs/install.md: bash scripts/install_gpu_env.sh verl .venv-verl-gpu), pass --verl-python PY, or --skip verl"
+VERL_WHY="no interpreter has verl and vLLM: tried ${VERL_PY:+VERL_PY=$VERL_PY, }$PYTHON, .venv-verl-gpu, .venv-verl; install the verl environment (docs/install.md: bash scripts/install_gpu_env.sh verl .venv-verl-gpu), pass --verl-python PY, or --skip verl"
 if [[ "$SKIP" != *",verl,"* ]] && FOUND_VERL_PY=$(find_verl_py); then VERL_PY=$FOUND_VERL_PY; else FOUND_VERL_PY=""; fi
 export VERL_WHY FOUND_VERL_PY
 verl_dry() {  # the smoke's script parses and its launch overrides compose (its fit() needs a GPU)

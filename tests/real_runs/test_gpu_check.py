@@ -81,7 +81,7 @@ FAKE = """#!/usr/bin/env bash
 # a stand-in interpreter: reports a GPU, records its calls, sleeps in the stage named by $SLEEP_IN
 echo "$*" >> "$CALLS"
 case "$*" in
-  "-c import verl, vllm") exit 1;;
+  *find_spec*) exit 1;;  # the probe for verl and vLLM: not here
   "- "*bench_train.json*) exec "$REAL_PY" "$@";;  # the bench stage's summary code runs for real
   -\\ *|-) cat >/dev/null; echo "cuda 12.8 available True NVIDIA H200";;
   *gpu_check_train.py*) [ "$SLEEP_IN" = train ] && sleep "$SLEEP_S"; exit "${TRAIN_RC:-0}";;
@@ -126,7 +126,7 @@ def test_a_missing_verl_environment_is_a_failure_not_a_pass(tmp_path: Path):
     assert [s["status"] for s in summary["stages"]] == ["passed", "passed", "missing", "passed"]
     detail = summary["stages"][2]["detail"]
     assert ".venv-verl-gpu" in detail and "--verl-python" in detail and "--skip verl" in detail
-    assert "| verl | missing: gpu_check: verl: no interpreter imports verl and vLLM" in (
+    assert "| verl | missing: gpu_check: verl: no interpreter has verl and vLLM" in (
         tmp_path / "out" / "summary.md").read_text()
     skipped, summary, _ = fake_check(tmp_path / "asked", "--skip", "verl")
     assert skipped.returncode == 0 and summary["passed"] and summary["stages"][2]["detail"] == "asked: --skip verl"
@@ -146,7 +146,7 @@ def test_the_documented_verl_environment_is_found(tmp_path: Path):
     smoke.write_text('echo "smoke with $VERL_PY"\n')
     venv_python = repo / ".venv-verl-gpu" / "bin" / "python"
     venv_python.parent.mkdir(parents=True)
-    venv_python.write_text('#!/usr/bin/env bash\n[ "$*" = "-c import verl, vllm" ] && exit 0\nexit 1\n')
+    venv_python.write_text('#!/usr/bin/env bash\ncase "$*" in *find_spec*verl*vllm*) exit 0;; esac\nexit 1\n')
     venv_python.chmod(0o755)
     fake = tmp_path / "python"
     fake.write_text(FAKE)
@@ -190,7 +190,8 @@ def test_the_script_never_runs_past_its_window(tmp_path: Path):
     assert stages["train"]["status"] == "timeout" and 15 <= stages["train"]["limit_s"] <= 17
     assert stages["verl"]["status"] == stages["bench"]["status"] == "not run"
     assert not any("bench_train.py" in c for c in calls)
-    assert elapsed < 22 + 5 + 5, elapsed  # the window, the kill grace, the interpreter's start
+    # killed at the window, not after the stage's 100 s: the margin between the two absorbs any machine load
+    assert elapsed < 22 + 5 + 30 < 100, elapsed
 
 
 def test_no_gpu_stops_after_env_and_bad_arguments_are_one_line(tmp_path: Path):
