@@ -34,8 +34,10 @@ STALE_LINE = "**Stale report**"  # the line a stale report's report.md opens its
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:
-    """The source file of a project module (``a.b`` -> ``a/b.py`` or ``a/b/__init__.py``), else None."""
-    if module.split(".")[0] not in PACKAGES:
+    """The source file of a project module (``a.b`` -> ``a/b.py`` or ``a/b/__init__.py``), else None.
+
+    This module is left out: it measures the code and cannot change a result."""
+    if module.split(".")[0] not in PACKAGES or module == __name__ or module == "studykit.provenance":
         return None
     base = root.joinpath(*module.split("."))
     for path in (base.with_suffix(".py"), base / "__init__.py"):
