@@ -472,8 +472,9 @@ def test_prompts_the_selector_screens_out_are_never_generated(tmp_path: Path, mo
 
 
 def test_an_engine_around_a_copy_of_the_policy_gets_the_trained_weights_every_step(tmp_path: Path):
-    """main(engine=...) wrapping a copy of the model (as vLLM holds its own): after every step the
-    engine's weights equal the trained policy's; an engine sharing the module is never sent weights."""
+    """main(engine=...) wrapping a copy of the model (as vLLM holds its own): when the run opens and
+    after every step the engine's weights equal the trained policy's; an engine sharing the module is
+    never sent weights."""
     import copy
 
     from real_runs.engines.hf import HFEngine
@@ -498,7 +499,7 @@ def test_an_engine_around_a_copy_of_the_policy_gets_the_trained_weights_every_st
     engine = Syncing(HFEngine(copy.deepcopy(model), tokenizer), model)
     train.main(tiny(tmp_path, "train.steps=3", "train.run_name=copy", "optim.lr=1e-2"), model=model,
                tokenizer=tokenizer, engine=engine, train_records=RECORDS, reward=Mixed())
-    assert engine.synced == 3 and engine.differed == [False, False, False]
+    assert engine.synced == 1 + 3 and engine.differed == [False, False, False]  # when the run opens, then per step
     theirs = engine.model.state_dict()
     assert all(torch.equal(theirs[k], v) for k, v in model.state_dict().items())
 
