@@ -176,9 +176,11 @@ def coverage_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ci = binomtest(hits, len(mine)).proportion_ci(0.95)
         errors = [abs(r["estimate"] - r["truth"]) / max(abs(r["truth"]), 1e-9) for r in mine]
         weak = sum(r["identification"].startswith("weak") for r in mine)
+        silent = sum(not r["covered"] and not r["identification"].startswith("weak") for r in mine)
         out.append({"parameter": param, "stage": mine[0]["stage"], "replicates": len(mine), "covered": hits,
                     "coverage": hits / len(mine), "coverage_lo": ci.low, "coverage_hi": ci.high,
-                    "median_relative_error": float(np.median(errors)), "flagged_weak": weak})
+                    "median_relative_error": float(np.median(errors)), "flagged_weak": weak,
+                    "missed_unflagged": silent})
     return out
 
 
