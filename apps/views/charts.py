@@ -43,6 +43,11 @@ def _step_domain(frame: pd.DataFrame) -> list[float]:
     return [float(frame["step"].min()), float(frame["step_end"].max())]
 
 
+#: Width of a heatmap's colour legend, under its plot (which keeps the column's width): the colour
+#: bar, and its title ("weight · auto 0.0952–0.106", about 130 px) cut beyond it.
+HEATMAP_LEGEND_PX = 180
+
+
 def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | None = None,
             domain: Sequence[float] | None = None, num_bins: int | None = None,
             legend_title: str | None = None) -> AnyChart:
@@ -65,7 +70,8 @@ def heatmap(frame: pd.DataFrame, field: str, title: str, selected_step: float | 
     cells = alt.Chart(valued).mark_rect(clip=True).encode(
         x=x, x2="step_end:Q", y=y,
         color=alt.Color("value:Q", title=legend_title or field, scale=scale,
-                        legend=alt.Legend(format=".4~g", labelLimit=0, titleLimit=0)),
+                        legend=alt.Legend(format=".4~g", labelLimit=0, titleLimit=HEATMAP_LEGEND_PX, orient="bottom",
+                                          direction="horizontal", gradientLength=HEATMAP_LEGEND_PX)),
         tooltip=[alt.Tooltip("step:N"), alt.Tooltip("label:N", title="bin"), alt.Tooltip("text:N", title=field)],
     )
     layers: list[alt.Chart] = [cells]

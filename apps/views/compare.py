@@ -7,6 +7,8 @@ docs/design-notes.md#apps-views-compare.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -99,14 +101,17 @@ def _group_items(groups: list[study.Method], metrics: list[str], runs: dict[str,
     return items
 
 
-def _evaluations(runs: dict[str, RunData], names: dict[str, str], chosen: ui.Selection) -> None:
-    """One evaluation metric over steps, one line per run, with its interval as a band when logged."""
+def _evaluations(runs: dict[str, RunData], names: dict[str, str], chosen: ui.Selection,
+                 box: Any) -> list[uicharts.Series]:
+    """The chart of one evaluation metric over steps (picked in ``box``), one line per run, with its
+    interval as a band when logged: drawn with the page's other charts, so that a legend click fades
+    it too."""
     frames = {label: results.evals_frame(run) for label, run in runs.items()}
     metrics = results.headline_metrics(name for frame in frames.values() for name in frame["metric"])
     if not metrics:
-        st.info("None of these runs has evaluation results.", icon=":material/info:")
-        return
-    metric = st.selectbox("Evaluation metric", metrics, key="compare-eval-metric", bind="query-params")
+        box.caption("None of these runs has evaluation results.")
+        return []
+    metric = box.selectbox("Evaluation metric", metrics, key="compare-eval-metric", bind="query-params")
     parts = [results.with_bounds(frame, [metric], series="run").assign(run=names[label])
              for label, frame in frames.items()]
     frame = pd.concat(parts, ignore_index=True)
@@ -118,7 +123,7 @@ def _evaluations(runs: dict[str, RunData], names: dict[str, str], chosen: ui.Sel
                            bounds=uicharts.bounds_for(metric, list(runs.values()), frame), colours=colours,
                            legend=uicharts.legend_for(shown, colours, group_of, method_of, ui.group_colours()))
     items = uicharts.split_by_producer(item, {names[label]: chosen.producer(label) for label in runs}, "run")
-    uicharts.linked_series(_clocked(items, runs, names), key="compare-eval-charts", export="compare-evaluation")
+    return _clocked(items, runs, names)
 
 
 def page() -> None:
@@ -145,7 +150,7 @@ def page() -> None:
         if "lead_lag_gap" not in metrics_list and any(not curriculum.lead_lag_frame(r).empty for r in runs.values()):
             metrics_list.insert(0, "lead_lag_gap")
         defaults = [name for name in results.COMPARE_DEFAULTS if name in metrics_list]
-        picked, grouping = st.columns([4, 1])
+        picked, evaluation, grouping = st.columns([3, 2, 1.4])
         metrics = picked.multiselect("Metrics", metrics_list, default=defaults or metrics_list[:3],
                                      key="compare-metrics", bind="query-params")
         grouped = grouping.toggle("Group seeds", value=False, key="compare-group", bind="query-params",
@@ -160,8 +165,8 @@ def page() -> None:
                 st.caption("Groups are drawn against steps (their seeds' clocks differ).")
         else:
             items = _run_items(runs, names, metrics, chosen)
-        uicharts.linked_series(items, columns=2, key="compare-charts", export="compare")
-        _evaluations(runs, names, chosen)
+        uicharts.linked_series(items, columns=2, key="compare-charts", export="compare",
+                               below=_evaluations(runs, names, chosen, evaluation))
         if metrics and grouped:
             st.caption("Final results per group: mean [95% interval] over seeds")
             table = study.final_table(groups, metrics)

@@ -42,7 +42,7 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
                 uicharts.linked_series([uicharts.Series(realrun.eval_series(part, metric, ("group",)),
                                                         f"{metric} per group", metric, smooth=False, bounds=(0.0, 1.0))
                                         for metric in metrics], key=f"{key}-groups-charts",
-                                       export=f"evaluations-{key}-groups")
+                                       export=f"evaluations-{key}-groups", in_column=True)
         st.caption(f"Latest evaluation (step {int(frame['step'].max())}): value [95% interval]")
         st.dataframe(realrun.latest_eval_table(frame), hide_index=True, width="stretch")
 

@@ -122,7 +122,12 @@ class Interaction:
 #: Legend entries shown one per series up to this many; beyond, the caller summarises them by
 #: group or method (:class:`Legend`), so a legend never outgrows the plot beside it.
 LEGEND_MAX = 12
-#: Width left for the legend column to the right of a row of plots (pixels).
+#: Legends sit below their row of plots, so a plot keeps its width whatever the names: each entry
+#: gets this many pixels (symbol and label), and a label longer than :data:`LEGEND_CHARS` characters
+#: is cut in its middle ("study: prompt_gdro…seed 3"); hovering an entry shows its full name.
+LEGEND_ENTRY_PX = 300
+LEGEND_CHARS = 42
+#: Width of a legend's title (its note on how entries summarise the series).
 LEGEND_PX = 300
 #: Opacity of series whose legend entry is not the one clicked (click an entry to isolate it,
 #: shift-click to add another, double-click the plot or click empty legend space to show all).
@@ -178,15 +183,29 @@ def _y_scale(frame: pd.DataFrame, log_y: bool, domain: Sequence[float] | None) -
     return alt.Scale(**options)
 
 
-def _legend(areas: bool = False, title: str | None = None) -> alt.Legend:
-    """A legend in its own column right of the plot (it never takes the plot's room), one entry per
-    row, labels never cut (the charts leave :data:`LEGEND_PX` for it); line strokes, or filled
-    squares for stacked areas."""
-    common: dict[str, Any] = {"orient": "right", "columns": 1, "labelLimit": 0, "symbolLimit": 0,
-                              "title": title, "titleLimit": LEGEND_PX, "titleFontSize": 10, "titleFontWeight": "normal"}
+def legend_columns(width: int | None) -> int:
+    """Entries per row of a legend under a plot ``width`` pixels wide (at least 1)."""
+    return max(1, (width or DEFAULT_WIDTH) // LEGEND_ENTRY_PX)
+
+
+def _legend(areas: bool = False, title: str | None = None, width: int | None = None) -> alt.Legend:
+    """A legend below the plot (it never takes the plot's room), :func:`legend_columns` entries per
+    row; a long name cut in its middle to :data:`LEGEND_CHARS` characters, its full name on hover;
+    line strokes, or filled squares for stacked areas."""
+    common: dict[str, Any] = {"orient": "bottom", "direction": "horizontal", "columns": legend_columns(width),
+                              "labelLimit": LEGEND_ENTRY_PX - 30, "symbolLimit": 0,
+                              "labelExpr": f"truncate(datum.label, {LEGEND_CHARS}, 'center')",
+                              "title": title, "titleLimit": min(LEGEND_PX, width or LEGEND_PX), "titleFontSize": 10,
+                              "titleFontWeight": "normal", "titleOrient": "top"}
     if areas:
         return alt.Legend(symbolType="square", symbolOpacity=1.0, **common)
     return alt.Legend(symbolType="stroke", symbolStrokeWidth=3, symbolOpacity=1.0, **common)
+
+
+#: Vega-Lite's legend ``encoding`` (absent from altair's schema, so :func:`to_spec` adds it): an
+#: entry's full name as its tooltip, on the symbol and on the (possibly cut) label. (A legend's Vega
+#: ``encode`` would replace the names Vega-Lite gives the entries, and a click would isolate nothing.)
+LEGEND_TOOLTIP = {part: {"tooltip": {"value": {"expr": "datum.value"}}} for part in ("symbols", "labels")}
 
 
 def default_legend(names: Sequence[str], colours: Mapping[str, str]) -> Legend:
@@ -220,7 +239,8 @@ def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, inte
                                                  for name in frame[color_field]],
                                   LINE_FIELD: frame[color_field].astype(str)})
     scale = alt.Scale(domain=list(legend.entries), range=list(legend.colours))
-    colour = alt.Color(f"{LEGEND_FIELD}:N", legend=_legend(areas=stacked, title=legend.note or None), scale=scale,
+    colour = alt.Color(f"{LEGEND_FIELD}:N", legend=_legend(areas=stacked, title=legend.note or None, width=width),
+                       scale=scale,
                        sort=list(legend.entries))
     x_scale = alt.Scale(zero=False, nice=False)
     if x_domain:
@@ -384,6 +404,11 @@ def to_spec(chart: AnyChart) -> dict[str, Any]:
                         zooms.setdefault(kind.partition("@")[2], []).append(part["name"])
                     elif kind in views:
                         views[kind].append(part["name"])
+            encoding = part.get("encoding")
+            colour = encoding.get("color") if isinstance(encoding, dict) else None
+            legend = colour.get("legend") if isinstance(colour, dict) else None
+            if isinstance(legend, dict) and "labelExpr" in legend:  # a series legend (:func:`_legend`)
+                legend["encoding"] = LEGEND_TOOLTIP
             for key in ("layer", "hconcat", "vconcat", "concat"):
                 for child in part.get(key, []):
                     walk(child)

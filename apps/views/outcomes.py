@@ -47,7 +47,7 @@ def _more(run: RunData, key: str) -> None:
                                  bounds=scales.natural_range(name, run.num_bins,
                                                              evals.loc[evals["metric"] == name, "value"]))
                  for name in chosen]
-        uicharts.linked_series(items, key=f"{key}-eval-more-charts", export=f"outcomes-{key}-more")
+        uicharts.linked_series(items, key=f"{key}-eval-more-charts", export=f"outcomes-{key}-more", in_column=True)
     st.caption(f"Latest evaluation (step {int(evals['step'].max())}): value and its interval when logged")
     st.dataframe(results.latest_evals(evals), hide_index=True, width="stretch")
 

@@ -31,18 +31,19 @@ from gdro_lab.runformat.runlog import RunData
 #: every cell (about 0.1 ms each on a small machine), so long runs are averaged over step blocks.
 HEATMAP_CELLS = {1: 2000, 2: 1000}
 #: Width of each chart of a linked view (pixels; Vega-Lite cannot stretch concatenated charts to
-#: their container): a row of charts and its one legend (:data:`apps.views.interactive.LEGEND_PX`, right
-#: of the row: the charts of a row share their colours) fit in :data:`ROW_PX`; by charts per row,
-#: and for one per row by the runs shown side by side.
-ROW_PX = 1100
-CONCAT_WIDTH = {2: (ROW_PX - interactive.LEGEND_PX) // 2, 3: (ROW_PX - interactive.LEGEND_PX) // 3}
-SINGLE_WIDTH = {1: ROW_PX - interactive.LEGEND_PX, 2: ROW_PX // 2 - interactive.LEGEND_PX}
+#: their container). A row of charts fits in :data:`ROW_PX`, the main column of a 1,280 px window
+#: with the sidebar open (820 px), so nothing falls off a laptop's page; on a wider window the
+#: charts keep these widths. Each chart takes its plot width plus :data:`AXIS_PX` (y axis and its
+#: title), charts of a row are :data:`SPACING_PX` apart, and legends sit below the plots
+#: (:func:`apps.views.interactive._legend`), so they take no width. By charts per row, and for one
+#: per row by the runs shown side by side (a run's column is half the row).
+ROW_PX, AXIS_PX, SPACING_PX, EDGE_PX = 820, 70, 20, 10
+CONCAT_WIDTH = {n: (ROW_PX - n * AXIS_PX - (n - 1) * SPACING_PX - EDGE_PX) // n for n in (2, 3)}
+SINGLE_WIDTH = {1: ROW_PX - AXIS_PX - EDGE_PX, 2: (ROW_PX - 16) // 2 - AXIS_PX - EDGE_PX}
 #: Width of each chart when run and baseline charts share one view (a column per run, one legend per row).
-PAIR_WIDTH = {1: ROW_PX - interactive.LEGEND_PX, 2: (ROW_PX - interactive.LEGEND_PX) // 2}
-#: Room left for a legend on the right of a stacked chart (colour gradient, or symbols and names).
-LEGEND_WIDTH = {"gradient": 60, "symbols": 140}
-#: Width of each heatmap column (run, or run and baseline), its colour legend included.
-HEATMAP_WIDTH = {1: 1040, 2: 420}
+PAIR_WIDTH = {1: SINGLE_WIDTH[1], 2: CONCAT_WIDTH[2]}
+#: Width of each heatmap (of one run, or of run and baseline side by side); its colour legend is below it.
+HEATMAP_WIDTH = {1: SINGLE_WIDTH[1], 2: CONCAT_WIDTH[2]}
 
 
 # ----------------------------------------------------------------------------- CSV export
@@ -111,7 +112,7 @@ def heatmap_pair(columns: Sequence[HeatmapColumn], key: str) -> None:
     if not columns:
         return
     shown = len(columns)
-    width = HEATMAP_WIDTH[min(2, shown)] - LEGEND_WIDTH["gradient"]
+    width = HEATMAP_WIDTH[min(2, shown)]
     grid = [[_one_heatmap(column.run, field, title, column.selected_step, shown, [c.run for c in columns])
              for field, title in column.panels] for column in columns]
     st.vega_lite_chart(interactive.heatmap_grid(grid, width), width="content")
@@ -264,19 +265,27 @@ def x_axis(clock: Callable[[Series], Series]) -> Iterator[None]:
         _X_AXIS.reset(token)
 
 
-def linked_series(items: Sequence[Series], columns: int = 1, key: str | None = None, export: str | None = None) -> None:
-    """The page's time-series charts as one linked view (``columns`` per row): shared x-zoom
-    (drag / wheel, double-click resets), a crosshair over every series, the sidebar's EMA
-    smoothing (raw faint) and log scale, the x axis of :func:`x_axis`; a CSV button with every
-    chart's data below."""
-    items = [item for item in map(_X_AXIS.get() or (lambda item: item), items) if not item.frame.empty]
-    if not items:
+def linked_series(items: Sequence[Series], columns: int = 1, key: str | None = None, export: str | None = None,
+                  below: Sequence[Series] = (), in_column: bool = False) -> None:
+    """The page's time-series charts as one linked view (``columns`` per row; ``below``: charts that
+    start a row of their own under them, e.g. one whose series are not those of the others): shared
+    x-zoom (drag / wheel, double-click resets), a crosshair over every series, legend isolation in
+    every chart, the sidebar's EMA smoothing (raw faint) and log scale, the x axis of :func:`x_axis`;
+    a CSV button with every chart's data below. ``in_column``: drawn in a run's column of a per-run
+    page (half the row when a baseline is shown), else across the page."""
+    clock = _X_AXIS.get() or (lambda item: item)
+    items = [item for item in map(clock, items) if not item.frame.empty]
+    after = [item for item in map(clock, below) if not item.frame.empty]
+    if not items and not after:
         return
-    width = CONCAT_WIDTH.get(columns) if columns > 1 else SINGLE_WIDTH[min(2, max(1, len(selection().shown)))]
-    rows = [items[start:start + columns] for start in range(0, len(items), max(1, columns))]
+    shown = min(2, max(1, len(selection().shown))) if in_column else 1
+    width = CONCAT_WIDTH[columns] if columns > 1 else SINGLE_WIDTH[shown]
+    step = max(1, columns)
+    rows = [part[start:start + step] for part in (items, after) for start in range(0, len(part), step)]
     grid = [[(item, _cell(item, _domain([item]), _row_colours([item]))) for item in row] for row in rows]
     _draw_grid(grid, width, key)
-    export_button({item.title: _export_frame(item) for item in items}, export or key or "charts", key or "charts")
+    export_button({item.title: _export_frame(item) for item in [*items, *after]}, export or key or "charts",
+                  key or "charts")
 
 
 def linked_pair(columns: Sequence[Sequence[Series]], key: str, export: str | None = None,

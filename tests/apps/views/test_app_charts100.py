@@ -85,7 +85,7 @@ def _series_spec(names: int, x_title: str = "step") -> dict:
     return interactive.to_spec(chart)
 
 
-def test_the_legend_sits_beside_the_plot_isolates_on_click_and_lines_highlight_on_hover() -> None:
+def test_the_legend_sits_below_the_plot_isolates_on_click_and_lines_highlight_on_hover() -> None:
     spec = _series_spec(5)
     params = {param["name"]: param for param in spec["params"]}
     assert params[interactive.ISOLATE]["bind"] == "legend"
@@ -93,7 +93,11 @@ def test_the_legend_sits_beside_the_plot_isolates_on_click_and_lines_highlight_o
     assert params[interactive.HIGHLIGHT]["select"]["on"] == "pointerover"
     line = next(layer for layer in spec["layer"] if layer.get("name") in params[interactive.ISOLATE]["views"])
     legend = line["encoding"]["color"]["legend"]
-    assert legend["orient"] == "right" and legend["columns"] == 1 and legend["symbolLimit"] == 0
+    assert legend["orient"] == "bottom" and legend["symbolLimit"] == 0, "the plot keeps its width"
+    assert legend["columns"] == interactive.legend_columns(None) >= 2
+    assert legend["labelExpr"] == f"truncate(datum.label, {interactive.LEGEND_CHARS}, 'center')", "cut in the middle"
+    assert legend["encoding"]["labels"]["tooltip"] == {"value": {"expr": "datum.value"}}, "the full name on hover"
+    assert "encode" not in legend, "Vega's own encode would drop the entries' names: a click would isolate nothing"
     assert line["encoding"]["opacity"]["condition"]["test"]["param"] == interactive.ISOLATE
     assert line["encoding"]["strokeWidth"]["condition"]["test"]["param"] == interactive.HIGHLIGHT
     axis = line["encoding"]["x"]["axis"]

@@ -226,12 +226,20 @@ def test_tooltip_lists_every_series_and_labels_do_not_overprint(synthetic_run: P
         assert any("label_row" in text for text in calculate)
 
 
-def test_legends_are_never_cut(runs_root: Path, real_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_series_legends_sit_below_their_plots_and_cut_long_names_in_the_middle(
+        runs_root: Path, real_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every legend of a time-series chart is under its plot (the plot keeps its width), cuts a long
+    name in its middle and shows the full name on hover; the other legends (heatmap colour bars,
+    bars) never cut a label. The layout in a browser: test_app_browser_layout.py."""
     for root, page in ((runs_root, "outcomes"), (runs_root, "traveling_wave"), (real_run.parent, "evaluations")):
         app = visit(open_app(monkeypatch, root), page)
         legends = [part["legend"] for chart in charts(app) for part in _walk(spec(chart))
                    if isinstance(part.get("legend"), dict)]
-        assert legends and all(legend.get("labelLimit") == 0 for legend in legends), page
+        series = [legend for legend in legends if "labelExpr" in legend]
+        assert (len(series) > 0) == (page != "traveling_wave"), page  # its charts: heatmaps and bars
+        assert all(legend["orient"] == "bottom" and "'center'" in legend["labelExpr"]
+                   and "tooltip" in legend["encoding"]["labels"] for legend in series), page
+        assert legends and all(legend.get("labelLimit") == 0 for legend in legends if legend not in series), page
 
 
 def _distance(first: str, second: str) -> float:
