@@ -138,7 +138,7 @@ def test_study_bands_linked_zoom_and_crosshair(seeds_root: Path, tmp_path: Path)
             page.wait_for_timeout(500)  # a pause before the action (no verdict depends on it)
             page.mouse.wheel(0, -400)
             page.wait_for_function(f"(before) => {{ const now = ({AXIS_LABELS})(); return now.length === 4 && "
-                                   "now.every((labels, i) => labels !== before[i]) && new Set(now).size === 1; }}",
+                                   "now.every((labels, i) => labels !== before[i]) && new Set(now).size === 1; }",
                                    arg=before)  # the outcome, however long a loaded machine takes to redraw
             after = page.evaluate(AXIS_LABELS)
             assert len(after) == 4
@@ -150,7 +150,7 @@ def test_study_bands_linked_zoom_and_crosshair(seeds_root: Path, tmp_path: Path)
             page.mouse.move(chart["x"] + 150, chart["y"] + 150, steps=8)
             page.mouse.up()
             page.wait_for_function(f"(after) => {{ const now = ({AXIS_LABELS})(); return now.length === 4 && "
-                                   "now.every((labels, i) => labels !== after[i]) && new Set(now).size === 1; }}",
+                                   "now.every((labels, i) => labels !== after[i]) && new Set(now).size === 1; }",
                                    arg=after)
             panned = page.evaluate(AXIS_LABELS)
             assert all(new != old for new, old in zip(panned, after)) and len(set(panned)) == 1, (after, panned)
