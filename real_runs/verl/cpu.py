@@ -195,7 +195,11 @@ def _allow_fsdp1_cpu_sync() -> None:
 
     @functools.wraps(load)
     def load_to_cpu_index(model: Any) -> None:
-        """verl's FSDP1 branch builds ``f"{device_name}:{device_id}"``: ``cpu:cpu`` here; ``cpu:0`` is valid."""
+        """verl's FSDP1 branch builds ``f"{device_name}:{device_id}"``: ``cpu:cpu`` here; ``cpu:0`` is valid.
+        FSDP2's branch calls ``model.to(device_id)``, where ``0`` would be an accelerator: left as it is."""
+        if fsdp_utils.fsdp_version(model) != 1:
+            load(model)
+            return
         device_id = fsdp_utils.get_device_id
         fsdp_utils.get_device_id = lambda: 0
         try:

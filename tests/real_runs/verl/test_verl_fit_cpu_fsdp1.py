@@ -41,7 +41,7 @@ def _python(code: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def test_gap_6_fsdp1_syncs_and_loads_cpu_modules_over_gloo():
+def test_gap_6_fsdp1_syncs_and_loads_cpu_modules_over_gloo_and_leaves_fsdp2_alone():
     code = """
 import os, torch, torch.distributed as dist
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
@@ -64,6 +64,11 @@ assert engine.load_fsdp_model_to_gpu is fsdp_utils.load_fsdp_model_to_gpu
 fsdp_utils.offload_fsdp_model_to_cpu(module)
 fsdp_utils.load_fsdp_model_to_gpu(module)  # verl's FSDP1 branch: torch.device(f"cpu:{device_id}")
 assert fsdp_utils.get_device_id() == "cpu" and all(p.device.type == "cpu" for p in module.parameters())
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+module2 = fully_shard(torch.nn.Linear(3, 2), mesh=init_device_mesh("cpu", (1,)))  # FSDP2: model.to(device_id)
+fsdp_utils.load_fsdp_model_to_gpu(module2)
+assert fsdp_utils.fsdp_version(module2) == 2 and all(p.device.type == "cpu" for p in module2.parameters())
 try:
     dist.destroy_process_group()
     _init_utils._check_module_states_for_sync_module_states([torch.zeros(1)])  # no gloo group: torch's check
