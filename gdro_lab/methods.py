@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gdro_lab._validate import ConfigError
-from gdro_lab.controllers.registry import REGISTRY
+from gdro_lab.controllers.registry import REGISTRY, make_config
 
 FAMILIES = ("classifier", "weighter", "allocator", "selector")
 """The four controller families of a method, in the order a step builds (and seeds) them."""
@@ -100,6 +100,85 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("greso", "GRESO", selector="greso",
                summary="GRESO (arXiv 2506.02177): skip predicted zero-variance prompts before rollout"),
 )}
+
+
+def even_edges(num_bins: int) -> tuple[float, ...]:
+    """Inner edges b/G, b = 1..G-1 (G = 10 gives the paper's 0.1..0.9)."""
+    return tuple(round(b / num_bins, 10) for b in range(1, num_bins))
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """A method's resolved configuration (:func:`configure`): per family the merged values and the
+    validated config objects, and the box every step spends in."""
+
+    method: MethodSpec
+    values: dict[str, dict[str, Any]]
+    """Per family: the loop's values, then the method's overrides, then the user's (as merged, for config.json)."""
+    configs: dict[str, Any]
+    """Per family: the validated config object (what :class:`gdro_lab.step.MethodStep` builds from)."""
+    num_bins: int
+    n_bar: int
+    n_min: int
+    n_max: int
+
+
+def configure(spec: MethodSpec, *, n_bar: int, num_bins: int | None = None, n_min: int | None = None,
+              n_max: int | None = None, user: Mapping[str, Mapping[str, Any]] | None = None,
+              base: Mapping[str, Mapping[str, Any]] | None = None, names: Mapping[str, str] | None = None,
+              controllers: Mapping[str, Mapping[str, Any]] | None = None) -> StepConfig:
+    """The one configuration step of every loop: per family the loop's values, then the method's
+    overrides, then ``user``'s (the user's value wins, e.g. ``ema_beta``), checked once.
+
+    The loop's values: the classifier's ``k = min(2, n_min)`` and, with ``num_bins``, evenly spaced edges
+    (:func:`even_edges`; ``exclude_extremes`` adds one class); the weighter's and allocator's ``num_bins``
+    (None: the classifier's edges decide); the allocator's box ``n_bar`` (and ``n_min``, ``n_max`` where
+    given; None: the allocator's config decides). ``base``: more loop values per family (the simulator's
+    latent groups). A user value that restates one of the loop's box or bin counts differently is a
+    one-line ConfigError; so is a classifier with another number of bins. ``names``: how the loop spells
+    a family's section or a loop value in its messages (default: the bare name); ``controllers``: the
+    loop's own controllers ({family: {name: class}}), looked up before the registry.
+    """
+    users = {family: dict((user or {}).get(family, {})) for family in FAMILIES}
+    bases = {family: dict((base or {}).get(family, {})) for family in FAMILIES}
+    where = {**{family: family for family in FAMILIES}, **{key: key for key in ("num_bins", "n_bar", "n_min", "n_max")},
+             **dict(names or {})}
+    classifier_values = dict(bases["classifier"])
+    if n_min is not None:
+        classifier_values["k"] = min(2, n_min)
+    if num_bins is not None:
+        extremes = {**classifier_values, **spec.overrides("classifier"), **users["classifier"]}.get("exclude_extremes")
+        classifier_values = {"edges": even_edges(num_bins - int(extremes is True)), **classifier_values}
+    values = {"classifier": spec.config("classifier", classifier_values, users["classifier"])}
+    classifier = _make_config("classifier", spec, values["classifier"], controllers)
+    bins = int(classifier.num_bins)
+    if num_bins is not None and bins != num_bins:
+        extra = " (exclude_extremes adds one class)" if getattr(classifier, "exclude_extremes", False) else ""
+        raise ConfigError(f"{where['classifier']}.edges={list(classifier.edges)!r} is invalid: must be "
+                          f"{num_bins - 1 - int(bool(extra))} edges for {where['num_bins']} = {num_bins}{extra}")
+    box = {"num_bins": bins, "n_bar": n_bar, "n_min": n_min, "n_max": n_max}
+    for family, keys in (("weighter", ("num_bins",)), ("allocator", ("num_bins", "n_bar", "n_min", "n_max"))):
+        loop = {key: box[key] for key in keys if box[key] is not None and key not in bases[family]}
+        for key, value in loop.items():
+            if key in users[family] and users[family][key] != value:
+                raise ConfigError(f"{where[family]}.{key}={users[family][key]!r} is invalid: must be left out "
+                                  f"(it differs from {where[key]}={value}, which sets it)")
+        values[family] = spec.config(family, {**loop, **bases[family]}, users[family])
+    values["selector"] = spec.config("selector", bases["selector"], users["selector"])
+    configs = {"classifier": classifier, **{family: _make_config(family, spec, values[family], controllers)
+                                            for family in FAMILIES[1:]}}
+    allocator = configs["allocator"]
+    return StepConfig(spec, values, configs, bins, int(allocator.n_bar), int(allocator.n_min), int(allocator.n_max))
+
+
+def _make_config(family: str, spec: MethodSpec, values: Mapping[str, Any],
+                 controllers: Mapping[str, Mapping[str, Any]] | None) -> Any:
+    """``values`` as the config object of the method's controller of ``family`` (loop's own first)."""
+    name = spec.controller(family)
+    cls = (controllers or {}).get(family, {}).get(name) or REGISTRY[family].get(name)
+    if cls is None:
+        raise ConfigError(f"method {spec.name!r}: unknown {family} {name!r}: choose one of {', '.join(REGISTRY[family])}")
+    return make_config(cls.config_class, values)
 
 
 def real_methods() -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from gdro_lab.controllers.registry import build
 from gdro_lab.controllers.selection import compute_metrics, fill_batch
 from gdro_lab.controllers.signals import SIGNALS
 from gdro_lab.functional import diagnostics as diag
-from gdro_lab.methods import FAMILIES, MethodSpec
+from gdro_lab.methods import FAMILIES, MethodSpec, configure
 from gdro_lab.runformat.record import step_record
 
 Builder = Callable[..., Any]
@@ -78,13 +78,12 @@ class MethodStep:
 
     ``configs``: per family a config object or a mapping; ``seed``: one int (the controllers get seed ..
     seed + 3) or four ints; ``prompts``: the run's PromptIndex; ``builder``: the loop's controller factory
-    (default ``gdro_lab.controllers.registry.build``); ``box``: the loop's (n_bar, n_min, n_max), checked
-    against the allocator's config.
+    (default ``gdro_lab.controllers.registry.build``). :meth:`from_method` resolves ``configs`` from
+    the loop's values, the method's and the user's (gdro_lab.methods.configure) first.
     """
 
     def __init__(self, method: MethodSpec, configs: Mapping[str, Any], seed: int | Sequence[int],
-                 prompts: PromptIndex | None = None, *, builder: Builder | None = None,
-                 box: tuple[int, int, int] | None = None):
+                 prompts: PromptIndex | None = None, *, builder: Builder | None = None):
         seed_list = [int(seed) + i for i in range(4)] if isinstance(seed, (int, np.integer)) else list(seed)
         if len(seed_list) != len(FAMILIES):
             raise ConfigError(f"MethodStep needs one seed or {len(FAMILIES)} seeds, got {len(seed_list)}")
@@ -96,14 +95,17 @@ class MethodStep:
         self.classifier, self.weighter, self.allocator, self.selector = built
         limits = self.allocator.config
         self.n_bar, self.n_min, self.n_max = int(limits.n_bar), int(limits.n_min), int(limits.n_max)
-        own = (self.n_bar, self.n_min, self.n_max)
-        if box is not None and tuple(box) != own:
-            raise ConfigError(f"the allocator's config has (n_bar, n_min, n_max) = {own} but the run's are "
-                              f"{tuple(box)}: set them once, as the run's settings")
         k = int(getattr(self.classifier.config, "k", 1))
         if k > self.n_min:
             raise ConfigError(f"classifier k={k} exceeds n_min={self.n_min}: pass@k needs k <= n_min")
         self.num_bins = int(self.classifier.config.num_bins)
+
+    @classmethod
+    def from_method(cls, method: MethodSpec, seed: int | Sequence[int], prompts: PromptIndex | None = None, *,
+                    builder: Builder | None = None, **settings: Any) -> "MethodStep":
+        """The step of ``method`` with the configuration :func:`gdro_lab.methods.configure` resolves from
+        ``settings`` (n_bar=, num_bins=, n_min=, n_max=, user=, base=, names=, controllers=)."""
+        return cls(method, configure(method, **settings).configs, seed, prompts, builder=builder)
 
     def controllers(self) -> dict[str, Any]:
         """The four controllers by family, in build order."""

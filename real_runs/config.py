@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from gdro_lab._validate import ConfigError, require, require_choice, require_int, require_range
-from gdro_lab.controllers.registry import REGISTRY, make_config
-from gdro_lab.methods import MethodSpec, real_methods, resolve_method
+from gdro_lab.controllers.registry import REGISTRY
+from gdro_lab.methods import MethodSpec, StepConfig, configure, real_methods, resolve_method
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
@@ -178,14 +178,11 @@ class MethodConfig:
             require(self.name != "custom" or value != "", "method", family, value,
                     "set when method.name = 'custom'")
         require_choice("method", "selector", self.selector, tuple(REGISTRY["selector"]))
-        method = self.method()
-        make_config(REGISTRY["selector"][method.selector].config_class,
-                    method.config("selector", {}, self.selector_config))
         require_int("method", "num_bins", self.num_bins, 1)
         require_int("method", "n_min", self.n_min, 2)
         require_int("method", "n_max", self.n_max, self.n_min)
         require_int("method", "n_bar", self.n_bar, self.n_min, self.n_max)
-        self.controller_configs()  # unknown controller keys fail here, at load time
+        self.step_config()  # unknown controller keys fail here, at load time
 
     def method(self) -> MethodSpec:
         """The run's method: the table's ``name`` with the registry names set here replacing its own."""
@@ -197,31 +194,26 @@ class MethodConfig:
         method = self.method()
         return method.classifier, method.weighter, method.allocator
 
+    def step_config(self) -> StepConfig:
+        """The method's resolved configuration (gdro_lab.methods.configure): the run's values, then the
+        method's overrides, then ``<family>_config``'s, checked once."""
+        names = {"classifier": "method.classifier_config", "weighter": "method.weighter_config",
+                 "allocator": "method.allocator_config", "selector": "method.selector_config",
+                 **{key: f"method.{key}" for key in ("num_bins", "n_bar", "n_min", "n_max")}}
+        user = {"classifier": self.classifier_config, "weighter": self.weighter_config,
+                "allocator": self.allocator_config, "selector": self.selector_config}
+        return configure(self.method(), num_bins=self.num_bins, n_bar=self.n_bar, n_min=self.n_min, n_max=self.n_max,
+                         user=user, names=names)
+
     def controller_configs(self) -> tuple[Any, Any, Any]:
-        """Validated config objects of the three controllers: the run's values, then the method's
-        overrides, then ``<family>_config``'s."""
-        method = self.method()
-        shared = {"n_bar": self.n_bar, "n_min": self.n_min, "n_max": self.n_max, "num_bins": self.num_bins}
-        configs = []
-        for family, extra, base in (
-                ("classifier", self.classifier_config, {"k": min(2, self.n_min)}),
-                ("weighter", self.weighter_config, {"num_bins": self.num_bins}),
-                ("allocator", self.allocator_config, shared)):
-            values = method.config(family, base, extra)
-            configs.append(make_config(REGISTRY[family][method.controller(family)].config_class, values))
-        require(configs[0].num_bins == self.num_bins, "method", "classifier_config.edges",
-                configs[0].edges, f"{self.num_bins - 1 - int(configs[0].exclude_extremes)} edges for method.num_bins = "
-                f"{self.num_bins}" + (" (exclude_extremes adds one class)" if configs[0].exclude_extremes else ""))
-        for key in ("n_bar", "n_min", "n_max"):
-            require(getattr(configs[2], key) == getattr(self, key), "method", f"allocator_config.{key}",
-                    getattr(configs[2], key), f"left out (method.{key} = {getattr(self, key)} sets it)")
-        return configs[0], configs[1], configs[2]
+        """Validated config objects of the classifier, weighter and allocator (:meth:`step_config`)."""
+        configs = self.step_config().configs
+        return configs["classifier"], configs["weighter"], configs["allocator"]
 
     def step_configs(self) -> dict[str, Any]:
         """Configs of the four controllers by family, as gdro_lab.step.MethodStep takes them."""
-        classifier, weighter, allocator = self.controller_configs()
-        selector = self.method().config("selector", {}, self.selector_config)
-        return {"classifier": classifier, "weighter": weighter, "allocator": allocator, "selector": selector}
+        resolved = self.step_config()
+        return {**resolved.configs, "selector": resolved.values["selector"]}
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     eval_problems = _eval_problems(cfg, given.eval_records)
     prompts = PromptIndex()  # stable ids interned once: record i -> record_index[i]
     record_index = prompts.intern([r.id for r in records])
-    method = MethodStep(mc.method(), mc.step_configs(), tc.seed, prompts, box=(mc.n_bar, mc.n_min, mc.n_max))
+    method = MethodStep(mc.method(), mc.step_configs(), tc.seed, prompts)
     if given.warm_start is not None and not resuming:
         given.warm_start(method.controllers(), record_index, prompts, records)
     order = DataOrder(len(records), tc.seed, cfg.data.shuffle)

@@ -8,13 +8,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from gdro_lab._validate import require, require_int, require_range
-from gdro_lab.methods import get_method
+from gdro_lab.methods import StepConfig, configure, even_edges, get_method
 from simulators.world import WorldConfig
 
-
-def even_edges(num_bins: int) -> tuple[float, ...]:
-    """Inner edges b/G, b = 1..G-1 (G = 10 gives the paper's 0.1..0.9)."""
-    return tuple(round(b / num_bins, 10) for b in range(1, num_bins))
+__all__ = ["MATCHES", "SimConfig", "even_edges"]
 
 
 #: Values of SimConfig.match: "" (not a derived baseline) or the moment a step-matched run matches
@@ -137,14 +134,18 @@ class SimConfig:
             kwargs["world"] = WorldConfig(**kwargs["world"])
         return cls(**kwargs)
 
-    def controller_configs(self) -> dict[str, dict[str, Any]]:
-        """Resolved config mappings of the four controllers (method defaults, then overrides)."""
+    def step_config(self) -> StepConfig:
+        """The method's resolved configuration (gdro_lab.methods.configure: the run's values, then the
+        method's, then this config's controller overrides); class_gdro's weighter on the world's latent groups."""
+        from simulators.methods import LOCAL_CONTROLLERS
+
         spec = get_method(self.method)
-        weighter_bins = self.world.num_groups if spec.partition == "groups" else self.num_bins
-        regular = self.num_bins - int(self.classifier.get("exclude_extremes", False) is True)  # + the extremes' class
-        classifier = {"edges": even_edges(regular), "k": min(2, self.n_min), **dict(self.classifier)}
-        weighter = {"num_bins": weighter_bins, **dict(spec.weighter_overrides), **dict(self.weighter)}
-        allocator = {"num_bins": self.num_bins, "n_bar": self.n_bar, "n_min": self.n_min, "n_max": self.n_max,
-                     **dict(spec.allocator_overrides), **dict(self.allocator)}
-        selector = {**dict(spec.selector_overrides), **dict(self.selector)}
-        return {"classifier": classifier, "weighter": weighter, "allocator": allocator, "selector": selector}
+        groups = {"weighter": {"num_bins": self.world.num_groups}} if spec.partition == "groups" else {}
+        return configure(spec, num_bins=self.num_bins, n_bar=self.n_bar, n_min=self.n_min, n_max=self.n_max,
+                         user={family: getattr(self, family) for family in ("classifier", "weighter", "allocator",
+                                                                              "selector")},
+                         base=groups, controllers=LOCAL_CONTROLLERS)
+
+    def controller_configs(self) -> dict[str, dict[str, Any]]:
+        """Resolved config mappings of the four controllers (:meth:`step_config`'s values)."""
+        return self.step_config().values

@@ -50,8 +50,8 @@ class Simulation:
         c_seeds = [int(s) for s in seeds[3].generate_state(4)]  # the first three as before the selector
         # prompt ids interned once: index i is world prompt i, so the sampler's indices are the prompts
         self.prompts = PromptIndex(f"p{i:05d}" for i in range(config.world.num_prompts))
-        self.method_step = MethodStep(self.spec, config.controller_configs(), c_seeds, self.prompts,
-                                      builder=build_controller, box=(config.n_bar, config.n_min, config.n_max))
+        self.method_step = MethodStep(self.spec, config.step_config().configs, c_seeds, self.prompts,
+                                      builder=build_controller)
         self.step_index = 0
         self.rollouts_total = 0
         self.rollouts_trained = 0

@@ -43,5 +43,6 @@ def build_controller(family: str, name: str, config: Mapping[str, Any], seed: in
     if name in local:
         cls = local[name]
         from gdro_lab.controllers.registry import bind_prompts, make_config
-        return bind_prompts(cls(make_config(cls.config_class, config), seed), prompts)
-    return build(family, name, dict(config), seed, prompts=prompts)
+        made = make_config(cls.config_class, config) if isinstance(config, Mapping) else config
+        return bind_prompts(cls(made, seed), prompts)
+    return build(family, name, config, seed, prompts=prompts)

@@ -19,8 +19,8 @@ import torch
 from verl import DataProto
 
 from gdro_lab.controllers.prompts import PromptIndex
-from gdro_lab.controllers.registry import REGISTRY, make_config
-from gdro_lab.methods import resolve_method
+from gdro_lab.controllers.registry import REGISTRY
+from gdro_lab.methods import FAMILIES, MethodSpec, configure, real_methods, resolve_method
 from gdro_lab.runformat.runlog import LOCK_FILE, META_FILE, RunWriter
 from gdro_lab.step import BudgetError, MethodStep
 from real_runs.overhead import RunClock, logged_elapsed
@@ -33,6 +33,10 @@ from real_runs.verl.state import RunLock
 class GDROSettings:
     """The ``gdro`` section of the launch config."""
 
+    method: str = ""
+    """A method of gdro_lab.methods.METHODS (its controllers and overrides, as ``gdro train``'s method.name);
+    "" = the four controllers named below. With a method, a family left at its default below takes the
+    method's controller, one set to another name replaces it."""
     classifier: str = "window"
     """Difficulty classifier, a name in gdro_lab.REGISTRY['classifier'] ('window' = the paper's)."""
     classifier_config: Mapping[str, Any] = field(default_factory=dict)
@@ -69,7 +73,21 @@ class GDROSettings:
             name = values.get(family, getattr(cls, family))
             if name not in REGISTRY[family]:
                 raise VerlPluginError(f"gdro.{family}={name!r} is unknown: choose one of {', '.join(REGISTRY[family])}")
+        method = str(values.get("method", ""))
+        if method and method not in real_methods():
+            raise VerlPluginError(f"gdro.method={method!r} is unknown here: choose one of {', '.join(real_methods())} "
+                                  "(or leave it out and name the controllers)")
         return cls(**values)
+
+    def method_spec(self) -> MethodSpec:
+        """The run's method: ``method``'s row of the table with the families set away from their defaults
+        replacing its controllers; without ``method``, the four named controllers."""
+        names = {family: getattr(self, family) for family in FAMILIES}
+        if not self.method:
+            return resolve_method("custom", **names)
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        return resolve_method(self.method, **{family: "" if name == defaults[family] else name
+                                              for family, name in names.items()})
 
 
 class GDROController:
@@ -81,24 +99,13 @@ class GDROController:
         self.settings = settings
         self.n_bar = int(n_bar)
         self.batch_size = batch_size  # prompts generated per step (data.train_batch_size); None = every row
-        classifier_cls = REGISTRY["classifier"][settings.classifier]
-        classifier_config = make_config(classifier_cls.config_class, settings.classifier_config)
-        num_bins = classifier_config.num_bins
-        weighter_values = {"num_bins": num_bins, **dict(settings.weighter_config)}
-        allocator_values = {"num_bins": num_bins, "n_bar": self.n_bar, **dict(settings.allocator_config)}
-        if int(allocator_values["n_bar"]) != self.n_bar:
-            raise VerlPluginError(f"gdro.allocator_config.n_bar={allocator_values['n_bar']} differs from "
-                                  f"actor_rollout_ref.rollout.n={self.n_bar}: drop n_bar, rollout.n is the mean")
-        for name, values in (("weighter", weighter_values), ("allocator", allocator_values)):
-            if int(values["num_bins"]) != num_bins:
-                raise VerlPluginError(f"gdro.{name}_config.num_bins={values['num_bins']} but the classifier has "
-                                      f"{num_bins} bins (len(edges) + 1): drop num_bins")
         self.prompts = PromptIndex()  # stable ids interned on first sight; the controllers' rows
-        method = resolve_method("custom", classifier=settings.classifier, weighter=settings.weighter,
-                                allocator=settings.allocator, selector=settings.selector)
-        configs = {"classifier": classifier_config, "weighter": weighter_values, "allocator": allocator_values,
-                   "selector": dict(settings.selector_config)}
-        self.step = MethodStep(method, configs, settings.seed, self.prompts)  # raises ConfigError (k > n_min...)
+        names = {**{family: f"gdro.{family}_config" for family in FAMILIES}, "n_bar": "actor_rollout_ref.rollout.n",
+                 "num_bins": "the classifier's bins (len(gdro.classifier_config.edges) + 1)"}
+        user = {family: getattr(settings, f"{family}_config") for family in FAMILIES}
+        resolved = configure(settings.method_spec(), n_bar=self.n_bar, user=user, names=names)  # ConfigError
+        num_bins = resolved.num_bins
+        self.step = MethodStep(resolved.method, resolved.configs, settings.seed, self.prompts)  # k > n_min...
         self.num_bins = num_bins
         self._run_config = dict(run_config or {})
         self._step_bins: dict[str, int] = {}

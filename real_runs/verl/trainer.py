@@ -72,10 +72,10 @@ def check_verl_config(config: Any) -> None:
     if config.actor_rollout_ref.actor.get("use_prefix_grouper", False):
         raise VerlPluginError("actor_rollout_ref.actor.use_prefix_grouper=true balances whole uid groups with "
                               "equal counts per rank, which ragged Rollout-GDRO groups break: set it to false")
-    selector = REGISTRY["selector"].get(str((config.get("gdro") or {}).get("selector", "none")))
+    selector = REGISTRY["selector"].get(settings_from_config(config).method_spec().selector)
     batch_size = int(config.data.train_batch_size)
     if getattr(selector, "screens", False) and int(config.data.get("gen_batch_size", None) or batch_size) <= batch_size:
-        raise VerlPluginError(f"gdro.selector={config.gdro.selector} skips prompts before rollout and takes the next "
+        raise VerlPluginError(f"gdro.selector={settings_from_config(config).method_spec().selector} skips prompts before rollout and takes the next "
                               "ones of the dataloader's batch: set data.gen_batch_size above data.train_batch_size="
                               f"{batch_size} (e.g. +data.gen_batch_size={int(1.5 * batch_size)})")
     adv_clip_from_config(config)
@@ -83,7 +83,7 @@ def check_verl_config(config: Any) -> None:
         raise VerlPluginError("trainer.critic_warmup must be 0 with the GDRO plugin (GRPO has no critic; "
                               "the controllers update in the actor step)")
     loss_mode = str(OmegaConf.select(config, "actor_rollout_ref.actor.policy_loss.loss_mode", default="vanilla"))
-    if loss_mode not in LINEAR_LOSS_MODES and settings_from_config(config).weighter != "uniform":
+    if loss_mode not in LINEAR_LOSS_MODES and settings_from_config(config).method_spec().weighter != "uniform":
         raise VerlPluginError(f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode} is not linear in the "
                               "advantage (scaling a prompt's advantages by m does not scale its loss by m), so "
                               "Prompt-GDRO's multipliers would not weight prompts: use one of "

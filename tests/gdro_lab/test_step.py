@@ -177,14 +177,10 @@ def test_a_plan_off_the_budget_is_one_error_message(extra: int, shape_off: bool,
     assert budget_problem("gdro", np.full(BATCH, 4, np.int64), BATCH, 4, 2, 8) is None
 
 
-def test_construction_checks_the_box_and_pass_at_k() -> None:
-    """A loop's (n_bar, n_min, n_max) that differs from the allocator's config, or a classifier k above
-    n_min, is refused when the step is built, in one line."""
+def test_construction_checks_pass_at_k() -> None:
+    """A classifier k above n_min is refused when the step is built, in one line (the box: test_methods.py)."""
     method = resolve_method("rollout_gdro")
     prompts = PromptIndex()
-    MethodStep(method, configs(method), 0, prompts, box=(4, 2, 8))
-    with pytest.raises(ConfigError, match=r"\(n_bar, n_min, n_max\) = \(4, 2, 8\) but the run's are \(4, 3, 8\)"):
-        MethodStep(method, configs(method), 0, prompts, box=(4, 3, 8))
     bad = configs(method)
     bad["classifier"]["k"] = 3
     with pytest.raises(ConfigError, match="classifier k=3 exceeds n_min=2: pass@k needs k <= n_min"):
