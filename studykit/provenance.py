@@ -160,7 +160,9 @@ def mark_stale(results: Path, entries: Sequence[str], command: str, commit: str,
                root: Path = ROOT) -> dict[str, Any]:
     """Record in ``results`` that the report was made by the code of ``commit`` (its digest), and put the
     stale note under report.md's title. Used for a report too slow to regenerate at once."""
+    before = json.loads(results.read_text(encoding="utf-8")).get("provenance", {})
     block = {**digest_at_commit(commit, entries, root), "command": command,
+             **({"settings": before["settings"]} if "settings" in before else {}),
              "stale": {"commit": commit, "reason": reason}}
     add_provenance(results, block)
     report = results.parent / "report.md"
