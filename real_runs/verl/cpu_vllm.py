@@ -83,6 +83,31 @@ def install_process() -> None:
 
     if cpu.PLATFORM not in platform_manager.PlatformRegistry.registered_names():
         platform_manager.PlatformRegistry.register(cpu.PLATFORM)(cpu._platform_class())
+    if "vllm" in sys.modules:  # a vLLM process (server, engine core, worker): it has paid for the import
+        _keep_linear_weights()
+
+
+def _keep_linear_weights() -> None:
+    """Keep each linear layer's weight after vLLM's CPU GEMM dispatch, so verl can load new weights.
+
+    On CPU, vLLM packs every unquantized linear weight for oneDNN once the model is loaded and
+    replaces the weight with an empty tensor (``vllm/model_executor/layers/linear.py``,
+    ``UnquantizedLinearMethod.process_weights_after_loading`` -> ``dispatch_cpu_unquantized_gemm(layer,
+    remove_weight=True)`` in ``vllm/model_executor/layers/utils.py``); verl's weight sync then calls
+    ``model.load_weights`` and fails on a 0-element parameter. With the weight kept, the sync loads
+    into it and verl's ``process_weights_after_loading`` after the sync packs the new weights again.
+    """
+    from vllm.model_executor.layers import utils as layer_utils
+
+    dispatch = layer_utils.dispatch_cpu_unquantized_gemm
+    if getattr(dispatch, "_gdro_keeps_weight", False):
+        return
+
+    def keep_weight(layer: Any, remove_weight: bool) -> None:
+        dispatch(layer, remove_weight=False)
+
+    keep_weight._gdro_keeps_weight = True  # type: ignore[attr-defined]
+    layer_utils.dispatch_cpu_unquantized_gemm = keep_weight
 
 
 def environment() -> dict[str, str]:
