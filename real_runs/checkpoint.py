@@ -14,7 +14,7 @@ import os
 import random
 import shutil
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import torch
@@ -45,6 +45,24 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def best_evaluation(run_dir: str | os.PathLike[str], key: str, up_to: int) -> tuple[int, float] | None:
+    """(step, value) of the largest ``key`` among the run's evaluations at steps <= ``up_to``
+    (eval.jsonl; the first such step on ties), or None when there is none."""
+    path = Path(run_dir) / "eval.jsonl"
+    best: tuple[int, float] | None = None
+    if not path.exists():
+        return None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a torn last line: the resume drops it
+            continue
+        value = record.get("metrics", {}).get(key)
+        if value is not None and record["step"] <= up_to and (best is None or value > best[1]):
+            best = (int(record["step"]), float(value))
+    return best
 
 
 def checkpoint_steps(run_dir: str | os.PathLike[str]) -> list[int]:
@@ -97,9 +115,10 @@ def _save_model(model: Any, tokenizer: Any, folder: Path) -> None:
 def save_checkpoint(run_dir: str | os.PathLike[str], step: int, *, model: torch.nn.Module,
                     optimizer: torch.optim.Optimizer, scheduler: Any, controllers: Mapping[str, Any],
                     data_state: Mapping[str, Any], keep_last: int = 2, keep_optimizer_last: int = 0,
-                    tokenizer: Any = None) -> Path:
-    """Write the checkpoint of ``step`` atomically, prune all but the newest ``keep_last``, and drop
-    ``optimizer.pt`` from all but the newest ``keep_optimizer_last`` (0 = keep it everywhere)."""
+                    tokenizer: Any = None, keep_steps: Iterable[int] = ()) -> Path:
+    """Write the checkpoint of ``step`` atomically, prune all but the newest ``keep_last`` and the
+    steps in ``keep_steps`` (the best evaluation's), and drop ``optimizer.pt`` from all but the
+    newest ``keep_optimizer_last`` (0 = keep it everywhere)."""
     folder = Path(run_dir) / CHECKPOINT_DIR
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob(".tmp-step_*"):
@@ -121,8 +140,10 @@ def save_checkpoint(run_dir: str | os.PathLike[str], step: int, *, model: torch.
     if target.exists():  # a re-run of the same step after a resume: replace it whole
         shutil.rmtree(target)
     os.replace(tmp, target)
+    kept = {int(s) for s in keep_steps}
     for old in checkpoint_steps(run_dir)[:-keep_last]:
-        shutil.rmtree(folder / f"step_{old:08d}", ignore_errors=True)
+        if old not in kept:
+            shutil.rmtree(folder / f"step_{old:08d}", ignore_errors=True)
     if keep_optimizer_last:
         for old in checkpoint_steps(run_dir)[:-keep_optimizer_last]:
             (folder / f"step_{old:08d}" / "optimizer.pt").unlink(missing_ok=True)

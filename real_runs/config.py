@@ -306,6 +306,10 @@ class TrainLoopConfig:
     """Checkpoint every this many steps (and at the end); 0 = only at the end."""
     keep_last: int = 2
     """Checkpoints kept (older ones are deleted after a newer one is complete)."""
+    keep_best: bool = True
+    """Also keep the checkpoint of the best evaluation so far (pooled mean@k; the paper reports each
+    method's peak): a step whose evaluation is a new best is saved even off ``save_every`` and is never
+    pruned. Needs ``eval.every`` > 0 to do anything."""
     keep_optimizer_last: int = 0
     """Only the newest this many checkpoints keep ``optimizer.pt`` (AdamW's two fp32 moments, twice
     the model's size); older kept ones hold the model only (evaluable, exportable, not resumable).

@@ -22,8 +22,6 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from gdro_lab import StepFeedback
-from gdro_lab.allocation.duet import min_scored, scored_rows
 from gdro_lab.runformat.runlog import RunLock
 from real_runs import checkpoint as ckpt
 from real_runs import ppo, preflight
@@ -45,8 +43,8 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
     """Train; returns the run directory. ``resume`` continues that run from its last checkpoint.
 
     model/tokenizer/train_records/eval_records/reward/engine replace what the config would load;
-    ``stop_after`` ends after that step with a checkpoint and status "stopped"; ``warm_start(controllers,
-    record_index, prompts, records)`` runs once on a new run's fresh controllers before step 1.
+    ``stop_after`` ends after that step with a checkpoint and status "stopped"; ``warm_start(method,
+    record_index, prompts, records)`` runs once on a new run's fresh method step (MethodStep) before step 1.
     """
     started = time.perf_counter()  # time/elapsed counts from here (start-up included)
     lock = None
@@ -89,6 +87,8 @@ def _loop(run: TrainRun, stop_after: int | None) -> Path:
     on_policy = ppo.on_policy_update(cfg, run.policy)
     times = RunTimes()
     last = tc.steps if stop_after is None else min(tc.steps, stop_after)
+    best_key = f"pooled/mean@{cfg.eval.k}"  # the best evaluation's checkpoint is kept (train.keep_best)
+    best = ckpt.best_evaluation(run_dir, best_key, run.start) if tc.keep_best else None
     try:
         for step in range(run.start + 1, last + 1):
             scalars, per_bin, timer, counts_P = _step(run, step, train_reward, on_policy)
@@ -102,6 +102,10 @@ def _loop(run: TrainRun, stop_after: int | None) -> Path:
                     eval_metrics = evaluate(cfg, run.engine, run.tokenizer, run.eval_problems, eval_reward, step)
                 scalars["time/eval"] = timer.seconds["time/eval"]
                 times.add("eval", timer.seconds["time/eval"])
+            new_best = tc.keep_best and "time/eval" in scalars and best_key in eval_metrics and (
+                best is None or eval_metrics[best_key] > best[1])
+            if new_best:
+                best = (step, float(eval_metrics[best_key]))
             scalars["time/elapsed"] = run.clock.elapsed()
             log_start = time.perf_counter()
             if "time/eval" in scalars:
@@ -110,13 +114,14 @@ def _loop(run: TrainRun, stop_after: int | None) -> Path:
             writer.log_step(step, scalars, per_bin)
             sinks.log(step, scalars, per_bin)
             times.add("log", time.perf_counter() - log_start)
-            if step == last or (tc.save_every and step % tc.save_every == 0):
+            if step == last or new_best or (tc.save_every and step % tc.save_every == 0):
                 save_start = time.perf_counter()
                 writer.save_snapshot(step, {name: c.state_dict() for name, c in controllers.items()})
                 ckpt.save_checkpoint(run_dir, step, model=run.policy, optimizer=run.optimizer, scheduler=run.scheduler,
                                      controllers={**controllers, "data_order": run.order},
                                      data_state=run.order.state_dict(), keep_last=tc.keep_last,
-                                     keep_optimizer_last=tc.keep_optimizer_last, tokenizer=run.tokenizer)
+                                     keep_optimizer_last=tc.keep_optimizer_last, tokenizer=run.tokenizer,
+                                     keep_steps=() if best is None else (best[0],))
                 times.add("checkpoint", time.perf_counter() - save_start)
             if progress is not None:
                 progress.update(1)
@@ -169,17 +174,15 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
     rewards_R = np.asarray(scored.rewards_R, float)
     successes_R = np.asarray(scored.successes_R, bool)
 
-    # 3-4. controllers, then weighted GRPO advantages, on the scored rollouts (early stopping: duet.scored_rows)
+    # 3-4. controllers, then weighted GRPO advantages, on the scored rollouts (early stopping: MethodStep.feedback)
     with timer("controllers"):
-        seen_P, rows_R, scored_P = scored_rows(counts_P, rollouts.weights_R, min_scored(method.classifier.config))
+        feedback, _, rows_R = method.feedback(plan, rewards_R, successes_R, rollouts.weights_R)
         advantages_R, train_R, outcome = np.zeros(rows_R.size), np.zeros(rows_R.size, bool), None
         adv_metrics: dict[str, float] = {}
-        if seen_P.any():  # else nothing was scored: no controller update, no loss
-            feedback = StepFeedback(plan.ids_P[seen_P], plan.bins_P[seen_P], scored_P, rewards_R[rows_R],
-                                    successes_R[rows_R], prompts=run.prompts)
+        if feedback is not None:  # else nothing was scored: no controller update, no loss
             outcome = method.observe(feedback, tokens_R=rollouts.lengths_R[rows_R])
             advantages_R[rows_R], adv_metrics = ppo.weighted_advantages(feedback, outcome.multipliers_P, cfg)
-            train_R[rows_R] = np.repeat(outcome.train_P, scored_P)
+            train_R[rows_R] = np.repeat(outcome.train_P, feedback.counts_P)
 
     # 5-6. log-probs and the PPO update, on the groups the selector keeps
     with timer("record"):
@@ -193,7 +196,7 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
 
     # 8. the step record: controllers' diagnostics, losses, timings
     with timer("record"):
-        scalars, per_bin = method.record(outcome) if outcome is not None else ({}, {})
+        scalars, per_bin = method.record(outcome) if outcome is not None else method.empty_record()
         scalars.update({f"grpo/{k}": v for k, v in adv_metrics.items()})
         scalars.update(actor_scalars(batch_R, sums, losses, grad_norms, tc.ppo_epochs, engine_gap))
         scalars.update(rollout_scalars(generated_R, rollouts.finish_reasons))

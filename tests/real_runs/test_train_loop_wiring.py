@@ -25,6 +25,7 @@ pytest.importorskip("transformers")
 
 from gdro_lab import step as core_step  # noqa: E402
 from gdro_lab.runformat.runlog import read_run  # noqa: E402
+from real_runs import checkpoint as ckpt  # noqa: E402
 from real_runs import ppo, train, train_setup  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
 from real_runs.models import load_policy  # noqa: E402
@@ -661,3 +662,32 @@ def test_deterministic_mode_the_dropped_prompt_count_and_a_bf16_reference(tmp_pa
     summary = json.loads((run_dir / "data.json").read_text())
     assert (summary["dropped_too_long"], summary["prompts"]) == (2, len(RECORDS))
     assert dtypes == [(torch.float32, torch.bfloat16)]
+
+
+def test_the_best_evaluations_checkpoint_is_kept_across_pruning_and_a_resume(tmp_path: Path, monkeypatch):
+    """Evaluations every step score 0.1, 0.5, 0.2, 0.3, 0.1, 0.0 (pooled mean@k); checkpoints every 2
+    steps, keep_last 1: step 2's checkpoint (the peak) is saved although 2 is a save step anyway, and
+    kept to the end beside the last; a run stopped after step 3 and resumed keeps it too (the best is
+    read back from eval.jsonl). With keep_best off only the last survives."""
+    scores = {1: 0.1, 2: 0.5, 3: 0.2, 4: 0.3, 5: 0.1, 6: 0.0}
+    real_evaluate = train.evaluate
+
+    def scripted(cfg, engine, tokenizer, problems, reward, step):  # the real evaluation, its pooled score set
+        return {**real_evaluate(cfg, engine, tokenizer, problems, reward, step), f"pooled/mean@{cfg.eval.k}": scores[step]}
+
+    monkeypatch.setattr(train, "evaluate", scripted)
+    settings = ("train.steps=6", "eval.every=1", "eval.k=1", "eval.max_new_tokens=2", "train.save_every=3",
+                "train.keep_last=1")
+
+    def run(name: str, *more: str, stop_after=None, resume=False):
+        cfg = tiny(tmp_path, *settings, f"train.run_name={name}", *more)
+        given = dict(train_records=RECORDS, reward=Mixed(), eval_records={"toy": RECORDS[:2]})
+        run_dir = train.main(cfg, stop_after=stop_after, **given)
+        if resume:
+            run_dir = train.main(None, resume=str(run_dir), **given)
+        return ckpt.checkpoint_steps(run_dir)
+
+    torch.set_num_threads(1)
+    assert run("best") == [2, 6]  # 2 saved as a new best (off save_every=3), 3 pruned, 6 the last
+    assert run("resumed", stop_after=3, resume=True) == [2, 6]
+    assert run("off", "train.keep_best=false") == [6]
