@@ -156,8 +156,8 @@ def test_early_stopping_is_off_by_default_and_refused_with_vllm():
     assert C.load_config("tiny-cpu", ["rollout.engine=vllm", "rollout.abort_grace=5"]).rollout.abort_grace == 5
     with pytest.raises(ConfigError) as info:
         C.load_config("tiny-cpu", ["rollout.engine=vllm", "rollout.abort_horizon=64"])
-    assert "rollout.abort_horizon=64 is invalid: must be 0 with engine = 'vllm': early stopping is supported by " \
-        "the hf engine only (for now)" in str(info.value) and "\n" not in str(info.value)
+    assert "rollout.abort_horizon=64 is invalid: must be 0 with engine = 'vllm' (vLLM's offline generate cannot " \
+        "stop a request at the check): early stopping needs engine = 'hf'" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_missing_and_broken_files(tmp_path):
