@@ -211,6 +211,13 @@ def _provenance(study: str, argv: list[str], settings: Any) -> dict[str, Any]:
     machine's --out, --workers and progress flags) and the settings that made the report."""
     import dataclasses
     from studykit.provenance import provenance
+    kept = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("out", "workers", "progress")}
+    return provenance([f"simulators.studies.{MODULES[study]}", "simulators.cli"],
+                      " ".join(["gdro simulate", *portable_words(argv)]), json.loads(json.dumps(kept, default=str)))
+
+
+def portable_words(argv: list[str]) -> list[str]:
+    """The arguments without those of one machine (--out, --workers, the progress flags)."""
     drop = {"--out": 2, "--workers": 2, "--progress": 1, "--no-progress": 1}
     words, i = [], 0
     while i < len(argv):
@@ -220,9 +227,7 @@ def _provenance(study: str, argv: list[str], settings: Any) -> dict[str, Any]:
             continue
         words.append(argv[i])
         i += 1
-    kept = {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("out", "workers", "progress")}
-    return provenance([f"simulators.studies.{MODULES[study]}", "simulators.cli"],
-                      " ".join(["gdro simulate", *words]), json.loads(json.dumps(kept, default=str)))
+    return words
 
 
 def _load_plugins(names: list[str]) -> None:

@@ -150,10 +150,18 @@ def run(args: argparse.Namespace) -> tuple[Path, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `gdro sweep`; 0 ok, 2 bad arguments."""
-    from simulators.cli import _Exit
+    import json
+
+    from simulators.cli import _Exit, portable_words
+    from studykit.provenance import add_provenance, provenance
+    words = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = _parser().parse_args(words)
+        settings = {k: v for k, v in vars(args).items() if k not in ("out", "workers", "progress")}
+        made_by = provenance(["simulators.sweep", "simulators.cli"], " ".join(["gdro sweep", *portable_words(words)]),
+                             json.loads(json.dumps(settings, default=str)))  # the code as the sweep began
         path, table = run(args)
+        add_provenance(path.parent / "summary.json", made_by)
     except _Exit as done:
         return done.status
     except (ConfigError, RunFormatError) as err:

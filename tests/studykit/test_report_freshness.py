@@ -140,3 +140,15 @@ def test_gdro_simulate_writes_the_provenance_of_its_report(tmp_path, capsys):
     assert block["command"] == "gdro simulate --seeds 2 --steps 4 --prompts 120 --batch 8 --lr-grid 1 --eval-every 2"
     assert block["settings"]["steps"] == 4 and block["settings"]["lr_grid"] == [1.0]
     assert "out" not in block["settings"] and str(tmp_path) not in json.dumps(block)
+
+
+def test_gdro_sweep_writes_the_provenance_of_its_report(tmp_path, capsys):
+    from simulators.sweep import main
+    argv = ["--grid", "world.transfer=0,1", "--methods", "grpo", "--seeds", "1", "--steps", "4",
+            "--prompts", "120", "--batch", "8", "--workers", "1", "--no-progress", "--out", str(tmp_path / "sweep")]
+    assert main(argv) == 0
+    block = json.loads((tmp_path / "sweep" / "summary.json").read_text())["provenance"]
+    assert block["code_digest"] == code_digest(["simulators.sweep", "simulators.cli"])["code_digest"]
+    assert block["command"] == ("gdro sweep --grid world.transfer=0,1 --methods grpo --seeds 1 --steps 4 "
+                                "--prompts 120 --batch 8")
+    assert block["settings"]["grid"] == ["world.transfer=0,1"] and str(tmp_path) not in json.dumps(block)
