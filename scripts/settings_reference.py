@@ -28,7 +28,16 @@ sys.path.insert(0, str(ROOT))
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each field of a dataclass (the string statement after its annotation)."""
+    """The docstring under each field of a dataclass (the string statement after its annotation), a field
+    inherited from a base dataclass documented where the base declares it."""
+    docs: dict[str, str] = {}
+    for base in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(base) and base.__module__ != "builtins":
+            docs.update(_own_field_docs(base))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
@@ -93,6 +102,8 @@ def render() -> str:
     from real_runs.config import SECTIONS
     from simulators.config import SimConfig
     from simulators.world import WorldConfig
+    from gdro_lab.controllers.registry import REGISTRY
+    from simulators.knobs import CONTROLLER_NAMESPACES, RUN_FIELDS
 
     parts = [
         "# Settings reference",
@@ -122,7 +133,19 @@ def render() -> str:
         "",
         f"### `world`: WorldConfig", "", _summary(WorldConfig), "", table(WorldConfig, "world."),
         "",
+        "## The controllers",
+        "",
+        "In the simulator, `--set NAMESPACE.FIELD=VALUE` (or a `[NAMESPACE]` table of `--config`) sets a",
+        "controller's field; `--set run.FIELD=VALUE` sets one of SimConfig's fields " +
+        ", ".join(f"`{f}`" for f in RUN_FIELDS) + ". In `gdro train`, `method.classifier_config`,",
+        "`method.weighter_config`, `method.allocator_config` and `method.selector_config` take the same",
+        "fields.",
     ]
+    for namespace, (family, name) in CONTROLLER_NAMESPACES.items():
+        cls = REGISTRY[family][name].config_class
+        parts += ["", f"### `{namespace}`: {cls.__name__} ({family} `{name}`)", "", _summary(cls), "",
+                  table(cls, f"{namespace}.")]
+    parts.append("")
     return "\n".join(parts)
 
 

@@ -27,9 +27,13 @@ def test_every_field_has_a_row_with_its_docstring():
     from real_runs.config import SECTIONS
     from simulators.config import SimConfig
     from simulators.world import WorldConfig
+    from gdro_lab.controllers.registry import REGISTRY
+    from simulators.knobs import CONTROLLER_NAMESPACES
     module = _script()
     page = module.render()
-    for prefix, cls in [*((f"{n}.", c) for n, c in SECTIONS.items()), ("", SimConfig), ("world.", WorldConfig)]:
+    controllers = [(f"{ns}.", REGISTRY[family][name].config_class) for ns, (family, name) in CONTROLLER_NAMESPACES.items()]
+    for prefix, cls in [*((f"{n}.", c) for n, c in SECTIONS.items()), ("", SimConfig), ("world.", WorldConfig),
+                        *controllers]:
         docs = module.field_docs(cls)
         for field in dataclasses.fields(cls):
             row = next((line for line in page.splitlines() if line.startswith(f"| `{prefix}{field.name}` |")), None)
