@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from gdro_lab._validate import ConfigError
+from gdro_lab.allocation import duet
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.prompts import PromptIndex
 from gdro_lab.controllers.registry import build
@@ -128,6 +129,24 @@ class MethodStep:
         if problem:
             raise BudgetError(problem)
         return Plan(ids_P, bins_P, np.asarray(counts).astype(np.int64, copy=False))
+
+    def feedback(self, plan: Plan, rewards_R: np.ndarray, successes_R: np.ndarray,
+                 weights_R: np.ndarray | None = None) -> tuple[StepFeedback | None, np.ndarray, np.ndarray]:
+        """The step's feedback under early stopping's filter (duet.scored_rows: the prompts with at least
+        max(2, k) scored rollouts, ``weights_R`` > 0, and those rollouts; all of them when ``weights_R`` is
+        None) -> (feedback, seen_P, rows_R); feedback None when no prompt was scored enough (then the
+        step has no controller or learner update, and :meth:`empty_record` is its record)."""
+        seen_P, rows_R, scored_P = duet.scored_rows(plan.counts_P, weights_R, duet.min_scored(self.classifier.config))
+        if not seen_P.any():
+            return None, seen_P, rows_R
+        feedback = StepFeedback(plan.ids_P[seen_P], plan.bins_P[seen_P], scored_P, np.asarray(rewards_R)[rows_R],
+                                np.asarray(successes_R)[rows_R], prompts=self.prompts)
+        return feedback, seen_P, rows_R
+
+    @staticmethod
+    def empty_record() -> tuple[dict[str, float], dict[str, np.ndarray]]:
+        """The record of a step whose feedback was None (nothing scored): nothing trained, no bins."""
+        return {"compute/rollouts_trained": 0.0, "compute/prompts_trained": 0.0}, {}
 
     def observe(self, feedback: StepFeedback, *, weighter_bins: np.ndarray | None = None,
                 tokens_R: np.ndarray | None = None) -> Outcome:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from gdro_lab.step import MethodStep
 from real_runs import memory
 from real_runs.config import TrainConfig, config_to_dict, load_config, replace
 from real_runs.preflight import model_shape
@@ -54,16 +55,16 @@ def config_diff(a: TrainConfig, b: TrainConfig) -> dict[str, tuple[Any, Any]]:
     return {f"{s}.{k}": (da[s][k], db[s][k]) for s in da for k in da[s] if da[s][k] != db[s][k]}
 
 
-def seeded_history(controllers: dict[str, Any], record_index: np.ndarray, prompts: Any, *, prompts_per_step: int,
+def seeded_history(method: MethodStep, record_index: np.ndarray, prompts: Any, *, prompts_per_step: int,
                    seed: int, steps: int = HISTORY_STEPS) -> dict[str, int]:
-    """Feed the fresh controllers ``max(steps, ceil(N / P))`` synthetic steps before step 1.
+    """Feed the fresh method step ``max(steps, ceil(N / P))`` synthetic steps before step 1.
 
-    Each takes the next P of the N prompts in a seeded cycling order, asks for bins and a plan, draws
-    response j of prompt i a success with known probability p_i = (r_i + 1/2) / N (r a seeded
-    permutation) and updates the classifier, weighter and allocator. Nothing is generated or trained.
+    Each takes the next P of the N prompts in a seeded cycling order, plans them (MethodStep.plan: bins,
+    the allocator's counts, the budget checked), draws response j of prompt i a success with known
+    probability p_i = (r_i + 1/2) / N (r a seeded permutation) and observes it (MethodStep.observe: every
+    controller's update, the selector's and the multipliers included). Nothing is generated or trained.
     Returns counts: steps, prompts, rollouts, prompts with a bin. Detail: docs/design-notes.md#real_runs-rehearse.
     """
-    from gdro_lab import StepFeedback
     from real_runs.batching import DataOrder
     ids_N = np.unique(np.asarray(record_index, np.int64))
     rng = np.random.default_rng([seed, 20_601])
@@ -71,20 +72,16 @@ def seeded_history(controllers: dict[str, Any], record_index: np.ndarray, prompt
     steps = max(steps, -(-ids_N.size // prompts_per_step))
     order = DataOrder(ids_N.size, seed + 20_601, shuffle=True)
     rollouts = 0
-    classifier, weighter, allocator = controllers["classifier"], controllers["weighter"], controllers["allocator"]
     for _ in range(steps):
         rows = order.take(prompts_per_step)
-        ids_P = ids_N[rows]
-        bins_P = classifier.bins(ids_P)
-        counts_P = np.asarray(allocator.plan(bins_P, ids_P), np.int64)
-        successes_R = rng.random(int(counts_P.sum())) < np.repeat(odds_N[rows], counts_P)
-        feedback = StepFeedback(ids_P, bins_P, counts_P, np.where(successes_R, 1.0, -1.0), successes_R,
-                                prompts=prompts)
-        for controller in (classifier, weighter, allocator):
-            controller.update(feedback)
-        rollouts += int(counts_P.sum())
+        plan = method.plan(ids_N[rows])
+        successes_R = rng.random(int(plan.counts_P.sum())) < np.repeat(odds_N[rows], plan.counts_P)
+        feedback, _, _ = method.feedback(plan, np.where(successes_R, 1.0, -1.0), successes_R)
+        assert feedback is not None  # no early stopping here: every prompt is scored
+        method.observe(feedback)
+        rollouts += int(plan.counts_P.sum())
     return {"steps": steps, "prompts": int(ids_N.size), "per_step": prompts_per_step, "rollouts": rollouts,
-            "assigned": int(np.count_nonzero(classifier.bins(ids_N) >= 0))}
+            "assigned": int(np.count_nonzero(method.classifier.bins(ids_N) >= 0))}
 
 
 def gdro_path(run: Any, cfg: TrainConfig, distinct_prompts: int = 0) -> list[str]:
@@ -217,12 +214,12 @@ def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], No
         for line in memory.format_projection(real.model.name, projection, shape.parameters):
             out(line)
 
-    def warm_start(controllers: dict[str, Any], record_index: np.ndarray, prompts: Any, records: Sequence[Any]) -> None:
-        done = seeded_history(controllers, record_index, prompts, prompts_per_step=cfg.train.prompts_per_step,
+    def warm_start(method: MethodStep, record_index: np.ndarray, prompts: Any, records: Sequence[Any]) -> None:
+        done = seeded_history(method, record_index, prompts, prompts_per_step=cfg.train.prompts_per_step,
                               seed=cfg.train.seed)
         out(f"rehearsal: seeded history: {done['steps']} synthetic steps of {done['per_step']} prompts "
-            f"(of {done['prompts']:,}; {done['rollouts']:,} rollouts at known per-prompt odds spread over (0, 1); nothing generated or trained) fed to "
-            f"the classifier, weighter and allocator before step 1: {done['assigned']:,} prompts now in a bin")
+            f"(of {done['prompts']:,}; {done['rollouts']:,} rollouts at known per-prompt odds spread over (0, 1); nothing generated or trained) observed by "
+            f"the method's controllers before step 1: {done['assigned']:,} prompts now in a bin")
 
     started, cpu_started = time.perf_counter(), time.process_time()
     out("rehearsal: step 1 (start-up, data, model, seeded history, step, checkpoint) ...")

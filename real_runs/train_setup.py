@@ -31,8 +31,8 @@ from real_runs.sinks import check_sinks
 from real_runs.types import Problem, Reward
 
 PRODUCER = "gdro train"
-#: ``main(warm_start=...)``: called as f(controllers, record_index, prompts, records) before step 1 of a new run.
-WarmStart = Callable[[dict[str, Any], np.ndarray, PromptIndex, list[Problem]], None]
+#: ``main(warm_start=...)``: called as f(method step, record_index, prompts, records) before step 1 of a new run.
+WarmStart = Callable[[MethodStep, np.ndarray, PromptIndex, list[Problem]], None]
 #: Top-level config.json keys that label a run for the app (real_runs.lmstudy.study.label_matched).
 LABEL_KEYS = frozenset({"matched_to", "match"})
 
@@ -103,7 +103,7 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     record_index = prompts.intern([r.id for r in records])
     method = MethodStep(mc.method(), mc.step_configs(), tc.seed, prompts)
     if given.warm_start is not None and not resuming:
-        given.warm_start(method.controllers(), record_index, prompts, records)
+        given.warm_start(method, record_index, prompts, records)
     order = DataOrder(len(records), tc.seed, cfg.data.shuffle)
     autocast = _autocast(cfg, device)
     reference = None

@@ -11,6 +11,7 @@ The step in full: docs/design-notes.md#simulators-loop.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
-from gdro_lab import ConfigError, MethodStep, PromptIndex, RunWriter, StepFeedback
+from gdro_lab import ConfigError, MethodStep, PromptIndex, RunWriter
 from gdro_lab.allocation import duet
 from gdro_lab.allocation.prompt_oracle import oracle_plan, prompt_se_report
 from gdro_lab.functional import diagnostics as diag
@@ -109,13 +110,12 @@ class Simulation:
             self.tokens_total += int(tokens.sum())
         variance_batch = 4.0 * p * (1.0 - p)  # true variance of a +-1 reward
         # early stopping: the prompts with enough scored rollouts and those rollouts are all the step sees
-        seen, rows, scored = duet.scored_rows(counts, weights, duet.min_scored(method.classifier.config))
-        if not seen.any():  # early stopping left no prompt a group (as the trainer: no controller or learner update)
-            return ({**aborts, "compute/rollouts_trained": 0.0, "compute/prompts_trained": 0.0}, {}) \
-                if record and aborts else None
+        feedback, seen, rows = method.feedback(plan, 2.0 * successes - 1.0, successes, weights)
+        if feedback is None:  # early stopping left no prompt a group (as the trainer: no controller or learner update)
+            return ({**method.empty_record()[0], **aborts}, {}) if record and aborts else None
         if weights is not None:
             index, groups, p = index[seen], groups[seen], p[seen]
-            counts = scored
+            counts = feedback.counts_P
             successes, weights = successes[rows], weights[rows]
             noise = None if noise is None else noise[rows]
         variance_P = variance_batch[seen]
@@ -123,9 +123,8 @@ class Simulation:
         if cfg.ppo_minibatches > 1:
             losses = surrogate_losses(self.learner, index, counts, successes, p, noise, cfg.ppo_minibatches,
                                       cfg.ppo_clip, cfg.n_bar)
-        feedback = StepFeedback(plan.ids_P[seen], plan.bins_P[seen], counts, 2.0 * successes - 1.0, successes,
-                                losses_R=losses, variance_G=diag.bin_mean(variance_P, plan.bins_P[seen], G),
-                                prompts=self.prompts)
+        feedback = dataclasses.replace(feedback, losses_R=losses,
+                                       variance_G=diag.bin_mean(variance_P, feedback.bins_P, G))
         clock = time.perf_counter()
         outcome = method.observe(feedback, weighter_bins=groups if self.spec.partition == "groups" else None,
                                  tokens_R=None if tokens is None else tokens[rows])

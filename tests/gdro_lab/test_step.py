@@ -336,3 +336,33 @@ def test_the_docs_method_table_is_the_tables() -> None:
         spec = METHODS[name]
         assert cells[2].split()[0] == spec.selector and (cells[3] == "yes") == spec.needs_truth, name
         assert cells[1].split()[0].rstrip(":") == spec.allocator, name
+
+
+def test_feedback_keeps_the_prompts_early_stopping_scored_enough() -> None:
+    """MethodStep.feedback, the one copy of early stopping's filter: a prompt enters with at least max(2, k)
+    scored rollouts (weight > 0), with those rollouts only; none scored enough gives None and the empty
+    step's record; without weights every prompt and rollout enters unchanged."""
+    step = make("joint")
+    plan = step.plan(np.arange(4))
+    counts = plan.counts_P
+    rewards = np.arange(int(counts.sum()), dtype=float)
+    successes = rewards % 2 == 0
+    whole, seen, rows = step.feedback(plan, rewards, successes)
+    assert whole is not None and seen.all() and rows.all()
+    np.testing.assert_array_equal(whole.counts_P, counts)
+    np.testing.assert_array_equal(whole.rewards_R, rewards)
+    weights = np.ones(rewards.size)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    weights[starts[0]:starts[0] + counts[0] - 1] = 0.0  # prompt 0: one scored rollout, too few (k = 2)
+    weights[starts[1]] = 0.0  # prompt 1: one aborted, the rest scored
+    weights[starts[2]] = 2.5  # a kept tail counts as scored
+    kept, seen, rows = step.feedback(plan, rewards, successes, weights)
+    assert kept is not None
+    np.testing.assert_array_equal(seen, [False, True, True, True])
+    np.testing.assert_array_equal(kept.counts_P, [counts[1] - 1, counts[2], counts[3]])
+    expected = [r for p in range(1, 4) for r in range(starts[p], starts[p] + counts[p]) if weights[r] > 0]
+    np.testing.assert_array_equal(kept.rewards_R, rewards[expected])
+    np.testing.assert_array_equal(kept.prompt_ids, plan.ids_P[1:])
+    none, seen, rows = step.feedback(plan, rewards, successes, np.zeros(rewards.size))
+    assert none is None and not seen.any() and not rows.any() and rows.size == rewards.size
+    assert step.empty_record() == ({"compute/rollouts_trained": 0.0, "compute/prompts_trained": 0.0}, {})

@@ -94,23 +94,22 @@ METHODS = ("grpo", "prompt_gdro", "rollout_gdro", "joint")
 
 
 def _controllers(cfg, num_prompts: int):
-    """The three controllers as ``real_runs.train`` builds them, over ``num_prompts`` prompt ids."""
-    from gdro_lab import PromptIndex, build
+    """The method step as ``real_runs.train`` builds it, over ``num_prompts`` prompt ids."""
+    from gdro_lab import PromptIndex
+    from gdro_lab.step import MethodStep
     mc, tc = cfg.method, cfg.train
     prompts = PromptIndex()
     index = prompts.intern([f"dapo:train:{i}" for i in range(num_prompts)])
-    controllers = {family: build(family, name, config, seed=tc.seed + k, prompts=prompts)
-                   for k, (family, name, config) in enumerate(zip(("classifier", "weighter", "allocator"),
-                                                                  mc.controller_names(), mc.controller_configs()))}
-    return controllers, index, prompts
+    return MethodStep(mc.method(), mc.step_configs(), tc.seed, prompts), index, prompts
 
 
-def _two_steps(cfg, controllers, index, prompts):
+def _two_steps(cfg, step, index, prompts):
     """Steps 1 and 2 as the loop runs them on the rehearsal's random model: the data order's next P
     prompts, bins, plan, every response wrong (-1), updates; -> [(counts_P, multipliers_P, bins_P)] per step."""
     from gdro_lab import StepFeedback
     from real_runs.batching import DataOrder
     order = DataOrder(index.size, cfg.train.seed, True)
+    controllers = step.controllers()
     out = []
     for _ in range(2):
         ids = index[order.take(cfg.train.prompts_per_step)]
@@ -118,8 +117,8 @@ def _two_steps(cfg, controllers, index, prompts):
         counts = np.asarray(controllers["allocator"].plan(bins, ids))
         total = int(counts.sum())
         feedback = StepFeedback(ids, bins, counts, -np.ones(total), np.zeros(total, bool), prompts=prompts)
-        for controller in controllers.values():
-            controller.update(feedback)
+        for family in ("classifier", "weighter", "allocator"):
+            controllers[family].update(feedback)
         out.append((counts, controllers["weighter"].multipliers(bins), bins))
     return out
 
@@ -162,7 +161,7 @@ def test_the_seeded_history_is_seeded_and_visits_every_prompt():
         controllers, index, prompts = _controllers(cfg, 500)
         done = seeded_history(controllers, index, prompts, prompts_per_step=8, seed=3, steps=10)
         assert done["steps"] == 63 and done["assigned"] == 500   # ceil(500 / 8) steps visit every prompt
-        states.append(controllers["allocator"].logits_GA.copy())
+        states.append(controllers.allocator.logits_GA.copy())
     np.testing.assert_array_equal(states[0], states[1])
 
 

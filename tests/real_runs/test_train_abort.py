@@ -152,6 +152,7 @@ def test_a_step_with_nothing_scored_updates_nothing(tmp_path: Path, monkeypatch)
     feedbacks, terms, row, changed = _run(tmp_path, monkeypatch, [0] * 8, [1, -1] * 4)
     assert not feedbacks and not terms and not changed
     assert row["compute/rollouts_aborted"] == 8 and "mean_reward" not in row and row["actor/loss"] == 0.0
+    assert row["compute/rollouts_trained"] == row["compute/prompts_trained"] == 0.0  # the simulator's empty record
 
 
 def test_tiny_cpu_with_early_stopping_finishes_and_logs_it(tmp_path: Path):
