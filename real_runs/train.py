@@ -32,7 +32,7 @@ from real_runs.overhead import RunTimes
 from real_runs.sinks import Sinks
 from real_runs.step_scalars import abort_scalars, actor_scalars, perf_scalars, rollout_scalars
 from real_runs.train_setup import (Given, TrainRun, WarmStart, build, check_resumable, load_run_config, make_rewards,
-                                   open_run_dir, saved_controllers, sync_engine)
+                                   open_run_dir, saved_state, state_slots, sync_engine)
 from real_runs.types import Problem, Reward, SamplingParams
 
 
@@ -75,7 +75,6 @@ def _loop(run: TrainRun, stop_after: int | None) -> Path:
     """Steps ``run.start + 1 .. train.steps`` (or ``stop_after``), each :func:`_step`, then its evaluation,
     step record and checkpoint on schedule; the run's status at the end (finished, stopped or failed)."""
     cfg, tc, writer = run.cfg, run.cfg.train, run.writer
-    controllers = saved_controllers(run.method)
     run_dir = writer.path
     train_reward, eval_reward, owned = make_rewards(cfg, run.reward)
     sinks = Sinks(run_dir, tensorboard=cfg.log.tensorboard, wandb=cfg.log.wandb, project=cfg.log.wandb_project,
@@ -116,9 +115,10 @@ def _loop(run: TrainRun, stop_after: int | None) -> Path:
             times.add("log", time.perf_counter() - log_start)
             if step == last or new_best or (tc.save_every and step % tc.save_every == 0):
                 save_start = time.perf_counter()
-                writer.save_snapshot(step, {name: c.state_dict() for name, c in controllers.items()})
+                states = saved_state(run.method)
+                writer.save_snapshot(step, states)
                 ckpt.save_checkpoint(run_dir, step, model=run.policy, optimizer=run.optimizer, scheduler=run.scheduler,
-                                     controllers={**controllers, "data_order": run.order},
+                                     controllers={**state_slots(states, states), "data_order": run.order},
                                      data_state=run.order.state_dict(), keep_last=tc.keep_last,
                                      keep_optimizer_last=tc.keep_optimizer_last, tokenizer=run.tokenizer,
                                      keep_steps=() if best is None else (best[0],))

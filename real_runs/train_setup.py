@@ -14,7 +14,7 @@ import sys
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -141,9 +141,12 @@ def open_run_dir(run: TrainRun, run_dir: Path, lock: RunLock, resuming: bool, st
         run.writer = _new_run(run.cfg, run_dir, lock)
         (run_dir / "data.json").write_text(json.dumps(run.data_summary, indent=1), encoding="utf-8")
     else:
+        loaded: dict[str, Any] = {}
         run.start, _ = ckpt.load_checkpoint(run_dir, model=run.policy, optimizer=run.optimizer,
                                             scheduler=run.scheduler, step=resume_step(run_dir),
-                                            controllers={**saved_controllers(run.method), "data_order": run.order})
+                                            controllers={**state_slots(loaded, saved_state(run.method)),
+                                                         "data_order": run.order})
+        run.method.load_state_dict(loaded)
         run.writer = RunWriter.resume(run_dir, run.start, lock=lock)
     sync_engine(run)  # a separate engine (vLLM) holds the weights it was built with, or a given engine's
     run.clock = RunClock(started, logged_elapsed(run_dir, run.start))
@@ -280,8 +283,31 @@ def _autocast(cfg: TrainConfig, device: torch.device) -> Any:
     return nullcontext
 
 
-def saved_controllers(method: MethodStep) -> dict[str, Any]:
-    """The controllers a checkpoint and a snapshot hold: all four, the selector only when the method
-    has one (runs without a selector keep the checkpoint layout written before the selector family)."""
-    return {family: controller for family, controller in method.controllers().items()
-            if family != "selector" or method.method.selector != "none"}
+def saved_state(method: MethodStep) -> dict[str, Any]:
+    """What a checkpoint and a snapshot hold of the method: MethodStep.state_dict, less the selector when
+    the method has none (runs without a selector keep the layout written before the selector family)."""
+    state = method.state_dict()
+    if method.method.selector == "none":
+        del state["selector"]
+    return state
+
+
+class StateSlot:
+    """One family's entry of ``states`` as real_runs.checkpoint writes and reads its entries (``state_dict``
+    / ``load_state_dict``), so the method's state goes through MethodStep.state_dict / load_state_dict whole."""
+
+    def __init__(self, states: dict[str, Any], family: str):
+        self.states, self.family = states, family
+
+    def state_dict(self) -> Any:
+        return self.states[self.family]
+
+    def load_state_dict(self, state: Any) -> None:
+        self.states[self.family] = state
+
+
+def state_slots(states: dict[str, Any], families: Iterable[str]) -> dict[str, StateSlot]:
+    """A checkpoint entry per family, each a :class:`StateSlot` of ``states``."""
+    return {family: StateSlot(states, family) for family in families}
+
+
