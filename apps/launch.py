@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from apps.data.settings import DEFAULT_ROOT, ROOT_ENV, RUNS_ENV, place_paths
-from gdro_cli.args import OneLineParser, folder_problem
+from studykit.args import OneLineParser, folder_problem
 
 APP_SCRIPT = Path(__file__).resolve().parent / "streamlit_app.py"
 DEFAULT_ADDRESS = "127.0.0.1"

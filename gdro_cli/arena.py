@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from gdro_cli.args import OneLineParser
+from studykit.args import OneLineParser
 
 QUICK_SIM = ["--seeds", "2", "--steps", "30", "--prompts", "600", "--batch", "48", "--lr-grid", "0.707107,1", "--lr-extend", "1"]
 
@@ -88,7 +88,7 @@ def run_simulator(args: argparse.Namespace) -> int:
 
 def check_worlds(worlds: str | None) -> None:
     """``--worlds`` names only the simulator's worlds (checked before the LM part's hours, not after)."""
-    from gdro_cli.args import did_you_mean
+    from studykit.args import did_you_mean
     from gdro_lab._validate import ConfigError
     from simulators.studies.arena import WORLDS
     for name in [w.strip() for w in (worlds or "").split(",") if w.strip()]:

@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from gdro_cli.args import did_you_mean
+from studykit.args import did_you_mean
 
 COMMANDS = {
     "simulate": ("simulators.cli", "main", "toy studies in the synthetic bandit world"),

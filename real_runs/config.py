@@ -458,7 +458,7 @@ def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
 
 def _hint(name: str, known: Sequence[str] | Mapping[str, Any], prefix: str = "") -> str:
     """``"did you mean 'x'? "`` for the known name closest to ``name`` (``prefix`` before it), or ``""``."""
-    from gdro_cli.args import closest
+    from studykit.args import closest
     close = closest(name, list(known), 1)
     return f"did you mean {prefix + close[0]!r}? " if close else ""
 

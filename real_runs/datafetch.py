@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Mapping, Sequence
 
-from gdro_cli.args import OneLineParser, did_you_mean
+from studykit.args import OneLineParser, did_you_mean
 
 RAW_URL = "https://raw.githubusercontent.com"
 #: GitHub serves a file stored with Git LFS from here (the raw URL gives its pointer).

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import math_verify  # noqa: F401  (a dependency check: without it gdro eval stops here, with the `train` extra hint)
 import numpy as np
 
-from gdro_cli.args import OneLineParser, did_you_mean
+from studykit.args import OneLineParser, did_you_mean
 from gdro_lab._validate import ConfigError
 from gdro_lab.runformat.output import claim_output, output_problem
 from gdro_lab.runformat.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from gdro_cli.args import OneLineParser, new_folder_problem
+from studykit.args import OneLineParser, new_folder_problem
 from real_runs.export import ExportError, export, find_checkpoint
 
 

@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Sequence
 
-from gdro_cli.args import OneLineParser, folder_problem
+from studykit.args import OneLineParser, folder_problem
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from gdro_cli.args import did_you_mean, with_suggestion
+from studykit.args import did_you_mean, with_suggestion
 from gdro_lab import ConfigError, RunFormatError
 from simulators.studies import STUDIES
 

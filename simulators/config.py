@@ -8,10 +8,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from gdro_lab._validate import require, require_int, require_range
-from gdro_lab.methods import StepConfig, configure, even_edges, get_method
+from gdro_lab.methods import StepConfig, configure, get_method
 from simulators.world import WorldConfig
-
-__all__ = ["MATCHES", "SimConfig", "even_edges"]
 
 
 #: Values of SimConfig.match: "" (not a derived baseline) or the moment a step-matched run matches

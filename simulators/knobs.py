@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from gdro_cli.args import did_you_mean, suggest
+from studykit.args import did_you_mean, suggest
 from gdro_lab import ConfigError
 from gdro_lab.controllers.registry import REGISTRY, make_config
 from simulators.world import WorldConfig

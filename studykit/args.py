@@ -4,7 +4,8 @@ and checks of the paths a user names (a folder to read, a new folder to write).
 Every message names the argument as the user typed it (``--out X``, ``--resume X``, ``RUN_DIR X``)
 and what is wrong with it: missing, a file where a folder is expected, an unknown name with the
 closest known ones. Standard library only, so the simulator, the trainer and the app can all use
-it (gdro_cli imports them only lazily, by name).
+it (the CLI, gdro_cli, sits above every part and imports them lazily, by name); it lives in studykit,
+below the parts, so no part imports the CLI.
 """
 
 from __future__ import annotations

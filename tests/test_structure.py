@@ -12,8 +12,10 @@ importing it: every ``import`` and ``from ... import`` at any depth (inside func
   defines), unless the import's line says "dependency check" (an import kept only to fail early when
   a dependency is missing); and no module imports a name through a module that only imports it;
 - no library module imports an entry point (:func:`cli_modules`: a module a ``gdro`` command runs, a
-  ``cli.py``, ``*_cli.py``, ``main.py`` or ``__main__.py``, and gdro_cli/); ``gdro_cli/args.py``, the
-  stdlib-only argument helpers every part's parsers share, is a library;
+  ``cli.py``, ``*_cli.py``, ``main.py`` or ``__main__.py``, and all of gdro_cli/); the argument helpers
+  every part's parsers share are a library below the parts (``studykit/args.py``, standard library only);
+- a library module has no ``if __name__ == "__main__":`` door (a hidden entry point) but the ones listed
+  in :data:`MAIN_BLOCKS`, each with its reason;
 - no import circle between modules, except the ones listed in :data:`KNOWN_CIRCLES` (each with its
   owner); the circles already broken (:data:`BROKEN_CIRCLES`: issue 19's simulators/learner.py <->
   world.py and real_runs/lmstudy/slips.py <-> warmstart.py, and the app's two) must never return;
@@ -396,8 +398,8 @@ def test_no_reexport_shims() -> None:
 def cli_modules(root: Path) -> set[str]:
     """Files of entry points (what a user or a launch script runs): every module a ``gdro`` command runs
     (gdro_cli/main.py's COMMANDS), every ``cli.py``, ``*_cli.py``, ``main.py`` (gdro_cli/main.py, the verl
-    launcher real_runs/verl/main.py) and ``__main__.py``, and gdro_cli/ but its package file and its shared
-    argument helpers (args.py: standard library only, imported by the parsers of every part)."""
+    launcher real_runs/verl/main.py) and ``__main__.py``, and gdro_cli/ but its package file (the argument
+    helpers every part's parsers share live below the parts: studykit/args.py)."""
     tree = ast.parse((root / "gdro_cli" / "main.py").read_text(encoding="utf-8"))
     commands = next(node.value for node in tree.body if isinstance(node, ast.Assign)
                     and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in node.targets))
@@ -409,7 +411,7 @@ def cli_modules(root: Path) -> set[str]:
         for path in (root / package).rglob("*.py"):
             rel = path.relative_to(root).as_posix()
             if path.name in ("cli.py", "main.py", "__main__.py") or path.stem.endswith("_cli") or \
-                    (rel.startswith("gdro_cli/") and path.name not in ("args.py", "__init__.py")):
+                    (rel.startswith("gdro_cli/") and path.name != "__init__.py"):
                 files.add(rel)
     return files
 
@@ -425,18 +427,84 @@ def library_imports_of_cli(root: Path, packages: tuple[str, ...] = PACKAGES) -> 
 def test_no_library_module_imports_an_entry_point() -> None:
     assert {"simulators/cli.py", "apps/launch.py", "gdro_cli/main.py", "real_runs/verl/main.py",
             "real_runs/train_cli.py", "simulators/calibrate/cli.py"} <= cli_modules(ROOT)
-    assert "gdro_cli/args.py" not in cli_modules(ROOT)
+    assert "studykit/args.py" not in cli_modules(ROOT) and not (ROOT / "gdro_cli" / "args.py").exists()
     assert library_imports_of_cli(ROOT) == []
+
+
+#: Library modules with a ``python -m`` door (a module-level ``if __name__ == "__main__":``), each with why it
+#: stays a library: a new door fails :func:`test_library_doors_are_the_listed_ones` (give the command its own
+#: ``*_cli.py``, or list it here with its reason).
+MAIN_BLOCKS = {
+    "apps/serve.py": "Streamlit's own command line with the app's checks; gdro app runs it as a child process "
+                     "(apps/launch.py), so it must be runnable by module name",
+    "real_runs/attention.py": "the launch scripts (paper_run.sh, verl_smoke.sh) ask it which attention to use, in the "
+                              "verl environment, which has no gdro command; the trainer imports its resolve function",
+    "real_runs/verl/cluster.py": "ray_cluster.sh runs the shared-filesystem check in the verl environment (no gdro "
+                                 "command there); the launcher imports the check",
+    "real_runs/verl/convert.py": "docs/data.md and docs/verl.md convert data sets in the verl environment (no gdro "
+                                 "command there); the batch checks import its id field",
+    "real_runs/verl/cpu.py": "verl on CPU in the verl environment (tests, benchmarks, verl_smoke.sh); the tests "
+                             "import its gaps, and Ray pickles its classes by module name",
+    "real_runs/verl/cpu_vllm.py": "verl's vLLM rollout on CPU in the verl environment; Ray pickles its classes by "
+                                  "module name",
+    "real_runs/verl/paper_settings.py": "prints the table pasted into docs/launch.md; the launch checks import the table",
+    "real_runs/verl/smoke.py": "gpu_check.sh and verl_smoke.sh set up the smoke run in the verl environment; the CPU "
+                               "fit test imports the same setup",
+    "simulators/calibrate/gain_recovery.py": "a study documented in docs/calibration.md; its parts are imported by "
+                                             "the recovery tests",
+    "simulators/calibrate/lmcompare.py": "a study documented in docs/calibration.md (and timed in docs/benchmarks.md)",
+    "simulators/calibrate/recovery.py": "a study documented in docs/calibration.md (and timed in docs/benchmarks.md)",
+    "simulators/findings.py": "prints docs/simulator.md's findings tables; the docs test imports the tables",
+    "studykit/provenance.py": "prints a report's source digest (docs/toy-studies.md); the studies import it",
+}
+
+
+def _is_main_block(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either side) at module level."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare) or len(node.test.comparators) != 1:
+        return False
+    sides = [node.test.left, node.test.comparators[0]]
+    return isinstance(node.test.ops[0], ast.Eq) and \
+        any(isinstance(side, ast.Name) and side.id == "__name__" for side in sides) and \
+        any(isinstance(side, ast.Constant) and side.value == "__main__" for side in sides)
+
+
+def library_doors(root: Path, packages: tuple[str, ...] = PACKAGES) -> set[str]:
+    """Library modules (not :func:`cli_modules`) with an ``if __name__ == "__main__":`` block."""
+    cli = cli_modules(root)
+    found = set()
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            rel = path.relative_to(root).as_posix()
+            if rel not in cli and any(_is_main_block(node) for node in
+                                      ast.parse(path.read_text(encoding="utf-8")).body):
+                found.add(rel)
+    return found
+
+
+def test_library_doors_are_the_listed_ones() -> None:
+    assert library_doors(ROOT) == set(MAIN_BLOCKS)
+    assert all(reason.strip() for reason in MAIN_BLOCKS.values())
+
+
+def test_the_door_check_can_fail(tmp_path: Path) -> None:
+    """A planted library module with a ``__main__`` block is seen (either side of ``==``); a docstring that
+    mentions one, and an entry point's own block, are not."""
+    plant(tmp_path, {**PLANTED, "simulators/run.py": 'def main():\n    return 0\n\n\nif __name__ == "__main__":\n'
+                                                     '    main()\n'})
+    assert library_doors(tmp_path, PLANTED_PACKAGES) == {"simulators/door.py", "real_runs/verl/launcher.py"}
 
 
 #: A planted tree with each kind of shim, layer and entry-point violation (and the allowed cases beside them).
 PLANTED = {
     "gdro_cli/__init__.py": "",
     "gdro_cli/main.py": 'COMMANDS = {"go": ("simulators.run", "main", "help")}\n',
-    "gdro_cli/args.py": "def did_you_mean(x):\n    return x\n",
+    "gdro_cli/args.py": "def did_you_mean(x):\n    return x\n",                  # an entry point's module
+    "studykit/__init__.py": "",
+    "studykit/args.py": "def did_you_mean(x):\n    return x\n",
     "simulators/__init__.py": "",
     "simulators/run.py": "def main():\n    return 0\n",
-    "simulators/lib.py": "from simulators.run import main\nfrom gdro_cli.args import did_you_mean\n"
+    "simulators/lib.py": "from simulators.run import main\nfrom studykit.args import did_you_mean\n"
                          "VALUE = main() + len(did_you_mean('a'))\n",
     "simulators/shim.py": "from simulators.lib import VALUE  # noqa: F401\n",
     "simulators/np_shim.py": "import numpy as np\nfrom math import *\n",             # a library's name
@@ -446,7 +514,11 @@ PLANTED = {
     "simulators/plots.py": "import matplotlib.pyplot as plt\nplt.figure()\n__all__ = ['plt']\n",
     "simulators/late.py": "def f():\n    from simulators import run\n    return run\n",  # a late CLI import
     "real_runs/__init__.py": "",
-    "real_runs/train_cli.py": "from gdro_cli.args import did_you_mean\ndid_you_mean('a')\n",
+    "real_runs/train_cli.py": "from studykit.args import did_you_mean\ndid_you_mean('a')\n",
+    "real_runs/back_up.py": "from gdro_cli.args import did_you_mean\nX = did_you_mean('a')\n",  # arrow back up
+    "simulators/door.py": 'def main():\n    return 0\n\n\nif __name__ == "__main__":\n    main()\n',
+    "simulators/mention.py": '"""Build it under ``if __name__ == \'__main__\':`` in a script."""\n',
+    "real_runs/verl/launcher.py": 'import sys\nif "__main__" == __name__:\n    sys.exit(0)\n',
     "real_runs/export_cli.py": "from real_runs.train_cli import did_you_mean\n",     # command -> command
     "real_runs/verl/__init__.py": "",
     "real_runs/verl/main.py": "X = 1\n",                                             # the verl launcher
@@ -459,7 +531,7 @@ PLANTED = {
     "gdro_lab/allocation/__init__.py": "",
     "gdro_lab/allocation/a.py": "from gdro_lab.controllers.c import X\nY = X\n",
 }
-PLANTED_PACKAGES = ("gdro_lab", "simulators", "gdro_cli", "real_runs")
+PLANTED_PACKAGES = ("gdro_lab", "simulators", "gdro_cli", "real_runs", "studykit")
 
 
 def test_the_shim_checks_can_fail(tmp_path: Path) -> None:
@@ -487,10 +559,11 @@ def test_the_layer_check_can_fail(tmp_path: Path) -> None:
 
 def test_the_entry_point_check_can_fail(tmp_path: Path) -> None:
     """A library importing a command's module (at the top or late) or the verl launcher fails; a command
-    importing another command, and anything importing gdro_cli/args.py, does not."""
+    importing another command, and anything importing studykit/args.py, does not; gdro_cli/ is all
+    entry points, so a library importing any of it (an arrow back up) fails."""
     plant(tmp_path, PLANTED)
-    assert cli_modules(tmp_path) == {"gdro_cli/main.py", "simulators/run.py", "real_runs/train_cli.py",
-                                     "real_runs/export_cli.py", "real_runs/verl/main.py"}
+    assert cli_modules(tmp_path) == {"gdro_cli/main.py", "gdro_cli/args.py", "simulators/run.py",
+                                     "real_runs/train_cli.py", "real_runs/export_cli.py", "real_runs/verl/main.py"}
     assert library_imports_of_cli(tmp_path, PLANTED_PACKAGES) == [
-        "real_runs/verl/cpu.py imports real_runs/verl/main.py", "simulators/late.py imports simulators/run.py",
-        "simulators/lib.py imports simulators/run.py"]
+        "real_runs/back_up.py imports gdro_cli/args.py", "real_runs/verl/cpu.py imports real_runs/verl/main.py",
+        "simulators/late.py imports simulators/run.py", "simulators/lib.py imports simulators/run.py"]

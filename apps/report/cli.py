@@ -27,7 +27,7 @@ from apps.data.groups import Grouping
 from apps.report.figures import (compare_figure, evaluations_figure, lead_lag_figure, outcomes_figure,
                                  rollout_budget_figure, save_png, se_proxy_figure, step_time_figure,
                                  traveling_wave_figure)
-from gdro_cli.args import OneLineParser
+from studykit.args import OneLineParser
 from gdro_lab._validate import ConfigError
 from gdro_lab.runformat.output import claim_output
 from gdro_lab.runformat.runlog import META_FILE, RunData

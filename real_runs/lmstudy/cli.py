@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from gdro_cli.args import OneLineParser
+from studykit.args import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:

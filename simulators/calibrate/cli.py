@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from gdro_cli.args import with_suggestion
+from studykit.args import with_suggestion
 from gdro_lab import ConfigError, RunFormatError
 from gdro_lab.runformat.output import claim_output, output_problem
 

@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import pytest
 
-from gdro_cli.args import did_you_mean, folder_problem, new_folder_problem, with_suggestion
+from studykit.args import did_you_mean, folder_problem, new_folder_problem, with_suggestion
 from gdro_cli.main import main as gdro
 from gdro_lab._validate import ConfigError
 from gdro_lab.runformat.output import MARKER, claim_output, output_problem, owners
