@@ -168,8 +168,8 @@ def mark_stale(results: Path, entries: Sequence[str], command: str, commit: str,
     report = results.parent / "report.md"
     if report.is_file():
         lines = report.read_text(encoding="utf-8").split("\n")
-        note = (f"{STALE_LINE}: last written at commit {commit}, so made by code no newer than that commit's "
-                f"(code digest {block['code_digest'][:12]}); the code it depends on has changed since ({reason}). "
+        note = (f"{STALE_LINE}: made by the code of commit {commit} or older (code digest of that commit "
+                f"{block['code_digest'][:12]}); the code it depends on has changed since ({reason}). "
                 f"Regenerate it with `{command}`.")
         old = [i for i, line in enumerate(lines) if line.startswith(STALE_LINE)]
         if old:
