@@ -133,13 +133,13 @@ rm -rf "$work" && mkdir -p "$work"
 package=${target%%/*}
 toml_list() { local out="" x; for x in "$@"; do out+="\"$x\", "; done; echo "[${out%, }]"; }
 others=()
-for dir in gdro_lab simulators apps gdro_cli real_runs; do [ "$dir" = "$package" ] || others+=("$dir"); done
+for dir in gdro_lab simulators apps gdro_cli real_runs studykit; do [ "$dir" = "$package" ] || others+=("$dir"); done
 cat >> "$work/pyproject.toml" <<EOF
 
 [tool.mutmut]
 source_paths = ["$package"]
 only_mutate = ["$target"]
-also_copy = $(toml_list "${others[@]}" tests)
+also_copy = $(toml_list "${others[@]}" tests docs)   # docs: tests run the docs' examples
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
 pytest_add_cli_args_test_selection = $(toml_list "${tests[@]}")
 EOF
