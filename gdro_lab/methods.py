@@ -1,9 +1,9 @@
 """The methods: which controllers each one wires together. One table for every training loop (the
 simulator, ``gdro train`` and the verl plugin build a :class:`gdro_lab.step.MethodStep` from it).
 
-A method is data: its four controllers' registry names, their config overrides, the weighter's
-partition ('difficulty' or the simulator's 'groups') and ``needs_truth``. The table:
-docs/core-step.md#the-method-table-gdro_labmethodsmethods.
+A method is data: its four controllers' registry names and their config overrides. A loop registers
+its own methods (the simulator's references, which need its ground truth) through
+:func:`register_method` with ``loop`` set. The table: docs/core-step.md#the-method-table-gdro_labmethodsmethods.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from gdro_lab._validate import ConfigError
 from gdro_lab.controllers.registry import REGISTRY, make_config
@@ -28,8 +28,6 @@ class MethodSpec:
     label: str
     weighter: str = "uniform"
     allocator: str = "uniform"
-    partition: str = "difficulty"
-    """The weighter's partition: 'difficulty' (the classifier's bins) or 'groups' (latent groups, simulator)."""
     weighter_overrides: Mapping[str, Any] = field(default_factory=dict)
     allocator_overrides: Mapping[str, Any] = field(default_factory=dict)
     summary: str = ""
@@ -37,8 +35,9 @@ class MethodSpec:
     selector_overrides: Mapping[str, Any] = field(default_factory=dict)
     classifier: str = "window"
     classifier_overrides: Mapping[str, Any] = field(default_factory=dict)
-    needs_truth: bool = False
-    """Needs what only a simulator knows (latent groups, true variances or p_i): simulator only."""
+    loop: str = ""
+    """The one loop that can run the method ("" = every loop): a loop's own methods name it (the simulator's,
+    which need its ground truth, say "simulator")."""
 
     def controller(self, family: str) -> str:
         """Registry name of the method's controller of ``family``."""
@@ -55,9 +54,6 @@ class MethodSpec:
 
 METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("grpo", "GRPO", summary="uniform weights, n = n_bar for every prompt"),
-    MethodSpec("class_gdro", "class-based GDRO", weighter="gdro", partition="groups",
-               weighter_overrides={"ema_beta": 1.0, "share_normalize": False}, needs_truth=True,
-               summary="Prompt-GDRO on the static latent groups, no EMA, no share debiasing"),
     MethodSpec("prompt_gdro", "EMA-debiased Prompt-GDRO", weighter="gdro",
                weighter_overrides={"ema_beta": 0.12, "share_normalize": True},
                summary="Prompt-GDRO on online difficulty bins, EMA beta 0.12, share debiasing"),
@@ -67,8 +63,6 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
                        "(the released code's mode): same relative weights, no step-size inflation"),
     MethodSpec("rollout_gdro", "Rollout-GDRO", allocator="gdro",
                summary="shadow-price mirror descent over n in [n_min, n_max], exact-budget plan"),
-    MethodSpec("sqrt_oracle", "sqrt oracle", allocator="sqrt", allocator_overrides={"oracle": True}, needs_truth=True,
-               summary="square-root law on the true per-bin variances (the limit of Rollout-GDRO)"),
     MethodSpec("joint", "joint Prompt+Rollout GDRO", weighter="gdro", allocator="gdro",
                weighter_overrides={"ema_beta": 0.12, "share_normalize": True},
                summary="both adversaries at once (not run in the paper)"),
@@ -89,12 +83,6 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
                        "over epochs by projected OGD, exact budget per step"),
     MethodSpec("gdro_prompt", "per-prompt Rollout-GDRO", allocator="gdro_prompt",
                summary="Rollout-GDRO's price per prompt, variances shrunk to the bin by empirical Bayes"),
-    MethodSpec("prompt_oracle", "per-prompt oracle", allocator="prompt_oracle", needs_truth=True,
-               summary="reference: the exact per-prompt square-root law on the true p_i of the batch"),
-    MethodSpec("prompt_bayes", "per-prompt Bayes reference", allocator="prompt_bayes", needs_truth=True,
-               summary="reference: posterior-mean variances under the pool's true p distribution (all history)"),
-    MethodSpec("prompt_stale", "per-prompt oracle, previous visit", allocator="prompt_stale", needs_truth=True,
-               summary="reference: the per-prompt oracle on each prompt's true p at its previous visit"),
     MethodSpec("dynamic_sampling", "DAPO dynamic sampling", selector="dynamic_sampling",
                summary="DAPO: train only on groups with mixed successes (same generated rollouts per step)"),
     MethodSpec("greso", "GRESO", selector="greso",
@@ -182,16 +170,18 @@ def _make_config(family: str, spec: MethodSpec, values: Mapping[str, Any],
 
 
 def real_methods() -> tuple[str, ...]:
-    """Names of the methods a loop on a real model can run (those that need no simulator truth)."""
-    return tuple(name for name, spec in METHODS.items() if not spec.needs_truth)
+    """Names of the methods every loop can run (a loop's own, e.g. the simulator's, left out)."""
+    return tuple(name for name, spec in METHODS.items() if not spec.loop)
 
 
-def get_method(name: str) -> MethodSpec:
-    """The method ``name`` of the table; a one-line ConfigError listing the names otherwise."""
+def get_method(name: str, listing: Sequence[str] | None = None) -> MethodSpec:
+    """The method ``name`` of the table; a one-line ConfigError listing the names otherwise (in the loop's
+    ``listing`` order when given, e.g. the simulator's)."""
     if name not in METHODS:
-        close = difflib.get_close_matches(str(name), list(METHODS), n=1)
+        names = list(listing) if listing is not None else list(METHODS)
+        close = difflib.get_close_matches(str(name), names, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ConfigError(f"unknown method {name!r}: {hint}choose from {', '.join(METHODS)}")
+        raise ConfigError(f"unknown method {name!r}: {hint}choose from {', '.join(names)}")
     return METHODS[name]
 
 
@@ -217,7 +207,7 @@ def register_method(spec: MethodSpec, replace: bool = False,
     """Add a user method to the table (a plugin module calls this at import). Its controllers are
     registry names: register new ones in ``gdro_lab.controllers.registry.REGISTRY[family][name]`` first
     (constructor ``cls(config, seed)`` with a ``config_class``; gdro_lab/controllers/registry.py), or pass a
-    loop's own ones in ``controllers`` ({family: {name: class}})."""
+    loop's own ones in ``controllers`` ({family: {name: class}}) and name the loop in ``spec.loop``."""
     if spec.name in METHODS and not replace:
         raise ConfigError(f"method {spec.name!r} already exists: choose another name")
     local = controllers or {}
@@ -226,7 +216,5 @@ def register_method(spec: MethodSpec, replace: bool = False,
         if name not in REGISTRY[family] and name not in local.get(family, {}):
             raise ConfigError(f"method {spec.name!r}: unknown {family} {name!r}: register it in "
                               f"gdro_lab.controllers.registry.REGISTRY[{family!r}] first")
-    if spec.partition not in ("difficulty", "groups"):
-        raise ConfigError(f"method {spec.name!r}: partition must be 'difficulty' or 'groups'")
     METHODS[spec.name] = spec
     return spec

@@ -151,8 +151,8 @@ class MethodStep:
     def observe(self, feedback: StepFeedback, *, weighter_bins: np.ndarray | None = None,
                 tokens_R: np.ndarray | None = None) -> Outcome:
         """Update the controllers from the step's feedback (module docstring). ``weighter_bins``: the
-        weighter's partition of the prompts when it is not the difficulty bins (the latent groups);
-        ``tokens_R``: generated tokens per rollout, for compute/tokens_*."""
+        weighter's partition of the prompts when it is not the difficulty bins (a loop's own, e.g. the
+        simulator's latent groups); ``tokens_R``: generated tokens per rollout, for compute/tokens_*."""
         weighter_feedback = feedback if weighter_bins is None else dataclasses.replace(feedback, bins_P=weighter_bins)
         train_P = self.selector.accept(feedback)
         metrics: dict[str, float] = {}
@@ -166,13 +166,14 @@ class MethodStep:
 
     def record(self, outcome: Outcome) -> tuple[dict[str, float], dict[str, np.ndarray]]:
         """The step record (gdro_lab.runformat.record.step_record: weights, multipliers, signal and score per bin,
-        the allocator's sigma and mu) with the outcome's metrics. On the latent groups the logged
-        weights are the mean multiplier per difficulty bin and there is no score per bin. A user's
+        the allocator's sigma and mu) with the outcome's metrics. When the weighter ran on the loop's own
+        partition (``observe(weighter_bins=...)``) the logged weights are the mean multiplier per difficulty
+        bin and there is no score per bin. A user's
         weighter without a ``config.signal`` or a ``score_G`` logs no signal or score."""
         feedback = outcome.feedback
         G = self.num_bins
         weighter = self.weighter
-        if self.method.partition == "groups":
+        if outcome.weighter_feedback is not feedback:  # the weighter ran on the loop's own partition
             per_bin = np.nan_to_num(diag.bin_mean(outcome.multipliers_P, feedback.bins_P, G))
             weights, score = (per_bin if per_bin.sum() > 0 else None), None
         else:

@@ -69,8 +69,9 @@ _nonnegative = _integer_at_least(0)
 
 def build_parser() -> argparse.ArgumentParser:
     from gdro_lab.methods import METHODS
+    from simulators.methods import method_names
     studies = "\n".join(f"  {name:<11} {STUDY_HELP[name]}" for name in STUDIES)
-    studies += "\n\nmethods (--methods):\n" + "\n".join(f"  {m:<18} {spec.summary}" for m, spec in METHODS.items())
+    studies += "\n\nmethods (--methods):\n" + "\n".join(f"  {m:<18} {METHODS[m].summary}" for m in method_names())
     parser = _Parser(
         prog="gdro simulate", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Toy studies in a heavy-tailed bandit world (docs/simulator.md). Each study writes run "
@@ -136,6 +137,7 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
 
 def _settings(args: argparse.Namespace, module: Any) -> Any:
     from gdro_lab.methods import METHODS
+    from simulators.methods import method_names
     from simulators import knobs
     from simulators.studies.common import StudySettings
     defaults = dict(module.DEFAULTS)
@@ -148,7 +150,7 @@ def _settings(args: argparse.Namespace, module: Any) -> Any:
         if unknown or not methods:
             hint = did_you_mean(unknown[0], METHODS) if unknown else ""
             raise ConfigError(f"--methods: unknown method {unknown[0] if unknown else '(none)'!r}: "
-                              f"{hint + ' ' if hint else ''}choose from {', '.join(METHODS)}")
+                              f"{hint + ' ' if hint else ''}choose from {', '.join(method_names())}")
     elif args.full:
         methods = tuple(defaults.get("methods", ()))
     overrides: dict[str, dict[str, Any]] = {}

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from gdro_lab._validate import require, require_int, require_range
 from gdro_lab.methods import StepConfig, configure, get_method
+from simulators.methods import GROUP_METHODS, LOCAL_CONTROLLERS, method_names  # registers the simulator's
 from simulators.world import WorldConfig
 
 
@@ -22,7 +23,7 @@ class SimConfig:
     """One simulated training run."""
 
     method: str = "joint"
-    """A name in simulators.methods.METHODS."""
+    """A method of gdro_lab.methods.METHODS, the simulator's own (simulators.methods) included."""
     seed: int = 0
     """Seeds the world instance, the batch order, the rollouts and every controller."""
     steps: int = 1000
@@ -80,7 +81,7 @@ class SimConfig:
 
     def __post_init__(self) -> None:
         owner = "SimConfig"
-        get_method(self.method)
+        get_method(self.method, method_names())
         for name in ("steps", "batch", "num_bins", "pass_k"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, owner, name, value, "an integer >= 1")
@@ -100,7 +101,7 @@ class SimConfig:
         require(self.match in MATCHES, owner, "match", self.match, "one of " + ", ".join(map(repr, MATCHES)))
         require(isinstance(self.matched_to, str), owner, "matched_to", self.matched_to, "a method name or \"\"")
         if self.matched_to:
-            get_method(self.matched_to)
+            get_method(self.matched_to, method_names())
         require(bool(self.match) == bool(self.matched_to), owner, "matched_to", self.matched_to,
                 "a method name exactly when `match` is set (a step-matched baseline)")
         require_int(owner, "abort_horizon", self.abort_horizon, 0)
@@ -135,10 +136,8 @@ class SimConfig:
     def step_config(self) -> StepConfig:
         """The method's resolved configuration (gdro_lab.methods.configure: the run's values, then the
         method's, then this config's controller overrides); class_gdro's weighter on the world's latent groups."""
-        from simulators.methods import LOCAL_CONTROLLERS
-
         spec = get_method(self.method)
-        groups = {"weighter": {"num_bins": self.world.num_groups}} if spec.partition == "groups" else {}
+        groups = {"weighter": {"num_bins": self.world.num_groups}} if self.method in GROUP_METHODS else {}
         return configure(spec, num_bins=self.num_bins, n_bar=self.n_bar, n_min=self.n_min, n_max=self.n_max,
                          user={family: getattr(self, family) for family in ("classifier", "weighter", "allocator",
                                                                               "selector")},

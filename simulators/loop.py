@@ -28,7 +28,7 @@ from gdro_lab.runformat.runlog import load_snapshot
 from gdro_lab.step import Outcome
 from simulators.config import SimConfig
 from simulators.learner import Learner
-from simulators.methods import build_controller
+from simulators.methods import GROUP_METHODS, build_controller
 from simulators.ppo_drift import surrogate_losses
 from simulators.world import BatchSampler, make_world, sample_lengths, sample_rollouts
 
@@ -126,7 +126,7 @@ class Simulation:
         feedback = dataclasses.replace(feedback, losses_R=losses,
                                        variance_G=diag.bin_mean(variance_P, feedback.bins_P, G))
         clock = time.perf_counter()
-        outcome = method.observe(feedback, weighter_bins=groups if self.spec.partition == "groups" else None,
+        outcome = method.observe(feedback, weighter_bins=groups if self.spec.name in GROUP_METHODS else None,
                                  tokens_R=None if tokens is None else tokens[rows])
         self.controller_seconds += time.perf_counter() - clock
         multipliers = outcome.multipliers_P
@@ -276,7 +276,7 @@ def _config_payload(config: SimConfig) -> dict[str, Any]:
     payload = config.to_dict()
     payload["resolved"] = {"producer": PRODUCER, "method_label": spec.label, "method_summary": spec.summary,
                            "weighter": spec.weighter, "allocator": spec.allocator, "selector": spec.selector,
-                           "partition": spec.partition,
+                           "partition": "groups" if spec.name in GROUP_METHODS else "difficulty",
                            "controllers": config.controller_configs()}
     return payload
 

@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> tuple[Path, str]:
     from gdro_lab.methods import METHODS, get_method
     from simulators import knobs
     from simulators.cli import _load_plugins
+    from simulators.methods import method_names
     from simulators.parallel import run_jobs
     from simulators.reporting import claim_output, prepare_output
     from simulators.studies.common import StudySettings, final_eval, sim_config
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> tuple[Path, str]:
     grid = parse_grid(args.grid)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
-        get_method(m)
+        get_method(m, method_names())
     if "grpo" not in methods:
         methods.insert(0, "grpo")
     fixed = knobs.parse_assignments(args.assignments)

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from gdro_lab.methods import METHODS
+from simulators.methods import method_names
 from simulators.parallel import RunSummary
 from simulators.studies.common import bins_series, blocks, eval_series, final_eval, scalar_series, seed_mean, smooth
 from simulators.studies.tuning import TUNED_METRICS as GAIN_METRICS
@@ -24,7 +25,7 @@ CURVES = (("test/accuracy", "held-out acc"), ("test/worst_group_accuracy", "held
 
 def color(method: str) -> str:
     """One fixed colour per method across every figure."""
-    order = list(METHODS)
+    order = method_names()
     return f"C{order.index(method) % 10}"
 
 

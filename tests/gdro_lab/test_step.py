@@ -237,8 +237,8 @@ def test_prompt_gdro_multipliers_and_record_follow_the_papers_order_by_hand() ->
 # ----------------------------------------------------------------------------- the table
 
 def test_the_table_builds_what_it_says() -> None:
-    """Each real method's step holds the registry classes its row names, with its overrides applied;
-    the methods that need the simulator's truth name controllers the core has not or the latent groups."""
+    """Each real method's step holds the registry classes its row names, with its overrides applied; the
+    simulator's own methods (registered by simulators.methods) are no real loop's."""
     for name in real_methods():
         method = get_method(name)
         step = make(name)
@@ -246,10 +246,12 @@ def test_the_table_builds_what_it_says() -> None:
             assert type(controller) is REGISTRY[family][method.controller(family)], (name, family)
         for key, value in method.weighter_overrides.items():
             assert getattr(step.weighter.config, key) == value, (name, key)
-    truth = {name for name, spec in METHODS.items() if spec.needs_truth}
-    assert truth == {"class_gdro", "sqrt_oracle", "prompt_oracle", "prompt_bayes", "prompt_stale"}
-    assert get_method("class_gdro").partition == "groups" and get_method("sqrt_oracle").allocator_overrides["oracle"]
-    assert set(real_methods()) == set(METHODS) - truth
+    import simulators.methods  # the simulator registers its own methods (they need its truth)
+
+    own = {name for name, spec in METHODS.items() if spec.loop == "simulator"}
+    assert own == {spec.name for spec in simulators.methods.SIMULATOR_METHODS} == {
+        "class_gdro", "sqrt_oracle", "prompt_oracle", "prompt_bayes", "prompt_stale"}
+    assert set(real_methods()) == set(METHODS) - own
     assert {"grpo", "prompt_gdro", "rollout_gdro", "joint"} <= set(real_methods())
 
 
@@ -298,17 +300,15 @@ def test_resolve_method_replaces_a_family_and_drops_its_overrides() -> None:
 
 
 def test_register_method_checks_its_controllers() -> None:
-    """A user method names registry controllers (or a loop's own, passed in) and a known partition."""
+    """A user method names registry controllers (or a loop's own, passed in, with the loop named)."""
     with pytest.raises(ConfigError, match="unknown weighter 'nope'"):
         register_method(MethodSpec("x", "x", weighter="nope"))
     with pytest.raises(ConfigError, match="already exists"):
         register_method(MethodSpec("grpo", "again"))
-    with pytest.raises(ConfigError, match="partition must be"):
-        register_method(MethodSpec("x", "x", partition="bins"))
     try:
-        spec = register_method(MethodSpec("mine", "mine", allocator="local"),
+        spec = register_method(MethodSpec("mine", "mine", allocator="local", loop="mine"),
                                controllers={"allocator": {"local": object}})
-        assert METHODS["mine"] is spec
+        assert METHODS["mine"] is spec and "mine" not in real_methods()
     finally:
         METHODS.pop("mine", None)
 
@@ -324,8 +324,11 @@ def test_the_docs_example_runs() -> None:
 
 
 def test_the_docs_method_table_is_the_tables() -> None:
-    """docs/core-step.md lists every method of gdro_lab.methods with its selector and truth mark."""
+    """docs/core-step.md lists every method of gdro_lab.methods (the simulator's registered) with its
+    selector and loop."""
     from pathlib import Path
+
+    import simulators.methods  # noqa: F401  (registers the simulator's methods)
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "core-step.md").read_text(encoding="utf-8")
     table = text[text.index("## The method table"):]
@@ -334,7 +337,7 @@ def test_the_docs_method_table_is_the_tables() -> None:
     assert set(rows) == set(METHODS)
     for name, cells in rows.items():
         spec = METHODS[name]
-        assert cells[2].split()[0] == spec.selector and (cells[3] == "yes") == spec.needs_truth, name
+        assert cells[2].split()[0] == spec.selector and cells[3] == (spec.loop or "every"), name
         assert cells[1].split()[0].rstrip(":") == spec.allocator, name
 
 
@@ -366,3 +369,18 @@ def test_feedback_keeps_the_prompts_early_stopping_scored_enough() -> None:
     none, seen, rows = step.feedback(plan, rewards, successes, np.zeros(rewards.size))
     assert none is None and not seen.any() and not rows.any() and rows.size == rewards.size
     assert step.empty_record() == ({"compute/rollouts_trained": 0.0, "compute/prompts_trained": 0.0}, {})
+
+
+def test_the_core_table_knows_no_simulator() -> None:
+    """The core alone (a fresh interpreter importing only gdro_lab) lists no simulator method, and a
+    MethodSpec has no simulator field (partition, needs_truth); the simulator adds its own on import."""
+    import dataclasses
+    import subprocess
+    import sys
+
+    code = ("import gdro_lab.methods as m; before = set(m.METHODS); import simulators.methods; "
+            "print(len(before), all(not s.loop for s in m.METHODS.values() if s.name in before), "
+            "sorted(set(m.METHODS) - before))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "13 True ['class_gdro', 'prompt_bayes', 'prompt_oracle', 'prompt_stale', 'sqrt_oracle']"
+    assert not {"partition", "needs_truth"} & {field.name for field in dataclasses.fields(MethodSpec)}

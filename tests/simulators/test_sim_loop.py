@@ -15,7 +15,7 @@ from gdro_lab.runformat.runlog import load_snapshot
 from simulators.api import write_tiny_run
 from simulators.config import SimConfig
 from simulators.loop import Simulation, resume_simulation, run_simulation
-from simulators.methods import DEFAULT_METHODS
+from simulators.methods import DEFAULT_METHODS, GROUP_METHODS
 from simulators.world import WorldConfig
 
 SMALL = WorldConfig(num_prompts=600, num_groups=8)
@@ -219,7 +219,7 @@ def test_only_a_method_on_the_latent_groups_gets_them(monkeypatch: pytest.Monkey
     for _ in range(12):
         sim.step()
     assert len(seen) == 12
-    groups = METHODS[method].partition == "groups"
+    groups = method in GROUP_METHODS
     assert groups == (method == "class_gdro")
     for ids, bins, planned in seen:
         expected = sim.world.group_P[ids] if groups else planned
