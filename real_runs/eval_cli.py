@@ -17,6 +17,7 @@ import datetime as _dt
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ import numpy as np
 
 from studykit.args import OneLineParser, did_you_mean
 from gdro_lab._validate import ConfigError
-from gdro_lab.runformat.output import claim_output, output_problem
+from gdro_lab.runformat.output import MARKER, claim_output, output_problem
 from gdro_lab.runformat.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable
 from real_runs.data import BENCHMARKS, DataError, load_dataset_records
 from real_runs.engines import make_engine
@@ -134,9 +135,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
         except RunFormatError as err:
             raise EvalError(f"--run {err}") from None
         producer = str(run.meta.get("producer", ""))
-        if producer and not producer.startswith(("gdro train", "gdro eval")):
-            raise EvalError(f"--run {args.run} is a run of {producer!r}: gdro eval appends only to runs of gdro "
-                            "train or gdro eval; give --out for a new run (nothing was written)")
+        if "simulator" in producer:  # a simulated policy: no model was evaluated there
+            raise EvalError(f"--run {args.run} is a run of {producer!r}: gdro eval appends only to runs of a model's "
+                            "training (gdro train, the verl plugin) or of gdro eval; give --out for a new run "
+                            "(nothing was written)")
         if args.step is None:
             args.step = int(run.steps[-1]) if run.steps.size else 0
         _check_tail(Path(args.run) / EVAL_FILE)
@@ -242,12 +244,18 @@ def run(args: argparse.Namespace) -> dict[str, float]:
     names = check_args(args)
     _check_outputs(args)
     problems = load_problems(names, args.limit)
+    created = not args.run and not Path(args.out).exists()
     if not args.run:
         try:
             claim_output(args.out, "gdro eval")  # an unwritable --out fails here, before the model loads
         except ConfigError as err:
             raise EvalError(str(err)) from None
-    engine, tokenizer = _load_engine(args)
+    try:
+        engine, tokenizer = _load_engine(args)
+    except EvalError:
+        if created and [p.name for p in Path(args.out).iterdir()] == [MARKER]:
+            shutil.rmtree(args.out)  # a model that does not load leaves no trace of this run
+        raise
     sampling = SamplingParams(args.temperature, args.top_p, args.top_k, args.max_new_tokens, args.seed)
     start = time.perf_counter()
     kinds = {reward_kind(p.source) for p in problems}

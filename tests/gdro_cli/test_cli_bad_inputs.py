@@ -451,12 +451,19 @@ def test_bad_cli_input_is_one_line_and_keeps_every_file(case: Case, tmp_path: Pa
         assert sorted(set(after) - set(before)) == [], "something was written"
 
 
+def _shortened(answer: str) -> str:
+    """A list of more than four names cut to its first one and "...": the table stays current when a
+    method, a key or a preset is added or moved (the test itself checks the whole answer)."""
+    name = r"'?[\w./-]+'?"
+    return re.sub(rf"({name}, )(?:{name}, ){{3,}}{name}\b'?", r"\1...", answer)
+
+
 def _table(answers: dict[str, tuple[str, int, str]]) -> str:
     rows = ["| bad input | command (from a folder of the user's files) | exit | answer on stderr |",
             "|---|---|---|---|"]
     for case in CASES:
         command, rc, answer = answers[case.name]
-        cells = [case.name, f"`{command}`", str(rc), answer.replace("|", "\\|")]
+        cells = [case.name, f"`{command}`", str(rc), _shortened(answer).replace("|", "\\|")]
         rows.append("| " + " | ".join(c.replace("\n", " ") for c in cells) + " |")
     return "\n".join(rows)
 

@@ -154,7 +154,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys, monkeypatch, dat
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep")
-    _one_line_error(capsys, base + ["--out", str(foreign)], "is a folder that is not empty")
+    _one_line_error(capsys, base + ["--out", str(foreign)], "holds files gdro eval did not write")
     assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
     (existing / "eval.jsonl").write_text('{"step": 0, "metrics": {}}\n{"step": 1, "metr')
     _one_line_error(capsys, base + ["--run", str(existing)], "ends with a half-written line")
