@@ -105,3 +105,15 @@ def test_the_verl_plugin_takes_a_method_from_the_table() -> None:
     with pytest.raises(ConfigError, match=r"gdro\.allocator_config\.n_bar=6 is invalid: must be left out \(it "
                                           r"differs from actor_rollout_ref\.rollout\.n=4"):
         GDROController(GDROSettings.from_mapping({"allocator_config": {"n_bar": 6}, **edges}), 4)
+
+
+def test_the_launch_config_takes_gdro_method_as_a_plain_override(tmp_path) -> None:
+    """verl's Hydra config has the ``gdro.method`` key (so ``gdro.method=prompt_gdro`` needs no ``+``), and the
+    launch's controller runs the method's controllers."""
+    pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's own venv runs this)")
+    from real_runs.verl.cpu import compose
+    from real_runs.verl.trainer import controller_from_config
+
+    config = compose(["gdro.method=rollout_gdro", "actor_rollout_ref.rollout.n=4"])
+    controller = controller_from_config(config)
+    assert (controller.step.method.weighter, controller.step.method.allocator) == ("uniform", "gdro")
