@@ -8,7 +8,7 @@ dummy weights (verl's ``load_format=dummy``), so every rollout depends on verl's
 the engine. Checked against independent references: verl's own GRPO advantages on the step's
 scores, and the actor's log-probs of the sampled tokens (verl's ``rollout_probs_diff``). Two faster
 checks run each closed vLLM gap in a fresh interpreter with and without the launcher's fix (each fails
-without it). Runs only in the environment of ``.ci/setup-verl-vllm``; runtime: the launch about 320 s
+without it). Runs only in the environment of ``.ci/setup-verl-vllm``; runtime: the launch 245-320 s
 on 2 shared cores (``pytest --durations``), the two checks four interpreters that import vLLM.
 """
 
