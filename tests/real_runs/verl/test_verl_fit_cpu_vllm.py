@@ -86,7 +86,10 @@ def fit(tmp_path_factory):
     out = tmp_path_factory.mktemp("verl_fit_vllm")
     smoke.prepare(out)
     args = [sys.executable, "-m", "real_runs.verl.cpu_vllm", "--audit", str(out / "audit"),
-            *smoke.overrides(out, STEPS, save_freq=-1, ranks=1), "trainer.logger=[console,file]"]
+            *smoke.overrides(out, STEPS, save_freq=-1, ranks=1), "trainer.logger=[console,file]",
+            # verl's vLLM server then seeds every request alike unless it carries a seed: a group's
+            # rollouts differ only if the plugin's per-row seeds reach vLLM
+            "actor_rollout_ref.rollout.full_determinism=true"]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "OMP_NUM_THREADS": "1", "VERL_FILE_LOGGER_PATH": str(out / "tracker.jsonl")}
     log = out / "log.txt"
