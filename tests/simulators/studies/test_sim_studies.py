@@ -222,7 +222,9 @@ def test_foreign_files_are_never_deleted(tmp_path: Path, capsys: pytest.CaptureF
     stray.parent.mkdir(parents=True)
     stray.write_text("mine")
     code, _, stderr = run_cli(["curriculum", "--out", str(tmp_path), "--steps", "5", "--methods", "grpo", *TINY], capsys)
-    assert code == 2 and "not simulator runs" in stderr and stray.read_text() == "mine"
+    assert code == 2 and "holds files gdro simulate did not write" in stderr and "nothing was written" in stderr
+    assert stray.read_text() == "mine" and sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "runs", "runs/notes.txt"]
 
 
 def test_help_and_default_study(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
