@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import torch
 
-from gdro_lab.runformat.runlog import decode_state, encode_state
+from gdro_lab.runformat.runlog import decode_state, encode_state, read_evals
 
 CHECKPOINT_DIR = "checkpoints"
 TRAINING_FILES = ("optimizer.pt", "trainer.pt", "controllers.json", "model.pt")
@@ -50,15 +50,8 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
 def best_evaluation(run_dir: str | os.PathLike[str], key: str, up_to: int) -> tuple[int, float] | None:
     """(step, value) of the largest ``key`` among the run's evaluations at steps <= ``up_to``
     (eval.jsonl; the first such step on ties), or None when there is none."""
-    path = Path(run_dir) / "eval.jsonl"
     best: tuple[int, float] | None = None
-    if not path.exists():
-        return None
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # a torn last line: the resume drops it
-            continue
+    for record in read_evals(run_dir):
         value = record.get("metrics", {}).get(key)
         if value is not None and record["step"] <= up_to and (best is None or value > best[1]):
             best = (int(record["step"]), float(value))

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from gdro_lab.runformat import runlog
-from gdro_lab.runformat.runlog import CONFIG_FILE, EVAL_FILE, SNAPSHOT_DIR, STEPS_FILE, RunData, read_run
+from gdro_lab.runformat.runlog import CONFIG_FILE, SNAPSHOT_DIR, STEPS_FILE, RunData, read_run
 
 #: Larger blocks than pyarrow's 1 MB default: fewer chunks, one type inference for most runs.
 BLOCK_BYTES = 16 << 20
@@ -43,7 +43,7 @@ def read_run_fast(path: str | os.PathLike[str]) -> RunData:
     except (_Unsupported, pa.ArrowException, ValueError, TypeError, KeyError, OverflowError):
         return read_run(run_path)
     config = _read_config(run_path)
-    evals, _ = runlog._read_jsonl(run_path / EVAL_FILE)  # noqa: SLF001
+    evals = runlog.read_evals(run_path)
     snap_dir = run_path / SNAPSHOT_DIR
     snapshot_steps = (sorted(int(p.stem.split("_")[1]) for p in snap_dir.glob("step_*.json"))
                       if snap_dir.is_dir() else [])

@@ -374,6 +374,11 @@ def _read_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
+def read_evals(run_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The evaluation records of a run (``eval.jsonl``: ``{"step", "metrics"}``), a torn last line dropped."""
+    return _read_jsonl(Path(run_path) / EVAL_FILE)[0]
+
+
 def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], bool]:
     """Records of a JSON Lines log; a torn (unparseable or unterminated) last line is dropped."""
     if not path.exists():
