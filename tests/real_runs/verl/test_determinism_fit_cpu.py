@@ -10,10 +10,6 @@ shared-filesystem check for real on its one-node Ray. Runtime: one launch, about
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +17,7 @@ import pytest
 
 pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's own venv runs these)")
 from real_runs.verl import seeding, smoke  # noqa: E402
+from verl_helpers import launch  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,23 +28,11 @@ STEPS = 2
 def fit(tmp_path_factory):
     out = tmp_path_factory.mktemp("verl_fit_seeded")
     smoke.prepare(out)
-    args = [sys.executable, "-m", "real_runs.verl.cpu", "--audit", str(out / "audit"),
+    args = ["-m", "real_runs.verl.cpu", "--audit", str(out / "audit"),
             *smoke.overrides(out, STEPS, save_freq=-1, ranks=2),
             "actor_rollout_ref.rollout.full_determinism=true",
             f"+actor_rollout_ref.rollout.agent.agent_loop_manager_class={seeding.MANAGER}"]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "OMP_NUM_THREADS": "1"}
-    log = out / "log.txt"
-    with open(log, "w") as handle:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=lambda: os.nice(10))
-        try:
-            rc = proc.wait(timeout=900)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            rc = None
-    text = log.read_text(errors="replace")
+    rc, text = launch(args, out / "log.txt", 900)
     assert rc == 0, text[-3000:]
     return {"out": out, "log": text}
 

@@ -23,11 +23,7 @@ have continued exactly as an uninterrupted one). Runtime: two launches, about 2 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +37,7 @@ from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage  # noqa: 
 from gdro_lab.runformat.runlog import encode_state, load_snapshot, read_run  # noqa: E402
 from real_runs.verl import smoke  # noqa: E402
 from real_runs.verl.state import load_controller_state  # noqa: E402
+from verl_helpers import launch  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,21 +47,10 @@ ROWS = smoke.BATCH * smoke.N_BAR
 
 def _launch(out: Path, tag: str, extra: list[str], kill_after: int = 0, timeout_s: int = 900) -> dict:
     """Run ``python -m real_runs.verl.cpu`` in its own session (niced); returns rc and log text."""
-    args = [sys.executable, "-m", "real_runs.verl.cpu", "--audit", str(out / f"audit_{tag}"),
+    args = ["-m", "real_runs.verl.cpu", "--audit", str(out / f"audit_{tag}"),
             "--kill-after-step", str(kill_after), *smoke.overrides(out, STEPS, save_freq=SAVE_FREQ, ranks=2), *extra]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "OMP_NUM_THREADS": "1", "VERL_FILE_LOGGER_PATH": str(out / f"tracker_{tag}.jsonl")}
-    log = out / f"log_{tag}.txt"
-    with open(log, "w") as handle:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=lambda: os.nice(10))
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            rc = None
-    return {"rc": rc, "log": log.read_text(errors="replace")}
+    rc, text = launch(args, out / f"log_{tag}.txt", timeout_s, VERL_FILE_LOGGER_PATH=str(out / f"tracker_{tag}.jsonl"))
+    return {"rc": rc, "log": text}
 
 
 @pytest.fixture(scope="module")

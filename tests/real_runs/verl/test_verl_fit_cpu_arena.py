@@ -9,10 +9,6 @@ prompts, 6 trained x rollout.n 4 per step, 9 candidates per step, 2 FSDP ranks o
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +18,7 @@ pytest.importorskip("verl.protocol", reason="verl is not installed (the plugin's
 
 from gdro_lab.runformat.runlog import read_run  # noqa: E402
 from real_runs.verl import smoke  # noqa: E402
+from verl_helpers import launch  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,24 +30,13 @@ ROWS = smoke.BATCH * smoke.N_BAR
 def fit(tmp_path_factory):
     out = tmp_path_factory.mktemp("verl_fit_arena")
     smoke.prepare(out)
-    args = [sys.executable, "-m", "real_runs.verl.cpu", "--audit", str(out / "audit"),
+    args = ["-m", "real_runs.verl.cpu", "--audit", str(out / "audit"),
             *smoke.overrides(out, STEPS, save_freq=STEPS, ranks=2), "~gdro.allocator_config.eta",
             "gdro.allocator=knapsack", "gdro.weighter=uniform", "gdro.selector=greso",
             "+gdro.selector_config.p_easy=0.05", "+gdro.selector_config.p_hard=0.05",
             f"+data.gen_batch_size={CANDIDATES}", "trainer.logger=[console,file]"]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "OMP_NUM_THREADS": "1", "VERL_FILE_LOGGER_PATH": str(out / "tracker.jsonl")}
-    log = out / "log.txt"
-    with open(log, "w") as handle:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=lambda: os.nice(10))
-        try:
-            rc = proc.wait(timeout=1200)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            rc = None
-    assert rc == 0, f"the launch failed:\n{log.read_text(errors='replace')[-3000:]}"
+    rc, text = launch(args, out / "log.txt", 1200, VERL_FILE_LOGGER_PATH=str(out / "tracker.jsonl"))
+    assert rc == 0, f"the launch failed:\n{text[-3000:]}"
     return out
 
 

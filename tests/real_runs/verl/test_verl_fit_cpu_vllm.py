@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage  # noqa: 
 
 from gdro_lab.runformat.runlog import read_run  # noqa: E402
 from real_runs.verl import smoke  # noqa: E402
+from verl_helpers import launch  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
@@ -85,24 +85,12 @@ def test_linear_weights_survive_vllms_cpu_gemm_dispatch():
 def fit(tmp_path_factory):
     out = tmp_path_factory.mktemp("verl_fit_vllm")
     smoke.prepare(out)
-    args = [sys.executable, "-m", "real_runs.verl.cpu_vllm", "--audit", str(out / "audit"),
+    args = ["-m", "real_runs.verl.cpu_vllm", "--audit", str(out / "audit"),
             *smoke.overrides(out, STEPS, save_freq=-1, ranks=1), "trainer.logger=[console,file]",
             # verl's vLLM server then seeds every request alike unless it carries a seed: a group's
             # rollouts differ only if the plugin's per-row seeds reach vLLM
             "actor_rollout_ref.rollout.full_determinism=true"]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "OMP_NUM_THREADS": "1", "VERL_FILE_LOGGER_PATH": str(out / "tracker.jsonl")}
-    log = out / "log.txt"
-    with open(log, "w") as handle:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=lambda: os.nice(10))
-        try:
-            rc = proc.wait(timeout=1500)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            rc = None
-    text = log.read_text(errors="replace")
+    rc, text = launch(args, out / "log.txt", 1500, VERL_FILE_LOGGER_PATH=str(out / "tracker.jsonl"))
     assert rc == 0, text[-4000:]
     return {"out": out, "log": text}
 

@@ -1,14 +1,38 @@
-"""Builders shared by the verl plugin tests: DataProto batches, a tiny tokenizer, a verl config."""
+"""Builders shared by the verl plugin tests: DataProto batches, a tiny tokenizer, a verl config, and
+the launch of a CPU fit in a process of its own."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import numpy as np
 import torch
 
-CONFIG_DIR = Path(__file__).resolve().parents[3] / "real_runs" / "verl" / "configs"
+ROOT = Path(__file__).resolve().parents[3]
+CONFIG_DIR = ROOT / "real_runs" / "verl" / "configs"
+
+
+def launch(args: list[str], log: Path, timeout_s: int, **env_vars: str) -> tuple[int | None, str]:
+    """Run ``python ARGS`` from the repository in its own session, niced, with one OpenMP thread and
+    ``env_vars``, its output in ``log``; killed with its whole process group (Ray, vLLM) past
+    ``timeout_s``. -> (exit status, None when killed; the log's text)."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "OMP_NUM_THREADS": "1", **env_vars}
+    with open(log, "w") as handle:
+        proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=lambda: os.nice(10))
+        try:
+            rc: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = None
+    return rc, log.read_text(errors="replace")
 
 
 def prompt_batch(ids: list[str], seed: int = 0):
