@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "[rollout_gdro], ... tables, one per --set namespace (--set wins)")
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                         help="import MODULE first: it registers controllers in gdro_lab.controllers.registry.REGISTRY and "
-                             "methods with simulators.methods.register_method (repeatable)")
+                             "methods with gdro_lab.methods.register_method (repeatable)")
     parser.add_argument("--preset", help="world preset of a paper regime: paper-1.7b, paper-4b, paper-8b "
                                           "(applied before --config and --set)")
     parser.add_argument("--lr-grid", help="comma-separated starting learning-rate scales of the tuned baselines, "

@@ -1,8 +1,9 @@
 """The simulator's side of the methods: the table itself is gdro_lab.methods (one table for every
-loop); here the simulator registers its own methods there (:data:`SIMULATOR_METHODS`: they need the
-world's truth: the latent groups, true variances or p_i), with the reference allocators behind them,
+loop); here the simulator registers its own methods there through the one public registration,
+:func:`gdro_lab.methods.register_method` (:data:`SIMULATOR_METHODS`: they need the world's truth: the
+latent groups, true variances or p_i), with the reference allocators behind them,
 and keeps the study method lists and :func:`build_controller`, the lookup that knows both.
-History of ``knapsack``: docs/design-notes.md#simulators-methods.
+History of ``knapsack``: docs/simulator-notes.md#simulators-methods.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from gdro_lab.methods import MethodSpec
 from simulators.oracle import PromptBayesAllocator, PromptOracleAllocator, PromptStaleAllocator
 
 __all__ = ["ARENA_METHODS", "DEFAULT_METHODS", "GROUP_METHODS", "LOCAL_CONTROLLERS", "SIMULATOR_METHODS",
-           "build_controller", "method_names", "register_method"]
+           "build_controller", "method_names"]
 
 #: Controllers that live in the simulator (references that need the world's truth), looked up before
 #: gdro_lab's registry.
@@ -50,14 +51,6 @@ DEFAULT_METHODS = ("grpo", "class_gdro", "prompt_gdro", "prompt_gdro_mean1", "ro
 #: The allocation arena's methods (simulators/studies/arena.py).
 ARENA_METHODS = ("grpo", "rollout_gdro", "gdro_prompt", "knapsack", "knapsack_code", "vip", "duet", "cero",
                  "dynamic_sampling", "greso", "prompt_oracle")
-
-
-def register_method(spec: MethodSpec, replace: bool = False) -> MethodSpec:
-    """Add a user method (a ``--plugin`` module calls this at import) to gdro_lab's table. Its weighter,
-    allocator and selector are registry names: register new controllers in
-    ``gdro_lab.controllers.registry.REGISTRY[family][name]`` first (constructor ``cls(config, seed)`` with a
-    ``config_class``; see gdro_lab/controllers/registry.py); the simulator's references are known too."""
-    return core.register_method(spec, replace, controllers=LOCAL_CONTROLLERS)
 
 
 def build_controller(family: str, name: str, config: Mapping[str, Any], seed: int,

@@ -1,7 +1,7 @@
 """A plug-in method for ``gdro simulate --plugin simulators.examples.hard_bin --methods grpo,hard_bin``.
 
 It registers a weighter that doubles the hardest bin's advantages and a method that uses it (what a
-plug-in gets, and what it must provide: docs/design-notes.md#simulators-examples-hard_bin).
+plug-in gets, and what it must provide: docs/simulator-notes.md#simulators-examples-hard_bin).
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import numpy as np
 
 from gdro_lab.controllers.prompt_gdro import UniformWeighter
 from gdro_lab.controllers.registry import REGISTRY
-from gdro_lab.methods import MethodSpec
-from simulators.methods import register_method
+from gdro_lab.methods import MethodSpec, register_method
 
 
 class HardBinWeighter(UniformWeighter):

@@ -66,7 +66,7 @@ PLUGIN = textwrap.dedent('''
     import numpy as np
     from gdro_lab.controllers.prompt_gdro import UniformWeighter
     from gdro_lab.controllers.registry import REGISTRY
-    from simulators.methods import MethodSpec, register_method
+    from gdro_lab.methods import MethodSpec, register_method
 
     class HardBinWeighter(UniformWeighter):
         def multipliers(self, bins_P):
@@ -95,13 +95,20 @@ def test_plugin_registers_a_user_method(tmp_path: Path, monkeypatch: pytest.Monk
         sys.modules.pop("my_methods_plugin", None)
 
 
-def test_register_method_refuses_unknown_controllers() -> None:
-    from gdro_lab.methods import MethodSpec
-    from simulators.methods import register_method
-    with pytest.raises(ConfigError, match="unknown weighter"):
-        register_method(MethodSpec("x", "x", weighter="nope"))
-    with pytest.raises(ConfigError, match="already exists"):
-        register_method(MethodSpec("grpo", "again"))
+def test_a_user_method_names_a_simulator_reference_through_the_one_registration() -> None:
+    """There is one register_method (gdro_lab's): the simulator's references are known to it only when the
+    simulator's own controllers are passed, as simulators.methods does for its methods."""
+    import simulators.methods as simulator_methods
+    from gdro_lab.methods import MethodSpec, register_method
+    assert not hasattr(simulator_methods, "register_method")
+    spec = MethodSpec("my_oracle", "my oracle", allocator="prompt_oracle", loop="simulator")
+    with pytest.raises(ConfigError, match="unknown allocator 'prompt_oracle'"):
+        register_method(spec)
+    try:
+        assert register_method(spec, controllers=simulator_methods.LOCAL_CONTROLLERS) is METHODS["my_oracle"]
+        assert "my_oracle" in simulator_methods.method_names()
+    finally:
+        METHODS.pop("my_oracle", None)
 
 
 class _Run:
