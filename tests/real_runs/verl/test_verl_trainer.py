@@ -258,7 +258,7 @@ def test_lock_is_released_when_the_writer_is_killed(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys, time; from real_runs.verl.state import RunLock; RunLock(sys.argv[1]); "
+    code = ("import sys, time; from real_runs.verl.state import lock_run_dir; lock_run_dir(sys.argv[1]); "
             "print('locked', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "run")], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "locked"
