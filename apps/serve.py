@@ -5,7 +5,7 @@ Once the server accepts connections, a thread (1) imports the landing page's mod
 and lists the runs (:func:`warm_list`) with a short switch interval (:data:`SWITCH_INTERVAL_S`), then
 (2) :data:`CHART_DELAY_S` after the first script run (which it waits for at most :data:`CHART_WAIT_S`) imports the chart modules (:data:`CHARTS`)
 and reads the first runs' steps (:func:`warm`). Streamlit's component scan is skipped
-(:func:`skip_component_scan`): the app uses no custom components. Why, and history: docs/design-notes.md#apps-serve;
+(:func:`skip_component_scan`): the app uses no custom components. Why, and history: docs/app-notes.md#apps-serve;
 timings: docs/benchmarks.md#apps-serve.
 """
 

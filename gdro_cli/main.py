@@ -1,7 +1,7 @@
 """`gdro` command line: dispatches to each part lazily so `gdro simulate` never loads streamlit.
 
 The subcommands are :data:`COMMANDS` (``gdro --help`` lists them); each one's synopsis and where it
-lives: docs/design-notes.md#gdro_cli-main. Whatever a command leaves uncaught is one line here, never
+lives: docs/architecture.md#gdro_cli-main. Whatever a command leaves uncaught is one line here, never
 a traceback (set ``GDRO_DEBUG=1`` for it): Ctrl-C says what was kept, a file system error names the
 file and the fix.
 """

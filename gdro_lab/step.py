@@ -4,7 +4,7 @@ A :class:`MethodStep` owns a method's four controllers (classifier, weighter, al
 selector); every training loop (the simulator, ``gdro train``, the verl plugin) draws, generates,
 scores and trains around its calls ``choose``, ``plan``, ``observe`` and ``record`` (each:
 docs/core-step.md). ``state_dict`` / ``load_state_dict`` save and restore the four controllers (RNG
-included). The step as a diagram: docs/design-notes.md#gdro_lab-step.
+included). The step as a diagram: docs/core-step.md#gdro_lab-step.
 """
 
 from __future__ import annotations

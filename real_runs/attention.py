@@ -3,7 +3,7 @@
 One rule for ``gdro train`` / ``gdro eval``, the verl launch scripts and ``scripts/verl_smoke.sh``,
 said in one line; always SDPA on CPU; with SDPA the verl overrides turn packing off.
 ``python -m real_runs.attention --verl`` prints the Hydra overrides (stdout) and the choice (stderr).
-Why: docs/design-notes.md#real_runs-attention.
+Why: docs/train-notes.md#real_runs-attention.
 """
 
 from __future__ import annotations

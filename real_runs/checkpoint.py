@@ -4,7 +4,7 @@
 module that is not a ``PreTrainedModel``), ``optimizer.pt``, ``trainer.pt`` (scheduler, data position,
 step, RNG states) and ``controllers.json``. Written to a temporary name and renamed (atomic); only the
 newest ``keep_last`` are kept, and only the newest ``keep_optimizer_last`` keep ``optimizer.pt``.
-Layout in full: docs/design-notes.md#real_runs-checkpoint and docs/run-format.md.
+Layout in full: docs/train-notes.md#real_runs-checkpoint and docs/run-format.md.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def step_folder(run_dir: str | os.PathLike[str], step: int) -> Path:
 def _save_model(model: Any, tokenizer: Any, folder: Path) -> None:
     """A Hugging Face folder for a ``PreTrainedModel`` (safetensors, 5 GB shards), else model.pt.
 
-    ``save_original_format=False`` (why: docs/design-notes.md#real_runs-checkpoint): a model whose keys
+    ``save_original_format=False`` (why: docs/train-notes.md#real_runs-checkpoint): a model whose keys
     transformers converts on load (some MoE models) is saved in transformers' layout, which transformers
     loads and vLLM may not."""
     if not hasattr(model, "save_pretrained") or getattr(model, "config", None) is None:

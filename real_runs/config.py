@@ -5,7 +5,7 @@ A config has one table per section (``[model]``, ``[data]``, ``[rollout]``, ``[m
 overrides)`` takes a preset name (a TOML file under ``real_runs/presets/``) or a path, applies
 ``section.key=value`` overrides and returns a :class:`TrainConfig`; an unknown or invalid key is a
 one-line :class:`gdro_lab.ConfigError`. ``config_to_dict`` gives the resolved config.json. Methods are
-those of gdro_lab.methods that need no simulator truth. Detail: docs/design-notes.md#real_runs-config.
+those of gdro_lab.methods that need no simulator truth. Detail: docs/train-notes.md#real_runs-config.
 """
 
 from __future__ import annotations

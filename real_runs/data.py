@@ -6,7 +6,7 @@ removed, :func:`format_prompt` applies our one template); ``group`` MATH subject
 benchmark. Rows without a usable answer are skipped and counted. Departures from the released code:
 - MATH levels 1 and 2 are merged but Precalculus and Prealgebra kept apart, as unrelated subjects;
 - ``english_only=True`` (CJK rows dropped) keeps duplicate question texts, so ids stay row numbers.
-Why, and the counts: docs/design-notes.md#real_runs-data.
+Why, and the counts: docs/data.md#real_runs-data.
 """
 
 from __future__ import annotations

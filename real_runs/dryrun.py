@@ -2,7 +2,7 @@
 
 Checks (each a line; a failed one is ERROR and exit 2) the config, output folder, device, model
 source, training data and evaluation sets; then prints the plan (steps, rollouts, evaluations,
-checkpoint sizes, projected GPU memory, paths). Detail: docs/design-notes.md#real_runs-dryrun.
+checkpoint sizes, projected GPU memory, paths). Detail: docs/train-notes.md#real_runs-dryrun.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Default sampling is the paper's validation sampling (temperature 0.6, top-p 0.8,
 released scripts' 4,096 response tokens; ``--n`` samples per prompt (default ``--k``), scored by
 :mod:`real_runs.eval_scoring`, metrics of :mod:`real_runs.eval_metrics`. Results go to ``eval.jsonl`` of
 a new run (``--out``) or an existing trainer run (``--run``, :func:`append_eval`). Bad input is a
-one-line error and exit code 2. The record's step: docs/design-notes.md#real_runs-eval_cli.
+one-line error and exit code 2. The record's step: docs/eval-notes.md#real_runs-eval_cli.
 """
 
 from __future__ import annotations

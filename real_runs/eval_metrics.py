@@ -10,7 +10,7 @@ A benchmark's metric is the mean over its prompts; ``pooled`` the mean over all 
 ``_lo`` / ``_hi``. Intervals of one-prompt strata are NaN. Departures:
 - the worst group uses mean@k, not the code's first-sample pass@1: same expectation, k times less variance;
 - intervals (the paper reports none) by a bootstrap over prompts within each (benchmark, group) stratum.
-Detail: docs/design-notes.md#real_runs-eval_metrics.
+Detail: docs/eval-notes.md#real_runs-eval_metrics.
 """
 
 from __future__ import annotations

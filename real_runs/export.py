@@ -3,7 +3,7 @@
 OUT holds the model, its configs and the tokenizer, nothing of the training state, so transformers,
 ``gdro eval`` and vLLM load it. A run directory means its newest checkpoint; ``--dtype`` re-saves in
 that precision. OUT must not exist or be empty; it is written to a temporary folder and renamed.
-Detail: docs/design-notes.md#real_runs-export.
+Detail: docs/train-notes.md#real_runs-export.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Departs (as verl does, and why):
   exactly, to match verl;
 - the log-ratio is clamped to [-20, 20] before exp and k3 to [-10, 10] (numerical safety, as verl).
 ``aggregate`` takes the whole mini-batch's denominators, so micro-batch losses sum to the mini-batch
-loss. The aggregation modes: docs/design-notes.md#real_runs-loss.
+loss. The aggregation modes: docs/train-notes.md#real_runs-loss.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def aggregate(values_BT: torch.Tensor, mask_BT: torch.Tensor, mode: str = "token
         seq-mean-token-sum-norm: (1 / N_seq) sum_b S_b / norm_length               (Dr. GRPO)
     ``num_tokens`` / ``num_seqs`` replace N_tok / N_seq (pass the mini-batch's totals); ``norm_length``
     None means T. Shapes: values_BT, mask_BT (B, T); returns a 0-d tensor. Against verl's names and
-    sizes: docs/design-notes.md#real_runs-loss.
+    sizes: docs/train-notes.md#real_runs-loss.
     """
     mask = mask_BT.to(values_BT.dtype)
     if mode == "token-mean":

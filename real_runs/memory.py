@@ -3,7 +3,7 @@
 Parameters of a Qwen3 decoder (exact; tested against a model built on the meta device), checkpoint size
 (12 N bytes with AdamW) and the projected peak GPU memory of one process = static + max(update,
 generation), in bytes. An estimate: a projection above 80% of a card is reported as "tight". The
-formulas: docs/design-notes.md#real_runs-memory.
+formulas: docs/train-notes.md#real_runs-memory.
 """
 
 from __future__ import annotations

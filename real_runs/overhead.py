@@ -4,7 +4,7 @@ compute  = generate + logprobs + update + sync (weights to the engine)
 overhead = plan + reward + controllers + record + other + log + checkpoint
 loop     = compute + overhead: every step's ``time/step`` plus logging and checkpoints.
 Evaluation is reported apart. ``time/elapsed`` (:class:`RunClock`) is wall-clock seconds since the run
-started, continued across a resume. Each phase, the shares and the clock: docs/design-notes.md#real_runs-overhead.
+started, continued across a resume. Each phase, the shares and the clock: docs/train-notes.md#real_runs-overhead.
 """
 
 from __future__ import annotations

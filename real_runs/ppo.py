@@ -6,7 +6,7 @@ controllers and the optimizer.
 5. :func:`recompute_logprobs`: old and reference log-probs by a teacher-forced pass (the engine's are
    not used; :func:`engine_gaps` measures the difference; :func:`on_policy_update`);
 6. :func:`ppo_update`: PPO epochs over mini-batches, the loss of :mod:`real_runs.loss` (Eq. 4-6).
-Batching helpers: :mod:`real_runs.batching`. Detail: docs/design-notes.md#real_runs-ppo.
+Batching helpers: :mod:`real_runs.batching`. Detail: docs/train-notes.md#real_runs-ppo.
 """
 
 from __future__ import annotations

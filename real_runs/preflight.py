@@ -2,7 +2,7 @@
 
 :func:`check_output` (never write into a folder that is not ours), :func:`check_device` and the model
 source run in seconds, before the model and data load; ``--dry-run`` adds the data and prints
-:func:`plan_lines`. The order of a start: docs/design-notes.md#real_runs-dryrun.
+:func:`plan_lines`. The order of a start: docs/train-notes.md#real_runs-dryrun.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ evaluation): a line when it starts, a heartbeat line while it runs, its seconds 
         main(cfg, stop_after=1)               # after 30 s / done in 41 s   (stderr, flushed)
 
 Plain lines, no terminal control codes; the heartbeat is a daemon thread. Detail:
-docs/design-notes.md#real_runs-progress.
+docs/train-notes.md#real_runs-progress.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The preset's own settings through the trainer with only the model and lengths sh
 printed as a diff), 2 steps (the second a ``--resume``) after :func:`seeded_history`; then it checks
 what ran (:func:`gdro_path`, exact budget, every benchmark scored, the checkpoint loads) and prints
 phase times, overhead and projected GPU memory. Anything else is a one-line :class:`RehearsalError`
-(exit status 2). What is shrunk and why: docs/design-notes.md#real_runs-rehearse.
+(exit status 2). What is shrunk and why: docs/train-notes.md#real_runs-rehearse.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def seeded_history(method: MethodStep, record_index: np.ndarray, prompts: Any, *
     the allocator's counts, the budget checked), draws response j of prompt i a success with known
     probability p_i = (r_i + 1/2) / N (r a seeded permutation) and observes it (MethodStep.observe: every
     controller's update, the selector's and the multipliers included). Nothing is generated or trained.
-    Returns counts: steps, prompts, rollouts, prompts with a bin. Detail: docs/design-notes.md#real_runs-rehearse.
+    Returns counts: steps, prompts, rollouts, prompts with a bin. Detail: docs/train-notes.md#real_runs-rehearse.
     """
     from real_runs.batching import DataOrder
     ids_N = np.unique(np.asarray(record_index, np.int64))

@@ -3,7 +3,7 @@
 steps.jsonl stays the source of truth; sinks mirror the scalars, evaluation metrics under ``eval/``
 (NaN not sent) and per-bin arrays as TensorBoard histograms ``bins/<name>`` (signed arrays as scalars
 ``bins/<name>/<b>``). W&B runs offline; a resumed run leaves no duplicates in either. Detail:
-docs/design-notes.md#real_runs-sinks.
+docs/train-notes.md#real_runs-sinks.
 """
 
 from __future__ import annotations

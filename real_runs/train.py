@@ -9,7 +9,7 @@ loss of ``real_runs.loss`` (Eq. 4-6); weights to the engine; step record, evalua
 - the controllers update before the advantages are weighted, so step t's weights include its signal;
 - fp32 master weights with bf16 autocast on GPU (lr 1e-6 updates vanish in bf16 weights);
 - the paper presets use the ``hf`` engine, not vLLM, which is optional (``rollout.engine=vllm``).
-Each phase in detail and where it lives: docs/design-notes.md#real_runs-train.
+Each phase in detail and where it lives: docs/train-notes.md#real_runs-train.
 """
 
 from __future__ import annotations

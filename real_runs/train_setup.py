@@ -1,7 +1,7 @@
 """The parts of one `gdro train` run, built once before step 1 (:func:`build`), and its run directory,
 new or resumed (:func:`open_run_dir`): everything :mod:`real_runs.train`'s step loop reads, in one
 :class:`TrainRun`. The run directory is created only after everything loaded, so a failed start
-leaves nothing behind. The order of a start: docs/design-notes.md#real_runs-train_setup.
+leaves nothing behind. The order of a start: docs/train-notes.md#real_runs-train_setup.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 tests/simulators/test_sim_findings.py checks that the docs contain exactly :func:`tables` of the
 committed reports; print them with ``python -m simulators.findings`` after ``--update-reports``.
-Where each number comes from: docs/design-notes.md#simulators-findings.
+Where each number comes from: docs/simulator-notes.md#simulators-findings.
 """
 
 from __future__ import annotations

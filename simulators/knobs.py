@@ -4,7 +4,7 @@
 0.5``). Namespaces: ``world``, ``run``, ``classifier``, ``prompt_gdro``, ``rollout_gdro``,
 ``gdro_prompt``, ``knapsack``, ``vip``, ``duet``, ``cero``, ``selector``; their fields are the config dataclasses' own. A
 value is read as TOML, else as a bare string; bad keys and values are one-line ``ConfigError``s. The
-table of namespaces: docs/design-notes.md#simulators-knobs.
+table of namespaces: docs/simulator-notes.md#simulators-knobs.
 """
 
 from __future__ import annotations

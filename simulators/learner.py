@@ -11,7 +11,7 @@ Shapes: ``P`` prompts, ``K`` latent groups, ``B`` prompts in a batch, ``R`` roll
 
 with M = (1 + c) I - c 1 1^T the interference knob and a price of a step (curvature: forgetting ~ lr^2;
 update noise ~ rms(dz)), so accuracy against the learning rate is unimodal. The expected update has a
-closed form (``expected_gradient``). Every term, and why it is there: docs/design-notes.md#simulators-learner.
+closed form (``expected_gradient``). Every term, and why it is there: docs/simulator-notes.md#simulators-learner.
 """
 
 from __future__ import annotations

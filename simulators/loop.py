@@ -6,7 +6,7 @@ gdro_lab.step.MethodStep), a learner step on the kept groups, record. Exact eval
 every ``eval_every`` steps, snapshots every ``snapshot_every`` steps, so ``resume_simulation`` continues
 bit-identically. Config: ``simulators.config``. Departure from the paper: the oracle allocator plans the
 next batch with the current batch's true variances, since it knows v, not the next batch's bins.
-The step in full: docs/design-notes.md#simulators-loop.
+The step in full: docs/simulator-notes.md#simulators-loop.
 """
 
 from __future__ import annotations
@@ -325,7 +325,7 @@ def run_simulation(config: SimConfig, out_dir: str | Path, *, progress: Callable
     """Run ``config`` into a new run directory ``out_dir``; returns it.
 
     ``stop_after`` ends early (status 'running', as a crash leaves it); ``observer`` sees every step record
-    and evaluation as written; ``snapshots=False`` writes none (docs/design-notes.md#simulators-loop).
+    and evaluation as written; ``snapshots=False`` writes none (docs/simulator-notes.md#simulators-loop).
     """
     sim = Simulation(config)
     path = Path(out_dir)

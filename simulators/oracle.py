@@ -3,7 +3,7 @@
 Registry-style controllers; before each plan the loop calls ``observe_truth(p_P, pool_p)``.
 ``prompt_oracle``: the exact minimiser of Eq. 28 per prompt on the true v_i; ``prompt_bayes``: the
 same plan on the posterior mean of v_i under the true prior; ``prompt_stale``: the oracle on p_i at the
-prompt's previous visit. What each tells apart: docs/design-notes.md#simulators-oracle.
+prompt's previous visit. What each tells apart: docs/simulator-notes.md#simulators-oracle.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each job writes its own run directory and returns a compact summary (``MemorySummary``; ``summarize``
 reads a finished run into the same form); progress is a tqdm bar on a terminal, else a plain line
-every few seconds. Detail: docs/design-notes.md#simulators-parallel.
+every few seconds. Detail: docs/simulator-notes.md#simulators-parallel.
 """
 
 from __future__ import annotations

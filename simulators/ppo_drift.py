@@ -7,7 +7,7 @@
 l(x_i) = mean_j l_ij, used only when ``prompt_gdro.signal = "surrogate"`` and ``run.ppo_minibatches > 1``.
 Departure (approximation): the drift is that of the unweighted GRPO mini-batch steps, because the
 weighter needs the losses before it produces this step's multipliers. Detail:
-docs/design-notes.md#simulators-ppo_drift.
+docs/simulator-notes.md#simulators-ppo_drift.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each preset sets the world's difficulty offset, prompt-difficulty scale and never-solvable fraction so
 that GRPO's bin mass at the end of the quick study lands near the paper's profile for that model. They
 were fitted on GRPO only, never on a GDRO method, and reproduce mass profiles, not benchmark numbers.
-The targets: docs/design-notes.md#simulators-presets; the fit: docs/benchmarks.md#simulators-presets.
+The targets: docs/simulator-notes.md#simulators-presets; the fit: docs/benchmarks.md#simulators-presets.
 """
 
 from __future__ import annotations

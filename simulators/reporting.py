@@ -1,7 +1,7 @@
 """Output folders and series helpers of the simulator's study reports.
 
 The statistics, text and figure helpers shared with the real-run studies live in ``studykit``
-(docs/design-notes.md#simulators-reporting).
+(docs/simulator-notes.md#simulators-reporting).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Lengths (``lengths``, off by default): a rollout's generated tokens, y its succe
 success probability, from an RNG stream of their own. Held-out prompts (``heldout_frac``) are never
 trained on; with ``heldout_split="groups"`` (default) val and test hold different latent groups. The
 learner: ``simulators.learner``. Detail, the split's history and why this length model:
-docs/design-notes.md#simulators-world.
+docs/simulator-notes.md#simulators-world.
 """
 
 

@@ -3,7 +3,7 @@
 A study prints one line per claim of :data:`CLAIMS`: **reproduced / refuted / inconclusive** only on the
 paper's own metric and scale; **direction only, agrees / opposite / unresolved** otherwise; **untested**
 when not measured. No study here runs the paper's models on its benchmarks, so benchmark gains are
-"direction only" at best. The rules: docs/design-notes.md#studykit-claims.
+"direction only" at best. The rules: docs/studies-notes.md#studykit-claims.
 """
 
 from __future__ import annotations

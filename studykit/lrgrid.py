@@ -6,7 +6,7 @@
                   at most ``max_steps`` points beyond each end of the starting grid
 
 A best point still at an edge is reported. Points are rounded to 12 significant digits and snapped to
-powers of sqrt(2) within 1e-5. Why: docs/design-notes.md#studykit-lrgrid.
+powers of sqrt(2) within 1e-5. Why: docs/studies-notes.md#studykit-lrgrid.
 """
 
 from __future__ import annotations

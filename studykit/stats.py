@@ -4,7 +4,7 @@ Shapes: ``S`` seeds. ``mean ± half`` with half = t_{(1 + level)/2, S-1} sd / sq
 ignored (NaN with fewer than two finite values); *paired* gains over the per-seed differences,
 *relative* gains 100 (M_s / B_s - 1) per seed; the percentile bootstrap for statistics without a
 t-interval (equal to ``scipy.stats.bootstrap(..., method="percentile")`` for the same draws). Detail:
-docs/design-notes.md#studykit-stats.
+docs/studies-notes.md#studykit-stats.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ One definition everywhere (the simulator's studies, the CPU learning study, cali
 measured on the method's own runs over all seeds and logged steps t; a_i = n_i when prompt i's rewards
 are not all equal, else 0. The baseline scales the advantages (``loss.adv_scale``), never the learning
 rate, which differs under AdamW. The moments come from the step record (``multiplier_mean``,
-``multiplier_sq_mean``). Why these two moments: docs/design-notes.md#studykit-stepmatch.
+``multiplier_sq_mean``). Why these two moments: docs/studies-notes.md#studykit-stepmatch.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The paper's methods have fixed hues (:data:`METHOD_COLOURS`), any other a slot of :data:`METHOD_PALETTE`
 by a hash of its name; a method's groups (:func:`group_colours`) or runs (:func:`run_colours`) get one
-lightness each. No Streamlit, no altair here. Detail: docs/design-notes.md#apps-data-colours.
+lightness each. No Streamlit, no altair here. Detail: docs/app-notes.md#apps-data-colours.
 """
 
 from __future__ import annotations

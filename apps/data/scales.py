@@ -2,8 +2,9 @@
 
 :func:`natural_range` (bands clipped to it by :func:`clip_band`), :func:`metric_kind` (``rate``,
 ``count``, ``seconds``, ``other``), :func:`y_domain` (at least :data:`MIN_SPAN` of the natural scale,
-never outside the natural range) and :func:`colour_domain` (anchored at natural scales). No Streamlit
-here. Why each: docs/design-notes.md#apps-data-scales.
+never outside the natural range), :func:`colour_domain` (anchored at natural scales) and
+:func:`heatmap_domain` (a heatmap's scale in the app and in ``gdro report``). No Streamlit
+here. Why each: docs/app-notes.md#apps-data-scales.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def y_domain(values: np.ndarray, bounds: tuple[float, float] = (-math.inf, math.
     """An axis range for ``values`` (every series and band of a chart, all columns that share it).
 
     At least :data:`MIN_SPAN` of the natural scale, padded by :data:`PAD`, inside ``bounds``, with 0 when
-    ``zero``; None when there is no finite value. The rule: docs/design-notes.md#apps-data-scales.
+    ``zero``; None when there is no finite value. The rule: docs/app-notes.md#apps-data-scales.
     """
     finite = np.asarray(values, dtype=float)
     finite = finite[np.isfinite(finite)]
@@ -126,3 +127,45 @@ def colour_domain(field: str, values: np.ndarray, n_range: tuple[float, float] |
     if field in ("multiplier", "count", "rollouts") and finite.size:
         return [0.0, max(float(finite.max()), 1e-12)]
     return None
+
+
+#: A heatmap's colour scale: ``auto`` (the values' range, the app's default) or ``natural``.
+HEATMAP_MODES = ("auto", "natural")
+
+
+def heatmap_domain(field: str, values: np.ndarray, mode: str = "auto",
+                   n_range: tuple[float, float] | None = None) -> list[float] | None:
+    """The colour scale of a heatmap field, the one rule of the app and of ``gdro report``.
+
+    ``auto`` (default): [min, max] of the values, so that 10 weights near 0.1 are not one block of a
+    [0, 1] scale; ``natural``: :func:`colour_domain` (else auto). A constant field (GRPO's uniform
+    weights) gets :func:`constant_domain`, a scale centred on its value, never a range around noise.
+    None when there is no finite value.
+    """
+    finite = np.asarray(values, dtype=float).reshape(-1)
+    finite = finite[np.isfinite(finite)]
+    if mode == "natural":
+        natural = colour_domain(field, finite, n_range)
+        if natural is not None:
+            return natural
+    if not finite.size:
+        return None
+    low, high = float(finite.min()), float(finite.max())
+    if high - low <= ZERO * max(1.0, abs(high)):
+        return constant_domain(field, low, n_range)
+    return [low, high]
+
+
+def constant_domain(field: str, value: float, n_range: tuple[float, float] | None = None) -> list[float]:
+    """A colour scale for a field that never changes: centred on ``value``, :data:`MIN_SPAN` of the
+    field's natural scale wide (0.1 for weights in [0, 1]: uniform weights 0.1 read 0.05–0.15) and
+    inside its natural range; 10% of the value (at least 0.1) where the field has no natural scale."""
+    natural = colour_domain(field, np.array([]), n_range)  # a fixed natural range only, never the data's
+    lower, upper = (natural[0], natural[1]) if natural is not None and natural[1] > natural[0] else (-math.inf, math.inf)
+    span = MIN_SPAN * (upper - lower) if math.isfinite(upper - lower) else max(0.1 * abs(value), 0.1)
+    start, end = value - span / 2, value + span / 2
+    if start < lower:
+        start, end = lower, lower + span
+    if end > upper:
+        start, end = upper - span, upper
+    return [float(start), float(end)]

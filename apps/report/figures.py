@@ -2,7 +2,7 @@
 ``Figure`` out (``gdro report``, :mod:`apps.report.cli`, writes them).
 
 Per run the app's per-run figures; :func:`compare_figure` for several runs. The same frames as the app
-(:mod:`apps.data`), so both show the same numbers. The figures: docs/design-notes.md#apps-report-figures.
+(:mod:`apps.data`), so both show the same numbers. The figures: docs/app-notes.md#apps-report-figures.
 """
 
 from __future__ import annotations
@@ -56,11 +56,13 @@ def _heatmap(axis: Axes, run: RunData, field: str | None, title: str) -> None:
     x_edges = np.append(starts, ends[-1])
     y_edges = np.arange(table.shape[0] + 1) - 0.5
     settings = budget.rollout_settings(run)
-    domain = scales.colour_domain(field, run.bins[field], (settings.n_min, settings.n_max))
-    low, high = domain if domain is not None else (None, None)  # anchored where the field has a natural scale
+    # the app's default scale (auto; a constant field centred on its value): one rule for both
+    domain = scales.heatmap_domain(field, run.bins[field], "auto", (settings.n_min, settings.n_max))
+    low, high = domain if domain is not None else (None, None)
     mesh = axis.pcolormesh(x_edges, y_edges, np.ma.masked_invalid(table.to_numpy(dtype=float)),
                            cmap=CMAPS.get(field, "viridis"), vmin=low, vmax=high, shading="flat")
-    axis.figure.colorbar(mesh, ax=axis, label=field)
+    note = f"{field} · auto {low:.3g}–{high:.3g}" if domain is not None else field
+    axis.figure.colorbar(mesh, ax=axis, label=note)
     axis.set_title(f"{title} [{field}]")
     axis.set_xlabel("step")
     axis.set_ylabel("bin (0 = hardest)")

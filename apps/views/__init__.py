@@ -2,5 +2,5 @@
 
 Page scripts run by ``apps/streamlit_app.py`` (``st.navigation``, its ``PAGES``) only plot; their frames
 come from :mod:`apps.data`. Glue modules (ui, sidebar, page_frame, urlstate, uicharts, charts,
-interactive) are imported, never run as pages. The list: docs/design-notes.md#apps-views.
+interactive) are imported, never run as pages. The list: docs/app-notes.md#apps-views.
 """

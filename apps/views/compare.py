@@ -2,7 +2,7 @@
 
 Any logged scalar and any evaluation metric, one line per run or, with "Group seeds", one mean line
 per group with its 95% band, plus a table of final values and tail averages. Detail:
-docs/design-notes.md#apps-views-compare.
+docs/app-notes.md#apps-views-compare.
 """
 
 from __future__ import annotations

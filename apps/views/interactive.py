@@ -4,7 +4,7 @@ The charts of a page share one :class:`Interaction` and are concatenated into on
 (:func:`linked`): shared x pan/zoom, a crosshair with a label per series, smoothed series (:func:`ema`)
 over faint raw ones, mean ± 95% bands, thinning (:func:`thin_steps`) and lean specs (:func:`lean`).
 y-ranges come from :func:`apps.data.scales.y_domain`. No Streamlit here. Behaviour in full:
-docs/design-notes.md#apps-views-interactive.
+docs/app-notes.md#apps-views-interactive.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class Interaction:
     """What one page's charts share: the log-scale choice, linked x-zoom and the step crosshair.
 
     Charts mark the layers that carry them (``description`` = ``gdro-param:zoom`` / ``gdro-param:hover``);
-    :func:`to_spec` declares both parameters once (docs/design-notes.md#apps-views-interactive).
+    :func:`to_spec` declares both parameters once (docs/app-notes.md#apps-views-interactive).
     """
 
     log_y: bool = False
@@ -230,7 +230,7 @@ def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, inte
 
     ``y_domain`` / ``x_domain`` fix the ranges; the x field is ``step`` whatever ``x_title`` says;
     ``legend`` summarises many series; charts of one ``zoom_group`` zoom together. Layers and the legend:
-    docs/design-notes.md#apps-views-interactive.
+    docs/app-notes.md#apps-views-interactive.
     """
     names = [str(name) for name in pd.unique(frame[color_field])] if not frame.empty else []
     legend = legend or default_legend(names, colours)
@@ -383,7 +383,7 @@ def to_spec(chart: AnyChart) -> dict[str, Any]:
     """The page's view as a Vega-Lite dict with the shared zoom and crosshair declared at the top.
 
     Marked layers are numbered (``zoom_0``...); built without altair's schema validation, data inlined
-    (why: docs/design-notes.md#apps-views-interactive).
+    (why: docs/app-notes.md#apps-views-interactive).
     """
     with alt.data_transformers.disable_max_rows(), alt.theme.enable("none"):
         spec = chart.to_dict(validate=False)
@@ -472,7 +472,7 @@ def heatmap_grid(columns: Sequence[Sequence[dict[str, Any]]], width: int | None 
 
 def lean(spec: dict[str, Any]) -> dict[str, Any]:
     """The spec with its inline datasets as Arrow IPC bytes and no ARIA descriptions on marks
-    (why: docs/design-notes.md#apps-views-interactive).
+    (why: docs/app-notes.md#apps-views-interactive).
     """
     datasets = spec.get("datasets")
     if isinstance(datasets, dict):

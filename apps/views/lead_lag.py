@@ -2,7 +2,7 @@
 
 mu_weight(t) = sum_b b w_hat_t(b) (normalised Prompt-GDRO weights), mu_data(t) = sum_b b q_t(b)
 (empirical prompt share), gap(t) = mu_weight - mu_data. Run and baseline are one linked view. How to
-read it (and GRPO's constant mu_weight): docs/design-notes.md#apps-views-lead_lag.
+read it (and GRPO's constant mu_weight): docs/app-notes.md#apps-views-lead_lag.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Training-time success (``diagnostics.worst_group``), the effective support exp(entropy) of the
 Prompt-GDRO weights and, with eval.jsonl, the evaluation metrics with their bands and the latest
-table. Axes: docs/design-notes.md#apps-views-outcomes.
+table. Axes: docs/app-notes.md#apps-views-outcomes.
 """
 
 from __future__ import annotations

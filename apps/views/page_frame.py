@@ -1,7 +1,7 @@
 """The page frame every chart page uses: title, then the run and the baseline side by side.
 
 Apart from :mod:`apps.views.ui` so that imports point one way (pages -> ui, pages -> uicharts -> ui);
-altair loads only when a page draws a chart (docs/design-notes.md#apps-views-page_frame).
+altair loads only when a page draws a chart (docs/app-notes.md#apps-views-page_frame).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, c
 
     ``render(run, key)`` draws the run's column (``key``: ``run`` or ``baseline``, its widgets' key prefix)
     and returns the rest as :class:`apps.views.uicharts.Parts`. The layout and live refresh:
-    docs/design-notes.md#apps-views-page_frame.
+    docs/app-notes.md#apps-views-page_frame.
     """
     chosen = selection()
     st.title(title)

@@ -3,7 +3,7 @@
 One row per run from its small files (:mod:`apps.data.listing`); ticked rows are what Compare and
 Study show, the first healthy one the Run and the second its baseline; picks stay in the URL
 (``pick``). Also: unreadable folders, pins (:mod:`apps.data.pins`) and a config diff. Detail:
-docs/design-notes.md#apps-views-runs.
+docs/app-notes.md#apps-views-runs.
 """
 
 from __future__ import annotations

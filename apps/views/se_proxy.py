@@ -2,7 +2,7 @@
 
 WSE(t) = sum_b q_t(b) sigma_b / sqrt(n_b(t)) for the rollouts used, for the uniform budget
 n_b = n_bar and for the square-root optimum (Thm 4.2), and the reduction
-100 (1 - WSE_actual / WSE_uniform). Detail: docs/design-notes.md#apps-views-se_proxy.
+100 (1 - WSE_actual / WSE_uniform). Detail: docs/app-notes.md#apps-views-se_proxy.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Seconds per step by phase stacked (``other`` = time/step − the phases), the total step time and
 tokens per second, linked with the baseline's, and a table per phase. Shares logged under ``time/``
-are never stacked (docs/design-notes.md#apps-views-step_time).
+are never stacked (docs/app-notes.md#apps-views-step_time).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ sidebar), a line per group with a band over seeds, and the final results.
 
 Groups from ``apps.data.study``; bands (95% t, ± 1 SE, min–max or IQR) only for groups of at least 3
 seeds; the table gives each group's final result as mean [lo, hi]. What is drawn, and why:
-docs/design-notes.md#apps-views-study.
+docs/app-notes.md#apps-views-study.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The run list from small files only (:mod:`apps.data.listing`; unreadable runs li
 reason), names by differing config keys (:mod:`apps.data.identity`), the view held in query parameters,
 runs from :data:`apps.data.loading.RUN_CACHE` (re-read when they grow). Page frame:
 :func:`apps.views.page_frame.views`; charts: :mod:`apps.views.uicharts`. Read errors are shown with
-``st.error``, never as a traceback. Detail: docs/design-notes.md#apps-views-ui.
+``st.error``, never as a traceback. Detail: docs/app-notes.md#apps-views-ui.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ side) and plain charts, each with a button that downloads its data as CSV.
 
 Specs are cached per run signature and options and sent lean; run and baseline are one Vega view
 (:func:`linked_pair`, :func:`heatmap_pair`). Options come from :mod:`apps.views.ui`. Detail:
-docs/design-notes.md#apps-views-uicharts.
+docs/app-notes.md#apps-views-uicharts.
 """
 
 from __future__ import annotations
@@ -122,24 +122,17 @@ def heatmap_pair(columns: Sequence[HeatmapColumn], key: str) -> None:
 
 
 def colour_domain(field: str, runs: Sequence[RunData], mode: str = "auto") -> list[float] | None:
-    """A heatmap field's colour scale, the same for the run and its baseline: ``auto`` (default)
-    [min, max] over both runs' values, so that 10 weights near 0.1 are not one block of a [0, 1]
-    scale; ``natural`` the field's natural range (:func:`apps.data.scales.colour_domain`: shares and
-    weights [0, 1], rollouts [n_min, n_max]...), else auto. None when there is no finite value."""
+    """A heatmap field's colour scale, the same for the run and its baseline, by the rule ``gdro report``
+    uses too (:func:`apps.data.scales.heatmap_domain`): ``auto`` (default) [min, max] over both runs'
+    values, so that 10 weights near 0.1 are not one block of a [0, 1] scale, and a constant field a
+    scale centred on its value; ``natural`` the field's natural range (shares and weights [0, 1],
+    rollouts [n_min, n_max]...), else auto. None when there is no finite value."""
     logging = [run for run in runs if curriculum.has_bins(run, field)]
     if not logging:
         return None
     values = np.concatenate([run.bins[field].reshape(-1) for run in logging])
-    if mode == "natural":
-        settings = budget.rollout_settings(logging[0])
-        natural = scales.colour_domain(field, values, (settings.n_min, settings.n_max))
-        if natural is not None:
-            return natural
-    finite = values[np.isfinite(values)]
-    if not finite.size:
-        return None
-    low, high = float(finite.min()), float(finite.max())
-    return [low, high] if high > low else [low - 0.5, high + 0.5]
+    settings = budget.rollout_settings(logging[0])
+    return scales.heatmap_domain(field, values, mode, (settings.n_min, settings.n_max))
 
 
 def colour_note(field: str, domain: Sequence[float] | None, mode: str) -> str:

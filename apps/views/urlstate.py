@@ -2,7 +2,7 @@
 
 :func:`url_seed` gives the widget its value from the URL on a session's first run, :func:`url_sync`
 writes it back after every run, :func:`url_end` drops a left page's parameters. Why not Streamlit's
-own binding: docs/design-notes.md#apps-views-urlstate.
+own binding: docs/app-notes.md#apps-views-urlstate.
 """
 
 from __future__ import annotations

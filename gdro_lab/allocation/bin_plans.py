@@ -3,7 +3,7 @@
 From ``log_prob_GA[b, a]`` = log p_b(n_min + a): :func:`exact_budget_plan` (the paper's DP, one arm per
 bin, on the paper's or the released code's objective) and :func:`concave_budget_plan` (the envelope
 greedy, exact for log-concave distributions), plus helpers shared with the exact planner. All pure;
-shapes: ``G`` bins, ``P`` prompts, ``A`` arms. Detail: docs/design-notes.md#gdro_lab-allocation-bin_plans.
+shapes: ``G`` bins, ``P`` prompts, ``A`` arms. Detail: docs/core-allocation-notes.md#gdro_lab-allocation-bin_plans.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def exact_budget_plan(log_prob_GA: np.ndarray, count_G: np.ndarray, total: int,
     ``weight="bin"`` (default): sum_b log p_b(n_b), the released code's ``rollout_choose_arms`` objective.
     ``log_prob_GA[b, a]`` is log p_b(n_min + a); ``count_G`` the prompts per bin. Returns (arm value n_G,
     exact): exact=False with the closest reachable sum when no plan hits ``total``. ``tie_center`` adds
-    1e-9 (n - tie_center)^2. Cost O(G * A * total). Detail: docs/design-notes.md#gdro_lab-allocation-bin_plans.
+    1e-9 (n - tie_center)^2. Cost O(G * A * total). Detail: docs/core-allocation-notes.md#gdro_lab-allocation-bin_plans.
     """
     if weight not in ("count", "bin"):
         raise ConfigError(f"exact_budget_plan: weight={weight!r} is invalid: must be 'count' or 'bin'")
@@ -94,7 +94,7 @@ def concave_envelope(values_GA: np.ndarray) -> np.ndarray:
     """Upper concave envelope of each row over the integer points 0..A-1, shape (G, A).
 
     Concave rows come back as they are; -inf entries lie below every hull, and outside the finite points
-    the envelope is -inf (Andrew's monotone chain: docs/design-notes.md#gdro_lab-allocation-bin_plans).
+    the envelope is -inf (Andrew's monotone chain: docs/core-allocation-notes.md#gdro_lab-allocation-bin_plans).
     """
     values = np.asarray(values_GA, float)
     out = values.copy()
@@ -134,7 +134,7 @@ def concave_budget_plan(log_prob_GA: np.ndarray, bins_P: np.ndarray, total: int,
     Maximises sum_i env_{b(i)}(n_i) subject to sum_i n_i = total, n_i in arms, where env_b is the
     upper concave envelope of log p_b, by the greedy on marginal gains; so exact only when every log p_b
     is concave in n. Within a bin prompts end at two adjacent arms. All prompts must be assigned
-    (bins_P >= 0). ``tie_center`` as in exact_budget_plan. Detail: docs/design-notes.md#gdro_lab-allocation-bin_plans.
+    (bins_P >= 0). ``tie_center`` as in exact_budget_plan. Detail: docs/core-allocation-notes.md#gdro_lab-allocation-bin_plans.
     """
     log_prob, arms = tie_broken(check_log_prob("concave_budget_plan", log_prob_GA), n_min, tie_center)
     num_bins, num_arms = log_prob.shape

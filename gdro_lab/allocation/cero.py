@@ -18,7 +18,7 @@ Departures:
 - budget decision: each step spends exactly B_k = P n_bar (the arena's equal compute per step), so the plan is the
   Lagrangian's maximiser at the price spending B_k exactly (``exact_plan``); lambda is CERO's own price, logged only;
 - the utility's form, s, the step sizes and the prior are ours (the paper's were not at hand).
-Derivation: docs/design-notes.md#gdro_lab-allocation-cero.
+Derivation: docs/core-allocation-notes.md#gdro_lab-allocation-cero.
 """
 
 from __future__ import annotations

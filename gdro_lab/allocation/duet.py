@@ -10,7 +10,7 @@ Departs: the paper's method section was not available (abstract and a summary of
 - the map from surrogate to counts and the rounding are this project's reading, not the paper's equations;
 - every prompt gets at least n_min rollouts (the allocators' box), so none is skipped;
 - one grace window serves after the marker and after the horizon.
-Sources and rationale: docs/design-notes.md#gdro_lab-allocation-duet.
+Sources and rationale: docs/core-allocation-notes.md#gdro_lab-allocation-duet.
 """
 
 from __future__ import annotations

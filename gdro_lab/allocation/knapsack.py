@@ -7,7 +7,7 @@ exactly ``total`` within [n_min, n_max]. Departs from the code (liziniu/Knapsack
 - every share respects n_max (the code's equal shares may exceed it), so the budget is always exact;
 - the DP is replaced by the equivalent exact greedy on marginal gains (the code's DP needs numba);
 - the fallback's p = 0 prompts are the valid ones (the code also counts prompts without an estimate).
-The plan step by step, and how the two objectives differ: docs/design-notes.md#gdro_lab-allocation-knapsack.
+The plan step by step, and how the two objectives differ: docs/core-allocation-notes.md#gdro_lab-allocation-knapsack.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 V(n) = (1/P) sum_i v_i / n_i and WSE(n) = (1/P) sum_i sigma_i / sqrt(n_i); the oracle is the exact integer
 minimiser of V under sum_i n_i = P n_bar in [n_min, n_max] (Thm 4.2 per prompt, by the greedy of
 :mod:`gdro_lab.allocation.separable`); reductions are 100 (1 - X(n) / X(n_bar)). Detail:
-docs/design-notes.md#gdro_lab-allocation-prompt_oracle.
+docs/core-allocation-notes.md#gdro_lab-allocation-prompt_oracle.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 by the greedy on marginal gains (exact); ties go to the lower increment, then the earlier prompt, so a
 plan is deterministic. Tested against brute force (tests/gdro_lab/allocation/test_separable.py). Why it is
-exact: docs/design-notes.md#gdro_lab-allocation-separable.
+exact: docs/core-allocation-notes.md#gdro_lab-allocation-separable.
 """
 
 from __future__ import annotations

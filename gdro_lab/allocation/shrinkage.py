@@ -3,7 +3,7 @@
 Prompt i of bin b has p_i ~ Beta(alpha_b, beta_b) and s_i ~ Binomial(n_i, p_i); the prior is the method
 of moments on the bin's raw rates, the posterior Beta(alpha_b + s_i, beta_b + n_i - s_i), and the
 reward variance (rewards +-1) its posterior mean of 4 p (1 - p). A prompt with no history gets its
-bin's prior. Shapes: ``P`` prompts, ``G`` bins. The estimator: docs/design-notes.md#gdro_lab-allocation-shrinkage.
+bin's prior. Shapes: ``P`` prompts, ``G`` bins. The estimator: docs/core-allocation-notes.md#gdro_lab-allocation-shrinkage.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
     KKT: n_b = clip(sqrt(v_b / mu), n_min, n_max), mu solved exactly (with n_min = 0 and n_max = inf,
     the unclipped law). Needs 0 <= n_min <= n_bar <= n_max (n_max may be inf). Bins with v_b = 0 share
     what the others leave of the budget: n_min unless every other bin is at n_max. The solve:
-    docs/design-notes.md#gdro_lab-allocation-sqrt_law.
+    docs/core-allocation-notes.md#gdro_lab-allocation-sqrt_law.
     """
     owner = "sqrt_allocation"
     v_G, q_G = _check_law_inputs(owner, variance_G, share_G)
@@ -91,7 +91,7 @@ def sqrt_law(v_G: np.ndarray, q_G: np.ndarray, n_bar: float, n_min: float, n_max
 def sqrt_law_list(v_G: list[float], q_G: list[float], n_bar: float, n_min: float, n_max: float) -> list[float]:
     """:func:`sqrt_law` on short lists of floats, in plain Python (the step record's per-step SE optimum,
     G ~ 10 bins, where numpy's per-call cost exceeds the arithmetic); equal to it up to rounding
-    (tests/gdro_lab/allocation/test_sqrt_law.py). The walk: docs/design-notes.md#gdro_lab-allocation-sqrt_law."""
+    (tests/gdro_lab/allocation/test_sqrt_law.py). The walk: docs/core-allocation-notes.md#gdro_lab-allocation-sqrt_law."""
     total_q = sum(q_G)
     root = [math.sqrt(v) for v in v_G]
     live = [q > 0 and r > 0 for q, r in zip(q_G, root)]

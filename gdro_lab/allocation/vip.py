@@ -9,7 +9,7 @@ for c = 1 (VIP's RLOO variance) or c = 0 (Eq. 28's v / n: Thm 4.2's square-root 
 optimum. Departs from VIP:
 - the Dr.GRPO variance form is not offered, because it is not convex on n in [2, 3];
 - the controller uses a per-prompt Beta posterior instead of VIP's Gaussian process, because VIP's code is not public.
-Derivation: docs/design-notes.md#gdro_lab-allocation-vip.
+Derivation: docs/core-allocation-notes.md#gdro_lab-allocation-vip.
 """
 
 from __future__ import annotations

@@ -3,5 +3,5 @@
 Classifiers, weighters, allocators and selectors, the registry that builds them by family and name
 (:mod:`~gdro_lab.controllers.registry`), the one feedback record they all take
 (:mod:`~gdro_lab.controllers.feedback`) and the per-prompt state they share. The modules:
-docs/design-notes.md#gdro_lab-controllers.
+docs/core-controllers-notes.md#gdro_lab-controllers.
 """

@@ -4,7 +4,7 @@ The rules of :mod:`gdro_lab.functional.update_rules` in forms that give the same
 with fewer numpy calls (inverse-CDF sampling, the one-entry bandit update, the (G, A) full-feedback
 cost table). They assume every bin is present this step; otherwise the caller uses the update_rules
 forms. Checked against them by tests/gdro_lab/controllers/test_rollout_gdro.py. Detail:
-docs/design-notes.md#gdro_lab-controllers-arm_updates.
+docs/core-controllers-notes.md#gdro_lab-controllers-arm_updates.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ inner edges with bin 0 the hardest (Eq. 11), and a hysteresis margin delta. Depa
 - prompts never seen are *unassigned* (bin -1), since the code's accuracy 0 inflates accbin_0 early;
 - an uncertainty-aware variant (the paper's future work): a Beta posterior over the window;
 - ``exclude_extremes`` (the code's 3-bin option): a prompt leaving the extra class is re-binned
-  without hysteresis, for simplicity. Detail: docs/design-notes.md#gdro_lab-controllers-difficulty.
+  without hysteresis, for simplicity. Detail: docs/core-controllers-notes.md#gdro_lab-controllers-difficulty.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A loop builds one :class:`StepFeedback` per step after scoring and passes it to the classifier, the
 weighter and the allocator. Rollouts are flat and ragged; fields are checked once at construction;
 cached per-step statistics are shared arrays: never modify them. Detail:
-docs/design-notes.md#gdro_lab-controllers-feedback.
+docs/core-controllers-notes.md#gdro_lab-controllers-feedback.
 """
 
 from __future__ import annotations

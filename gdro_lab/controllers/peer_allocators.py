@@ -13,7 +13,7 @@ keep a per-prompt history (:class:`gdro_lab.controllers.prompt_stats.PromptStats
 - ``cero`` (arXiv 2606.05606): Beta(prior_a + s, prior_b + f) per prompt and the Fenchel duals of
   gdro_lab.allocation.cero; departs: the exact budget every step (lambda is logged, not planned with).
 Without ``prompt_ids`` each plans n_bar for every prompt. Details:
-docs/design-notes.md#gdro_lab-controllers-peer_allocators.
+docs/core-controllers-notes.md#gdro_lab-controllers-peer_allocators.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Departures, and why:
 - The gamma mixing runs over all B bins (the code mixes over bins present in the batch).
 - Unassigned prompts (never seen by the classifier) get multiplier 1 and feed no bin.
 - Default signal is the failure rate (see gdro_lab.controllers.signals for why the surrogate is ~0).
-Rules: gdro_lab.functional.update_rules. Detail: docs/design-notes.md#gdro_lab-controllers-prompt_gdro.
+Rules: gdro_lab.functional.update_rules. Detail: docs/core-controllers-notes.md#gdro_lab-controllers-prompt_gdro.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class UniformWeighter:
     """GRPO baseline (registry name ``uniform``): every multiplier is 1, bin weights uniform.
 
     Still tracks the EMA scores so the logs show what an adversary would have seen (on Python floats:
-    docs/design-notes.md#gdro_lab-controllers-prompt_gdro).
+    docs/core-controllers-notes.md#gdro_lab-controllers-prompt_gdro).
     """
 
     config_class = WeighterConfig

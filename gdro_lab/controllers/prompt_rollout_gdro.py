@@ -9,7 +9,7 @@
 The plan is the integer minimiser of sum_i v~_i / n_i (Eq. 28 per prompt); mu is logged, not used by
 the plan. Unseen unassigned prompts get n_bar. Departs from Rollout-GDRO: no arm distributions and no
 mirror descent, because a prompt is seen too rarely to learn logits per prompt. Detail:
-docs/design-notes.md#gdro_lab-controllers-prompt_rollout_gdro.
+docs/core-controllers-notes.md#gdro_lab-controllers-prompt_rollout_gdro.
 """
 
 from __future__ import annotations

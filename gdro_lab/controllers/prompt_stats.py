@@ -6,7 +6,7 @@ doubling: discounted ``successes`` / ``trials`` (s <- decay s + c), the last 16 
 Pure bookkeeping, no randomness; ``track`` names the groups a controller reads; ``extra`` adds float arrays
 a controller writes itself (grown and saved with the rest). The state is a dict
 of the seen prompts' ids and rows, so it loads into any numbering of the same ids. Per field:
-docs/design-notes.md#gdro_lab-controllers-prompt_stats.
+docs/core-controllers-notes.md#gdro_lab-controllers-prompt_stats.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A :class:`PromptIndex` maps id -> index 0..N-1, append-only; steps move int64 ar
 :class:`PerPromptState` keeps arrays indexed by it. String ids keep working (interned on the fly).
 Sharing the run's index (``build(..., prompts=index)``) is a speed-up, never a correctness condition;
 snapshots save ids next to rows, so they load into any index. Detail:
-docs/design-notes.md#gdro_lab-controllers-prompts.
+docs/core-controllers-notes.md#gdro_lab-controllers-prompts.
 """
 
 from __future__ import annotations

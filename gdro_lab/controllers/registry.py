@@ -2,7 +2,7 @@
 
 Every controller of a family has the constructor ``cls(config, seed)``, ``update(feedback) -> dict[str,
 float]`` and ``state_dict()`` / ``load_state_dict()`` (RNG included), so a loop never branches on a name.
-Families and calls: docs/core.md and docs/design-notes.md#gdro_lab-controllers-registry.
+Families and calls: docs/core.md and docs/core-controllers-notes.md#gdro_lab-controllers-registry.
 ``build(..., prompts=index)`` shares the run's :class:`~gdro_lab.controllers.prompts.PromptIndex`.
 """
 

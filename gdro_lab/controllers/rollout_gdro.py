@@ -13,7 +13,7 @@ executed plan meets sum_i n_i = P n_bar exactly (unassigned prompts get n_bar); 
 - we minimise cost (Eq. 28 plus the price of compute; best response Eq. 31), since the code adds the loss;
 - the dual step uses the sampled plan, because the executed plan always meets the budget and would freeze mu;
 - ``exact`` plans over prompts, not one arm per bin, because the paper's DP jumps between floor arms.
-Rules: update_rules; absent bins keep their state. Why: docs/design-notes.md#gdro_lab-controllers-rollout_gdro.
+Rules: update_rules; absent bins keep their state. Why: docs/core-controllers-notes.md#gdro_lab-controllers-rollout_gdro.
 """
 
 from __future__ import annotations

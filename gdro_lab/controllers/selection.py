@@ -8,7 +8,7 @@ P n_bar rollouts and what ``accept`` drops is not refilled (``compute/*``: :func
 Selectors: ``none``; ``dynamic_sampling`` (DAPO, arXiv 2503.14476: train only on groups with mixed
 successes); ``greso`` (GRESO, arXiv 2506.02177: skip prompts with long all-correct / all-wrong
 streaks, then DAPO's filter). Departures (no regeneration within the step, to keep compute equal; a
-fixed metric; per-step targets): docs/design-notes.md#gdro_lab-controllers-selection.
+fixed metric; per-step targets): docs/core-controllers-notes.md#gdro_lab-controllers-selection.
 """
 
 from __future__ import annotations

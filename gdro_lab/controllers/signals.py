@@ -6,7 +6,7 @@ return a cached array of the feedback, so a caller must not modify it in place.
   zero per group;
 - ``failure_rate`` (default; departs from the paper's surrogate, which carries no difficulty signal):
   1 - mean success, the group risk L_b of Eq. 8 for the 0/1 loss;
-- ``reward_std``: within-prompt reward std (population). Why: docs/design-notes.md#gdro_lab-controllers-signals.
+- ``reward_std``: within-prompt reward std (population). Why: docs/core-controllers-notes.md#gdro_lab-controllers-signals.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ class History:
 
     ``visits`` (ever; ring position visits mod H), ``bins`` (-1 = never visited), ``sums`` (running window
     sum of pass@k, saved in the state), ``passk``, ``successes`` and ``rollouts`` (n = 0: empty slot) are
-    views of one int64 buffer. The layout: docs/design-notes.md#gdro_lab-controllers-visit_history.
+    views of one int64 buffer. The layout: docs/core-controllers-notes.md#gdro_lab-controllers-visit_history.
     """
 
     def __init__(self, window: int, rows: int = 0):

@@ -107,7 +107,7 @@ def se_report(share_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: 
 
     Bins whose sigma is unknown (NaN) are left out of all three alike; with none known every value is NaN.
     ``reduction_pct`` is 100 (1 - WSE_actual / WSE_uniform) as in the paper. Detail:
-    docs/design-notes.md#gdro_lab-functional-diagnostics.
+    docs/core-controllers-notes.md#gdro_lab-functional-diagnostics.
     """
     q = as_float_array("se_report", "share_G", share_G, ndim=1, nonnegative=True)
     sigma = as_float_array("se_report", "sigma_G", sigma_G, ndim=1, allow_nan=True)

@@ -96,7 +96,7 @@ def hysteresis_bins(previous_P: np.ndarray, center_P: np.ndarray, low_P: np.ndar
 
     New prompts (previous = -1) take bin_of(center). With low/high = estimate -/+ delta this is the
     paper's margin rule; with a credible interval the uncertainty-aware one
-    (docs/design-notes.md#gdro_lab-functional-estimators).
+    (docs/core-controllers-notes.md#gdro_lab-functional-estimators).
     """
     previous = np.asarray(previous_P, np.int64)
     edges = np.asarray(edges, float)
@@ -121,7 +121,7 @@ def hysteresis_movers(previous_P: np.ndarray, center_P: np.ndarray, low_P: np.nd
                       edges: np.ndarray, up: np.ndarray, down: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """:func:`hysteresis_bins` as the prompts whose bin changes: (movers, their new bins, how many of them are new
     prompts); the others keep their bin. Bands must be finite; ``up, down`` = :func:`edge_thresholds` (edges).
-    Only the movers are searched (why: docs/design-notes.md#gdro_lab-controllers-difficulty).
+    Only the movers are searched (why: docs/core-controllers-notes.md#gdro_lab-controllers-difficulty).
     """
     shifted = previous_P + 1
     movers = ((low_P >= up.take(shifted)) | (high_P < down.take(shifted))).nonzero()[0]

@@ -2,7 +2,7 @@
 
 Rollouts are stored flat: prompt i owns the next ``counts_P[i]`` entries of ``rewards_R``. Paper Eq. 3:
 A_ij = (r_ij - mean_i) / (std_i + eps), population std by default as in the paper;
-``std="bessel", singleton="verl"`` reproduces verl 0.9.1 (docs/design-notes.md#gdro_lab-functional-grpo).
+``std="bessel", singleton="verl"`` reproduces verl 0.9.1 (docs/core-controllers-notes.md#gdro_lab-functional-grpo).
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def grpo_advantages(rewards_R: np.ndarray, counts_P: np.ndarray, *, std: str = "
     ``std``: "population" (paper) or "bessel" (verl's ddof 1). ``normalize_std=False`` gives Dr.GRPO's
     r - mean. Equal-reward groups get A = 0 (``zero_variance_frac``). ``singleton``: a group of one gets
     "zero" (default: no baseline) or "verl" r / (1 + eps). Returns (advantages_R, metrics). Detail:
-    docs/design-notes.md#gdro_lab-functional-grpo.
+    docs/core-controllers-notes.md#gdro_lab-functional-grpo.
     """
     check_advantage_options(std, eps, clip, singleton)
     rewards = np.asarray(rewards_R, dtype=float) if isinstance(rewards_R, np.ndarray) else None

@@ -2,7 +2,7 @@
 
 No rule is written inline anywhere else; each returns new arrays. Shapes: ``G`` bins, ``A`` arms.
 "Absent" bins (NaN observations or a False ``present_G``) keep their state bit-for-bit. Plain-Python
-forms: docs/design-notes.md#gdro_lab-functional-update_rules.
+forms: docs/core-controllers-notes.md#gdro_lab-functional-update_rules.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
 
     ``sigma_G``: per-bin std for the SE proxy (default: this step's within-prompt std per bin);
     ``weights_G``: normalised Prompt-GDRO weights (default uniform); ``multipliers_P``: the advantage
-    multipliers of the step's prompts, logged for step matching (docs/design-notes.md#gdro_lab-runformat-record).
+    multipliers of the step's prompts, logged for step matching (docs/run-format.md#gdro_lab-runformat-record).
     """
     G = num_bins
     count_G = feedback.bin_count(G)

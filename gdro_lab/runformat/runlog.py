@@ -113,7 +113,7 @@ class RunLock:
 
     ``RunLock(run_dir).acquire()`` takes ``fcntl.flock`` on ``run_dir/.writer.lock`` (the folder must exist);
     a second writer gets :class:`RunLockedError` naming the holder. Released when the holder's descriptor
-    closes; local file systems only. Detail: docs/design-notes.md#gdro_lab-runformat-runlog.
+    closes; local file systems only. Detail: docs/run-format.md#gdro_lab-runformat-runlog.
     """
 
     def __init__(self, run_dir: str | os.PathLike[str]):

@@ -5,7 +5,7 @@ Prompt i owns the next ``counts_P[i]`` samples; rows are length-sorted and packe
 teacher-forced pass gives); only the given :class:`~real_runs.types.SamplingParams` apply. With
 ``sampling.seed`` set one call is reproducible and the caller's RNG untouched. With ``sampling.abort_horizon``
 > 0, DUET's early stopping stops rows inside ``generate`` (:class:`_AbortRule`). Detail:
-docs/design-notes.md#real_runs-engines-hf.
+docs/models.md#real_runs-engines-hf.
 """
 
 from __future__ import annotations

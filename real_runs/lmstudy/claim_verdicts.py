@@ -2,7 +2,7 @@
 
 Tuned GRPO per metric (chosen on **val**, ``studykit.lrgrid``), paired gains by seed (``studykit.stats``)
 and the claims (``studykit.claims``: "direction only" or "untested", since the model is not the
-paper's). Detail: docs/design-notes.md#real_runs-lmstudy-claim_verdicts.
+paper's). Detail: docs/lm-study-notes.md#real_runs-lmstudy-claim_verdicts.
 """
 
 from __future__ import annotations

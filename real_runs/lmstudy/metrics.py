@@ -2,7 +2,7 @@
 
 From the trainer's per-half-group benchmarks (``lmstudy_{half}_{group}``): the mean over groups and the
 worst group of ``/mean@8`` and ``/pass@8``. The **val** half chooses; the **test** half reports
-(docs/design-notes.md#real_runs-lmstudy-metrics).
+(docs/lm-study-notes.md#real_runs-lmstudy-metrics).
 """
 
 from __future__ import annotations

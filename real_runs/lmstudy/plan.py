@@ -2,7 +2,7 @@
 
 Warm starts first, then per seed the evaluation, Prompt-GDRO, GRPO, Rollout-GDRO, joint and GRPO's lr
 grid; step-matched GRPO once Prompt-GDRO finished on every seed; grid extensions once the grid
-finished. A finished run directory is reused. The order in full: docs/design-notes.md#real_runs-lmstudy-plan.
+finished. A finished run directory is reused. The order in full: docs/lm-study-notes.md#real_runs-lmstudy-plan.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 For each model it decodes every held-out problem greedily and counts, per group, the share answered
 right and, among problems whose slip (:data:`tasks.SLIPS`) differs from the right answer, the share
-answered with the slip. Why: docs/design-notes.md#real_runs-lmstudy-slips.
+answered with the slip. Why: docs/lm-study-notes.md#real_runs-lmstudy-slips.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Five skill groups with difficulty levels (``SKILLS``: add, sub, mul, chain, mod)
 training pool and a disjoint held-out split of fixed size per group. A problem is the bare expression
 (``"123+45="``), the answer ``\\boxed{168}``, each skill its own source; ids are
 ``"lmstudy_{group}:{split}:L{level}:{expression}"``. Everything is a pure function of a seed. The
-suite: docs/design-notes.md#real_runs-lmstudy-tasks.
+suite: docs/lm-study-notes.md#real_runs-lmstudy-tasks.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One token per character of :data:`ALPHABET` plus ``<pad>``, ``<eos>`` and ``<unk>``, as a transformers
 ``PreTrainedTokenizerFast``; no BOS or EOS added on encode. Its chat template renders a user turn as the
-bare expression (up to and including the first ``=``). Why: docs/design-notes.md#real_runs-lmstudy-tokenizer.
+bare expression (up to and including the first ``=``). Why: docs/lm-study-notes.md#real_runs-lmstudy-tokenizer.
 """
 
 from __future__ import annotations

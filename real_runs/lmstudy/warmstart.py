@@ -3,7 +3,7 @@
 Teacher forcing on ``problem -> \\boxed{answer}<eos>`` (loss on response tokens, AdamW, warm-up and
 cosine decay); the model is :func:`real_runs.models.build_qwen3`. Cached under a key of every setting
 (``GDRO_LMSTUDY_CACHE`` or an explicit directory), so every method and seed starts from the same
-weights. Why and the cache layout: docs/design-notes.md#real_runs-lmstudy-warmstart.
+weights. Why and the cache layout: docs/lm-study-notes.md#real_runs-lmstudy-warmstart.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class WarmStartConfig:
     lr: peak AdamW learning rate (> 0) after ``warmup_steps``, cosine to 10% at the last step.
     seed: torch and data seed; task_seed: the suite's seed; heldout_per_group: the suite's split.
     slip_rate: the share of demonstrations in [0, 1) answered with the skill's systematic slip
-        (why: docs/design-notes.md#real_runs-lmstudy-warmstart).
+        (why: docs/lm-study-notes.md#real_runs-lmstudy-warmstart).
     """
 
     hidden_size: int = 128

@@ -5,7 +5,7 @@ math-verify; reward +1 if equal, -1 otherwise (paper App. A), with a success fla
 math-verify's on the raw boxed content; cheap cases are decided in the parent, the rest in a
 :class:`real_runs.rewards.pool.TimedPool` whose hung or crashed tasks score -1 and are counted
 (``reward/*``). Departs from the paper's code (verl's ``math_dapo`` string match on an "Answer:" line),
-since math-verify accepts equivalent forms. What is decided where: docs/design-notes.md#real_runs-rewards-math.
+since math-verify accepts equivalent forms. What is decided where: docs/eval-notes.md#real_runs-rewards-math.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A worker that misses its task's deadline is SIGKILLed and replaced, one that die
 is reported as ``("timeout", None)`` or ``("error", ...)`` and the tasks queued behind it run on other
 workers. Tasks run in the worker's main thread (so ``signal.alarm`` works); workers start with
 ``forkserver`` (Linux) or ``spawn``, never ``fork``. Why not ``ProcessPoolExecutor``, and how:
-docs/design-notes.md#real_runs-rewards-pool.
+docs/eval-notes.md#real_runs-rewards-pool.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class TimedPool:
 
         Tasks go ``chunk`` at a time (default 2). ``affinity``: one key per task; tasks with equal keys go
         to the same worker slot, call after call, unless that worker is done and another still has work.
-        Without it, neighbouring tasks stay together. Why: docs/design-notes.md#real_runs-rewards-pool.
+        Without it, neighbouring tasks stay together. Why: docs/eval-notes.md#real_runs-rewards-pool.
         """
         results: list[tuple[str, Any] | None] = [None] * len(tasks)
         count = len(self._workers)

@@ -2,7 +2,7 @@
 
 4-12 responses per prompt, answers in habitual formats or popular mistakes, 4% cut off. Used by
 ``benchmarks/bench_reward.py`` and the reward tests. The model of a batch:
-docs/design-notes.md#real_runs-rewards-realistic.
+docs/eval-notes.md#real_runs-rewards-realistic.
 """
 
 from __future__ import annotations

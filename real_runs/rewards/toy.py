@@ -8,7 +8,7 @@ gold answer string a_i) succeeds with a fixed, known probability
 and response r of that prompt succeeds iff u("draw", a_i, text_r) < p_i. The draw is a hash of
 the response text, so a verdict is deterministic (a resumed run rescores identically) and
 independent across distinct responses; identical texts of one prompt get one verdict. Why:
-docs/design-notes.md#real_runs-rewards-toy.
+docs/eval-notes.md#real_runs-rewards-toy.
 """
 
 from __future__ import annotations

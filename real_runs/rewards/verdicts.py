@@ -4,7 +4,7 @@ Three parts, used by :class:`real_runs.rewards.math.MathReward`: :func:`decide_n
 literals, decided only where math-verify's comparison cannot go the other way), :func:`verdict_key`
 (math-verify's own first rewrites) and :class:`VerdictCache` (LRU; timeouts and errors never cached).
 Checked against the uncached math-verify path by tests/real_runs/rewards/test_reward.py. Detail:
-docs/design-notes.md#real_runs-rewards-verdicts.
+docs/eval-notes.md#real_runs-rewards-verdicts.
 """
 
 from __future__ import annotations

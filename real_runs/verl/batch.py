@@ -2,7 +2,7 @@
 
 Stable ids from ``extra_info["index"]``; a row expanded into ``counts_P[i]`` rows executes the plan;
 advantages scaled per row by Eq. 16. Departs from the released code: the id is one explicit field (a
-missing one is an error), not rebuilt inside a patched trainer. Detail: docs/design-notes.md#real_runs-verl-batch.
+missing one is an error), not rebuilt inside a patched trainer. Detail: docs/verl-notes.md#real_runs-verl-batch.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def clip_advantages(data: DataProto, bound: float) -> float:
 
     Returns the fraction of response tokens (``response_mask``; every token without one) whose
     advantage was clipped. With rewards +-1 it binds only in groups of n >= 27 rollouts
-    (docs/design-notes.md#real_runs-verl-batch).
+    (docs/verl-notes.md#real_runs-verl-batch).
     """
     advantages = data.batch["advantages"]
     over = advantages.abs() > bound

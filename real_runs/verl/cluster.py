@@ -2,7 +2,7 @@
 
 ``python -m real_runs.verl.cluster check FOLDER [FOLDER ...]`` checks a running Ray cluster;
 :func:`check_shared_folders` (every node sees the folders), :func:`runtime_env_vars` (secrets left out;
-:func:`task_runner_secrets`). Why: docs/design-notes.md#real_runs-verl-cluster.
+:func:`task_runner_secrets`). Why: docs/verl-notes.md#real_runs-verl-cluster.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``python -m real_runs.verl.convert --data-dir DATA --out OUT paper`` writes the paper preset's sets
 under OUT; ``python -m real_runs.verl.convert DATASET OUT.parquet`` converts one. Nothing is
-overwritten. The files and fields: docs/design-notes.md#real_runs-verl-convert.
+overwritten. The files and fields: docs/verl-notes.md#real_runs-verl-convert.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ NOT for GPU runs: nothing here is imported by the plugin. verl's files are never
 between verl 0.9.1 (FSDP1 or FSDP2) and a CPU-only machine are closed at run time in our own
 processes. ``--strategy fsdp`` runs FSDP1 (as the launch scripts), the default FSDP2; ``--audit DIR``
 writes one ``step_N.npz`` per step for tests; other arguments are hydra overrides, as for
-``real_runs.verl.main``. The six gaps: docs/design-notes.md#real_runs-verl-cpu.
+``real_runs.verl.main``. The six gaps: docs/verl-notes.md#real_runs-verl-cpu.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One rollout replica is one :class:`HFCPUServer` Ray actor holding the Hugging Face model, started by
 :class:`HFCPUReplica`; :class:`HFCPUServerAdapter` forwards the actor's weights. Import this module after
-``real_runs.verl.cpu.install`` has set the platform. Detail: docs/design-notes.md#real_runs-verl-cpu_rollout.
+``real_runs.verl.cpu.install`` has set the platform. Detail: docs/verl-notes.md#real_runs-verl-cpu_rollout.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class HFCPUServer:
 
     ``generate`` has the signature verl's ``LLMServerClient`` calls on vLLM's server and returns verl's
     ``TokenOutput``; ``update_weights`` loads the actor's full state dict (version = training step).
-    Sampling and seeds: docs/design-notes.md#real_runs-verl-cpu_rollout.
+    Sampling and seeds: docs/verl-notes.md#real_runs-verl-cpu_rollout.
     """
 
     def __init__(self, config: Any, model_config: Any, replica_rank: int):

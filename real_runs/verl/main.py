@@ -3,7 +3,7 @@
 The config is ``real_runs/verl/configs/gdro_trainer.yaml``: verl's ``ppo_trainer`` defaults plus a
 ``gdro`` section (``gdro.*=...``). :func:`real_runs.verl.runner.check_launch_config` refuses what the
 plugin cannot run before Ray starts; what runs lives in :mod:`real_runs.verl.runner`. Detail:
-docs/design-notes.md#real_runs-verl-main.
+docs/verl-notes.md#real_runs-verl-main.
 """
 
 from __future__ import annotations

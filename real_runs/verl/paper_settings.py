@@ -3,7 +3,7 @@
 Sources: the paper's App. A, the released scripts, or ``ours`` with a reason; departures from either
 are listed in :data:`DEPARTURES`. ``tests/real_runs/verl/test_launch_scripts.py`` asserts every row
 against the composed launch scripts and the presets; ``docs/launch.md`` prints the table
-(:func:`markdown_table`). No verl import here. Detail: docs/design-notes.md#real_runs-verl-paper_settings.
+(:func:`markdown_table`). No verl import here. Detail: docs/verl-notes.md#real_runs-verl-paper_settings.
 """
 
 from __future__ import annotations

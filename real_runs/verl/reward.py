@@ -8,7 +8,7 @@ Plug it in with::
 ``compute_score`` returns ``score`` (+1 / -1, :class:`real_runs.rewards.math.MathReward` or
 :class:`real_runs.rewards.choice.ChoiceReward`) and ``acc`` (the success flag the plugin reads).
 :func:`known_odds_score` is a toy reward for smoke runs and CPU tests, NOT a task. Detail:
-docs/design-notes.md#real_runs-verl-reward.
+docs/verl-notes.md#real_runs-verl-reward.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :func:`check_launch_config` refuses, before Ray starts, what the plugin cannot run (one line each);
 :data:`GDROTaskRunner` is verl's legacy task runner with :class:`real_runs.verl.trainer.GDRORayPPOTrainer`,
-as a Ray actor. Detail: docs/design-notes.md#real_runs-verl-runner.
+as a Ray actor. Detail: docs/verl-notes.md#real_runs-verl-runner.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def determinism_problem(config: Any) -> str | None:
     """Why this launch's full determinism would make a group's rollouts identical; None if it would not.
 
     With vLLM, refused unless the agent loop manager is a :class:`real_runs.verl.seeding.SeededAgentLoopManager`
-    (why: docs/design-notes.md#real_runs-verl-seeding).
+    (why: docs/verl-notes.md#real_runs-verl-seeding).
     """
     def setting(key: str) -> Any:
         return OmegaConf.select(config, f"actor_rollout_ref.rollout.{key}", default=None, throw_on_missing=False)

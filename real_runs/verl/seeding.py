@@ -2,7 +2,7 @@
 
 Under full determinism verl 0.9.1's vLLM server seeds every request alike (every GRPO advantage 0).
 :class:`SeededAgentLoopManager` puts :func:`request_seed` (distinct per row and step, the same on a
-resume) into every request. How to select it, and why: docs/design-notes.md#real_runs-verl-seeding.
+resume) into every request. How to select it, and why: docs/verl-notes.md#real_runs-verl-seeding.
 """
 
 from __future__ import annotations

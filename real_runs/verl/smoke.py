@@ -2,7 +2,7 @@
 
 ``python -m real_runs.verl.smoke prepare OUT [--tokenizer tiny|tiny-qwen]`` writes a random 2-layer
 Qwen3, its tokenizer and toy parquet files; ``... verify OUT TOTAL_STEPS RESUMED_FROM`` checks a job
-and its resumed continuation. What is written and why: docs/design-notes.md#real_runs-verl-smoke.
+and its resumed continuation. What is written and why: docs/verl-notes.md#real_runs-verl-smoke.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def overrides(out: str | Path, steps: int, *, save_freq: int = 2, batch: int = B
 
 def verify(out: str | Path, total_steps: int, resumed_from: int, batch: int = BATCH, n_bar: int = N_BAR) -> dict:
     """Check a smoke run (a first job to ``resumed_from``, a second to ``total_steps``); raises
-    AssertionError naming the first failed check. The checks: docs/design-notes.md#real_runs-verl-smoke.
+    AssertionError naming the first failed check. The checks: docs/verl-notes.md#real_runs-verl-smoke.
     """
     from gdro_lab.runformat.runlog import read_run
     from real_runs.verl.state import load_controller_state

@@ -5,7 +5,7 @@ and ``_save_checkpoint`` / ``_load_checkpoint`` are extended. Requires GRPO adva
 warm-up, a policy loss linear in the advantage (:data:`LINEAR_LOSS_MODES`), the legacy trainer, no prefix grouper.
 Departs from the paper's code (a patch of verl): no verl file is changed, controller state is
 checkpointed, the difficulty signal is the unbiased pass@k. Each override and requirement:
-docs/design-notes.md#real_runs-verl-trainer.
+docs/verl-notes.md#real_runs-verl-trainer.
 """
 
 from __future__ import annotations

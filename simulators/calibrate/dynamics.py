@@ -13,7 +13,7 @@ at lr_scale_j = lr_j / lr_ref. Discrepancy (weighted least squares, Wood 2010's 
     delta_sim = held-out accuracy at step t minus at step 0;  h0_k profiled out (weighted mean)
 
 minimised by Levenberg-Marquardt on common random numbers; intervals from posterior draws
-(:func:`posterior`). The sigmas and why the fit is smooth: docs/design-notes.md#simulators-calibrate-dynamics.
+(:func:`posterior`). The sigmas and why the fit is smooth: docs/calibration-notes.md#simulators-calibrate-dynamics.
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ def posterior(design: Design, x: np.ndarray, starts: np.ndarray, obs: Observatio
 
     Sigma comes from 40 sweeps simulated at ``x`` (the weighted least-squares fit). The mode is refitted
     with whitened residuals from ``x`` and the other local optima ``starts``; the chains start at all of
-    them (why: docs/design-notes.md#simulators-calibrate-dynamics).
+    them (why: docs/calibration-notes.md#simulators-calibrate-dynamics).
     """
     fitted = simulate(design, x[None], pooled)
     r_data, offsets = residuals(fitted, obs, w)

@@ -10,7 +10,7 @@ Per step (``simulators.learner``)::
     t[i_B] += lr_prompt g_MB            (all step sizes times lr_scale_M)
 
 Shapes: M settings, B prompts per step, n rollouts per prompt, K groups, P prompts, E evaluations.
-Detail: docs/design-notes.md#simulators-calibrate-fastsim.
+Detail: docs/calibration-notes.md#simulators-calibrate-fastsim.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ bias b towards 0). Maximum likelihood on the exact discrete likelihood, started 
 
     P(L = k) = Phi((log(k + 1/2) - mu) / s) - Phi((log(k - 1/2) - mu) / s)   (k = 1: lower end -inf; k = cap: upper +inf)
 
-Why this form, and the pass rate's noise: docs/design-notes.md#simulators-calibrate-lengths.
+Why this form, and the pass rate's noise: docs/calibration-notes.md#simulators-calibrate-lengths.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ CAL_DIR is ``gdro calibrate``'s output for the LM study (``gdro study lm --calib
 prediction runs ``predict.run_all`` at the study's design, read from its ``summary.json``; the measured
 side is the study's per-seed final held-out metrics in that file, paired by seed (mean ± Student-t 95%).
 "Consistent" when the interval of measured − predicted median contains 0. The metrics paired and the
-interval's half-width: docs/design-notes.md#simulators-calibrate-lmcompare.
+interval's half-width: docs/calibration-notes.md#simulators-calibrate-lmcompare.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ pass-count likelihood, stage 2 on a Gaussian synthetic likelihood (Wood 2010) of
 
 r the whitened residuals of the real sweep, Sigma their covariance over sweeps simulated at the estimate
 with new seeds, shrunk half-way to its diagonal and scaled by max(1, r'Sigma^-1 r / dof). Each step
-costs one batched likelihood call. Why: docs/design-notes.md#simulators-calibrate-posterior.
+costs one batched likelihood call. Why: docs/calibration-notes.md#simulators-calibrate-posterior.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ every training prompt and plain GRPO at a few learning rates, written by ``write
 
 For every parameter: the estimate's error against the truth and whether the 95% interval covers it;
 coverage over worlds and seeds is compared with the nominal 95% (docs/calibration.md's table, which the
-command above writes). The data in detail: docs/design-notes.md#simulators-calibrate-recovery.
+command above writes). The data in detail: docs/calibration-notes.md#simulators-calibrate-recovery.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Six two-level factors (bins, hysteresis, debias, weights, signal, allocator), every combination, every
 seed (seeds are blocks). Effects by OLS with -1/+1 coding, block effects, main effects and two-way
 interactions, each with a 95% t-interval. The factors and the analysis:
-docs/design-notes.md#simulators-studies-ablation.
+docs/studies-notes.md#simulators-studies-ablation.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def cell_baselines(design: list[tuple[dict[str, Any], int]], results: list[RunSu
     """Per cell and held-out metric: gains over GRPO (lr 1), step-matched GRPO and tuned GRPO, paired by seed.
 
     Step-matched: GRPO's grid interpolated in log lr at the cell's c1 and c2; tuned: GRPO at its best grid lr
-    on the val groups, per metric. Why interpolated: docs/design-notes.md#simulators-studies-ablation.
+    on the val groups, per metric. Why interpolated: docs/studies-notes.md#simulators-studies-ablation.
     """
     lrs = np.array(sorted(grpo))
     cells_: dict[str, list[tuple[int, RunSummary]]] = {}

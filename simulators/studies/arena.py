@@ -5,7 +5,7 @@ world, each with the length model on (``world.lengths``). Equal compute: exactly
 step for every method; held-out accuracy against tuned GRPO (paired by seed) at the final step (equal
 rollouts) and at equal generated tokens (``equal_tokens``, docs/arena.md). Per world and method also SE
 proxies against the oracle's, zero-variance and trained shares, tokens and wall time per step. Caching
-and the LM arena: docs/design-notes.md#simulators-studies-arena.
+and the LM arena: docs/studies-notes.md#simulators-studies-arena.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def run_selector_matched(settings: StudySettings, grid: Grid, methods: Sequence[
                          ) -> dict[str, dict[str, Any]]:
     """GRPO whose shared and group steps are those of a selector: lr_shared and lr_group x the selector's
     mean batch / trained prompts, at lr scale 1 (cached like the grid). Why an lr grid cannot stand in:
-    docs/design-notes.md#simulators-studies-arena.
+    docs/studies-notes.md#simulators-studies-arena.
     """
     from gdro_lab.methods import get_method
     selectors = [m for m in methods if get_method(m).selector != "none"]

@@ -3,7 +3,7 @@
 GRPO at lr scale 1; step-matched GRPO (``studykit.stepmatch``: advantages x c1 = E[m] or c2 =
 sqrt(E[m^2])); tuned GRPO (lr chosen on **val**, reported on **test**, ``simulators.studies.tuning``).
 Gains are paired by seed: mean ± t_{0.975,S-1} sd/√S. Why two moments:
-docs/design-notes.md#simulators-studies-baselines.
+docs/studies-notes.md#simulators-studies-baselines.
 """
 
 from __future__ import annotations

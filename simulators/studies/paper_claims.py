@@ -2,7 +2,7 @@
 
 Gains against **tuned** GRPO (chosen on val, reported on test), with the same-lr and step-matched
 numbers alongside; on the toy world every verdict is "direction only". Mechanism claims come from
-studykit.claim_measures at the default lr. Detail: docs/design-notes.md#simulators-studies-paper_claims.
+studykit.claim_measures at the default lr. Detail: docs/studies-notes.md#simulators-studies-paper_claims.
 """
 
 from __future__ import annotations

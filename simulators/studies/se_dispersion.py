@@ -2,7 +2,7 @@
 
 ``headroom_table`` (a share f of the batch at sigma ~ 0, the rest at sigma 1) and ``dispersion_table``
 (the inverse, by bisection), both with se_report's box-constrained square-root optimum (Thm 4.2).
-Detail: docs/design-notes.md#simulators-studies-se_dispersion.
+Detail: docs/studies-notes.md#simulators-studies-se_dispersion.
 """
 
 from __future__ import annotations

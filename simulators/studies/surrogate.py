@@ -3,7 +3,7 @@
 Part 1 (exact): R_eta against max_b L_b and the bound max_b L_b <= R_eta <= max_b L_b + log(B)/eta,
 with d R_eta / d L = q_eta (Eq. 26). Part 2: projected SGD against exponential weights on a
 convex-concave game; the duality gap of the averaged iterates against (Reg_theta + Reg_q) / T.
-Detail: docs/design-notes.md#simulators-studies-surrogate.
+Detail: docs/studies-notes.md#simulators-studies-surrogate.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Each method runs every seed at every point of its own grid (``studykit.lrgrid``)
     grid = run_grid(settings, methods, root, "study")       # {(method, lr): [RunSummary per seed]}
     best_lr(grid, "prompt_gdro", "test/accuracy")           # chosen on val/accuracy
 
-Detail: docs/design-notes.md#simulators-studies-tuning.
+Detail: docs/studies-notes.md#simulators-studies-tuning.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Reduced costs r_b(a) >= 0 (zero on [lo_b, hi_b], the envelope's zero-cost arms),
 of cost U and a slack come from the planner; this module returns an optimal plan, exactly, by a
 min-plus DP across bins over the total, with per bin at most K_b "free" prompts off lo_b / hi_b
 (two bounded-deviation lemmas) and iterative deepening on K_b. The lemmas and the DP:
-docs/design-notes.md#gdro_lab-allocation-planner-dp.
+docs/core-allocation-notes.md#gdro_lab-allocation-planner-dp.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def deviation_dp(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.n
     """Prompts per bin and arm x_GA minimising sum_i r(a_i) with sum_i a_i = need (steps 1-3 above).
 
     ``bound`` is the cost of the feasible plan ``heuristic`` (inf and None when there is none). Iterative
-    deepening on the free prompts: docs/design-notes.md#gdro_lab-allocation-planner-dp.
+    deepening on the free prompts: docs/core-allocation-notes.md#gdro_lab-allocation-planner-dp.
     """
     num_bins, num_arms = r_GA.shape
     arm = np.arange(num_arms)

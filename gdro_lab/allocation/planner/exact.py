@@ -9,7 +9,7 @@ bins, else the bounded-deviation DP of :mod:`gdro_lab.allocation.planner.dp`; th
 every f_b is concave. Tested against brute force and scipy.optimize.milp
 (tests/gdro_lab/allocation/planner/test_planner_exact.py). Departs from the paper: it maximises the
 joint probability over prompts, where the paper's DP chooses one arm per bin (still offered as
-``allocation.exact_budget_plan``). The method: docs/design-notes.md#gdro_lab-allocation-planner-exact; timings:
+``allocation.exact_budget_plan``). The method: docs/core-allocation-notes.md#gdro_lab-allocation-planner-exact; timings:
 docs/benchmarks.md#gdro_lab-allocation-planner-exact.
 """
 

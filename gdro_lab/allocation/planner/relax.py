@@ -4,7 +4,7 @@
 Inputs: reduced costs r_b(a) >= 0 (zero exactly on lo_b..hi_b), the prompts per bin c_b and ``need``.
 :func:`relaxed_plan` is a lower bound, the optimum when its multiset fits the bins' counts;
 :func:`feasible_plan` an upper bound. Shapes: ``G`` bins, ``A`` arms; plans are x_GA. The method:
-docs/design-notes.md#gdro_lab-allocation-planner-exact.
+docs/core-allocation-notes.md#gdro_lab-allocation-planner-exact.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _shortest_shift(m: list[float], targets: tuple[int, int, int], rounds: int) 
     """Cheapest multiset of shifts d (cost m[d + A - 1] each, any number) summing to a target
     t = start - width h, h in 0..h_max, with at most ``rounds`` shifts unless that is proven optimal:
     (cost, h, shifts); (a lower bound, 0, None) when a cheaper plan could use more shifts.
-    The search: docs/design-notes.md#gdro_lab-allocation-planner-relax.
+    The search: docs/core-allocation-notes.md#gdro_lab-allocation-planner-relax.
     """
     start, width, h_max = targets
     arms = (len(m) + 1) // 2
@@ -228,7 +228,7 @@ def feasible_plan(r_GA: np.ndarray, c_G: np.ndarray, lo_G: np.ndarray, hi_G: np.
     """Cost and prompts per arm x_GA of a good feasible plan (its cost bounds the optimum's, step 2).
 
     (inf, None) when none is found; the DP then runs unpruned. The construction:
-    docs/design-notes.md#gdro_lab-allocation-planner-relax.
+    docs/core-allocation-notes.md#gdro_lab-allocation-planner-relax.
     """
     num_bins, num_arms = r_GA.shape
     width_G = hi_G - lo_G

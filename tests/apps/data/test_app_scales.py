@@ -90,3 +90,15 @@ def test_natural_ranges() -> None:
     assert scales.natural_range("effective_support", 10, [24.0]) == (1.0, math.inf), "a support over more than bins"
     assert scales.natural_range("se_reduction_pct") == (-math.inf, 100.0)
     assert scales.natural_range("time/step", values=[3.0]) == (0.0, math.inf)
+
+
+def test_a_constant_heatmap_field_gets_a_scale_centred_on_its_value() -> None:
+    uniform = np.full((30, 10), 0.1)  # GRPO's weights: uniform, never updated
+    assert scales.heatmap_domain("weight", uniform) == pytest.approx([0.05, 0.15]), "not the meaningless -0.4-0.6"
+    assert scales.heatmap_domain("weight", np.full(5, 0.99)) == pytest.approx([0.9, 1.0]), "inside the natural range"
+    assert scales.heatmap_domain("signal", np.full(5, 20.0)) == pytest.approx([19.0, 21.0]), "no natural range: ±5%"
+    assert scales.heatmap_domain("rollouts", np.full(5, 4.0), "auto", (2.0, 12.0)) == pytest.approx([3.5, 4.5])
+    varying = np.array([0.09, 0.1, 0.11])
+    assert scales.heatmap_domain("weight", varying) == pytest.approx([0.09, 0.11]), "auto: the values' range"
+    assert scales.heatmap_domain("weight", varying, "natural") == [0.0, 1.0]
+    assert scales.heatmap_domain("weight", np.array([np.nan])) is None

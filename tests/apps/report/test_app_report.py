@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from typing import Any
@@ -187,12 +188,23 @@ def test_trainer_runs_get_method_and_seed_folders(trainer_root: Path, tmp_path: 
                                                                             "grpo_seed1", "prompt_gdro_seed0"]
 
 
-def test_report_heatmaps_use_natural_colour_scales(synthetic_run: Path) -> None:
-    figure = figures.traveling_wave_figure(loading.load_run(synthetic_run))
+def test_report_heatmaps_use_the_apps_default_colour_scales(synthetic_run: Path) -> None:
+    """The report's heatmaps have the scale the app opens with (auto: one function for both), and a
+    constant field (GRPO's uniform weights) a scale centred on its value."""
+    from apps.views import uicharts
+
+    run = loading.load_run(synthetic_run)
+    figure = figures.traveling_wave_figure(run)
     limits = {axis.get_title(): axis.collections[0].get_clim() for axis in figure.axes[:3]}
     plt.close(figure)
-    assert limits == {"Prompt share [share]": (0.0, 1.0), "Prompt-GDRO weight [weight]": (0.0, 1.0),
-                      "Realized reward [reward]": (-1.0, 1.0)}
+    fields = {"Prompt share [share]": "share", "Prompt-GDRO weight [weight]": "weight",
+              "Realized reward [reward]": "reward"}
+    assert limits == {title: pytest.approx(tuple(uicharts.colour_domain(field, [run]))) for title, field in fields.items()}
+    assert limits["Prompt share [share]"] != (0.0, 1.0), "the values' range, not the natural one"
+    uniform = dataclasses.replace(run, bins={**run.bins, "weight": np.full_like(run.bins["weight"], 0.1)})
+    figure = figures.traveling_wave_figure(uniform)
+    assert figure.axes[1].collections[0].get_clim() == pytest.approx((0.05, 0.15))
+    plt.close(figure)
 
 
 def test_a_study_report_has_bands_over_seeds_the_apps_names_and_nothing_cut(root100: Any, tmp_path: Path,
