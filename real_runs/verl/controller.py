@@ -21,12 +21,12 @@ from verl import DataProto
 from gdro_lab.controllers.prompts import PromptIndex
 from gdro_lab.controllers.registry import REGISTRY
 from gdro_lab.methods import FAMILIES, MethodSpec, configure, real_methods, resolve_method
-from gdro_lab.runformat.runlog import LOCK_FILE, META_FILE, RunWriter
+from gdro_lab.runformat.runlog import LOCK_FILE, META_FILE, RunLock, RunWriter
 from gdro_lab.step import BudgetError, MethodStep
 from real_runs.overhead import RunClock, logged_elapsed
 from real_runs.verl import VerlPluginError
 from real_runs.verl import batch as vb
-from real_runs.verl.state import RunLock
+from real_runs.verl.state import lock_run_dir
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ class GDROController:
     def open_run(self, resume_step: int | None = None) -> None:
         """Create (or, resuming after ``resume_step``, reopen) the run directory, if configured.
 
-        Takes the run's :class:`RunLock` first (held until :meth:`close`): never two writers.
+        Takes the run's :class:`gdro_lab.runformat.runlog.RunLock` first (held until :meth:`close`): never two writers.
         """
         if not self.settings.run_dir:
             return
@@ -220,7 +220,7 @@ class GDROController:
         problem = run_dir_problem(path, resume_step)
         if problem:
             raise VerlPluginError(problem)
-        self._lock = RunLock(path)
+        self._lock = lock_run_dir(path)
         try:
             if resume_step is not None and (path / META_FILE).exists():
                 self.writer = RunWriter.resume(path, resume_step, lock=self._lock)

@@ -13,8 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from gdro_lab.runformat.runlog import RunLock as CoreRunLock
-from gdro_lab.runformat.runlog import RunLockedError, decode_state, encode_state, lock_holder
+from gdro_lab.runformat.runlog import RunLock, RunLockedError, decode_state, encode_state, lock_holder
 from real_runs.verl import VerlPluginError
 
 CTRL_FILE = "gdro_ctrl.json"
@@ -60,27 +59,24 @@ def load_controller_state(folder: str | os.PathLike[str]) -> tuple[int, dict[str
     return int(payload["step"]), decode_state(payload["state"])
 
 
-class RunLock(CoreRunLock):
-    """The run's one-writer lock (:class:`gdro_lab.runformat.runlog.RunLock`, ``run_dir/.writer.lock``),
-    taken at construction after creating the folder; a refusal is a :class:`VerlPluginError`.
+def lock_run_dir(run_dir: str | os.PathLike[str]) -> RunLock:
+    """Create ``run_dir`` and take its one-writer lock (:class:`gdro_lab.runformat.runlog.RunLock`, the one
+    implementation, ``run_dir/.writer.lock``); a refusal is a :class:`VerlPluginError`.
 
-    The trainer process holds it from before it opens the run until :meth:`release`; the OS drops
+    The trainer process holds it from before it opens the run until ``release()``; the OS drops
     it when the process dies, even by SIGKILL, so a crashed job never blocks its resume.
     """
-
-    def __init__(self, run_dir: str | os.PathLike[str]):
-        super().__init__(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            self.acquire()
-        except RunLockedError:
-            raise VerlPluginError(_busy_message(self.run_dir)) from None
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        return RunLock(run_dir).acquire()
+    except RunLockedError:
+        raise VerlPluginError(_busy_message(Path(run_dir))) from None
 
 
 def check_unlocked(run_dir: str | os.PathLike[str]) -> None:
     """Raise if another process holds ``run_dir``'s lock (creates nothing)."""
     try:
-        CoreRunLock.check(run_dir)
+        RunLock.check(run_dir)
     except RunLockedError:
         raise VerlPluginError(_busy_message(Path(run_dir))) from None
 
