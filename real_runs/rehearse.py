@@ -55,7 +55,7 @@ def config_diff(a: TrainConfig, b: TrainConfig) -> dict[str, tuple[Any, Any]]:
     return {f"{s}.{k}": (da[s][k], db[s][k]) for s in da for k in da[s] if da[s][k] != db[s][k]}
 
 
-def seeded_history(method: MethodStep, record_index: np.ndarray, prompts: Any, *, prompts_per_step: int,
+def seeded_history(method_step: MethodStep, record_index: np.ndarray, prompts: Any, *, prompts_per_step: int,
                    seed: int, steps: int = HISTORY_STEPS) -> dict[str, int]:
     """Feed the fresh method step ``max(steps, ceil(N / P))`` synthetic steps before step 1.
 
@@ -74,14 +74,14 @@ def seeded_history(method: MethodStep, record_index: np.ndarray, prompts: Any, *
     rollouts = 0
     for _ in range(steps):
         rows = order.take(prompts_per_step)
-        plan = method.plan(ids_N[rows])
+        plan = method_step.plan(ids_N[rows])
         successes_R = rng.random(int(plan.counts_P.sum())) < np.repeat(odds_N[rows], plan.counts_P)
-        feedback, _, _ = method.feedback(plan, np.where(successes_R, 1.0, -1.0), successes_R)
+        feedback, _, _ = method_step.feedback(plan, np.where(successes_R, 1.0, -1.0), successes_R)
         assert feedback is not None  # no early stopping here: every prompt is scored
-        method.observe(feedback)
+        method_step.observe(feedback)
         rollouts += int(plan.counts_P.sum())
     return {"steps": steps, "prompts": int(ids_N.size), "per_step": prompts_per_step, "rollouts": rollouts,
-            "assigned": int(np.count_nonzero(method.classifier.bins(ids_N) >= 0))}
+            "assigned": int(np.count_nonzero(method_step.classifier.bins(ids_N) >= 0))}
 
 
 def gdro_path(run: Any, cfg: TrainConfig, distinct_prompts: int = 0) -> list[str]:
@@ -214,8 +214,8 @@ def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], No
         for line in memory.format_projection(real.model.name, projection, shape.parameters):
             out(line)
 
-    def warm_start(method: MethodStep, record_index: np.ndarray, prompts: Any, records: Sequence[Any]) -> None:
-        done = seeded_history(method, record_index, prompts, prompts_per_step=cfg.train.prompts_per_step,
+    def warm_start(method_step: MethodStep, record_index: np.ndarray, prompts: Any, records: Sequence[Any]) -> None:
+        done = seeded_history(method_step, record_index, prompts, prompts_per_step=cfg.train.prompts_per_step,
                               seed=cfg.train.seed)
         out(f"rehearsal: seeded history: {done['steps']} synthetic steps of {done['per_step']} prompts "
             f"(of {done['prompts']:,}; {done['rollouts']:,} rollouts at known per-prompt odds spread over (0, 1); nothing generated or trained) observed by "

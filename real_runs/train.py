@@ -43,7 +43,7 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
     """Train; returns the run directory. ``resume`` continues that run from its last checkpoint.
 
     model/tokenizer/train_records/eval_records/reward/engine replace what the config would load;
-    ``stop_after`` ends after that step with a checkpoint and status "stopped"; ``warm_start(method,
+    ``stop_after`` ends after that step with a checkpoint and status "stopped"; ``warm_start(method_step,
     record_index, prompts, records)`` runs once on a new run's fresh method step (MethodStep) before step 1.
     """
     started = time.perf_counter()  # time/elapsed counts from here (start-up included)
@@ -115,7 +115,7 @@ def _loop(run: TrainRun, stop_after: int | None) -> Path:
             times.add("log", time.perf_counter() - log_start)
             if step == last or new_best or (tc.save_every and step % tc.save_every == 0):
                 save_start = time.perf_counter()
-                states = saved_state(run.method)
+                states = saved_state(run.method_step)
                 writer.save_snapshot(step, states)
                 ckpt.save_checkpoint(run_dir, step, model=run.policy, optimizer=run.optimizer, scheduler=run.scheduler,
                                      controllers={**state_slots(states, states), "data_order": run.order},
@@ -148,7 +148,7 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
           ) -> tuple[dict[str, float], dict[str, Any], Timer, np.ndarray]:
     """One step, the numbered phases of the module docstring: (the step record's scalars and per-bin
     rows, the phases' timer, the rollouts per prompt)."""
-    cfg, tc, method, engine = run.cfg, run.cfg.train, run.method, run.engine
+    cfg, tc, method_step, engine = run.cfg, run.cfg.train, run.method_step, run.engine
     timer = Timer(run.device)
     step_start = time.perf_counter()
     if run.device.type == "cuda":
@@ -156,8 +156,8 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
 
     # 1. prompts, bins, plan (the budget is exact every step: MethodStep.plan checks it)
     with timer("plan"):
-        batch = method.choose(run.order.take(tc.prompts_per_step), run.order.take, lambda rows: run.record_index[rows])
-        plan = method.plan(run.record_index[batch])
+        batch = method_step.choose(run.order.take(tc.prompts_per_step), run.order.take, lambda rows: run.record_index[rows])
+        plan = method_step.plan(run.record_index[batch])
         counts_P = plan.counts_P
 
     # 2. generate and score
@@ -176,11 +176,11 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
 
     # 3-4. controllers, then weighted GRPO advantages, on the scored rollouts (early stopping: MethodStep.feedback)
     with timer("controllers"):
-        feedback, _, rows_R = method.feedback(plan, rewards_R, successes_R, rollouts.weights_R)
+        feedback, _, rows_R = method_step.feedback(plan, rewards_R, successes_R, rollouts.weights_R)
         advantages_R, train_R, outcome = np.zeros(rows_R.size), np.zeros(rows_R.size, bool), None
         adv_metrics: dict[str, float] = {}
         if feedback is not None:  # else nothing was scored: no controller update, no loss
-            outcome = method.observe(feedback, tokens_R=rollouts.lengths_R[rows_R])
+            outcome = method_step.observe(feedback, tokens_R=rollouts.lengths_R[rows_R])
             advantages_R[rows_R], adv_metrics = ppo.weighted_advantages(feedback, outcome.multipliers_P, cfg)
             train_R[rows_R] = np.repeat(outcome.train_P, feedback.counts_P)
 
@@ -196,7 +196,7 @@ def _step(run: TrainRun, step: int, train_reward: Reward, on_policy: bool
 
     # 8. the step record: controllers' diagnostics, losses, timings
     with timer("record"):
-        scalars, per_bin = method.record(outcome) if outcome is not None else method.empty_record()
+        scalars, per_bin = method_step.record(outcome) if outcome is not None else method_step.empty_record()
         scalars.update({f"grpo/{k}": v for k, v in adv_metrics.items()})
         scalars.update(actor_scalars(batch_R, sums, losses, grad_norms, tc.ppo_epochs, engine_gap))
         scalars.update(rollout_scalars(generated_R, rollouts.finish_reasons))

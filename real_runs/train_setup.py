@@ -65,7 +65,7 @@ class TrainRun:
     eval_problems: list[Problem]
     prompts: PromptIndex
     record_index: np.ndarray  #: record i -> its interned prompt index
-    method: MethodStep  #: the controllers of the method
+    method_step: MethodStep  #: the method's step (its four controllers)
     order: DataOrder
     autocast: Callable[[], Any]
     reference: Any  #: the frozen policy as loaded (None without a KL term)
@@ -101,9 +101,9 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     eval_problems = _eval_problems(cfg, given.eval_records)
     prompts = PromptIndex()  # stable ids interned once: record i -> record_index[i]
     record_index = prompts.intern([r.id for r in records])
-    method = MethodStep(mc.method(), mc.step_configs(), tc.seed, prompts)
+    method_step = MethodStep(mc.method(), mc.step_configs(), tc.seed, prompts)
     if given.warm_start is not None and not resuming:
-        given.warm_start(method, record_index, prompts, records)
+        given.warm_start(method_step, record_index, prompts, records)
     order = DataOrder(len(records), tc.seed, cfg.data.shuffle)
     autocast = _autocast(cfg, device)
     reference = None
@@ -129,7 +129,7 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     return TrainRun(cfg=cfg, device=device, policy=policy, tokenizer=tokenizer, records=records,
                     prompt_texts=prompt_texts, answers=np.array([p.answer for p in records], dtype=object),
                     data_summary=data_summary, eval_problems=eval_problems, prompts=prompts,
-                    record_index=record_index, method=method, order=order, autocast=autocast, reference=reference,
+                    record_index=record_index, method_step=method_step, order=order, autocast=autocast, reference=reference,
                     engine=engine, optimizer=optimizer, scheduler=scheduler, pad_id=pad_id, reward=given.reward)
 
 
@@ -144,9 +144,9 @@ def open_run_dir(run: TrainRun, run_dir: Path, lock: RunLock, resuming: bool, st
         loaded: dict[str, Any] = {}
         run.start, _ = ckpt.load_checkpoint(run_dir, model=run.policy, optimizer=run.optimizer,
                                             scheduler=run.scheduler, step=resume_step(run_dir),
-                                            controllers={**state_slots(loaded, saved_state(run.method)),
+                                            controllers={**state_slots(loaded, saved_state(run.method_step)),
                                                          "data_order": run.order})
-        run.method.load_state_dict(loaded)
+        run.method_step.load_state_dict(loaded)
         run.writer = RunWriter.resume(run_dir, run.start, lock=lock)
     sync_engine(run)  # a separate engine (vLLM) holds the weights it was built with, or a given engine's
     run.clock = RunClock(started, logged_elapsed(run_dir, run.start))
@@ -283,11 +283,11 @@ def _autocast(cfg: TrainConfig, device: torch.device) -> Any:
     return nullcontext
 
 
-def saved_state(method: MethodStep) -> dict[str, Any]:
+def saved_state(method_step: MethodStep) -> dict[str, Any]:
     """What a checkpoint and a snapshot hold of the method: MethodStep.state_dict, less the selector when
     the method has none (runs without a selector keep the layout written before the selector family)."""
-    state = method.state_dict()
-    if method.method.selector == "none":
+    state = method_step.state_dict()
+    if method_step.method.selector == "none":
         del state["selector"]
     return state
 

@@ -105,7 +105,7 @@ class GDROController:
         user = {family: getattr(settings, f"{family}_config") for family in FAMILIES}
         resolved = configure(settings.method_spec(), n_bar=self.n_bar, user=user, names=names)  # ConfigError
         num_bins = resolved.num_bins
-        self.step = MethodStep(resolved.method, resolved.configs, settings.seed, self.prompts)  # k > n_min...
+        self.method_step = MethodStep(resolved.method, resolved.configs, settings.seed, self.prompts)  # k > n_min...
         self.num_bins = num_bins
         self._run_config = dict(run_config or {})
         self._step_bins: dict[str, int] = {}
@@ -117,19 +117,19 @@ class GDROController:
 
     @property
     def classifier(self) -> Any:
-        return self.step.classifier
+        return self.method_step.classifier
 
     @property
     def weighter(self) -> Any:
-        return self.step.weighter
+        return self.method_step.weighter
 
     @property
     def allocator(self) -> Any:
-        return self.step.allocator
+        return self.method_step.allocator
 
     @property
     def selector(self) -> Any:
-        return self.step.selector
+        return self.method_step.selector
 
     # ------------------------------------------------------------------ per step
 
@@ -145,9 +145,9 @@ class GDROController:
             start, position[0] = position[0], min(position[0] + count, len(ids))
             return candidates[start:position[0]]
 
-        chosen = self.step.choose(candidates[:size], draw, lambda rows: index[rows])
+        chosen = self.method_step.choose(candidates[:size], draw, lambda rows: index[rows])
         try:
-            plan = self.step.plan(index[chosen])
+            plan = self.method_step.plan(index[chosen])
         except BudgetError as err:
             raise VerlPluginError(str(err)) from None
         bins, counts = plan.bins_P, plan.counts_P
@@ -168,11 +168,11 @@ class GDROController:
         feedback, prompt_index = vb.feedback_from_batch(data, self._step_bins, self.settings.id_key)
         vb.check_executed(feedback.prompt_ids, feedback.counts_P, self.last_plan)
         tokens_R = vb.response_tokens(data)[np.argsort(prompt_index, kind="stable")]
-        outcome = self.step.observe(feedback, tokens_R=tokens_R)
+        outcome = self.method_step.observe(feedback, tokens_R=tokens_R)
         self._train_rows = outcome.train_P[prompt_index]
         data.batch["advantages"] = vb.scaled_advantages(data, outcome.multipliers_P, prompt_index)
         # the record handles steps whose prompts have no bin yet (lead-lag and SE fields null)
-        scalars, bins = self.step.record(outcome)
+        scalars, bins = self.method_step.record(outcome)
         scalars["time/elapsed"] = self._clock.elapsed()
         if self.writer is not None:
             self.writer.log_step(step, scalars, bins)
@@ -199,7 +199,7 @@ class GDROController:
 
     def state_dict(self) -> dict[str, Any]:
         """The method step's state (the four controllers, RNG included) and the run's prompt numbering."""
-        return {**self.step.state_dict(), "prompts": self.prompts.state_dict()}
+        return {**self.method_step.state_dict(), "prompts": self.prompts.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         missing = {"classifier", "weighter", "allocator"} - set(state)
@@ -207,7 +207,7 @@ class GDROController:
             raise VerlPluginError(f"controller state lacks {', '.join(sorted(missing))}: the file is damaged")
         if "prompts" in state:  # the run's numbering (states written before interning have none)
             self.prompts.load_state_dict(state["prompts"])
-        self.step.load_state_dict(state)  # checkpoints written before the selector family have none ('none')
+        self.method_step.load_state_dict(state)  # checkpoints written before the selector family have none ('none')
 
     def open_run(self, resume_step: int | None = None) -> None:
         """Create (or, resuming after ``resume_step``, reopen) the run directory, if configured.

@@ -91,12 +91,12 @@ def test_the_verl_plugin_takes_a_method_from_the_table() -> None:
 
     edges = {"classifier_config": {"edges": [0.3, 0.7]}}
     prompt = GDROController(GDROSettings.from_mapping({"method": "prompt_gdro_mean1", **edges}), 4)
-    assert (prompt.step.method.weighter, prompt.step.method.allocator) == ("gdro", "uniform")
+    assert (prompt.method_step.method.weighter, prompt.method_step.method.allocator) == ("gdro", "uniform")
     assert prompt.weighter.config.weight_mode == "mean1" and prompt.allocator.config.n_bar == 4
     mixed = GDROSettings.from_mapping({"method": "rollout_gdro", "selector": "greso", **edges}).method_spec()
     assert (mixed.weighter, mixed.allocator, mixed.selector) == ("uniform", "gdro", "greso")
     plain = GDROController(GDROSettings.from_mapping(edges), 4)
-    assert plain.step.method.name == "custom" and plain.weighter.config.weight_mode == "paper"
+    assert plain.method_step.method.name == "custom" and plain.weighter.config.weight_mode == "paper"
     user = GDROController(GDROSettings.from_mapping({"method": "prompt_gdro_mean1",
                                                      "weighter_config": {"weight_mode": "paper"}, **edges}), 4)
     assert user.weighter.config.weight_mode == "paper"
@@ -116,4 +116,4 @@ def test_the_launch_config_takes_gdro_method_as_a_plain_override(tmp_path) -> No
 
     config = compose(["gdro.method=rollout_gdro", "actor_rollout_ref.rollout.n=4"])
     controller = controller_from_config(config)
-    assert (controller.step.method.weighter, controller.step.method.allocator) == ("uniform", "gdro")
+    assert (controller.method_step.method.weighter, controller.method_step.method.allocator) == ("uniform", "gdro")

@@ -23,7 +23,7 @@ def test_the_controllers_are_the_method_steps_and_the_state_keeps_its_layout() -
     """gdro.weighter / allocator / selector name the step's controllers; the state holds the four
     controllers and the prompt numbering, and a state without selector and prompts still loads."""
     gdro = controller(allocator="knapsack", selector="dynamic_sampling")
-    assert gdro.step.controllers() == {"classifier": gdro.classifier, "weighter": gdro.weighter,
+    assert gdro.method_step.controllers() == {"classifier": gdro.classifier, "weighter": gdro.weighter,
                                        "allocator": gdro.allocator, "selector": gdro.selector}
     assert (type(gdro.allocator).__name__, type(gdro.selector).__name__) == ("KnapsackAllocator", "DynamicSampling")
     gdro.plan([f"toy:train:{i}" for i in range(6)])
