@@ -1,4 +1,4 @@
-"""The findings tables of docs/simulator.md, built from the committed reports' summary.json files.
+"""The findings tables of docs/simulator-findings.md, built from the committed reports' summary.json files.
 
 tests/simulators/test_sim_findings.py checks that the docs contain exactly :func:`tables` of the
 committed reports; print them with ``python -m simulators.findings`` after ``--update-reports``.

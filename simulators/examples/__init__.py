@@ -1,1 +1,1 @@
-"""Examples of plug-ins for ``gdro simulate --plugin`` (docs/simulator.md, "Your own method")."""
+"""Examples of plug-ins for ``gdro simulate --plugin`` (docs/simulator-methods.md, "Your own method")."""

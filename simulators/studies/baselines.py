@@ -115,7 +115,7 @@ def tuned_line(result: dict[str, Any]) -> str:
 
 
 def assumptions_line(world: Mapping[str, Any]) -> str:
-    """What decides the verdicts: the world's assumptions, set by hand (docs/simulator.md, section 5)."""
+    """What decides the verdicts: the world's assumptions, set by hand (docs/simulator-findings.md)."""
     return ("  what decides it (assumptions of the world, set by hand, not measured): the price of a step "
             f"(world.curvature = {world.get('curvature', float('nan')):g}; at 0 Prompt-GDRO beats GRPO: "
             "reports/sweep-curvature), the score noise tau (world.score_noise = "

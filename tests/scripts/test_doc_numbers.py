@@ -41,7 +41,8 @@ def test_every_marked_number_of_the_docs_equals_its_source(capsys: pytest.Captur
     out = capsys.readouterr().out
     assert rc == 0, out
     # the pages this was written for carry markers (a page that lost them would pass silently)
-    for page in ("docs/simulator.md", "docs/calibration.md", "docs/benchmarks.md"):
+    for page in ("docs/simulator-studies.md", "docs/simulator-findings.md", "docs/calibration.md",
+                 "docs/benchmarks.md"):
         assert dn.count_markers([ROOT / page]) >= 3, page
 
 
@@ -49,7 +50,7 @@ def test_marked_numbers_against_the_reports_read_directly() -> None:
     """Independent of the script: a few markers' numbers recomputed from the JSON by hand."""
     arena = json.loads((ROOT / "reports/arena/summary.json").read_text(encoding="utf-8"))
     mean, half = arena["worlds"]["bimodal"]["stats"]["gdro_prompt"]["var_fraction_of_oracle"]
-    simulator = (ROOT / "docs/simulator.md").read_text(encoding="utf-8")
+    simulator = (ROOT / "docs/simulator-studies.md").read_text(encoding="utf-8")
     assert f"-->{100 * mean:.1f} ± {100 * half:.1f}<!-- /num -->" in simulator
     rows = json.loads((ROOT / "reports/calibration/lm-study/comparison.json").read_text(encoding="utf-8"))["rows"]
     consistent = sum(1 for r in rows if r["consistent"])

@@ -1,4 +1,4 @@
-"""The findings table in docs/simulator.md is exactly the one built from the committed reports."""
+"""The findings table in docs/simulator-findings.md is exactly the one built from the committed reports."""
 
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ def test_claims_and_dispersion_tables_quote_the_reports(tmp_path: Path) -> None:
 
 
 def test_docs_findings_tables_match_the_committed_reports() -> None:
-    docs = (ROOT / "docs" / "simulator.md").read_text(encoding="utf-8")
+    docs = (ROOT / "docs" / "simulator-findings.md").read_text(encoding="utf-8")
     for name, table in tables(ROOT / "reports").items():
         assert table.count("\n") >= 3, name
-        assert table in docs, f"docs/simulator.md's {name} table is stale: paste `python -m simulators.findings`"
+        assert table in docs, f"docs/simulator-findings.md's {name} table is stale: paste `python -m simulators.findings`"
 
 
 def test_claims_map_lists_every_claim_against_every_study(tmp_path: Path) -> None:
