@@ -86,8 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"one of {', '.join(STUDIES)} (default {DEFAULT_STUDY})")
     parser.add_argument("--out", type=Path, help=f"output folder (default ./{RUNS_ROOT}/<study>)")
     parser.add_argument("--full", action="store_true", help="the study at its full size (all methods, paper scale)")
-    parser.add_argument("--update-reports", action="store_true",
-                        help="also copy report.md, figures and summary.json into the repository's reports/<study>")
+    parser.add_argument("--update-reports", nargs="?", const="", default=None, metavar="NAME",
+                        help="also copy report.md, figures and summary.json into the repository's reports/<study>"
+                             "[-full][-<preset>]; a run with --methods, --set, --config or --plugin must name its "
+                             "report (--update-reports NAME), so it never replaces the default study's")
     parser.add_argument("--set", dest="assignments", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="override any knob, e.g. --set world.transfer=0.5 prompt_gdro.eta=0.4 "
                              "(namespaces: world, run, classifier, prompt_gdro, rollout_gdro, gdro_prompt, "
@@ -193,6 +195,31 @@ def report_name(study: str, full: bool = False, preset: str = "") -> str:
     return study + ("-full" if full else "") + (f"-{preset}" if preset else "")
 
 
+def updated_report_name(args: argparse.Namespace) -> str | None:
+    """reports/<name> that ``--update-reports [NAME]`` writes, or None without the flag.
+
+    Without NAME the name is the study's own (:func:`report_name`); a run whose methods or knobs differ
+    from the study's defaults must name its report, else it would silently replace the default one."""
+    if args.update_reports is None:
+        return None
+    if args.update_reports:
+        name = args.update_reports
+        if name in STUDIES:
+            raise ConfigError(f"--update-reports {name}: that is a study; put the study first: "
+                              f"gdro simulate {name} --update-reports")
+        if not name.replace("-", "").replace("_", "").replace(".", "").isalnum() or name.startswith("."):
+            raise ConfigError(f"--update-reports {name!r}: a report name is letters, digits, '-', '_' and '.' "
+                              "(e.g. curriculum-all-methods)")
+        return name
+    custom = [flag for flag, value in (("--methods", args.methods), ("--set", args.assignments),
+                                       ("--config", args.config), ("--plugin", args.plugin)) if value]
+    name = report_name(args.study, args.full, args.preset or "")
+    if custom:
+        raise ConfigError(f"--update-reports without a name would replace reports/{name} with a run of other "
+                          f"settings ({', '.join(custom)}): name the report, e.g. --update-reports {name}-custom")
+    return name
+
+
 def update_reports(out: Path, study: str) -> Path:
     """Copy report.md, summary.json and fig_*.png from ``out`` into reports/<study> (old figures removed)."""
     import shutil
@@ -253,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         settings.validate()
         settings.world_config()
         from simulators.reporting import claim_output
+        target_report = updated_report_name(args)  # checked before any compute
         claim_output(settings.out)
         print(f"gdro simulate {args.study}: writing to {settings.out.resolve()}", file=sys.stderr, flush=True)
         made_by = _provenance(args.study, args_list, settings)  # the code as it stood when the run began
@@ -260,8 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         if (settings.out / "summary.json").is_file():
             from studykit.provenance import add_provenance
             add_provenance(settings.out / "summary.json", made_by)
-        name = report_name(args.study, args.full, args.preset or "")
-        copied = update_reports(settings.out, name) if args.update_reports else None
+        copied = update_reports(settings.out, target_report) if target_report else None
     except _Exit as done:
         return done.status
     except (ConfigError, RunFormatError) as err:

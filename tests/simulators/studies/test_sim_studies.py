@@ -254,7 +254,7 @@ def test_update_reports_copies_only_with_the_flag(tmp_path: Path, monkeypatch: p
     reports = tmp_path / "repo_reports"
     monkeypatch.setattr(cli, "repository_reports", lambda: reports)
     out = tmp_path / "cur"
-    args = ["curriculum", "--out", str(out), "--steps", "10", "--methods", "grpo", "--lr-grid", "1", *TINY]
+    args = ["curriculum", "--out", str(out), "--steps", "10", "--lr-grid", "1", *TINY]
     assert run_cli(args, capsys)[0] == 0
     assert not reports.exists()
     code, stdout, _ = run_cli([*args, "--update-reports"], capsys)
@@ -262,6 +262,26 @@ def test_update_reports_copies_only_with_the_flag(tmp_path: Path, monkeypatch: p
     copied = sorted(p.name for p in (reports / "curriculum").iterdir())
     assert "report.md" in copied and "summary.json" in copied and any(n.startswith("fig_") for n in copied)
     assert not (reports / "curriculum" / "runs").exists()
+
+
+def test_a_run_with_other_methods_never_replaces_the_default_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """--update-reports with --methods (or --set) must name its report: the default study's stays."""
+    reports = tmp_path / "repo_reports"
+    (reports / "curriculum").mkdir(parents=True)
+    (reports / "curriculum" / "report.md").write_text("the default study's report")
+    monkeypatch.setattr(cli, "repository_reports", lambda: reports)
+    args = ["curriculum", "--steps", "10", "--methods", "grpo", "--lr-grid", "1", *TINY]
+    code, _, err = run_cli([*args, "--out", str(tmp_path / "a"), "--update-reports"], capsys)
+    assert code == 2 and "--update-reports curriculum-custom" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "a").exists(), "refused before any compute"
+    code, _, err = run_cli([*args, "--out", str(tmp_path / "b"), "--update-reports", "sqrt-law"], capsys)
+    assert code == 2 and "gdro simulate sqrt-law --update-reports" in err
+    code, stdout, _ = run_cli([*args, "--out", str(tmp_path / "c"), "--update-reports", "curriculum-grpo"], capsys)
+    assert code == 0 and (reports / "curriculum-grpo" / "summary.json").is_file()
+    assert (reports / "curriculum" / "report.md").read_text() == "the default study's report"
+    made = json.loads((reports / "curriculum-grpo" / "summary.json").read_text())["provenance"]["command"]
+    assert made.endswith("--update-reports curriculum-grpo"), made
 
 
 def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
