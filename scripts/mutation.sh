@@ -11,7 +11,7 @@
 #       N mutants drawn uniformly (Python's random.Random(SEED).sample) from the file's mutants whose names
 #       match the patterns, names sorted naturally first; the drawn names go to $work/sample.txt and are run
 #
-# The training path's numbers in docs/testing.md were measured on real_runs/train.py before it was split
+# The training path's numbers in docs/mutation-testing.md were measured on real_runs/train.py before it was split
 # (its functions now live in train.py, train_setup.py, ppo.py, step_scalars.py and eval_scoring.py); the
 # same selections, file by file:
 # the update and the record numbers (unit tests only; the end-to-end runs would cost minutes per mutant):
@@ -57,7 +57,7 @@
 # The repository (tracked + untracked, not ignored files) is copied to $MUTATION_DIR/<file stem>
 # (default /tmp/gdro-mutation) and mutmut runs there, so the work tree gets no mutants/ folder.
 # Runs under `nice -n 10`, OMP_NUM_THREADS=1, $MUTATION_CHILDREN parallel test processes (default 1).
-# Scores per file and the survivors' justifications: docs/testing.md, "Mutation testing".
+# Scores per file and the survivors' justifications: docs/mutation-testing.md.
 set -euo pipefail
 target=${1:?usage: bash scripts/mutation.sh FILE [show MUTANT | results | survivors]}
 shift

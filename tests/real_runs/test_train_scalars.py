@@ -2,7 +2,7 @@
 weighted advantages and the rows trained (real_runs/ppo.py), the actor's per-token means, response /
 prompt lengths and throughputs (real_runs/step_scalars.py). Each against values written out by hand
 or a loop over the rows (no model needed; these small functions are what mutation testing of the
-training path covers: docs/testing.md)."""
+training path covers: docs/mutation-testing.md)."""
 
 from __future__ import annotations
 

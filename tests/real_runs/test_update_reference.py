@@ -6,7 +6,7 @@ clipped surrogate, the KL estimator k2 and the entropy bonus per token in float6
 over the mini-batch, and its gradient by autograd. The update runs with several micro-batches
 (a small token budget) and an empty response, so every number it passes on (token counts, KL
 coefficient and estimator, entropy bonus and its gradient, metric sums, engine gaps) is checked.
-Mutation testing of the update (then in train.py) found these wirings unchecked (docs/testing.md).
+Mutation testing of the update (then in train.py) found these wirings unchecked (docs/mutation-testing.md).
 """
 
 from __future__ import annotations
