@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_positive, default=128)
     p.add_argument("--workers", type=_positive, default=2)
     p.add_argument("--out", type=Path, default=Path("gdro-runs") / "sweep")
+    p.add_argument("--update-reports", metavar="NAME",
+                   help="also copy report.md and summary.json into the repository's reports/NAME "
+                        "(e.g. sweep-curvature)")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
     return p
 
@@ -153,16 +156,20 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `gdro sweep`; 0 ok, 2 bad arguments."""
     import json
 
-    from simulators.cli import _Exit, portable_words
+    from simulators.cli import _Exit, portable_words, update_reports
     from studykit.provenance import add_provenance, provenance
     words = list(sys.argv[1:] if argv is None else argv)
     try:
         args = _parser().parse_args(words)
-        settings = {k: v for k, v in vars(args).items() if k not in ("out", "workers", "progress")}
+        if args.update_reports is not None and not args.update_reports.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError(f"--update-reports {args.update_reports!r}: a report name is letters, digits, '-' and "
+                              "'_' (e.g. sweep-curvature)")
+        settings = {k: v for k, v in vars(args).items() if k not in ("out", "workers", "progress", "update_reports")}
         made_by = provenance(["simulators.sweep", "simulators.cli"], " ".join(["gdro sweep", *portable_words(words)]),
                              json.loads(json.dumps(settings, default=str)))  # the code as the sweep began
         path, table = run(args)
         add_provenance(path.parent / "summary.json", made_by)
+        copied = update_reports(path.parent, args.update_reports) if args.update_reports else None
     except _Exit as done:
         return done.status
     except (ConfigError, RunFormatError) as err:
@@ -170,4 +177,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(table)
     print(f"report: {path.resolve()}")
+    if copied:
+        print(f"updated: {copied.resolve()}")
     return 0

@@ -180,3 +180,21 @@ def test_sweep_runs_every_cell_and_reports_paired_gains(tmp_path: Path, capsys: 
            "--prompts 400 --batch 32`" in report
     assert sweep.main(["--grid", "world.nope=1"]) == 2
     assert "no field 'nope'" in capsys.readouterr().err
+
+
+def test_sweep_update_reports_copies_its_report_under_the_given_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from simulators import cli, sweep
+    reports = tmp_path / "repo_reports"
+    monkeypatch.setattr(cli, "repository_reports", lambda: reports)
+    args = ["--grid", "world.transfer=0,1", "--methods", "grpo", "--seeds", "2", "--steps", "10", "--prompts",
+            "200", "--batch", "16", "--no-progress"]
+    assert sweep.main([*args, "--out", str(tmp_path / "a"), "--update-reports", "../x"]) == 2
+    assert "a report name" in capsys.readouterr().err and not (tmp_path / "a").exists()
+    assert sweep.main([*args, "--out", str(tmp_path / "b"), "--update-reports", "sweep-transfer"]) == 0
+    assert f"updated: {(reports / 'sweep-transfer' / 'report.md').resolve()}" in capsys.readouterr().out
+    summary = json.loads((reports / "sweep-transfer" / "summary.json").read_text())
+    assert summary["provenance"]["command"].endswith("--update-reports sweep-transfer")
+    assert "update_reports" not in summary["provenance"]["settings"]
