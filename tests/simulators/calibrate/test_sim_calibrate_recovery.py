@@ -1,4 +1,4 @@
-"""The recovery study on known worlds (simulators/calibrate/recovery.py, docs/calibration.md §2), small and fast.
+"""The recovery study on known worlds (simulators/calibrate/recovery.py, docs/calibration.md#recovery-on-known-worlds), small and fast.
 
 The full study (both stages, 3 worlds x several seeds) takes an hour on 2 loaded cores; here stage 1 runs on
 each of the study's three known worlds once, and the summary table is checked against hand-computed values.
@@ -12,7 +12,7 @@ import pytest
 
 from simulators.calibrate import recovery
 
-#: Parameters the pass counts pin down in every known world (docs/calibration.md §2: the Lomax scales and
+#: Parameters the pass counts pin down in every known world (docs/calibration.md#recovery-on-known-worlds: the Lomax scales and
 #: tails trade off against the never-solved mass along a ridge, so only their intervals are checked).
 PINNED = {"difficulty_offset": 0.5, "always_solved_frac": 0.05}
 
