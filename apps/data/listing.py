@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from apps.data.loading import RunEntry, discover_runs, find_run_dirs
 from gdro_lab.runformat import runlog
-from gdro_lab.runformat.runlog import CONFIG_FILE, META_FILE, STEPS_FILE, RunFormatError
+from gdro_lab.runformat.runlog import CONFIG_FILE, EVAL_FILE, META_FILE, STEPS_FILE, RunFormatError
 
 #: Bytes read from the end of steps.jsonl to find its last complete line (read again, larger,
 #: when one line is longer).
@@ -30,7 +30,8 @@ class RunInfo:
 
     ``problem`` is a one-line reason when the run cannot be shown (then ``meta`` and ``config``
     may be empty); ``last_step`` and ``last_scalars`` come from the last complete line of
-    ``steps.jsonl`` (None and empty before the first step).
+    ``steps.jsonl`` (None and empty before the first step), ``last_metrics`` from the last complete
+    line of ``eval.jsonl`` (the run table offers their names as columns).
     """
 
     entry: RunEntry
@@ -41,6 +42,7 @@ class RunInfo:
     last_scalars: dict[str, Any] = field(default_factory=dict)
     #: steps.jsonl ends in a cut line (no final newline, or a last line that is not a JSON object).
     torn_tail: bool = False
+    last_metrics: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -128,8 +130,9 @@ def _stat(path: Path) -> tuple[int, int]:
 
 
 def info_signature(path: Path) -> tuple[tuple[int, int], ...]:
-    """(mtime_ns, size) of meta.json, config.json and steps.jsonl: changes when a run's list entry may."""
-    return tuple(_stat(path / name) for name in (META_FILE, CONFIG_FILE, STEPS_FILE))
+    """(mtime_ns, size) of meta.json, config.json, steps.jsonl and eval.jsonl: changes when a run's list
+    entry may."""
+    return tuple(_stat(path / name) for name in (META_FILE, CONFIG_FILE, STEPS_FILE, EVAL_FILE))
 
 
 def last_record(steps_file: Path, tail_bytes: int = TAIL_BYTES) -> dict[str, Any] | None:
@@ -184,7 +187,10 @@ def read_info(entry: RunEntry) -> RunInfo:
         last_step = int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else None
         raw = record.get("scalars")
         scalars = dict(raw) if isinstance(raw, dict) else {}
-    return RunInfo(entry, meta, config, None, last_step, scalars, tail_is_torn(path / STEPS_FILE))
+    evaluation = last_record(path / EVAL_FILE) if (path / EVAL_FILE).exists() else None
+    metrics = evaluation.get("metrics") if evaluation is not None else None
+    return RunInfo(entry, meta, config, None, last_step, scalars, tail_is_torn(path / STEPS_FILE),
+                   dict(metrics) if isinstance(metrics, dict) else {})
 
 
 class InfoCache:

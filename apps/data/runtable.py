@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from apps.data import identity
+from apps.data import identity, runcolumns
 from apps.data.groups import Grouping
 from apps.data.listing import RunInfo
 
@@ -62,6 +62,31 @@ def run_table(infos: Sequence[RunInfo], grouping: Grouping, all_config: bool = F
         row.update({f"config.{key}": flats[info.label].get(key, MISSING) if mine else None for key in keys})
         rows.append(row)
     return pd.DataFrame(rows, columns=columns + [f"config.{key}" for key in keys])
+
+
+def with_metric_columns(table: pd.DataFrame, scalars: Mapping[str, runcolumns.RunScalars],
+                        specs: Sequence[runcolumns.ColumnSpec]) -> pd.DataFrame:
+    """``table`` with one column per metric spec (:func:`apps.data.runcolumns.metric_columns`) after
+    its base columns; ``scalars``: run label -> its scalars (a run missing there: blank cells)."""
+    specs = [spec for spec in dict.fromkeys(specs) if spec.name not in table]
+    if not specs:
+        return table
+    empty = runcolumns.RunScalars({})
+    metrics = runcolumns.metric_columns([scalars.get(str(label), empty) for label in table["run"]], specs)
+    at = next((index for index, column in enumerate(table.columns) if column in (TAIL_COLUMN, "tags")),
+              len(table.columns))
+    return pd.concat([table.iloc[:, :at], metrics.set_axis(table.index), table.iloc[:, at:]], axis=1)
+
+
+def metric_keys(infos: Sequence[RunInfo]) -> list[str]:
+    """Scalar names a column can show, from the runs' small files (the last step's scalars and the
+    last evaluation's metrics, named as :func:`apps.data.runcolumns.run_scalars` names them), sorted;
+    interval bounds left out."""
+    keys: set[str] = set()
+    for info in infos:
+        keys.update(info.last_scalars)
+        keys.update(f"{runcolumns.EVAL_PREFIX}{name}" if name in info.last_scalars else name for name in info.last_metrics)
+    return sorted(key for key in keys if not (key.endswith(("_lo", "_hi")) and key[:-3] in keys))
 
 
 def config_keys(infos: Sequence[RunInfo], producer: str | None = None, all_config: bool = False,

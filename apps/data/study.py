@@ -194,28 +194,32 @@ def final_metrics(methods: Sequence[Method]) -> list[str]:
     return names + headline
 
 
-def final_table(methods: Sequence[Method], metrics: Sequence[str]) -> pd.DataFrame:
+def final_table(methods: Sequence[Method], metrics: Sequence[str], min_seeds: int = MIN_BAND_SEEDS) -> pd.DataFrame:
     """One row per method: seeds, and per metric ``mean [lo, hi]`` over seeds (95% t-interval,
-    clipped to the metric's natural range),
-    with the numbers in hidden-able columns ``{metric}`` / ``{metric} lo`` / ``{metric} hi``."""
+    clipped to the metric's natural range; only with ``min_seeds`` or more seeds, as the bands:
+    ``mean (2 seeds)`` otherwise), with the numbers in hidden-able columns ``{metric}`` /
+    ``{metric} lo`` / ``{metric} hi``."""
     rows = []
     for method in methods:
         row: dict[str, Any] = {"method": method.label, "seeds": method.seeds}
         for metric in metrics:
             values = np.array([final_value(run, metric) for _, run in method.runs], dtype=float)
             mean, lo, hi = t_interval(values)
+            count = int(np.isfinite(values).sum())
+            if count < max(min_seeds, 2):
+                lo = hi = float("nan")
             bounds = scales.natural_range(metric, max(run.num_bins for _, run in method.runs), values)
             lo, hi = (float(bound) for bound in scales.clip_band(np.array(lo), np.array(hi), bounds))
-            row[metric] = format_interval(mean, lo, hi)
+            row[metric] = format_interval(mean, lo, hi, count)
             row[f"{metric} mean"], row[f"{metric} lo"], row[f"{metric} hi"] = mean, lo, hi
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def format_interval(mean: float, lo: float, hi: float) -> str:
-    """``0.512 [0.498, 0.526]``; ``0.512 (1 seed)`` without an interval; ``n/a`` without a value."""
+def format_interval(mean: float, lo: float, hi: float, seeds: int = 1) -> str:
+    """``0.512 [0.498, 0.526]``; ``0.512 (2 seeds)`` without an interval; ``n/a`` without a value."""
     if not np.isfinite(mean):
         return "n/a"
     if not (np.isfinite(lo) and np.isfinite(hi)):
-        return f"{mean:.4g} (1 seed)"
+        return f"{mean:.4g} ({seeds} seed{'s' * (seeds != 1)})"
     return f"{mean:.4g} [{lo:.4g}, {hi:.4g}]"

@@ -36,8 +36,10 @@ def test_seed_bands_of_a_rate_stay_in_zero_one() -> None:
 
 
 def test_final_table_intervals_are_clipped_too() -> None:
-    methods = study.group_by_method({"a": _run("a", [0.0, 0.02]), "b": _run("b", [0.0, 0.95])})
+    methods = study.group_by_method({"a": _run("a", [0.0, 0.02]), "b": _run("b", [0.0, 0.95]),
+                                     "c": _run("c", [0.0, 0.01])})
     table = study.final_table(methods, ["mean_success"])
+    assert table["seeds"].iloc[0] == 3
     assert table["mean_success lo"].iloc[0] == 0.0 and table["mean_success hi"].iloc[0] <= 1.0
 
 
