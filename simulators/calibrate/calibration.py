@@ -18,9 +18,9 @@ from typing import Any, Callable
 import numpy as np
 
 from gdro_lab.runformat.runlog import to_jsonable
-from simulators.calibrate import difficulty as stage1
+from simulators.calibrate import initial_difficulty as stage1
 from simulators.calibrate import dynamics as stage2
-from simulators.calibrate.difficulty import DifficultyFit, SuccessCounts
+from simulators.calibrate.initial_difficulty import DifficultyFit, SuccessCounts
 from simulators.calibrate.lengths import fit_lengths
 from simulators.calibrate.observe import Sweep
 from simulators.calibrate.posterior import central_interval, medians
@@ -184,7 +184,7 @@ def _toml_value(value: Any) -> str:
 
 def write_outputs(record: dict[str, Any], out: Path, command: str) -> Path:
     """world.toml, fit.json, report.md and figures into ``out``; returns the report path."""
-    from simulators.calibrate.report import write_report
+    from simulators.calibrate.calibration_report import write_report
 
     out.mkdir(parents=True, exist_ok=True)
     plan = Plan(**record["plan"])

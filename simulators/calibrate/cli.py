@@ -23,7 +23,7 @@ from gdro_lab.runformat.output import claim_output, output_problem
 if TYPE_CHECKING:
     from simulators.calibrate import predict
     from simulators.calibrate.calibration import Plan
-    from simulators.calibrate.difficulty import SuccessCounts
+    from simulators.calibrate.initial_difficulty import SuccessCounts
     from simulators.calibrate.observe import Sweep
 
 
@@ -119,12 +119,12 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _plan_main(cal_dir: Path, method: str) -> int:
-    """`gdro calibrate --plan DIR` (simulators/calibrate/plan.py); ConfigError goes to the caller."""
-    from simulators.calibrate import plan
+    """`gdro calibrate --plan DIR` (simulators/calibrate/next_sweep.py); ConfigError goes to the caller."""
+    from simulators.calibrate import next_sweep
 
-    result = plan.make_plan(cal_dir, method)
-    text = plan.screen(result)
-    report = plan.write(result, text, cal_dir)
+    result = next_sweep.make_plan(cal_dir, method)
+    text = next_sweep.screen(result)
+    report = next_sweep.write(result, text, cal_dir)
     print(text)
     print(f"plan: {report.resolve()}")
     return 0

@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "table.md").write_text(table + "\n", encoding="utf-8")
     print(table)
     if args.update_docs:
-        from simulators.calibrate.report import ROOT, update_between
+        from simulators.calibrate.calibration_report import ROOT, update_between
 
         update_between(ROOT / "docs" / "calibration.md", "gain-recovery", table)
     return 0

@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "table.md").write_text(table + "\n", encoding="utf-8")
     write_report(args, settings, rows, table, seconds)
     if args.update_docs:
-        from simulators.calibrate.report import ROOT, update_between
+        from simulators.calibrate.calibration_report import ROOT, update_between
 
         try:
             for doc in (ROOT / "docs" / "calibrate-predict.md", ROOT / "docs" / "calibration.md"):

@@ -25,7 +25,7 @@ import numpy as np
 
 from gdro_lab import ConfigError, RunFormatError
 from gdro_lab.runformat.runlog import read_run
-from simulators.calibrate.difficulty import SuccessCounts
+from simulators.calibrate.initial_difficulty import SuccessCounts
 from simulators.calibrate.lengths import LengthSamples, posterior_pass
 
 #: gdro train's loss aggregations -> the world's (token-mean weighs every rollout alike).

@@ -24,10 +24,10 @@ import numpy as np
 from scipy.special import expit
 
 from gdro_lab import RunWriter
-from simulators.calibrate import difficulty as stage1
+from simulators.calibrate import initial_difficulty as stage1
 from simulators.calibrate import dynamics as stage2
 from simulators.calibrate.calibration import Plan, calibrate
-from simulators.calibrate.difficulty import SuccessCounts
+from simulators.calibrate.initial_difficulty import SuccessCounts
 from simulators.calibrate.observe import Sweep, SweepRun
 from simulators.config import SimConfig
 from simulators.loop import Simulation
@@ -198,7 +198,7 @@ def coverage_markdown(table: list[dict[str, Any]]) -> str:
 def _portable(argv: Sequence[str]) -> list[str]:
     """The arguments as a command anyone can rerun: an --out outside the checkout (a machine's temporary
     folder) is written OUT, one inside it relative to the checkout's root."""
-    from simulators.calibrate.report import ROOT
+    from simulators.calibrate.calibration_report import ROOT
     words = list(argv)
     for i, word in enumerate(words):
         value, prefix = (words[i + 1], None) if word == "--out" and i + 1 < len(words) else \
@@ -249,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "coverage.md").write_text(coverage_markdown(table) + "\n", encoding="utf-8")
     print(coverage_markdown(table))
     if args.update_docs:
-        from simulators.calibrate.report import ROOT, update_between
+        from simulators.calibrate.calibration_report import ROOT, update_between
 
         update_between(ROOT / "docs" / "calibration.md", "recovery", coverage_markdown(table))
     return 0

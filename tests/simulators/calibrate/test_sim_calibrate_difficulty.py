@@ -7,7 +7,7 @@ import pytest
 from scipy.special import expit
 from scipy.stats import binom
 
-from simulators.calibrate import difficulty as D
+from simulators.calibrate import initial_difficulty as D
 from simulators.world import WorldConfig, make_world
 
 VALUES = {"difficulty_offset": -1.0, "group_difficulty_scale": 0.8, "group_difficulty_tail": 2.0,

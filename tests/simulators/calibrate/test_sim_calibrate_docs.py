@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gdro_lab import ConfigError
-from simulators.calibrate.report import update_between
+from simulators.calibrate.calibration_report import update_between
 
 ROOT = Path(__file__).resolve().parents[3]
 REPORTS = ROOT / "reports" / "calibration"

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulators.calibrate import dynamics, plan
+from simulators.calibrate import dynamics, next_sweep
 from simulators.calibrate.cli import calibrate_main, predict_main
 from simulators.calibrate.recovery import synthetic_data, truth_world, write_as_real
 
@@ -22,14 +22,14 @@ def test_fisher_update_is_the_gaussian_posterior() -> None:
     root = rng.normal(size=(3, 3))
     for S0 in (root @ root.T + 0.1 * np.eye(3), np.outer(root[0], root[0]) + np.outer(root[1], root[1])):
         schur = S0 - S0 @ A.T @ np.linalg.solve(A @ S0 @ A.T + np.eye(7), A @ S0)
-        assert plan.updated_covariance(S0, A.T @ A) == pytest.approx(schur, abs=1e-10)
+        assert next_sweep.updated_covariance(S0, A.T @ A) == pytest.approx(schur, abs=1e-10)
     x = rng.multivariate_normal(np.zeros(3), S0, size=200_000)
     y = x @ A.T + rng.normal(size=(200_000, 7))
     beta = np.linalg.lstsq(y, x, rcond=None)[0]
     monte_carlo = np.cov((x - y @ beta).T)
-    assert plan.updated_covariance(S0, A.T @ A) == pytest.approx(monte_carlo, abs=0.02 * np.abs(S0).max())
+    assert next_sweep.updated_covariance(S0, A.T @ A) == pytest.approx(monte_carlo, abs=0.02 * np.abs(S0).max())
     negative = -np.eye(3)  # an estimated information with a negative direction adds nothing there
-    assert plan.updated_covariance(S0, negative) == pytest.approx(S0)
+    assert next_sweep.updated_covariance(S0, negative) == pytest.approx(S0)
 
 
 def test_gradient_from_decided_by_in_fitting_coordinates() -> None:
@@ -38,21 +38,21 @@ def test_gradient_from_decided_by_in_fitting_coordinates() -> None:
             {"parameter": "curvature", "values": [0.3, 0.3], "gains": [0.01, 0.01]},
             {"parameter": "difficulty_offset", "values": [-1.0, 1.0], "gains": [0.03, -0.01]},
             {"parameter": "prompt_difficulty_scale", "values": [0.5, 2.0], "gains": [0.0, 0.02]}]
-    g = dict(zip(dynamics.PARAMS, plan.sensitivity(rows, dynamics.PARAMS)))
+    g = dict(zip(dynamics.PARAMS, next_sweep.sensitivity(rows, dynamics.PARAMS)))
     assert g["lr_prompt"] == pytest.approx(0.03 / math.log(10))  # log scale
     assert g["transfer"] == pytest.approx(0.1)  # linear
     assert g["curvature"] == 0.0 and g["lr_group"] == 0.0  # no width / not listed
     stage1 = ("difficulty_offset", "prompt_difficulty_scale")
-    assert plan.sensitivity(rows, stage1) == pytest.approx([-0.02, 0.02 / math.log(4)])
+    assert next_sweep.sensitivity(rows, stage1) == pytest.approx([-0.02, 0.02 / math.log(4)])
     draws = {"lr_prompt": [0.1, 1.0, 0.1, 1.0], "transfer": [0.2, 0.2, 0.6, 0.6]}
-    assert plan.covariance(draws, ("lr_prompt", "transfer")) == pytest.approx(
+    assert next_sweep.covariance(draws, ("lr_prompt", "transfer")) == pytest.approx(
         np.diag([math.log(10) ** 2, 0.4**2]) / 3)
 
 
 def _known_fit(world, lrs: list[float], steps: int) -> dict:
     from dataclasses import asdict
 
-    from simulators.calibrate.difficulty import PARAMS
+    from simulators.calibrate.initial_difficulty import PARAMS
 
     values = asdict(world)
     return {"world": values, "plan": {"lr": 1.0}, "difficulty": {"values": {k: values[k] for k in PARAMS}},
@@ -67,7 +67,7 @@ def test_a_high_lr_arm_informs_the_price_of_a_step_more_than_a_low_lr_arm() -> N
     fit = _known_fit(world, [0.5, 1.0, 2.0], 12)
     sigma0 = np.eye(len(dynamics.PARAMS))
     curvature = dynamics.PARAMS.index("curvature")
-    after = {lr: plan.updated_covariance(sigma0, plan.extra_information(fit, [lr], 12))[curvature, curvature]
+    after = {lr: next_sweep.updated_covariance(sigma0, next_sweep.extra_information(fit, [lr], 12))[curvature, curvature]
              for lr in (16.0, 0.125)}
     assert after[16.0] < after[0.125] < 1.0
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from gdro_lab import ConfigError
-from simulators.calibrate import difficulty as stage1
+from simulators.calibrate import initial_difficulty as stage1
 from simulators.calibrate import dynamics as stage2
 from simulators.calibrate.posterior import shrunk_precision
 from simulators.world import WorldConfig

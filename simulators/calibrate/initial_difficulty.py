@@ -12,7 +12,7 @@ own, ``simulators.world._difficulty`` at the start, when every skill is 0)::
 fitted on the table N[g, n, c] of prompt counts (E on NODES equal-probability cells), intervals from
 posterior draws; group ranks from the data (mean success); the Zipf exponent s_z and the
 rarity-hardness correlation rho from the group counts, with bootstrap intervals. Detail:
-docs/calibration-notes.md#simulators-calibrate-difficulty.
+docs/calibration-notes.md#simulators-calibrate-initial_difficulty.
 """
 
 from __future__ import annotations

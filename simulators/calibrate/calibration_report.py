@@ -9,7 +9,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from simulators.calibrate import difficulty as stage1
+from simulators.calibrate import initial_difficulty as stage1
 from simulators.calibrate import dynamics as stage2
 from simulators.calibrate import lengths as lengths_fit
 from studykit.plots import save_figure
