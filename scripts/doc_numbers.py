@@ -21,11 +21,20 @@ brackets (``lr_sweep.grpo.[0.707107].test/accuracy``), ``*`` for every key or it
 in place; ``--check`` changes nothing and exits 1, listing every number that differs from its
 source (the test suite runs it). Exit 2, with one line, for a marker that cannot be resolved (a
 missing file, key or option). Files: the given ones, else README.md and every ``docs/**/*.md``.
+
+A setting the page quotes (a seed count, a horizon, a default) comes from the code itself: a source
+ending in ``.py`` is read, never imported, and its module-level assignments of literal values
+(``NAME = ...`` or ``NAME: T = ...``: numbers, strings, lists, tuples, dicts) are the keys, as are a
+module-level class's literal attributes and field defaults under ``Class.field`` and a module-level
+function's literal parameter defaults under ``function.parameter``::
+
+    <!-- num: studykit/arena_settings.py#DUET_EARLY_STOP.abort_horizon -->11<!-- /num -->
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import math
 import re
@@ -153,6 +162,55 @@ def _fmt(x: float, fmt: str, where: str) -> str:
         raise MarkerError(f"{where}: fmt={fmt!r} is not a Python format spec") from None
 
 
+def python_constants(source: str, name: str) -> dict[str, Any]:
+    """The literal values a Python file assigns at module level and in its module-level classes' bodies."""
+    try:
+        tree = ast.parse(source, filename=name)
+    except SyntaxError as err:
+        raise MarkerError(f"source {name} is not Python ({err.msg})") from None
+
+    def literals(body: list[ast.stmt]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for node in body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) and node.value is not None else []
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    try:
+                        found[target.id] = ast.literal_eval(node.value)  # type: ignore[union-attr]
+                    except ValueError:  # not a literal (a call, a name): not a setting this can quote
+                        pass
+        return found
+
+    constants = literals(tree.body)
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            constants[node.name] = literals(node.body)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):  # its parameters' literal defaults
+            args = node.args
+            pairs = list(zip(args.args[len(args.args) - len(args.defaults):], args.defaults))
+            pairs += [(arg, d) for arg, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+            defaults = {}
+            for arg, default in pairs:
+                try:
+                    defaults[arg.arg] = ast.literal_eval(default)
+                except ValueError:
+                    pass
+            constants[node.name] = defaults
+    return constants
+
+
+def load_source(path: Path, source: str) -> Any:
+    """A JSON file's data, or a Python file's literal constants."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".py":
+        return python_constants(text, source)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise MarkerError(f"source {source} is not JSON ({err.msg})") from None
+
+
 def process(text: str, name: str, root: Path, cache: dict[Path, Any]) -> tuple[str, list[str]]:
     """The page with every marker filled, and one line per number that differed."""
     diffs: list[str] = []
@@ -169,9 +227,9 @@ def process(text: str, name: str, root: Path, cache: dict[Path, Any]) -> tuple[s
             if not path.is_file():
                 raise MarkerError(f"{where}: source {spec.source} not found (run the command that writes it)")
             try:
-                cache[path] = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as err:
-                raise MarkerError(f"{where}: source {spec.source} is not JSON ({err.msg})") from None
+                cache[path] = load_source(path, spec.source)
+            except MarkerError as err:
+                raise MarkerError(f"{where}: {err}") from None
         new = render(spec, lookup(cache[path], spec.path, where), where)
         if new != match.group("text"):
             diffs.append(f"{where}: page says {match.group('text')!r}, source gives {new!r}")

@@ -42,7 +42,7 @@ def test_every_marked_number_of_the_docs_equals_its_source(capsys: pytest.Captur
     assert rc == 0, out
     # the pages this was written for carry markers (a page that lost them would pass silently)
     for page in ("docs/simulator-studies.md", "docs/simulator-findings.md", "docs/calibration.md",
-                 "docs/benchmarks.md"):
+                 "docs/benchmarks.md", "docs/arena.md"):
         assert dn.count_markers([ROOT / page]) >= 3, page
 
 
@@ -102,3 +102,30 @@ def test_the_command_line_checks_the_repository() -> None:
                           capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "stale" in done.stdout and " 0 stale" in done.stdout
+
+
+def test_a_setting_is_read_from_the_code_without_importing_it(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A ``.py`` source: module-level literals, a class's field defaults, a function's parameter defaults."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "settings.py").write_text(
+        "import sys\nraise SystemExit('imported')\n"            # reading must not run the module
+        "STOP: dict = {'horizon': 11, 'keep': 0.05}\nSEEDS = 3\nDERIVED = len(sys.argv)\n"
+        "class Config:\n    n_max: int = 12\n    name = 'x'\n"
+        "def mean_ci(values, axis=0, level=0.95, *, floor=None, tries=4):\n    pass\n", encoding="utf-8")
+    _page(tmp_path, "h <!-- num: pkg/settings.py#STOP.horizon -->11<!-- /num -->, "
+                    "p <!-- num: pkg/settings.py#STOP.keep fmt=.0% -->5%<!-- /num -->, "
+                    "s <!-- num: pkg/settings.py#SEEDS -->3<!-- /num -->, "
+                    "n <!-- num: pkg/settings.py#Config.n_max -->12<!-- /num -->, "
+                    "ci <!-- num: pkg/settings.py#mean_ci.level scale=100 fmt=.0f -->95<!-- /num -->, "
+                    "t <!-- num: pkg/settings.py#mean_ci.tries -->4<!-- /num -->\n", {})
+    assert dn.main(["--check"], root=tmp_path) == 0, capsys.readouterr()
+    (tmp_path / "pkg" / "settings.py").write_text(
+        (tmp_path / "pkg" / "settings.py").read_text(encoding="utf-8").replace("'horizon': 11", "'horizon': 12"),
+        encoding="utf-8")
+    assert dn.main(["--check"], root=tmp_path) == 1
+    assert "page says '11', source gives '12'" in capsys.readouterr().out
+    page = _page(tmp_path, "d <!-- num: pkg/settings.py#DERIVED -->1<!-- /num -->\n", {})
+    assert dn.main(["--check", str(page)], root=tmp_path) == 2   # not a literal: not a setting it can quote
+    assert "no key 'DERIVED'" in capsys.readouterr().err
+
