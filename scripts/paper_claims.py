@@ -2,7 +2,8 @@
 
 Every study that judges the paper's claims writes them into its ``summary.json`` (``claims``: one
 entry per claim of ``studykit.claims``, with the verdict and the study's number). This script puts
-them side by side, one section per claim, between the markers ``<!-- paper-claims -->`` and
+them side by side, one section per claim (a table of the studies that judge it, then one line naming
+the studies that do not measure it, grouped by their reason), between the markers ``<!-- paper-claims -->`` and
 ``<!-- /paper-claims -->`` of docs/paper.md, so a verdict on the page can never differ from the
 report it came from::
 
@@ -25,6 +26,9 @@ BEGIN, END = "<!-- paper-claims -->", "<!-- /paper-claims -->"
 STUDIES: tuple[tuple[str, str, str], ...] = (
     ("curriculum", "toy study, quick default", "gdro simulate --update-reports"),
     ("curriculum-full", "toy study, paper-like scale", "gdro simulate --full --update-reports"),
+    ("curriculum-all-methods", "toy study, all eight methods",
+     "gdro simulate --methods grpo,class_gdro,prompt_gdro,prompt_gdro_mean1,rollout_gdro,sqrt_oracle,joint,knapsack"
+     " --update-reports curriculum-all-methods"),
     ("curriculum-paper-1.7b", "toy study, 1.7B-like preset",
      "gdro simulate --preset paper-1.7b --update-reports"),
     ("curriculum-paper-4b", "toy study, 4B-like preset", "gdro simulate --preset paper-4b --update-reports"),
@@ -47,8 +51,17 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def untested_line(untested: list[tuple[str, str]]) -> str:
+    """``Not measured by a, b (why); c (why).``: the studies that leave a claim untested, grouped by reason."""
+    reasons: dict[str, list[str]] = {}
+    for folder, why in untested:
+        reasons.setdefault(why, []).append(folder)
+    return "Not measured by " + "; ".join(f"{', '.join(folders)} ({cell(why)})" for why, folders in reasons.items()) + "."
+
+
 def render() -> str:
-    """The generated section: the commands table, then one table per claim (study -> verdict)."""
+    """The generated section: the commands table, then per claim a table of the studies that judge it
+    (study -> verdict) and one line for those that leave it untested."""
     per_study = {folder: {c["key"]: c for c in load_claims(folder)} for folder, _, _ in STUDIES}
     keys: list[str] = []
     for claims in per_study.values():
@@ -57,12 +70,17 @@ def render() -> str:
     lines += [f"| [{folder}](reports/{folder}/report.md) | {what} | `{cmd}` |" for folder, what, cmd in STUDIES]
     for key in keys:
         first = next(c[key] for c in per_study.values() if key in c)
-        lines += ["", f"### {cell(first['claim'])}", "", f"Paper: {cell(first['paper'])}.", "",
-                  "| report | verdict | this study's number |", "|---|---|---|"]
-        for folder, _, _ in STUDIES:
-            claim = per_study[folder].get(key)
-            if claim is not None:
-                lines.append(f"| {folder} | **{cell(claim['verdict'])}** | {cell(claim['number'])} |")
+        lines += ["", f"### {cell(first['claim'])}", "", f"Paper: {cell(first['paper'])}.", ""]
+        judged = [(folder, per_study[folder][key]) for folder, _, _ in STUDIES if key in per_study[folder]]
+        measured = [(folder, c) for folder, c in judged if c["verdict"] != "untested"]
+        untested = [(folder, c["number"]) for folder, c in judged if c["verdict"] == "untested"]
+        if measured:
+            lines += ["| report | verdict | this study's number |", "|---|---|---|"]
+            lines += [f"| {folder} | **{cell(c['verdict'])}** | {cell(c['number'])} |" for folder, c in measured]
+        else:
+            lines.append("No study here measures it.")
+        if untested:
+            lines += ["", untested_line(untested)]
     return "\n".join(lines)
 
 
