@@ -2,7 +2,9 @@
 
 mu_weight(t) = sum_b b w_hat_t(b) (normalised Prompt-GDRO weights), mu_data(t) = sum_b b q_t(b)
 (empirical prompt share), gap(t) = mu_weight - mu_data. Run and baseline are one linked view. How to
-read it (and GRPO's constant mu_weight): docs/app-notes.md#apps-views-lead_lag.
+read it (and GRPO's constant mu_weight): docs/app-notes.md#apps-views-lead_lag. Groups of seeds
+(:mod:`apps.views.group_pages`): Δμ of the group's mean shares and weights, which is the mean of its
+seeds' Δμ (linear in shares and weights that each sum to 1).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from apps.data import curriculum, results
-from apps.views import page_frame, ui, uicharts
+from apps.views import group_pages, page_frame, ui, uicharts
 from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Lead-lag"
@@ -47,4 +49,5 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
 
 page_frame.views(render, TITLE, "Eq. 32: Δμ(t) = Σ_b b·ŵ_t(b) − Σ_b b·q_t(b). Positive early, decaying later, "
          "means the adversary leads the data toward more solvable bins. Drag or scroll a chart to zoom "
-         "both columns; hover for every series' value. Run and baseline share each chart's y-range.")
+         "both columns; hover for every series' value. Run and baseline share each chart's y-range.",
+         groups=lambda: group_pages.page("lead-lag", lambda run, key, _: render(run, key)))

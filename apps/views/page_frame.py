@@ -18,8 +18,10 @@ if TYPE_CHECKING:  # apps.views.uicharts imports altair: only chart pages need i
     from apps.views import uicharts
 
 
-def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, caption: str) -> None:
-    """Page frame: title, then the run and the baseline side by side.
+def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, caption: str,
+          groups: Callable[[], bool] | None = None) -> None:
+    """Page frame: title, then the run and the baseline side by side (or, when ``groups()`` says it
+    drew groups of seeds instead, :mod:`apps.views.group_pages`, nothing more).
 
     ``render(run, key)`` draws the run's column (``key``: ``run`` or ``baseline``, its widgets' key prefix)
     and returns the rest as :class:`apps.views.uicharts.Parts`. The layout and live refresh:
@@ -28,6 +30,8 @@ def views(render: Callable[[RunData, str], uicharts.Parts | None], title: str, c
     chosen = selection()
     st.title(title)
     st.caption(caption)
+    if groups is not None and groups():
+        return
     if chosen.primary is None:
         if chosen.entries:
             st.info("No run chosen: pick one in the sidebar.", icon=":material/arrow_back:")

@@ -3,6 +3,8 @@
 WSE(t) = sum_b q_t(b) sigma_b / sqrt(n_b(t)) for the rollouts used, for the uniform budget
 n_b = n_bar and for the square-root optimum (Thm 4.2), and the reduction
 100 (1 - WSE_actual / WSE_uniform). Detail: docs/app-notes.md#apps-views-se_proxy.
+Groups of seeds (:mod:`apps.views.group_pages`): the mean or median of the seeds' logged ``se_*``
+scalars at each step (recomputed from the group's per-bin values for runs that log none).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 import streamlit as st
 
 from apps.data import budget, curriculum, results
-from apps.views import page_frame, ui, uicharts
+from apps.views import group_pages, page_frame, ui, uicharts
 from gdro_lab.runformat.runlog import RunData
 
 TITLE = "SE proxy"
@@ -51,4 +53,5 @@ def render(run: RunData, key: str) -> uicharts.Parts | None:
 
 
 page_frame.views(render, TITLE, "Eq. 33: WSE(t) = Σ_b q_t(b) σ̂_b / √n_b(t). Compared with the uniform budget of "
-         "the same compute and with the square-root (Neyman) optimum of Thm 4.2.")
+         "the same compute and with the square-root (Neyman) optimum of Thm 4.2.",
+         groups=lambda: group_pages.page("se-proxy", lambda run, key, _: render(run, key)))

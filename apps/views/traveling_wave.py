@@ -3,16 +3,20 @@
 Three steps x bins heatmaps (stacked in one chart element), a step slider (marked on the
 heatmaps) and, for the field chosen below them, bars at the chosen step next to the Fig. 5
 snapshots (start, early-mid, late-mid, end) and the Fig. 1 tail average (steps at or after the
-60th percentile).
+60th percentile). *Show* offers groups of seeds instead (:mod:`apps.views.group_pages`): each the
+mean or median of its seeds' logged values, two side by side on one colour scale per field.
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from apps.data import curriculum
-from apps.views import charts, page_frame, ui, uicharts
+from apps.views import charts, group_pages, page_frame, ui, uicharts
 from gdro_lab.runformat.runlog import RunData
 
 TITLE = "Traveling wave"
@@ -34,8 +38,22 @@ def _snapshot_bars(run: RunData, field: str, index: int) -> pd.DataFrame:
     return pd.concat([chosen, snapshots], ignore_index=True)
 
 
-def render(run: RunData, key: str) -> uicharts.Parts:
-    """Step slider; heatmaps (drawn with the other column's); then the snapshot bars of one field."""
+def _bar_domain(field: str, beside: Sequence[RunData] | None) -> tuple[float, float] | None:
+    """The bars' value axis, shared by the runs (or groups) side by side: from 0 (or the lowest
+    value) to the highest value any of them logs (the run and its baseline: :func:`uicharts.bar_domain`)."""
+    if beside is None:
+        return uicharts.bar_domain(field)
+    values = np.concatenate([np.ravel(run.bins[field]) for run in beside if curriculum.has_bins(run, field)] or [[]])
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return None
+    low, high = min(0.0, float(finite.min())), max(0.0, float(finite.max()))
+    return (low, high) if high > low else None
+
+
+def render(run: RunData, key: str, beside: Sequence[RunData] | None = None) -> uicharts.Parts:
+    """Step slider; heatmaps (drawn with the other column's); then the snapshot bars of one field
+    (``beside``: the runs drawn side by side, when not the sidebar's run and baseline)."""
     index = ui.step_slider(run, key=f"{key}-step")
     selected_step = float(run.steps[index])
     shown = []
@@ -57,11 +75,12 @@ def render(run: RunData, key: str) -> uicharts.Parts:
         order = list(frame.sort_values("order")["snapshot"].drop_duplicates())
         name = f"{chosen}: snapshots and tail average"
         uicharts.chart(charts.grouped_bars(frame, "snapshot", name, field, group_order=order,
-                                           y_domain=uicharts.bar_domain(field)),
+                                           y_domain=_bar_domain(field, beside)),
                        csv={name: frame.drop(columns="order")}, key=f"{key}-snapshots-csv")
 
     return uicharts.Parts(heatmaps=shown, selected_step=selected_step, bottom=bars if panels else None)
 
 
 page_frame.views(render, TITLE, "Fig. 3/5 of the paper: how the prompt mass, the adversary's weights and the "
-         "reward move across difficulty bins over training. Bin 0 is the hardest bin.")
+         "reward move across difficulty bins over training. Bin 0 is the hardest bin.",
+         groups=lambda: group_pages.page("traveling-wave", render))
