@@ -15,6 +15,7 @@ import streamlit as st
 from apps.data import identity, listing, loading, pins
 from apps.data.groups import Grouping
 from apps.data.settings import AppSettings
+from apps.views import runstate
 from apps.views.ui import (AUTO_COLOURS, BASELINE_KEY, COLOUR_KEY, DAMAGED_MARK, EMA_KEY, NATURAL_COLOURS, PICKED_KEY, GROUP_KEY, LIVE_INTERVALS, LOG_KEY, NO_BASELINE, RUN_KEY, SELECTION_KEY,
                      STEP_AXIS, WALL_AXIS, X_KEY, Selection)
 from apps.views.urlstate import url_problem, url_seed, url_sync, url_value
@@ -44,7 +45,11 @@ def sidebar(settings: AppSettings, chart_options: bool = True) -> Selection:
     names.update({label: pin.name for label, pin in pinned.items() if pin.name})
     damaged = {info.label: info.damage for info in listed.runs if info.damage}
     shown = {label: f"{name} {DAMAGED_MARK}" if label in damaged else name for label, name in names.items()}
-    picked = _picked(labels)
+    ticked = _picked(labels)
+    filtered = runstate.filtered_runs(listed.runs, grouping, names)
+    picked = runstate.shown_picks(ticked, filtered, damaged)
+    runstate.follow_filter(picked, filtered, RUN_KEY, BASELINE_KEY, NO_BASELINE)
+    url_sync(runstate.WHERE_KEY, runstate.where_text(), "")
     primary_label = _run_picker(labels, shown, problems, root, [*picked, *labels], damaged)
     baseline_label = _baseline_picker(labels, shown, problems, root)
     entries = tuple(info.entry for info in listed.runs)
@@ -61,7 +66,8 @@ def sidebar(settings: AppSettings, chart_options: bool = True) -> Selection:
     _folder_notes(root, listed)
     selection = Selection(root, entries, primary, baseline, bool(live), float(interval), grouping,
                           listed.problems, listed.runs, names, damaged,
-                          {label: pin.tags for label, pin in pinned.items() if pin.tags}, picked)
+                          {label: pin.tags for label, pin in pinned.items() if pin.tags}, picked, ticked, filtered,
+                          runstate.where_text())
     st.session_state[SELECTION_KEY] = selection
     if live:
         _watch_new_runs(str(root), tuple(str(path) for path in found), float(interval))

@@ -53,8 +53,15 @@ class Selection:
     damaged: Mapping[str, str] = field(default_factory=dict)
     #: Run label -> the tags the user pinned to it (:mod:`apps.data.pins`).
     tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    #: Runs picked in the Runs page's table (in table order): what Compare and Study show.
+    #: The runs the views show (Compare, Study...): the rows ticked in the Runs page's table, those
+    #: of them that meet its filter when one is typed, else the runs it keeps
+    #: (:func:`apps.views.runstate.shown_picks`).
     picked: tuple[str, ...] = ()
+    #: The rows ticked in the Runs page's table (in table order).
+    ticked: tuple[str, ...] = ()
+    #: The runs that meet the Runs page's filter (None: no filter), and the filter's text.
+    filtered: tuple[str, ...] | None = None
+    where: str = ""
 
     @property
     def shown(self) -> list[tuple[str, loading.RunEntry]]:

@@ -1,0 +1,103 @@
+"""The Runs page as in W&B: metric columns, a numeric filter that drives every view, grouped rows
+with intervals only for 3 or more seeds, every producer by default, a config diff without damaged runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from app_helpers import assert_clean, find_view, markdown_tables, open_app, view_table, visit
+
+from apps.data import loading
+
+
+def _best_accuracy(root: Path, label: str) -> float:
+    """A run's best evaluated accuracy, read by hand from its files."""
+    run = loading.load_run(root / label)
+    return max(record["metrics"]["accuracy"] for record in run.evals)
+
+
+def test_a_numeric_filter_on_a_metric_column_drives_the_charts(seeds_root: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    labels = [f"{method}/seed{seed}" for method in ("grpo", "prompt_gdro") for seed in range(3)]
+    best = {label: _best_accuracy(seeds_root, label) for label in labels}
+    threshold = float(np.median(list(best.values())))
+    expected = [label for label in labels if best[label] > threshold]
+    assert 0 < len(expected) < len(labels)
+    app = visit(open_app(monkeypatch, seeds_root), "runs")
+    app.text_input(key="runs-where-input").input(f"accuracy (best) > {threshold!r}").run()
+    assert_clean(app)
+    header, *rows = markdown_tables(app)[0]
+    assert "accuracy (best)" in header, "the filter's column is added to the table"
+    assert sorted(row[header.index("run")] for row in rows) == expected
+    assert app.query_params.get("where") in (f"accuracy (best) > {threshold!r}", [f"accuracy (best) > {threshold!r}"])
+    app = visit(app, "compare")
+    assert_clean(app)
+    assert sorted(app.multiselect(key="compare-runs").value) == expected, "Compare shows the runs the filter keeps"
+    chart, view = find_view(app, "mean_success")
+    drawn = set(view_table(chart, view).column("run").to_pylist())
+    names = app.session_state["_gdro_selection"].names
+    assert drawn == {names[label] for label in expected}
+    assert app.session_state["run"] in expected, "the per-run pages' Run is one the filter keeps"
+    app = visit(app, "study")
+    assert sorted(app.multiselect(key="study-runs").value) == expected
+
+
+def test_ticked_rows_are_narrowed_by_the_filter(seeds_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = open_app(monkeypatch, seeds_root, view="runs", query={"pick": ["grpo/seed0", "prompt_gdro/seed1"]})
+    app.text_input(key="runs-where-input").input("method == prompt_gdro").run()
+    assert app.session_state["_gdro_selection"].picked == ("prompt_gdro/seed1",)
+    app.text_input(key="runs-where-input").input("").run()
+    assert app.session_state["_gdro_selection"].picked == ("grpo/seed0", "prompt_gdro/seed1")
+
+
+def test_added_columns_and_grouped_rows(seeds_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = visit(open_app(monkeypatch, seeds_root), "runs")
+    app.selectbox(key="runs-col-key").select("worst_group_accuracy")
+    app.selectbox(key="runs-col-stat").select("last").run()
+    app.number_input(key="runs-col-k").set_value(2).run()
+    app.button(key="runs-col-add").click().run()
+    assert_clean(app)
+    header, *rows = markdown_tables(app)[0]
+    column = "worst_group_accuracy (mean of last 2)"
+    assert column in header and app.query_params.get("cols") in (column, [column])
+    for row in rows:
+        run = loading.load_run(seeds_root / row[header.index("run")])
+        values = [record["metrics"]["worst_group_accuracy"] for record in run.evals][-2:]
+        assert float(row[header.index(column)]) == pytest.approx(np.mean(values), rel=1e-3)
+    app.selectbox(key="runs-group-by").select("method").run()
+    assert_clean(app)
+    frame = app.dataframe[0].value
+    assert list(frame["method"]) == ["grpo", "prompt_gdro"] and list(frame["n"]) == [3, 3]
+    assert all(text.startswith("[") for text in frame[f"{column} 95% interval"]), "3 seeds: an interval"
+
+
+def test_a_two_seed_group_shows_no_interval_in_the_run_table(lr_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = visit(open_app(monkeypatch, lr_root, query={"cols": "mean_success (final)"}), "runs")
+    app.selectbox(key="runs-group-by").select("group").run()
+    assert_clean(app)
+    frame = app.dataframe[0].value
+    assert set(frame["n"]) == {2} and set(frame["mean_success (final) 95% interval"]) == {""}
+
+
+def test_every_producer_is_shown_by_default(seeds_root: Path, trainer_root: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = sorted(trainer_root.iterdir())
+    app = visit(open_app(monkeypatch, seeds_root, runs=runs), "runs")
+    assert_clean(app)
+    assert any(f"{6 + len(runs)} of {6 + len(runs)} runs shown" in element.value for element in app.caption)
+
+
+def test_the_config_diff_never_compares_a_damaged_run_by_default(seeds_root: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(seeds_root, root)
+    steps = root / "grpo" / "seed0" / "steps.jsonl"
+    steps.write_bytes(steps.read_bytes()[:-40])  # a cut last line: damaged
+    app = visit(open_app(monkeypatch, root), "runs")
+    damaged = set(app.session_state["_gdro_selection"].damaged)
+    assert damaged == {"grpo/seed0"}
+    assert {app.selectbox(key="diff-a").value, app.selectbox(key="diff-b").value}.isdisjoint(damaged)
