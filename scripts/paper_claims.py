@@ -29,10 +29,10 @@ STUDIES: tuple[tuple[str, str, str], ...] = (
     ("curriculum-all-methods", "toy study, all eight methods",
      "gdro simulate --methods grpo,class_gdro,prompt_gdro,prompt_gdro_mean1,rollout_gdro,sqrt_oracle,joint,knapsack"
      " --update-reports curriculum-all-methods"),
-    ("curriculum-paper-1.7b", "toy study, 1.7B-like preset",
+    ("curriculum-paper-1.7b", "toy study, 1.7B-like world",
      "gdro simulate --preset paper-1.7b --update-reports"),
-    ("curriculum-paper-4b", "toy study, 4B-like preset", "gdro simulate --preset paper-4b --update-reports"),
-    ("curriculum-paper-8b", "toy study, 8B-like preset", "gdro simulate --preset paper-8b --update-reports"),
+    ("curriculum-paper-4b", "toy study, 4B-like world", "gdro simulate --preset paper-4b --update-reports"),
+    ("curriculum-paper-8b", "toy study, 8B-like world", "gdro simulate --preset paper-8b --update-reports"),
     ("surrogate", "Lemma 4.1 and the game gap", "gdro simulate surrogate --update-reports"),
     ("ablation", "full-factorial ablation", "gdro simulate ablation --update-reports"),
     ("lm-study", "CPU learning study (a real LM)",

@@ -59,8 +59,17 @@ def sqrt_allocation(variance_G: np.ndarray, share_G: np.ndarray, n_bar: float,
     return sqrt_law(v_G, q_G, n_bar, n_min, n_max)
 
 
-def sqrt_law(v_G: np.ndarray, q_G: np.ndarray, n_bar: float, n_min: float, n_max: float) -> np.ndarray:
-    """:func:`sqrt_allocation` on checked float arrays (unchecked; the step record's SE optimum calls this)."""
+def sqrt_law(v_G: np.ndarray | list[float], q_G: np.ndarray | list[float], n_bar: float, n_min: float,
+             n_max: float) -> np.ndarray:
+    """:func:`sqrt_allocation` on checked float arrays (unchecked; the step record's SE optimum calls this).
+
+    Lists of Python floats (the step record's per-step call, G ~ 10 bins) take a walk over the knots in
+    plain Python, where numpy's per-call cost exceeds the arithmetic; equal to the array solve up to
+    rounding (tests/gdro_lab/allocation/test_sqrt_law.py).
+    """
+    if isinstance(v_G, list) and isinstance(q_G, list):
+        return np.array(_sqrt_law_walk(v_G, q_G, n_bar, n_min, n_max))
+    v_G, q_G = np.asarray(v_G, float), np.asarray(q_G, float)
     total_q = q_G.sum()
     root_G = np.sqrt(v_G)
     shared = q_G > 0
@@ -88,10 +97,9 @@ def sqrt_law(v_G: np.ndarray, q_G: np.ndarray, n_bar: float, n_min: float, n_max
     return n_G
 
 
-def sqrt_law_list(v_G: list[float], q_G: list[float], n_bar: float, n_min: float, n_max: float) -> list[float]:
-    """:func:`sqrt_law` on short lists of floats, in plain Python (the step record's per-step SE optimum,
-    G ~ 10 bins, where numpy's per-call cost exceeds the arithmetic); equal to it up to rounding
-    (tests/gdro_lab/allocation/test_sqrt_law.py). The walk: docs/core-allocation-notes.md#gdro_lab-allocation-sqrt_law."""
+def _sqrt_law_walk(v_G: list[float], q_G: list[float], n_bar: float, n_min: float, n_max: float) -> list[float]:
+    """:func:`sqrt_law`'s fast path on lists: the budget walked knot by knot, np.interp's formula at the
+    crossing. The walk: docs/core-allocation-notes.md#gdro_lab-allocation-sqrt_law."""
     total_q = sum(q_G)
     root = [math.sqrt(v) for v in v_G]
     live = [q > 0 and r > 0 for q, r in zip(q_G, root)]

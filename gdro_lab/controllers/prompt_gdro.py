@@ -32,8 +32,8 @@ from gdro_lab._validate import require_choice, require_int, require_range
 from gdro_lab.checks import check_bins_fast
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.signals import SIGNALS
-from gdro_lab.functional.diagnostics import support_of_weights
-from gdro_lab.functional.update_rules import debiased_value, ema_value, entropic_weights_list, omega_list
+from gdro_lab.functional.diagnostics import support_of_distribution
+from gdro_lab.functional.update_rules import debiased_value, ema_value, entropic_weights, omega
 
 __all__ = ["PromptGDRO", "UniformWeighter", "WeighterConfig"]
 
@@ -88,28 +88,26 @@ class UniformWeighter:
     def __init__(self, config: WeighterConfig | None = None, seed: int | None = None):
         self.config = config or WeighterConfig()
         self.rng = np.random.default_rng(seed)
-        self.score_G = np.zeros(self.config.num_bins)
         self.seen_G = np.zeros(self.config.num_bins, bool)
-        # (score_G they come from, weights list, per-bin multiplier table): update() replaces score_G, never
-        # mutates it, so the weights of one step are computed once for update(), multipliers() and bin_weights()
-        self._cached: tuple[np.ndarray, list[float], np.ndarray | None] | None = None
+        self._set_score(np.zeros(self.config.num_bins))
+
+    def _set_score(self, score_G: np.ndarray) -> None:
+        """The scores and what follows from them: the weights (once per step for update(), multipliers()
+        and bin_weights()) and, on first use, the multiplier table."""
+        self.score_G = score_G
+        self._weights = self._compute_weights()
+        self._table: np.ndarray | None = None
 
     @property
     def num_bins(self) -> int:
         return self.config.num_bins
-
-    def _weights(self) -> list[float]:
-        cached = self._cached
-        if cached is None or cached[0] is not self.score_G:
-            cached = self._cached = (self.score_G, self._compute_weights(), None)
-        return cached[1]
 
     def _compute_weights(self) -> list[float]:
         return [1.0 / self.num_bins] * self.num_bins
 
     def bin_weights(self) -> np.ndarray:
         """Normalised bin weights q_t(b) (Eq. 15)."""
-        return np.array(self._weights())
+        return np.array(self._weights)
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         """Advantage multiplier per prompt (Eq. 16)."""
@@ -135,13 +133,13 @@ class UniformWeighter:
                 else:
                     score[b] = ema_value(math.nan, x, cfg.ema_beta)
                     seen[b] = first_seen = True
-        self.score_G = np.array(score)
         if first_seen:  # seen_G changes only while bins are still being seen for the first time
             self.seen_G = np.array(seen)
-        weights = self._weights()
+        self._set_score(np.array(score))
+        weights = self._weights
         signal_sum = float(np.add.reduce(signal_P))
         signal_mean = signal_sum / signal_P.size if math.isfinite(signal_sum) else float(np.nanmean(signal_P))
-        return {"prompt_gdro/effective_support": support_of_weights(weights),
+        return {"prompt_gdro/effective_support": support_of_distribution(weights),
                 "prompt_gdro/max_weight": max(weights),
                 "prompt_gdro/score_max": max(score),
                 "prompt_gdro/signal_mean": signal_mean}
@@ -150,7 +148,7 @@ class UniformWeighter:
         return {"score": self.score_G.copy(), "seen": self.seen_G.copy(), "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.score_G = np.asarray(state["score"], float).copy()
+        self._set_score(np.asarray(state["score"], float).copy())
         self.seen_G = np.asarray(state["seen"], bool).copy()
         self.rng.bit_generator.state = state["rng"]
 
@@ -160,24 +158,17 @@ class PromptGDRO(UniformWeighter):
 
     def omega(self) -> np.ndarray:
         """Eq. 14: unnormalised omega_t(b) = exp(eta clip(S_t(b), -C, C))."""
-        return np.array(omega_list(self.score_G.tolist(), self.config.eta, self.config.clip))
+        return omega(self.score_G.tolist(), self.config.eta, self.config.clip)
 
     def _compute_weights(self) -> list[float]:
         cfg = self.config
-        return entropic_weights_list(self.score_G.tolist(), cfg.eta, cfg.gamma, cfg.clip)
+        return entropic_weights(self.score_G.tolist(), cfg.eta, cfg.gamma, cfg.clip).tolist()
 
     def _multiplier_table(self) -> np.ndarray:
         """min(omega_b, cap) per bin, then 1 for unassigned prompts (bin -1 reads the last entry)."""
-        weights = self._weights()
-        cached = self._cached
-        assert cached is not None
-        if cached[2] is None:
-            cfg = self.config
-            capped = [min(value, cfg.max_weight) for value in omega_list(self.score_G.tolist(), cfg.eta, cfg.clip)]
-            table = np.array(capped + [1.0])
-            self._cached = (cached[0], weights, table)
-            return table
-        return cached[2]
+        if self._table is None:
+            self._table = np.append(np.minimum(self.omega(), self.config.max_weight), 1.0)
+        return self._table
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         cfg = self.config

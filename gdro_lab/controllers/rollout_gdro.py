@@ -27,8 +27,7 @@ from gdro_lab.allocation.bin_plans import exact_budget_plan
 from gdro_lab.allocation.planner.exact import plan_values
 from gdro_lab.allocation.sqrt_law import adjust_to_total
 from gdro_lab.controllers.allocators import AllocatorConfig, UniformAllocator
-from gdro_lab.controllers.arm_updates import (bandit_step, full_step, probabilities_and_log_softmax,
-                                              relative_variance_list, sample_arms)
+from gdro_lab.controllers.arm_updates import probabilities_and_log_softmax, sample_arms
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.functional.diagnostics import bin_counts
 from gdro_lab.functional.update_rules import (arm_costs, dual_step, exp3p_probabilities, importance_weighted_cost,
@@ -42,14 +41,11 @@ class RolloutGDRO(UniformAllocator):
         super().__init__(config, seed)
         self.mu = float(self.config.mu_init)
         self.logits_GA = np.zeros((self.num_bins, self.config.arms.size))
-        self._sampled_G: np.ndarray | None = None
-        self._sampled: list[int] | None = None  # the same arms as a list (this step's plan)
-        self._arms = self.config.arms
-        self._arms_float = self._arms.astype(float)
-        self._plan_probs: tuple[np.ndarray, np.ndarray] | None = None  # (logits_GA it came from, p)
-        self._centered: np.ndarray | None = self.logits_GA  # logits_GA when every row's max is 0.0 (update() re-centres)
+        # this step's draw, from plan() to update(): (the arm sampled per bin, the p_b it was sampled from)
+        self._draw: tuple[np.ndarray, np.ndarray] | None = None
+        self._arms_A = self.config.arms.astype(float)
         # tie_broken's penalty 1e-9 (n - n_bar)^2, computed once (same values as allocation.tie_broken)
-        self._tie_penalty = 1e-9 * (self._arms[None, :] - self.config.n_bar) ** 2
+        self._tie_penalty = 1e-9 * (self.config.arms[None, :] - self.config.n_bar) ** 2
 
     def arm_probabilities(self) -> np.ndarray:
         """p_b over arms, shape (G, A): (1 - gamma) softmax(L_b) + gamma / A."""
@@ -58,11 +54,8 @@ class RolloutGDRO(UniformAllocator):
     def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
         bins, smallest = self._checked_bins(bins_P, prompt_ids)
-        probs, log_soft = probabilities_and_log_softmax(self.logits_GA, cfg.gamma,  # probs = arm_probabilities()
-                                                        centered=self.logits_GA is self._centered)
-        self._plan_probs = (self.logits_GA, probs)  # update() reuses them (logits_GA is replaced, never mutated)
-        self._sampled = sample_arms(probs, self.rng.random(self.num_bins), cfg.n_min)
-        self._sampled_G = np.array(self._sampled, np.int64)
+        probs, log_soft = probabilities_and_log_softmax(self.logits_GA, cfg.gamma)  # probs = arm_probabilities()
+        self._draw = (sample_arms(probs, self.rng.random(self.num_bins), cfg.n_min), probs)
         if smallest >= 0:  # the usual step: every prompt has a bin
             assigned, placed = None, bins
         else:
@@ -92,62 +85,43 @@ class RolloutGDRO(UniformAllocator):
         n_G, exact = exact_budget_plan(np.log(probs), counts, total, cfg.n_min, tie_center=cfg.n_bar, weight=weight)
         plan = n_G[placed]
         if not exact:
-            preference = (probs @ self._arms)[placed] - plan
+            preference = (probs @ self._arms_A)[placed] - plan
             plan = adjust_to_total(plan, total, cfg.n_min, cfg.n_max, preference)
         return plan
 
     def arm_costs(self, share_G: np.ndarray) -> np.ndarray:
         """cost_b(n) = v~_b n_bar / n + mu n / n_bar, shape (G, A)."""
-        return arm_costs(self._relative_variance(share_G), self.mu, self._arms_float, self.config.n_bar)
+        return arm_costs(self._relative_variance(share_G), self.mu, self._arms_A, self.config.n_bar)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         cfg = self.config
         self._track_variance(feedback)
         metrics = {"rollout/mean_n": feedback.total / feedback.num_prompts, "rollout/mu": self.mu}
-        if self._sampled_G is None or feedback.num_assigned == 0:
+        if self._draw is None or feedback.num_assigned == 0:
             return metrics
+        sampled_G, probs = self._draw
+        self._draw = None
         share = feedback.bin_share(self.num_bins)
         present = feedback.bin_nonempty(self.num_bins)  # = share > 0
-        cached = self._plan_probs
-        probs = cached[1] if cached is not None and cached[0] is self.logits_GA else self.arm_probabilities()
-        self._plan_probs = None
-        sampled = self._sampled if self._sampled is not None else self._sampled_G.tolist()
-        every_bin = 0 not in feedback.bin_count_list(self.num_bins)
-        if every_bin:  # every bin moves: the lean forms of gdro_lab.controllers.arm_updates
-            relative = relative_variance_list(self.variance_G, share, cfg.variance_floor)
-            if cfg.feedback == "bandit":
-                self.logits_GA = bandit_step(self.logits_GA, probs, relative, sampled, cfg.n_min, self.mu,
-                                             cfg.n_bar, cfg.eta, cfg.score_decay)
-            else:
-                self.logits_GA = full_step(self.logits_GA, relative, self._arms_float, self.mu, cfg.n_bar, cfg.eta,
-                                           cfg.score_decay)
-            self._centered = self.logits_GA  # every row re-centred to max 0
-        else:
-            estimate = importance_weighted_cost(self.arm_costs(share), probs, self._sampled_G - cfg.n_min,
-                                                cfg.feedback)
-            centered = self.logits_GA is self._centered  # absent rows keep their logits, centred or not
-            self.logits_GA = mirror_descent_step(self.logits_GA, estimate, present, cfg.eta, cfg.score_decay)
-            self._centered = self.logits_GA if centered else None
-        sampled_mean = float(share @ self._sampled_G)
+        estimate = importance_weighted_cost(self.arm_costs(share), probs, sampled_G - cfg.n_min, cfg.feedback)
+        self.logits_GA = mirror_descent_step(self.logits_GA, estimate, present, cfg.eta, cfg.score_decay)
+        sampled_mean = float(share @ sampled_G)
         violation = (sampled_mean - cfg.n_bar) / cfg.n_bar
         self.mu = dual_step(self.mu, sampled_mean, cfg.n_bar, cfg.dual_lr)   # Eq. 21
-        self._sampled_G = self._sampled = None
         entropy = -row_sum(probs * np.log(probs))
         metrics.update({"rollout/mu": self.mu, "rollout/sampled_mean_n": sampled_mean,
                         "rollout/budget_violation": violation,
-                        "rollout/arm_entropy": float(np.add.reduce(entropy) / entropy.size if every_bin else entropy[present].mean())})
+                        "rollout/arm_entropy": float(entropy[present].mean())})
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
         state["logits"] = self.logits_GA.copy()
-        state["sampled"] = None if self._sampled_G is None else self._sampled_G.copy()
+        state["sampled"] = None if self._draw is None else self._draw[0].copy()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.logits_GA = np.asarray(state["logits"], float).copy()
-        self._sampled_G = None if state.get("sampled") is None else np.asarray(state["sampled"], np.int64)
-        self._sampled = None
-        self._plan_probs = None
-        self._centered = None  # loaded logits: plan() takes their row max (0.0 for saved ones: the same values)
+        sampled = state.get("sampled")
+        self._draw = None if sampled is None else (np.asarray(sampled, np.int64), self.arm_probabilities())

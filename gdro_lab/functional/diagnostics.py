@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from gdro_lab._validate import ConfigError
-from gdro_lab.allocation.sqrt_law import check_box, sqrt_law, sqrt_law_list
+from gdro_lab.allocation.sqrt_law import check_box, sqrt_law
 from gdro_lab.checks import as_float_array, check_bins
 
 
@@ -128,35 +128,33 @@ def se_report(share_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: 
 SE_KEYS = ("se_actual", "se_uniform", "se_sqrt", "se_reduction_pct", "se_sqrt_reduction_pct")
 
 
-def se_terms(q_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: float, n_min: float,
-             n_max: float) -> dict[str, float]:
+def se_terms(q_G: np.ndarray | list[float], sigma_G: np.ndarray | list[float], n_G: np.ndarray | list[float],
+             n_bar: float, n_min: float, n_max: float) -> dict[str, float]:
     """:func:`se_report` on checked inputs: q >= 0 with a positive sum; sigma >= 0 and n > 0, finite, on
     bins with q > 0; a valid arm box (unchecked; the step record calls this). Same arithmetic as
-    three :func:`se_proxy` calls (sqrt of a constant n_bar is the scalar's sqrt, correctly rounded either way)."""
-    live = q_G > 0
-    weighted = q_G[live] * sigma_G[live]  # q_b sigma_b on the bins with prompts
-    actual = float(np.sum(weighted / np.sqrt(n_G[live])))
-    uniform = float(np.sum(weighted / math.sqrt(n_bar)))
+    three :func:`se_proxy` calls (sqrt of a constant n_bar is the scalar's sqrt, correctly rounded either way).
+
+    Lists of Python floats (the step record's per-step call, G ~ 10 bins) are summed in plain Python,
+    where numpy's per-call cost exceeds the arithmetic; equal to the array sums up to rounding.
+    """
     # square-root law; bins it sends to n = 0 (zero variance, n_min = 0) get n_bar (their term is 0)
-    n_opt = sqrt_law(sigma_G**2, q_G, n_bar, n_min, n_max)[live]
-    optimum = float(np.sum(weighted / np.sqrt(np.where(n_opt > 0, n_opt, float(n_bar)))))
-    reduction = 100.0 * (1.0 - actual / uniform) if uniform > 0 else 0.0
-    optimum_reduction = 100.0 * (1.0 - optimum / uniform) if uniform > 0 else 0.0
-    return {"se_actual": actual, "se_uniform": uniform, "se_sqrt": optimum,
-            "se_reduction_pct": reduction, "se_sqrt_reduction_pct": optimum_reduction}
-
-
-def se_terms_list(q_G: list[float], sigma_G: list[float], n_G: list[float], n_bar: float, n_min: float,
-                  n_max: float) -> dict[str, float]:
-    """:func:`se_terms` on short lists, in plain Python (the step record's per-step path, G ~ 10 bins);
-    equal to it up to rounding."""
-    live = [q > 0 for q in q_G]
-    weighted = [q * s for q, s, ok in zip(q_G, sigma_G, live) if ok]
-    actual = sum(w / math.sqrt(n) for w, n in zip(weighted, [n for n, ok in zip(n_G, live) if ok]))
-    root_bar = math.sqrt(n_bar)
-    uniform = sum(w / root_bar for w in weighted)
-    n_opt = [n for n, ok in zip(sqrt_law_list([s * s for s in sigma_G], q_G, n_bar, n_min, n_max), live) if ok]
-    optimum = sum(w / math.sqrt(n if n > 0 else float(n_bar)) for w, n in zip(weighted, n_opt))
+    if isinstance(q_G, list) and isinstance(sigma_G, list) and isinstance(n_G, list):
+        live = [q > 0 for q in q_G]
+        weighted = [q * s for q, s, ok in zip(q_G, sigma_G, live) if ok]
+        actual = sum(w / math.sqrt(n) for w, n in zip(weighted, [n for n, ok in zip(n_G, live) if ok]))
+        root_bar = math.sqrt(n_bar)
+        uniform = sum(w / root_bar for w in weighted)
+        law = sqrt_law([s * s for s in sigma_G], q_G, n_bar, n_min, n_max).tolist()
+        n_opt = [n for n, ok in zip(law, live) if ok]
+        optimum = sum(w / math.sqrt(n if n > 0 else float(n_bar)) for w, n in zip(weighted, n_opt))
+    else:
+        q, sigma, n = np.asarray(q_G, float), np.asarray(sigma_G, float), np.asarray(n_G, float)
+        live_G = q > 0
+        weighted_G = q[live_G] * sigma[live_G]  # q_b sigma_b on the bins with prompts
+        actual = float(np.sum(weighted_G / np.sqrt(n[live_G])))
+        uniform = float(np.sum(weighted_G / math.sqrt(n_bar)))
+        n_law = sqrt_law(sigma**2, q, n_bar, n_min, n_max)[live_G]
+        optimum = float(np.sum(weighted_G / np.sqrt(np.where(n_law > 0, n_law, float(n_bar)))))
     reduction = 100.0 * (1.0 - actual / uniform) if uniform > 0 else 0.0
     optimum_reduction = 100.0 * (1.0 - optimum / uniform) if uniform > 0 else 0.0
     return {"se_actual": actual, "se_uniform": uniform, "se_sqrt": optimum,
@@ -169,22 +167,21 @@ def effective_support(weights_G: np.ndarray) -> float:
     return support_of_distribution(np.asarray(weights_G, float))
 
 
-def support_of_distribution(weights_G: np.ndarray) -> float:
-    """:func:`effective_support` of weights already known to be finite, >= 0, with a positive sum (unchecked)."""
-    return support_of_normalized(weights_G / weights_G.sum())
+def support_of_distribution(weights_G: np.ndarray | list[float]) -> float:
+    """:func:`effective_support` of weights already known to be finite, >= 0, with a positive sum (unchecked).
 
-
-def support_of_weights(weights: list[float]) -> float:
-    """:func:`effective_support` of a short list of finite weights >= 0 with a positive sum, in plain Python
-    (unchecked; a per-step metric over G ~ 10 bins, where numpy's per-call cost dominates). Equal to the
-    numpy form up to rounding (the sums run in another order)."""
-    total = sum(weights)
-    entropy = 0.0
-    for w in weights:
-        if w > 0:
+    A list of Python floats (the per-step metric over G ~ 10 bins) is summed in plain Python, where
+    numpy's per-call cost dominates; equal to the array form up to rounding (the sums run in another order).
+    """
+    if isinstance(weights_G, list):
+        total = sum(weights_G)
+        entropy = 0.0
+        for w in weights_G:
             p = w / total
-            entropy -= p * math.log(p)
-    return math.exp(entropy)
+            if p > 0:  # (a subnormal w can give p = 0)
+                entropy -= p * math.log(p)
+        return math.exp(entropy)
+    return support_of_normalized(weights_G / weights_G.sum())
 
 
 def support_of_normalized(p_G: np.ndarray) -> float:

@@ -41,34 +41,36 @@ def debiased_value(mean: float, share: float, num_bins: int, floor: float) -> fl
     return mean / max(num_bins * share, floor)
 
 
-def omega_list(score: list[float], eta: float, clip: float) -> list[float]:
-    """:func:`omega` on a list: exp(eta clip(S_b, -C, C))."""
-    return [math.exp(eta * min(max(value, -clip), clip)) for value in score]
-
-
-def entropic_weights_list(score: list[float], eta: float, gamma: float, clip: float) -> list[float]:
-    """:func:`entropic_weights` on a list: (1 - gamma) softmax(eta clip(S, -C, C)) + gamma / B."""
-    logits = [eta * min(max(value, -clip), clip) for value in score]
-    top = max(logits)
-    soft = [math.exp(value - top) for value in logits]
-    total = sum(soft)
-    floor = gamma / len(score)
-    return [(1.0 - gamma) * value / total + floor for value in soft]
-
-
 def debiased_signal(mean_G: np.ndarray, share_G: np.ndarray, floor: float) -> np.ndarray:
     """Debiasing of Eq. 13 before the EMA: x_b = l_bar_b / max(B q_hat_b, floor); NaN (absent bins) stays NaN."""
     share = np.asarray(share_G, float)
     return np.asarray(mean_G, float) / np.maximum(share.size * share, floor)
 
 
-def omega(score_G: np.ndarray, eta: float, clip: float) -> np.ndarray:
-    """Eq. 14: omega_b = exp(eta clip(S_b, -C, C))."""
+def omega(score_G: np.ndarray | list[float], eta: float, clip: float) -> np.ndarray:
+    """Eq. 14: omega_b = exp(eta clip(S_b, -C, C)).
+
+    A list of Python floats (the controller's per-step call, G ~ 10 bins) is computed in plain Python,
+    where numpy's per-call cost exceeds the arithmetic; equal to the array statement up to rounding
+    (tests/gdro_lab/functional/test_update_rules.py).
+    """
+    if isinstance(score_G, list):
+        return np.array([math.exp(eta * min(max(value, -clip), clip)) for value in score_G])
     return np.exp(eta * np.minimum(np.maximum(np.asarray(score_G, float), -clip), clip))
 
 
-def entropic_weights(score_G: np.ndarray, eta: float, gamma: float, clip: float) -> np.ndarray:
-    """Eq. 14-15: q = (1 - gamma) softmax(eta clip(S, -C, C)) + gamma / B."""
+def entropic_weights(score_G: np.ndarray | list[float], eta: float, gamma: float, clip: float) -> np.ndarray:
+    """Eq. 14-15: q = (1 - gamma) softmax(eta clip(S, -C, C)) + gamma / B.
+
+    A list of Python floats takes the plain-Python path, as :func:`omega`; equal up to rounding.
+    """
+    if isinstance(score_G, list):
+        logits = [eta * min(max(value, -clip), clip) for value in score_G]
+        top = max(logits)
+        soft = [math.exp(value - top) for value in logits]
+        total = sum(soft)
+        floor = gamma / len(score_G)
+        return np.array([(1.0 - gamma) * value / total + floor for value in soft])
     score = np.asarray(score_G, float)
     logits = eta * np.minimum(np.maximum(score, -clip), clip)  # = np.clip, without its Python wrapper
     soft = np.exp(logits - logits.max())

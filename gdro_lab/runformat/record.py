@@ -78,7 +78,7 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
         "zero_variance_frac": np.count_nonzero(feedback.constant_P) / num_prompts,
         "mu": float(mu),
         "lead_lag_gap": gap, "mu_weight": mu_weight, "mu_data": mu_data,
-        "effective_support": diag.support_of_weights(weights_normal),
+        "effective_support": diag.support_of_distribution(weights_normal),
         "worst_bin_success": min((v for v in success_list if math.isfinite(v)), default=nan),
     }
     if multipliers_P is not None:
@@ -121,5 +121,5 @@ def _se(share_G: np.ndarray, sigma_G: np.ndarray, n_G: list[float], n_bar: float
     sigma = sigma_G.tolist() if sigma_G.shape == share_G.shape else None
     if sigma is not None and all(math.isfinite(v) and v >= 0 for v in sigma) and n_bar > 0:
         check_box("sqrt_allocation", n_bar, n_min, n_max)
-        return diag.se_terms_list(share_G.tolist(), sigma, n_G, n_bar, n_min, n_max)
+        return diag.se_terms(share_G.tolist(), sigma, n_G, n_bar, n_min, n_max)
     return diag.se_report(share_G, sigma_G, np.array(n_G), n_bar, n_min, n_max)  # unknown bins, or its error

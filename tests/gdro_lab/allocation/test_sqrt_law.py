@@ -515,9 +515,10 @@ def test_se_report_is_honest_with_an_unbounded_box():
     assert 0.0 < report["se_sqrt_reduction_pct"] < 100.0
 
 
-def test_sqrt_law_list_equals_sqrt_law():
-    """The plain-Python walk over the budget's knots against the numpy interpolation, boxed and unboxed."""
-    from gdro_lab.allocation.sqrt_law import sqrt_law, sqrt_law_list
+def test_the_fast_path_of_sqrt_law_equals_the_array_solve():
+    """Lists of floats take the plain-Python walk over the budget's knots; equal to the numpy interpolation
+    on arrays, boxed and unboxed (random draws, with zero-variance and zero-share bins)."""
+    from gdro_lab.allocation.sqrt_law import sqrt_law
 
     rng = np.random.default_rng(7)
     for _ in range(3000):
@@ -528,5 +529,5 @@ def test_sqrt_law_list_equals_sqrt_law():
         n_min, n_max = float(rng.choice([0, 1, 2])), float(rng.choice([8, 12, np.inf]))
         n_bar = float(rng.uniform(n_min, min(n_max, 20)))
         expected = sqrt_law(variance, share, n_bar, n_min, n_max)
-        got = sqrt_law_list(variance.tolist(), share.tolist(), n_bar, n_min, n_max)
+        got = sqrt_law(variance.tolist(), share.tolist(), n_bar, n_min, n_max)
         np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)

@@ -210,16 +210,32 @@ def test_snapshot_steps(num_steps, want):
     assert snapshot_steps(num_steps) == want
 
 
-def test_se_terms_list_equals_se_report():
-    from gdro_lab.functional.diagnostics import se_report, se_terms_list
+UNIT = st.one_of(st.just(0.0), st.floats(1e-6, 1.0))  # no subnormals: their squares underflow either way
 
-    rng = np.random.default_rng(2)
-    for _ in range(500):
-        share = rng.dirichlet(np.ones(10)) * (rng.random(10) > 0.2)
-        share[0] += share.sum() == 0
-        sigma = rng.random(10)
-        n_G = rng.uniform(2, 12, size=10)
-        expected = se_report(share, sigma, n_G, 4, 2, 12)
-        got = se_terms_list(share.tolist(), sigma.tolist(), n_G.tolist(), 4, 2, 12)
-        for key, value in expected.items():
-            assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(UNIT, UNIT, st.floats(2.0, 12.0)), min_size=1, max_size=12), n_bar=st.floats(2.0, 12.0))
+def test_the_fast_path_of_se_terms_equals_the_array_sums(rows, n_bar):
+    """Given lists of floats (the step record's per-step call), se_terms sums in plain Python; equal to
+    the numpy sums over arrays (se_report's path) to rounding."""
+    from gdro_lab.functional.diagnostics import se_terms
+
+    share, sigma, n_G = (list(column) for column in zip(*rows))
+    assume(sum(share) > 0)
+    expected = se_terms(np.array(share), np.array(sigma), np.array(n_G), n_bar, 2, 12)
+    got = se_terms(share, sigma, n_G, n_bar, 2, 12)
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
+
+
+@settings(max_examples=300, deadline=None)
+@given(weights=st.lists(st.floats(0.0, 1e3), min_size=1, max_size=16))
+def test_the_fast_path_of_support_of_distribution_equals_the_array_form(weights):
+    from gdro_lab.functional.diagnostics import support_of_distribution
+
+    assume(sum(weights) > 0)
+    p = np.array(weights) / sum(weights)
+    p = p[p > 0]
+    plain = float(np.exp(-np.sum(p * np.log(p))))  # exp(entropy)
+    assert support_of_distribution(weights) == pytest.approx(plain, rel=1e-12)
+    assert support_of_distribution(np.array(weights)) == pytest.approx(plain, rel=1e-12)

@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gdro_lab.controllers.allocators import AllocatorConfig, UniformAllocator
 from gdro_lab.controllers.feedback import StepFeedback
@@ -147,7 +149,7 @@ def _gdro_one_step(feedback_mode: str):
     controller = RolloutGDRO(cfg, seed=5)
     bins = np.array([0, 0, 1, 1])  # bin 2 absent
     plan = controller.plan(bins)
-    sampled = controller._sampled_G.copy()
+    sampled = controller.state_dict()["sampled"]
     # prompts of bin 0: variance 4/3 each (two +1, two -1 when n = 4; any mix otherwise by plan)
     rewards = []
     for b, n in zip(bins, plan):
@@ -203,8 +205,8 @@ def test_absent_bin_logits_untouched_over_many_steps(mode):
 
 # ----------------------------------------------------------------------------- the per-bin (list) forms
 
-def test_scalar_and_list_forms_equal_the_array_rules():
-    from gdro_lab.functional.update_rules import debiased_value, ema_value, entropic_weights_list, omega_list
+def test_scalar_forms_equal_the_array_rules():
+    from gdro_lab.functional.update_rules import debiased_value, ema_value
 
     rng = np.random.default_rng(4)
     previous = np.where(rng.random(12) < 0.3, NAN, rng.normal(size=12))
@@ -216,10 +218,25 @@ def test_scalar_and_list_forms_equal_the_array_rules():
     mean = rng.random(12)
     np.testing.assert_array_equal([debiased_value(m, q, 12, 0.1) for m, q in zip(mean, share)],
                                   debiased_signal(mean, share, 0.1))
-    score = rng.normal(scale=4, size=12)
-    np.testing.assert_allclose(omega_list(score.tolist(), 0.65, 5.0), omega(score, 0.65, 5.0), rtol=1e-15)
-    np.testing.assert_allclose(entropic_weights_list(score.tolist(), 0.65, 0.01, 5.0),
-                               entropic_weights(score, 0.65, 0.01, 5.0), rtol=1e-14)
+
+
+SCORES = st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=16)
+
+
+@settings(max_examples=300, deadline=None)
+@given(score=SCORES, eta=st.floats(0.0, 5.0), gamma=st.floats(0.0, 1.0), clip=st.floats(1e-3, 50.0))
+def test_the_fast_paths_of_omega_and_entropic_weights_equal_the_plain_statement(score, eta, gamma, clip):
+    """Given a list of floats, omega and entropic_weights compute in plain Python (the controller's per-step
+    path); the result equals Eq. 14-15 written with numpy on the array, to rounding."""
+    array = np.array(score)
+    plain_omega = np.exp(eta * np.clip(array, -clip, clip))
+    np.testing.assert_allclose(omega(score, eta, clip), plain_omega, rtol=1e-13)
+    np.testing.assert_allclose(omega(array, eta, clip), plain_omega, rtol=1e-13)
+    logits = eta * np.clip(array, -clip, clip)
+    soft = np.exp(logits - logits.max())
+    plain_weights = (1.0 - gamma) * soft / soft.sum() + gamma / array.size
+    np.testing.assert_allclose(entropic_weights(score, eta, gamma, clip), plain_weights, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(entropic_weights(array, eta, gamma, clip), plain_weights, rtol=1e-12, atol=1e-300)
 
 
 # ----------------------------------------------------------------------------- edges, by hand
@@ -294,10 +311,8 @@ def test_full_decay_forgets_the_logits() -> None:
 def test_softmaxes_stay_finite_at_logits_that_overflow_exp() -> None:
     """The max is subtracted before exp: logits near 800 (exp overflows past ~709) give the softmax
     of their differences, in the array forms' fallback path and in the list form alike."""
-    from gdro_lab.functional.update_rules import entropic_weights_list
-
     logits = np.array([[[800.0], [799.0]], [[-5.0], [-5.0]]])  # (G, A, 1): the fallback path
     expected = np.array([1.0, np.exp(-1.0)]) / (1.0 + np.exp(-1.0))
     assert exp3p_probabilities(logits, gamma=0.0)[0, :, 0] == pytest.approx(expected, rel=1e-12)
-    weights = entropic_weights_list([800.0, 799.0], eta=1.0, gamma=0.0, clip=1000.0)
-    assert weights == pytest.approx(expected.tolist(), rel=1e-12)
+    weights = entropic_weights([800.0, 799.0], eta=1.0, gamma=0.0, clip=1000.0)
+    assert weights == pytest.approx(expected, rel=1e-12)
