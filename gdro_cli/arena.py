@@ -2,7 +2,7 @@
 
 The allocation arena's one command: the CPU LM study's arena (real_runs/lmstudy/arena.py, through
 the real trainer) writes ``OUT/lm-arena.json``, then the simulator's arena (``gdro simulate arena``:
-five worlds and the paper-scale SE check, simulators/studies/arena.py) writes the report with both
+five worlds and the paper-scale SE check, simulators/studies/allocation_arena.py) writes the report with both
 and prints the decision. Finished runs whose config did not change are reused by both parts, so a
 rerun redoes only what changed. ``--update-reports`` copies the report into the repository's
 ``reports/arena``. This module only sequences the two parts (the simulator and real_runs never
@@ -69,12 +69,12 @@ def run_simulator(args: argparse.Namespace) -> int:
     """The simulator's arena with these options (as `gdro simulate arena`, plus --worlds / --no-paper-scale)."""
     from gdro_lab._validate import ConfigError
     from simulators import cli
-    from simulators.studies import arena
+    from simulators.studies import allocation_arena
     try:
-        settings = cli._settings(cli.build_parser().parse_args(sim_args(args)), arena)
+        settings = cli._settings(cli.build_parser().parse_args(sim_args(args)), allocation_arena)
         settings.validate()
         worlds = [w.strip() for w in args.worlds.split(",") if w.strip()] if args.worlds else None
-        report = arena.run(settings, worlds_only=worlds, paper_scale=not args.no_paper_scale)
+        report = allocation_arena.run(settings, worlds_only=worlds, paper_scale=not args.no_paper_scale)
         copied = cli.update_reports(settings.out, "arena") if args.update_reports else None
     except ConfigError as err:
         print(f"gdro arena: error: {err}", file=sys.stderr)
@@ -90,7 +90,7 @@ def check_worlds(worlds: str | None) -> None:
     """``--worlds`` names only the simulator's worlds (checked before the LM part's hours, not after)."""
     from studykit.args import did_you_mean
     from gdro_lab._validate import ConfigError
-    from simulators.studies.arena import WORLDS
+    from simulators.studies.allocation_arena import WORLDS
     for name in [w.strip() for w in (worlds or "").split(",") if w.strip()]:
         if name not in WORLDS:
             hint = did_you_mean(name, WORLDS)

@@ -22,8 +22,8 @@ from simulators.studies import STUDIES
 
 DEFAULT_STUDY = "curriculum"
 RUNS_ROOT = "gdro-runs"
-MODULES = {"curriculum": "curriculum", "sqrt-law": "sqrt_law", "surrogate": "surrogate", "ablation": "ablation",
-           "arena": "arena"}
+MODULES = {"curriculum": "curriculum_study", "sqrt-law": "sqrt_law_study", "surrogate": "surrogate",
+           "ablation": "ablation", "arena": "allocation_arena"}
 STUDY_HELP = {
     "curriculum": "all methods at equal budget, >= 5 seeds: accuracy, worst group, pass@8, support, waves",
     "sqrt-law": "weighted SE proxy of uniform vs Rollout-GDRO vs the square-root optimum; the staircase",

@@ -14,7 +14,7 @@ from simulators.world import WorldConfig
 
 
 #: Values of SimConfig.match: "" (not a derived baseline) or the moment a step-matched run matches
-#: ("selector_step": the arena's GRPO with a selector's shared and group steps, simulators/studies/arena.py).
+#: ("selector_step": the arena's GRPO with a selector's shared and group steps, simulators/studies/allocation_arena.py).
 MATCHES = ("", "first_moment", "second_moment", "selector_step")
 
 

@@ -48,7 +48,7 @@ _ORDER = ("grpo", "class_gdro", "prompt_gdro", "prompt_gdro_mean1", "rollout_gdr
 
 DEFAULT_METHODS = ("grpo", "class_gdro", "prompt_gdro", "prompt_gdro_mean1", "rollout_gdro", "sqrt_oracle", "joint",
                    "knapsack")
-#: The allocation arena's methods (simulators/studies/arena.py).
+#: The allocation arena's methods (simulators/studies/allocation_arena.py).
 ARENA_METHODS = ("grpo", "rollout_gdro", "gdro_prompt", "knapsack", "knapsack_code", "vip", "duet", "cero",
                  "dynamic_sampling", "greso", "prompt_oracle")
 

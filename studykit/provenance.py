@@ -2,7 +2,7 @@
 
 A committed report (``reports/<name>/summary.json``) carries a ``provenance`` block::
 
-    {"entry": ["simulators.studies.curriculum"], "code_digest": "<sha256>", "files": 57,
+    {"entry": ["simulators.studies.curriculum_study"], "code_digest": "<sha256>", "files": 57,
      "command": "gdro simulate --update-reports", "settings": {...}}
 
 ``code_digest`` is the sha256 over the sorted (path, sha256 of the file's bytes) pairs of every
@@ -14,7 +14,7 @@ digest: tests/studykit/test_report_freshness.py fails until the report is regene
 report states that it is stale (``provenance.stale``: which commit made it and the digest of that
 commit's code) with a line in its report.md.
 
-    python -m studykit.provenance digest simulators.studies.curriculum   # the current digest
+    python -m studykit.provenance digest simulators.studies.curriculum_study   # the current digest
     python -m studykit.provenance check                                 # every committed report
 """
 

@@ -54,7 +54,7 @@ BROKEN_CIRCLES = (("simulators/learner.py", "simulators/world.py"),
                   ("apps/data/colours.py", "apps/data/identity.py"), ("apps/views/ui.py", "apps/views/uicharts.py"),
                   ("simulators/calibrate/predict.py", "simulators/calibrate/predict_report.py"),
                   ("simulators/calibrate/cli.py", "simulators/calibrate/predict.py"),
-                  ("simulators/studies/arena.py", "simulators/studies/arena_report.py"))
+                  ("simulators/studies/allocation_arena.py", "simulators/studies/arena_report.py"))
 FORBIDDEN = {"real_runs": ("simulators",), "simulators": ("real_runs",),
              "studykit": ("simulators", "real_runs", "apps", "gdro_cli", "torch", "streamlit"),
              "gdro_lab": ("simulators", "real_runs", "apps", "studykit", "gdro_cli", "torch", "matplotlib",

@@ -1,6 +1,6 @@
 """The arena's report: one fair table per world (SE proxy vs the per-prompt oracle, held-out gains
 over tuned GRPO, zero-variance share, wall time), the LM study's arena section when present, and
-the decision (simulators/studies/arena.py describes the study)."""
+the decision (simulators/studies/allocation_arena.py describes the study)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Figures of the `curriculum` study (simulators/studies/curriculum.py): learning curves, traveling
+"""Figures of the `curriculum` study (simulators/studies/curriculum_study.py): learning curves, traveling
 waves, the lead-lag gap, the rollout staircase, final bars and accuracy against the learning rate."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Figures and the rollout-budget table of the `sqrt-law` study (simulators/studies/sqrt_law.py)."""
+"""Figures and the rollout-budget table of the `sqrt-law` study (simulators/studies/sqrt_law_study.py)."""
 
 from __future__ import annotations
 

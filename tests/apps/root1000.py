@@ -128,7 +128,7 @@ def method_grid(index: int) -> tuple[float, ...]:
 def sim_config(world: str, method: str, seed: int, lr: float, matched_factor: float = 1.0) -> dict[str, Any]:
     """The simulator's config.json of one arena run (its own code: ``simulators.loop``)."""
     from simulators.loop import _config_payload
-    from simulators.studies.arena import WORLDS as ARENA_WORLDS
+    from simulators.studies.allocation_arena import WORLDS as ARENA_WORLDS
     from simulators.studies.common import StudySettings
     from simulators.studies.common import sim_config as study_config
     from studykit.arena_settings import METHOD_SETTINGS

@@ -282,11 +282,11 @@ CASES += [
     Case("calibrate --plan missing", lambda t: ["calibrate", "--plan", "nosuch"], ("nosuch",)),
     # Ctrl-C: one line that says what was kept (rc 130)
     Case("Ctrl-C in simulate", lambda t: WRITERS["simulate"][0](t, "o"), ("interrupted", "kept"), rc=130,
-         interrupt="simulators.studies.curriculum:run", writes=True),
+         interrupt="simulators.studies.curriculum_study:run", writes=True),
     Case("Ctrl-C in sweep", lambda t: WRITERS["sweep"][0](t, "o"), ("gdro sweep: interrupted", "kept"), rc=130,
          interrupt="simulators.parallel:run_jobs", writes=True),
     Case("Ctrl-C in arena", lambda t: WRITERS["arena"][0](t, "o"), ("gdro arena: interrupted", "reused"), rc=130,
-         interrupt="simulators.studies.arena:run", writes=True),
+         interrupt="simulators.studies.allocation_arena:run", writes=True),
     Case("Ctrl-C in calibrate", lambda t: WRITERS["calibrate"][0](t, "o"), ("gdro calibrate: interrupted",),
          rc=130, interrupt="simulators.calibrate.calibration:calibrate", writes=True),
     Case("Ctrl-C in predict", lambda t: WRITERS["predict"][0](t, "o"), ("gdro predict: interrupted",), rc=130,

@@ -214,19 +214,19 @@ def test_early_stopping_needs_lengths() -> None:
 
 
 def test_the_arena_runs_duet_with_early_stopping() -> None:
-    from simulators.studies import arena
+    from simulators.studies import allocation_arena
     from simulators.studies.common import StudySettings
-    assert arena.METHOD_SETTINGS["duet"]["abort_horizon"] > 0
+    assert allocation_arena.METHOD_SETTINGS["duet"]["abort_horizon"] > 0
     settings = StudySettings(out=Path("unused"), steps=5, batch=8, prompts=100, seeds=1, world={"lengths": True})
     jobs = []
-    original = arena.run_jobs
+    original = allocation_arena.run_jobs
     try:
-        arena.run_jobs = lambda js, **kw: jobs.extend(js) or []  # type: ignore[assignment]
-        arena._cached_points(settings, [("duet", 1.0), ("vip", 1.0)], Path("unused"), "default", "")
+        allocation_arena.run_jobs = lambda js, **kw: jobs.extend(js) or []  # type: ignore[assignment]
+        allocation_arena._cached_points(settings, [("duet", 1.0), ("vip", 1.0)], Path("unused"), "default", "")
     finally:
-        arena.run_jobs = original  # type: ignore[assignment]
+        allocation_arena.run_jobs = original  # type: ignore[assignment]
     by_method = {cfg.method: cfg for cfg, _, _ in jobs}
-    assert by_method["duet"].abort_horizon == arena.METHOD_SETTINGS["duet"]["abort_horizon"]
+    assert by_method["duet"].abort_horizon == allocation_arena.METHOD_SETTINGS["duet"]["abort_horizon"]
     assert by_method["vip"].abort_horizon == 0
 
 

@@ -125,9 +125,9 @@ def test_best_lr_uses_the_val_split_seed_mean() -> None:
 def test_presets_set_the_world_and_name_the_report(monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     from simulators.presets import PRESETS
-    from simulators.studies import curriculum
+    from simulators.studies import curriculum_study
     seen = {}
-    monkeypatch.setattr(curriculum, "run", lambda settings: seen.setdefault("s", settings) and Path("x/report.md"))
+    monkeypatch.setattr(curriculum_study, "run", lambda settings: seen.setdefault("s", settings) and Path("x/report.md"))
     assert cli.main(["--preset", "paper-1.7b", "--set", "world.transfer=0.1"]) == 0
     s = seen["s"]
     assert s.overrides["world"] == {**PRESETS["paper-1.7b"], "transfer": 0.1}

@@ -47,7 +47,7 @@ def test_digest_changes_with_a_dependency_and_only_then(tmp_path):
 
 def test_closure_holds_every_project_module_an_import_loads():
     """Reference: the project modules Python really loads when it imports the study (sys.modules)."""
-    entry = "simulators.studies.curriculum"
+    entry = "simulators.studies.curriculum_study"
     code = (f"import sys, {entry}; loaded = list(sys.modules); from studykit.provenance import module_file; "
             "print('\\n'.join(str(module_file(m)) for m in loaded if module_file(m)))")
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -136,7 +136,7 @@ def test_gdro_simulate_writes_the_provenance_of_its_report(tmp_path, capsys):
             "--lr-grid", "1", "--eval-every", "2", "--no-progress"]
     assert main(argv) == 0
     block = json.loads((out / "summary.json").read_text())["provenance"]
-    assert block["code_digest"] == code_digest(["simulators.studies.curriculum", "simulators.cli"])["code_digest"]
+    assert block["code_digest"] == code_digest(["simulators.studies.curriculum_study", "simulators.cli"])["code_digest"]
     assert block["command"] == "gdro simulate --seeds 2 --steps 4 --prompts 120 --batch 8 --lr-grid 1 --eval-every 2"
     assert block["settings"]["steps"] == 4 and block["settings"]["lr_grid"] == [1.0]
     assert "out" not in block["settings"] and str(tmp_path) not in json.dumps(block)

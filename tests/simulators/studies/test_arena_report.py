@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from simulators.parallel import RunSummary
-from simulators.studies import arena, arena_report
+from simulators.studies import allocation_arena, arena_report
 
 
 def summary(seed: int, mine: list[float], oracle: list[float], zero: list[float], trained: list[float]) -> RunSummary:
@@ -85,14 +85,14 @@ def test_equal_tokens_reads_the_bigger_spender_where_it_had_spent_the_others_tot
     grpo = [evals(0, [0, 900, 2000], [0.1, 0.25, 0.45]), evals(1, [0, 1000, 2000], [0.2, 0.3, 0.4])]
     more = [evals(0, [0, 1000, 2200], [0.1, 0.3, 0.5]), evals(1, [0, 1000, 2000], [0.2, 0.35, 0.5])]
     less = [evals(0, [0, 800, 1800], [0.1, 0.3, 0.5]), evals(1, [0, 1000, 2000], [0.2, 0.35, 0.5])]
-    mine, base = arena.equal_tokens(more, grpo, "test/accuracy")
+    mine, base = allocation_arena.equal_tokens(more, grpo, "test/accuracy")
     # by hand: seed 0 at GRPO's 2,000 tokens, between the method's 1,000 and 2,200; seed 1 equal totals: finals
     assert mine == pytest.approx([0.3 + 0.2 * 1000 / 1200, 0.5]) and base == pytest.approx([0.45, 0.4])
-    mine, base = arena.equal_tokens(less, grpo, "test/accuracy")  # GRPO read at the method's 1,800 tokens
+    mine, base = allocation_arena.equal_tokens(less, grpo, "test/accuracy")  # GRPO read at the method's 1,800 tokens
     assert mine == pytest.approx([0.5, 0.5]) and base == pytest.approx([0.25 + 0.2 * 900 / 1100, 0.4])
     result = {"tuned_lr": {"test/accuracy": {"m": 2.0, "grpo": 1.0}},
               "gains": {"m": {"test/accuracy": {"vs_tuned": [0.1, 0.0]}}}}
-    gain = arena.add_equal_tokens(result, {("m", 2.0): more, ("grpo", 1.0): grpo})["gains"]["m"]["test/accuracy"]
+    gain = allocation_arena.add_equal_tokens(result, {("m", 2.0): more, ("grpo", 1.0): grpo})["gains"]["m"]["test/accuracy"]
     diff = np.array([0.3 + 0.2 * 1000 / 1200 - 0.45, 0.1])
     assert gain["vs_tuned_tokens"] == pytest.approx([diff.mean(), stats.t.ppf(0.975, 1) * diff.std(ddof=1) / np.sqrt(2)])
     assert gain["vs_tuned"] == [0.1, 0.0]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from simulators import cli
-from simulators.studies import arena
+from simulators.studies import allocation_arena
 
 ARGS = ["arena", "--seeds", "2", "--steps", "20", "--prompts", "400", "--batch", "32", "--lr-grid", "0.707107,1", "--lr-extend", "1",
         "--methods", "grpo,gdro_prompt,greso,prompt_oracle", "--workers", "1", "--no-progress"]
@@ -18,7 +18,7 @@ ARGS = ["arena", "--seeds", "2", "--steps", "20", "--prompts", "400", "--batch",
 
 @pytest.fixture
 def one_world(monkeypatch):
-    monkeypatch.setattr(arena, "WORLDS", {"bimodal": dict(arena.WORLDS["bimodal"])})
+    monkeypatch.setattr(allocation_arena, "WORLDS", {"bimodal": dict(allocation_arena.WORLDS["bimodal"])})
 
 
 def test_arena_writes_the_table_and_reuses_unchanged_runs(tmp_path: Path, one_world, capsys):

@@ -11,7 +11,7 @@ import pytest
 from gdro_lab import read_run
 from gdro_lab.runformat.runlog import find_runs
 from simulators import cli
-from simulators.studies import curriculum
+from simulators.studies import curriculum_study
 
 TINY = ["--seeds", "2", "--prompts", "400", "--batch", "32", "--no-progress"]
 
@@ -236,7 +236,7 @@ def test_help_and_default_study(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
         seen["settings"] = settings
         return Path("reports/curriculum/report.md")
 
-    monkeypatch.setattr(curriculum, "run", fake_run)
+    monkeypatch.setattr(curriculum_study, "run", fake_run)
     code, stdout, _ = run_cli([], capsys)
     s = seen["settings"]
     assert code == 0 and "report:" in stdout

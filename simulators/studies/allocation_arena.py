@@ -5,7 +5,7 @@ world, each with the length model on (``world.lengths``). Equal compute: exactly
 step for every method; held-out accuracy against tuned GRPO (paired by seed) at the final step (equal
 rollouts) and at equal generated tokens (``equal_tokens``, docs/arena.md). Per world and method also SE
 proxies against the oracle's, zero-variance and trained shares, tokens and wall time per step. Caching
-and the LM arena: docs/studies-notes.md#simulators-studies-arena.
+and the LM arena: docs/studies-notes.md#simulators-studies-allocation_arena.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from simulators.parallel import RunSummary, run_jobs
 from simulators.presets import PRESETS
 from simulators.studies.baselines import decision, run_matched
 from simulators.studies.common import StudySettings, job, sim_config
-from simulators.studies.sqrt_law import WORLDS as SQRT_LAW_WORLDS
+from simulators.studies.sqrt_law_study import WORLDS as SQRT_LAW_WORLDS
 from simulators.studies.tuning import Grid, lr_dir, tuned_grid
 from studykit import lrgrid
 from studykit.arena_settings import METHOD_SETTINGS
@@ -145,7 +145,7 @@ def run_selector_matched(settings: StudySettings, grid: Grid, methods: Sequence[
                          ) -> dict[str, dict[str, Any]]:
     """GRPO whose shared and group steps are those of a selector: lr_shared and lr_group x the selector's
     mean batch / trained prompts, at lr scale 1 (cached like the grid). Why an lr grid cannot stand in:
-    docs/studies-notes.md#simulators-studies-arena.
+    docs/studies-notes.md#simulators-studies-allocation_arena.
     """
     from gdro_lab.methods import get_method
     selectors = [m for m in methods if get_method(m).selector != "none"]

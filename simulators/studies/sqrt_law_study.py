@@ -3,7 +3,7 @@
 Eq. 33: WSE(t) = sum_b q_t(b) sigma_b / sqrt(n_b(t)); the reduction is 100 (1 - WSE / WSE_uniform),
 with the controller's EMA sigma_b and with the true sigma_b, against the box-constrained square-root
 optimum (Thm 4.2); plus the variance proxy, the budget, and held-out accuracy against the baselines
-(simulators/studies/baselines.py). Detail: docs/studies-notes.md#simulators-studies-sqrt_law.
+(simulators/studies/baselines.py). Detail: docs/studies-notes.md#simulators-studies-sqrt_law_study.
 """
 
 from __future__ import annotations
