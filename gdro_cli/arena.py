@@ -118,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"gdro arena: error: {err}", file=sys.stderr)
         return 2
+    parts = "the simulator part" if args.sim_only else "the LM part (a line per run done), then the simulator part"
+    print(f"gdro arena: writing to {args.out.resolve()} ({parts})", file=sys.stderr, flush=True)
     if not args.sim_only:
         from real_runs.lmstudy.arena import main_arena
         try:

@@ -36,6 +36,7 @@ from real_runs.eval_metrics import evaluation_metrics, worst_names
 from real_runs.eval_scoring import generate_and_score, stats_metrics
 from real_runs.export import weights_problem
 from real_runs.models import ModelError, checkpoint_folder, load_policy
+from real_runs.progress import phase
 from real_runs.rewards.choice import ChoiceReward, reward_kind
 from real_runs.rewards.math import MathReward
 from real_runs.rewards.pool import PoolStartError
@@ -239,6 +240,12 @@ def _write(args: argparse.Namespace, metrics: dict[str, float], samples: list[di
     return target
 
 
+def _progress(line: str) -> None:
+    """A progress line on stdout, before the table (stderr holds only an error's one line), flushed at
+    once (a log file shows it live)."""
+    print(line, flush=True)
+
+
 def run(args: argparse.Namespace) -> dict[str, float]:
     """The whole evaluation for parsed arguments; raises EvalError on bad input."""
     names = check_args(args)
@@ -250,8 +257,12 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             claim_output(args.out, "gdro eval")  # an unwritable --out fails here, before the model loads
         except ConfigError as err:
             raise EvalError(str(err)) from None
+    _progress(f"gdro eval: run directory {args.run or args.out} "
+              f"({'appending to a run' if args.run else 'a new run'}; results once every benchmark is scored)")
     try:
-        engine, tokenizer = _load_engine(args)
+        with phase(f"model load ({args.model} on {args.device}, engine {args.engine})", out=_progress,
+                   prefix="gdro eval: "):
+            engine, tokenizer = _load_engine(args)
     except EvalError:
         if created and [p.name for p in Path(args.out).iterdir()] == [MARKER]:
             shutil.rmtree(args.out)  # a model that does not load leaves no trace of this run
@@ -265,7 +276,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
     try:
         successes_R, stats, samples = generate_and_score(
             problems, engine, tokenizer, args.n, sampling, args.batch_prompts, rewards,
-            log=lambda line: print(line, file=sys.stderr), keep_samples=args.save_samples)
+            log=_progress, keep_samples=args.save_samples)
     finally:
         for reward in rewards.values():
             reward.close()

@@ -23,18 +23,22 @@ from real_runs.types import Problem, Reward, SamplingParams
 
 def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any, n: int,
                        sampling: SamplingParams, batch_prompts: int, rewards: dict[str, Any],
-                       log: Callable[[str], Any] = print, keep_samples: bool = False
+                       log: Callable[[str], Any] = print, keep_samples: bool = False,
+                       clock: Callable[[], float] = time.perf_counter
                        ) -> tuple[np.ndarray, dict[str, float], list[dict[str, Any]]]:
     """Generate n samples per problem in chunks and score them; returns (successes_R, stats, samples).
 
     ``samples`` (id, sample index, success, text, generated tokens, group label and source per response) is
     filled only with ``keep_samples`` (``gdro calibrate`` reads the labels and the token counts).
+    ``log`` gets the progress lines (:class:`BatchProgress`; ``clock`` times them).
     """
     successes: list[np.ndarray] = []
     stats = {"tokens": 0.0, "truncated": 0.0, "reward/timeouts": 0.0, "reward/errors": 0.0}
     samples: list[dict[str, Any]] = []
+    progress = BatchProgress(problems, n, batch_prompts, log, clock)
     for chunk, start in enumerate(range(0, len(problems), batch_prompts)):
         part = problems[start:start + batch_prompts]
+        progress.begin(part)
         seed = None if sampling.seed is None else int(
             np.random.SeedSequence([sampling.seed, chunk]).generate_state(1)[0])
         chunk_sampling = SamplingParams(sampling.temperature, sampling.top_p, sampling.top_k,
@@ -58,8 +62,47 @@ def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any,
             samples += [{"id": p.id, "sample": r % n, "success": bool(s), "text": t, "tokens": int(k),
                          "group": p.group, "source": p.source}
                         for r, (p, s, t, k) in enumerate(zip(owners, success_R, rollouts.texts, rollouts.lengths_R))]
-        log(f"gdro eval: {min(start + batch_prompts, len(problems))}/{len(problems)} prompts")
+        progress.end(part)
     return np.concatenate(successes), stats, samples
+
+
+class BatchProgress:
+    """The lines of :func:`generate_and_score`: the plan and ``0/N`` before the first batch generates,
+    ``benchmark B: 0/N prompts`` when a benchmark's first batch starts, and after each batch the prompts
+    done of all, the time so far and an estimate of the time left (:class:`real_runs.progress.Counter`),
+    and ``benchmark B: N/N prompts done`` when its last prompt is scored."""
+
+    def __init__(self, problems: Sequence[Problem], n: int, batch_prompts: int, log: Callable[[str], Any],
+                 clock: Callable[[], float]):
+        from real_runs.progress import Counter
+        self.log, self.prefix = log, "gdro eval: "
+        self.sizes: dict[str, int] = {}
+        for problem in problems:
+            self.sizes[problem.source] = self.sizes.get(problem.source, 0) + 1
+        self.done = dict.fromkeys(self.sizes, 0)
+        self.batches, self.batch = -(-len(problems) // batch_prompts), 0
+        self.counter = Counter("", len(problems), "prompts", out=log, prefix=self.prefix, clock=clock)
+        log(f"{self.prefix}{len(problems):,} prompts x {n} samples in {self.batches:,} batches of up to "
+            f"{batch_prompts}: " + ", ".join(f"{name} {size:,}" for name, size in self.sizes.items()))
+
+    def begin(self, part: Sequence[Problem]) -> None:
+        self.batch += 1
+        if self.batch == 1:
+            self.counter.start(f"batch 1/{self.batches} generating")
+        for name in dict.fromkeys(p.source for p in part):
+            if self.done[name] == 0:
+                self.log(f"{self.prefix}benchmark {name}: 0/{self.sizes[name]:,} prompts (batch {self.batch}/"
+                         f"{self.batches})")
+
+    def end(self, part: Sequence[Problem]) -> None:
+        names = list(dict.fromkeys(p.source for p in part))
+        for problem in part:
+            self.done[problem.source] += 1
+        where = ", ".join(f"{name} {self.done[name]:,}/{self.sizes[name]:,}" for name in names)
+        self.counter.advance(len(part), f"batch {self.batch}/{self.batches}; {where}")
+        for name in names:
+            if self.done[name] == self.sizes[name]:
+                self.log(f"{self.prefix}benchmark {name}: {self.sizes[name]:,}/{self.sizes[name]:,} prompts done")
 
 
 def stats_metrics(stats: dict[str, float], num_samples: int, seconds: float) -> dict[str, float]:

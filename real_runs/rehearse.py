@@ -18,6 +18,7 @@ import numpy as np
 
 from gdro_lab.step import MethodStep
 from real_runs import memory
+from real_runs.progress import phase
 from real_runs.config import TrainConfig, config_to_dict, load_config, replace
 from real_runs.preflight import model_shape
 
@@ -200,8 +201,10 @@ def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], No
     """Run the rehearsal of ``preset`` (with the user's ``overrides``); returns the run directory."""
     from real_runs.train import main
     from real_runs.config import parse_override
+    from real_runs.preflight import run_dir_of
     real = load_config(preset, overrides)
     cfg = rehearsal_config(real, preset, keep=[".".join(parse_override(o)[:2]) for o in overrides])
+    out(f"rehearsal: run directory {run_dir_of(cfg)}")
     out(f"rehearsal of {preset}: the preset's settings and code path, shrunk only in:")
     for key, (was, now) in config_diff(real, cfg).items():
         out(f"  {key}: {was!r} -> {now!r}")
@@ -222,15 +225,13 @@ def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], No
             f"the method's controllers before step 1: {done['assigned']:,} prompts now in a bin")
 
     started, cpu_started = time.perf_counter(), time.process_time()
-    out("rehearsal: step 1 (start-up, data, model, seeded history, step, checkpoint) ...")
-    run_dir = main(cfg, stop_after=1, warm_start=warm_start)
+    with phase("step 1 (start-up, data, model, seeded history, step, checkpoint)", out=out, prefix="rehearsal: "):
+        run_dir = main(cfg, stop_after=1, warm_start=warm_start)
     first = json.loads((run_dir / "timing.json").read_text(encoding="utf-8"))
     resumed = time.perf_counter()
-    out(f"rehearsal: step 1 done in {resumed - started:.1f} s; resuming for step 2 (load, step, evaluation, "
-        "checkpoint) ...")
-    main(None, resume=str(run_dir))
+    with phase("step 2 (resume: load, step, evaluation, checkpoint)", out=out, prefix="rehearsal: "):
+        main(None, resume=str(run_dir))
     ended = time.perf_counter()
-    out(f"rehearsal: step 2 done in {ended - resumed:.1f} s; checking the run ...")
     second = json.loads((run_dir / "timing.json").read_text(encoding="utf-8"))
     out(f"seconds per phase (steps.jsonl; step 1 before the stop, step 2 after the resume):")
     for line in phase_table(run_dir):
@@ -242,7 +243,9 @@ def rehearse(preset: str, overrides: Sequence[str] = (), out: Callable[[str], No
     out(f"  wall: {resumed - started:.1f} s to step 1 (start, data, model, step, checkpoint), "
         f"{ended - resumed:.1f} s for the resume (load, step 2, evaluation, checkpoint); "
         f"{time.process_time() - cpu_started:.1f} CPU s in this process (reward workers aside)")
-    for line in verify(run_dir, cfg):
+    with phase("checking the run (log, evaluation, checkpoints load)", out=out, prefix="rehearsal: "):
+        verified = verify(run_dir, cfg)
+    for line in verified:
         out(line)
     out(f"rehearsal passed: {run_dir}")
     return run_dir

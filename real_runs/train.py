@@ -55,6 +55,9 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
     else:
         assert cfg is not None, "give a config or a run directory to resume"
         run_dir = preflight.check_output(cfg)   # before the model and the data load
+    # the first line, before minutes of start-up (flushed: a cluster log keeps it if the job is killed)
+    print(f"gdro train: run directory {run_dir} " + (f"(resuming, up to step {cfg.train.steps})" if resume else
+          f"(a new run, steps 1..{cfg.train.steps}, created once the model and the data have loaded)"), flush=True)
     try:
         preflight.check_device(cfg)
         given = Given(model=model, tokenizer=tokenizer, train_records=train_records, eval_records=eval_records,

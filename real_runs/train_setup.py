@@ -27,13 +27,16 @@ from real_runs.batching import DataOrder
 from real_runs.config import TrainConfig, config_from_dict, config_to_dict
 from real_runs.overhead import RunClock, logged_elapsed
 from real_runs.preflight import TrainError
+from real_runs.progress import phase
 from real_runs.sinks import check_sinks
 from real_runs.types import Problem, Reward
 
 PRODUCER = "gdro train"
+#: The prefix of the start-up's progress lines (real_runs.progress.phase, on stdout after the run directory).
+STARTUP = "gdro train: start-up: "
 #: ``main(warm_start=...)``: called as f(method step, record_index, prompts, records) before step 1 of a new run.
 WarmStart = Callable[[MethodStep, np.ndarray, PromptIndex, list[Problem]], None]
-#: Top-level config.json keys that label a run for the app (real_runs.lmstudy.study.label_matched).
+#: Top-level config.json keys that label a run for the app (real_runs.lmstudy.learning_study.label_matched).
 LABEL_KEYS = frozenset({"matched_to", "match"})
 
 
@@ -79,6 +82,11 @@ class TrainRun:
     clock: RunClock = field(init=False)  #: time/elapsed, start-up included, continued across a resume
 
 
+def _say(line: str) -> None:
+    """A start-up progress line on stdout with the run directory's line, flushed (a cluster log keeps it)."""
+    print(line, flush=True)
+
+
 def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     """Seeds, device, model and data, controllers, reference, engine, optimizer (before any run directory)."""
     tc, lc, mc = cfg.train, cfg.loss, cfg.method
@@ -119,7 +127,8 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     engine = given.engine
     if engine is None:
         from real_runs.engines import make_engine
-        engine = make_engine(cfg.rollout.engine, policy, tokenizer, **engine_settings(cfg, device))
+        with phase(f"engine start (rollout.engine={cfg.rollout.engine})", prefix=STARTUP, out=_say):
+            engine = make_engine(cfg.rollout.engine, policy, tokenizer, **engine_settings(cfg, device))
     optim = cfg.optim
     optimizer = torch.optim.AdamW(policy.parameters(), lr=optim.lr * optim.lr_scale, betas=(optim.beta1, optim.beta2),
                                   eps=optim.eps, weight_decay=optim.weight_decay)
@@ -180,12 +189,14 @@ def _load_parts(cfg: TrainConfig, model: Any, tokenizer: Any, train_records: Any
     if model is None or tokenizer is None:
         from real_runs.models import load_policy
         dtype = "float32" if cfg.model.dtype == "auto" else cfg.model.dtype  # auto: fp32 master weights
-        seed_model, seed_tok = load_policy(cfg.model.name, device=str(device), dtype=dtype,
-                                           attn_implementation=None if cfg.model.attn_implementation == "auto"
-                                           else cfg.model.attn_implementation, seed=cfg.train.seed)
+        with phase(f"model load ({cfg.model.name} on {device})", prefix=STARTUP, out=_say):
+            seed_model, seed_tok = load_policy(cfg.model.name, device=str(device), dtype=dtype,
+                                               attn_implementation=None if cfg.model.attn_implementation == "auto"
+                                               else cfg.model.attn_implementation, seed=cfg.train.seed)
         model, tokenizer = model or seed_model, tokenizer or seed_tok
     if train_records is None:
-        train_records, summary = preflight.load_train_records(cfg)
+        with phase(f"data load (data.train={cfg.data.train})", prefix=STARTUP, out=_say):
+            train_records, summary = preflight.load_train_records(cfg)
     if not train_records:
         raise TrainError(f"data.train={cfg.data.train!r} has no usable records (every row lacked a "
                          "problem or an answer): pass a data set with answers")
@@ -198,7 +209,8 @@ def _eval_problems(cfg: TrainConfig, eval_records: dict[str, list[Problem]] | No
         return []
     if eval_records is None:
         from real_runs.data import load_dataset_records
-        eval_records = {b: load_dataset_records(b, limit=cfg.eval.limit or None) for b in cfg.eval.benchmarks}
+        with phase(f"evaluation sets load ({', '.join(cfg.eval.benchmarks)})", prefix=STARTUP, out=_say):
+            eval_records = {b: load_dataset_records(b, limit=cfg.eval.limit or None) for b in cfg.eval.benchmarks}
     problems = [p for group in eval_records.values() for p in group]
     if not problems:
         raise TrainError("eval.every > 0 but the evaluation sets hold no problem: set eval.benchmarks or eval.every=0")

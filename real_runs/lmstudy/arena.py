@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable
@@ -21,14 +21,14 @@ from typing import Any, Callable
 import numpy as np
 from scipy import stats
 
-from real_runs.lmstudy import study, tasks
+from real_runs.lmstudy import learning_study, tasks
 from real_runs.lmstudy.warmstart import WarmStartConfig
 from studykit.arena_settings import METHOD_SETTINGS
 
-ARENA = study.StudyConfig(seeds=3, steps=60, prompts_per_step=16, eval_every=60, train_size=320, heldout_per_group=100,
+ARENA = learning_study.StudyConfig(seeds=3, steps=60, prompts_per_step=16, eval_every=60, train_size=320, heldout_per_group=100,
                           warm=WarmStartConfig(steps=300, batch_size=64, warmup_steps=20, heldout_per_group=100,
-                                               slip_rate=study.SLIP_RATE))
-QUICK = dataclasses.replace(study.QUICK, seeds=2)
+                                               slip_rate=learning_study.SLIP_RATE))
+QUICK = dataclasses.replace(learning_study.QUICK, seeds=2)
 LR_SCALES = (0.5, 0.707106781187, 1.0, 1.41421356237, 2.0)
 """The full setting's grid: the simulator part's sqrt(2) steps over [0.5, 2] (studykit.lrgrid.sqrt2_grid)."""
 COARSE_SCALES = (0.5, 1.0, 2.0)
@@ -48,7 +48,7 @@ METHODS: dict[str, tuple[str, dict[str, str]]] = {
 SPLITS = ("val", "test")
 
 
-def eval_records(cfg: study.StudyConfig) -> dict[str, list[Any]]:
+def eval_records(cfg: learning_study.StudyConfig) -> dict[str, list[Any]]:
     """Held-out problems as benchmarks ``lmstudy_{skill}/val`` and ``lmstudy_{skill}/test``, alternating
     within each skill. Not ``tasks.heldout_halves``' split: docs/lm-study-notes.md#real_runs-lmstudy-arena.
     """
@@ -63,14 +63,14 @@ def eval_records(cfg: study.StudyConfig) -> dict[str, list[Any]]:
     return out
 
 
-def skills(cfg: study.StudyConfig) -> list[str]:
+def skills(cfg: learning_study.StudyConfig) -> list[str]:
     """The benchmark prefixes of :func:`eval_records` (one per skill)."""
     return sorted({name.rsplit("/", 1)[0] for name in eval_records(cfg)})
 
 
-def trainer_config(cfg: study.StudyConfig, method: str, seed: int, out: Path, lr_scale: float) -> Any:
+def trainer_config(cfg: learning_study.StudyConfig, method: str, seed: int, out: Path, lr_scale: float) -> Any:
     from real_runs.config import config_from_dict, config_to_dict
-    values = config_to_dict(study.trainer_config(cfg, "grpo", seed, out, lr_scale))
+    values = config_to_dict(learning_study.trainer_config(cfg, "grpo", seed, out, lr_scale))
     values["method"].update(METHODS[method][1])
     values["rollout"].update(METHOD_SETTINGS.get(method, {}))  # DUET's early stopping
     values["train"]["run_name"] = run_name(method, lr_scale, seed)
@@ -82,9 +82,9 @@ def run_name(method: str, lr_scale: float, seed: int) -> str:
     return f"{method}-lr{lr_scale:g}-s{seed}"
 
 
-def run_one(cfg: study.StudyConfig, method: str, seed: int, lr_scale: float, out: Path, warm_path: Path) -> str:
+def run_one(cfg: learning_study.StudyConfig, method: str, seed: int, lr_scale: float, out: Path, warm_path: Path) -> str:
     """One run in this (worker) process; a finished run with the same config is reused."""
-    study._worker_setup(cfg)
+    learning_study._worker_setup(cfg)
     from real_runs.lmstudy.warmstart import load_warm_start
     from real_runs.rewards.math import MathReward
     from real_runs.train import main as train_main
@@ -103,12 +103,12 @@ def run_one(cfg: study.StudyConfig, method: str, seed: int, lr_scale: float, out
     return str(run_dir)
 
 
-def finished_run(cfg: study.StudyConfig, method: str, seed: int, lr_scale: float, out: Path) -> Path | None:
+def finished_run(cfg: learning_study.StudyConfig, method: str, seed: int, lr_scale: float, out: Path) -> Path | None:
     """The finished run directory of this (method, seed, lr scale) under ``out``, None when there is none;
     FileExistsError when a finished run there has another config."""
     from real_runs.config import config_to_dict
     target = out / run_name(method, lr_scale, seed)
-    if not study.finished(target):
+    if not learning_study.finished(target):
         return None
     wanted = json.loads(json.dumps(config_to_dict(trainer_config(cfg, method, seed, out, lr_scale))))
     if same_experiment(json.loads((target / "config.json").read_text()), wanted):
@@ -126,7 +126,7 @@ def same_experiment(saved: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return True
 
 
-def run_arena(cfg: study.StudyConfig, out: Path, log: Callable[[str], None] = print,
+def run_arena(cfg: learning_study.StudyConfig, out: Path, log: Callable[[str], None] = print,
               reuse_only: bool = False, lr_scales: tuple[float, ...] | None = None) -> dict[str, Any]:
     """Warm start, then every (method, lr scale, seed) in a pool of cfg.jobs single-thread processes;
     ``reuse_only``: no new run, only the finished ones (a method keeps the seeds finished at every lr scale)."""
@@ -147,16 +147,33 @@ def run_arena(cfg: study.StudyConfig, out: Path, log: Callable[[str], None] = pr
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     torch.set_num_threads(cfg.jobs * cfg.threads)
-    warm_path = warm_start(cfg.warm, log=log)
+    from real_runs.progress import phase
+    with phase("warm start (cached after the first arena)", out=log, prefix="lm arena: "):
+        warm_path = warm_start(cfg.warm, log=log)
     keys = [(m, lr, s) for s in range(cfg.seeds) for m in METHODS for lr in scales]
     with ProcessPoolExecutor(max_workers=cfg.jobs, mp_context=get_context("spawn")) as pool:
         futures = {key: pool.submit(run_one, cfg, key[0], key[2], key[1], out / "runs", warm_path) for key in keys}
-        runs = {key: Path(f.result()) for key, f in futures.items()}
+        runs = counted(futures, log, f"{cfg.jobs} at a time; finished runs with the same config are reused")
     log(f"lm arena: {len(runs)} runs in {(time.perf_counter() - started) / 60:.1f} min")
     return {"runs": runs, "seconds": time.perf_counter() - started, "config": dataclasses.asdict(cfg)}
 
 
-def run_digest(run_dir: Path, cfg: study.StudyConfig) -> dict[str, float]:
+def counted(futures: dict[Any, Future[str]], log: Callable[[str], None], note: str = "",
+            clock: Callable[[], float] = time.perf_counter) -> dict[Any, Path]:
+    """Each future's run directory, in the order of ``futures``; one line before the first finishes
+    and one as each finishes: ``lm arena: 3/30 runs, 12 min so far, about 1.8 h left (grpo lr 1 seed 0)``."""
+    from real_runs.progress import Counter
+    counter = Counter("lm arena", len(futures), "runs", out=log, prefix="", clock=clock)
+    counter.start(note)
+    names = {future: key for key, future in futures.items()}
+    for future in as_completed(names):
+        future.result()  # a failed run stops the arena here (its error, one line, by gdro arena)
+        method, lr, seed = names[future]
+        counter.advance(1, f"{method} lr {lr:g} seed {seed}")
+    return {key: Path(future.result()) for key, future in futures.items()}
+
+
+def run_digest(run_dir: Path, cfg: learning_study.StudyConfig) -> dict[str, float]:
     """Final held-out metrics (val/test mean and worst skill of mean@8) and per-step compute and time."""
     from gdro_lab.runformat.runlog import read_run
 
@@ -164,7 +181,7 @@ def run_digest(run_dir: Path, cfg: study.StudyConfig) -> dict[str, float]:
     final = run.evals[-1]["metrics"]
     out: dict[str, float] = {}
     for split in SPLITS:
-        values = [final[f"{source}/{split}/mean@{study.EVAL_K}"] for source in skills(cfg)]
+        values = [final[f"{source}/{split}/mean@{learning_study.EVAL_K}"] for source in skills(cfg)]
         out[f"{split}/accuracy"], out[f"{split}/worst_group_accuracy"] = float(np.mean(values)), float(np.min(values))
     active = run.steps > cfg.train_size // cfg.prompts_per_step  # after the first pass over the pool
     for name in ("zero_variance_frac", "compute/rollouts_generated", "compute/rollouts_trained",
@@ -191,7 +208,7 @@ def _fmt(mean: float, half: float, scale: float = 1.0, digits: int = 1) -> str:
     return f"{mean * scale:.{digits}f}" + (f" ± {half * scale:.{digits}f}" if np.isfinite(half) else "")
 
 
-def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], setting: str,
+def summarize(cfg: learning_study.StudyConfig, runs: dict[tuple[str, float, int], Path], setting: str,
               lr_scales: tuple[float, ...] | None = None) -> dict[str, Any]:
     """Tuned-lr gains on the test half, compute and time per step: markdown and decision lines."""
     scales = lr_scales or LR_SCALES
@@ -256,7 +273,7 @@ def summarize(cfg: study.StudyConfig, runs: dict[tuple[str, float, int], Path], 
                 f"on synthetic arithmetic): {cfg.steps} steps × {cfg.prompts_per_step} prompts over a "
                 f"{cfg.train_size}-prompt pool (the first {cfg.train_size // cfg.prompts_per_step} steps are a pass "
                 f"over unseen prompts, where every allocator plans n̄ = {cfg.n_bar}), base lr {cfg.lr:g}, one "
-                f"evaluation at the end ({study.EVAL_K} samples of each held-out problem; lr chosen on the val half, "
+                f"evaluation at the end ({learning_study.EVAL_K} samples of each held-out problem; lr chosen on the val half, "
                 "reported on the test half; the halves are alternating problems of the same five skills, sibling "
                 "prompts the tuning never saw but of skills it did, as the suite has too few skills to split them). "
                 f"Warm start: {cfg.warm.steps} steps × {cfg.warm.batch_size} problems (the default study's is "

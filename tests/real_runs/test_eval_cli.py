@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -274,3 +275,55 @@ def test_a_checkpoint_is_logged_at_its_own_step(fake_engine, tmp_path: Path, cap
     assert gdro(base + ["--model", str(run_dir / "checkpoints" / "step_00000004"), "--run", str(run_dir)]) == 0
     assert gdro(base + ["--model", "fake", "--run", str(run_dir)]) == 0
     assert [e["step"] for e in read_run(run_dir).evals] == [4, 8]
+
+
+def test_progress_names_the_run_first_then_each_benchmark_and_batch(monkeypatch, tmp_path: Path, capsys,
+                                                                     data_dir) -> None:
+    """The first line is the run directory; the model load is a phase with a heartbeat (the interval
+    lowered, the load held until a beat came: no sleeping, no timing); each benchmark's 0/N and the
+    overall 0/N come before the first batch generates; each batch's count, the time so far and an
+    estimate of the time left after it; the count reaches N/N."""
+    import threading
+
+    from real_runs import progress
+    problems = [p for b in ("math500", "aime24") for p in load_dataset_records(b, limit=6)]
+    lines: list[str] = []
+    beat = threading.Event()
+
+    def record(line: str) -> None:
+        lines.append(line)
+        if "still running" in line:
+            beat.set()
+
+    class Engine(FakeEngine):
+        def generate(self, prompts, counts_P, sampling):
+            engine.before_first = engine.before_first if engine.before_first is not None else list(lines)
+            return super().generate(prompts, counts_P, sampling)
+
+    engine = Engine(problems)
+    engine.before_first = None
+
+    def load(args):
+        assert beat.wait(600), lines  # the load lasts until its heartbeat has been printed
+        return engine, None
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.01)
+    monkeypatch.setattr(eval_cli, "_progress", record)
+    monkeypatch.setattr(eval_cli, "_load_engine", load)
+    out = tmp_path / "ev"
+    assert gdro(["eval", "--model", "fake", "--benchmarks", "math500,aime24", "--limit", "6", "--k", "2",
+                 "--out", str(out), "--num-boot", "50", "--batch-prompts", "4"]) == 0
+    assert lines[0] == f"gdro eval: run directory {out} (a new run; results once every benchmark is scored)"
+    assert lines[1] == "gdro eval: model load (fake on cpu, engine hf) started"
+    assert any(line.startswith("gdro eval: model load (fake on cpu, engine hf) still running after ") for line in lines)
+    assert "gdro eval: 12 prompts x 2 samples in 3 batches of up to 4: math500 6, aime24 6" in engine.before_first
+    assert "gdro eval: 0/12 prompts (batch 1/3 generating)" in engine.before_first
+    assert "gdro eval: benchmark math500: 0/6 prompts (batch 1/3)" in engine.before_first
+    counts = [line for line in lines if re.match(r"gdro eval: \d+/12 prompts, ", line)]
+    assert [c.split(",")[0] for c in counts] == ["gdro eval: 4/12 prompts", "gdro eval: 8/12 prompts",
+                                                 "gdro eval: 12/12 prompts"]
+    assert all(" so far, about " in c and " left (batch " in c for c in counts[:2]), counts
+    assert counts[1].endswith("(batch 2/3; math500 6/6, aime24 2/6)"), counts
+    assert lines.index("gdro eval: benchmark aime24: 0/6 prompts (batch 2/3)") < lines.index(counts[1])
+    assert "gdro eval: benchmark aime24: 6/6 prompts done" in lines[-2:]
+    assert "pooled" in capsys.readouterr().out

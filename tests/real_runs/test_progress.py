@@ -49,3 +49,42 @@ def test_the_default_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
         pass
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.splitlines() == ["gdro: eval started", "gdro: eval done in 0 s"]
+
+
+def test_a_counter_prints_zero_first_then_each_count_with_the_time_left() -> None:
+    """0/N before any item (a long first item is not silent), then per item the count, the time so far
+    and the estimate (time per item x items left) from an injected clock; none left at N/N."""
+    from real_runs.progress import Counter, duration
+
+    now = [100.0]
+    lines: list[str] = []
+    counter = Counter("lm arena", 4, "runs", out=lines.append, prefix="", clock=lambda: now[0])
+    counter.start("2 at a time")
+    now[0] += 30.0
+    counter.advance(1, "grpo")
+    now[0] += 330.0
+    counter.advance(2)
+    now[0] += 60.0
+    counter.advance(1)
+    assert lines == ["lm arena: 0/4 runs (2 at a time)",
+                     "lm arena: 1/4 runs, 30 s so far, about 90 s left (grpo)",
+                     "lm arena: 3/4 runs, 6 min so far, about 2 min left",
+                     "lm arena: 4/4 runs, 7 min so far"]
+    assert [duration(s) for s in (0.4, 119, 120, 7199, 7200)] == ["0 s", "119 s", "2 min", "120 min", "2.0 h"]
+
+
+def test_the_heartbeat_interval_is_read_when_a_phase_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test (or a caller) lowers progress.EVERY_S to see a heartbeat without a long phase."""
+    from real_runs import progress
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.01)
+    beat = threading.Event()
+    lines: list[str] = []
+
+    def out(line: str) -> None:
+        lines.append(line)
+        if "still running" in line:
+            beat.set()
+
+    with progress.phase("load", out=out):
+        assert beat.wait(600), lines

@@ -249,3 +249,49 @@ def test_the_rehearsal_exercises_each_method_end_to_end(method: str, tmp_path: P
             assert np.any(multipliers != 1.0), multipliers
         else:
             assert np.all(multipliers == 1.0), multipliers
+
+
+def test_the_rehearsal_names_its_run_first_and_each_long_phase_beats(tmp_path: Path, monkeypatch):
+    """The first line is the run directory; step 1, step 2 and the check are phases (start, heartbeat,
+    end) on the rehearsal's own output. The trainer is replaced by one that returns once a heartbeat of
+    its phase has been printed (the interval lowered: no sleeping, no timing) and the check by none."""
+    import json
+    import threading
+
+    from real_runs import progress, rehearse, train
+    lines: list[str] = []
+    beat = threading.Event()
+
+    def out(line: str) -> None:
+        lines.append(line)
+        if line.endswith(" started"):  # the previous phase's heartbeat thread has ended
+            beat.clear()
+        if "still running" in line:
+            beat.set()
+
+    run_dir = tmp_path / "rehearsal-paper-qwen3-1.7b-grpo"
+
+    def fake_main(cfg, resume=None, stop_after=None, warm_start=None):
+        assert beat.wait(600), lines
+        run_dir.mkdir(exist_ok=True)
+        (run_dir / "timing.json").write_text(json.dumps(
+            {"seconds/log": 0.0, "seconds/checkpoint": 0.0, "share/overhead": 0.0, "share/compute": 1.0}))
+        return run_dir
+
+    def fake_verify(path, cfg):
+        assert beat.wait(600), lines
+        return ["verified: (a stand-in)"]
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.01)
+    monkeypatch.setattr(train, "main", fake_main)
+    monkeypatch.setattr(rehearse, "verify", fake_verify)
+    monkeypatch.setattr(rehearse, "phase_table", lambda path: [])
+    assert rehearse.rehearse("paper-qwen3-1.7b", [f"train.out={tmp_path}"], out=out) == run_dir
+    assert lines[0] == f"rehearsal: run directory {run_dir}"
+    for label in ("step 1 (start-up, data, model, seeded history, step, checkpoint)",
+                  "step 2 (resume: load, step, evaluation, checkpoint)",
+                  "checking the run (log, evaluation, checkpoints load)"):
+        started = lines.index(f"rehearsal: {label} started")
+        assert lines[started + 1].startswith(f"rehearsal: {label} still running after "), lines
+        assert any(line.startswith(f"rehearsal: {label} done in ") for line in lines[started + 1:]), lines
+    assert lines[-1] == f"rehearsal passed: {run_dir}"

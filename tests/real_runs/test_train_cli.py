@@ -339,3 +339,44 @@ def test_resume_of_a_live_run_before_its_first_checkpoint_names_the_writer(tmp_p
     assert rc == 2 and err.count("\n") == 1, err
     assert f"--resume {run_dir} is being written by pid {os.getpid()}" in err, err
     assert "delete" not in err and "checkpoint" not in err, err
+
+
+def test_the_run_directory_is_the_first_line_then_a_line_per_start_up_phase(tmp_path: Path, monkeypatch,
+                                                                             capsys: pytest.CaptureFixture[str]):
+    """stdout's first line names the run directory before the model loads (it came after model and data,
+    ~49 s into a paper run); then each start-up phase (model, data, evaluation sets, engine) starts and
+    ends, and a long one beats: the interval lowered and the model load held until a beat came (no
+    sleeping, no timing)."""
+    import threading
+
+    from real_runs import models, progress, train_setup
+    beat = threading.Event()
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        if "still running" in line:
+            beat.set()
+
+    real_load = models.load_policy
+
+    def slow_load(*args, **kwargs):
+        assert beat.wait(600), "no heartbeat during the model load"
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.01)
+    monkeypatch.setattr(train_setup, "_say", say)
+    monkeypatch.setattr(models, "load_policy", slow_load)
+    assert train_cli.main(["tiny-cpu", *FAST, "eval.every=1", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    run_dir = tmp_path / "grpo-tiny-s0"
+    assert lines[0] == (f"gdro train: run directory {run_dir} (a new run, steps 1..1, created once the model and "
+                        "the data have loaded)")
+    assert lines[1] == "gdro train: start-up: model load (tiny on cpu) started"
+    assert lines[2].startswith("gdro train: start-up: model load (tiny on cpu) still running after ")
+    ends = [line.split(" done in ")[0] for line in lines if " done in " in line]
+    assert ends == ["gdro train: start-up: model load (tiny on cpu)", "gdro train: start-up: data load (data.train=dapo)",
+                    "gdro train: start-up: evaluation sets load (math500)",
+                    "gdro train: start-up: engine start (rollout.engine=hf)"]
+    assert lines.index(f"gdro train: run directory {run_dir} (steps 1..1)") > lines.index(
+        next(line for line in lines if line.startswith("gdro train: start-up: engine start (rollout.engine=hf) done")))
+    assert lines[-1] == f"gdro train: run directory {run_dir}"
