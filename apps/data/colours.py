@@ -2,14 +2,16 @@
 
 The paper's methods have fixed hues (:data:`METHOD_COLOURS`), any other a slot of :data:`METHOD_PALETTE`
 by a hash of its name; a method's groups (:func:`group_colours`) or runs (:func:`run_colours`) get one
-lightness each. No Streamlit, no altair here. Detail: docs/app-notes.md#apps-data-colours.
+lightness each. Lines of many groups (:func:`group_styles`) get one of :data:`MAX_STYLES` styles, a
+colour and a dash told apart on a chart, beyond that the top k and one muted "others" style.
+No Streamlit, no altair here. Detail: docs/app-notes.md#apps-data-colours.
 """
 
 from __future__ import annotations
 
 import colorsys
 import hashlib
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from apps.data.groups import Group, Grouping
 
@@ -95,3 +97,62 @@ def run_colours(grouping: Grouping, runs: Sequence[str]) -> dict[str, str]:
         for position, run in enumerate(ordered):
             out[run] = shade(hues[method], position, len(ordered))
     return out
+
+
+# ----------------------------------------------------------------------------- many groups
+
+#: Colours of the lines (and bands) of up to 20 groups: ten distinct hues (the paper's methods among
+#: them), then ten more, picked so that no two of the 20 are closer than the first ten are to each
+#: other (CIELAB distance at least 27); the second ten are also drawn dashed.
+STYLE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                 "#bcbd22", "#17becf", "#000080", "#a6761d", "#1b9e77", "#f99379", "#40004b", "#c2b280",
+                 "#00441b", "#67001f", "#ff00ff", "#000000")
+#: Dash patterns (pixels on, off): solid for the first ten styles, dashed for the second ten.
+DASHES: tuple[tuple[int, ...], ...] = ((), (6, 3))
+#: Groups a chart keeps apart; beyond, the top k and "others" (:func:`group_styles`).
+MAX_STYLES = len(STYLE_COLOURS)
+#: The legend entry, colour and dash of the groups beyond the top k: one muted style for all.
+OTHERS, OTHERS_COLOUR, OTHERS_DASH = "others", "#c7c7c7", (2, 2)
+
+
+def style_slot(index: int) -> tuple[str, tuple[int, ...]]:
+    """The ``index``-th of the :data:`MAX_STYLES` (colour, dash) styles."""
+    return STYLE_COLOURS[index % MAX_STYLES], DASHES[min(index // 10, len(DASHES) - 1)]
+
+
+def group_styles(groups: Sequence[str], method_of: Mapping[str, str],
+                 top_k: int = MAX_STYLES) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """A (colour, dash) per group, distinct for the first ``min(top_k, MAX_STYLES)`` groups (in the
+    order given: most important first), :data:`OTHERS_COLOUR` / :data:`OTHERS_DASH` for the rest.
+
+    The first group of each of the paper's methods keeps the method's own colour
+    (:data:`METHOD_COLOURS`, solid); every other group takes the next free style: solid ones first
+    (other methods' colours last among them), then the dashed ones."""
+    kept = list(dict.fromkeys(groups))[:max(1, min(top_k, MAX_STYLES))]
+    # solid styles first, those of the paper's methods last among them (a method's colour goes
+    # to another method's group only when no other solid colour is left)
+    reserved = {STYLE_COLOURS.index(colour) for colour in METHOD_COLOURS.values() if colour in STYLE_COLOURS}
+    free = sorted(range(MAX_STYLES), key=lambda slot: (slot >= 10, slot in reserved, slot))
+    out: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for group in kept:
+        colour = METHOD_COLOURS.get(method_of.get(group, ""))
+        slot = STYLE_COLOURS.index(colour) if colour in STYLE_COLOURS else -1
+        if slot in free:
+            free.remove(slot)
+            out[group] = style_slot(slot)
+    for group in kept:
+        if group not in out:
+            out[group] = style_slot(free.pop(0))
+    return {group: out.get(group, (OTHERS_COLOUR, OTHERS_DASH)) for group in groups}
+
+
+def rank_groups(groups: Sequence[str], score_of: Mapping[str, float]) -> list[str]:
+    """``groups`` by their score, highest first (a group without a finite score last, in the
+    order given): which groups a chart keeps apart when there are more than k."""
+    def key(item: tuple[int, str]) -> tuple[int, float, int]:
+        position, group = item
+        score = score_of.get(group, float("nan"))
+        finite = score == score and abs(score) != float("inf")
+        return (0 if finite else 1, -score if finite else 0.0, position)
+
+    return [group for _, group in sorted(enumerate(dict.fromkeys(groups)), key=key)]

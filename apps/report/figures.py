@@ -21,6 +21,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from apps.data import budget, curriculum, identity, realrun, results, scales, study  # noqa: E402
+from apps.data.colours import MAX_STYLES, OTHERS, group_styles, rank_groups  # noqa: E402
 from gdro_lab.runformat.runlog import RunData  # noqa: E402
 
 PANEL_SIZE = (5.0, 3.4)
@@ -31,8 +32,12 @@ CMAPS = {"share": "viridis", "weight": "plasma", "reward": "RdBu", "success": "R
 
 # ----------------------------------------------------------------------------- panels
 
-def _figure(rows: int, columns: int, title: str) -> tuple[Figure, np.ndarray]:
-    figure, axes = plt.subplots(rows, columns, figsize=(PANEL_SIZE[0] * columns, PANEL_SIZE[1] * rows),
+def _figure(rows: int, columns: int, title: str, legend: Sequence[str] = ()) -> tuple[Figure, np.ndarray]:
+    """Panels of :data:`PANEL_SIZE`, and room below them for a figure legend of ``legend`` entries."""
+    width = PANEL_SIZE[0] * columns
+    legend_rows = -(-len(legend) // max(1, int(width // (LEGEND_ENTRY_IN + LEGEND_CHAR_IN
+                                                              * max((len(label) for label in legend), default=1)))))
+    figure, axes = plt.subplots(rows, columns, figsize=(width, PANEL_SIZE[1] * rows + LEGEND_ROW_IN * legend_rows),
                                 squeeze=False, layout="constrained")
     figure.suptitle(title)
     return figure, axes
@@ -333,44 +338,54 @@ def step_time_figure(run: RunData) -> Figure:
 
 
 def compare_figure(runs: dict[str, RunData], groups: Sequence[study.Method] | None = None,
-                   colours: Mapping[str, str] | None = None) -> Figure:
+                   colours: Mapping[str, str] | None = None, top_k: int = MAX_STYLES) -> Figure:
     """Key scalars of several runs, one panel per metric: one line per run, or, for a study
     (``groups``: seeds grouped as the app groups them), one mean line per group with its 95%
-    Student-t band over seeds (groups of at least 3 seeds, as in the app). One legend for the
-    figure, outside the panels on the right (constrained layout: nothing is cut or covered)."""
+    Student-t band over seeds (groups of at least 3 seeds, as in the app).
+
+    Lines are styled as in the app (:func:`apps.data.colours.group_styles`): up to ``top_k`` (at
+    most 20) runs or groups by colour and dash, the paper's methods in their colours; beyond, the
+    top k by the first metric's final value and the rest as one grey "others" (no band). One legend
+    for the figure, below the panels (constrained layout: never over a title, never narrowing a
+    panel). ``colours`` is ignored (kept for callers of the older signature)."""
+    del colours
     names = list(runs)
     frames = {name: results.compare_frame(runs, name)
               for name in (*results.COMPARE_DEFAULTS, *results.COMPARE_NEXT[:2])}
     metrics = [name for name, frame in frames.items() if not frame.empty] or ["mean_success"]
     columns = min(3, len(metrics))
     rows = -(-len(metrics) // columns)
+    members = {group.label: [run for _, run in group.runs] for group in groups} if groups else \
+        {name: [run] for name, run in runs.items()}
+    method_of = {label: identity.method_of(members[label][0].config) for label in members}
+    ranked = rank_groups(list(members), {label: _mean_final(found, metrics[0]) for label, found in members.items()}) \
+        if len(members) > top_k else list(members)
+    styles = group_styles(ranked, method_of, top_k)
     if groups:
         seeds = sorted({group.seeds for group in groups})
         title = (f"Study: {len(groups)} groups of {', '.join(map(str, seeds))} seeds (mean; 95% interval over "
                  f"seeds, groups of {study.MIN_BAND_SEEDS}+ seeds)")
     else:
         title = f"Compare: {len(names)} runs"
-    figure, axes = _figure(rows, columns, title)
-    palette = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
+    kept = ranked[:min(top_k, MAX_STYLES)]
+    labels = [*kept, *([f"{OTHERS} ({len(ranked) - len(kept)} more)"] if len(ranked) > len(kept) else [])]
+    figure, axes = _figure(rows, columns, title, legend=labels)
     handles: dict[str, Artist] = {}
     for axis, metric in zip(axes.flat, metrics):
-        if groups:
-            band = study.band_frame(groups, metric)
-            for position, group in enumerate(groups):
-                part = band[band["method"] == group.label]
-                colour = (colours or {}).get(group.label, palette(position % palette.N))
-                (line,) = axis.plot(part["step"], part["value"], color=colour, linewidth=1.4, label=group.label)
-                handles.setdefault(group.label, line)
+        parts = (study.band_frame(groups, metric), "method") if groups else (results.compare_frame(runs, metric), "run")
+        band, field = parts
+        for label in [*ranked[len(kept):], *kept]:  # "others" first: drawn under the kept lines
+            part = band[band[field] == label]
+            colour, dash = styles[label]
+            other = label not in kept
+            (line,) = axis.plot(part["step"], part["value"], color=colour, linewidth=0.9 if other else 1.4,
+                                alpha=0.6 if other else 1.0, linestyle=(0, dash) if dash else "-",
+                                zorder=1 if other else 2, label=label)
+            handles.setdefault(labels[-1] if other else label, line)
+            if not other and "lo" in part and (part["lo"].notna() & part["hi"].notna()).any():
                 shown = part["lo"].notna() & part["hi"].notna()
-                if shown.any():
-                    axis.fill_between(part["step"][shown], part["lo"][shown], part["hi"][shown], color=colour,
-                                      alpha=0.18, linewidth=0)
-        else:
-            frame = results.compare_frame(runs, metric)
-            for position, (name, part) in enumerate(frame.groupby("run", sort=False)):
-                (line,) = axis.plot(part["step"], part["value"], linewidth=1.4, label=str(name),
-                                    color=(colours or {}).get(str(name), palette(position % palette.N)))
-                handles.setdefault(str(name), line)
+                axis.fill_between(part["step"][shown], part["lo"][shown], part["hi"][shown], color=colour,
+                                  alpha=0.18 if len(kept) < 6 else 0.1, linewidth=0)
         if metric == "lead_lag_gap":
             axis.axhline(0.0, color="gray", linewidth=0.8)
         axis.set_title(metric)
@@ -379,9 +394,26 @@ def compare_figure(runs: dict[str, RunData], groups: Sequence[study.Method] | No
     for axis in list(axes.flat)[len(metrics):]:
         axis.set_axis_off()
     if handles:
-        figure.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize="x-small",
-                      ncol=1 if len(handles) <= 24 else 2, frameon=False)
+        figure.legend([handles[label] for label in labels if label in handles],
+                      [label for label in labels if label in handles], loc="outside lower center",
+                      fontsize="x-small", ncol=_legend_columns(figure, labels), frameon=False)
     return figure
+
+
+def _mean_final(runs: Sequence[RunData], metric: str) -> float:
+    """The mean final value of ``metric`` over ``runs`` (NaN when none logs it): what ranks groups."""
+    finals = [value for value in (study.final_value(run, metric) for run in runs) if np.isfinite(value)]
+    return float(np.mean(finals)) if finals else float("nan")
+
+
+#: Inches a legend entry takes beside its text (the line sample and the gap), and per character (x-small).
+LEGEND_ENTRY_IN, LEGEND_CHAR_IN, LEGEND_ROW_IN = 0.7, 0.065, 0.2
+
+
+def _legend_columns(figure: Figure, labels: Sequence[str]) -> int:
+    """Legend entries per row that fit the figure's width (the longest label sets the column width)."""
+    longest = max((len(label) for label in labels), default=1)
+    return max(1, min(len(labels), int(figure.get_figwidth() // (LEGEND_ENTRY_IN + LEGEND_CHAR_IN * longest))))
 
 
 def report_name(run: RunData) -> str:

@@ -50,6 +50,19 @@ def _clocked(items: list[uicharts.Series], runs: dict[str, RunData], names: dict
     return [uicharts.on_wall_clock(item, clocks, run_field="run") for item in items]
 
 
+def _ranking(runs: dict[str, RunData], chosen: ui.Selection, metrics: list[str]) -> dict[str, Any]:
+    """Which groups a chart keeps apart when there are more than the sidebar's k: the groups by
+    their runs' mean final value of the first metric (:func:`apps.views.uicharts.rank_by_final`)."""
+    if not metrics:
+        return {}
+    members: dict[str, list[RunData]] = {}
+    for label, run in runs.items():
+        members.setdefault(chosen.grouping.group_of.get(label, chosen.name(label)), []).append(run)
+    if len(members) <= uicharts.top_groups():
+        return {}
+    return {"rank": uicharts.rank_by_final(members, metrics[0]), "ranked_by": f"final {metrics[0]}"}
+
+
 def _aggregate_pickers() -> tuple[str, str]:
     """The centre of a group's line and its interval (the interval's options follow the centre)."""
     left, right = st.columns(2)
@@ -68,11 +81,10 @@ def _run_items(runs: dict[str, RunData], names: dict[str, str], metrics: list[st
     """One line per run for each metric, a legend per run (or per group / method at many runs),
     one chart per producer."""
     colours = {names[label]: colour for label, colour in ui.run_colours(list(runs)).items()}
-    group_colours = ui.group_colours()
     group_of = {names[label]: chosen.grouping.group_of.get(label, names[label]) for label in runs}
     method_of = {names[label]: chosen.grouping.method_of.get(label, "") for label in runs}
     producer_of = {names[label]: chosen.producer(label) for label in runs}
-    legend = uicharts.legend_for(list(group_of), colours, group_of, method_of, group_colours)
+    legend = uicharts.legend_for(list(group_of), group_of, method_of, **_ranking(runs, chosen, metrics))
     values = list(runs.values())
     items = []
     for metric in metrics:
@@ -90,7 +102,7 @@ def _group_items(groups: list[study.Method], metrics: list[str], runs: dict[str,
     labels = [group.label for group in groups]
     methods = {group.label: chosen.grouping.method_of.get(group.runs[0][0], "") for group in groups}
     producer_of = {group.label: chosen.producer(group.runs[0][0]) for group in groups}
-    legend = uicharts.legend_for(labels, colours, {label: label for label in labels}, methods, colours)
+    legend = uicharts.legend_for(labels, {label: label for label in labels}, methods, **_ranking(runs, chosen, metrics))
     values = list(runs.values())
     items = []
     for metric in metrics:
@@ -121,7 +133,7 @@ def _evaluations(runs: dict[str, RunData], names: dict[str, str], chosen: ui.Sel
     shown = [name for name in group_of if name in set(frame["run"])]
     item = uicharts.Series(frame, f"Evaluation: {metric}", metric, color_field="run", smooth=False,
                            bounds=uicharts.bounds_for(metric, list(runs.values()), frame), colours=colours,
-                           legend=uicharts.legend_for(shown, colours, group_of, method_of, ui.group_colours()))
+                           legend=uicharts.legend_for(shown, group_of, method_of, **_ranking(runs, chosen, [metric])))
     items = uicharts.split_by_producer(item, {names[label]: chosen.producer(label) for label in runs}, "run")
     return _clocked(items, runs, names)
 

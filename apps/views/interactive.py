@@ -147,6 +147,11 @@ class Legend:
     colours: tuple[str, ...]
     entry_of: Mapping[str, str]
     note: str = ""
+    #: Each entry's dash pattern (pixels on, off; empty: solid), or () when every line is solid: with
+    #: colours, what keeps up to 20 groups apart (:func:`apps.data.colours.group_styles`).
+    dashes: tuple[tuple[int, ...], ...] = ()
+    #: The entry of the groups beyond the top k (one muted style, drawn first, no band), if any.
+    others: str = ""
 
 
 def _parameters(zoom_views: Mapping[str, list[str]], hover_views: list[str], legend_views: list[str],
@@ -238,10 +243,16 @@ def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, inte
     frame = frame[keep].assign(**{LEGEND_FIELD: [legend.entry_of.get(str(name), str(name))
                                                  for name in frame[color_field]],
                                   LINE_FIELD: frame[color_field].astype(str)})
+    if legend.others:  # the muted "others" first, so that they are drawn under every kept group
+        frame = frame.iloc[np.argsort((frame[LEGEND_FIELD] != legend.others).to_numpy(), kind="stable")]
     scale = alt.Scale(domain=list(legend.entries), range=list(legend.colours))
     colour = alt.Color(f"{LEGEND_FIELD}:N", legend=_legend(areas=stacked, title=legend.note or None, width=width),
                        scale=scale,
                        sort=list(legend.entries))
+    # with dashes, one legend shows both (Vega-Lite merges the legends of one field)
+    dash: dict[str, Any] = {} if stacked or not any(legend.dashes) else {"strokeDash": alt.StrokeDash(
+        f"{LEGEND_FIELD}:N", scale=alt.Scale(domain=list(legend.entries), range=[list(d) for d in legend.dashes]),
+        sort=list(legend.entries), legend=_legend(title=legend.note or None, width=width))}
     x_scale = alt.Scale(zero=False, nice=False)
     if x_domain:
         x_scale.domain = list(x_domain)
@@ -266,18 +277,20 @@ def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, inte
         if "raw" in frame and not np.allclose(frame["raw"].to_numpy(dtype=float),
                                               frame["value"].to_numpy(dtype=float), equal_nan=True):
             layers.append(base.mark_line(clip=True, strokeWidth=1).encode(
-                x=x, y=alt.Y("raw:Q", scale=y_scale), color=colour, detail=f"{LINE_FIELD}:N",
+                x=x, y=alt.Y("raw:Q", scale=y_scale), color=colour, detail=f"{LINE_FIELD}:N", **dash,
                 opacity=alt.condition(alt.ParameterPredicate(param=ISOLATE), alt.value(faint), alt.value(DIMMED / 2))))
         if "lo" in frame and frame["lo"].notna().any():
-            layers.append(base.transform_filter("isValid(datum.lo) && isValid(datum.hi)").mark_area(clip=True).encode(
+            banded = "isValid(datum.lo) && isValid(datum.hi)" + (
+                f" && datum.{LEGEND_FIELD} !== {legend.others!r}" if legend.others else "")
+            layers.append(base.transform_filter(banded).mark_area(clip=True).encode(
                 x=x, y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q", color=colour, detail=f"{LINE_FIELD}:N",
-                opacity=alt.condition(alt.ParameterPredicate(param=ISOLATE), alt.value(BAND_OPACITY),
+                opacity=alt.condition(alt.ParameterPredicate(param=ISOLATE), alt.value(band_opacity(names)),
                                       alt.value(DIMMED / 3))))
         solid = [name for name in names if name not in dashed]
         width_when = alt.condition(alt.ParameterPredicate(param=HIGHLIGHT, empty=False), alt.value(4.0),
                                    alt.value(2.0))
         line = base.mark_line(clip=True).encode(x=x, y=y, color=colour, detail=f"{LINE_FIELD}:N", opacity=isolated,
-                                                strokeWidth=width_when,
+                                                strokeWidth=width_when, **dash,
                                                 tooltip=[alt.Tooltip(f"{LINE_FIELD}:N", title=_tip_title(color_field)),
                                                          alt.Tooltip(f"{LEGEND_FIELD}:N", title="legend")])
         layers.append(line.transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=solid))
@@ -294,6 +307,15 @@ def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, inte
     if width is not None:
         chart.width = width
     return chart
+
+
+#: Band opacity with many bands drawn: overlapping bands stay apart by their own colours.
+MANY_BANDS, MANY_BANDS_OPACITY = 6, 0.1
+
+
+def band_opacity(names: Sequence[str]) -> float:
+    """The opacity of each band: :data:`BAND_OPACITY`, lower with :data:`MANY_BANDS` series or more."""
+    return BAND_OPACITY if len(names) < MANY_BANDS else MANY_BANDS_OPACITY
 
 
 def _tip_title(color_field: str) -> str:

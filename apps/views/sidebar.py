@@ -16,7 +16,7 @@ from apps.data import identity, listing, loading, pins
 from apps.data.groups import Grouping
 from apps.data.settings import AppSettings
 from apps.views import runstate
-from apps.views.ui import (AUTO_COLOURS, BASELINE_KEY, COLOUR_KEY, DAMAGED_MARK, EMA_KEY, NATURAL_COLOURS, PICKED_KEY, GROUP_KEY, LIVE_INTERVALS, LOG_KEY, NO_BASELINE, RUN_KEY, SELECTION_KEY,
+from apps.views.ui import (TOP_KEY, AUTO_COLOURS, BASELINE_KEY, COLOUR_KEY, DAMAGED_MARK, EMA_KEY, NATURAL_COLOURS, PICKED_KEY, GROUP_KEY, LIVE_INTERVALS, LOG_KEY, NO_BASELINE, RUN_KEY, SELECTION_KEY,
                      STEP_AXIS, WALL_AXIS, X_KEY, Selection)
 from apps.views.urlstate import url_problem, url_seed, url_sync, url_value
 
@@ -187,6 +187,10 @@ def _chart_options() -> None:
                      help="Auto: each field's colour scale spans the values of the runs shown (10 weights near 0.1 "
                           "stay apart). Natural: the field's fixed natural range (shares and weights 0-1, rollouts "
                           "n_min-n_max). The legend says which.")
+        st.slider("Groups drawn apart", 1, 20, value=20, key=TOP_KEY, persist_state="session", bind="query-params",
+                  help="Up to 20 groups get their own colour and dash. With more groups, the top k (by the "
+                       "final value of the page's first metric) keep theirs and the rest are drawn as one "
+                       "grey 'others'.")
         st.selectbox("x axis", (STEP_AXIS, WALL_AXIS), index=0, key=X_KEY, persist_state="session",
                      bind="query-params",
                      help="Training steps, or the time since the run started (the sum of its logged step "

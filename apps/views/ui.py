@@ -32,6 +32,8 @@ RUN_KEY, BASELINE_KEY, GROUP_KEY, PICKED_KEY = "run", "baseline", "group", "pick
 EMA_KEY, LOG_KEY, X_KEY = "ema", "log_y", "x"
 STEP_AXIS, WALL_AXIS = "step", "wall clock"
 COLOUR_KEY, AUTO_COLOURS, NATURAL_COLOURS = "colours", "auto range", "natural range"
+#: The sidebar's number of groups a chart keeps apart (:func:`apps.views.uicharts.legend_for`).
+TOP_KEY = "top"
 
 
 @dataclass(frozen=True)

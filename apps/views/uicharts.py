@@ -22,9 +22,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from apps.data import budget, curriculum, loading, scales
+from apps.data import budget, curriculum, loading, scales, study
+from apps.data import colours as linestyles
 from apps.views import charts, interactive
-from apps.views.ui import COLOUR_KEY, LOG_KEY, NATURAL_COLOURS, ema_weight, get_run, selection, shown_runs
+from apps.views.ui import COLOUR_KEY, LOG_KEY, NATURAL_COLOURS, TOP_KEY, ema_weight, get_run, selection, shown_runs
 from gdro_lab.runformat.runlog import RunData
 
 #: Heatmap cells per chart: one run alone, and each of two runs side by side. A browser draws
@@ -441,27 +442,60 @@ def colour_mode() -> str:
 
 # ----------------------------------------------------------------------------- many series
 
-def legend_for(names: Sequence[str], colours: Mapping[str, str], group_of: Mapping[str, str],
-               method_of: Mapping[str, str], group_colours: Mapping[str, str]) -> interactive.Legend | None:
-    """The legend of a chart of ``names`` (runs or groups): None (one entry per series) up to
-    :data:`apps.views.interactive.LEGEND_MAX` series; else one entry per group (``group_of``, coloured
-    by ``group_colours``) when that is few enough, else one per method (``method_of``, the
-    method's hue). ``colours`` are the series' own colours (kept when nothing is summarised)."""
-    from apps.data.colours import method_hues
+def top_groups() -> int:
+    """How many groups a chart keeps apart (the sidebar's choice, at most 20)."""
+    return max(1, min(int(st.session_state.get(TOP_KEY, linestyles.MAX_STYLES)), linestyles.MAX_STYLES))
 
-    if len(names) <= interactive.LEGEND_MAX:
-        return None
+
+def legend_for(names: Sequence[str], group_of: Mapping[str, str], method_of: Mapping[str, str],
+               rank: Sequence[str] = (), top_k: int | None = None, ranked_by: str = "") -> interactive.Legend:
+    """The legend of a chart of ``names`` (runs, or groups when ``group_of`` maps each to itself).
+
+    Up to ``top_k`` groups (the sidebar's, at most :data:`apps.data.colours.MAX_STYLES`) each get
+    their own colour and dash (:func:`apps.data.colours.group_styles`): one entry per series up to
+    :data:`apps.views.interactive.LEGEND_MAX` series (seeds of a group in shades of its colour), else
+    one per group. With more groups, the first ``top_k`` of ``rank`` (e.g. by a final metric,
+    ``ranked_by`` names it; groups not in ``rank`` follow in their order) and one muted "others"
+    entry for the rest."""
+    k = top_groups() if top_k is None else max(1, min(top_k, linestyles.MAX_STYLES))
     groups = list(dict.fromkeys(group_of.get(name, name) for name in names))
-    if len(groups) <= interactive.LEGEND_MAX and len(groups) < len(names):
-        return interactive.Legend(tuple(groups), tuple(group_colours.get(group, colours.get(group, "#7f7f7f"))
-                                                       for group in groups),
-                                  {name: group_of.get(name, name) for name in names},
-                                  f"{len(names)} runs: one entry per group (click to isolate)")
-    methods = list(dict.fromkeys(method_of.get(name, "") or name for name in names))
-    hues = method_hues(methods)
-    return interactive.Legend(tuple(methods), tuple(hues[method] for method in methods),
-                              {name: method_of.get(name, "") or name for name in names},
-                              f"{len(names)} series: one entry per method (click to isolate)")
+    method_of_group = {group_of.get(name, name): method_of.get(name, "") for name in names}
+    ordered = [group for group in rank if group in method_of_group]
+    ordered += [group for group in groups if group not in set(ordered)]
+    styles = linestyles.group_styles(ordered, method_of_group, k)
+    if len(groups) <= k and len(names) <= interactive.LEGEND_MAX:
+        members: dict[str, list[str]] = {}
+        for name in names:
+            members.setdefault(group_of.get(name, name), []).append(name)
+        shades = {name: linestyles.shade(styles[group][0], position, len(runs))
+                  for group, runs in members.items() for position, name in enumerate(runs)}
+        return interactive.Legend(tuple(names), tuple(shades[name] for name in names), {},
+                                  dashes=tuple(styles[group_of.get(name, name)][1] for name in names))
+    if len(groups) <= k:
+        note = f"{len(names)} runs: one entry per group (click to isolate)" if len(groups) < len(names) else ""
+        return interactive.Legend(tuple(groups), tuple(styles[group][0] for group in groups),
+                                  {name: group_of.get(name, name) for name in names}, note,
+                                  dashes=tuple(styles[group][1] for group in groups))
+    kept = ordered[:k]
+    by = f" by {ranked_by}" if ranked_by else ""
+    note = f"{len(groups)} groups: the top {len(kept)}{by}, {len(groups) - len(kept)} more as '{linestyles.OTHERS}'"
+    entries = (*kept, linestyles.OTHERS)
+    return interactive.Legend(entries, tuple(styles[group][0] for group in kept) + (linestyles.OTHERS_COLOUR,),
+                              {name: group_of.get(name, name) if group_of.get(name, name) in set(kept) else linestyles.OTHERS
+                               for name in names}, note,
+                              dashes=tuple(styles[group][1] for group in kept) + (linestyles.OTHERS_DASH,),
+                              others=linestyles.OTHERS)
+
+
+def rank_by_final(members: Mapping[str, Sequence[RunData]], metric: str) -> list[str]:
+    """Groups (``members``: group -> its runs) by the mean final value of ``metric`` over their runs
+    (:func:`apps.data.study.final_value`), highest first: the top k a chart keeps apart."""
+    scores = {}
+    for group, runs in members.items():
+        finals = [study.final_value(run, metric) for run in runs]
+        finite = [value for value in finals if np.isfinite(value)]
+        scores[group] = float(np.mean(finite)) if finite else float("nan")
+    return linestyles.rank_groups(list(members), scores)
 
 
 def split_by_producer(item: Series, producer_of: Mapping[str, str], field_name: str) -> list[Series]:

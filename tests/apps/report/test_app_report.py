@@ -240,8 +240,7 @@ def test_a_study_report_has_bands_over_seeds_the_apps_names_and_nothing_cut(root
     bands = {axis.get_title(): sum(isinstance(item, PolyCollection) for item in axis.collections) for axis in panels}
     assert bands["mean_success"] == 3 and bands["lead_lag_gap"] == 3, f"a band over 5 seeds per group: {bands}"
     assert bands["mu"] == 1, "only Rollout-GDRO logs the shadow price"
-    legend = figure.legends[0].get_window_extent()
-    assert legend.x0 >= max(axis.get_window_extent().x1 for axis in panels), "the legend is outside the panels"
+    _assert_legend_apart(figure, panels)
     title = figure._suptitle.get_window_extent()
     assert 0 <= title.x0 and title.x1 <= figure.bbox.x1, "the title is not cut"
     assert figure._suptitle.get_text().startswith("Study: 3 groups of 5 seeds")
@@ -279,3 +278,48 @@ def test_an_empty_folder_stops_the_report_on_one_line(runs_root: Path, tmp_path:
     assert capsys.readouterr().err == (f"gdro report: {empty} holds no run directory (no meta.json under it): "
                                        "give run folders or the folder they are written under\n")
     assert not (tmp_path / "out").exists(), "nothing is written"
+
+
+def _assert_legend_apart(figure: Any, panels: list[Any]) -> None:
+    """The figure's legend overlaps neither the title nor any panel (its axes, tick labels and title:
+    matplotlib's window extents on the drawn figure), and lies below the panels."""
+    figure.draw_without_rendering()  # the constrained layout, on any canvas (a saved figure's is a bare one)
+    renderer = figure._get_renderer()
+    legend = figure.legends[0].get_window_extent(renderer)
+    assert not _overlaps(legend, figure._suptitle.get_window_extent(renderer)), "the legend covers the title"
+    for axis in panels:
+        assert not _overlaps(legend, axis.get_tightbbox(renderer)), f"the legend covers panel {axis.get_title()}"
+        assert not _overlaps(legend, axis.title.get_window_extent(renderer))
+    assert legend.y1 <= min(axis.get_tightbbox(renderer).y0 for axis in panels), "below the panels"
+
+
+def test_report_keeps_15_groups_apart_and_its_legend_off_the_title_and_panels(root100: Any) -> None:
+    """15 groups of 5 seeds: 15 distinct (colour, dash) styles in every panel, the legend below the
+    panels (never over the title or a panel, never narrowing one); with k = 5 the top 5 by the first
+    metric's final value and one grey "others"."""
+    from apps.data import identity, study
+
+    labels = [label for label in root100.study if "matched" not in label and "/lr0.353553/" not in label]
+    runs = {label: loading.load_run(root100.root / label) for label in labels}
+    grouping = identity.group_runs({label: run.config for label, run in runs.items()})
+    groups = study.group_runs(runs, grouping)
+    assert len(groups) == 15
+    figure = figures.compare_figure(runs, groups)
+    figure.canvas.draw()
+    panels = [axis for axis in figure.axes if axis.axison]
+    for axis in panels:
+        drawn = [line for line in axis.get_lines() if len(line.get_xdata()) and not str(line.get_label()).startswith("_")]
+        styles = {(line.get_color(), str(line.get_linestyle()), str(line._dash_pattern)) for line in drawn}
+        assert len(styles) == len(drawn), f"{axis.get_title()}: {len(styles)} styles for {len(drawn)} groups"
+        assert len(drawn) == (5 if axis.get_title() == "mu" else 15), "mu: only Rollout-GDRO logs it"
+    _assert_legend_apart(figure, panels)
+    width = figure.bbox.width / 3
+    assert all(axis.get_window_extent().width > 0.6 * width for axis in panels), "no panel squeezed by the legend"
+    assert len(figure.legends[0].get_texts()) == 15
+    plt.close(figure)
+    figure = figures.compare_figure(runs, groups, top_k=5)
+    texts = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert len(texts) == 6 and texts[-1] == "others (10 more)"
+    finals = {group.label: np.mean([study.final_value(run, "mean_success") for _, run in group.runs]) for group in groups}
+    assert texts[:5] == sorted(finals, key=lambda label: -finals[label])[:5], "the top 5 by final mean_success"
+    plt.close(figure)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from apps.data import study
+from apps.data import colours, study
 from apps.views import interactive, uicharts
 from gdro_lab.runformat.runlog import RunData
 
@@ -65,17 +65,24 @@ def _names(count: int, groups: int, methods: int) -> tuple[list[str], dict[str, 
             {name: f"method{index % methods}" for index, name in enumerate(names)})
 
 
-def test_legends_summarise_many_series_by_group_then_method() -> None:
+def test_legends_keep_up_to_20_groups_apart_then_the_top_k_and_others() -> None:
     names, group_of, method_of = _names(interactive.LEGEND_MAX, 3, 2)
-    assert uicharts.legend_for(names, {}, group_of, method_of, {}) is None, "one entry per run up to the limit"
-    names, group_of, method_of = _names(40, 10, 3)
-    legend = uicharts.legend_for(names, {}, group_of, method_of, {f"group{i}": f"#00000{i}" for i in range(10)})
-    assert legend is not None and len(legend.entries) == 10 and legend.entry_of["run13"] == "group3"
-    assert legend.colours[3] == "#000003" and "one entry per group" in legend.note
-    names, group_of, method_of = _names(100, 20, 3)
-    legend = uicharts.legend_for(names, {}, group_of, method_of, {})
-    assert legend is not None and legend.entries == ("method0", "method1", "method2")
-    assert "one entry per method" in legend.note
+    legend = uicharts.legend_for(names, group_of, method_of, top_k=20)
+    assert legend.entries == tuple(names) and not legend.entry_of, "one entry per run up to the limit"
+    assert len(set(zip(legend.colours, legend.dashes))) == len(names), "seeds of a group in shades of its colour"
+    names, group_of, method_of = _names(40, 15, 3)
+    legend = uicharts.legend_for(names, group_of, method_of, top_k=20)
+    assert len(legend.entries) == 15 and legend.entry_of["run13"] == "group13" and "one entry per group" in legend.note
+    assert len(set(zip(legend.colours, legend.dashes))) == 15 and len(set(legend.colours)) == 15, "colour and dash"
+    names, group_of, method_of = _names(100, 30, 3)
+    rank = [f"group{index}" for index in range(29, -1, -1)]  # e.g. by a final metric, best first
+    legend = uicharts.legend_for(names, group_of, method_of, rank=rank, top_k=20, ranked_by="final acc")
+    assert legend.entries == (*rank[:20], colours.OTHERS) and legend.others == colours.OTHERS
+    assert legend.colours[-1] == colours.OTHERS_COLOUR and len(set(legend.colours[:20])) == 20
+    assert legend.entry_of["run0"] == colours.OTHERS and legend.entry_of["run29"] == "group29"
+    assert "top 20 by final acc, 10 more as 'others'" in legend.note
+    legend = uicharts.legend_for(names, group_of, method_of, rank=rank, top_k=5)
+    assert legend.entries == (*rank[:5], colours.OTHERS), "the user's k"
 
 
 def _series_spec(names: int, x_title: str = "step") -> dict:
