@@ -86,7 +86,7 @@ def test_a_runs_scalars_are_its_finite_steps_and_evaluations(tmp_path: Path) -> 
 def _table() -> pd.DataFrame:
     return pd.DataFrame({"run": [f"r{index}" for index in range(8)],
                          "method": ["grpo", "grpo", "grpo", "gdro", "gdro", "other", "other", "other"],
-                         "acc (final)": [0.1, 0.7, 0.6, np.nan, 0.9, 0.65, 0.2, 0.8],
+                         "acc (final)": [0.1, 0.7, 0.6, 0.5, 0.9, 0.65, np.nan, 0.8],
                          "config.lr": ["0.5", "1", "2", "0.5", "1", "2", "x", "1"]})
 
 
@@ -124,6 +124,17 @@ def test_filter_keeps_the_rows_a_loop_keeps(text: str) -> None:
     assert mask.tolist() == expected and 0 < sum(expected) < len(table), text
 
 
+def test_ranges_and_text_conditions_parse_as_written() -> None:
+    assert runfilter.parse_filter("0.2 < acc (final) <= 0.7") == \
+        [runfilter.Condition("acc (final)", ">", 0.2), runfilter.Condition("acc (final)", "<=", 0.7)]
+    assert runfilter.parse_filter("0.5<=lr<2 and method = grpo; x != 1e-3") == \
+        [runfilter.Condition("lr", ">=", 0.5), runfilter.Condition("lr", "<", 2.0),
+         runfilter.Condition("method", "==", "grpo"), runfilter.Condition("x", "!=", 0.001)]
+    table = _table()
+    kept = runfilter.filter_mask(table, runfilter.parse_filter("0.5 < acc (final) <= 0.7"))
+    assert table["run"][kept].tolist() == ["r1", "r2", "r5"], "by hand: 0.7, 0.6, 0.65"
+
+
 def test_bare_scalar_names_mean_their_final_column_and_bad_filters_say_why() -> None:
     table = _table().drop(columns=["acc (final)"])
     conditions = runfilter.parse_filter("acc > 0.6")
@@ -143,6 +154,7 @@ def test_grouped_rows_equal_a_loop_and_two_seeds_get_no_interval() -> None:
     table = _table()
     grouped = runfilter.group_table(table, "method", ["acc (final)"])
     assert grouped["method"].tolist() == ["grpo", "gdro", "other"] and grouped["n"].tolist() == [3, 2, 3]
+    assert grouped["acc (final) lo"].isna().tolist() == [False, True, True], "other: 3 runs but 2 values"
     for _, row in grouped.iterrows():
         values = table.loc[table["method"] == row["method"], "acc (final)"].dropna().to_numpy()
         assert row["acc (final)"] == pytest.approx(values.mean())
