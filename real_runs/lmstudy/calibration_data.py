@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from real_runs.lmstudy import study, tasks
+from real_runs.lmstudy import learning_study, tasks
 
 SWEEP_LRS = (1e-5, 3e-5, 1e-4, 3e-4)
 """Around the study's 3e-5 in half-decades: the README's exploratory runs put GRPO's best held-out lr near 3e-5..5e-5."""
@@ -32,24 +32,24 @@ def lr_name(lr: float) -> str:
     return f"grpo-lr{lr:g}"
 
 
-def sweep_config(cfg: study.StudyConfig, steps: int = SWEEP_STEPS) -> study.StudyConfig:
+def sweep_config(cfg: learning_study.StudyConfig, steps: int = SWEEP_STEPS) -> learning_study.StudyConfig:
     """The study's config for the sweep: seed 0 only, ``steps`` steps, held-out evaluations at a third of them."""
     return dataclasses.replace(cfg, seeds=1, steps=steps, eval_every=max(1, min(SWEEP_EVAL_EVERY, steps // 3)))
 
 
-def sweep_run(cfg: study.StudyConfig, lr: float, out: Path, warm_path: Path) -> str:
+def sweep_run(cfg: learning_study.StudyConfig, lr: float, out: Path, warm_path: Path) -> str:
     """One sweep run (a worker process): GRPO at ``lr`` through the study's own ``run_one``."""
     target = out / lr_name(lr)
-    if study.finished(target):
+    if learning_study.finished(target):
         return str(target)
     tmp_root = out / f".{lr_name(lr)}-tmp"
-    run_dir = Path(study.run_one(cfg, "grpo", 0, tmp_root, warm_path, lr_scale=lr / cfg.lr))
+    run_dir = Path(learning_study.run_one(cfg, "grpo", 0, tmp_root, warm_path, lr_scale=lr / cfg.lr))
     run_dir.rename(target)
     tmp_root.rmdir()
     return str(target)
 
 
-def warm_start_eval(cfg: study.StudyConfig, out: Path, warm_path: Path, k: int = SAMPLES_K,
+def warm_start_eval(cfg: learning_study.StudyConfig, out: Path, warm_path: Path, k: int = SAMPLES_K,
                     log: Callable[[str], None] = print) -> Path:
     """Sample the warm start ``k`` times on every training prompt at the training sampling (see the module)."""
     from gdro_lab import RunWriter
@@ -65,10 +65,10 @@ def warm_start_eval(cfg: study.StudyConfig, out: Path, warm_path: Path, k: int =
     target = out / "warmstart-eval"
     if (target / "eval_samples_step0.jsonl").is_file():
         return target
-    study._worker_setup(cfg)
+    learning_study._worker_setup(cfg)
     model, tokenizer, _ = load_warm_start(warm_path)
     problems = tasks.train_split(cfg.task_config())
-    train = study.trainer_config(cfg, "grpo", 0, out)
+    train = learning_study.trainer_config(cfg, "grpo", 0, out)
     sampling = SamplingParams(train.rollout.temperature, train.rollout.top_p, train.rollout.top_k,
                               train.rollout.max_new_tokens, seed=0)
     started = time.perf_counter()
@@ -96,7 +96,7 @@ def warm_start_eval(cfg: study.StudyConfig, out: Path, warm_path: Path, k: int =
     return target
 
 
-def calibration_data(cfg: study.StudyConfig, out: Path, lrs: Sequence[float] = SWEEP_LRS, steps: int = SWEEP_STEPS,
+def calibration_data(cfg: learning_study.StudyConfig, out: Path, lrs: Sequence[float] = SWEEP_LRS, steps: int = SWEEP_STEPS,
                      log: Callable[[str], None] = print) -> dict[str, Any]:
     """Warm start (cached), its training-pool samples, then the sweep runs ``cfg.jobs`` at a time."""
     import torch
@@ -106,7 +106,7 @@ def calibration_data(cfg: study.StudyConfig, out: Path, lrs: Sequence[float] = S
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     torch.set_num_threads(cfg.jobs * cfg.threads)
-    warm_path = warm_start(study.warm_config(cfg, 0), log=log)  # seed 0's warm start, as the study's seed 0
+    warm_path = warm_start(learning_study.warm_config(cfg, 0), log=log)  # seed 0's warm start, as the study's seed 0
     samples_dir = warm_start_eval(cfg, out, warm_path, log=log)
     eval_seconds = time.perf_counter() - started
     sweep_cfg = sweep_config(cfg, steps)

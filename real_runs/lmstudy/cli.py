@@ -65,10 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if path is not None and path.exists() and not path.is_dir():
             print(f"gdro study lm: {flag} {path} is a file, not a folder: give a folder", file=sys.stderr)
             return 2
-    from real_runs.lmstudy import pipeline, study
+    from real_runs.lmstudy import pipeline, learning_study
 
-    cfg, name = ((study.QUICK, "quick") if args.quick else (study.SMALL, "small") if args.small
-                 else (study.DEFAULT, "default"))
+    cfg, name = ((learning_study.QUICK, "quick") if args.quick else (learning_study.SMALL, "small") if args.small
+                 else (learning_study.DEFAULT, "default"))
     changes = {k: getattr(args, k) for k in ("seeds", "steps", "jobs") if getattr(args, k) is not None}
     cfg = dataclasses.replace(cfg, **changes)
     if args.slip_rate is not None:

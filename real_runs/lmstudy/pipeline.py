@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from real_runs.lmstudy import tasks
-from real_runs.lmstudy.study import StudyConfig
+from real_runs.lmstudy.learning_study import StudyConfig
 
 CAVEATS = [
     "- **The first pass over the pool is plain GRPO for every method**: the classifier bins a prompt only "
@@ -41,8 +41,8 @@ def study_and_report(cfg: StudyConfig, out: Path, report_dir: Path, setting: str
     """
     from real_runs.lmstudy import slips
     from real_runs.lmstudy.labels import METHOD_LABELS
-    from real_runs.lmstudy.plan import finished_study, run_study
-    from real_runs.lmstudy.report import write_report
+    from real_runs.lmstudy.study_plan import finished_study, run_study
+    from real_runs.lmstudy.study_report import write_report
     from real_runs.lmstudy.warmstart import load_warm_start
     from studykit.tables import write_json
 

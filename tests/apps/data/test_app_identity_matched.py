@@ -61,7 +61,7 @@ def test_simulator_rejects_a_half_marker(fields: dict[str, Any], needle: str) ->
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the trainer (torch) is not installed")
 def test_lm_study_step_matched_runs_are_labelled_and_still_load(tmp_path: Path) -> None:
     from real_runs.config import config_to_dict
-    from real_runs.lmstudy.study import QUICK, label_matched, run_name, trainer_config
+    from real_runs.lmstudy.learning_study import QUICK, label_matched, run_name, trainer_config
     from real_runs.train_setup import load_run_config
 
     from gdro_lab.runformat.runlog import RunWriter

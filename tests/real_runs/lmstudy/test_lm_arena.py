@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gdro_lab.runformat.runlog import read_run
-from real_runs.lmstudy import arena, study
+from real_runs.lmstudy import arena, learning_study
 from studykit.arena_settings import METHOD_SETTINGS
 
 pytestmark = pytest.mark.slow
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 def test_quick_lm_arena_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(arena, "QUICK", dataclasses.replace(study.QUICK, seeds=1, steps=4, eval_every=4))
+    monkeypatch.setattr(arena, "QUICK", dataclasses.replace(learning_study.QUICK, seeds=1, steps=4, eval_every=4))
     monkeypatch.setattr(arena, "LR_SCALES", (1.0,))
     path = arena.main_arena(tmp_path, quick=True, jobs=2, log=lambda _: None)
     summary = json.loads(path.read_text())

@@ -3,11 +3,11 @@ each skill in drawn order, each half its own benchmark per skill (the trainer gr
 
 from __future__ import annotations
 
-from real_runs.lmstudy import arena, study, tasks
+from real_runs.lmstudy import arena, learning_study, tasks
 
 
 def test_val_and_test_halves_alternate_within_each_skill() -> None:
-    cfg = study.QUICK
+    cfg = learning_study.QUICK
     records = arena.eval_records(cfg)
     heldout = tasks.heldout_split(cfg.task_config())
     skills = sorted({p.source for p in heldout})

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from real_runs.lmstudy import arena, study
+from real_runs.lmstudy import arena, learning_study
 
 
 def digest(val: float, test: float, tokens: float = 100.0) -> dict[str, float]:
@@ -32,7 +32,7 @@ def test_gains_are_paired_over_the_seeds_a_method_shares_with_grpo(monkeypatch) 
             table[("knapsack", 1.0, s)] = digest(0.2, 0.0, tokens=90.0)
     monkeypatch.setattr(arena, "run_digest", lambda path, cfg: table[path])
     runs = {key: key for key in table}
-    out = arena.summarize(study.QUICK, runs, "test")  # type: ignore[arg-type]
+    out = arena.summarize(learning_study.QUICK, runs, "test")  # type: ignore[arg-type]
     assert out["tuned_lr"]["accuracy"] == {"grpo": 1.0, "knapsack": 0.5}
     diff = np.array([0.36 - 0.30, 0.41 - 0.40])              # seeds 0, 1 only (seed 2 has no knapsack run)
     half = stats.t.ppf(0.975, 1) * diff.std(ddof=1) / np.sqrt(2)
@@ -43,7 +43,7 @@ def test_gains_are_paired_over_the_seeds_a_method_shares_with_grpo(monkeypatch) 
 
 def test_reuse_only_needs_a_finished_grpo(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no finished GRPO"):
-        arena.run_arena(study.QUICK, tmp_path, log=lambda _: None, reuse_only=True)
+        arena.run_arena(learning_study.QUICK, tmp_path, log=lambda _: None, reuse_only=True)
 
 
 @pytest.mark.parametrize("coarse,seeds,setting,scales", [

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gdro_lab.runformat.runlog import read_run
-from real_runs.lmstudy import calibration_data, study, tasks
+from real_runs.lmstudy import calibration_data, learning_study, tasks
 from real_runs.lmstudy.warmstart import WarmStartConfig
 
 pytestmark = pytest.mark.slow
@@ -21,7 +21,7 @@ def test_calibration_data_is_what_gdro_calibrate_reads(tmp_path, monkeypatch):
 
     monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(tmp_path / "cache"))
     warm = WarmStartConfig(steps=8, batch_size=16, warmup_steps=2, heldout_per_group=10, slip_rate=0.3)
-    cfg = dataclasses.replace(study.QUICK, warm=warm, train_size=24, prompts_per_step=8)
+    cfg = dataclasses.replace(learning_study.QUICK, warm=warm, train_size=24, prompts_per_step=8)
     summary = calibration_data.calibration_data(cfg, tmp_path / "cal", lrs=(1e-4, 1e-3), steps=3, log=lambda _: None)
     pool = tasks.train_split(cfg.task_config())
     data = read_samples([tmp_path / "cal" / "warmstart-eval"])

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from gdro_lab.runformat.runlog import read_run
-from real_runs.lmstudy import pipeline, study
-from real_runs.lmstudy.plan import finished_study
+from real_runs.lmstudy import pipeline, learning_study
+from real_runs.lmstudy.study_plan import finished_study
 from real_runs.lmstudy.warmstart import load_warm_start
 
 pytestmark = pytest.mark.slow
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 def test_quick_study_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(tmp_path / "cache"))
-    cfg = dataclasses.replace(study.QUICK, seeds=1, steps=4, lr_extend=0)
+    cfg = dataclasses.replace(learning_study.QUICK, seeds=1, steps=4, lr_extend=0)
     report = pipeline.study_and_report(cfg, tmp_path / "study", tmp_path / "report", setting="quick",
                                     log=lambda _: None)
     result = finished_study(cfg, tmp_path / "study")
@@ -28,7 +28,7 @@ def test_quick_study_end_to_end(tmp_path, monkeypatch):
     warm_model, _, _ = load_warm_start(result["warm_paths"][0])
     warm_state = warm_model.state_dict()
     budget = cfg.prompts_per_step * cfg.n_bar
-    for method in study.METHODS:
+    for method in learning_study.METHODS:
         path = result["runs"][method][0]
         run = read_run(path)
         assert run.meta["status"] == "finished" and list(run.steps) == [1, 2, 3, 4]
@@ -44,7 +44,7 @@ def test_quick_study_end_to_end(tmp_path, monkeypatch):
         assert any(k in trained and not torch.equal(trained[k], v) for k, v in warm_state.items()), f"{method}: no change"
     from studykit.stepmatch import match_factors
     factors = match_factors([read_run(result["runs"]["prompt_gdro"][0]).scalars])
-    for name, kind in study.MATCHED.items():
+    for name, kind in learning_study.MATCHED.items():
         matched = json.loads((result["runs"][name][0] / "config.json").read_text())
         if abs(getattr(factors, kind) - 1) > 0.02:  # else GRPO's own run stands in
             assert matched["loss"]["adv_scale"] == pytest.approx(getattr(factors, kind), abs=1e-4)
@@ -61,7 +61,7 @@ def test_quick_study_end_to_end(tmp_path, monkeypatch):
     assert (tmp_path / "report" / "fig_traveling_wave.png").is_file()
     # the slip diagnostic measured the warm start and every run's final checkpoint
     measured = json.loads((tmp_path / "report" / "slips.json").read_text())
-    assert set(measured["runs"]) == set(study.METHODS) and set(measured["warm"]["0"]) == set(study.tasks.SKILLS)
+    assert set(measured["runs"]) == set(learning_study.METHODS) and set(measured["warm"]["0"]) == set(learning_study.tasks.SKILLS)
     assert all(list(seeds) == ["0"] for seeds in measured["runs"].values())
     assert "right answers and the demonstrator's slips" in text
     warm = json.loads((Path(result["warm_paths"][0]) / "warmstart.json").read_text())
@@ -69,5 +69,5 @@ def test_quick_study_end_to_end(tmp_path, monkeypatch):
     # the app reads every run directory the study wrote
     from apps.data import loading
 
-    for method in study.METHODS:
+    for method in learning_study.METHODS:
         assert loading.load_run(result["runs"][method][0]).steps.size == 4

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from gdro_lab.runformat.runlog import RunWriter
-from real_runs.lmstudy import claim_verdicts, report
+from real_runs.lmstudy import claim_verdicts, study_report
 from real_runs.lmstudy.claim_verdicts import BASELINES
 from studykit.claims import CLAIMS
 from studykit.tables import fmt
@@ -76,7 +76,7 @@ def study(tmp_path):
 
 def test_final_metrics_and_paired_gains_match_hand_computation(study):
     result, truth = study
-    data = report.collect(result["runs"], GROUPS, result["initial"])
+    data = study_report.collect(result["runs"], GROUPS, result["initial"])
     for method in METHODS:
         worst8 = np.array([truth[method, s][1].min() for s in range(3)])
         mean1 = np.array([truth[method, s][0].mean() for s in range(3)])
@@ -101,7 +101,7 @@ def test_final_metrics_and_paired_gains_match_hand_computation(study):
 
 def test_claims_are_direction_only_with_the_papers_size(study):
     result, truth = study
-    data = report.collect(result["runs"], GROUPS, result["initial"])
+    data = study_report.collect(result["runs"], GROUPS, result["initial"])
     tuned = claim_verdicts.tuned_grpo(result["grid"], GROUPS, [0, 1, 2])
     rows = {r["key"]: r for r in claim_verdicts.claims(data["final"], tuned, result["runs"], 3, 4)}
     assert set(rows) == {c.key for c in CLAIMS}
@@ -117,7 +117,7 @@ def test_claims_are_direction_only_with_the_papers_size(study):
 def test_write_report_produces_tables_figures_and_summary(study, tmp_path):
     result, _ = study
     out = tmp_path / "report"
-    path = report.write_report(result, GROUPS, out, " (test)", {0: {"parameters": 10, "seconds": 1.0,
+    path = study_report.write_report(result, GROUPS, out, " (test)", {0: {"parameters": 10, "seconds": 1.0,
                                "heldout_greedy_accuracy": {"add": 0.5}}}, ["- a note"])
     text = path.read_text()
     for needle in ("Paired gains over GRPO (", "Paired gains over step-matched √E[m²]", "Paired gains over tuned GRPO",
@@ -152,4 +152,4 @@ def test_run_without_evaluations_is_a_clear_error(tmp_path):
     path = tmp_path / "empty"
     RunWriter(path, {}, num_bins=3, producer="test").close()
     with pytest.raises(ValueError, match="no evaluation"):
-        report.collect({"grpo": {0: path}}, GROUPS, {})
+        study_report.collect({"grpo": {0: path}}, GROUPS, {})

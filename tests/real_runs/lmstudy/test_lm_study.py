@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from gdro_lab.runformat.runlog import RunWriter
-from real_runs.lmstudy import study
+from real_runs.lmstudy import learning_study
 from real_runs.lmstudy.cli import main as cli_main
 
 
 def test_trainer_configs_differ_only_where_the_method_says(tmp_path):
-    configs = {m: study.trainer_config(study.DEFAULT, m, 1, tmp_path, adv_scale=1.25 if "matched" in m else 1.0,
-                                       name=m) for m in study.METHODS}
-    configs["grpo_lr2"] = study.trainer_config(study.DEFAULT, "grpo", 1, tmp_path, lr_scale=2.0, name="grpo_lr2")
+    configs = {m: learning_study.trainer_config(learning_study.DEFAULT, m, 1, tmp_path, adv_scale=1.25 if "matched" in m else 1.0,
+                                       name=m) for m in learning_study.METHODS}
+    configs["grpo_lr2"] = learning_study.trainer_config(learning_study.DEFAULT, "grpo", 1, tmp_path, lr_scale=2.0, name="grpo_lr2")
     names = {m: c.method.controller_names()[1:] for m, c in configs.items()}
     uniform = ("uniform", "uniform")
     assert names == {"grpo": uniform, "grpo_matched_first": uniform, "grpo_matched_second": uniform,
@@ -27,17 +27,17 @@ def test_trainer_configs_differ_only_where_the_method_says(tmp_path):
     assert configs["grpo"].loss.adv_scale == 1.0 and configs["grpo"].optim.lr_scale == 1.0
     for c in configs.values():  # same rollout budget, data order seed and evaluation everywhere
         assert (c.method.n_bar, c.method.n_min, c.method.n_max) == (4, 2, 12)
-        assert c.train.seed == 1 and c.eval.k == 8 and c.optim.lr == study.DEFAULT.lr
-        assert c.train.prompts_per_step == study.DEFAULT.prompts_per_step
-        assert c.train.mini_batches == study.DEFAULT.mini_batches
-        assert sorted(c.eval.benchmarks) == sorted(f"lmstudy_{h}_{g}" for h in ("val", "test") for g in study.tasks.SKILLS)
+        assert c.train.seed == 1 and c.eval.k == 8 and c.optim.lr == learning_study.DEFAULT.lr
+        assert c.train.prompts_per_step == learning_study.DEFAULT.prompts_per_step
+        assert c.train.mini_batches == learning_study.DEFAULT.mini_batches
+        assert sorted(c.eval.benchmarks) == sorted(f"lmstudy_{h}_{g}" for h in ("val", "test") for g in learning_study.tasks.SKILLS)
     assert len({c.train.run_name for c in configs.values()}) == len(configs)
 
 
 def test_each_seed_has_its_own_warm_start():
-    keys = {study.warm_config(study.DEFAULT, s).key() for s in range(3)}
-    assert len(keys) == 3 and study.warm_config(study.DEFAULT, 0) == study.DEFAULT.warm
-    assert all(study.warm_config(study.DEFAULT, s).task_seed == study.DEFAULT.warm.task_seed for s in range(3))
+    keys = {learning_study.warm_config(learning_study.DEFAULT, s).key() for s in range(3)}
+    assert len(keys) == 3 and learning_study.warm_config(learning_study.DEFAULT, 0) == learning_study.DEFAULT.warm
+    assert all(learning_study.warm_config(learning_study.DEFAULT, s).task_seed == learning_study.DEFAULT.warm.task_seed for s in range(3))
 
 
 def _run(path, multipliers, val_pass1):
@@ -48,7 +48,7 @@ def _run(path, multipliers, val_pass1):
         m = np.asarray(m, float)
         writer.log_step(t, {"multiplier_mean": float(m.mean()), "multiplier_sq_mean": float((m * m).mean())}, {})
     metrics = {f"lmstudy_{h}_{g}/{k}": val_pass1 if h == "val" else 0.5
-               for h in ("val", "test") for g in study.tasks.SKILLS for k in ("mean@8", "pass@8")}
+               for h in ("val", "test") for g in learning_study.tasks.SKILLS for k in ("mean@8", "pass@8")}
     writer.log_eval(len(multipliers), metrics)
     writer.close()
     meta = json.loads((path / "meta.json").read_text())
@@ -57,9 +57,9 @@ def _run(path, multipliers, val_pass1):
 
 
 def test_plan_matches_after_prompt_gdro_and_extends_grpos_grid(tmp_path):
-    from real_runs.lmstudy import plan as plan_mod
+    from real_runs.lmstudy import study_plan as plan_mod
 
-    cfg = study.StudyConfig(seeds=2, lr_extend=1)
+    cfg = learning_study.StudyConfig(seeds=2, lr_extend=1)
     logged = []
     plan = plan_mod.Plan(cfg, tmp_path, {0: tmp_path, 1: tmp_path}, log=logged.append)
     first = plan.take(100)
@@ -86,13 +86,13 @@ def test_plan_matches_after_prompt_gdro_and_extends_grpos_grid(tmp_path):
 
 def test_bad_settings_are_clear_errors(capsys):
     with pytest.raises(ValueError, match="seeds"):
-        study.StudyConfig(seeds=0)
+        learning_study.StudyConfig(seeds=0)
     with pytest.raises(ValueError, match="n_min <= n_bar"):
-        study.StudyConfig(n_bar=20)
+        learning_study.StudyConfig(n_bar=20)
     with pytest.raises(ValueError, match="warm start's"):  # a held-out split the warm start trained on
-        study.StudyConfig(heldout_per_group=200)
+        learning_study.StudyConfig(heldout_per_group=200)
     with pytest.raises(ValueError, match="mini_batches"):
-        study.StudyConfig(mini_batches=0)
+        learning_study.StudyConfig(mini_batches=0)
     with pytest.raises(SystemExit):
         cli_main(["lm", "--seeds", "0"])
     assert "positive integer" in capsys.readouterr().err
@@ -115,9 +115,9 @@ def test_cli_slip_rate_reaches_the_warm_start_and_bad_rates_are_refused(monkeypa
     monkeypatch.setattr(pipeline, "study_and_report", fake)
     assert cli_main(["lm", "--small", "--slip-rate", "0", "--out", str(tmp_path)]) == 0
     assert seen["cfg"].warm.slip_rate == 0.0 and seen["setting"] == "small"
-    assert seen["cfg"].warm.key() != study.SMALL.warm.key()  # another warm start, built and cached apart
+    assert seen["cfg"].warm.key() != learning_study.SMALL.warm.key()  # another warm start, built and cached apart
     assert cli_main(["lm", "--out", str(tmp_path)]) == 0
-    assert seen["cfg"].warm.slip_rate == study.DEFAULT.warm.slip_rate
+    assert seen["cfg"].warm.slip_rate == learning_study.DEFAULT.warm.slip_rate
     for bad in ("1.0", "-0.1", "x"):
         with pytest.raises(SystemExit):
             cli_main(["lm", "--slip-rate", bad])

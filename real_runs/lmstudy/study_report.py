@@ -2,7 +2,7 @@
 
 Reads only run directories and the warm starts' evaluations, so a finished study's report can be rebuilt.
 Intervals are across seeds (Student t); gains are paired by seed; held-out metrics are the **test**
-half's. Detail: docs/lm-study-notes.md#real_runs-lmstudy-report.
+half's. Detail: docs/lm-study-notes.md#real_runs-lmstudy-study_report.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Warm starts first, then per seed the evaluation, Prompt-GDRO, GRPO, Rollout-GDRO, joint and GRPO's lr
 grid; step-matched GRPO once Prompt-GDRO finished on every seed; grid extensions once the grid
-finished. A finished run directory is reused. The order in full: docs/lm-study-notes.md#real_runs-lmstudy-plan.
+finished. A finished run directory is reused. The order in full: docs/lm-study-notes.md#real_runs-lmstudy-study_plan.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from studykit import lrgrid
 from studykit.stepmatch import MatchFactors, match_factors
 from real_runs.lmstudy import tasks
 from real_runs.lmstudy.metrics import final_metrics
-from real_runs.lmstudy.study import (MATCHED, METHODS, StudyConfig, finished, grid_name, initial_eval,
+from real_runs.lmstudy.learning_study import (MATCHED, METHODS, StudyConfig, finished, grid_name, initial_eval,
                                      label_matched, run_name, run_one, warm_config)
 
 #: Val metrics GRPO's learning rate is tuned on (each picks its own best point).

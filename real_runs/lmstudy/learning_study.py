@@ -5,7 +5,7 @@ and the data are small. Within a seed every method starts from the same weights 
 same rollouts. Departures from the paper, all because the study must run on CPU:
 - a 0.5 M-parameter model on synthetic arithmetic, whose held-out groups are the suite's skills;
 - 64 prompts per step and a few hundred steps instead of 256 and 1,000.
-Baselines and scheduling: docs/lm-study-notes.md#real_runs-lmstudy-study.
+Baselines and scheduling: docs/lm-study-notes.md#real_runs-lmstudy-learning_study.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class StudyConfig:
     train_size, heldout_per_group: sizes of the suite (:class:`tasks.TaskConfig`); heldout_per_group
         must stay the warm start's (400).
     jobs: runs in parallel; threads: torch threads per run. warm: the warm start's settings.
-    Why these: docs/lm-study-notes.md#real_runs-lmstudy-study.
+    Why these: docs/lm-study-notes.md#real_runs-lmstudy-learning_study.
     """
 
     seeds: int = 3
