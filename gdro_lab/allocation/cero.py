@@ -11,12 +11,12 @@ prompt-level duals theta_i and the budget-level dual lambda, and a projected OGD
 
     n_ik = argmax_n (theta_i - lambda) n = n_max if theta_i > lambda else n_min        (lagrangian_choice)
     theta_i <- [theta_i - eta_t (n_ik - N_i*(theta_i) / K)]_+,
-        N_i*(theta) / K = clip(s log(v_i / theta), n_min, n_max),  s = c / K            (dual_target, dual_step)
+        N_i*(theta) / K = clip(s log(v_i / theta), n_min, n_max),  s = c / K            (dual_target, cero_dual_step)
     lambda <- [lambda + eta_lambda (S_k - B_k) / B_k]_+   (S_k: the step's spend)       (budget_step)
 
 Departures:
 - budget decision: each step spends exactly B_k = P n_bar (the arena's equal compute per step), so the plan is the
-  Lagrangian's maximiser at the price spending B_k exactly (``exact_plan``); lambda is CERO's own price, logged only;
+  Lagrangian's maximiser at the price spending B_k exactly (``cero_plan``); lambda is CERO's own price, logged only;
 - the utility's form, s, the step sizes and the prior are ours (the paper's were not at hand).
 Derivation: docs/core-allocation-notes.md#gdro_lab-allocation-cero.
 """
@@ -34,10 +34,10 @@ def lagrangian_choice(theta_P: np.ndarray, price: float, n_min: int, n_max: int)
     return np.where(np.asarray(theta_P, float) > price, n_max, n_min).astype(np.int64)
 
 
-def exact_plan(theta_P: np.ndarray, total: int, n_min: int, n_max: int) -> np.ndarray:
+def cero_plan(theta_P: np.ndarray, total: int, n_min: int, n_max: int) -> np.ndarray:
     """Integer n_P maximising sum_i theta_i n_i with sum n = total in [n_min, n_max] (the Lagrangian's maximiser at
     the step's exact price): the rollouts above n_min go to the largest theta_i; equal theta_i share them evenly."""
-    theta = as_float_array("cero.exact_plan", "theta_P", theta_P, ndim=1)
+    theta = as_float_array("cero_plan", "theta_P", theta_P, ndim=1)
     return separable_plan(np.repeat(theta[:, None], n_max - n_min, axis=1), total, n_min)
 
 
@@ -47,7 +47,7 @@ def dual_target(v_P: np.ndarray, theta_P: np.ndarray, saturation: float, n_min: 
         return np.clip(saturation * np.log(np.asarray(v_P, float) / np.asarray(theta_P, float)), n_min, n_max)
 
 
-def dual_step(theta_P: np.ndarray, n_P: np.ndarray, v_P: np.ndarray, lr_P: np.ndarray | float, saturation: float,
+def cero_dual_step(theta_P: np.ndarray, n_P: np.ndarray, v_P: np.ndarray, lr_P: np.ndarray | float, saturation: float,
               n_min: int, n_max: int) -> np.ndarray:
     """Projected OGD on the prompt-level duals: theta <- max(theta - lr (n - N*(theta) / K), 0)."""
     theta = np.asarray(theta_P, float)

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
-from gdro_lab.allocation.cero import budget_step, dual_step, exact_plan, lagrangian_choice
+from gdro_lab.allocation.cero import budget_step, cero_dual_step, cero_plan, lagrangian_choice
 from gdro_lab.allocation.duet import duet_plan
 from gdro_lab.allocation.knapsack import OBJECTIVES, knapsack_plan
 from gdro_lab.allocation.vip import beta_expected_variance, convex_plan
@@ -317,7 +317,7 @@ class CEROAllocator(_PerPromptAllocator):
     def plan(self, bins_P: np.ndarray, prompt_ids: Any = None) -> np.ndarray:
         cfg = self.config
         bins = self._check_plan_inputs(bins_P, prompt_ids)
-        return self._plan_seen(self._rows(bins.size, prompt_ids), lambda rows, total: exact_plan(
+        return self._plan_seen(self._rows(bins.size, prompt_ids), lambda rows, total: cero_plan(
             self.duals(rows), total, cfg.n_min, cfg.n_max))
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
@@ -328,7 +328,7 @@ class CEROAllocator(_PerPromptAllocator):
         n = np.asarray(feedback.counts_P, np.int64)
         theta = self.duals(rows)
         lr = cfg.dual_lr / np.sqrt(self.stats.take("visits", rows) + 1.0)
-        new_theta = dual_step(theta, n, self.values(rows), lr, cfg.saturation, cfg.n_min, cfg.n_max)
+        new_theta = cero_dual_step(theta, n, self.values(rows), lr, cfg.saturation, cfg.n_min, cfg.n_max)
         spend = float(lagrangian_choice(theta, self.mu, cfg.n_min, cfg.n_max).sum())
         budget = float(n.size * cfg.n_bar)
         self.mu = budget_step(self.mu, spend, budget, cfg.budget_lr)

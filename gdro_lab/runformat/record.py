@@ -61,7 +61,7 @@ def step_record(feedback: StepFeedback, num_bins: int, *, n_bar: float, n_min: f
     weights_normal = [w / weight_total for w in weights_list]  # diag.normalized(weights), as Eq. 32 takes it
     if assigned:  # Eq. 32 (= diag.lead_lag_gap)
         if weights.shape != share_G.shape:
-            diag.lead_lag_gap(weights, share_G)  # its error
+            raise ConfigError(f"lead_lag_gap: share_G has {share_G.size} bins: must match weights_G ({weights.size})")
         share = share_G.tolist()
         share_total = sum(share)
         mu_weight = sum(map(operator.mul, range(G), weights_normal))

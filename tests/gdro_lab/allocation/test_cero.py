@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gdro_lab.allocation.cero import budget_step, dual_step, dual_target, exact_plan, lagrangian_choice
+from gdro_lab.allocation.cero import budget_step, cero_dual_step, cero_plan, dual_target, lagrangian_choice
 
 
 def best_value(theta: np.ndarray, total: int, n_min: int, n_max: int) -> float:
@@ -32,13 +32,13 @@ def test_lagrangian_choice_is_the_integer_argmax_per_prompt(seed):
 
 
 @pytest.mark.parametrize("seed", range(60))
-def test_exact_plan_is_the_brute_force_optimum_and_a_lagrangian_maximiser(seed):
+def test_cero_plan_is_the_brute_force_optimum_and_a_lagrangian_maximiser(seed):
     rng = np.random.default_rng(seed)
     size = int(rng.integers(1, 5))
     n_min, n_max = int(rng.integers(1, 3)), int(rng.integers(3, 7))
     theta = rng.choice([0.0, 0.02, 0.05, 0.05, 0.1, 0.2], size=size) + (seed % 2) * rng.random(size) * 1e-3
     total = int(rng.integers(size * n_min, size * n_max + 1))
-    plan = exact_plan(theta, total, n_min, n_max)
+    plan = cero_plan(theta, total, n_min, n_max)
     assert plan.sum() == total and plan.min() >= n_min and plan.max() <= n_max
     assert float(theta @ plan) == pytest.approx(best_value(theta, total, n_min, n_max), abs=1e-12)
     # KKT at the step price: no prompt above n_min has a lower theta than a prompt below n_max
@@ -48,9 +48,9 @@ def test_exact_plan_is_the_brute_force_optimum_and_a_lagrangian_maximiser(seed):
 
 
 def test_equal_duals_share_the_budget_evenly():
-    np.testing.assert_array_equal(exact_plan(np.full(4, 0.1), 4 * 4, 2, 12), [4, 4, 4, 4])
-    np.testing.assert_array_equal(exact_plan(np.array([0.3, 0.1, 0.1, 0.1]), 4 * 4, 2, 12), [10, 2, 2, 2])
-    np.testing.assert_array_equal(exact_plan(np.array([0.3, 0.1, 0.1]), 12 + 5, 2, 12), [12, 3, 2])
+    np.testing.assert_array_equal(cero_plan(np.full(4, 0.1), 4 * 4, 2, 12), [4, 4, 4, 4])
+    np.testing.assert_array_equal(cero_plan(np.array([0.3, 0.1, 0.1, 0.1]), 4 * 4, 2, 12), [10, 2, 2, 2])
+    np.testing.assert_array_equal(cero_plan(np.array([0.3, 0.1, 0.1]), 12 + 5, 2, 12), [12, 3, 2])
 
 
 @settings(max_examples=80, deadline=None)
@@ -60,7 +60,7 @@ def test_exact_budget_and_box_on_random_instances(seed, size, n_min, width, fill
     rng = np.random.default_rng(seed)
     theta = np.where(rng.random(size) < 0.3, 0.0, rng.random(size) * 0.25)
     total = size * n_min + int(round(fill * size * width))
-    plan = exact_plan(theta, total, n_min, n_min + width)
+    plan = cero_plan(theta, total, n_min, n_min + width)
     assert plan.dtype == np.int64 and plan.sum() == total
     assert plan.min() >= n_min and plan.max() <= n_min + width
 
@@ -76,11 +76,11 @@ def test_dual_target_maximises_the_saturating_utility_minus_the_price(v, theta):
     assert dual_target(np.array([v]), np.array([theta]), s, n_min, n_max)[0] == pytest.approx(best / epochs, abs=1e-3)
 
 
-def test_dual_step_by_hand():
+def test_cero_dual_step_by_hand():
     """theta <- max(theta - lr (n - clip(s ln(v / theta), n_min, n_max)), 0); s = 4: 4 ln 4 = 5.545177444479562."""
     theta, v = np.array([0.05, 0.05, 0.05, 0.3]), np.array([0.2, 0.2, 0.2, 0.2])
     n = np.array([2, 12, 5, 12])
-    out = dual_step(theta, n, v, np.array([0.01, 0.01, 0.002, 0.01]), 4.0, 2, 12)
+    out = cero_dual_step(theta, n, v, np.array([0.01, 0.01, 0.002, 0.01]), 4.0, 2, 12)
     # 0.05 - 0.01 (2 - 5.5452) | 0.05 - 0.01 (12 - 5.5452) < 0 -> 0 | 0.05 - 0.002 (5 - 5.5452) | target at n_min
     np.testing.assert_allclose(out, [0.08545177444479562, 0.0, 0.05109035488895912, 0.3 - 0.01 * 10], rtol=1e-12)
 

@@ -25,3 +25,15 @@ def test_step_record_fields():
     np.testing.assert_allclose(scalars["lead_lag_gap"], (0.25 * 1 + 0.5 * 2) - (2 * 2 / 3))
     assert scalars["mu"] == 0.5
     assert scalars["se_uniform"] > 0 and np.isfinite(scalars["se_reduction_pct"])
+
+
+def test_weights_of_another_number_of_bins_are_a_one_line_error():
+    """Eq. 32 needs one weight per bin: weights of 2 bins on a 3-bin step name both sizes."""
+    import pytest
+
+    from gdro_lab._validate import ConfigError
+
+    success = np.ones(8, bool)
+    feedback = StepFeedback(list("ab"), np.array([0, 2]), np.array([4, 4]), 2.0 * success - 1, success)
+    with pytest.raises(ConfigError, match=r"lead_lag_gap: share_G has 3 bins: must match weights_G \(2\)"):
+        step_record(feedback, 3, n_bar=4, n_min=2, n_max=12, weights_G=np.array([1.0, 1.0]))
