@@ -69,7 +69,7 @@ def test_validation_is_not_counted(tmp_path, clock):
 
 
 def test_the_documented_overhead_benchmark_command_parses():
-    """docs/verl-cluster.md's command for the in-launch overhead, with too few steps: it parses and stops at once."""
+    """docs/measurements.md's command for the in-launch overhead, with too few steps: it parses and stops at once."""
     import os
     import shlex
     import subprocess
@@ -77,7 +77,7 @@ def test_the_documented_overhead_benchmark_command_parses():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[3]
-    doc = (root / "docs" / "verl-cluster.md").read_text()
+    doc = (root / "docs" / "measurements.md").read_text()
     command = next(line for line in doc.splitlines() if "bench_verl_overhead.py" in line and line.startswith("OMP_"))
     words = shlex.split(command)
     assert words[:3] == ["OMP_NUM_THREADS=1", ".venv-verl/bin/python", "benchmarks/bench_verl_overhead.py"]
