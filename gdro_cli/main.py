@@ -16,7 +16,7 @@ from studykit.args import did_you_mean
 
 COMMANDS = {
     "simulate": ("simulators.cli", "main", "toy studies in the synthetic bandit world"),
-    "sweep": ("simulators.sweep", "main", "grid x seeds sweep of simulator knobs, gains over GRPO"),
+    "sweep": ("simulators.knob_sweep", "main", "grid x seeds sweep of simulator knobs, gains over GRPO"),
     "app": ("apps.launch", "main", "Streamlit app for run directories"),
     "report": ("apps.report.cli", "main", "static PNG figures for run directories"),
     "eval": ("real_runs.eval_cli", "main", "mean@k / pass@k / worst group of a model on math benchmarks"),

@@ -69,7 +69,7 @@ _nonnegative = _integer_at_least(0)
 
 def build_parser() -> argparse.ArgumentParser:
     from gdro_lab.methods import METHODS
-    from simulators.methods import method_names
+    from simulators.simulator_methods import method_names
     studies = "\n".join(f"  {name:<11} {STUDY_HELP[name]}" for name in STUDIES)
     studies += "\n\nmethods (--methods):\n" + "\n".join(f"  {m:<18} {METHODS[m].summary}" for m in method_names())
     parser = _Parser(
@@ -139,7 +139,7 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
 
 def _settings(args: argparse.Namespace, module: Any) -> Any:
     from gdro_lab.methods import METHODS
-    from simulators.methods import method_names
+    from simulators.simulator_methods import method_names
     from simulators import knobs
     from simulators.studies.common import StudySettings
     defaults = dict(module.DEFAULTS)

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from gdro_lab._validate import require, require_int, require_range
 from gdro_lab.methods import StepConfig, configure, get_method
-from simulators.methods import GROUP_METHODS, LOCAL_CONTROLLERS, method_names  # registers the simulator's
+from simulators.simulator_methods import GROUP_METHODS, LOCAL_CONTROLLERS, method_names  # registers the simulator's
 from simulators.world import WorldConfig
 
 
@@ -23,7 +23,7 @@ class SimConfig:
     """One simulated training run."""
 
     method: str = "joint"
-    """A method of gdro_lab.methods.METHODS, the simulator's own (simulators.methods) included."""
+    """A method of gdro_lab.methods.METHODS, the simulator's own (simulators.simulator_methods) included."""
     seed: int = 0
     """Seeds the world instance, the batch order, the rollouts and every controller."""
     steps: int = 1000

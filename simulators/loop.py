@@ -28,7 +28,7 @@ from gdro_lab.runformat.runlog import load_snapshot
 from gdro_lab.step import Outcome
 from simulators.config import SimConfig
 from simulators.learner import Learner
-from simulators.methods import GROUP_METHODS, build_controller
+from simulators.simulator_methods import GROUP_METHODS, build_controller
 from simulators.ppo_drift import surrogate_losses
 from simulators.world import BatchSampler, make_world, sample_lengths, sample_rollouts
 

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab.runformat.runlog import is_run_dir, read_run
-from simulators.methods import ARENA_METHODS
+from simulators.simulator_methods import ARENA_METHODS
 from simulators.parallel import RunSummary, run_jobs
 from simulators.presets import PRESETS
 from simulators.studies.baselines import decision, run_matched

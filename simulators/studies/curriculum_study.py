@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab.methods import METHODS
-from simulators.methods import DEFAULT_METHODS
+from simulators.simulator_methods import DEFAULT_METHODS
 from simulators.parallel import RunSummary
 from simulators.reporting import prepare_output
 from simulators.studies.baselines import (assumptions_line, decision, decision_markdown, decision_text,

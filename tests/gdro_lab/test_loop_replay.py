@@ -194,7 +194,7 @@ def test_simulator_replays_bit_identically(monkeypatch: pytest.MonkeyPatch) -> N
     snapshot state hash as recorded."""
     from simulators.config import SimConfig
     from simulators.loop import Simulation
-    from simulators.methods import LOCAL_CONTROLLERS
+    from simulators.simulator_methods import LOCAL_CONTROLLERS
     from simulators.world import WorldConfig
 
     classes = [c for family in REGISTRY.values() for c in family.values()]

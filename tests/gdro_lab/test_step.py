@@ -238,7 +238,7 @@ def test_prompt_gdro_multipliers_and_record_follow_the_papers_order_by_hand() ->
 
 def test_the_table_builds_what_it_says() -> None:
     """Each real method's step holds the registry classes its row names, with its overrides applied; the
-    simulator's own methods (registered by simulators.methods) are no real loop's."""
+    simulator's own methods (registered by simulators.simulator_methods) are no real loop's."""
     for name in real_methods():
         method = get_method(name)
         step = make(name)
@@ -246,10 +246,10 @@ def test_the_table_builds_what_it_says() -> None:
             assert type(controller) is REGISTRY[family][method.controller(family)], (name, family)
         for key, value in method.weighter_overrides.items():
             assert getattr(step.weighter.config, key) == value, (name, key)
-    import simulators.methods  # the simulator registers its own methods (they need its truth)
+    import simulators.simulator_methods  # the simulator registers its own methods (they need its truth)
 
     own = {name for name, spec in METHODS.items() if spec.loop == "simulator"}
-    assert own == {spec.name for spec in simulators.methods.SIMULATOR_METHODS} == {
+    assert own == {spec.name for spec in simulators.simulator_methods.SIMULATOR_METHODS} == {
         "class_gdro", "sqrt_oracle", "prompt_oracle", "prompt_bayes", "prompt_stale"}
     assert set(real_methods()) == set(METHODS) - own
     assert {"grpo", "prompt_gdro", "rollout_gdro", "joint"} <= set(real_methods())
@@ -328,7 +328,7 @@ def test_the_docs_method_table_is_the_tables() -> None:
     selector and loop."""
     from pathlib import Path
 
-    import simulators.methods  # noqa: F401  (registers the simulator's methods)
+    import simulators.simulator_methods  # noqa: F401  (registers the simulator's methods)
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "core-step.md").read_text(encoding="utf-8")
     table = text[text.index("## The method table"):]
@@ -378,7 +378,7 @@ def test_the_core_table_knows_no_simulator() -> None:
     import subprocess
     import sys
 
-    code = ("import gdro_lab.methods as m; before = set(m.METHODS); import simulators.methods; "
+    code = ("import gdro_lab.methods as m; before = set(m.METHODS); import simulators.simulator_methods; "
             "print(len(before), all(not s.loop for s in m.METHODS.values() if s.name in before), "
             "sorted(set(m.METHODS) - before))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -97,8 +97,8 @@ def test_plugin_registers_a_user_method(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_a_user_method_names_a_simulator_reference_through_the_one_registration() -> None:
     """There is one register_method (gdro_lab's): the simulator's references are known to it only when the
-    simulator's own controllers are passed, as simulators.methods does for its methods."""
-    import simulators.methods as simulator_methods
+    simulator's own controllers are passed, as simulators.simulator_methods does for its methods."""
+    import simulators.simulator_methods as simulator_methods
     from gdro_lab.methods import MethodSpec, register_method
     assert not hasattr(simulator_methods, "register_method")
     spec = MethodSpec("my_oracle", "my oracle", allocator="prompt_oracle", loop="simulator")
@@ -164,9 +164,9 @@ def test_se_dispersion_table_matches_the_closed_form() -> None:
 
 
 def test_sweep_runs_every_cell_and_reports_paired_gains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from simulators import sweep
+    from simulators import knob_sweep
     out = tmp_path / "sw"
-    code = sweep.main(["--grid", "world.transfer=0,1", "--methods", "grpo,prompt_gdro", "--seeds", "2", "--steps",
+    code = knob_sweep.main(["--grid", "world.transfer=0,1", "--methods", "grpo,prompt_gdro", "--seeds", "2", "--steps",
                        "20", "--prompts", "400", "--batch", "32", "--out", str(out), "--no-progress"])
     stdout = capsys.readouterr().out
     assert code == 0 and stdout.count("world.transfer=") == 4
@@ -178,7 +178,7 @@ def test_sweep_runs_every_cell_and_reports_paired_gains(tmp_path: Path, capsys: 
     report = (out / "report.md").read_text()
     assert "Reproduce: `gdro sweep --grid world.transfer=0,1 --methods grpo,prompt_gdro --seeds 2 --steps 20 " \
            "--prompts 400 --batch 32`" in report
-    assert sweep.main(["--grid", "world.nope=1"]) == 2
+    assert knob_sweep.main(["--grid", "world.nope=1"]) == 2
     assert "no field 'nope'" in capsys.readouterr().err
 
 
@@ -186,14 +186,14 @@ def test_sweep_update_reports_copies_its_report_under_the_given_name(tmp_path: P
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from simulators import cli, sweep
+    from simulators import cli, knob_sweep
     reports = tmp_path / "repo_reports"
     monkeypatch.setattr(cli, "repository_reports", lambda: reports)
     args = ["--grid", "world.transfer=0,1", "--methods", "grpo", "--seeds", "2", "--steps", "10", "--prompts",
             "200", "--batch", "16", "--no-progress"]
-    assert sweep.main([*args, "--out", str(tmp_path / "a"), "--update-reports", "../x"]) == 2
+    assert knob_sweep.main([*args, "--out", str(tmp_path / "a"), "--update-reports", "../x"]) == 2
     assert "a report name" in capsys.readouterr().err and not (tmp_path / "a").exists()
-    assert sweep.main([*args, "--out", str(tmp_path / "b"), "--update-reports", "sweep-transfer"]) == 0
+    assert knob_sweep.main([*args, "--out", str(tmp_path / "b"), "--update-reports", "sweep-transfer"]) == 0
     assert f"updated: {(reports / 'sweep-transfer' / 'report.md').resolve()}" in capsys.readouterr().out
     summary = json.loads((reports / "sweep-transfer" / "summary.json").read_text())
     assert summary["provenance"]["command"].endswith("--update-reports sweep-transfer")

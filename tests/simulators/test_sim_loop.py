@@ -15,7 +15,7 @@ from gdro_lab.runformat.runlog import load_snapshot
 from simulators.api import write_tiny_run
 from simulators.config import SimConfig
 from simulators.loop import Simulation, resume_simulation, run_simulation
-from simulators.methods import DEFAULT_METHODS, GROUP_METHODS
+from simulators.simulator_methods import DEFAULT_METHODS, GROUP_METHODS
 from simulators.world import WorldConfig
 
 SMALL = WorldConfig(num_prompts=600, num_groups=8)

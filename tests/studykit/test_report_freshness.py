@@ -143,12 +143,12 @@ def test_gdro_simulate_writes_the_provenance_of_its_report(tmp_path, capsys):
 
 
 def test_gdro_sweep_writes_the_provenance_of_its_report(tmp_path, capsys):
-    from simulators.sweep import main
+    from simulators.knob_sweep import main
     argv = ["--grid", "world.transfer=0,1", "--methods", "grpo", "--seeds", "1", "--steps", "4",
             "--prompts", "120", "--batch", "8", "--workers", "1", "--no-progress", "--out", str(tmp_path / "sweep")]
     assert main(argv) == 0
     block = json.loads((tmp_path / "sweep" / "summary.json").read_text())["provenance"]
-    assert block["code_digest"] == code_digest(["simulators.sweep", "simulators.cli"])["code_digest"]
+    assert block["code_digest"] == code_digest(["simulators.knob_sweep", "simulators.cli"])["code_digest"]
     assert block["command"] == ("gdro sweep --grid world.transfer=0,1 --methods grpo --seeds 1 --steps 4 "
                                 "--prompts 120 --batch 8")
     assert block["settings"]["grid"] == ["world.transfer=0,1"] and str(tmp_path) not in json.dumps(block)

@@ -3,7 +3,7 @@ loop); here the simulator registers its own methods there through the one public
 :func:`gdro_lab.methods.register_method` (:data:`SIMULATOR_METHODS`: they need the world's truth: the
 latent groups, true variances or p_i), with the reference allocators behind them,
 and keeps the study method lists and :func:`build_controller`, the lookup that knows both.
-History of ``knapsack``: docs/simulator-notes.md#simulators-methods.
+History of ``knapsack``: docs/simulator-notes.md#simulators-simulator_methods.
 """
 
 from __future__ import annotations

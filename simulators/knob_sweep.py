@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> tuple[Path, str]:
     from gdro_lab.methods import METHODS, get_method
     from simulators import knobs
     from simulators.cli import _load_plugins
-    from simulators.methods import method_names
+    from simulators.simulator_methods import method_names
     from simulators.parallel import run_jobs
     from simulators.reporting import claim_output, prepare_output
     from simulators.studies.common import StudySettings, final_eval, sim_config
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--update-reports {args.update_reports!r}: a report name is letters, digits, '-' and "
                               "'_' (e.g. sweep-curvature)")
         settings = {k: v for k, v in vars(args).items() if k not in ("out", "workers", "progress", "update_reports")}
-        made_by = provenance(["simulators.sweep", "simulators.cli"], " ".join(["gdro sweep", *portable_words(words)]),
+        made_by = provenance(["simulators.knob_sweep", "simulators.cli"], " ".join(["gdro sweep", *portable_words(words)]),
                              json.loads(json.dumps(settings, default=str)))  # the code as the sweep began
         path, table = run(args)
         add_provenance(path.parent / "summary.json", made_by)
