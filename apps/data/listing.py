@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from apps.data.loading import RunEntry, discover_runs, find_run_dirs
+from apps.data.loading import SKIPPED_FOLDERS, RunEntry, discover_runs, find_run_dirs
 from gdro_lab.runformat import runlog
 from gdro_lab.runformat.runlog import CONFIG_FILE, EVAL_FILE, META_FILE, STEPS_FILE, RunFormatError
 
@@ -119,6 +119,28 @@ def find_candidates(root: Path, max_depth: int = 6, max_folders: int = 20_000) -
     virtual environments are skipped; at most ``max_depth`` levels and ``max_folders`` folders
     (:func:`apps.data.loading.find_run_dirs`'s walk, accepting every such folder)."""
     return find_run_dirs(root, max_depth, max_folders, accept=lambda _folder: True)
+
+
+def empty_folders(root: Path, max_depth: int = 6, max_folders: int = 20_000) -> list[Path]:
+    """Folders under ``root`` (not itself) that hold nothing at all, sorted: where a run was to be
+    written (listed as empty, never silently left out). Run folders, hidden folders and virtual
+    environments are not searched; at most ``max_depth`` levels and ``max_folders`` folders."""
+    found: list[Path] = []
+    base_depth = len(root.parts)
+    for visited, (folder, subfolders, files) in enumerate(os.walk(root), start=1):
+        here = Path(folder)
+        if META_FILE in files:
+            subfolders[:] = []
+            continue
+        if not subfolders and not files and here != root:
+            found.append(here)
+        if visited >= max_folders:
+            break
+        if len(here.parts) - base_depth >= max_depth:
+            subfolders[:] = []
+            continue
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith(".") and name not in SKIPPED_FOLDERS)
+    return sorted(found)
 
 
 def _stat(path: Path) -> tuple[int, int]:

@@ -9,12 +9,13 @@ docs/app-notes.md#apps-views-runs.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import pandas as pd
 import streamlit as st
 
-from apps.data import pins, runcolumns, runfilter, runtable, study
+from apps.data import listing, pins, runcolumns, runfilter, runtable, study
 from apps.views import runstate, ui
 from apps.views.urlstate import url_sync
 
@@ -39,6 +40,24 @@ def _problems(chosen: ui.Selection) -> None:
     st.warning(f"{count} run folder{'s' * (count != 1)} under `{chosen.root}` cannot be read and "
                f"{'are' if count != 1 else 'is'} not listed above:", icon=":material/warning:")
     st.markdown(runtable.markdown_table(runtable.problem_table(chosen.problems)))  # long reasons wrap
+
+
+@st.cache_data(ttl=5, max_entries=8, show_spinner=False)
+def _empty_folders(root_text: str) -> list[str]:
+    """Empty folders under the runs folder (relative to it), searched again at most every 5 s."""
+    root = Path(root_text)
+    return [folder.relative_to(root).as_posix() for folder in listing.empty_folders(root)] if root.is_dir() else []
+
+
+def _empty(chosen: ui.Selection) -> None:
+    """The empty folders under the runs folder, named: a run that was to be written there, not lost."""
+    empty = _empty_folders(str(chosen.root))
+    if not empty:
+        return
+    listed = ", ".join(f"`{folder}`" for folder in empty[:10]) + (f" and {len(empty) - 10} more" if len(empty) > 10
+                                                                   else "")
+    st.info(f"{len(empty)} empty folder{'s' * (len(empty) != 1)} under `{chosen.root}`, with no run written yet: "
+            f"{listed}.", icon=":material/folder_off:")
 
 
 def _on_pick(table_key: str, members: tuple[tuple[str, ...], ...], damaged: tuple[str, ...]) -> None:
@@ -309,6 +328,7 @@ def page() -> None:
     if not chosen.entries:
         ui.no_runs_message(chosen)
         _problems(chosen)
+        _empty(chosen)
         return
 
     def body() -> None:
@@ -342,6 +362,7 @@ def page() -> None:
             _grouped_table(rows, by, chosen)
         _picked_caption(chosen)
         _problems(chosen)
+        _empty(chosen)
         _pin_editor(chosen, infos)
         _diff(chosen, infos)
 

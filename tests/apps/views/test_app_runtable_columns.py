@@ -110,3 +110,17 @@ def test_the_config_diff_never_compares_a_damaged_run_by_default(seeds_root: Pat
     damaged = set(app.session_state["_gdro_selection"].damaged)
     assert damaged == {"grpo/seed0"}
     assert {app.selectbox(key="diff-a").value, app.selectbox(key="diff-b").value}.isdisjoint(damaged)
+
+
+def test_an_empty_folder_in_the_root_is_listed_as_empty(seeds_root: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(seeds_root, root)
+    (root / "crashed" / "seed0").mkdir(parents=True)
+    (root / "grpo" / "seed0" / "snapshots").mkdir(exist_ok=True)  # inside a run: not a folder of runs
+    app = visit(open_app(monkeypatch, root), "runs")
+    assert_clean(app)
+    notes = [element.value for element in app.info if "empty folder" in element.value]
+    assert len(notes) == 1 and "`crashed/seed0`" in notes[0] and notes[0].startswith("1 empty folder"), notes
