@@ -1,4 +1,10 @@
-"""``gdro study lm [--quick | --small] [--seeds N] [--steps N] [--slip-rate R] [--jobs N] [--out DIR] [--report DIR]``."""
+"""``gdro study lm [--quick | --small] [--seeds N] [--steps N] [--slip-rate R] [--jobs N] [--out DIR] [--report DIR]``.
+
+Its folders follow the write policy of every command (:mod:`gdro_lab.runformat.output`): ``--out``,
+``--report`` and ``--calibration-data`` must be new, empty or written by ``gdro study`` (a folder the
+study wrote before the marker existed is recognised by its layout, :func:`made_by_the_study`); anything
+else is refused in one line before any compute. The folder is the first line it prints.
+"""
 
 from __future__ import annotations
 
@@ -59,16 +65,61 @@ def _rate(text: str) -> float:
     return value
 
 
+#: The name in the write policy's marker (the command; ``lm`` is its only study).
+COMMAND = "gdro study"
+#: What each folder of the study holds (its layout before the write policy's marker), by flag.
+LAYOUT = {"--out": {"runs", "initial", "report"},
+          "--calibration-data": {"warmstart-eval", "sweep", "calibration-data.json"}}
+
+
+def made_by_the_study(flag: str, folder: Path) -> bool:
+    """``folder`` was written by the study before :data:`gdro_lab.runformat.output.MARKER`: only the
+    study's own entries (``--report``: its report.md, titled as the study titles it, and slips.json)."""
+    if flag == "--report":
+        report = folder / "report.md"
+        try:
+            return (folder / "slips.json").is_file() and report.read_text(encoding="utf-8").startswith(
+                "# A learning study on CPU")
+        except (OSError, UnicodeDecodeError):
+            return False
+    names = {entry.name for entry in folder.iterdir() if not entry.name.startswith(".")}
+    return bool(names) and names <= LAYOUT[flag]
+
+
+def claim_folders(folders: dict[str, Path]) -> None:
+    """The write policy for each ``flag -> folder``: all are checked before any is created (a refused
+    ``--report`` leaves no new ``--out`` behind); raises a one-line ConfigError."""
+    from gdro_lab._validate import ConfigError
+    from gdro_lab.runformat.output import claim_output, output_problem
+    for flag, folder in folders.items():
+        problem = output_problem(folder, COMMAND, accept=lambda f, flag=flag: made_by_the_study(flag, f))
+        if problem is not None:
+            raise ConfigError(f"{flag} {folder} {problem}: give a new or empty folder, or one {COMMAND} wrote "
+                              "(nothing was written)")
+    for flag, folder in folders.items():
+        claim_output(folder, COMMAND, flag, accept=lambda f, flag=flag: made_by_the_study(flag, f))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    for flag, path in (("--out", args.out), ("--report", args.report), ("--calibration-data", args.calibration_data)):
-        if path is not None and path.exists() and not path.is_dir():
-            print(f"gdro study lm: {flag} {path} is a file, not a folder: give a folder", file=sys.stderr)
-            return 2
+    from gdro_lab._validate import ConfigError
+    name = "quick" if args.quick else "small" if args.small else "default"
+    out = args.out or Path("runs") / ("lm-study" if name == "default" else f"lm-study-{name}")
+    report_dir = args.report or out / "report"
+    if args.calibration_data is not None:
+        folders = {"--calibration-data": args.calibration_data}
+    else:  # --report-only reads --out and writes only the report
+        folders = {"--report": report_dir} if args.report_only else {"--out": out, "--report": report_dir}
+    try:
+        claim_folders(folders)
+    except ConfigError as err:
+        print(f"gdro study lm: {err}", file=sys.stderr)
+        return 2
+    print("gdro study lm: writing to " + ", ".join(f"{folder} ({flag})" for flag, folder in folders.items()),
+          flush=True)
     from real_runs.lmstudy import pipeline, learning_study
 
-    cfg, name = ((learning_study.QUICK, "quick") if args.quick else (learning_study.SMALL, "small") if args.small
-                 else (learning_study.DEFAULT, "default"))
+    cfg = {"quick": learning_study.QUICK, "small": learning_study.SMALL, "default": learning_study.DEFAULT}[name]
     changes = {k: getattr(args, k) for k in ("seeds", "steps", "jobs") if getattr(args, k) is not None}
     cfg = dataclasses.replace(cfg, **changes)
     if args.slip_rate is not None:
@@ -78,8 +129,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         calibration_data(cfg, args.calibration_data, steps=args.steps or (6 if args.quick else 60))
         return 0
-    out = args.out or Path("runs") / ("lm-study" if name == "default" else f"lm-study-{name}")
-    report_dir = args.report or out / "report"
     try:
         path = pipeline.study_and_report(cfg, out, report_dir, setting=name, report_only=args.report_only)
     except (ValueError, OSError) as err:

@@ -166,6 +166,7 @@ WRITERS: dict[str, tuple[Callable[[Path, str], list[str]], bool]] = {
     "report": (lambda t, o: ["report", sim_run(t), "--out", o], False),
     "eval": (lambda t, o: ["eval", "--model", "tiny", "--benchmarks", "math500", "--limit", "1", "--k", "1",
                            "--out", o], True),
+    "study": (lambda t, o: ["study", "lm", "--quick", "--out", o], False),
 }
 
 CASES: list[Case] = []
@@ -362,7 +363,13 @@ TORCH_CASES = [
     Case("export OUT unwritable", lambda t: ["export", trained(t), UNWRITABLE], ("cannot be written",)),
     Case("export without OUT", lambda t: ["export", "run"], ("required: out", "(see gdro export --help)")),
     Case("export without arguments", lambda t: ["export"], ("required: source, out",)),
-    Case("study --out a file", lambda t: ["study", "lm", "--quick", "--out", "afile"], ("--out afile", "is a file")),
+    Case("study --report a user's folder", lambda t: ["study", "lm", "--quick", "--out", "o", "--report", "mine"],
+         ("--report mine", "gdro study did not write (report.md, 2 entries in all)")),
+    Case("study --report-only --report a user's folder",
+         lambda t: ["study", "lm", "--quick", "--report-only", "--out", "o", "--report", "mine"],
+         ("--report mine", "gdro study did not write")),
+    Case("study --calibration-data a user's folder", lambda t: ["study", "lm", "--quick", "--calibration-data", "mine"],
+         ("--calibration-data mine", "gdro study did not write (report.md, 2 entries in all)")),
     Case("study misspelt", lambda t: ["study", "lmm"], ("invalid choice: 'lmm'", "did you mean 'lm'")),
     Case("study --seeds 0", lambda t: ["study", "lm", "--seeds", "0"], ("argument --seeds", "(see gdro study --help)")),
     Case("Ctrl-C in eval", lambda t: WRITERS["eval"][0](t, "o"), ("gdro eval: interrupted", "no results"), rc=130,
