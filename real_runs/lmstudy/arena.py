@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from scipy import stats
 
 from real_runs.lmstudy import learning_study, tasks
 from real_runs.lmstudy.warmstart import WarmStartConfig
 from studykit.arena_settings import METHOD_SETTINGS
+from studykit.stats import mean_ci
+from studykit.tables import fmt, markdown_table
 
 ARENA = learning_study.StudyConfig(seeds=3, steps=60, prompts_per_step=16, eval_every=60, train_size=320, heldout_per_group=100,
                           warm=WarmStartConfig(steps=300, batch_size=64, warmup_steps=20, heldout_per_group=100,
@@ -191,23 +192,6 @@ def run_digest(run_dir: Path, cfg: learning_study.StudyConfig) -> dict[str, floa
     return out
 
 
-def mean_ci(values: np.ndarray) -> tuple[float, float]:
-    """Seed mean and 95% t half-width (NaN with fewer than 2 values)."""
-    v = np.asarray(values, float)
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        return (float(v.mean()) if v.size else float("nan")), float("nan")
-    return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
-
-
-def _fmt(mean: float, half: float, scale: float = 1.0, digits: int = 1) -> str:
-    return f"{mean * scale:.{digits}f}" + (f" ± {half * scale:.{digits}f}" if np.isfinite(half) else "")
-
-
 def summarize(cfg: learning_study.StudyConfig, runs: dict[tuple[str, float, int], Path], setting: str,
               lr_scales: tuple[float, ...] | None = None) -> dict[str, Any]:
     """Tuned-lr gains on the test half, compute and time per step: markdown and decision lines."""
@@ -243,7 +227,7 @@ def summarize(cfg: learning_study.StudyConfig, runs: dict[tuple[str, float, int]
             diff = (series(m, tuned[metric][m], f"test/{metric}", of=m)
                     - series("grpo", tuned[metric]["grpo"], f"test/{metric}", of=m))
             mean, half = gains[m][metric] = mean_ci(diff)
-            row.append(_fmt(mean, half, 100))
+            row.append(fmt(mean, half, digits=1, scale=100))
         row.append(f"{tuned['accuracy'][m]:g} / {tuned['accuracy']['grpo']:g}")
         gain_rows.append(row)
         s = {k: mean_ci(series(m, 1.0, k)) for k in ("zero_variance_frac", "compute/rollouts_generated",
@@ -251,12 +235,12 @@ def summarize(cfg: learning_study.StudyConfig, runs: dict[tuple[str, float, int]
                                                      "time/step", "time/controllers")}
         tokens_ratio = mean_ci(series(m, 1.0, "compute/tokens_generated", of=m) / base["compute/tokens_generated"])
         acc, worst = gains[m]["accuracy"], gains[m]["worst_group_accuracy"]
-        decision_rows.append(f"    {label:<26} {_fmt(acc[0], acc[1], 100):>16} {_fmt(worst[0], worst[1], 100):>20} "
-                             f"{_fmt(*s['zero_variance_frac'], 1, 3):>15} {s['compute/rollouts_generated'][0]:>9.0f} "
-                             f"{_fmt(*tokens_ratio, 1, 3):>14} {s['time/step'][0]:>7.2f}")
-        stat_rows.append([label, _fmt(*s["zero_variance_frac"], 1, 3), f"{s['compute/rollouts_generated'][0]:.0f}",
+        decision_rows.append(f"    {label:<26} {fmt(*acc, digits=1, scale=100):>16} "
+                             f"{fmt(*worst, digits=1, scale=100):>20} {fmt(*s['zero_variance_frac']):>15} "
+                             f"{s['compute/rollouts_generated'][0]:>9.0f} {fmt(*tokens_ratio):>14} {s['time/step'][0]:>7.2f}")
+        stat_rows.append([label, fmt(*s["zero_variance_frac"]), f"{s['compute/rollouts_generated'][0]:.0f}",
                           f"{s['compute/rollouts_trained'][0]:.0f}", f"{s['compute/tokens_generated'][0]:.0f}",
-                          _fmt(*tokens_ratio, 1, 3), f"{s['time/step'][0]:.2f}", f"{1000 * s['time/controllers'][0]:.1f}"])
+                          fmt(*tokens_ratio), f"{s['time/step'][0]:.2f}", f"{1000 * s['time/controllers'][0]:.1f}"])
     decision += decision_rows
     for metric, label in (("worst_group_accuracy", "worst-group held-out acc"), ("accuracy", "mean held-out acc")):
         above = [METHODS[m][0] for m in METHODS if m != "grpo" and gains[m][metric][0] - gains[m][metric][1] > 0]
@@ -280,12 +264,13 @@ def summarize(cfg: learning_study.StudyConfig, runs: dict[tuple[str, float, int]
                 "2,000 × 128), so the model starts weaker. Equal rollouts per step in every run; the tokens they "
                 "hold differ (tokens/step and its ratio to GRPO's): a method below 1 would gain further at equal "
                 "tokens.", "",
-                *_table(["method", "Δ mean held-out acc vs tuned GRPO (pp)", "Δ worst-group held-out acc vs tuned "
-                         "GRPO (pp)", "tuned lr: method / GRPO"], gain_rows), "",
+                *markdown_table(["method", "Δ mean held-out acc vs tuned GRPO (pp)", "Δ worst-group held-out acc vs "
+                                 "tuned GRPO (pp)", "tuned lr: method / GRPO"], gain_rows).splitlines(), "",
                 "Compute and time at lr scale 1 (means after the first pass; time measured on the shared machine, "
                 "provisional under load):", "",
-                *_table(["method", "zero-var share", "rollouts generated/step", "rollouts trained/step",
-                         "tokens generated/step", "tokens ÷ GRPO's", "s/step", "controllers ms/step"], stat_rows), ""]
+                *markdown_table(["method", "zero-var share", "rollouts generated/step", "rollouts trained/step",
+                                 "tokens generated/step", "tokens ÷ GRPO's", "s/step", "controllers ms/step"],
+                                stat_rows).splitlines(), ""]
     return {"markdown": markdown, "decision": decision, "gains": gains, "tuned_lr": tuned,
             "digests": {f"{m}|{lr:g}|{s}": d for (m, lr, s), d in digests.items()}}
 
