@@ -4,7 +4,7 @@ Each step follows docs/architecture.md: choose, plan, Bernoulli rollouts (with `
 token counts from a stream of their own), observe (the method's
 gdro_lab.step.MethodStep), a learner step on the kept groups, record. Exact evaluations go to eval.jsonl
 every ``eval_every`` steps, snapshots every ``snapshot_every`` steps, so ``resume_simulation`` continues
-bit-identically. Config: ``simulators.config``. Departure from the paper: the oracle allocator plans the
+bit-identically. Config: ``simulators.simulator_config``. Departure from the paper: the oracle allocator plans the
 next batch with the current batch's true variances, since it knows v, not the next batch's bins.
 The step in full: docs/simulator-notes.md#simulators-loop.
 """
@@ -26,13 +26,35 @@ from gdro_lab.functional import diagnostics as diag
 from gdro_lab.methods import get_method
 from gdro_lab.runformat.runlog import load_snapshot
 from gdro_lab.step import Outcome
-from simulators.config import SimConfig
+from simulators.simulator_config import SimConfig
 from simulators.learner import Learner
 from simulators.simulator_methods import GROUP_METHODS, build_controller
 from simulators.ppo_drift import surrogate_losses
 from simulators.world import BatchSampler, make_world, sample_lengths, sample_rollouts
 
 PRODUCER = "gdro-lab simulator"
+
+
+@dataclasses.dataclass(frozen=True)
+class EarlyStop:
+    """Early stopping's outcome for one step's rollouts: their tokens (None without lengths), their weights
+    (None without early stopping: every rollout counts) and the step's ``compute/*`` scalars of it."""
+
+    tokens_R: np.ndarray | None
+    weights_R: np.ndarray | None
+    scalars: dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Learned:
+    """The learner step on the trained groups: their prompts and counts, each one's update u, the shared
+    move (logged) and the forgetting it caused."""
+
+    index_P: np.ndarray
+    counts_P: np.ndarray
+    update_P: np.ndarray
+    delta_shared: float
+    forgetting: float
 
 
 class Simulation:
@@ -103,7 +125,9 @@ class Simulation:
         successes = sample_rollouts(self.rollout_rng, p, counts)
         noise = self.rollout_rng.standard_normal(successes.size) if cfg.world.score_noise > 0 else None
         tokens = sample_lengths(self.length_rng, p, counts, successes, cfg.world) if cfg.world.lengths else None
-        generated, p_batch, (tokens, weights, aborts) = counts, p, self._early_stop(tokens, counts)
+        stop = self._early_stop(tokens, counts)
+        tokens, weights, aborts = stop.tokens_R, stop.weights_R, stop.scalars
+        generated, p_batch = counts, p  # the whole batch's, for the record (early stopping may cut them below)
         self.step_index += 1  # every rollout generated is spent, whatever early stopping leaves
         self.rollouts_total += int(generated.sum())
         if tokens is not None:
@@ -130,44 +154,44 @@ class Simulation:
                                  tokens_R=None if tokens is None else tokens[rows])
         self.controller_seconds += time.perf_counter() - clock
         multipliers = outcome.multipliers_P
-        t_index, t_counts, update_P, forgetting = self._learn(outcome.train_P, index, counts, successes, p, noise,
-                                                              multipliers, weights)
-        self.rollouts_trained += int(t_counts.sum())
+        learned = self._learn(outcome.train_P, index, counts, successes, p, noise, multipliers, weights)
+        self.rollouts_trained += int(learned.counts_P.sum())
         if tokens is not None:
             self.tokens_trained += int(tokens[rows][np.repeat(outcome.train_P, counts)].sum())
         K = cfg.world.num_groups
-        self.signal_mass_K += np.bincount(self.world.group_P[t_index], weights=np.abs(update_P), minlength=K)
+        self.signal_mass_K += np.bincount(self.world.group_P[learned.index_P], weights=np.abs(learned.update_P),
+                                          minlength=K)
         self.multiplier_sum_K += np.bincount(groups, weights=multipliers, minlength=K)
         self.visits_K += np.bincount(groups, minlength=K)
         if not record:
             return None
-        scalars, rows_G = self._record(outcome, plan.bins_P, generated, variance_batch, p_batch, self._delta_shared,
-                                       forgetting)
+        scalars, rows_G = self._record(outcome, plan.bins_P, generated, variance_batch, p_batch, learned.delta_shared,
+                                       learned.forgetting)
         scalars.update(aborts)
         return scalars, rows_G
 
-    def _early_stop(self, lengths: np.ndarray | None, counts: np.ndarray
-                    ) -> tuple[np.ndarray | None, np.ndarray | None, dict[str, float]]:
-        """(tokens, weights, the step's compute/* of early stopping) of the step's rollouts under DUET's abort rule
+    def _early_stop(self, lengths: np.ndarray | None, counts: np.ndarray) -> EarlyStop:
+        """Tokens, weights and the step's compute/* of early stopping of the step's rollouts under DUET's abort rule
         (``abort_horizon`` > 0), or (lengths, None, {}) without it. A simulated rollout's answer marker is its last
         token (the answer ends it), so the rule cuts exactly the rollouts still running at horizon + grace. The
         draws come from a stream of their own; the tokens saved are exact here (the full lengths are known)."""
         cfg = self.config
         if lengths is None or not cfg.abort_horizon:
-            return lengths, None, {}
+            return EarlyStop(lengths, None, {})
         tokens, weights = duet.marker_gated_abort(lengths, lengths,
                                                   cfg.abort_horizon, cfg.abort_grace,
                                                   self.abort_rng.random(lengths.size), cfg.abort_keep_prob)
         saved = int((lengths - tokens).sum())
         self.rollouts_aborted += int(np.sum(weights == 0))
         self.tokens_saved += saved
-        return tokens, weights, {**duet.abort_scalars(counts, tokens, weights), "compute/tokens_saved": float(saved)}
+        return EarlyStop(tokens, weights, {**duet.abort_scalars(counts, tokens, weights),
+                                           "compute/tokens_saved": float(saved)})
 
     def _learn(self, train: np.ndarray, index: np.ndarray, counts: np.ndarray, successes: np.ndarray, p: np.ndarray,
                noise: np.ndarray | None, multipliers: np.ndarray, weights: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+               ) -> Learned:
         """The learner step on the groups the selector kept (the dropped ones were generated, not trained
-        on): (trained prompts, their counts, their updates u, forgetting). ``weights``: early stopping's."""
+        on). ``weights``: early stopping's."""
         cfg = self.config
         if not train.all():
             rows = np.repeat(train, counts)
@@ -178,8 +202,7 @@ class Simulation:
         delta_shared, delta_K, update_P = self.learner.step_direction(index, counts, gradient, multipliers, cfg.n_bar)
         noise_K = (self.rollout_rng.standard_normal(cfg.world.num_groups) if cfg.world.update_noise > 0 else None)
         forgetting = self.learner.apply(delta_shared, delta_K, index, update_P, noise_K)
-        self._delta_shared = float(delta_shared)  # for the step record
-        return index, counts, update_P, forgetting
+        return Learned(index, counts, update_P, float(delta_shared), forgetting)
 
     def _ids_of(self, index: np.ndarray) -> np.ndarray:
         return np.asarray(index, np.int64)  # the sampler's indices are the PromptIndex's
