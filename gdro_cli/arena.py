@@ -1,6 +1,6 @@
 """`gdro arena [--update-reports] [--quick] [--sim-only] [--out DIR] [--workers N] [--jobs N]`.
 
-The allocation arena's one command: the CPU LM study's arena (real_runs/lmstudy/arena.py, through
+The allocation arena's one command: the CPU LM study's arena (real_runs/lmstudy/lm_arena.py, through
 the real trainer) writes ``OUT/lm-arena.json``, then the simulator's arena (``gdro simulate arena``:
 five worlds and the paper-scale SE check, simulators/studies/allocation_arena.py) writes the report with both
 and prints the decision. Finished runs whose config did not change are reused by both parts, so a
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = "the simulator part" if args.sim_only else "the LM part (a line per run done), then the simulator part"
     print(f"gdro arena: writing to {args.out.resolve()} ({parts})", file=sys.stderr, flush=True)
     if not args.sim_only:
-        from real_runs.lmstudy.arena import main_arena
+        from real_runs.lmstudy.lm_arena import main_arena
         try:
             path = main_arena(args.out, quick=args.quick, jobs=args.jobs, seeds=args.lm_seeds, reuse_only=args.lm_reuse_only,
                               coarse=args.lm_grid == "coarse")

@@ -2,7 +2,7 @@
 
 Every field of ``gdro train``'s TrainConfig sections (real_runs/config.py: ``section.field=value`` on
 the command line or a ``[section]`` table of a TOML preset) and of the simulator's run and world
-(simulators/config.py SimConfig, simulators/world.py WorldConfig: ``--set world.field=value``) gets one
+(simulators/simulator_config.py SimConfig, simulators/world.py WorldConfig: ``--set world.field=value``) gets one
 row: its name, type, default and the docstring written under it in the code. ::
 
     python scripts/settings_reference.py           # rewrite docs/settings.md
@@ -100,7 +100,7 @@ def _summary(cls: type) -> str:
 
 def render() -> str:
     from real_runs.config import SECTIONS
-    from simulators.config import SimConfig
+    from simulators.simulator_config import SimConfig
     from simulators.world import WorldConfig
     from gdro_lab.controllers.registry import REGISTRY
     from simulators.knobs import CONTROLLER_NAMESPACES, RUN_FIELDS
@@ -124,7 +124,7 @@ def render() -> str:
         parts += ["", f"### `{name}`: {cls.__name__}", "", _summary(cls), "", table(cls, f"{name}.")]
     parts += [
         "",
-        "## The simulator (simulators/config.py, simulators/world.py)",
+        "## The simulator (simulators/simulator_config.py, simulators/world.py)",
         "",
         "`gdro simulate` sets the run's fields from its options (`--steps`, `--batch`, ...); the world's",
         "fields with `--set world.FIELD=VALUE` or a `[world]` table of `--config`.",

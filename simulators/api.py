@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
-from simulators.config import SimConfig
+from simulators.simulator_config import SimConfig
 from simulators.loop import run_simulation
 from simulators.world import WorldConfig
 

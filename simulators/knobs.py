@@ -144,7 +144,7 @@ def _world(world: WorldConfig, values: Mapping[str, Any]) -> WorldConfig:
 def validate(overrides: Mapping[str, Mapping[str, Any]]) -> None:
     """Build every overridden config once so a bad value fails before any run starts."""
     from gdro_lab.methods import get_method
-    from simulators.config import SimConfig
+    from simulators.simulator_config import SimConfig
     for method in ("joint", "gdro_prompt", "knapsack", "vip", "duet", "cero"):
         config = apply(SimConfig(method=method), overrides)
         cfgs = config.controller_configs()

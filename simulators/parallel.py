@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from gdro_lab import read_run
-from simulators.config import SimConfig
+from simulators.simulator_config import SimConfig
 from simulators.loop import run_simulation
 
 #: Step scalars kept in summaries (the rest stay in the run directory).

@@ -1,5 +1,5 @@
 """Settings a method brings to every arena run of it beyond its controllers, shared by the simulator's arena
-(``simulators.studies.allocation_arena``) and the CPU LM study's (``real_runs.lmstudy.arena``)."""
+(``simulators.studies.allocation_arena``) and the CPU LM study's (``real_runs.lmstudy.lm_arena``)."""
 
 from __future__ import annotations
 

@@ -151,7 +151,7 @@ class Settings:
 def sim_config(settings: Settings, world: dict[str, Any], method: str, seed: int, lr_scale: float) -> Any:
     """One simulated run of the prediction (Adam: Prompt-GDRO's weights renormalised to mean 1 per batch)."""
     from gdro_lab.methods import get_method
-    from simulators.config import SimConfig
+    from simulators.simulator_config import SimConfig
     from simulators.world import WorldConfig
 
     values = dict(world)

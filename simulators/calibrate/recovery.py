@@ -29,7 +29,7 @@ from simulators.calibrate import dynamics as stage2
 from simulators.calibrate.calibration import Plan, calibrate
 from simulators.calibrate.initial_difficulty import SuccessCounts
 from simulators.calibrate.observe import Sweep, SweepRun
-from simulators.config import SimConfig
+from simulators.simulator_config import SimConfig
 from simulators.loop import Simulation
 from simulators.world import WorldConfig
 

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy import stats as sps
 
-from simulators.config import SimConfig
+from simulators.simulator_config import SimConfig
 from simulators.parallel import RunSummary, run_jobs
 from simulators.reporting import prepare_output
 from simulators.studies.common import StudySettings, final_eval, sim_config

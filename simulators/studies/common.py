@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from gdro_lab import ConfigError
-from simulators.config import SimConfig
+from simulators.simulator_config import SimConfig
 from simulators.parallel import Job, RunSummary
 from simulators.world import WorldConfig
 from studykit.lrgrid import sqrt2_grid

@@ -52,7 +52,7 @@ SELECTORS = ("dynamic_sampling", "greso")
 BASE_GRID = (0.5, 0.707106781187, 1.0, 1.41421356237, 2.0)  # studykit.lrgrid.sqrt2_grid(0.5, 2)
 LM_METHODS = METHODS[:-1]  # the LM part has no oracle
 LM_SCALES = (0.5, 0.707106781187, 1.0, 1.41421356237, 2.0)
-#: The trainer's method fields of each LM method (real_runs/lmstudy/arena.py's METHODS).
+#: The trainer's method fields of each LM method (real_runs/lmstudy/lm_arena.py's METHODS).
 LM_METHOD_FIELDS = {"rollout_gdro": {"name": "rollout_gdro"}, "gdro_prompt": {"allocator": "gdro_prompt"},
                     "knapsack": {"allocator": "knapsack"}, "knapsack_code": {"name": "knapsack_code"},
                     "vip": {"allocator": "vip"}, "duet": {"allocator": "duet"}, "cero": {"allocator": "cero"},

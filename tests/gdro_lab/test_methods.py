@@ -73,7 +73,7 @@ def test_the_simulator_and_gdro_train_resolve_a_method_alike() -> None:
     """The same method, box, bins and user overrides give the same configs in the simulator and in gdro train."""
     pytest.importorskip("scipy")
     from real_runs.config import MethodConfig
-    from simulators.config import SimConfig
+    from simulators.simulator_config import SimConfig
 
     for name in ("prompt_gdro", "rollout_gdro", "joint", "knapsack", "greso"):
         sim = SimConfig(method=name, num_bins=5, n_bar=4, n_min=2, n_max=8, weighter={"eta": 0.3})

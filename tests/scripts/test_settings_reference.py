@@ -25,7 +25,7 @@ def test_the_page_matches_the_code(capsys):
 def test_every_field_has_a_row_with_its_docstring():
     """Reference: dataclasses.fields of every section, and each field's docstring read from the source."""
     from real_runs.config import SECTIONS
-    from simulators.config import SimConfig
+    from simulators.simulator_config import SimConfig
     from simulators.world import WorldConfig
     from gdro_lab.controllers.registry import REGISTRY
     from simulators.knobs import CONTROLLER_NAMESPACES

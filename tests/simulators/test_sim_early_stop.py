@@ -13,7 +13,7 @@ import pytest
 
 from gdro_lab import ConfigError, MethodStep, read_run
 from simulators import loop
-from simulators.config import SimConfig
+from simulators.simulator_config import SimConfig
 from simulators.learner import Learner
 from simulators.loop import Simulation, resume_simulation, run_simulation
 from simulators.world import WorldConfig, make_world, sample_lengths

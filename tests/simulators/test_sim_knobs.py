@@ -13,7 +13,7 @@ from gdro_lab import ConfigError
 from gdro_lab.controllers.registry import REGISTRY
 from gdro_lab.methods import METHODS
 from simulators import cli, knobs
-from simulators.config import SimConfig
+from simulators.simulator_config import SimConfig
 from simulators.studies.tuning import best_lr
 
 

@@ -14,7 +14,7 @@ from scipy.stats import norm
 
 from gdro_lab import read_run
 from simulators import loop
-from simulators.config import SimConfig
+from simulators.simulator_config import SimConfig
 from simulators.loop import Simulation, resume_simulation, run_simulation
 from simulators.world import WorldConfig, length_log_mu, mean_length, sample_lengths
 

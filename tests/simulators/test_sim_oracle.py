@@ -60,7 +60,7 @@ def test_the_prompt_oracle_plans_each_batch_on_its_own_true_success_rates(monkey
     it plans, at the learner's state of that step (the truth handed over before the plan), by value."""
     from gdro_lab.allocation.prompt_oracle import oracle_plan
     from gdro_lab.step import MethodStep
-    from simulators.config import SimConfig
+    from simulators.simulator_config import SimConfig
     from simulators.loop import Simulation
     from simulators.world import WorldConfig
 

@@ -7,7 +7,7 @@ import pytest
 from scipy.special import expit
 
 from gdro_lab.functional.grpo import group_mean, grpo_advantages
-from simulators.config import SimConfig
+from simulators.simulator_config import SimConfig
 from simulators.learner import Learner
 from simulators.loop import Simulation
 from simulators.ppo_drift import surrogate_losses

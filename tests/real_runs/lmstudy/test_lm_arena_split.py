@@ -3,16 +3,16 @@ each skill in drawn order, each half its own benchmark per skill (the trainer gr
 
 from __future__ import annotations
 
-from real_runs.lmstudy import arena, learning_study, tasks
+from real_runs.lmstudy import lm_arena, learning_study, tasks
 
 
 def test_val_and_test_halves_alternate_within_each_skill() -> None:
     cfg = learning_study.QUICK
-    records = arena.eval_records(cfg)
+    records = lm_arena.eval_records(cfg)
     heldout = tasks.heldout_split(cfg.task_config())
     skills = sorted({p.source for p in heldout})
     assert sorted(records) == sorted(f"{s}/{half}" for s in skills for half in ("val", "test"))
-    assert arena.skills(cfg) == skills
+    assert lm_arena.skills(cfg) == skills
     for skill in skills:
         drawn = [p.id for p in heldout if p.source == skill]  # by hand: even positions val, odd test
         assert [p.id for p in records[f"{skill}/val"]] == drawn[0::2]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from real_runs.lmstudy import arena, learning_study
+from real_runs.lmstudy import lm_arena, learning_study
 
 
 def digest(val: float, test: float, tokens: float = 100.0) -> dict[str, float]:
@@ -21,8 +21,8 @@ def digest(val: float, test: float, tokens: float = 100.0) -> dict[str, float]:
 
 
 def test_gains_are_paired_over_the_seeds_a_method_shares_with_grpo(monkeypatch) -> None:
-    monkeypatch.setattr(arena, "LR_SCALES", (0.5, 1.0))
-    monkeypatch.setattr(arena, "METHODS", {"grpo": ("GRPO", {}), "knapsack": ("Knapsack-RL", {"allocator": "knapsack"})})
+    monkeypatch.setattr(lm_arena, "LR_SCALES", (0.5, 1.0))
+    monkeypatch.setattr(lm_arena, "METHODS", {"grpo": ("GRPO", {}), "knapsack": ("Knapsack-RL", {"allocator": "knapsack"})})
     table = {}
     for s, (g_test, k_test) in enumerate([(0.30, 0.36), (0.40, 0.41), (0.20, 0.0)]):
         table[("grpo", 0.5, s)] = digest(0.1, 0.0)          # GRPO's val is best at lr 1
@@ -30,9 +30,9 @@ def test_gains_are_paired_over_the_seeds_a_method_shares_with_grpo(monkeypatch) 
         if s < 2:                                            # knapsack: seeds 0 and 1 only
             table[("knapsack", 0.5, s)] = digest(0.6, k_test, tokens=90.0)   # best on val at lr 0.5
             table[("knapsack", 1.0, s)] = digest(0.2, 0.0, tokens=90.0)
-    monkeypatch.setattr(arena, "run_digest", lambda path, cfg: table[path])
+    monkeypatch.setattr(lm_arena, "run_digest", lambda path, cfg: table[path])
     runs = {key: key for key in table}
-    out = arena.summarize(learning_study.QUICK, runs, "test")  # type: ignore[arg-type]
+    out = lm_arena.summarize(learning_study.QUICK, runs, "test")  # type: ignore[arg-type]
     assert out["tuned_lr"]["accuracy"] == {"grpo": 1.0, "knapsack": 0.5}
     diff = np.array([0.36 - 0.30, 0.41 - 0.40])              # seeds 0, 1 only (seed 2 has no knapsack run)
     half = stats.t.ppf(0.975, 1) * diff.std(ddof=1) / np.sqrt(2)
@@ -43,22 +43,22 @@ def test_gains_are_paired_over_the_seeds_a_method_shares_with_grpo(monkeypatch) 
 
 def test_reuse_only_needs_a_finished_grpo(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no finished GRPO"):
-        arena.run_arena(learning_study.QUICK, tmp_path, log=lambda _: None, reuse_only=True)
+        lm_arena.run_arena(learning_study.QUICK, tmp_path, log=lambda _: None, reuse_only=True)
 
 
 @pytest.mark.parametrize("coarse,seeds,setting,scales", [
-    (False, None, "full setting", arena.LR_SCALES),
-    (True, None, "reduced setting, lr steps of 2x", arena.COARSE_SCALES),
-    (False, 2, "reduced setting, 2 seeds instead of 3", arena.LR_SCALES)])
+    (False, None, "full setting", lm_arena.LR_SCALES),
+    (True, None, "reduced setting, lr steps of 2x", lm_arena.COARSE_SCALES),
+    (False, 2, "reduced setting, 2 seeds instead of 3", lm_arena.LR_SCALES)])
 def test_the_full_setting_is_the_sqrt2_grid_and_three_seeds(tmp_path: Path, monkeypatch, coarse, seeds, setting,
                                                             scales) -> None:
     """The default grid is the simulator's sqrt(2) steps over [0.5, 2]; `--lm-grid coarse` or fewer seeds is a
     reduced setting, named in the report, and every run and the summary use the chosen grid."""
     seen: dict[str, object] = {}
-    monkeypatch.setattr(arena, "run_arena", lambda cfg, out, log, reuse_only, lr_scales: seen.update(
+    monkeypatch.setattr(lm_arena, "run_arena", lambda cfg, out, log, reuse_only, lr_scales: seen.update(
         run=lr_scales, seeds=cfg.seeds) or {"runs": {}, "seconds": 0.0})
-    monkeypatch.setattr(arena, "summarize", lambda cfg, runs, text, lr_scales: seen.update(
+    monkeypatch.setattr(lm_arena, "summarize", lambda cfg, runs, text, lr_scales: seen.update(
         summary=lr_scales, setting=text) or {})
-    arena.main_arena(tmp_path, seeds=seeds, coarse=coarse, log=lambda _: None)
+    lm_arena.main_arena(tmp_path, seeds=seeds, coarse=coarse, log=lambda _: None)
     assert seen == {"run": scales, "summary": scales, "seeds": seeds or 3, "setting": setting}
-    assert arena.LR_SCALES == pytest.approx([2.0 ** (k / 2) for k in range(-2, 3)])
+    assert lm_arena.LR_SCALES == pytest.approx([2.0 ** (k / 2) for k in range(-2, 3)])

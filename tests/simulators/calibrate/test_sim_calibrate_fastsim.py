@@ -7,7 +7,7 @@ import pytest
 from scipy.special import expit
 
 from simulators.calibrate.fastsim import run_grpo
-from simulators.config import SimConfig
+from simulators.simulator_config import SimConfig
 from simulators.loop import Simulation
 from simulators.world import WorldConfig
 

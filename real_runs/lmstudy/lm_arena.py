@@ -4,8 +4,8 @@ Same model, warm start, tasks, loss and reward as ``gdro study lm``; each method
 ``method.allocator`` / ``method.selector``. Equal compute (prompts_per_step x n_bar rollouts per step);
 every method at its own best lr scale from LR_SCALES chosen on **val**, reported on **test**, paired by
 seed. Reduced setting ``ARENA``, stated in the report. Writes ``lm-arena.json`` and reuses unchanged
-finished runs. The setting: docs/lm-study-notes.md#real_runs-lmstudy-arena; cost per step:
-docs/benchmarks.md#real_runs-lmstudy-arena.
+finished runs. The setting: docs/lm-study-notes.md#real_runs-lmstudy-lm_arena; cost per step:
+docs/benchmarks.md#real_runs-lmstudy-lm_arena.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ SPLITS = ("val", "test")
 
 def eval_records(cfg: learning_study.StudyConfig) -> dict[str, list[Any]]:
     """Held-out problems as benchmarks ``lmstudy_{skill}/val`` and ``lmstudy_{skill}/test``, alternating
-    within each skill. Not ``tasks.heldout_halves``' split: docs/lm-study-notes.md#real_runs-lmstudy-arena.
+    within each skill. Not ``tasks.heldout_halves``' split: docs/lm-study-notes.md#real_runs-lmstudy-lm_arena.
     """
     by_skill: dict[str, list[Any]] = {}
     for problem in tasks.heldout_split(cfg.task_config()):
