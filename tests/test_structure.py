@@ -20,7 +20,10 @@ importing it: every ``import`` and ``from ... import`` at any depth (inside func
   owner); the circles already broken (:data:`BROKEN_CIRCLES`: issue 19's simulators/learner.py <->
   world.py and real_runs/lmstudy/slips.py <-> warmstart.py, and the app's two) must never return;
 - inside ``apps/`` (:data:`APPS_LAYERS`): ``apps/data/`` imports no Streamlit, no altair and neither
-  the views nor the report; ``apps/report/`` imports no Streamlit, no altair and no view.
+  the views nor the report; ``apps/report/`` imports no Streamlit, no altair and no view;
+- one name, one meaning: no two modules of the shipped packages share a base name (but the app's page
+  scripts and :data:`SHARED_NAMES`), and the core never names the simulator's own methods or controllers
+  (:func:`simulator_only_names`: they are registered by the simulator).
 """
 
 from __future__ import annotations
@@ -567,3 +570,122 @@ def test_the_entry_point_check_can_fail(tmp_path: Path) -> None:
     assert library_imports_of_cli(tmp_path, PLANTED_PACKAGES) == [
         "real_runs/back_up.py imports gdro_cli/args.py", "real_runs/verl/cpu.py imports real_runs/verl/main.py",
         "simulators/late.py imports simulators/run.py", "simulators/lib.py imports simulators/run.py"]
+
+
+# ----------------------------------------------------------------------------- names
+
+#: Module base names that may repeat in the shipped packages, each one meaning wherever it occurs; any
+#: other name two modules share fails :func:`test_no_two_modules_share_a_name` (name the new one for what it is).
+SHARED_NAMES = {
+    "__init__": "a package's own file",
+    "__main__": "python -m PACKAGE",
+    "cli": "a part's command line: its parser and main (an entry point, see cli_modules)",
+    "main": "an entry point's main: gdro_cli/main.py (gdro) and real_runs/verl/main.py (verl's launcher)",
+}
+
+
+def app_pages(root: Path) -> set[str]:
+    """The app's page scripts (apps/streamlit_app.py's ``PAGES``, files of apps/views/): Streamlit runs each
+    by its path (``st.Page``) and nothing imports it, so a page is named by its URL and may share the name of
+    the data module it shows (apps/views/study.py shows apps/data/study.py)."""
+    path = root / "apps" / "streamlit_app.py"
+    if not path.exists():
+        return set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    pages = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == "PAGES" for t in node.targets))
+    assert isinstance(pages, ast.Tuple)
+    return {f"apps/views/{page.elts[0].value}" for page in pages.elts
+            if isinstance(page, ast.Tuple) and isinstance(page.elts[0], ast.Constant)}
+
+
+def shared_module_names(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, list[str]]:
+    """Base name -> files, for each name that two or more modules of ``packages`` share (the app's pages and
+    :data:`SHARED_NAMES` left out)."""
+    pages = app_pages(root)
+    files: dict[str, list[str]] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel not in pages and path.stem not in SHARED_NAMES:
+                files.setdefault(path.stem, []).append(rel)
+    return {name: found for name, found in sorted(files.items()) if len(found) > 1}
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """One name, one meaning: the core's sqrt_law, difficulty, methods and rollout Plan have no namesakes in
+    the simulator or the studies (a repeated name is allowed only in :data:`SHARED_NAMES`, each with its reason)."""
+    assert shared_module_names(ROOT) == {}
+    assert {"apps/views/study.py", "apps/views/sweep.py", "apps/views/config.py"} <= app_pages(ROOT)
+    assert all(reason.strip() for reason in SHARED_NAMES.values())
+
+
+def simulator_only_names(root: Path) -> set[str]:
+    """The simulator's own methods and controllers, read from its source (simulators/simulator_methods.py):
+    the names of ``SIMULATOR_METHODS`` and the keys of ``LOCAL_CONTROLLERS``."""
+    tree = ast.parse((root / "simulators" / "simulator_methods.py").read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else \
+            node.targets[0] if isinstance(node, ast.Assign) else None
+        if not isinstance(target, ast.Name) or node.value is None:
+            continue
+        if target.id == "SIMULATOR_METHODS" and isinstance(node.value, ast.Tuple):
+            names |= {call.args[0].value for call in node.value.elts if isinstance(call, ast.Call)
+                      and call.args and isinstance(call.args[0], ast.Constant)}
+        if target.id == "LOCAL_CONTROLLERS" and isinstance(node.value, ast.Dict):
+            names |= {key.value for inner in node.value.values if isinstance(inner, ast.Dict)
+                      for key in inner.keys if isinstance(key, ast.Constant)}
+    return names
+
+
+def core_mentions(root: Path, names: set[str]) -> list[str]:
+    """'file:line name' for each string, identifier, attribute, argument or definition of the core
+    (gdro_lab/) that is one of ``names``; prose that mentions one (a docstring, a comment) is no mention."""
+    found = []
+    for path in sorted((root / "gdro_lab").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            words = {ast.Constant: lambda n: [n.value], ast.Name: lambda n: [n.id], ast.Attribute: lambda n: [n.attr],
+                     ast.arg: lambda n: [n.arg], ast.keyword: lambda n: [n.arg],
+                     ast.FunctionDef: lambda n: [n.name], ast.ClassDef: lambda n: [n.name]}
+            for word in words.get(type(node), lambda n: [])(node):
+                if isinstance(word, str) and word in names:
+                    found.append(f"{rel}:{getattr(node, 'lineno', 0)} {word}")
+    return sorted(set(found))
+
+
+def test_the_core_never_names_a_simulator_only_method() -> None:
+    """The simulator registers its references (they need the world's truth) through the core's public
+    registration; the core's table, registry and step never name them."""
+    names = simulator_only_names(ROOT)
+    assert {"class_gdro", "sqrt_oracle", "prompt_oracle", "prompt_bayes", "prompt_stale"} <= names
+    assert core_mentions(ROOT, names) == []
+
+
+def test_the_name_checks_can_fail(tmp_path: Path) -> None:
+    """Two modules of one name in two parts fail (a page beside its data module, and cli.py / __init__.py
+    anywhere, do not); a core table or registry naming the simulator's method or controller fails, prose does not."""
+    plant(tmp_path, {
+        "gdro_lab/allocation/sqrt_law.py": "X = 1\n",
+        "simulators/studies/sqrt_law.py": "X = 2\n",
+        "real_runs/lmstudy/plan.py": "X = 3\n",
+        "simulators/calibrate/plan.py": "X = 4\n",
+        "simulators/cli.py": "", "real_runs/lmstudy/cli.py": "", "simulators/__init__.py": "", "apps/__init__.py": "",
+        "apps/streamlit_app.py": 'PAGES = (("study.py", "Study", "", "study", True),)\n',
+        "apps/views/study.py": "", "apps/data/study.py": "", "apps/views/ui.py": "", "apps/data/ui.py": "",
+        "simulators/simulator_methods.py": 'SIMULATOR_METHODS = (MethodSpec("prompt_oracle", "x", allocator="prompt_oracle"),)\n'
+                                           'LOCAL_CONTROLLERS: dict = {"allocator": {"prompt_bayes": object}}\n',
+        "gdro_lab/methods.py": '"""Not prompt_oracle: the simulator registers it."""\n'
+                               'METHODS = {"grpo": 1, "prompt_oracle": 2}\n',
+        "gdro_lab/controllers/registry.py": "# prompt_bayes lives in the simulator\n"
+                                            "def build(name, prompt_bayes=None):\n    return prompt_bayes\n",
+    })
+    assert shared_module_names(tmp_path, ("gdro_lab", "simulators", "real_runs", "apps")) == {
+        "plan": ["simulators/calibrate/plan.py", "real_runs/lmstudy/plan.py"],
+        "sqrt_law": ["gdro_lab/allocation/sqrt_law.py", "simulators/studies/sqrt_law.py"],
+        "ui": ["apps/data/ui.py", "apps/views/ui.py"]}
+    assert simulator_only_names(tmp_path) == {"prompt_oracle", "prompt_bayes"}
+    assert core_mentions(tmp_path, {"prompt_oracle", "prompt_bayes"}) == [
+        "gdro_lab/controllers/registry.py:2 prompt_bayes", "gdro_lab/controllers/registry.py:3 prompt_bayes",
+        "gdro_lab/methods.py:2 prompt_oracle"]
