@@ -457,7 +457,6 @@ MAIN_BLOCKS = {
                                              "the recovery tests",
     "simulators/calibrate/lmcompare.py": "a study documented in docs/calibration.md (and timed in docs/benchmarks.md)",
     "simulators/calibrate/recovery.py": "a study documented in docs/calibration.md (and timed in docs/benchmarks.md)",
-    "simulators/findings.py": "prints docs/simulator-findings.md's findings tables; the docs test imports the tables",
     "studykit/provenance.py": "prints a report's source digest (docs/toy-studies.md); the studies import it",
 }
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
-from simulators.findings import answer_table, claims_table, dispersion_rows, tables
-
 ROOT = Path(__file__).resolve().parents[2]
+_SPEC = importlib.util.spec_from_file_location("simulator_findings", ROOT / "scripts" / "simulator_findings.py")
+assert _SPEC is not None and _SPEC.loader is not None
+findings = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(findings)
+answer_table, claims_table, dispersion_rows, tables = (findings.answer_table, findings.claims_table,
+                                                       findings.dispersion_rows, findings.tables)
 
 
 def _decision(gain: float, half: float) -> dict:
@@ -57,11 +62,11 @@ def test_docs_findings_tables_match_the_committed_reports() -> None:
     docs = (ROOT / "docs" / "simulator-findings.md").read_text(encoding="utf-8")
     for name, table in tables(ROOT / "reports").items():
         assert table.count("\n") >= 3, name
-        assert table in docs, f"docs/simulator-findings.md's {name} table is stale: paste `python -m simulators.findings`"
+        assert table in docs, f"docs/simulator-findings.md's {name} table is stale: paste `python scripts/simulator_findings.py`"
 
 
 def test_claims_map_lists_every_claim_against_every_study(tmp_path: Path) -> None:
-    from simulators.findings import claims_map
+    claims_map = findings.claims_map
     from studykit.claims import CLAIMS
     (tmp_path / "surrogate").mkdir()
     (tmp_path / "surrogate" / "summary.json").write_text(json.dumps({"claims": [
