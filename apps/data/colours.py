@@ -4,7 +4,7 @@ The paper's methods have fixed hues (:data:`METHOD_COLOURS`), any other a slot o
 by a hash of its name; a method's groups (:func:`group_colours`) or runs (:func:`run_colours`) get one
 lightness each. Lines of many groups (:func:`group_styles`) get one of :data:`MAX_STYLES` styles, a
 colour and a dash told apart on a chart, beyond that the top k and one muted "others" style.
-No Streamlit, no altair here. Detail: docs/app-notes.md#apps-data-colours.
+No Streamlit, no altair here. Detail: docs/app-data-notes.md#apps-data-colours.
 """
 
 from __future__ import annotations

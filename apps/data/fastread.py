@@ -3,7 +3,7 @@
 :func:`read_run_fast` returns the same :class:`~gdro_lab.runformat.runlog.RunData` as
 ``gdro_lab.runformat.runlog.read_run`` and falls back to it for anything it does not handle exactly
 alike; ``tests/apps/data/test_app_fastread.py`` checks that both readers give identical runs.
-Detail: docs/app-notes.md#apps-data-fastread; speed: docs/benchmarks.md#apps-data-fastread.
+Detail: docs/app-data-notes.md#apps-data-fastread; speed: docs/benchmarks.md#apps-data-fastread.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _parse_steps(raw: bytes, num_bins: int) -> tuple[np.ndarray, dict[str, np.nd
 
 def _read_table(body: bytes) -> pa.Table:
     """The lines as an arrow table, checked in full (pyarrow 26's invalid list offsets:
-    docs/app-notes.md#apps-data-fastread).
+    docs/app-data-notes.md#apps-data-fastread).
     """
     options = pa_json.ReadOptions(use_threads=False, block_size=BLOCK_BYTES)
     table = pa_json.read_json(pa.BufferReader(body), read_options=options)

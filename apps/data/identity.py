@@ -4,7 +4,7 @@ A run's **method** is ``method`` or ``method.name`` (else ``name``) of its ``con
 ``seed`` or ``train.seed``; runs that agree on every key but seeds and :data:`BOOKKEEPING` are one
 *group*, labelled by the keys that differ (:func:`auto_keys`, or ``keys`` of :func:`group_runs`), never
 by a hash; colours from :mod:`apps.data.colours`. No Streamlit, no altair. How keys are picked:
-docs/app-notes.md#apps-data-identity.
+docs/app-data-notes.md#apps-data-identity.
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ def group_runs(configs: Mapping[str, Mapping[str, Any]], keys: Sequence[str] | N
     that differ *within it* (:func:`auto_keys`), after its study's name (``study: grpo lr×1``). Chosen
     ``keys`` group every run together. A group's label is the method and ``name=value`` per other key;
     its method is its runs' common method ("" if several). Runs sharing a label and a seed are told
-    apart by their folder. The rules in full: docs/app-notes.md#apps-data-identity.
+    apart by their folder. The rules in full: docs/app-data-notes.md#apps-data-identity.
     """
     flats = {label: flatten(config) for label, config in configs.items()}
     methods = {label: _method_in(flat, fallback=_folder_method(label)) for label, flat in flats.items()}

@@ -3,7 +3,7 @@
 :func:`run_info` reads ``meta.json``, ``config.json`` and the last line of ``steps.jsonl``; steps are
 read later by the page that draws them. A folder with a ``meta.json`` that cannot be read is kept with a
 one-line ``problem``, never hidden. Cached on the three files' mtime and size. No Streamlit here.
-Detail: docs/app-notes.md#apps-data-listing; speed: docs/benchmarks.md#apps-data-listing.
+Detail: docs/app-data-notes.md#apps-data-listing; speed: docs/benchmarks.md#apps-data-listing.
 """
 
 from __future__ import annotations

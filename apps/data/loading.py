@@ -3,7 +3,7 @@
 Runs are read with :func:`apps.data.fastread.read_run_fast` (same :class:`RunData` and errors as
 ``read_run``) and kept in :data:`RUN_CACHE`, keyed on the folder and :func:`run_signature`, so a growing
 run is read again and an unchanged one once per server. No Streamlit here. Detail:
-docs/app-notes.md#apps-data-loading.
+docs/app-data-notes.md#apps-data-loading.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def assigned_counts(run: RunData) -> np.ndarray | None:
 def mask_unassigned(run: RunData) -> RunData:
     """The run with null shares on steps where no prompt is in any bin yet (returns the same object).
 
-    Those zeros are not data (docs/app-notes.md#apps-data-loading); the run's files are not touched.
+    Those zeros are not data (docs/app-data-notes.md#apps-data-loading); the run's files are not touched.
     """
     assigned = assigned_counts(run)
     if assigned is None or "share" not in run.bins or run.steps.size == 0:
@@ -256,7 +256,7 @@ class RunCache:
 
     Shared by every session of a server (runs are never modified after loading). A run whose files
     changed has a new signature and is read again; read errors are not cached. Bounded in runs and in
-    bytes (:func:`run_bytes`; the bounds: docs/app-notes.md#apps-data-loading).
+    bytes (:func:`run_bytes`; the bounds: docs/app-data-notes.md#apps-data-loading).
     """
 
     def __init__(self, max_entries: int = 512, max_bytes: int = 2 << 30) -> None:

@@ -3,7 +3,7 @@
 One JSON file in the app's state folder (``$GDRO_APP_STATE``, else ``$XDG_STATE_HOME/gdro-lab``,
 else ``~/.local/state/gdro-lab``), keyed by the run folder's absolute path; atomic writes; an
 unreadable file counts as no pins and is not overwritten. No Streamlit here. Format:
-docs/app-notes.md#apps-data-pins.
+docs/app-data-notes.md#apps-data-pins.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Evaluation names are those of :mod:`real_runs.eval_metrics` (``{bench}/mean@{k}``, ... with
 ``_lo`` / ``_hi``); step times the ``time/*`` scalars and ``perf/tokens_per_s``. No Streamlit here.
-The names in full: docs/app-notes.md#apps-data-realrun.
+The names in full: docs/app-data-notes.md#apps-data-realrun.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def elapsed_seconds(run: RunData) -> np.ndarray | None:
     """Seconds since the run started at each logged step, or None when the run logs no step times.
 
     ``time/elapsed`` (or ``wall_time``) when logged, else the running sum of ``time/step`` + ``time/eval``
-    (docs/app-notes.md#apps-data-realrun).
+    (docs/app-data-notes.md#apps-data-realrun).
     """
     for name in ("time/elapsed", "wall_time"):
         if curriculum.has_scalar(run, name):

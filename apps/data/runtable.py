@@ -39,7 +39,7 @@ def run_table(infos: Sequence[RunInfo], grouping: Grouping, all_config: bool = F
     step, the tail average when ``tails`` gives it (run label -> value), the user's tags, and
     config columns: the dotted keys of one producer (``producer``; None: every run's keys) whose values
     differ between its runs (every key when ``all_config``), seeds included; other producers' runs are
-    blank there (why one producer: docs/app-notes.md#apps-data-runtable)."""
+    blank there (why one producer: docs/app-data-notes.md#apps-data-runtable)."""
     flats = {info.label: flat_config(info.config) for info in infos}
     keys = config_keys(infos, producer, all_config, flats)
     columns = BASE_COLUMNS + ([TAIL_COLUMN] if tails is not None else []) + ["tags"]
@@ -166,7 +166,7 @@ def markdown_table(table: pd.DataFrame) -> str:
     """``table`` as a GitHub-flavoured Markdown table for ``st.markdown``: text cells and column
     names escaped (:func:`markdown_text`; a line break becomes a space), floats to 4 significant
     digits, missing values blank, numeric columns right-aligned (the landing page's tables; why not
-    ``st.table``: docs/app-notes.md#apps-data-runtable)."""
+    ``st.table``: docs/app-data-notes.md#apps-data-runtable)."""
     def cell(value: Any) -> str:
         if value is None or (np.ndim(value) == 0 and pd.isna(value)):
             return ""

@@ -4,7 +4,7 @@
 ``count``, ``seconds``, ``other``), :func:`y_domain` (at least :data:`MIN_SPAN` of the natural scale,
 never outside the natural range), :func:`colour_domain` (anchored at natural scales) and
 :func:`heatmap_domain` (a heatmap's scale in the app and in ``gdro report``). No Streamlit
-here. Why each: docs/app-notes.md#apps-data-scales.
+here. Why each: docs/app-data-notes.md#apps-data-scales.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def y_domain(values: np.ndarray, bounds: tuple[float, float] = (-math.inf, math.
     """An axis range for ``values`` (every series and band of a chart, all columns that share it).
 
     At least :data:`MIN_SPAN` of the natural scale, padded by :data:`PAD`, inside ``bounds``, with 0 when
-    ``zero``; None when there is no finite value. The rule: docs/app-notes.md#apps-data-scales.
+    ``zero``; None when there is no finite value. The rule: docs/app-data-notes.md#apps-data-scales.
     """
     finite = np.asarray(values, dtype=float)
     finite = finite[np.isfinite(finite)]

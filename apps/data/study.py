@@ -2,7 +2,7 @@
 
 Per group and step: the mean over seeds ± t_{0.975, S-1} · sd / sqrt(S) (ddof=1, S = seeds logging
 that step), clipped to :func:`apps.data.scales.natural_range`; NaN with one seed. The same interval as
-the simulator's study reports. No Streamlit here. Detail: docs/app-notes.md#apps-data-study.
+the simulator's study reports. No Streamlit here. Detail: docs/app-data-notes.md#apps-data-study.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def band_frame(methods: Sequence[Method], metric: str, centre: str = "mean", int
 
     ``centre``: ``mean`` or ``median``; ``interval``: one of :data:`INTERVALS`, clipped to the metric's
     natural range, NaN where fewer than ``min_seeds`` seeds log the step. Columns: step, method (the
-    group's label), value, lo, hi, n. The intervals: docs/app-notes.md#apps-data-study.
+    group's label), value, lo, hi, n. The intervals: docs/app-data-notes.md#apps-data-study.
     """
     if interval not in INTERVALS.get(centre, ()):
         raise ValueError(f"interval {interval!r} does not go with the {centre}: choose one of {INTERVALS.get(centre)}")

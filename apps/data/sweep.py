@@ -3,7 +3,7 @@ parallel coordinates of a sweep. No Streamlit here.
 
 One line per method (:func:`line_of`; step-matched GRPO its own); swept keys from
 :func:`apps.data.identity.varying_keys`; :func:`sweep_frame` gives the mean final value per key value
-with its 95% t-interval. Detail: docs/app-notes.md#apps-data-sweep.
+with its 95% t-interval. Detail: docs/app-data-notes.md#apps-data-sweep.
 """
 
 from __future__ import annotations

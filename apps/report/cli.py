@@ -5,7 +5,7 @@ runs ``<out>/compare.png`` overlays them. Nothing is replaced without ``--overwr
 ``gdro-runs/reports`` unless ``--out`` (a new or empty folder, or one gdro report wrote); an unreadable
 run is reported on one line and skipped; ``--jobs`` workers give the same bytes whatever their number.
 A folder of runs (no ``meta.json``: ``gdro report gdro-runs/``) stands for every run folder under it (:func:`expand_folders`); one that holds none stops the report
-on one line. The files: docs/app-notes.md#apps-report-cli.
+on one line. The files: docs/app-data-notes.md#apps-report-cli.
 """
 
 from __future__ import annotations

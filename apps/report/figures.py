@@ -2,7 +2,7 @@
 ``Figure`` out (``gdro report``, :mod:`apps.report.cli`, writes them).
 
 Per run the app's per-run figures; :func:`compare_figure` for several runs. The same frames as the app
-(:mod:`apps.data`), so both show the same numbers. The figures: docs/app-notes.md#apps-report-figures.
+(:mod:`apps.data`), so both show the same numbers. The figures: docs/app-data-notes.md#apps-report-figures.
 """
 
 from __future__ import annotations
