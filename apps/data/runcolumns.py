@@ -11,6 +11,7 @@ No Streamlit here.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -21,10 +22,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-
 from apps.data.fastread import read_run_fast
 from apps.data.loading import run_signature
-from gdro_lab.runformat.runlog import RunData
+from gdro_lab.runformat.runlog import STEPS_FILE, RunData, read_evals
 
 #: Statistics of a column: the last value, the best (max or min by the key's direction), max, min,
 #: the mean of the last k values.
@@ -79,13 +79,19 @@ class RunScalars:
 
 
 def run_scalars(run: RunData) -> RunScalars:
-    """The finite values of every step scalar and every numeric evaluation metric of a run."""
+    """The finite values of every step scalar and every numeric evaluation metric of a run (those
+    with at least one)."""
+    return _with_evals(dict(run.scalars), run.evals)
+
+
+def _with_evals(step_scalars: Mapping[str, np.ndarray], evals: Sequence[Mapping[str, object]]) -> RunScalars:
     out: dict[str, np.ndarray] = {}
-    for key, values_T in run.scalars.items():
+    for key, values_T in step_scalars.items():
         values_T = np.asarray(values_T, dtype=float)
-        out[key] = values_T[np.isfinite(values_T)]
+        if np.isfinite(values_T).any():  # a scalar never logged with a value is no column
+            out[key] = values_T[np.isfinite(values_T)]
     evaluated: dict[str, list[float]] = {}
-    for record in run.evals:
+    for record in evals:
         metrics = record.get("metrics")
         if not isinstance(metrics, Mapping):
             continue
@@ -95,6 +101,35 @@ def run_scalars(run: RunData) -> RunScalars:
     for name, values in evaluated.items():
         out[f"{EVAL_PREFIX}{name}" if name in out else name] = np.asarray(values, dtype=float)
     return RunScalars(out)
+
+
+#: How ``RunWriter`` writes a step record's scalars (``json.dumps``: a flat object of numbers or null).
+_SCALARS = b'"scalars": {'
+
+
+def read_scalars(path: Path) -> RunScalars:
+    """A run's scalars as :func:`run_scalars` of the full run gives them, reading only each line's
+    flat ``scalars`` object of ``steps.jsonl`` (the per-bin fields skipped: 1.5 to 2 times faster than
+    reading the run at the 1,000-run root). A line it cannot read so (no such object, one that is not
+    flat, a value that is not a number or null) sends the run to the full reader."""
+    steps_file = path / STEPS_FILE
+    raw = steps_file.read_bytes() if steps_file.exists() else b""
+    rows = []
+    for line in raw[: raw.rfind(b"\n") + 1].split(b"\n")[:-1]:  # a torn last line is dropped, as the readers do
+        start = line.find(_SCALARS)
+        end = line.find(b"}", start)
+        if start < 0 or end < 0:
+            return run_scalars(read_run_fast(path))
+        try:
+            rows.append(json.loads(line[start + len(_SCALARS) - 1:end + 1]))
+        except ValueError:
+            return run_scalars(read_run_fast(path))
+    keys = sorted({key for row in rows for key in row})
+    try:
+        scalars = {key: np.array([row.get(key) for row in rows], dtype=float) for key in keys}
+    except (TypeError, ValueError):
+        return run_scalars(read_run_fast(path))
+    return _with_evals(scalars, read_evals(path))
 
 
 class ScalarCache:
@@ -113,7 +148,7 @@ class ScalarCache:
         if found is not None:
             return found
         try:
-            scalars = run_scalars(read_run_fast(path))
+            scalars = read_scalars(path)
         except Exception:  # noqa: BLE001  (a damaged run: blank cells; its own page says why)
             scalars = RunScalars({})
         with self._lock:

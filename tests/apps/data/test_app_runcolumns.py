@@ -197,3 +197,32 @@ def test_the_run_table_gets_metric_columns_from_the_runs_files(seeds_root: Path)
         accuracy = [record["metrics"]["accuracy"] for record in run.evals]
         assert row["accuracy (best)"] == pytest.approx(max(accuracy))
         assert row["mean_success (mean of last 5)"] == pytest.approx(np.mean(run.scalars["mean_success"][-5:]))
+
+
+def test_the_scalars_only_reader_equals_the_full_reader(tmp_path: Path, real_run: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import shutil
+
+    runs = [write_synthetic_run(tmp_path / "plain", steps=25, num_bins=6, seed=3), real_run]
+    odd = shutil.copytree(runs[0], tmp_path / "odd")
+    lines = (odd / "steps.jsonl").read_text().splitlines()
+    record = json.loads(lines[7])
+    record["scalars"]["time/eval"] = 1.5  # a scalar logged on one step only
+    record["scalars"]["mean_success"] = None  # a value not logged
+    lines[7] = json.dumps(record)
+    (odd / "steps.jsonl").write_text("\n".join(lines) + "\n" + lines[8][:30])  # and a torn last line
+    runs.append(odd)
+
+    def no_fallback(path: Path) -> RunData:
+        raise AssertionError(f"{path}: read in full, not by the scalars-only path")
+
+    for path in runs:
+        with monkeypatch.context() as patched:
+            patched.setattr(runcolumns, "read_run_fast", no_fallback)
+            fast = runcolumns.read_scalars(path).values
+        full = runcolumns.run_scalars(read_run(path)).values
+        assert sorted(fast) == sorted(full), path
+        for key in full:
+            assert fast[key].tolist() == full[key].tolist(), (path, key)
+    assert runcolumns.read_scalars(odd).values["time/eval"].tolist() == [1.5]
