@@ -19,6 +19,7 @@ from gdro_lab._validate import ConfigError
 from gdro_lab.allocation import duet
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.prompts import PromptIndex
+from gdro_lab.controllers.protocols import Allocator, Classifier, ScoredWeighter, Selector, Weighter
 from gdro_lab.controllers.registry import build
 from gdro_lab.controllers.selection import compute_metrics, fill_batch
 from gdro_lab.controllers.signals import SIGNALS
@@ -93,7 +94,13 @@ class MethodStep:
         self.prompts = prompts
         built = [make(family, method.controller(family), configs.get(family, {}), seed=one, prompts=prompts)
                  for family, one in zip(FAMILIES, seed_list)]
+        self.classifier: Classifier
+        self.weighter: Weighter
+        self.allocator: Allocator
+        self.selector: Selector
         self.classifier, self.weighter, self.allocator, self.selector = built
+        # the weighter the record takes a signal and scores from (gdro_lab.controllers.protocols), if it has them
+        self.scored_weighter = self.weighter if isinstance(self.weighter, ScoredWeighter) else None
         limits = self.allocator.config
         self.n_bar, self.n_min, self.n_max = int(limits.n_bar), int(limits.n_min), int(limits.n_max)
         k = int(getattr(self.classifier.config, "k", 1))
@@ -168,18 +175,17 @@ class MethodStep:
         """The step record (gdro_lab.runformat.record.step_record: weights, multipliers, signal and score per bin,
         the allocator's sigma and mu) with the outcome's metrics. When the weighter ran on the loop's own
         partition (``observe(weighter_bins=...)``) the logged weights are the mean multiplier per difficulty
-        bin and there is no score per bin. A user's
-        weighter without a ``config.signal`` or a ``score_G`` logs no signal or score."""
+        bin and there is no score per bin. A weighter that is not a
+        :class:`~gdro_lab.controllers.protocols.ScoredWeighter` (``signal`` and ``score_G``) logs no signal or score."""
         feedback = outcome.feedback
         G = self.num_bins
-        weighter = self.weighter
+        scored = self.scored_weighter
         if outcome.weighter_feedback is not feedback:  # the weighter ran on the loop's own partition
             per_bin = np.nan_to_num(diag.bin_mean(outcome.multipliers_P, feedback.bins_P, G))
             weights, score = (per_bin if per_bin.sum() > 0 else None), None
         else:
-            weights, score = weighter.bin_weights(), getattr(weighter, "score_G", None)
-        signal_name = getattr(getattr(weighter, "config", None), "signal", None)
-        signal = None if signal_name is None else SIGNALS[signal_name](outcome.weighter_feedback)
+            weights, score = self.weighter.bin_weights(), (None if scored is None else scored.score_G)
+        signal = None if scored is None else SIGNALS[scored.signal](outcome.weighter_feedback)
         scalars, rows = step_record(feedback, G, n_bar=self.n_bar, n_min=self.n_min, n_max=self.n_max,
                                     weights_G=weights, multipliers_P=outcome.multipliers_P, signal_P=signal,
                                     score_G=score, sigma_G=np.sqrt(self.allocator.variance_G), mu=self.allocator.mu)

@@ -102,6 +102,11 @@ class UniformWeighter:
     def num_bins(self) -> int:
         return self.config.num_bins
 
+    @property
+    def signal(self) -> str:
+        """The difficulty signal its scores follow (config.signal, a key of SIGNALS)."""
+        return self.config.signal
+
     def _compute_weights(self) -> list[float]:
         return [1.0 / self.num_bins] * self.num_bins
 

@@ -160,3 +160,81 @@ def test_every_allocator_accepts_prompt_ids(name, toy_world):
     assert with_ids.sum() == bins.size * 4
     with pytest.raises(ValueError, match="prompt_ids"):
         build("allocator", name, _config("allocator"), seed=3).plan(bins, ids[:-1])
+
+
+def _every_controller() -> list[tuple[str, str, type]]:
+    from simulators.simulator_methods import LOCAL_CONTROLLERS
+
+    return [(family, name, cls) for table in (REGISTRY, LOCAL_CONTROLLERS)
+            for family, names in table.items() for name, cls in names.items()]
+
+
+@pytest.mark.parametrize("family,name,cls", _every_controller(), ids=lambda value: getattr(value, "__name__", value))
+def test_every_controller_satisfies_its_familys_protocol(family, name, cls):
+    """gdro_lab.controllers.protocols: the calls MethodStep makes exist on every registered controller (the core's
+    and the simulator's), and each takes the Protocol's arguments (the required ones alone, and all of them)."""
+    import inspect
+
+    from gdro_lab.controllers.protocols import PROTOCOLS, ScoredWeighter
+    from gdro_lab.controllers.registry import make_config
+
+    protocol = PROTOCOLS[family]
+    controller = cls(make_config(cls.config_class, _config(family)), 0)
+    assert isinstance(controller, protocol), f"{family} {name!r} ({cls.__name__}) is not a {protocol.__name__}"
+    if family == "weighter":
+        assert isinstance(controller, ScoredWeighter) and controller.signal == controller.config.signal
+    for member in dir(protocol):
+        spec = inspect.getattr_static(protocol, member, None)
+        if member.startswith("_") or not inspect.isfunction(spec):
+            continue
+        parameters = list(inspect.signature(spec).parameters.values())[1:]
+        required = [p for p in parameters if p.default is inspect.Parameter.empty]
+        implemented = inspect.signature(getattr(controller, member))
+        implemented.bind(*[object()] * len(required))   # TypeError: it needs more, or other, arguments
+        implemented.bind(*[object()] * len(parameters))
+
+
+def test_a_weighter_without_signal_and_scores_logs_neither(toy_world):
+    """MethodStep.record takes the signal and scores only from a ScoredWeighter: a user's weighter with the
+    Weighter calls alone logs bins' weights but no signal or score row."""
+    from gdro_lab.controllers.prompt_gdro import WeighterConfig
+    from gdro_lab.controllers.protocols import ScoredWeighter, Weighter
+    from gdro_lab.methods import MethodSpec
+    from gdro_lab.step import MethodStep
+
+    class Plain:
+        config_class = WeighterConfig
+
+        def __init__(self, config, seed):
+            self.config, self.rng = config, np.random.default_rng(seed)
+
+        def bin_weights(self):
+            return np.full(self.config.num_bins, 1.0 / self.config.num_bins)
+
+        def multipliers(self, bins_P):
+            return np.ones(len(bins_P))
+
+        def update(self, feedback):
+            return {}
+
+        def state_dict(self):
+            return {}
+
+        def load_state_dict(self, state):
+            pass
+
+    def builder(family, name, config, seed=None, prompts=None):
+        return Plain(make_config_(config), seed) if family == "weighter" else build(family, name, config, seed, prompts)
+
+    def make_config_(config):
+        from gdro_lab.controllers.registry import make_config
+        return config if isinstance(config, WeighterConfig) else make_config(WeighterConfig, config)
+
+    assert isinstance(Plain(WeighterConfig(), 0), Weighter) and not isinstance(Plain(WeighterConfig(), 0), ScoredWeighter)
+    step = MethodStep.from_method(MethodSpec("plain", "plain"), 0, builder=builder, n_bar=4, num_bins=3, n_min=2, n_max=8)
+    ids = np.array([f"toy:train:{i}" for i in range(16)])
+    plan = step.plan(ids)
+    success = np.random.default_rng(0).random(int(plan.counts_P.sum())) < 0.5
+    feedback, _, _ = step.feedback(plan, 2.0 * success - 1.0, success)
+    scalars, rows = step.record(step.observe(feedback))
+    assert "weight" in rows and "signal" not in rows and "score" not in rows
