@@ -1,6 +1,6 @@
 """Fixtures for the app tests: run directories to open, healthy and broken.
 
-``tiny_run`` comes from the simulator (``simulators.api.write_tiny_run``) when it exists and
+``tiny_run`` comes from the simulator (``simulated_run.write_tiny_run``) when it exists and
 from the synthetic writer in ``gdro_app_synthetic`` otherwise; ``synthetic_run`` is always the
 synthetic one (every field logged, so exact chart counts can be asserted). Broken runs are
 copies of a healthy one with one thing damaged.
@@ -24,7 +24,7 @@ APP_SCRIPT = Path(__file__).resolve().parents[2] / "apps" / "streamlit_app.py"
 def _tiny_writer() -> tuple[str, Callable[[Path], Path]]:
     """The simulator's tiny-run writer when available, else the synthetic one."""
     try:
-        from simulators.api import write_tiny_run
+        from simulated_run import write_tiny_run
     except ImportError:
         return "synthetic", lambda path: write_synthetic_run(path, steps=30, seed=0)
     return "simulator", lambda path: write_tiny_run(path, steps=30, seed=0)

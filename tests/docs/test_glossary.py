@@ -50,7 +50,7 @@ def test_patterns_match_only_what_they_name():
 
 
 def test_a_simulator_run_logs_only_documented_keys(tmp_path):
-    from simulators.api import write_tiny_run
+    from simulated_run import write_tiny_run
     keys = run_keys(write_tiny_run(tmp_path / "run", steps=12))
     assert {"mean_success", "mu", "count", "test/accuracy"} <= keys  # the run really logged
     assert undocumented(keys, PAGE.read_text(encoding="utf-8")) == []

@@ -98,7 +98,7 @@ def samples(t: Path, prompts: int = 20) -> str:
 
 def sim_run(t: Path) -> str:
     """One small simulator run."""
-    from simulators.api import write_tiny_run
+    from simulated_run import write_tiny_run
     write_tiny_run(t / "simrun", steps=5)
     return "simrun"
 
@@ -550,7 +550,7 @@ def test_the_write_policy_claims_new_empty_and_own_folders_only(tmp_path: Path) 
 def test_a_rerun_into_its_own_folder_and_a_folder_of_its_runs_are_welcome(tmp_path: Path, capsys) -> None:
     """The policy refuses only what is not the command's: a second sweep into the same --out works, and so
     does a folder of simulator runs written before the marker existed (a runs/ of simulator runs only)."""
-    from simulators.api import write_tiny_run
+    from simulated_run import write_tiny_run
     from simulators.reporting import claim_output as claim_simulator
     from simulators.reporting import simulator_folder
     out = tmp_path / "sweep"

@@ -72,8 +72,8 @@ def test_stop_after_ends_with_a_checkpoint_and_resume_finishes(tmp_path: Path):
 
 def test_resume_of_a_foreign_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     one_line_error(capsys, ["--resume", str(tmp_path)], "not a gdro run directory")
-    simulators = pytest.importorskip("simulators.api")
-    sim_run = simulators.write_tiny_run(tmp_path / "sim")
+    simulated_run = pytest.importorskip("simulated_run")
+    sim_run = simulated_run.write_tiny_run(tmp_path / "sim")
     sim_dir = Path(sim_run) if sim_run is not None else tmp_path / "sim"
     before = digest(sim_dir)
     one_line_error(capsys, ["--resume", str(sim_dir)], "only gdro train runs can be resumed")

@@ -220,7 +220,7 @@ def test_exclude_extremes_reaches_the_simulator_and_gdro_train_configs(tmp_path)
     from gdro_lab import ConfigError
     from gdro_lab.runformat.runlog import read_run
     from real_runs.config import MethodConfig
-    from simulators.api import tiny_config
+    from simulated_run import tiny_config
     from simulators.loop import run_simulation
 
     config = dataclasses.replace(tiny_config(steps=40), num_bins=4, classifier={"exclude_extremes": True})

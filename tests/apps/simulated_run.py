@@ -1,4 +1,6 @@
-"""Small public entry points of the simulator for other parts of gdro-lab (the app's tests use these)."""
+"""A small complete simulator run for the tests (the app's, the CLI's, the docs'): importable by name
+(``tests/apps`` is on pytest's path); without the simulator the import fails and the app's tests write
+a synthetic run instead (tests/apps/conftest.py)."""
 
 from __future__ import annotations
 
