@@ -1,6 +1,6 @@
 """The findings tables of docs/simulator-findings.md, built from the committed reports' summary.json files.
 
-tests/simulators/test_sim_findings.py checks that the docs contain exactly :func:`tables` of the
+tests/scripts/test_simulator_findings.py checks that the docs contain exactly :func:`tables` of the
 committed reports; print them with ``python scripts/simulator_findings.py`` after ``--update-reports``.
 A maintainer's tool of the docs (it reads the repository's reports/), so it is no part of the package.
 Where each number comes from: docs/simulator-notes.md#scripts-simulator_findings.
