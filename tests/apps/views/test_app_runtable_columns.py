@@ -81,6 +81,15 @@ def test_a_two_seed_group_shows_no_interval_in_the_run_table(lr_root: Path, monk
     assert set(frame["n"]) == {2} and set(frame["mean_success (final) 95% interval"]) == {""}
 
 
+def test_the_study_final_table_prints_no_interval_for_two_seeds(lr_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = visit(open_app(monkeypatch, lr_root), "study")
+    assert_clean(app)
+    table = next(frame.value for frame in app.dataframe if "seeds" in frame.value)
+    assert set(table["seeds"]) == {2}
+    assert not any("[" in str(cell) for cell in table["mean_success"]) and \
+        all(str(cell).endswith("(2 seeds)") for cell in table["mean_success"])
+
+
 def test_every_producer_is_shown_by_default(seeds_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
     import shutil
