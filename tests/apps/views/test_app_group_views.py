@@ -129,7 +129,8 @@ def test_a_groups_traveling_wave_and_its_csv_are_the_mean_of_its_seeds(
             {key: seeds for key, (_, seeds) in expected.items()}, "n: the seeds logging each step"
 
 
-def test_median_across_seeds_is_the_median(groups_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_median_across_seeds_is_the_median(groups_root: Path, monkeypatch: pytest.MonkeyPatch,
+                                          exported: dict[str, pd.DataFrame]) -> None:
     app = _show_groups(open_app(monkeypatch, groups_root), "traveling-wave", "grpo")
     app.selectbox(key="traveling-wave-statistic").select("median").run()
     assert_clean(app)
@@ -138,6 +139,8 @@ def test_median_across_seeds_is_the_median(groups_root: Path, monkeypatch: pytes
     expected = {(record["step"], b): float(np.median([_number(run[index]["bins"]["share"][b]) for run in seeds]))
                 for index, record in enumerate(seeds[0]) for b in range(BINS)}
     assert _cells(chart, view) == pytest.approx(expected)
+    csv = exported["grpo: share"]
+    assert {(int(row.step), int(row.bin)): row.value for row in csv.itertuples()} == pytest.approx(expected)
 
 
 def test_two_groups_stand_side_by_side_on_one_colour_scale(groups_root: Path,
