@@ -320,6 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if mirror is None and setting:
             raise FetchError(f"{setting} is set (no network): pass --mirror DIR with the files "
                              "(docs/data.md#offline-a-local-mirror)")
+        print(f"gdro data fetch: writing to {out}", flush=True)
         fetch(out, sources, mirror)
     except FetchError as err:
         print(f"gdro data fetch: {err}", file=sys.stderr)

@@ -27,6 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = new_folder_problem(args.out)
         if problem is not None:
             raise ExportError(f"OUT {args.out} {problem}: choose a new folder for the model (nothing was touched)")
+        print(f"gdro export: writing {args.out}", flush=True)  # the first line, before seconds of copying
         target = export(args.source, args.out, args.dtype)
     except OSError as err:
         if os.environ.get("GDRO_DEBUG"):

@@ -110,6 +110,7 @@ def run(args: argparse.Namespace) -> tuple[Path, str]:
         cell_overrides.append(overrides)
     claim_output(settings.out, command="gdro sweep")
     prepare_output(settings.out)
+    print(f"gdro sweep: writing to {settings.out.resolve()}", file=sys.stderr, flush=True)  # the first line
     keys = [(c, m, s) for c in range(len(combos)) for m in methods for s in range(settings.seeds)]
     from dataclasses import replace
     jobs = [(sim_config(replace(settings, overrides=cell_overrides[c]), m, s),

@@ -191,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"gdro report: {err}", file=sys.stderr)
         return 2
+    print(f"gdro report: writing to {args.out}", flush=True)
     jobs = {run.path: (run, targets[name]) for name, run in loaded.items()}
     for (run, out_dir), files in zip(jobs.values(), write_reports(jobs, args.step, args.jobs or default_jobs())):
         print(f"{run.path}: {len(files)} figures in {out_dir}")

@@ -102,6 +102,7 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
         sweep = observe.read_sweep(args.sweep, data.group_names) if args.sweep else None
         plan = _plan(args, data, sweep)
         claim_output(args.out, "gdro calibrate")  # before the fit's minutes, after the inputs' checks
+        print(f"gdro calibrate: writing to {args.out.resolve()}", file=sys.stderr, flush=True)  # the first line
         record = calibration.calibrate(data, sweep, plan, boots=args.boots, pilot=args.pilot, seed=args.seed,
                                        log=lambda line: print(line, file=sys.stderr, flush=True))
         report = calibration.write_outputs(record, args.out, "gdro calibrate " + shlex.join(args_list))
@@ -222,6 +223,7 @@ def predict_main(argv: Sequence[str] | None = None) -> int:
         check_out_folder(settings.out, "gdro predict")
         claim_output(settings.out, "gdro predict")
         prepare_output(settings.out)
+        print(f"gdro predict: writing to {settings.out.resolve()}", file=sys.stderr, flush=True)  # the first line
         started = time.perf_counter()
         summary = predict.predict(cal, settings)
         seconds = time.perf_counter() - started

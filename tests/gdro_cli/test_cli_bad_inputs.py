@@ -545,6 +545,45 @@ def test_the_write_policy_claims_new_empty_and_own_folders_only(tmp_path: Path) 
     assert output_problem(legacy, "gdro sweep") is None and output_problem(legacy, "gdro eval") is not None
 
 
+# ----------------------------------------------------------------------------- the first line
+
+#: Each writing command's first line once its output check passed (the Ctrl-C cases: stopped right after).
+FIRST_LINES = {"Ctrl-C in simulate": "gdro simulate curriculum: writing to {o}",
+               "Ctrl-C in sweep": "gdro sweep: writing to {o}", "Ctrl-C in arena": "gdro arena: writing to {o} (",
+               "Ctrl-C in calibrate": "gdro calibrate: writing to {o}", "Ctrl-C in predict": "gdro predict: writing to {o}",
+               "Ctrl-C in report": "gdro report: writing to o", "Ctrl-C in eval": "gdro eval: run directory o (",
+               "Ctrl-C in export": "gdro export: writing o",
+               "Ctrl-C in train": "gdro train: run directory runs/grpo-tiny-s0 ("}
+
+
+@pytest.mark.parametrize("name", FIRST_LINES)
+def test_the_output_folder_is_the_first_line(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """stdout and stderr read as one stream, as a terminal shows them: the first line names the folder
+    the command writes (before its minutes of compute; here it is stopped by Ctrl-C right there)."""
+    import io
+    case = next(c for c in CASES if c.name == name)
+    _skip_without(case)
+    if name == "Ctrl-C in export":  # its input run is trained once per session, before the lines are read
+        (tmp_path / "warm").mkdir()
+        trained(tmp_path / "warm")
+    merged = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", merged)
+    monkeypatch.setattr(sys, "stderr", merged)
+    run_case(case, tmp_path / "scratch", monkeypatch, capsys)
+    lines = [line for line in merged.getvalue().splitlines() if line.strip()]
+    assert lines[0].startswith(FIRST_LINES[name].format(o=(tmp_path / "scratch" / "o").resolve())), lines
+    assert "interrupted" in lines[-1], lines
+
+
+def test_gdro_data_fetch_names_its_folder_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from real_runs import datafetch
+    monkeypatch.setattr(datafetch, "fetch", lambda out, sources, mirror: print("fetching"))
+    assert run_gdro(["data", "fetch", "--out", str(tmp_path / "d"), "--mirror", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[:2] == [f"gdro data fetch: writing to {tmp_path / 'd'}", "fetching"]
+
+
 # ----------------------------------------------------------------------------- reruns are welcome
 
 def test_a_rerun_into_its_own_folder_and_a_folder_of_its_runs_are_welcome(tmp_path: Path, capsys) -> None:
