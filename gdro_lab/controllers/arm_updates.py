@@ -1,5 +1,4 @@
-"""Rollout-GDRO's per-step arm arithmetic: the arm probabilities with their log softmax, sampling, and the
-relative variance its costs use (§3.3). The cost estimate and the mirror-descent step are the rules of
+"""Rollout-GDRO's per-step arm arithmetic: sampling, and the relative variance its costs use (§3.3). The cost estimate and the mirror-descent step are the rules of
 :mod:`gdro_lab.functional.update_rules`. Detail: docs/core-controllers-notes.md#gdro_lab-controllers-arm_updates.
 """
 
@@ -7,17 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gdro_lab._rows import row_max, row_starts, row_sum
-
-
-def probabilities_and_log_softmax(logits_GA: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
-    """(EXP3P's p_b = (1 - gamma) softmax(L_b) + gamma / A, exactly as ``exp3p_probabilities``; log softmax(L_b)
-    = (L_b - max L_b) - log sum exp(L_b - max L_b)) of a non-empty (G, A) table, sharing the exponentials."""
-    shifted = logits_GA - row_max(logits_GA)
-    soft = np.exp(shifted)
-    sums = row_sum(soft)[:, None]
-    soft /= sums
-    return (1.0 - gamma) * soft + gamma / logits_GA.shape[1], shifted - np.log(sums)
+from gdro_lab._rows import row_starts
 
 
 def sample_arms(probs_GA: np.ndarray, draws_G: np.ndarray, n_min: int) -> np.ndarray:

@@ -27,11 +27,11 @@ from gdro_lab.allocation.bin_plans import exact_budget_plan
 from gdro_lab.allocation.planner.exact import plan_values
 from gdro_lab.allocation.sqrt_law import adjust_to_total
 from gdro_lab.controllers.allocators import AllocatorConfig, UniformAllocator
-from gdro_lab.controllers.arm_updates import probabilities_and_log_softmax, sample_arms
+from gdro_lab.controllers.arm_updates import sample_arms
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.functional.diagnostics import bin_counts
 from gdro_lab.functional.update_rules import (arm_costs, dual_step, exp3p_probabilities, importance_weighted_cost,
-                                              mirror_descent_step)
+                                              log_softmax, mirror_descent_step)
 
 
 class RolloutGDRO(UniformAllocator):
@@ -54,7 +54,7 @@ class RolloutGDRO(UniformAllocator):
     def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
         bins, smallest = self._checked_bins(bins_P, prompt_ids)
-        probs, log_soft = probabilities_and_log_softmax(self.logits_GA, cfg.gamma)  # probs = arm_probabilities()
+        probs = self.arm_probabilities()
         self._draw = (sample_arms(probs, self.rng.random(self.num_bins), cfg.n_min), probs)
         if smallest >= 0:  # the usual step: every prompt has a bin
             assigned, placed = None, bins
@@ -67,7 +67,7 @@ class RolloutGDRO(UniformAllocator):
         if cfg.planner == "exact":
             # log softmax(L_b) without the gamma floor: the floor makes every off-mode arm equally
             # unlikely, so it cannot tell a move of one arm from a move of ten (see module doc).
-            plan = plan_values(log_soft - self._tie_penalty, placed, total, cfg.n_min,
+            plan = plan_values(log_softmax(self.logits_GA) - self._tie_penalty, placed, total, cfg.n_min,
                                try_concave=cfg.feedback == "full")  # bandit rows are spiky, not concave
         else:
             plan = self._dp_plan(probs, placed, total)

@@ -77,6 +77,13 @@ def entropic_weights(score_G: np.ndarray | list[float], eta: float, gamma: float
     return (1.0 - gamma) * soft / soft.sum() + gamma / score.size
 
 
+def log_softmax(logits_GA: np.ndarray) -> np.ndarray:
+    """log softmax(L_b) per bin: (L_b - max L_b) - log sum exp(L_b - max L_b), of a non-empty (G, A) table
+    (Rollout-GDRO's exact planner scores arms by it: docs/core-controllers-notes.md#gdro_lab-controllers-rollout_gdro)."""
+    shifted = logits_GA - row_max(logits_GA)
+    return shifted - np.log(row_sum(np.exp(shifted)))[:, None]
+
+
 def exp3p_probabilities(logits_GA: np.ndarray, gamma: float) -> np.ndarray:
     """EXP3P sampling distribution per bin: p_b = (1 - gamma) softmax(L_b) + gamma / A."""
     logits = np.asarray(logits_GA, float)
