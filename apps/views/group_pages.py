@@ -5,18 +5,20 @@ groups. A group is one of the sidebar's grouping (:attr:`apps.views.ui.Selection
 of Study and Compare), drawn as one run: the mean or median over its seeds of every per-step, per-bin
 logged value, with the number of seeds at each step (:func:`apps.data.group_views.group_run`). Two
 groups share each heatmap's colour scale and each chart's y-range; each chart's CSV holds the group
-values drawn and ``n``. Damaged runs are left out of a group (and named).
+values drawn and ``n``. Damaged runs are left out of a group (and named). A group run and its
+heatmap specs are cached on its runs' files (:func:`apps.data.loading.run_signature`) and the options.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable, Sequence
 
 import pandas as pd
 import streamlit as st
 
-from apps.data import curriculum, group_views
+from apps.data import curriculum, group_views, loading
 from apps.views import charts, interactive, ui, uicharts
 from gdro_lab.runformat.runlog import RunData
 
@@ -106,13 +108,42 @@ def load_group(chosen: ui.Selection, label: str) -> tuple[dict[str, RunData], li
     return runs, damaged
 
 
+#: A group run's cache key: its runs' folders and file signatures.
+Members = tuple[tuple[str, tuple[tuple[str, int, int], ...]], ...]
+
+
+def members_key(runs: dict[str, RunData]) -> Members:
+    return tuple((str(run.path), loading.run_signature(run.path)) for run in runs.values())
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def cached_group_run(members: Members, statistic: str, label: str) -> RunData:
+    """:func:`apps.data.group_views.group_run` of the runs ``members`` names, cached on their files."""
+    runs = {path: ui.get_run(Path(path)) for path, _ in members}
+    return group_views.group_run(runs, statistic, name=label)
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A group drawn in column ``index``: its label, group run (cached on ``members``) and parts."""
+
+    index: int
+    label: str
+    group: RunData
+    parts: uicharts.Parts
+    members: Members
+    statistic: str
+
+
 def draw(chosen: ui.Selection, choice: GroupChoice, render: GroupRender, key: str) -> None:
     """Each chosen group in its column: header, seeds, the page's parts drawn from the group run."""
     loaded = [(label, *load_group(chosen, label)) for label in choice.labels]
-    groups = [group_views.group_run(runs, choice.statistic, name=label) if runs else None
-              for label, runs, _ in loaded]
-    drawn: list[tuple[str, RunData, uicharts.Parts]] = []
-    for index, (column, (label, runs, damaged), group) in enumerate(zip(st.columns(len(loaded)), loaded, groups)):
+    keys = [members_key(runs) for _, runs, _ in loaded]
+    groups = [cached_group_run(members, choice.statistic, label) if members else None
+              for (label, _, _), members in zip(loaded, keys)]
+    drawn: list[Drawn] = []
+    for index, (column, (label, runs, damaged), group, members) in enumerate(
+            zip(st.columns(len(loaded)), loaded, groups, keys)):
         with column:
             st.subheader(f"{'Group' if index == 0 else 'Beside it'}: {label}")
             if group is None:
@@ -125,26 +156,28 @@ def draw(chosen: ui.Selection, choice: GroupChoice, render: GroupRender, key: st
                 st.caption(f"Left out as damaged: {', '.join(chosen.name(run_label) for run_label in damaged)}.")
             parts = render(group, ROLE_KEYS[index], [other for other in groups if other is not None])
             if parts is not None:
-                drawn.append((label, group, parts))
+                drawn.append(Drawn(index, label, group, parts, members, choice.statistic))
     if not drawn:
         return
-    if any(parts.heatmaps for *_, parts in drawn):
+    if any(item.parts.heatmaps for item in drawn):
         heatmaps(drawn, f"{key}-groups")
-    _in_columns([parts.middle for *_, parts in drawn], len(loaded))
-    series = [[_with_seeds(item, group) for item in parts.series] for _, group, parts in drawn]
+    _in_columns(drawn, "middle", len(loaded))
+    series = [[_with_seeds(chart, item.group) for chart in item.parts.series] for item in drawn]
     if any(series):
-        uicharts.linked_pair(series, key=f"{key}-group-charts", labels=[label for label, _, _ in drawn])
-    _in_columns([parts.bottom for *_, parts in drawn], len(loaded))
+        uicharts.linked_pair(series, key=f"{key}-group-charts", labels=[item.label for item in drawn])
+    _in_columns(drawn, "bottom", len(loaded))
     if ui.wall_clock():
         st.caption("Groups are drawn against steps (their seeds' clocks differ).")
 
 
-def _in_columns(callables: Sequence[Callable[[], None] | None], shown: int) -> None:
-    if any(callables):
-        for column, callable_ in zip(st.columns(shown), callables):
-            if callable_ is not None:
+def _in_columns(drawn: Sequence[Drawn], part: str, shown: int) -> None:
+    """The ``middle`` or ``bottom`` content of each drawn group, in its group's column."""
+    callables = {item.index: getattr(item.parts, part) for item in drawn}
+    if any(callables.values()):
+        for index, column in enumerate(st.columns(shown)):
+            if callables.get(index) is not None:
                 with column:
-                    callable_()
+                    callables[index]()
 
 
 def seeds_by_step(group: RunData) -> pd.Series:
@@ -165,26 +198,36 @@ def heatmap_frame(group: RunData, field: str) -> pd.DataFrame:
     return frame.assign(n=frame["step"].map(seeds_by_step(group)).to_numpy())
 
 
-def heatmaps(drawn: Sequence[tuple[str, RunData, uicharts.Parts]], key: str) -> None:
+def heatmaps(drawn: Sequence[Drawn], key: str) -> None:
     """The groups' heatmaps as one chart element (a column per group, one colour scale per field
     shared by the groups: :func:`apps.views.uicharts.colour_domain`), and their CSV."""
     shown = len(drawn)
     mode = uicharts.colour_mode()
-    runs = [group for _, group, _ in drawn]
+    runs = [item.group for item in drawn]
     grid = []
-    for _, group, parts in drawn:
+    for item in drawn:
+        columns = uicharts.heatmap_columns(item.group, shown)
+        block = curriculum.heatmap_block(item.group.steps.size, columns)
         specs = []
-        columns = uicharts.heatmap_columns(group, shown)
-        block = curriculum.heatmap_block(group.steps.size, columns)
-        for field, title in parts.heatmaps:
+        for field, title in item.parts.heatmaps:
             domain = uicharts.colour_domain(field, runs, mode)
             heading = f"{title} · means of {block}-step blocks" if block > 1 else title
-            figure = charts.heatmap(curriculum.heatmap_frame(group, field, columns), field, heading,
-                                    parts.selected_step, domain=domain, num_bins=group.num_bins,
-                                    legend_title=uicharts.colour_note(field, domain, mode))
-            specs.append(interactive.to_spec(figure))
+            specs.append(_heatmap_spec(item.members, item.statistic, item.label, field, columns, heading,
+                                       item.parts.selected_step, tuple(domain) if domain is not None else None,
+                                       uicharts.colour_note(field, domain, mode)))
         grid.append(specs)
     st.vega_lite_chart(interactive.heatmap_grid(grid, uicharts.HEATMAP_WIDTH[min(2, shown)]), width="content")
-    frames = {f"{label}: {field}": heatmap_frame(group, field) for label, group, parts in drawn
-              for field, _ in parts.heatmaps}
+    frames = {f"{item.label}: {field}": heatmap_frame(item.group, field) for item in drawn
+              for field, _ in item.parts.heatmaps}
     uicharts.export_button(frames, f"{key}-heatmaps", f"{key}-heatmaps")
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _heatmap_spec(members: Members, statistic: str, label: str, field: str, columns: int, title: str,
+                  selected_step: float | None, domain: tuple[float, ...] | None, legend_title: str
+                  ) -> dict[str, object]:
+    """A group heatmap's Vega-Lite spec, cached on the group's files and the view's options."""
+    group = cached_group_run(members, statistic, label)
+    figure = charts.heatmap(curriculum.heatmap_frame(group, field, columns), field, title, selected_step,
+                            domain=domain, num_bins=group.num_bins, legend_title=legend_title)
+    return interactive.to_spec(figure)

@@ -43,7 +43,8 @@ def _bar_domain(field: str, beside: Sequence[RunData] | None) -> tuple[float, fl
     value) to the highest value any of them logs (the run and its baseline: :func:`uicharts.bar_domain`)."""
     if beside is None:
         return uicharts.bar_domain(field)
-    values = np.concatenate([np.ravel(run.bins[field]) for run in beside if curriculum.has_bins(run, field)] or [[]])
+    values = np.concatenate([np.ravel(run.bins[field]) for run in beside if curriculum.has_bins(run, field)]
+                            or [np.empty(0)])
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return None
