@@ -36,7 +36,7 @@ def calibrate_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gdro calibrate", description="Fit the simulator world to a real model: its pass rates on "
                      "a training sample (gdro eval --save-samples) and a short plain-GRPO lr sweep (gdro train).",
                      epilog="example: gdro calibrate --samples runs/cal-eval --sweep runs/sweep-lr1e-6 runs/sweep-lr3e-6 "
-                            "runs/sweep-lr1e-5 --lr 1e-6 --out cal/   (then: gdro predict cal/world.toml)")
+                            "runs/sweep-lr1e-5 --lr 1e-6 --out gdro-runs/cal   (then: gdro predict gdro-runs/cal/world.toml)")
     parser.add_argument("--samples", type=Path, nargs="+",
                         help="eval run directories of `gdro eval --save-samples` (or their eval_samples_step*.jsonl)")
     parser.add_argument("--sweep", type=Path, nargs="*", default=[],
