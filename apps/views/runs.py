@@ -146,8 +146,9 @@ def _table(rows: pd.DataFrame, chosen: ui.Selection) -> None:
     labels = tuple(str(label) for label in rows["run"])
     ticked = set(chosen.ticked)
     key = f"{TABLE_KEY}-{abs(hash(labels)) % 10**8}"  # a new filter: a new table, ticked as picked
-    order = [column for column in FIRST_COLUMNS if column in rows] + \
-        [column for column in rows.columns if column not in FIRST_COLUMNS]
+    metrics = [column for column in rows.columns if runcolumns.parse_column(str(column)) is not None]
+    first = [column for column in FIRST_COLUMNS if column in rows and column != "tags"] + metrics + ["tags"]
+    order = first + [column for column in rows.columns if column not in first]
     height: int | Literal["auto"] = TABLE_HEIGHT_PX if len(rows) > 10 else "auto"
     members = tuple((label,) for label in labels)
     st.dataframe(rows, hide_index=True, width="stretch", height=height, key=key, column_order=order,
@@ -166,7 +167,8 @@ def _grouped_table(rows: pd.DataFrame, by: str, chosen: ui.Selection) -> None:
     """One row per group with its runs' mean and (3 or more values) 95% interval per numeric column;
     ticking a group picks its runs."""
     values = _value_columns(rows)
-    grouped = runfilter.group_table(rows, by, values)
+    damaged = rows["run"].isin(list(chosen.damaged))
+    grouped = runfilter.group_table(rows[~damaged].reset_index(drop=True), by, values)
     shown = pd.DataFrame({by: grouped[by], "n": grouped["n"]})
     for column in values:
         shown[column] = grouped[column]
@@ -177,7 +179,8 @@ def _grouped_table(rows: pd.DataFrame, by: str, chosen: ui.Selection) -> None:
     key = f"{TABLE_KEY}-groups-{abs(hash((by, members))) % 10**8}"
     st.caption(f"{len(grouped)} groups by **{by}**: mean over each group's runs, n runs; the 95% interval "
                f"(Student t) only for groups with {runfilter.MIN_INTERVAL_SEEDS} or more values. Tick a group to "
-               "pick its runs.")
+               "pick its runs." + (f" {int(damaged.sum())} damaged run{'s' * (int(damaged.sum()) != 1)} left out."
+                                   if damaged.any() else ""))
     st.dataframe(shown, hide_index=True, width="stretch", key=key,
                  height=TABLE_HEIGHT_PX if len(shown) > 10 else "auto",
                  on_select=functools.partial(_on_pick, key, members, tuple(chosen.damaged)), selection_mode="multi-row",

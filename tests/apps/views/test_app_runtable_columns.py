@@ -107,7 +107,7 @@ def test_every_producer_is_shown_by_default(seeds_root: Path, tmp_path: Path, mo
     assert {row[header.index("producer")] for row in rows} == {"gdro train", "tests/synthetic"}
 
 
-def test_the_config_diff_never_compares_a_damaged_run_by_default(seeds_root: Path, tmp_path: Path,
+def test_a_damaged_run_is_never_the_diffs_default_nor_a_group_member(seeds_root: Path, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
@@ -119,6 +119,10 @@ def test_the_config_diff_never_compares_a_damaged_run_by_default(seeds_root: Pat
     damaged = set(app.session_state["_gdro_selection"].damaged)
     assert damaged == {"grpo/seed0"}
     assert {app.selectbox(key="diff-a").value, app.selectbox(key="diff-b").value}.isdisjoint(damaged)
+    app.selectbox(key="runs-group-by").select("method").run()
+    frame = app.dataframe[0].value
+    assert dict(zip(frame["method"], frame["n"])) == {"grpo": 2, "prompt_gdro": 3}, "a damaged run is no group member"
+    assert any("1 damaged run left out" in element.value for element in app.caption)
 
 
 def test_an_empty_folder_in_the_root_is_listed_as_empty(seeds_root: Path, tmp_path: Path,
