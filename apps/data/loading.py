@@ -43,6 +43,12 @@ def run_label(path: Path, root: Path | None, resolved_root: Path | None = None) 
     """The run's folder relative to ``root`` when inside it, else its own name (``resolved_root``:
     ``root.resolve()`` when the caller has it, to label many runs without resolving it each time)."""
     if root is not None:
+        try:  # a folder found by walking ``root`` is under it as spelled: no symlink to resolve
+            relative = path.relative_to(root)
+            if relative.parts and ".." not in relative.parts:
+                return relative.as_posix()
+        except ValueError:
+            pass
         try:
             relative = path.resolve().relative_to(resolved_root or root.resolve())
             if relative.parts:
@@ -90,11 +96,13 @@ def discover_runs(root: Path | None, given: Sequence[Path] = (), found: Sequence
         found = find_run_dirs(root)[0] if root is not None else []
     paths: list[Path] = []
     seen: set[Path] = set()
-    for path in [*given, *found]:
+    for path in given:
         resolved = path.resolve()
         if resolved not in seen:
             seen.add(resolved)
             paths.append(path)
+    # A walk lists each folder once: the found runs are resolved only to drop those also given.
+    paths += [path for path in dict.fromkeys(found) if path.resolve() not in seen] if seen else list(dict.fromkeys(found))
     labels: list[str] = []
     taken: set[str] = set()
     base = root.resolve() if root is not None else None

@@ -17,6 +17,7 @@ import pytest
 
 from gdro_app_synthetic import SyntheticCurriculum, log_steps, open_synthetic_run, write_synthetic_run
 from root100 import Root100
+from root1000 import Root1000
 
 APP_SCRIPT = Path(__file__).resolve().parents[2] / "apps" / "streamlit_app.py"
 
@@ -212,6 +213,16 @@ def root100(tmp_path_factory: pytest.TempPathFactory) -> Root100:
     from root100 import build_root
 
     return build_root(tmp_path_factory.mktemp("root100"))
+
+
+@pytest.fixture(scope="session")
+def root1000(tmp_path_factory: pytest.TempPathFactory) -> Root1000:
+    """A runs folder shaped like one ``gdro arena`` output (``root1000.build_root``): 1,020 simulator
+    runs, 150 trainer runs, 4 damaged folders and an empty one, synthesized (about 15 s, 310 MB).
+    Built once per test session, for every browser test at 1,000 runs."""
+    from root1000 import build_root
+
+    return build_root(tmp_path_factory.mktemp("root1000") / "arena")
 
 
 @pytest.fixture(scope="session", autouse=True)

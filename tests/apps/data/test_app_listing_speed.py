@@ -1,0 +1,32 @@
+"""What the run list's shortcuts at 1,000 runs keep: a config flattened once still gives a fresh dict
+each call (a caller's change never reaches the next one), and runs found under the root are labelled
+and kept without resolving each path, a run also given on the command line listed once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from apps.data import identity
+from apps.data.loading import discover_runs, find_run_dirs
+from gdro_app_synthetic import write_synthetic_run
+
+
+def test_a_flattened_config_is_a_fresh_dict_each_call() -> None:
+    config = {"method": "grpo", "world": {"lr_shared": 0.01, "groups": [1, 2]}, "seed": 3}
+    first = identity.flatten(config)
+    assert first == {"method": "grpo", "world.lr_shared": 0.01, "world.groups": "[1, 2]", "seed": 3}
+    for _ in range(2):  # the first answer, then a remembered one
+        identity.flatten(config)["method"] = "changed by a caller"
+        assert identity.flatten(config) == first
+    assert identity.flatten(dict(config, seed=4))["seed"] == 4, "another config object is flattened anew"
+
+
+def test_found_runs_are_labelled_relative_to_the_root_and_a_given_one_listed_once(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    for label in ("a/grpo/seed0", "a/grpo/seed1", "b/vip"):
+        write_synthetic_run(root / label, steps=3, num_bins=3)
+    found, truncated = find_run_dirs(root)
+    entries = discover_runs(root, [root / "b" / ".." / "b" / "vip"], found)
+    assert not truncated
+    assert [entry.label for entry in entries] == ["b/vip", "a/grpo/seed0", "a/grpo/seed1"]
+    assert [entry.label for entry in discover_runs(root, [], found)] == ["a/grpo/seed0", "a/grpo/seed1", "b/vip"]
