@@ -19,7 +19,7 @@ from gdro_lab.checks import check_bins
 from gdro_lab.controllers.arm_updates import relative_variance
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.functional.diagnostics import bin_share
-from gdro_lab.functional.update_rules import ema_value
+from gdro_lab.functional.update_rules import ema_from_first
 
 PLANNERS = ("exact", "dp_count", "dp_bin")
 
@@ -127,11 +127,10 @@ class UniformAllocator:
 
     def _track_variance(self, feedback: StepFeedback) -> np.ndarray:
         """Variance-proxy EMA per bin: ema_from_first with beta = variance_ema; absent bins unchanged
-        (per bin on floats, ``ema_value``: the same values)."""
+        (on lists: ema_from_first's per-bin loop, the same values)."""
         observed = feedback.variance_by_bin(self.num_bins, copy=False)
         beta = self.config.variance_ema
-        self.variance_G = np.array([ema_value(previous, value, beta)
-                                    for previous, value in zip(self.variance_G.tolist(), observed.tolist())])
+        self.variance_G = ema_from_first(self.variance_G.tolist(), observed.tolist(), beta)
         return observed
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:

@@ -33,7 +33,7 @@ from gdro_lab.checks import check_bins_fast
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.signals import SIGNALS
 from gdro_lab.functional.diagnostics import support_of_distribution
-from gdro_lab.functional.update_rules import debiased_value, ema_value, entropic_weights, omega
+from gdro_lab.functional.update_rules import debiased_signal, ema_from_first, entropic_weights, omega
 
 __all__ = ["PromptGDRO", "UniformWeighter", "WeighterConfig"]
 
@@ -126,20 +126,15 @@ class UniformWeighter:
         sums = feedback.bin_sums(signal_P, G)
         counts = feedback.bin_count_list(G)
         assigned = feedback.num_assigned
-        score, seen = self.score_G.tolist(), self.seen_G.tolist()
-        first_seen = False
-        for b, count in enumerate(counts):
-            if count:  # absent bins keep their score
-                x = sums[b] / count                                            # Eq. 13
-                if cfg.share_normalize:
-                    x = debiased_value(x, count / assigned, G, cfg.share_floor)
-                if seen[b]:
-                    score[b] = ema_value(score[b], x, cfg.ema_beta)           # Eq. 12
-                else:
-                    score[b] = ema_value(math.nan, x, cfg.ema_beta)
-                    seen[b] = first_seen = True
-        if first_seen:  # seen_G changes only while bins are still being seen for the first time
-            self.seen_G = np.array(seen)
+        mean = [total / count if count else math.nan for total, count in zip(sums, counts)]     # Eq. 13
+        if cfg.share_normalize:
+            mean = debiased_signal(mean, [count / assigned if count else 0.0 for count in counts],
+                                   cfg.share_floor).tolist()
+        old, seen = self.score_G.tolist(), self.seen_G.tolist()
+        blended = ema_from_first([s if ok else math.nan for s, ok in zip(old, seen)], mean, cfg.ema_beta).tolist()
+        score = [new if count else s for new, s, count in zip(blended, old, counts)]  # absent bins keep theirs
+        if not all(ok or not count for ok, count in zip(seen, counts)):  # a bin seen for the first time
+            self.seen_G = np.array([ok or count > 0 for ok, count in zip(seen, counts)])
         self._set_score(np.array(score))
         weights = self._weights
         signal_sum = float(np.add.reduce(signal_P))

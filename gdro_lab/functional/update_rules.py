@@ -14,35 +14,31 @@ import numpy as np
 from gdro_lab._rows import row_max, row_sum
 
 
-def ema_from_first(previous_G: np.ndarray, observed_G: np.ndarray, beta: float) -> np.ndarray:
+def ema_from_first(previous_G: np.ndarray | list[float], observed_G: np.ndarray | list[float],
+                   beta: float) -> np.ndarray:
     """Eq. 12 with the released code's start: S = x at a bin's first observation, then
     S <- (1 - beta) S + beta x.
 
     ``previous_G`` holds NaN for bins never observed; ``observed_G`` holds NaN for bins absent
-    this step (their state is returned unchanged).
+    this step (their state is returned unchanged). Lists of Python floats (the controllers' per-step
+    call, G ~ 10 bins) take a per-bin loop: the same operations, so the same values bit for bit.
     """
+    if isinstance(previous_G, list) and isinstance(observed_G, list):
+        return np.array([previous if not math.isfinite(observed) else observed if not math.isfinite(previous)
+                         else (1.0 - beta) * previous + beta * observed
+                         for previous, observed in zip(previous_G, observed_G)])
     previous = np.asarray(previous_G, float)
     observed = np.asarray(observed_G, float)
     blended = (1.0 - beta) * previous + beta * observed  # NaN wherever either side is unknown
     return np.where(np.isfinite(observed), np.where(np.isfinite(previous), blended, observed), previous)
 
 
-def ema_value(previous: float, observed: float, beta: float) -> float:
-    """:func:`ema_from_first` for one bin (non-finite previous = never observed, non-finite observed = absent)."""
-    if not math.isfinite(observed):
-        return previous
-    if not math.isfinite(previous):
-        return observed
-    return (1.0 - beta) * previous + beta * observed
-
-
-def debiased_value(mean: float, share: float, num_bins: int, floor: float) -> float:
-    """:func:`debiased_signal` for one bin: mean / max(B q_hat, floor)."""
-    return mean / max(num_bins * share, floor)
-
-
-def debiased_signal(mean_G: np.ndarray, share_G: np.ndarray, floor: float) -> np.ndarray:
-    """Debiasing of Eq. 13 before the EMA: x_b = l_bar_b / max(B q_hat_b, floor); NaN (absent bins) stays NaN."""
+def debiased_signal(mean_G: np.ndarray | list[float], share_G: np.ndarray | list[float], floor: float) -> np.ndarray:
+    """Debiasing of Eq. 13 before the EMA: x_b = l_bar_b / max(B q_hat_b, floor); NaN (absent bins) stays NaN.
+    Lists of Python floats take a per-bin loop: the same operations, the same values bit for bit."""
+    if isinstance(mean_G, list) and isinstance(share_G, list):
+        num_bins = len(share_G)
+        return np.array([mean / max(num_bins * share, floor) for mean, share in zip(mean_G, share_G)])
     share = np.asarray(share_G, float)
     return np.asarray(mean_G, float) / np.maximum(share.size * share, floor)
 

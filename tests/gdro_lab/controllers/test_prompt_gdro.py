@@ -133,8 +133,8 @@ def test_reward_std_signal_peaks_at_half():
 
 @pytest.mark.parametrize("normalize", [True, False])
 def test_score_equals_the_array_rules_bit_for_bit(normalize):
-    """update() applies debiased_value and ema_value per bin on floats: the score is the array rules' (debiased_signal,
-    ema_from_first) bit for bit, absent and first-seen bins included."""
+    """update() applies debiased_signal and ema_from_first on lists of floats (their per-bin fast path): the score
+    is the rules' on arrays bit for bit, absent and first-seen bins included."""
     from gdro_lab.functional.diagnostics import bin_mean, bin_share
     from gdro_lab.functional.update_rules import debiased_signal, ema_from_first
 

@@ -205,19 +205,20 @@ def test_absent_bin_logits_untouched_over_many_steps(mode):
 
 # ----------------------------------------------------------------------------- the per-bin (list) forms
 
-def test_scalar_forms_equal_the_array_rules():
-    from gdro_lab.functional.update_rules import debiased_value, ema_value
+MAYBE = st.one_of(st.just(NAN), st.floats(-1e6, 1e6))
 
-    rng = np.random.default_rng(4)
-    previous = np.where(rng.random(12) < 0.3, NAN, rng.normal(size=12))
-    observed = np.where(rng.random(12) < 0.3, NAN, rng.normal(size=12))
-    array = ema_from_first(previous, observed, 0.12)
-    scalar = [ema_value(p, o, 0.12) for p, o in zip(previous.tolist(), observed.tolist())]
-    np.testing.assert_array_equal(np.array(scalar), array)  # bit for bit, NaN where never observed
-    share = rng.dirichlet(np.ones(12))
-    mean = rng.random(12)
-    np.testing.assert_array_equal([debiased_value(m, q, 12, 0.1) for m, q in zip(mean, share)],
-                                  debiased_signal(mean, share, 0.1))
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=st.lists(st.tuples(MAYBE, MAYBE, st.floats(0.0, 1.0)), min_size=1, max_size=16),
+       beta=st.floats(0.0, 1.0), floor=st.floats(1e-3, 1.0))
+def test_the_list_paths_of_the_ema_and_the_debiasing_equal_the_array_rules_bit_for_bit(pairs, beta, floor):
+    """ema_from_first and debiased_signal on lists of floats (the controllers' per-bin path) give the array
+    statement's values bit for bit, NaN (never observed, absent) included."""
+    previous, observed, share = (list(column) for column in zip(*pairs))
+    assert ema_from_first(previous, observed, beta).tobytes() == \
+        ema_from_first(np.array(previous), np.array(observed), beta).tobytes()
+    assert debiased_signal(observed, share, floor).tobytes() == \
+        debiased_signal(np.array(observed), np.array(share), floor).tobytes()
 
 
 SCORES = st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=16)
