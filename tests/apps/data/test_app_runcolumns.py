@@ -226,3 +226,17 @@ def test_the_scalars_only_reader_equals_the_full_reader(tmp_path: Path, real_run
         for key in full:
             assert fast[key].tolist() == full[key].tolist(), (path, key)
     assert runcolumns.read_scalars(odd).values["time/eval"].tolist() == [1.5]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_differing_config_keys_equal_a_loop(seed: int) -> None:
+    generator = np.random.default_rng(seed)
+    flats = {f"r{index}": {f"k{key}": str(int(generator.integers(0, 2 if key % 3 else 1)))
+                           for key in range(12) if key % 3 == 0 or generator.random() < 0.9} for index in range(30)}
+    for label, flat in flats.items():
+        flat["almost"] = "1" if label == "r0" else "0"  # one run differs: the key differs
+    infos = [listing.RunInfo(loading.RunEntry(Path(label), label)) for label in flats]
+    naive_order = list(dict.fromkeys(key for flat in flats.values() for key in flat))
+    naive = [key for key in naive_order if len({flat.get(key, runtable.MISSING) for flat in flats.values()}) > 1]
+    assert runtable.config_keys(infos, flats=flats) == naive and 0 < len(naive) < len(naive_order)
+    assert runtable.config_keys(infos, all_config=True, flats=flats) == naive_order
