@@ -130,6 +130,8 @@ def _filtered(rows: pd.DataFrame, infos: list[Any], specs: list[runcolumns.Colum
                   f"the {len(chosen.picked)} healthy runs that meet it" +
                   (f" (the first {runstate.MAX_FILTERED_SHOWN})" if len(chosen.picked) == runstate.MAX_FILTERED_SHOWN
                    else ""))
+    if not chosen.picked:
+        shown_text = "its own default runs (no healthy run meets the filter)"
     st.caption(f":material/filter_alt: {len(filtered or ())} runs meet `{text}`: every view shows {shown_text}.")
     return kept
 
