@@ -3,11 +3,14 @@ parallel coordinates of a sweep. No Streamlit here.
 
 One line per method (:func:`line_of`; step-matched GRPO its own); swept keys from
 :func:`apps.data.identity.varying_keys`; :func:`sweep_frame` gives the mean final value per key value
-with its 95% t-interval. Detail: docs/app-data-notes.md#apps-data-sweep.
+with its 95% t-interval; :func:`parallel_frame` and :func:`parallel_ticks` the parallel coordinates,
+:func:`brush_ranges` and :func:`runs_in_brush` what a brush on them keeps. Detail:
+docs/app-data-notes.md#apps-data-sweep.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -96,35 +99,137 @@ def _order(value: Any) -> Any:
         else (1, 0.0, str(value))
 
 
-def parallel_frame(runs: Mapping[str, RunData], keys: Sequence[str], metric: str, final: str = "tail mean",
-                   names: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """Long frame of the parallel coordinates: per run (``run``: its name) and axis (each key,
-    then the metric): the raw value (``raw``) and its position on the axis in [0, 1] (``position``:
-    min–max over the runs; numbers on a log scale for learning-rate keys; text in sorted order).
-    Columns: run, method, axis, raw, position."""
-    axes = [*keys, metric]
+#: A numeric axis gets a tick at each of its values when it has at most this many, else at
+#: :data:`TICK_POSITIONS` of its range.
+TICK_VALUES_MAX, TICK_POSITIONS = 8, (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of the parallel coordinates: numbers (on a log scale for a learning-rate key) spread
+    min to max over [0, 1], or texts in sorted order."""
+
+    name: str
+    numeric: bool
+    log: bool = False
+    low: float = 0.0
+    span: float = 1.0
+    texts: tuple[str, ...] = ()
+
+    def position(self, value: Any) -> float:
+        """Where ``value`` sits on the axis, in [0, 1] (NaN for a missing number)."""
+        if not self.numeric:
+            return self.texts.index(str(value)) / max(len(self.texts) - 1, 1)
+        number = float(value)
+        if self.log:
+            number = float(np.log(number)) if number > 0 else float("nan")
+        return (number - self.low) / self.span if np.isfinite(number) else float("nan")
+
+    def value_at(self, position: float) -> float:
+        """The number at ``position`` of a numeric axis (the inverse of :meth:`position`)."""
+        number = self.low + position * self.span
+        return float(np.exp(number)) if self.log else float(number)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _table(runs: Mapping[str, RunData], keys: Sequence[str], metric: str, final: str) -> dict[str, dict[str, Any]]:
+    """Per run: its value of each key and its final metric."""
     table: dict[str, dict[str, Any]] = {}
     for label, run in runs.items():
         row = {key: _value(run.config, key) for key in keys}
         row[metric] = run_final(run, metric, final)
         table[label] = row
-    positions: dict[str, dict[str, float]] = {label: {} for label in table}
+    return table
+
+
+def _axes(table: Mapping[str, Mapping[str, Any]], axes: Sequence[str]) -> list[Axis]:
+    out = []
     for axis in axes:
-        values = [table[label][axis] for label in table]
-        numeric = all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in values)
-        if numeric:
-            numbers = np.array(values, dtype=float)
-            if axis in LR_KEYS and np.all(numbers > 0):
-                numbers = np.log(numbers)
-            low, high = np.nanmin(numbers), np.nanmax(numbers)
-            span = high - low if np.isfinite(high - low) and high > low else 1.0
-            for label, number in zip(table, numbers):
-                positions[label][axis] = float((number - low) / span) if np.isfinite(number) else float("nan")
+        values = [row[axis] for row in table.values()]
+        if not all(_is_number(value) for value in values):
+            out.append(Axis(axis, False, texts=tuple(sorted({str(value) for value in values}))))
+            continue
+        numbers = np.array(values, dtype=float)
+        log = axis in LR_KEYS and bool(np.all(numbers > 0))
+        if log:
+            numbers = np.log(numbers)
+        finite = numbers[np.isfinite(numbers)]
+        low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        out.append(Axis(axis, True, log, low, high - low if high > low else 1.0))
+    return out
+
+
+def parallel_frame(runs: Mapping[str, RunData], keys: Sequence[str], metric: str, final: str = "tail mean",
+                   names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Long frame of the parallel coordinates: per run (``run``: its name; ``label``: its folder)
+    and axis (each key, then the metric; ``axis_index`` its place): the raw value (``raw``) and its
+    position on the axis in [0, 1] (``position``, :class:`Axis`: min–max over the runs; numbers on a
+    log scale for learning-rate keys; text in sorted order).
+    Columns: run, label, method, axis, axis_index, raw, position."""
+    axes = [*keys, metric]
+    table = _table(runs, keys, metric, final)
+    scales = _axes(table, axes)
+    rows = [{"run": (names or {}).get(label, label), "label": label, "method": line_of(runs[label].config),
+             "axis": axis.name, "axis_index": index, "raw": str(table[label][axis.name]),
+             "position": axis.position(table[label][axis.name])}
+            for label in table for index, axis in enumerate(scales)]
+    return pd.DataFrame(rows, columns=["run", "label", "method", "axis", "axis_index", "raw", "position"])
+
+
+def parallel_ticks(runs: Mapping[str, RunData], keys: Sequence[str], metric: str,
+                   final: str = "tail mean") -> pd.DataFrame:
+    """The ticks of each parallel axis: at each value of a numeric axis with at most
+    :data:`TICK_VALUES_MAX` values (a learning-rate grid), else at :data:`TICK_POSITIONS` of its range
+    (4 significant digits); at every text of a text axis. Columns: axis, axis_index, position, label."""
+    table = _table(runs, keys, metric, final)
+    rows = []
+    for index, axis in enumerate(_axes(table, [*keys, metric])):
+        values = [row[axis.name] for row in table.values()]
+        if not axis.numeric:
+            ticks = [(axis.position(text), text) for text in axis.texts]
         else:
-            order = sorted({str(value) for value in values})
-            for label, value in zip(table, values):
-                positions[label][axis] = order.index(str(value)) / max(len(order) - 1, 1)
-    rows = [{"run": (names or {}).get(label, label), "method": line_of(runs[label].config),
-             "axis": axis, "raw": str(table[label][axis]), "position": positions[label][axis]}
-            for label in table for axis in axes]
-    return pd.DataFrame(rows, columns=["run", "method", "axis", "raw", "position"])
+            distinct = sorted({float(value) for value in values if np.isfinite(float(value))})
+            if len(distinct) <= TICK_VALUES_MAX:
+                ticks = [(axis.position(value), f"{value:.4g}") for value in distinct]
+            else:
+                ticks = [(position, f"{axis.value_at(position):.4g}") for position in TICK_POSITIONS]
+        rows += [{"axis": axis.name, "axis_index": index, "position": position, "label": label}
+                 for position, label in ticks]
+    return pd.DataFrame(rows, columns=["axis", "axis_index", "position", "label"])
+
+
+def brush_ranges(selection: Mapping[str, Any], axes: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """The brushed range of each axis from a Vega-Lite interval selection over the parallel
+    coordinates (``{"axis_index": [a, b], "position": [low, high]}``): every axis whose index lies
+    in [a, b] gets [low, high]; none for an empty selection."""
+    across, along = selection.get("axis_index"), selection.get("position")
+    if not (isinstance(across, Sequence) and isinstance(along, Sequence) and len(across) == 2 and len(along) == 2):
+        return {}
+    first, last = sorted(float(value) for value in across)
+    low, high = sorted(float(value) for value in along)
+    return {axis: (low, high) for index, axis in enumerate(axes) if first <= index <= last}
+
+
+def runs_in_brush(frame: pd.DataFrame, ranges: Mapping[str, tuple[float, float]]) -> list[str]:
+    """The runs (``label``s of a :func:`parallel_frame`) whose position on every brushed axis lies in
+    its range (a missing value is outside); every run when nothing is brushed."""
+    labels = list(dict.fromkeys(frame["label"]))
+    if not ranges:
+        return labels
+    inside = pd.Series(True, index=labels)
+    for axis, (low, high) in ranges.items():
+        part = frame[frame["axis"] == axis].set_index("label")["position"].reindex(labels)
+        inside &= ((part >= low) & (part <= high)).fillna(False)
+    return [label for label in labels if inside[label]]
+
+
+def run_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of a :func:`parallel_frame`: its name, method and the raw value on each axis."""
+    if frame.empty:
+        return pd.DataFrame(columns=["run", "method"])
+    table = frame.pivot_table(index=["run", "method"], columns="axis", values="raw", aggfunc="first", sort=False)
+    axes = list(dict.fromkeys(frame["axis"]))
+    return table[axes].reset_index().rename_axis(columns=None)

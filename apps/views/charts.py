@@ -149,26 +149,50 @@ def sweep_lines(frame: pd.DataFrame, key: str, metric: str, colours: Mapping[str
                                           width=560)
 
 
-def _short_number(text: str) -> str:
-    """A number's text with 4 significant digits (``0.8307291666`` -> ``0.8307``); other text as it is."""
-    try:
-        return f"{float(text):.4g}"
-    except ValueError:
-        return text
+#: The parallel coordinates' brush (a Vega-Lite interval selection over axes and positions), read
+#: back by the Sweep page (:func:`apps.data.sweep.brush_ranges`).
+BRUSH = "brush"
+#: Half the length of a tick on a parallel axis, in axis widths.
+TICK_HALF = 0.04
 
 
-def parallel_coordinates(frame: pd.DataFrame, axes: Sequence[str], colours: Mapping[str, str]) -> AnyChart:
-    """Parallel coordinates of a sweep (frame: run, method, axis, raw, position): one polyline per
-    run across the swept keys and the metric, coloured by method; hover a line for its values."""
+def parallel_coordinates(frame: pd.DataFrame, axes: Sequence[str], colours: Mapping[str, str],
+                         ticks: pd.DataFrame | None = None) -> AnyChart:
+    """Parallel coordinates of a sweep (frame: run, method, axis, axis_index, raw, position): one
+    polyline per run across the swept keys and the metric, coloured by method; each axis drawn with
+    its ticks (``ticks``: axis_index, position, label); hover a line for its values.
+
+    Methods are drawn largest first (fewest runs on top, at 0.5 opacity), so that no method hides
+    another. Drag a rectangle over one axis or several (the :data:`BRUSH` interval selection) to
+    brush them: the page reads the brushed ranges back."""
     names = list(dict.fromkeys(str(name) for name in frame["method"]))
     scale = alt.Scale(domain=names, range=[colours.get(name, "#1f77b4") for name in names])
-    x = alt.X("axis:N", sort=list(axes), title=None, axis=alt.Axis(labelAngle=0, labelLimit=0, grid=True))
-    y = alt.Y("position:Q", title="position on each axis (min to max)", scale=alt.Scale(domain=[0, 1]))
-    colour = alt.Color("method:N", title=None, scale=scale, sort=names, legend=alt.Legend(orient="right", labelLimit=0))
-    lines = alt.Chart(frame).mark_line(opacity=0.45, strokeWidth=1.5).encode(
-        x=x, y=y, color=colour, detail="run:N", tooltip=[alt.Tooltip("run:N"), alt.Tooltip("axis:N"),
-                                                          alt.Tooltip("raw:N", title="value")])
-    ends = frame[frame["position"].isin([0.0, 1.0])].drop_duplicates(["axis", "position"]).assign(
-        label=lambda part: part["raw"].map(_short_number))  # one label per axis end, 4 significant digits
-    ticks = alt.Chart(ends).mark_text(dx=4, align="left", fontSize=9, color="#555555").encode(x=x, y=y, text="label:N")
-    return alt.layer(lines, ticks).properties(title="Parallel coordinates of the sweep", height=CHART_HEIGHT, width=820)
+    count = len(axes)
+    x_scale = alt.Scale(domain=[-0.3, count - 0.45], nice=False, zero=False)
+    y_scale = alt.Scale(domain=[0, 1], nice=False, padding=8)
+    x = alt.X("axis_index:Q", title=None, scale=x_scale, axis=None)
+    y = alt.Y("position:Q", title=None, scale=y_scale, axis=None)
+    colour = alt.Color("method:N", title=None, scale=scale, sort=names,
+                       legend=alt.Legend(orient="bottom", labelLimit=0, symbolType="stroke", symbolStrokeWidth=3))
+    tooltip = [alt.Tooltip("run:N"), alt.Tooltip("method:N"), alt.Tooltip("axis:N"), alt.Tooltip("raw:N", title="value")]
+    ends = pd.DataFrame({"axis_index": range(count), "name": list(axes), "low": 0.0, "high": 1.0})
+    rules = alt.Chart(ends).mark_rule(color="#888888").encode(x=x, y=alt.Y("low:Q", scale=y_scale, axis=None),
+                                                               y2="high:Q")
+    titles = alt.Chart(ends).mark_text(dy=-14, fontSize=12, fontWeight="bold", color="#333333").encode(
+        x=x, y=alt.Y("high:Q", scale=y_scale, axis=None), text="name:N")  # each axis named above it
+    layers: list[Any] = [rules, titles]
+    sizes = frame.drop_duplicates("run")["method"].value_counts()
+    for position, method in enumerate(sorted(names, key=lambda name: (-int(sizes.get(name, 0)), name))):
+        line = alt.Chart(frame[frame["method"] == method]).mark_line(opacity=0.5, strokeWidth=1.5).encode(
+            x=x, y=y, color=colour, detail="run:N", tooltip=tooltip)
+        layers.append(line.add_params(alt.selection_interval(name=BRUSH, encodings=["x", "y"])) if position == 0
+                      else line)
+    if ticks is not None and not ticks.empty:
+        marks = ticks.assign(left=ticks["axis_index"] - TICK_HALF, right=ticks["axis_index"] + TICK_HALF)
+        layers.append(alt.Chart(marks).mark_rule(color="#555555").encode(
+            x=alt.X("left:Q", scale=x_scale, axis=None), x2="right:Q", y=y))
+        layers.append(alt.Chart(marks).mark_text(align="left", dx=3, baseline="middle", fontSize=10,
+                                                 color="#333333").encode(x=alt.X("right:Q", scale=x_scale, axis=None),
+                                                                         y=y, text="label:N"))
+    return alt.layer(*layers).properties(title="Parallel coordinates of the sweep (drag over an axis to brush it)",
+                                         height=CHART_HEIGHT, width=820)

@@ -395,7 +395,7 @@ def linked_rows(rows: Sequence[Sequence[AnyChart]], renderer: str | None = None)
     combined = alt.VConcatChart(vconcat=views) if len(views) > 1 else views[0]
     # Attributes set in place: altair's .properties()/.resolve_scale() deep-copy every chart's data.
     if sum(len(row) for row in rows) > 1:
-        combined.resolve = alt.Resolve(scale=alt.ScaleResolveMap(color="independent"))
+        combined.resolve = alt.Resolve(scale=alt.ScaleResolveMap(color="independent", strokeDash="independent"))
     renderer = renderer or os.environ.get(RENDERER_ENV, "canvas")
     combined.usermeta = {"embedOptions": {"renderer": "svg" if renderer == "svg" else "canvas"}}
     return combined

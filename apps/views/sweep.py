@@ -1,6 +1,7 @@
-"""Sweep: the final (or tail-mean) metric against each swept config key, one line per method (a
-step-matched baseline its own line) with 95% intervals over the runs that share a setting (a
-learning-rate scale first, on a log axis), and the parallel coordinates of the sweep.
+"""Sweep: the parallel coordinates of the sweep, brushable (a brush over the axes keeps the runs it
+crosses: the run table and the charts below follow), then the final (or tail-mean) metric against
+each swept config key, one line per method (a step-matched baseline its own line) with 95% intervals
+over the runs that share a setting (a learning-rate scale first, on a log axis).
 
 The runs are those picked on the Runs page, else the study of the first listed run
 (:func:`apps.data.sweep.sweep_keys` finds the keys that differ between them).
@@ -8,11 +9,14 @@ The runs are those picked on the Runs page, else the study of the first listed r
 
 from __future__ import annotations
 
+from typing import Mapping
+
+import pandas as pd
 import streamlit as st
 
 from apps.data import study, sweep
 from apps.data.colours import method_hues
-from apps.views import charts, ui, uicharts
+from apps.views import charts, interactive, ui, uicharts
 
 TITLE = "Sweep"
 
@@ -46,17 +50,60 @@ def page() -> None:
                                         help="Tail mean: steps at or after the 60th percentile; or the last value."))
         st.caption(f"{len(runs)} runs; swept: {', '.join(keys)}")
         colours = method_hues(sweep.line_of(run.config, run.path.name) for run in runs.values())
+        axes = [*keys, metric]
+        names = {label: chosen.name(label) for label in runs}
+        parallel = sweep.parallel_frame(runs, keys, metric, final, names)
+        kept = _brushed(parallel, axes, charts.parallel_coordinates(
+            parallel, axes, colours, sweep.parallel_ticks(runs, keys, metric, final)))
+        table = sweep.run_table(parallel[parallel["label"].isin(kept)])
+        st.dataframe(table, hide_index=True, width="stretch", key="sweep-table",
+                     column_config={"run": st.column_config.TextColumn("run", width="large")})
+        uicharts.export_button({"parallel coordinates": parallel}, "sweep-parallel", "sweep-parallel")
+        brushed = {label: runs[label] for label in kept}
         for key in keys:
-            frame = sweep.sweep_frame(runs, key, metric, final)
+            frame = sweep.sweep_frame(brushed, key, metric, final)
             name = f"{metric} ({final}) against {key}"
             uicharts.chart(charts.sweep_lines(frame, key, metric, colours, log_x=key in sweep.LR_KEYS, final=final),
                            csv={name: frame}, key=f"sweep-{key}")
-        names = {label: chosen.name(label) for label in runs}
-        parallel = sweep.parallel_frame(runs, keys, metric, final, names)
-        uicharts.chart(charts.parallel_coordinates(parallel, [*keys, metric], colours),
-                       csv={"parallel coordinates": parallel}, key="sweep-parallel")
 
     ui.live_fragment(body, chosen)()
+
+
+def _brushed(parallel: pd.DataFrame, axes: list[str], figure: charts.AnyChart) -> list[str]:
+    """Draw the parallel coordinates with their brush, and say which runs it keeps (every run
+    without a brush): the brushed range of each axis comes back from the browser as the chart's
+    selection (:func:`apps.data.sweep.brush_ranges`)."""
+    event = st.vega_lite_chart(interactive.to_spec(figure), on_select="rerun", selection_mode=[charts.BRUSH],
+                               key="sweep-brush", width="stretch")
+    selection = (event.get("selection") if isinstance(event, Mapping) else None) or {}
+    ranges = sweep.brush_ranges(selection.get(charts.BRUSH) or {}, axes)
+    kept = sweep.runs_in_brush(parallel, ranges)
+    total = parallel["label"].nunique()
+    if ranges:
+        described = "; ".join(f"{axis} {_range_text(parallel, axis, low, high)}" for axis, (low, high) in ranges.items())
+        st.caption(f"**Brushed: {len(kept)} of {total} runs** ({described}). The table and the charts below show "
+                   "these runs; click the chart outside the brush to clear it.")
+    else:
+        st.caption(f"All {total} runs. Drag a rectangle over an axis (or several) to keep the runs it crosses: "
+                   "the table and the charts below follow.")
+    return kept
+
+
+def _range_text(parallel: pd.DataFrame, axis: str, low: float, high: float) -> str:
+    """The values of ``axis`` inside a brushed range of positions, lowest and highest (or none)."""
+    part = parallel[(parallel["axis"] == axis) & (parallel["position"] >= low) & (parallel["position"] <= high)]
+    if part.empty:
+        return "(no value)"
+    ordered = part.sort_values("position")["raw"]
+    first, last = ordered.iloc[0], ordered.iloc[-1]
+    return f"= {_short(first)}" if first == last else f"{_short(first)} to {_short(last)}"
+
+
+def _short(text: str) -> str:
+    try:
+        return f"{float(text):.4g}"
+    except ValueError:
+        return text
 
 
 page()

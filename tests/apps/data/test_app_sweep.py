@@ -69,14 +69,46 @@ def test_a_step_matched_baseline_is_a_line_of_its_own_not_a_swept_setting(root10
     assert grpo["n"].tolist() == [5] * len(grpo), "the plain GRPO points hold only plain GRPO runs"
 
 
-def test_parallel_coordinates_label_each_axis_end_once_in_short_numbers(root100: Root100) -> None:
+def test_parallel_axes_have_ticks_and_the_largest_method_is_drawn_first(root100: Root100) -> None:
     from apps.views import charts
 
-    runs = _runs(root100.root, [label for label in root100.study if "matched" not in label])
+    labels = [label for label in root100.study if "matched" not in label
+              and ("/prompt_gdro/" in label or "/rollout_gdro/lr1/" in label or "/grpo/lr2/" in label
+                   or "/grpo/lr1/" in label)]
+    runs = _runs(root100.root, labels)  # 30 Prompt-GDRO runs, 10 GRPO, 5 Rollout-GDRO
+    ticks = sweep.parallel_ticks(runs, ["lr_scale"], "mean_success", "last value")
+    lr = ticks[ticks["axis"] == "lr_scale"]
+    assert lr["label"].tolist() == ["0.3536", "0.5", "0.7071", "1", "1.414", "2"], "a tick at each grid value"
+    assert lr["position"].tolist() == pytest.approx([0, 0.2, 0.4, 0.6, 0.8, 1.0]), "on a log axis"
+    metric = ticks[ticks["axis"] == "mean_success"]
+    finals = [_last(root100.root, label, "mean_success") for label in labels]
+    assert len(metric) == 5 and metric["label"].iloc[0] == f"{min(finals):.4g}" \
+        and metric["label"].iloc[-1] == f"{max(finals):.4g}", "ticks along the axis, not only its ends"
     parallel = sweep.parallel_frame(runs, ["lr_scale"], "mean_success", "last value")
-    spec = charts.parallel_coordinates(parallel, ["lr_scale", "mean_success"], {}).to_dict()
-    labels = [row["label"] for layer in spec["layer"] if "label" in str(layer["encoding"].get("text", ""))
-              for row in spec["datasets"][layer["data"]["name"]]]
-    assert len(labels) == 4, "one label per axis end, not one per run"
-    high = max(_last(root100.root, label, "mean_success") for label in runs)
-    assert f"{high:.4g}" in labels and "2" in labels and all(len(label) <= 6 for label in labels), labels
+    spec = charts.parallel_coordinates(parallel, ["lr_scale", "mean_success"], {}, ticks).to_dict()
+    drawn = [spec["datasets"][layer["data"]["name"]][0]["method"] for layer in spec["layer"]
+             if layer["mark"]["type"] == "line"]
+    assert drawn == ["prompt_gdro", "grpo", "rollout_gdro"], "largest first: the smallest method on top"
+    texts = [row["label"] for layer in spec["layer"] if layer["encoding"].get("text", {}).get("field") == "label"
+             for row in spec["datasets"][layer["data"]["name"]]]
+    assert len(texts) == 11, "every tick labelled"
+
+
+def test_a_brush_keeps_the_runs_inside_it_on_every_brushed_axis(root100: Root100) -> None:
+    runs = _runs(root100.root, [label for label in root100.study if "matched" not in label])
+    axes = ["lr_scale", "mean_success"]
+    parallel = sweep.parallel_frame(runs, ["lr_scale"], "mean_success", "last value")
+    ranges = sweep.brush_ranges({"axis_index": [0.2, -0.2], "position": [0.3, 0.5]}, axes)
+    assert ranges == {"lr_scale": (0.3, 0.5)}, "a brush over the first axis only"
+    kept = sweep.runs_in_brush(parallel, ranges)
+    assert sorted(kept) == sorted(label for label in runs if "/lr0.707107/" in label), "lr 0.7071 sits at 0.4"
+    finals = {label: _last(root100.root, label, "mean_success") for label in runs}
+    low, high = min(finals.values()), max(finals.values())
+    both = sweep.brush_ranges({"axis_index": [-0.3, 1.2], "position": [0.3, 0.7]}, axes)
+    assert set(both) == set(axes)
+    inside = [label for label in runs if "/lr0.707107/" in label or "/lr1/" in label
+              if 0.3 <= (finals[label] - low) / (high - low) <= 0.7]
+    assert sorted(sweep.runs_in_brush(parallel, both)) == sorted(inside), "inside the range on both axes"
+    assert sweep.runs_in_brush(parallel, sweep.brush_ranges({}, axes)) == list(runs), "no brush: every run"
+    table = sweep.run_table(parallel[parallel["label"].isin(kept)])
+    assert len(table) == len(kept) and list(table.columns) == ["run", "method", *axes]
