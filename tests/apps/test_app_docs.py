@@ -50,6 +50,9 @@ def test_the_numbers_the_docs_state_are_the_apps() -> None:
     text = DOC.read_text()
     assert f"Up to {interactive.LEGEND_MAX} series" in text and f"more than {interactive.LEGEND_MAX}" in text
     assert f"A name longer than {interactive.LEGEND_CHARS} characters is cut in its middle" in text
+    from apps.data import colours
+
+    assert f"**Up to {colours.MAX_STYLES} groups are told apart by colour and dash.**" in text
     from apps.views import uicharts
 
     assert f"a row of charts is at most {uicharts.ROW_PX} px" in text
