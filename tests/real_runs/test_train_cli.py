@@ -274,8 +274,13 @@ def test_a_second_writer_is_refused_while_the_first_lives_and_welcome_after(stop
     finally:
         holder.kill()
         holder.wait()
+    capsys.readouterr()
     assert train_cli.main(["--resume", str(stopped_run)]) == 0
     assert json.loads((stopped_run / "meta.json").read_text())["status"] == "finished"
+    lines = capsys.readouterr().out.splitlines()  # a resume names its run first too, before the model loads
+    assert lines[0] == f"gdro train: run directory {stopped_run} (resuming, up to step 2)", lines
+    assert lines[1].startswith("gdro train: start-up: model load (tiny on cpu) started"), lines
+    assert f"gdro train: run directory {stopped_run} (steps 2..2)" in lines
 
 
 def test_the_trainer_holds_the_lock_while_it_writes(tmp_path: Path):
