@@ -166,6 +166,9 @@ def predict_parser() -> argparse.ArgumentParser:
                         help="a practical difference, in percentage points (default 1): the verdicts count the worlds "
                              "beyond it")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--bootstrap", type=int, default=0, metavar="B",
+                        help="widen the intervals by this fit's own factor: refit B worlds drawn from the fit on "
+                             "simulated data of the same shapes (default 0: the global factor)")
     parser.add_argument("--out", type=Path, help="output folder (default: <world folder>/predict)")
     return parser
 
@@ -181,12 +184,15 @@ def _predict_settings(args: argparse.Namespace, cal: predict.Calibrated) -> pred
             raise ConfigError(f"--{name} {value}: must be an integer >= 1")
     if args.lr is not None and not args.lr > 0:
         raise ConfigError(f"--lr {args.lr}: must be > 0")
+    if args.bootstrap < 0 or (args.bootstrap and not (cal.fit or {}).get("dynamics")):
+        raise ConfigError(f"--bootstrap {args.bootstrap}: give 0 or more, and a world whose fit.json has a sweep")
     if not 0 <= args.threshold < 100:
         raise ConfigError(f"--threshold {args.threshold}: give percentage points in [0, 100)")
     lr_scale = (args.lr / plan["lr"]) if args.lr else 1.0
     return predict.Settings(out=args.out or cal.path.parent / "predict", lr_scale=lr_scale,
                             threshold=args.threshold / 100, optimizer=args.optimizer or plan["optimizer"],
-                            n_bar=int(plan["n_bar"]), n_min=int(plan["n_min"]), n_max=int(plan["n_max"]), **values)
+                            n_bar=int(plan["n_bar"]), n_min=int(plan["n_min"]), n_max=int(plan["n_max"]),
+                            bootstrap=args.bootstrap, **values)
 
 
 def check_out_folder(out: Path, command: str) -> None:
@@ -226,6 +232,10 @@ def predict_main(argv: Sequence[str] | None = None) -> int:
         print(f"gdro predict: writing to {settings.out.resolve()}", file=sys.stderr, flush=True)  # the first line
         started = time.perf_counter()
         summary = predict.predict(cal, settings)
+        if settings.bootstrap:  # this fit's own widening (simulators/calibrate/bootstrap.py)
+            from simulators.calibrate.bootstrap import widened
+
+            summary = widened(summary, cal, settings)
         seconds = time.perf_counter() - started
         text = screen(summary, settings, cal, seconds)
         report = write_report(summary, settings, text, settings.out)

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from simulators.calibrate import predict
+from simulators.calibrate import bootstrap, predict
+from simulators.calibrate.bootstrap import true_gains
 from simulators.calibrate.calibration import Plan, calibrate
 from simulators.calibrate.posterior import side_towards
 from simulators.calibrate.recovery import LRS, WORLDS, synthetic_data, truth_world
@@ -48,25 +49,11 @@ def _settings(out: Path, draws: int, seeds: int, steps: int, batch: int, workers
                             workers=workers, out=out)
 
 
-def true_gains(truth: dict[str, Any], settings: predict.Settings) -> dict[str, Any]:
-    """Per method, metric and baseline: (mean gain over seeds, its standard error) in the true world."""
-    table = predict.run_all(settings, [truth])
-    tuned = predict.gains(table)["tuned_scale"][0]
-    out: dict[str, Any] = {}
-    for label in ("grpo_matched_c1", "grpo_matched_c2", *predict.METHODS):
-        for metric, _ in predict.METRICS:
-            method = table[f"{label}|{metric}"][0]
-            for base, reference in (("vs_grpo", table[f"grpo@1|{metric}"][0]),
-                                    ("vs_tuned", table[f"grpo@{tuned:g}|{metric}"][0])):
-                diff = method - reference
-                out[f"{label}|{metric}|{base}"] = (float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(diff.size)))
-    return out
-
-
 def recover_gains(name: str, seed: int, out: Path, *, draws: int = 40, seeds: int = 2, truth_seeds: int = 18,
                   num_prompts: int = 1600, steps: int = 100, batch: int = 32, data_steps: int = 60,
-                  workers: int = 2, threshold: float = predict.THRESHOLD) -> list[dict[str, Any]]:
-    """One known world and seed: calibrate, predict, measure the truth; a row per predicted gain."""
+                  workers: int = 2, threshold: float = predict.THRESHOLD, boot: int = 0) -> list[dict[str, Any]]:
+    """One known world and seed: calibrate, predict, measure the truth; a row per predicted gain. With ``boot``
+    > 0 each row also carries the fit's own bootstrap widening (``bootstrap.py``) and that interval."""
     truth = truth_world(name, num_prompts, 5, seed, GAIN_WORLDS)
     sample, sweep = synthetic_data(truth, lrs=LRS, batch=64, n=4, steps=data_steps, eval_every=max(1, data_steps // 3),
                                    k=8, seed=seed)
@@ -79,6 +66,12 @@ def recover_gains(name: str, seed: int, out: Path, *, draws: int = 40, seeds: in
                                 [], threshold)
     true_settings = _settings(out / f"{name}-s{seed}" / "truth", 1, truth_seeds, steps, batch, workers)
     truth_table = true_gains(truth.to_dict(), true_settings)
+    own = {}
+    if boot > 0:
+        shapes = bootstrap.Shapes(num_prompts, truth.num_groups, 8, LRS, 64, 4, data_steps, max(1, data_steps // 3))
+        started = time.perf_counter()
+        own = bootstrap.bootstrap(cal, settings, boot, shapes=shapes, truth_seeds=max(4, truth_seeds // 3))
+        own["seconds"] = time.perf_counter() - started
     rows = []
     for key, (gain, se) in truth_table.items():
         label, metric, base = key.split("|")
@@ -91,6 +84,10 @@ def recover_gains(name: str, seed: int, out: Path, *, draws: int = 40, seeds: in
                      "covered": bool(entry["lo"] <= gain <= entry["hi"]), "width": entry["hi"] - entry["lo"],
                      "verdict_sign": sign, "clear": bool(clear), "sign_right": bool(clear and sign == np.sign(gain)),
                      "sign_wrong": bool(clear and sign == -np.sign(gain)), "per_world": entry["per_world"]})
+        if own:
+            wide = bootstrap.widen(entry, own["factors"][metric])
+            rows[-1].update({"boot": boot, "boot_factor": wide["widening"], "boot_lo": wide["wide_lo"],
+                             "boot_hi": wide["wide_hi"], "boot_seconds": own["seconds"]})
     return rows
 
 
@@ -136,6 +133,46 @@ def interval_kinds(rows: list[dict[str, Any]], level: float = 0.95) -> dict[str,
             "widening": k_all, "widened_leave_one_world_out": covered / len(rows)}
 
 
+def per_fit_comparison(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rows that carry a bootstrap widening: per world and overall, coverage and median width of the central
+    interval, of it widened by the global WIDENING, and of it widened by each fit's own bootstrap factor."""
+    def stats(mine: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {"rows": len(mine), "fits": len({(r["world"], r["seed"]) for r in mine})}
+        for kind, lo, hi in (("central", lambda r: r["lo"], lambda r: r["hi"]),
+                             ("global", lambda r: r["median"] - predict.WIDENING * (r["median"] - r["lo"]),
+                              lambda r: r["median"] + predict.WIDENING * (r["hi"] - r["median"])),
+                             ("bootstrap", lambda r: r["boot_lo"], lambda r: r["boot_hi"])):
+            out[kind] = {"covered": sum(lo(r) <= r["truth"] <= hi(r) for r in mine),
+                         "median_width": float(np.median([hi(r) - lo(r) for r in mine]))}
+            out[kind]["coverage"] = out[kind]["covered"] / len(mine)
+        out["factors"] = sorted({round(r["boot_factor"], 3) for r in mine})
+        out["seconds_per_fit"] = float(np.median([r["boot_seconds"] for r in mine]))
+        return out
+
+    mine = [r for r in rows if "boot_lo" in r]
+    worlds = dict.fromkeys(r["world"] for r in mine)
+    return {"all": stats(mine), "worlds": {w: stats([r for r in mine if r["world"] == w]) for w in worlds},
+            "bootstrap": mine[0]["boot"]} if mine else {}
+
+
+def per_fit_markdown(comparison: dict[str, Any]) -> str:
+    """The docs' table: the global x2.44 widening beside each fit's own bootstrap widening."""
+    from studykit.tables import markdown_table
+
+    def row(name: str, s: dict[str, Any]) -> list[str]:
+        cells = [name, f"{s['fits']} / {s['rows']}"]
+        for kind in ("central", "global", "bootstrap"):
+            cells.append(f"{s[kind]['covered']}/{s['rows']} ({100 * s[kind]['coverage']:.0f}%), "
+                         f"{100 * s[kind]['median_width']:.1f} pp")
+        return cells + [", ".join(f"{f:.2f}" for f in s["factors"])]
+
+    rows = [row(w, s) for w, s in comparison["worlds"].items()] + [row("**all**", comparison["all"])]
+    return markdown_table(["world", "fits / rows", "central 95%: covered, median width",
+                           f"x{predict.WIDENING:g} (global): covered, median width",
+                           f"own bootstrap (B = {comparison['bootstrap']}): covered, median width",
+                           "the fits' factors (per metric)"], rows)
+
+
 def markdown(summary: dict[str, Any]) -> str:
     from studykit.tables import markdown_table
 
@@ -166,6 +203,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=100, help="planned run's steps (default 100)")
     parser.add_argument("--batch", type=int, default=32, help="planned run's prompts per step (default 32)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--num-prompts", type=int, default=1600, help="known world's prompts (default 1600)")
+    parser.add_argument("--data-steps", type=int, default=60, help="the sweep's steps (default 60)")
+    parser.add_argument("--bootstrap", type=int, default=0, metavar="B",
+                        help="also each fit's own widening from B bootstrap worlds (bootstrap.py; default 0)")
     parser.add_argument("--summarize-only", action="store_true", help="no fits: summarize OUT/rows.json")
     parser.add_argument("--update-docs", action="store_true", help="put the table into docs/calibration.md")
     args = parser.parse_args(argv)
@@ -178,7 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = [r for r in rows if (r["world"], r["seed"]) != (name, seed)]
             with tempfile.TemporaryDirectory(prefix="gain-recovery-") as work:  # the simulated runs: not kept
                 rows += recover_gains(name, seed, Path(work), draws=args.draws, truth_seeds=args.truth_seeds,
-                                      steps=args.steps, batch=args.batch, workers=args.workers)
+                                      steps=args.steps, batch=args.batch, workers=args.workers,
+                                      num_prompts=args.num_prompts, data_steps=args.data_steps, boot=args.bootstrap)
             path.write_text(json.dumps(rows, indent=1))
             print(f"gain recovery: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr,
                   flush=True)
@@ -191,6 +233,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = markdown(summary)
     (args.out / "table.md").write_text(table + "\n", encoding="utf-8")
     print(table)
+    comparison = per_fit_comparison(rows)
+    if comparison:
+        (args.out / "per-fit.json").write_text(json.dumps(comparison, indent=1))
+        (args.out / "per-fit.md").write_text(per_fit_markdown(comparison) + "\n", encoding="utf-8")
+        print(per_fit_markdown(comparison))
     if args.update_docs:
         from simulators.calibrate.calibration_report import ROOT, update_between
 

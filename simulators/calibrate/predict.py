@@ -4,7 +4,8 @@ Per posterior draw of the fit (``fit.json`` beside the world file) and seed (pai
 planned run's size: GRPO at the planned lr and on a sqrt(2)-step grid extended while a world's best point sits
 at an edge (tuned GRPO), Prompt-GDRO, Rollout-GDRO and joint at the planned lr, and step-matched GRPO
 (``studykit.stepmatch``; under Adam a constant advantage scale cancels, so it is GRPO). A gain is summarised
-over the drawn worlds: median, a 95% interval (the central 95% widened by WIDENING) and the counts of worlds
+over the drawn worlds: median, a 95% interval (the central 95% widened by WIDENING, or with ``--bootstrap B``
+by the fit's own factor: ``bootstrap.py``) and the counts of worlds
 above / below 0 and beyond +-``--threshold``, which carry the verdict. "Decided by": the posterior-median
 world and each parameter at its interval's ends. Detail: docs/calibration.md.
 """
@@ -146,6 +147,8 @@ class Settings:
     n_bar: int = 4
     n_min: int = 2
     n_max: int = 12
+    bootstrap: int = 0
+    """Bootstrap worlds that set this fit's own widening (``simulators.calibrate.bootstrap``); 0: WIDENING."""
 
 
 def sim_config(settings: Settings, world: dict[str, Any], method: str, seed: int, lr_scale: float) -> Any:
@@ -276,14 +279,16 @@ def _row_mean(values: np.ndarray) -> np.ndarray:
 
 def over_worlds(values: np.ndarray, threshold: float = THRESHOLD) -> dict[str, Any]:
     """A gain over drawn worlds: median, central 95% [lo, hi] (nan with one world), that interval widened by
-    WIDENING [wide_lo, wide_hi], and how many worlds put it above / below zero and beyond +-``threshold``."""
+    WIDENING [wide_lo, wide_hi] (``bootstrap.apply`` re-widens it by the fit's own factor), and how many
+    worlds put it above / below zero and beyond +-``threshold``."""
     from simulators.calibrate.posterior import central_interval
 
     v = np.asarray(values, float)
     v = v[np.isfinite(v)]
     lo, hi = (float(x) for x in central_interval(v)) if v.size > 1 else (math.nan, math.nan)
     median = float(np.median(v)) if v.size else math.nan
-    return {"median": median, "lo": lo, "hi": hi, "worlds": int(v.size), "wide_lo": median - WIDENING * (median - lo),
+    return {"median": median, "lo": lo, "hi": hi, "worlds": int(v.size), "widening": WIDENING,
+            "wide_lo": median - WIDENING * (median - lo),
             "wide_hi": median + WIDENING * (hi - median),
             "above_zero": int((v > 0).sum()), "below_zero": int((v < 0).sum()),
             "above_threshold": int((v > threshold).sum()), "below_threshold": int((v < -threshold).sum()),
@@ -351,4 +356,5 @@ def predict(cal: Calibrated, settings: Settings, extra: dict[str, Any] | None = 
     summary["grpo_final_success"] = over_worlds(_row_mean(table["grpo@1|final_success"])[:len(worlds) - len(perturbed)])
     summary["scaling"] = extrapolate((cal.fit or {}).get("scaling", []), cal.plan["lr"] * settings.lr_scale,
                                      settings.steps * settings.batch * settings.n_bar)
-    return summary
+    summary["widening"] = {"source": "global", "factors": {metric: WIDENING for metric, _ in METRICS}}
+    return summary  # settings.bootstrap > 0: bootstrap.widened(summary, ...) re-widens it

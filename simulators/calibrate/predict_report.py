@@ -29,6 +29,16 @@ def _counts(entry: dict[str, Any]) -> str:
     return f"{entry['above_zero']}/{entry['below_zero']}"
 
 
+def widening_text(summary: dict[str, Any]) -> str:
+    """How the printed interval was widened: this fit's own bootstrap factors, or the global one."""
+    how = summary.get("widening", {"source": "global"})
+    if how["source"] != "bootstrap":
+        return (f"their central 95% widened x{WIDENING:g}, one factor calibrated on known worlds; gdro predict "
+                "--bootstrap B calibrates it for this fit")
+    factors = ", ".join(f"{metric.split('/')[-1]} x{f:.2f}" for metric, f in how["factors"].items())
+    return f"their central 95% widened by this fit's own factor from {how['count']} bootstrap refits: {factors}"
+
+
 def screen(summary: dict[str, Any], settings: Settings, cal: Calibrated, seconds: float) -> str:
     """One screen of plain text: the prediction per method, what decides it, the verdicts in words."""
     metric = METRICS[0][0]
@@ -36,8 +46,8 @@ def screen(summary: dict[str, Any], settings: Settings, cal: Calibrated, seconds
     lines = [f"gdro predict: {settings.draws} worlds drawn from the fit x {settings.seeds} seeds, "
              f"{settings.steps} steps x {settings.batch} prompts, lr x{settings.lr_scale:g} of the reference "
              f"({seconds:.0f} s)",
-             f"predicted gain in held-out accuracy, pp: median over the drawn worlds [95% interval: their central 95% "
-             f"widened x{WIDENING:g}, calibrated on known worlds]; worlds with a gain > 0 / < 0:",
+             f"predicted gain in held-out accuracy, pp: median over the drawn worlds [95% interval: "
+             f"{widening_text(summary)}]; worlds with a gain > 0 / < 0:",
              f"  {'method':<31} {'vs GRPO (same lr)':>24} {'vs tuned GRPO':>24} {'> 0 / < 0':>11} {'SE-proxy cut %':>15}"]
     for label, row in summary["methods"].items():
         se = row["se_reduction_pct"]
@@ -138,8 +148,8 @@ def write_report(summary: dict[str, Any], settings: Settings, screen: str, out: 
                       "the others at their medians):", ""]
             lines += [f"- {LABELS[m]}: {decided_text(summary, m, metric, top=5)}" for m in METHODS] + [""]
     lines += ["Gains: each drawn world's seed-mean gain (parameter uncertainty and seed noise together); median over "
-              f"the worlds and their central 95% (order statistics) widened x{WIDENING:g} about the median (the "
-              "factor the gain recovery study on known worlds needs for 95% coverage). Verdicts: the counts of worlds beyond "
+              f"the worlds and their central 95% (order statistics) widened about the median ({widening_text(summary)}; "
+              "docs/calibration-fit.md#per-fit-widening). Verdicts: the counts of worlds beyond "
               f"±{100 * settings.threshold:g} pp; {100 * summary['decisive']:.0f}% of the worlds must agree. Runs: "
               "`runs/draw<j>/<method>/seed<s>` (gdro run format; j past the drawn worlds: the median world, then "
               "each parameter at its interval's low and high end, in the order of summary.json's decided_by).", ""]
