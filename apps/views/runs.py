@@ -2,8 +2,9 @@
 
 One row per run from its small files (:mod:`apps.data.listing`); ticked rows are what Compare and
 Study show, the first healthy one the Run and the second its baseline; picks stay in the URL
-(``pick``). Also: unreadable folders, pins (:mod:`apps.data.pins`) and a config diff. Detail:
-docs/app-notes.md#apps-views-runs.
+(``pick``). Metric columns, the numeric filter that every view follows, and grouped rows:
+:mod:`apps.views.runcontrols`. Also: unreadable and empty folders, pins (:mod:`apps.data.pins`) and a
+config diff. Detail: docs/app-notes.md#apps-views-runs.
 """
 
 from __future__ import annotations
@@ -15,21 +16,14 @@ from typing import Any, Literal, Sequence
 import pandas as pd
 import streamlit as st
 
-from apps.data import listing, pins, runcolumns, runfilter, runtable, study
-from apps.views import runstate, ui
-from apps.views.urlstate import url_sync
+from apps.data import listing, pins, runcolumns, runtable, study
+from apps.views import runcontrols, runstate, ui
 
 TITLE = "Runs"
-TABLE_KEY = "runs-table"
 #: Columns first in the table (the rest follow in :func:`apps.data.runtable.run_table`'s order).
 FIRST_COLUMNS = ("name", "status", "damage", "study", "method", "seed", "last step", "mean_success (last step)",
                  runtable.TAIL_COLUMN, "tags")
 ALL_PRODUCERS = "every producer"
-TABLE_HEIGHT_PX = 420
-NO_GROUPS = "(no grouping)"
-#: The statistics offered for a metric column, as the picker shows them.
-STAT_NAMES = {"final": "final value", "best": "best (max, or min for a loss, error, gap, time)", "max": "max",
-              "min": "min", "last": "mean of the last k values"}
 
 
 def _problems(chosen: ui.Selection) -> None:
@@ -60,23 +54,6 @@ def _empty(chosen: ui.Selection) -> None:
             f"{listed}.", icon=":material/folder_off:")
 
 
-def _on_pick(table_key: str, members: tuple[tuple[str, ...], ...], damaged: tuple[str, ...]) -> None:
-    """The table's selection changed: the picked runs are those of the rows ticked among the rows
-    shown (a run, or a group's runs) plus those picked earlier and filtered out now; the Run of the
-    per-run pages becomes the first healthy pick (a damaged one only when nothing else is picked)
-    and the baseline the second."""
-    state = st.session_state.get(table_key)
-    rows = sorted(state["selection"]["rows"]) if state is not None else []
-    shown = {label for row in members for label in row}
-    picked = [label for label in st.session_state.get(ui.PICKED_KEY, ()) if label not in shown]
-    picked += [label for row in rows if 0 <= row < len(members) for label in members[row]]
-    st.session_state[ui.PICKED_KEY] = tuple(picked)
-    ordered = [label for label in picked if label not in damaged] + [label for label in picked if label in damaged]
-    if ordered:
-        st.session_state[ui.RUN_KEY] = ordered[0]
-        st.session_state[ui.BASELINE_KEY] = ordered[1] if len(ordered) > 1 else ui.NO_BASELINE
-
-
 def _producer_picker(producers: list[str], where: Any) -> str | None:
     """The producer whose runs (and config columns) the table shows; None: every producer."""
     options = [ALL_PRODUCERS, *producers] if len(producers) > 1 else producers
@@ -103,39 +80,6 @@ def _row_filters(table: pd.DataFrame, producer: str | None, key_box: Any, value_
     return runtable.filter_table(table, None if producer is None else [producer], key, values, text)
 
 
-def _filtered(rows: pd.DataFrame, infos: list[Any], specs: list[runcolumns.ColumnSpec], keys: list[str],
-              chosen: ui.Selection) -> pd.DataFrame:
-    """The rows with the metric columns added and those the filter names, and only the runs that meet
-    the filter (:func:`apps.views.runstate.evaluate_filter`, which every view follows)."""
-    text = runstate.where_text().strip()
-    conditions: list[runfilter.Condition] = []
-    if text:
-        try:
-            conditions = runfilter.parse_filter(text)
-        except runfilter.FilterError:
-            pass
-    named = runfilter.needed_columns(conditions, list(rows.columns), keys) if conditions else []
-    listed = set(rows["run"])
-    shown = [info for info in infos if info.label in listed]
-    rows = runstate.with_columns(rows, shown, [*specs, *named])
-    if not text:
-        return rows
-    filtered, error = runstate.evaluate_filter(infos, chosen.grouping, dict(chosen.names))
-    if error is not None:
-        st.error(f"Filter not applied: {error}", icon=":material/filter_alt_off:")
-        return rows
-    kept = rows[rows["run"].isin(set(filtered or ()))].reset_index(drop=True)
-    ticked_kept = [label for label in chosen.ticked if label in set(filtered or ())]
-    shown_text = ("the ticked runs that meet it" if ticked_kept else
-                  f"the {len(chosen.picked)} healthy runs that meet it" +
-                  (f" (the first {runstate.MAX_FILTERED_SHOWN})" if len(chosen.picked) == runstate.MAX_FILTERED_SHOWN
-                   else ""))
-    if not chosen.picked:
-        shown_text = "its own default runs (no healthy run meets the filter)"
-    st.caption(f":material/filter_alt: {len(filtered or ())} runs meet `{text}`: every view shows {shown_text}.")
-    return kept
-
-
 def _natural(text: str) -> tuple[int, float, str]:
     try:
         return (0, float(text), text)
@@ -144,104 +88,19 @@ def _natural(text: str) -> tuple[int, float, str]:
 
 
 def _table(rows: pd.DataFrame, chosen: ui.Selection) -> None:
-    """The interactive table; ticking rows picks runs (:func:`_on_pick`)."""
+    """The interactive table; ticking rows picks runs (:func:`apps.views.runcontrols.on_pick`)."""
     labels = tuple(str(label) for label in rows["run"])
     ticked = set(chosen.ticked)
-    key = f"{TABLE_KEY}-{abs(hash(labels)) % 10**8}"  # a new filter: a new table, ticked as picked
+    key = f"{runcontrols.TABLE_KEY}-{abs(hash(labels)) % 10**8}"  # a new filter: a new table, ticked as picked
     metrics = [column for column in rows.columns if runcolumns.parse_column(str(column)) is not None]
     first = [column for column in FIRST_COLUMNS if column in rows and column != "tags"] + metrics + ["tags"]
     order = first + [column for column in rows.columns if column not in first]
-    height: int | Literal["auto"] = TABLE_HEIGHT_PX if len(rows) > 10 else "auto"
+    height: int | Literal["auto"] = runcontrols.TABLE_HEIGHT_PX if len(rows) > 10 else "auto"
     members = tuple((label,) for label in labels)
     st.dataframe(rows, hide_index=True, width="stretch", height=height, key=key, column_order=order,
-                 on_select=functools.partial(_on_pick, key, members, tuple(chosen.damaged)), selection_mode="multi-row",
+                 on_select=functools.partial(runcontrols.on_pick, key, members, tuple(chosen.damaged)), selection_mode="multi-row",
                  selection_default={"selection": {"rows": [i for i, label in enumerate(labels) if label in ticked]}},
                  placeholder="", column_config=_column_config(rows))
-
-
-def _value_columns(rows: pd.DataFrame) -> list[str]:
-    """The numeric columns a grouped row aggregates: metric columns, then the step-0 ones."""
-    metrics = [column for column in rows.columns if runcolumns.parse_column(str(column)) is not None]
-    return metrics + [column for column in ("mean_success (last step)", runtable.TAIL_COLUMN) if column in rows]
-
-
-def _grouped_table(rows: pd.DataFrame, by: str, chosen: ui.Selection) -> None:
-    """One row per group with its runs' mean and (3 or more values) 95% interval per numeric column;
-    ticking a group picks its runs."""
-    values = _value_columns(rows)
-    damaged = rows["run"].isin(list(chosen.damaged))
-    grouped = runfilter.group_table(rows[~damaged].reset_index(drop=True), by, values)
-    shown = pd.DataFrame({by: grouped[by], "n": grouped["n"]})
-    for column in values:
-        shown[column] = grouped[column]
-        shown[f"{column} 95% interval"] = [f"[{lo:.4g}, {hi:.4g}]" if pd.notna(lo) else ""
-                                           for lo, hi in zip(grouped[f"{column} lo"], grouped[f"{column} hi"])]
-    members = tuple(tuple(str(label) for label in runs) for runs in grouped["runs"])
-    ticked = set(chosen.ticked)
-    key = f"{TABLE_KEY}-groups-{abs(hash((by, members))) % 10**8}"
-    st.caption(f"{len(grouped)} groups by **{by}**: mean over each group's runs, n runs; the 95% interval "
-               f"(Student t) only for groups with {runfilter.MIN_INTERVAL_SEEDS} or more values. Tick a group to "
-               "pick its runs." + (f" {int(damaged.sum())} damaged run{'s' * (int(damaged.sum()) != 1)} left out."
-                                   if damaged.any() else ""))
-    st.dataframe(shown, hide_index=True, width="stretch", key=key,
-                 height=TABLE_HEIGHT_PX if len(shown) > 10 else "auto",
-                 on_select=functools.partial(_on_pick, key, members, tuple(chosen.damaged)), selection_mode="multi-row",
-                 selection_default={"selection": {"rows": [i for i, runs in enumerate(members)
-                                                           if runs and set(runs) <= ticked]}},
-                 column_config={column: st.column_config.NumberColumn(format="%.4g") for column in values})
-
-
-def _column_editor(keys: list[str]) -> list[runcolumns.ColumnSpec]:
-    """Metric columns: add any logged scalar's final, best, max, min or mean of the last k values;
-    the columns added (kept in the URL as ``cols``)."""
-    specs = runstate.column_specs()
-    with st.expander(f"Metric columns ({len(specs)})", icon=":material/view_column:"):
-        key_box, stat_box, k_box, add_box = st.columns([3, 3, 1, 1], vertical_alignment="bottom")
-        key = key_box.selectbox("Logged scalar", keys, index=None, key="runs-col-key",
-                                placeholder="a step scalar or an evaluation metric")
-        stat = stat_box.selectbox("Value", list(STAT_NAMES), format_func=STAT_NAMES.get, key="runs-col-stat")
-        k = int(k_box.number_input("k", min_value=1, value=5, step=1, key="runs-col-k", disabled=stat != "last",
-                                   help="The mean of the last k logged values (steps or evaluations)."))
-        if add_box.button("Add", key="runs-col-add", icon=":material/add:", disabled=key is None) and key:
-            spec = runcolumns.ColumnSpec(key, str(stat), k if stat == "last" else 1)
-            specs = [*[old for old in specs if old != spec], spec]
-            st.session_state[runstate.COLUMNS_KEY] = [old.name for old in specs]
-        if specs:
-            names = [spec.name for spec in specs]
-            kept = st.multiselect("Columns added", names, default=names, key=f"runs-cols-{abs(hash(tuple(names)))}",
-                                  help="Remove a column with its ×.")
-            if list(kept) != names:
-                st.session_state[runstate.COLUMNS_KEY] = list(kept)
-                specs = [spec for spec in specs if spec.name in kept]
-    url_sync(runstate.COLUMNS_KEY, [spec.name for spec in specs], [])
-    return specs
-
-
-def _where_box(where: Any, chosen: ui.Selection) -> None:
-    """The numeric filter (kept in the URL as ``where``); its error in one line."""
-    if "runs-where-input" not in st.session_state:
-        st.session_state["runs-where-input"] = runstate.where_text()
-
-    def changed() -> None:
-        st.session_state[runstate.WHERE_KEY] = str(st.session_state.get("runs-where-input", "")).strip()
-
-    where.text_input("Filter runs where", key="runs-where-input", on_change=changed,
-                     placeholder="e.g. test/accuracy (final) > 0.6 and 0.5 <= config.lr < 2",
-                     help="Conditions on columns, joined by `and` or `,`: `>`, `>=`, `<`, `<=`, `==`, `!=`, or a "
-                          "range `LOW < COLUMN <= HIGH`. A logged scalar's name alone is its final value. Every "
-                          "view then shows the runs that meet it.")
-
-
-def _group_by(rows: pd.DataFrame, where: Any) -> str | None:
-    """"Group rows by": none, the app's groups, method, study, producer, or any config column."""
-    options = [NO_GROUPS, *[column for column in ("group", "method", "study", "producer") if column in rows],
-               *[column for column in rows.columns if str(column).startswith("config.")]]
-    if st.session_state.get("runs-group-by") not in options:
-        st.session_state["runs-group-by"] = NO_GROUPS
-    chosen = where.selectbox("Group rows by", options, key="runs-group-by", bind="query-params",
-                             help="One row per group: n runs, the mean of each metric column and, for groups of "
-                                  "3 or more runs, its 95% interval.")
-    return None if chosen in (None, NO_GROUPS) else str(chosen)
 
 
 def _column_config(rows: pd.DataFrame) -> dict[str, Any]:
@@ -350,21 +209,21 @@ def page() -> None:
         producer_box, search_box, key_box, value_box = st.columns([2, 3, 2, 2])
         producer = _producer_picker(runtable.producers(infos), producer_box)
         where_box, group_box = st.columns([6, 3])
-        _where_box(where_box, chosen)
+        runcontrols.where_box(where_box)
         keys = runtable.metric_keys(infos)
-        specs = _column_editor(keys)
+        specs = runcontrols.column_editor(keys)
         names = {info.label: chosen.name(info.label) for info in infos}
         table = runtable.run_table(infos, chosen.grouping, tails=tails, names=names, producer=producer,
                                    tags=chosen.tags)
         rows = _row_filters(table, producer, key_box, value_box, search_box)
-        rows = _filtered(rows, infos, specs, keys, chosen)
-        by = _group_by(rows, group_box)
+        rows = runcontrols.filter_rows(rows, infos, specs, keys, chosen)
+        by = runcontrols.group_by(rows, group_box)
         _damaged(chosen)
         st.caption(f"{len(rows)} of {len(infos)} runs shown")
         if by is None:
             _table(rows, chosen)
         else:
-            _grouped_table(rows, by, chosen)
+            runcontrols.grouped_table(rows, by, chosen)
         _picked_caption(chosen)
         _problems(chosen)
         _empty(chosen)
