@@ -27,8 +27,13 @@ FIELDS = {"Prompt share q̂(b) [share]": "share", "Prompt-GDRO weight q(b) [weig
 
 @pytest.fixture(scope="module")
 def groups_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two methods x 3 seeds; Prompt-GDRO's seed 2 is still running at step 19 of 30 (a shorter seed)."""
+    """Two methods x 3 seeds; Prompt-GDRO's seed 2 is still running at step 19 of 30 (a shorter seed),
+    and GRPO has a damaged seed 3 (finished at step 7 of 30), which no group view may average in."""
     root = tmp_path_factory.mktemp("groups")
+    damaged = SyntheticCurriculum(num_bins=BINS, total_steps=STEPS, seed=SEEDS, method="grpo")
+    writer = open_synthetic_run(root / "grpo" / f"seed{SEEDS}", damaged)
+    log_steps(writer, damaged, range(8))
+    writer.close("finished")
     for method in METHODS:
         for seed in range(SEEDS):
             path = root / method / f"seed{seed}"
@@ -146,6 +151,7 @@ def test_median_across_seeds_is_the_median(groups_root: Path, monkeypatch: pytes
 def test_two_groups_stand_side_by_side_on_one_colour_scale(groups_root: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     app = _show_groups(open_app(monkeypatch, groups_root), "traveling-wave", "grpo", beside="prompt_gdro")
+    assert any(element.value.startswith("Left out as damaged: grpo · seed 3") for element in app.caption)
     columns = [[element.value for element in column.subheader] for column in app.columns]
     assert ["Group: grpo"] in columns and ["Beside it: prompt_gdro"] in columns, columns
     side = [block for block in app.main.children.values() if _holds(block, "Group: grpo")]
