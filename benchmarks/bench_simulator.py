@@ -23,8 +23,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gdro_lab import RunWriter  # noqa: E402
-from simulators.simulator_config import SimConfig  # noqa: E402
 from simulators.loop import Simulation
+from simulators.simulator_config import SimConfig  # noqa: E402
 from simulators.simulator_methods import DEFAULT_METHODS  # noqa: E402
 from simulators.world import WorldConfig  # noqa: E402
 

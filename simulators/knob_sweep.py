@@ -83,9 +83,9 @@ def run(args: argparse.Namespace) -> tuple[Path, str]:
     from gdro_lab.methods import METHODS, get_method
     from simulators import knobs
     from simulators.cli import _load_plugins
-    from simulators.simulator_methods import method_names
     from simulators.parallel import run_jobs
     from simulators.reporting import claim_output, prepare_output
+    from simulators.simulator_methods import method_names
     from simulators.studies.common import StudySettings, final_eval, sim_config
     from studykit.stats import mean_ci
     from studykit.tables import fmt, markdown_table, write_json

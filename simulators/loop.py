@@ -26,10 +26,10 @@ from gdro_lab.functional import diagnostics as diag
 from gdro_lab.methods import get_method
 from gdro_lab.runformat.runlog import load_snapshot
 from gdro_lab.step import Outcome
-from simulators.simulator_config import SimConfig
 from simulators.learner import Learner
-from simulators.simulator_methods import GROUP_METHODS, build_controller
 from simulators.ppo_drift import surrogate_losses
+from simulators.simulator_config import SimConfig
+from simulators.simulator_methods import GROUP_METHODS, build_controller
 from simulators.world import BatchSampler, make_world, sample_lengths, sample_rollouts
 
 PRODUCER = "gdro-lab simulator"

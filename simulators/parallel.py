@@ -18,8 +18,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from gdro_lab import read_run
-from simulators.simulator_config import SimConfig
 from simulators.loop import run_simulation
+from simulators.simulator_config import SimConfig
 
 #: Step scalars kept in summaries (the rest stay in the run directory).
 SUMMARY_SCALARS = (

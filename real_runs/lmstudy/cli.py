@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print("gdro study lm: writing to " + ", ".join(f"{folder} ({flag})" for flag, folder in folders.items()),
           flush=True)
-    from real_runs.lmstudy import pipeline, learning_study
+    from real_runs.lmstudy import learning_study, pipeline
 
     cfg = {"quick": learning_study.QUICK, "small": learning_study.SMALL, "default": learning_study.DEFAULT}[name]
     changes = {k: getattr(args, k) for k in ("seeds", "steps", "jobs") if getattr(args, k) is not None}

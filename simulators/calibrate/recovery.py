@@ -29,8 +29,8 @@ from simulators.calibrate import dynamics as stage2
 from simulators.calibrate.calibration import Plan, calibrate
 from simulators.calibrate.initial_difficulty import SuccessCounts
 from simulators.calibrate.observe import Sweep, SweepRun
-from simulators.simulator_config import SimConfig
 from simulators.loop import Simulation
+from simulators.simulator_config import SimConfig
 from simulators.world import WorldConfig
 
 #: Known worlds of the study: a middle world, a hard one (a large never-solved mass, fast learning,

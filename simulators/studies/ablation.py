@@ -18,9 +18,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy import stats as sps
 
-from simulators.simulator_config import SimConfig
 from simulators.parallel import RunSummary, run_jobs
 from simulators.reporting import prepare_output
+from simulators.simulator_config import SimConfig
 from simulators.studies.common import StudySettings, final_eval, sim_config
 from simulators.studies.tuning import best_lr, method_grid, run_grid
 from studykit.claims import Measurement, claim_rows, claims_markdown, claims_text

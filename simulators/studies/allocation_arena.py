@@ -21,9 +21,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab.runformat.runlog import is_run_dir, read_run
-from simulators.simulator_methods import ARENA_METHODS
 from simulators.parallel import RunSummary, run_jobs
 from simulators.presets import PRESETS
+from simulators.simulator_methods import ARENA_METHODS
 from simulators.studies.baselines import decision, run_matched
 from simulators.studies.common import StudySettings, job, sim_config
 from simulators.studies.sqrt_law_study import WORLDS as SQRT_LAW_WORLDS

@@ -9,8 +9,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from gdro_lab import ConfigError
-from simulators.simulator_config import SimConfig
 from simulators.parallel import Job, RunSummary
+from simulators.simulator_config import SimConfig
 from simulators.world import WorldConfig
 from studykit.lrgrid import sqrt2_grid
 

@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from gdro_lab.methods import METHODS
-from simulators.simulator_methods import method_names
 from simulators.parallel import RunSummary
+from simulators.simulator_methods import method_names
 from simulators.studies.common import bins_series, blocks, eval_series, final_eval, scalar_series, seed_mean, smooth
 from simulators.studies.tuning import TUNED_METRICS as GAIN_METRICS
 from simulators.studies.tuning import Grid

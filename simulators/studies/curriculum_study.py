@@ -16,9 +16,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from gdro_lab.methods import METHODS
-from simulators.simulator_methods import DEFAULT_METHODS
 from simulators.parallel import RunSummary
 from simulators.reporting import prepare_output
+from simulators.simulator_methods import DEFAULT_METHODS
 from simulators.studies.baselines import (assumptions_line, decision, decision_markdown, decision_text,
                                           matching_markdown, run_matched)
 from simulators.studies.common import StudySettings, final_eval

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pathlib
 
-from simulators.simulator_config import SimConfig
 from simulators.loop import run_simulation
+from simulators.simulator_config import SimConfig
 from simulators.world import WorldConfig
 
 

@@ -192,8 +192,8 @@ def test_simulator_replays_bit_identically(monkeypatch: pytest.MonkeyPatch) -> N
     """Every simulator method (the arena's allocators and selectors and the references included),
     200 steps each on a small world: controller calls, step records, evaluations and the final
     snapshot state hash as recorded."""
-    from simulators.simulator_config import SimConfig
     from simulators.loop import Simulation
+    from simulators.simulator_config import SimConfig
     from simulators.simulator_methods import LOCAL_CONTROLLERS
     from simulators.world import WorldConfig
 

@@ -13,9 +13,9 @@ import pytest
 
 from gdro_lab import ConfigError, MethodStep, read_run
 from simulators import loop
-from simulators.simulator_config import SimConfig
 from simulators.learner import Learner
 from simulators.loop import Simulation, resume_simulation, run_simulation
+from simulators.simulator_config import SimConfig
 from simulators.world import WorldConfig, make_world, sample_lengths
 
 # LLM-like lengths (a long tail past the check) so that every branch of the rule is taken in a few steps

@@ -14,8 +14,8 @@ from scipy.stats import norm
 
 from gdro_lab import read_run
 from simulators import loop
-from simulators.simulator_config import SimConfig
 from simulators.loop import Simulation, resume_simulation, run_simulation
+from simulators.simulator_config import SimConfig
 from simulators.world import WorldConfig, length_log_mu, mean_length, sample_lengths
 
 LONG = WorldConfig(num_prompts=600, num_groups=8, lengths=True, length_log_mean=6.0, length_hardness=1.0,

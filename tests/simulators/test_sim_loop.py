@@ -13,8 +13,8 @@ from gdro_lab import ConfigError, read_run
 from gdro_lab.methods import METHODS
 from gdro_lab.runformat.runlog import load_snapshot
 from simulated_run import write_tiny_run
-from simulators.simulator_config import SimConfig
 from simulators.loop import Simulation, resume_simulation, run_simulation
+from simulators.simulator_config import SimConfig
 from simulators.simulator_methods import DEFAULT_METHODS, GROUP_METHODS
 from simulators.world import WorldConfig
 

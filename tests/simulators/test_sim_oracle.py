@@ -60,8 +60,8 @@ def test_the_prompt_oracle_plans_each_batch_on_its_own_true_success_rates(monkey
     it plans, at the learner's state of that step (the truth handed over before the plan), by value."""
     from gdro_lab.allocation.prompt_oracle import oracle_plan
     from gdro_lab.step import MethodStep
-    from simulators.simulator_config import SimConfig
     from simulators.loop import Simulation
+    from simulators.simulator_config import SimConfig
     from simulators.world import WorldConfig
 
     cfg = SimConfig(method="prompt_oracle", steps=6, batch=32, eval_every=10,

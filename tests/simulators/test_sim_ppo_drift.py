@@ -7,10 +7,10 @@ import pytest
 from scipy.special import expit
 
 from gdro_lab.functional.grpo import group_mean, grpo_advantages
-from simulators.simulator_config import SimConfig
 from simulators.learner import Learner
 from simulators.loop import Simulation
 from simulators.ppo_drift import surrogate_losses
+from simulators.simulator_config import SimConfig
 from simulators.world import WorldConfig, make_world, sample_rollouts
 
 

@@ -240,8 +240,8 @@ def test_unsolvable_fraction() -> None:
 @pytest.mark.slow
 def test_accuracy_against_learning_rate_is_unimodal_in_the_default_world() -> None:
     """GRPO's held-out accuracy rises then falls with the learning-rate scale (the step has a price)."""
-    from simulators.simulator_config import SimConfig
     from simulators.loop import Simulation
+    from simulators.simulator_config import SimConfig
     scores = []
     for lr in (0.125, 1.0, 8.0):
         values = []

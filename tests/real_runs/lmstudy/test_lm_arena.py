@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gdro_lab.runformat.runlog import read_run
-from real_runs.lmstudy import lm_arena, learning_study
+from real_runs.lmstudy import learning_study, lm_arena
 from studykit.arena_settings import METHOD_SETTINGS
 
 pytestmark = pytest.mark.slow

@@ -3,7 +3,7 @@ each skill in drawn order, each half its own benchmark per skill (the trainer gr
 
 from __future__ import annotations
 
-from real_runs.lmstudy import lm_arena, learning_study, tasks
+from real_runs.lmstudy import learning_study, lm_arena, tasks
 
 
 def test_val_and_test_halves_alternate_within_each_skill() -> None:

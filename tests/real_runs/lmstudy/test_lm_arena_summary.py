@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from real_runs.lmstudy import lm_arena, learning_study
+from real_runs.lmstudy import learning_study, lm_arena
 
 
 def digest(val: float, test: float, tokens: float = 100.0) -> dict[str, float]:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gdro_lab.runformat.runlog import read_run
-from real_runs.lmstudy import pipeline, learning_study
+from real_runs.lmstudy import learning_study, pipeline
 from real_runs.lmstudy.study_plan import finished_study
 from real_runs.lmstudy.warmstart import load_warm_start
 

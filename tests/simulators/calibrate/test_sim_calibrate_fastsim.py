@@ -7,8 +7,8 @@ import pytest
 from scipy.special import expit
 
 from simulators.calibrate.fastsim import run_grpo
-from simulators.simulator_config import SimConfig
 from simulators.loop import Simulation
+from simulators.simulator_config import SimConfig
 from simulators.world import WorldConfig
 
 

@@ -77,8 +77,8 @@ def test_the_weak_flag_reads_the_printed_interval() -> None:
 def test_the_printed_interval_and_the_flag_are_the_same_two_draws(fit_class: str) -> None:
     """Stage 1's and stage 2's printed intervals are order statistics of the draws, and the flag's share of the
     log range is computed from exactly those two draws (an interpolated percentile differs in the percent)."""
-    from simulators.calibrate.initial_difficulty import DifficultyFit
     from simulators.calibrate.dynamics import DynamicsFit
+    from simulators.calibrate.initial_difficulty import DifficultyFit
 
     rng = np.random.default_rng(1)
     lo, hi = np.log(1e-3), np.log(100.0)
