@@ -19,6 +19,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from gdro_lab.functional.diagnostics import multiplier_moments
+
 MEAN_KEY = "multiplier_mean"
 SQUARE_KEY = "multiplier_sq_mean"
 
@@ -38,17 +40,9 @@ class MatchFactors:
 
 
 def moments(multipliers_P: Any, active_P: Any | None = None) -> tuple[float, float]:
-    """(E_i[m_i], sum_i a_i m_i^2 / sum_i a_i) of one step (the step record's two scalars).
-
-    ``active_P`` = a_i, the rollouts of prompt i that carry an advantage (n_i, or 0 for a group of
-    all-equal rewards); None weights every prompt equally. NaN second moment when no prompt carries one.
-    """
-    m = np.asarray(multipliers_P, float)
-    if m.size == 0:
-        return float("nan"), float("nan")
-    a = np.ones(m.size) if active_P is None else np.asarray(active_P, float)
-    second = float(np.sum(a * m * m) / a.sum()) if a.sum() > 0 else float("nan")
-    return float(m.mean()), second
+    """(E_i[m_i], sum_i a_i m_i^2 / sum_i a_i) of one step: the step record's two scalars, computed by the
+    record's own rule (gdro_lab.functional.diagnostics.multiplier_moments)."""
+    return multiplier_moments(multipliers_P, active_P)
 
 
 def match_factors(runs_scalars: Sequence[Mapping[str, Any]]) -> MatchFactors:

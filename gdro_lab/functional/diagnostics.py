@@ -43,8 +43,14 @@ def bin_mean(values_P: np.ndarray, bins_P: np.ndarray, num_bins: int) -> np.ndar
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
-def normalized(weights_G: np.ndarray, owner: str = "normalized", name: str = "weights_G") -> np.ndarray:
-    """Non-negative finite weights scaled to sum to one; an empty, negative or zero-sum input is an error."""
+def normalized(weights_G: np.ndarray | list[float], owner: str = "normalized", name: str = "weights_G") -> np.ndarray:
+    """Non-negative finite weights scaled to sum to one; an empty, negative or zero-sum input is an error.
+    A non-empty 1-D float64 array is checked by its sum and minimum alone (the step record's per-step call)."""
+    w = weights_G
+    if isinstance(w, np.ndarray) and w.dtype == np.float64 and w.ndim == 1 and w.size:
+        total = np.add.reduce(w)
+        if math.isfinite(total) and total > 0 and np.minimum.reduce(w) >= 0:  # a NaN or inf makes the sum non-finite
+            return w / total
     w = as_float_array(owner, name, weights_G, ndim=1, nonnegative=True, nonempty=True)
     total = w.sum()
     if not total > 0:
@@ -52,13 +58,22 @@ def normalized(weights_G: np.ndarray, owner: str = "normalized", name: str = "we
     return w / total
 
 
-def lead_lag_gap(weights_G: np.ndarray, share_G: np.ndarray) -> tuple[float, float, float]:
+def lead_lag_gap(weights_G: np.ndarray | list[float], share_G: np.ndarray | list[float]) -> tuple[float, float, float]:
     """Eq. 32: (gap, mu_weight, mu_data) with mu_weight = sum_b b w_hat(b), mu_data = sum_b b q(b).
 
     ``weights_G`` are the Prompt-GDRO bin weights (normalised here, not multiplied by the
     share); ``share_G`` the empirical prompt share. A positive gap means the adversary sits
-    on higher-index (more solvable) bins than the data.
+    on higher-index (more solvable) bins than the data. Lists of Python floats (the step record's
+    per-step call, G ~ 10 bins, weights and share already checked) are summed in plain Python; equal
+    to the array path up to rounding.
     """
+    if isinstance(weights_G, list) and isinstance(share_G, list):
+        if len(share_G) != len(weights_G):
+            raise ConfigError(f"lead_lag_gap: share_G has {len(share_G)} bins: must match weights_G ({len(weights_G)})")
+        weight_total, share_total = sum(weights_G), sum(share_G)
+        mu_weight = sum([b * (w / weight_total) for b, w in enumerate(weights_G)])
+        mu_data = sum([b * q / share_total for b, q in enumerate(share_G)])
+        return mu_weight - mu_data, mu_weight, mu_data
     weights = normalized(weights_G, "lead_lag_gap", "weights_G")
     share = normalized(share_G, "lead_lag_gap", "share_G")
     if share.shape != weights.shape:
@@ -101,14 +116,21 @@ def variance_proxy(share_G: np.ndarray, variance_G: np.ndarray, n_G: np.ndarray)
     return float(np.sum(q[live] * v[live] / n[live]))
 
 
-def se_report(share_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: float,
-              n_min: float, n_max: float) -> dict[str, float]:
+def se_report(share_G: np.ndarray | list[float], sigma_G: np.ndarray | list[float], n_G: np.ndarray | list[float],
+              n_bar: float, n_min: float, n_max: float) -> dict[str, float]:
     """WSE for the allocation used, for uniform n_bar, and for the square-root optimum (Thm 4.2, v_b = sigma_b^2).
 
     Bins whose sigma is unknown (NaN) are left out of all three alike; with none known every value is NaN.
     ``reduction_pct`` is 100 (1 - WSE_actual / WSE_uniform) as in the paper. Detail:
     docs/core-controllers-notes.md#gdro_lab-functional-diagnostics.
+
+    Lists of Python floats that are plainly valid (every sigma known, the step record's per-step call) are
+    checked in plain Python and go to :func:`se_terms`' list path.
     """
+    if isinstance(share_G, list) and isinstance(sigma_G, list) and isinstance(n_G, list) and n_bar > 0 \
+            and _plainly_valid(share_G, sigma_G, n_G):
+        check_box("sqrt_allocation", n_bar, n_min, n_max)
+        return se_terms(share_G, sigma_G, n_G, n_bar, n_min, n_max)
     q = as_float_array("se_report", "share_G", share_G, ndim=1, nonnegative=True)
     sigma = as_float_array("se_report", "sigma_G", sigma_G, ndim=1, allow_nan=True)
     n = as_float_array("se_report", "n_G", n_G, ndim=1, allow_nan=True)
@@ -123,6 +145,30 @@ def se_report(share_G: np.ndarray, sigma_G: np.ndarray, n_G: np.ndarray, n_bar: 
         _se_inputs("se_proxy", q_known, sigma, "sigma_G", np.full(q.size, float(n_bar)))
     check_box("sqrt_allocation", n_bar, n_min, n_max)
     return se_terms(q_known, sigma, n, n_bar, n_min, n_max)
+
+
+def multiplier_moments(multipliers_P: np.ndarray, active_P: np.ndarray | None = None) -> tuple[float, float]:
+    """(E_i[m_i], sum_i a_i m_i^2 / sum_i a_i) of one step: the step record's ``multiplier_mean`` and
+    ``multiplier_sq_mean`` (studykit.stepmatch matches runs by them).
+
+    ``active_P`` = a_i, the rollouts of prompt i that carry an advantage (n_i, or 0 for a group of
+    all-equal rewards); None weights every prompt equally. NaN second moment when no prompt carries one.
+    """
+    m = np.asarray(multipliers_P, float)
+    if m.size == 0:
+        return float("nan"), float("nan")
+    a = np.ones(m.size) if active_P is None else np.asarray(active_P, float)
+    total = float(np.add.reduce(a))
+    second = float(np.add.reduce(a * m * m)) / total if total > 0 else float("nan")
+    return float(np.add.reduce(m)) / m.size, second
+
+
+def _plainly_valid(q: list[float], sigma: list[float], n: list[float]) -> bool:
+    """One number per bin in each; q finite >= 0 with a positive sum; sigma finite >= 0; n finite > 0 where q > 0."""
+    def real(x: object) -> bool:
+        return type(x) in (float, int) and math.isfinite(x)  # type: ignore[arg-type]
+    return (len(q) == len(sigma) == len(n) and all(real(x) and x >= 0 for x in q + sigma) and sum(q) > 0
+            and all(real(m) and m > 0 for m, share in zip(n, q) if share > 0))
 
 
 SE_KEYS = ("se_actual", "se_uniform", "se_sqrt", "se_reduction_pct", "se_sqrt_reduction_pct")
