@@ -60,10 +60,11 @@ def page() -> None:
         colours = ui.group_colours()
         labels_shown = [group.label for group in groups]
         methods = {group.label: chosen.grouping.method_of.get(group.runs[0][0], "") for group in groups}
-        ranking = {"rank": uicharts.rank_by_final({group.label: [run for _, run in group.runs] for group in groups},
-                                                  metrics[0]), "ranked_by": f"final {metrics[0]}"} \
-            if metrics and len(groups) > uicharts.top_groups() else {}
-        legend = uicharts.legend_for(labels_shown, {label: label for label in labels_shown}, methods, **ranking)
+        ranked = metrics and len(groups) > uicharts.top_groups()  # the top k by the first metric
+        rank = uicharts.rank_by_final({group.label: [run for _, run in group.runs] for group in groups},
+                                      metrics[0]) if ranked else []
+        legend = uicharts.legend_for(labels_shown, {label: label for label in labels_shown}, methods, rank=rank,
+                                     ranked_by=f"final {metrics[0]}" if ranked else "")
         producer_of = {group.label: chosen.producer(group.runs[0][0]) for group in groups}
         items = []
         for metric in metrics:

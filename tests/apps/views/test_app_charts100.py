@@ -5,6 +5,7 @@ integer step ticks, wall-clock units, heatmap colour scales (auto or natural, sa
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -156,3 +157,27 @@ def test_heatmap_colours_auto_by_default_natural_on_request() -> None:
     assert uicharts.colour_domain("weight", [run], "natural") == [0.0, 1.0]
     assert uicharts.colour_note("weight", auto, "auto") == "weight · auto 0.09–0.11"
     assert uicharts.colour_note("weight", [0.0, 1.0], "natural") == "weight · natural 0–1"
+
+
+def test_the_study_keeps_the_top_k_groups_apart_and_draws_the_rest_as_others(root100: Any,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Study page at 20 groups with *Groups drawn apart* = 5: the 5 groups with the best final
+    mean_success keep their own colour and dash, the other 15 are one grey "others" entry."""
+    from app_helpers import assert_clean, find_view, open_app, visit
+
+    from apps.data import identity, loading
+
+    app = visit(open_app(monkeypatch, root100.root, view=None, query={"top": ["5"]}), "study")
+    assert_clean(app)
+    _, view = find_view(app, "mean_success")
+    layer = next(layer for layer in view["layer"] if "strokeDash" in layer.get("encoding", {}))
+    entries = layer["encoding"]["color"]["scale"]["domain"]
+    assert len(entries) == 6 and entries[-1] == colours.OTHERS
+    assert layer["encoding"]["color"]["scale"]["range"][-1] == colours.OTHERS_COLOUR
+    runs = {label: loading.load_run(root100.root / label) for label in root100.study}
+    grouping = identity.group_runs({label: run.config for label, run in runs.items()})
+    finals: dict[str, list[float]] = {}
+    for label, run in runs.items():
+        finals.setdefault(grouping.group_of[label], []).append(study.final_value(run, "mean_success"))
+    best = sorted(finals, key=lambda group: -float(np.mean(finals[group])))[:5]
+    assert entries[:5] == best, "the top 5 by final mean_success"
