@@ -44,6 +44,21 @@ def test_a_numeric_filter_on_a_metric_column_drives_the_charts(seeds_root: Path,
     assert sorted(app.multiselect(key="study-runs").value) == expected
 
 
+def test_a_link_with_a_filter_opens_every_page_on_its_runs(seeds_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    finals = {label: [record["metrics"]["worst_group_accuracy"] for record in loading.load_run(seeds_root / label).evals][-1]
+              for label in (f"{method}/seed{seed}" for method in ("grpo", "prompt_gdro") for seed in range(3))}
+    lowest = min(finals[f"prompt_gdro/seed{seed}"] for seed in range(3))
+    expected = sorted(label for label, value in finals.items() if lowest < value < 2 and label.startswith("prompt_gdro"))
+    assert len(expected) == 2
+    where = f"{lowest!r} < worst_group_accuracy < 2 and method == prompt_gdro"
+    app = open_app(monkeypatch, seeds_root, view="traveling_wave", query={"where": where})
+    assert_clean(app)
+    assert sorted(app.session_state["_gdro_selection"].picked) == expected
+    assert app.session_state["run"] in expected, "the per-run page shows a run the filter keeps"
+    app = visit(app, "compare")
+    assert sorted(app.multiselect(key="compare-runs").value) == expected
+
+
 def test_ticked_rows_are_narrowed_by_the_filter(seeds_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_app(monkeypatch, seeds_root, view="runs", query={"pick": ["grpo/seed0", "prompt_gdro/seed1"]})
     app.text_input(key="runs-where-input").input("method == prompt_gdro").run()
