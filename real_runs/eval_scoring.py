@@ -9,6 +9,7 @@ reward, multiple-choice ones (GPQA) by :class:`real_runs.rewards.choice.ChoiceRe
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -24,18 +25,18 @@ from real_runs.types import Problem, Reward, SamplingParams
 def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any, n: int,
                        sampling: SamplingParams, batch_prompts: int, rewards: dict[str, Any],
                        log: Callable[[str], Any] = print, keep_samples: bool = False,
-                       clock: Callable[[], float] = time.perf_counter
+                       clock: Callable[[], float] = time.perf_counter, prefix: str = "gdro eval: "
                        ) -> tuple[np.ndarray, dict[str, float], list[dict[str, Any]]]:
     """Generate n samples per problem in chunks and score them; returns (successes_R, stats, samples).
 
     ``samples`` (id, sample index, success, text, generated tokens, group label and source per response) is
     filled only with ``keep_samples`` (``gdro calibrate`` reads the labels and the token counts).
-    ``log`` gets the progress lines (:class:`BatchProgress`; ``clock`` times them).
+    ``log`` gets the progress lines (:class:`BatchProgress`, each starting with ``prefix``; ``clock`` times them).
     """
     successes: list[np.ndarray] = []
     stats = {"tokens": 0.0, "truncated": 0.0, "reward/timeouts": 0.0, "reward/errors": 0.0}
     samples: list[dict[str, Any]] = []
-    progress = BatchProgress(problems, n, batch_prompts, log, clock)
+    progress = BatchProgress(problems, n, batch_prompts, log, clock, prefix)
     for chunk, start in enumerate(range(0, len(problems), batch_prompts)):
         part = problems[start:start + batch_prompts]
         progress.begin(part)
@@ -73,9 +74,9 @@ class BatchProgress:
     and ``benchmark B: N/N prompts done`` when its last prompt is scored."""
 
     def __init__(self, problems: Sequence[Problem], n: int, batch_prompts: int, log: Callable[[str], Any],
-                 clock: Callable[[], float]):
+                 clock: Callable[[], float], prefix: str = "gdro eval: "):
         from real_runs.progress import Counter
-        self.log, self.prefix = log, "gdro eval: "
+        self.log, self.prefix = log, prefix
         self.sizes: dict[str, int] = {}
         for problem in problems:
             self.sizes[problem.source] = self.sizes.get(problem.source, 0) + 1
@@ -105,6 +106,14 @@ class BatchProgress:
                 self.log(f"{self.prefix}benchmark {name}: {self.sizes[name]:,}/{self.sizes[name]:,} prompts done")
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _silent(line: str) -> None:
+    pass
+
+
 def stats_metrics(stats: dict[str, float], num_samples: int, seconds: float) -> dict[str, float]:
     """:func:`real_runs.eval_metrics.sample_metrics` of :func:`generate_and_score`'s counters."""
     return sample_metrics(num_samples, stats["tokens"], stats["truncated"], stats["reward/timeouts"],
@@ -118,15 +127,19 @@ def evaluate(cfg: TrainConfig, engine: Any, tokenizer: Any, problems: Sequence[P
     group / benchmark, 95% bootstrap bounds, and the sample statistics of ``sample_metrics``: the same
     names and definitions as ``gdro eval``).
 
-    Math problems are scored by ``reward``, multiple-choice ones (GPQA) by ``ChoiceReward``.
+    Math problems are scored by ``reward``, multiple-choice ones (GPQA) by ``ChoiceReward``. With
+    ``train.progress`` its batches print as ``gdro eval``'s do, on stderr with the run's other
+    evaluation lines (``gdro train: evaluation at step S: 256/1,745 prompts, ...``).
     """
     ec = cfg.eval
+    log = _stderr if cfg.train.progress else _silent
     start = time.perf_counter()
     sampling = SamplingParams(temperature=ec.temperature, top_p=ec.top_p, top_k=ec.top_k,
                               max_new_tokens=ec.max_new_tokens, seed=cfg.train.seed * 1_000_003 + 500_000 + step)
     successes_R, stats, _ = generate_and_score(problems, engine, tokenizer, ec.k, sampling,
                                                batch_prompts=cfg.train.prompts_per_step,
-                                               rewards={"math": reward, "choice": ChoiceReward()}, log=lambda *_: None)
+                                               rewards={"math": reward, "choice": ChoiceReward()}, log=log,
+                                               prefix=f"gdro train: evaluation at step {step}: ")
     metrics = evaluation_metrics(successes_R, np.full(len(problems), ec.k), [p.source for p in problems],
                                  [p.group for p in problems], ec.k, seed=cfg.train.seed + step)
     metrics.update(stats_metrics(stats, len(problems) * ec.k, time.perf_counter() - start))

@@ -13,6 +13,7 @@ testing, whose forked workers cannot start the math reward's process pool; docs/
 from __future__ import annotations
 
 import json
+import re
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -273,6 +274,24 @@ class BoxedEquals:
 
 SAMPLE_METRICS = {"eval/samples", "eval/mean_response_tokens", "eval/truncated", "eval/reward/timeouts",
                   "eval/reward/errors", "time/eval"}
+
+
+def test_the_trainers_evaluation_counts_its_batches_with_train_progress(capsys):
+    """A paper evaluation (1,745 prompts x 8 samples) takes minutes: with train.progress its batches print
+    as gdro eval's do (0/N before the first, then each count), on stderr; without it, nothing."""
+    problems = [Problem(f"m:{i}", f"Question 1 {i}", str(i), "math500", "algebra") for i in range(5)]
+    cfg = load_config("tiny-cpu", ["eval.k=2", "train.prompts_per_step=2", "train.progress=true"])
+    eval_scoring.evaluate(cfg, ScriptedEngine(), TemplateTokenizer(), problems, BoxedEquals(), step=3)
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert captured.out == "" and lines[0] == ("gdro train: evaluation at step 3: 5 prompts x 2 samples in 3 batches "
+                                               "of up to 2: math500 5")
+    assert "gdro train: evaluation at step 3: 0/5 prompts (batch 1/3 generating)" in lines
+    assert [line.split(",")[0] for line in lines if re.match(r"gdro train: evaluation at step 3: \d/5 prompts,", line)
+            ] == [f"gdro train: evaluation at step 3: {n}/5 prompts" for n in (2, 4, 5)]
+    eval_scoring.evaluate(tiny("eval.k=2", "train.prompts_per_step=2"), ScriptedEngine(), TemplateTokenizer(),
+                          problems, BoxedEquals(), step=3)
+    assert capsys.readouterr() == ("", "")
 
 
 def test_evaluate_samples_each_problem_k_times_with_the_eval_settings_and_logs_the_eval_metrics(capsys):
