@@ -146,6 +146,8 @@ def per_fit_comparison(rows: list[dict[str, Any]]) -> dict[str, Any]:
                          "median_width": float(np.median([hi(r) - lo(r) for r in mine]))}
             out[kind]["coverage"] = out[kind]["covered"] / len(mine)
         out["factors"] = sorted({round(r["boot_factor"], 3) for r in mine})
+        out["sign_right"], out["sign_wrong"] = sum(r["sign_right"] for r in mine), sum(r["sign_wrong"] for r in mine)
+        out["clear"] = sum(r["clear"] for r in mine)
         out["seconds_per_fit"] = float(np.median([r["boot_seconds"] for r in mine]))
         return out
 
@@ -164,13 +166,14 @@ def per_fit_markdown(comparison: dict[str, Any]) -> str:
         for kind in ("central", "global", "bootstrap"):
             cells.append(f"{s[kind]['covered']}/{s['rows']} ({100 * s[kind]['coverage']:.0f}%), "
                          f"{100 * s[kind]['median_width']:.1f} pp")
-        return cells + [", ".join(f"{f:.2f}" for f in s["factors"])]
+        return cells + [", ".join(f"{f:.2f}" for f in s["factors"]),
+                        f"{s['sign_right']} right, {s['sign_wrong']} wrong of {s['clear']}"]
 
     rows = [row(w, s) for w, s in comparison["worlds"].items()] + [row("**all**", comparison["all"])]
     return markdown_table(["world", "fits / rows", "central 95%: covered, median width",
                            f"x{predict.WIDENING:g} (global): covered, median width",
                            f"own bootstrap (B = {comparison['bootstrap']}): covered, median width",
-                           "the fits' factors (per metric)"], rows)
+                           "the fits' factors (per metric)", "verdict's sign where the truth is clear"], rows)
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -238,6 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.out / "per-fit.json").write_text(json.dumps(comparison, indent=1))
         (args.out / "per-fit.md").write_text(per_fit_markdown(comparison) + "\n", encoding="utf-8")
         print(per_fit_markdown(comparison))
+    if args.update_docs and comparison:
+        from simulators.calibrate.calibration_report import ROOT, update_between
+
+        update_between(ROOT / "docs" / "calibration.md", "per-fit", per_fit_markdown(comparison))
     if args.update_docs:
         from simulators.calibrate.calibration_report import ROOT, update_between
 

@@ -102,3 +102,19 @@ def test_the_screen_says_which_widening_it_printed() -> None:
     assert "x2.44" in widening_text({}) and "--bootstrap" in widening_text({"widening": {"source": "global"}})
     text = widening_text({"widening": {"source": "bootstrap", "count": 6, "factors": {METRIC: 1.234}}})
     assert "6 bootstrap refits" in text and "accuracy x1.23" in text and "2.44" not in text
+
+
+def test_the_recovery_comparison_scores_each_interval_on_the_same_rows() -> None:
+    """Two rows: the global x2.44 covers both, the fit's own (narrower) interval one; the table counts that."""
+    from simulators.calibrate import gain_recovery
+
+    base = {"world": "w", "seed": 0, "median": 0.0, "lo": -0.01, "hi": 0.01, "boot": 6, "boot_factor": 1.5,
+            "boot_lo": -0.015, "boot_hi": 0.015, "boot_seconds": 1.0, "sign_right": False, "sign_wrong": False,
+            "clear": False}
+    rows = [dict(base, truth=0.012), dict(base, truth=0.02)]
+    result = gain_recovery.per_fit_comparison(rows)["all"]
+    assert (result["central"]["covered"], result["global"]["covered"], result["bootstrap"]["covered"]) == (0, 2, 1)
+    assert result["bootstrap"]["median_width"] == pytest.approx(0.03)
+    assert result["global"]["median_width"] == pytest.approx(2 * predict.WIDENING * 0.01)
+    assert "| **all** | 1 / 2 | 0/2 (0%), 2.0 pp | 2/2 (100%), 4.9 pp | 1/2 (50%), 3.0 pp |" in \
+        gain_recovery.per_fit_markdown(gain_recovery.per_fit_comparison(rows))
