@@ -52,6 +52,7 @@ def filter_rows(rows: pd.DataFrame, infos: list[Any], specs: list[runcolumns.Col
             conditions = runfilter.parse_filter(text)
         except runfilter.FilterError:
             pass
+    keys = runstate.filter_keys(list(rows.columns), infos, conditions) if conditions else keys
     named = runfilter.needed_columns(conditions, list(rows.columns), keys) if conditions else []
     listed = set(rows["run"])
     shown = [info for info in infos if info.label in listed]

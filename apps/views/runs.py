@@ -211,6 +211,8 @@ def page() -> None:
         where_box, group_box = st.columns([6, 3])
         runcontrols.where_box(where_box)
         keys = runtable.metric_keys(infos)
+        if runstate.column_specs():  # the runs were read for a column: offer every scalar they log
+            keys = sorted({*keys, *runcolumns.scalar_keys(list(runstate.scalars_of(infos).values()))})
         specs = runcontrols.column_editor(keys)
         names = {info.label: chosen.name(info.label) for info in infos}
         table = runtable.run_table(infos, chosen.grouping, tails=tails, names=names, producer=producer,

@@ -53,13 +53,23 @@ def with_columns(table: pd.DataFrame, infos: Sequence[RunInfo], specs: Sequence[
     return runtable.with_metric_columns(table, scalars_of(infos), specs) if specs else table
 
 
+def filter_keys(columns: Sequence[str], infos: Sequence[RunInfo], conditions: Sequence[runfilter.Condition]
+                ) -> list[str]:
+    """The scalar names a filter may name: those of the runs' last lines, and every scalar the runs
+    log (read then) when a condition names none of those nor a column."""
+    keys = runtable.metric_keys(infos)
+    if any(runfilter.resolve_column(condition.column, columns, keys) is None for condition in conditions):
+        keys = sorted({*keys, *runcolumns.scalar_keys(list(scalars_of(infos).values()))})
+    return keys
+
+
 def apply_where(table: pd.DataFrame, infos: Sequence[RunInfo], text: str) -> tuple[pd.DataFrame, np.ndarray]:
     """(the table with the metric columns the filter names, the mask of the rows it keeps);
     raises :class:`apps.data.runfilter.FilterError`."""
     conditions = runfilter.parse_filter(text)
     if not conditions:
         return table, np.ones(len(table), dtype=bool)
-    keys = runtable.metric_keys(infos)
+    keys = filter_keys(list(table.columns), infos, conditions)
     table = with_columns(table, infos, runfilter.needed_columns(conditions, list(table.columns), keys))
     return table, runfilter.filter_mask(table, conditions, keys)
 

@@ -81,6 +81,8 @@ def test_added_columns_and_grouped_rows(seeds_root: Path, monkeypatch: pytest.Mo
         run = loading.load_run(seeds_root / row[header.index("run")])
         values = [record["metrics"]["worst_group_accuracy"] for record in run.evals][-2:]
         assert float(row[header.index(column)]) == pytest.approx(np.mean(values), rel=1e-3)
+    offered = app.selectbox(key="runs-col-key").options
+    assert "mean_success" in offered and "accuracy" in offered
     app.selectbox(key="runs-group-by").select("method").run()
     assert_clean(app)
     frame = app.dataframe[0].value
@@ -152,3 +154,26 @@ def test_an_empty_folder_in_the_root_is_listed_as_empty(seeds_root: Path, tmp_pa
     assert_clean(app)
     notes = [element.value for element in app.info if "empty folder" in element.value]
     assert len(notes) == 1 and "`crashed/seed0`" in notes[0] and notes[0].startswith("1 empty folder"), notes
+
+
+def test_a_scalar_logged_mid_run_is_offered_once_the_runs_are_read(seeds_root: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(seeds_root, root)
+    steps = root / "grpo" / "seed1" / "steps.jsonl"
+    lines = steps.read_text().splitlines()
+    record = json.loads(lines[5])
+    record["scalars"]["time/eval"] = 2.5  # logged on one step only: not in the last line
+    lines[5] = json.dumps(record)
+    steps.write_text("\n".join(lines) + "\n")
+    app = visit(open_app(monkeypatch, root), "runs")
+    assert "time/eval" not in app.selectbox(key="runs-col-key").options, "from the last lines only, before any read"
+    app.text_input(key="runs-where-input").input("time/eval (max) > 2").run()
+    assert_clean(app)
+    header, *rows = markdown_tables(app)[0]
+    assert [row[header.index("run")] for row in rows] == ["grpo/seed1"] and "time/eval (max)" in header
+    app = visit(open_app(monkeypatch, root, query={"cols": "mean_success (final)"}), "runs")
+    assert "time/eval" in app.selectbox(key="runs-col-key").options
