@@ -115,11 +115,18 @@ def freshness(summary: Path, root: Path = ROOT) -> str | None:
     block = json.loads(summary.read_text(encoding="utf-8")).get("provenance")
     if not isinstance(block, dict) or not block.get("entry") or not block.get("code_digest"):
         return f"{name}: summary.json records no provenance (entry, code_digest): regenerate the report"
-    if code_digest(block["entry"], root)["code_digest"] == block["code_digest"]:
+    try:
+        current = code_digest(block["entry"], root)["code_digest"]
+        changed = "the code it depends on changed since it was made"
+    except ValueError:  # an entry module was renamed or removed since: the report's code is gone
+        current = None
+        gone = [e for e in block["entry"] if module_file(e, root) is None]
+        changed = f"its entry module {', '.join(gone) or block['entry'][0]} no longer exists (renamed or removed)"
+    if current == block["code_digest"]:
         return None
     stale = block.get("stale")
     if not isinstance(stale, dict) or not stale.get("commit") or not stale.get("reason"):
-        return (f"{name}: the code it depends on changed since it was made: regenerate it with "
+        return (f"{name}: {changed}: regenerate it with "
                 f"`{block.get('command', '?')}` (or mark it stale: python -m studykit.provenance stale)")
     report = summary.parent / "report.md"
     if report.is_file() and STALE_LINE not in report.read_text(encoding="utf-8"):

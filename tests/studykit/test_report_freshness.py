@@ -88,6 +88,20 @@ def test_a_stale_report_must_say_so_in_its_json_and_its_page(tmp_path):
     assert "changed since it was made" in freshness(summary, root)
 
 
+def test_a_report_whose_study_module_was_renamed_is_stale_in_one_line(tmp_path):
+    """A module renamed after the report was made: flagged (never a traceback), accepted once marked stale."""
+    root = _tree(tmp_path)
+    summary = _report(root)
+    block = {**code_digest(["simulators.study"], root), "command": "gdro simulate"}
+    provenance.add_provenance(summary, block)
+    (root / "simulators/study.py").rename(root / "simulators/study_renamed.py")
+    problem = freshness(summary, root)
+    assert problem is not None and "simulators.study no longer exists" in problem and "`gdro simulate`" in problem
+    provenance.add_provenance(summary, {**block, "stale": {"commit": "abc1234", "reason": "renamed"}})
+    (summary.parent / "report.md").write_text(f"# Study\n\n{STALE_LINE}: made at abc1234.\n")
+    assert freshness(summary, root) is None
+
+
 def test_mark_stale_records_the_commit_digest_and_the_note(tmp_path):
     """The digest of a commit's code is the digest of that commit's files (here: HEAD of a copy)."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
