@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -92,12 +93,12 @@ def claim_folders(folders: dict[str, Path]) -> None:
     from gdro_lab._validate import ConfigError
     from gdro_lab.runformat.output import claim_output, output_problem
     for flag, folder in folders.items():
-        problem = output_problem(folder, COMMAND, accept=lambda f, flag=flag: made_by_the_study(flag, f))
+        problem = output_problem(folder, COMMAND, accept=functools.partial(made_by_the_study, flag))
         if problem is not None:
             raise ConfigError(f"{flag} {folder} {problem}: give a new or empty folder, or one {COMMAND} wrote "
                               "(nothing was written)")
     for flag, folder in folders.items():
-        claim_output(folder, COMMAND, flag, accept=lambda f, flag=flag: made_by_the_study(flag, f))
+        claim_output(folder, COMMAND, flag, accept=functools.partial(made_by_the_study, flag))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
