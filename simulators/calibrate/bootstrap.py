@@ -25,7 +25,7 @@ SIDE_FLOOR = 1e-3
 """An interval's half narrower than 0.1 pp counts as 0.1 pp wide: a truth beyond a zero-width side would need an
 infinite stretch (the refit's worlds all agreed, seed noise aside)."""
 PILOT = 48
-"""Stage 2's pilot fits in a refit (as the gain recovery study's fits)."""
+"""Stage 2's pilot fits in a refit when the fit's command does not name ``--pilot`` (gdro calibrate's default)."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def replicate(cal: predict.Calibrated, shapes: Shapes, settings: predict.Setting
 
     sample, sweep = synthetic_data(WorldConfig(**world), lrs=shapes.lrs, batch=shapes.batch, n=shapes.n,
                                    steps=shapes.steps, eval_every=shapes.eval_every, k=shapes.k, seed=seed)
-    record = calibrate(sample, sweep, Plan(**(cal.fit or {})["plan"]), boots=max(cal.draw_count, 2), pilot=PILOT,
+    record = calibrate(sample, sweep, Plan(**(cal.fit or {})["plan"]), boots=max(cal.draw_count, 2), pilot=_pilot(cal),
                        seed=seed, log=lambda _: None)
     record.pop("_objects")
     refit = predict.Calibrated({"world": record["world"]}, record, cal.path)
@@ -104,6 +104,15 @@ def replicate(cal: predict.Calibrated, shapes: Shapes, settings: predict.Setting
                      "median": entry["median"], "lo": entry["lo"], "hi": entry["hi"],
                      "stretch": stretch(gain, entry["median"], entry["lo"], entry["hi"])})
     return rows
+
+
+def _pilot(cal: predict.Calibrated) -> int:
+    """The fit's own ``--pilot`` (from the gdro calibrate command fit.json records), else PILOT."""
+    import shlex
+
+    words = shlex.split((cal.fit or {}).get("command", ""))
+    at = words.index("--pilot") + 1 if "--pilot" in words else 0
+    return int(words[at]) if 0 < at < len(words) and words[at].isdigit() else PILOT
 
 
 def factors(rows: list[dict[str, Any]], level: float = LEVEL) -> dict[str, float]:

@@ -118,3 +118,34 @@ def test_the_recovery_comparison_scores_each_interval_on_the_same_rows() -> None
     assert result["global"]["median_width"] == pytest.approx(2 * predict.WIDENING * 0.01)
     assert "| **all** | 1 / 2 | 0/2 (0%), 2.0 pp | 2/2 (100%), 4.9 pp | 1/2 (50%), 3.0 pp |" in \
         gain_recovery.per_fit_markdown(gain_recovery.per_fit_comparison(rows))
+
+
+@pytest.mark.slow
+def test_gdro_predict_bootstrap_end_to_end(tmp_path, capsys: pytest.CaptureFixture) -> None:
+    """gdro predict --bootstrap 1 on a tiny fit: the screen names the fit's own factors, summary.json keeps them
+    and each printed interval is the central one stretched by its metric's factor; rows.json has the refit's rows."""
+    import json
+
+    from simulators.calibrate.cli import calibrate_main, predict_main
+    from simulators.calibrate.recovery import synthetic_data, truth_world, write_as_real
+
+    truth = truth_world("middle", num_prompts=160, num_groups=2, seed=0)
+    sample, sweep = synthetic_data(truth, lrs=(0.5, 1.0, 2.0), batch=16, n=4, steps=12, eval_every=6, k=8, seed=0)
+    samples, runs = write_as_real(sample, sweep, tmp_path / "real", k=8)
+    assert calibrate_main(["--samples", str(samples), "--sweep", *map(str, runs), "--lr", "1", "--out",
+                           str(tmp_path / "cal"), "--boots", "4", "--pilot", "8", "--steps", "8",
+                           "--optimizer", "sgd"]) == 0
+    capsys.readouterr()
+    assert predict_main([str(tmp_path / "cal" / "world.toml"), "--draws", "3", "--seeds", "1", "--steps", "8",
+                         "--workers", "1", "--bootstrap", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "1 bootstrap refits" in out and "x2.44" not in out
+    summary = json.loads((tmp_path / "cal" / "predict" / "summary.json").read_text())
+    assert summary["widening"]["source"] == "bootstrap" and summary["widening"]["count"] == 1
+    rows = json.loads((tmp_path / "cal" / "predict" / "bootstrap" / "rows.json").read_text())
+    assert len(rows) == 5 * 3 * 2 and summary["widening"]["factors"] == bootstrap.factors(rows)
+    for metric, factor in summary["widening"]["factors"].items():
+        entry = summary["methods"]["joint"][metric]["vs_tuned"]
+        assert entry["wide_hi"] - entry["wide_lo"] == pytest.approx(factor * (entry["hi"] - entry["lo"]))
+    assert predict_main([str(tmp_path / "cal" / "world.toml"), "--bootstrap", "-1"]) == 2
+    assert "--bootstrap -1" in capsys.readouterr().err
