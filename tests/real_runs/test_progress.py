@@ -74,11 +74,21 @@ def test_a_counter_prints_zero_first_then_each_count_with_the_time_left() -> Non
 
 
 def test_the_heartbeat_interval_is_read_when_a_phase_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A test (or a caller) lowers progress.EVERY_S to see a heartbeat without a long phase."""
+    """A test (or a caller) lowers progress.EVERY_S to see a heartbeat without a long phase: the
+    heartbeat thread waits exactly that interval (its waits recorded), and a beat comes."""
     from real_runs import progress
 
+    waits: list[float] = []
+
+    class Recorded(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            if timeout is not None:
+                waits.append(timeout)
+            return super().wait(timeout)
+
+    beat = threading.Event()  # the test's own, made before the recording one is put in
     monkeypatch.setattr(progress, "EVERY_S", 0.01)
-    beat = threading.Event()
+    monkeypatch.setattr(progress.threading, "Event", Recorded)
     lines: list[str] = []
 
     def out(line: str) -> None:
@@ -88,3 +98,4 @@ def test_the_heartbeat_interval_is_read_when_a_phase_starts(monkeypatch: pytest.
 
     with progress.phase("load", out=out):
         assert beat.wait(600), lines
+    assert set(waits) == {0.01}, waits
