@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from real_runs.lmstudy import arena
+from real_runs.lmstudy import lm_arena
 
 
 def _done(path: str) -> Future[str]:
@@ -30,7 +30,7 @@ def test_each_finished_run_advances_the_count_to_total_with_an_estimate() -> Non
 
     keys = [("grpo", 1.0, 0), ("knapsack", 1.0, 0), ("grpo", 0.5, 1)]
     futures = {key: _done(f"runs/{key[0]}-{key[2]}") for key in keys}
-    runs = arena.counted(futures, log, "2 at a time", clock=lambda: now[0])
+    runs = lm_arena.counted(futures, log, "2 at a time", clock=lambda: now[0])
     assert runs == {key: Path(f"runs/{key[0]}-{key[2]}") for key in keys}
     assert lines[0] == "lm arena: 0/3 runs (2 at a time)"
     assert [line.split(",")[0] for line in lines[1:]] == ["lm arena: 1/3 runs", "lm arena: 2/3 runs",
@@ -46,7 +46,7 @@ def test_a_failed_run_stops_the_count_with_its_error() -> None:
     failed.set_exception(FileExistsError("runs/x holds an unfinished run"))
     lines: list[str] = []
     with pytest.raises(FileExistsError, match="unfinished"):
-        arena.counted({("grpo", 1.0, 0): failed}, lines.append)
+        lm_arena.counted({("grpo", 1.0, 0): failed}, lines.append)
     assert lines == ["lm arena: 0/1 runs"]
 
 
@@ -62,7 +62,7 @@ def test_gdro_arena_prints_its_folder_first(tmp_path: Path, monkeypatch: pytest.
         (out / "lm-arena.json").write_text("{}")
         return out / "lm-arena.json"
 
-    monkeypatch.setattr(arena, "main_arena", fake_lm)
+    monkeypatch.setattr(lm_arena, "main_arena", fake_lm)
     monkeypatch.setattr(arena_cli, "run_simulator", lambda args: 0)
     out = tmp_path / "arena"
     assert arena_cli.main(["--quick", "--out", str(out)]) == 0
