@@ -20,7 +20,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog="gdro export", description=__doc__.splitlines()[0].split(": ", 1)[1])
     parser.add_argument("source", help="RUN_DIR (its newest checkpoint) or RUN_DIR/checkpoints/step_N")
     parser.add_argument("out", help="new folder for the Hugging Face model")
-    parser.add_argument("--dtype", default=None, help="float32 (as trained, default), bfloat16 or float16")
+    parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                        help="float32 (as trained, default), bfloat16 or float16")
     args = parser.parse_args(argv)
     try:
         find_checkpoint(args.source)
