@@ -20,10 +20,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog="gdro export", description=__doc__.splitlines()[0].split(": ", 1)[1])
     parser.add_argument("source", help="RUN_DIR (its newest checkpoint) or RUN_DIR/checkpoints/step_N")
     parser.add_argument("out", help="new folder for the Hugging Face model")
-    parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
-                        help="float32 (as trained, default), bfloat16 or float16")
+    parser.add_argument("--dtype", default=None, help="float32 (as trained, default), bfloat16 or float16")
     args = parser.parse_args(argv)
     try:
+        if args.dtype not in (None, "float32", "bfloat16", "float16"):
+            raise ExportError(f"--dtype {args.dtype}: use float32, bfloat16 or float16 (nothing was touched)")
         find_checkpoint(args.source)
         problem = new_folder_problem(args.out)
         if problem is not None:
