@@ -28,7 +28,7 @@ def relative_variance(variance_G: np.ndarray, share_G: np.ndarray, floor: float)
             return np.ones(v.size)
         v = v.copy()
         v[~known] = v[known].mean()
-    scale = float(np.dot(share_G, v)) if share_G.sum() > 0 else float(v.mean())
+    scale = float(np.dot(share_G, v)) if np.add.reduce(share_G) > 0 else float(v.mean())
     if scale <= 0:
         return np.ones(v.size)
     return np.maximum(v / scale, floor)

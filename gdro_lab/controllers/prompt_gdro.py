@@ -167,7 +167,8 @@ class PromptGDRO(UniformWeighter):
     def _multiplier_table(self) -> np.ndarray:
         """min(omega_b, cap) per bin, then 1 for unassigned prompts (bin -1 reads the last entry)."""
         if self._table is None:
-            self._table = np.append(np.minimum(self.omega(), self.config.max_weight), 1.0)
+            cap = self.config.max_weight
+            self._table = np.array([min(value, cap) for value in self.omega().tolist()] + [1.0])
         return self._table
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:

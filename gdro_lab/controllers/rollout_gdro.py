@@ -30,8 +30,8 @@ from gdro_lab.controllers.allocators import AllocatorConfig, UniformAllocator
 from gdro_lab.controllers.arm_updates import sample_arms
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.functional.diagnostics import bin_counts
-from gdro_lab.functional.update_rules import (arm_costs, dual_step, exp3p_probabilities, importance_weighted_cost,
-                                              log_softmax, mirror_descent_step)
+from gdro_lab.functional.update_rules import (arm_costs, dual_step, exp3p_mix, exp3p_probabilities,
+                                              importance_weighted_cost, mirror_descent_step, row_softmax)
 
 
 class RolloutGDRO(UniformAllocator):
@@ -54,7 +54,8 @@ class RolloutGDRO(UniformAllocator):
     def plan(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
         bins, smallest = self._checked_bins(bins_P, prompt_ids)
-        probs = self.arm_probabilities()
+        soft, log_soft = row_softmax(self.logits_GA)
+        probs = exp3p_mix(soft, cfg.gamma)  # = arm_probabilities()
         self._draw = (sample_arms(probs, self.rng.random(self.num_bins), cfg.n_min), probs)
         if smallest >= 0:  # the usual step: every prompt has a bin
             assigned, placed = None, bins
@@ -67,7 +68,7 @@ class RolloutGDRO(UniformAllocator):
         if cfg.planner == "exact":
             # log softmax(L_b) without the gamma floor: the floor makes every off-mode arm equally
             # unlikely, so it cannot tell a move of one arm from a move of ten (see module doc).
-            plan = plan_values(log_softmax(self.logits_GA) - self._tie_penalty, placed, total, cfg.n_min,
+            plan = plan_values(log_soft - self._tie_penalty, placed, total, cfg.n_min,
                                try_concave=cfg.feedback == "full")  # bandit rows are spiky, not concave
         else:
             plan = self._dp_plan(probs, placed, total)
@@ -111,7 +112,7 @@ class RolloutGDRO(UniformAllocator):
         entropy = -row_sum(probs * np.log(probs))
         metrics.update({"rollout/mu": self.mu, "rollout/sampled_mean_n": sampled_mean,
                         "rollout/budget_violation": violation,
-                        "rollout/arm_entropy": float(entropy[present].mean())})
+                        "rollout/arm_entropy": float(np.add.reduce(entropy[present]) / np.count_nonzero(present))})
         return metrics
 
     def state_dict(self) -> dict[str, Any]:

@@ -73,23 +73,31 @@ def entropic_weights(score_G: np.ndarray | list[float], eta: float, gamma: float
     return (1.0 - gamma) * soft / soft.sum() + gamma / score.size
 
 
-def log_softmax(logits_GA: np.ndarray) -> np.ndarray:
-    """log softmax(L_b) per bin: (L_b - max L_b) - log sum exp(L_b - max L_b), of a non-empty (G, A) table
-    (Rollout-GDRO's exact planner scores arms by it: docs/core-controllers-notes.md#gdro_lab-controllers-rollout_gdro)."""
-    shifted = logits_GA - row_max(logits_GA)
-    return shifted - np.log(row_sum(np.exp(shifted)))[:, None]
+def row_softmax(logits_GA: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(softmax(L_b), log softmax(L_b)) per bin b of a (G, A) table (over axis 1), sharing the exponentials:
+    log softmax(L_b) = (L_b - max L_b) - log sum exp(L_b - max L_b). (Rollout-GDRO samples arms from the first,
+    through :func:`exp3p_mix`, and its exact planner scores them by the second.)"""
+    logits = np.asarray(logits_GA, float)
+    if logits.ndim == 2 and logits.size:
+        shifted = logits - row_max(logits)
+        soft = np.exp(shifted)
+        sums = row_sum(soft)[:, None]  # per-row reduceat (gdro_lab._rows)
+    else:  # empty, or not (G, A): numpy's own reductions (and errors)
+        shifted = logits - np.maximum.reduce(logits, axis=1, keepdims=True)
+        soft = np.exp(shifted)
+        sums = np.add.reduce(soft, axis=1, keepdims=True)
+    soft /= sums
+    return soft, shifted - np.log(sums)
+
+
+def exp3p_mix(soft_GA: np.ndarray, gamma: float) -> np.ndarray:
+    """EXP3P's exploration floor over per-bin softmaxes: p_b = (1 - gamma) soft_b + gamma / A."""
+    return (1.0 - gamma) * soft_GA + gamma / soft_GA.shape[1]
 
 
 def exp3p_probabilities(logits_GA: np.ndarray, gamma: float) -> np.ndarray:
     """EXP3P sampling distribution per bin: p_b = (1 - gamma) softmax(L_b) + gamma / A."""
-    logits = np.asarray(logits_GA, float)
-    if logits.ndim == 2 and logits.size:
-        soft = np.exp(logits - row_max(logits))
-        soft /= row_sum(soft)[:, None]  # per-row reduceat (gdro_lab._rows)
-    else:  # empty, or not (G, A): numpy's own reductions (and errors)
-        soft = np.exp(logits - np.maximum.reduce(logits, axis=1, keepdims=True))
-        soft /= np.add.reduce(soft, axis=1, keepdims=True)
-    return (1.0 - gamma) * soft + gamma / logits.shape[1]
+    return exp3p_mix(row_softmax(logits_GA)[0], gamma)
 
 
 def importance_weighted_cost(cost_GA: np.ndarray, prob_GA: np.ndarray, sampled_arm_G: np.ndarray,

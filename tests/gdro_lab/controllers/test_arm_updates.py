@@ -67,10 +67,14 @@ def test_row_reductions_equal_a_plain_loop(shape: tuple[int, int]) -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_log_softmax_is_the_logaddexp_statement(seed: int) -> None:
-    """update_rules.log_softmax (the exact planner's arm scores) against L_b - log sum exp L_b by numpy's logaddexp."""
-    from gdro_lab.functional.update_rules import log_softmax
+def test_row_softmax_is_the_plain_statement(seed: int) -> None:
+    """update_rules.row_softmax (the sampling softmax and the exact planner's arm scores) against exp(L_b) / sum and
+    L_b - log sum exp L_b by numpy's logaddexp."""
+    from gdro_lab.functional.update_rules import row_softmax
 
     logits, _, _, _ = _state(seed, spiky=seed % 2 == 0)
-    np.testing.assert_allclose(log_softmax(logits), logits - np.logaddexp.reduce(logits, axis=1, keepdims=True),
+    soft, log_soft = row_softmax(logits)
+    np.testing.assert_allclose(log_soft, logits - np.logaddexp.reduce(logits, axis=1, keepdims=True),
                                rtol=0, atol=1e-12)
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(soft, shifted / shifted.sum(axis=1, keepdims=True), rtol=1e-12, atol=1e-300)
