@@ -71,22 +71,20 @@ def as_int(owner: str, name: str, value: Any, low: int | None = None) -> int:
 
 
 def check_bins(owner: str, name: str, bins: Any, num_bins: int, *, allow_unassigned: bool = True) -> np.ndarray:
-    """1-D integer bins in [-1, num_bins) (or [0, num_bins) when unassigned prompts are not allowed)."""
-    array = as_int_array(owner, name, bins, ndim=1)
+    """1-D integer bins in [-1, num_bins) (or [0, num_bins) when unassigned prompts are not allowed).
+
+    An int64 array already in range is returned as it is (the controllers' per-step call: checked by its
+    minimum and maximum alone); anything else is converted (a new int64 array) and checked."""
     low = -1 if allow_unassigned else 0
+    if isinstance(bins, np.ndarray) and bins.dtype == np.int64 and bins.ndim == 1:
+        if not bins.size or (np.minimum.reduce(bins) >= low and np.maximum.reduce(bins) < num_bins):
+            return bins
+    array = as_int_array(owner, name, bins, ndim=1)
     if array.size and (array.min() < low or array.max() >= num_bins):
         bad = array[(array < low) | (array >= num_bins)][0]
         allowed = f"integers in [{low}, {num_bins})" + (" (-1 = unassigned)" if allow_unassigned else "")
         _fail(owner, name, f"bin {bad}", allowed)
     return array
-
-
-def check_bins_fast(owner: str, name: str, bins: Any, num_bins: int) -> np.ndarray:
-    """:func:`check_bins` (unassigned allowed) with a fast path for an int64 array already in range."""
-    if isinstance(bins, np.ndarray) and bins.dtype == np.int64 and bins.ndim == 1:
-        if not bins.size or (np.minimum.reduce(bins) >= -1 and np.maximum.reduce(bins) < num_bins):
-            return bins
-    return check_bins(owner, name, bins, num_bins)
 
 
 def check_log_prob(owner: str, log_prob_GA: Any) -> np.ndarray:

@@ -114,12 +114,8 @@ class UniformAllocator:
     def _checked_bins(self, bins_P: np.ndarray, prompt_ids: Sequence[str] | np.ndarray | None) -> tuple[np.ndarray, int]:
         """(bins_P checked, its smallest bin; 0 when empty)."""
         owner = type(self).__name__ + ".plan"
-        bins = bins_P
-        if not (isinstance(bins, np.ndarray) and bins.dtype == np.int64 and bins.ndim == 1):
-            bins = check_bins(owner, "bins_P", bins_P, self.num_bins)
+        bins = check_bins(owner, "bins_P", bins_P, self.num_bins)
         smallest = int(np.minimum.reduce(bins)) if bins.size else 0
-        if bins.size and (smallest < -1 or np.maximum.reduce(bins) >= self.num_bins):
-            check_bins(owner, "bins_P", bins, self.num_bins)  # its error
         if prompt_ids is not None and len(prompt_ids) != bins.size:
             raise ConfigError(f"{owner}: prompt_ids has {len(prompt_ids)} entries: "
                               f"must have one per prompt of bins_P ({bins.size})")

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from gdro_lab._validate import require_choice, require_int, require_range
-from gdro_lab.checks import check_bins_fast
+from gdro_lab.checks import check_bins
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.signals import SIGNALS
 from gdro_lab.functional.diagnostics import support_of_distribution
@@ -116,7 +116,7 @@ class UniformWeighter:
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         """Advantage multiplier per prompt (Eq. 16)."""
-        return np.ones(check_bins_fast(type(self).__name__, "bins_P", bins_P, self.num_bins).size)
+        return np.ones(check_bins(type(self).__name__, "bins_P", bins_P, self.num_bins).size)
 
     def update(self, feedback: StepFeedback) -> dict[str, float]:
         """Fold this step's per-bin signal into the EMA scores (Eq. 12-13)."""
@@ -173,7 +173,7 @@ class PromptGDRO(UniformWeighter):
 
     def multipliers(self, bins_P: np.ndarray) -> np.ndarray:
         cfg = self.config
-        bins = check_bins_fast(type(self).__name__, "bins_P", bins_P, self.num_bins)
+        bins = check_bins(type(self).__name__, "bins_P", bins_P, self.num_bins)
         if cfg.weight_mode == "paper":
             return self._multiplier_table().take(bins)  # one gather
         assigned = bins >= 0

@@ -156,3 +156,25 @@ def test_good_inputs_still_work():
     plan = exact_plan(np.array([[0.0, -np.inf, -1.0]]), np.array([0, 0]), 8, 2)
     np.testing.assert_array_equal(np.sort(plan), [4, 4])
     assert math.isfinite(lead_lag_gap(np.array([0.0, 1.0]), np.array([1.0, 0.0]))[0])
+
+
+def test_check_bins_gives_one_verdict_for_every_form_of_the_same_bins() -> None:
+    """check_bins' fast path (an int64 array, checked by its minimum and maximum) accepts and refuses exactly
+    what the converting path does for the same values as a list or int32 array, with the same one line."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from gdro_lab.checks import check_bins
+
+    @settings(max_examples=300, deadline=None)
+    @given(values=st.lists(st.integers(-3, 6), max_size=12), unassigned=st.booleans())
+    def same_verdict(values: list[int], unassigned: bool) -> None:
+        outcomes = []
+        for form in (np.array(values, np.int64), np.array(values, np.int32), values):
+            try:
+                outcomes.append(check_bins("owner", "bins_P", form, 4, allow_unassigned=unassigned).tolist())
+            except ConfigError as error:
+                outcomes.append(str(error))
+        assert outcomes[0] == outcomes[1] == outcomes[2]
+
+    same_verdict()
