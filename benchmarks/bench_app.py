@@ -31,6 +31,14 @@ benchmark that prints tables, not a test: nothing asserts on the numbers.
     python benchmarks/bench_app.py [--steps 1000] [--bins 10] [--seeds 5] [--starts 5] [--no-browser]
     python benchmarks/bench_app.py --only many [--many 100] [--many-steps 400]   # the 100-run root alone
     python benchmarks/bench_app.py --only root100 [--starts 3] [--load 2]       # first and second visit, 116 runs
+    python benchmarks/bench_app.py --only scale [--starts 3] [--load 2]         # 100 and 1,000 runs: the speed table
+
+The ``scale`` part (issue 44) times, on the 116-run root of tests/apps/root100.py and on the arena-shaped
+root of tests/apps/root1000.py (1,020 simulator + 150 trainer runs, 4 damaged folders, an empty one), the
+Runs page's first visit (a fresh server) and second visit (a new session of that server), and Compare
+with :data:`PICKED` runs picked (``?pick=`` in the URL, a new session after the Runs visits), each from
+the request until drawn; quiet, then under ``--load`` busy ``sh -c 'while :; do :; done'`` processes.
+Targets on a quiet 2-core machine: first visit < 3 s, second < 1.5 s, 50 runs drawn < 3 s.
 """
 
 from __future__ import annotations
@@ -42,8 +50,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -207,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--many-steps", type=int, default=400, help="steps of each run of the many-runs part")
     parser.add_argument("--root100", default=None, help="an existing root100 folder to time (default: build one)")
     parser.add_argument("--load", type=int, default=2, help="busy processes of the loaded root100 measurement")
-    parser.add_argument("--only", choices=("views", "study", "many", "root100"), default=None,
+    parser.add_argument("--root1000", default=None, help="an existing root1000 folder to time (default: build one)")
+    parser.add_argument("--sizes", default="100,1000", help="roots of the scale part: 100 (root100), 1000 (root1000)")
+    parser.add_argument("--only", choices=("views", "study", "many", "root100", "scale"), default=None,
                         help="run only the per-view part (3 runs), the Study part (4 methods x seeds) or the "
                              "first page on a root of --many runs")
     args = parser.parse_args(argv)
@@ -219,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         many_part(args)
     if args.only in (None, "root100"):
         root100_part(args)
+    if args.only in (None, "scale"):
+        scale_part(args)
     return 0
 
 
@@ -334,7 +347,7 @@ def many_part(args: argparse.Namespace) -> None:
 
 def _busy(count: int) -> list[subprocess.Popen[bytes]]:
     """``count`` processes that keep a CPU core busy (a loaded machine), until stopped."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    return [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(count)]
 
 
 def two_visits(root: Path, path: str = "", min_charts: int = 0) -> tuple[float, float]:
@@ -387,6 +400,88 @@ def root100_part(args: argparse.Namespace) -> None:
                 for process in busy:
                     process.kill()
                     process.wait()
+
+
+#: Runs picked for the many-runs view of the scale part.
+PICKED = 50
+
+
+def picked_view(url: str, labels: Sequence[str], path: str = "compare") -> float:
+    """Seconds from the request of ``path`` with ``labels`` picked (``?pick=`` in the URL, a new
+    session) until its charts are drawn and settled."""
+    query = urllib.parse.urlencode([("pick", label) for label in labels])
+    with browser.chromium_page(width=1600, height=1200) as page:
+        start = time.monotonic()
+        page.goto(f"{url}/{path}?{query}", wait_until="domcontentloaded")
+        done = time.monotonic() + browser.wait_for_view(page, min_charts=1, timeout_s=300)
+        problems = browser.error_texts(page)
+        if problems:
+            raise RuntimeError(f"{path} with {len(labels)} runs: the page shows an error: {problems}")
+    return done - start
+
+
+def scale_visits(root: Path, labels: Sequence[str]) -> tuple[float, float, float]:
+    """(first visit, second visit of the Runs page, Compare with ``labels`` picked) in seconds from
+    the request, on one freshly started server."""
+    with browser.running_app([], root, timeout_s=300) as url:
+        with browser.chromium_page(width=1600, height=1200) as page:
+            times = []
+            for _visit in range(2):
+                start = time.monotonic()
+                page.goto(url, wait_until="domcontentloaded")
+                page.wait_for_selector(browser.RUN_TABLE_SELECTOR, timeout=300_000)
+                times.append(time.monotonic() - start)
+                browser.wait_for_run_table(page, timeout_s=300)
+                problems = browser.error_texts(page)
+                if problems:
+                    raise RuntimeError(f"runs: the page shows an error: {problems}")
+                page.goto("about:blank")  # leave the app: the next visit is a new session
+        return times[0], times[1], picked_view(url, labels)
+
+
+def scale_roots(args: argparse.Namespace, folder: Path) -> dict[int, tuple[Path, list[str]]]:
+    """Size -> (root, the :data:`PICKED` runs to draw): the 116-run root and the arena-shaped one."""
+    from root100 import build_root as build_root100
+    from root1000 import build_root as build_root1000
+
+    roots: dict[int, tuple[Path, list[str]]] = {}
+    sizes = {int(size) for size in args.sizes.split(",")}
+    if 100 in sizes:
+        root = Path(args.root100) if args.root100 else folder / "root100"
+        study = sorted(path.parent.relative_to(root).as_posix() for path in (root / "study").rglob("meta.json")) \
+            if args.root100 else list(build_root100(root).study)
+        roots[100] = (root, study[:PICKED])
+    if 1000 in sizes:
+        root = Path(args.root1000) if args.root1000 else folder / "root1000"
+        start = time.perf_counter()
+        simulator = sorted(path.parent.relative_to(root).as_posix() for path in (root / "runs").rglob("meta.json")) \
+            if args.root1000 else list(build_root1000(root).simulator)
+        print(f"root1000: {len(simulator)} simulator runs ready in {time.perf_counter() - start:.1f} s")
+        roots[1000] = (root, simulator[:PICKED])
+    return roots
+
+
+def scale_part(args: argparse.Namespace) -> None:
+    """The speed table of issue 44: Runs first and second visit and Compare with 50 runs, at 100 and
+    1,000 runs, quiet and under ``args.load`` busy processes."""
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
+        roots = scale_roots(args, Path(folder))
+        print(f"\ncpus: {os.cpu_count()}; load average before: {', '.join(f'{v:.1f}' for v in os.getloadavg())}; "
+              f"{args.starts} fresh servers per row (median, then each)\n")
+        print(f"| runs | busy processes | Runs, first visit (s) | Runs, second visit (s) | Compare, {PICKED} runs (s) |")
+        print("|---:|---:|---|---|---|")
+        for size, (root, labels) in roots.items():
+            listed = sum(1 for _ in root.rglob("meta.json"))
+            for load in (0, args.load):
+                busy = _busy(load)
+                try:
+                    rows = [scale_visits(root, labels) for _ in range(args.starts)]
+                finally:
+                    for process in busy:
+                        process.kill()
+                        process.wait()
+                print(f"| {size} ({listed} folders) | {load} | {_median_of(rows, 0)} | {_median_of(rows, 1)} | "
+                      f"{_median_of(rows, 2)} |", flush=True)
 
 
 if __name__ == "__main__":
