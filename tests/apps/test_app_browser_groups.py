@@ -1,7 +1,7 @@
-"""Many groups and the sweep's brush in headless Chromium, at the generated root of 117 run
-candidates (``root100``): 15 groups on Compare are drawn with 15 distinct (colour, dash) pairs and
-15 distinct band colours, read from the rendered SVG; a brush over a parallel-coordinates axis of
-the Sweep view filters its run table and its charts.
+"""Many groups and the sweep's brush in headless Chromium, at the generated arena-shaped root of
+1,172 run candidates (``root1000``): 15 groups on Compare are drawn with 15 distinct (colour, dash)
+pairs and 15 distinct band colours, read from the rendered SVG; a brush over a parallel-coordinates
+axis of the Sweep view filters its run table and its charts.
 
 One server (SVG renderer) serves both tests; each opens its own browser session. Skipped without
 Debian's chromium or the playwright package, like the other browser tests.
@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 from browser100 import CHART, main_text, new_page, open_view, query, serve, settle
-from root100 import Root100
+from root1000 import Root1000
 
 import browser
 
@@ -21,8 +21,8 @@ pytestmark = browser.pytest_marks()
 
 
 @pytest.fixture(scope="module")
-def app_url(root100: Root100, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve(root100.root, tmp_path_factory.mktemp("app-groups") / "app.log") as url:
+def app_url(root1000: Root1000, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with serve(root1000.root, tmp_path_factory.mktemp("app-groups") / "app.log") as url:
         yield url
 
 
@@ -32,15 +32,15 @@ def page() -> Iterator[Any]:
         yield opened
 
 
-def _fifteen_groups(root100: Root100) -> list[str]:
-    """75 study runs: 3 methods x 5 learning-rate scales, 5 seeds each (15 groups)."""
-    picks = [label for label in root100.study if "matched" not in label and "/lr0.353553/" not in label]
-    assert len(picks) == 75
-    return picks
+def _runs(root1000: Root1000, methods: tuple[str, ...], scales: tuple[str, ...] | None = None) -> list[str]:
+    """The simulator runs of ``methods`` in the default world (at learning-rate ``scales``; all by default)."""
+    return [label for label in root1000.simulator if label.split("/")[1] == "default" and label.split("/")[2] in methods
+            and (scales is None or label.split("/")[3] in scales)]
 
 
-def test_15_groups_are_drawn_with_distinct_colours_and_dashes(app_url: str, root100: Root100, page: Any) -> None:
-    picks = _fifteen_groups(root100)
+def test_15_groups_are_drawn_with_distinct_colours_and_dashes(app_url: str, root1000: Root1000, page: Any) -> None:
+    picks = _runs(root1000, ("grpo", "gdro_prompt", "rollout_gdro"), ("lr0.5", "lr0.707107", "lr1", "lr1.41421", "lr2"))
+    assert len(picks) == 45, "3 methods x 5 learning-rate scales, 3 seeds each: 15 groups"
     open_view(page, f"{app_url}/compare?{query('pick', picks)}&compare-group=true", "Compare")
     page.get_by_text("Final results per group", exact=False).first.wait_for()
     settle(page, 1)
@@ -62,42 +62,45 @@ def test_15_groups_are_drawn_with_distinct_colours_and_dashes(app_url: str, root
     assert len(set(drawn["legend"])) == 15 and browser.error_texts(page) == []
 
 
-ROWS_JS = """Array.from(document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"] table'
-                                           + ' td[aria-colindex="1"]')).map(c => c.textContent)"""
+TABLE = '[data-testid="stMain"] [data-testid="stDataFrame"] table'
 
 
 def _table_rows(page: Any, count: int) -> list[str]:
-    """The run names in the Sweep page's table (the data grid's accessible table), once it has ``count`` rows."""
-    page.wait_for_function(f"() => {ROWS_JS}.length === {count}")
-    return list(page.evaluate(f"() => {ROWS_JS}"))
+    """The run names in the Sweep page's table once it has ``count`` rows (the data grid's accessible
+    table: its row count, and the cells of the rows it draws, every row when they fit)."""
+    page.wait_for_function("""([selector, count]) => { const table = document.querySelector(selector);
+        return table && Number(table.getAttribute("aria-rowcount")) === count + 1; }""", arg=[TABLE, count])
+    return list(page.evaluate("""(selector) => Array.from(document.querySelectorAll(selector + ' td[aria-colindex="1"]'))
+        .map(cell => cell.textContent)""", TABLE))
 
 
-def test_a_brushed_sweep_axis_filters_the_table_and_the_charts(app_url: str, root100: Root100, page: Any) -> None:
-    picks = list(root100.sweep)  # world.transfer 0, 0.5, 1 x 2 methods x 2 seeds
+def test_a_brushed_sweep_axis_filters_the_table_and_the_charts(app_url: str, root1000: Root1000, page: Any) -> None:
+    picks = _runs(root1000, ("grpo", "gdro_prompt"))  # 2 methods x 6 learning-rate scales x 3 seeds
+    assert len(picks) == 36
     open_view(page, f"{app_url}/sweep?{query('pick', picks)}", "Sweep", charts=2)
-    assert len(_table_rows(page, 12)) == 12 and "All 12 runs" in main_text(page)
+    assert _table_rows(page, 36) and "All 36 runs" in main_text(page)
     axes = page.evaluate("""(selector) => Array.from(document.querySelector(selector).querySelector('g.mark-rule')
         .querySelectorAll('line')).map(l => { const r = l.getBoundingClientRect(); return [r.x + r.width / 2, r.y,
                                                                                            r.y + r.height]; })""",
                          CHART)
-    assert len(axes) == 2, "world.transfer, then the metric"
+    assert len(axes) == 2, "lr_scale, then the metric"
     x, top, bottom = axes[0]
 
     def at(position: float) -> float:
         return bottom - position * (bottom - top)
 
-    page.mouse.move(x - 12, at(0.6))  # a brush around transfer = 0.5, the middle of the axis
+    page.mouse.move(x - 12, at(0.47))  # a brush around lr 0.7071, at 0.4 of the log axis (0.3536 to 2)
     page.mouse.down()
-    page.mouse.move(x, at(0.5), steps=5)
-    page.mouse.move(x + 12, at(0.4), steps=5)
+    page.mouse.move(x, at(0.4), steps=5)
+    page.mouse.move(x + 12, at(0.33), steps=5)
     page.mouse.up()
-    page.get_by_text("Brushed: 4 of 12 runs", exact=False).first.wait_for()
+    page.get_by_text("Brushed: 6 of 36 runs", exact=False).first.wait_for()
     settle(page, 2)
-    rows = _table_rows(page, 4)
-    assert sorted(rows) == sorted(f"sweep: {method} transfer=0.5 · seed {seed}" for method in ("grpo", "prompt_gdro")
-                                  for seed in (0, 1)), rows
+    rows = _table_rows(page, 6)
+    assert len(rows) == 6 and all("lr×0.707" in row for row in rows) and {row.split("·")[-1].strip() for row in rows} == \
+        {"seed 0", "seed 1", "seed 2"}, rows
     ticks = page.evaluate("""(selector) => Array.from(document.querySelectorAll(selector)[1]
         .querySelectorAll('g.role-axis-label text')).map(t => t.textContent)""", CHART)
-    assert len([tick for tick in ticks if tick.startswith("0.5")]) >= 1 and not any(tick in ("0", "1") for tick in ticks), \
-        f"the chart against world.transfer shows only the brushed setting: {ticks}"
+    assert ticks and not any(tick in ("0.5", "1", "2") for tick in ticks), \
+        f"the chart against lr_scale shows only the brushed setting: {ticks}"
     assert browser.error_texts(page) == []
