@@ -2,7 +2,7 @@
 
     gdro calibrate --samples EVAL_DIR --sweep RUN_DIR [RUN_DIR ...] [--lr LR] [--out DIR]
     gdro calibrate --plan DIR [--method prompt_gdro]   (after gdro predict: the extra sweep that sharpens it)
-    gdro predict DIR/world.toml [--draws N] [--seeds N] [--steps N] [--out DIR]
+    gdro predict DIR/world.toml [--draws N] [--seeds N] [--steps N] [--bootstrap B] [--out DIR]
 
 Bad input is a one-line error and exit status 2 (docs/calibration.md).
 """
