@@ -96,14 +96,20 @@ def config_keys(infos: Sequence[RunInfo], producer: str | None = None, all_confi
     """Dotted config keys of ``producer``'s runs (None: every run) in first-seen order: those whose
     values differ between them, or all of them (``all_config``)."""
     flats = flats if flats is not None else {info.label: flat_config(info.config) for info in infos}
-    mine = [flats[info.label] for info in infos if producer is None or info.producer == producer]
+    kept = [info for info in infos if producer is None or info.producer == producer]
     pairs: dict[tuple[str, str], int] = {}  # (key, value) -> runs with it; keys in first-seen order
-    for flat in mine:
-        for item in flat.items():
+    runs_of: dict[str, int] = {}  # producer -> its runs
+    logged_by: dict[str, set[str]] = {}  # key -> producers whose runs have it
+    for info in kept:
+        runs_of[info.producer] = runs_of.get(info.producer, 0) + 1
+        for item in flats[info.label].items():
             pairs[item] = pairs.get(item, 0) + 1
+            logged_by.setdefault(item[0], set()).add(info.producer)
     keys = list(dict.fromkeys(key for key, _ in pairs))
-    if not all_config:  # a key is constant when one value is held by every run
-        constant = {key for (key, _), count in pairs.items() if count == len(mine)}
+    if not all_config:  # constant: one value held by every run of the producers that have the key (another
+        # producer's runs, which lack it, do not make a column: 151 -> 23 columns on an arena's output)
+        constant = {key for (key, _), count in pairs.items()
+                    if count == sum(runs_of[name] for name in logged_by[key])}
         keys = [key for key in keys if key not in constant]
     return keys
 

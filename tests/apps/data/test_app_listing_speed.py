@@ -30,3 +30,22 @@ def test_found_runs_are_labelled_relative_to_the_root_and_a_given_one_listed_onc
     assert not truncated
     assert [entry.label for entry in entries] == ["b/vip", "a/grpo/seed0", "a/grpo/seed1"]
     assert [entry.label for entry in discover_runs(root, [], found)] == ["a/grpo/seed0", "a/grpo/seed1", "b/vip"]
+
+
+def test_config_columns_of_every_producer_are_the_keys_that_differ_within_their_producer() -> None:
+    from apps.data.listing import RunInfo
+    from apps.data.loading import RunEntry
+    from apps.data.runtable import config_keys
+
+    def info(label: str, producer: str, config: dict) -> RunInfo:
+        return RunInfo(RunEntry(Path(label), label), {"producer": producer, "status": "finished"}, config)
+
+    simulated = [info(f"sim{i}", "gdro-lab simulator", {"method": "grpo", "lr_scale": scale, "steps": 400})
+                 for i, scale in enumerate((0.5, 1.0))]
+    trained = [info(f"lm{i}", "gdro train", {"train": {"seed": i, "steps": 60}, "optim": {"lr": 1e-6}})
+               for i in range(2)]
+    only_one = [info("sim2", "gdro-lab simulator", {"method": "grpo", "lr_scale": 1.0, "steps": 400, "extra": 1})]
+    assert config_keys([*simulated, *trained]) == ["lr_scale", "train.seed"]
+    assert config_keys([*simulated, *only_one, *trained]) == ["lr_scale", "extra", "train.seed"], \
+        "a key some runs of its producer lack differs"
+    assert config_keys([*simulated, *trained], producer="gdro train") == ["train.seed"]
