@@ -154,6 +154,8 @@ def sweep_lines(frame: pd.DataFrame, key: str, metric: str, colours: Mapping[str
 BRUSH = "brush"
 #: Half the length of a tick on a parallel axis, in axis widths.
 TICK_HALF = 0.04
+#: Opacity of a run's line outside the brush (0.5 inside it).
+FADED = 0.06
 
 
 def parallel_coordinates(frame: pd.DataFrame, axes: Sequence[str], colours: Mapping[str, str],
@@ -181,12 +183,20 @@ def parallel_coordinates(frame: pd.DataFrame, axes: Sequence[str], colours: Mapp
     titles = alt.Chart(ends).mark_text(dy=-14, fontSize=12, fontWeight="bold", color="#333333").encode(
         x=x, y=alt.Y("high:Q", scale=y_scale, axis=None), text="name:N")  # each axis named above it
     layers: list[Any] = [rules, titles]
+    # the brush sits on invisible points (one per run and axis), so that the lines can read it: a line
+    # fades while any of its points on a brushed axis lies outside the brushed range
+    layers.append(alt.Chart(frame).mark_point(opacity=0, size=20).encode(x=x, y=y).add_params(
+        alt.selection_interval(name=BRUSH, encodings=["x", "y"])))
+    outside = (f"isArray({BRUSH}.axis_index) && datum.axis_index >= {BRUSH}.axis_index[0] && "
+               f"datum.axis_index <= {BRUSH}.axis_index[1] && (datum.position < {BRUSH}.position[0] || "
+               f"datum.position > {BRUSH}.position[1]) ? 1 : 0")
     sizes = frame.drop_duplicates("run")["method"].value_counts()
-    for position, method in enumerate(sorted(names, key=lambda name: (-int(sizes.get(name, 0)), name))):
-        line = alt.Chart(frame[frame["method"] == method]).mark_line(opacity=0.5, strokeWidth=1.5).encode(
-            x=x, y=y, color=colour, detail="run:N", tooltip=tooltip)
-        layers.append(line.add_params(alt.selection_interval(name=BRUSH, encodings=["x", "y"])) if position == 0
-                      else line)
+    for method in sorted(names, key=lambda name: (-int(sizes.get(name, 0)), name)):
+        layers.append(alt.Chart(frame[frame["method"] == method]).transform_calculate(outside=outside)
+                      .transform_joinaggregate(out="max(outside)", groupby=["run"])
+                      .mark_line(strokeWidth=1.5).encode(x=x, y=y, color=colour, detail="run:N", tooltip=tooltip,
+                                                         opacity=alt.condition("datum.out > 0", alt.value(FADED),
+                                                                               alt.value(0.5))))
     if ticks is not None and not ticks.empty:
         marks = ticks.assign(left=ticks["axis_index"] - TICK_HALF, right=ticks["axis_index"] + TICK_HALF)
         layers.append(alt.Chart(marks).mark_rule(color="#555555").encode(

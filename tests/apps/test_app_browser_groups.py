@@ -1,7 +1,7 @@
 """Many groups and the sweep's brush in headless Chromium, at the generated arena-shaped root of
 1,172 run candidates (``root1000``): 15 groups on Compare are drawn with 15 distinct (colour, dash)
 pairs and 15 distinct band colours, read from the rendered SVG; a brush over a parallel-coordinates
-axis of the Sweep view filters its run table and its charts.
+axis of the Sweep view filters its run table and its charts, and fades the other runs' lines.
 
 One server (SVG renderer) serves both tests; each opens its own browser session. Skipped without
 Debian's chromium or the playwright package, like the other browser tests.
@@ -99,6 +99,9 @@ def test_a_brushed_sweep_axis_filters_the_table_and_the_charts(app_url: str, roo
     rows = _table_rows(page, 6)
     assert len(rows) == 6 and all("lr×0.707" in row for row in rows) and {row.split("·")[-1].strip() for row in rows} == \
         {"seed 0", "seed 1", "seed 2"}, rows
+    opacities = page.evaluate("""(selector) => Array.from(document.querySelector(selector)
+        .querySelectorAll('g.mark-line path')).map(path => path.getAttribute('opacity'))""", CHART)
+    assert len(opacities) == 36 and opacities.count("0.5") == 6, "the parallel coordinates fade the other 30 runs"
     ticks = page.evaluate("""(selector) => Array.from(document.querySelectorAll(selector)[1]
         .querySelectorAll('g.role-axis-label text')).map(t => t.textContent)""", CHART)
     assert ticks and not any(tick in ("0.5", "1", "2") for tick in ticks), \
