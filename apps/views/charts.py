@@ -204,5 +204,5 @@ def parallel_coordinates(frame: pd.DataFrame, axes: Sequence[str], colours: Mapp
         layers.append(alt.Chart(marks).mark_text(align="left", dx=3, baseline="middle", fontSize=10,
                                                  color="#333333").encode(x=alt.X("right:Q", scale=x_scale, axis=None),
                                                                          y=y, text="label:N"))
-    return alt.layer(*layers).properties(title="Parallel coordinates of the sweep (drag over an axis to brush it)",
+    return alt.layer(*layers).properties(title="Parallel coordinates of the sweep",
                                          height=CHART_HEIGHT, width=820)

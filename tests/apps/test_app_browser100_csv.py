@@ -333,7 +333,7 @@ def test_sweep_csv_follows_every_selector(app_url: str, root100: Root100, page: 
     choose(page, "sweep-final", "last value", "?sweep-final=last value")
     wait_for_svg_text(page, "worst_bin_success (last value) against lr_scale")
     chart_options(page, x_shown="?x=wall clock")
-    lines, parallel = download(page, 0), download(page, 1)
+    parallel, lines = download(page, 0), download(page, 1)  # the parallel coordinates come first
     finals = {}
     for label in labels:
         logged = scalar(steps(root100.root, label), "worst_bin_success")
