@@ -43,7 +43,8 @@ def test_gain_recovery_table_is_the_generated_one() -> None:
     assert docs == generated.read_text().strip() if generated.is_file() else PENDING in docs
 
 
-@pytest.mark.parametrize("name, generated", [("per-fit", "per-fit/per-fit.md"), ("plan-loop", "plan-loop/table.md")])
+@pytest.mark.parametrize("name, generated", [("per-fit", "per-fit/per-fit.md"), ("plan-loop", "plan-loop/table.md"),
+                                                  ("plan-loop-320", "plan-loop-320/table.md")])
 def test_per_fit_and_plan_loop_tables_are_the_generated_ones(name: str, generated: str) -> None:
     """docs/calibration.md's bootstrap-vs-x2.44 table and the plan loop's table are their reports' own."""
     docs = between(ROOT / "docs" / "calibration.md", name)
