@@ -94,12 +94,17 @@ def _rebuild(checkpoint: Path, target: Path, dtype: str | None) -> None:
     tokenizer.save_pretrained(target)
 
 
+def check_dtype(dtype: str | None) -> None:
+    """``--dtype`` is None (as trained), float32, bfloat16 or float16; else one line, before anything is touched."""
+    if dtype not in (None, "float32", "bfloat16", "float16"):
+        raise ExportError(f"--dtype {dtype}: use float32, bfloat16 or float16 (nothing was touched)")
+
+
 def export(source: str | os.PathLike[str], out: str | os.PathLike[str], dtype: str | None = None) -> Path:
     """Write the Hugging Face folder of a run's checkpoint to ``out``; returns ``out``."""
+    check_dtype(dtype)
     checkpoint = find_checkpoint(source)
     target = Path(out)
-    if dtype not in (None, "float32", "bfloat16", "float16"):
-        raise ExportError(f"--dtype {dtype}: use float32, bfloat16 or float16")
     damaged = weights_problem(checkpoint)
     if damaged is not None:
         raise ExportError(f"{damaged}: export an earlier checkpoint (RUN_DIR/checkpoints/step_N; nothing was written)")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from studykit.args import OneLineParser, new_folder_problem
-from real_runs.export import ExportError, export, find_checkpoint
+from real_runs.export import ExportError, check_dtype, export, find_checkpoint
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,8 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dtype", default=None, help="float32 (as trained, default), bfloat16 or float16")
     args = parser.parse_args(argv)
     try:
-        if args.dtype not in (None, "float32", "bfloat16", "float16"):
-            raise ExportError(f"--dtype {args.dtype}: use float32, bfloat16 or float16 (nothing was touched)")
+        check_dtype(args.dtype)
         find_checkpoint(args.source)
         problem = new_folder_problem(args.out)
         if problem is not None:
