@@ -12,8 +12,13 @@ plugin) and the state each loop saves (its on-disk format). The hashes must equa
 ``tests/fixtures/loop_replay.json``.
 
 Hashes are of exact float bits: a machine whose numpy computes differently (another numpy, other
-SIMD paths) cannot compare them, and its section is skipped with that reason. To record a section:
-``GDRO_REPLAY_RECORD=1 pytest tests/gdro_lab/test_loop_replay.py`` (the plugin's section in the verl venv).
+SIMD paths) cannot compare them, so each section holds one recording per machine (its environment:
+numpy's version, the architecture and a digest of the CPU features numpy uses) and a machine with
+none is skipped with that reason. To record a section: ``GDRO_REPLAY_RECORD=1 pytest
+tests/gdro_lab/test_loop_replay.py`` (the plugin's section in the verl venv). To add a machine,
+record at the commit that made the others (``git log -1 tests/fixtures/loop_replay.json``) in a git
+worktree with ``GDRO_REPLAY_RECORD=add`` and copy that fixture back: the new machine then checks
+every later commit against the same code (see check_section).
 """
 
 from __future__ import annotations
@@ -148,18 +153,40 @@ def environment() -> str:
     return f"numpy {np.__version__}, {platform.machine()}, cpu features {simd}"
 
 
+def recordings(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """A section's recordings: its first machine's, then those under ``more`` (one per machine)."""
+    return [{"environment": entry["environment"], "runs": entry["runs"]}, *entry.get("more", [])]
+
+
+def section_entry(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """The stored form of a section's recordings (the first machine's at the top, the others under ``more``)."""
+    first, *others = found
+    return {**first, "more": others} if others else dict(first)
+
+
 def check_section(section: str, runs: dict[str, dict[str, str]]) -> None:
-    """Compare ``runs`` with the fixture's section (or, recording, write it)."""
+    """Compare ``runs`` with the fixture's recording for this machine (or, recording, write it).
+
+    ``GDRO_REPLAY_RECORD=1`` records this machine's section and drops the other machines' recordings
+    (a deliberate change of the loops invalidates them); ``=add`` adds this machine's recording
+    beside the others (run it at the commit that recorded them, e.g. in a git worktree, so that all
+    recordings are of the same code); ``=<stream>`` updates that stream alone on this machine after
+    checking every other stream, and drops the other machines' recordings."""
     stored = json.loads(FIXTURE.read_text(encoding="utf-8")) if FIXTURE.exists() else {}
-    if RECORD == "1":
-        stored[section] = {"environment": environment(), "runs": runs}
+    mine = {"environment": environment(), "runs": runs}
+    if RECORD in ("1", "add"):
+        kept = [r for r in recordings(stored[section]) if r["environment"] != mine["environment"]] \
+            if RECORD == "add" and section in stored else []
+        stored[section] = section_entry([*kept, mine])
         FIXTURE.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         return
     if section not in stored:
         pytest.fail(f"{FIXTURE.name} has no {section!r} section: record it (GDRO_REPLAY_RECORD=1)")
-    expected = stored[section]
-    if expected["environment"] != environment():
-        pytest.skip(f"{section} replay recorded under {expected['environment']}, this is {environment()}")
+    found = recordings(stored[section])
+    expected = next((r for r in found if r["environment"] == mine["environment"]), None)
+    if expected is None:
+        machines = "; ".join(r["environment"] for r in found)
+        pytest.skip(f"{section} replay recorded under {machines}, this is {environment()}")
     assert sorted(runs) == sorted(expected["runs"])
     changed = {f"{run}: {stream}" for run, streams in runs.items()
                for stream in set(streams) | set(expected["runs"][run])
@@ -167,6 +194,7 @@ def check_section(section: str, runs: dict[str, dict[str, str]]) -> None:
     if RECORD and not changed:
         for run, streams in runs.items():
             expected["runs"][run][RECORD] = streams[RECORD]
+        stored[section] = section_entry([expected])
         FIXTURE.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     assert not changed, f"{len(changed)} stream(s) differ from the recorded replay: " + ", ".join(sorted(changed))
 
