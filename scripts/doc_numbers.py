@@ -29,6 +29,10 @@ module-level class's literal attributes and field defaults under ``Class.field``
 function's literal parameter defaults under ``function.parameter``::
 
     <!-- num: studykit/arena_settings.py#DUET_EARLY_STOP.abort_horizon -->11<!-- /num -->
+
+``--unmarked`` lists the other way round: every result-like number of the prose (a decimal, a %, pp,
+a duration, a factor, "N of M") that carries no marker, as ``page:line: 'number' (kind)``, and exits 1
+if there is one. What it reads, what it allows and which pages are exempt: ``scripts/doc_unmarked.py``.
 """
 
 from __future__ import annotations
@@ -247,12 +251,43 @@ def count_markers(paths: list[Path]) -> int:
     return sum(len(MARKER.findall(p.read_text(encoding="utf-8"))) for p in paths)
 
 
+def _unmarked_module() -> Any:
+    """scripts/doc_unmarked.py, loaded by path (the scripts are files, not a package)."""
+    import importlib.util
+    name = "doc_unmarked"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("doc_unmarked.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def report_unmarked(paths: list[Path], root: Path) -> int:
+    """Print every unmarked result-like number and a count per page; 1 if there is one."""
+    found = _unmarked_module().scan(paths, root)
+    for number in found:
+        print(number)
+    pages: dict[str, int] = {}
+    for number in found:
+        pages[number.page] = pages.get(number.page, 0) + 1
+    summary = ", ".join(f"{page} {count}" for page, count in sorted(pages.items(), key=lambda kv: -kv[1]))
+    print(f"doc_numbers: {len(found)} unmarked numbers" + (f" ({summary}): mark each with its source "
+          "(<!-- num: FILE#key -->N<!-- /num -->) or write it without a digit" if found else ""))
+    return 1 if found else 0
+
+
 def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path, help="pages to fill (default: README.md, docs/**/*.md)")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a number is stale")
+    parser.add_argument("--unmarked", action="store_true",
+                        help="change nothing; list the result-like numbers of the prose with no marker (exit 1 if any)")
     args = parser.parse_args(argv)
     paths = [p if p.is_absolute() else root / p for p in args.files] or default_files(root)
+    if args.unmarked:
+        return report_unmarked(paths, root)
     cache: dict[Path, Any] = {}
     stale: list[str] = []
     try:
