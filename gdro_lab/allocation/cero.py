@@ -12,7 +12,7 @@ prompt-level duals theta_i and the budget-level dual lambda, and a projected OGD
     n_ik = argmax_n (theta_i - lambda) n = n_max if theta_i > lambda else n_min        (lagrangian_choice)
     theta_i <- [theta_i - eta_t (n_ik - N_i*(theta_i) / K)]_+,
         N_i*(theta) / K = clip(s log(v_i / theta), n_min, n_max),  s = c / K            (dual_target, cero_dual_step)
-    lambda <- [lambda + eta_lambda (S_k - B_k) / B_k]_+   (S_k: the step's spend)       (budget_step)
+    lambda <- [lambda + eta_lambda (S_k - B_k) / B_k]_+   (S_k: the step's spend)  (update_rules.dual_step)
 
 Departures:
 - budget decision: each step spends exactly B_k = P n_bar (the arena's equal compute per step), so the plan is the
@@ -52,8 +52,3 @@ def cero_dual_step(theta_P: np.ndarray, n_P: np.ndarray, v_P: np.ndarray, lr_P: 
     """Projected OGD on the prompt-level duals: theta <- max(theta - lr (n - N*(theta) / K), 0)."""
     theta = np.asarray(theta_P, float)
     return np.maximum(theta - lr_P * (np.asarray(n_P, float) - dual_target(v_P, theta, saturation, n_min, n_max)), 0.0)
-
-
-def budget_step(price: float, spend: float, budget: float, lr: float) -> float:
-    """Projected OGD on the budget-level dual: lambda <- max(lambda + lr (spend - budget) / budget, 0)."""
-    return max(price + lr * (spend - budget) / budget, 0.0)

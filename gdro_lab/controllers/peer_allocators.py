@@ -24,14 +24,14 @@ from typing import Any, Callable
 import numpy as np
 
 from gdro_lab._validate import ConfigError, require_choice, require_int, require_range
-from gdro_lab.allocation.cero import budget_step, cero_dual_step, cero_plan, lagrangian_choice
+from gdro_lab.allocation.cero import cero_dual_step, cero_plan, lagrangian_choice
 from gdro_lab.allocation.duet import duet_plan
 from gdro_lab.allocation.knapsack import OBJECTIVES, knapsack_plan
 from gdro_lab.allocation.vip import beta_expected_variance, convex_plan
 from gdro_lab.checks import check_bins
 from gdro_lab.controllers.feedback import StepFeedback
 from gdro_lab.controllers.prompt_stats import PromptStats
-from gdro_lab.functional.update_rules import ema_from_first
+from gdro_lab.functional.update_rules import dual_step, ema_from_first
 
 
 @dataclass(frozen=True)
@@ -331,7 +331,7 @@ class CEROAllocator(_PerPromptAllocator):
         new_theta = cero_dual_step(theta, n, self.values(rows), lr, cfg.saturation, cfg.n_min, cfg.n_max)
         spend = float(lagrangian_choice(theta, self.mu, cfg.n_min, cfg.n_max).sum())
         budget = float(n.size * cfg.n_bar)
-        self.mu = budget_step(self.mu, spend, budget, cfg.budget_lr)
+        self.mu = dual_step(self.mu, spend, budget, cfg.budget_lr)  # Eq. 21's step: the same projected relative rule
         metrics = super().update(feedback)
         self.stats.arrays["dual"][rows] = new_theta
         metrics.update({"rollout/cero_spend_ratio": spend / budget, "rollout/cero_dual_mean": float(new_theta.mean())})

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gdro_lab.allocation.cero import budget_step, cero_dual_step, cero_plan, dual_target, lagrangian_choice
+from gdro_lab.allocation.cero import cero_dual_step, cero_plan, dual_target, lagrangian_choice
 
 
 def best_value(theta: np.ndarray, total: int, n_min: int, n_max: int) -> float:
@@ -86,6 +86,8 @@ def test_cero_dual_step_by_hand():
 
 
 def test_budget_step_by_hand():
+    """CERO's budget dual is Eq. 21's projected relative step (one form: update_rules.dual_step)."""
+    from gdro_lab.functional.update_rules import dual_step as budget_step
     assert budget_step(0.05, 300, 256, 0.01) == pytest.approx(0.05 + 0.01 * 44 / 256)
     assert budget_step(0.05, 200, 256, 0.01) == pytest.approx(0.05 - 0.01 * 56 / 256)
     assert budget_step(0.001, 100, 256, 0.1) == 0.0  # projected onto lambda >= 0
