@@ -2,8 +2,7 @@
 task (one page per thing a reader comes to do), its history moved to the changelog and its measured figures
 to the measurements or benchmarks page.
 
-Two pages are exempt by what they are: the changelog (history, newest first) and the benchmarks page (a
-reference of measured figures, read by section, never end to end).
+One page is exempt by what it is: the changelog (history, newest first).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 450
-EXEMPT = {"changelog.md", "benchmarks.md"}
+EXEMPT = {"changelog.md"}
 
 
 def long_pages(docs: Path, limit: int = LIMIT) -> list[str]:

@@ -42,7 +42,7 @@ def test_every_marked_number_of_the_docs_equals_its_source(capsys: pytest.Captur
     assert rc == 0, out
     # the pages this was written for carry markers (a page that lost them would pass silently)
     for page in ("docs/simulator-studies.md", "docs/simulator-findings.md", "docs/calibration.md",
-                 "docs/benchmarks.md", "docs/arena.md"):
+                 "docs/benchmarks-controllers.md", "docs/arena.md"):
         assert dn.count_markers([ROOT / page]) >= 3, page
 
 
