@@ -195,6 +195,19 @@ def report_name(study: str, full: bool = False, preset: str = "") -> str:
     return study + ("-full" if full else "") + (f"-{preset}" if preset else "")
 
 
+def checked_report_name(name: str, command: str) -> str:
+    """``name`` if it can name reports/<name> for ``--update-reports NAME`` of ``command``, else a ConfigError:
+    letters, digits, '-', '_' and '.' (not first), and never a study's own name (its report is the study's)."""
+    if name in STUDIES:
+        raise ConfigError(f"--update-reports {name}: that is a study's report; " + (
+            f"put the study first: gdro simulate {name} --update-reports" if command == "gdro simulate"
+            else f"name this one otherwise, e.g. --update-reports {name}-sweep"))
+    if not name.replace("-", "").replace("_", "").replace(".", "").isalnum() or name.startswith("."):
+        raise ConfigError(f"--update-reports {name!r}: a report name is letters, digits, '-', '_' and '.' "
+                          "(e.g. curriculum-all-methods)")
+    return name
+
+
 def updated_report_name(args: argparse.Namespace) -> str | None:
     """reports/<name> that ``--update-reports [NAME]`` writes, or None without the flag.
 
@@ -203,14 +216,7 @@ def updated_report_name(args: argparse.Namespace) -> str | None:
     if args.update_reports is None:
         return None
     if args.update_reports:
-        name = args.update_reports
-        if name in STUDIES:
-            raise ConfigError(f"--update-reports {name}: that is a study; put the study first: "
-                              f"gdro simulate {name} --update-reports")
-        if not name.replace("-", "").replace("_", "").replace(".", "").isalnum() or name.startswith("."):
-            raise ConfigError(f"--update-reports {name!r}: a report name is letters, digits, '-', '_' and '.' "
-                              "(e.g. curriculum-all-methods)")
-        return name
+        return checked_report_name(args.update_reports, "gdro simulate")
     custom = [flag for flag, value in (("--methods", args.methods), ("--set", args.assignments),
                                        ("--config", args.config), ("--plugin", args.plugin)) if value]
     name = report_name(args.study, args.full, args.preset or "")

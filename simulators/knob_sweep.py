@@ -157,14 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `gdro sweep`; 0 ok, 2 bad arguments."""
     import json
 
-    from simulators.cli import _Exit, portable_words, update_reports
+    from simulators.cli import _Exit, checked_report_name, portable_words, update_reports
     from studykit.provenance import add_provenance, provenance
     words = list(sys.argv[1:] if argv is None else argv)
     try:
         args = _parser().parse_args(words)
-        if args.update_reports is not None and not args.update_reports.replace("-", "").replace("_", "").isalnum():
-            raise ConfigError(f"--update-reports {args.update_reports!r}: a report name is letters, digits, '-' and "
-                              "'_' (e.g. sweep-curvature)")
+        if args.update_reports is not None:
+            checked_report_name(args.update_reports, "gdro sweep")
         settings = {k: v for k, v in vars(args).items() if k not in ("out", "workers", "progress", "update_reports")}
         made_by = provenance(["simulators.knob_sweep", "simulators.cli"], " ".join(["gdro sweep", *portable_words(words)]),
                              json.loads(json.dumps(settings, default=str)))  # the code as the sweep began

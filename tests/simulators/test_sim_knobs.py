@@ -193,6 +193,11 @@ def test_sweep_update_reports_copies_its_report_under_the_given_name(tmp_path: P
             "200", "--batch", "16", "--no-progress"]
     assert knob_sweep.main([*args, "--out", str(tmp_path / "a"), "--update-reports", "../x"]) == 2
     assert "a report name" in capsys.readouterr().err and not (tmp_path / "a").exists()
+    # a study's own report is the study's: a sweep never replaces reports/curriculum
+    assert knob_sweep.main([*args, "--out", str(tmp_path / "c"), "--update-reports", "curriculum"]) == 2
+    assert "that is a study's report" in capsys.readouterr().err and not (tmp_path / "c").exists()
+    # the same names as gdro simulate's (one check): a '.' inside a name is a name
+    assert cli.checked_report_name("sweep-paper-1.7b", "gdro sweep") == "sweep-paper-1.7b"
     assert knob_sweep.main([*args, "--out", str(tmp_path / "b"), "--update-reports", "sweep-transfer"]) == 0
     assert f"updated: {(reports / 'sweep-transfer' / 'report.md').resolve()}" in capsys.readouterr().out
     summary = json.loads((reports / "sweep-transfer" / "summary.json").read_text())
