@@ -22,7 +22,8 @@ What is allowed without a marker (``allowed``), each because it cannot go stale:
 - the paper's arXiv id (``2601.19280``) and equation, section, table, figure or algorithm numbers
   (``Eq. 3.2``, ``§4.1``);
 - a figure of the paper quoted as such: the number is one of the paper's own (the strings and numbers of
-  ``studykit/claims.py``, where every claim records the paper's figure) and its line says "paper";
+  ``studykit/claims.py``, where every claim records the paper's figure) and its line or the line before
+  says "paper";
 - a number inside a name (``Qwen3-1.7B``, ``paper-1.7b``, ``h100``): a letter or a letter and a hyphen
   right before it, or a model size's ``B`` right after it.
 
@@ -166,8 +167,9 @@ def paper_figures(root: Path) -> frozenset[str]:
 
 
 def _quotes_the_paper(line: str, start: int, end: int, figures: frozenset[str]) -> bool:
-    numbers = re.findall(r"\d+(?:\.\d+)?", line[start:end])
-    return bool(numbers) and all(n in figures for n in numbers) and "paper" in line.lower()
+    numbers = re.findall(r"\d+(?:\.\d+)?", line[start:end].replace(",", ""))
+    values = {float(figure) for figure in figures}
+    return bool(numbers) and all(float(n) in values for n in numbers) and "paper" in line.lower()
 
 
 def find(text: str, page: str, figures: frozenset[str] = frozenset()) -> list[Unmarked]:
@@ -182,7 +184,8 @@ def find(text: str, page: str, figures: frozenset[str] = frozenset()) -> list[Un
                 if any(s < span[1] and span[0] < e for s, e in taken):
                     continue
                 taken.append(span)
-                if not allowed(line, *span) and not _quotes_the_paper(original[number - 1], *span, figures):
+                context = original[number - 1] + " " + (original[number - 2] if number > 1 else "")
+                if not allowed(line, *span) and not _quotes_the_paper(context, *span, figures):
                     found[(number, span[0])] = Unmarked(page, number, kind, match.group(0).strip())
     return [found[key] for key in sorted(found)]
 
