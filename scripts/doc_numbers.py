@@ -118,10 +118,10 @@ def lookup(data: Any, keys: tuple[str, ...], where: str) -> list[Any]:
         nxt: list[Any] = []
         for value in values:
             if key == "*":
-                nxt.extend(value.values() if isinstance(value, dict) else value if isinstance(value, list) else [])
+                nxt.extend(value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [])
             elif isinstance(value, dict) and key in value:
                 nxt.append(value[key])
-            elif isinstance(value, list) and key.lstrip("-").isdigit() and -len(value) <= int(key) < len(value):
+            elif isinstance(value, (list, tuple)) and key.lstrip("-").isdigit() and -len(value) <= int(key) < len(value):
                 nxt.append(value[int(key)])
             else:
                 raise MarkerError(f"{where}: no key {key!r} in the source (check the path)")

