@@ -35,11 +35,10 @@ PENDING: dict[str, int] = {
     "docs/calibration-notes.md": 6, "docs/calibration.md": 122, "docs/core-allocation-notes.md": 11,
     "docs/core-controllers-notes.md": 11, "docs/core-step.md": 2, "docs/core.md": 1, "docs/data.md": 1,
     "docs/departures.md": 11, "docs/eval-notes.md": 17, "docs/eval.md": 7, "docs/install.md": 14,
-    "docs/launch.md": 51, "docs/lm-study-notes.md": 5, "docs/lm-study.md": 50, "docs/models.md": 13,
-    "docs/mutation-testing.md": 24, "docs/mutation-train-loop.md": 18, "docs/simulator-methods.md": 2,
-    "docs/simulator-notes.md": 7, "docs/simulator.md": 21, "docs/studies-notes.md": 8, "docs/testing.md": 1,
-    "docs/train-notes.md": 14, "docs/train.md": 11, "docs/verl-cluster.md": 1, "docs/verl-notes.md": 7,
-    "docs/verl.md": 6,
+    "docs/launch.md": 51, "docs/lm-study-notes.md": 5, "docs/models.md": 13, "docs/mutation-testing.md": 24,
+    "docs/mutation-train-loop.md": 18, "docs/simulator-methods.md": 2, "docs/simulator-notes.md": 7,
+    "docs/simulator.md": 21, "docs/studies-notes.md": 8, "docs/testing.md": 1, "docs/train-notes.md": 14,
+    "docs/train.md": 11, "docs/verl-cluster.md": 1, "docs/verl-notes.md": 7, "docs/verl.md": 6,
 }
 
 
