@@ -35,7 +35,7 @@ PENDING: dict[str, int] = {
     "docs/calibration-notes.md": 6, "docs/calibration.md": 122, "docs/core-allocation-notes.md": 11,
     "docs/core-controllers-notes.md": 11, "docs/core-step.md": 2, "docs/core.md": 1, "docs/data.md": 1,
     "docs/departures.md": 11, "docs/eval-notes.md": 17, "docs/eval.md": 7, "docs/install.md": 14,
-    "docs/launch.md": 51, "docs/lm-study-notes.md": 5, "docs/models.md": 13, "docs/mutation-testing.md": 24,
+    "docs/lm-study-notes.md": 5, "docs/models.md": 13, "docs/mutation-testing.md": 24,
     "docs/mutation-train-loop.md": 18, "docs/simulator-methods.md": 2, "docs/simulator-notes.md": 7,
     "docs/simulator.md": 21, "docs/studies-notes.md": 8, "docs/testing.md": 1, "docs/train-notes.md": 14,
     "docs/train.md": 11, "docs/verl-cluster.md": 1, "docs/verl-notes.md": 7, "docs/verl.md": 6,
@@ -120,3 +120,16 @@ def test_the_findings_blocks_hold_only_the_generated_tables() -> None:
     for block in blocks:
         body = block.split(" -->\n", 1)[1].split("<!-- /generated: simulator_findings.")[0]
         assert body.strip() and all(line.startswith("|") for line in body.strip().split("\n")), block[:80]
+
+
+
+def test_the_launch_blocks_hold_only_what_paper_settings_prints() -> None:
+    """docs/launch.md's skipped blocks are exactly real_runs.verl.paper_settings' output (no prose hides there)."""
+    from real_runs.verl import paper_settings
+
+    text = (ROOT / "docs" / "launch.md").read_text(encoding="utf-8")
+    blocks = {part.split(" -->\n", 1)[0]: part.split(" -->\n", 1)[1].split("\n<!-- /generated: paper_settings.")[0]
+              for part in text.split("<!-- generated: paper_settings.")[1:]}
+    assert blocks == {"departures": paper_settings.departures_markdown().rstrip("\n"),
+                      "single-gpu-memory": paper_settings.single_gpu_memory_markdown().rstrip("\n"),
+                      "table": paper_settings.markdown_table().rstrip("\n")}
