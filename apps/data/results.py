@@ -92,23 +92,43 @@ def accuracy_metrics(evals: pd.DataFrame) -> list[str]:
     return [name for name in headline_metrics(evals["metric"]) if "accuracy" in name and "pass@" not in name]
 
 
+def _last_per_step(steps: np.ndarray, metrics: np.ndarray, values: np.ndarray, name: str
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of one eval metric, steps ascending, the last record of a step kept."""
+    keep = metrics == name
+    steps, values = steps[keep], values[keep]
+    order = np.argsort(steps, kind="stable")
+    steps, values = steps[order], values[order]
+    last = np.append(steps[1:] != steps[:-1], True) if steps.size else np.zeros(0, dtype=bool)
+    return steps[last], values[last]
+
+
 def with_bounds(evals: pd.DataFrame, names: Sequence[str], series: str = "series") -> pd.DataFrame:
     """Long frame (step, <series>, value, lo, hi) of eval metrics ``names``: ``lo``/``hi`` from
-    ``{name}_lo``/``{name}_hi`` at the same step (NaN when not logged)."""
+    ``{name}_lo``/``{name}_hi`` at the same step (NaN when not logged). Read with numpy (a pivot
+    per run took 0.8 s of Compare at 50 runs)."""
     columns = ["step", series, "value", "lo", "hi"]
     if evals.empty or not names:
         return pd.DataFrame(columns=columns)
-    table = evals.pivot_table(index="step", columns="metric", values="value", aggfunc="last")
+    steps = evals["step"].to_numpy(dtype=float)
+    metrics = evals["metric"].to_numpy(dtype=object)
+    values = evals["value"].to_numpy(dtype=float)
     parts = []
     for name in names:
-        if name not in table:
+        at, value = _last_per_step(steps, metrics, values, name)
+        keep = ~np.isnan(value)
+        if not keep.any():
             continue
-        nan = pd.Series(np.nan, index=table.index)
-        part = pd.DataFrame({"step": table.index.to_numpy(dtype=float), series: name,
-                             "value": table[name].to_numpy(dtype=float),
-                             "lo": table.get(f"{name}_lo", nan).to_numpy(dtype=float),
-                             "hi": table.get(f"{name}_hi", nan).to_numpy(dtype=float)})
-        parts.append(part.dropna(subset=["value"]))
+        at, value = at[keep], value[keep]
+        part = {"step": at, series: name, "value": value}
+        for bound in ("lo", "hi"):
+            bound_at, bound_value = _last_per_step(steps, metrics, values, f"{name}_{bound}")
+            if bound_at.size:
+                index = np.searchsorted(bound_at, at).clip(max=bound_at.size - 1)
+                part[bound] = np.where(bound_at[index] == at, bound_value[index], np.nan)
+            else:
+                part[bound] = np.full(at.size, np.nan)
+        parts.append(pd.DataFrame(part))
     if not parts:
         return pd.DataFrame(columns=columns)
     return pd.concat(parts, ignore_index=True)[columns]
@@ -151,34 +171,59 @@ def metric_series(run: RunData, metric: str) -> tuple[np.ndarray, np.ndarray]:
 
 def compare_frame(runs: Mapping[str, RunData], metric: str) -> pd.DataFrame:
     """One scalar over steps for several runs: columns step, run, value, and lo, hi when the runs
-    log ``{metric}_lo``/``{metric}_hi`` (lead-lag recomputed per Eq. 32)."""
-    parts = []
+    log ``{metric}_lo``/``{metric}_hi`` (lead-lag recomputed per Eq. 32). Built as one frame from
+    numpy arrays (a frame per run took 0.7 s of Compare at 50 runs)."""
+    steps, labels, values = [], [], []
+    bounds: dict[str, list[np.ndarray]] = {"lo": [], "hi": []}
+    logged = {"lo": False, "hi": False}
     for label, run in runs.items():
         if metric == "lead_lag_gap":
-            frame = lead_lag_frame(run)[["step", "gap"]].rename(columns={"gap": "value"})
+            frame = lead_lag_frame(run)
+            at, value = frame["step"].to_numpy(), frame["gap"].to_numpy(dtype=float)
+            ends: dict[str, np.ndarray | None] = {"lo": None, "hi": None}
         elif has_scalar(run, metric):
-            frame = pd.DataFrame({"step": run.steps, "value": run.scalars[metric]})
-            for bound in ("lo", "hi"):
-                if has_scalar(run, f"{metric}_{bound}"):
-                    frame[bound] = run.scalars[f"{metric}_{bound}"]
+            at, value = run.steps, np.asarray(run.scalars[metric], dtype=float)
+            ends = {bound: np.asarray(run.scalars[f"{metric}_{bound}"], dtype=float)
+                    if has_scalar(run, f"{metric}_{bound}") else None for bound in ("lo", "hi")}
         else:
             continue
-        parts.append(frame.assign(run=label))
-    if not parts:
+        keep = ~np.isnan(value)
+        steps.append(at[keep])
+        values.append(value[keep])
+        labels.append(np.full(int(keep.sum()), label, dtype=object))
+        for bound, end in ends.items():
+            logged[bound] |= end is not None
+            bounds[bound].append(end[keep] if end is not None else np.full(int(keep.sum()), np.nan))
+    if not steps:
         return pd.DataFrame(columns=["step", "run", "value"])
-    combined = pd.concat(parts, ignore_index=True)
-    combined = combined[["step", "run", "value", *[bound for bound in ("lo", "hi") if bound in combined]]]
-    combined["value"] = pd.to_numeric(combined["value"], errors="coerce")
-    return combined.dropna(subset=["value"]).reset_index(drop=True)
+    columns: dict[str, Any] = {"step": np.concatenate(steps), "run": pd.array(np.concatenate(labels), dtype="str"),
+                               "value": np.concatenate(values)}
+    columns.update({bound: np.concatenate(bounds[bound]) for bound in ("lo", "hi") if logged[bound]})
+    return pd.DataFrame(columns)
+
+
+def _logged_values(run: RunData, metric: str) -> np.ndarray:
+    """The values :func:`compare_frame` keeps for one run and metric, in step order, as numpy (the
+    NaNs left out; empty when the run does not log it)."""
+    if metric == "lead_lag_gap":
+        values = lead_lag_frame(run)["gap"].to_numpy(dtype=float)
+    elif has_scalar(run, metric):
+        values = np.asarray(run.scalars[metric], dtype=float)
+    else:
+        return np.array([])
+    return values[~np.isnan(values)]
 
 
 def compare_table(runs: Mapping[str, RunData], metrics: Sequence[str]) -> pd.DataFrame:
-    """Per run: steps logged and, per metric, the final value and the tail average (≥60th pct of steps)."""
+    """Per run: steps logged and, per metric, the final value and the tail average (≥60th pct of steps).
+
+    The values are those of :func:`compare_frame`, read as numpy arrays (one frame per run and
+    metric took 1.3 s at 50 runs)."""
     rows = []
     for label, run in runs.items():
         row: dict[str, Any] = {"run": label, "steps": int(run.steps.size)}
         for metric in metrics:
-            values = compare_frame({label: run}, metric)["value"].to_numpy(dtype=float)
+            values = _logged_values(run, metric)
             row[f"{metric} (final)"] = float(values[-1]) if values.size else np.nan
             row[f"{metric} (tail)"] = (float(diagnostics.tail_average(values[:, None], TAIL_QUANTILE)[0])
                                        if values.size else np.nan)
