@@ -30,6 +30,9 @@ function's literal parameter defaults under ``function.parameter``::
 
     <!-- num: studykit/arena_settings.py#DUET_EARLY_STOP.abort_horizon -->11<!-- /num -->
 
+A preset a page quotes is read from its ``.toml`` file the same way (tables and keys, dot-separated):
+``real_runs/presets/paper-qwen3-1.7b.toml#optim.lr``.
+
 ``--unmarked`` lists the other way round: every result-like number of the prose (a decimal, a %, pp,
 a duration, a factor, "N of M") that carries no marker, as ``page:line: 'number' (kind)``, and exits 1
 if there is one. What it reads, what it allows and which pages are exempt: ``scripts/doc_unmarked.py``.
@@ -205,10 +208,16 @@ def python_constants(source: str, name: str) -> dict[str, Any]:
 
 
 def load_source(path: Path, source: str) -> Any:
-    """A JSON file's data, or a Python file's literal constants."""
+    """A JSON or TOML file's data, or a Python file's literal constants."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".py":
         return python_constants(text, source)
+    if path.suffix == ".toml":
+        import tomllib
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise MarkerError(f"source {source} is not TOML ({err})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:

@@ -37,8 +37,7 @@ PENDING: dict[str, int] = {
     "docs/departures.md": 11, "docs/eval-notes.md": 17, "docs/eval.md": 7, "docs/lm-study-notes.md": 5,
     "docs/models.md": 11, "docs/mutation-testing.md": 24, "docs/mutation-train-loop.md": 18,
     "docs/simulator-methods.md": 2, "docs/simulator-notes.md": 7, "docs/studies-notes.md": 8, "docs/testing.md": 1,
-    "docs/train-notes.md": 14, "docs/train.md": 11, "docs/verl-cluster.md": 1, "docs/verl-notes.md": 7,
-    "docs/verl.md": 5,
+    "docs/train-notes.md": 14, "docs/verl-cluster.md": 1, "docs/verl-notes.md": 7, "docs/verl.md": 5,
 }
 
 

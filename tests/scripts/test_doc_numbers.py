@@ -129,3 +129,14 @@ def test_a_setting_is_read_from_the_code_without_importing_it(tmp_path: Path,
     assert dn.main(["--check", str(page)], root=tmp_path) == 2   # not a literal: not a setting it can quote
     assert "no key 'DERIVED'" in capsys.readouterr().err
 
+
+
+def test_a_preset_is_read_from_its_toml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "presets").mkdir()
+    (tmp_path / "presets" / "p.toml").write_text("[optim]\nlr = 1e-6\n[eval]\nk = 8\n", encoding="utf-8")
+    _page(tmp_path, "lr <!-- num: presets/p.toml#optim.lr fmt=g -->1e-06<!-- /num -->, "
+                    "k <!-- num: presets/p.toml#eval.k -->8<!-- /num -->\n", {})
+    assert dn.main(["--check"], root=tmp_path) == 0, capsys.readouterr()
+    (tmp_path / "presets" / "p.toml").write_text("[optim]\nlr = 2e-6\n[eval]\nk = 8\n", encoding="utf-8")
+    assert dn.main(["--check"], root=tmp_path) == 1
+    assert "source gives '2e-06'" in capsys.readouterr().out
