@@ -34,10 +34,10 @@ PENDING: dict[str, int] = {
     "docs/app-data-notes.md": 15, "docs/app-notes.md": 7, "docs/app.md": 12, "docs/calibration-fit.md": 82,
     "docs/calibration-notes.md": 6, "docs/calibration.md": 122, "docs/core-allocation-notes.md": 11,
     "docs/core-controllers-notes.md": 11, "docs/core-step.md": 2, "docs/core.md": 1, "docs/data.md": 1,
-    "docs/departures.md": 11, "docs/eval-notes.md": 17, "docs/eval.md": 7, "docs/lm-study-notes.md": 5,
-    "docs/models.md": 11, "docs/mutation-testing.md": 24, "docs/mutation-train-loop.md": 18,
-    "docs/simulator-methods.md": 2, "docs/simulator-notes.md": 7, "docs/studies-notes.md": 8, "docs/testing.md": 1,
-    "docs/train-notes.md": 14, "docs/verl-cluster.md": 1, "docs/verl-notes.md": 7, "docs/verl.md": 5,
+    "docs/departures.md": 11, "docs/eval-notes.md": 17, "docs/lm-study-notes.md": 5,
+    "docs/mutation-testing.md": 24, "docs/mutation-train-loop.md": 18, "docs/simulator-methods.md": 2,
+    "docs/simulator-notes.md": 7, "docs/studies-notes.md": 8, "docs/testing.md": 1, "docs/train-notes.md": 14,
+    "docs/verl-cluster.md": 1, "docs/verl-notes.md": 7,
 }
 
 
