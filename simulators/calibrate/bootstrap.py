@@ -1,11 +1,14 @@
-"""`gdro predict --bootstrap B`: each fit's own interval widening, from a parametric bootstrap of the fit.
+"""`gdro predict --bootstrap B`: each predicted gain's own interval, from a parametric bootstrap of the fit.
 
 From the fit's posterior draw B worlds; in each, simulate data of the user's shapes (the sample's prompts and
 groups, the sweep's lrs, batch, rollouts, steps and eval interval: ``recovery.synthetic_data``), calibrate again,
-predict again, and measure that world's own true gain. Per metric, the factor that stretches the refits' central
-95% about their medians over 95% of those true gains (``stretch``) widens this fit's interval. A fit whose refits
-land near the truth gets a narrow interval, one whose refits miss gets a wide one. Why and what it costs:
-docs/calibration-fit.md#per-fit-widening.
+predict again, and measure that world's own true gain. Per predicted gain, the B errors e = truth - median of the
+refits are a sample of this fit's own prediction error, in pp: the printed interval is the median
++- t(B) x rms(e) (``error_interval``; the Student t quantile because B is small), or the drawn worlds' central
+95% where that is wider. A gain that the refits predict well gets a narrow interval, one they miss a wide one.
+Why and what it costs: docs/calibration-fit.md#per-fit-widening. ``stretch`` and ``factors`` are the method
+this replaced (one stretch factor per metric, in units of the refits' own central intervals), kept for the
+comparison in ``gain_recovery``.
 """
 
 from __future__ import annotations
@@ -102,7 +105,8 @@ def replicate(cal: predict.Calibrated, shapes: Shapes, settings: predict.Setting
         entry = summary["methods"][label][metric][base]
         rows.append({"seed": seed, "method": label, "metric": metric, "baseline": base, "truth": gain, "truth_se": se,
                      "median": entry["median"], "lo": entry["lo"], "hi": entry["hi"],
-                     "stretch": stretch(gain, entry["median"], entry["lo"], entry["hi"])})
+                     "stretch": stretch(gain, entry["median"], entry["lo"], entry["hi"]),
+                     "per_world": entry["per_world"]})
     return rows
 
 
@@ -125,18 +129,60 @@ def factors(rows: list[dict[str, Any]], level: float = LEVEL) -> dict[str, float
     return out
 
 
+def errors(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Per 'method|metric|baseline': the bootstrap's prediction errors truth - median (B,), where the truth is
+    finite."""
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        if math.isfinite(r["truth"]) and math.isfinite(r["median"]):
+            out.setdefault(f"{r['method']}|{r['metric']}|{r['baseline']}", []).append(r["truth"] - r["median"])
+    return {key: np.array(values) for key, values in out.items()}
+
+
+def error_half_width(error_B: np.ndarray, level: float = LEVEL) -> float:
+    """Half the ``level`` prediction interval of one more error like ``error_B``: t(level, B) x rms(error_B).
+
+    The errors are taken as N(0, s^2) with s unknown (no bias shift: B of them cannot place one); with s^2
+    estimated by mean(e^2) from B errors, a new error / rms(e) is Student t with B degrees of freedom. nan
+    without errors."""
+    from scipy.stats import t
+
+    error_B = np.asarray(error_B, float)
+    if error_B.size == 0:
+        return math.nan
+    return float(t.ppf(0.5 + level / 2, error_B.size) * np.sqrt(np.mean(error_B ** 2)))
+
+
+def error_interval(entry: dict[str, Any], error_B: np.ndarray, level: float = LEVEL) -> dict[str, Any]:
+    """An ``over_worlds`` entry whose printed interval is median +- ``error_half_width`` of this gain's bootstrap
+    errors, or the drawn worlds' central interval on a side where that is wider (the fit's own spread is never
+    hidden); without errors, the global WIDENING."""
+    half = error_half_width(error_B, level)
+    if not math.isfinite(half):
+        return widen(entry, predict.WIDENING)
+    return {**entry, "widening": "bootstrap", "error_half_width": half, "errors": int(np.size(error_B)),
+            "wide_lo": min(entry["lo"], entry["median"] - half), "wide_hi": max(entry["hi"], entry["median"] + half)}
+
+
 def widen(entry: dict[str, Any], factor: float) -> dict[str, Any]:
     """An ``over_worlds`` entry with its printed interval re-widened by ``factor`` about the median."""
     return {**entry, "widening": factor, "wide_lo": entry["median"] - factor * (entry["median"] - entry["lo"]),
             "wide_hi": entry["median"] + factor * (entry["hi"] - entry["median"])}
 
 
-def apply(summary: dict[str, Any], factor_by_metric: dict[str, float], detail: dict[str, Any]) -> dict[str, Any]:
-    """The prediction with every method's intervals widened by its metric's factor; ``widening`` says how."""
-    for row in summary["methods"].values():
-        for metric, factor in factor_by_metric.items():
-            row[metric] = {base: widen(entry, factor) for base, entry in row[metric].items()}
-    summary["widening"] = {"source": "bootstrap", "factors": factor_by_metric, **detail}
+def apply(summary: dict[str, Any], rows: list[dict[str, Any]], detail: dict[str, Any]) -> dict[str, Any]:
+    """The prediction with every gain's interval set by its own bootstrap errors (``error_interval``);
+    ``widening`` says how, with the half-widths per metric (median over methods and baselines)."""
+    error_by_key = errors(rows)
+    halves: dict[str, list[float]] = {}
+    for label, row in summary["methods"].items():
+        for metric, _ in predict.METRICS:
+            row[metric] = {base: error_interval(entry, error_by_key.get(f"{label}|{metric}|{base}", np.array([])))
+                           for base, entry in row[metric].items()}
+            halves.setdefault(metric, []).extend(e.get("error_half_width", math.nan) for e in row[metric].values())
+    summary["widening"] = {"source": "bootstrap", "method": "error",
+                           "half_widths": {m: float(np.nanmedian(v)) if np.isfinite(v).any() else math.nan
+                                           for m, v in halves.items()}, **detail}
     return summary
 
 
@@ -158,12 +204,12 @@ def bootstrap(cal: predict.Calibrated, settings: predict.Settings, count: int, *
 
 
 def widened(summary: dict[str, Any], cal: predict.Calibrated, settings: predict.Settings) -> dict[str, Any]:
-    """``gdro predict --bootstrap B``: the prediction re-widened by this fit's own factors (B = settings.bootstrap);
-    the bootstrap's rows go to OUT/bootstrap/rows.json."""
+    """``gdro predict --bootstrap B``: every gain's interval from this fit's own bootstrap errors (B =
+    settings.bootstrap); the bootstrap's rows go to OUT/bootstrap/rows.json."""
     if settings.bootstrap <= 0:
         return summary
     result = bootstrap(cal, settings, settings.bootstrap)
     (settings.out / "bootstrap").mkdir(parents=True, exist_ok=True)
     (settings.out / "bootstrap" / "rows.json").write_text(json.dumps(result["rows"], indent=1), encoding="utf-8")
-    return apply(summary, result["factors"], {"count": result["count"], "truth_seeds": result["truth_seeds"],
-                                              "shapes": result["shapes"]})
+    return apply(summary, result["rows"], {"count": result["count"], "truth_seeds": result["truth_seeds"],
+                                           "shapes": result["shapes"]})

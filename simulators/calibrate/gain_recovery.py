@@ -67,6 +67,8 @@ def recover_gains(name: str, seed: int, out: Path, *, draws: int = 40, seeds: in
     true_settings = _settings(out / f"{name}-s{seed}" / "truth", 1, truth_seeds, steps, batch, workers)
     truth_table = true_gains(truth.to_dict(), true_settings)
     own = {}
+    fit_params = {name: [*np.quantile(values, [0.025, 0.5, 0.975]).tolist(), truth.to_dict()[name]]
+                  for name, values in record["dynamics"]["draws"].items()} if boot > 0 else {}
     if boot > 0:
         shapes = bootstrap.Shapes(num_prompts, truth.num_groups, 8, LRS, 64, 4, data_steps, max(1, data_steps // 3))
         started = time.perf_counter()
@@ -86,8 +88,15 @@ def recover_gains(name: str, seed: int, out: Path, *, draws: int = 40, seeds: in
                      "sign_wrong": bool(clear and sign == -np.sign(gain)), "per_world": entry["per_world"]})
         if own:
             wide = bootstrap.widen(entry, own["factors"][metric])
+            error = bootstrap.error_interval(entry, bootstrap.errors(own["rows"]).get(key, np.array([])))
             rows[-1].update({"boot": boot, "boot_factor": wide["widening"], "boot_lo": wide["wide_lo"],
-                             "boot_hi": wide["wide_hi"], "boot_seconds": own["seconds"]})
+                             "boot_hi": wide["wide_hi"], "boot_seconds": own["seconds"],
+                             "error_lo": error["wide_lo"], "error_hi": error["wide_hi"],
+                             "boot_rows": [{k: b[k] for k in ("seed", "truth", "truth_se", "median", "lo", "hi",
+                                                              "per_world")}
+                                           for b in own["rows"] if (b["method"], b["metric"], b["baseline"]) ==
+                                           (label, metric, base)],
+                             "fit_params": fit_params})
     return rows
 
 
@@ -133,17 +142,38 @@ def interval_kinds(rows: list[dict[str, Any]], level: float = 0.95) -> dict[str,
             "widening": k_all, "widened_leave_one_world_out": covered / len(rows)}
 
 
+def with_error_interval(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with its bootstrap's error interval (``error_lo``, ``error_hi``) computed from the refits' rows it
+    carries (``boot_rows``) where it has none yet (rows written before the interval existed)."""
+    if "error_lo" in row or "boot_rows" not in row:
+        return row
+    error_B = np.array([b["truth"] - b["median"] for b in row["boot_rows"]
+                        if math.isfinite(b["truth"]) and math.isfinite(b["median"])])
+    error = bootstrap.error_interval({k: row[k] for k in ("median", "lo", "hi")}, error_B)
+    return {**row, "error_lo": error["wide_lo"], "error_hi": error["wide_hi"]}
+
+
 def per_fit_comparison(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Rows that carry a bootstrap widening: per world and overall, coverage and median width of the central
-    interval, of it widened by the global WIDENING, and of it widened by each fit's own bootstrap factor."""
+    interval, of it widened by the global WIDENING, of it widened by each fit's own bootstrap stretch factor per
+    metric (the method before), and of the bootstrap's error interval (``bootstrap.error_interval``, what
+    ``gdro predict --bootstrap`` prints; rows written before it have none). Also over the rows against tuned
+    GRPO alone: at a short planned run the methods' gains over GRPO at the same lr are often exactly 0 in every
+    world, rows that any interval covers."""
     def stats(mine: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"rows": len(mine), "fits": len({(r["world"], r["seed"]) for r in mine})}
         for kind, lo, hi in (("central", lambda r: r["lo"], lambda r: r["hi"]),
                              ("global", lambda r: r["median"] - predict.WIDENING * (r["median"] - r["lo"]),
                               lambda r: r["median"] + predict.WIDENING * (r["hi"] - r["median"])),
-                             ("bootstrap", lambda r: r["boot_lo"], lambda r: r["boot_hi"])):
+                             ("bootstrap", lambda r: r["boot_lo"], lambda r: r["boot_hi"]),
+                             ("error", lambda r: r["error_lo"], lambda r: r["error_hi"])):
+            if kind == "error" and not all("error_lo" in r for r in mine):
+                continue
+            tuned = [r for r in mine if r.get("baseline") == "vs_tuned"]
             out[kind] = {"covered": sum(lo(r) <= r["truth"] <= hi(r) for r in mine),
-                         "median_width": float(np.median([hi(r) - lo(r) for r in mine]))}
+                         "median_width": float(np.median([hi(r) - lo(r) for r in mine])),
+                         "tuned_rows": len(tuned), "tuned_covered": sum(lo(r) <= r["truth"] <= hi(r) for r in tuned),
+                         "tuned_median_width": float(np.median([hi(r) - lo(r) for r in tuned])) if tuned else math.nan}
             out[kind]["coverage"] = out[kind]["covered"] / len(mine)
         out["factors"] = sorted({round(r["boot_factor"], 3) for r in mine})
         out["sign_right"], out["sign_wrong"] = sum(r["sign_right"] for r in mine), sum(r["sign_wrong"] for r in mine)
@@ -163,17 +193,22 @@ def per_fit_markdown(comparison: dict[str, Any]) -> str:
 
     def row(name: str, s: dict[str, Any]) -> list[str]:
         cells = [name, f"{s['fits']} / {s['rows']}"]
-        for kind in ("central", "global", "bootstrap"):
+        for kind in kinds:
             cells.append(f"{s[kind]['covered']}/{s['rows']} ({100 * s[kind]['coverage']:.0f}%), "
-                         f"{100 * s[kind]['median_width']:.1f} pp")
-        return cells + [", ".join(f"{f:.2f}" for f in s["factors"]),
-                        f"{s['sign_right']} right, {s['sign_wrong']} wrong of {s['clear']}"]
+                         f"{100 * s[kind]['median_width']:.1f} pp"
+                         + (f"; vs tuned {s[kind]['tuned_covered']}/{s[kind]['tuned_rows']}, "
+                            f"{100 * s[kind]['tuned_median_width']:.1f} pp" if "error" in kinds else ""))
+        return cells + ([] if "error" in kinds else [", ".join(f"{f:.2f}" for f in s["factors"])]) + [
+            f"{s['sign_right']} right, {s['sign_wrong']} wrong of {s['clear']}"]
 
+    kinds = [k for k in ("central", "global", "bootstrap", "error") if k in comparison["all"]]
     rows = [row(w, s) for w, s in comparison["worlds"].items()] + [row("**all**", comparison["all"])]
-    return markdown_table(["world", "fits / rows", "central 95%: covered, median width",
-                           f"x{predict.WIDENING:g} (global): covered, median width",
-                           f"own bootstrap (B = {comparison['bootstrap']}): covered, median width",
-                           "the fits' factors (per metric)", "verdict's sign where the truth is clear"], rows)
+    heads = {"central": "central 95%", "global": f"x{predict.WIDENING:g} (global)",
+             "bootstrap": f"bootstrap stretch per metric (B = {comparison['bootstrap']})",
+             "error": f"bootstrap errors, t x rms (B = {comparison['bootstrap']})"}
+    return markdown_table(["world", "fits / rows", *(f"{heads[k]}: covered, median width" for k in kinds)]
+                          + ([] if "error" in kinds else ["the fits' factors (per metric)"])
+                          + ["verdict's sign where the truth is clear"], rows)
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -227,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             path.write_text(json.dumps(rows, indent=1))
             print(f"gain recovery: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr,
                   flush=True)
+    rows = [with_error_interval(r) for r in rows]
     summary = summarize_rows(rows)
     if not args.summarize_only:
         summary["command"] = "python -m simulators.calibrate.gain_recovery " + " ".join(argv or sys.argv[1:])

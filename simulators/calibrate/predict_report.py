@@ -35,6 +35,10 @@ def widening_text(summary: dict[str, Any]) -> str:
     if how["source"] != "bootstrap":
         return (f"their central 95% widened x{WIDENING:g}, one factor calibrated on known worlds; gdro predict "
                 "--bootstrap B calibrates it for this fit")
+    if how.get("method") == "error":
+        halves = ", ".join(f"{metric.split('/')[-1]} +-{100 * h:.1f}" for metric, h in how["half_widths"].items())
+        return (f"the median +- t x rms of each gain's errors in {how['count']} bootstrap refits of this fit, or the "
+                f"central 95% where wider; median half-widths, pp: {halves}")
     factors = ", ".join(f"{metric.split('/')[-1]} x{f:.2f}" for metric, f in how["factors"].items())
     return f"their central 95% widened by this fit's own factor from {how['count']} bootstrap refits: {factors}"
 

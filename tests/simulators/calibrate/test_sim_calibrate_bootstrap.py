@@ -1,5 +1,5 @@
-"""gdro predict --bootstrap: each fit's interval is widened by what its own bootstrap refits needed to cover
-their worlds' true gains, so a fit whose refits miss more gets a wider interval than one whose refits land."""
+"""gdro predict --bootstrap: each predicted gain's interval is set by how far its own bootstrap refits missed their
+worlds' true gains, so a fit whose refits miss more gets a wider interval than one whose refits land."""
 
 from __future__ import annotations
 
@@ -53,24 +53,47 @@ def test_the_factor_covers_95_percent_of_the_bootstrap_truths() -> None:
 
 
 def test_a_fit_whose_refits_miss_more_gets_a_wider_interval(prediction_table: TableMaker) -> None:
-    """Two fits with the same drawn worlds: one whose bootstrap truths land inside half the refits' interval, one
-    whose truths fall three half-widths out. The first prints a narrower interval than the global x2.44, the
-    second a wider one; each is its central interval stretched by its factor about the median."""
-    good_factors, poor_factors = bootstrap.factors(_rows(0.5)), bootstrap.factors(_rows(3.0))
-    assert good_factors[METRIC] == pytest.approx(0.5) and poor_factors[METRIC] == pytest.approx(3.0)
-    good = bootstrap.apply(_summary(prediction_table), good_factors, {"count": 8})
-    poor = bootstrap.apply(_summary(prediction_table), poor_factors, {"count": 8})
-    plain = _summary(prediction_table)
+    """Two fits with the same drawn worlds: one whose bootstrap refits miss their worlds' gains by 0.5 pp, one
+    whose refits miss by 6 pp. Each gain's printed interval is its median +- t(0.975, B) x rms of its own errors
+    (B = 6: 2.447), or the central interval on a side where that is wider: narrower than x2.44 for the first,
+    wider for the second."""
+    def rows(miss: float) -> list[dict]:
+        return [{"method": label, "metric": metric, "baseline": base, "truth": 0.01 + (miss if b % 2 else -miss),
+                 "median": 0.01} for label in ("grpo_matched_c1", "grpo_matched_c2", *predict.METHODS)
+                for metric, _ in predict.METRICS for base in ("vs_grpo", "vs_tuned") for b in range(6)]
+
+    plain = _summary(prediction_table)  # the central interval [-0.01, 0.03] about the median 0.01: sides of 2 pp
+    good = bootstrap.apply(_summary(prediction_table), rows(0.005), {"count": 6})
+    poor = bootstrap.apply(_summary(prediction_table), rows(0.06), {"count": 6})
     for label in plain["methods"]:
         for base in ("vs_grpo", "vs_tuned"):
             central, g, p = (s["methods"][label][METRIC][base] for s in (plain, good, poor))
             width = lambda e: e["wide_hi"] - e["wide_lo"]  # noqa: E731
             assert width(g) < width(central) < width(p)  # central's printed interval: x2.44
-            assert width(g) == pytest.approx(0.5 * (central["hi"] - central["lo"]))
-            assert width(p) == pytest.approx(3.0 * (central["hi"] - central["lo"]))
-            assert g["wide_lo"] <= g["median"] <= g["wide_hi"] and g["widening"] == 0.5
-    assert poor["widening"] == {"source": "bootstrap", "factors": poor_factors, "count": 8}
+            assert (g["wide_lo"], g["wide_hi"]) == (central["lo"], central["hi"])  # 2.447 x 0.5 pp < its 2 pp sides
+            assert p["error_half_width"] == pytest.approx(2.447 * 0.06, abs=1e-3)
+            assert (p["wide_lo"], p["wide_hi"]) == pytest.approx((0.01 - 2.447 * 0.06, 0.01 + 2.447 * 0.06), abs=1e-4)
+            assert p["errors"] == 6 and p["widening"] == "bootstrap"
+    assert poor["widening"]["source"] == "bootstrap" and poor["widening"]["count"] == 6
+    assert poor["widening"]["half_widths"][METRIC] == pytest.approx(2.447 * 0.06, abs=1e-3)
     assert plain["methods"]["prompt_gdro"][METRIC]["vs_grpo"]["widening"] == predict.WIDENING
+
+
+def test_each_gain_is_widened_by_its_own_errors_only(prediction_table: TableMaker) -> None:
+    """Errors are kept apart per method, metric and baseline: a miss of Prompt-GDRO against tuned GRPO widens that
+    gain alone; a gain without bootstrap rows keeps the global x2.44."""
+    rows = [{"method": "prompt_gdro", "metric": METRIC, "baseline": "vs_tuned", "truth": t, "median": 0.0}
+            for t in (0.1, -0.1, 0.1, -0.1)] + [
+           {"method": "joint", "metric": METRIC, "baseline": "vs_tuned", "truth": t, "median": 0.0}
+            for t in (0.001, -0.001, 0.001, float("nan"))]
+    summary = bootstrap.apply(_summary(prediction_table), rows, {"count": 4})
+    wide = summary["methods"]["prompt_gdro"][METRIC]["vs_tuned"]
+    assert wide["error_half_width"] == pytest.approx(2.776 * 0.1, abs=1e-3) and wide["errors"] == 4  # t(0.975, 4)
+    narrow = summary["methods"]["joint"][METRIC]["vs_tuned"]
+    assert narrow["errors"] == 3 and narrow["error_half_width"] == pytest.approx(3.182 * 0.001, abs=1e-5)
+    assert (narrow["wide_lo"], narrow["wide_hi"]) == (narrow["lo"], narrow["hi"])  # the central interval is wider
+    kept = summary["methods"]["prompt_gdro"][METRIC]["vs_grpo"]
+    assert kept["widening"] == predict.WIDENING and "error_half_width" not in kept
 
 
 def test_bootstrap_refits_worlds_spread_over_the_draws(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -102,6 +125,9 @@ def test_the_screen_says_which_widening_it_printed() -> None:
     assert "x2.44" in widening_text({}) and "--bootstrap" in widening_text({"widening": {"source": "global"}})
     text = widening_text({"widening": {"source": "bootstrap", "count": 6, "factors": {METRIC: 1.234}}})
     assert "6 bootstrap refits" in text and "accuracy x1.23" in text and "2.44" not in text
+    text = widening_text({"widening": {"source": "bootstrap", "method": "error", "count": 6,
+                                       "half_widths": {METRIC: 0.0234}}})
+    assert "6 bootstrap refits" in text and "accuracy +-2.3" in text and "2.44" not in text
 
 
 def test_the_recovery_comparison_scores_each_interval_on_the_same_rows() -> None:
@@ -118,6 +144,24 @@ def test_the_recovery_comparison_scores_each_interval_on_the_same_rows() -> None
     assert result["global"]["median_width"] == pytest.approx(2 * predict.WIDENING * 0.01)
     assert "| **all** | 1 / 2 | 0/2 (0%), 2.0 pp | 2/2 (100%), 4.9 pp | 1/2 (50%), 3.0 pp |" in \
         gain_recovery.per_fit_markdown(gain_recovery.per_fit_comparison(rows))
+
+
+def test_the_recovery_comparison_adds_the_error_interval_from_the_refits_rows() -> None:
+    """Rows that carry their refits' rows get the error interval (median +- t(0.975, 2) x rms, 4.303 x 1 pp here),
+    scored beside the others, overall and against tuned GRPO alone."""
+    from simulators.calibrate import gain_recovery
+
+    base = {"world": "w", "seed": 0, "median": 0.0, "lo": -0.01, "hi": 0.01, "boot": 2, "boot_factor": 1.5,
+            "boot_lo": -0.015, "boot_hi": 0.015, "boot_seconds": 1.0, "sign_right": False, "sign_wrong": False,
+            "clear": False, "boot_rows": [{"truth": 0.01, "median": 0.0}, {"truth": 0.0, "median": 0.01}]}
+    rows = [gain_recovery.with_error_interval(dict(base, truth=t, baseline=b))
+            for t, b in ((0.04, "vs_tuned"), (0.05, "vs_tuned"), (0.0, "vs_grpo"))]
+    assert (rows[0]["error_lo"], rows[0]["error_hi"]) == pytest.approx((-0.04303, 0.04303), abs=1e-5)
+    result = gain_recovery.per_fit_comparison(rows)["all"]
+    assert (result["error"]["covered"], result["error"]["tuned_covered"], result["error"]["tuned_rows"]) == (2, 1, 2)
+    assert (result["bootstrap"]["covered"], result["bootstrap"]["tuned_covered"]) == (1, 0)
+    table = gain_recovery.per_fit_markdown(gain_recovery.per_fit_comparison(rows))
+    assert "2/3 (67%), 8.6 pp; vs tuned 1/2, 8.6 pp" in table and "bootstrap errors" in table
 
 
 @pytest.mark.slow
@@ -143,9 +187,13 @@ def test_gdro_predict_bootstrap_end_to_end(tmp_path, capsys: pytest.CaptureFixtu
     summary = json.loads((tmp_path / "cal" / "predict" / "summary.json").read_text())
     assert summary["widening"]["source"] == "bootstrap" and summary["widening"]["count"] == 1
     rows = json.loads((tmp_path / "cal" / "predict" / "bootstrap" / "rows.json").read_text())
-    assert len(rows) == 5 * 3 * 2 and summary["widening"]["factors"] == bootstrap.factors(rows)
-    for metric, factor in summary["widening"]["factors"].items():
+    assert len(rows) == 5 * 3 * 2
+    for metric, _ in predict.METRICS:
         entry = summary["methods"]["joint"][metric]["vs_tuned"]
-        assert entry["wide_hi"] - entry["wide_lo"] == pytest.approx(factor * (entry["hi"] - entry["lo"]))
+        row = next(r for r in rows if (r["method"], r["metric"], r["baseline"]) == ("joint", metric, "vs_tuned"))
+        half = 12.706 * abs(row["truth"] - row["median"])  # t(0.975, 1) x rms of one error
+        assert entry["error_half_width"] == pytest.approx(half, rel=1e-4, abs=1e-9)
+        assert entry["wide_lo"] == pytest.approx(min(entry["lo"], entry["median"] - half))
+        assert entry["wide_hi"] == pytest.approx(max(entry["hi"], entry["median"] + half))
     assert predict_main([str(tmp_path / "cal" / "world.toml"), "--bootstrap", "-1"]) == 2
     assert "--bootstrap -1" in capsys.readouterr().err
