@@ -4,7 +4,7 @@ A number a reader takes as a result (a gain in pp, a share in %, a time, a speed
 comes from a committed source through a marker (``scripts/doc_numbers.py`` keeps it equal to the source)
 or is not written at all ("about a minute" has no digit to go stale). This finds the ones that do neither.
 
-What is read: a page's prose, tables and headings. What is not: fenced code blocks, inline code, the
+What is read: a page's prose, tables and headings. What is not: fenced and indented code blocks, inline code, the
 ``num:`` markers and every other HTML comment or tag, link targets and reference definitions, URLs,
 heading anchors (``{#...}``) and math (``$...$``). Nor are the blocks a script writes from a committed
 source and a test keeps equal to it (``GENERATED``: the calibration tables, the paper's claim tables,
@@ -96,9 +96,18 @@ def prose(text: str) -> str:
     """The page with everything that is not prose blanked out (same length, same lines)."""
     lines = text.split("\n")
     fence: str | None = None
+    indented, last_text = False, ""  # inside an indented code block; the last non-blank line before it
     for index, line in enumerate(lines):
         stripped = line.lstrip()
         opener = re.match(r"(`{3,}|~{3,})", stripped)
+        blank_before = index > 0 and not lines[index - 1].strip()
+        if fence is None and re.match(r"( {4}|\t)", line) and stripped and (indented or (
+                blank_before and not re.match(r"\s|[-*+] |\d+[.)] ", last_text))):
+            indented = True  # a code block indented by four spaces (not a list item's continuation)
+            lines[index] = " " * len(line)
+            continue
+        if stripped:
+            indented, last_text = False, line
         if fence is None and opener:
             fence = opener.group(1)[0] * len(opener.group(1))
             lines[index] = " " * len(line)

@@ -31,11 +31,11 @@ dn = _load("doc_numbers")
 
 #: page -> unmarked numbers it still holds (lower it when you mark or reword some; never raise it).
 PENDING: dict[str, int] = {
-    "docs/app-data-notes.md": 15, "docs/app-notes.md": 7, "docs/calibration-fit.md": 82,
+    "docs/app-data-notes.md": 14, "docs/app-notes.md": 7, "docs/calibration-fit.md": 82,
     "docs/calibration-notes.md": 6, "docs/calibration.md": 122, "docs/core-allocation-notes.md": 11,
-    "docs/core-controllers-notes.md": 11, "docs/eval-notes.md": 17, "docs/lm-study-notes.md": 5,
-    "docs/mutation-testing.md": 24, "docs/mutation-train-loop.md": 18, "docs/simulator-notes.md": 7,
-    "docs/studies-notes.md": 8, "docs/train-notes.md": 14, "docs/verl-notes.md": 7,
+    "docs/core-controllers-notes.md": 11, "docs/eval-notes.md": 7, "docs/lm-study-notes.md": 5,
+    "docs/mutation-testing.md": 24, "docs/mutation-train-loop.md": 18, "docs/simulator-notes.md": 5,
+    "docs/studies-notes.md": 7, "docs/train-notes.md": 6, "docs/verl-notes.md": 7,
 }
 
 
@@ -130,3 +130,8 @@ def test_the_launch_blocks_hold_only_what_paper_settings_prints() -> None:
     assert blocks == {"departures": paper_settings.departures_markdown().rstrip("\n"),
                       "single-gpu-memory": paper_settings.single_gpu_memory_markdown().rstrip("\n"),
                       "table": paper_settings.markdown_table().rstrip("\n")}
+
+
+def test_an_indented_code_block_is_code_and_a_list_items_paragraph_is_prose() -> None:
+    text = "An example:\n\n    eval: 12.50% in 3.5 s\n    more 1.5 s\n\nThen prose.\n\n- a list item\n\n    its paragraph took 6.5 s\n"
+    assert [(n.line, n.text) for n in du.find(text, "p.md")] == [(10, "6.5 s")]
