@@ -212,10 +212,7 @@ def _is_math_subject(subject: Any) -> bool:
 def _answer_of(row: dict[str, Any]) -> str:
     truth = _get(row, "reward_model", "ground_truth")
     if isinstance(truth, dict):
-        answer = _clean_answer(truth.get("target"))
-        if not answer and isinstance(truth.get("solution"), str):
-            answer = _clean_answer(extract_last_boxed(truth["solution"], 10_000))
-        return answer
+        return _clean_answer(truth.get("target")) or _boxed_answer(truth.get("solution"))
     if truth is not None:
         return _clean_answer(truth)
     if "final_answer" in row:
@@ -227,7 +224,11 @@ def _answer_of(row: dict[str, Any]) -> str:
         return _clean_answer(raw.rsplit("####", 1)[1].replace(",", ""))
     if raw is not None and raw != "":
         return _clean_answer(raw)
-    solution = row.get("solution")
+    return _boxed_answer(row.get("solution"))
+
+
+def _boxed_answer(solution: Any) -> str:
+    """The last ``\\boxed{}`` of a worked solution, cleaned ("" when there is no solution text)."""
     return _clean_answer(extract_last_boxed(solution, 10_000)) if isinstance(solution, str) else ""
 
 

@@ -1,8 +1,9 @@
 """Checks `gdro train` makes before anything heavy loads, and the plan of ``--dry-run``.
 
-:func:`check_output` (never write into a folder that is not ours), :func:`check_device` and the model
-source run in seconds, before the model and data load; ``--dry-run`` adds the data and prints
-:func:`plan_lines`. The order of a start: docs/train-notes.md#real_runs-dryrun.
+:func:`check` (one call, in seconds, before the model and the data load): :func:`check_device`,
+:func:`check_output` (never write into a folder that is not ours) and the logging sinks; ``--dry-run``
+(:mod:`real_runs.dryrun`) adds the model source and the data and prints the plan. The order of a
+start: docs/train-notes.md#real_runs-dryrun.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from gdro_lab.runformat.runlog import LOCK_FILE, RunLock, is_run_dir
 from real_runs.config import TrainConfig
+from real_runs.sinks import check_sinks
 
 
 class TrainError(ValueError):
@@ -57,6 +59,15 @@ def claim_run_dir(run_dir: Path) -> RunLock:
         raise TrainError(f"{run_dir} was filled by another process while this one started: choose another "
                          "--out or train.run_name (nothing was overwritten)")
     return lock
+
+
+def check(cfg: TrainConfig) -> Path:
+    """Every check of a new run, before the model and the data load: the device, the output folder
+    (:func:`check_output`, whose run directory is returned; nothing is created) and the logging sinks."""
+    check_device(cfg)
+    run_dir = check_output(cfg)
+    check_sinks(cfg.log.tensorboard, cfg.log.wandb)
+    return run_dir
 
 
 def check_device(cfg: TrainConfig) -> None:

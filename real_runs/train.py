@@ -54,12 +54,11 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
         cfg = load_run_config(run_dir)
     else:
         assert cfg is not None, "give a config or a run directory to resume"
-        run_dir = preflight.check_output(cfg)   # before the model and the data load
+        run_dir = preflight.check(cfg)   # device, output folder, sinks: before the model and the data load
     # the first line, before minutes of start-up (flushed: a cluster log keeps it if the job is killed)
     print(f"gdro train: run directory {run_dir} " + (f"(resuming, up to step {cfg.train.steps})" if resume else
           f"(a new run, steps 1..{cfg.train.steps}, created once the model and the data have loaded)"), flush=True)
     try:
-        preflight.check_device(cfg)
         given = Given(model=model, tokenizer=tokenizer, train_records=train_records, eval_records=eval_records,
                       reward=reward, engine=engine, warm_start=warm_start)
         run = build(cfg, given, resuming=resume is not None)
@@ -119,9 +118,10 @@ def _loop(run: TrainRun, stop_after: int | None) -> Path:
             if step == last or new_best or (tc.save_every and step % tc.save_every == 0):
                 save_start = time.perf_counter()
                 states = saved_state(run.method_step)
+                slots = {**state_slots(states, states), "data_order": run.order}
                 writer.save_snapshot(step, states)
                 ckpt.save_checkpoint(run_dir, step, model=run.policy, optimizer=run.optimizer, scheduler=run.scheduler,
-                                     controllers={**state_slots(states, states), "data_order": run.order},
+                                     controllers=slots,
                                      data_state=run.order.state_dict(), keep_last=tc.keep_last,
                                      keep_optimizer_last=tc.keep_optimizer_last, tokenizer=run.tokenizer,
                                      keep_steps=() if best is None else (best[0],))

@@ -28,7 +28,6 @@ from real_runs.config import TrainConfig, config_from_dict, config_to_dict
 from real_runs.overhead import RunClock, logged_elapsed
 from real_runs.preflight import TrainError
 from real_runs.progress import phase
-from real_runs.sinks import check_sinks
 from real_runs.types import Problem, Reward
 
 PRODUCER = "gdro train"
@@ -90,7 +89,6 @@ def _say(line: str) -> None:
 def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     """Seeds, device, model and data, controllers, reference, engine, optimizer (before any run directory)."""
     tc, lc, mc = cfg.train, cfg.loss, cfg.method
-    check_sinks(cfg.log.tensorboard, cfg.log.wandb)
     if tc.deterministic:
         torch.use_deterministic_algorithms(True)
     from real_runs.models import resolve_device  # transformers, imported when a run starts
@@ -98,6 +96,7 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     random.seed(tc.seed)
     np.random.seed(tc.seed)
     torch.manual_seed(tc.seed)
+    autocast = _autocast(cfg, device)
 
     policy, tokenizer, records, data_summary = _load_parts(cfg, given.model, given.tokenizer, given.train_records,
                                                            device)
@@ -113,7 +112,6 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     if given.warm_start is not None and not resuming:
         given.warm_start(method_step, record_index, prompts, records)
     order = DataOrder(len(records), tc.seed, cfg.data.shuffle)
-    autocast = _autocast(cfg, device)
     reference = None
     if lc.kl_coef > 0:  # the frozen reference is the policy as loaded, before any checkpoint
         reference = copy.deepcopy(policy).eval().requires_grad_(False)
@@ -127,8 +125,9 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     engine = given.engine
     if engine is None:
         from real_runs.engines import make_engine
+        settings = engine_settings(cfg, device)
         with phase(f"engine start (rollout.engine={cfg.rollout.engine})", prefix=STARTUP, out=_say):
-            engine = make_engine(cfg.rollout.engine, policy, tokenizer, **engine_settings(cfg, device))
+            engine = make_engine(cfg.rollout.engine, policy, tokenizer, **settings)
     optim = cfg.optim
     optimizer = torch.optim.AdamW(policy.parameters(), lr=optim.lr * optim.lr_scale, betas=(optim.beta1, optim.beta2),
                                   eps=optim.eps, weight_decay=optim.weight_decay)
@@ -146,19 +145,19 @@ def open_run_dir(run: TrainRun, run_dir: Path, lock: RunLock, resuming: bool, st
     """A new run directory (``lock`` claimed it) with its data.json, or the resumed one with its last
     checkpoint loaded into ``run``'s parts; sets ``run.writer``, ``run.start`` and ``run.clock``."""
     if not resuming:
-        run.start = 0
+        run.start, run.clock = 0, RunClock(started)
         run.writer = _new_run(run.cfg, run_dir, lock)
         (run_dir / "data.json").write_text(json.dumps(run.data_summary, indent=1), encoding="utf-8")
     else:
         loaded: dict[str, Any] = {}
+        slots = {**state_slots(loaded, saved_state(run.method_step)), "data_order": run.order}
+        step = resume_step(run_dir)
         run.start, _ = ckpt.load_checkpoint(run_dir, model=run.policy, optimizer=run.optimizer,
-                                            scheduler=run.scheduler, step=resume_step(run_dir),
-                                            controllers={**state_slots(loaded, saved_state(run.method_step)),
-                                                         "data_order": run.order})
+                                            scheduler=run.scheduler, step=step, controllers=slots)
         run.method_step.load_state_dict(loaded)
+        run.clock = RunClock(started, logged_elapsed(run_dir, run.start))
         run.writer = RunWriter.resume(run_dir, run.start, lock=lock)
     sync_engine(run)  # a separate engine (vLLM) holds the weights it was built with, or a given engine's
-    run.clock = RunClock(started, logged_elapsed(run_dir, run.start))
 
 
 def engine_settings(cfg: TrainConfig, device: torch.device) -> dict[str, Any]:

@@ -26,7 +26,7 @@ pytest.importorskip("transformers")
 from gdro_lab import step as core_step  # noqa: E402
 from gdro_lab.runformat.runlog import read_run  # noqa: E402
 from real_runs import checkpoint as ckpt  # noqa: E402
-from real_runs import ppo, train, train_setup  # noqa: E402
+from real_runs import ppo, preflight, train, train_setup  # noqa: E402
 from real_runs.config import load_config  # noqa: E402
 from real_runs.models import load_policy  # noqa: E402
 from real_runs.types import Problem, RewardResult  # noqa: E402
@@ -404,7 +404,7 @@ def test_the_sinks_get_the_configured_switches_the_config_and_every_steps_scalar
             self.closed = True
 
     monkeypatch.setattr(train, "Sinks", RecordingSinks)
-    monkeypatch.setattr(train_setup, "check_sinks", lambda tensorboard, wandb: None)
+    monkeypatch.setattr(preflight, "check_sinks", lambda tensorboard, wandb: None)
     problems = [Problem(f"toy:eval:{i}", f"Count to {i}.", str(i), "toy", "toy") for i in range(2)]
     cfg = tiny(tmp_path, "train.steps=3", "train.run_name=sinks", "log.tensorboard=true", "log.wandb=true",
                "log.wandb_project=my-project", "eval.every=2", "eval.k=1", "eval.max_new_tokens=2")
