@@ -24,7 +24,8 @@ missing file, key or option). Files: the given ones, else README.md and every ``
 
 A setting the page quotes (a seed count, a horizon, a default) comes from the code itself: a source
 ending in ``.py`` is read, never imported, and its module-level assignments of literal values
-(``NAME = ...`` or ``NAME: T = ...``: numbers, strings, lists, tuples, dicts) are the keys, as are a
+(``NAME = ...`` or ``NAME: T = ...``: numbers, strings, lists, tuples, dicts, ``dict(key=...)`` and
+``{**EARLIER, ...}``: the keys of a constant assigned above, none for one imported) are the keys, as are a
 module-level class's literal attributes and field defaults under ``Class.field`` and a module-level
 function's literal parameter defaults under ``function.parameter``::
 
@@ -169,6 +170,27 @@ def _fmt(x: float, fmt: str, where: str) -> str:
         raise MarkerError(f"{where}: fmt={fmt!r} is not a Python format spec") from None
 
 
+def _literal(node: ast.AST, known: dict[str, Any]) -> Any:
+    """``ast.literal_eval``, plus ``dict(key=literal, ...)`` and ``{**NAME, ...}`` of a constant read before."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args \
+            and all(k.arg is not None for k in node.keywords):
+        return {k.arg: _literal(k.value, known) for k in node.keywords}
+    if isinstance(node, ast.Dict):
+        out: dict[Any, Any] = {}
+        for key, value in zip(node.keys, node.values):
+            if key is None:  # {**NAME}: a constant assigned above; one imported from elsewhere is left out
+                if not isinstance(value, ast.Name):
+                    raise ValueError("not a literal")
+                out.update(known.get(value.id, {}) if isinstance(known.get(value.id, {}), dict) else {})
+            else:
+                out[_literal(key, known)] = _literal(value, known)
+        return out
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_literal(item, known) for item in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
+    return ast.literal_eval(node)
+
+
 def python_constants(source: str, name: str) -> dict[str, Any]:
     """The literal values a Python file assigns at module level and in its module-level classes' bodies."""
     try:
@@ -184,7 +206,7 @@ def python_constants(source: str, name: str) -> dict[str, Any]:
             for target in targets:
                 if isinstance(target, ast.Name):
                     try:
-                        found[target.id] = ast.literal_eval(node.value)  # type: ignore[union-attr]
+                        found[target.id] = _literal(node.value, found)  # type: ignore[union-attr]
                     except ValueError:  # not a literal (a call, a name): not a setting this can quote
                         pass
         return found

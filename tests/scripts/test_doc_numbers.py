@@ -140,3 +140,16 @@ def test_a_preset_is_read_from_its_toml(tmp_path: Path, capsys: pytest.CaptureFi
     (tmp_path / "presets" / "p.toml").write_text("[optim]\nlr = 2e-6\n[eval]\nk = 8\n", encoding="utf-8")
     assert dn.main(["--check"], root=tmp_path) == 1
     assert "source gives '2e-06'" in capsys.readouterr().out
+
+
+def test_a_dict_call_and_a_spread_are_read_as_literals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "worlds.py").write_text(
+        "from elsewhere import OTHER\nBASE = {'a': dict(curvature=0.2, noise=-1.0)}\n"
+        "MORE = {**BASE, **OTHER, 'b': dict(curvature=0.05)}\nBAD = dict(make())\n", encoding="utf-8")
+    _page(tmp_path, "a <!-- num: pkg/worlds.py#MORE.a.curvature -->0.2<!-- /num -->, "
+                    "b <!-- num: pkg/worlds.py#MORE.b.curvature -->0.05<!-- /num -->, "
+                    "n <!-- num: pkg/worlds.py#BASE.a.noise -->-1<!-- /num -->\n", {})
+    assert dn.main(["--check"], root=tmp_path) == 0, capsys.readouterr()
+    page = _page(tmp_path, "x <!-- num: pkg/worlds.py#BAD -->1<!-- /num -->\n", {})
+    assert dn.main(["--check", str(page)], root=tmp_path) == 2  # a call that is not dict(key=literal)
