@@ -61,7 +61,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "percent": re.compile(rf"(?<![\w.,]){_NUMBER}\s?%"),
     "pp": re.compile(rf"(?<![\w.,]){_NUMBER}\s?pp\b"),
     "duration": re.compile(rf"(?<![\w.,]){_NUMBER}\s?(?:ms|s|sec|seconds?|min|minutes?|h|hours?)\b"),
-    "factor": re.compile(rf"(?<![\w.,]){_NUMBER}[x×](?![\w])|×{_NUMBER}(?![\w.])"),  # 3x, ×2; not 256 × 4
+    "factor": re.compile(rf"(?<![\w.,]){_NUMBER}[x×](?![\w])|(?<![\w.])[x×]{_NUMBER}(?![\w.])"),  # 3x, ×2, x2.44
     "decimal": re.compile(r"(?<![\w.,])\d+(?:\.\d+(?:[eE][-+]?\d+)?|[eE]-?\d+)(?![\w.])"),
 }
 
@@ -151,7 +151,8 @@ def allowed(line: str, start: int, end: int) -> bool:
     number, before, after = line[start:end], line[:start], line[end:]
     if re.match(r"\.\d", after) or _ARXIV_ID.fullmatch(number.strip()):  # 2.13.0; the paper's id
         return True
-    if re.search(r"[A-Za-z][\w]*-?$", before) and not re.search(r"\s$", before):  # Qwen3-1.7B, h100
+    if re.search(r"[A-Za-z][\w]*-?$", before) and not re.search(r"(?:^|[^\w.])[x×]$", before):  # Qwen3-1.7B, h100
+        return True  # (but x2.44 is a factor, not a name)
         return True
     if re.match(r"(?:[bBkKmM]\b|[–-]\d+[bB]\b|\s?[MB][- ]param)", after):  # 1.7B, 16k, 1.7–8B, 0.5 M-parameter
         return True
