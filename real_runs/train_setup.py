@@ -98,14 +98,9 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     torch.manual_seed(tc.seed)
     autocast = _autocast(cfg, device)
 
-    policy, tokenizer, records, data_summary = _load_parts(cfg, given.model, given.tokenizer, given.train_records,
-                                                           device)
-    records, prompt_texts, too_long = preflight.prompt_texts(records, tokenizer, cfg.rollout.max_prompt_tokens)
-    if too_long:
-        print(f"gdro train: dropped {too_long} of {too_long + len(records)} training prompts longer than "
-              f"rollout.max_prompt_tokens={cfg.rollout.max_prompt_tokens}", file=sys.stderr)
-    data_summary.update({"dropped_too_long": too_long, "prompts": len(records)})
-    eval_problems = _eval_problems(cfg, given.eval_records)
+    policy, tokenizer = _load_model(cfg, given.model, given.tokenizer, device)
+    records, prompt_texts, eval_problems, data_summary = _load_data(cfg, given.train_records, given.eval_records,
+                                                                    tokenizer)
     prompts = PromptIndex()  # stable ids interned once: record i -> record_index[i]
     record_index = prompts.intern([r.id for r in records])
     method_step = MethodStep(mc.method(), mc.step_configs(), tc.seed, prompts)
@@ -182,9 +177,8 @@ def sync_engine(run: TrainRun) -> None:
         engine.load_weights(run.policy.state_dict())
 
 
-def _load_parts(cfg: TrainConfig, model: Any, tokenizer: Any, train_records: Any,
-                device: torch.device) -> tuple[Any, Any, list[Problem], dict[str, int]]:
-    summary: dict[str, int] = {}
+def _load_model(cfg: TrainConfig, model: Any, tokenizer: Any, device: torch.device) -> tuple[Any, Any]:
+    """The policy on ``device`` and its tokenizer: those given, the rest loaded from ``model.name``."""
     if model is None or tokenizer is None:
         from real_runs.models import load_policy
         dtype = "float32" if cfg.model.dtype == "auto" else cfg.model.dtype  # auto: fp32 master weights
@@ -193,27 +187,39 @@ def _load_parts(cfg: TrainConfig, model: Any, tokenizer: Any, train_records: Any
                                                attn_implementation=None if cfg.model.attn_implementation == "auto"
                                                else cfg.model.attn_implementation, seed=cfg.train.seed)
         model, tokenizer = model or seed_model, tokenizer or seed_tok
+    return model.to(device), tokenizer
+
+
+def _load_data(cfg: TrainConfig, train_records: Sequence[Problem] | None,
+               eval_records: dict[str, list[Problem]] | None,
+               tokenizer: Any) -> tuple[list[Problem], list[str], list[Problem], dict[str, int]]:
+    """(the training problems kept, their formatted prompts, the evaluation problems, the counts for
+    data.json): the records given or ``data.train``'s, less prompts over ``rollout.max_prompt_tokens``;
+    every benchmark's problems in turn (given or loaded; none when ``eval.every`` is 0)."""
+    summary: dict[str, int] = {}
     if train_records is None:
         with phase(f"data load (data.train={cfg.data.train})", prefix=STARTUP, out=_say):
             train_records, summary = preflight.load_train_records(cfg)
     if not train_records:
         raise TrainError(f"data.train={cfg.data.train!r} has no usable records (every row lacked a "
                          "problem or an answer): pass a data set with answers")
-    return model.to(device), tokenizer, list(train_records), summary
-
-
-def _eval_problems(cfg: TrainConfig, eval_records: dict[str, list[Problem]] | None) -> list[Problem]:
-    """The evaluation problems, every benchmark's in turn (none when ``eval.every`` is 0)."""
-    if not cfg.eval.every:
-        return []
-    if eval_records is None:
-        from real_runs.data import load_dataset_records
-        with phase(f"evaluation sets load ({', '.join(cfg.eval.benchmarks)})", prefix=STARTUP, out=_say):
-            eval_records = {b: load_dataset_records(b, limit=cfg.eval.limit or None) for b in cfg.eval.benchmarks}
-    problems = [p for group in eval_records.values() for p in group]
-    if not problems:
-        raise TrainError("eval.every > 0 but the evaluation sets hold no problem: set eval.benchmarks or eval.every=0")
-    return problems
+    limit = cfg.rollout.max_prompt_tokens
+    records, prompt_texts, too_long = preflight.prompt_texts(list(train_records), tokenizer, limit)
+    if too_long:
+        print(f"gdro train: dropped {too_long} of {too_long + len(records)} training prompts longer than "
+              f"rollout.max_prompt_tokens={limit}", file=sys.stderr)
+    summary.update({"dropped_too_long": too_long, "prompts": len(records)})
+    problems: list[Problem] = []
+    if cfg.eval.every:
+        if eval_records is None:
+            from real_runs.data import load_dataset_records
+            with phase(f"evaluation sets load ({', '.join(cfg.eval.benchmarks)})", prefix=STARTUP, out=_say):
+                eval_records = {b: load_dataset_records(b, limit=cfg.eval.limit or None) for b in cfg.eval.benchmarks}
+        problems = [p for group in eval_records.values() for p in group]
+        if not problems:
+            raise TrainError("eval.every > 0 but the evaluation sets hold no problem: set eval.benchmarks or "
+                             "eval.every=0")
+    return records, prompt_texts, problems, summary
 
 
 def _new_run(cfg: TrainConfig, run_dir: Path, lock: RunLock) -> RunWriter:

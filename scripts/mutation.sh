@@ -18,7 +18,7 @@
 #   MUTATION_TESTS="$(bash scripts/mutation.sh real_runs/ppo.py units)" bash scripts/mutation.sh real_runs/ppo.py
 #   MUTATION_TESTS="$(bash scripts/mutation.sh real_runs/ppo.py units)" bash scripts/mutation.sh real_runs/step_scalars.py
 # the step loop (then `_loop`, `_train`, `main`: 908 mutants, seconds each end to end; now train.py's `main`,
-# `_loop`, `_step`, `_update` and train_setup.py's `build`, `open_run_dir`, `_eval_problems`): a random sample
+# `_loop`, `_step`, `_update` and train_setup.py's `build`, `open_run_dir`): a random sample
 # against the fast in-process runs (none may start the math reward's process pool: mutmut's forked workers
 # cannot, and every mutant reaching such a test is then reported killed):
 #   T=tests/real_runs MUTATION_TESTS="$T/test_train_invariants.py $T/test_train_arena.py $T/test_train_loop_wiring.py
@@ -26,14 +26,14 @@
 #     $T/test_train.py::test_gradient_checkpointing_and_micro_batching_do_not_change_the_run" \
 #   bash scripts/mutation.sh real_runs/train.py sample 150 2026 'real_runs.train.x_*'
 #   (the same MUTATION_TESTS) bash scripts/mutation.sh real_runs/train_setup.py sample 150 2026 \
-#     'real_runs.train_setup.x_build__*' 'real_runs.train_setup.x_open_run_dir__*' 'real_runs.train_setup.x__eval_problems__*'
+#     'real_runs.train_setup.x_build__*' 'real_runs.train_setup.x_open_run_dir__*'
 # the setup functions (then 189 mutants, about a minute with 2 test processes; the three test_train_cli tests
-# need the data): train_setup.py's _load_parts, check_resumable, load_run_config, _new_run, make_rewards,
+# need the data): train_setup.py's _load_model, _load_data, check_resumable, load_run_config, _new_run, make_rewards,
 # _autocast, and eval_scoring.py's evaluate:
 #   T=tests/real_runs MUTATION_TESTS="$T/test_train_setup.py $T/test_train_loop_wiring.py $T/test_train_invariants.py
 #     $T/test_train_cli.py::test_resume_of_a_foreign_folder $T/test_train_cli.py::test_a_finished_run_is_complete_and_cannot_be_resumed
 #     $T/test_train_cli.py::test_a_second_writer_is_refused_while_the_first_lives_and_welcome_after" MUTATION_CHILDREN=2 \
-#   bash scripts/mutation.sh real_runs/train_setup.py 'real_runs.train_setup.x__load_parts*' \
+#   bash scripts/mutation.sh real_runs/train_setup.py 'real_runs.train_setup.x__load_model*' 'real_runs.train_setup.x__load_data*' \
 #     'real_runs.train_setup.x_check_resumable*' 'real_runs.train_setup.x_load_run_config*' 'real_runs.train_setup.x__new_run*' \
 #     'real_runs.train_setup.x_make_rewards*' 'real_runs.train_setup.x__autocast*'
 #   (the same MUTATION_TESTS) bash scripts/mutation.sh real_runs/eval_scoring.py 'real_runs.eval_scoring.x_evaluate*'

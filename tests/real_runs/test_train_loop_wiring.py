@@ -355,14 +355,14 @@ def test_time_elapsed_counts_start_up_and_continues_across_a_resume(tmp_path: Pa
     time/elapsed continues from step 1's (it grows by at least step 2's time/step and at most the
     resuming call's wall time), it does not restart from 0."""
     torch.set_num_threads(1)
-    load_parts = train_setup._load_parts
+    load_model = train_setup._load_model
     pause = {"seconds": 1.0}
 
-    def slow_load_parts(*args, **kwargs):
+    def slow_load_model(*args, **kwargs):
         time.sleep(pause["seconds"])
-        return load_parts(*args, **kwargs)
+        return load_model(*args, **kwargs)
 
-    monkeypatch.setattr(train_setup, "_load_parts", slow_load_parts)
+    monkeypatch.setattr(train_setup, "_load_model", slow_load_model)
     run_dir = train.main(tiny(tmp_path, "train.steps=2", "train.run_name=clock"), train_records=RECORDS,
                          reward=Mixed(), stop_after=1)
     first = scalars(run_dir)

@@ -1,5 +1,5 @@
 """The setup helpers of `gdro train` (real_runs/train_setup.py): which model, tokenizer and records a
-run trains on and how they are loaded (``_load_parts``), the run folder it writes (``_new_run``), which
+run trains on and how they are loaded (``_load_model``, ``_load_data``), the run folder it writes (``_new_run``), which
 runs can be resumed and with which config (``check_resumable``, ``load_run_config``), the rewards
 (``make_rewards``), mixed precision (``_autocast``) and the evaluation call
 (``real_runs.eval_scoring.evaluate``).
@@ -37,7 +37,7 @@ def tiny(*overrides: str):
     return load_config("tiny-cpu", ["train.progress=false", "eval.every=0", *overrides])
 
 
-# ----------------------------------------------------------------------------- _load_parts
+# ----------------------------------------------------------------------------- _load_model, _load_data
 
 class FakeModel:
     def __init__(self, name: str):
@@ -48,9 +48,17 @@ class FakeModel:
         return self
 
 
+class WordTokenizer:
+    """A tokenizer without a chat template: one token per word."""
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": text.split()}
+
+
 @pytest.fixture
 def loads(monkeypatch):
-    """Replaces the model loader and the data loader; returns the list of calls they got."""
+    """Replaces the model loader and the data loaders; returns the list of calls they got."""
+    import real_runs.data
     import real_runs.models
 
     calls: list = []
@@ -63,8 +71,13 @@ def loads(monkeypatch):
         calls.append(("load_train_records", args, kwargs))
         return RECORDS[:2], {"skipped": 5}
 
+    def load_dataset_records(*args, **kwargs):
+        calls.append(("load_dataset_records", args, kwargs))
+        return [Problem(f"{args[0]}:test:0", "Solve.", "1", args[0], args[0])]
+
     monkeypatch.setattr(real_runs.models, "load_policy", load_policy)
     monkeypatch.setattr(preflight, "load_train_records", load_train_records)
+    monkeypatch.setattr(real_runs.data, "load_dataset_records", load_dataset_records)
     return calls
 
 
@@ -73,37 +86,64 @@ def loads(monkeypatch):
     ("bfloat16", "sdpa", "bfloat16", "sdpa"),
     ("float16", "eager", "float16", "eager"),
 ])
-def test_load_parts_loads_the_configured_model_and_data(loads, dtype, attn, expect_dtype, expect_attn):
+def test_load_model_loads_the_configured_model(loads, dtype, attn, expect_dtype, expect_attn):
     cfg = tiny("model.name=tiny-qwen", f"model.dtype={dtype}", f"model.attn_implementation={attn}", "train.seed=11")
-    model, tokenizer, records, summary = train_setup._load_parts(cfg, None, None, None, torch.device("cpu"))
+    model, tokenizer = train_setup._load_model(cfg, None, None, torch.device("cpu"))
     assert loads == [("load_policy", ("tiny-qwen",), {"device": "cpu", "dtype": expect_dtype,
-                                                      "attn_implementation": expect_attn, "seed": 11}),
-                     ("load_train_records", (cfg,), {})]
+                                                      "attn_implementation": expect_attn, "seed": 11})]
     assert model.name == "loaded" and model.moved_to == [torch.device("cpu")] and tokenizer == "loaded tokenizer"
-    assert records == RECORDS[:2] and summary == {"skipped": 5}
 
 
-def test_load_parts_keeps_what_is_passed_in_and_loads_only_the_rest(loads):
+def test_load_model_keeps_what_is_passed_in_and_loads_only_the_rest(loads):
     cfg = tiny()
     device = torch.device("cpu")
     given = FakeModel("given")
-    model, tokenizer, records, summary = train_setup._load_parts(cfg, given, "given tokenizer", tuple(RECORDS), device)
+    model, tokenizer = train_setup._load_model(cfg, given, "given tokenizer", device)
     assert loads == [] and model is given and tokenizer == "given tokenizer" and given.moved_to == [device]
-    assert records == RECORDS and isinstance(records, list) and summary == {}
-    model, tokenizer, _, _ = train_setup._load_parts(cfg, given, None, RECORDS, device)      # the tokenizer only
+    model, tokenizer = train_setup._load_model(cfg, given, None, device)      # the tokenizer only
     assert [c[0] for c in loads] == ["load_policy"] and model is given and tokenizer == "loaded tokenizer"
-    model, tokenizer, _, _ = train_setup._load_parts(cfg, None, "given tokenizer", RECORDS, device)  # the model only
+    model, tokenizer = train_setup._load_model(cfg, None, "given tokenizer", device)  # the model only
     assert [c[0] for c in loads] == ["load_policy"] * 2
     assert model.name == "loaded" and tokenizer == "given tokenizer"
 
 
-def test_load_parts_refuses_a_data_set_without_records(loads):
+def test_load_data_loads_the_configured_records_and_evaluation_sets(loads):
+    cfg = tiny("eval.every=2", 'eval.benchmarks=["aime24","amc23"]', "eval.limit=3")
+    records, texts, problems, summary = train_setup._load_data(cfg, None, None, WordTokenizer())
+    assert loads == [("load_train_records", (cfg,), {}), ("load_dataset_records", ("aime24",), {"limit": 3}),
+                     ("load_dataset_records", ("amc23",), {"limit": 3})]
+    assert records == RECORDS[:2] and texts == [data_format(p) for p in RECORDS[:2]]
+    assert [p.source for p in problems] == ["aime24", "amc23"]
+    assert summary == {"skipped": 5, "dropped_too_long": 0, "prompts": 2}
+
+
+def test_load_data_keeps_the_records_given_and_drops_long_prompts(loads, capsys):
+    short, long = (Problem("toy:train:short", "Hi.", "0", "toy", "toy"),
+                   Problem("toy:train:long", "Say something long.", "0", "toy", "toy"))
+    given = {"toy": [short]}
+    limit = len(data_format(short).split())
+    cfg = tiny("eval.every=1", f"rollout.max_prompt_tokens={limit}")
+    records, texts, problems, summary = train_setup._load_data(cfg, (short, long), given, WordTokenizer())
+    assert loads == [] and records == [short] and texts == [data_format(short)] and problems == [short]
+    assert summary == {"dropped_too_long": 1, "prompts": 1}
+    assert f"dropped 1 of 2 training prompts longer than rollout.max_prompt_tokens={limit}" in capsys.readouterr().err
+    assert train_setup._load_data(tiny(), [short], None, WordTokenizer())[2] == []   # eval.every=0: no evaluation
+
+
+def test_load_data_refuses_a_data_set_without_records_or_evaluation_problems(loads):
     cfg = tiny("data.train=/some/answers.jsonl")
     with pytest.raises(TrainError) as err:
-        train_setup._load_parts(cfg, FakeModel("given"), "tok", [], torch.device("cpu"))
+        train_setup._load_data(cfg, [], None, WordTokenizer())
     message = str(err.value)
     assert message.startswith("data.train='/some/answers.jsonl' has no usable records (every row lacked a problem")
     assert message.endswith("or an answer): pass a data set with answers")
+    with pytest.raises(TrainError, match="eval.every > 0 but the evaluation sets hold no problem"):
+        train_setup._load_data(tiny("eval.every=1"), RECORDS, {"toy": []}, WordTokenizer())
+
+
+def data_format(problem: Problem) -> str:
+    from real_runs.data import format_prompt
+    return format_prompt(problem)
 
 
 # ----------------------------------------------------------------------------- _new_run, resumes
