@@ -4,10 +4,14 @@ the data folders (the full ``../shared/data`` or the small fixtures shipped in `
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pickle
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -91,6 +95,32 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     `pytest -n 2 --dist loadfile` the longest files start early instead of running alone at the end."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)
+
+
+@pytest.fixture(scope="session")
+def built_once(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[[Path], Any]], Any]:
+    """``built_once(name, build)``: ``build(folder)``'s value, built once per test session in a folder of its own
+    and read back by every later caller, the other pytest-xdist workers of the session included (under
+    `.ci/run`'s two workers each would otherwise build it again). The first caller builds under a file lock
+    while the others wait; the value is kept with pickle. For what the tests only read (a generated runs
+    folder, a trained warm start)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers' temporary folders sit in the session's own
+        base = base.parent
+
+    def once(name: str, build: Callable[[Path], Any]) -> Any:
+        record = base / f"{name}.pickle"
+        with open(base / f"{name}.lock", "w", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if record.is_file():
+                return pickle.loads(record.read_bytes())
+            folder = base / name
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
+            value = build(folder)
+            record.write_bytes(pickle.dumps(value))
+            return value
+
+    return once
 
 
 @pytest.fixture(scope="session")

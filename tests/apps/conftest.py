@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -206,23 +206,45 @@ def warmup_run(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def root100(tmp_path_factory: pytest.TempPathFactory) -> Root100:
+def root100(built_once: Callable[[str, Callable[[Path], Any]], Any]) -> Root100:
     """A runs folder of 117 run candidates like a user's (``root100.build_root``): 100 runs of one
     ``gdro simulate`` study, 12 of a ``gdro sweep``, 3 trainer-style runs, a truncated run, a run of
-    a newer format, and a folder that is not a run. Built once per test session (about 15 s)."""
+    a newer format, and a folder that is not a run. Built once per test session (about 15 s), shared by
+    the pytest-xdist workers (``built_once``); the tests only read it."""
     from root100 import build_root
 
-    return build_root(tmp_path_factory.mktemp("root100"))
+    return built_once("root100", build_root)
 
 
 @pytest.fixture(scope="session")
-def root1000(tmp_path_factory: pytest.TempPathFactory) -> Root1000:
+def root1000(built_once: Callable[[str, Callable[[Path], Any]], Any]) -> Root1000:
     """A runs folder shaped like one ``gdro arena`` output (``root1000.build_root``): 1,020 simulator
     runs, 150 trainer runs, 4 damaged folders and an empty one, synthesized (about 15 s, 310 MB).
-    Built once per test session, for every browser test at 1,000 runs."""
+    Built once per test session for every browser test at 1,000 runs, shared by the pytest-xdist workers
+    (``built_once``); the tests only read it."""
     from root1000 import build_root
 
-    return build_root(tmp_path_factory.mktemp("root1000") / "arena")
+    return built_once("root1000", lambda folder: build_root(folder / "arena"))
+
+
+@pytest.fixture(scope="session")
+def app100_url(root100: Root100, app_state: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One app server (SVG renderer) on ``root100`` for every browser module that reads it: started once
+    per test session (per worker under pytest-xdist), so that each module skips the server's start and
+    its first scan of the root. The tests only read the root; each opens its own browser session."""
+    from browser100 import serve
+
+    with serve(root100.root, tmp_path_factory.mktemp("app100") / "app.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def app1000_url(root1000: Root1000, app_state: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One app server (SVG renderer) on ``root1000`` for every browser module that reads it (as ``app100_url``)."""
+    from browser100 import serve
+
+    with serve(root1000.root, tmp_path_factory.mktemp("app1000") / "app.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,9 +5,9 @@ the CSV download follows every selector changed from its default and matches the
 recomputed here from the runs' steps.jsonl (the other views: ``test_app_browser100_csv.py``;
 shared helpers: ``browser100.py``).
 
-One server (SVG renderer, so that marks and legends can be read from the DOM) serves every test
-of this module; each test opens its own browser session. Skipped without Debian's chromium or
-the playwright package, like the other browser tests.
+The session's one server on the root (SVG renderer, so that marks and legends can be read from the
+DOM: ``app100_url``) serves every test of this module; each test opens its own browser session.
+Skipped without Debian's chromium or the playwright package, like the other browser tests.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from browser100 import CHART, TIMEOUT_S, choose, download, main_text, new_page, open_view, query, serve, settle, steps
+from browser100 import CHART, TIMEOUT_S, choose, download, main_text, new_page, open_view, query, settle, steps
 from root100 import Root100
 
 import browser
@@ -28,9 +28,9 @@ SWEEP_CELL = "sweep/runs/cell1"  # world.transfer = 0.5
 
 
 @pytest.fixture(scope="module")
-def app_url(root100: Root100, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve(root100.root, tmp_path_factory.mktemp("app100") / "app.log") as url:
-        yield url
+def app_url(app100_url: str) -> str:
+    """The session's one server on ``root100`` (``app100_url``, tests/apps/conftest.py)."""
+    return app100_url
 
 
 @pytest.fixture

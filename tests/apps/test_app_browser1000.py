@@ -4,7 +4,8 @@ lists every readable run, flags the damaged ones and names the unreadable and em
 Evaluation chart and the Evaluations page's per-group chart keep their plot area with a baseline set at
 a 1,280 px window, as at a handful of runs (``test_app_browser_layout.py`` measures the same way).
 
-One server (SVG renderer, so that plots can be measured from the DOM) serves every test of this module.
+The session's one server on the root (SVG renderer, so that plots can be measured from the DOM: ``app1000_url``)
+serves every test of this module.
 Speed is not checked here: ``benchmarks/bench_app.py --only scale`` measures it. Skipped without
 Debian's chromium or the playwright package.
 """
@@ -15,7 +16,7 @@ from typing import Any, Iterator
 from urllib.parse import quote
 
 import pytest
-from browser100 import main_text, query, serve
+from browser100 import main_text, query
 from gdro_app_synthetic import GROUPS
 from root1000 import BAD_META, EMPTY, NEWER, NO_STEPS, TRUNCATED, Root1000
 from test_app_browser_layout import LAYOUT, MIN_PLOT_PX
@@ -28,9 +29,9 @@ WIDTH = 1280
 
 
 @pytest.fixture(scope="module")
-def app_url(root1000: Root1000, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve(root1000.root, tmp_path_factory.mktemp("app1000") / "app.log") as url:
-        yield url
+def app_url(app1000_url: str) -> str:
+    """The session's one server on ``root1000`` (``app1000_url``, tests/apps/conftest.py)."""
+    return app1000_url
 
 
 @pytest.fixture(scope="module")

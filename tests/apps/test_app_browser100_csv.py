@@ -11,8 +11,8 @@ and (b) that the chart drawn names the same field. Traveling wave and Compare ar
 runs folder and live refresh are no chart selectors and stay as they are; *Group runs by* is
 changed on Study, the one view it regroups (elsewhere it only names runs).
 
-One server serves every test of this module; each test opens its own browser session.
-Skipped without Debian's chromium or the playwright package, like the other browser tests.
+The session's one server on the root (``app100_url``) serves every test of this module; each test opens its own
+browser session. Skipped without Debian's chromium or the playwright package, like the other browser tests.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from browser100 import (add_option, assert_close, assert_in_url, bins, chart_options, choose, choose_baseline,
                         column, config, download, elapsed, ema, evals, logged_steps, main_text, move_slider, new_page,
-                        open_view, query, rows_of, scalar, serve, steps, svg_texts, wait_for_svg_text)
+                        open_view, query, rows_of, scalar, steps, svg_texts, wait_for_svg_text)
 from root100 import Root100
 
 import browser
@@ -38,9 +38,9 @@ TRAIN_ROLLOUT = "train/rollout_gdro-tiny-s0"
 
 
 @pytest.fixture(scope="module")
-def app_url(root100: Root100, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve(root100.root, tmp_path_factory.mktemp("app100csv") / "app.log") as url:
-        yield url
+def app_url(app100_url: str) -> str:
+    """The session's one server on ``root100`` (``app100_url``, tests/apps/conftest.py)."""
+    return app100_url
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from browser100 import assert_close, bins, column, download, logged_steps, new_page, open_view, rows_of, serve, steps
+from browser100 import assert_close, bins, column, download, logged_steps, new_page, open_view, rows_of, steps
 from browser100 import main_text, svg_texts
 from root100 import SIM_SEEDS, Root100
 from root1000 import SEEDS, Root1000
@@ -25,15 +25,15 @@ pytestmark = browser.pytest_marks()
 
 
 @pytest.fixture(scope="module")
-def app_url(root100: Root100, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve(root100.root, tmp_path_factory.mktemp("app-group-views") / "app.log") as url:
-        yield url
+def app_url(app100_url: str) -> str:
+    """The session's one server on ``root100`` (``app100_url``, tests/apps/conftest.py)."""
+    return app100_url
 
 
 @pytest.fixture(scope="module")
-def app_url1000(root1000: Root1000, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve(root1000.root, tmp_path_factory.mktemp("app-group-views1000") / "app.log") as url:
-        yield url
+def app_url1000(app1000_url: str) -> str:
+    """The session's one server on ``root1000`` (``app1000_url``, tests/apps/conftest.py)."""
+    return app1000_url
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 pairs and 15 distinct band colours, read from the rendered SVG; a brush over a parallel-coordinates
 axis of the Sweep view filters its run table and its charts, and fades the other runs' lines.
 
-One server (SVG renderer) serves both tests; each opens its own browser session. Skipped without
-Debian's chromium or the playwright package, like the other browser tests.
+The session's one server on the root (SVG renderer: ``app1000_url``) serves both tests; each opens its
+own browser session. Skipped without Debian's chromium or the playwright package, like the other browser tests.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import pytest
-from browser100 import CHART, main_text, new_page, open_view, query, serve, settle
+from browser100 import CHART, main_text, new_page, open_view, query, settle
 from root1000 import Root1000
 
 import browser
@@ -21,9 +21,9 @@ pytestmark = browser.pytest_marks()
 
 
 @pytest.fixture(scope="module")
-def app_url(root1000: Root1000, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve(root1000.root, tmp_path_factory.mktemp("app-groups") / "app.log") as url:
-        yield url
+def app_url(app1000_url: str) -> str:
+    """The session's one server on ``root1000`` (``app1000_url``, tests/apps/conftest.py)."""
+    return app1000_url
 
 
 @pytest.fixture

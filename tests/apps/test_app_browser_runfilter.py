@@ -9,7 +9,7 @@ import math
 from typing import Any, Iterator
 
 import pytest
-from browser100 import download, evals, open_view, serve, settle, steps
+from browser100 import download, evals, open_view, settle, steps
 from root1000 import Root1000
 
 import browser
@@ -19,9 +19,9 @@ KEPT = 5
 
 
 @pytest.fixture(scope="module")
-def app_url(root1000: Root1000, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve(root1000.root, tmp_path_factory.mktemp("app1000-filter") / "app.log") as url:
-        yield url
+def app_url(app1000_url: str) -> str:
+    """The session's one server on ``root1000`` (``app1000_url``, tests/apps/conftest.py)."""
+    return app1000_url
 
 
 @pytest.fixture(scope="module")
