@@ -193,6 +193,7 @@ def test_gdro_predict_bootstrap_end_to_end(tmp_path, capsys: pytest.CaptureFixtu
         row = next(r for r in rows if (r["method"], r["metric"], r["baseline"]) == ("joint", metric, "vs_tuned"))
         half = 12.706 * abs(row["truth"] - row["median"])  # t(0.975, 1) x rms of one error
         assert entry["error_half_width"] == pytest.approx(half, rel=1e-4, abs=1e-9)
+        half = entry["error_half_width"]
         assert entry["wide_lo"] == pytest.approx(min(entry["lo"], entry["median"] - half))
         assert entry["wide_hi"] == pytest.approx(max(entry["hi"], entry["median"] + half))
     assert predict_main([str(tmp_path / "cal" / "world.toml"), "--bootstrap", "-1"]) == 2
