@@ -81,6 +81,11 @@ def test_each_kind_is_found_and_code_links_markers_names_are_not() -> None:
                      (3, "factor", "3x"), (3, "count", "7 of 12"), (4, "duration", "40 ms")]
 
 
+def test_a_factor_written_before_its_number_is_one_and_a_model_name_is_not() -> None:
+    found = du.find("widened x2.44 (×1.5) for Qwen3-1.7B and paper-1.7b, `lr×1.58` in code\n", "p.md")
+    assert [(n.kind, n.text) for n in found] == [("factor", "x2.44"), ("factor", "×1.5")]
+
+
 def test_a_paper_figure_needs_the_paper_named_and_a_result_is_not_one() -> None:
     assert du.find("The paper reports 22.6%.\n", "p.md", frozenset({"22.6"})) == []
     assert [n.text for n in du.find("We measure 22.6%.\n", "p.md", frozenset({"22.6"}))] == ["22.6%"]
