@@ -26,7 +26,7 @@ from gdro_lab.runformat.runlog import RunLock
 from real_runs import checkpoint as ckpt
 from real_runs import ppo, preflight
 from real_runs.batching import RolloutBatch, Timer, peak_memory_gb
-from real_runs.config import TrainConfig, config_to_dict
+from real_runs.config import TrainConfig
 from real_runs.eval_scoring import evaluate
 from real_runs.overhead import RunTimes
 from real_runs.sinks import Sinks
@@ -80,7 +80,7 @@ def _loop(run: TrainRun, stop_after: int | None) -> Path:
     run_dir = writer.path
     train_reward, eval_reward, owned = make_rewards(cfg, run.reward)
     sinks = Sinks(run_dir, tensorboard=cfg.log.tensorboard, wandb=cfg.log.wandb, project=cfg.log.wandb_project,
-                  config=config_to_dict(cfg), start_step=run.start)
+                  config=run.config_dict, start_step=run.start)
     progress = None
     if tc.progress:
         from tqdm import tqdm

@@ -57,6 +57,7 @@ class TrainRun:
     """One run's state: the parts :func:`build` loads, then the run directory :func:`open_run_dir` opens."""
 
     cfg: TrainConfig
+    config_dict: dict[str, Any]  #: ``cfg`` as config.json holds it (config_to_dict): the run writer's and the sinks'
     device: torch.device
     policy: Any  #: the trained model (fp32 master weights unless model.dtype says otherwise)
     tokenizer: Any
@@ -89,6 +90,7 @@ def _say(line: str) -> None:
 def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     """Seeds, device, model and data, controllers, reference, engine, optimizer (before any run directory)."""
     tc, lc, mc = cfg.train, cfg.loss, cfg.method
+    config_dict = config_to_dict(cfg)
     if tc.deterministic:
         torch.use_deterministic_algorithms(True)
     from real_runs.models import resolve_device  # transformers, imported when a run starts
@@ -129,11 +131,12 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / optim.warmup_steps) if optim.warmup_steps else 1.0)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    return TrainRun(cfg=cfg, device=device, policy=policy, tokenizer=tokenizer, records=records,
-                    prompt_texts=prompt_texts, answers=np.array([p.answer for p in records], dtype=object),
-                    data_summary=data_summary, eval_problems=eval_problems, prompts=prompts,
-                    record_index=record_index, method_step=method_step, order=order, autocast=autocast, reference=reference,
-                    engine=engine, optimizer=optimizer, scheduler=scheduler, pad_id=pad_id, reward=given.reward)
+    return TrainRun(cfg=cfg, config_dict=config_dict, device=device, policy=policy, tokenizer=tokenizer,
+                    records=records, prompt_texts=prompt_texts,
+                    answers=np.array([p.answer for p in records], dtype=object), data_summary=data_summary,
+                    eval_problems=eval_problems, prompts=prompts, record_index=record_index,
+                    method_step=method_step, order=order, autocast=autocast, reference=reference, engine=engine,
+                    optimizer=optimizer, scheduler=scheduler, pad_id=pad_id, reward=given.reward)
 
 
 def open_run_dir(run: TrainRun, run_dir: Path, lock: RunLock, resuming: bool, started: float) -> None:
@@ -141,7 +144,7 @@ def open_run_dir(run: TrainRun, run_dir: Path, lock: RunLock, resuming: bool, st
     checkpoint loaded into ``run``'s parts; sets ``run.writer``, ``run.start`` and ``run.clock``."""
     if not resuming:
         run.start, run.clock = 0, RunClock(started)
-        run.writer = _new_run(run.cfg, run_dir, lock)
+        run.writer = _new_run(run.config_dict, run_dir, lock)
         (run_dir / "data.json").write_text(json.dumps(run.data_summary, indent=1), encoding="utf-8")
     else:
         loaded: dict[str, Any] = {}
@@ -222,10 +225,12 @@ def _load_data(cfg: TrainConfig, train_records: Sequence[Problem] | None,
     return records, prompt_texts, problems, summary
 
 
-def _new_run(cfg: TrainConfig, run_dir: Path, lock: RunLock) -> RunWriter:
-    """A fresh run directory (RunWriter refuses a folder that already holds a run), under ``lock``."""
-    return RunWriter(run_dir, config_to_dict(cfg), cfg.method.num_bins, PRODUCER,
-                     bin_labels=[f"accbin_{b}" for b in range(cfg.method.num_bins)], lock=lock)
+def _new_run(config: dict[str, Any], run_dir: Path, lock: RunLock) -> RunWriter:
+    """A fresh run directory for the resolved ``config`` (config_to_dict's; RunWriter refuses a folder
+    that already holds a run), under ``lock``."""
+    num_bins = config["method"]["num_bins"]
+    return RunWriter(run_dir, config, num_bins, PRODUCER, bin_labels=[f"accbin_{b}" for b in range(num_bins)],
+                     lock=lock)
 
 
 def check_resumable(resume: str | os.PathLike[str]) -> Path:

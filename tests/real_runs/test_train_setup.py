@@ -1,8 +1,8 @@
 """The setup helpers of `gdro train` (real_runs/train_setup.py): which model, tokenizer and records a
-run trains on and how they are loaded (``_load_model``, ``_load_data``), the run folder it writes (``_new_run``), which
-runs can be resumed and with which config (``check_resumable``, ``load_run_config``), the rewards
-(``make_rewards``), mixed precision (``_autocast``) and the evaluation call
-(``real_runs.eval_scoring.evaluate``).
+run trains on and how they are loaded (``_load_model``, ``_load_data``), the run folder it writes
+(``_new_run``), which runs can be resumed and with which config (``check_resumable``,
+``load_run_config``), the rewards (``make_rewards``), mixed precision (``_autocast``) and the
+evaluation call (``real_runs.eval_scoring.evaluate``).
 
 End-to-end runs pass the model, records and reward in, so they never see these arguments go
 wrong: each is checked here against the configuration, with stand-ins recording what they are
@@ -154,7 +154,8 @@ def test_new_run_writes_the_config_the_producer_and_one_accuracy_bin_label_per_b
     run_dir.mkdir()
     lock = RunLock(run_dir).acquire()
     try:
-        writer = train_setup._new_run(cfg, run_dir, lock)    # under the caller's lock: a second one would be refused
+        # under the caller's lock: a second one would be refused
+        writer = train_setup._new_run(config_to_dict(cfg), run_dir, lock)
         writer.close("stopped")
     finally:
         lock.release()
