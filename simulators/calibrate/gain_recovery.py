@@ -53,7 +53,10 @@ def recover_gains(name: str, seed: int, out: Path, *, draws: int = 40, seeds: in
                   num_prompts: int = 1600, steps: int = 100, batch: int = 32, data_steps: int = 60,
                   workers: int = 2, threshold: float = predict.THRESHOLD, boot: int = 0) -> list[dict[str, Any]]:
     """One known world and seed: calibrate, predict, measure the truth; a row per predicted gain. With ``boot``
-    > 0 each row also carries the fit's own bootstrap widening (``bootstrap.py``) and that interval."""
+    > 0 each row also carries the fit's own bootstrap intervals (``bootstrap.py``: ``error_lo``/``error_hi``, what
+    gdro predict --bootstrap prints, and ``boot_lo``/``boot_hi``, the stretch factor before it), the refits' rows of
+    that gain (``boot_rows``) and the fit's stage-2 posterior against the truth (``fit_params``: 2.5%, 50%,
+    97.5%, truth)."""
     truth = truth_world(name, num_prompts, 5, seed, GAIN_WORLDS)
     sample, sweep = synthetic_data(truth, lrs=LRS, batch=64, n=4, steps=data_steps, eval_every=max(1, data_steps // 3),
                                    k=8, seed=seed)
@@ -244,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--num-prompts", type=int, default=1600, help="known world's prompts (default 1600)")
     parser.add_argument("--data-steps", type=int, default=60, help="the sweep's steps (default 60)")
     parser.add_argument("--bootstrap", type=int, default=0, metavar="B",
-                        help="also each fit's own widening from B bootstrap worlds (bootstrap.py; default 0)")
+                        help="also each fit's own intervals from B bootstrap worlds (bootstrap.py: the error "
+                             "interval and, for comparison, the stretch factor; default 0)")
     parser.add_argument("--summarize-only", action="store_true", help="no fits: summarize OUT/rows.json")
     parser.add_argument("--update-docs", action="store_true", help="put the table into docs/calibration.md")
     args = parser.parse_args(argv)

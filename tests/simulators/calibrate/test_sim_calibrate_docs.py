@@ -52,6 +52,15 @@ def test_per_fit_and_plan_loop_tables_are_the_generated_ones(name: str, generate
     assert docs == path.read_text().strip() if path.is_file() else PENDING in docs
 
 
+def test_per_fit_errors_table_is_the_generated_one() -> None:
+    """docs/calibration.md's table of the bootstrap's error interval beside the others is its report's own, once
+    the command beside it has written reports/calibration/per-fit-errors."""
+    path = REPORTS / "per-fit-errors" / "per-fit.md"
+    if not path.is_file():
+        pytest.skip("reports/calibration/per-fit-errors is not generated yet")
+    assert between(ROOT / "docs" / "calibration.md", "per-fit-errors") == path.read_text().strip()
+
+
 def test_update_between_replaces_only_the_marked_text(tmp_path: Path) -> None:
     doc = tmp_path / "doc.md"
     doc.write_text("a\n<!-- calibration:x -->\nold\n<!-- /calibration:x -->\nb\n")
