@@ -7,6 +7,8 @@ Per run the app's per-run figures; :func:`compare_figure` for several runs. The 
 
 from __future__ import annotations
 
+import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -19,6 +21,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.transforms import Transform, offset_copy  # noqa: E402
 
 from apps.data import budget, curriculum, identity, realrun, results, scales, study  # noqa: E402
 from apps.data.colours import MAX_STYLES, OTHERS, group_styles, rank_groups  # noqa: E402
@@ -32,20 +35,54 @@ CMAPS = {"share": "viridis", "weight": "plasma", "reward": "RdBu", "success": "R
 
 # ----------------------------------------------------------------------------- panels
 
-def _figure(rows: int, columns: int, title: str, legend: Sequence[str] = ()) -> tuple[Figure, np.ndarray]:
-    """Panels of :data:`PANEL_SIZE`, and room below them for a figure legend of ``legend`` entries."""
+@dataclass(frozen=True)
+class Margins:
+    """Inches kept around and between the panels of a per-run figure (a fixed layout: matplotlib's
+    constrained layout lays every figure out twice before drawing it, a third of a report's time).
+    ``left``: tick labels and the y label; ``top``: the figure's title and a panel's; ``bottom``:
+    tick labels, the x label and a legend drawn below a panel; ``right``: a colour bar's ticks and
+    label; ``across`` / ``down``: between two panels side by side / one above the other."""
+
+    left: float = 0.95
+    right: float = 0.3
+    top: float = 0.7
+    bottom: float = 0.6
+    across: float = 0.9
+    down: float = 0.9
+
+
+def _figure(rows: int, columns: int, title: str, legend: Sequence[str] = (),
+            margins: Margins | None = None) -> tuple[Figure, np.ndarray]:
+    """Panels of :data:`PANEL_SIZE`, and room below them for a figure legend of ``legend`` entries;
+    laid out by ``margins`` (a fixed layout), or by matplotlib's constrained layout without."""
     width = PANEL_SIZE[0] * columns
     legend_rows = -(-len(legend) // max(1, int(width // (LEGEND_ENTRY_IN + LEGEND_CHAR_IN
                                                               * max((len(label) for label in legend), default=1)))))
-    figure, axes = plt.subplots(rows, columns, figsize=(width, PANEL_SIZE[1] * rows + LEGEND_ROW_IN * legend_rows),
-                                squeeze=False, layout="constrained")
+    height = PANEL_SIZE[1] * rows + LEGEND_ROW_IN * legend_rows
+    figure, axes = plt.subplots(rows, columns, figsize=(width, height), squeeze=False,
+                                layout="constrained" if margins is None else None)
+    if margins is not None:
+        panel_width = (width - margins.left - margins.right - margins.across * (columns - 1)) / columns
+        panel_height = (height - margins.top - margins.bottom - margins.down * (rows - 1)) / rows
+        figure.subplots_adjust(left=margins.left / width, right=1 - margins.right / width,
+                               top=1 - margins.top / height, bottom=margins.bottom / height,
+                               wspace=margins.across / panel_width, hspace=margins.down / panel_height)
     figure.suptitle(title)
     return figure, axes
 
 
+#: Heatmaps with their colour bars (ticks and label right of each panel) over bars with rotated bin names.
+HEATMAP_MARGINS = Margins(right=0.9, across=1.5, down=1.3, bottom=1.1)
+
+
+#: Characters per line of a "not logged" note (the narrowest panel holds about 45).
+MISSING_WIDTH = 40
+
+
 def _missing(axis: Axes, title: str, what: str) -> None:
     axis.set_title(title)
-    axis.text(0.5, 0.5, f"not logged:\n{what}", ha="center", va="center", transform=axis.transAxes, color="gray")
+    axis.text(0.5, 0.5, "not logged:\n" + textwrap.fill(what, MISSING_WIDTH), ha="center", va="center",
+              transform=axis.transAxes, color="gray")
     axis.set_axis_off()
 
 
@@ -114,7 +151,7 @@ def _grouped_bars(axis: Axes, frame: pd.DataFrame, group_field: str, title: str,
 
 def traveling_wave_figure(run: RunData) -> Figure:
     """Fig. 3/5: share, weight and reward heatmaps over snapshot bars with the tail average."""
-    figure, axes = _figure(2, 3, f"Traveling wave: {report_name(run)}")
+    figure, axes = _figure(2, 3, f"Traveling wave: {report_name(run)}", margins=HEATMAP_MARGINS)
     fields = [("share", "Prompt share"), ("weight", "Prompt-GDRO weight"),
               (curriculum.reward_field(run), "Realized reward")]
     for column, (field, title) in enumerate(fields):
@@ -130,7 +167,7 @@ def traveling_wave_figure(run: RunData) -> Figure:
 
 def lead_lag_figure(run: RunData) -> Figure:
     """Eq. 32: the gap and the two mean bin indices."""
-    figure, axes = _figure(1, 2, f"Lead-lag: {report_name(run)}")
+    figure, axes = _figure(1, 2, f"Lead-lag: {report_name(run)}", margins=Margins())
     frame = curriculum.lead_lag_frame(run)
     what = "share and weight bins"
     gap = curriculum.to_long(frame, {"gap": "Δμ = μ_weight − μ_data"})
@@ -142,7 +179,7 @@ def lead_lag_figure(run: RunData) -> Figure:
 
 def rollout_budget_figure(run: RunData, step: int | None = None) -> Figure:
     """Fig. 7-9: staircase heatmap, shadow price, frontier at a step (default: last), budget check."""
-    figure, axes = _figure(2, 2, f"Rollout budget: {report_name(run)}")
+    figure, axes = _figure(2, 2, f"Rollout budget: {report_name(run)}", margins=HEATMAP_MARGINS)
     _heatmap(axes[0, 0], run, "rollouts" if curriculum.has_bins(run, "rollouts") else None, "Rollouts per prompt")
     _lines(axes[0, 1], curriculum.scalars_long(run, {"mu": "μ"}), "Shadow price μ", "μ", "mu")
     index = curriculum.step_index(run, step if step is not None else int(run.steps[-1]) if run.steps.size else 0)
@@ -167,7 +204,7 @@ def rollout_budget_figure(run: RunData, step: int | None = None) -> Figure:
 
 def se_proxy_figure(run: RunData) -> Figure:
     """Eq. 33: WSE actual vs uniform vs square-root optimum, and the reduction in percent."""
-    figure, axes = _figure(1, 2, f"SE proxy: {report_name(run)}")
+    figure, axes = _figure(1, 2, f"SE proxy: {report_name(run)}", margins=Margins())
     frame = budget.se_frame(run)
     what = "se_* scalars or share/sigma/rollouts bins"
     _lines(axes[0, 0], curriculum.to_long(frame, {"se_actual": "actual", "se_uniform": "uniform n̄",
@@ -201,8 +238,30 @@ def eval_panels(evals: pd.DataFrame) -> list[tuple[str, list[str]]]:
 
 def _legend_below(axis: Axes, entries: int) -> None:
     """The axis' legend under the panel (below its tick labels and x label), never over them."""
-    axis.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False,
-                ncol=max(1, min(3, entries)))
+    axis.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=_below(axis),
+                frameon=False, ncol=max(1, min(3, entries)))
+
+
+#: Inches from a panel's lower edge to the top of a legend drawn below it (under its tick labels and x label).
+LEGEND_BELOW_IN = 0.5
+
+
+def _below(axis: Axes) -> Transform:
+    """The panel's axes coordinates moved :data:`LEGEND_BELOW_IN` inches down, whatever the panel's height."""
+    figure = axis.get_figure(root=True)
+    assert isinstance(figure, Figure)
+    return offset_copy(axis.transAxes, fig=figure, y=-LEGEND_BELOW_IN, units="inches")
+
+
+def _below_margins(panels: Sequence[tuple[str, list[str]]]) -> Margins:
+    """Margins of a figure whose panels may have a legend below (:func:`_legend_below`: 3 entries a
+    row, wider than the panel with long names): room for the most rows of any of them, and on the
+    right for a legend wider than its panel."""
+    rows = max((-(-len(names) // 3) for _, names in panels), default=0)
+    below = LEGEND_BELOW_IN - 0.35 + LEGEND_ROW_IN * rows if rows else 0.0
+    wide = any(len(names) >= 3 for _, names in panels)
+    return Margins(bottom=Margins.bottom + below, down=Margins.down + below,
+                   right=1.0 if wide else Margins.right, across=1.3 if wide else Margins.across)
 
 
 def _eval_panel(axis: Axes, evals: pd.DataFrame, title: str, names: list[str]) -> None:
@@ -229,7 +288,7 @@ def outcomes_figure(run: RunData, max_panels: int = 9) -> Figure:
     panels = eval_panels(evals)[:max_panels]
     columns = 3
     rows = 1 + -(-max(len(panels) - 1, 0) // columns)
-    figure, axes = _figure(rows, columns, f"Outcomes: {report_name(run)}")
+    figure, axes = _figure(rows, columns, f"Outcomes: {report_name(run)}", margins=_below_margins(panels))
     frame = results.outcomes_frame(run)
     _lines(axes[0, 0], curriculum.to_long(frame, {"mean_success": "mean", "worst_bin_success": "worst bin"}),
            "Training success", "success rate", "mean_success / success bins")
@@ -252,7 +311,8 @@ def evaluations_figure(run: RunData) -> Figure:
     frame = realrun.eval_metrics(run)
     metrics = sorted(frame["metric"].unique(), key=lambda name: (name.split("@")[0] != "mean", name)) \
         if not frame.empty else []
-    figure, axes = _figure(1, max(1, len(metrics)) + 1, f"Evaluations with 95% intervals: {report_name(run)}")
+    figure, axes = _figure(1, max(1, len(metrics)) + 1, f"Evaluations with 95% intervals: {report_name(run)}",
+                           margins=Margins(across=1.6, bottom=1.1))
     what = "agreed eval names ({bench}/mean@k, pooled/..., worst_group/...)"
     if not metrics:
         _missing(axes[0, 0], "Evaluations", what)
@@ -295,7 +355,7 @@ def _rate_limits(frame: pd.DataFrame) -> tuple[float, float]:
 def step_time_figure(run: RunData) -> Figure:
     """Where a run's time goes (the app's Step time page): seconds per step by phase, stacked; the
     total step time with tokens per second; each phase's share of the step."""
-    figure, axes = _figure(1, 3, f"Step time: {report_name(run)}")
+    figure, axes = _figure(1, 3, f"Step time: {report_name(run)}", margins=Margins(across=2.0, bottom=1.1))
     frame = realrun.time_frame(run)
     what = "time/* scalars (a trainer's step times)"
     if frame.empty:
@@ -326,7 +386,7 @@ def step_time_figure(run: RunData) -> Figure:
         twin.set_ylim(bottom=0)
         handles = axis.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
         axis.legend(handles, [str(h.get_label()) for h in handles], fontsize="x-small", loc="upper center",
-                    bbox_to_anchor=(0.5, -0.22), frameon=False, ncol=2)
+                    bbox_to_anchor=(0.5, 0.0), bbox_transform=_below(axis), frameon=False, ncol=2)
     shares = realrun.time_table(run)
     axis = axes[0, 2]
     axis.barh(shares["phase"], shares["share of step (%)"], color="#1f77b4")
