@@ -31,7 +31,7 @@ dn = _load("doc_numbers")
 
 #: page -> unmarked numbers it still holds (lower it when you mark or reword some; never raise it).
 PENDING: dict[str, int] = {
-    "docs/mutation-testing.md": 24, "docs/mutation-train-loop.md": 18,
+    "docs/mutation-testing.md": 13, "docs/mutation-train-loop.md": 3,
 }
 
 
