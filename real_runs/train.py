@@ -67,18 +67,20 @@ def main(cfg: TrainConfig | None, *, resume: str | None = None, model: Any = Non
         open_run_dir(run, run_dir, lock, resuming=resume is not None, started=started)
         # flushed now: a cluster log (stdout to a file, block-buffered) keeps it when the process is killed
         print(f"gdro train: run directory {run_dir} (steps {run.start + 1}..{cfg.train.steps})", flush=True)
-        return _loop(run, stop_after)
+        train_reward, eval_reward, owned = make_rewards(cfg, run.reward)
+        return _loop(run, stop_after, train_reward, eval_reward, owned)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _loop(run: TrainRun, stop_after: int | None) -> Path:
+def _loop(run: TrainRun, stop_after: int | None, train_reward: Reward, eval_reward: Reward | None,
+          owned: list[Any]) -> Path:
     """Steps ``run.start + 1 .. train.steps`` (or ``stop_after``), each :func:`_step`, then its evaluation,
-    step record and checkpoint on schedule; the run's status at the end (finished, stopped or failed)."""
+    step record and checkpoint on schedule; the run's status at the end (finished, stopped or failed).
+    The rewards are :func:`real_runs.train_setup.make_rewards`'s; ``owned`` ones are closed at the end."""
     cfg, tc, writer = run.cfg, run.cfg.train, run.writer
     run_dir = writer.path
-    train_reward, eval_reward, owned = make_rewards(cfg, run.reward)
     sinks = Sinks(run_dir, tensorboard=cfg.log.tensorboard, wandb=cfg.log.wandb, project=cfg.log.wandb_project,
                   config=run.config_dict, start_step=run.start)
     progress = None
