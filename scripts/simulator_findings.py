@@ -1,7 +1,8 @@
 """The findings tables of docs/simulator-findings.md, built from the committed reports' summary.json files.
 
 tests/scripts/test_simulator_findings.py checks that the docs contain exactly :func:`tables` of the
-committed reports; print them with ``python scripts/simulator_findings.py`` after ``--update-reports``.
+committed reports; print them with ``python scripts/simulator_findings.py`` after ``--update-reports``,
+or write them into the page's ``<!-- generated: simulator_findings.NAME -->`` blocks with ``--write``.
 A maintainer's tool of the docs (it reads the repository's reports/), so it is no part of the package.
 Where each number comes from: docs/simulator-notes.md#scripts-simulator_findings.
 """
@@ -117,7 +118,29 @@ def tables(reports: Path) -> dict[str, str]:
             "claims map": claims_map(reports)}
 
 
+def slug(name: str) -> str:
+    """The name of a table's block on the page: ``<!-- generated: simulator_findings.SLUG -->``."""
+    return name.replace(" ", "-").replace("@", "")
+
+
+def write_blocks(page: str, generated: dict[str, str]) -> str:
+    """``page`` with the text between each table's block markers replaced by the table (a missing block: error)."""
+    for name, table in generated.items():
+        begin, end = f"<!-- generated: simulator_findings.{slug(name)} -->\n", \
+            f"<!-- /generated: simulator_findings.{slug(name)} -->"
+        if page.count(begin) != 1 or page.count(end) != 1:
+            raise SystemExit(f"simulator_findings: the page has no single block {begin.strip()!r} ... {end!r}")
+        head, rest = page.split(begin)
+        page = head + begin + table.rstrip("\n") + "\n" + end + rest.split(end, 1)[1]
+    return page
+
+
 if __name__ == "__main__":
-    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "reports"
+    args = [a for a in sys.argv[1:] if a != "--write"]
+    root = Path(args[0]) if args else Path(__file__).resolve().parent.parent / "reports"
+    if "--write" in sys.argv[1:]:  # rewrite the page's generated blocks in place
+        page_path = Path(__file__).resolve().parent.parent / "docs" / "simulator-findings.md"
+        page_path.write_text(write_blocks(page_path.read_text(encoding="utf-8"), tables(root)), encoding="utf-8")
+        sys.exit(0)
     for name, table in tables(root).items():
         sys.stdout.write(f"<!-- {name} -->\n{table}\n\n")

@@ -136,3 +136,18 @@ def test_the_launch_blocks_hold_only_what_paper_settings_prints() -> None:
 def test_an_indented_code_block_is_code_and_a_list_items_paragraph_is_prose() -> None:
     text = "An example:\n\n    eval: 12.50% in 3.5 s\n    more 1.5 s\n\nThen prose.\n\n- a list item\n\n    its paragraph took 6.5 s\n"
     assert [(n.line, n.text) for n in du.find(text, "p.md")] == [(10, "6.5 s")]
+
+
+def test_simulator_findings_write_replaces_only_its_blocks() -> None:
+    findings = _load("simulator_findings")
+    page = ("intro 1\n<!-- generated: simulator_findings.pass8 -->\n| old | 0.1 |\n"
+            "<!-- /generated: simulator_findings.pass8 -->\nafter\n")
+    assert findings.write_blocks(page, {"pass@8": "| new | 0.2 |\n|---|---|"}) == (
+        "intro 1\n<!-- generated: simulator_findings.pass8 -->\n| new | 0.2 |\n|---|---|\n"
+        "<!-- /generated: simulator_findings.pass8 -->\nafter\n")
+    try:
+        findings.write_blocks(page, {"answer": "| x |"})
+    except SystemExit as err:
+        assert "simulator_findings.answer" in str(err)
+    else:
+        raise AssertionError("a missing block must stop the write")
