@@ -16,8 +16,8 @@ from studykit.arena_settings import METHOD_SETTINGS
 pytestmark = pytest.mark.slow
 
 
-def test_quick_lm_arena_end_to_end(tmp_path, monkeypatch):
-    monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(tmp_path / "cache"))
+def test_quick_lm_arena_end_to_end(tmp_path, monkeypatch, quick_warm_cache):
+    monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(quick_warm_cache))  # seed 0's warm start, trained once
     monkeypatch.setattr(lm_arena, "QUICK", dataclasses.replace(learning_study.QUICK, seeds=1, steps=4, eval_every=4))
     monkeypatch.setattr(lm_arena, "LR_SCALES", (1.0,))
     path = lm_arena.main_arena(tmp_path, quick=True, jobs=2, log=lambda _: None)
