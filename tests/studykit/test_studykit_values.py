@@ -1,0 +1,29 @@
+"""studykit by value where sampled mutants survived their tests: the lr grid's extension stops max_steps
+sqrt(2) steps above the starting grid as it does below, and a report's code digest follows relative imports
+(one and two levels up) to every file a study runs, and only those."""
+
+from __future__ import annotations
+
+import math
+
+from studykit import lrgrid
+from studykit.provenance import closure
+
+
+def test_the_extension_stops_max_steps_above_the_starting_grid():
+    start = lrgrid.sqrt2_grid(0.5, 2.0)
+    grown = list(start) + [lrgrid.point(2.0 * math.sqrt(2) ** k) for k in (1, 2)]
+    assert lrgrid.extension(grown, [max(grown)], start, max_steps=2) == []
+    assert lrgrid.extension(grown, [max(grown)], start, max_steps=3) == [lrgrid.point(2.0 * math.sqrt(2) ** 3)]
+
+
+def test_the_digests_closure_follows_relative_imports_and_nothing_else(tmp_path):
+    files = {"gdro_lab/__init__.py": "", "gdro_lab/top.py": "X = 1\n", "gdro_lab/unused.py": "",
+             "gdro_lab/sub/__init__.py": "", "gdro_lab/sub/b.py": "import numpy\n",
+             "gdro_lab/sub/a.py": "from ..top import X\nfrom . import b\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = [str(p.relative_to(tmp_path)) for p in closure(["gdro_lab.sub.a"], root=tmp_path)]
+    assert found == ["gdro_lab/__init__.py", "gdro_lab/sub/__init__.py", "gdro_lab/sub/a.py", "gdro_lab/sub/b.py",
+                     "gdro_lab/top.py"]
