@@ -188,13 +188,6 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     return names[dtype]
 
 
-def resolve_device(setting: str) -> torch.device:
-    """The trainer's device for ``model.device``: ``cuda`` as asked, ``auto`` -> cuda when a CUDA device is
-    present, else (``cpu``, or ``auto`` without CUDA) the CPU."""
-    use_cuda = setting == "cuda" or (setting == "auto" and torch.cuda.is_available())
-    return torch.device("cuda" if use_cuda else "cpu")
-
-
 def default_attention(device: str) -> str:
     """``flash_attention_2`` when flash-attn imports and the device is CUDA, else ``sdpa``."""
     return choose_attention(device)[0]

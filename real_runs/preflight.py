@@ -70,6 +70,15 @@ def check(cfg: TrainConfig) -> Path:
     return run_dir
 
 
+def resolve_device(setting: str) -> Any:
+    """The trainer's ``torch.device`` for ``model.device``: ``cuda`` as asked, ``auto`` -> cuda when a CUDA
+    device is present, else (``cpu``, or ``auto`` without CUDA) the CPU. Decided here, beside the check,
+    so that the device is settled before the model loads (``train_setup.build`` asks for it)."""
+    import torch
+    use_cuda = setting == "cuda" or (setting == "auto" and torch.cuda.is_available())
+    return torch.device("cuda" if use_cuda else "cpu")
+
+
 def check_device(cfg: TrainConfig) -> None:
     """``model.device=cuda`` on a machine without CUDA is refused naming the config key."""
     import torch

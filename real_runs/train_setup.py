@@ -93,8 +93,7 @@ def build(cfg: TrainConfig, given: Given, resuming: bool) -> TrainRun:
     config_dict = config_to_dict(cfg)
     if tc.deterministic:
         torch.use_deterministic_algorithms(True)
-    from real_runs.models import resolve_device  # transformers, imported when a run starts
-    device = resolve_device(cfg.model.device)
+    device = preflight.resolve_device(cfg.model.device)
     random.seed(tc.seed)
     np.random.seed(tc.seed)
     torch.manual_seed(tc.seed)

@@ -129,9 +129,10 @@ def test_the_trainers_device_follows_model_device_and_the_cuda_present(monkeypat
     """model.device=auto trains on CUDA exactly when a CUDA device is present; cuda and cpu as asked."""
     import torch as t
     monkeypatch.setattr(t.cuda, "is_available", lambda: cuda_present)
-    assert models.resolve_device("auto") == t.device("cuda" if cuda_present else "cpu")
-    assert models.resolve_device("cuda") == t.device("cuda")
-    assert models.resolve_device("cpu") == t.device("cpu")
+    from real_runs.preflight import resolve_device
+    assert resolve_device("auto") == t.device("cuda" if cuda_present else "cpu")
+    assert resolve_device("cuda") == t.device("cuda")
+    assert resolve_device("cpu") == t.device("cpu")
 
 
 @pytest.mark.slow
