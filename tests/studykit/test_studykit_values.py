@@ -27,3 +27,31 @@ def test_the_digests_closure_follows_relative_imports_and_nothing_else(tmp_path)
     found = [str(p.relative_to(tmp_path)) for p in closure(["gdro_lab.sub.a"], root=tmp_path)]
     assert found == ["gdro_lab/__init__.py", "gdro_lab/sub/__init__.py", "gdro_lab/sub/a.py", "gdro_lab/sub/b.py",
                      "gdro_lab/top.py"]
+
+
+def test_provenance_keeps_a_summary_strict_json(tmp_path):
+    """A summary.json holding NaN (json.loads reads it, other readers do not) is refused, not written back."""
+    import json
+
+    import pytest
+
+    from studykit.provenance import add_provenance
+
+    summary = tmp_path / "summary.json"
+    summary.write_text('{"gain": 1.5}')
+    add_provenance(summary, {"entry": ["simulators.cli"]})
+    assert json.loads(summary.read_text()) == {"gain": 1.5, "provenance": {"entry": ["simulators.cli"]}}
+    summary.write_text('{"gain": NaN}')
+    with pytest.raises(ValueError):
+        add_provenance(summary, {"entry": ["simulators.cli"]})
+
+
+def test_the_committed_reports_are_every_summary_but_a_calibrations_predictions(tmp_path):
+    from studykit.provenance import OTHER_RESULTS, committed_reports
+
+    for name in ("reports/arena/summary.json", "reports/calibration/lm-world/predict/summary.json",
+                 "reports/sweep/a/summary.json", OTHER_RESULTS[0]):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}")
+    found = [p.relative_to(tmp_path).as_posix() for p in committed_reports(tmp_path)]
+    assert found == sorted(["reports/arena/summary.json", "reports/sweep/a/summary.json", OTHER_RESULTS[0]])
