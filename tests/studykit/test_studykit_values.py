@@ -55,3 +55,16 @@ def test_the_committed_reports_are_every_summary_but_a_calibrations_predictions(
         (tmp_path / name).write_text("{}")
     found = [p.relative_to(tmp_path).as_posix() for p in committed_reports(tmp_path)]
     assert found == sorted(["reports/arena/summary.json", "reports/sweep/a/summary.json", OTHER_RESULTS[0]])
+
+
+def test_the_check_lists_each_stale_report_in_its_line(monkeypatch, capsys):
+    from pathlib import Path
+
+    from studykit import provenance
+
+    reports = [Path("reports/a/summary.json"), Path("reports/b/summary.json")]
+    monkeypatch.setattr(provenance, "committed_reports", lambda: reports)
+    monkeypatch.setattr(provenance, "freshness", lambda s: None if "b" in s.parts else "reports/a: the code changed")
+    assert provenance.main(["check"]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "reports/a: the code changed", "provenance: 2 reports checked, 1 stale without saying so"]
