@@ -468,12 +468,14 @@ def scale_part(args: argparse.Namespace) -> None:
         roots = scale_roots(args, Path(folder))
         print(f"\ncpus: {os.cpu_count()}; load average before: {', '.join(f'{v:.1f}' for v in os.getloadavg())}; "
               f"{args.starts} fresh servers per row (median, then each)\n")
-        print(f"| runs | busy processes | Runs, first visit (s) | Runs, second visit (s) | Compare, {PICKED} runs (s) |")
-        print("|---:|---:|---|---|---|")
+        print(f"| runs | busy processes | Runs, first visit (s) | Runs, second visit (s) | Compare, {PICKED} runs (s) "
+              "| load average (1 min, before → after) |")
+        print("|---:|---:|---|---|---|---|")
         for size, (root, labels) in roots.items():
             listed = sum(1 for _ in root.rglob("meta.json"))
             for load in (0, args.load):
                 busy = _busy(load)
+                before = os.getloadavg()[0]
                 try:
                     rows = [scale_visits(root, labels) for _ in range(args.starts)]
                 finally:
@@ -481,7 +483,7 @@ def scale_part(args: argparse.Namespace) -> None:
                         process.kill()
                         process.wait()
                 print(f"| {size} ({listed} folders) | {load} | {_median_of(rows, 0)} | {_median_of(rows, 1)} | "
-                      f"{_median_of(rows, 2)} |", flush=True)
+                      f"{_median_of(rows, 2)} | {before:.1f} → {os.getloadavg()[0]:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from apps.views.charts import CHART_HEIGHT, AnyChart
 
@@ -506,8 +507,11 @@ def lean(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _arrow_bytes(rows: list[dict[str, Any]]) -> bytes:
-    """Records as one Arrow IPC stream (what Streamlit's frontend reads)."""
+    """Records as one Arrow IPC stream (what Streamlit's frontend reads), each text column
+    dictionary-encoded: a run's name is sent once, not once per point (50 runs: 0.7 MB a chart -> 0.1 MB)."""
     table = pa.Table.from_pylist(rows)
+    table = pa.table([pc.dictionary_encode(column) if pa.types.is_string(column.type) else column
+                      for column in table.columns], names=table.column_names)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
