@@ -24,3 +24,12 @@ def test_one_new_token_is_a_valid_sampling_and_zero_is_not():
     check_sampling(dataclasses.replace(SamplingParams(), max_new_tokens=1))
     with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
         check_sampling(dataclasses.replace(SamplingParams(), max_new_tokens=0))
+
+
+@pytest.mark.parametrize("lr_extend", [-1, 1.5])
+def test_the_lm_studys_lr_extension_must_be_an_integer_at_least_zero(lr_extend):
+    from real_runs.lmstudy.learning_study import StudyConfig
+
+    with pytest.raises(ConfigError, match="lr_extend"):
+        StudyConfig(lr_extend=lr_extend)
+    assert StudyConfig(lr_extend=0).lr_extend == 0
