@@ -6,6 +6,7 @@ with their reasons. No Streamlit here."""
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -40,8 +41,7 @@ def run_table(infos: Sequence[RunInfo], grouping: Grouping, all_config: bool = F
     config columns: the dotted keys of one producer (``producer``; None: every run's keys) whose values
     differ between its runs (every key when ``all_config``), seeds included; other producers' runs are
     blank there (why one producer: docs/app-data-notes.md#apps-data-runtable)."""
-    flats = {info.label: flat_config(info.config) for info in infos}
-    keys = config_keys(infos, producer, all_config, flats)
+    flats, keys = config_columns(infos, producer, all_config)
     columns = BASE_COLUMNS + ([TAIL_COLUMN] if tails is not None else []) + ["tags"]
     rows = []
     for info in infos:
@@ -64,6 +64,34 @@ def run_table(infos: Sequence[RunInfo], grouping: Grouping, all_config: bool = F
     config = pd.DataFrame({f"config.{key}": [flat.get(key, MISSING) if flat is not None else None for flat in mine]
                            for key in keys}, index=base.index, columns=[f"config.{key}" for key in keys])
     return pd.concat([base, config], axis=1)  # config built column by column: 0.5 s -> 0.3 s at 1,172 runs
+
+
+#: The last config columns worked out, for a second visit or a rerun over the same listed runs:
+#: (producer, all_config, the ids of the RunInfo objects) -> (those objects, kept so that no other
+#: object takes their ids while the entry lives; each run's flat config; the keys shown).
+_CONFIG_COLUMNS: dict[tuple[Any, ...], tuple[list[RunInfo], dict[str, dict[str, str]], list[str]]] = {}
+_CONFIG_COLUMNS_LOCK = threading.Lock()
+#: Entries kept (one per producer choice a user flips between).
+CONFIG_COLUMNS_KEPT = 4
+
+
+def config_columns(infos: Sequence[RunInfo], producer: str | None = None, all_config: bool = False
+                   ) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Each run's flat config (:func:`flat_config`) and the config keys the table shows
+    (:func:`config_keys`), remembered for the same RunInfo objects: the run list hands out the same
+    object while a run's small files are unchanged (:class:`apps.data.listing.InfoCache`), a new one
+    when they change, so a second visit of 1,000 runs skips 0.2 s of flattening and counting."""
+    key = (producer, all_config, tuple(map(id, infos)))
+    with _CONFIG_COLUMNS_LOCK:
+        found = _CONFIG_COLUMNS.get(key)
+    if found is None:
+        flats = {info.label: flat_config(info.config) for info in infos}
+        found = (list(infos), flats, config_keys(infos, producer, all_config, flats))
+        with _CONFIG_COLUMNS_LOCK:
+            while len(_CONFIG_COLUMNS) >= CONFIG_COLUMNS_KEPT:
+                del _CONFIG_COLUMNS[next(iter(_CONFIG_COLUMNS))]
+            _CONFIG_COLUMNS[key] = found
+    return found[1], list(found[2])
 
 
 def with_metric_columns(table: pd.DataFrame, scalars: Mapping[str, runcolumns.RunScalars],

@@ -49,3 +49,23 @@ def test_config_columns_of_every_producer_are_the_keys_that_differ_within_their_
     assert config_keys([*simulated, *only_one, *trained]) == ["lr_scale", "extra", "train.seed"], \
         "a key some runs of its producer lack differs"
     assert config_keys([*simulated, *trained], producer="gdro train") == ["train.seed"]
+
+
+def test_config_columns_are_remembered_for_the_same_run_list_and_follow_a_changed_run() -> None:
+    from apps.data.listing import RunInfo
+    from apps.data.loading import RunEntry
+    from apps.data.runtable import config_columns
+
+    def info(label: str, config: dict) -> RunInfo:
+        return RunInfo(RunEntry(Path(label), label), {"producer": "gdro-lab simulator", "status": "finished"}, config)
+
+    runs = [info(f"sim{i}", {"method": "grpo", "lr_scale": 1.0, "seed": i}) for i in range(3)]
+    flats, keys = config_columns(runs)
+    assert keys == ["seed"]
+    again, keys_again = config_columns(list(runs))  # a second visit: the same RunInfo objects
+    assert again is flats and keys_again == keys, "remembered, not worked out again"
+    keys_again.append("changed by a caller")
+    assert config_columns(runs)[1] == ["seed"], "a caller's change never reaches the next one"
+    changed = [*runs[:2], info("sim2", {"method": "grpo", "lr_scale": 2.0, "seed": 2})]  # a run's files changed
+    assert config_columns(changed)[1] == ["lr_scale", "seed"]
+    assert config_columns(changed, producer="gdro train")[1] == [], "each producer choice on its own"
