@@ -33,3 +33,28 @@ def test_the_lm_studys_lr_extension_must_be_an_integer_at_least_zero(lr_extend):
     with pytest.raises(ConfigError, match="lr_extend"):
         StudyConfig(lr_extend=lr_extend)
     assert StudyConfig(lr_extend=0).lr_extend == 0
+
+
+@pytest.mark.parametrize("name, billions, non_embedding", [("Qwen/Qwen3-1.7B-Base", 1.7, 1.4),
+                                                           ("Qwen/Qwen3-4B-Base", 4.0, 3.6),
+                                                           ("Qwen/Qwen3-8B-Base", 8.2, 6.95)])
+def test_the_paper_models_sizes_are_their_model_cards(name, billions, non_embedding):
+    """Qwen3's model cards: 1.7B (1.4B without embeddings), 4.0B (3.6B), 8.2B (6.95B); the two small models
+    tie their input and output embeddings, the 8B does not."""
+    from real_runs.memory import QWEN3_SHAPES, Shape
+
+    shape = Shape.of(QWEN3_SHAPES[name])
+    assert shape.parameters / 1e9 == pytest.approx(billions, abs=0.05)
+    embeddings = shape.vocab * shape.hidden * (1 if shape.tied else 2)
+    assert (shape.parameters - embeddings) / 1e9 == pytest.approx(non_embedding, abs=0.05)
+
+
+def test_the_activation_memory_of_one_layer_by_hand():
+    """T (4 (2h + 3 h_q + 2 kv + 4 I) + 8h) per layer: h = 2, h_q = kv = 2, I = 3, T = 5 give 600 bytes."""
+    from real_runs.memory import Shape, project
+
+    shape = Shape(hidden=2, intermediate=3, layers=2, heads=1, kv_heads=1, head_dim=2, vocab=7, tied=True)
+    full = project(shape, micro_batch_tokens=5, kl=False, gradient_checkpointing=False)
+    assert full.update["every layer's activations"] == 2 * 600
+    checkpointed = project(shape, micro_batch_tokens=5, kl=False, gradient_checkpointing=True)
+    assert checkpointed.update["one layer recomputed"] == 600 and checkpointed.update["checkpointed layer inputs 4LTh"] == 80
