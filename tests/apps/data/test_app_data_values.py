@@ -28,3 +28,15 @@ def test_the_band_note_lists_up_to_five_thin_groups_by_name():
     five = band_note(thin[:5], "mean", "95% CI")
     assert five.endswith("5 groups with fewer get no band (m0, m1, m2, m3, m4).")
     assert band_note(thin, "mean", "95% CI").endswith("(m0, m1, m2, m3, m4 and 1 more).")
+
+
+def test_a_finished_run_with_no_step_logged_is_flagged_truncated():
+    from pathlib import Path
+
+    from apps.data.listing import RunInfo
+    from apps.data.loading import RunEntry
+
+    entry = RunEntry(Path("runs/a"), "a")
+    assert RunInfo(entry, meta={"status": "finished"}, config={"steps": 40}).damage == "truncated: no step logged of 40"
+    assert RunInfo(entry, meta={"status": "finished"}, config={"steps": 40}, last_step=40).damage is None
+    assert RunInfo(entry, meta={"status": "finished"}, config={}).damage is None       # no steps said: nothing to check
