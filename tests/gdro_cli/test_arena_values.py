@@ -1,0 +1,32 @@
+"""gdro arena by value where sampled mutants survived its tests: every "(default N)" its help promises is
+the parser's default, and an error of the simulator part is the one-line message, exit status 2."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gdro_cli import arena
+from gdro_lab import ConfigError
+
+
+def test_the_defaults_the_help_states_are_the_parsers():
+    promised = {}
+    for action in arena.build_parser()._actions:
+        found = re.search(r"\(default (\S+?)[;)]", action.help or "")
+        if found and action.default is not None:
+            promised[action.dest] = (found.group(1), str(action.default))
+    assert {"workers", "jobs"} <= set(promised)
+    assert all(said == default for said, default in promised.values()), promised
+
+
+def test_an_error_of_the_simulator_part_is_one_line(tmp_path, monkeypatch, capsys):
+    from simulators.studies import allocation_arena
+
+    def fail(*args, **kwargs):
+        raise ConfigError("world 'x' is invalid")
+
+    monkeypatch.setattr(allocation_arena, "run", fail)
+    assert arena.main(["--out", str(tmp_path / "arena"), "--sim-only", "--quick"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "gdro arena: error: world 'x' is invalid"
