@@ -21,12 +21,14 @@ def test_the_defaults_the_help_states_are_the_parsers():
     assert all(said == default for said, default in promised.values()), promised
 
 
-def test_an_error_of_the_simulator_part_is_one_line(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("counts", [[], ["--workers", "1", "--jobs", "1", "--lm-seeds", "1"]])
+def test_an_error_of_the_simulator_part_is_one_line(tmp_path, monkeypatch, capsys, counts):
+    """(One worker, one job and one LM seed are valid counts: the run gets as far as the simulator part.)"""
     from simulators.studies import allocation_arena
 
     def fail(*args, **kwargs):
         raise ConfigError("world 'x' is invalid")
 
     monkeypatch.setattr(allocation_arena, "run", fail)
-    assert arena.main(["--out", str(tmp_path / "arena"), "--sim-only", "--quick"]) == 2
+    assert arena.main(["--out", str(tmp_path / "arena"), "--sim-only", "--quick", *counts]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "gdro arena: error: world 'x' is invalid"
