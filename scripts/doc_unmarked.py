@@ -31,8 +31,8 @@ A setting the page quotes (a learning rate, a horizon) is not allowed: it comes 
 marked with the ``.py`` file that holds it. Dates and years have no decimal point and are never matched.
 
 Pages exempt by what they are (``EXEMPT_PAGES``): the changelog (history: what a number was then) and
-the measurement pages (measurements, benchmarks: each figure written with the machine and the command
-that measured it, remeasured rather than regenerated).
+the measurement pages (measurements, benchmarks, mutation testing: each figure written with the machine
+and the command that measured it, remeasured rather than regenerated).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 EXEMPT_PAGES = frozenset({"docs/changelog.md", "docs/measurements.md", "docs/benchmarks.md"})
-EXEMPT_PREFIXES = ("docs/benchmarks-",)
+EXEMPT_PREFIXES = ("docs/benchmarks-", "docs/mutation-")
 
 #: (opening comment, closing comment) of a block a script writes and a test checks; the closing pattern
 #: may use the opening's groups (``\\1``); None = the block ends at the first blank line (one table).
