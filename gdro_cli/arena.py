@@ -75,6 +75,10 @@ def run_simulator(args: argparse.Namespace) -> int:
         settings.validate()
         worlds = [w.strip() for w in args.worlds.split(",") if w.strip()] if args.worlds else None
         report = allocation_arena.run(settings, worlds_only=worlds, paper_scale=not args.no_paper_scale)
+        made = getattr(args, "made_by", None)
+        if made is not None:
+            from studykit.provenance import add_provenance
+            add_provenance(settings.out / "summary.json", made)
         copied = cli.update_reports(settings.out, "arena") if args.update_reports else None
     except ConfigError as err:
         print(f"gdro arena: error: {err}", file=sys.stderr)
@@ -106,8 +110,30 @@ def claim(out: Path) -> None:
     claim_output(out, "gdro arena", accept=lambda f: "gdro simulate" in owners(f) or simulator_folder(f))
 
 
+def made_by(words: Sequence[str], args: argparse.Namespace) -> dict:
+    """summary.json's provenance, taken as the arena starts (the code that runs it): the digest of
+    this command's modules, the command without one machine's flags (--out, --workers, --jobs) and the
+    settings (studykit.provenance; the freshness test compares the digest with the code's)."""
+    from simulators.cli import portable_words
+    from studykit.provenance import provenance
+    kept: list[str] = []
+    skip = False
+    for word in portable_words(list(words)):
+        if skip:
+            skip = False
+        elif word.split("=")[0] == "--jobs":
+            skip = "=" not in word
+        else:
+            kept.append(word)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in sorted(vars(args).items())
+                if k not in ("out", "workers", "jobs", "update_reports")}
+    return provenance(["gdro_cli.arena"], " ".join(["gdro arena", *kept]), settings)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(words)
+    args.made_by = made_by(words, args)
     if args.workers < 1 or args.jobs < 1 or (args.lm_seeds is not None and args.lm_seeds < 1):
         print("gdro arena: --workers, --jobs and --lm-seeds must be >= 1", file=sys.stderr)
         return 2

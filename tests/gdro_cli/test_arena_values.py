@@ -32,3 +32,31 @@ def test_an_error_of_the_simulator_part_is_one_line(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(allocation_arena, "run", fail)
     assert arena.main(["--out", str(tmp_path / "arena"), "--sim-only", "--quick", *counts]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "gdro arena: error: world 'x' is invalid"
+
+
+def test_the_committed_report_records_the_code_and_command_that_made_it(tmp_path, monkeypatch, capsys):
+    """`gdro arena --update-reports` writes summary.json's provenance (the freshness test reads it): the digest
+    of gdro_cli.arena's code as the run began and the command without one machine's flags."""
+    import json
+
+    from simulators import cli
+    from simulators.studies import allocation_arena
+    from studykit.provenance import code_digest
+
+    def fake_run(settings, **kwargs):
+        settings.out.mkdir(parents=True, exist_ok=True)
+        (settings.out / "report.md").write_text("# arena\n")
+        (settings.out / "summary.json").write_text(json.dumps({"study": "arena"}))
+        (settings.out / "decision.txt").write_text("decision\n")
+        return settings.out / "report.md"
+
+    monkeypatch.setattr(allocation_arena, "run", fake_run)
+    monkeypatch.setattr(cli, "repository_reports", lambda: tmp_path / "reports")
+    words = ["--out", str(tmp_path / "arena"), "--sim-only", "--quick", "--workers", "1", "--jobs", "1",
+             "--update-reports"]
+    assert arena.main(words) == 0
+    made = json.loads((tmp_path / "reports" / "arena" / "summary.json").read_text())["provenance"]
+    assert made["entry"] == ["gdro_cli.arena"]
+    assert made["code_digest"] == code_digest(["gdro_cli.arena"])["code_digest"]
+    assert made["command"] == "gdro arena --sim-only --quick --update-reports"
+    assert made["settings"]["quick"] is True and "out" not in made["settings"] and "jobs" not in made["settings"]
