@@ -65,8 +65,9 @@ def sim_args(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def run_simulator(args: argparse.Namespace) -> int:
-    """The simulator's arena with these options (as `gdro simulate arena`, plus --worlds / --no-paper-scale)."""
+def run_simulator(args: argparse.Namespace, made: dict | None = None) -> int:
+    """The simulator's arena with these options (as `gdro simulate arena`, plus --worlds / --no-paper-scale);
+    ``made`` (:func:`made_by`) goes into its summary.json as the provenance."""
     from gdro_lab._validate import ConfigError
     from simulators import cli
     from simulators.studies import allocation_arena
@@ -75,7 +76,6 @@ def run_simulator(args: argparse.Namespace) -> int:
         settings.validate()
         worlds = [w.strip() for w in args.worlds.split(",") if w.strip()] if args.worlds else None
         report = allocation_arena.run(settings, worlds_only=worlds, paper_scale=not args.no_paper_scale)
-        made = getattr(args, "made_by", None)
         if made is not None:
             from studykit.provenance import add_provenance
             add_provenance(settings.out / "summary.json", made)
@@ -133,7 +133,7 @@ def made_by(words: Sequence[str], args: argparse.Namespace) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(words)
-    args.made_by = made_by(words, args)
+    made = made_by(words, args)
     if args.workers < 1 or args.jobs < 1 or (args.lm_seeds is not None and args.lm_seeds < 1):
         print("gdro arena: --workers, --jobs and --lm-seeds must be >= 1", file=sys.stderr)
         return 2
@@ -157,4 +157,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"LM arena: {path}", file=sys.stderr)
     elif (args.out / "lm-arena.json").exists():
         (args.out / "lm-arena.json").unlink()  # a stale LM section must not enter a --sim-only report
-    return run_simulator(args)
+    return run_simulator(args, made)

@@ -63,7 +63,7 @@ def test_gdro_arena_prints_its_folder_first(tmp_path: Path, monkeypatch: pytest.
         return out / "lm-arena.json"
 
     monkeypatch.setattr(lm_arena, "main_arena", fake_lm)
-    monkeypatch.setattr(arena_cli, "run_simulator", lambda args: 0)
+    monkeypatch.setattr(arena_cli, "run_simulator", lambda args, made=None: 0)
     out = tmp_path / "arena"
     assert arena_cli.main(["--quick", "--out", str(out)]) == 0
     lines = merged.getvalue().splitlines()
