@@ -22,7 +22,7 @@ COMMANDS = {
     "eval": ("real_runs.eval_cli", "main", "mean@k / pass@k / worst group of a model on math benchmarks"),
     "train": ("real_runs.train_cli", "main", "train a model: GRPO, Prompt-GDRO, Rollout-GDRO, joint"),
     "export": ("real_runs.export_cli", "main", "a run's checkpoint as a Hugging Face folder (eval, vLLM)"),
-    "study": ("real_runs.lmstudy.cli", "main", "learning study on CPU: GRPO vs GDRO on a small Qwen3"),
+    "study": ("gdro_cli.study_provenance", "main", "learning study on CPU: GRPO vs GDRO on a small Qwen3"),
     "arena": ("gdro_cli.arena", "main", "allocation arena: Knapsack-RL, VIP, DAPO, GRESO, per-prompt GDRO vs GRPO"),
     "calibrate": ("simulators.calibrate.cli", "calibrate_main", "fit the simulator world to a real model (eval + lr sweep)"),
     "predict": ("simulators.calibrate.cli", "predict_main", "each method's predicted gain in a calibrated world"),

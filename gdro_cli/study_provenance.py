@@ -1,0 +1,90 @@
+"""``gdro study``: the learning study (:mod:`real_runs.lmstudy.cli`), and the provenance of its report.
+
+The study's report records the code that made its runs, as every committed report does
+(:mod:`studykit.provenance`: the digest of the source files ``real_runs.lmstudy.cli`` imports):
+
+- a study that trains takes the digest as it starts and, when its runs and report are written, puts it
+  into ``OUT/provenance.json`` (with the command) and into its report's ``summary.json``;
+- ``--report-only`` reads ``OUT/provenance.json``: the report is stamped with the digest the runs were
+  made with. When the code has changed since, it says so in one line (the freshness test,
+  tests/studykit/test_report_freshness.py, then asks for the study to be rerun); a folder without the
+  record (made before it existed, or a study stopped before its end) leaves the report unstamped, also
+  said in one line.
+
+The digest is taken at the start, not at the end, so a study whose code is edited while it runs is
+stamped with the code that ran (and found stale, not current).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+#: The module whose import closure is the study's code.
+ENTRY = ["real_runs.lmstudy.cli"]
+#: In the study's --out folder: the digest and command its runs were made with.
+RECORD = "provenance.json"
+
+
+def folders(args: argparse.Namespace) -> tuple[Path, Path]:
+    """``(out, report)`` as :func:`real_runs.lmstudy.cli.main` resolves them (its defaults)."""
+    name = "quick" if args.quick else "small" if args.small else "default"
+    out = args.out or Path("runs") / ("lm-study" if name == "default" else f"lm-study-{name}")
+    return out, args.report or out / "report"
+
+
+def command(words: Sequence[str]) -> str:
+    """The command as typed, after ``gdro study``."""
+    return " ".join(["gdro study", *words])
+
+
+def stamp(summary: Path, made: dict[str, Any], report_words: Sequence[str] | None = None) -> str | None:
+    """Put the runs' provenance ``made`` into the report's ``summary``; returns a one-line warning when
+    the code changed since the runs were made (the report is stamped with the runs' digest all the same)."""
+    from studykit.provenance import add_provenance, code_digest
+    block = dict(made)
+    if report_words is not None:
+        block["command"] = f"{made['command']}, then {command(report_words)}"
+    add_provenance(summary, block)
+    if code_digest(ENTRY)["code_digest"] != made["code_digest"]:
+        return (f"gdro study lm: note: the study's code has changed since its runs were made (digest "
+                f"{made['code_digest'][:12]}): the report says which code made them; rerun the study for a "
+                "current one")
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    from real_runs.lmstudy import cli
+    args = cli.build_parser().parse_args(words)  # a wrong argument: argparse's one line, exit 2
+    from studykit.provenance import code_digest
+    at_start = {**code_digest(ENTRY), "command": command(words)}
+    status = cli.main(words)
+    if status != 0 or args.calibration_data is not None:
+        return status
+    out, report = folders(args)
+    summary = report / "summary.json"
+    if not summary.is_file():  # nothing to stamp (a study with no finished seed writes no summary)
+        return status
+    record = out / RECORD
+    if not args.report_only:
+        made = {**at_start, "settings": {k: str(v) if isinstance(v, Path) else v
+                                         for k, v in sorted(vars(args).items()) if k not in ("out", "report")}}
+        record.write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
+        warning = stamp(summary, made)
+    else:
+        try:
+            made = json.loads(record.read_text(encoding="utf-8"))
+            made["code_digest"]
+        except (OSError, ValueError, KeyError, TypeError):
+            print(f"gdro study lm: note: {record} is missing or unreadable, so the report records no provenance "
+                  "(a study folder made before gdro-lab recorded one, or a study stopped before its end): "
+                  "rerun the study to record it", file=sys.stderr)
+            return status
+        warning = stamp(summary, made, report_words=words)
+    if warning:
+        print(warning, file=sys.stderr)
+    return status
