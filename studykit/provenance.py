@@ -219,5 +219,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if problems else 0
 
 
+# For a tool that writes its own block (the calibration tools: simulators/calibrate).
+
+def portable(argv: Sequence[str], root: Path = ROOT, drop: Sequence[str] = ()) -> list[str]:
+    """The arguments as a command anyone can rerun: an ``--out`` outside the checkout (a machine's temporary
+    folder) is written ``OUT``, one inside it relative to the checkout's root; the flags in ``drop`` (a
+    machine's scratch folder) are left out with their values. ``--flag value`` and ``--flag=value`` alike."""
+    words: list[str] = []
+    i = 0
+    while i < len(argv):
+        flag, equals, value = argv[i].partition("=")
+        if flag in drop or flag == "--out":
+            if not equals:
+                value = argv[i + 1] if i + 1 < len(argv) else ""
+                i += 1
+            i += 1
+            if flag in drop:
+                continue
+            path = Path(value).resolve()
+            text = path.relative_to(root).as_posix() if path.is_relative_to(root) else "OUT"
+            words += [f"--out={text}"] if equals else ["--out", text]
+            continue
+        words.append(argv[i])
+        i += 1
+    return words
+
+
+def settings_of(args: argparse.Namespace, drop: Sequence[str] = ("out",)) -> dict[str, Any]:
+    """A block's settings: the parsed arguments but those in ``drop``, paths written as strings."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return str(value) if isinstance(value, Path) else value
+    return {name: plain(value) for name, value in sorted(vars(args).items()) if name not in drop}
+
+
+def appended(block: dict[str, Any], earlier: Any) -> tuple[dict[str, Any], str | None]:
+    """The block of a report that adds rows to rows made earlier, whose block was ``earlier``, and a one-line
+    note when it is not ``block``. The earlier rows were made by the earlier code: when its digest differs
+    from ``block``'s, the report keeps the earlier digest (and its ``stale`` record, if any), so the
+    freshness test calls it stale until it is rerun whole; rows with no recorded digest leave the report
+    with none (it records no provenance until rerun whole)."""
+    if not isinstance(earlier, dict) or not earlier.get("code_digest"):
+        return ({**block, "code_digest": None, "files": None},
+                "the rows already there record no code digest, so the report records none: rerun it whole "
+                "into a new folder to record one")
+    if earlier["code_digest"] == block["code_digest"]:
+        return block, None
+    kept = {**block, "entry": earlier.get("entry", block["entry"]), "code_digest": earlier["code_digest"],
+            "files": earlier.get("files")}
+    if "stale" in earlier:
+        kept["stale"] = earlier["stale"]
+    return kept, (f"the code has changed since the rows already there were made (code digest "
+                  f"{earlier['code_digest'][:12]}): the report keeps that digest, so it counts as stale until "
+                  "it is rerun whole")
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -182,8 +182,9 @@ def _toml_value(value: Any) -> str:
     return str(value)
 
 
-def write_outputs(record: dict[str, Any], out: Path, command: str) -> Path:
-    """world.toml, fit.json, report.md and figures into ``out``; returns the report path."""
+def write_outputs(record: dict[str, Any], out: Path, command: str, made_by: dict[str, Any] | None = None) -> Path:
+    """world.toml, fit.json, report.md and figures into ``out``; returns the report path. ``made_by``, the
+    provenance block of the code that made the fit (studykit.provenance), goes into fit.json."""
     from simulators.calibrate.calibration_report import write_report
 
     out.mkdir(parents=True, exist_ok=True)
@@ -196,5 +197,7 @@ def write_outputs(record: dict[str, Any], out: Path, command: str) -> Path:
     (out / "world.toml").write_text(world_toml(world, plan, header), encoding="utf-8")
     saved = {k: v for k, v in record.items() if k != "_objects"}
     saved["command"] = command
+    if made_by is not None:
+        saved["provenance"] = made_by
     (out / "fit.json").write_text(json.dumps(to_jsonable(saved), indent=1) + "\n", encoding="utf-8")
     return write_report(record, out, command)

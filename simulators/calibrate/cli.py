@@ -95,6 +95,9 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
         if not args.samples:
             raise ConfigError("the following arguments are required: --samples (see gdro calibrate --help)")
         check_out_folder(args.out, "gdro calibrate")
+        from studykit.provenance import portable, provenance, settings_of
+        made_by = provenance(["simulators.calibrate.cli"], "gdro calibrate " + shlex.join(portable(args_list)),
+                             settings_of(args))  # the code that runs, taken as it starts
         from simulators.calibrate import calibration, observe
 
         started = time.perf_counter()
@@ -105,7 +108,7 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
         print(f"gdro calibrate: writing to {args.out.resolve()}", file=sys.stderr, flush=True)  # the first line
         record = calibration.calibrate(data, sweep, plan, boots=args.boots, pilot=args.pilot, seed=args.seed,
                                        log=lambda line: print(line, file=sys.stderr, flush=True))
-        report = calibration.write_outputs(record, args.out, "gdro calibrate " + shlex.join(args_list))
+        report = calibration.write_outputs(record, args.out, "gdro calibrate " + shlex.join(args_list), made_by)
     except (ConfigError, RunFormatError) as err:
         print(f"gdro calibrate: error: {err}", file=sys.stderr)
         return 2

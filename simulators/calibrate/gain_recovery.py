@@ -24,6 +24,10 @@ from simulators.calibrate.bootstrap import true_gains
 from simulators.calibrate.calibration import Plan, calibrate
 from simulators.calibrate.posterior import side_towards
 from simulators.calibrate.recovery import LRS, WORLDS, synthetic_data, truth_world
+from studykit.provenance import appended, portable, provenance, settings_of
+
+#: The module whose import closure is the code of the report (summary.json's provenance).
+ENTRY = ["simulators.calibrate.gain_recovery"]
 
 GAIN_WORLDS: dict[str, dict[str, Any]] = {
     **WORLDS,
@@ -252,9 +256,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--summarize-only", action="store_true", help="no fits: summarize OUT/rows.json")
     parser.add_argument("--update-docs", action="store_true", help="put the table into docs/calibration.md")
     args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    made_by = provenance(ENTRY, " ".join(["python -m simulators.calibrate.gain_recovery", *portable(words)]),
+                         settings_of(args))  # the code that runs, taken as it starts
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "rows.json"
     rows = json.loads(path.read_text()) if path.is_file() else []  # more worlds or seeds append
+    earlier = (json.loads((args.out / "summary.json").read_text()).get("provenance")
+               if (args.out / "summary.json").is_file() else None)
+    fits = set() if args.summarize_only else {(name, int(seed)) for name in args.worlds.split(",")
+                                               for seed in args.seeds.split(",")}
+    kept_earlier = any((r["world"], r["seed"]) not in fits for r in rows)  # rows this run does not remake
     started = time.perf_counter()
     for name in [] if args.summarize_only else args.worlds.split(","):
         for seed in map(int, args.seeds.split(",")):
@@ -269,10 +281,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = [with_error_interval(r) for r in rows]
     summary = summarize_rows(rows)
     if not args.summarize_only:
-        summary["command"] = "python -m simulators.calibrate.gain_recovery " + " ".join(argv or sys.argv[1:])
+        summary["command"] = "python -m simulators.calibrate.gain_recovery " + " ".join(portable(words))
     elif (args.out / "summary.json").is_file():
         summary["command"] = json.loads((args.out / "summary.json").read_text()).get("command", "")
+    note = None
+    if kept_earlier:  # rows made earlier, by the earlier block's code
+        made_by, note = appended(made_by, earlier)
+    summary["provenance"] = made_by
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if note:
+        print(f"gain recovery: note: {args.out}: {note}", file=sys.stderr)
     table = markdown(summary)
     (args.out / "table.md").write_text(table + "\n", encoding="utf-8")
     print(table)

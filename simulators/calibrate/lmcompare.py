@@ -160,6 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="folder for the simulated runs (default: a temporary folder; they "
                                                   "are not part of the report)")
     args = parser.parse_args(argv)
+    from studykit.provenance import portable, provenance, settings_of
+    words = portable(list(sys.argv[1:] if argv is None else argv), drop=("--work",))  # --work: scratch runs
+    made_by = provenance(["simulators.calibrate.lmcompare"], " ".join(["python -m simulators.calibrate.lmcompare",
+                         *words]), settings_of(args, drop=("out", "work")))  # the code that runs, taken as it starts
     try:
         summary = json.loads(args.study.read_text(encoding="utf-8"))
         cal = predict.load(args.calibration)
@@ -178,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = comparison_rows(predicted, measured(summary))
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "comparison.json", {"rows": rows, "predicted": predicted, "seconds": seconds,
-                                              "study": str(args.study), "calibration": str(args.calibration)})
+                                              "study": str(args.study), "calibration": str(args.calibration),
+                                              "provenance": made_by})
     table = markdown(rows)
     (args.out / "table.md").write_text(table + "\n", encoding="utf-8")
     write_report(args, settings, rows, table, seconds)

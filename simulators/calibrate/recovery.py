@@ -32,6 +32,7 @@ from simulators.calibrate.observe import Sweep, SweepRun
 from simulators.loop import Simulation
 from simulators.simulator_config import SimConfig
 from simulators.world import WorldConfig
+from studykit.provenance import appended, portable, provenance, settings_of
 
 #: Known worlds of the study: a middle world, a hard one (a large never-solved mass, fast learning,
 #: cheap steps) and an easy one (a large always-solved mass, noisy scores, little transfer).
@@ -50,6 +51,8 @@ WORLDS: dict[str, dict[str, Any]] = {
                  score_noise=4.0, transfer=0.2, update_noise=0.02),
 }
 LRS = (0.25, 0.5, 1.0, 2.0, 4.0)
+#: The module whose import closure is the code of the report (coverage.json's provenance).
+ENTRY = ["simulators.calibrate.recovery"]
 
 
 def truth_world(name: str, num_prompts: int, num_groups: int, seed: int,
@@ -195,25 +198,6 @@ def coverage_markdown(table: list[dict[str, Any]]) -> str:
                            "median |error| / truth", "flagged weak"], rows)
 
 
-def _portable(argv: Sequence[str]) -> list[str]:
-    """The arguments as a command anyone can rerun: an --out outside the checkout (a machine's temporary
-    folder) is written OUT, one inside it relative to the checkout's root."""
-    from simulators.calibrate.calibration_report import ROOT
-    words = list(argv)
-    for i, word in enumerate(words):
-        value, prefix = (words[i + 1], None) if word == "--out" and i + 1 < len(words) else \
-            (word[len("--out="):], "--out=") if word.startswith("--out=") else (None, None)
-        if value is None:
-            continue
-        path = Path(value).resolve()
-        text = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else "OUT"
-        if prefix:
-            words[i] = prefix + text
-        else:
-            words[i + 1] = text
-    return words
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulators.calibrate.recovery", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -225,9 +209,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--update-docs", action="store_true",
                         help="also put the table into docs/calibration.md (between its recovery markers)")
     args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    made_by = provenance(ENTRY, " ".join(["python -m simulators.calibrate.recovery", *portable(words)]),
+                         settings_of(args))  # the code that runs, taken as it starts
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
+    previous = args.out / "coverage.json"
+    earlier = json.loads(previous.read_text()).get("provenance") if previous.is_file() else None
     if args.summarize_only or args.first_seed:
         rows = json.loads((args.out / "rows.json").read_text())
     for name in [] if args.summarize_only else args.worlds.split(","):  # more seeds append to OUT/rows.json
@@ -237,15 +226,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
     table = coverage_table(rows)
     seconds, commands = time.perf_counter() - started, []
-    previous = args.out / "coverage.json"
+    note = None
+    if args.summarize_only or args.first_seed:  # rows made earlier, by the earlier block's code
+        made_by, note = appended(made_by, earlier)
     if (args.summarize_only or args.first_seed) and previous.is_file():  # the fits' time and commands so far
         before = json.loads(previous.read_text())
         commands = before.get("commands", [before["command"]] if "command" in before else [])
         seconds = before.get("seconds", 0.0) + (0.0 if args.summarize_only else seconds)
     if not args.summarize_only:
-        commands.append("python -m simulators.calibrate.recovery " + " ".join(_portable(argv or sys.argv[1:])))
-    (args.out / "coverage.json").write_text(json.dumps({"table": table, "seconds": seconds, "commands": commands},
-                                                       indent=1))
+        commands.append("python -m simulators.calibrate.recovery " + " ".join(portable(words)))
+    (args.out / "coverage.json").write_text(json.dumps({"table": table, "seconds": seconds, "commands": commands,
+                                                        "provenance": made_by}, indent=1))
+    if note:
+        print(f"recovery: note: {args.out}: {note}", file=sys.stderr)
     (args.out / "coverage.md").write_text(coverage_markdown(table) + "\n", encoding="utf-8")
     print(coverage_markdown(table))
     if args.update_docs:

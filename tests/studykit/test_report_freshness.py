@@ -137,10 +137,37 @@ def test_no_committed_report_records_a_machine_local_path():
         assert "/tmp/" not in text and "/home/" not in text and "/work/" not in text, path
 
 
-def test_recovery_records_a_command_anyone_can_rerun(tmp_path):
-    from simulators.calibrate.recovery import _portable
-    assert _portable(["--out", str(tmp_path), "--reps", "1"]) == ["--out", "OUT", "--reps", "1"]
-    assert _portable([f"--out={ROOT / 'reports/calibration/recovery'}"]) == ["--out=reports/calibration/recovery"]
+def test_a_tool_records_a_command_anyone_can_rerun(tmp_path, monkeypatch):
+    """provenance.portable, shared by the calibration tools: --out outside the checkout is OUT, inside it
+    relative to the checkout's root (also when given relative to another folder); scratch flags dropped."""
+    from studykit.provenance import portable
+    assert portable(["--out", str(tmp_path), "--reps", "1"]) == ["--out", "OUT", "--reps", "1"]
+    assert portable([f"--out={tmp_path / 'x'}", "--reps=1"]) == ["--out=OUT", "--reps=1"]
+    assert portable([f"--out={ROOT / 'reports/calibration/recovery'}"]) == ["--out=reports/calibration/recovery"]
+    monkeypatch.chdir(ROOT / "docs")
+    assert portable(["--draws", "2", "--out", "../reports/x", "--seeds", "1"]) == \
+        ["--draws", "2", "--out", "reports/x", "--seeds", "1"]
+    assert portable(["--work", str(tmp_path), "--out", str(tmp_path), "--work=/w", "-v"], drop=("--work",)) == \
+        ["--out", "OUT", "-v"]
+    assert portable(["--output", str(tmp_path)]) == ["--output", str(tmp_path)]  # only --out itself
+
+
+def test_a_report_appended_to_keeps_the_digest_of_its_earlier_rows():
+    """provenance.appended: the earlier rows' digest (and stale record) when the code changed, else the block."""
+    import argparse
+
+    from studykit.provenance import appended, settings_of
+    block = {"entry": ["m"], "code_digest": "new", "files": 3, "command": "c --more", "settings": {"reps": 2}}
+    assert appended(block, {**block, "code_digest": "new", "command": "c"}) == (block, None)
+    earlier = {"entry": ["m"], "code_digest": "old", "files": 2, "command": "c", "stale": {"commit": "abc"}}
+    kept, note = appended(block, earlier)
+    assert kept == {**block, "code_digest": "old", "files": 2, "stale": {"commit": "abc"}}
+    assert note is not None and "\n" not in note and "stale" in note
+    for missing in (None, {"entry": ["m"]}):
+        unknown, note = appended(block, missing)
+        assert unknown["code_digest"] is None and note is not None
+    args = argparse.Namespace(out=Path("/x"), samples=[Path("a"), Path("b")], lr=None, work=Path("w"))
+    assert settings_of(args, drop=("out", "work")) == {"lr": None, "samples": ["a", "b"]}
 
 
 def test_gdro_simulate_writes_the_provenance_of_its_report(tmp_path, capsys):

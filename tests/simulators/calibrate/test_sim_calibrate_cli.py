@@ -47,6 +47,23 @@ def test_calibrate_writes_a_world_the_simulator_reads(calibrated: Path, capsys: 
     assert "Weakly identified by these data" in report and "`curvature`" in report
 
 
+def test_calibrate_records_the_code_that_made_the_fit(calibrated: Path, real_files: tuple[Path, list[Path]]) -> None:
+    """fit.json's provenance (studykit.provenance): the digest now, a rerunnable command (--out written
+    OUT: a temporary folder), the settings without --out."""
+    import json
+
+    from studykit.provenance import code_digest
+
+    block = json.loads((calibrated / "fit.json").read_text())["provenance"]
+    assert block["entry"] == ["simulators.calibrate.cli"]
+    assert block["code_digest"] == code_digest(["simulators.calibrate.cli"])["code_digest"]
+    samples, runs = real_files
+    assert block["command"] == " ".join(["gdro calibrate --samples", str(samples), "--sweep", *map(str, runs),
+                                         "--lr 1 --out OUT --boots 6 --pilot 8 --steps 12 --optimizer sgd"])
+    assert block["settings"]["boots"] == 6 and block["settings"]["sweep"] == list(map(str, runs))
+    assert "out" not in block["settings"] and str(calibrated) not in json.dumps(block)
+
+
 def test_predict_prints_one_screen_and_the_report(calibrated: Path, capsys: pytest.CaptureFixture) -> None:
     code = predict_main([str(calibrated / "world.toml"), "--draws", "3", "--seeds", "1", "--steps", "10",
                          "--workers", "1"])
@@ -129,6 +146,15 @@ def test_lm_comparison_end_to_end(calibrated: Path, tmp_path: Path, capsys: pyte
                            str(tmp_path / "out"), "--draws", "2", "--seeds", "1", "--workers", "1",
                            "--work", str(tmp_path / "work")])
     assert code == 0
+    from studykit.provenance import code_digest  # comparison.json records the code that made it
+
+    block = json.loads((tmp_path / "out" / "comparison.json").read_text())["provenance"]
+    assert block["entry"] == ["simulators.calibrate.lmcompare"]
+    assert block["code_digest"] == code_digest(["simulators.calibrate.lmcompare"])["code_digest"]
+    assert block["command"] == (f"python -m simulators.calibrate.lmcompare --calibration {calibrated} --study "
+                                f"{tmp_path / 'summary.json'} --out OUT --draws 2 --seeds 1 --workers 1")  # no --work
+    assert block["settings"]["draws"] == 2 and not {"out", "work"} & set(block["settings"])
+    assert str(tmp_path / "out") not in json.dumps(block) and str(tmp_path / "work") not in json.dumps(block)
     report = (tmp_path / "out" / "report.md").read_text()
     assert "Prompt-GDRO − GRPO" in report and "GRPO − warm start" in report and "Prediction error" in report
     rows = json.loads((tmp_path / "out" / "comparison.json").read_text())["rows"]
