@@ -143,9 +143,9 @@ def empty_folders(root: Path, max_depth: int = 6, max_folders: int = 20_000) -> 
     return sorted(found)
 
 
-def _stat(path: Path) -> tuple[int, int]:
+def _stat(path: str) -> tuple[int, int]:
     try:
-        stat = path.stat()
+        stat = os.stat(path)
         return stat.st_mtime_ns, stat.st_size
     except OSError:
         return -1, -1
@@ -153,8 +153,10 @@ def _stat(path: Path) -> tuple[int, int]:
 
 def info_signature(path: Path) -> tuple[tuple[int, int], ...]:
     """(mtime_ns, size) of meta.json, config.json, steps.jsonl and eval.jsonl: changes when a run's list
-    entry may."""
-    return tuple(_stat(path / name) for name in (META_FILE, CONFIG_FILE, STEPS_FILE, EVAL_FILE))
+    entry may. Every page of every session asks it of every listed run: plain strings, not ``Path``
+    objects (half the time at 1,000 runs)."""
+    folder = os.fspath(path)
+    return tuple(_stat(os.path.join(folder, name)) for name in (META_FILE, CONFIG_FILE, STEPS_FILE, EVAL_FILE))
 
 
 def last_record(steps_file: Path, tail_bytes: int = TAIL_BYTES) -> dict[str, Any] | None:

@@ -109,6 +109,70 @@ def thinned_note(stride: int, steps: int) -> str:
     return f"1 in {stride} of {steps} logged steps drawn (exact values; zoom does not add points)"
 
 
+#: Charts of more than :data:`LEGEND_MAX` lines (no per-line crosshair labels) are drawn with at most
+#: this many points in all, each line with at least :data:`MIN_LINE_POINTS`: the browser's work grows
+#: with the points (every point of a line is an item that Vega encodes), not with the pixels.
+MANY_LINES_POINTS, MIN_LINE_POINTS = 1500, 24
+#: Columns whose lowest and highest value per stretch of steps a reduced line keeps.
+EXTREME_COLUMNS = ("value", "raw", "lo", "hi")
+
+
+def line_points(lines: int, width: int | None) -> int:
+    """Most points per line of a chart of ``lines`` lines, ``width`` pixels wide (see :func:`bucket_extremes`)."""
+    return max(MIN_LINE_POINTS, min(max_points(width), MANY_LINES_POINTS // max(1, lines)))
+
+
+def _extreme_rows(values_NC: np.ndarray, limit: int) -> np.ndarray:
+    """Row indices kept of one line (rows in step order, ``C`` columns): the first and the last row,
+    and in each of ``(limit - 2) // 2`` stretches of rows between them the rows of each column's
+    lowest and highest value (the stretch's first row where a column has none)."""
+    count = values_NC.shape[0]
+    if count <= limit:
+        return np.arange(count)
+    kept = [0, count - 1]
+    edges = np.linspace(1, count - 1, max(1, (limit - 2) // 2) + 1).astype(int)
+    for start, stop in zip(edges[:-1], edges[1:]):
+        if stop <= start:
+            continue
+        part_NC = values_NC[start:stop]
+        finite_NC = np.isfinite(part_NC)
+        for column in range(part_NC.shape[1]):
+            if not finite_NC[:, column].any():
+                kept.append(start)
+                continue
+            kept.append(start + int(np.nanargmin(np.where(finite_NC[:, column], part_NC[:, column], np.nan))))
+            kept.append(start + int(np.nanargmax(np.where(finite_NC[:, column], part_NC[:, column], np.nan))))
+    return np.unique(kept)
+
+
+def bucket_extremes(frame: pd.DataFrame, limit: int, group_field: str) -> tuple[pd.DataFrame, int]:
+    """Each line of the frame (rows of one ``group_field`` value) with more than ``limit`` rows reduced
+    to its first and last row and, per stretch of steps between them, the rows of its lowest and
+    highest value (and of ``raw``, ``lo``, ``hi`` where present): the line's range is drawn as
+    logged, with about ``limit`` points (more with several columns). Returns (rows in the frame's
+    order, the longest line's logged length, 0 when no line was reduced). Kept rows are logged
+    values, unchanged."""
+    if frame.empty:
+        return frame, 0
+    frame = frame.reset_index(drop=True)
+    columns = [column for column in EXTREME_COLUMNS if column in frame]
+    ordered = frame.sort_values([group_field, "step"], kind="stable")
+    positions = ordered.index.to_numpy()
+    values_NC = ordered[columns].to_numpy(dtype=float)
+    codes, starts = np.unique(ordered[group_field].astype(str).to_numpy(), return_index=True)
+    bounds = np.append(np.sort(starts), len(ordered))
+    if int(np.diff(bounds).max()) <= limit:
+        return frame, 0
+    kept = [start + _extreme_rows(values_NC[start:stop], limit) for start, stop in zip(bounds[:-1], bounds[1:])]
+    rows = np.sort(positions[np.concatenate(kept)])
+    return frame.iloc[rows].reset_index(drop=True), int(np.diff(bounds).max())
+
+
+def reduced_note(limit: int, longest: int) -> str:
+    """The subtitle of a chart whose lines :func:`bucket_extremes` reduced."""
+    return f"about {limit} of up to {longest} points a line drawn: each stretch's lowest and highest"
+
+
 @dataclass
 class Interaction:
     """What one page's charts share: the log-scale choice, linked x-zoom and the step crosshair.
@@ -294,8 +358,9 @@ def series(frame: pd.DataFrame, title: str | alt.TitleParams, y_title: str, inte
                                                 strokeWidth=width_when, **dash,
                                                 tooltip=[alt.Tooltip(f"{LINE_FIELD}:N", title=_tip_title(color_field)),
                                                          alt.Tooltip(f"{LEGEND_FIELD}:N", title="legend")])
-        layers.append(line.transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=solid))
-                      .properties(description=f"{zoom}|legend|line"))
+        if len(solid) < len(names):  # a filter that keeps every row still costs the browser a test per row
+            line = line.transform_filter(alt.FieldOneOfPredicate(field=color_field, oneOf=solid))
+        layers.append(line.properties(description=f"{zoom}|legend|line"))
         if dashed:
             layers.append(base.mark_line(clip=True, strokeWidth=3, strokeDash=[6, 4]).encode(
                 x=x, y=y, color=colour, detail=f"{LINE_FIELD}:N", opacity=isolated)

@@ -339,12 +339,19 @@ def _grid_spec(frames: list[pd.DataFrame], layout: tuple[tuple[Cell, ...], ...],
             (_, title, y_title, color_field, dashed, zero_rule, domain, smooth, palette, stacked, x_title, legend,
              x_domain, zoom_group) = cell
             smoothed = interactive.smooth_frame(frame, weight if smooth and not stacked else 0.0, str(color_field))
-            thinned, stride = interactive.thin_steps(smoothed, interactive.max_points(width))
             heading: str | alt.TitleParams = str(title)
-            if stride > 1:
-                heading = alt.TitleParams(str(title), subtitle=interactive.thinned_note(stride,
-                                                                                        smoothed["step"].nunique()),
-                                          subtitleFontSize=10)
+            lines = smoothed[str(color_field)].nunique() if not smoothed.empty else 0
+            if lines > interactive.LEGEND_MAX and not stacked:  # no per-line labels: lines need not share steps
+                limit = interactive.line_points(lines, width)
+                thinned, longest = interactive.bucket_extremes(smoothed, limit, str(color_field))
+                if longest:
+                    heading = alt.TitleParams(str(title), subtitle=interactive.reduced_note(limit, longest),
+                                              subtitleFontSize=10)
+            else:
+                thinned, stride = interactive.thin_steps(smoothed, interactive.max_points(width))
+                if stride > 1:
+                    heading = alt.TitleParams(str(title), subtitle=interactive.thinned_note(
+                        stride, smoothed["step"].nunique()), subtitleFontSize=10)
             built.append(interactive.series(thinned, heading, str(y_title), shared,
                                             dict(palette),  # type: ignore[call-overload]
                                             color_field=str(color_field), dashed=tuple(dashed),  # type: ignore[arg-type]
