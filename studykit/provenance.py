@@ -254,25 +254,30 @@ def settings_of(args: argparse.Namespace, drop: Sequence[str] = ("out",)) -> dic
     return {name: plain(value) for name, value in sorted(vars(args).items()) if name not in drop}
 
 
-def appended(block: dict[str, Any], earlier: Any) -> tuple[dict[str, Any], str | None]:
-    """The block of a report that adds rows to rows made earlier, whose block was ``earlier``, and a one-line
-    note when it is not ``block``. The earlier rows were made by the earlier code: when its digest differs
-    from ``block``'s, the report keeps the earlier digest (and its ``stale`` record, if any), so the
-    freshness test calls it stale until it is rerun whole; rows with no recorded digest leave the report
-    with none (it records no provenance until rerun whole)."""
-    if not isinstance(earlier, dict) or not earlier.get("code_digest"):
-        return ({**block, "code_digest": None, "files": None},
-                "the rows already there record no code digest, so the report records none: rerun it whole "
-                "into a new folder to record one")
-    if earlier["code_digest"] == block["code_digest"]:
+def rows_provenance(block: dict[str, Any], earlier: Any,
+                    rows: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
+    """The block of a report made of ``rows`` that runs of different code may have added (a folder that more
+    seeds append to), and a one-line note when it is not ``block``, this run's. Each row records the digest of
+    the code that made it (``code_digest``); a row without one was made before rows recorded it, by the code of
+    the folder's earlier block ``earlier``. All rows made by this run's code: ``block``. Else the report keeps
+    the older digest (with the earlier block's ``stale`` record, which still holds): it is stale to the freshness
+    test until every row is remade. Rows whose code is unknown leave it with none (it records no provenance)."""
+    before = earlier.get("code_digest") if isinstance(earlier, dict) else None
+    made = {row.get("code_digest") or before for row in rows}
+    if made <= {block["code_digest"]}:
         return block, None
-    kept = {**block, "entry": earlier.get("entry", block["entry"]), "code_digest": earlier["code_digest"],
-            "files": earlier.get("files")}
-    if "stale" in earlier:
-        kept["stale"] = earlier["stale"]
-    return kept, (f"the code has changed since the rows already there were made (code digest "
-                  f"{earlier['code_digest'][:12]}): the report keeps that digest, so it counts as stale until "
-                  "it is rerun whole")
+    if None in made:
+        return ({**block, "code_digest": None, "files": None},
+                "rows made before the folder recorded its code are kept, so the report records no code digest: "
+                "rerun it whole to record one")
+    old = str(before) if before in made else min(str(d) for d in made - {block["code_digest"], None})
+    kept = {**block, "code_digest": old, "files": None}
+    if old == before:
+        kept.update({"entry": earlier.get("entry", block["entry"]), "files": earlier.get("files")})
+        if "stale" in earlier:
+            kept["stale"] = earlier["stale"]
+    return kept, (f"the code has changed since some of the rows kept were made (code digest {old[:12]}): the "
+                  "report keeps that digest, so it counts as stale until those rows are remade")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from simulators.calibrate.bootstrap import true_gains
 from simulators.calibrate.calibration import Plan, calibrate
 from simulators.calibrate.posterior import side_towards
 from simulators.calibrate.recovery import LRS, WORLDS, synthetic_data, truth_world
-from studykit.provenance import appended, portable, provenance, settings_of
+from studykit.provenance import portable, provenance, rows_provenance, settings_of
 
 #: The module whose import closure is the code of the report (summary.json's provenance).
 ENTRY = ["simulators.calibrate.gain_recovery"]
@@ -264,17 +264,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = json.loads(path.read_text()) if path.is_file() else []  # more worlds or seeds append
     earlier = (json.loads((args.out / "summary.json").read_text()).get("provenance")
                if (args.out / "summary.json").is_file() else None)
-    fits = set() if args.summarize_only else {(name, int(seed)) for name in args.worlds.split(",")
-                                               for seed in args.seeds.split(",")}
-    kept_earlier = any((r["world"], r["seed"]) not in fits for r in rows)  # rows this run does not remake
     started = time.perf_counter()
     for name in [] if args.summarize_only else args.worlds.split(","):
         for seed in map(int, args.seeds.split(",")):
             rows = [r for r in rows if (r["world"], r["seed"]) != (name, seed)]
             with tempfile.TemporaryDirectory(prefix="gain-recovery-") as work:  # the simulated runs: not kept
-                rows += recover_gains(name, seed, Path(work), draws=args.draws, truth_seeds=args.truth_seeds,
-                                      steps=args.steps, batch=args.batch, workers=args.workers,
-                                      num_prompts=args.num_prompts, data_steps=args.data_steps, boot=args.bootstrap)
+                made = recover_gains(name, seed, Path(work), draws=args.draws, truth_seeds=args.truth_seeds,
+                                     steps=args.steps, batch=args.batch, workers=args.workers,
+                                     num_prompts=args.num_prompts, data_steps=args.data_steps, boot=args.bootstrap)
+            rows += [{**row, "code_digest": made_by["code_digest"]} for row in made]  # the code that made it
             path.write_text(json.dumps(rows, indent=1))
             print(f"gain recovery: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr,
                   flush=True)
@@ -284,9 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary["command"] = "python -m simulators.calibrate.gain_recovery " + " ".join(portable(words))
     elif (args.out / "summary.json").is_file():
         summary["command"] = json.loads((args.out / "summary.json").read_text()).get("command", "")
-    note = None
-    if kept_earlier:  # rows made earlier, by the earlier block's code
-        made_by, note = appended(made_by, earlier)
+    made_by, note = rows_provenance(made_by, earlier, rows)  # rows made earlier: by the earlier code
     summary["provenance"] = made_by
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     if note:

@@ -32,7 +32,7 @@ from simulators.calibrate.observe import Sweep, SweepRun
 from simulators.loop import Simulation
 from simulators.simulator_config import SimConfig
 from simulators.world import WorldConfig
-from studykit.provenance import appended, portable, provenance, settings_of
+from studykit.provenance import portable, provenance, rows_provenance, settings_of
 
 #: Known worlds of the study: a middle world, a hard one (a large never-solved mass, fast learning,
 #: cheap steps) and an easy one (a large always-solved mass, noisy scores, little transfer).
@@ -221,14 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = json.loads((args.out / "rows.json").read_text())
     for name in [] if args.summarize_only else args.worlds.split(","):  # more seeds append to OUT/rows.json
         for seed in range(args.first_seed, args.first_seed + args.reps):
-            rows += recover_difficulty(name, seed) if args.stage1_only else recover(name, seed)
+            made = recover_difficulty(name, seed) if args.stage1_only else recover(name, seed)
+            rows += [{**row, "code_digest": made_by["code_digest"]} for row in made]  # the code that made it
             print(f"recovery: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
             (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
     table = coverage_table(rows)
     seconds, commands = time.perf_counter() - started, []
-    note = None
-    if args.summarize_only or args.first_seed:  # rows made earlier, by the earlier block's code
-        made_by, note = appended(made_by, earlier)
+    made_by, note = rows_provenance(made_by, earlier, rows)  # rows made earlier: by the earlier code
     if (args.summarize_only or args.first_seed) and previous.is_file():  # the fits' time and commands so far
         before = json.loads(previous.read_text())
         commands = before.get("commands", [before["command"]] if "command" in before else [])

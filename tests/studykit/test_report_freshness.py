@@ -152,19 +152,24 @@ def test_a_tool_records_a_command_anyone_can_rerun(tmp_path, monkeypatch):
     assert portable(["--output", str(tmp_path)]) == ["--output", str(tmp_path)]  # only --out itself
 
 
-def test_a_report_appended_to_keeps_the_digest_of_its_earlier_rows():
-    """provenance.appended: the earlier rows' digest (and stale record) when the code changed, else the block."""
+def test_a_report_of_rows_made_by_older_code_keeps_their_digest():
+    """provenance.rows_provenance: the block when every row was made by its code; else the older digest (with the
+    earlier block's stale record), a row without a digest counting as made by the earlier block's code."""
     import argparse
 
-    from studykit.provenance import appended, settings_of
+    from studykit.provenance import rows_provenance, settings_of
     block = {"entry": ["m"], "code_digest": "new", "files": 3, "command": "c --more", "settings": {"reps": 2}}
-    assert appended(block, {**block, "code_digest": "new", "command": "c"}) == (block, None)
     earlier = {"entry": ["m"], "code_digest": "old", "files": 2, "command": "c", "stale": {"commit": "abc"}}
-    kept, note = appended(block, earlier)
-    assert kept == {**block, "code_digest": "old", "files": 2, "stale": {"commit": "abc"}}
-    assert note is not None and "\n" not in note and "stale" in note
-    for missing in (None, {"entry": ["m"]}):
-        unknown, note = appended(block, missing)
+    assert rows_provenance(block, earlier, [{"code_digest": "new"}] * 2) == (block, None)  # all remade
+    assert rows_provenance(block, {**earlier, "code_digest": "new"}, [{}, {"code_digest": "new"}]) == (block, None)
+    for rows in ([{}, {"code_digest": "new"}], [{"code_digest": "old"}, {"code_digest": "new"}]):
+        kept, note = rows_provenance(block, earlier, rows)
+        assert kept == {**block, "code_digest": "old", "files": 2, "stale": {"commit": "abc"}}, rows
+        assert note is not None and "\n" not in note and "stale" in note and "old" in note
+    kept, note = rows_provenance(block, earlier, [{"code_digest": "older"}, {"code_digest": "new"}])
+    assert kept == {**block, "code_digest": "older", "files": None} and note is not None
+    for missing in (None, {"entry": ["m"]}):  # rows from before the folder recorded its code
+        unknown, note = rows_provenance(block, missing, [{}, {"code_digest": "new"}])
         assert unknown["code_digest"] is None and note is not None
     args = argparse.Namespace(out=Path("/x"), samples=[Path("a"), Path("b")], lr=None, work=Path("w"))
     assert settings_of(args, drop=("out", "work")) == {"lr": None, "samples": ["a", "b"]}

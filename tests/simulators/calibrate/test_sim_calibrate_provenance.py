@@ -114,17 +114,37 @@ def test_appending_with_the_same_code_keeps_its_digest(module: Any, results: str
     assert "note" not in capsys.readouterr().err
 
 
-def test_gain_recovery_rerun_whole_records_the_current_code(stubbed: None, tmp_path: Path,
+@pytest.mark.parametrize("module, results, argv, _more", TOOLS, ids=["recovery", "gain_recovery"])
+def test_rerun_whole_over_old_rows_records_the_current_code(module: Any, results: str, argv: list[str],
+                                                            _more: list[str], stubbed: None, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture) -> None:
-    """Every earlier row remade (the same worlds and seeds): nothing of the earlier code is left."""
-    argv = ["--out", str(tmp_path), "--worlds", "cheap", "--seeds", "0"]
+    """Every earlier row remade (the same worlds and seeds) in the same folder: nothing of the old code is left."""
     with monkeypatch.context() as before:
         _old_code(before)
-        assert gain_recovery.main(argv) == 0
-    assert gain_recovery.main(argv) == 0
+        assert module.main(["--out", str(tmp_path), *argv]) == 0
+    assert module.main(["--out", str(tmp_path), *argv]) == 0
+    assert _block(tmp_path / results)["code_digest"] == code_digest(module.ENTRY)["code_digest"]
+    assert "note" not in capsys.readouterr().err
+
+
+def test_gain_recovery_regenerated_in_steps_over_old_rows_ends_current(stubbed: None, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    """A folder of two seeds made by older code, remade seed by seed (the docs' "more fits append"): stale
+    while an old row is left, current once each row is remade."""
+    argv = ["--out", str(tmp_path), "--worlds", "cheap,noisy"]
+    with monkeypatch.context() as before:
+        _old_code(before)
+        assert gain_recovery.main([*argv, "--seeds", "0,1"]) == 0
+    assert gain_recovery.main([*argv, "--seeds", "0"]) == 0
+    assert _block(tmp_path / "summary.json")["code_digest"] == OLD
+    capsys.readouterr()
+    assert gain_recovery.main([*argv, "--seeds", "1"]) == 0
     assert _block(tmp_path / "summary.json")["code_digest"] == code_digest(gain_recovery.ENTRY)["code_digest"]
     assert "note" not in capsys.readouterr().err
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert {r["code_digest"] for r in rows} == {code_digest(gain_recovery.ENTRY)["code_digest"]}
 
 
 def test_rows_with_no_recorded_digest_leave_the_report_without_one(stubbed: None, tmp_path: Path,
