@@ -5,11 +5,14 @@ title, and a legend drawn below a panel stays below its x label."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from apps.data import loading
@@ -71,3 +74,24 @@ def test_per_run_figures_keep_every_panel_apart(kind: str, request: pytest.Fixtu
         assert figure.get_layout_engine() is None, f"{name}: a fixed layout, not a layout engine"
         assert layout_problems(figure) == [], name
         plt.close(figure)
+
+
+def _pixels(figure: Figure) -> Any:
+    figure.canvas.draw()
+    return np.asarray(figure.canvas.buffer_rgba()).copy()  # type: ignore[attr-defined]
+
+
+def test_report_renderer_draws_the_same_pixels_as_matplotlibs(real_run: Path) -> None:
+    """The report's canvas looks a font's line height up once per size (figures.ReportRenderer): every
+    text lands on the same pixels as with matplotlib's own Agg canvas, multi-line notes included."""
+    run = loading.load_run(real_run)
+    for name, make in FIGURES.items():
+        figure = make(run)
+        assert isinstance(figure.canvas, figures.ReportCanvas), name
+        ours = _pixels(figure)
+        FigureCanvasAgg(figure)  # the same figure on matplotlib's canvas and renderer
+        assert np.array_equal(_pixels(figure), ours), f"{name}: text moved by the cached font heights"
+    missing = figures.traveling_wave_figure(dataclasses.replace(run, bins={}))  # "not logged:" notes, 3 lines
+    ours = _pixels(missing)
+    FigureCanvasAgg(missing)
+    assert np.array_equal(_pixels(missing), ours), "multi-line notes keep their line spacing"
