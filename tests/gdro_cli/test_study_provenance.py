@@ -84,12 +84,60 @@ def test_report_only_without_the_record_leaves_the_report_unstamped_in_one_line(
     assert len(err) == 1 and "provenance.json is missing" in err[0]
 
 
-def test_a_failed_study_stamps_nothing(tmp_path, fake_study):
+def test_a_stopped_study_keeps_its_record_and_stamps_no_report(tmp_path, fake_study):
+    """The record is written as the study starts, so a study stopped and started again (which reuses the
+    runs it finished) still knows which code made them."""
     calls, status = fake_study
     status[0] = 2
     out = tmp_path / "lm"
     assert study.main(["lm", "--out", str(out)]) == 2
-    assert calls and not (out / study.RECORD).exists()
+    assert calls and json.loads((out / study.RECORD).read_text())["code_digest"] == code_digest(study.ENTRY)["code_digest"]
+    assert not (out / "report" / "summary.json").exists()
+
+
+def _finished_run(out: Path, name: str = "grpo-s0") -> None:
+    run = out / "runs" / name
+    run.mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"status": "finished"}))
+
+
+def test_runs_reused_from_other_code_keep_that_codes_record(tmp_path, fake_study, capsys):
+    """A study that starts again over runs finished by other code reuses them: the record and the report
+    keep the older digest (one line says so) and the freshness test asks for a rerun."""
+    out = tmp_path / "lm"
+    assert study.main(["lm", "--out", str(out)]) == 0
+    _finished_run(out)
+    record = json.loads((out / study.RECORD).read_text())
+    (out / study.RECORD).write_text(json.dumps({**record, "code_digest": "f" * 64}))
+    capsys.readouterr()
+    assert study.main(["lm", "--out", str(out)]) == 0
+    summary = out / "report" / "summary.json"
+    assert _made(summary)["code_digest"] == "f" * 64 == json.loads((out / study.RECORD).read_text())["code_digest"]
+    err = capsys.readouterr().err
+    assert "1 runs finished in" in err and "ffffffffffff" in err
+    assert "regenerate it with" in freshness(summary)
+
+
+def test_runs_reused_with_no_record_leave_the_code_unknown(tmp_path, fake_study, capsys):
+    out = tmp_path / "lm"
+    assert study.main(["lm", "--out", str(out)]) == 0
+    _finished_run(out)
+    (out / study.RECORD).unlink()
+    assert study.main(["lm", "--out", str(out)]) == 0
+    summary = out / "report" / "summary.json"
+    assert _made(summary)["code_digest"] is None
+    assert "code it has no record of" in capsys.readouterr().err
+    assert "records no provenance" in freshness(summary)
+
+
+def test_runs_reused_from_the_same_code_are_current(tmp_path, fake_study, capsys):
+    out = tmp_path / "lm"
+    assert study.main(["lm", "--out", str(out)]) == 0
+    _finished_run(out)
+    capsys.readouterr()
+    assert study.main(["lm", "--out", str(out)]) == 0
+    assert freshness(out / "report" / "summary.json") is None
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("words", [["lm"], ["lm", "--quick"], ["lm", "--small", "--report", "r"],
