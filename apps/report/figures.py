@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import matplotlib
 
@@ -53,12 +53,6 @@ class Margins:
     down: float = 0.9
 
 
-#: Settings of every per-run figure's panels: a title sits just above its panel (where matplotlib's
-#: automatic placement puts it when no tick labels are on top, without measuring every y axis's
-#: tick labels again for each title: a tenth of a report's time).
-FIGURE_RC = {"axes.titley": 1.0}
-
-
 class ReportRenderer(RendererAgg):
     """Matplotlib's Agg renderer that looks each font's line height up once per size instead of
     once per text measured (reading the font's tables: a twentieth of a report's time); the same
@@ -72,7 +66,7 @@ class ReportRenderer(RendererAgg):
         key = (prop, float(self.dpi))
         found = self._heights.get(key)
         if found is None:
-            font = get_font(fontManager._find_fonts_by_props(prop))
+            font: Any = get_font(fontManager._find_fonts_by_props(prop))  # its tables as dicts
             found = (None, None, None)
             for table_name, gap_key, ascent_key, descent_key in (
                     ("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
@@ -90,13 +84,15 @@ class ReportRenderer(RendererAgg):
 class ReportCanvas(FigureCanvasAgg):
     """The Agg canvas of the report's figures, drawing with :class:`ReportRenderer`."""
 
+    _renderer_key: tuple[int, int, float] | None = None
+
     def get_renderer(self) -> RendererAgg:
         """This figure's renderer at its size and dpi (a new one when either changed), as matplotlib's."""
         width, height = self.get_width_height(physical=True)
-        key = (width, height, self.figure.dpi)
-        if self._lastKey != key:
+        key = (width, height, float(self.figure.dpi))
+        if self._renderer_key != key:
             self.renderer = ReportRenderer(width, height, self.figure.dpi)
-            self._lastKey = key
+            self._renderer_key = key
         return self.renderer
 
 
@@ -110,7 +106,9 @@ def _figure(rows: int, columns: int, title: str, legend: Sequence[str] = (),
     height = PANEL_SIZE[1] * rows + LEGEND_ROW_IN * legend_rows
     figure = Figure(figsize=(width, height), layout="constrained" if margins is None else None)
     ReportCanvas(figure)
-    with matplotlib.rc_context(FIGURE_RC):
+    # a title sits just above its panel (where matplotlib's automatic placement puts it when no tick
+    # labels are on top), without measuring the y axis's tick labels again for each title
+    with matplotlib.rc_context({"axes.titley": 1.0}):
         axes = figure.subplots(rows, columns, squeeze=False)
     if margins is not None:
         panel_width = (width - margins.left - margins.right - margins.across * (columns - 1)) / columns
