@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.calibration_data is not None:
         return cli.main(words)
     from gdro_lab._validate import ConfigError
-    from studykit.provenance import code_digest
+    from studykit.provenance import code_digest, settings_of
     out, report = folders(args)
     record = out / RECORD
     if not args.report_only:  # the record is written as the study starts: a stopped study keeps it
@@ -94,8 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cli.claim_folders({"--out": out, "--report": report})
         except ConfigError:
             return cli.main(words)  # which refuses the folder in its one line
-        settings = {k: str(v) if isinstance(v, Path) else v for k, v in sorted(vars(args).items())
-                    if k not in ("out", "report")}
+        settings = settings_of(args, drop=("out", "report"))
         made, note = reused(out, {**code_digest(ENTRY), "command": command(words), "settings": settings})
         record.write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
         if note:

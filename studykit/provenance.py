@@ -221,14 +221,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # For a tool that writes its own block (the calibration tools: simulators/calibrate).
 
-def portable(argv: Sequence[str], root: Path = ROOT, drop: Sequence[str] = ()) -> list[str]:
+def portable(argv: Sequence[str], root: Path = ROOT, drop: Sequence[str] = (),
+             switches: Sequence[str] = ()) -> list[str]:
     """The arguments as a command anyone can rerun: an ``--out`` outside the checkout (a machine's temporary
-    folder) is written ``OUT``, one inside it relative to the checkout's root; the flags in ``drop`` (a
-    machine's scratch folder) are left out with their values. ``--flag value`` and ``--flag=value`` alike."""
+    folder) is written ``OUT``, one inside it relative to the checkout's root; the flags in ``drop`` (one
+    machine's: a scratch folder, a worker count; ``--out`` too where the report is copied elsewhere) are
+    left out with their values, those in ``switches`` (flags without a value) alone. ``--flag value`` and
+    ``--flag=value`` alike."""
     words: list[str] = []
     i = 0
     while i < len(argv):
         flag, equals, value = argv[i].partition("=")
+        if flag in switches:
+            i += 1
+            continue
         if flag in drop or flag == "--out":
             if not equals:
                 value = argv[i + 1] if i + 1 < len(argv) else ""

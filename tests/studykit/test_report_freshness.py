@@ -150,6 +150,9 @@ def test_a_tool_records_a_command_anyone_can_rerun(tmp_path, monkeypatch):
     assert portable(["--work", str(tmp_path), "--out", str(tmp_path), "--work=/w", "-v"], drop=("--work",)) == \
         ["--out", "OUT", "-v"]
     assert portable(["--output", str(tmp_path)]) == ["--output", str(tmp_path)]  # only --out itself
+    # one machine's flags of gdro simulate and gdro arena: --out dropped (the report is copied), switches alone
+    assert portable(["--out", "x", "--progress", "--workers=2", "--no-progress", "--jobs", "3", "--seeds", "2"],
+                    drop=("--out", "--workers", "--jobs"), switches=("--progress", "--no-progress")) == ["--seeds", "2"]
 
 
 def test_a_report_of_rows_made_by_older_code_keeps_their_digest():
