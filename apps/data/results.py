@@ -134,6 +134,30 @@ def with_bounds(evals: pd.DataFrame, names: Sequence[str], series: str = "series
     return pd.concat(parts, ignore_index=True)[columns]
 
 
+def bounds_by_run(evals: Mapping[str, pd.DataFrame], name: str, names: Mapping[str, str]) -> pd.DataFrame:
+    """Long frame (step, run, value, lo, hi) of eval metric ``name`` over runs (label -> its
+    :func:`evals_frame`), ``run`` the run's name from ``names``: what :func:`with_bounds` gives per
+    run, in one pass over every run (50 runs: 0.1 s of Compare's script in 50 calls)."""
+    columns = ["step", "run", "value", "lo", "hi"]
+    wanted = (name, f"{name}_lo", f"{name}_hi")
+    parts = [frame[frame["metric"].isin(wanted)].assign(order=index)
+             for index, frame in enumerate(evals.values()) if not frame.empty]
+    rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if rows.empty or not (rows["metric"] == name).any():
+        return pd.DataFrame(columns=columns)
+    # the last record per run, step and metric, as _last_per_step keeps per run
+    rows = rows.drop_duplicates(["order", "step", "metric"], keep="last")
+    wide = rows.pivot(index=["order", "step"], columns="metric", values="value").reindex(columns=list(wanted))
+    wide = wide[wide[name].notna()].sort_index()
+    labels = list(evals)
+    order = wide.index.get_level_values("order").to_numpy()
+    return pd.DataFrame({"step": wide.index.get_level_values("step").to_numpy(dtype=float),
+                         "run": [names[labels[index]] for index in order],
+                         "value": wide[name].to_numpy(dtype=float),
+                         "lo": wide[f"{name}_lo"].to_numpy(dtype=float),
+                         "hi": wide[f"{name}_hi"].to_numpy(dtype=float)}, columns=columns)
+
+
 def latest_evals(evals: pd.DataFrame) -> pd.DataFrame:
     """The last evaluation's metrics: columns metric, value, and lo, hi when any interval is logged."""
     if evals.empty:

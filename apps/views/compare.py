@@ -124,9 +124,7 @@ def _evaluations(runs: dict[str, RunData], names: dict[str, str], chosen: ui.Sel
         box.caption("None of these runs has evaluation results.")
         return []
     metric = box.selectbox("Evaluation metric", metrics, key="compare-eval-metric", bind="query-params")
-    parts = [results.with_bounds(frame, [metric], series="run").assign(run=names[label])
-             for label, frame in frames.items()]
-    frame = pd.concat(parts, ignore_index=True)
+    frame = results.bounds_by_run(frames, metric, names)
     colours = {names[label]: colour for label, colour in ui.run_colours(list(runs)).items()}
     group_of = {names[label]: chosen.grouping.group_of.get(label, names[label]) for label in runs}
     method_of = {names[label]: chosen.grouping.method_of.get(label, "") for label in runs}

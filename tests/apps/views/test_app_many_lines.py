@@ -15,7 +15,7 @@ import pytest
 from app_helpers import all_views, assert_clean, open_app, view_table, view_title
 from gdro_app_synthetic import write_synthetic_run
 
-from apps.data import loading
+from apps.data import loading, results
 from apps.views import interactive, uicharts
 
 
@@ -105,3 +105,28 @@ def test_compare_draws_few_points_per_line_sends_only_the_picked_runs_and_export
             f"{metric}: the CSV has every logged value of the picked runs, and only theirs"
         checked += 1
     assert checked >= 3
+
+
+def test_the_evaluation_frame_of_many_runs_is_each_runs_own(many_root: tuple[Path, list[str], list[str]]) -> None:
+    root, picked, _ = many_root
+    evals = {label: results.evals_frame(loading.load_run(root / label)) for label in picked}
+    for label, frame in evals.items():  # an interval for accuracy, at every step but the last
+        accuracy = frame[frame["metric"] == "accuracy"].iloc[:-1]
+        bounds = [accuracy.assign(metric=f"accuracy_{bound}", value=accuracy["value"] + shift)
+                  for bound, shift in (("lo", -0.1), ("hi", 0.1))]
+        evals[label] = pd.concat([frame, *bounds], ignore_index=True)
+    first = next(iter(evals))  # a repeated record at a step, with its bound: the last one counts, as per run
+    extra = evals[first].tail(3).assign(value=lambda rows: rows["value"] + 0.5)
+    evals[first] = pd.concat([evals[first], extra], ignore_index=True)
+    evals[picked[1]] = evals[picked[1]].iloc[0:0]  # a run without evaluations
+    names = {label: f"name of {label}" for label in picked}
+    for metric in sorted(set(pd.concat(list(evals.values()))["metric"])):
+        expected = pd.concat([results.with_bounds(frame, [metric], series="run").assign(run=names[label])
+                              for label, frame in evals.items()], ignore_index=True)
+        got = results.bounds_by_run(evals, metric, names)
+        if metric == "accuracy":
+            assert got["lo"].notna().sum() > 0 and got["lo"].isna().sum() > 0, "bounds where logged, NaN elsewhere"
+        assert list(got.columns) == ["step", "run", "value", "lo", "hi"]
+        pd.testing.assert_frame_equal(got.astype({"step": float}).reset_index(drop=True),
+                                      expected.astype({"step": float, "value": float, "lo": float, "hi": float})
+                                      .reset_index(drop=True), check_dtype=False)
