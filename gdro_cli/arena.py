@@ -114,9 +114,8 @@ def made_by(words: Sequence[str], args: argparse.Namespace) -> dict:
     """summary.json's provenance, taken as the arena starts (the code that runs it): the digest of
     this command's modules, the command without one machine's flags (--out, --workers, --jobs) and the
     settings (studykit.provenance; the freshness test compares the digest with the code's)."""
-    from simulators.cli import MACHINE_FLAGS
     from studykit.provenance import portable, provenance, settings_of
-    kept = portable(list(words), drop=(*MACHINE_FLAGS["drop"], "--jobs"), switches=MACHINE_FLAGS["switches"])
+    kept = portable(list(words), drop=("--out", "--workers", "--jobs"), switches=("--progress", "--no-progress"))
     settings = settings_of(args, drop=("out", "workers", "jobs", "update_reports"))
     return provenance(["gdro_cli.arena"], " ".join(["gdro arena", *kept]), settings)
 
