@@ -147,6 +147,13 @@ def lead_lag_frame(run: RunData) -> pd.DataFrame:
     ``lead_lag_gap``/``mu_weight``/``mu_data``, those are used. Empty when neither exists.
     """
     columns = ["step", "gap", "mu_weight", "mu_data"]
+    arrays = lead_lag_arrays(run)
+    return pd.DataFrame(arrays, columns=columns) if arrays is not None else pd.DataFrame(columns=columns)
+
+
+def lead_lag_arrays(run: RunData) -> dict[str, np.ndarray] | None:
+    """The columns of :func:`lead_lag_frame` as numpy arrays (shape (T',) each; None when the run has
+    neither the bins nor the scalars): Compare asks it of 50 runs twice per visit, without a frame."""
     if has_bins(run, "share") and has_bins(run, "weight"):
         # diagnostics.lead_lag_gap for every step at once: index · normalised weights / shares.
         share_TG, weight_TG = np.nan_to_num(run.bins["share"]), np.nan_to_num(run.bins["weight"])
@@ -155,14 +162,13 @@ def lead_lag_frame(run: RunData) -> pd.DataFrame:
         index_G = np.arange(run.num_bins, dtype=float)
         mu_weight = (weight_TG[keep] @ index_G) / weight_T[keep]
         mu_data = (share_TG[keep] @ index_G) / share_T[keep]
-        return pd.DataFrame({"step": run.steps[keep].astype(int), "gap": mu_weight - mu_data,
-                             "mu_weight": mu_weight, "mu_data": mu_data}, columns=columns)
+        return {"step": run.steps[keep].astype(int), "gap": mu_weight - mu_data, "mu_weight": mu_weight,
+                "mu_data": mu_data}
     if has_scalar(run, "lead_lag_gap"):
         nan = np.full(run.steps.size, np.nan)
-        return pd.DataFrame({"step": run.steps, "gap": run.scalars["lead_lag_gap"],
-                             "mu_weight": run.scalars.get("mu_weight", nan),
-                             "mu_data": run.scalars.get("mu_data", nan)}, columns=columns)
-    return pd.DataFrame(columns=columns)
+        return {"step": run.steps, "gap": run.scalars["lead_lag_gap"], "mu_weight": run.scalars.get("mu_weight", nan),
+                "mu_data": run.scalars.get("mu_data", nan)}
+    return None
 
 
 def to_long(frame: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:

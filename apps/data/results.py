@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from apps.data.budget import prompt_counts
-from apps.data.curriculum import TAIL_QUANTILE, has_bins, has_scalar, lead_lag_frame
+from apps.data.curriculum import TAIL_QUANTILE, has_bins, has_scalar, lead_lag_arrays, lead_lag_frame
 from gdro_lab.functional import diagnostics
 from gdro_lab.runformat.runlog import RunData
 
@@ -202,8 +202,8 @@ def compare_frame(runs: Mapping[str, RunData], metric: str) -> pd.DataFrame:
     logged = {"lo": False, "hi": False}
     for label, run in runs.items():
         if metric == "lead_lag_gap":
-            frame = lead_lag_frame(run)
-            at, value = frame["step"].to_numpy(), frame["gap"].to_numpy(dtype=float)
+            arrays = lead_lag_arrays(run) or {"step": np.zeros(0, dtype=object), "gap": np.zeros(0)}  # as an empty frame
+            at, value = np.asarray(arrays["step"]), np.asarray(arrays["gap"], dtype=float)
             ends: dict[str, np.ndarray | None] = {"lo": None, "hi": None}
         elif has_scalar(run, metric):
             at, value = run.steps, np.asarray(run.scalars[metric], dtype=float)
@@ -230,7 +230,8 @@ def _logged_values(run: RunData, metric: str) -> np.ndarray:
     """The values :func:`compare_frame` keeps for one run and metric, in step order, as numpy (the
     NaNs left out; empty when the run does not log it)."""
     if metric == "lead_lag_gap":
-        values = lead_lag_frame(run)["gap"].to_numpy(dtype=float)
+        arrays = lead_lag_arrays(run)
+        values = np.asarray(arrays["gap"], dtype=float) if arrays is not None else np.zeros(0)
     elif has_scalar(run, metric):
         values = np.asarray(run.scalars[metric], dtype=float)
     else:
