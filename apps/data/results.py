@@ -134,28 +134,48 @@ def with_bounds(evals: pd.DataFrame, names: Sequence[str], series: str = "series
     return pd.concat(parts, ignore_index=True)[columns]
 
 
+def _last_per_run_step(order: np.ndarray, steps: np.ndarray, values: np.ndarray, chosen: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(run index, step, value) of the ``chosen`` rows, the last record per run and step, sorted."""
+    order, steps, values = order[chosen], steps[chosen], values[chosen]
+    index = np.lexsort((steps, order))  # stable: records of one step stay in file order
+    order, steps, values = order[index], steps[index], values[index]
+    last = np.append((order[1:] != order[:-1]) | (steps[1:] != steps[:-1]), True) if order.size else order.astype(bool)
+    return order[last], steps[last], values[last]
+
+
 def bounds_by_run(evals: Mapping[str, pd.DataFrame], name: str, names: Mapping[str, str]) -> pd.DataFrame:
     """Long frame (step, run, value, lo, hi) of eval metric ``name`` over runs (label -> its
     :func:`evals_frame`), ``run`` the run's name from ``names``: what :func:`with_bounds` gives per
-    run, in one pass over every run (50 runs: 0.1 s of Compare's script in 50 calls)."""
+    run, in one pass over every run's records (50 runs: 0.15 s of Compare's script in 50 calls)."""
     columns = ["step", "run", "value", "lo", "hi"]
-    wanted = (name, f"{name}_lo", f"{name}_hi")
-    parts = [frame[frame["metric"].isin(wanted)].assign(order=index)
-             for index, frame in enumerate(evals.values()) if not frame.empty]
-    rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    if rows.empty or not (rows["metric"] == name).any():
+    frames = [frame for frame in evals.values() if not frame.empty]
+    if not frames:
         return pd.DataFrame(columns=columns)
-    # the last record per run, step and metric, as _last_per_step keeps per run
-    rows = rows.drop_duplicates(["order", "step", "metric"], keep="last")
-    wide = rows.pivot(index=["order", "step"], columns="metric", values="value").reindex(columns=list(wanted))
-    wide = wide[wide[name].notna()].sort_index()
-    labels = list(evals)
-    order = wide.index.get_level_values("order").to_numpy()
-    return pd.DataFrame({"step": wide.index.get_level_values("step").to_numpy(dtype=float),
-                         "run": [names[labels[index]] for index in order],
-                         "value": wide[name].to_numpy(dtype=float),
-                         "lo": wide[f"{name}_lo"].to_numpy(dtype=float),
-                         "hi": wide[f"{name}_hi"].to_numpy(dtype=float)}, columns=columns)
+    rows = pd.concat(frames, ignore_index=True)
+    labels = [label for label, frame in evals.items() if not frame.empty]
+    order = np.repeat(np.arange(len(frames)), [len(frame) for frame in frames])
+    steps = rows["step"].to_numpy(dtype=np.int64)
+    metrics = rows["metric"].to_numpy(dtype=object)
+    values = rows["value"].to_numpy(dtype=float)
+    at_order, at_step, value = _last_per_run_step(order, steps, values, metrics == name)
+    keep = ~np.isnan(value)
+    at_order, at_step, value = at_order[keep], at_step[keep], value[keep]
+    if not value.size:
+        return pd.DataFrame(columns=columns)
+    low, span = int(steps.min()), int(steps.max() - steps.min()) + 1
+    key = at_order * span + (at_step - low)  # one sortable number per run and step
+    ends = {}
+    for bound in ("lo", "hi"):
+        bound_order, bound_step, bound_value = _last_per_run_step(order, steps, values, metrics == f"{name}_{bound}")
+        bound_key = bound_order * span + (bound_step - low)
+        if bound_key.size:
+            index = np.searchsorted(bound_key, key).clip(max=bound_key.size - 1)
+            ends[bound] = np.where(bound_key[index] == key, bound_value[index], np.nan)
+        else:
+            ends[bound] = np.full(key.size, np.nan)
+    return pd.DataFrame({"step": at_step.astype(float), "run": [names[labels[index]] for index in at_order],
+                         "value": value, "lo": ends["lo"], "hi": ends["hi"]}, columns=columns)
 
 
 def latest_evals(evals: pd.DataFrame) -> pd.DataFrame:
