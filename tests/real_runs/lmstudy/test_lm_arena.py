@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from gdro_lab.runformat.runlog import read_run
-from real_runs.lmstudy import learning_study, lm_arena
+from real_runs.lmstudy import lm_arena
 from studykit.arena_settings import METHOD_SETTINGS
 
 pytestmark = pytest.mark.slow
 
 
-def test_quick_lm_arena_end_to_end(tmp_path, monkeypatch, quick_warm_cache):
+def test_quick_lm_arena_end_to_end(tmp_path, monkeypatch, quick_config, quick_warm_cache):
     monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(quick_warm_cache))  # seed 0's warm start, trained once
-    monkeypatch.setattr(lm_arena, "QUICK", dataclasses.replace(learning_study.QUICK, seeds=1, steps=4, eval_every=4))
+    monkeypatch.setattr(lm_arena, "QUICK", dataclasses.replace(quick_config, seeds=1, steps=4, eval_every=4))
     monkeypatch.setattr(lm_arena, "LR_SCALES", (1.0,))
     path = lm_arena.main_arena(tmp_path, quick=True, jobs=2, log=lambda _: None)
     summary = json.loads(path.read_text())

@@ -20,8 +20,11 @@ def test_calibration_data_is_what_gdro_calibrate_reads(tmp_path, monkeypatch):
     from simulators.calibrate.observe import read_samples, read_sweep
 
     monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(tmp_path / "cache"))
-    warm = WarmStartConfig(steps=8, batch_size=16, warmup_steps=2, heldout_per_group=10, slip_rate=0.3)
-    cfg = dataclasses.replace(learning_study.QUICK, warm=warm, train_size=24, prompts_per_step=8)
+    # 4 held-out problems per group, the fewest that leave every skill in both halves (validation, test): the
+    # sweep evaluates at every step, and more held-out problems only cost time
+    warm = WarmStartConfig(steps=8, batch_size=16, warmup_steps=2, heldout_per_group=4, slip_rate=0.3)
+    cfg = dataclasses.replace(learning_study.QUICK, warm=warm, train_size=24, prompts_per_step=8,
+                              heldout_per_group=4)
     summary = calibration_data.calibration_data(cfg, tmp_path / "cal", lrs=(1e-4, 1e-3), steps=3, log=lambda _: None)
     pool = tasks.train_split(cfg.task_config())
     data = read_samples([tmp_path / "cal" / "warmstart-eval"])

@@ -18,9 +18,9 @@ from real_runs.lmstudy.warmstart import load_warm_start
 pytestmark = pytest.mark.slow
 
 
-def test_quick_study_end_to_end(tmp_path, monkeypatch, quick_warm_cache):
+def test_quick_study_end_to_end(tmp_path, monkeypatch, quick_config, quick_warm_cache):
     monkeypatch.setenv("GDRO_LMSTUDY_CACHE", str(quick_warm_cache))  # seed 0's warm start, trained once
-    cfg = dataclasses.replace(learning_study.QUICK, seeds=1, steps=4, lr_extend=0)
+    cfg = dataclasses.replace(quick_config, seeds=1, steps=4, lr_extend=0)
     report = pipeline.study_and_report(cfg, tmp_path / "study", tmp_path / "report", setting="quick",
                                     log=lambda _: None)
     result = finished_study(cfg, tmp_path / "study")
