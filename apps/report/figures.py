@@ -81,8 +81,26 @@ class ReportRenderer(RendererAgg):
         return found
 
 
+#: FreeType's hinting of the report's text: none (glyphs drawn as designed, not snapped to the pixel
+#: grid): the same text a little softer, and a tenth of a report's time less than matplotlib's default.
+TEXT_HINTING = "no_hinting"
+
+
 class ReportCanvas(FigureCanvasAgg):
-    """The Agg canvas of the report's figures, drawing with :class:`ReportRenderer`."""
+    """The Agg canvas of the report's figures, drawing with :class:`ReportRenderer` and
+    :data:`TEXT_HINTING` (every draw and every PNG written, so that what a test measures is what is saved)."""
+
+    def draw(self) -> None:
+        """Draw the figure with the report's text settings."""
+        with matplotlib.rc_context({"text.hinting": TEXT_HINTING}):
+            super().draw()
+
+    def print_png(self, filename_or_obj: Any, *, metadata: dict[str, str] | None = None,
+                  pil_kwargs: dict[str, Any] | None = None, **_figure_options: Any) -> None:
+        """Write the PNG with the report's text settings (matplotlib draws it with its own canvas's draw;
+        ``savefig`` has already applied the dpi and colours it passes again, which Agg ignores)."""
+        with matplotlib.rc_context({"text.hinting": TEXT_HINTING}):
+            super().print_png(filename_or_obj, metadata=metadata, pil_kwargs=pil_kwargs)
 
     _renderer_key: tuple[int, int, float] | None = None
 

@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -77,7 +78,8 @@ def test_per_run_figures_keep_every_panel_apart(kind: str, request: pytest.Fixtu
 
 
 def _pixels(figure: Figure) -> Any:
-    figure.canvas.draw()
+    with matplotlib.rc_context({"text.hinting": figures.TEXT_HINTING}):  # matplotlib's canvas as the report's
+        figure.canvas.draw()
     return np.asarray(figure.canvas.buffer_rgba()).copy()  # type: ignore[attr-defined]
 
 
