@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import matplotlib
+import matplotlib.image
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -97,3 +98,14 @@ def test_report_renderer_draws_the_same_pixels_as_matplotlibs(real_run: Path) ->
     ours = _pixels(missing)
     FigureCanvasAgg(missing)
     assert np.array_equal(_pixels(missing), ours), "multi-line notes keep their line spacing"
+
+
+def test_a_saved_report_png_is_what_the_report_canvas_draws(real_run: Path, tmp_path: Path) -> None:
+    """save_png writes the pixels the report's canvas draws (its text settings included), so the layout
+    that the tests above measure on a drawn figure is the one in the file."""
+    figure = figures.outcomes_figure(loading.load_run(real_run))
+    figure.set_dpi(110)  # save_png's resolution
+    drawn = _pixels(figure)
+    figures.save_png(figure, tmp_path / "outcomes.png")
+    saved = matplotlib.image.imread(tmp_path / "outcomes.png")
+    assert np.array_equal((saved * 255).round().astype(np.uint8), drawn)
