@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 EXEMPT_PAGES = frozenset({"docs/changelog.md", "docs/measurements.md", "docs/benchmarks.md"})
-EXEMPT_PREFIXES = ("docs/benchmarks-", "docs/mutation-")
+EXEMPT_PREFIXES = ("docs/benchmarks-", "docs/mutation-", "docs/measurements-")
 
 #: (opening comment, closing comment) of a block a script writes and a test checks; the closing pattern
 #: may use the opening's groups (``\\1``); None = the block ends at the first blank line (one table).

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-EXEMPT = re.compile(r"docs/(changelog|measurements|benchmarks(-[\w-]+)?)\.md$")
+EXEMPT = re.compile(r"docs/(changelog|(measurements|benchmarks)(-[\w-]+)?)\.md$")
 BUILD_WORDS = re.compile(
     r"\bthe lead\b(?![-–\s]lag)|\(lead\b(?![-–\s]lag)|\bhelpers? (?:share\b|H\d)|\b\d+ helpers\b|\bH\d{2}[A-Z]{1,2}\b"
     r"|\bload average|\bother jobs\b|\bloaded (?:machine|core)|\bthis machine\b", re.IGNORECASE)
