@@ -39,7 +39,7 @@ def test_the_app_command_of_the_docs_runs(tmp_path: Path, monkeypatch, capsys) -
 
 def test_the_benchmark_command_of_the_docs_is_valid() -> None:
     """The app's speed section's command (a benchmark of minutes, not run here): its options exist."""
-    text = (DOC.parent / "measurements.md").read_text()
+    text = (DOC.parent / "measurements-app.md").read_text()
     assert "`benchmarks/bench_app.py --only root100`" in text
     bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_app.py"
     shown = subprocess.run([sys.executable, str(bench), "--help"], capture_output=True, text=True, timeout=300)

@@ -101,7 +101,9 @@ def test_bad_settings_are_clear_errors(capsys):
 def test_cli_is_registered():
     from gdro_cli.main import COMMANDS
 
-    assert COMMANDS["study"][:2] == ("real_runs.lmstudy.cli", "main")
+    assert COMMANDS["study"][:2] == ("gdro_cli.study_provenance", "main")  # which runs real_runs.lmstudy.cli
+    from gdro_cli import study_provenance
+    assert study_provenance.ENTRY == ["real_runs.lmstudy.cli"]
 
 
 def test_cli_slip_rate_reaches_the_warm_start_and_bad_rates_are_refused(monkeypatch, capsys, tmp_path):
