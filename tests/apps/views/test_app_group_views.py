@@ -4,7 +4,6 @@ groups stand side by side on one colour scale per field."""
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from pathlib import Path
@@ -16,7 +15,6 @@ import pytest
 from app_helpers import assert_clean, heatmap_views, open_app, view_table, view_title, views, visit
 from gdro_app_synthetic import SyntheticCurriculum, log_steps, open_synthetic_run, write_synthetic_run
 
-from apps.views import uicharts
 
 METHODS = ("grpo", "prompt_gdro")
 SEEDS, STEPS, SHORT_STEPS, BINS = 3, 30, 20, 6
@@ -80,22 +78,6 @@ def _show_groups(app: Any, page: str, first: str, beside: str | None = None) -> 
     app.run()
     assert_clean(app)
     return app
-
-
-@pytest.fixture
-def exported(monkeypatch: pytest.MonkeyPatch) -> dict[str, pd.DataFrame]:
-    """Every chart's CSV the page offers, as read back from the bytes a download would give."""
-    frames: dict[str, pd.DataFrame] = {}
-    original = uicharts.export_button
-
-    def record(charts: Any, name: str, key: str) -> None:
-        table = pd.read_csv(io.BytesIO(uicharts.csv_bytes(charts)))
-        for title, rows in table.groupby("chart", sort=False):
-            frames[str(title)] = rows.reset_index(drop=True)
-        original(charts, name, key)
-
-    monkeypatch.setattr(uicharts, "export_button", record)
-    return frames
 
 
 def _cells(chart: Any, view: dict[str, Any]) -> dict[tuple[int, int], float]:

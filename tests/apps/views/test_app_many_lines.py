@@ -5,9 +5,7 @@ Compare sends chart data for the picked runs only, however many runs the root ho
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -61,22 +59,6 @@ def many_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]
     for seed, label in enumerate([*picked, *others]):
         write_synthetic_run(root / label, steps=120, num_bins=3, seed=seed, eval_every=40)
     return root, picked, others
-
-
-@pytest.fixture
-def exported(monkeypatch: pytest.MonkeyPatch) -> dict[str, pd.DataFrame]:
-    """Every chart's CSV the page offers, as read back from the bytes a download would give."""
-    frames: dict[str, pd.DataFrame] = {}
-    original = uicharts.export_button
-
-    def record(charts: Any, name: str, key: str) -> None:
-        table = pd.read_csv(io.BytesIO(uicharts.csv_bytes(charts)))
-        for title, rows in table.groupby("chart", sort=False):
-            frames[str(title)] = rows.reset_index(drop=True)
-        original(charts, name, key)
-
-    monkeypatch.setattr(uicharts, "export_button", record)
-    return frames
 
 
 def test_compare_draws_few_points_per_line_sends_only_the_picked_runs_and_exports_every_step(
