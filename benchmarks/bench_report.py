@@ -90,7 +90,7 @@ def main() -> None:
         print(json.dumps(measure(args.root, args.runs, args.out)))
         return
     with tempfile.TemporaryDirectory() as scratch:
-        root = args.root
+        root = args.root.resolve() if args.root else None  # the children run in the checkout measured
         if root is None:
             subprocess.run([sys.executable, str(REPO / "tests" / "apps" / "root100.py"), f"{scratch}/root"],
                            cwd=REPO, check=True, capture_output=True)

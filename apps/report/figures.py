@@ -8,6 +8,7 @@ Per run the app's per-run figures; :func:`compare_figure` for several runs. The 
 from __future__ import annotations
 
 import textwrap
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -23,6 +24,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.font_manager import FontProperties, fontManager, get_font  # noqa: E402
+from matplotlib.ticker import AutoLocator, ScalarFormatter  # noqa: E402
 from matplotlib.transforms import Transform, offset_copy  # noqa: E402
 
 from apps.data import budget, curriculum, identity, realrun, results, scales, study  # noqa: E402
@@ -117,7 +119,15 @@ class ReportCanvas(FigureCanvasAgg):
 def _figure(rows: int, columns: int, title: str, legend: Sequence[str] = (),
             margins: Margins | None = None) -> tuple[Figure, np.ndarray]:
     """Panels of :data:`PANEL_SIZE`, and room below them for a figure legend of ``legend`` entries;
-    laid out by ``margins`` (a fixed layout), or by matplotlib's constrained layout without."""
+    laid out by ``margins`` (a fixed layout), or by matplotlib's constrained layout without. A
+    fixed-layout figure that :func:`save_png` has written is handed out again, cleared, for the next
+    figure of the same layout (:class:`_Blank`)."""
+    key = (rows, columns, tuple(legend), margins)
+    blank = _SHELF.pop(key, None) if margins is not None else None
+    if blank is not None:
+        blank.clear()
+        blank.figure.suptitle(title)
+        return blank.figure, blank.axes
     width = PANEL_SIZE[0] * columns
     legend_rows = -(-len(legend) // max(1, int(width // (LEGEND_ENTRY_IN + LEGEND_CHAR_IN
                                                               * max((len(label) for label in legend), default=1)))))
@@ -134,8 +144,66 @@ def _figure(rows: int, columns: int, title: str, legend: Sequence[str] = (),
         figure.subplots_adjust(left=margins.left / width, right=1 - margins.right / width,
                                top=1 - margins.top / height, bottom=margins.bottom / height,
                                wspace=margins.across / panel_width, hspace=margins.down / panel_height)
+        _BLANKS[figure] = _Blank(key, figure, axes, [axis.get_subplotspec() for axis in axes.flat])
     figure.suptitle(title)
     return figure, axes
+
+
+@dataclass(eq=False)
+class _Blank:
+    """A fixed-layout figure as :func:`_figure` made it, to be drawn again once written: creating a
+    figure's panels and their ticks is about a third of a per-run figure's time, and a report draws
+    the same seven layouts for every run. :meth:`clear` takes away what a figure function added
+    (lines, bars, meshes, texts, legends, colour bars, twin axes, fixed ticks, titles, labels, limits,
+    an inverted or hidden axis) and puts each panel back in its place, so that the next figure's pixels
+    are those of a new figure (a test draws every figure kind after others and compares)."""
+
+    key: tuple[Any, ...]
+    figure: Figure
+    axes: np.ndarray
+    specs: list[Any]
+
+    def reusable(self) -> bool:
+        """Whether :meth:`clear` gives a blank figure back: not after categorical data, whose units
+        (the category names) stay with the axis."""
+        return all(side.get_converter() is None for axis in self.axes.flat for side in (axis.xaxis, axis.yaxis))
+
+    def clear(self) -> None:
+        """Back to the blank panels: nothing drawn, every setting as a new figure has it."""
+        panels = list(self.axes.flat)
+        for extra in [axis for axis in self.figure.axes if not any(axis is panel for panel in panels)]:
+            self.figure.delaxes(extra)  # colour bars and twin axes
+        self.figure.legends.clear()
+        for axis, spec in zip(panels, self.specs):
+            for artist in [*axis.lines, *axis.collections, *axis.patches, *axis.texts, *axis.images]:
+                artist.remove()
+            axis.containers.clear()
+            if axis.legend_ is not None:
+                axis.legend_.remove()
+            axis.set_subplotspec(spec)  # a colour bar took its room from the panel's
+            axis.set_adjustable("box")  # a twin axis set "datalim"
+            axis.set_axis_on()
+            axis.set_title("")
+            axis.set_xlabel("")
+            axis.set_ylabel("")
+            for side in (axis.xaxis, axis.yaxis):
+                if type(side.get_major_locator()) is not AutoLocator \
+                        or type(side.get_major_formatter()) is not ScalarFormatter:
+                    side.reset_ticks()  # fixed ticks set their labels' rotation and size on the ticks
+                    side.set_major_locator(AutoLocator())
+                    side.set_major_formatter(ScalarFormatter())
+                    side.isDefault_majloc = side.isDefault_majfmt = True  # as new: categorical data may set them
+            axis.relim()  # no artists left: no data limits, as a new panel
+            axis.set_xlim(0.0, 1.0)
+            axis.set_ylim(0.0, 1.0)  # in order: an inverted axis is upright again
+            axis.set_autoscale_on(True)
+            axis.set_prop_cycle(None)
+
+
+#: Fixed-layout figures written by :func:`save_png`, one per layout, waiting to be drawn again.
+_SHELF: dict[tuple[Any, ...], _Blank] = {}
+#: Every fixed-layout figure :func:`_figure` made (while it is alive), with its layout.
+_BLANKS: weakref.WeakKeyDictionary[Figure, _Blank] = weakref.WeakKeyDictionary()
 
 
 #: Heatmaps with their colour bars (ticks and label right of each panel) over bars with rotated bin names.
@@ -560,6 +628,12 @@ PNG_COMPRESS_LEVEL = 1
 
 
 def save_png(figure: Figure, target: Path) -> None:
-    """Write ``figure`` to ``target`` as a PNG (110 dpi) and close it (pyplot keeps every open figure)."""
+    """Write ``figure`` to ``target`` as a PNG (110 dpi) and close it: a per-run figure goes back to be
+    drawn again (:class:`_Blank`; the caller must not use it after this), any other is closed
+    (pyplot keeps every open figure)."""
     figure.savefig(target, dpi=110, pil_kwargs={"compress_level": PNG_COMPRESS_LEVEL})
-    plt.close(figure)
+    blank = _BLANKS.get(figure)
+    if blank is not None and blank.reusable():
+        _SHELF[blank.key] = blank
+    else:
+        plt.close(figure)
