@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from scriptload import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_memory_table_of_train_md_is_the_projection_of_the_presets() -> None:
-    spec = importlib.util.spec_from_file_location("memory_table", ROOT / "scripts" / "memory_table.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["memory_table"] = module
-    spec.loader.exec_module(module)
+    module = load_script("memory_table")
     page = (ROOT / "docs" / "train.md").read_text(encoding="utf-8")
     block = page.split("<!-- generated: memory_table -->\n")[1].split("\n<!-- /generated: memory_table -->")[0]
     assert block == module.table(), "docs/train.md's memory table is stale: paste `python scripts/memory_table.py`"

@@ -8,26 +8,16 @@ list only shrinks. A page not in it holds none.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
+from scriptload import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-du = _load("doc_unmarked")
-dn = _load("doc_numbers")
+du = load_script("doc_unmarked")
+dn = load_script("doc_numbers")
 
 #: page -> unmarked numbers it still holds (lower it when you mark or reword some; never raise it).
 PENDING: dict[str, int] = {}
@@ -138,7 +128,7 @@ def test_an_indented_code_block_is_code_and_a_list_items_paragraph_is_prose() ->
 
 
 def test_simulator_findings_write_replaces_only_its_blocks() -> None:
-    findings = _load("simulator_findings")
+    findings = load_script("simulator_findings")
     page = ("intro 1\n<!-- generated: simulator_findings.pass8 -->\n| old | 0.1 |\n"
             "<!-- /generated: simulator_findings.pass8 -->\nafter\n")
     assert findings.write_blocks(page, {"pass@8": "| new | 0.2 |\n|---|---|"}) == (

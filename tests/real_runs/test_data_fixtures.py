@@ -94,13 +94,11 @@ def test_no_gpqa_question_is_copied(shared_data: Path) -> None:
 
 
 def test_the_generator_rebuilds_the_same_files(shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.util
     import sys
 
-    spec = importlib.util.spec_from_file_location("make_data_fixtures", FIXTURES.parent / "make_data_fixtures.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from scriptload import load_file
+
+    module = load_file(FIXTURES.parent / "make_data_fixtures.py")
     monkeypatch.setattr(module, "OUT", tmp_path)
     monkeypatch.setattr(sys, "argv", ["make_data_fixtures.py", "--src", str(shared_data)])
     module.main()

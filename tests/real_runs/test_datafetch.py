@@ -7,7 +7,6 @@ fixtures, an unreachable hub is a proxy on a closed local port, and GitHub's LFS
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import os
 import re
@@ -16,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scriptload import load_file
 
 from real_runs import datafetch
 from real_runs.data import BENCHMARKS, DataError, load_dataset_records
@@ -23,21 +23,14 @@ from real_runs.datafetch import SOURCES, FetchError, fetch, select
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-
-
-def _mirror_module():
-    spec = importlib.util.spec_from_file_location("make_data_mirror", FIXTURES / "make_data_mirror.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+MIRROR_SCRIPT = FIXTURES / "make_data_mirror.py"  # builds a local mirror of the sources
 
 
 @pytest.fixture
 def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A clone-layout mirror of the fixtures, and the table re-pinned to them."""
     folder = tmp_path / "mirror"
-    monkeypatch.setattr(datafetch, "SOURCES", tuple(_mirror_module().build_mirror(folder, SOURCES)))
+    monkeypatch.setattr(datafetch, "SOURCES", tuple(load_file(MIRROR_SCRIPT).build_mirror(folder, SOURCES)))
     return folder
 
 
@@ -76,7 +69,7 @@ def test_the_data_page_names_each_pinned_file_its_source_and_rows() -> None:
 def test_fetch_from_a_mirror_writes_the_layout_every_loader_reads(tmp_path: Path, raw: bool,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "mirror"
-    monkeypatch.setattr(datafetch, "SOURCES", tuple(_mirror_module().build_mirror(folder, SOURCES, raw=raw)))
+    monkeypatch.setattr(datafetch, "SOURCES", tuple(load_file(MIRROR_SCRIPT).build_mirror(folder, SOURCES, raw=raw)))
     out = tmp_path / "data"
     lines = fetch(out, select([]), folder, log=lambda line: None)
     assert len(lines) == len(SOURCES) and all(line.endswith("fetched") for line in lines)
@@ -128,7 +121,7 @@ def test_a_file_that_is_not_the_pinned_one_is_refused_and_not_written(tmp_path: 
     from gdro_cli.main import main
 
     folder = tmp_path / "mirror"
-    _mirror_module().build_mirror(folder, SOURCES)     # the fixtures, under the real pins
+    load_file(MIRROR_SCRIPT).build_mirror(folder, SOURCES)     # the fixtures, under the real pins
     out = tmp_path / "data"
     assert main(["data", "fetch", "--mirror", str(folder), "--out", str(out), "--only", "math500"]) == 2
     err = capsys.readouterr().err

@@ -5,26 +5,16 @@ a server's liveness decide its verdict, and every block of the real docs is well
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from scriptload import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load(name: str):  # the scripts are not a package
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-dc = load("doc_commands")
-claims = load("paper_claims")
+dc = load_script("doc_commands")
+claims = load_script("paper_claims")
 
 
 def page(tmp_path: Path, text: str) -> list:

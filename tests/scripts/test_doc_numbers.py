@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from scriptload import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("doc_numbers", ROOT / "scripts" / "doc_numbers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["doc_numbers"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-dn = _load()
+dn = load_script("doc_numbers")
 
 
 def _page(root: Path, body: str, data: dict) -> Path:

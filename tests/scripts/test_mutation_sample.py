@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from scriptload import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
-_SPEC = importlib.util.spec_from_file_location("mutation_sample", ROOT / "scripts" / "mutation_sample.py")
-assert _SPEC is not None and _SPEC.loader is not None
-mutation_sample = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(mutation_sample)
+mutation_sample = load_script("mutation_sample")
 
 SOURCE = '''"""Docstring: 1 + 2 is never mutated."""
 LIMIT: int = 3

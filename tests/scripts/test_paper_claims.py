@@ -3,17 +3,13 @@ are one line under the table, grouped by their reason, not a row each."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from scriptload import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("paper_claims", ROOT / "scripts" / "paper_claims.py")
-assert _spec is not None and _spec.loader is not None
-pc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pc)
+pc = load_script("paper_claims")
 
 
 def claim(verdict: str, number: str) -> dict[str, str]:

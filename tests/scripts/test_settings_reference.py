@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("settings_reference", ROOT / "scripts" / "settings_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["settings_reference"] = module
-    spec.loader.exec_module(module)
-    return module
+from scriptload import load_script
 
 
 def test_the_page_matches_the_code(capsys):
-    assert _script().main(["--check"]) == 0, capsys.readouterr().out
+    assert load_script("settings_reference").main(["--check"]) == 0, capsys.readouterr().out
 
 
 def test_every_field_has_a_row_with_its_docstring():
@@ -29,7 +18,7 @@ def test_every_field_has_a_row_with_its_docstring():
     from simulators.world import WorldConfig
     from gdro_lab.controllers.registry import REGISTRY
     from simulators.knobs import CONTROLLER_NAMESPACES
-    module = _script()
+    module = load_script("settings_reference")
     page = module.render()
     controllers = [(f"{ns}.", REGISTRY[family][name].config_class) for ns, (family, name) in CONTROLLER_NAMESPACES.items()]
     for prefix, cls in [*((f"{n}.", c) for n, c in SECTIONS.items()), ("", SimConfig), ("world.", WorldConfig),
@@ -43,7 +32,7 @@ def test_every_field_has_a_row_with_its_docstring():
 
 
 def test_check_fails_on_a_page_that_drifted(tmp_path, monkeypatch, capsys):
-    module = _script()
+    module = load_script("settings_reference")
     stale = tmp_path / "settings.md"
     stale.write_text(module.render().replace("| `optim.lr` |", "| `optim.learning_rate` |"))
     monkeypatch.setattr(module, "PAGE", stale)

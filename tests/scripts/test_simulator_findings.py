@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
+from scriptload import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
-_SPEC = importlib.util.spec_from_file_location("simulator_findings", ROOT / "scripts" / "simulator_findings.py")
-assert _SPEC is not None and _SPEC.loader is not None
-findings = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(findings)
+findings = load_script("simulator_findings")
 answer_table, claims_table, dispersion_rows, tables = (findings.answer_table, findings.claims_table,
                                                        findings.dispersion_rows, findings.tables)
 

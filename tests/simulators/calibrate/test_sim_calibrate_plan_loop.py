@@ -3,12 +3,12 @@ and the row compares the promise with what the refit achieved (scripts/plan_loop
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scriptload import load_file
 
 from simulators.calibrate import plan_loop
 from simulators.calibrate.observe import Sweep, SweepRun
@@ -39,9 +39,7 @@ def test_plan_loop_driver_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyP
         return original(sample, sweep, *args, **kwargs)
 
     monkeypatch.setattr(plan_loop, "_fit_and_predict", spy)
-    spec = importlib.util.spec_from_file_location("plan_loop_script", ROOT / "scripts" / "plan_loop.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_file(ROOT / "scripts" / "plan_loop.py", "plan_loop_script")
     monkeypatch.setattr(plan_loop, "close_loop", _tiny(plan_loop.close_loop))
     assert script.main(["--out", str(tmp_path), "--worlds", "middle", "--draws", "3", "--truth-seeds", "2",
                         "--steps", "6"]) == 0
