@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from apps.data.filecache import FileCache
 from apps.data.loading import SKIPPED_FOLDERS, RunEntry, discover_runs, find_run_dirs
 from gdro_lab.runformat import runlog
 from gdro_lab.runformat.runlog import CONFIG_FILE, EVAL_FILE, META_FILE, STEPS_FILE, RunFormatError
@@ -217,33 +217,10 @@ def read_info(entry: RunEntry) -> RunInfo:
                    dict(metrics) if isinstance(metrics, dict) else {})
 
 
-class InfoCache:
-    """Run list entries keyed on (folder, label, :func:`info_signature`); shared by every session."""
-
-    def __init__(self, max_entries: int = 4096) -> None:
-        self.max_entries = max_entries
-        self._infos: dict[tuple[str, str, tuple[tuple[int, int], ...]], RunInfo] = {}
-        self._lock = threading.Lock()
-
-    def get(self, entry: RunEntry) -> RunInfo:
-        key = (str(entry.path), entry.label, info_signature(entry.path))
-        with self._lock:
-            info = self._infos.get(key)
-        if info is None:
-            info = read_info(entry)
-            with self._lock:
-                if len(self._infos) >= self.max_entries:
-                    self._infos.clear()
-                self._infos[key] = info
-        return info
-
-    def clear(self) -> None:
-        with self._lock:
-            self._infos.clear()
-
-
-#: The process-wide cache of run list entries.
-INFO_CACHE = InfoCache()
+#: The process-wide cache of run list entries, keyed on (folder, label, :func:`info_signature`), shared by
+#: every session (:class:`apps.data.filecache.FileCache`).
+INFO_CACHE: FileCache[RunEntry, RunInfo] = FileCache(
+    lambda entry: (str(entry.path), entry.label, info_signature(entry.path)), read_info, max_entries=4096)
 
 
 def list_runs(root: Path | None, given: Sequence[Path] = (), found: Sequence[Path] | None = None,

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -20,6 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from apps.data.fastread import read_run_fast
+from apps.data.filecache import FileCache
 from gdro_lab.runformat.runlog import (CONFIG_FILE, EVAL_FILE, META_FILE, SNAPSHOT_DIR, STEPS_FILE, RunData,
                                        RunFormatError, is_run_dir)
 
@@ -259,62 +257,17 @@ def run_bytes(run: RunData) -> int:
                + sum(values.nbytes for values in run.bins.values()))
 
 
-class RunCache:
-    """Runs read from disk, keyed on (folder, :func:`run_signature`), least recently used first out.
-
-    Shared by every session of a server (runs are never modified after loading). A run whose files
-    changed has a new signature and is read again; read errors are not cached. Bounded in runs and in
-    bytes (:func:`run_bytes`; the bounds: docs/app-data-notes.md#apps-data-loading).
-    """
-
-    def __init__(self, max_entries: int = 512, max_bytes: int = 2 << 30) -> None:
-        self.max_entries = max_entries
-        self.max_bytes = max_bytes
-        self._runs: OrderedDict[tuple[str, Signature], RunData] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, path: Path) -> RunData:
-        """The run at ``path``, read only when its files changed; raises :class:`RunLoadError`."""
-        key = (str(path), run_signature(path))
-        with self._lock:
-            run = self._runs.get(key)
-            if run is not None:
-                self._runs.move_to_end(key)
-                return run
-        run = load_run(path)
-        with self._lock:
-            if key not in self._runs:
-                self._bytes += run_bytes(run)
-            self._runs[key] = run
-            self._runs.move_to_end(key)
-            while len(self._runs) > 1 and (len(self._runs) > self.max_entries or self._bytes > self.max_bytes):
-                _, dropped = self._runs.popitem(last=False)
-                self._bytes -= run_bytes(dropped)
-        return run
-
-    def get_many(self, paths: Sequence[Path], workers: int = 4) -> list[RunData | RunLoadError]:
-        """Runs (or their load errors) for ``paths``, in order; misses are read in parallel threads."""
-        if len(paths) <= 1:
-            return [self._get_or_error(path) for path in paths]
-        with ThreadPoolExecutor(max_workers=min(workers, len(paths)), thread_name_prefix="gdro-read") as pool:
-            return list(pool.map(self._get_or_error, paths))
-
-    def _get_or_error(self, path: Path) -> RunData | RunLoadError:
-        try:
-            return self.get(path)
-        except RunLoadError as err:
-            return err
-
-    def clear(self) -> None:
-        """Forget every run (the next request reads from disk)."""
-        with self._lock:
-            self._runs.clear()
-            self._bytes = 0
+def run_cache(max_entries: int = 512, max_bytes: int = 2 << 30) -> FileCache[Path, RunData]:
+    """Runs read from disk (:func:`load_run`), keyed on (folder, :func:`run_signature`), least recently
+    used first out, bounded in runs and in bytes (:func:`run_bytes`; the bounds:
+    docs/app-data-notes.md#apps-data-loading). A run whose files changed has a new signature and is read
+    again; read errors are not kept (:class:`apps.data.filecache.FileCache`)."""
+    return FileCache(lambda path: (str(path), run_signature(path)), load_run, max_entries=max_entries,
+                     max_bytes=max_bytes, size=run_bytes, thread_name="gdro-read")
 
 
 #: The process-wide run cache of the app.
-RUN_CACHE = RunCache()
+RUN_CACHE = run_cache()
 
 
 def warm_runs(root: Path, given: Sequence[Path] = (), max_runs: int = 32, max_bytes: int = 256 << 20) -> int:
@@ -331,4 +284,4 @@ def warm_runs(root: Path, given: Sequence[Path] = (), max_runs: int = 32, max_by
         if total > max_bytes:
             break
         paths.append(path)
-    return sum(isinstance(run, RunData) for run in RUN_CACHE.get_many(paths))
+    return sum(isinstance(run, RunData) for run in RUN_CACHE.get_many_or_errors(paths, (RunLoadError,)))

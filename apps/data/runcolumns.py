@@ -1,7 +1,7 @@
 """Metric columns of the run table: any logged scalar as a column, as its final value, its best
 value (max or min) or the mean of its last k values.
 
-A run's scalars are read once per version of its files (:class:`ScalarCache`, keyed on
+A run's scalars are read once per version of its files (:data:`SCALAR_CACHE`, keyed on
 :func:`apps.data.loading.run_signature`) with the app's fast reader; only the finite values are kept:
 each ``steps.jsonl`` scalar in step order, and each ``eval.jsonl`` metric in evaluation order (named
 as logged, ``eval/<metric>`` when a step scalar has the same name). A column is computed for every
@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -23,6 +21,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 from apps.data.fastread import read_run_fast
+from apps.data.filecache import FileCache
 from apps.data.loading import run_signature
 from gdro_lab.runformat.runlog import STEPS_FILE, RunData, read_evals
 
@@ -132,45 +131,19 @@ def read_scalars(path: Path) -> RunScalars:
     return _with_evals(scalars, read_evals(path))
 
 
-class ScalarCache:
-    """:class:`RunScalars` per run folder, read again when its files change; shared by every session."""
-
-    def __init__(self, max_entries: int = 20_000) -> None:
-        self.max_entries = max_entries
-        self._scalars: dict[tuple[str, tuple[tuple[str, int, int], ...]], RunScalars] = {}
-        self._lock = threading.Lock()
-
-    def get(self, path: Path) -> RunScalars:
-        """The run's scalars (empty when it cannot be read: its cells stay blank)."""
-        key = (str(path), run_signature(path))
-        with self._lock:
-            found = self._scalars.get(key)
-        if found is not None:
-            return found
-        try:
-            scalars = read_scalars(path)
-        except Exception:  # noqa: BLE001  (a damaged run: blank cells; its own page says why)
-            scalars = RunScalars({})
-        with self._lock:
-            if len(self._scalars) >= self.max_entries:
-                self._scalars.clear()
-            self._scalars[key] = scalars
-        return scalars
-
-    def get_many(self, paths: Sequence[Path], workers: int = 4) -> list[RunScalars]:
-        """Scalars of ``paths`` in order; misses read in parallel threads."""
-        if len(paths) <= 1:
-            return [self.get(path) for path in paths]
-        with ThreadPoolExecutor(max_workers=min(workers, len(paths)), thread_name_prefix="gdro-scalars") as pool:
-            return list(pool.map(self.get, paths))
-
-    def clear(self) -> None:
-        with self._lock:
-            self._scalars.clear()
+def _scalars_or_blank(path: Path) -> RunScalars:
+    """The run's scalars, empty when it cannot be read (its cells stay blank; its own page says why)."""
+    try:
+        return read_scalars(path)
+    except Exception:  # noqa: BLE001  (a damaged run)
+        return RunScalars({})
 
 
-#: The process-wide cache of runs' scalars.
-SCALAR_CACHE = ScalarCache()
+#: The process-wide cache of runs' scalars (:class:`RunScalars` per run folder, read again when its files
+#: change; shared by every session).
+SCALAR_CACHE: FileCache[Path, RunScalars] = FileCache(lambda path: (str(path), run_signature(path)),
+                                                      _scalars_or_blank, max_entries=20_000,
+                                                      thread_name="gdro-scalars")
 
 
 def scalar_keys(scalars: Sequence[RunScalars]) -> list[str]:

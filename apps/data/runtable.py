@@ -79,7 +79,7 @@ def config_columns(infos: Sequence[RunInfo], producer: str | None = None, all_co
                    ) -> tuple[dict[str, dict[str, str]], list[str]]:
     """Each run's flat config (:func:`flat_config`) and the config keys the table shows
     (:func:`config_keys`), remembered for the same RunInfo objects: the run list hands out the same
-    object while a run's small files are unchanged (:class:`apps.data.listing.InfoCache`), a new one
+    object while a run's small files are unchanged (:data:`apps.data.listing.INFO_CACHE`), a new one
     when they change, so a second visit of 1,000 runs skips 0.2 s of flattening and counting."""
     key = (producer, all_config, tuple(map(id, infos)))
     with _CONFIG_COLUMNS_LOCK:

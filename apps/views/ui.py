@@ -230,8 +230,9 @@ def step_slider(run: RunData, key: str, label: str = "Step") -> int:
 def iter_loaded(entries: list[loading.RunEntry]) -> Iterator[tuple[str, RunData]]:
     """(label, run) for each entry that loads (runs not read yet are read in parallel); an
     ``st.error`` line for each one that does not."""
-    for entry, run in zip(entries, loading.RUN_CACHE.get_many([entry.path for entry in entries])):
-        if isinstance(run, loading.RunLoadError):
+    read = loading.RUN_CACHE.get_many_or_errors([entry.path for entry in entries], (loading.RunLoadError,))
+    for entry, run in zip(entries, read):
+        if isinstance(run, Exception):
             st.error(f"Cannot show **{entry.label}**: {run}", icon=":material/error:")
         else:
             yield entry.label, run

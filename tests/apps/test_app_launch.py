@@ -157,7 +157,7 @@ def test_serve_reads_the_address_and_warms_the_runs_after_the_separator(runs_roo
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         assert serve.wait_listening("127.0.0.1", listener.getsockname()[1], timeout_s=5)
-    cache = loading.RunCache()
+    cache = loading.run_cache()
     monkeypatch.setattr(loading, "RUN_CACHE", cache)
     assert serve.warm_list(argv) == 3, "the three runs under --root are listed before the first request"
     from apps.data import identity, listing

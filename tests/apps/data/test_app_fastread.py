@@ -122,7 +122,7 @@ def test_empty_run_reads_like_reference(empty_run: Path) -> None:
 
 def test_run_cache_rereads_a_grown_run_and_reads_many_in_parallel(
         live_run: tuple[Path, Callable[[int], None]], runs_root: Path, not_a_run: Path) -> None:
-    cache = loading.RunCache(max_entries=8)
+    cache = loading.run_cache(max_entries=8)
     path, append = live_run
     first = cache.get(path)
     assert cache.get(path) is first, "an unchanged run is read once"
@@ -130,7 +130,7 @@ def test_run_cache_rereads_a_grown_run_and_reads_many_in_parallel(
     grown = cache.get(path)
     assert grown.steps.size == first.steps.size + 3
     paths = sorted(p for p in (runs_root / "study").iterdir())
-    loaded = cache.get_many([*paths, not_a_run])
+    loaded = cache.get_many_or_errors([*paths, not_a_run], (loading.RunLoadError,))
     assert [run.path for run in loaded[:-1]] == paths  # type: ignore[union-attr]
     assert isinstance(loaded[-1], loading.RunLoadError) and "not a gdro run directory" in str(loaded[-1])
     for run, path_ in zip(loaded, paths):
@@ -140,7 +140,7 @@ def test_run_cache_rereads_a_grown_run_and_reads_many_in_parallel(
 
 
 def test_warm_runs_fills_the_cache_within_its_budget(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cache = loading.RunCache()
+    cache = loading.run_cache()
     monkeypatch.setattr(loading, "RUN_CACHE", cache)
     assert loading.warm_runs(runs_root, max_runs=2) == 2
     assert loading.warm_runs(runs_root, max_bytes=1) == 0, "the byte budget stops before the first run"

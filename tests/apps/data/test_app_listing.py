@@ -102,9 +102,9 @@ def test_run_cache_is_bounded_in_bytes_not_only_in_runs(seeds_root: Path) -> Non
 
     paths = sorted(path.parent for path in seeds_root.rglob("meta.json"))
     one = loading.run_bytes(loading.load_run(paths[0]))
-    cache = loading.RunCache(max_entries=512, max_bytes=int(2.5 * one))
+    cache = loading.run_cache(max_entries=512, max_bytes=int(2.5 * one))
     for path in paths[:4]:
         cache.get(path)
-    assert len(cache._runs) == 2 and cache._bytes <= cache.max_bytes, "the two most recent runs fit"
-    roomy = loading.RunCache()
-    assert [run.path for run in roomy.get_many(paths)] == paths and len(roomy._runs) == len(paths)
+    assert len(cache) == 2 and cache.held_bytes <= int(2.5 * one), "the two most recent runs fit"
+    roomy = loading.run_cache()
+    assert [run.path for run in roomy.get_many(paths)] == paths and len(roomy) == len(paths)
