@@ -85,14 +85,19 @@ def test_the_digest_is_the_code_that_started(module: Any, results: str, argv: li
     assert _block(tmp_path / results)["code_digest"] == OLD
 
 
+def _made_by_old_code(module: Any, out: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``module.main`` into ``out`` as the old code (digest ``OLD``) would have made it."""
+    with monkeypatch.context() as before:
+        _old_code(before)
+        assert module.main(["--out", str(out), *argv]) == 0
+
+
 @pytest.mark.parametrize("module, results, argv, more", TOOLS, ids=["recovery", "gain_recovery"])
 def test_appending_after_the_code_changed_keeps_the_earlier_digest(module: Any, results: str, argv: list[str],
                                                                    more: list[str], stubbed: None, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture) -> None:
-    with monkeypatch.context() as before:
-        _old_code(before)
-        assert module.main(["--out", str(tmp_path), *argv]) == 0
+    _made_by_old_code(module, tmp_path, argv, monkeypatch)
     capsys.readouterr()
     assert module.main(["--out", str(tmp_path), *more]) == 0  # more seeds, by the current code
     block = _block(tmp_path / results)
@@ -120,9 +125,7 @@ def test_rerun_whole_over_old_rows_records_the_current_code(module: Any, results
                                                             monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture) -> None:
     """Every earlier row remade (the same worlds and seeds) in the same folder: nothing of the old code is left."""
-    with monkeypatch.context() as before:
-        _old_code(before)
-        assert module.main(["--out", str(tmp_path), *argv]) == 0
+    _made_by_old_code(module, tmp_path, argv, monkeypatch)
     assert module.main(["--out", str(tmp_path), *argv]) == 0
     assert _block(tmp_path / results)["code_digest"] == code_digest(module.ENTRY)["code_digest"]
     assert "note" not in capsys.readouterr().err
