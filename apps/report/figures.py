@@ -8,7 +8,6 @@ Per run the app's per-run figures; :func:`compare_figure` for several runs. The 
 from __future__ import annotations
 
 import textwrap
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -105,6 +104,8 @@ class ReportCanvas(FigureCanvasAgg):
             super().print_png(filename_or_obj, metadata=metadata, pil_kwargs=pil_kwargs)
 
     _renderer_key: tuple[int, int, float] | None = None
+    #: the figure's layout when :func:`_figure` made it with fixed margins (what reuse restores)
+    blank: _Blank | None = None
 
     def get_renderer(self) -> RendererAgg:
         """This figure's renderer at its size and dpi (a new one when either changed), as matplotlib's."""
@@ -127,13 +128,13 @@ def _figure(rows: int, columns: int, title: str, legend: Sequence[str] = (),
     if blank is not None:
         blank.clear()
         blank.figure.suptitle(title)
-        return blank.figure, blank.axes
+        return blank.figure, blank.grid()
     width = PANEL_SIZE[0] * columns
     legend_rows = -(-len(legend) // max(1, int(width // (LEGEND_ENTRY_IN + LEGEND_CHAR_IN
                                                               * max((len(label) for label in legend), default=1)))))
     height = PANEL_SIZE[1] * rows + LEGEND_ROW_IN * legend_rows
     figure = Figure(figsize=(width, height), layout="constrained" if margins is None else None)
-    ReportCanvas(figure)
+    canvas = ReportCanvas(figure)
     # a title sits just above its panel (where matplotlib's automatic placement puts it when no tick
     # labels are on top), without measuring the y axis's tick labels again for each title
     with matplotlib.rc_context({"axes.titley": 1.0}):
@@ -144,7 +145,7 @@ def _figure(rows: int, columns: int, title: str, legend: Sequence[str] = (),
         figure.subplots_adjust(left=margins.left / width, right=1 - margins.right / width,
                                top=1 - margins.top / height, bottom=margins.bottom / height,
                                wspace=margins.across / panel_width, hspace=margins.down / panel_height)
-        _BLANKS[figure] = _Blank(key, figure, axes, [axis.get_subplotspec() for axis in axes.flat])
+        canvas.blank = _Blank(key, figure, list(axes.flat), [axis.get_subplotspec() for axis in axes.flat])
     figure.suptitle(title)
     return figure, axes
 
@@ -160,17 +161,25 @@ class _Blank:
 
     key: tuple[Any, ...]
     figure: Figure
-    axes: np.ndarray
+    #: the panels in ``axes.flat`` order, as a list: a numpy object array is invisible to the garbage
+    #: collector, so one here would keep every figure that is not reused alive
+    panels: list[Axes]
     specs: list[Any]
 
     def reusable(self) -> bool:
         """Whether :meth:`clear` gives a blank figure back: not after categorical data, whose units
         (the category names) stay with the axis."""
-        return all(side.get_converter() is None for axis in self.axes.flat for side in (axis.xaxis, axis.yaxis))
+        return all(side.get_converter() is None for axis in self.panels for side in (axis.xaxis, axis.yaxis))
+
+    def grid(self) -> np.ndarray:
+        """The panels as :func:`_figure` returns them: rows x columns."""
+        grid = np.empty((self.key[0], self.key[1]), dtype=object)
+        grid.flat[:] = self.panels
+        return grid
 
     def clear(self) -> None:
         """Back to the blank panels: nothing drawn, every setting as a new figure has it."""
-        panels = list(self.axes.flat)
+        panels = self.panels
         for extra in [axis for axis in self.figure.axes if not any(axis is panel for panel in panels)]:
             self.figure.delaxes(extra)  # colour bars and twin axes
         self.figure.legends.clear()
@@ -202,8 +211,13 @@ class _Blank:
 
 #: Fixed-layout figures written by :func:`save_png`, one per layout, waiting to be drawn again.
 _SHELF: dict[tuple[Any, ...], _Blank] = {}
-#: Every fixed-layout figure :func:`_figure` made (while it is alive), with its layout.
-_BLANKS: weakref.WeakKeyDictionary[Figure, _Blank] = weakref.WeakKeyDictionary()
+
+
+def blank_of(figure: Figure) -> _Blank | None:
+    """The layout :func:`_figure` made ``figure`` with, kept on its canvas (None for any other figure).
+    On the canvas, not in a table of figures: a figure that is not reused is freed once closed."""
+    canvas = figure.canvas
+    return canvas.blank if isinstance(canvas, ReportCanvas) else None
 
 
 #: Heatmaps with their colour bars (ticks and label right of each panel) over bars with rotated bin names.
@@ -632,7 +646,7 @@ def save_png(figure: Figure, target: Path) -> None:
     drawn again (:class:`_Blank`; the caller must not use it after this), any other is closed
     (pyplot keeps every open figure)."""
     figure.savefig(target, dpi=110, pil_kwargs={"compress_level": PNG_COMPRESS_LEVEL})
-    blank = _BLANKS.get(figure)
+    blank = blank_of(figure)
     if blank is not None and blank.reusable():
         _SHELF[blank.key] = blank
     else:

@@ -127,7 +127,8 @@ def test_clearing_a_figure_undoes_everything_a_figure_function_may_do(then: str)
     figures._SHELF.clear()
     used, axes = figures._figure(**layout)  # type: ignore[arg-type]
     _scribble(used, axes)
-    blank = figures._BLANKS[used]
+    blank = figures.blank_of(used)
+    assert blank is not None
     blank.clear()
     new, new_axes = figures._figure(**layout)  # type: ignore[arg-type]
     assert new is not used
@@ -139,4 +140,29 @@ def test_clearing_a_figure_undoes_everything_a_figure_function_may_do(then: str)
     assert [_state(axis) for axis in used.axes] == [_state(axis) for axis in new.axes]
     assert len(used.legends) == len(new.legends) == 0
     assert np.array_equal(_drawn(used), _drawn(new))
+    figures._SHELF.clear()
+
+
+def test_a_written_figure_that_is_not_reused_is_freed(real_run: Path, tmp_path: Path) -> None:
+    """The step-time figure of a trainer run holds categorical shares, so it is not reused: once
+    written it must be freed like any closed figure (a report over 1,000 runs would otherwise keep
+    every one of them), while a reusable one stays on the shelf."""
+    import gc
+    import weakref
+
+    run = loading.load_run(real_run)
+    figures._SHELF.clear()
+    step_time = figures.step_time_figure(run)
+    assert figures.blank_of(step_time) is not None
+    freed = weakref.ref(step_time)
+    figures.save_png(step_time, tmp_path / "step_time.png")
+    del step_time
+    gc.collect()
+    assert freed() is None, "a written figure that is not reused stays in memory"
+    outcomes = figures.outcomes_figure(run)
+    kept = weakref.ref(outcomes)
+    figures.save_png(outcomes, tmp_path / "outcomes.png")
+    del outcomes
+    gc.collect()
+    assert kept() is not None and figures.outcomes_figure(run) is kept(), "a reusable one waits on the shelf"
     figures._SHELF.clear()
