@@ -251,6 +251,11 @@ def torn_notes(run: RunData) -> list[str]:
 Signature = tuple[tuple[str, int, int], ...]
 
 
+def run_key(path: Path) -> tuple[str, Signature]:
+    """A run folder's cache key: the folder and :func:`run_signature` (a new key whenever the run grows)."""
+    return str(path), run_signature(path)
+
+
 def run_bytes(run: RunData) -> int:
     """Memory held by a run's arrays (what the cache budgets)."""
     return int(run.steps.nbytes + sum(values.nbytes for values in run.scalars.values())
@@ -262,8 +267,8 @@ def run_cache(max_entries: int = 512, max_bytes: int = 2 << 30) -> FileCache[Pat
     used first out, bounded in runs and in bytes (:func:`run_bytes`; the bounds:
     docs/app-data-notes.md#apps-data-loading). A run whose files changed has a new signature and is read
     again; read errors are not kept (:class:`apps.data.filecache.FileCache`)."""
-    return FileCache(lambda path: (str(path), run_signature(path)), load_run, max_entries=max_entries,
-                     max_bytes=max_bytes, size=run_bytes, thread_name="gdro-read")
+    return FileCache(run_key, load_run, max_entries=max_entries, max_bytes=max_bytes, size=run_bytes,
+                     thread_name="gdro-read")
 
 
 #: The process-wide run cache of the app.

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from apps.data.fastread import read_run_fast
 from apps.data.filecache import FileCache
-from apps.data.loading import run_signature
+from apps.data.loading import run_key
 from gdro_lab.runformat.runlog import STEPS_FILE, RunData, read_evals
 
 #: Statistics of a column: the last value, the best (max or min by the key's direction), max, min,
@@ -141,8 +141,7 @@ def _scalars_or_blank(path: Path) -> RunScalars:
 
 #: The process-wide cache of runs' scalars (:class:`RunScalars` per run folder, read again when its files
 #: change; shared by every session).
-SCALAR_CACHE: FileCache[Path, RunScalars] = FileCache(lambda path: (str(path), run_signature(path)),
-                                                      _scalars_or_blank, max_entries=20_000,
+SCALAR_CACHE: FileCache[Path, RunScalars] = FileCache(run_key, _scalars_or_blank, max_entries=20_000,
                                                       thread_name="gdro-scalars")
 
 
