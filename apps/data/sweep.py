@@ -4,7 +4,7 @@ parallel coordinates of a sweep. No Streamlit here.
 One line per method (:func:`line_of`; step-matched GRPO its own); swept keys from
 :func:`apps.data.identity.varying_keys`; :func:`sweep_frame` gives the mean final value per key value
 with its 95% t-interval; :func:`parallel_frame` and :func:`parallel_ticks` the parallel coordinates,
-:func:`brush_ranges` and :func:`runs_in_brush` what a brush on them keeps. Detail:
+:func:`brush_ranges`, :class:`Brushes` and :func:`runs_in_brush` what brushes on them keep. Detail:
 docs/app-data-notes.md#apps-data-sweep.
 """
 
@@ -211,6 +211,41 @@ def brush_ranges(selection: Mapping[str, Any], axes: Sequence[str]) -> dict[str,
     first, last = sorted(float(value) for value in across)
     low, high = sorted(float(value) for value in along)
     return {axis: (low, high) for index, axis in enumerate(axes) if first <= index <= last}
+
+
+Ranges = dict[str, tuple[float, float]]
+
+
+@dataclass
+class Brushes:
+    """The brushes of one sweep's parallel coordinates across reruns: Vega-Lite draws one rectangle
+    at a time, so the rectangles drawn before the current one are *held* here, one range per axis.
+
+    :meth:`step` takes the current rectangle's ranges (``live``, from :func:`brush_ranges`) and returns
+    what filters the runs: the held ranges, with the live rectangle's in place of any on the same axes.
+    A rectangle drawn over other axes than the previous one holds the previous one's ranges; clearing the
+    live rectangle (a click outside it) drops only that one; :meth:`clear` drops them all."""
+
+    held: Ranges
+    last: Ranges
+
+    @classmethod
+    def empty(cls) -> "Brushes":
+        return cls({}, {})
+
+    def step(self, live: Mapping[str, tuple[float, float]]) -> Ranges:
+        live = dict(live)
+        if self.last and set(live) != set(self.last) and live:  # a new rectangle elsewhere: hold the previous one
+            self.held.update(self.last)
+        self.last = live
+        return {**self.held, **live}
+
+    def shown_held(self) -> Ranges:
+        """The held ranges that the live rectangle does not replace (drawn as grey bands)."""
+        return {axis: span for axis, span in self.held.items() if axis not in self.last}
+
+    def clear(self) -> None:
+        self.held, self.last = {}, {}
 
 
 def runs_in_brush(frame: pd.DataFrame, ranges: Mapping[str, tuple[float, float]]) -> list[str]:

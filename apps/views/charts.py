@@ -159,14 +159,17 @@ FADED = 0.06
 
 
 def parallel_coordinates(frame: pd.DataFrame, axes: Sequence[str], colours: Mapping[str, str],
-                         ticks: pd.DataFrame | None = None) -> AnyChart:
+                         ticks: pd.DataFrame | None = None,
+                         held: Mapping[str, tuple[float, float]] | None = None) -> AnyChart:
     """Parallel coordinates of a sweep (frame: run, method, axis, axis_index, raw, position): one
     polyline per run across the swept keys and the metric, coloured by method; each axis drawn with
     its ticks (``ticks``: axis_index, position, label); hover a line for its values.
 
     Methods are drawn largest first (fewest runs on top, at 0.5 opacity), so that no method hides
     another. Drag a rectangle over one axis or several (the :data:`BRUSH` interval selection) to
-    brush them: the page reads the brushed ranges back."""
+    brush them: the page reads the brushed ranges back. Rectangles drawn earlier (``held``: a range of
+    positions per axis) are grey bands on their axes; a run outside one has ``held_out`` > 0 in
+    ``frame`` and fades like a run outside the live brush."""
     names = list(dict.fromkeys(str(name) for name in frame["method"]))
     scale = alt.Scale(domain=names, range=[colours.get(name, "#1f77b4") for name in names])
     count = len(axes)
@@ -183,6 +186,13 @@ def parallel_coordinates(frame: pd.DataFrame, axes: Sequence[str], colours: Mapp
     titles = alt.Chart(ends).mark_text(dy=-14, fontSize=12, fontWeight="bold", color="#333333").encode(
         x=x, y=alt.Y("high:Q", scale=y_scale, axis=None), text="name:N")  # each axis named above it
     layers: list[Any] = [rules, titles]
+    held = held or {}
+    bands = [{"left": index - 2 * TICK_HALF, "right": index + 2 * TICK_HALF, "low": held[axis][0], "high": held[axis][1]}
+             for index, axis in enumerate(axes) if axis in held]
+    if bands:
+        layers.append(alt.Chart(pd.DataFrame(bands)).mark_rect(color="#777777", opacity=0.2, stroke="#555555")
+                      .encode(x=alt.X("left:Q", scale=x_scale, axis=None), x2="right:Q",
+                              y=alt.Y("low:Q", scale=y_scale, axis=None), y2="high:Q"))
     # the brush sits on invisible points (one per run and axis), so that the lines can read it: a line
     # fades while any of its points on a brushed axis lies outside the brushed range
     layers.append(alt.Chart(frame).mark_point(opacity=0, size=20).encode(x=x, y=y).add_params(
@@ -190,12 +200,13 @@ def parallel_coordinates(frame: pd.DataFrame, axes: Sequence[str], colours: Mapp
     outside = (f"isArray({BRUSH}.axis_index) && datum.axis_index >= {BRUSH}.axis_index[0] && "
                f"datum.axis_index <= {BRUSH}.axis_index[1] && (datum.position < {BRUSH}.position[0] || "
                f"datum.position > {BRUSH}.position[1]) ? 1 : 0")
+    faded = "datum.out > 0 || datum.held_out > 0"  # outside the live brush or a held one
     sizes = frame.drop_duplicates("run")["method"].value_counts()
     for method in sorted(names, key=lambda name: (-int(sizes.get(name, 0)), name)):
         layers.append(alt.Chart(frame[frame["method"] == method]).transform_calculate(outside=outside)
                       .transform_joinaggregate(out="max(outside)", groupby=["run"])
                       .mark_line(strokeWidth=1.5).encode(x=x, y=y, color=colour, detail="run:N", tooltip=tooltip,
-                                                         opacity=alt.condition("datum.out > 0", alt.value(FADED),
+                                                         opacity=alt.condition(faded, alt.value(FADED),
                                                                                alt.value(0.5))))
     if ticks is not None and not ticks.empty:
         marks = ticks.assign(left=ticks["axis_index"] - TICK_HALF, right=ticks["axis_index"] + TICK_HALF)

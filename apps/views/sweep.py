@@ -9,7 +9,7 @@ The runs are those picked on the Runs page, else the study of the first listed r
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Callable, Hashable, Mapping
 
 import pandas as pd
 import streamlit as st
@@ -53,8 +53,9 @@ def page() -> None:
         axes = [*keys, metric]
         names = {label: chosen.name(label) for label in runs}
         parallel = sweep.parallel_frame(runs, keys, metric, final, names)
-        kept = _brushed(parallel, axes, charts.parallel_coordinates(
-            parallel, axes, colours, sweep.parallel_ticks(runs, keys, metric, final)))
+        kept = _brushed(parallel, axes, (tuple(runs), metric, final),
+                        lambda frame, held: charts.parallel_coordinates(
+                            frame, axes, colours, sweep.parallel_ticks(runs, keys, metric, final), held))
         table = sweep.run_table(parallel[parallel["label"].isin(kept)])
         st.dataframe(table, hide_index=True, width="stretch", key="sweep-table",
                      column_config={"run": st.column_config.TextColumn("run", width="large")})
@@ -69,24 +70,47 @@ def page() -> None:
     ui.live_fragment(body, chosen)()
 
 
-def _brushed(parallel: pd.DataFrame, axes: list[str], figure: charts.AnyChart) -> list[str]:
-    """Draw the parallel coordinates with their brush, and say which runs it keeps (every run
-    without a brush): the brushed range of each axis comes back from the browser as the chart's
-    selection (:func:`apps.data.sweep.brush_ranges`)."""
-    event = st.vega_lite_chart(interactive.to_spec(figure), on_select="rerun", selection_mode=[charts.BRUSH],
-                               key="sweep-brush", width="stretch")
-    selection = (event.get("selection") if isinstance(event, Mapping) else None) or {}
-    ranges = sweep.brush_ranges(selection.get(charts.BRUSH) or {}, axes)
+def _brushed(parallel: pd.DataFrame, axes: list[str], signature: Hashable,
+             draw: Callable[[pd.DataFrame, Mapping[str, tuple[float, float]]], charts.AnyChart]) -> list[str]:
+    """Draw the parallel coordinates with their brushes, and say which runs they keep (every run
+    without a brush). The live rectangle's range on each axis comes back from the browser as the
+    chart's selection (:func:`apps.data.sweep.brush_ranges`); the rectangles drawn before it are held
+    in the session (:class:`apps.data.sweep.Brushes`, one per run set, metric and final value) and drawn
+    as grey bands, so that two axes can be brushed with different ranges."""
+    state = st.session_state.setdefault("sweep-brushes", {})
+    if state.get("signature") != signature:  # other runs or another metric: the positions mean other values
+        state.update(signature=signature, brushes=sweep.Brushes.empty(), generation=0)
+    brushes: sweep.Brushes = state["brushes"]
+    key = f"sweep-brush-{state['generation']}"  # a new key after "Clear brushes" drops the live rectangle
+    event = st.session_state.get(key)
+    live = sweep.brush_ranges(_selection(event).get(charts.BRUSH) or {}, axes)
+    ranges = brushes.step(live)
+    held = brushes.shown_held()
+    inside = set(sweep.runs_in_brush(parallel, held))
+    frame = parallel.assign(held_out=[0 if label in inside else 1 for label in parallel["label"]])
+    event = st.vega_lite_chart(interactive.to_spec(draw(frame, held)), on_select="rerun",
+                               selection_mode=[charts.BRUSH], key=key, width="stretch")
     kept = sweep.runs_in_brush(parallel, ranges)
     total = parallel["label"].nunique()
     if ranges:
         described = "; ".join(f"{axis} {_range_text(parallel, axis, low, high)}" for axis, (low, high) in ranges.items())
         st.caption(f"**Brushed: {len(kept)} of {total} runs** ({described}). The table and the charts below show "
-                   "these runs; click the chart outside the brush to clear it.")
+                   "these runs. Drag on another axis to add a brush (earlier ones stay, in grey); click the chart "
+                   "outside the current brush to drop it.")
+        if st.button("Clear brushes", key="sweep-clear-brushes", icon=":material/ink_eraser:"):
+            brushes.clear()
+            state["generation"] += 1
+            st.rerun()
     else:
-        st.caption(f"All {total} runs. Drag a rectangle over an axis (or several) to keep the runs it crosses: "
-                   "the table and the charts below follow.")
+        st.caption(f"All {total} runs. Drag a rectangle over an axis (or several) to keep the runs it crosses, "
+                   "then over another axis to narrow them further: the table and the charts below follow.")
     return kept
+
+
+def _selection(event: object) -> Mapping[str, Any]:
+    """The selection of a chart event (``{}`` before the first)."""
+    selection = event.get("selection") if isinstance(event, Mapping) else None
+    return selection if isinstance(selection, Mapping) else {}
 
 
 def _range_text(parallel: pd.DataFrame, axis: str, low: float, high: float) -> str:

@@ -112,3 +112,51 @@ def test_a_brush_keeps_the_runs_inside_it_on_every_brushed_axis(root100: Root100
     assert sweep.runs_in_brush(parallel, sweep.brush_ranges({}, axes)) == list(runs), "no brush: every run"
     table = sweep.run_table(parallel[parallel["label"].isin(kept)])
     assert len(table) == len(kept) and list(table.columns) == ["run", "method", *axes]
+
+
+def test_brushes_on_two_axes_keep_each_range_and_narrow_the_runs(root100: Root100) -> None:
+    """Vega-Lite draws one rectangle at a time: a rectangle on another axis holds the first one's
+    range, so lr 0.7071 and the upper half of the metric together keep the runs inside both."""
+    runs = _runs(root100.root, [label for label in root100.study if "matched" not in label])
+    axes = ["lr_scale", "mean_success"]
+    parallel = sweep.parallel_frame(runs, ["lr_scale"], "mean_success", "last value")
+    finals = {label: _last(root100.root, label, "mean_success") for label in runs}
+    low, high = min(finals.values()), max(finals.values())
+    on_lr = sweep.brush_ranges({"axis_index": [-0.2, 0.2], "position": [0.3, 0.5]}, axes)
+    on_metric = sweep.brush_ranges({"axis_index": [0.8, 1.2], "position": [0.5, 1.0]}, axes)
+    brushes = sweep.Brushes.empty()
+    assert brushes.step(on_lr) == on_lr and brushes.shown_held() == {}, "one rectangle: its range, nothing held"
+    assert brushes.step(on_lr) == on_lr, "a rerun with the same rectangle changes nothing"
+    both = brushes.step(on_metric)
+    assert both == {**on_lr, **on_metric} and brushes.shown_held() == on_lr, "the lr rectangle is held (grey)"
+    inside = [label for label in runs if "/lr0.707107/" in label and (finals[label] - low) / (high - low) >= 0.5]
+    lr_only = [label for label in runs if "/lr0.707107/" in label]
+    assert 0 < len(inside) < len(lr_only), "the second axis narrows the first one's runs"
+    assert sorted(sweep.runs_in_brush(parallel, both)) == sorted(inside)
+    assert brushes.step({}) == on_lr, "dropping the live rectangle keeps the held one"
+    wider = {"lr_scale": (0.2, 0.5)}
+    assert brushes.step(wider) == wider and brushes.shown_held() == {}, "a new rectangle on a held axis replaces it"
+    assert brushes.step(on_metric) == {**wider, **on_metric}, "and is held in its turn"
+    brushes.clear()
+    assert brushes.step({}) == {} and sweep.runs_in_brush(parallel, {}) == list(runs), "cleared: every run"
+
+
+def test_held_brushes_are_drawn_and_fade_the_runs_outside_them(root100: Root100) -> None:
+    from apps.views import charts
+
+    runs = _runs(root100.root, [label for label in root100.study if "matched" not in label])
+    axes = ["lr_scale", "mean_success"]
+    parallel = sweep.parallel_frame(runs, ["lr_scale"], "mean_success", "last value")
+    held = {"mean_success": (0.5, 1.0)}
+    inside = set(sweep.runs_in_brush(parallel, held))
+    frame = parallel.assign(held_out=[0 if label in inside else 1 for label in parallel["label"]])
+    spec = charts.parallel_coordinates(frame, axes, {}, None, held).to_dict()
+    bands = [spec["datasets"][layer["data"]["name"]] for layer in spec["layer"] if layer["mark"]["type"] == "rect"]
+    assert len(bands) == 1 and [(row["low"], row["high"]) for row in bands[0]] == [(0.5, 1.0)], "one band"
+    assert bands[0][0]["left"] < 1 < bands[0][0]["right"], "on the metric's axis (the second)"
+    lines = [layer for layer in spec["layer"] if layer["mark"]["type"] == "line"]
+    assert lines and all("held_out" in layer["encoding"]["opacity"]["condition"]["test"] for layer in lines)
+    rows = [row for layer in lines for row in spec["datasets"][layer["data"]["name"]]]
+    assert {row["label"] for row in rows if row["held_out"] == 0} == inside
+    assert not any(layer["mark"]["type"] == "rect" for layer in
+                   charts.parallel_coordinates(parallel, axes, {}, None).to_dict()["layer"]), "no band unheld"
