@@ -1,9 +1,10 @@
 """The plan's loop on known worlds (simulators/calibrate/plan_loop.py): per world, fit, take the extra sweep
 `gdro calibrate --plan` recommends, run it in the true world, refit, and compare the achieved spread and
-verdict with the promise. Writes OUT/rows.json and OUT/table.md; --update-docs puts the table into
-docs/calibration.md (between its plan-loop markers).
+verdict with the promise. Writes OUT/rows.json, OUT/table.md and OUT/summary.json (the provenance: the code
+that made the rows, :mod:`studykit.provenance`); --update-docs puts the table into docs/calibration.md between
+the markers named after OUT's folder (``plan-loop``, ``plan-loop-320``).
 
-    python scripts/plan_loop.py --out reports/calibration/plan-loop --worlds middle,hard,cheap,noisy
+    python scripts/plan_loop.py --out reports/calibration/plan-loop-320 --worlds middle,hard,cheap,noisy,costly
 """
 
 from __future__ import annotations
@@ -17,8 +18,13 @@ from pathlib import Path
 from typing import Sequence
 
 
+#: The module whose import closure is the loop's code.
+ENTRY = ["simulators.calibrate.plan_loop"]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from simulators.calibrate import plan_loop
+    from studykit.provenance import portable, provenance, rows_provenance, settings_of
 
     parser = argparse.ArgumentParser(prog="python scripts/plan_loop.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -34,10 +40,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-batch", type=int, default=64, help="the sweep's prompts per step (default 64)")
     parser.add_argument("--pilot", type=int, default=48, help="stage 2's pilot fits (default 48)")
     parser.add_argument("--update-docs", action="store_true")
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(words)
+    command = " ".join(["python scripts/plan_loop.py", *portable(words)])
+    made_by = provenance(ENTRY, command, settings_of(args, drop=("out", "update_docs")))  # as the loop starts
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "rows.json"
     rows = json.loads(path.read_text()) if path.is_file() else []  # more worlds or seeds append
+    earlier = (json.loads((args.out / "summary.json").read_text()).get("provenance")
+               if (args.out / "summary.json").is_file() else None)
     started = time.perf_counter()
     for name in args.worlds.split(","):
         for seed in map(int, args.seeds.split(",")):
@@ -47,17 +58,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            boots=args.draws, truth_seeds=args.truth_seeds, num_groups=args.groups,
                                            lrs=tuple(map(float, args.lrs.split(","))), data_batch=args.data_batch,
                                            pilot=args.pilot)
+            row["code_digest"] = made_by["code_digest"]  # the code that made it
             rows = [r for r in rows if (r["world"], r["seed"]) != (name, seed)] + [row]
             path.write_text(json.dumps(rows, indent=1))
             print(f"plan loop: {name} seed {seed} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr,
                   flush=True)
+    block, note = rows_provenance(made_by, earlier, rows)  # rows made earlier: by the earlier code
+    summary = {"worlds": sorted({r["world"] for r in rows}), "rows": len(rows), "provenance": block}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    if note:
+        print(f"plan loop: note: {args.out}: {note}", file=sys.stderr)
     table = plan_loop.markdown(rows)
     (args.out / "table.md").write_text(table + "\n", encoding="utf-8")
     print(table)
     if args.update_docs:
         from simulators.calibrate.calibration_report import ROOT, update_between
 
-        update_between(ROOT / "docs" / "calibration.md", "plan-loop", table)
+        update_between(ROOT / "docs" / "calibration.md", args.out.resolve().name, table)
     return 0
 
 

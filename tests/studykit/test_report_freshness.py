@@ -130,6 +130,16 @@ def test_every_committed_report_is_current_or_says_it_is_stale():
     assert not problems, "\n".join(problems)
 
 
+def test_no_committed_report_escapes_the_check():
+    """Every folder of reports/ that holds results (a .json or .md file) is a report the check reads, or lies
+    inside one (a calibration's predict/ folder): a report written without provenance is found, not skipped."""
+    covered = {path.parent for path in committed_reports()}
+    folders = {path.parent for path in (ROOT / "reports").rglob("*") if path.suffix in (".json", ".md")}
+    loose = sorted(folder.relative_to(ROOT).as_posix() for folder in folders
+                   if not any(folder == c or c in folder.parents for c in covered))
+    assert not loose, f"report folders without provenance (no summary.json or results file): {loose}"
+
+
 def test_no_committed_report_records_a_machine_local_path():
     for path in committed_reports():
         block = json.loads(path.read_text()).get("provenance", {})

@@ -50,6 +50,13 @@ def test_plan_loop_driver_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert row["promised_sd_after"] <= row["promised_sd_before"] + 1e-12
     assert np.isfinite(row["after"]["sd"]) and np.isfinite(row["truth"])
     assert "| middle (seed 0) |" in (tmp_path / "table.md").read_text()
+    from studykit.provenance import code_digest, freshness
+    block = json.loads((tmp_path / "summary.json").read_text())["provenance"]
+    assert block["entry"] == ["simulators.calibrate.plan_loop"] and row["code_digest"] == block["code_digest"] \
+        == code_digest(block["entry"])["code_digest"], "the report records the code that made its rows"
+    assert block["command"] == ("python scripts/plan_loop.py --out OUT --worlds middle --draws 3 --truth-seeds 2 "
+                                "--steps 6"), "rerunnable: a temporary --out written OUT"
+    assert freshness(tmp_path / "summary.json") is None
 
 
 def _tiny(close_loop):  # noqa: ANN001, ANN202
