@@ -75,7 +75,8 @@ def is_bound(name: str, names: Iterable[str]) -> bool:
 def headline_metrics(names: Iterable[str]) -> list[str]:
     """Metric names without the interval bounds of other metrics (sorted)."""
     names = list(dict.fromkeys(names))
-    return sorted(name for name in names if not is_bound(name, names))
+    known = set(names)
+    return sorted(name for name in names if not is_bound(name, known))
 
 
 def pass_at_k_metrics(evals: pd.DataFrame) -> list[str]:

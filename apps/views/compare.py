@@ -119,7 +119,7 @@ def _evaluations(runs: dict[str, RunData], names: dict[str, str], chosen: ui.Sel
     interval as a band when logged: drawn with the page's other charts, so that a legend click fades
     it too."""
     frames = {label: results.evals_frame(run) for label, run in runs.items()}
-    metrics = results.headline_metrics(name for frame in frames.values() for name in frame["metric"])
+    metrics = results.headline_metrics(name for frame in frames.values() for name in frame["metric"].unique())
     if not metrics:
         box.caption("None of these runs has evaluation results.")
         return []
