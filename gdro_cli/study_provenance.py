@@ -18,7 +18,6 @@ record, an unknown one): the report is then stale until the study is rerun in a 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -28,13 +27,6 @@ from typing import Any, Sequence
 ENTRY = ["real_runs.lmstudy.cli"]
 #: In the study's --out folder: the digest and command its runs were made with.
 RECORD = "provenance.json"
-
-
-def folders(args: argparse.Namespace) -> tuple[Path, Path]:
-    """``(out, report)`` as :func:`real_runs.lmstudy.cli.main` resolves them (its defaults)."""
-    name = "quick" if args.quick else "small" if args.small else "default"
-    out = args.out or Path("runs") / ("lm-study" if name == "default" else f"lm-study-{name}")
-    return out, args.report or out / "report"
 
 
 def command(words: Sequence[str]) -> str:
@@ -87,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli.main(words)
     from gdro_lab._validate import ConfigError
     from studykit.provenance import code_digest, settings_of
-    out, report = folders(args)
+    out, report = cli.folders(args)
     record = out / RECORD
     if not args.report_only:  # the record is written as the study starts: a stopped study keeps it
         try:

@@ -101,22 +101,34 @@ def claim_folders(folders: dict[str, Path]) -> None:
         claim_output(folder, COMMAND, flag, accept=functools.partial(made_by_the_study, flag))
 
 
+def setting_of(args: argparse.Namespace) -> str:
+    """The study's setting: ``quick``, ``small`` or ``default``."""
+    return "quick" if args.quick else "small" if args.small else "default"
+
+
+def folders(args: argparse.Namespace) -> tuple[Path, Path]:
+    """``(out, report)``: ``--out`` (default ``runs/lm-study``, or ``runs/lm-study-quick`` / ``-small``)
+    and ``--report`` (default ``OUT/report``)."""
+    name = setting_of(args)
+    out = args.out or Path("runs") / ("lm-study" if name == "default" else f"lm-study-{name}")
+    return out, args.report or out / "report"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from gdro_lab._validate import ConfigError
-    name = "quick" if args.quick else "small" if args.small else "default"
-    out = args.out or Path("runs") / ("lm-study" if name == "default" else f"lm-study-{name}")
-    report_dir = args.report or out / "report"
+    name = setting_of(args)
+    out, report_dir = folders(args)
     if args.calibration_data is not None:
-        folders = {"--calibration-data": args.calibration_data}
+        written = {"--calibration-data": args.calibration_data}
     else:  # --report-only reads --out and writes only the report
-        folders = {"--report": report_dir} if args.report_only else {"--out": out, "--report": report_dir}
+        written = {"--report": report_dir} if args.report_only else {"--out": out, "--report": report_dir}
     try:
-        claim_folders(folders)
+        claim_folders(written)
     except ConfigError as err:
         print(f"gdro study lm: {err}", file=sys.stderr)
         return 2
-    print("gdro study lm: writing to " + ", ".join(f"{folder} ({flag})" for flag, folder in folders.items()),
+    print("gdro study lm: writing to " + ", ".join(f"{folder} ({flag})" for flag, folder in written.items()),
           flush=True)
     from real_runs.lmstudy import learning_study, pipeline
 

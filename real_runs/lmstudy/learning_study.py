@@ -166,6 +166,15 @@ def _worker_setup(cfg: StudyConfig) -> None:
     torch.set_num_threads(cfg.threads)
 
 
+def unfinished_run(target: Path, command: str) -> FileExistsError:
+    """The error for a run folder left by a study (or arena) stopped mid-run. Its runs save no
+    checkpoint (``save_every: 0``: a run is minutes long), so it cannot be resumed: it is the user's
+    to delete (the study never deletes a folder), and the study then makes it again."""
+    return FileExistsError(f"{target} holds an unfinished run, which cannot be resumed (the {command}'s runs "
+                           f"save no checkpoint): delete that folder, then run the {command} again (finished "
+                           "runs are kept)")
+
+
 def run_one(cfg: StudyConfig, name: str, seed: int, out: Path, warm_path: Path, lr_scale: float = 1.0,
             adv_scale: float = 1.0) -> str:
     """One training run in this process (called in a worker): returns its run directory."""
@@ -179,8 +188,7 @@ def run_one(cfg: StudyConfig, name: str, seed: int, out: Path, warm_path: Path, 
         label_matched(target)
         return str(target)
     if target.exists():
-        raise FileExistsError(f"{target} holds an unfinished run: resume it with `gdro train --resume {target}` "
-                              "or delete it, then run the study again")
+        raise unfinished_run(target, "study")
     model, tokenizer, _ = load_warm_start(warm_path)
     method = name if name in ("prompt_gdro", "rollout_gdro", "joint") else "grpo"
     with MathReward(num_workers=1) as reward:  # exact matches skip math-verify; one worker suffices

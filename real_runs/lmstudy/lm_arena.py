@@ -95,8 +95,7 @@ def run_one(cfg: learning_study.StudyConfig, method: str, seed: int, lr_scale: f
     if finished_run(cfg, method, seed, lr_scale, out) is not None:
         return str(target)
     if target.exists():
-        raise FileExistsError(f"{target} holds an unfinished run: resume it with `gdro train --resume {target}` "
-                              "or delete it, then run the arena again")
+        raise learning_study.unfinished_run(target, "arena")
     model, tokenizer, _ = load_warm_start(warm_path)
     with MathReward(num_workers=1) as reward:
         run_dir = train_main(config, model=model, tokenizer=tokenizer, train_records=tasks.train_split(cfg.task_config()),

@@ -196,7 +196,7 @@ def finished_study(cfg: StudyConfig, out: Path) -> dict[str, Any]:
             "initial": {s: initial[s] for s in complete},
             "factors": factors.as_dict() if factors else None,
             "warm_paths": {s: str(default_cache_root() / f"warmstart-{warm_config(cfg, s).key()}") for s in complete},
-            "warm_seconds": float("nan"), "seconds": _span_seconds(found, initial),
+            "warm_seconds": float("nan"), "seconds": _span_seconds(found),
             "config": dataclasses.asdict(cfg), "complete_seeds": complete}
 
 
@@ -205,12 +205,24 @@ def _scale(name: str) -> float:
     return 1.0 if name == "grpo" else lrgrid.point(float(name.removeprefix("grpo_lr")))
 
 
-def _span_seconds(runs: dict[str, dict[int, Path]], initial: dict[int, Path]) -> float:
-    """Wall time of the RL part from the files: first run created to last evaluation written."""
+def _span_seconds(runs: dict[str, dict[int, Path]]) -> float:
+    """Wall time of the RL part from the files: the length of the union of the runs' own spans (each
+    from its ``meta.json`` creation to its last evaluation written), so that the time between two
+    sittings of a study stopped and started again is not counted (the warm starts' evaluations,
+    which run before the first run, have no start time on file and are not counted either)."""
     import datetime as dt
 
     paths = {p for by_seed in runs.values() for p in by_seed.values()}
-    created = [dt.datetime.fromisoformat(json.loads((p / "meta.json").read_text())["created"]).timestamp()
-               for p in paths]
-    ends = [(p / "eval.jsonl").stat().st_mtime for p in paths] + [p.stat().st_mtime for p in initial.values()]
-    return float(max(ends) - min(created)) if created and ends else math.nan
+    spans = sorted((dt.datetime.fromisoformat(json.loads((p / "meta.json").read_text())["created"]).timestamp(),
+                    (p / "eval.jsonl").stat().st_mtime) for p in paths)
+    return union_length(spans) if spans else math.nan
+
+
+def union_length(spans: list[tuple[float, float]]) -> float:
+    """The total length covered by the intervals ``spans`` (overlaps counted once)."""
+    total, end = 0.0, -math.inf
+    for low, high in sorted(spans):
+        if high > end:
+            total += high - max(low, end)
+            end = high
+    return total

@@ -26,7 +26,7 @@ def fake_study(monkeypatch):
     def run(words):
         calls.append(list(words))
         if status[0] == 0:
-            _, report = study.folders(cli.build_parser().parse_args(words))
+            _, report = cli.folders(cli.build_parser().parse_args(words))
             report.mkdir(parents=True, exist_ok=True)
             (report / "summary.json").write_text(json.dumps({"study": "lm"}))
         return status[0]
@@ -143,14 +143,14 @@ def test_runs_reused_from_the_same_code_are_current(tmp_path, fake_study, capsys
 @pytest.mark.parametrize("words", [["lm"], ["lm", "--quick"], ["lm", "--small", "--report", "r"],
                                    ["lm", "--out", "o"], ["lm", "--out", "o", "--report", "p"]])
 def test_the_folders_are_the_ones_the_study_writes(tmp_path, monkeypatch, words):
-    """study.folders repeats the study's defaults: the study's own call says where it writes."""
+    """cli.folders, which gdro study's provenance reads, is where the study's own call writes."""
     from real_runs.lmstudy import pipeline
     seen = []
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(pipeline, "study_and_report", lambda cfg, out, report, **kw: seen.append((out, report))
                         or tmp_path / "report.md")
     assert cli.main(words) == 0
-    assert seen == [study.folders(cli.build_parser().parse_args(words))]
+    assert seen == [cli.folders(cli.build_parser().parse_args(words))]
 
 
 def test_gdro_study_runs_the_wrapper():

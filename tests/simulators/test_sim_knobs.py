@@ -201,5 +201,6 @@ def test_sweep_update_reports_copies_its_report_under_the_given_name(tmp_path: P
     assert knob_sweep.main([*args, "--out", str(tmp_path / "b"), "--update-reports", "sweep-transfer"]) == 0
     assert f"updated: {(reports / 'sweep-transfer' / 'report.md').resolve()}" in capsys.readouterr().out
     summary = json.loads((reports / "sweep-transfer" / "summary.json").read_text())
-    assert summary["provenance"]["command"].endswith("--update-reports sweep-transfer")
+    assert summary["provenance"]["command"] == " ".join(["gdro sweep", *args[:-1], "--update-reports", "sweep-transfer"]), \
+        "the machine's --out and progress switch left out"
     assert "update_reports" not in summary["provenance"]["settings"]
