@@ -55,7 +55,7 @@ def test_the_factor_covers_95_percent_of_the_bootstrap_truths() -> None:
 def test_a_fit_whose_refits_miss_more_gets_a_wider_interval(prediction_table: TableMaker) -> None:
     """Two fits with the same drawn worlds: one whose bootstrap refits miss their worlds' gains by 0.5 pp, one
     whose refits miss by 6 pp. Each gain's printed interval is its median +- t(0.975, B) x rms of its own errors
-    (B = 6: 2.447), or the central interval on a side where that is wider: narrower than x2.44 for the first,
+    (B = 6: 2.447), or the central interval on a side where that is wider: narrower than x WIDENING for the first,
     wider for the second."""
     def rows(miss: float) -> list[dict]:
         return [{"method": label, "metric": metric, "baseline": base, "truth": 0.01 + (miss if b % 2 else -miss),
@@ -69,7 +69,7 @@ def test_a_fit_whose_refits_miss_more_gets_a_wider_interval(prediction_table: Ta
         for base in ("vs_grpo", "vs_tuned"):
             central, g, p = (s["methods"][label][METRIC][base] for s in (plain, good, poor))
             width = lambda e: e["wide_hi"] - e["wide_lo"]  # noqa: E731
-            assert width(g) < width(central) < width(p)  # central's printed interval: x2.44
+            assert width(g) < width(central) < width(p)  # central's printed interval: x WIDENING
             assert (g["wide_lo"], g["wide_hi"]) == (central["lo"], central["hi"])  # 2.447 x 0.5 pp < its 2 pp sides
             assert p["error_half_width"] == pytest.approx(2.447 * 0.06, abs=1e-3)
             assert (p["wide_lo"], p["wide_hi"]) == pytest.approx((0.01 - 2.447 * 0.06, 0.01 + 2.447 * 0.06), abs=1e-4)
@@ -81,7 +81,7 @@ def test_a_fit_whose_refits_miss_more_gets_a_wider_interval(prediction_table: Ta
 
 def test_each_gain_is_widened_by_its_own_errors_only(prediction_table: TableMaker) -> None:
     """Errors are kept apart per method, metric and baseline: a miss of Prompt-GDRO against tuned GRPO widens that
-    gain alone; a gain without bootstrap rows keeps the global x2.44."""
+    gain alone; a gain without bootstrap rows keeps the global x WIDENING."""
     rows = [{"method": "prompt_gdro", "metric": METRIC, "baseline": "vs_tuned", "truth": t, "median": 0.0}
             for t in (0.1, -0.1, 0.1, -0.1)] + [
            {"method": "joint", "metric": METRIC, "baseline": "vs_tuned", "truth": t, "median": 0.0}
@@ -122,7 +122,7 @@ def test_bootstrap_refits_worlds_spread_over_the_draws(monkeypatch: pytest.Monke
 def test_the_screen_says_which_widening_it_printed() -> None:
     from simulators.calibrate.predict_report import widening_text
 
-    assert "x2.44" in widening_text({}) and "--bootstrap" in widening_text({"widening": {"source": "global"}})
+    assert f"x{predict.WIDENING:g}" in widening_text({}) and "--bootstrap" in widening_text({"widening": {"source": "global"}})
     text = widening_text({"widening": {"source": "bootstrap", "count": 6, "factors": {METRIC: 1.234}}})
     assert "6 bootstrap refits" in text and "accuracy x1.23" in text and "2.44" not in text
     text = widening_text({"widening": {"source": "bootstrap", "method": "error", "count": 6,
@@ -131,18 +131,20 @@ def test_the_screen_says_which_widening_it_printed() -> None:
 
 
 def test_the_recovery_comparison_scores_each_interval_on_the_same_rows() -> None:
-    """Two rows: the global x2.44 covers both, the fit's own (narrower) interval one; the table counts that."""
+    """Two rows: the global widening covers both, the fit's own (narrower) interval one; the table counts that."""
     from simulators.calibrate import gain_recovery
 
     base = {"world": "w", "seed": 0, "median": 0.0, "lo": -0.01, "hi": 0.01, "boot": 6, "boot_factor": 1.5,
             "boot_lo": -0.015, "boot_hi": 0.015, "boot_seconds": 1.0, "sign_right": False, "sign_wrong": False,
             "clear": False}
-    rows = [dict(base, truth=0.012), dict(base, truth=0.02)]
+    outside_own = 0.95 * predict.WIDENING * 0.01  # inside the global widening of the 1 pp sides, beyond 1.5 pp
+    assert outside_own > base["boot_hi"]
+    rows = [dict(base, truth=0.012), dict(base, truth=outside_own)]
     result = gain_recovery.per_fit_comparison(rows)["all"]
     assert (result["central"]["covered"], result["global"]["covered"], result["bootstrap"]["covered"]) == (0, 2, 1)
     assert result["bootstrap"]["median_width"] == pytest.approx(0.03)
     assert result["global"]["median_width"] == pytest.approx(2 * predict.WIDENING * 0.01)
-    assert "| **all** | 1 / 2 | 0/2 (0%), 2.0 pp | 2/2 (100%), 4.9 pp | 1/2 (50%), 3.0 pp |" in \
+    assert f"| **all** | 1 / 2 | 0/2 (0%), 2.0 pp | 2/2 (100%), {2 * predict.WIDENING:.1f} pp | 1/2 (50%), 3.0 pp |" in \
         gain_recovery.per_fit_markdown(gain_recovery.per_fit_comparison(rows))
 
 
