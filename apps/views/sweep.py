@@ -86,10 +86,9 @@ def _brushed(parallel: pd.DataFrame, axes: list[str], signature: Hashable,
     live = sweep.brush_ranges(_selection(event).get(charts.BRUSH) or {}, axes)
     ranges = brushes.step(live)
     held = brushes.shown_held()
-    inside = set(sweep.runs_in_brush(parallel, held))
-    frame = parallel.assign(held_out=[0 if label in inside else 1 for label in parallel["label"]])
-    event = st.vega_lite_chart(interactive.to_spec(draw(frame, held)), on_select="rerun",
-                               selection_mode=[charts.BRUSH], key=key, width="stretch")
+    frame = parallel.assign(held_out=(~parallel["label"].isin(sweep.runs_in_brush(parallel, held))).astype(int))
+    st.vega_lite_chart(interactive.to_spec(draw(frame, held)), on_select="rerun", selection_mode=[charts.BRUSH],
+                       key=key, width="stretch")  # its selection is read from the session above, before drawing
     kept = sweep.runs_in_brush(parallel, ranges)
     total = parallel["label"].nunique()
     if ranges:
