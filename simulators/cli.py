@@ -251,18 +251,14 @@ def _provenance(study: str, argv: list[str], settings: Any) -> dict[str, Any]:
                       " ".join(["gdro simulate", *portable_words(argv)]), json.loads(json.dumps(kept, default=str)))
 
 
+#: One machine's arguments, left out of a report's command: flags with a value, then switches.
+MACHINE_FLAGS, MACHINE_SWITCHES = ("--out", "--workers"), ("--progress", "--no-progress")
+
+
 def portable_words(argv: list[str]) -> list[str]:
-    """The arguments without those of one machine (--out, --workers, the progress flags)."""
-    drop = {"--out": 2, "--workers": 2, "--progress": 1, "--no-progress": 1}
-    words, i = [], 0
-    while i < len(argv):
-        flag = argv[i].split("=")[0]
-        if flag in drop:
-            i += 1 if "=" in argv[i] else drop[flag]
-            continue
-        words.append(argv[i])
-        i += 1
-    return words
+    """The arguments without those of one machine (:data:`MACHINE_FLAGS`, :data:`MACHINE_SWITCHES`)."""
+    from studykit.provenance import portable
+    return portable(argv, drop=MACHINE_FLAGS, switches=MACHINE_SWITCHES)
 
 
 def _load_plugins(names: list[str]) -> None:
