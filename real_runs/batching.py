@@ -143,6 +143,16 @@ class RolloutBatch:
     def padded(self, values: list[torch.Tensor], rows: np.ndarray, device: torch.device) -> torch.Tensor:
         return torch.nn.utils.rnn.pad_sequence([values[r] for r in rows], batch_first=True).to(device)
 
+    def engine_gaps(self, rows: np.ndarray, logp_BT: torch.Tensor, engine_logprobs: Sequence[np.ndarray]) -> list[float]:
+        """max |trainer - engine| log-prob over each row's real tokens (``logp_BT``: the trainer's, row j of
+        it for ``rows[j]``; rows with no token are skipped): a consistency metric of the rollouts."""
+        gaps = []
+        for j, r in enumerate(rows):
+            if self.real_lengths[r]:
+                gap = logp_BT[j, :self.real_lengths[r]].detach().float().cpu() - torch.as_tensor(engine_logprobs[r])
+                gaps.append(float(gap.abs().max()))
+        return gaps
+
 
 def peak_memory_gb(device: torch.device) -> float:
     if device.type == "cuda":

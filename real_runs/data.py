@@ -17,10 +17,13 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from real_runs.rewards.math import extract_last_boxed
 from real_runs.types import Problem
+
+if TYPE_CHECKING:
+    from real_runs.config import TrainConfig
 
 LOG = logging.getLogger("real_runs.data")
 
@@ -388,3 +391,41 @@ def load_dataset_records(name_or_path: str, split: str | None = None, limit: int
     """
     return load_with_skips(name_or_path, split, limit, data_files, hf_config)[0]
 
+
+# ----------------------------------------------------------------------------- gdro train's data
+
+def resolve_data_path(name: str) -> str:
+    """Relative data paths are tried from the working directory, then from the repository root."""
+    root = Path(__file__).resolve().parent.parent
+    path = Path(name)
+    if path.is_absolute() or path.exists() or not (root / path).exists():
+        return name
+    return str(root / path)
+
+
+def load_train_records(cfg: TrainConfig) -> tuple[list[Problem], dict[str, int]]:
+    """The training problems of ``cfg.data`` and counts: rows skipped (no answer), rows dropped by
+    the English filter, problems kept (after ``data.limit``)."""
+    dropped: list[int] = []
+    records, skipped = load_with_skips(resolve_data_path(cfg.data.train), split=cfg.data.split or None,
+                                       limit=cfg.data.limit or None, english_only=cfg.data.english_only,
+                                       dropped=dropped)
+    summary = {"skipped_without_answer": len(skipped), "dropped_cjk": len(dropped), "problems": len(records)}
+    if not records:
+        cjk = f" ({len(dropped)} rows dropped by data.english_only: set it to false)" if dropped else ""
+        raise DataError(f"data.train={cfg.data.train!r} has no usable records (every row lacked a problem or "
+                        f"an answer{cjk}): pass a data set with answers")
+    return records, summary
+
+
+def prompt_texts(records: list[Problem], tokenizer: Any, limit: int) -> tuple[list[Problem], list[str], int]:
+    """(kept problems, their formatted prompts, how many were dropped as longer than ``limit`` tokens)."""
+    kept, texts = [], []
+    for problem in records:
+        text = format_prompt(problem, tokenizer)
+        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= limit:
+            kept.append(problem)
+            texts.append(text)
+    if not kept:
+        raise DataError(f"every training prompt is longer than rollout.max_prompt_tokens={limit}: raise it")
+    return kept, texts, len(records) - len(kept)

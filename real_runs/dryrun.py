@@ -13,8 +13,8 @@ import numpy as np
 
 from real_runs import memory
 from real_runs.config import TrainConfig
-from real_runs.preflight import (check_device, check_output, load_train_records, model_shape,
-                                 run_dir_of)
+from real_runs.data import load_train_records
+from real_runs.preflight import check_device, check_output, model_shape, run_dir_of
 
 SAMPLE = 1000
 

@@ -32,8 +32,8 @@ from gdro_lab.runformat.output import MARKER, claim_output, output_problem
 from gdro_lab.runformat.runlog import EVAL_FILE, RunFormatError, RunWriter, read_run, to_jsonable
 from real_runs.data import BENCHMARKS, DataError, load_dataset_records
 from real_runs.engines import make_engine
-from real_runs.eval_metrics import evaluation_metrics, worst_names
-from real_runs.eval_scoring import generate_and_score, stats_metrics
+from real_runs.eval_metrics import evaluation_metrics, stats_metrics, worst_names
+from real_runs.eval_scoring import generate_and_score
 from real_runs.export import weights_problem
 from real_runs.models import ModelError, checkpoint_folder, load_policy
 from real_runs.progress import phase

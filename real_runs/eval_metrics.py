@@ -190,3 +190,9 @@ def summary_lines(metrics: dict[str, float], step: int) -> list[str]:
     benches = [n[:-len("/num_prompts")] for n in metrics if n.endswith("/num_prompts") and n != "pooled/num_prompts"]
     cells = [f"{b} {100 * metrics[f'{b}/mean@{k}']:.2f} / {100 * metrics[f'{b}/pass@{k}']:.2f}" for b in benches]
     return [head] + (["  " + " | ".join(cells) + f"   (mean@{k} / pass@{k}, %)"] if cells else [])
+
+
+def stats_metrics(stats: dict[str, float], num_samples: int, seconds: float) -> dict[str, float]:
+    """:func:`sample_metrics` of :func:`real_runs.eval_scoring.generate_and_score`'s counters."""
+    return sample_metrics(num_samples, stats["tokens"], stats["truncated"], stats["reward/timeouts"],
+                          stats["reward/errors"], seconds)

@@ -9,7 +9,6 @@ reward, multiple-choice ones (GPQA) by :class:`real_runs.rewards.choice.ChoiceRe
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -17,7 +16,8 @@ import numpy as np
 
 from real_runs.config import TrainConfig
 from real_runs.data import format_prompt
-from real_runs.eval_metrics import evaluation_metrics, sample_metrics
+from real_runs.eval_metrics import evaluation_metrics, stats_metrics
+from real_runs.progress import BatchProgress, to_stderr
 from real_runs.rewards.choice import ChoiceReward, reward_kind
 from real_runs.types import Problem, Reward, SamplingParams
 
@@ -31,7 +31,7 @@ def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any,
 
     ``samples`` (id, sample index, success, text, generated tokens, group label and source per response) is
     filled only with ``keep_samples`` (``gdro calibrate`` reads the labels and the token counts).
-    ``log`` gets the progress lines (:class:`BatchProgress`, each starting with ``prefix``; ``clock`` times them).
+    ``log`` gets the progress lines (:class:`real_runs.progress.BatchProgress`, each starting with ``prefix``; ``clock`` times them).
     """
     successes: list[np.ndarray] = []
     stats = {"tokens": 0.0, "truncated": 0.0, "reward/timeouts": 0.0, "reward/errors": 0.0}
@@ -67,59 +67,6 @@ def generate_and_score(problems: Sequence[Problem], engine: Any, tokenizer: Any,
     return np.concatenate(successes), stats, samples
 
 
-class BatchProgress:
-    """The lines of :func:`generate_and_score`: the plan and ``0/N`` before the first batch generates,
-    ``benchmark B: 0/N prompts`` when a benchmark's first batch starts, and after each batch the prompts
-    done of all, the time so far and an estimate of the time left (:class:`real_runs.progress.Counter`),
-    and ``benchmark B: N/N prompts done`` when its last prompt is scored."""
-
-    def __init__(self, problems: Sequence[Problem], n: int, batch_prompts: int, log: Callable[[str], Any],
-                 clock: Callable[[], float], prefix: str = "gdro eval: "):
-        from real_runs.progress import Counter
-        self.log, self.prefix = log, prefix
-        self.sizes: dict[str, int] = {}
-        for problem in problems:
-            self.sizes[problem.source] = self.sizes.get(problem.source, 0) + 1
-        self.done = dict.fromkeys(self.sizes, 0)
-        self.batches, self.batch = -(-len(problems) // batch_prompts), 0
-        self.counter = Counter("", len(problems), "prompts", out=log, prefix=self.prefix, clock=clock)
-        log(f"{self.prefix}{len(problems):,} prompts x {n} samples in {self.batches:,} batches of up to "
-            f"{batch_prompts}: " + ", ".join(f"{name} {size:,}" for name, size in self.sizes.items()))
-
-    def begin(self, part: Sequence[Problem]) -> None:
-        self.batch += 1
-        if self.batch == 1:
-            self.counter.start(f"batch 1/{self.batches} generating")
-        for name in dict.fromkeys(p.source for p in part):
-            if self.done[name] == 0:
-                self.log(f"{self.prefix}benchmark {name}: 0/{self.sizes[name]:,} prompts (batch {self.batch}/"
-                         f"{self.batches})")
-
-    def end(self, part: Sequence[Problem]) -> None:
-        names = list(dict.fromkeys(p.source for p in part))
-        for problem in part:
-            self.done[problem.source] += 1
-        where = ", ".join(f"{name} {self.done[name]:,}/{self.sizes[name]:,}" for name in names)
-        self.counter.advance(len(part), f"batch {self.batch}/{self.batches}; {where}")
-        for name in names:
-            if self.done[name] == self.sizes[name]:
-                self.log(f"{self.prefix}benchmark {name}: {self.sizes[name]:,}/{self.sizes[name]:,} prompts done")
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def _silent(line: str) -> None:
-    pass
-
-
-def stats_metrics(stats: dict[str, float], num_samples: int, seconds: float) -> dict[str, float]:
-    """:func:`real_runs.eval_metrics.sample_metrics` of :func:`generate_and_score`'s counters."""
-    return sample_metrics(num_samples, stats["tokens"], stats["truncated"], stats["reward/timeouts"],
-                          stats["reward/errors"], seconds)
-
-
 def evaluate(cfg: TrainConfig, engine: Any, tokenizer: Any, problems: Sequence[Problem], reward: Reward,
              step: int) -> dict[str, float]:
     """The trainer's evaluation at ``step``: k samples per evaluation problem at the validation sampling;
@@ -132,7 +79,7 @@ def evaluate(cfg: TrainConfig, engine: Any, tokenizer: Any, problems: Sequence[P
     evaluation lines (``gdro train: evaluation at step S: 256/1,745 prompts, ...``).
     """
     ec = cfg.eval
-    log = _stderr if cfg.train.progress else _silent
+    log = to_stderr if cfg.train.progress else (lambda line: None)
     start = time.perf_counter()
     sampling = SamplingParams(temperature=ec.temperature, top_p=ec.top_p, top_k=ec.top_k,
                               max_new_tokens=ec.max_new_tokens, seed=cfg.train.seed * 1_000_003 + 500_000 + step)

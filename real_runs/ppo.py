@@ -4,7 +4,7 @@ controllers and the optimizer.
 4. :func:`weighted_advantages` (Eq. 3 x Eq. 16) and
    :func:`trained_rows`;
 5. :func:`recompute_logprobs`: old and reference log-probs by a teacher-forced pass (the engine's are
-   not used; :func:`engine_gaps` measures the difference; :func:`on_policy_update`);
+   not used; :meth:`RolloutBatch.engine_gaps` measures the difference; :func:`on_policy_update`);
 6. :func:`ppo_update`: PPO epochs over mini-batches, the loss of :mod:`real_runs.loss` (Eq. 4-6).
 Batching helpers: :mod:`real_runs.batching`. Detail: docs/train-notes.md#real_runs-ppo.
 """
@@ -81,18 +81,7 @@ def recompute_logprobs(batch: RolloutBatch, policy: torch.nn.Module, reference: 
         logp = batch.forward(policy, rows)[0]
         for j, r in enumerate(rows):
             batch.old_logp[r] = logp[j, :len(batch.responses[r])].float()
-        gaps += engine_gaps(batch, rows, logp, engine_logprobs)
-    return gaps
-
-
-def engine_gaps(batch: RolloutBatch, rows: np.ndarray, logp_BT: torch.Tensor,
-                engine_logprobs: Sequence[np.ndarray]) -> list[float]:
-    """max |trainer - engine| log-prob over each row's real tokens (rows with no token are skipped)."""
-    gaps = []
-    for j, r in enumerate(rows):
-        if batch.real_lengths[r]:
-            gap = logp_BT[j, :batch.real_lengths[r]].detach().float().cpu() - torch.as_tensor(engine_logprobs[r])
-            gaps.append(float(gap.abs().max()))
+        gaps += batch.engine_gaps(rows, logp, engine_logprobs)
     return gaps
 
 
@@ -126,7 +115,7 @@ def ppo_update(batch: RolloutBatch, policy: torch.nn.Module, optimizer: torch.op
                 if on_policy:
                     old_logp = logp.detach().float()
                     if engine_logprobs is not None:
-                        gaps += engine_gaps(batch, rows, old_logp, engine_logprobs)
+                        gaps += batch.engine_gaps(rows, old_logp, engine_logprobs)
                 else:
                     old_logp = batch.padded(batch.old_logp, rows, device)
                 loss, part = L.policy_loss(

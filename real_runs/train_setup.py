@@ -22,7 +22,7 @@ import torch
 from gdro_lab import MethodStep, PromptIndex, RunWriter
 from gdro_lab.runformat.runlog import RunLock, is_run_dir, read_run
 from real_runs import checkpoint as ckpt
-from real_runs import preflight
+from real_runs import data, preflight
 from real_runs.batching import DataOrder
 from real_runs.config import TrainConfig, config_from_dict, config_to_dict
 from real_runs.overhead import RunClock, logged_elapsed
@@ -201,12 +201,12 @@ def _load_data(cfg: TrainConfig, train_records: Sequence[Problem] | None,
     summary: dict[str, int] = {}
     if train_records is None:
         with phase(f"data load (data.train={cfg.data.train})", prefix=STARTUP, out=_say):
-            train_records, summary = preflight.load_train_records(cfg)
+            train_records, summary = data.load_train_records(cfg)
     if not train_records:
         raise TrainError(f"data.train={cfg.data.train!r} has no usable records (every row lacked a "
                          "problem or an answer): pass a data set with answers")
     limit = cfg.rollout.max_prompt_tokens
-    records, prompt_texts, too_long = preflight.prompt_texts(list(train_records), tokenizer, limit)
+    records, prompt_texts, too_long = data.prompt_texts(list(train_records), tokenizer, limit)
     if too_long:
         print(f"gdro train: dropped {too_long} of {too_long + len(records)} training prompts longer than "
               f"rollout.max_prompt_tokens={limit}", file=sys.stderr)
@@ -214,9 +214,8 @@ def _load_data(cfg: TrainConfig, train_records: Sequence[Problem] | None,
     problems: list[Problem] = []
     if cfg.eval.every:
         if eval_records is None:
-            from real_runs.data import load_dataset_records
             with phase(f"evaluation sets load ({', '.join(cfg.eval.benchmarks)})", prefix=STARTUP, out=_say):
-                eval_records = {b: load_dataset_records(b, limit=cfg.eval.limit or None) for b in cfg.eval.benchmarks}
+                eval_records = {b: data.load_dataset_records(b, limit=cfg.eval.limit or None) for b in cfg.eval.benchmarks}
         problems = [p for group in eval_records.values() for p in group]
         if not problems:
             raise TrainError("eval.every > 0 but the evaluation sets hold no problem: set eval.benchmarks or "

@@ -213,8 +213,8 @@ def _span_seconds(runs: dict[str, dict[int, Path]]) -> float:
     import datetime as dt
 
     paths = {p for by_seed in runs.values() for p in by_seed.values()}
-    spans = sorted((dt.datetime.fromisoformat(json.loads((p / "meta.json").read_text())["created"]).timestamp(),
-                    (p / "eval.jsonl").stat().st_mtime) for p in paths)
+    spans = [(dt.datetime.fromisoformat(json.loads((p / "meta.json").read_text())["created"]).timestamp(),
+              (p / "eval.jsonl").stat().st_mtime) for p in paths]
     return union_length(spans) if spans else math.nan
 
 

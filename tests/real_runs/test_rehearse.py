@@ -62,12 +62,12 @@ def test_paper_qwen3_1_7b_rehearses_end_to_end(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_a_failure_in_the_path_is_one_line_and_exit_2(tmp_path: Path, monkeypatch, capsys):
-    from real_runs import preflight
+    from real_runs import data
 
     def broken(cfg):
         raise ValueError("data.train='dapo': the parquet file is truncated")
 
-    monkeypatch.setattr(preflight, "load_train_records", broken)
+    monkeypatch.setattr(data, "load_train_records", broken)
     assert train_cli.main(["paper-qwen3-1.7b", "--rehearse", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "gdro train: data.train='dapo': the parquet file is truncated"

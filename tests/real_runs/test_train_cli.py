@@ -137,13 +137,13 @@ def test_a_foreign_folder_named_like_the_run_is_refused_and_untouched(tmp_path: 
 
 def test_an_existing_run_is_reported_before_the_model_and_data_load(finished_run: Path, monkeypatch,
                                                                     capsys: pytest.CaptureFixture[str]):
-    from real_runs import models, preflight
+    from real_runs import data, models
 
     def forbidden(*args, **kwargs):
         raise AssertionError("loaded before the output folder was checked")
 
     monkeypatch.setattr(models, "load_policy", forbidden)
-    monkeypatch.setattr(preflight, "load_train_records", forbidden)
+    monkeypatch.setattr(data, "load_train_records", forbidden)
     one_line_error(capsys, ["tiny-cpu", *FAST, "train.run_name=done", "--out", str(finished_run.parent)],
                    "already holds a run")
 

@@ -76,7 +76,7 @@ def loads(monkeypatch):
         return [Problem(f"{args[0]}:test:0", "Solve.", "1", args[0], args[0])]
 
     monkeypatch.setattr(real_runs.models, "load_policy", load_policy)
-    monkeypatch.setattr(preflight, "load_train_records", load_train_records)
+    monkeypatch.setattr(real_runs.data, "load_train_records", load_train_records)
     monkeypatch.setattr(real_runs.data, "load_dataset_records", load_dataset_records)
     return calls
 
