@@ -128,7 +128,8 @@ def _evaluations(runs: dict[str, RunData], names: dict[str, str], chosen: ui.Sel
     colours = {names[label]: colour for label, colour in ui.run_colours(list(runs)).items()}
     group_of = {names[label]: chosen.grouping.group_of.get(label, names[label]) for label in runs}
     method_of = {names[label]: chosen.grouping.method_of.get(label, "") for label in runs}
-    shown = [name for name in group_of if name in set(frame["run"])]
+    drawn = set(frame["run"].unique())
+    shown = [name for name in group_of if name in drawn]
     item = uicharts.Series(frame, f"Evaluation: {metric}", metric, color_field="run", smooth=False,
                            bounds=uicharts.bounds_for(metric, list(runs.values()), frame), colours=colours,
                            legend=uicharts.legend_for(shown, group_of, method_of, **_ranking(runs, chosen, [metric])))
