@@ -10,6 +10,7 @@ runs from :data:`apps.data.loading.RUN_CACHE` (re-read when they grow). Page fra
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
@@ -82,10 +83,12 @@ class Selection:
 
     def producer(self, label: str) -> str:
         """The producer (meta.json) of a listed run ("" when unknown)."""
-        for info in self.infos:
-            if info.label == label:
-                return info.producer
-        return ""
+        return self._producers.get(label, "")
+
+    @cached_property
+    def _producers(self) -> dict[str, str]:
+        """Run label -> producer, read once per selection (a page asks for each run it draws)."""
+        return {info.label: info.producer for info in reversed(self.infos)}  # the first listed wins
 
     def healthy(self, labels: Sequence[str]) -> list[str]:
         """``labels`` without the damaged runs."""
