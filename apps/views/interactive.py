@@ -125,24 +125,28 @@ def line_points(lines: int, width: int | None) -> int:
 def _extreme_rows(values_NC: np.ndarray, limit: int) -> np.ndarray:
     """Row indices kept of one line (rows in step order, ``C`` columns): the first and the last row,
     and in each of ``(limit - 2) // 2`` stretches of rows between them the rows of each column's
-    lowest and highest value (the stretch's first row where a column has none)."""
+    lowest and highest value (its first such row; the stretch's first row where a column has no
+    finite value). One pass per column and extreme over all stretches (``reduceat``), not a loop over
+    stretches (tests/apps/views/test_app_many_lines.py holds it equal to that loop)."""
     count = values_NC.shape[0]
     if count <= limit:
         return np.arange(count)
-    kept = [0, count - 1]
     edges = np.linspace(1, count - 1, max(1, (limit - 2) // 2) + 1).astype(int)
-    for start, stop in zip(edges[:-1], edges[1:]):
-        if stop <= start:
-            continue
-        part_NC = values_NC[start:stop]
-        finite_NC = np.isfinite(part_NC)
-        for column in range(part_NC.shape[1]):
-            if not finite_NC[:, column].any():
-                kept.append(start)
-                continue
-            kept.append(start + int(np.nanargmin(np.where(finite_NC[:, column], part_NC[:, column], np.nan))))
-            kept.append(start + int(np.nanargmax(np.where(finite_NC[:, column], part_NC[:, column], np.nan))))
-    return np.unique(kept)
+    starts, stops = edges[:-1], edges[1:]
+    filled = stops > starts  # an empty stretch keeps nothing
+    starts, stops = starts[filled], stops[filled]
+    kept = [np.array([0, count - 1])]
+    if starts.size:
+        first, part = int(starts[0]), values_NC[starts[0]:stops[-1]]  # the stretches tile this part
+        stretch_N = np.repeat(np.arange(starts.size), stops - starts)
+        finite = np.isfinite(part)
+        for missing, extreme in ((np.inf, np.minimum), (-np.inf, np.maximum)):
+            values = np.where(finite, part, missing)
+            hit_NC = values == extreme.reduceat(values, starts - first, axis=0)[stretch_N]
+            for column in range(part.shape[1]):
+                rows = np.flatnonzero(hit_NC[:, column])  # every stretch has one: its extreme, or all rows
+                kept.append(first + rows[np.unique(stretch_N[rows], return_index=True)[1]])
+    return np.unique(np.concatenate(kept))
 
 
 def bucket_extremes(frame: pd.DataFrame, limit: int, group_field: str) -> tuple[pd.DataFrame, int]:

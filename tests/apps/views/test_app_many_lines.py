@@ -10,6 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from app_helpers import all_views, assert_clean, open_app, view_table, view_title
 from gdro_app_synthetic import write_synthetic_run
 
@@ -48,6 +51,38 @@ def test_each_line_keeps_its_ends_and_each_stretchs_extremes_as_logged() -> None
     assert same.equals(short) and longest == 0, "short lines are drawn whole"
     assert interactive.line_points(50, 325) == interactive.MANY_LINES_POINTS // 50
     assert interactive.line_points(1000, 325) == interactive.MIN_LINE_POINTS
+
+
+def plain_extreme_rows(values_NC: np.ndarray, limit: int) -> np.ndarray:
+    """The rule of ``interactive._extreme_rows`` as a loop over stretches and columns (the reference)."""
+    count = values_NC.shape[0]
+    if count <= limit:
+        return np.arange(count)
+    kept = [0, count - 1]
+    edges = np.linspace(1, count - 1, max(1, (limit - 2) // 2) + 1).astype(int)
+    for start, stop in zip(edges[:-1], edges[1:]):
+        for column in range(values_NC.shape[1]):
+            part = values_NC[start:stop, column]
+            finite = np.isfinite(part)
+            if stop <= start:
+                continue
+            if not finite.any():
+                kept.append(start)
+                continue
+            kept.append(start + int(np.nanargmin(np.where(finite, part, np.nan))))
+            kept.append(start + int(np.nanargmax(np.where(finite, part, np.nan))))
+    return np.unique(kept)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=hnp.arrays(np.float64, hnp.array_shapes(min_dims=2, max_dims=2, min_side=1, max_side=90),
+                         elements=st.sampled_from([0.0, 1.0, -1.0, 2.5, np.nan, np.inf, -np.inf])
+                         | st.floats(-5, 5)),
+       limit=st.integers(3, 40))
+def test_the_kept_rows_equal_the_plain_loop_over_stretches(values: np.ndarray, limit: int) -> None:
+    """Ties (the first row of the extreme), stretches with no finite value, empty stretches (more
+    stretches than rows), infinities and several columns: the same rows as the loop."""
+    assert np.array_equal(interactive._extreme_rows(values, limit), plain_extreme_rows(values, limit))
 
 
 @pytest.fixture(scope="module")
