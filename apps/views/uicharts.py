@@ -360,7 +360,7 @@ def _grid_spec(frames: list[pd.DataFrame], layout: tuple[tuple[Cell, ...], ...],
                                             legend=legend, x_domain=x_domain,  # type: ignore[arg-type]
                                             zoom_group=str(zoom_group)))
         rows.append(built)
-    return interactive.to_spec(interactive.linked_rows(rows))
+    return interactive.linked_rows(rows)
 
 
 # ----------------------------------------------------------------------------- wall clock

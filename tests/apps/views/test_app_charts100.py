@@ -132,7 +132,7 @@ def test_producers_get_their_own_charts_and_zoom() -> None:
     assert items[0].frame["step"].max() == 3 and items[1].frame["step"].min() == 100
     charts = [interactive.series(item.frame, item.title, "m", interactive.Interaction(), {}, color_field="run",
                                  zoom_group=item.zoom_group) for item in items]
-    spec = interactive.to_spec(interactive.linked(charts, columns=2))
+    spec = interactive.linked(charts, columns=2)
     zooms = [param for param in spec["params"] if param.get("bind") == "scales"]
     assert len(zooms) == 2 and all(len(param["views"]) == 1 for param in zooms), "each producer zooms alone"
 
