@@ -91,3 +91,61 @@ def test_long_run_charts_are_thinned_and_say_so(tmp_path: Path, monkeypatch: pyt
     assert 2 < len(steps) <= interactive.max_points(1040) + 1 and steps[-1] == 699.0
     assert all("raw" not in view_table(chart, part).column_names for _, part in all_views(app)), \
         "no faint raw copy without smoothing"
+
+
+def _rows(spec: dict) -> dict:
+    """Each dataset of a lean spec as its rows, and the spec with the datasets' names replaced by
+    their order of first use (altair names datasets by a hash of JSON rows, the app by its Arrow bytes)."""
+    import json
+    import re
+
+    text = json.dumps({key: value for key, value in spec.items() if key != "datasets"}, sort_keys=True)
+    order = list(dict.fromkeys(re.findall(r'"name": "(data-[0-9a-f]+)"', text)))
+    for index, name in enumerate(order):
+        text = text.replace(name, f"D{index}")
+    rows = {}
+    for index, name in enumerate(order):
+        payload = spec["datasets"][name]
+        with pa.ipc.open_stream(payload) as reader:
+            rows[f"D{index}"] = reader.read_all().to_pylist()
+    return {"spec": json.loads(text), "rows": rows}
+
+
+def _altair_spec(chart: alt.TopLevelMixin) -> dict:
+    """The reference: altair's own conversion (row dictionaries), made lean as the app sends it."""
+    with alt.data_transformers.disable_max_rows(), alt.theme.enable("none"):
+        return interactive.lean(chart.to_dict(validate=False))
+
+
+def test_frames_go_to_arrow_with_altair_types_and_rows() -> None:
+    """A chart with untyped fields (altair infers them from the frame) and a frame shared by two layers
+    (one dataset): the same spec and rows as altair's own conversion."""
+    frame = pd.DataFrame({"step": [0.0, 1.0, 2.0], "series": ["a", "b", "a"], "value": [0.5, None, 2.0]})
+    untyped = alt.Chart(frame).mark_line().encode(x="step", y="value", color="series")
+    shared = alt.layer(alt.Chart(frame).mark_line().encode(x="step:Q", y="value:Q"),
+                       alt.Chart(frame).mark_point().encode(x="step:Q", y="value:Q"))
+    for chart in (untyped, shared):
+        spec = interactive.to_spec(chart)
+        assert all(isinstance(payload, bytes) for payload in spec["datasets"].values())
+        assert _rows(spec) == _rows(_altair_spec(chart))
+    assert interactive.to_spec(untyped)["encoding"]["x"]["type"] == "quantitative", "type inferred from the frame"
+    assert len(interactive.to_spec(shared)["datasets"]) == 1, "one dataset for the frame both layers read"
+
+
+def test_linked_rows_is_altairs_concat_of_the_same_charts() -> None:
+    """The grid put together as dicts equals altair's vconcat of hconcats, the same charts, made
+    lean and numbered by to_spec (the markers, the parameters at the top, the independent colours)."""
+    frames = [long_frame(12, names) for names in (("a", "b"), ("a", "c"), ("d",))]
+    items = [interactive.series(frame, f"chart {index}", "value", interactive.Interaction(), {},
+                                width=300) for index, frame in enumerate(frames)]
+    rows = [items[:2], items[2:]]
+    ours = interactive.linked_rows(rows)
+    combined = alt.VConcatChart(vconcat=[alt.HConcatChart(hconcat=list(rows[0])), rows[1][0]])
+    combined.resolve = alt.Resolve(scale=alt.ScaleResolveMap(color="independent", strokeDash="independent"))
+    combined.usermeta = {"embedOptions": {"renderer": "canvas"}}
+    with alt.data_transformers.disable_max_rows(), alt.theme.enable("none"):
+        theirs = combined.to_dict(validate=False)
+    # to_spec's numbering and parameters on altair's dict (its own concat may lift nothing: no params)
+    reference = interactive._finish(theirs)
+    assert _rows(ours) == _rows(reference)
+    assert {param["name"] for param in ours["params"]} >= {interactive.ZOOM, interactive.ISOLATE}
